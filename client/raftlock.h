@@ -1,0 +1,414 @@
+/*
+ * raftlock.h: the client library of raftlock, a replicated lock service.
+ *
+ * A program opens one raftlock_client, opens sessions on it (leases kept
+ * alive by a background keepalive thread), and takes locks by name through
+ * lock handles. Every grant carries a fencing token: a 64-bit number that is
+ * unique and strictly increasing over the life of the cluster.
+ *
+ * Conventions, for every function below unless it says otherwise:
+ *   - Return value: 0 on success or a negative RAFTLOCK_E* code. On failure
+ *     outputs are left unchanged and raftlock_errmsg() describes the error.
+ *   - Threading: all functions are thread-safe. Blocking calls wait at most
+ *     their timeout (or the client's request timeout).
+ *   - Strings passed in are copied; the caller keeps ownership.
+ *   - Objects returned through an out pointer are owned by the caller and
+ *     freed with the matching *_free / *_close function.
+ *   - The library never aborts and never calls exit(); out of memory is
+ *     RAFTLOCK_ENOMEM.
+ *
+ * Clock rule: lease validity is measured on CLOCK_BOOTTIME from the moment
+ * the last acknowledged keepalive was SENT, minus a margin of rho * TTL plus
+ * a constant, so the client's view of a lease ends before the server's.
+ * docs/GUARANTEES.md states the assumption (rho = RAFTLOCK_CLOCK_RATE_PPM).
+ */
+#ifndef RAFTLOCK_H
+#define RAFTLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAFTLOCK_VERSION_MAJOR 0
+#define RAFTLOCK_VERSION_MINOR 1
+#define RAFTLOCK_VERSION_PATCH 0
+
+#if defined(RAFTLOCK_BUILDING) && defined(__GNUC__)
+#define RAFTLOCK_API __attribute__((visibility("default")))
+#else
+#define RAFTLOCK_API
+#endif
+
+/* The clock-rate difference between any two machines the lease rules
+ * tolerate, in parts per million (10000 = 1%). */
+#define RAFTLOCK_CLOCK_RATE_PPM 10000
+/* Constant part of the client's lease safety margin, in milliseconds. */
+#define RAFTLOCK_LEASE_MARGIN_MS 50
+
+/* Bounds enforced by server and client alike. */
+#define RAFTLOCK_NAME_MAX 256           /* bytes in a lock name */
+#define RAFTLOCK_FRAME_MAX (4u << 20)   /* bytes in one protocol frame */
+#define RAFTLOCK_TTL_MIN_MS 1000
+#define RAFTLOCK_TTL_MAX_MS 600000
+
+/*
+ * Error codes. The numbers are part of the wire protocol: never renumber.
+ * X(name, value, message)
+ */
+#define RAFTLOCK_ERRORS(X)                                                       \
+	X(EINVAL, -1, "invalid argument")                                       \
+	X(ENOMEM, -2, "out of memory")                                          \
+	X(ETIMEDOUT, -3, "timed out")                                           \
+	X(ECONNECTION, -4, "no cluster node could be reached")                  \
+	X(ENOTLEADER, -5, "this node is not the leader")                        \
+	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                  \
+	X(ESESSION, -7, "the session has expired or was closed")                \
+	X(EBUSY, -8, "the lock is held by another owner")                       \
+	X(ENOTHOLDER, -9, "the caller does not hold this lock")                 \
+	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")    \
+	X(EPROTO, -11, "malformed or unexpected protocol message")              \
+	X(ETOOBIG, -12, "name or message exceeds its size limit")               \
+	X(ELIMIT, -13, "a server quota was reached")                            \
+	X(EUNKNOWN, -14, "the outcome of the request is unknown")               \
+	X(ECANCELED, -15, "the request was canceled")                           \
+	X(ENOTFOUND, -16, "no such lock or session")                            \
+	X(EKIND, -17, "the lock exists with another kind or limit")             \
+	X(ESHUTDOWN, -18, "the node is shutting down")                          \
+	X(EINTERNAL, -19, "internal error")                                     \
+	X(ESTATE, -20, "the call is not valid in the object's current state")   \
+	X(EIO, -21, "input/output error")                                       \
+	X(ECONFIG, -22, "invalid configuration")                                \
+	X(EDATA, -23, "damaged or foreign data directory")
+
+enum raftlock_error {
+	RAFTLOCK_OK = 0,
+#define RAFTLOCK__ERROR_ENUM(name, value, message) RAFTLOCK_##name = value,
+	RAFTLOCK_ERRORS(RAFTLOCK__ERROR_ENUM)
+#undef RAFTLOCK__ERROR_ENUM
+};
+
+/* Static description of an error code; never NULL. "unknown error" for a
+ * code that is not in the table. Thread-safe; the string is static. */
+RAFTLOCK_API const char *raftlock_strerror(int code);
+
+/* ------------------------------------------------------------ client -- */
+
+typedef struct raftlock_client raftlock_client;
+
+struct raftlock_client_options {
+	/* "host:port" client addresses of any cluster nodes (at least one).
+	 * The array and strings are copied. */
+	const char *const *addresses;
+	size_t n_addresses;
+	/* Shown by introspection as the owner's client name; NULL = the
+	 * program's name. Copied. */
+	const char *client_name;
+	/* Default timeout of a request, retries included; 0 = 10000 ms. */
+	unsigned request_timeout_ms;
+	/* Timeout of one TCP connect attempt; 0 = 1000 ms. */
+	unsigned connect_timeout_ms;
+};
+
+/*
+ * Opens a client. Does not connect yet: the first request finds the leader.
+ * Starts the client's I/O thread and keepalive thread.
+ * *out is owned by the caller: close it with raftlock_client_close().
+ * Errors: RAFTLOCK_EINVAL (no address, an address that does not parse),
+ * RAFTLOCK_ENOMEM, RAFTLOCK_EINTERNAL (a thread could not start).
+ * On failure no errmsg object exists: the message goes to errmsg_out, if
+ * not NULL (a static or thread-local string valid until the next call).
+ */
+RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts,
+				      raftlock_client **out,
+				      const char **errmsg_out);
+
+/*
+ * Closes every session still open on the client (releasing their locks on a
+ * best-effort basis, bounded by the request timeout), stops its threads and
+ * frees it. Lock and session objects of this client must have been freed
+ * before, or are freed here. Must not be called from a callback of this
+ * client. NULL is a no-op.
+ */
+RAFTLOCK_API void raftlock_client_close(raftlock_client *client);
+
+/*
+ * The message of the last error on this client in the calling thread, with
+ * context ("acquire 'db/primary': the lock is held by another owner").
+ * Valid until the calling thread's next call on this client. Never NULL.
+ */
+RAFTLOCK_API const char *raftlock_errmsg(const raftlock_client *client);
+
+/* ----------------------------------------------------------- session -- */
+
+typedef struct raftlock_session raftlock_session;
+
+/*
+ * Called once, from the client's keepalive thread, when the session is lost:
+ * its validity ran out before a keepalive was acknowledged, or the server
+ * said it expired. The callback must not block for long and must not close
+ * the client; it may call raftlock_session_free() on other sessions only.
+ * `reason` is RAFTLOCK_ESESSION or RAFTLOCK_ETIMEDOUT.
+ */
+typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason,
+					 void *arg);
+
+struct raftlock_session_options {
+	unsigned ttl_ms; /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX. */
+	raftlock_session_lost_cb on_lost; /* may be NULL */
+	void *on_lost_arg;
+};
+
+/*
+ * Opens a session (replicated through Raft before it returns) and starts
+ * keeping it alive: a keepalive every TTL/3 from the client's keepalive
+ * thread. *out is owned by the caller: free it with raftlock_session_close().
+ * Errors: RAFTLOCK_EINVAL (ttl out of range), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
+				       const struct raftlock_session_options *opts,
+				       raftlock_session **out);
+
+/*
+ * Closes the session on the server (all its locks are released and its
+ * waits canceled) and frees it, with any lock handles still open on it.
+ * Returns the error of the close request, but frees the session in any
+ * case; the server expires a session it never heard closing.
+ * NULL is a no-op returning 0.
+ */
+RAFTLOCK_API int raftlock_session_close(raftlock_session *session);
+
+/* The server-assigned session id (never reused). */
+RAFTLOCK_API uint64_t raftlock_session_id(const raftlock_session *session);
+
+/*
+ * Until when the session is certainly valid, in milliseconds of
+ * CLOCK_BOOTTIME: the send time of the last acknowledged keepalive plus the
+ * TTL minus the safety margin. 0 once the session is lost: a lost session
+ * stays lost. Compare with raftlock_now_ms().
+ */
+RAFTLOCK_API uint64_t raftlock_session_valid_until(const raftlock_session *session);
+
+/* CLOCK_BOOTTIME in milliseconds: the clock of valid_until. */
+RAFTLOCK_API uint64_t raftlock_now_ms(void);
+
+/* True while now < valid_until. */
+RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *session);
+
+/* -------------------------------------------------------------- locks -- */
+
+typedef struct raftlock_lock raftlock_lock;
+
+enum raftlock_kind {
+	RAFTLOCK_MUTEX = 1,
+	RAFTLOCK_RWLOCK = 2,
+	RAFTLOCK_SEMAPHORE = 3,
+};
+
+enum raftlock_mode {
+	RAFTLOCK_EXCLUSIVE = 0,
+	RAFTLOCK_SHARED = 1,
+};
+
+struct raftlock_lock_options {
+	enum raftlock_kind kind; /* 0 = RAFTLOCK_MUTEX */
+	uint32_t limit;          /* semaphores: number of permits */
+	unsigned lock_delay_ms;  /* unavailable this long after its holder's
+				    session expires; 0 = none */
+};
+
+/*
+ * Makes a lock handle on `name` for this session. A handle is an owner:
+ * acquiring twice through one handle nests (same token, two releases);
+ * another handle, even in the same thread, is another owner. No request is
+ * sent. opts may be NULL (a mutex). *out is owned by the caller: free it with
+ * raftlock_lock_free(); it must not outlive its session.
+ * Errors: RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG (name longer than
+ * RAFTLOCK_NAME_MAX), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
+				   const struct raftlock_lock_options *opts,
+				   raftlock_lock **out);
+
+/*
+ * Takes the lock if it is free now (exclusive mode, one permit); never
+ * waits. On success *token (if not NULL) is the fencing token of the grant.
+ * Errors: RAFTLOCK_EBUSY (held by another owner), RAFTLOCK_ESESSION,
+ * RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
+ * RAFTLOCK_EUNAVAILABLE.
+ */
+RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
+
+/*
+ * Takes the lock in `mode` with `permits` permits (semaphores; 0 means 1),
+ * waiting in the server's FIFO queue up to timeout_ms (0: do not wait;
+ * a negative value: wait until granted or the session ends). The grant is
+ * pushed by the server; nothing polls. On return the caller either holds the
+ * lock and knows its token, or is not queued: a timeout cancels the wait on
+ * the server, and a grant that raced the cancel is released.
+ * Errors: those of raftlock_lock_try(), RAFTLOCK_ETIMEDOUT when the wait
+ * timed out, RAFTLOCK_ESESSION when the session ended while waiting.
+ */
+RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock,
+				       enum raftlock_mode mode, uint32_t permits,
+				       int timeout_ms, uint64_t *token);
+
+/*
+ * Releases one level of nesting (all permits of this handle for
+ * semaphores). *remaining (if not NULL) is the nesting depth left; the lock
+ * is free for others when it reaches 0.
+ * Errors: RAFTLOCK_ENOTHOLDER (this handle holds nothing), RAFTLOCK_ESESSION,
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE.
+ */
+RAFTLOCK_API int raftlock_lock_release(raftlock_lock *lock, uint32_t *remaining);
+
+/* The token of this handle's current grant, 0 if it holds nothing. */
+RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
+
+/* Frees the handle. A held lock stays held until released or the session
+ * ends: release first. NULL is a no-op. */
+RAFTLOCK_API void raftlock_lock_free(raftlock_lock *lock);
+
+/*
+ * Asks the service whether `token` belongs to a current holder of `name`
+ * (Chubby's sequencer check). *current is set to true or false.
+ * Errors: RAFTLOCK_EINVAL, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
+ * RAFTLOCK_EUNAVAILABLE.
+ */
+RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
+				      uint64_t token, bool *current);
+
+/* ----------------------------------------------------- introspection -- */
+
+struct raftlock_member {
+	uint64_t id;
+	char *raft_address;
+	char *client_address;
+};
+
+struct raftlock_status {
+	uint64_t node_id;
+	char *role; /* "leader", "follower", "candidate", "unavailable" */
+	bool ready; /* a leader that may serve (its barrier has applied) */
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t last_index;
+	uint64_t leader_id; /* 0 if unknown */
+	char *leader_address;
+	uint64_t cluster_time;
+	uint64_t next_token;
+	uint64_t sessions;
+	uint64_t locks;
+	char *cluster;
+	size_t n_members;
+	struct raftlock_member *members;
+};
+
+/*
+ * Asks one node for its own view (no quorum needed: works during an
+ * outage). `address` names the node ("host:port"); NULL asks the first
+ * reachable address of the client. *out is freed with raftlock_status_free().
+ * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_status_get(raftlock_client *client, const char *address,
+				     struct raftlock_status **out);
+RAFTLOCK_API void raftlock_status_free(struct raftlock_status *status);
+
+struct raftlock_owner {
+	char *client_name;
+	char *host;
+	uint32_t pid;
+};
+
+struct raftlock_holder {
+	uint64_t session;
+	uint64_t owner;  /* lock handle id */
+	enum raftlock_mode mode;
+	uint32_t permits;
+	uint32_t count;  /* nesting depth */
+	uint64_t token;
+	uint64_t granted_index;
+	uint64_t granted_time; /* cluster time, ms */
+	struct raftlock_owner who;
+};
+
+struct raftlock_waiter {
+	uint64_t session;
+	uint64_t owner;
+	enum raftlock_mode mode;
+	uint32_t permits;
+	uint64_t queued_time; /* cluster time, ms */
+	struct raftlock_owner who;
+};
+
+struct raftlock_lock_info {
+	char *name;
+	enum raftlock_kind kind;
+	uint32_t limit;
+	uint64_t delay_until; /* cluster time, ms; 0 = no lock-delay running */
+	uint32_t lock_delay_ms;
+	uint64_t cluster_time;
+	size_t n_holders;
+	struct raftlock_holder *holders;
+	size_t n_waiters;
+	struct raftlock_waiter *waiters;
+};
+
+struct raftlock_lock_list {
+	size_t n_locks;
+	struct raftlock_lock_info *locks;
+	bool more; /* another page follows: ask again after the last name */
+};
+
+/*
+ * Reads one lock. Linearizable unless `stale` (then any node answers from
+ * its own state). A lock nobody holds or waits for does not exist:
+ * RAFTLOCK_ENOTFOUND. *out is freed with raftlock_lock_info_free().
+ */
+RAFTLOCK_API int raftlock_lock_get(raftlock_client *client, const char *name,
+				   bool stale, struct raftlock_lock_info **out);
+RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info);
+
+/*
+ * Lists locks whose name starts with `prefix` ("" = all), in name order,
+ * starting after `after` (NULL = from the start), at most `limit` (0 = the
+ * server's default page). *out is freed with raftlock_lock_list_free().
+ */
+RAFTLOCK_API int raftlock_lock_list(raftlock_client *client, const char *prefix,
+				    const char *after, uint32_t limit, bool stale,
+				    struct raftlock_lock_list **out);
+RAFTLOCK_API void raftlock_lock_list_free(struct raftlock_lock_list *list);
+
+struct raftlock_session_info {
+	uint64_t id;
+	uint32_t ttl_ms;
+	uint64_t deadline;    /* cluster time, ms */
+	uint64_t opened_time; /* cluster time, ms */
+	struct raftlock_owner who;
+	size_t n_locks;
+	char **locks;
+};
+
+struct raftlock_session_list {
+	size_t n_sessions;
+	struct raftlock_session_info *sessions;
+	bool more;
+	uint64_t cluster_time;
+};
+
+/* Lists sessions by id, after `after` (0 = from the start). */
+RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after,
+				       uint32_t limit, bool stale,
+				       struct raftlock_session_list **out);
+RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RAFTLOCK_H */

@@ -1,0 +1,130 @@
+/* codec.c: see codec.h. */
+#include "codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "raftlock.h"
+
+int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n)
+{
+	size_t size = raftlock__envelope__get_packed_size(env);
+	if (size > RAFTLOCK_FRAME_MAX)
+		return RAFTLOCK_ETOOBIG;
+	uint8_t *buf = malloc(FRAME_HEADER_SIZE + size);
+	if (buf == NULL)
+		return RAFTLOCK_ENOMEM;
+	frame_put_header(buf, (uint32_t)size);
+	raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
+	*out = buf;
+	*n = FRAME_HEADER_SIZE + size;
+	return 0;
+}
+
+int codec_check_name(const char *name)
+{
+	if (name == NULL || name[0] == '\0')
+		return RAFTLOCK_EINVAL;
+	if (strnlen(name, RAFTLOCK_NAME_MAX + 1) > RAFTLOCK_NAME_MAX)
+		return RAFTLOCK_ETOOBIG;
+	return 0;
+}
+
+/* Bounds that the decoder enforces on requests, so that the service never
+ * proposes a command that apply() would have to refuse for its size. */
+static int check_request(const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		if (env->acquire->acquire == NULL)
+			return RAFTLOCK_EPROTO;
+		return codec_check_name(env->acquire->acquire->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		if (env->release->release == NULL)
+			return RAFTLOCK_EPROTO;
+		return codec_check_name(env->release->release->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		if (env->cancel_wait->cancel == NULL)
+			return RAFTLOCK_EPROTO;
+		return codec_check_name(env->cancel_wait->cancel->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+		return codec_check_name(env->get_lock->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+		return codec_check_name(env->check_token->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
+		if (strlen(env->list_locks->prefix) > RAFTLOCK_NAME_MAX ||
+		    strlen(env->list_locks->after) > RAFTLOCK_NAME_MAX)
+			return RAFTLOCK_EPROTO;
+		return 0;
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
+		const Raftlock__Owner *o = env->open_session->owner;
+		if (o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||
+				  strlen(o->host) > RAFTLOCK_NAME_MAX))
+			return RAFTLOCK_EPROTO;
+		return 0;
+	}
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
+		return env->keepalive->n_sessions > 65536 ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY__NOT_SET:
+		return RAFTLOCK_EPROTO;
+	default:
+		return 0;
+	}
+}
+
+int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out)
+{
+	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
+	if (env == NULL)
+		return RAFTLOCK_EPROTO;
+	int rv = check_request(env);
+	if (rv != 0) {
+		raftlock__envelope__free_unpacked(env, NULL);
+		return rv;
+	}
+	*out = env;
+	return 0;
+}
+
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
+		       void **out, size_t *n)
+{
+	size_t size = raftlock__log_entry__get_packed_size(entry);
+	if (size > UINT32_MAX - 16)
+		return RAFTLOCK_ETOOBIG;
+	size_t total = (ENTRY_HEADER_SIZE + size + 7) & ~(size_t)7;
+	uint8_t *buf = alloc(total);
+	if (buf == NULL)
+		return RAFTLOCK_ENOMEM;
+	buf[0] = 'R';
+	buf[1] = 'L';
+	buf[2] = (uint8_t)(ENTRY_FORMAT >> 8);
+	buf[3] = (uint8_t)ENTRY_FORMAT;
+	frame_put_header(buf + 4, (uint32_t)size);
+	raftlock__log_entry__pack(entry, buf + ENTRY_HEADER_SIZE);
+	memset(buf + ENTRY_HEADER_SIZE + size, 0, total - ENTRY_HEADER_SIZE - size);
+	*out = buf;
+	*n = total;
+	return 0;
+}
+
+int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
+{
+	const uint8_t *buf = data;
+	if (n < ENTRY_HEADER_SIZE || buf[0] != 'R' || buf[1] != 'L')
+		return RAFTLOCK_EPROTO;
+	unsigned format = (unsigned)buf[2] << 8 | buf[3];
+	if (format > ENTRY_FORMAT)
+		return RAFTLOCK_EDATA;
+	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 |
+		      (size_t)buf[6] << 8 | buf[7];
+	if (size > n - ENTRY_HEADER_SIZE)
+		return RAFTLOCK_EPROTO;
+	Raftlock__LogEntry *e =
+		raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
+	if (e == NULL)
+		return RAFTLOCK_EPROTO;
+	*out = e;
+	return 0;
+}

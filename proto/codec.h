@@ -1,0 +1,54 @@
+/*
+ * codec.h: encoding and validation of protocol envelopes and log entries.
+ * No I/O: buffers in, buffers or messages out.
+ */
+#ifndef RAFTLOCK_CODEC_H
+#define RAFTLOCK_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raftlock.pb-c.h"
+
+/* Log entry header: "RL", a 16-bit format version, a 32-bit payload length,
+ * all big-endian; then the LogEntry protobuf, zero-padded to a multiple of 8
+ * bytes (libraft refuses other sizes). */
+#define ENTRY_HEADER_SIZE 8
+#define ENTRY_FORMAT 1
+
+/*
+ * Encodes env as one frame (header + payload) into a malloc'd buffer owned
+ * by the caller. Returns 0, RAFTLOCK_ETOOBIG (payload above
+ * RAFTLOCK_FRAME_MAX) or RAFTLOCK_ENOMEM; *out is unchanged on failure.
+ */
+int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n);
+
+/*
+ * Decodes and validates one frame payload. On success *out is owned by the
+ * caller and freed with raftlock__envelope__free_unpacked(*out, NULL).
+ * Returns RAFTLOCK_EPROTO for bytes that do not decode, an envelope without
+ * a body, or a request whose fields break the protocol's bounds (names
+ * longer than RAFTLOCK_NAME_MAX, empty names); RAFTLOCK_ENOMEM.
+ */
+int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out);
+
+/*
+ * Encodes a log entry with its header and padding into a buffer from
+ * alloc() (so the server can hand raft a raft_malloc'd buffer).
+ * Returns 0, RAFTLOCK_ETOOBIG or RAFTLOCK_ENOMEM.
+ */
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
+		       void **out, size_t *n);
+
+/*
+ * Decodes a log entry written by codec_encode_entry(). Returns 0 with *out
+ * owned by the caller (raftlock__log_entry__free_unpacked), RAFTLOCK_EPROTO
+ * for a bad header or payload, RAFTLOCK_EDATA for an unknown future format.
+ */
+int codec_decode_entry(const void *buf, size_t n, Raftlock__LogEntry **out);
+
+/* Checks a lock name: non-empty, at most RAFTLOCK_NAME_MAX bytes, no NUL.
+ * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
+int codec_check_name(const char *name);
+
+#endif

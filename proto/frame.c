@@ -1,0 +1,73 @@
+/* frame.c: see frame.h. */
+#include "frame.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "raftlock.h"
+
+void frame_reader_init(struct frame_reader *r, size_t max_payload)
+{
+	memset(r, 0, sizeof *r);
+	r->max_payload = max_payload;
+}
+
+void frame_reader_close(struct frame_reader *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->len = r->start = r->cap = 0;
+}
+
+int frame_reader_feed(struct frame_reader *r, const void *data, size_t n)
+{
+	if (n == 0)
+		return 0;
+	/* Drop the frames already handed out before growing. */
+	if (r->start > 0) {
+		memmove(r->buf, r->buf + r->start, r->len - r->start);
+		r->len -= r->start;
+		r->start = 0;
+	}
+	if (r->len + n > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+		while (cap < r->len + n)
+			cap *= 2;
+		uint8_t *buf = realloc(r->buf, cap);
+		if (buf == NULL)
+			return RAFTLOCK_ENOMEM;
+		r->buf = buf;
+		r->cap = cap;
+	}
+	memcpy(r->buf + r->len, data, n);
+	r->len += n;
+	return 0;
+}
+
+int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n)
+{
+	size_t avail = r->len - r->start;
+	if (avail < FRAME_HEADER_SIZE)
+		return 0;
+	const uint8_t *p = r->buf + r->start;
+	uint32_t size = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+			(uint32_t)p[2] << 8 | (uint32_t)p[3];
+	if (size > r->max_payload)
+		return RAFTLOCK_ETOOBIG;
+	if (avail - FRAME_HEADER_SIZE < size)
+		return 0;
+	*payload = p + FRAME_HEADER_SIZE;
+	*n = size;
+	r->start += FRAME_HEADER_SIZE + size;
+	if (r->start == r->len)
+		r->start = r->len = 0;
+	return 1;
+}
+
+void frame_put_header(uint8_t out[FRAME_HEADER_SIZE], uint32_t n)
+{
+	out[0] = (uint8_t)(n >> 24);
+	out[1] = (uint8_t)(n >> 16);
+	out[2] = (uint8_t)(n >> 8);
+	out[3] = (uint8_t)n;
+}

@@ -1,0 +1,47 @@
+/*
+ * frame.h: length-prefixed framing of the client protocol. No I/O.
+ *
+ * A frame is a 4-byte big-endian payload length followed by the payload (one
+ * encoded Envelope). A reader accumulates bytes as they arrive and hands out
+ * whole frames; a length above the reader's bound is an error, reported
+ * before any of the payload is buffered.
+ */
+#ifndef RAFTLOCK_FRAME_H
+#define RAFTLOCK_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRAME_HEADER_SIZE 4
+
+struct frame_reader {
+	uint8_t *buf;
+	size_t len;   /* bytes buffered */
+	size_t start; /* bytes of buf already handed out as frames */
+	size_t cap;
+	size_t max_payload;
+};
+
+/* Initializes an empty reader that accepts payloads of up to max_payload
+ * bytes. Never fails: memory is taken on the first feed. */
+void frame_reader_init(struct frame_reader *r, size_t max_payload);
+
+/* Frees the reader's buffer. The reader may be initialized again. */
+void frame_reader_close(struct frame_reader *r);
+
+/* Appends n bytes (copied). Returns 0, or RAFTLOCK_ENOMEM leaving the reader
+ * as it was. */
+int frame_reader_feed(struct frame_reader *r, const void *data, size_t n);
+
+/*
+ * Takes the next whole frame. Returns 1 and sets *payload and *n (borrowed: valid
+ * until the next feed or close), 0 when more bytes are needed, or
+ * RAFTLOCK_ETOOBIG when the next frame announces a length above the bound
+ * (the reader is then unusable: close the connection).
+ */
+int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n);
+
+/* Writes the 4-byte header for a payload of n bytes. */
+void frame_put_header(uint8_t out[FRAME_HEADER_SIZE], uint32_t n);
+
+#endif
