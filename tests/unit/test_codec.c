@@ -249,6 +249,8 @@ static int frame_and_decode(const Raftlock__Envelope *env)
 	return rv;
 }
 
+static int decode_entry_code(const uint8_t *buf, size_t n);
+
 /* ---------------------------------------------------------- envelopes -- */
 
 static void test_every_request_round_trips(void **state)
@@ -524,6 +526,73 @@ static void test_check_name(void **state)
 	assert_int_equal(codec_check_name(too_long), RAFTLOCK_ETOOBIG);
 	free(longest);
 	free(too_long);
+}
+
+/* The server proposes a decoded request's submessage as it is, unknown
+ * fields included. Whatever codec_decode_envelope accepts must therefore
+ * pack into a log entry that codec_decode_entry accepts. */
+static int propose_acquire(const uint8_t *payload, size_t n)
+{
+	Raftlock__Envelope *env = NULL;
+	int rv = codec_decode_envelope(payload, n, &env);
+	if (rv != 0)
+		return rv;
+	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_ACQUIRE);
+	Raftlock__Command cmd = {MSG(command), .session = env->acquire->session,
+				 .op_case = RAFTLOCK__COMMAND__OP_ACQUIRE,
+				 .acquire = env->acquire->acquire};
+	uint8_t *batch = NULL;
+	size_t len = 0, cap = 0;
+	assert_int_equal(codec_batch_add(&batch, &len, &cap, &cmd), 0);
+	void *out = NULL;
+	size_t out_n = 0;
+	assert_int_equal(codec_batch_entry(1, batch, len, malloc, &out, &out_n), 0);
+	Raftlock__LogEntry *entry = NULL;
+	assert_int_equal(codec_decode_entry(out, out_n, &entry), 0);
+	assert_string_equal(entry->commands[0]->acquire->name, "a");
+	raftlock__log_entry__free_unpacked(entry, NULL);
+	free(out);
+	free(batch);
+	raftlock__envelope__free_unpacked(env, NULL);
+	return 0;
+}
+
+/* Envelope{id 1, acquire{acquire{name "a", <extra>}}}, extra 3 bytes. */
+#define ACQUIRE_WITH_EXTRA(b0, b1, b2) \
+	{0x08, 0x01, 0x72, 0x08, 0x22, 0x06, 0x0a, 0x01, 'a', b0, b1, b2}
+
+static void test_unknown_fields_reach_the_log_intact(void **state)
+{
+	/* Field 15 (varint 133), unknown to this version: kept. */
+	static const uint8_t field15[] = ACQUIRE_WITH_EXTRA(0x78, 0x85, 0x01);
+	assert_int_equal(propose_acquire(field15, sizeof field15), 0);
+	/* Field 2047 (two-byte tag, varint 0): kept. */
+	static const uint8_t field2047[] = ACQUIRE_WITH_EXTRA(0xf8, 0x7f, 0x00);
+	assert_int_equal(propose_acquire(field2047, sizeof field2047), 0);
+}
+
+/* Field number 0 written as a two-byte tag (0x80 0x00). protobuf-c parses
+ * it as an unknown field but writes it back as the one-byte tag 0x00, which
+ * it refuses to parse: accepted, it would become a log entry no node can
+ * apply. Both decoders refuse it at any depth. */
+static void test_field_number_zero(void **state)
+{
+	static const uint8_t nested[] = ACQUIRE_WITH_EXTRA(0x80, 0x00, 0x00);
+	assert_int_equal(propose_acquire(nested, sizeof nested), RAFTLOCK_EPROTO);
+	assert_int_equal(decode_any(nested, sizeof nested), RAFTLOCK_EPROTO);
+	static const uint8_t top[] = {0x52, 0x00, 0x80, 0x00, 0x00};
+	assert_int_equal(decode_any(top, sizeof top), RAFTLOCK_EPROTO);
+	static const uint8_t one_byte[] = {0x52, 0x00, 0x00, 0x00};
+	assert_int_equal(decode_any(one_byte, sizeof one_byte), RAFTLOCK_EPROTO);
+
+	/* LogEntry{commands{acquire{name "a"}}}, then with field 0 added. */
+	static const uint8_t entry_ok[16] = {'R', 'L', 0, ENTRY_FORMAT, 0, 0, 0, 7,
+					     0x12, 0x05, 0x7a, 0x03, 0x0a, 0x01, 'a'};
+	assert_int_equal(decode_entry_code(entry_ok, sizeof entry_ok), 0);
+	static const uint8_t entry_zero[24] = {
+		'R',  'L',  0,    ENTRY_FORMAT, 0, 0, 0, 10, 0x12, 0x08, 0x7a, 0x06,
+		0x0a, 0x01, 'a', 0x80,         0x00, 0x00};
+	assert_int_equal(decode_entry_code(entry_zero, sizeof entry_zero), RAFTLOCK_EPROTO);
 }
 
 /* -------------------------------------------------------- log entries -- */
@@ -886,6 +955,8 @@ int main(void)
 		cmocka_unit_test(test_other_request_bounds),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
+		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),
+		cmocka_unit_test(test_field_number_zero),
 		cmocka_unit_test(test_entry_round_trip),
 		cmocka_unit_test(test_entry_padding),
 		cmocka_unit_test(test_batch_matches_entry),
