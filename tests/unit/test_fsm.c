@@ -118,7 +118,7 @@ static void test_same_log_same_state(void **state)
 	HOLDERS(f, "rw", s3, 1);
 	assert_false(fx_lock_exists(f, "gone"));
 
-	struct fx *g = fx_new();
+	struct fx *g = fx_peer(f);
 	fx_replay(g, f, 0, f->n_log);
 	fx_assert_same_state(f, g);
 	assert_string_equal(g->trace, f->trace);
@@ -130,14 +130,11 @@ static void test_same_log_same_state(void **state)
 	fx_image_free(&im);
 
 	/* Half the log, a restart, then the rest. */
-	struct fx *h = fx_new();
+	struct fx *h = fx_peer(f);
 	fx_replay(h, f, 0, f->n_log / 2);
 	fx_restart(h);
 	fx_replay(h, f, 0, f->n_log); /* the first half is skipped */
 	fx_assert_same_state(f, h);
-
-	fx_free(h);
-	fx_free(g);
 }
 
 static void test_same_short_log_same_state(void **state)
@@ -148,12 +145,11 @@ static void test_same_short_log_same_state(void **state)
 	uint64_t s = fx_session(f);
 	fx_take(f, s, 7, "a");
 
-	struct fx *g = fx_new();
+	struct fx *g = fx_peer(f);
 	fx_replay(g, f, 0, f->n_log);
 	fx_assert_same_state(f, g);
 	HOLDERS(g, "a", s, 7);
 	assert_int_equal(fsm_applied_index(&g->fsm), f->index);
-	fx_free(g);
 }
 
 /* ----------------------------------------------------------- tokens -- */
@@ -198,13 +194,12 @@ static void test_tokens_strictly_increase(void **state)
 	token_above(&max, fx_take(f, s2, 3, "c"));
 	assert_int_equal(fx_next_token(f), max + 1);
 
-	struct fx *g = fx_new();
+	struct fx *g = fx_peer(f);
 	fx_restore_from(g, f);
 	token_above(&max, fx_take(g, s2, 4, "d"));
 	r = DO(g, ACQUIRE, .session = s1, .owner = 1, .name = "a");
 	assert_int_equal(r.token, ta);
 	assert_int_equal(r.count, 3);
-	fx_free(g);
 }
 
 /* -------------------------------------------------------- ownership -- */

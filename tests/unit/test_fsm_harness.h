@@ -6,8 +6,10 @@
  * (`now`, set by the test). Events of the last applied entry are kept in
  * `events`; every event so far is appended to `trace` as a line of text, and
  * every entry applied is kept encoded in `log`, so a test can replay the
- * same log onto another store and compare. Helpers are static inline so
- * each test file uses only what it needs.
+ * same log onto another store and compare. Buffers and second stores a
+ * test makes are tied to the fixture and freed at teardown even when an
+ * assertion fails. Helpers are static inline so each test file uses only
+ * what it needs.
  */
 #ifndef TEST_FSM_HARNESS_H
 #define TEST_FSM_HARNESS_H
@@ -66,6 +68,11 @@ struct fx {
 	size_t trace_len;
 	struct fx_entry *log;
 	size_t n_log;
+	/* Freed with the fixture, so a failed assertion leaks nothing. */
+	void **kept;
+	size_t n_kept;
+	struct fx *peers[4];
+	size_t n_peers;
 };
 
 /* One command, described by the fields its kind uses. */
@@ -318,6 +325,35 @@ static inline void fx_open_store(struct fx *f)
 	fsm_init(&f->fsm, &f->store);
 }
 
+/* Ties p to the fixture; returns p. */
+static inline void *fx_keep(struct fx *f, void *p)
+{
+	void **kept = realloc(f->kept, (f->n_kept + 1) * sizeof *kept);
+	assert_non_null(kept);
+	f->kept = kept;
+	f->kept[f->n_kept++] = p;
+	return p;
+}
+
+/* Frees p now (it was kept by fx_keep). */
+static inline void fx_drop(struct fx *f, void *p)
+{
+	for (size_t i = 0; i < f->n_kept; i++) {
+		if (f->kept[i] == p) {
+			f->kept[i] = f->kept[--f->n_kept];
+			break;
+		}
+	}
+	free(p);
+}
+
+static inline void *fx_alloc(struct fx *f, size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	assert_non_null(p);
+	return fx_keep(f, p);
+}
+
 static inline struct fx *fx_new(void)
 {
 	struct fx *f = calloc(1, sizeof *f);
@@ -339,6 +375,11 @@ static inline void fx_free(struct fx *f)
 {
 	if (f == NULL)
 		return;
+	for (size_t i = 0; i < f->n_peers; i++)
+		fx_free(f->peers[i]);
+	for (size_t i = 0; i < f->n_kept; i++)
+		free(f->kept[i]);
+	free(f->kept);
 	store_close(&f->store);
 	DIR *d = opendir(f->dir);
 	if (d != NULL) {
@@ -355,6 +396,15 @@ static inline void fx_free(struct fx *f)
 	free(f->log);
 	free(f->trace);
 	free(f);
+}
+
+/* A second fixture, freed with f. */
+static inline struct fx *fx_peer(struct fx *f)
+{
+	assert_true(f->n_peers < sizeof f->peers / sizeof f->peers[0]);
+	struct fx *p = fx_new();
+	f->peers[f->n_peers++] = p;
+	return p;
 }
 
 static inline int fx_setup(void **state)
@@ -606,21 +656,23 @@ static inline void fx_assert_waiters(struct fx *f, const char *name,
 /* -------------------------------------------------- images and replay -- */
 
 struct fx_image {
+	struct fx *owner;
 	void *buf;
 	size_t len;
 };
 
 static inline struct fx_image fx_dump(struct fx *f)
 {
-	struct fx_image im = {0};
+	struct fx_image im = {.owner = f};
 	assert_int_equal(store_dump(&f->store, malloc, &im.buf, &im.len), 0);
 	assert_non_null(im.buf);
+	fx_keep(f, im.buf);
 	return im;
 }
 
 static inline void fx_image_free(struct fx_image *im)
 {
-	free(im->buf);
+	fx_drop(im->owner, im->buf);
 	im->buf = NULL;
 	im->len = 0;
 }
