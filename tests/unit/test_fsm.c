@@ -117,6 +117,10 @@ static void test_same_log_same_state(void **state)
 	HOLDERS(f, "sem", s3, 1);
 	HOLDERS(f, "rw", s3, 1);
 	assert_false(fx_lock_exists(f, "gone"));
+	assert_int_equal(fx_count_sessions(f), 1); /* s1, s2, s4 ended */
+	char timed_out[32];                        /* a wait timed out */
+	snprintf(timed_out, sizeof timed_out, "st=%d ", RAFTLOCK_ETIMEDOUT);
+	assert_non_null(strstr(f->trace, timed_out));
 
 	struct fx *g = fx_peer(f);
 	fx_replay(g, f, 0, f->n_log);
@@ -135,6 +139,7 @@ static void test_same_log_same_state(void **state)
 	fx_restart(h);
 	fx_replay(h, f, 0, f->n_log); /* the first half is skipped */
 	fx_assert_same_state(f, h);
+	assert_string_equal(h->trace, f->trace);
 }
 
 static void test_same_short_log_same_state(void **state)
