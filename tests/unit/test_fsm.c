@@ -312,8 +312,10 @@ static void test_renew_before_expire_wins(void **state)
 	fx_take(f, s, 1, "a");
 
 	f->now = 4000;
-	uint64_t ids[] = {s};
-	DO(f, RENEW, .renew = ids, .n_renew = 1);
+	uint64_t with_unknown[] = {s + 100, s};
+	DO(f, RENEW, .renew = with_unknown, .n_renew = 2);
+	assert_int_equal(fx_count(f, FSM_EV_SESSION), 1);
+	assert_null(fx_sess(f, s + 100));
 	const struct fx_event *ev = fx_event(f, FSM_EV_SESSION);
 	assert_non_null(ev);
 	assert_int_equal(ev->session, s);
@@ -330,6 +332,7 @@ static void test_renew_before_expire_wins(void **state)
 
 	/* RENEW then EXPIRE in one entry: the RENEW still wins. */
 	f->now = 9000;
+	uint64_t ids[] = {s};
 	struct op batch[] = {
 	    OP(RENEW, .renew = ids, .n_renew = 1),
 	    OP(EXPIRE_SESSION, .target = s),
