@@ -126,6 +126,14 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			records_remove_waiter(lock, 0);
 			continue;
 		}
+		if (a->now >= sess->deadline) {
+			/* Rule 6: never grant to a session past its deadline;
+			 * its EXPIRE (proposed by the leader) removes the
+			 * waiter and lets the queue move on. */
+			if (!own)
+				raftlock__session_record__free_unpacked(sess, NULL);
+			break;
+		}
 		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
@@ -322,6 +330,16 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	/* Re-entry through the same handle nests and keeps its token. */
 	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
 	if (h != NULL) {
+		/* Nesting keeps what the handle holds: no upgrade from shared
+		 * to exclusive, no change in the number of permits. */
+		if (h->mode == RAFTLOCK__MODE__SHARED && mode == RAFTLOCK__MODE__EXCLUSIVE) {
+			res.status = RAFTLOCK_EBUSY;
+			goto out;
+		}
+		if (permits != h->permits) {
+			res.status = RAFTLOCK_EINVAL;
+			goto out;
+		}
 		h->count++;
 		res.token = h->token;
 		res.count = h->count;
@@ -516,6 +534,12 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	if (sess == NULL)
 		return result_of(RAFTLOCK_ESESSION);
 	Raftlock__Result res;
+	if (a->now >= sess->deadline && cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
+		/* Rule 6: past its deadline the session is not live, even
+		 * before its EXPIRE applies; nothing is granted to it. */
+		raftlock__session_record__free_unpacked(sess, NULL);
+		return result_of(RAFTLOCK_ESESSION);
+	}
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
 		end_session(a, sess, false);
 		raftlock__session_record__free_unpacked(sess, NULL);

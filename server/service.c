@@ -281,17 +281,43 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 	}
 }
 
+/* Commands are rebuilt field by field from the request, so that fields
+ * this version does not know never reach the log (a newer node replaying
+ * it would act on them, and diverge from the nodes that applied it). */
+static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
+{
+	raftlock__acquire__init(dst);
+	dst->name = src->name;
+	dst->kind = src->kind;
+	dst->mode = src->mode;
+	dst->permits = src->permits;
+	dst->limit = src->limit;
+	dst->owner = src->owner;
+	dst->wait = src->wait;
+	dst->wait_ms = src->wait_ms;
+	dst->lock_delay_ms = src->lock_delay_ms;
+}
+
 static void handle_mutation(struct service *s, struct conn *c, const Raftlock__Envelope *env)
 {
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	Raftlock__OpenSession open = RAFTLOCK__OPEN_SESSION__INIT;
+	Raftlock__Owner owner = RAFTLOCK__OWNER__INIT;
 	Raftlock__CloseSession close = RAFTLOCK__CLOSE_SESSION__INIT;
+	Raftlock__Acquire acquire;
+	Raftlock__Release release = RAFTLOCK__RELEASE__INIT;
+	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	bool pushable = false;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
-		open.owner = env->open_session->owner;
+		if (env->open_session->owner != NULL) {
+			owner.client_name = env->open_session->owner->client_name;
+			owner.host = env->open_session->owner->host;
+			owner.pid = env->open_session->owner->pid;
+			open.owner = &owner;
+		}
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -307,7 +333,8 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cmd.seq = env->acquire->seq;
 		cmd.ack_below = env->acquire->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
-		cmd.acquire = env->acquire->acquire;
+		copy_acquire(&acquire, env->acquire->acquire);
+		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
@@ -315,14 +342,19 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cmd.seq = env->release->seq;
 		cmd.ack_below = env->release->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_RELEASE;
-		cmd.release = env->release->release;
+		release.name = env->release->release->name;
+		release.owner = env->release->release->owner;
+		cmd.release = &release;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		cmd.session = env->cancel_wait->session;
 		cmd.seq = env->cancel_wait->seq;
 		cmd.ack_below = env->cancel_wait->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CANCEL_WAIT;
-		cmd.cancel_wait = env->cancel_wait->cancel;
+		cancel.name = env->cancel_wait->cancel->name;
+		cancel.owner = env->cancel_wait->cancel->owner;
+		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
+		cmd.cancel_wait = &cancel;
 		break;
 	default:
 		send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation");

@@ -84,14 +84,15 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
 		      void *arg);
 
 /*
- * Snapshot image: "RLSNAP01", the applied index (8 bytes BE), then records
- * (1 byte database, 4 bytes key length, key, 4 bytes value length, value)
- * and a 0xff end byte. store_dump() writes it into a buffer from alloc()
+ * Snapshot image: "RLSNAP02", the applied index (8 bytes BE), then records
+ * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
+ * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a buffer from alloc()
  * (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
  */
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
 
-/* Reads the applied index of a snapshot image. RAFTLOCK_EDATA if damaged. */
+/* Reads the applied index of a snapshot image after checking its checksum.
+ * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);
 
 /* Replaces the whole content with a snapshot image, in one transaction.

@@ -88,7 +88,7 @@ static void leader_kill(void **state)
 {
 	(void)state;
 	raftlock_client *c = tl_client(&cl);
-	raftlock_session *a = tl_session(c, 3000), *b = tl_session(c, 3000);
+	raftlock_session *a = tl_session(c, 6000), *b = tl_session(c, 6000);
 	raftlock_lock *la = tl_lock(a, "failover"), *lb = tl_lock(b, "failover");
 	raftlock_lock *probe = tl_lock(b, "failover-probe");
 	uint64_t t1 = tl_take(la);
@@ -108,8 +108,8 @@ static void leader_kill(void **state)
 	assert_true(tp > t1);
 	uint64_t tok = 0;
 	assert_int_equal(raftlock_lock_try(lb, &tok), RAFTLOCK_EBUSY);
-	/* Two TTLs later the holder's session is still valid and holds. */
-	tl_sleep_ms(6000);
+	/* More than a TTL later the holder's session is still valid and holds. */
+	tl_sleep_ms(8000);
 	assert_true(raftlock_session_valid(a));
 	assert_int_equal(raftlock_lock_try(lb, &tok), RAFTLOCK_EBUSY);
 	assert_int_equal(raftlock_lock_release(la, NULL), 0);
