@@ -161,8 +161,7 @@ static void pending_free(struct pending *p)
 
 /* ------------------------------------------------------- push targets -- */
 
-static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c,
-		     uint64_t id)
+static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c, uint64_t id)
 {
 	struct idmap_slot *slot = idmap_put(&s->pushes, session);
 	for (struct push_target *t = slot->ptr; t != NULL; t = t->next) {
@@ -356,17 +355,15 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
 		break;
-	default:
-		send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation");
-		return;
+	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
 	propose_for(s, c, env->id, &cmd, pushable);
 }
 
 /* ---------------------------------------------------------- keepalive -- */
 
-static void keepalive_done(void *arg, int status, const int32_t *statuses,
-			   const uint32_t *ttls, size_t n)
+static void keepalive_done(void *arg, int status, const int32_t *statuses, const uint32_t *ttls,
+			   size_t n)
 {
 	struct pending *p = arg;
 	if (status != 0) {
@@ -392,8 +389,8 @@ static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, env->keepalive->sessions,
-				  env->keepalive->n_sessions, keepalive_done, p);
+	int rv = leases_keepalive(s->leases, env->keepalive->sessions, env->keepalive->n_sessions,
+				  keepalive_done, p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv, NULL);
 		pending_free(p);
@@ -445,15 +442,15 @@ static void lock_info_fill(struct service *s, MDB_txn *txn, struct lock_info_buf
 	for (size_t i = 0; i < nh; i++) {
 		raftlock__holder_info__init(&b->holders[i]);
 		b->holders[i].holder = rec->holders[i];
-		b->holders[i].owner = owner_of(s, txn, rec->holders[i]->session,
-					       &b->sessions[b->n_sessions++]);
+		b->holders[i].owner =
+			owner_of(s, txn, rec->holders[i]->session, &b->sessions[b->n_sessions++]);
 		b->holder_ptrs[i] = &b->holders[i];
 	}
 	for (size_t i = 0; i < nw; i++) {
 		raftlock__waiter_info__init(&b->waiters[i]);
 		b->waiters[i].waiter = rec->waiters[i];
-		b->waiters[i].owner = owner_of(s, txn, rec->waiters[i]->session,
-					       &b->sessions[b->n_sessions++]);
+		b->waiters[i].owner =
+			owner_of(s, txn, rec->waiters[i]->session, &b->sessions[b->n_sessions++]);
 		b->waiter_ptrs[i] = &b->waiters[i];
 	}
 	b->info.holders = b->holder_ptrs;
@@ -542,8 +539,8 @@ static void read_list_locks(struct service *s, struct conn *c, const Raftlock__E
 			    MDB_txn *txn)
 {
 	const Raftlock__ListLocksRequest *req = env->list_locks;
-	struct list_locks_ctx ctx = {s, txn, NULL, 0, page_limit(req->limit), false,
-				     store_now(s, txn)};
+	struct list_locks_ctx ctx = {
+		s, txn, NULL, 0, page_limit(req->limit), false, store_now(s, txn)};
 	ctx.bufs = calloc(ctx.limit, sizeof *ctx.bufs);
 	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
 	if (ctx.bufs == NULL || ptrs == NULL)
@@ -603,8 +600,8 @@ static int list_sessions_visit(void *arg, const Raftlock__SessionRecord *rec)
 	return 0;
 }
 
-static void read_list_sessions(struct service *s, struct conn *c,
-			       const Raftlock__Envelope *env, MDB_txn *txn)
+static void read_list_sessions(struct service *s, struct conn *c, const Raftlock__Envelope *env,
+			       MDB_txn *txn)
 {
 	const Raftlock__ListSessionsRequest *req = env->list_sessions;
 	struct list_sessions_ctx ctx = {0};
@@ -631,8 +628,8 @@ static void read_list_sessions(struct service *s, struct conn *c,
 	free(ctx.recs);
 }
 
-static void read_check_token(struct service *s, struct conn *c,
-			     const Raftlock__Envelope *env, MDB_txn *txn)
+static void read_check_token(struct service *s, struct conn *c, const Raftlock__Envelope *env,
+			     MDB_txn *txn)
 {
 	Raftlock__CheckTokenResult check = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
 	Raftlock__LockRecord *rec = store_get_lock(&s->node->store, txn, env->check_token->name);
@@ -656,21 +653,11 @@ static void serve_read(struct service *s, struct conn *c, const Raftlock__Envelo
 {
 	MDB_txn *txn = store_begin(&s->node->store, false);
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		read_get_lock(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		read_list_locks(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-		read_list_sessions(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		read_check_token(s, c, env, txn);
-		break;
-	default:
-		send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a read");
-		break;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: read_get_lock(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: read_list_locks(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: read_list_sessions(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: read_check_token(s, c, env, txn); break;
+	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a read"); break;
 	}
 	store_abort(txn);
 }
@@ -678,16 +665,11 @@ static void serve_read(struct service *s, struct conn *c, const Raftlock__Envelo
 static bool is_stale_read(const Raftlock__Envelope *env)
 {
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		return env->get_lock->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		return env->list_locks->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-		return env->list_sessions->stale;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		return env->check_token->stale;
-	default:
-		return false;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: return env->get_lock->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: return env->list_locks->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: return env->list_sessions->stale;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return env->check_token->stale;
+	default: return false;
 	}
 }
 
@@ -708,7 +690,8 @@ static void read_barrier_done(struct raft_barrier *req, int status)
 			serve_read(s, p->conn, p->env);
 		else
 			send_status(s, p->conn, p->id,
-				    status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN : RAFTLOCK_ENOTLEADER,
+				    status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN
+							    : RAFTLOCK_ENOTLEADER,
 				    NULL);
 		pending_free(p);
 	}
@@ -917,8 +900,8 @@ static void accept_cb(uv_stream_t *server, int status)
 	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 
-int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
-		  struct node *node, struct leases *leases, char *err, size_t errlen)
+int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
+		  struct leases *leases, char *err, size_t errlen)
 {
 	memset(s, 0, sizeof *s);
 	s->loop = loop;
@@ -931,7 +914,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
 	struct sockaddr_in addr;
 	if (config_split_address(cfg->client_address, host, sizeof host, &port) != 0 ||
 	    uv_ip4_addr(host, port, &addr) != 0) {
-		snprintf(err, errlen, "client-address %s: not an IPv4 HOST:PORT", cfg->client_address);
+		snprintf(err, errlen, "client-address %s: not an IPv4 HOST:PORT",
+			 cfg->client_address);
 		return RAFTLOCK_ECONFIG;
 	}
 	uv_tcp_init(loop, &s->listener);
@@ -940,7 +924,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
 	if (rv == 0)
 		rv = uv_listen((uv_stream_t *)&s->listener, 511, accept_cb);
 	if (rv != 0) {
-		snprintf(err, errlen, "client-address %s: %s", cfg->client_address, uv_strerror(rv));
+		snprintf(err, errlen, "client-address %s: %s", cfg->client_address,
+			 uv_strerror(rv));
 		uv_close((uv_handle_t *)&s->listener, NULL);
 		return RAFTLOCK_EIO;
 	}

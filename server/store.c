@@ -22,8 +22,7 @@ static void check(int rc, const char *what)
 		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
 }
 
-int store_open(struct store *s, const char *dir, size_t map_size, char *err,
-	       size_t errlen)
+int store_open(struct store *s, const char *dir, size_t map_size, char *err, size_t errlen)
 {
 	int rc;
 	MDB_txn *txn = NULL;
@@ -107,8 +106,7 @@ static uint64_t get_u64(const uint8_t in[8])
 }
 
 /* Packs a message straight into LMDB's page with MDB_RESERVE. */
-static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
-		    const ProtobufCMessage *msg)
+static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, const ProtobufCMessage *msg)
 {
 	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(msg)};
 	int rc = mdb_put(txn, dbi, key, &val, MDB_RESERVE);
@@ -252,8 +250,7 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn)
 }
 
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
-			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec),
-			 void *arg)
+			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec), void *arg)
 {
 	MDB_cursor *cur;
 	uint8_t k[8];
@@ -276,10 +273,8 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 	mdb_cursor_close(cur);
 }
 
-void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
-		      const char *after,
-		      int (*visit)(void *arg, const Raftlock__LockRecord *rec),
-		      void *arg)
+void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,
+		      int (*visit)(void *arg, const Raftlock__LockRecord *rec), void *arg)
 {
 	MDB_cursor *cur;
 	size_t plen = prefix ? strlen(prefix) : 0;

@@ -99,8 +99,7 @@ static void leader_kill(void **state)
 	/* Time until a grant succeeds again (on another name). */
 	uint64_t tp = 0;
 	int rv;
-	while ((rv = raftlock_lock_try(probe, &tp)) != 0 &&
-	       tcluster_now_ms() - killed_at < 20000)
+	while ((rv = raftlock_lock_try(probe, &tp)) != 0 && tcluster_now_ms() - killed_at < 20000)
 		tl_sleep_ms(5);
 	assert_int_equal(rv, 0);
 	printf("measure: kill -9 of the leader -> next successful grant in %llu ms\n",
@@ -214,8 +213,8 @@ static void silent_client_expires(void **state)
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	assert_int_equal(rv, 0);
-	printf("measure: silent client (TTL %u ms) -> lock granted to another after %llu ms\n",
-	       ttl, (unsigned long long)took);
+	printf("measure: silent client (TTL %u ms) -> lock granted to another after %llu ms\n", ttl,
+	       (unsigned long long)took);
 	assert_true(took <= ttl + ELECTION_MS + 500);
 	assert_true(t2 > t1);
 	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
