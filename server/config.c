@@ -27,7 +27,8 @@ static const char usage[] =
 	"  --snapshot-threshold N     entries between snapshots, default 16384\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
 	"  --map-size MB              LMDB map size, default 4096\n"
-	"  --log-level LEVEL          debug, info, warn, error (default info)\n";
+	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
+	"  --check-config             validate the settings, print them and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -257,6 +258,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"map-size", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
+		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},
 	};
 	char msg[512];
@@ -269,6 +271,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
 		if (c == 'c')
 			file = optarg;
+		else if (c == 'k')
+			cfg->check_only = true;
 		else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;

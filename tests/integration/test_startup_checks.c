@@ -105,12 +105,29 @@ static void foreign_data_dir(void **state)
 	tcluster_destroy(&cl);
 }
 
+/* The shipped example configurations are valid. */
+static void example_configs(void **state)
+{
+	(void)state;
+	const char *files[] = {"3-nodes/node1.conf", "3-nodes/node3.conf", "5-nodes/node1.conf",
+			       "5-nodes/node5.conf"};
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char path[512], out[1024];
+		snprintf(path, sizeof path, "%s/deploy/examples/%s", RAFTLOCK_SOURCE_DIR, files[i]);
+		char *argv[] = {"raftlockd", "--config", path, "--check-config", NULL};
+		int st = tcluster_run_raftlockd(argv, out, sizeof out, 5000);
+		if (st != 0 || strstr(out, "configuration OK") == NULL)
+			fail_msg("%s: exit %d: %s", path, st, out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(bad_flags),
 		cmocka_unit_test(bad_config_file),
 		cmocka_unit_test(foreign_data_dir),
+		cmocka_unit_test(example_configs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
