@@ -129,5 +129,7 @@ int main(void)
 		cmocka_unit_test(foreign_data_dir),
 		cmocka_unit_test(example_configs),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -493,5 +493,7 @@ int main(void)
 		cmocka_unit_test(lock_delay_after_expiry),
 		cmocka_unit_test(handover_latency),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
