@@ -113,9 +113,11 @@ static int cli_connect(struct cli *cli)
 		.request_timeout_ms = cli->timeout_ms,
 	};
 	const char *msg = NULL;
-	if (raftlock_client_open(&o, &cli->client, &msg) != 0) {
+	int rv = raftlock_client_open(&o, &cli->client, &msg);
+	if (rv != 0) {
 		fprintf(stderr, "raftlock: %s\n", msg);
-		return CLI_EXIT_ERROR;
+		/* a bad --endpoints entry is a usage error */
+		return rv == RAFTLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;
 }

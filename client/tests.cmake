@@ -5,7 +5,7 @@
 # existing target gets what a client test needs, a missing one is made.
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
-foreach(_t errors options validity fake)
+foreach(_t errors options validity fake cli)
   set(_name test_client_${_t})
   if(NOT TARGET ${_name})
     add_executable(${_name} ${PROJECT_SOURCE_DIR}/tests/unit/${_name}.c)
@@ -22,3 +22,12 @@ foreach(_t errors options validity fake)
     raftlock_static PkgConfig::PROTOBUFC Threads::Threads)
   add_dependencies(${_name} raftlock_proto)
 endforeach()
+
+# The fake node (not a test of its own: its name does not start with test_).
+foreach(_name test_client_fake test_client_cli)
+  target_sources(${_name} PRIVATE
+    ${PROJECT_SOURCE_DIR}/tests/unit/client_fakeserver.c)
+endforeach()
+target_compile_definitions(test_client_cli PRIVATE
+  RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")
+add_dependencies(test_client_cli raftlock_cli)
