@@ -132,7 +132,11 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
 	raftlock_client *c = l->session->client;
 	uint32_t left = 0;
 	pthread_mutex_lock(&c->mu);
-	int rv = lock_release_locked(l, &left);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		rv = lock_release_locked(l, &left);
+		session_call_end(l->session);
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
 		return errmsg_set(c, rv, NULL, "release '%s'", l->name);
@@ -189,11 +193,11 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res,
 }
 
 /* Waits for a queued acquire with c->mu held, until done, deadline (0:
- * none) or the session is lost. */
+ * none), or the session is lost or closing. */
 static void lock_wait_push(raftlock_client *c, raftlock_session *s,
 			   struct request *req, uint64_t deadline)
 {
-	while (!req->done && !s->lost) {
+	while (!req->done && !s->lost && !s->closing) {
 		uint64_t now = clock_mono_ms();
 		if (deadline != 0 && now >= deadline)
 			return;
@@ -295,9 +299,10 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
 					   : 0;
 	lock_wait_push(c, s, req, deadline);
 	if (!req->done) {
-		if (s->lost) {
+		if (s->lost || s->closing) {
+			/* the server ends the wait with the session */
 			client_take(c, req, NULL);
-			return RAFTLOCK_ESESSION;
+			return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
 		}
 		return lock_give_up(l, req, seq);
 	}
@@ -339,8 +344,12 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode
 	uint64_t t = 0;
 	acquire_msg_init(&m, l, mode, permits, timeout_ms);
 	pthread_mutex_lock(&c->mu);
-	int rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
-				 : lock_acquire_wait(l, &m, timeout_ms, &t);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
+				     : lock_acquire_wait(l, &m, timeout_ms, &t);
+		session_call_end(l->session);
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
 		return errmsg_set(c, rv, NULL, "acquire '%s'", l->name);

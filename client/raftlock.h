@@ -176,6 +176,9 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 /*
  * Closes the session on the server (all its locks are released and its
  * waits canceled) and frees it, with any lock handles still open on it.
+ * Lock calls on it in other threads end first: a blocked
+ * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
+ * RAFTLOCK_ECANCELED.
  * Returns the error of the close request, but frees the session in any
  * case; the server expires a session it never heard closing.
  * NULL is a no-op returning 0.
@@ -251,7 +254,9 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  * lock and knows its token, or is not queued: a timeout cancels the wait on
  * the server, and a grant that raced the cancel is released.
  * Errors: those of raftlock_lock_try(), RAFTLOCK_ETIMEDOUT when the wait
- * timed out, RAFTLOCK_ESESSION when the session ended while waiting.
+ * timed out, RAFTLOCK_ESESSION when the session ended while waiting,
+ * RAFTLOCK_ECANCELED when another thread closed the session meanwhile (the
+ * server drops the wait with the session).
  */
 RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock,
 				       enum raftlock_mode mode, uint32_t permits,

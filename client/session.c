@@ -57,6 +57,20 @@ void session_seq_end(raftlock_session *s, uint64_t seq)
 	}
 }
 
+int session_call_begin(raftlock_session *s)
+{
+	if (s->closing)
+		return RAFTLOCK_ECANCELED;
+	s->calls++;
+	return 0;
+}
+
+void session_call_end(raftlock_session *s)
+{
+	if (--s->calls == 0 && s->closing)
+		pthread_cond_broadcast(&s->client->cond);
+}
+
 void session_mark_lost(raftlock_session *s, int reason)
 {
 	if (s->lost)
@@ -227,6 +241,11 @@ static int session_close_locked(raftlock_session *s)
 	raftlock_client *c = s->client;
 	/* Its on_lost may be running on the keepalive thread right now. */
 	while (c->cb_session == s && !pthread_equal(pthread_self(), c->ka_thread))
+		pthread_cond_wait(&c->cond, &c->mu);
+	/* Calls in other threads end first: a blocked acquire gives up. */
+	s->closing = true;
+	pthread_cond_broadcast(&c->cond);
+	while (s->calls > 0)
 		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
 	if (!s->lost) {

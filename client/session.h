@@ -39,6 +39,8 @@ struct raftlock_session {
 	size_t n_inflight;
 	size_t cap_inflight;
 	struct raftlock_lock *locks; /* handles made on this session */
+	unsigned calls;  /* lock calls in progress on this session */
+	bool closing;    /* raftlock_session_close() has begun */
 };
 
 /*
@@ -55,6 +57,12 @@ int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below);
 
 /* The outcome of seq is known: it no longer holds ack_below back. */
 void session_seq_end(raftlock_session *s, uint64_t seq);
+
+/* Brackets a lock call on s (c->mu held), so that closing the session
+ * waits for it: session_call_begin() returns RAFTLOCK_ECANCELED once the
+ * session is closing. A blocking wait ends early when s->closing is set. */
+int session_call_begin(raftlock_session *s);
+void session_call_end(raftlock_session *s);
 
 /* Marks s lost for good (valid_until 0); on_lost will run once from the
  * keepalive thread. No-op when already lost. */

@@ -295,6 +295,42 @@ static void test_grant_racing_cancel_is_released(void **state)
 	rig_down(&r);
 }
 
+struct acquirer {
+	raftlock_lock *l;
+	int rv;
+};
+
+static void *acquire_forever(void *arg)
+{
+	struct acquirer *a = arg;
+	a->rv = raftlock_lock_acquire(a->l, RAFTLOCK_EXCLUSIVE, 1, -1, NULL);
+	return NULL;
+}
+
+static void test_close_ends_a_blocked_acquire(void **state)
+{
+	(void)state;
+	struct rig r;
+	pthread_t t;
+	rig_up(&r, "q", 3000, NULL);
+	struct acquirer a = {.l = r.l, .rv = 1};
+	assert_int_equal(pthread_create(&t, NULL, acquire_forever, &a), 0);
+	while (fake_count(r.f, ACQUIRE) == 0)
+		sleep_ms(5);
+	sleep_ms(100);
+	assert_int_equal(a.rv, 1); /* still waiting: nobody grants */
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(a.rv, RAFTLOCK_ECANCELED);
+	assert_int_equal(fake_count(r.f, CLOSE), 1);
+	assert_int_equal(fake_count(r.f, CANCEL), 0);
+	assert_true(fake_nth(r.f, ACQUIRE, 0).wait);
+	/* the queued acquire's outcome stays unknown: ack_below holds */
+	struct fake_entry cl = fake_nth(r.f, CLOSE, 0);
+	assert_int_equal(cl.ack_below, fake_nth(r.f, ACQUIRE, 0).seq);
+	rig_down(&r);
+}
+
 struct lost_seen {
 	pthread_mutex_t mu;
 	int calls;
@@ -418,6 +454,7 @@ int main(void)
 		cmocka_unit_test(test_blocking_acquire_gets_pushed_grant),
 		cmocka_unit_test(test_blocking_acquire_timeout_cancels),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
+		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_nobody_listening),
