@@ -108,7 +108,7 @@ static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 	rel.name = l->name;
 	rel.owner = l->owner;
 	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
-				&req.ack_below, &reply, &res);
+				&req.ack_below, &reply, &res, 0);
 	if (rv != 0)
 		return rv;
 	rv = res->status;
@@ -226,7 +226,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq)
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
 	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
-				&req.ack_below, &reply, &res);
+				&req.ack_below, &reply, &res, 0);
 	if (rv != 0)
 		return rv;
 	rv = res->status == 0 ? 0 : 1;
@@ -322,7 +322,7 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m,
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
 	int rv = session_mutate(l->session, &m->env, &m->req.session,
-				&m->req.seq, &m->req.ack_below, &reply, &res);
+				&m->req.seq, &m->req.ack_below, &reply, &res, 0);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);

@@ -105,7 +105,8 @@ static bool session_status_settles(int status)
 
 int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
 		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result)
+		   Raftlock__Envelope **reply, const Raftlock__Result **result,
+		   unsigned timeout_ms)
 {
 	Raftlock__Envelope *r = NULL;
 	const Raftlock__Result *res = NULL;
@@ -114,7 +115,7 @@ int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
 		return rv;
 	*f_session = s->id;
 	uint64_t seq = *f_seq;
-	rv = client_call(s->client, env, 0, &r);
+	rv = client_call(s->client, env, timeout_ms, &r);
 	if (rv == 0)
 		rv = session_reply_result(r, &res);
 	if (rv == 0 || session_status_settles(rv))
@@ -219,7 +220,7 @@ err:
 }
 
 /* Sends CloseSession for s (not lost) with c->mu held. */
-static int session_send_close(raftlock_session *s)
+static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CloseSessionRequest req = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
@@ -228,7 +229,7 @@ static int session_send_close(raftlock_session *s)
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
 	int rv = session_mutate(s, &env, &req.session, &req.seq, &req.ack_below,
-				&reply, &res);
+				&reply, &res, timeout_ms);
 	if (rv == 0) {
 		rv = res->status;
 		raftlock__envelope__free_unpacked(reply, NULL);
@@ -236,7 +237,9 @@ static int session_send_close(raftlock_session *s)
 	return rv;
 }
 
-static int session_close_locked(raftlock_session *s)
+/* Closes and frees s with c->mu held, waiting up to timeout_ms (0: the
+ * request timeout) for the server. */
+static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 {
 	raftlock_client *c = s->client;
 	/* Its on_lost may be running on the keepalive thread right now. */
@@ -249,7 +252,7 @@ static int session_close_locked(raftlock_session *s)
 		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
 	if (!s->lost) {
-		rv = session_send_close(s);
+		rv = session_send_close(s, timeout_ms);
 		if (rv != 0)
 			errmsg_set(c, rv, NULL, "close session %llu",
 				   (unsigned long long)s->id);
@@ -270,7 +273,7 @@ RAFTLOCK_API int raftlock_session_close(raftlock_session *s)
 		return 0;
 	raftlock_client *c = s->client;
 	pthread_mutex_lock(&c->mu);
-	int rv = session_close_locked(s);
+	int rv = session_close_locked(s, 0);
 	pthread_mutex_unlock(&c->mu);
 	return rv;
 }
@@ -278,19 +281,15 @@ RAFTLOCK_API int raftlock_session_close(raftlock_session *s)
 void session_close_all(raftlock_client *c)
 {
 	pthread_mutex_lock(&c->mu);
-	unsigned saved = c->request_timeout_ms;
-	uint64_t deadline = clock_mono_ms() + saved;
+	uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
 	while (c->sessions != NULL) {
 		uint64_t now = clock_mono_ms();
-		/* Bound the whole close by one request timeout. */
-		c->request_timeout_ms = now + 1 < deadline
-						? (unsigned)(deadline - now)
-						: 1;
+		/* One request timeout for them all: past it, just free. */
 		if (now >= deadline)
 			c->sessions->lost = true;
-		session_close_locked(c->sessions);
+		session_close_locked(c->sessions,
+				     now < deadline ? (unsigned)(deadline - now) : 1);
 	}
-	c->request_timeout_ms = saved;
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -70,15 +70,16 @@ void session_mark_lost(raftlock_session *s, int reason);
 
 /*
  * Sends one mutating request of s: sets *f_session, *f_seq, *f_ack_below
- * (fields of the request inside env), waits up to the client's request
- * timeout, and tracks the seq. On 0 *result points into *reply (owned by
+ * (fields of the request inside env), waits up to timeout_ms (0: the
+ * client's request timeout), and tracks the seq. On 0 *result points into *reply (owned by
  * the caller) and holds the command's outcome; a result of
  * RAFTLOCK_ESESSION also marks s lost. Errors: transport and response
  * errors (ETIMEDOUT, ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
  */
 int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
 		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result);
+		   Raftlock__Envelope **reply, const Raftlock__Result **result,
+		   unsigned timeout_ms);
 
 /* Checks a completed reply of a mutating request: 0 with *result, or the
  * response's error (EPROTO when it carries no result). */
