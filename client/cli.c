@@ -187,7 +187,7 @@ static int cmd_status(struct cli *cli, int argc, char **argv)
 	struct cli_out o;
 	struct raftlock_status *first = NULL;
 	size_t answered = 0;
-	cli_out_begin(&o, stdout, rf.json);
+	cli_out_begin(&o, stdout, rf.json, true);
 	for (size_t i = 0; i < cli->n_endpoints; i++) {
 		struct raftlock_status *st = NULL;
 		if (raftlock_status_get(cli->client, cli->endpoints[i], &st) != 0) {
@@ -222,7 +222,7 @@ static int print_pages(struct cli *cli, bool json, page_fn page, void *state)
 	struct cli_out o;
 	bool more = true;
 	int rv = 0;
-	cli_out_begin(&o, stdout, json);
+	cli_out_begin(&o, stdout, json, true);
 	for (int i = 0; i < CLI_MAX_PAGES && more && rv == 0; i++)
 		rv = page(cli, &o, state, &more);
 	cli_out_end(&o);
@@ -276,13 +276,9 @@ static int cmd_show(struct cli *cli, int argc, char **argv)
 	if (raftlock_lock_get(cli->client, pos[0], rf.stale, &li) != 0)
 		return cli_fail(cli);
 	struct cli_out o;
-	cli_out_begin(&o, stdout, false);
-	o.json = rf.json;
-	if (rf.json)
-		o.items = 1; /* one object, not a listing */
+	cli_out_begin(&o, stdout, rf.json, false);
 	cli_print_lock(&o, li, true);
-	if (rf.json)
-		fputs("\n", stdout);
+	cli_out_end(&o);
 	raftlock_lock_info_free(li);
 	return CLI_EXIT_OK;
 }

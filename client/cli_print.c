@@ -34,25 +34,30 @@ void cli_json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-void cli_out_begin(struct cli_out *o, FILE *f, bool json)
+void cli_out_begin(struct cli_out *o, FILE *f, bool json, bool listing)
 {
 	o->f = f;
 	o->json = json;
+	o->listing = listing;
 	o->items = 0;
-	if (json)
+	if (json && listing)
 		fputs("[", f);
 }
 
 void cli_out_end(struct cli_out *o)
 {
-	if (o->json)
+	if (o->json && o->listing)
 		fputs(o->items ? "\n]\n" : "]\n", o->f);
+	else if (o->json)
+		fputs("\n", o->f);
 }
 
 /* Starts the next JSON item of the listing. */
 static void json_item(struct cli_out *o)
 {
-	fputs(o->items++ ? ",\n  " : "\n  ", o->f);
+	if (o->listing)
+		fputs(o->items ? ",\n  " : "\n  ", o->f);
+	o->items++;
 }
 
 /* Milliseconds as seconds with one decimal. */
@@ -225,11 +230,14 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li,
 	for (size_t i = 0; i < li->n_holders; i++) {
 		const struct raftlock_holder *h = &li->holders[i];
 		fprintf(f, waiters ? "  holder  " : "%s  ", waiters ? "" : li->name);
-		fprintf(f, "%s  token %" PRIu64 "  session %" PRIu64 "  ",
-			mode_name(h->mode), h->token, h->session);
+		if (li->kind == RAFTLOCK_SEMAPHORE)
+			fprintf(f, "%" PRIu32 " permit%s", h->permits,
+				h->permits == 1 ? "" : "s");
+		else
+			fputs(mode_name(h->mode), f);
+		fprintf(f, "  token %" PRIu64 "  session %" PRIu64 "  ", h->token,
+			h->session);
 		text_owner(f, &h->who);
-		if (h->permits > 1)
-			fprintf(f, "  permits %" PRIu32, h->permits);
 		if (h->count > 1)
 			fprintf(f, "  depth %" PRIu32, h->count);
 		fputs("  held ", f);

@@ -14,10 +14,11 @@
 struct cli_out {
 	FILE *f;
 	bool json;
+	bool listing; /* JSON: an array of items, else one object */
 	size_t items; /* printed so far */
 };
 
-void cli_out_begin(struct cli_out *o, FILE *f, bool json);
+void cli_out_begin(struct cli_out *o, FILE *f, bool json, bool listing);
 void cli_out_end(struct cli_out *o);
 
 /* One node's own view, or the error that kept it from answering. */
