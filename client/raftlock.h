@@ -180,7 +180,10 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
  * RAFTLOCK_ECANCELED.
  * Returns the error of the close request, but frees the session in any
- * case; the server expires a session it never heard closing.
+ * case; the server expires a session it never heard closing. A session
+ * already lost because its validity ran out (the server may not have
+ * expired it yet) is still closed on the server, on a best-effort basis
+ * bounded by one second, and the call returns 0 for it.
  * NULL is a no-op returning 0.
  */
 RAFTLOCK_API int raftlock_session_close(raftlock_session *session);

@@ -11,6 +11,7 @@
 
 #define SESSION_TTL_DEFAULT_MS 10000
 #define KEEPALIVE_IDLE_WAKE_MS 1000
+#define SESSION_LOST_CLOSE_MS 1000 /* best-effort close of a lost session */
 
 uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 {
@@ -26,7 +27,7 @@ uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 
 int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below)
 {
-	if (s->lost)
+	if (s->lost && !s->closing)
 		return RAFTLOCK_ESESSION;
 	if (s->n_inflight == s->cap_inflight) {
 		size_t cap = s->cap_inflight ? s->cap_inflight * 2 : 8;
@@ -258,6 +259,13 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 				   (unsigned long long)s->id);
 		s->lost = true;
 		s->valid_until = 0;
+	} else if (s->lost_reason == RAFTLOCK_ETIMEDOUT) {
+		/* Lost in our view only: the server may still hold its locks
+		 * until the lease ends there. Ask it to let go now, briefly;
+		 * the outcome does not change what the caller gets. */
+		if (timeout_ms == 0 || timeout_ms > SESSION_LOST_CLOSE_MS)
+			timeout_ms = SESSION_LOST_CLOSE_MS;
+		session_send_close(s, timeout_ms);
 	}
 	session_unlink(s);
 	lock_free_all(s);
