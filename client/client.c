@@ -192,6 +192,7 @@ static void io_send_pending(raftlock_client *c, uint64_t now)
 		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
 			return; /* out of memory: try again on the next turn */
 		r->sent_gen = c->conn_gen;
+		r->ever_sent = true;
 		if (r->last_err == RAFTLOCK_ECONNECTION)
 			r->last_err = RAFTLOCK_ETIMEDOUT;
 	}

@@ -33,6 +33,7 @@ struct request {
 	uint64_t not_before; /* CLOCK_MONOTONIC ms: do not send before */
 	bool wants_push;     /* a blocking acquire: "queued" is not final */
 	bool queued;         /* the server queued it; a push will follow */
+	bool ever_sent;      /* handed to a connection at least once */
 	bool done;
 	int last_err;        /* what a timeout reports: ECONNECTION, ... */
 	uint64_t done_boot;  /* CLOCK_BOOTTIME ms of completion */

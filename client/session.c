@@ -95,35 +95,34 @@ int session_reply_result(const Raftlock__Envelope *reply,
 	return 0;
 }
 
-/* Whether a response status tells that the request was not executed (so
- * its seq is settled), as opposed to an outcome nobody knows. */
-static bool session_status_settles(int status)
+int session_mutate(raftlock_session *s, const struct session_req *sr,
+		   Raftlock__Envelope **reply, const Raftlock__Result **result)
 {
-	return status != RAFTLOCK_ETIMEDOUT && status != RAFTLOCK_ECONNECTION &&
-	       status != RAFTLOCK_EUNAVAILABLE && status != RAFTLOCK_EUNKNOWN &&
-	       status != RAFTLOCK_ENOTLEADER && status != RAFTLOCK_ESHUTDOWN;
-}
-
-int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
-		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result,
-		   unsigned timeout_ms)
-{
+	raftlock_client *c = s->client;
 	Raftlock__Envelope *r = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = session_seq_begin(s, f_seq, f_ack_below);
+	struct request *req;
+	int rv = session_seq_begin(s, sr->f_seq, sr->f_ack_below);
 	if (rv != 0)
 		return rv;
-	*f_session = s->id;
-	uint64_t seq = *f_seq;
-	rv = client_call(s->client, env, timeout_ms, &r);
-	if (rv == 0)
-		rv = session_reply_result(r, &res);
-	if (rv == 0 || session_status_settles(rv))
-		session_seq_end(s, seq);
+	*sr->f_session = s->id;
+	uint64_t seq = *sr->f_seq;
+	rv = client_submit(c, sr->env, false, &req);
 	if (rv != 0) {
-		if (r != NULL)
-			raftlock__envelope__free_unpacked(r, NULL);
+		session_seq_end(s, seq);
+		return rv;
+	}
+	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
+	rv = client_wait(c, req, clock_mono_ms() + timeout);
+	if (rv != 0) {
+		session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
+		return rv;
+	}
+	client_take(c, req, &r);
+	session_seq_end(s, seq); /* only final answers complete a request */
+	rv = session_reply_result(r, &res);
+	if (rv != 0) {
+		raftlock__envelope__free_unpacked(r, NULL);
 		return rv;
 	}
 	if (res->status == RAFTLOCK_ESESSION)
@@ -133,7 +132,92 @@ int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
 	return 0;
 }
 
-/* ----------------------------------------------------------- open/close */
+/* -------------------------------------------------------------- orphans */
+
+/* Keeps req in the table as an orphan of s; false when out of memory. */
+static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
+		       const char *name, uint64_t owner)
+{
+	struct session_orphan *o = calloc(1, sizeof *o);
+	if (o == NULL || (name != NULL && (o->name = strdup(name)) == NULL)) {
+		free(o);
+		return false;
+	}
+	o->req = req;
+	o->seq = seq;
+	o->owner = owner;
+	o->next = s->orphans;
+	s->orphans = o;
+	return true;
+}
+
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		     const char *name, uint64_t owner)
+{
+	raftlock_client *c = s->client;
+	if (!req->ever_sent) {
+		client_take(c, req, NULL); /* the server never saw it */
+		session_seq_end(s, seq);
+		return;
+	}
+	if (!orphan_add(s, req, seq, name, owner))
+		client_take(c, req, NULL); /* its seq stays unknown for good */
+}
+
+static void orphan_free(raftlock_client *c, struct session_orphan *o)
+{
+	client_take(c, o->req, NULL);
+	free(o->name);
+	free(o);
+}
+
+/* Releases a grant nobody waits for, as an orphan of its own. */
+static void orphan_release(raftlock_session *s, const struct session_orphan *o)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct request *r;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &req;
+	req.release = &rel;
+	rel.name = o->name;
+	rel.owner = o->owner;
+	if (session_seq_begin(s, &req.seq, &req.ack_below) != 0)
+		return;
+	req.session = s->id;
+	if (client_submit(s->client, &env, false, &r) != 0) {
+		session_seq_end(s, req.seq);
+		return;
+	}
+	if (!orphan_add(s, r, req.seq, NULL, 0)) {
+		client_take(s->client, r, NULL); /* never sent: settled */
+		session_seq_end(s, req.seq);
+	}
+}
+
+/* Settles the orphans of s that got their answer (c->mu held). */
+static void orphans_settle(raftlock_session *s)
+{
+	struct session_orphan **pp = &s->orphans;
+	while (*pp != NULL) {
+		struct session_orphan *o = *pp;
+		if (!o->req->done) {
+			pp = &o->next;
+			continue;
+		}
+		*pp = o->next;
+		const Raftlock__Result *res;
+		session_seq_end(s, o->seq);
+		if (o->name != NULL && !s->lost &&
+		    session_reply_result(o->req->reply, &res) == 0 &&
+		    res->status == 0 && res->token != 0 && !res->queued)
+			orphan_release(s, o);
+		orphan_free(s->client, o);
+	}
+}
+
+/* ----------------------------------------------------------- open/close *//* ----------------------------------------------------------- open/close */
 
 static void session_unlink(raftlock_session *s)
 {
@@ -229,8 +313,14 @@ static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 	const Raftlock__Result *res = NULL;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
-	int rv = session_mutate(s, &env, &req.session, &req.seq, &req.ack_below,
-				&reply, &res, timeout_ms);
+	struct session_req sr = {
+		.env = &env,
+		.f_session = &req.session,
+		.f_seq = &req.seq,
+		.f_ack_below = &req.ack_below,
+		.timeout_ms = timeout_ms,
+	};
+	int rv = session_mutate(s, &sr, &reply, &res);
 	if (rv == 0) {
 		rv = res->status;
 		raftlock__envelope__free_unpacked(reply, NULL);
@@ -266,6 +356,11 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 		if (timeout_ms == 0 || timeout_ms > SESSION_LOST_CLOSE_MS)
 			timeout_ms = SESSION_LOST_CLOSE_MS;
 		session_send_close(s, timeout_ms);
+	}
+	while (s->orphans != NULL) {
+		struct session_orphan *o = s->orphans;
+		s->orphans = o->next;
+		orphan_free(c, o);
 	}
 	session_unlink(s);
 	lock_free_all(s);
@@ -472,9 +567,11 @@ static void *keepalive_main(void *arg)
 			keepalive_end(c, &ka);
 		}
 		uint64_t now_b = clock_boot_ms();
-		for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
+		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
 			if (!s->lost && now_b >= s->valid_until)
 				session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
+			orphans_settle(s);
+		}
 		if (keepalive_fire_one(c))
 			continue;
 		unsigned interval = keepalive_interval(c);

@@ -7,6 +7,12 @@
  * outcome stays unknown (a timeout) keeps ack_below where it is forever:
  * the server then keeps answering a retry of it from its record.
  *
+ * A mutating request whose caller stops waiting before its outcome is
+ * known becomes an orphan of its session: it stays in the request table
+ * (so it is sent again after a reconnect, with its seq) until an answer
+ * comes; then the keepalive thread settles its seq, and, for an acquire,
+ * releases a grant that nobody waits for any more (DESIGN.md rule 8).
+ *
  * The keepalive thread batches all live sessions of the client into one
  * KeepAliveRequest every min(TTL)/3, moves their validity forward from the
  * SEND time of each acknowledged keepalive, marks a session lost when its
@@ -22,6 +28,14 @@
 #include "client.h"
 
 struct raftlock_lock;
+
+struct session_orphan {
+	struct session_orphan *next;
+	struct request *req;
+	uint64_t seq;
+	char *name;     /* an acquire: the lock to release if it was granted */
+	uint64_t owner; /* and the handle id it was granted to */
+};
 
 struct raftlock_session {
 	struct raftlock_session *prev, *next; /* in the client's list */
@@ -39,6 +53,7 @@ struct raftlock_session {
 	size_t n_inflight;
 	size_t cap_inflight;
 	struct raftlock_lock *locks; /* handles made on this session */
+	struct session_orphan *orphans;
 	unsigned calls;  /* lock calls in progress on this session */
 	bool closing;    /* raftlock_session_close() has begun */
 };
@@ -68,18 +83,36 @@ void session_call_end(raftlock_session *s);
  * keepalive thread. No-op when already lost. */
 void session_mark_lost(raftlock_session *s, int reason);
 
+/* One mutating request of a session. */
+struct session_req {
+	Raftlock__Envelope *env;
+	uint64_t *f_session; /* the request's fields inside env */
+	uint64_t *f_seq;
+	uint64_t *f_ack_below;
+	unsigned timeout_ms; /* 0: the client's request timeout */
+	const char *grant_name; /* an acquire: what to release if it is */
+	uint64_t grant_owner;   /* granted after the caller gave up */
+};
+
 /*
- * Sends one mutating request of s: sets *f_session, *f_seq, *f_ack_below
- * (fields of the request inside env), waits up to timeout_ms (0: the
- * client's request timeout), and tracks the seq. On 0 *result points into *reply (owned by
- * the caller) and holds the command's outcome; a result of
- * RAFTLOCK_ESESSION also marks s lost. Errors: transport and response
- * errors (ETIMEDOUT, ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
+ * Sends one mutating request of s: sets its session, seq and ack_below,
+ * waits up to its timeout, and tracks the seq (an unanswered request
+ * becomes an orphan). On 0 *result points into *reply (owned by the
+ * caller) and holds the command's outcome; a result of RAFTLOCK_ESESSION
+ * also marks s lost. Errors: transport and response errors (ETIMEDOUT,
+ * ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
  */
-int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
-		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result,
-		   unsigned timeout_ms);
+int session_mutate(raftlock_session *s, const struct session_req *sr,
+		   Raftlock__Envelope **reply, const Raftlock__Result **result);
+
+/*
+ * Gives up waiting for req (a request of s with the given seq; taken over
+ * from the caller). A request that never reached a connection is dropped
+ * and its seq settled; any other becomes an orphan (see above). name (may
+ * be NULL) and owner say what to release should it turn out granted.
+ */
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		     const char *name, uint64_t owner);
 
 /* Checks a completed reply of a mutating request: 0 with *result, or the
  * response's error (EPROTO when it carries no result). */

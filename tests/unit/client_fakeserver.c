@@ -193,6 +193,8 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 			f->drop_first_acquire = false;
 			return false;
 		}
+		if (f->ignore_acquires)
+			return true;
 		if (f->unknown_first_acquire) {
 			f->unknown_first_acquire = false;
 			fake_send_result(fd, req->id, RAFTLOCK_EUNKNOWN, NULL, false);
@@ -204,6 +206,9 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		if (f->grant_on_cancel && f->push_id != 0) {
 			fake_push_grant(f, f->push_fd, f->push_id);
 			f->push_id = 0;
+			/* as the server does: "granted first", with the token */
+			if (f->cancel_status == 0)
+				res.token = f->next_token;
 		}
 		if (f->cancel_status == 0)
 			f->push_id = 0;

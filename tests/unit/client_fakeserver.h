@@ -51,9 +51,12 @@ struct fake {
 	bool keepalive_silent;     /* never answer keepalives */
 	bool keepalive_gone;       /* answer ESESSION */
 	bool busy;                 /* try-locks: EBUSY */
+	bool ignore_acquires;      /* log acquires, never answer them */
 	int grant_after_ms;        /* wait=true: push a grant after this; <0 never */
 	int cancel_status;         /* CancelWait result */
-	bool grant_on_cancel;      /* push the grant just before the cancel reply */
+	bool grant_on_cancel;      /* push the grant just before the cancel
+				      reply; with cancel_status 0 the reply
+				      carries the grant's token */
 	/* state */
 	int conns_seen;
 	uint64_t next_session;

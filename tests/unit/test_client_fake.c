@@ -178,7 +178,7 @@ static void test_seq_and_ack_below(void **state)
 	rig_down(&r);
 }
 
-static void test_unknown_outcome_holds_ack_below(void **state)
+static void test_abandoned_acquire_is_settled_and_released(void **state)
 {
 	(void)state;
 	struct rig r;
@@ -190,12 +190,41 @@ static void test_unknown_outcome_holds_ack_below(void **state)
 	int rv = raftlock_lock_try(r.l, NULL);
 	assert_true(rv == RAFTLOCK_EUNAVAILABLE || rv == RAFTLOCK_ETIMEDOUT);
 	assert_non_null(strstr(raftlock_errmsg(r.c), "acquire 'a'"));
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	/* the client keeps asking with seq 1 until it knows the outcome:
+	 * a grant nobody waits for any more is released */
 	FAKE_SET(r.f, role, FAKE_LEADER);
-	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+	for (int i = 0; i < 300 && fake_count(r.f, RELEASE) == 0; i++)
+		sleep_ms(10);
 	int n = fake_count(r.f, ACQUIRE);
-	struct fake_entry last = fake_nth(r.f, ACQUIRE, n - 1);
-	assert_int_equal(last.seq, 2);
-	assert_int_equal(last.ack_below, 1); /* seq 1's outcome is unknown */
+	struct fake_entry a = fake_nth(r.f, ACQUIRE, n - 1);
+	struct fake_entry rel = fake_nth(r.f, RELEASE, 0);
+	assert_int_equal(a.seq, 1);
+	assert_int_equal(fake_count(r.f, RELEASE), 1);
+	assert_int_equal(rel.other, a.other);
+	assert_int_equal(rel.seq, 2);
+	assert_int_equal(rel.ack_below, 2); /* seq 1 is settled now */
+	sleep_ms(100);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+	struct fake_entry t = fake_nth(r.f, ACQUIRE, n);
+	assert_int_equal(t.seq, 3);
+	assert_int_equal(t.ack_below, 3);
+	rig_down(&r);
+}
+
+static void test_unanswered_request_holds_ack_below(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "a", 300, NULL);
+	FAKE_SET(r.f, ignore_acquires, true);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), RAFTLOCK_ETIMEDOUT);
+	FAKE_SET(r.f, ignore_acquires, false);
+	uint32_t left;
+	assert_int_equal(raftlock_lock_release(r.l, &left), 0);
+	struct fake_entry rel = fake_nth(r.f, RELEASE, 0);
+	assert_int_equal(rel.seq, 2);
+	assert_int_equal(rel.ack_below, 1); /* seq 1's outcome is unknown */
 	rig_down(&r);
 }
 
@@ -276,14 +305,16 @@ static void test_blocking_acquire_timeout_cancels(void **state)
 	rig_down(&r);
 }
 
-static void test_grant_racing_cancel_is_released(void **state)
+/* The grant races the cancel; the cancel answers "granted first" with the
+ * token (cancel_status 0) or "knows neither" (ENOTFOUND, then the client
+ * asks the acquire again). Either way the grant is given back. */
+static void grant_racing_cancel(int cancel_status)
 {
-	(void)state;
 	struct rig r;
 	rig_up(&r, "q", 3000, NULL);
 	FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
 	FAKE_SET(r.f, grant_on_cancel, true);
-	FAKE_SET(r.f, cancel_status, RAFTLOCK_ENOTFOUND);
+	FAKE_SET(r.f, cancel_status, cancel_status);
 	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200,
 					       NULL), RAFTLOCK_ETIMEDOUT);
 	/* the grant that raced the cancel was given back */
@@ -293,6 +324,13 @@ static void test_grant_racing_cancel_is_released(void **state)
 	assert_int_equal(rel.other, a.other);
 	assert_int_equal(raftlock_lock_token(r.l), 0);
 	rig_down(&r);
+}
+
+static void test_grant_racing_cancel_is_released(void **state)
+{
+	(void)state;
+	grant_racing_cancel(0);
+	grant_racing_cancel(RAFTLOCK_ENOTFOUND);
 }
 
 struct acquirer {
@@ -450,7 +488,8 @@ int main(void)
 		cmocka_unit_test(test_unknown_outcome_retried_with_same_seq),
 		cmocka_unit_test(test_client_close_closes_sessions),
 		cmocka_unit_test(test_seq_and_ack_below),
-		cmocka_unit_test(test_unknown_outcome_holds_ack_below),
+		cmocka_unit_test(test_abandoned_acquire_is_settled_and_released),
+		cmocka_unit_test(test_unanswered_request_holds_ack_below),
 		cmocka_unit_test(test_try_lock_busy),
 		cmocka_unit_test(test_lock_names),
 		cmocka_unit_test(test_blocking_acquire_gets_pushed_grant),
