@@ -146,6 +146,7 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 	o->req = req;
 	o->seq = seq;
 	o->owner = owner;
+	o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
 	o->next = s->orphans;
 	s->orphans = o;
 	return true;
@@ -203,6 +204,13 @@ static void orphans_settle(raftlock_session *s)
 	while (*pp != NULL) {
 		struct session_orphan *o = *pp;
 		if (!o->req->done) {
+			uint64_t now = clock_mono_ms();
+			if (now >= o->resend_at) {
+				/* a retry with the same seq is answered from
+				 * the server's record */
+				client_resend(s->client, o->req);
+				o->resend_at = now + s->client->request_timeout_ms;
+			}
 			pp = &o->next;
 			continue;
 		}

@@ -9,7 +9,8 @@
  *
  * A mutating request whose caller stops waiting before its outcome is
  * known becomes an orphan of its session: it stays in the request table
- * (so it is sent again after a reconnect, with its seq) until an answer
+ * (so it is sent again after a reconnect, with its seq, and once every
+ * request timeout on the same connection) until an answer
  * comes; then the keepalive thread settles its seq, and, for an acquire,
  * releases a grant that nobody waits for any more (DESIGN.md rule 8).
  *
@@ -35,6 +36,7 @@ struct session_orphan {
 	uint64_t seq;
 	char *name;     /* an acquire: the lock to release if it was granted */
 	uint64_t owner; /* and the handle id it was granted to */
+	uint64_t resend_at; /* CLOCK_MONOTONIC: ask again if still unanswered */
 };
 
 struct raftlock_session {

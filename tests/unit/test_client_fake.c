@@ -225,6 +225,18 @@ static void test_unanswered_request_holds_ack_below(void **state)
 	struct fake_entry rel = fake_nth(r.f, RELEASE, 0);
 	assert_int_equal(rel.seq, 2);
 	assert_int_equal(rel.ack_below, 1); /* seq 1's outcome is unknown */
+	/* a request timeout later it is asked again, with its seq, on the
+	 * same connection; the grant nobody waits for is released */
+	for (int i = 0; i < 200 && fake_count(r.f, RELEASE) < 2; i++)
+		sleep_ms(10);
+	struct fake_entry a1 = fake_nth(r.f, ACQUIRE, 0);
+	struct fake_entry a2 = fake_nth(r.f, ACQUIRE, 1);
+	assert_int_equal(a2.seq, 1);
+	assert_int_equal(a2.id, a1.id);
+	assert_int_equal(a2.conn, a1.conn);
+	assert_int_equal(fake_count(r.f, RELEASE), 2);
+	assert_int_equal(fake_nth(r.f, RELEASE, 1).seq, 3);
+	assert_int_equal(fake_nth(r.f, RELEASE, 1).ack_below, 3);
 	rig_down(&r);
 }
 
