@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "errmsg.h"
+#include "keepalive.h"
 #include "session.h"
 
 #define CLIENT_REQUEST_TIMEOUT_MS 10000
@@ -454,7 +455,7 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 				"open client: start the I/O thread");
 		goto err_free;
 	}
-	rv = session_keepalive_start(c);
+	rv = keepalive_start(c);
 	if (rv != 0) {
 		errmsg_set(NULL, rv, NULL, "open client: start the keepalive thread");
 		goto err_io;
@@ -481,7 +482,7 @@ RAFTLOCK_API void raftlock_client_close(raftlock_client *client)
 	if (client == NULL)
 		return;
 	session_close_all(client);
-	session_keepalive_stop(client);
+	keepalive_stop(client);
 	pthread_mutex_lock(&client->mu);
 	client->io_stop = true;
 	client_wake_io(client);

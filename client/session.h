@@ -14,11 +14,7 @@
  * comes; then the keepalive thread settles its seq, and, for an acquire,
  * releases a grant that nobody waits for any more (DESIGN.md rule 8).
  *
- * The keepalive thread batches all live sessions of the client into one
- * KeepAliveRequest every min(TTL)/3, moves their validity forward from the
- * SEND time of each acknowledged keepalive, marks a session lost when its
- * validity passes or the server says it is gone, and calls on_lost once.
- * All functions here expect c->mu held unless they say otherwise.
+ * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless they say otherwise.
  */
 #ifndef RAFTLOCK_SESSION_H
 #define RAFTLOCK_SESSION_H
@@ -121,9 +117,12 @@ void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 int session_reply_result(const Raftlock__Envelope *reply,
 			 const Raftlock__Result **result);
 
-/* Start and stop the keepalive thread (called without c->mu held). */
-int session_keepalive_start(raftlock_client *c);
-void session_keepalive_stop(raftlock_client *c);
+/* Settles the orphans of s that got their answer, and asks again for
+ * those unanswered for a request timeout (keepalive thread, c->mu held). */
+void session_orphans_settle(raftlock_session *s);
+
+/* The session of c with that id, or NULL. */
+raftlock_session *session_find(raftlock_client *c, uint64_t id);
 
 /* Closes every session of c within one request timeout in total (called
  * without c->mu held). */
