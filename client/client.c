@@ -166,23 +166,31 @@ static void io_fail(raftlock_client *c)
 	c->reconnect_at = now + b / 2 + client_random(c) % (b / 2 + 1);
 }
 
-static void io_connect(raftlock_client *c, uint64_t now)
+static void io_connect(raftlock_client *c)
 {
-	int rv;
+	struct conn_addr redirect = {0};
+	const struct conn_addr *a;
 	c->conn_gen++;
 	if (c->has_redirect) {
-		rv = conn_start(&c->conn, &c->redirect);
-		conn_addr_free(&c->redirect);
+		redirect = c->redirect;
+		memset(&c->redirect, 0, sizeof c->redirect);
 		c->has_redirect = false;
+		a = &redirect;
 	} else {
-		rv = conn_start(&c->conn, &c->addrs[c->addr_next]);
+		a = &c->addrs[c->addr_next];
 		c->addr_next = (c->addr_next + 1) % c->n_addrs;
 	}
+	/* Name resolution may block: not with the client locked. The conn
+	 * and the addresses are the I/O thread's alone. */
+	pthread_mutex_unlock(&c->mu);
+	int rv = conn_start(&c->conn, a);
+	pthread_mutex_lock(&c->mu);
+	conn_addr_free(&redirect);
 	if (rv != 0) {
 		io_fail(c);
 		return;
 	}
-	c->connect_deadline = now + c->connect_timeout_ms;
+	c->connect_deadline = clock_mono_ms() + c->connect_timeout_ms;
 }
 
 static void io_send_pending(raftlock_client *c, uint64_t now)
@@ -311,7 +319,7 @@ static void *io_main(void *arg)
 		uint64_t now = clock_mono_ms();
 		if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
 		    now >= c->reconnect_at)
-			io_connect(c, now);
+			io_connect(c);
 		if (c->conn.state == CONN_CONNECTING &&
 		    now >= c->connect_deadline)
 			io_fail(c);
