@@ -168,6 +168,168 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 	fake_send_result(fd, req->id, 0, &res, false);
 }
 
+/* ------------------------------------------------------------- reads -- */
+
+/* Fixed answers to reads, for the introspection tests: one node (id 7) of
+ * three; locks "a/1" (two shared holders, one waiter) and "a/2", listed
+ * one per page; one session holding both. */
+
+static Raftlock__Owner fake_owner = {
+	PROTOBUF_C_MESSAGE_INIT(&raftlock__owner__descriptor),
+	"svc", "host-\"1\"", 4242};
+
+static void fake_status(int fd, uint64_t id)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__StatusInfo si = RAFTLOCK__STATUS_INFO__INIT;
+	Raftlock__Member m[3] = {RAFTLOCK__MEMBER__INIT, RAFTLOCK__MEMBER__INIT,
+				 RAFTLOCK__MEMBER__INIT};
+	Raftlock__Member *mp[3] = {&m[0], &m[1], &m[2]};
+	char raft[3][32], client[3][32];
+	for (int i = 0; i < 3; i++) {
+		snprintf(raft[i], sizeof raft[i], "10.0.0.%d:7201", i + 1);
+		snprintf(client[i], sizeof client[i], "10.0.0.%d:7101", i + 1);
+		m[i].id = (uint64_t)i + 6;
+		m[i].raft_address = raft[i];
+		m[i].client_address = client[i];
+	}
+	si.node_id = 7;
+	si.role = "leader";
+	si.ready = true;
+	si.term = 3;
+	si.commit_index = 100;
+	si.applied_index = 99;
+	si.last_index = 101;
+	si.leader_id = 7;
+	si.leader_address = client[1];
+	si.members = mp;
+	si.n_members = 3;
+	si.cluster = "test";
+	si.next_token = 5000;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO;
+	resp.status_info = &si;
+	fake_send_response(fd, id, &resp);
+}
+
+/* Fills li as lock a/<n>. */
+static void fake_lock_info(Raftlock__LockInfo *li, int n, Raftlock__HolderInfo **hp,
+			   Raftlock__WaiterInfo **wp)
+{
+	li->name = n == 1 ? "a/1" : "a/2";
+	li->kind = n == 1 ? RAFTLOCK__LOCK_KIND__RWLOCK : RAFTLOCK__LOCK_KIND__MUTEX;
+	li->cluster_time = 10000;
+	li->n_holders = n == 1 ? 2 : 1;
+	li->holders = hp;
+	li->n_waiters = n == 1 ? 1 : 0;
+	li->waiters = wp;
+}
+
+static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__Holder h[2] = {RAFTLOCK__HOLDER__INIT, RAFTLOCK__HOLDER__INIT};
+	Raftlock__HolderInfo hi[2] = {RAFTLOCK__HOLDER_INFO__INIT,
+				      RAFTLOCK__HOLDER_INFO__INIT};
+	Raftlock__HolderInfo *hp[2] = {&hi[0], &hi[1]};
+	Raftlock__Waiter w = RAFTLOCK__WAITER__INIT;
+	Raftlock__WaiterInfo wi = RAFTLOCK__WAITER_INFO__INIT;
+	Raftlock__WaiterInfo *wp[1] = {&wi};
+	Raftlock__LockInfo li = RAFTLOCK__LOCK_INFO__INIT;
+	Raftlock__LockInfo *lp[1] = {&li};
+	Raftlock__LockList ll = RAFTLOCK__LOCK_LIST__INIT;
+	for (int i = 0; i < 2; i++) {
+		h[i].session = 11;
+		h[i].owner = 100 + (uint64_t)i;
+		h[i].mode = RAFTLOCK__MODE__SHARED;
+		h[i].permits = 1;
+		h[i].count = 1;
+		h[i].token = 900 + (uint64_t)i;
+		h[i].granted_time = 9000;
+		hi[i].holder = &h[i];
+		hi[i].owner = &fake_owner; /* the second has none in the fake */
+	}
+	hi[1].owner = NULL;
+	w.session = 12;
+	w.owner = 200;
+	w.queued_time = 9500;
+	wi.waiter = &w;
+	wi.owner = &fake_owner;
+	if (req->body_case == RAFTLOCK__ENVELOPE__BODY_GET_LOCK) {
+		if (strcmp(req->get_lock->name, "a/1") != 0) {
+			resp.status = RAFTLOCK_ENOTFOUND;
+			fake_send_response(fd, req->id, &resp);
+			return;
+		}
+		fake_lock_info(&li, 1, hp, wp);
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
+		resp.lock = &li;
+	} else {
+		bool first = req->list_locks->after[0] == '\0';
+		fake_lock_info(&li, first ? 1 : 2, hp, wp);
+		ll.locks = lp;
+		ll.n_locks = 1;
+		ll.more = first;
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCKS;
+		resp.locks = &ll;
+	}
+	fake_send_response(fd, req->id, &resp);
+}
+
+static void fake_session_reads(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__SessionInfo si = RAFTLOCK__SESSION_INFO__INIT;
+	Raftlock__SessionInfo *sp[1] = {&si};
+	Raftlock__SessionList sl = RAFTLOCK__SESSION_LIST__INIT;
+	char *locks[2] = {"a/1", "a/2"};
+	si.id = 11;
+	si.ttl_ms = 10000;
+	si.deadline = 19000;
+	si.opened_time = 1000;
+	si.owner = &fake_owner;
+	si.locks = locks;
+	si.n_locks = 2;
+	sl.sessions = sp;
+	sl.n_sessions = req->list_sessions->after < 11 ? 1 : 0;
+	sl.cluster_time = 10000;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS;
+	resp.sessions = &sl;
+	fake_send_response(fd, req->id, &resp);
+}
+
+static void fake_check_token(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__CheckTokenResult ck = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
+	ck.current = req->check_token->token == 900;
+	ck.highest = 901;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_CHECK;
+	resp.check = &ck;
+	fake_send_response(fd, req->id, &resp);
+}
+
+/* Answers a read; false if req is not one. */
+static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
+{
+	switch (req->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_STATUS:
+		fake_status(fd, req->id);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
+		fake_lock_reads(fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
+		fake_session_reads(fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+		fake_check_token(fd, req);
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Answers one request; returns false to drop the connection. */
 static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
@@ -179,6 +341,8 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_send_response(fd, req->id, &resp);
 		return true;
 	}
+	if (fake_read_answer(fd, req))
+		return true;
 	switch (req->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 		res.session = ++f->next_session;

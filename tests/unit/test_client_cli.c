@@ -47,18 +47,25 @@ static const char *slurp(const char *path, char *buf, size_t n)
 	return buf;
 }
 
-static pid_t cli_spawn(char *const argv[])
+/* Runs the CLI with its stdout to `out` (NULL: /dev/null). */
+static pid_t cli_spawn_to(char *const argv[], const char *out)
 {
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-		if (null >= 0)
-			dup2(null, 1);
+		int fd = open(out ? out : "/dev/null",
+			      O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd >= 0)
+			dup2(fd, 1);
 		execv(RAFTLOCK_CLI_PATH, argv);
 		_exit(99);
 	}
 	return pid;
+}
+
+static pid_t cli_spawn(char *const argv[])
+{
+	return cli_spawn_to(argv, NULL);
 }
 
 /* The CLI's exit code (128 + signal), waiting at most timeout_ms; kills
@@ -282,6 +289,52 @@ static void test_command_dies_with_the_cli(void **state)
 	fake_stop(f);
 }
 
+static void test_json_listings(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char buf[4096];
+	char *holders[] = {"raftlock", "--endpoints", f->addr, "holders", "a/",
+			   "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(holders, path_in_tmp("h.json")),
+				  5000), 0);
+	slurp(path_in_tmp("h.json"), buf, sizeof buf);
+	/* both pages, in one array, strings escaped */
+	assert_true(buf[0] == '[');
+	assert_non_null(strstr(buf, "\"name\": \"a/1\""));
+	assert_non_null(strstr(buf, "\"name\": \"a/2\""));
+	assert_non_null(strstr(buf, "\"host\": \"host-\\\"1\\\"\""));
+	assert_non_null(strstr(buf, "\"token\": 901"));
+	assert_string_equal(buf + strlen(buf) - 2, "]\n");
+
+	char *show[] = {"raftlock", "--endpoints", f->addr, "show", "a/1",
+			"--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(show, path_in_tmp("s.json")), 5000),
+			 0);
+	slurp(path_in_tmp("s.json"), buf, sizeof buf);
+	assert_true(buf[0] == '{');
+	assert_non_null(strstr(buf, "\"waiters\": [{\"session\": 12"));
+
+	char *status[] = {"raftlock", "--endpoints", f->addr, "status", "--json",
+			  NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")),
+				  5000), 0);
+	slurp(path_in_tmp("st.json"), buf, sizeof buf);
+	assert_non_null(strstr(buf, "\"node_id\": 7, \"role\": \"leader\""));
+	assert_non_null(strstr(buf, "\"client_address\": \"10.0.0.3:7101\""));
+
+	char *check[] = {"raftlock", "--endpoints", f->addr, "check", "a/1",
+			 "899", NULL};
+	assert_int_equal(cli_run(check, 5000), 3);
+	check[5] = "900";
+	assert_int_equal(cli_run(check, 5000), 0);
+	check[5] = "-1";
+	assert_int_equal(cli_run(check, 5000), 2);
+	char *missing[] = {"raftlock", "--endpoints", f->addr, "show", "zz", NULL};
+	assert_int_equal(cli_run(missing, 5000), 1);
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +346,7 @@ int main(void)
 		cmocka_unit_test(test_lost_session_stops_the_command),
 		cmocka_unit_test(test_signals_are_forwarded),
 		cmocka_unit_test(test_command_dies_with_the_cli),
+		cmocka_unit_test(test_json_listings),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
