@@ -613,8 +613,9 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	if ((rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
-		snprintf(err, errlen, "raft start in %s: %s (%s)", raft_dir, raft_strerror(rv),
-			 raft_errmsg(&n->raft));
+		snprintf(err, errlen,
+			 "raft start in %s: %s %s(is raft-address %s free to listen on?)",
+			 raft_dir, raft_strerror(rv), raft_errmsg(&n->raft), cfg->raft_address);
 		rv = RAFTLOCK_EDATA;
 		goto fail_raft;
 	}
@@ -631,6 +632,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
+	uv_timer_init(loop, &n->transfer_timer);
+	n->transfer_timer.data = n;
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
@@ -678,6 +681,11 @@ static void raft_closed(struct raft *r)
 
 static void close_raft(struct node *n)
 {
+	if (n->closing_raft)
+		return;
+	n->closing_raft = true;
+	uv_timer_stop(&n->transfer_timer);
+	uv_close((uv_handle_t *)&n->transfer_timer, close_handle_cb);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
@@ -686,9 +694,18 @@ static void close_raft(struct node *n)
 	raft_close(&n->raft, raft_closed);
 }
 
+static void transfer_timeout(uv_timer_t *h)
+{
+	struct node *n = h->data;
+	log_warn("leadership transfer did not report back; closing anyway");
+	close_raft(n);
+}
+
 static void transfer_done(struct raft_transfer *req)
 {
 	struct node *n = req->data;
+	if (n->closing_raft)
+		return;
 	uint64_t leader = 0;
 	node_leader_client_address(n, &leader);
 	log_info("leadership transfer %s (leader now %llu)",
@@ -706,8 +723,11 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 	}
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
-		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
+		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
+			uv_timer_start(&n->transfer_timer, transfer_timeout,
+				       n->cfg->election_timeout_ms + 500, 0);
 			return;
+		}
 	}
 	close_raft(n);
 }

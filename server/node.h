@@ -80,8 +80,10 @@ struct node {
 	uint64_t entries_proposed, commands_proposed;
 
 	bool stopping;
+	bool closing_raft;
 	void (*stop_cb)(struct node *n);
 	struct raft_transfer transfer;
+	uv_timer_t transfer_timer; /* libraft may never call back a transfer */
 };
 
 /*
