@@ -14,6 +14,7 @@ struct keepalive {
 	uint64_t *ids; /* the sessions the request names, in order */
 	size_t n_ids;
 	uint64_t sent_boot;
+	uint64_t suspect_at; /* CLOCK_MONOTONIC: unanswered, try elsewhere */
 	uint64_t deadline; /* CLOCK_MONOTONIC: give up and send afresh */
 };
 
@@ -93,6 +94,7 @@ static void keepalive_send(raftlock_client *c, struct keepalive *ka,
 	}
 	ka->ids = ids;
 	ka->n_ids = n;
+	ka->suspect_at = clock_mono_ms() + interval / 2;
 	ka->deadline = clock_mono_ms() + interval;
 }
 
@@ -121,6 +123,8 @@ static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka,
 	uint64_t now_m = clock_mono_ms();
 	uint64_t now_b = clock_boot_ms();
 	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS;
+	if (ka->req != NULL && ka->suspect_at < at)
+		at = ka->suspect_at;
 	if (ka->req != NULL && ka->deadline < at)
 		at = ka->deadline;
 	if (ka->req == NULL && interval != 0 && c->ka_next < at)
@@ -146,6 +150,12 @@ static void *keepalive_main(void *arg)
 			keepalive_end(c, &ka);
 		} else if (ka.req != NULL && clock_mono_ms() >= ka.deadline) {
 			keepalive_end(c, &ka);
+		} else if (ka.req != NULL && clock_mono_ms() >= ka.suspect_at) {
+			/* a healthy leader answers in milliseconds: this one
+			 * is paused, cut off or without a quorum; the request
+			 * goes to another node */
+			client_suspect(c, ka.req);
+			ka.suspect_at = ka.deadline;
 		}
 		uint64_t now_b = clock_boot_ms();
 		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {

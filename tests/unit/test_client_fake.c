@@ -455,6 +455,37 @@ static void test_silent_keepalives_lose_the_session(void **state)
 	rig_down(&r);
 }
 
+/* A leader that stops answering (paused: its TCP connections stay open)
+ * is left for another node well before the session's validity ends. */
+static void test_paused_leader_is_left(void **state)
+{
+	(void)state;
+	struct fake *a = fake_start(FAKE_LEADER);
+	struct fake *b = fake_start(FAKE_FOLLOWER);
+	strcpy(b->leader, a->addr);
+	const char *addrs[] = {a->addr, b->addr};
+	struct raftlock_client_options o = {
+		.addresses = addrs, .n_addresses = 2, .request_timeout_ms = 3000};
+	raftlock_client *c;
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {
+		.ttl_ms = 1500, .on_lost = on_lost, .on_lost_arg = &seen};
+	raftlock_session *s;
+	assert_int_equal(raftlock_session_open(c, &so, &s), 0);
+	/* a pauses; b takes over the session */
+	FAKE_SET(a, keepalive_silent, true);
+	FAKE_SET(b, next_session, 0);
+	FAKE_SET(b, role, FAKE_LEADER);
+	sleep_ms(2500);
+	assert_int_equal(lost_calls(&seen), 0);
+	assert_true(raftlock_session_valid(s));
+	assert_true(fake_count(b, KEEPALIVE) >= 2);
+	raftlock_client_close(c);
+	fake_stop(a);
+	fake_stop(b);
+}
+
 static void test_server_says_session_gone(void **state)
 {
 	(void)state;
@@ -509,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
+		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_nobody_listening),
 	};
