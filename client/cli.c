@@ -496,14 +496,15 @@ int main(int argc, char **argv)
 		code = usage("unknown command");
 		goto out;
 	}
-	/* The client's threads must never take the signals that the lock
-	 * and run commands forward to their child: they start with these
-	 * blocked, and only this thread unblocks them. */
+	/* lock and run take their signals with sigwait: blocked in every
+	 * thread, so the client's threads start with them blocked. The
+	 * other commands keep the usual signal behaviour. */
 	sigset_t set;
 	cli_signal_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	code = cli_connect(&cli);
-	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (run != cmd_lock && run != cmd_run)
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (code != CLI_EXIT_OK)
 		goto out;
 	code = run(&cli, argc - cmd, argv + cmd);

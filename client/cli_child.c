@@ -2,6 +2,7 @@
 #include "cli_child.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,14 +58,14 @@ static void child_env_free(char **env)
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(char **argv, char **env, const sigset_t *old,
+static void child_exec(char **argv, char **env, const sigset_t *blocked,
 		       pid_t parent)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(128 + SIGKILL); /* the parent died before prctl */
 	signal(SIGPIPE, SIG_DFL);
-	sigprocmask(SIG_SETMASK, old, NULL);
+	sigprocmask(SIG_UNBLOCK, blocked, NULL);
 	execvpe(argv[0], argv, env);
 	static const char msg[] = "raftlock: cannot run the command: ";
 	const char *what = argv[0];
@@ -136,13 +137,13 @@ void cli_signal_set(sigset_t *set)
 	sigaddset(set, SIGTERM);
 	sigaddset(set, SIGHUP);
 	sigaddset(set, SIGQUIT);
+	sigaddset(set, SIGUSR1);
 }
 
-/* Takes the lock; CLI_EXIT_OK or the exit code. */
-static int hold_acquire(raftlock_client *c, raftlock_lock *l,
-			const struct cli_hold *h, uint64_t *token)
+/* What the acquire's result means for the command: CLI_EXIT_OK or the
+ * exit code, with a message. */
+static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 {
-	int rv = raftlock_lock_acquire(l, h->mode, h->permits, h->wait_ms, token);
 	if (rv == 0)
 		return CLI_EXIT_OK;
 	if (rv == RAFTLOCK_EBUSY || (rv == RAFTLOCK_ETIMEDOUT && h->wait_ms > 0)) {
@@ -157,19 +158,18 @@ static int hold_acquire(raftlock_client *c, raftlock_lock *l,
 static int hold_run_child(raftlock_session *s, const struct cli_hold *h,
 			  uint64_t token)
 {
-	sigset_t set, old;
+	sigset_t set;
 	char **env = child_env(h->name, token, raftlock_session_id(s));
 	if (env == NULL) {
 		fprintf(stderr, "raftlock: out of memory\n");
 		return CLI_EXIT_ERROR;
 	}
-	cli_signal_set(&set);
-	pthread_sigmask(SIG_BLOCK, &set, &old);
+	cli_signal_set(&set); /* blocked in every thread since main() */
 	fflush(NULL);
 	pid_t parent = getpid();
 	pid_t child = fork();
 	if (child == 0)
-		child_exec(h->argv, env, &old, parent);
+		child_exec(h->argv, env, &set, parent);
 	int code;
 	if (child < 0) {
 		fprintf(stderr, "raftlock: fork: %s\n", strerror(errno));
@@ -177,9 +177,69 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h,
 	} else {
 		code = exit_code_of(supervise(child, s, h, &set));
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	child_env_free(env);
 	return code;
+}
+
+/*
+ * While the lock is awaited, a signal must take us out of the server's
+ * queue at once (a stopped standby must not be granted the lock and hold
+ * it until its session expires). The waiting thread is blocked inside the
+ * library, so a thread of our own takes the signals and closes the
+ * session: the blocked acquire then returns RAFTLOCK_ECANCELED.
+ */
+struct wait_guard {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	raftlock_session *s; /* set while the acquire blocks */
+	bool settled;        /* the acquire returned: main cleans up */
+	bool aborted;        /* the guard closed the session */
+	int signal;          /* the signal that came, 0 if none */
+};
+
+static void *guard_main(void *arg)
+{
+	struct wait_guard *g = arg;
+	sigset_t set;
+	int sig = 0;
+	cli_signal_set(&set);
+	sigdelset(&set, SIGCHLD);
+	if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+		return NULL; /* SIGUSR1: main stops the guard */
+	pthread_mutex_lock(&g->mu);
+	g->signal = sig;
+	if (!g->settled && g->s == NULL)
+		_exit(128 + sig); /* no wait to leave yet */
+	raftlock_session *s = g->settled ? NULL : g->s;
+	g->aborted = s != NULL;
+	pthread_mutex_unlock(&g->mu);
+	if (s != NULL)
+		raftlock_session_close(s);
+	return NULL;
+}
+
+static int guard_start(struct wait_guard *g)
+{
+	memset(g, 0, sizeof *g);
+	pthread_mutex_init(&g->mu, NULL);
+	if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+		fprintf(stderr, "raftlock: cannot start a thread\n");
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* The acquire returned: stops the guard. True when the guard closed the
+ * session (it and its handles are gone). */
+static bool guard_stop(struct wait_guard *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->settled = true;
+	pthread_mutex_unlock(&g->mu);
+	pthread_kill(g->thread, SIGUSR1);
+	pthread_join(g->thread, NULL);
+	pthread_mutex_destroy(&g->mu);
+	return g->aborted;
 }
 
 int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
@@ -187,17 +247,34 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	raftlock_session *s = NULL;
 	raftlock_lock *l = NULL;
 	uint64_t token = 0;
+	struct wait_guard g;
 	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms};
+	if (guard_start(&g) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
 	if (raftlock_session_open(c, &so, &s) != 0) {
+		guard_stop(&g);
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 		return CLI_EXIT_ERROR;
 	}
 	int code = CLI_EXIT_ERROR;
 	if (raftlock_lock_new(s, h->name, &h->lock_opts, &l) != 0) {
+		guard_stop(&g);
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 		goto out;
 	}
-	code = hold_acquire(c, l, h, &token);
+	pthread_mutex_lock(&g.mu);
+	g.s = s;
+	pthread_mutex_unlock(&g.mu);
+	int rv = raftlock_lock_acquire(l, h->mode, h->permits, h->wait_ms, &token);
+	if (guard_stop(&g))
+		return 128 + g.signal; /* left the queue; s is gone */
+	if (g.signal != 0) {
+		code = 128 + g.signal; /* came as the lock was granted */
+		if (rv == 0)
+			raftlock_lock_release(l, NULL);
+		goto out;
+	}
+	code = hold_exit_code(c, h, rv);
 	if (code != CLI_EXIT_OK)
 		goto out;
 	code = hold_run_child(s, h, token);

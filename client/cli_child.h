@@ -33,13 +33,16 @@ struct cli_hold {
 };
 
 /* The signals the supervisor waits for (SIGCHLD) or forwards (SIGINT,
- * SIGTERM, SIGHUP, SIGQUIT). The client's threads must start with them
- * blocked, so that only the supervising thread ever takes them. */
+ * SIGTERM, SIGHUP, SIGQUIT; SIGUSR1 is internal). They must be blocked in
+ * every thread, from before the client starts its threads: only
+ * sigwait/sigtimedwait take them. */
 void cli_signal_set(sigset_t *set);
 
 /*
  * Opens a session on c, takes the lock, runs the command and supervises
- * it, then releases the lock and closes the session. Returns the exit code
+ * it, then releases the lock and closes the session. A signal while the
+ * lock is awaited closes the session (leaving the server's queue) and ends
+ * with 128 + the signal. Returns the exit code
  * of the raftlock command: the child's (128 + signal when a signal ended
  * it), CLI_EXIT_BUSY when the lock was not obtained in time, CLI_EXIT_ERROR
  * with a message on stderr.

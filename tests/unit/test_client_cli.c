@@ -251,6 +251,30 @@ static void test_signals_are_forwarded(void **state)
 	fake_stop(f);
 }
 
+static void test_signal_while_waiting_leaves_the_queue(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER); /* queues, never grants */
+	char script[256];
+	snprintf(script, sizeof script, "touch %s", path_in_tmp("never"));
+	char *argv[] = {"raftlock", "--endpoints", f->addr, "run", "--permits",
+			"1", "standby", "sh", "-c", script, NULL};
+	pid_t pid = cli_spawn(argv);
+	for (int i = 0; i < 500 && fake_count(f, ACQUIRE) == 0; i++)
+		sleep_ms(10);
+	assert_int_equal(fake_count(f, ACQUIRE), 1);
+	assert_true(fake_nth(f, ACQUIRE, 0).wait);
+	sleep_ms(100);
+	uint64_t t0 = clock_mono_ms();
+	kill(pid, SIGTERM);
+	assert_int_equal(cli_wait(pid, 5000), 128 + SIGTERM);
+	assert_true(clock_mono_ms() - t0 < 2000);
+	/* the session was closed, so the server dropped the wait */
+	assert_int_equal(fake_count(f, CLOSE), 1);
+	assert_int_not_equal(access(path_in_tmp("never"), F_OK), 0);
+	fake_stop(f);
+}
+
 /* Whether pid is gone (or a zombie nobody reaped yet). */
 static bool process_gone(pid_t pid)
 {
@@ -346,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_lost_session_stops_the_command),
 		cmocka_unit_test(test_signals_are_forwarded),
 		cmocka_unit_test(test_command_dies_with_the_cli),
+		cmocka_unit_test(test_signal_while_waiting_leaves_the_queue),
 		cmocka_unit_test(test_json_listings),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
