@@ -178,7 +178,8 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * waits canceled) and frees it, with any lock handles still open on it.
  * Lock calls on it in other threads end first: a blocked
  * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
- * RAFTLOCK_ECANCELED.
+ * RAFTLOCK_ECANCELED. Those threads must not use the session or its
+ * handles after that.
  * Returns the error of the close request, but frees the session in any
  * case; the server expires a session it never heard closing. A session
  * already lost because its validity ran out (the server may not have
@@ -246,6 +247,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  * Errors: RAFTLOCK_EBUSY (held by another owner), RAFTLOCK_ESESSION,
  * RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
  * RAFTLOCK_EUNAVAILABLE.
+ * After RAFTLOCK_ETIMEDOUT or RAFTLOCK_EUNAVAILABLE the outcome may be
+ * unknown: the library keeps asking in the background with the same
+ * sequence number, and releases the lock if it turns out granted.
  */
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
 
