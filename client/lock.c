@@ -155,9 +155,12 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
 		rv = lock_release_locked(l, &left);
 		session_call_end(l->session);
 	}
+	/* A close in another thread frees l once the lock is let go. */
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "release '%s'", l->name);
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "release '%s'", l->name);
+		return rv;
 	if (remaining != NULL)
 		*remaining = left;
 	return 0;
@@ -382,9 +385,12 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode
 				     : lock_acquire_wait(l, &m, timeout_ms, &t);
 		session_call_end(l->session);
 	}
+	/* A close in another thread frees l once the lock is let go. */
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
+		return rv;
 	if (token != NULL)
 		*token = t;
 	return 0;
