@@ -105,6 +105,13 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	}
 }
 
+void fake_set_leader(struct fake *f, const char *addr)
+{
+	pthread_mutex_lock(&f->mu);
+	snprintf(f->leader, sizeof f->leader, "%s", addr);
+	pthread_mutex_unlock(&f->mu);
+}
+
 int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body)
 {
 	pthread_mutex_lock(&f->mu);

@@ -76,6 +76,8 @@ struct fake {
 struct fake *fake_start(enum fake_role role);
 /* Stops its thread and closes everything. */
 void fake_stop(struct fake *f);
+/* The leader address a FAKE_FOLLOWER names in its NOT_LEADER answers. */
+void fake_set_leader(struct fake *f, const char *addr);
 /* How many requests of that kind it got so far. */
 int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body);
 /* The k-th logged request of that kind (copied; zeroed if none). */

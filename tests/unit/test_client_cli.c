@@ -126,8 +126,8 @@ static void test_lock_runs_command_with_token(void **state)
 {
 	(void)state;
 	struct fake *f = fake_start(FAKE_LEADER);
-	f->next_token = 1000;
-	f->next_session = 7;
+	FAKE_SET(f, next_token, 1000);
+	FAKE_SET(f, next_session, 7);
 	char script[256], buf[256];
 	snprintf(script, sizeof script,
 		 "echo \"$RAFTLOCK_TOKEN $RAFTLOCK_LOCK $RAFTLOCK_SESSION\" > %s; "
@@ -152,7 +152,7 @@ static void test_lock_busy_exits_3(void **state)
 {
 	(void)state;
 	struct fake *f = fake_start(FAKE_LEADER);
-	f->busy = true;
+	FAKE_SET(f, busy, true);
 	char script[256];
 	snprintf(script, sizeof script, "touch %s", path_in_tmp("ran"));
 	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",

@@ -68,8 +68,8 @@ static void test_follows_not_leader_redirect(void **state)
 	(void)state;
 	struct fake *leader = fake_start(FAKE_LEADER);
 	struct fake *follower = fake_start(FAKE_FOLLOWER);
-	leader->next_session = 41;
-	strcpy(follower->leader, leader->addr);
+	FAKE_SET(leader, next_session, 41);
+	fake_set_leader(follower, leader->addr);
 	raftlock_client *c = client_for(follower->addr, 3000);
 	raftlock_session *s = NULL;
 	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
@@ -185,7 +185,7 @@ static void test_abandoned_acquire_is_settled_and_released(void **state)
 	struct raftlock_session_options so = {.ttl_ms = 60000};
 	rig_up(&r, "a", 400, &so);
 	/* NOT_LEADER pointing at itself until the caller gives up */
-	strcpy(r.f->leader, r.f->addr);
+	fake_set_leader(r.f, r.f->addr);
 	FAKE_SET(r.f, role, FAKE_FOLLOWER);
 	int rv = raftlock_lock_try(r.l, NULL);
 	assert_true(rv == RAFTLOCK_EUNAVAILABLE || rv == RAFTLOCK_ETIMEDOUT);
@@ -462,7 +462,7 @@ static void test_paused_leader_is_left(void **state)
 	(void)state;
 	struct fake *a = fake_start(FAKE_LEADER);
 	struct fake *b = fake_start(FAKE_FOLLOWER);
-	strcpy(b->leader, a->addr);
+	fake_set_leader(b, a->addr);
 	const char *addrs[] = {a->addr, b->addr};
 	struct raftlock_client_options o = {
 		.addresses = addrs, .n_addresses = 2, .request_timeout_ms = 3000};
