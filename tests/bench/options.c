@@ -21,7 +21,10 @@ static void options_usage(FILE *f, const char *prog, const char *workloads)
 		"  --ttl-ms N          session or lock TTL (default 10000)\n"
 		"  --count N           sessions or locks of a scale workload\n"
 		"  --data-dirs LIST    the nodes' data directories (state workload)\n"
-		"  --restart-cmd CMD   shell command restarting the whole cluster\n",
+		"  --stop-cmd CMD      state: stops every node cleanly\n"
+		"  --wipe-cmd CMD      state: stops every node, removes LMDB files\n"
+		"  --start-cmd CMD     state: starts every node again\n"
+		"  --catchup-cmd CMD   state: adds a new member, prints its address\n",
 		prog, workloads);
 }
 
@@ -67,8 +70,14 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog,
 			o->count = strtoul(v, NULL, 10);
 		else if (strcmp(a, "--data-dirs") == 0)
 			o->data_dirs = v;
-		else if (strcmp(a, "--restart-cmd") == 0)
-			o->restart_cmd = v;
+		else if (strcmp(a, "--stop-cmd") == 0)
+			o->stop_cmd = v;
+		else if (strcmp(a, "--wipe-cmd") == 0)
+			o->wipe_cmd = v;
+		else if (strcmp(a, "--start-cmd") == 0)
+			o->start_cmd = v;
+		else if (strcmp(a, "--catchup-cmd") == 0)
+			o->catchup_cmd = v;
 		else
 			goto bad;
 	}

@@ -22,7 +22,13 @@ struct options {
 	unsigned ttl_ms;       /* --ttl-ms N: session or lock TTL */
 	unsigned long count;   /* --count N: sessions or locks (scale workloads) */
 	const char *data_dirs; /* --data-dirs DIR,DIR,...: the nodes' data */
-	const char *restart_cmd; /* --restart-cmd CMD: restarts the cluster */
+	/* State workload: shell commands the runner gives for each phase. */
+	const char *stop_cmd;    /* --stop-cmd: stops every node cleanly */
+	const char *wipe_cmd;    /* --wipe-cmd: stops every node and removes
+				    their LMDB files (rebuild path) */
+	const char *start_cmd;   /* --start-cmd: starts every node again */
+	const char *catchup_cmd; /* --catchup-cmd: adds and starts a new empty
+				    member; prints its client address */
 };
 
 /* Parses argv into *o (defaults first). Prints usage and returns -1 on a bad

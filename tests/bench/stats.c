@@ -174,6 +174,8 @@ void stats_print(FILE *f, const struct stats_result *r)
 		fprintf(f, ",\"detail\":");
 		stats_print_json_string(f, r->detail);
 	}
+	if (r->extra != NULL)
+		fputs(r->extra, f);
 	fprintf(f, "}\n");
 	fflush(f);
 }

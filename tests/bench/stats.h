@@ -61,6 +61,7 @@ struct stats_result {
 	double window_s;
 	const char *status; /* "ok", "unsupported", "failed" */
 	const char *detail; /* NULL or a message printed as "detail" */
+	const char *extra;  /* NULL or more members: ",\"key\":value,..." */
 };
 
 /* Prints the result line (and a trailing newline) to f, flushed. */
