@@ -2,8 +2,9 @@
 # with: a 3-member etcd cluster and one durable Redis node, on 127.0.0.1
 # only. Sourced by tests/bench/run and tests/bench/peers/bench-peers.
 #
-# Every server started here has its PID appended to $PEERS_PIDFILE and is
-# stopped by PID (peers_stop_all), never by name. Callers set a trap.
+# Every server started here is recorded in $PEERS_PIDFILE as "PID COMMAND"
+# and stopped by that PID (peers_stop_all), never by name; a PID whose
+# process no longer runs COMMAND is left alone. Callers set a trap.
 
 PEERS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -17,7 +18,7 @@ peers_free_port() {
 # Installs the Debian packages of the peers that are missing.
 peers_install() {
 	local want=(etcd-server etcd-client golang-go golang-etcd-server-dev redis-server
-		libhiredis-dev) missing=() p
+		libhiredis-dev gnuplot-nox) missing=() p
 	for p in "${want[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")
@@ -52,7 +53,7 @@ peers_start_etcd() {
 			--initial-advertise-peer-urls "http://127.0.0.1:${pport[$i]}" \
 			--initial-cluster "$cluster" --initial-cluster-token "$token" \
 			--initial-cluster-state new >"$work/etcd$i/log" 2>&1 &
-		echo $! >>"$PEERS_PIDFILE"
+		peers_track $! etcd
 		ETCD_PIDS+="${ETCD_PIDS:+,}$!"
 		ETCD_ENDPOINTS+="${ETCD_ENDPOINTS:+,}127.0.0.1:${cport[$i]}"
 	done
@@ -78,7 +79,7 @@ peers_start_redis() {
 		--appendonly yes --appendfsync always --save "" --daemonize no \
 		--logfile "$work/redis/log" >/dev/null 2>&1 &
 	REDIS_PID=$!
-	echo $REDIS_PID >>"$PEERS_PIDFILE"
+	peers_track $REDIS_PID redis-server
 	REDIS_ADDRESS="127.0.0.1:$port"
 	local deadline=$((SECONDS + 15))
 	until [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; do
@@ -91,16 +92,29 @@ peers_start_redis() {
 	peers_log "redis up: $REDIS_ADDRESS (pid $REDIS_PID)"
 }
 
-# Stops one process by PID: SIGTERM, then SIGKILL after 10 s.
+# peers_track PID COMMAND: records a server to stop.
+peers_track() { echo "$1 $2" >>"$PEERS_PIDFILE"; }
+
+# peers_is PID COMMAND: the process PID runs COMMAND and has not exited (a
+# zombie waiting for its parent counts as exited).
+peers_is() {
+	local comm stat
+	comm=$(cat "/proc/$1/comm" 2>/dev/null) || return 1
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "$comm" = "${2:0:15}" ] && [ "${stat:0:1}" != Z ]
+}
+
+# peers_stop_pid PID COMMAND: SIGTERM, then SIGKILL after 10 s.
 peers_stop_pid() {
 	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || return 0
+	peers_is "$pid" "$2" || return 0
 	kill -TERM "$pid" 2>/dev/null
 	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || return 0
+		peers_is "$pid" "$2" || return 0
 		sleep 0.1
 	done
-	kill -KILL "$pid" 2>/dev/null
+	peers_is "$pid" "$2" && kill -KILL "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	return 0
 }
@@ -108,10 +122,10 @@ peers_stop_pid() {
 # Stops every server listed in $PEERS_PIDFILE, in parallel.
 peers_stop_all() {
 	[ -f "${PEERS_PIDFILE:-}" ] || return 0
-	local pid
-	for pid in $(cat "$PEERS_PIDFILE"); do
-		peers_stop_pid "$pid" &
-	done
+	local pid comm
+	while read -r pid comm; do
+		peers_stop_pid "$pid" "$comm" &
+	done <"$PEERS_PIDFILE"
 	wait
 	: >"$PEERS_PIDFILE"
 }
