@@ -10,6 +10,9 @@
  *   rwlock       one read-write lock, 90% shared acquires, 10% exclusive
  *   semaphore    one semaphore of 4 permits, one permit per acquire
  * A feature the server refuses is reported with status "unsupported".
+ *
+ * `--workload ready` prints nothing: it waits up to --window seconds for a
+ * ready leader (exit 0) and is how scripts wait for a cluster.
  */
 #include "rlbench.h"
 
@@ -149,6 +152,26 @@ out:
 	return rv;
 }
 
+static int rl_wait_ready(struct rlbench *b)
+{
+	double end = stats_now() + b->o->window_s;
+	while (stats_now() < end) {
+		for (size_t i = 0; i < b->n_addresses; i++) {
+			struct raftlock_status *st = NULL;
+			if (raftlock_status_get(b->client, b->addresses[i], &st) != 0)
+				continue;
+			int ok = st->ready && st->role && strcmp(st->role, "leader") == 0;
+			raftlock_status_free(st);
+			if (ok)
+				return 0;
+		}
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	fprintf(stderr, "rlbench: no ready leader after %.0f s\n", b->o->window_s);
+	return 1;
+}
+
 /* Splits "a,b,c" into a NULL-free array of strings (one allocation). */
 static const char **rl_split(const char *list, size_t *n)
 {
@@ -170,7 +193,7 @@ int main(int argc, char **argv)
 {
 	struct options o;
 	int prv = options_parse(&o, argc, argv, "rlbench",
-				"uncontended | contended | rwlock | semaphore | sessions | state");
+				"uncontended | contended | rwlock | semaphore | sessions | state | ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};
@@ -200,6 +223,8 @@ int main(int argc, char **argv)
 		rv = scale_sessions(&b);
 	else if (strcmp(o.workload, "state") == 0)
 		rv = scale_state(&b);
+	else if (strcmp(o.workload, "ready") == 0)
+		rv = rl_wait_ready(&b);
 	else {
 		fprintf(stderr, "rlbench: unknown workload %s\n", o.workload);
 		rv = 2;

@@ -341,7 +341,7 @@ int scale_state(struct rlbench *b)
 	if (j.threads > SCALE_THREADS_MAX)
 		j.threads = SCALE_THREADS_MAX;
 	struct stats_result res = {.system = "raftlock", .workload = "state",
-				   .clients = j.threads, .status = "ok"};
+				   .clients = (unsigned)j.count, .status = "ok"};
 	char extra[768];
 	struct state_thread ts[SCALE_THREADS_MAX];
 	pthread_t th[SCALE_THREADS_MAX];
