@@ -106,3 +106,15 @@ rl_cluster_wipe() {
 	done
 	return 0
 }
+
+# rl_node_replace I: stops node I, deletes its whole data directory (raft log,
+# snapshots, LMDB) and starts it again empty, as when a machine is replaced;
+# it must catch up from the leader, by snapshot once the log is compacted.
+# Prints the node's client address.
+rl_node_replace() {
+	local i=$1 client=RL_CLIENT_$1
+	[ -f "$RL_WORK/n$i.pid" ] && peers_stop_pid "$(cat "$RL_WORK/n$i.pid")" raftlockd
+	rm -rf "${RL_WORK:?}/n$i"
+	rl_node_start "$i" 3
+	echo "${!client}"
+}

@@ -138,6 +138,14 @@ def scale_tables(runs):
                 fmt(r.get("lmdb_mib")), secs(r.get("catchup_s")),
                 secs(r.get("restart_s")), secs(r.get("rebuild_s")),
                 r.get("status", "") + (": " + r["detail"] if r.get("detail") else "")))
+    for r in runs:
+        if r.get("workload") == "snapshot" and r.get("snapshots"):
+            out += ["", "Snapshots during the run: {} taken; the largest, {} MiB, was "
+                    "serialized in {} ms (the node's loop stalls that long); longest "
+                    "restore {} ms ({} MiB).".format(
+                        r["snapshots"], r.get("largest_snapshot_mib"),
+                        r.get("largest_snapshot_ms"), r.get("longest_restore_ms", "-"),
+                        r.get("longest_restore_mib", "-"))]
     return out
 
 
