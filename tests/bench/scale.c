@@ -1,13 +1,15 @@
 /*
  * The scale workloads of rlbench.
  *
- * sessions: opens --count idle sessions (TTL --ttl-ms) and keeps them alive
- *   through the library's batched keepalives for --window seconds. Reports
- *   leader and cluster CPU, keepalive latency, lost sessions, server and
- *   client memory. Keepalive latency is read from the outside: the library
- *   moves a session's valid_until when a keepalive is acknowledged, to the
- *   keepalive's send time plus TTL minus the margin, so polling a sample of
- *   sessions gives (time the change is seen) - (send time).
+ * sessions: opens --count idle sessions (TTL --ttl-ms) spread over --clients
+ *   client objects (as many processes would hold them) and keeps them alive
+ *   through the library's keepalives (one batched request per client every
+ *   TTL/3) for --window seconds. Reports leader and cluster CPU, keepalive
+ *   latency, lost sessions, server and client memory. Keepalive latency is
+ *   read from the outside: the library moves a session's valid_until when a
+ *   keepalive is acknowledged, to the keepalive's send time plus TTL minus
+ *   the margin, so polling one session per client gives (time the change is
+ *   seen) - (send time) for each keepalive request.
  * state: takes --count locks (held, from --clients sessions), then reports
  *   the servers' RSS and LMDB size, and times, through the runner's shell
  *   commands, a new member catching up, a cold restart of the whole cluster
@@ -27,9 +29,10 @@
 #include "stats.h"
 
 #define SCALE_THREADS_MAX 64
-#define SCALE_SAMPLES 512
 #define SCALE_FILL_DEADLINE_S 900
-#define SCALE_READY_DEADLINE_S 300
+#define SCALE_READY_DEADLINE_S 120
+#define SCALE_CATCHUP_DEADLINE_S 60
+#define SCALE_CLIENTS_MAX 64
 
 static void scale_sleep_ms(long ms)
 {
@@ -41,6 +44,8 @@ static void scale_sleep_ms(long ms)
 
 struct sessions_job {
 	struct rlbench *b;
+	raftlock_client **clients; /* session i lives on clients[i % n_clients] */
+	unsigned n_clients;
 	raftlock_session **sessions;
 	unsigned long count;
 	atomic_ulong next;
@@ -64,7 +69,8 @@ static void *sessions_worker(void *p)
 		}
 		if (stats_now() > j->deadline)
 			break;
-		if (raftlock_session_open(j->b->client, &so, &j->sessions[i]) == 0) {
+		raftlock_client *c = j->clients[i % j->n_clients];
+		if (raftlock_session_open(c, &so, &j->sessions[i]) == 0) {
 			atomic_fetch_add(&j->opened, 1);
 		} else {
 			atomic_fetch_add(&j->failed, 1);
@@ -96,16 +102,31 @@ int scale_sessions(struct rlbench *b)
 	struct stats_result res = {.system = "raftlock", .workload = "sessions",
 				   .clients = (unsigned)j.count, .status = "ok"};
 	char extra[640], detail[256];
+	int rv = 1;
+	j.n_clients = o->clients < SCALE_CLIENTS_MAX ? o->clients : SCALE_CLIENTS_MAX;
+	if (j.n_clients > j.count)
+		j.n_clients = (unsigned)j.count;
 	j.sessions = calloc(j.count, sizeof *j.sessions);
-	if (j.sessions == NULL)
-		return 1;
+	j.clients = calloc(j.n_clients, sizeof *j.clients);
+	if (j.sessions == NULL || j.clients == NULL)
+		goto out;
+	struct raftlock_client_options co = {.addresses = b->addresses,
+					     .n_addresses = b->n_addresses,
+					     .client_name = "rlbench-sessions"};
+	for (unsigned k = 0; k < j.n_clients; k++) {
+		const char *msg = NULL;
+		if (raftlock_client_open(&co, &j.clients[k], &msg) != 0) {
+			fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open a client");
+			goto out;
+		}
+	}
 	j.deadline = stats_now() + 600;
 	double t_open = stats_now();
 	sessions_parallel(&j);
 	t_open = stats_now() - t_open;
 	if (atomic_load(&j.failed) > 0) {
 		snprintf(detail, sizeof detail, "%lu session opens failed, last: %s",
-			 (unsigned long)atomic_load(&j.failed), raftlock_errmsg(b->client));
+			 (unsigned long)atomic_load(&j.failed), raftlock_errmsg(j.clients[0]));
 		res.detail = detail;
 	}
 
@@ -114,15 +135,23 @@ int scale_sessions(struct rlbench *b)
 	double l0 = leader ? stats_proc_cpu(&leader, 1) : 0;
 	double c0 = stats_proc_cpu(o->pids, o->n_pids);
 
-	/* Sample: every count/SCALE_SAMPLES-th open session. */
-	raftlock_session *sample[SCALE_SAMPLES];
-	uint64_t last[SCALE_SAMPLES];
-	size_t ns = 0, step = j.count / SCALE_SAMPLES ? j.count / SCALE_SAMPLES : 1;
-	for (size_t i = 0; i < j.count && ns < SCALE_SAMPLES; i += step)
-		if (j.sessions[i] != NULL) {
-			sample[ns] = j.sessions[i];
-			last[ns++] = raftlock_session_valid_until(j.sessions[i]);
-		}
+	/* Sample: one open session per client, since a client renews all its
+	 * sessions in one request. */
+	raftlock_session *sample[SCALE_CLIENTS_MAX];
+	uint64_t last[SCALE_CLIENTS_MAX];
+	unsigned long acks[SCALE_CLIENTS_MAX] = {0}, per_client[SCALE_CLIENTS_MAX] = {0};
+	size_t ns = 0;
+	for (size_t i = 0; i < j.count; i++)
+		if (j.sessions[i] != NULL)
+			per_client[i % j.n_clients]++;
+	for (unsigned k = 0; k < j.n_clients; k++)
+		for (size_t i = k; i < j.count; i += j.n_clients)
+			if (j.sessions[i] != NULL) {
+				sample[ns] = j.sessions[i];
+				per_client[ns] = per_client[k];
+				last[ns++] = raftlock_session_valid_until(j.sessions[i]);
+				break;
+			}
 	double margin = (double)o->ttl_ms * RAFTLOCK_CLOCK_RATE_PPM / 1e6 +
 			RAFTLOCK_LEASE_MARGIN_MS;
 	struct stats_samples lat = {0};
@@ -134,6 +163,7 @@ int scale_sessions(struct rlbench *b)
 			if (vu != last[i] && vu != 0) {
 				double sent = (double)vu - o->ttl_ms + margin;
 				stats_samples_add(&lat, (double)now - sent);
+				acks[i]++;
 			}
 			last[i] = vu;
 		}
@@ -150,7 +180,9 @@ int scale_sessions(struct rlbench *b)
 	struct stats_samples *parts[1] = {&lat};
 	size_t n = 0;
 	float *all = stats_merge_sorted(parts, 1, &n);
-	double acks_per_s = ns ? (double)n / elapsed * (double)atomic_load(&j.opened) / (double)ns : 0;
+	double acks_per_s = 0;
+	for (size_t i = 0; i < ns; i++)
+		acks_per_s += (double)acks[i] * (double)per_client[i] / elapsed;
 	res.pairs_per_s = acks_per_s;
 	res.p50_ms = stats_quantile(all, n, 0.5);
 	res.p99_ms = stats_quantile(all, n, 0.99);
@@ -164,22 +196,27 @@ int scale_sessions(struct rlbench *b)
 		 ",\"sessions_open\":%lu,\"open_s\":%.2f,\"ttl_ms\":%u,"
 		 "\"leader_cpu_cores\":%.3f,\"cluster_cpu_cores\":%.3f,"
 		 "\"leader_rss_mib\":%.1f,\"client_rss_mib\":%.1f,\"lost\":%lu,"
-		 "\"keepalive_samples\":%zu",
+		 "\"keepalive_samples\":%zu,\"client_objects\":%u",
 		 (unsigned long)atomic_load(&j.opened), t_open, o->ttl_ms,
 		 leader ? (l1 - l0) / elapsed : -1.0, (c1 - c0) / elapsed,
 		 leader ? (double)stats_proc_rss_kib(leader) / 1024 : -1.0,
-		 (double)stats_proc_rss_kib(getpid()) / 1024, lost, n);
+		 (double)stats_proc_rss_kib(getpid()) / 1024, lost, n, j.n_clients);
 	res.extra = extra;
 	if (atomic_load(&j.opened) == 0)
 		res.status = "failed";
 	stats_print(stdout, &res);
 	free(all);
 	stats_samples_free(&lat);
+	rv = atomic_load(&j.opened) ? 0 : 1;
 
 	j.closing = 1;
 	sessions_parallel(&j);
+out:
+	for (unsigned k = 0; j.clients != NULL && k < j.n_clients; k++)
+		raftlock_client_close(j.clients[k]);
+	free(j.clients);
 	free(j.sessions);
-	return atomic_load(&j.opened) ? 0 : 1;
+	return rv;
 }
 
 /* --------------------------------------------------------------- state -- */
@@ -253,9 +290,9 @@ static double state_lmdb_mib(const char *dirs)
 /* Waits until the node at `address` (NULL: any listed node is the leader,
  * ready) has applied `index`; returns seconds since t0, or -1. */
 static double state_wait_applied(struct rlbench *b, const char *address,
-				 uint64_t index, double t0)
+				 uint64_t index, double t0, double limit_s)
 {
-	double deadline = t0 + SCALE_READY_DEADLINE_S;
+	double deadline = t0 + limit_s;
 	while (stats_now() < deadline) {
 		for (size_t i = 0; i < (address ? 1 : b->n_addresses); i++) {
 			struct raftlock_status *st = NULL;
@@ -300,7 +337,7 @@ static double state_restart(struct rlbench *b, const char *stop_cmd,
 	double t0 = stats_now();
 	if (system(b->o->start_cmd) != 0)
 		return -1;
-	if (state_wait_applied(b, NULL, index, t0) < 0)
+	if (state_wait_applied(b, NULL, index, t0, SCALE_READY_DEADLINE_S) < 0)
 		return -1;
 	while (stats_now() < t0 + SCALE_READY_DEADLINE_S) {
 		struct raftlock_lock_info *info = NULL;
@@ -330,7 +367,7 @@ static double state_catchup(struct rlbench *b)
 	addr[strcspn(addr, "\r\n")] = '\0';
 	if (rc != 0 || addr[0] == '\0')
 		return -1;
-	return state_wait_applied(b, addr, index, t0);
+	return state_wait_applied(b, addr, index, t0, SCALE_CATCHUP_DEADLINE_S);
 }
 
 int scale_state(struct rlbench *b)
