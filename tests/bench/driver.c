@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { PHASE_WARMUP, PHASE_WINDOW, PHASE_STOP };
 
@@ -112,19 +113,22 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	}
 	pthread_attr_destroy(&attr);
 	int rv = 0;
-	double cpu0 = 0, cpu1 = 0, t0 = 0, elapsed = 0;
+	double cpu0 = 0, cpu1 = 0, t0 = 0, elapsed = 0, self0 = 0, self1 = 0;
+	int self = (int)getpid();
 	if (started < cfg->clients) {
 		rv = -1;
 		atomic_store(&driver_phase, PHASE_STOP);
 	} else {
 		driver_wait(cfg->warmup_s);
 		cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+		self0 = stats_proc_cpu(&self, 1);
 		t0 = stats_now();
 		atomic_store(&driver_phase, PHASE_WINDOW);
 		driver_wait(cfg->window_s);
 		atomic_store(&driver_phase, PHASE_STOP);
 		elapsed = stats_now() - t0;
 		cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+		self1 = stats_proc_cpu(&self, 1);
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(ts[i].th, NULL);
@@ -145,10 +149,18 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	out->max_ms = n ? all[n - 1] : 0;
 	out->errors = errors;
 	out->server_cpu_s_per_1k = pairs ? (cpu1 - cpu0) / (double)pairs * 1000 : 0;
+	out->client_cpu_s_per_1k = pairs ? (self1 - self0) / (double)pairs * 1000 : 0;
 	out->window_s = elapsed;
 	out->status = atomic_load(&driver_unsupported) ? "unsupported"
 		      : rv != 0			     ? "failed"
 						     : "ok";
+	/* A window without one pair means every client was stuck. */
+	if (rv == 0 && pairs == 0 && !atomic_load(&driver_unsupported)) {
+		out->status = "failed";
+		if (driver_detail[0] == '\0')
+			snprintf(driver_detail, sizeof driver_detail,
+				 "no pair completed in the window: every client was blocked");
+	}
 	out->detail = driver_detail[0] ? driver_detail : NULL;
 	if (cfg->cdf_out != NULL && n > 0 && stats_write_cdf(cfg->cdf_out, all, n) != 0)
 		fprintf(stderr, "cannot write %s\n", cfg->cdf_out);

@@ -71,8 +71,9 @@ def lock_table(runs):
                      if r.get("workload") in LOCK_ORDER},
                     key=lambda p: (LOCK_ORDER.index(p[0]), p[1]))
     out = ["| system | workload | clients | pairs/s | p50 ms | p99 ms | max ms "
-           "| server CPU s / 1k pairs | errors | raftlock/etcd | raftlock/redis |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| server CPU s / 1k pairs | generator CPU s / 1k | errors | raftlock/etcd "
+           "| raftlock/redis |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for wl, n in points:
         rl = find(runs, "raftlock", wl, n)
         et = find(runs, "etcd", wl, n)
@@ -81,11 +82,11 @@ def lock_table(runs):
             if r is None:
                 lack = PEER_LACKS.get(sysname, {}).get(wl)
                 if lack:
-                    out.append("| {} | {} | {} | {} | | | | | | | |".format(
+                    out.append("| {} | {} | {} | {} | | | | | | | | |".format(
                         sysname, wl, n, lack))
                 continue
             if not ok(r):
-                out.append("| {} | {} | {} | {}: {} | | | | | | | |".format(
+                out.append("| {} | {} | {} | {}: {} | | | | | | | | |".format(
                     sysname, wl, n, r.get("status"),
                     r.get("detail", "").replace("|", "/")))
                 continue
@@ -93,10 +94,11 @@ def lock_table(runs):
             if sysname == "raftlock":
                 re_ = ratio(r["pairs_per_s"], et["pairs_per_s"]) if ok(et) else "-"
                 rr = ratio(r["pairs_per_s"], rd["pairs_per_s"]) if ok(rd) else "-"
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 sysname, wl, n, fmt(r["pairs_per_s"]), fmt(r["p50_ms"], 2),
                 fmt(r["p99_ms"], 2), fmt(r["max_ms"], 1),
-                fmt(r["server_cpu_s_per_1k"], 3), r["errors"], re_, rr))
+                fmt(r["server_cpu_s_per_1k"], 3), fmt(r.get("client_cpu_s_per_1k"), 3),
+                r["errors"], re_, rr))
     return out
 
 
@@ -171,9 +173,14 @@ def targets(runs):
         x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0
         add("uncontended 1: >= 3x etcd pairs/s", "{:.1f}x".format(x), x >= 3)
     rl, et = pair("contended", 16)
-    if ok(rl):
-        add("contended 16: hand-over median about 1 ms",
-            "{:.2f} ms p50 acquire (16 waiters)".format(rl["p50_ms"]), None)
+    if ok(rl) and rl["pairs_per_s"] > 0:
+        # With a queue always full, one grant follows another: the mean
+        # hand-over is the window divided by the grants.
+        h = 1000.0 / rl["pairs_per_s"]
+        add("contended 16: hand-over about one commit plus one round trip (~1 ms)",
+            "{:.2f} ms per hand-over (etcd {}); acquire p50 {:.2f} ms with 15 ahead".format(
+                h, "{:.1f} ms".format(1000.0 / et["pairs_per_s"]) if ok(et) and et["pairs_per_s"]
+                else "-", rl["p50_ms"]), h <= 1.2)
         if ok(et):
             x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0
             add("contended 16: >= 10x etcd pairs/s", "{:.1f}x".format(x), x >= 10)

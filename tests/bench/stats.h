@@ -6,7 +6,7 @@
  * processes read before and after the measurement window. The result is one
  * JSON line whose keys are the same for every system:
  *   system, workload, clients, pairs_per_s, p50_ms, p99_ms, max_ms, errors,
- *   server_cpu_s_per_1k, window_s, status
+ *   server_cpu_s_per_1k, window_s, status, client_cpu_s_per_1k
  */
 #ifndef BENCH_STATS_H
 #define BENCH_STATS_H
@@ -59,6 +59,7 @@ struct stats_result {
 	uint64_t errors;
 	double server_cpu_s_per_1k;
 	double window_s;
+	double client_cpu_s_per_1k; /* the generator's own CPU */
 	const char *status; /* "ok", "unsupported", "failed" */
 	const char *detail; /* NULL or a message printed as "detail" */
 	const char *extra;  /* NULL or more members: ",\"key\":value,..." */

@@ -198,13 +198,16 @@ func main() {
 	}
 
 	time.Sleep(time.Duration(*warmup * float64(time.Second)))
+	self := []int{os.Getpid()}
 	cpu0 := procCPU(pids)
+	self0 := procCPU(self)
 	t0 := time.Now()
 	atomic.StoreInt32(&phase, phaseWindow)
 	time.Sleep(time.Duration(*window * float64(time.Second)))
 	atomic.StoreInt32(&phase, phaseStop)
 	elapsed := time.Since(t0).Seconds()
 	cpu1 := procCPU(pids)
+	self1 := procCPU(self)
 	wg.Wait()
 	for _, s := range sessions {
 		s.Close()
@@ -218,9 +221,10 @@ func main() {
 		errs += w.errors
 	}
 	sort.Float64s(all)
-	cpuPer1k := 0.0
+	cpuPer1k, selfPer1k := 0.0, 0.0
 	if pairs > 0 {
 		cpuPer1k = (cpu1 - cpu0) / float64(pairs) * 1000
+		selfPer1k = (self1 - self0) / float64(pairs) * 1000
 	}
 	max := 0.0
 	if len(all) > 0 {
@@ -233,7 +237,7 @@ func main() {
 	}
 	fmt.Printf("{\"system\":\"etcd\",\"workload\":\"%s\",\"clients\":%d,\"pairs_per_s\":%.1f,"+
 		"\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%d,"+
-		"\"server_cpu_s_per_1k\":%.4f,\"window_s\":%.1f,\"status\":\"ok\"}\n",
+		"\"server_cpu_s_per_1k\":%.4f,\"window_s\":%.1f,\"status\":\"ok\",\"client_cpu_s_per_1k\":%.4f}\n",
 		*workload, *clients, float64(pairs)/elapsed, quantile(all, 0.5), quantile(all, 0.99),
-		max, errs, cpuPer1k, elapsed)
+		max, errs, cpuPer1k, elapsed, selfPer1k)
 }
