@@ -26,8 +26,7 @@ struct driver_thread {
 
 bool driver_stopping(void)
 {
-	return atomic_load(&driver_phase) == PHASE_STOP ||
-	       atomic_load(&driver_unsupported) != 0;
+	return atomic_load(&driver_phase) == PHASE_STOP || atomic_load(&driver_unsupported) != 0;
 }
 
 static void driver_sleep_ms(long ms)
@@ -151,9 +150,7 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	out->server_cpu_s_per_1k = pairs ? (cpu1 - cpu0) / (double)pairs * 1000 : 0;
 	out->client_cpu_s_per_1k = pairs ? (self1 - self0) / (double)pairs * 1000 : 0;
 	out->window_s = elapsed;
-	out->status = atomic_load(&driver_unsupported) ? "unsupported"
-		      : rv != 0			     ? "failed"
-						     : "ok";
+	out->status = atomic_load(&driver_unsupported) ? "unsupported" : rv != 0 ? "failed" : "ok";
 	/* A window without one pair means every client was stuck. */
 	if (rv == 0 && pairs == 0 && !atomic_load(&driver_unsupported)) {
 		out->status = "failed";

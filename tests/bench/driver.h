@@ -24,8 +24,8 @@
 #define DRIVER_ABANDONED 2
 #define DRIVER_CLIENTS_MAX 1024
 
-typedef int (*driver_pair_fn)(void *arg, unsigned client, double *acquire_ms,
-			      char *err, size_t errlen);
+typedef int (*driver_pair_fn)(void *arg, unsigned client, double *acquire_ms, char *err,
+			      size_t errlen);
 
 struct driver_config {
 	unsigned clients;

@@ -78,8 +78,7 @@ static int measure_fsync(const char *dir, double seconds, struct fsync_result *r
 		double t0 = now_s();
 		if (t0 >= end)
 			break;
-		if (write(fd, block, sizeof block) != (ssize_t)sizeof block ||
-		    fsync(fd) != 0) {
+		if (write(fd, block, sizeof block) != (ssize_t)sizeof block || fsync(fd) != 0) {
 			fprintf(stderr, "bench_limits: append+fsync: %s\n", strerror(errno));
 			free(lat);
 			close(fd);
@@ -102,8 +101,8 @@ static int full_io(int fd, char *buf, size_t len, int do_write)
 {
 	size_t off = 0;
 	while (off < len) {
-		ssize_t k = do_write ? write(fd, buf + off, len - off)
-				     : read(fd, buf + off, len - off);
+		ssize_t k =
+			do_write ? write(fd, buf + off, len - off) : read(fd, buf + off, len - off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -132,12 +131,11 @@ struct rtt_result {
 static int measure_rtt(double seconds, struct rtt_result *r)
 {
 	int one = 1, lfd = -1, cfd = -1, sfd = -1;
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof a;
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
-	    listen(lfd, 1) != 0 || getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 1) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
 		goto fail;
 	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof a) != 0)
@@ -161,8 +159,7 @@ static int measure_rtt(double seconds, struct rtt_result *r)
 		double t0 = now_s();
 		if (t0 >= end)
 			break;
-		if (full_io(cfd, buf, sizeof buf, 1) != 0 ||
-		    full_io(cfd, buf, sizeof buf, 0) != 0)
+		if (full_io(cfd, buf, sizeof buf, 1) != 0 || full_io(cfd, buf, sizeof buf, 0) != 0)
 			break;
 		lat[n] = now_s() - t0;
 		sum += lat[n++];
@@ -228,7 +225,7 @@ int main(int argc, char **argv)
 	       "\"fsync_p50_ms\":%.3f,\"fsync_p99_ms\":%.3f,\"fsync_count\":%zu,"
 	       "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"rtt_mean_us\":%.1f,"
 	       "\"rtt_count\":%zu,\"window_s\":%.1f}\n",
-	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, rt.p50_us, rt.p99_us,
-	       rt.mean_us, rt.count, seconds);
+	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, rt.p50_us, rt.p99_us, rt.mean_us,
+	       rt.count, seconds);
 	return 0;
 }

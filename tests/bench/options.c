@@ -28,8 +28,7 @@ static void options_usage(FILE *f, const char *prog, const char *workloads)
 		prog, workloads);
 }
 
-int options_parse(struct options *o, int argc, char **argv, const char *prog,
-		  const char *workloads)
+int options_parse(struct options *o, int argc, char **argv, const char *prog, const char *workloads)
 {
 	memset(o, 0, sizeof *o);
 	o->workload = "uncontended";
@@ -82,8 +81,7 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog,
 			goto bad;
 	}
 	if (o->clients < 1 || o->clients > 1024 || !(o->warmup_s >= 0 && o->warmup_s <= 120) ||
-	    !(o->window_s >= 0.1 && o->window_s <= 600) || o->ttl_ms == 0 ||
-	    o->count > 10000000)
+	    !(o->window_s >= 0.1 && o->window_s <= 600) || o->ttl_ms == 0 || o->count > 10000000)
 		goto bad;
 	return 0;
 bad:

@@ -10,10 +10,10 @@
 #define OPTIONS_PIDS_MAX 16
 
 struct options {
-	const char *workload;  /* --workload W */
-	unsigned clients;      /* --clients N (1..1024) */
-	double warmup_s;       /* --warmup S (0..120) */
-	double window_s;       /* --window S (0.1..600) */
+	const char *workload;       /* --workload W */
+	unsigned clients;           /* --clients N (1..1024) */
+	double warmup_s;            /* --warmup S (0..120) */
+	double window_s;            /* --window S (0.1..600) */
 	int pids[OPTIONS_PIDS_MAX]; /* --server-pids PID,PID,... */
 	size_t n_pids;
 	const char *cdf_out;   /* --cdf-out FILE */

@@ -17,9 +17,8 @@
 #include "options.h"
 #include "stats.h"
 
-static const char release_script[] =
-	"if redis.call('get', KEYS[1]) == ARGV[1] then "
-	"return redis.call('del', KEYS[1]) else return 0 end";
+static const char release_script[] = "if redis.call('get', KEYS[1]) == ARGV[1] then "
+				     "return redis.call('del', KEYS[1]) else return 0 end";
 
 struct redis_client {
 	redisContext *c;
@@ -34,8 +33,7 @@ struct redis_bench {
 	bool contended;
 };
 
-static int redis_pair(void *arg, unsigned client, double *acquire_ms, char *err,
-		      size_t errlen)
+static int redis_pair(void *arg, unsigned client, double *acquire_ms, char *err, size_t errlen)
 {
 	struct redis_bench *b = arg;
 	struct redis_client *rc = &b->clients[client];
@@ -43,8 +41,8 @@ static int redis_pair(void *arg, unsigned client, double *acquire_ms, char *err,
 	snprintf(token, sizeof token, "%d-%u-%llu", (int)getpid(), client, ++rc->seq);
 	double t0 = stats_now(), give_up = t0 + 30;
 	for (;;) {
-		redisReply *r = redisCommand(rc->c, "SET %s %s NX PX %u", rc->key,
-					     token, b->ttl_ms);
+		redisReply *r =
+			redisCommand(rc->c, "SET %s %s NX PX %u", rc->key, token, b->ttl_ms);
 		if (r == NULL) {
 			snprintf(err, errlen, "SET: %s", rc->c->errstr);
 			return -1;
@@ -89,8 +87,7 @@ int main(int argc, char **argv)
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct redis_bench b = {.retry_ms = o.retry_ms, .ttl_ms = o.ttl_ms};
-	struct stats_result res = {.system = "redis", .workload = o.workload,
-				   .clients = o.clients};
+	struct stats_result res = {.system = "redis", .workload = o.workload, .clients = o.clients};
 	if (strcmp(o.workload, "uncontended") != 0 && strcmp(o.workload, "contended") != 0) {
 		res.status = "unsupported";
 		res.detail = "Redis has no such lock";
@@ -119,11 +116,11 @@ int main(int argc, char **argv)
 		}
 		redisSetTimeout(b.clients[i].c, tv);
 		if (b.contended)
-			snprintf(b.clients[i].key, sizeof b.clients[i].key,
-				 "bench:%ld:contended", run);
+			snprintf(b.clients[i].key, sizeof b.clients[i].key, "bench:%ld:contended",
+				 run);
 		else
-			snprintf(b.clients[i].key, sizeof b.clients[i].key,
-				 "bench:%ld:u:%u", run, i);
+			snprintf(b.clients[i].key, sizeof b.clients[i].key, "bench:%ld:u:%u", run,
+				 i);
 	}
 	redisReply *r = redisCommand(b.clients[0].c, "SCRIPT LOAD %s", release_script);
 	if (r == NULL || r->type != REDIS_REPLY_STRING) {
@@ -135,9 +132,12 @@ int main(int argc, char **argv)
 	snprintf(b.sha, sizeof b.sha, "%s", r->str);
 	freeReplyObject(r);
 
-	struct driver_config cfg = {.clients = o.clients, .warmup_s = o.warmup_s,
-				    .window_s = o.window_s, .pids = o.pids,
-				    .n_pids = o.n_pids, .cdf_out = o.cdf_out};
+	struct driver_config cfg = {.clients = o.clients,
+				    .warmup_s = o.warmup_s,
+				    .window_s = o.window_s,
+				    .pids = o.pids,
+				    .n_pids = o.n_pids,
+				    .cdf_out = o.cdf_out};
 	if (driver_run(&cfg, redis_pair, &b, &res) == 0)
 		rv = 0;
 	stats_print(stdout, &res);

@@ -60,12 +60,11 @@ int rlbench_leader_pid(struct rlbench *b)
  * one request failed. */
 static int rl_refused(int rv)
 {
-	return rv == RAFTLOCK_EPROTO || rv == RAFTLOCK_EINVAL ||
-	       rv == RAFTLOCK_EINTERNAL || rv == RAFTLOCK_EKIND;
+	return rv == RAFTLOCK_EPROTO || rv == RAFTLOCK_EINVAL || rv == RAFTLOCK_EINTERNAL ||
+	       rv == RAFTLOCK_EKIND;
 }
 
-static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err,
-		   size_t errlen)
+static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err, size_t errlen)
 {
 	struct rl_locks *l = arg;
 	struct rl_client *c = &l->clients[client];
@@ -100,8 +99,8 @@ static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err,
 static int rl_lock_workload(struct rlbench *b, enum rl_workload w)
 {
 	struct options *o = b->o;
-	struct stats_result res = {.system = "raftlock", .workload = o->workload,
-				   .clients = o->clients};
+	struct stats_result res = {
+		.system = "raftlock", .workload = o->workload, .clients = o->clients};
 	struct rl_locks l = {.b = b, .w = w};
 	struct raftlock_lock_options lo = {.kind = RAFTLOCK_MUTEX};
 	if (w == RL_RWLOCK)
@@ -135,9 +134,12 @@ static int rl_lock_workload(struct rlbench *b, enum rl_workload w)
 		}
 		c->seed = i * 2654435761u + 1;
 	}
-	struct driver_config cfg = {.clients = o->clients, .warmup_s = o->warmup_s,
-				    .window_s = o->window_s, .pids = o->pids,
-				    .n_pids = o->n_pids, .cdf_out = o->cdf_out};
+	struct driver_config cfg = {.clients = o->clients,
+				    .warmup_s = o->warmup_s,
+				    .window_s = o->window_s,
+				    .pids = o->pids,
+				    .n_pids = o->n_pids,
+				    .cdf_out = o->cdf_out};
 	if (driver_run(&cfg, rl_pair, &l, &res) == 0)
 		rv = 0;
 out:
@@ -192,8 +194,9 @@ static const char **rl_split(const char *list, size_t *n)
 int main(int argc, char **argv)
 {
 	struct options o;
-	int prv = options_parse(&o, argc, argv, "rlbench",
-				"uncontended | contended | rwlock | semaphore | sessions | state | ready");
+	int prv = options_parse(
+		&o, argc, argv, "rlbench",
+		"uncontended | contended | rwlock | semaphore | sessions | state | ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};
@@ -201,9 +204,8 @@ int main(int argc, char **argv)
 	b.addresses = rl_split(o.addresses, &b.n_addresses);
 	if (b.addresses == NULL || b.n_addresses == 0)
 		return 2;
-	struct raftlock_client_options co = {.addresses = b.addresses,
-					     .n_addresses = b.n_addresses,
-					     .client_name = "rlbench"};
+	struct raftlock_client_options co = {
+		.addresses = b.addresses, .n_addresses = b.n_addresses, .client_name = "rlbench"};
 	const char *msg = NULL;
 	if (raftlock_client_open(&co, &b.client, &msg) != 0) {
 		fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open the client");

@@ -15,7 +15,7 @@
 struct rlbench {
 	struct options *o;
 	raftlock_client *client;
-	char run[64]; /* unique prefix of this run's lock names */
+	char run[64];           /* unique prefix of this run's lock names */
 	const char **addresses; /* parsed --addresses */
 	size_t n_addresses;
 };

@@ -99,8 +99,10 @@ int scale_sessions(struct rlbench *b)
 {
 	struct options *o = b->o;
 	struct sessions_job j = {.b = b, .count = o->count ? o->count : 10000};
-	struct stats_result res = {.system = "raftlock", .workload = "sessions",
-				   .clients = (unsigned)j.count, .status = "ok"};
+	struct stats_result res = {.system = "raftlock",
+				   .workload = "sessions",
+				   .clients = (unsigned)j.count,
+				   .status = "ok"};
 	char extra[640], detail[256];
 	int rv = 1;
 	j.n_clients = o->clients < SCALE_CLIENTS_MAX ? o->clients : SCALE_CLIENTS_MAX;
@@ -152,8 +154,8 @@ int scale_sessions(struct rlbench *b)
 				last[ns++] = raftlock_session_valid_until(j.sessions[i]);
 				break;
 			}
-	double margin = (double)o->ttl_ms * RAFTLOCK_CLOCK_RATE_PPM / 1e6 +
-			RAFTLOCK_LEASE_MARGIN_MS;
+	double margin =
+		(double)o->ttl_ms * RAFTLOCK_CLOCK_RATE_PPM / 1e6 + RAFTLOCK_LEASE_MARGIN_MS;
 	struct stats_samples lat = {0};
 	double t0 = stats_now(), end = t0 + o->window_s;
 	while (stats_now() < end) {
@@ -263,8 +265,7 @@ static void *state_worker(void *p)
 
 static double state_mdb_bytes;
 
-static int state_mdb_visit(const char *path, const struct stat *st, int flag,
-			   struct FTW *ftw)
+static int state_mdb_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	size_t len = strlen(path);
 	if (flag == FTW_F && len > 4 && strcmp(path + len - 4, ".mdb") == 0)
@@ -289,8 +290,8 @@ static double state_lmdb_mib(const char *dirs)
 
 /* Waits until the node at `address` (NULL: any listed node is the leader,
  * ready) has applied `index`; returns seconds since t0, or -1. */
-static double state_wait_applied(struct rlbench *b, const char *address,
-				 uint64_t index, double t0, double limit_s)
+static double state_wait_applied(struct rlbench *b, const char *address, uint64_t index, double t0,
+				 double limit_s)
 {
 	double deadline = t0 + limit_s;
 	while (stats_now() < deadline) {
@@ -328,8 +329,7 @@ static uint64_t state_commit_index(struct rlbench *b)
 /* Stops the cluster with stop_cmd, starts it, and times until a ready leader
  * has applied everything committed before, and a linearizable read of a held
  * lock answers. -1 when a step failed. */
-static double state_restart(struct rlbench *b, const char *stop_cmd,
-			    const char *probe)
+static double state_restart(struct rlbench *b, const char *stop_cmd, const char *probe)
 {
 	uint64_t index = state_commit_index(b);
 	if (system(stop_cmd) != 0)
@@ -377,8 +377,10 @@ int scale_state(struct rlbench *b)
 	j.threads = o->clients > 1 ? o->clients : 16;
 	if (j.threads > SCALE_THREADS_MAX)
 		j.threads = SCALE_THREADS_MAX;
-	struct stats_result res = {.system = "raftlock", .workload = "state",
-				   .clients = (unsigned)j.count, .status = "ok"};
+	struct stats_result res = {.system = "raftlock",
+				   .workload = "state",
+				   .clients = (unsigned)j.count,
+				   .status = "ok"};
 	char extra[768];
 	struct state_thread ts[SCALE_THREADS_MAX];
 	pthread_t th[SCALE_THREADS_MAX];

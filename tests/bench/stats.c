@@ -37,8 +37,7 @@ static int cmp_float(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-float *stats_merge_sorted(struct stats_samples *const *parts, size_t n,
-			  size_t *count)
+float *stats_merge_sorted(struct stats_samples *const *parts, size_t n, size_t *count)
 {
 	size_t total = 0;
 	for (size_t i = 0; i < n; i++)
@@ -120,8 +119,8 @@ double stats_proc_cpu(const int *pids, size_t n)
 		if (p == NULL)
 			continue;
 		unsigned long long ut = 0, st = 0;
-		if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			   &ut, &st) == 2)
+		if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			   &st) == 2)
 			total += (double)(ut + st) / hz;
 	}
 	return total;

@@ -28,8 +28,7 @@ void stats_samples_free(struct stats_samples *s);
 
 /* Merges parts[0..n) into one sorted array (owned by the caller, free()).
  * Returns NULL with *count 0 when there is nothing or memory runs out. */
-float *stats_merge_sorted(struct stats_samples *const *parts, size_t n,
-			  size_t *count);
+float *stats_merge_sorted(struct stats_samples *const *parts, size_t n, size_t *count);
 
 /* The q-quantile (0..1) of a sorted array; 0 if empty. */
 double stats_quantile(const float *sorted, size_t n, double q);
@@ -60,9 +59,9 @@ struct stats_result {
 	double server_cpu_s_per_1k;
 	double window_s;
 	double client_cpu_s_per_1k; /* the generator's own CPU */
-	const char *status; /* "ok", "unsupported", "failed" */
-	const char *detail; /* NULL or a message printed as "detail" */
-	const char *extra;  /* NULL or more members: ",\"key\":value,..." */
+	const char *status;         /* "ok", "unsupported", "failed" */
+	const char *detail;         /* NULL or a message printed as "detail" */
+	const char *extra;          /* NULL or more members: ",\"key\":value,..." */
 };
 
 /* Prints the result line (and a trailing newline) to f, flushed. */
