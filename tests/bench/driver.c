@@ -121,6 +121,8 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 		driver_wait(cfg->warmup_s);
 		cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
 		self0 = stats_proc_cpu(&self, 1);
+		if (cfg->window_hook != NULL)
+			cfg->window_hook(cfg->hook_arg, false);
 		t0 = stats_now();
 		atomic_store(&driver_phase, PHASE_WINDOW);
 		driver_wait(cfg->window_s);
@@ -128,6 +130,8 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 		elapsed = stats_now() - t0;
 		cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
 		self1 = stats_proc_cpu(&self, 1);
+		if (cfg->window_hook != NULL)
+			cfg->window_hook(cfg->hook_arg, true);
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(ts[i].th, NULL);

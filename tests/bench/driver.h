@@ -33,6 +33,10 @@ struct driver_config {
 	const int *pids; /* server processes whose CPU is measured */
 	size_t n_pids;
 	const char *cdf_out; /* NULL or a file for the latency quantiles */
+	/* NULL, or called from the driver's thread as the window starts
+	 * (end false) and ends (end true), for measurements of the caller. */
+	void (*window_hook)(void *arg, bool end);
+	void *hook_arg;
 };
 
 /* True once the window has ended: long waits inside a pair should give up. */

@@ -168,6 +168,10 @@ def targets(runs):
         add("uncontended 64: >= 10x etcd pairs/s", "{:.1f}x".format(x), x >= 10)
         add("uncontended 64: p99 below etcd's", "{:.2f} vs {:.2f} ms".format(
             rl["p99_ms"], et["p99_ms"]), rl["p99_ms"] < et["p99_ms"])
+    if ok(rl) and rl.get("commands_per_entry") is not None:
+        add("uncontended 64: client commands sharing one log entry (report)",
+            "{:.2f} commands per entry, {:,.0f} entries/s".format(
+                rl["commands_per_entry"], rl.get("raft_entries_per_s", 0)), None)
     rl, et = pair("uncontended", 1)
     if ok(rl) and ok(et):
         x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0

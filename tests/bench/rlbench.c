@@ -3,8 +3,9 @@
  * line in the format shared with etcdbench and redisbench.
  *
  * Lock workloads: one session and one lock handle per client, one thread per
- * client (the client API is blocking; all threads share one raftlock_client
- * and so one connection, whose requests are pipelined by the library).
+ * client (the client API is blocking; all threads share one raftlock_client,
+ * or --conns of them, and so one connection each, whose requests the library
+ * pipelines).
  *   uncontended  client i try-locks its own name, then releases
  *   contended    every client acquires one name, waiting in the server queue
  *   rwlock       one read-write lock, 90% shared acquires, 10% exclusive
@@ -30,6 +31,7 @@
 enum rl_workload { RL_UNCONTENDED, RL_CONTENDED, RL_RWLOCK, RL_SEMAPHORE };
 
 struct rl_client {
+	raftlock_client *client; /* one of the run's client objects */
 	raftlock_session *session;
 	raftlock_lock *lock;
 	unsigned seed;
@@ -39,7 +41,31 @@ struct rl_locks {
 	struct rlbench *b;
 	enum rl_workload w;
 	struct rl_client *clients;
+	uint64_t index0, index1; /* the cluster's commit index around the window */
 };
+
+uint64_t rlbench_commit_index(struct rlbench *b)
+{
+	uint64_t best = 0;
+	for (size_t i = 0; i < b->n_addresses; i++) {
+		struct raftlock_status *st = NULL;
+		if (raftlock_status_get(b->client, b->addresses[i], &st) != 0)
+			continue;
+		if (st->commit_index > best)
+			best = st->commit_index;
+		raftlock_status_free(st);
+	}
+	return best;
+}
+
+static void rl_window_hook(void *arg, bool end)
+{
+	struct rl_locks *l = arg;
+	if (end)
+		l->index1 = rlbench_commit_index(l->b);
+	else
+		l->index0 = rlbench_commit_index(l->b);
+}
 
 int rlbench_leader_pid(struct rlbench *b)
 {
@@ -78,7 +104,7 @@ static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err, si
 	else
 		rv = raftlock_lock_acquire(c->lock, mode, 1, RLBENCH_WAIT_MS, NULL);
 	if (rv != 0) {
-		snprintf(err, errlen, "acquire: %s", raftlock_errmsg(l->b->client));
+		snprintf(err, errlen, "acquire: %s", raftlock_errmsg(c->client));
 		if (driver_stopping() && rv == RAFTLOCK_ETIMEDOUT)
 			return DRIVER_ABANDONED;
 		/* A queued acquire answered "busy" means the server does not
@@ -90,7 +116,7 @@ static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err, si
 	*acquire_ms = (stats_now() - t0) * 1e3;
 	rv = raftlock_lock_release(c->lock, NULL);
 	if (rv != 0) {
-		snprintf(err, errlen, "release: %s", raftlock_errmsg(l->b->client));
+		snprintf(err, errlen, "release: %s", raftlock_errmsg(c->client));
 		return rv;
 	}
 	return 0;
@@ -117,11 +143,12 @@ static int rl_lock_workload(struct rlbench *b, enum rl_workload w)
 		struct rl_client *c = &l.clients[i];
 		struct raftlock_session_options so = {.ttl_ms = o->ttl_ms};
 		char name[128];
-		int e = raftlock_session_open(b->client, &so, &c->session);
+		c->client = b->conns[i % b->n_conns];
+		int e = raftlock_session_open(c->client, &so, &c->session);
 		if (e != 0) {
-			fprintf(stderr, "rlbench: session open: %s\n", raftlock_errmsg(b->client));
+			fprintf(stderr, "rlbench: session open: %s\n", raftlock_errmsg(c->client));
 			res.status = "failed";
-			res.detail = raftlock_errmsg(b->client);
+			res.detail = raftlock_errmsg(c->client);
 			goto out;
 		}
 		if (w == RL_UNCONTENDED)
@@ -129,7 +156,7 @@ static int rl_lock_workload(struct rlbench *b, enum rl_workload w)
 		else
 			snprintf(name, sizeof name, "%s/%s", b->run, o->workload);
 		if (raftlock_lock_new(c->session, name, &lo, &c->lock) != 0) {
-			fprintf(stderr, "rlbench: lock new: %s\n", raftlock_errmsg(b->client));
+			fprintf(stderr, "rlbench: lock new: %s\n", raftlock_errmsg(c->client));
 			goto out;
 		}
 		c->seed = i * 2654435761u + 1;
@@ -139,9 +166,23 @@ static int rl_lock_workload(struct rlbench *b, enum rl_workload w)
 				    .window_s = o->window_s,
 				    .pids = o->pids,
 				    .n_pids = o->n_pids,
-				    .cdf_out = o->cdf_out};
+				    .cdf_out = o->cdf_out,
+				    .window_hook = rl_window_hook,
+				    .hook_arg = &l};
+	char extra[160];
 	if (driver_run(&cfg, rl_pair, &l, &res) == 0)
 		rv = 0;
+	/* Two client commands per pair (acquire, release) over the raft
+	 * entries committed meanwhile: how much batching shares one entry.
+	 * Keepalive RENEW entries count too, so this is a lower bound. */
+	if (l.index1 > l.index0 && l.index0 != 0) {
+		double pairs = res.pairs_per_s * res.window_s;
+		snprintf(extra, sizeof extra,
+			 ",\"raft_entries_per_s\":%.1f,\"commands_per_entry\":%.2f",
+			 (double)(l.index1 - l.index0) / res.window_s,
+			 2 * pairs / (double)(l.index1 - l.index0));
+		res.extra = extra;
+	}
 out:
 	if (res.status == NULL)
 		res.status = "failed";
@@ -207,12 +248,13 @@ int main(int argc, char **argv)
 	struct raftlock_client_options co = {
 		.addresses = b.addresses, .n_addresses = b.n_addresses, .client_name = "rlbench"};
 	const char *msg = NULL;
-	if (raftlock_client_open(&co, &b.client, &msg) != 0) {
-		fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open the client");
-		free(b.addresses);
-		return 1;
-	}
-	int rv;
+	int rv = 1;
+	for (; b.n_conns < o.conns; b.n_conns++)
+		if (raftlock_client_open(&co, &b.conns[b.n_conns], &msg) != 0) {
+			fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open the client");
+			goto out;
+		}
+	b.client = b.conns[0];
 	if (strcmp(o.workload, "uncontended") == 0)
 		rv = rl_lock_workload(&b, RL_UNCONTENDED);
 	else if (strcmp(o.workload, "contended") == 0)
@@ -231,7 +273,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rlbench: unknown workload %s\n", o.workload);
 		rv = 2;
 	}
-	raftlock_client_close(b.client);
+out:
+	for (unsigned i = 0; i < b.n_conns; i++)
+		raftlock_client_close(b.conns[i]);
 	free(b.addresses);
 	return rv;
 }

@@ -12,13 +12,21 @@
 #include "../../client/raftlock.h"
 #include "options.h"
 
+#define RLBENCH_CONNS_MAX 64
+
 struct rlbench {
 	struct options *o;
 	raftlock_client *client;
 	char run[64];           /* unique prefix of this run's lock names */
 	const char **addresses; /* parsed --addresses */
 	size_t n_addresses;
+	/* --conns client objects for the lock workloads; conns[0] is client */
+	raftlock_client *conns[RLBENCH_CONNS_MAX];
+	unsigned n_conns;
 };
+
+/* The highest commit index any listed node reports, 0 if none answers. */
+uint64_t rlbench_commit_index(struct rlbench *b);
 
 /* The PID of the current leader among --server-pids (given in node-id
  * order: the PID of node i is pids[i - 1]), or 0 if unknown. */

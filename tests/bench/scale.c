@@ -312,26 +312,12 @@ static double state_wait_applied(struct rlbench *b, const char *address, uint64_
 	return -1;
 }
 
-static uint64_t state_commit_index(struct rlbench *b)
-{
-	uint64_t best = 0;
-	for (size_t i = 0; i < b->n_addresses; i++) {
-		struct raftlock_status *st = NULL;
-		if (raftlock_status_get(b->client, b->addresses[i], &st) != 0)
-			continue;
-		if (st->commit_index > best)
-			best = st->commit_index;
-		raftlock_status_free(st);
-	}
-	return best;
-}
-
 /* Stops the cluster with stop_cmd, starts it, and times until a ready leader
  * has applied everything committed before, and a linearizable read of a held
  * lock answers. -1 when a step failed. */
 static double state_restart(struct rlbench *b, const char *stop_cmd, const char *probe)
 {
-	uint64_t index = state_commit_index(b);
+	uint64_t index = rlbench_commit_index(b);
 	if (system(stop_cmd) != 0)
 		return -1;
 	double t0 = stats_now();
@@ -355,7 +341,7 @@ static double state_restart(struct rlbench *b, const char *stop_cmd, const char 
  * until that member has applied what the cluster had committed. */
 static double state_catchup(struct rlbench *b)
 {
-	uint64_t index = state_commit_index(b);
+	uint64_t index = rlbench_commit_index(b);
 	double t0 = stats_now();
 	FILE *p = popen(b->o->catchup_cmd, "r");
 	if (p == NULL)
