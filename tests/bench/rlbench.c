@@ -107,9 +107,7 @@ static int rl_pair(void *arg, unsigned client, double *acquire_ms, char *err, si
 		snprintf(err, errlen, "acquire: %s", raftlock_errmsg(c->client));
 		if (driver_stopping() && rv == RAFTLOCK_ETIMEDOUT)
 			return DRIVER_ABANDONED;
-		/* A queued acquire answered "busy" means the server does not
-		 * queue waiters. */
-		if (rl_refused(rv) || (rv == RAFTLOCK_EBUSY && l->w != RL_UNCONTENDED))
+		if (rl_refused(rv))
 			return DRIVER_UNSUPPORTED;
 		return rv;
 	}

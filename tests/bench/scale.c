@@ -10,7 +10,8 @@
  *   keepalive is acknowledged, to the keepalive's send time plus TTL minus
  *   the margin, so polling one session per client gives (time the change is
  *   seen) - (send time) for each keepalive request.
- * state: takes --count locks (held, from --clients sessions), then reports
+ * state: takes --count locks (held, about 1000 per session, from --clients
+ *   threads), then reports
  *   the servers' RSS and LMDB size, and times, through the runner's shell
  *   commands, a new member catching up, a cold restart of the whole cluster
  *   on the trusted-LMDB path, and a restart that rebuilds LMDB.
@@ -32,6 +33,8 @@
 #define SCALE_FILL_DEADLINE_S 900
 #define SCALE_READY_DEADLINE_S 120
 #define SCALE_CATCHUP_DEADLINE_S 60
+#define STATE_LOCKS_PER_SESSION 1000
+#define STATE_SESSIONS_MAX 4096
 #define SCALE_CLIENTS_MAX 64
 
 static void scale_sleep_ms(long ms)
@@ -227,26 +230,21 @@ struct state_job {
 	struct rlbench *b;
 	unsigned threads;
 	unsigned long count;
-	raftlock_session **sessions;
+	raftlock_session **sessions; /* lock i is held by sessions[i % n] */
+	unsigned n_sessions;
 	atomic_ulong next, held, failed;
 	double deadline;
 };
 
-struct state_thread {
-	struct state_job *j;
-	unsigned index;
-};
-
 static void *state_worker(void *p)
 {
-	struct state_thread *t = p;
-	struct state_job *j = t->j;
-	raftlock_session *s = j->sessions[t->index];
+	struct state_job *j = p;
 	char name[160];
 	for (;;) {
 		unsigned long i = atomic_fetch_add(&j->next, 1);
 		if (i >= j->count || stats_now() > j->deadline)
 			break;
+		raftlock_session *s = j->sessions[i % j->n_sessions];
 		raftlock_lock *l;
 		snprintf(name, sizeof name, "%s/state/%08lu", j->b->run, i);
 		if (raftlock_lock_new(s, name, NULL, &l) != 0) {
@@ -367,16 +365,23 @@ int scale_state(struct rlbench *b)
 				   .workload = "state",
 				   .clients = (unsigned)j.count,
 				   .status = "ok"};
-	char extra[768];
-	struct state_thread ts[SCALE_THREADS_MAX];
+	char extra[768], detail[128];
 	pthread_t th[SCALE_THREADS_MAX];
 	unsigned started = 0;
 	int rv = 1;
-	j.sessions = calloc(j.threads, sizeof *j.sessions);
+	/* About STATE_LOCKS_PER_SESSION locks per session, as many holders
+	 * would have, rather than a few sessions holding huge lists. */
+	j.n_sessions =
+		(unsigned)((j.count + STATE_LOCKS_PER_SESSION - 1) / STATE_LOCKS_PER_SESSION);
+	if (j.n_sessions < j.threads)
+		j.n_sessions = j.threads;
+	if (j.n_sessions > STATE_SESSIONS_MAX)
+		j.n_sessions = STATE_SESSIONS_MAX;
+	j.sessions = calloc(j.n_sessions, sizeof *j.sessions);
 	if (j.sessions == NULL)
 		return 1;
 	struct raftlock_session_options so = {.ttl_ms = o->ttl_ms};
-	for (unsigned i = 0; i < j.threads; i++)
+	for (unsigned i = 0; i < j.n_sessions; i++)
 		if (raftlock_session_open(b->client, &so, &j.sessions[i]) != 0) {
 			res.status = "failed";
 			res.detail = raftlock_errmsg(b->client);
@@ -386,8 +391,7 @@ int scale_state(struct rlbench *b)
 	j.deadline = stats_now() + SCALE_FILL_DEADLINE_S;
 	double t0 = stats_now();
 	for (; started < j.threads; started++) {
-		ts[started] = (struct state_thread){&j, started};
-		if (pthread_create(&th[started], NULL, state_worker, &ts[started]) != 0)
+		if (pthread_create(&th[started], NULL, state_worker, &j) != 0)
 			break;
 	}
 	for (unsigned i = 0; i < started; i++)
@@ -427,15 +431,19 @@ int scale_state(struct rlbench *b)
 	snprintf(extra, sizeof extra,
 		 ",\"locks_held\":%lu,\"fill_s\":%.1f,\"server_rss_mib\":%.1f,"
 		 "\"lmdb_mib\":%.1f,\"catchup_s\":%.2f,\"restart_s\":%.2f,"
-		 "\"rebuild_s\":%.2f",
-		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild);
+		 "\"rebuild_s\":%.2f,\"sessions\":%u",
+		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild, j.n_sessions);
 	res.extra = extra;
-	if (held < j.count)
+	if (held < j.count) {
 		res.status = "failed";
+		snprintf(detail, sizeof detail, "%lu of %lu locks taken before the fill deadline",
+			 held, j.count);
+		res.detail = detail;
+	}
 	stats_print(stdout, &res);
 	rv = held == j.count ? 0 : 1;
 out:
-	for (unsigned i = 0; i < j.threads; i++)
+	for (unsigned i = 0; i < j.n_sessions; i++)
 		raftlock_session_close(j.sessions[i]);
 	free(j.sessions);
 	return rv;
