@@ -1,0 +1,129 @@
+"""Checker 4: durability of acknowledged grants, releases and sessions.
+
+Reads of the whole lock table ("holders" operations, linearizable) are
+compared with what clients were told before them:
+  - a grant acknowledged before the read was invoked, not released before
+    the read completed, whose session was alive during the read, must be
+    among the holders. The session is proven alive by an acknowledged
+    operation of that session invoked after the read (assumption-free;
+    sessions never revive), or by a lease validity the holder reported
+    that reaches past the read (holds under the clock-rate bound);
+  - a release acknowledged before the read was invoked: its token must not
+    be among the holders;
+  - a session opened before the read, not closed before it completed, and
+    proven alive as above, must be among the read's sessions.
+The reads that follow a restart-all nemesis are what make this the check
+that no acknowledged state was lost to kill -9 of every node.
+"""
+
+from . import history as H
+
+MAX_REPORTED = 20
+
+
+def check(events, ops, drift_windows=None):
+    reads = [op for op in ops if op.f == "holders" and op.type == "ok"
+             and isinstance(op.value, dict)]
+    validity = H.session_validity(events)
+    grants = H.grants_with_releases(ops)
+
+    # Per session: invocation times of its acknowledged operations.
+    acked = {}
+    opened = []
+    closes = {}
+    for op in ops:
+        if op.session is None:
+            continue
+        if op.type == "ok" and op.f in ("acquire", "release", "close",
+                                        "holders", "keepalive"):
+            acked.setdefault(op.session, []).append(op.inv)
+        if op.f == "open" and op.type == "ok":
+            opened.append(op)
+        if op.f == "close":
+            closes.setdefault(op.session, []).append(op.inv)
+
+    def alive_through(process, session, t):
+        """(proven, how) that the session was alive at time t."""
+        if any(x > t for x in acked.get(session, [])):
+            return True, "acknowledged later"
+        for _, v in validity.get((process, session), []):
+            if v > t:
+                return True, "lease"
+        return False, None
+
+    def in_drift(t):
+        return any(ws <= t <= we for ws, we, _ in drift_windows or [])
+
+    violations = []
+    drift = []
+
+    def record(v, how, t):
+        # A loss proven only by a lease, while a clock ran beyond the bound,
+        # is reported apart; a loss proven by an acknowledgement never is.
+        (drift if how == "lease" and in_drift(t) else violations).append(v)
+    checked_grants = checked_releases = checked_sessions = 0
+    restarts = [ev["time"] for ev in H.nemesis_events(events)
+                if ev.get("f") == "restart-all" and ev["type"] == "end"]
+    after_restart = 0
+
+    for rd in reads:
+        held = {}
+        for lock, hs in (rd.value.get("locks") or {}).items():
+            for h in hs:
+                held[h.get("token")] = (lock, h.get("session"))
+        sessions = set(rd.value.get("sessions") or [])
+        complete_sessions = rd.value.get("sessions") is not None
+        if any(r < rd.inv for r in restarts):
+            after_restart += 1
+
+        for g, r in grants:
+            if g.cmp >= rd.inv:
+                continue
+            if r is not None and r.type == "ok" and r.cmp < rd.inv:
+                checked_releases += 1
+                if g.token in held:
+                    violations.append({
+                        "what": "an acknowledged release was lost: the "
+                                "token is held again",
+                        "grant": g.describe(), "release": r.describe(),
+                        "read": rd.describe()})
+                continue
+            if r is not None and r.inv <= rd.cmp:
+                continue  # released while the read ran, or unknown
+            ok, how = alive_through(g.process, g.session, rd.cmp)
+            if not ok:
+                continue
+            checked_grants += 1
+            if g.token not in held:
+                record({"what": "an acknowledged grant was lost",
+                        "grant": g.describe(), "read": rd.describe(),
+                        "proof": how}, how, rd.inv)
+
+        if not complete_sessions:
+            continue
+        for o in opened:
+            if o.cmp >= rd.inv:
+                continue
+            if any(c <= rd.cmp for c in closes.get(o.session, [])):
+                continue
+            ok, how = alive_through(o.process, o.session, rd.cmp)
+            if not ok:
+                continue
+            checked_sessions += 1
+            if o.session not in sessions:
+                record({"what": "an acknowledged session was lost",
+                        "session": o.session, "open": o.describe(),
+                        "read": rd.describe(), "proof": how}, how, rd.inv)
+
+    return {
+        "valid": not violations,
+        "reads": len(reads),
+        "reads_after_restart_all": after_restart,
+        "restart_all": len(restarts),
+        "grants_checked": checked_grants,
+        "releases_checked": checked_releases,
+        "sessions_checked": checked_sessions,
+        "violations": violations[:MAX_REPORTED],
+        "violation_count": len(violations),
+        "drift_cases": drift[:MAX_REPORTED],
+    }
