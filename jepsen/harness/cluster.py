@@ -26,14 +26,6 @@ def faketime_lib():
     return None
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
 class Proc:
     """A child started by the harness."""
 
