@@ -91,22 +91,14 @@ int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
 		       void **out, size_t *n)
 {
 	size_t size = raftlock__log_entry__get_packed_size(entry);
-	if (size > UINT32_MAX - 16)
-		return RAFTLOCK_ETOOBIG;
-	size_t total = (ENTRY_HEADER_SIZE + size + 7) & ~(size_t)7;
-	uint8_t *buf = alloc(total);
-	if (buf == NULL)
+	uint8_t *body = malloc(size ? size : 1);
+	if (body == NULL)
 		return RAFTLOCK_ENOMEM;
-	buf[0] = 'R';
-	buf[1] = 'L';
-	buf[2] = (uint8_t)(ENTRY_FORMAT >> 8);
-	buf[3] = (uint8_t)ENTRY_FORMAT;
-	frame_put_header(buf + 4, (uint32_t)size);
-	raftlock__log_entry__pack(entry, buf + ENTRY_HEADER_SIZE);
-	memset(buf + ENTRY_HEADER_SIZE + size, 0, total - ENTRY_HEADER_SIZE - size);
-	*out = buf;
-	*n = total;
-	return 0;
+	raftlock__log_entry__pack(entry, body);
+	/* The packed entry already carries its cluster time. */
+	int rv = codec_batch_entry(0, body, size, alloc, out, n);
+	free(body);
+	return rv;
 }
 
 int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
@@ -126,5 +118,76 @@ int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
 	if (e == NULL)
 		return RAFTLOCK_EPROTO;
 	*out = e;
+	return 0;
+}
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		out[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v != 0)
+			out[n] |= 0x80;
+		n++;
+	} while (v != 0);
+	return n;
+}
+
+/* Field tags of LogEntry: cluster_time = 1 (varint), commands = 2 (bytes). */
+#define TAG_CLUSTER_TIME 0x08
+#define TAG_COMMAND 0x12
+
+int codec_batch_add(uint8_t **buf, size_t *len, size_t *cap, const Raftlock__Command *cmd)
+{
+	size_t size = raftlock__command__get_packed_size(cmd);
+	size_t need = *len + 1 + 10 + size;
+	if (need > UINT32_MAX - 64)
+		return RAFTLOCK_ETOOBIG;
+	if (need > *cap) {
+		size_t c = *cap ? *cap : 1024;
+		while (c < need)
+			c *= 2;
+		uint8_t *p = realloc(*buf, c);
+		if (p == NULL)
+			return RAFTLOCK_ENOMEM;
+		*buf = p;
+		*cap = c;
+	}
+	uint8_t *p = *buf + *len;
+	*p++ = TAG_COMMAND;
+	p += put_varint(p, size);
+	raftlock__command__pack(cmd, p);
+	*len = (size_t)(p - *buf) + size;
+	return 0;
+}
+
+int codec_batch_entry(uint64_t cluster_time, const uint8_t *batch, size_t len,
+		      void *(*alloc)(size_t), void **out, size_t *n)
+{
+	uint8_t head[11];
+	size_t hlen = 0;
+	if (cluster_time != 0) {
+		head[0] = TAG_CLUSTER_TIME;
+		hlen = 1 + put_varint(head + 1, cluster_time);
+	}
+	size_t size = hlen + len;
+	if (size > UINT32_MAX - 16)
+		return RAFTLOCK_ETOOBIG;
+	size_t total = (ENTRY_HEADER_SIZE + size + 7) & ~(size_t)7;
+	uint8_t *buf = alloc(total);
+	if (buf == NULL)
+		return RAFTLOCK_ENOMEM;
+	buf[0] = 'R';
+	buf[1] = 'L';
+	buf[2] = (uint8_t)(ENTRY_FORMAT >> 8);
+	buf[3] = (uint8_t)ENTRY_FORMAT;
+	frame_put_header(buf + 4, (uint32_t)size);
+	memcpy(buf + ENTRY_HEADER_SIZE, head, hlen);
+	if (len > 0)
+		memcpy(buf + ENTRY_HEADER_SIZE + hlen, batch, len);
+	memset(buf + ENTRY_HEADER_SIZE + size, 0, total - ENTRY_HEADER_SIZE - size);
+	*out = buf;
+	*n = total;
 	return 0;
 }

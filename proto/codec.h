@@ -47,6 +47,20 @@ int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
  */
 int codec_decode_entry(const void *buf, size_t n, Raftlock__LogEntry **out);
 
+/*
+ * Batches: commands are packed one by one as they arrive (so their sources
+ * need not outlive the call) and turned into a log entry at flush time.
+ * codec_batch_add appends one packed Command to the growing byte buffer
+ * (*buf, *len, *cap; malloc'd, owned by the caller). codec_batch_entry
+ * writes header + cluster_time + the batch + padding into a buffer from
+ * alloc(): the same bytes a LogEntry with those commands encodes to, for
+ * any order of the fields. Both return 0, RAFTLOCK_ENOMEM or
+ * RAFTLOCK_ETOOBIG.
+ */
+int codec_batch_add(uint8_t **buf, size_t *len, size_t *cap, const Raftlock__Command *cmd);
+int codec_batch_entry(uint64_t cluster_time, const uint8_t *batch, size_t len,
+		      void *(*alloc)(size_t), void **out, size_t *n);
+
 /* Checks a lock name: non-empty, at most RAFTLOCK_NAME_MAX bytes, no NUL.
  * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
 int codec_check_name(const char *name);

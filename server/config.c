@@ -1,0 +1,303 @@
+/* config.c: see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+static const char usage[] =
+	"usage: raftlockd [options]\n"
+	"  --config FILE              read settings from FILE (key = value lines)\n"
+	"  --id N                     this node's id (1..2^63), one of the members\n"
+	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
+	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
+	"  --client-address HOST:PORT where clients reach this node\n"
+	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
+	"                             3 or 5 of them, this node included)\n"
+	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
+	"  --election-timeout MS      default 1000\n"
+	"  --heartbeat-timeout MS     default 100\n"
+	"  --snapshot-threshold N     entries between snapshots, default 16384\n"
+	"  --renew-window MS          keepalive batching window, default 10\n"
+	"  --map-size MB              LMDB map size, default 4096\n"
+	"  --log-level LEVEL          debug, info, warn, error (default info)\n";
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return RAFTLOCK_ECONFIG;
+}
+
+int config_split_address(const char *addr, char *host, size_t hostlen, int *port)
+{
+	const char *colon = strrchr(addr, ':');
+	if (colon == NULL || colon == addr || (size_t)(colon - addr) >= hostlen)
+		return -1;
+	char *end;
+	errno = 0;
+	long p = strtol(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
+		return -1;
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || s[0] == '\0' || s[0] == '-' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int set_address(char *dst, const char *value, const char *key, char *err,
+		       size_t errlen)
+{
+	char host[CONFIG_ADDR_MAX];
+	int port;
+	if (strlen(value) >= CONFIG_ADDR_MAX ||
+	    config_split_address(value, host, sizeof host, &port) != 0)
+		return fail(err, errlen, "%s: '%s' is not HOST:PORT", key, value);
+	strcpy(dst, value);
+	return 0;
+}
+
+static int add_member(struct config *cfg, const char *value, char *err, size_t errlen)
+{
+	char buf[3 * CONFIG_ADDR_MAX];
+	if (cfg->n_members >= CONFIG_MAX_MEMBERS)
+		return fail(err, errlen, "member: at most %d members", CONFIG_MAX_MEMBERS);
+	if (strlen(value) >= sizeof buf)
+		return fail(err, errlen, "member: '%s' is too long", value);
+	strcpy(buf, value);
+	char *id = strtok(buf, ","), *raft = strtok(NULL, ","), *client = strtok(NULL, ",");
+	if (id == NULL || raft == NULL || client == NULL || strtok(NULL, ",") != NULL)
+		return fail(err, errlen, "member: '%s' is not ID,RAFTADDR,CLIENTADDR", value);
+	struct config_member *m = &cfg->members[cfg->n_members];
+	if (parse_u64(id, 1, INT64_MAX, &m->id) != 0)
+		return fail(err, errlen, "member: bad id '%s' in '%s'", id, value);
+	int rv = set_address(m->raft_address, raft, "member", err, errlen);
+	if (rv == 0)
+		rv = set_address(m->client_address, client, "member", err, errlen);
+	if (rv != 0)
+		return rv;
+	for (unsigned i = 0; i < cfg->n_members; i++)
+		if (cfg->members[i].id == m->id)
+			return fail(err, errlen, "member: id %llu listed twice",
+				    (unsigned long long)m->id);
+	cfg->n_members++;
+	return 0;
+}
+
+/* Applies one setting; `from` names its source for messages. */
+static int set(struct config *cfg, const char *key, const char *value, char *err,
+	       size_t errlen)
+{
+	uint64_t v;
+	if (strcmp(key, "id") == 0) {
+		if (parse_u64(value, 1, INT64_MAX, &cfg->id) != 0)
+			return fail(err, errlen, "id: '%s' is not a positive integer", value);
+	} else if (strcmp(key, "data-dir") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->data_dir)
+			return fail(err, errlen, "data-dir: empty or too long");
+		strcpy(cfg->data_dir, value);
+	} else if (strcmp(key, "raft-address") == 0) {
+		return set_address(cfg->raft_address, value, key, err, errlen);
+	} else if (strcmp(key, "client-address") == 0) {
+		return set_address(cfg->client_address, value, key, err, errlen);
+	} else if (strcmp(key, "member") == 0) {
+		return add_member(cfg, value, err, errlen);
+	} else if (strcmp(key, "cluster") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->cluster)
+			return fail(err, errlen, "cluster: empty or too long");
+		strcpy(cfg->cluster, value);
+	} else if (strcmp(key, "election-timeout") == 0) {
+		if (parse_u64(value, 100, 60000, &v) != 0)
+			return fail(err, errlen, "election-timeout: '%s' not in 100..60000", value);
+		cfg->election_timeout_ms = (unsigned)v;
+	} else if (strcmp(key, "heartbeat-timeout") == 0) {
+		if (parse_u64(value, 10, 10000, &v) != 0)
+			return fail(err, errlen, "heartbeat-timeout: '%s' not in 10..10000", value);
+		cfg->heartbeat_timeout_ms = (unsigned)v;
+	} else if (strcmp(key, "snapshot-threshold") == 0) {
+		if (parse_u64(value, 64, UINT32_MAX, &v) != 0)
+			return fail(err, errlen, "snapshot-threshold: '%s' below 64", value);
+		cfg->snapshot_threshold = (unsigned)v;
+	} else if (strcmp(key, "renew-window") == 0) {
+		if (parse_u64(value, 0, 1000, &v) != 0)
+			return fail(err, errlen, "renew-window: '%s' not in 0..1000", value);
+		cfg->renew_window_ms = (unsigned)v;
+	} else if (strcmp(key, "map-size") == 0) {
+		if (parse_u64(value, 16, 1u << 30, &v) != 0)
+			return fail(err, errlen, "map-size: '%s' MB not in 16..2^30", value);
+		cfg->map_size = (size_t)v << 20;
+	} else if (strcmp(key, "log-level") == 0) {
+		static const char *levels[] = {"debug", "info", "warn", "error"};
+		for (int i = 0; i < 4; i++)
+			if (strcmp(value, levels[i]) == 0) {
+				cfg->log_level = i;
+				return 0;
+			}
+		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error", value);
+	} else {
+		return fail(err, errlen, "unknown setting '%s'", key);
+	}
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	size_t n = strlen(s);
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	return s;
+}
+
+static int read_file(struct config *cfg, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return fail(err, errlen, "config %s: %s", path, strerror(errno));
+	char line[1024], msg[512];
+	int lineno = 0, rv = 0;
+	while (rv == 0 && fgets(line, sizeof line, f) != NULL) {
+		lineno++;
+		char *s = trim(line);
+		if (s[0] == '\0' || s[0] == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (eq == NULL) {
+			rv = fail(err, errlen, "config %s:%d: expected 'key = value'", path, lineno);
+			break;
+		}
+		*eq = '\0';
+		rv = set(cfg, trim(s), trim(eq + 1), msg, sizeof msg);
+		if (rv != 0)
+			fail(err, errlen, "config %s:%d: %s", path, lineno, msg);
+	}
+	fclose(f);
+	return rv;
+}
+
+static void defaults(struct config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->election_timeout_ms = 1000;
+	cfg->heartbeat_timeout_ms = 100;
+	cfg->snapshot_threshold = 16384;
+	cfg->snapshot_trailing = 4096;
+	cfg->renew_window_ms = 10;
+	cfg->map_size = (size_t)4096 << 20;
+	cfg->log_level = LOG_INFO;
+}
+
+static int validate(struct config *cfg, char *err, size_t errlen)
+{
+	if (cfg->id == 0)
+		return fail(err, errlen, "id is required");
+	if (cfg->data_dir[0] == '\0')
+		return fail(err, errlen, "data-dir is required");
+	if (cfg->cluster[0] == '\0')
+		return fail(err, errlen, "cluster is required");
+	if (cfg->n_members == 0)
+		return fail(err, errlen, "no member given (--member ID,RAFTADDR,CLIENTADDR)");
+	if (cfg->n_members % 2 == 0)
+		return fail(err, errlen, "%u members: use an odd number (3 or 5)", cfg->n_members);
+	const struct config_member *self = config_member_by_id(cfg, cfg->id);
+	if (self == NULL)
+		return fail(err, errlen, "id %llu is not among the members",
+			    (unsigned long long)cfg->id);
+	if (cfg->raft_address[0] == '\0')
+		strcpy(cfg->raft_address, self->raft_address);
+	if (cfg->client_address[0] == '\0')
+		strcpy(cfg->client_address, self->client_address);
+	if (strcmp(cfg->raft_address, self->raft_address) != 0)
+		return fail(err, errlen, "raft-address %s differs from member %llu's %s",
+			    cfg->raft_address, (unsigned long long)cfg->id, self->raft_address);
+	if (cfg->heartbeat_timeout_ms * 2 > cfg->election_timeout_ms)
+		return fail(err, errlen, "heartbeat-timeout must be at most half the election-timeout");
+	return 0;
+}
+
+int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"id", required_argument, NULL, 0},
+		{"data-dir", required_argument, NULL, 0},
+		{"raft-address", required_argument, NULL, 0},
+		{"client-address", required_argument, NULL, 0},
+		{"member", required_argument, NULL, 0},
+		{"cluster", required_argument, NULL, 0},
+		{"election-timeout", required_argument, NULL, 0},
+		{"heartbeat-timeout", required_argument, NULL, 0},
+		{"snapshot-threshold", required_argument, NULL, 0},
+		{"renew-window", required_argument, NULL, 0},
+		{"map-size", required_argument, NULL, 0},
+		{"log-level", required_argument, NULL, 0},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char msg[512];
+	defaults(cfg);
+	/* First pass: only --config, so that flags override the file. */
+	const char *file = NULL;
+	opterr = 0;
+	optind = 1;
+	int c, idx;
+	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
+		if (c == 'c')
+			file = optarg;
+		else if (c == 'h') {
+			fputs(usage, stdout);
+			return 1;
+		} else if (c == '?')
+			return fail(err, errlen, "unknown or incomplete option '%s'\n%s",
+				    argv[optind - 1], usage);
+	}
+	if (optind < argc)
+		return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
+	if (file != NULL && read_file(cfg, file, err, errlen) != 0)
+		return RAFTLOCK_ECONFIG;
+	bool members_from_flags = false;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
+		if (c != 0)
+			continue;
+		const char *key = opts[idx].name;
+		if (strcmp(key, "member") == 0 && !members_from_flags) {
+			cfg->n_members = 0; /* flags replace the file's member list */
+			members_from_flags = true;
+		}
+		if (set(cfg, key, optarg, msg, sizeof msg) != 0)
+			return fail(err, errlen, "--%s", msg);
+	}
+	return validate(cfg, err, errlen);
+}
+
+const struct config_member *config_member_by_id(const struct config *cfg, uint64_t id)
+{
+	for (unsigned i = 0; i < cfg->n_members; i++)
+		if (cfg->members[i].id == id)
+			return &cfg->members[i];
+	return NULL;
+}

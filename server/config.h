@@ -1,0 +1,51 @@
+/*
+ * config.h: raftlockd's settings, from command-line flags and an optional
+ * config file of "key = value" lines whose keys are the flag names without
+ * the dashes ("member" may repeat). Flags given on the command line win over
+ * the file.
+ */
+#ifndef RAFTLOCK_CONFIG_H
+#define RAFTLOCK_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_MAX_MEMBERS 9
+#define CONFIG_ADDR_MAX 64
+
+struct config_member {
+	uint64_t id;
+	char raft_address[CONFIG_ADDR_MAX];
+	char client_address[CONFIG_ADDR_MAX];
+};
+
+struct config {
+	uint64_t id;
+	char data_dir[512];
+	char raft_address[CONFIG_ADDR_MAX];
+	char client_address[CONFIG_ADDR_MAX];
+	char cluster[128];
+	struct config_member members[CONFIG_MAX_MEMBERS];
+	unsigned n_members;
+	unsigned election_timeout_ms;
+	unsigned heartbeat_timeout_ms;
+	unsigned snapshot_threshold;
+	unsigned snapshot_trailing;
+	unsigned renew_window_ms;
+	size_t map_size;
+	int log_level; /* enum log_level */
+};
+
+/*
+ * Fills cfg from argv (and the file named by --config). Returns 0, 1 when
+ * --help was asked (usage printed), or RAFTLOCK_ECONFIG with a message that
+ * names the problem in err.
+ */
+int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Splits "host:port" into its parts; port in 1..65535. Returns 0 or -1. */
+int config_split_address(const char *addr, char *host, size_t hostlen, int *port);
+
+const struct config_member *config_member_by_id(const struct config *cfg, uint64_t id);
+
+#endif

@@ -1,0 +1,636 @@
+/* fsm.c: see fsm.h. The grant rules of DESIGN.md live here. */
+#include "fsm.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "log.h"
+#include "raftlock.h"
+#include "records.h"
+
+/* Everything one apply needs, passed to every command. */
+struct apply {
+	struct fsm *fsm;
+	MDB_txn *txn;
+	Raftlock__Meta *meta;
+	uint64_t index; /* log index of the entry */
+	uint64_t now;   /* cluster time after this entry */
+	unsigned command;
+	const struct fsm_sink *sink;
+};
+
+static void emit(struct apply *a, struct fsm_event ev)
+{
+	if (a->sink != NULL && a->sink->emit != NULL)
+		a->sink->emit(a->sink->arg, &ev);
+}
+
+static Raftlock__Result result_of(int status)
+{
+	Raftlock__Result r = RAFTLOCK__RESULT__INIT;
+	r.status = status;
+	return r;
+}
+
+void fsm_init(struct fsm *f, struct store *store)
+{
+	f->store = store;
+}
+
+uint64_t fsm_applied_index(struct fsm *f)
+{
+	MDB_txn *txn = store_begin(f->store, false);
+	Raftlock__Meta *m = store_get_meta(f->store, txn);
+	uint64_t index = m->applied_index;
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
+	return index;
+}
+
+/* ------------------------------------------------------- grant rules -- */
+
+static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
+{
+	return lock->delay_until != 0 && a->now < lock->delay_until;
+}
+
+/* Whether a request of (mode, permits) is compatible with the holders. */
+static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode,
+		       uint32_t permits)
+{
+	if (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE)
+		return records_permits_held(lock) + permits <= lock->limit;
+	if (lock->n_holders == 0)
+		return true;
+	if (mode == RAFTLOCK__MODE__EXCLUSIVE)
+		return false;
+	for (size_t i = 0; i < lock->n_holders; i++)
+		if (lock->holders[i]->mode != RAFTLOCK__MODE__SHARED)
+			return false;
+	return true;
+}
+
+static uint64_t take_token(struct apply *a)
+{
+	return a->meta->next_token++;
+}
+
+static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock,
+			       uint64_t session, uint64_t owner,
+			       Raftlock__Mode mode, uint32_t permits)
+{
+	Raftlock__Holder *h = records_add_holder(lock);
+	h->session = session;
+	h->owner = owner;
+	h->mode = mode;
+	h->permits = permits;
+	h->count = 1;
+	h->token = take_token(a);
+	h->granted_index = a->index;
+	h->granted_time = a->now;
+	return h;
+}
+
+/* Records the final outcome of a queued acquire in its session and tells
+ * the service, which pushes it to the waiting client. */
+static void finish_wait(struct apply *a, Raftlock__SessionRecord *sess,
+			uint64_t seq, const Raftlock__Result *res)
+{
+	records_set_outcome(sess, seq, res, false);
+	emit(a, (struct fsm_event){.type = FSM_EV_PUSH,
+				   .session = sess->id,
+				   .seq = seq,
+				   .result = res});
+}
+
+/* Grants waiters from the head of the queue while they fit: FIFO, so a
+ * waiting writer blocks the readers behind it; consecutive readers (and
+ * semaphore requests that fit) are granted together, in this apply. */
+static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
+			  Raftlock__SessionRecord *current)
+{
+	struct store *st = a->fsm->store;
+	while (lock->n_waiters > 0 && !delayed(a, lock)) {
+		Raftlock__Waiter *w = lock->waiters[0];
+		if (!compatible(lock, w->mode, w->permits))
+			break;
+		/* The caller's own session is in memory, not yet stored. */
+		bool own = current != NULL && w->session == current->id;
+		Raftlock__SessionRecord *sess =
+			own ? current : store_get_session(st, a->txn, w->session);
+		if (sess == NULL) {
+			/* Cannot happen: ending a session removes its waiters.
+			 * Dropping the waiter keeps rule 6 even so. */
+			records_remove_waiter(lock, 0);
+			continue;
+		}
+		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		Raftlock__Result res = result_of(0);
+		res.token = h->token;
+		res.count = 1;
+		uint64_t seq = w->seq;
+		records_remove_waiter(lock, 0);
+		finish_wait(a, sess, seq, &res);
+		if (!own) {
+			store_put_session(st, a->txn, sess);
+			raftlock__session_record__free_unpacked(sess, NULL);
+		}
+	}
+}
+
+/* Stores the lock, or deletes it when nothing refers to it any more. */
+static void save_lock(struct apply *a, Raftlock__LockRecord *lock)
+{
+	if (lock->n_holders == 0 && lock->n_waiters == 0 && lock->delay_until == 0)
+		store_del_lock(a->fsm->store, a->txn, lock->name);
+	else
+		store_put_lock(a->fsm->store, a->txn, lock);
+}
+
+/* Drops `name` from the session's list once it neither holds nor awaits it. */
+static void forget_lock_if_done(Raftlock__SessionRecord *sess,
+				const Raftlock__LockRecord *lock)
+{
+	if (!records_session_on_lock(lock, sess->id))
+		records_remove_name(sess, lock->name);
+}
+
+/* ------------------------------------------------------------ sessions -- */
+
+/* Releases everything a session holds or awaits, then removes it. An
+ * expiry (not a clean close) starts each held lock's lock-delay. */
+static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool expired)
+{
+	struct store *st = a->fsm->store;
+	for (size_t i = 0; i < sess->n_locks; i++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[i]);
+		if (lock == NULL)
+			continue;
+		bool held = false;
+		for (size_t j = lock->n_holders; j-- > 0;) {
+			if (lock->holders[j]->session == sess->id) {
+				records_remove_holder(lock, j);
+				held = true;
+			}
+		}
+		for (size_t j = lock->n_waiters; j-- > 0;) {
+			Raftlock__Waiter *w = lock->waiters[j];
+			if (w->session != sess->id)
+				continue;
+			Raftlock__Result res = result_of(RAFTLOCK_ESESSION);
+			emit(a, (struct fsm_event){.type = FSM_EV_PUSH,
+						   .session = sess->id,
+						   .seq = w->seq,
+						   .result = &res});
+			records_remove_waiter(lock, j);
+		}
+		if (expired && held && lock->lock_delay_ms > 0) {
+			lock->delay_until = a->now + lock->lock_delay_ms;
+			emit(a, (struct fsm_event){.type = FSM_EV_LOCK_DELAY,
+						   .name = lock->name,
+						   .deadline = lock->delay_until});
+		}
+		grant_waiters(a, lock, NULL);
+		save_lock(a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+	}
+	if (sess->nonce != 0)
+		store_del_nonce(st, a->txn, sess->nonce);
+	store_del_session(st, a->txn, sess->id);
+	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
+}
+
+static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSession *op)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__Result res = result_of(0);
+	if (op->nonce != 0) {
+		uint64_t id = store_get_nonce(st, a->txn, op->nonce);
+		if (id != 0) {
+			Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+			if (sess != NULL) {
+				res.session = id;
+				res.ttl_ms = sess->ttl_ms;
+				raftlock__session_record__free_unpacked(sess, NULL);
+				return res;
+			}
+		}
+	}
+	if (op->ttl_ms < RAFTLOCK_TTL_MIN_MS || op->ttl_ms > RAFTLOCK_TTL_MAX_MS)
+		return result_of(RAFTLOCK_EINVAL);
+	if (store_count_sessions(st, a->txn) >= FSM_MAX_SESSIONS)
+		return result_of(RAFTLOCK_ELIMIT);
+	Raftlock__SessionRecord *sess = records_new_session(op->owner);
+	if (a->meta->next_session == 0)
+		a->meta->next_session = 1;
+	sess->id = a->meta->next_session++;
+	sess->ttl_ms = op->ttl_ms;
+	sess->deadline = a->now + op->ttl_ms;
+	sess->nonce = op->nonce;
+	sess->opened_time = a->now;
+	sess->opened_index = a->index;
+	store_put_session(st, a->txn, sess);
+	if (op->nonce != 0)
+		store_put_nonce(st, a->txn, op->nonce, sess->id);
+	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
+				   .session = sess->id,
+				   .deadline = sess->deadline,
+				   .ttl_ms = sess->ttl_ms});
+	res.session = sess->id;
+	res.ttl_ms = sess->ttl_ms;
+	raftlock__session_record__free_unpacked(sess, NULL);
+	return res;
+}
+
+static void do_renew(struct apply *a, const Raftlock__Renew *op)
+{
+	struct store *st = a->fsm->store;
+	for (size_t i = 0; i < op->n_sessions; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->sessions[i]);
+		if (sess == NULL)
+			continue;
+		uint64_t deadline = a->now + sess->ttl_ms;
+		if (deadline > sess->deadline) {
+			sess->deadline = deadline;
+			store_put_session(st, a->txn, sess);
+		}
+		emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
+					   .session = sess->id,
+					   .deadline = sess->deadline,
+					   .ttl_ms = sess->ttl_ms});
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+}
+
+/* Rule 4: expire only if this entry's cluster time is at or past the
+ * deadline as of this point in the log; a RENEW that landed first wins. */
+static void do_expire_session(struct apply *a, const Raftlock__ExpireSession *op)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->session);
+	if (sess == NULL)
+		return;
+	if (a->now >= sess->deadline)
+		end_session(a, sess, true);
+	raftlock__session_record__free_unpacked(sess, NULL);
+}
+
+/* ---------------------------------------------------------------- locks -- */
+
+static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *sess,
+				   const Raftlock__Command *cmd)
+{
+	const Raftlock__Acquire *op = cmd->acquire;
+	struct store *st = a->fsm->store;
+	if (codec_check_name(op->name) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED)
+		return result_of(RAFTLOCK_EINVAL);
+	uint32_t permits = op->permits ? op->permits : 1;
+
+	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
+	if (lock == NULL) {
+		if (store_count_locks(st, a->txn) >= FSM_MAX_LOCKS)
+			return result_of(RAFTLOCK_ELIMIT);
+		Raftlock__LockKind kind = op->kind ? op->kind : RAFTLOCK__LOCK_KIND__MUTEX;
+		if (kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && op->limit == 0)
+			return result_of(RAFTLOCK_EINVAL);
+		lock = records_new_lock(op->name, kind,
+					kind == RAFTLOCK__LOCK_KIND__SEMAPHORE ? op->limit : 0);
+		lock->lock_delay_ms = op->lock_delay_ms;
+	} else if ((op->kind != 0 && op->kind != lock->kind) ||
+		   (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && op->limit != 0 &&
+		    op->limit != lock->limit)) {
+		raftlock__lock_record__free_unpacked(lock, NULL);
+		return result_of(RAFTLOCK_EKIND);
+	}
+
+	Raftlock__Result res = result_of(0);
+	Raftlock__Mode mode = op->mode;
+	if (lock->kind != RAFTLOCK__LOCK_KIND__RWLOCK)
+		mode = RAFTLOCK__MODE__EXCLUSIVE;
+	if (lock->kind != RAFTLOCK__LOCK_KIND__SEMAPHORE)
+		permits = 1;
+	if ((lock->kind == RAFTLOCK__LOCK_KIND__MUTEX && op->mode != RAFTLOCK__MODE__EXCLUSIVE) ||
+	    (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && permits > lock->limit)) {
+		res.status = RAFTLOCK_EINVAL;
+		goto out;
+	}
+
+	/* Re-entry through the same handle nests and keeps its token. */
+	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
+	if (h != NULL) {
+		h->count++;
+		res.token = h->token;
+		res.count = h->count;
+		goto out;
+	}
+	if (records_find_waiter(lock, sess->id, op->owner) >= 0) {
+		res.status = RAFTLOCK_EBUSY; /* this handle already waits */
+		goto out;
+	}
+	if (sess->n_locks >= FSM_MAX_SESSION_LOCKS && !records_has_name(sess, op->name)) {
+		res.status = RAFTLOCK_ELIMIT;
+		goto out;
+	}
+
+	if (lock->n_waiters == 0 && !delayed(a, lock) && compatible(lock, mode, permits)) {
+		if (lock->n_holders >= FSM_MAX_HOLDERS) {
+			res.status = RAFTLOCK_ELIMIT;
+			goto out;
+		}
+		h = grant(a, lock, sess->id, op->owner, mode, permits);
+		res.token = h->token;
+		res.count = 1;
+	} else if (!op->wait) {
+		res.status = RAFTLOCK_EBUSY;
+		goto out;
+	} else if (lock->n_waiters >= FSM_MAX_WAITERS) {
+		res.status = RAFTLOCK_ELIMIT;
+		goto out;
+	} else {
+		Raftlock__Waiter *w = records_add_waiter(lock);
+		w->session = sess->id;
+		w->owner = op->owner;
+		w->mode = mode;
+		w->permits = permits;
+		w->seq = cmd->seq;
+		w->queued_time = a->now;
+		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
+		res.queued = true;
+		if (w->deadline != 0)
+			emit(a, (struct fsm_event){.type = FSM_EV_WAIT_DEADLINE,
+						   .name = lock->name,
+						   .session = sess->id,
+						   .seq = w->seq,
+						   .deadline = w->deadline});
+	}
+	records_add_name(sess, lock->name);
+out:
+	save_lock(a, lock);
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
+}
+
+static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *sess,
+				   const Raftlock__Release *op)
+{
+	struct store *st = a->fsm->store;
+	if (codec_check_name(op->name) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
+	if (lock == NULL)
+		return result_of(RAFTLOCK_ENOTHOLDER);
+	Raftlock__Result res = result_of(0);
+	ssize_t i = records_holder_index(lock, sess->id, op->owner);
+	if (i < 0) {
+		res.status = RAFTLOCK_ENOTHOLDER;
+	} else if (--lock->holders[i]->count > 0) {
+		res.count = lock->holders[i]->count;
+		res.token = lock->holders[i]->token;
+	} else {
+		records_remove_holder(lock, (size_t)i);
+		forget_lock_if_done(sess, lock);
+		grant_waiters(a, lock, sess);
+	}
+	save_lock(a, lock);
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
+}
+
+/* Removes a queued acquire. Its final outcome is ECANCELED. The cancel's
+ * own result is 0 with token 0 when the waiter was removed; when the
+ * acquire was granted first, 0 with the grant's token (the caller holds
+ * the lock and should release it); ENOTFOUND when it knows neither. */
+static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord *sess,
+				       const Raftlock__CancelWait *op)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__Result res = result_of(0);
+	if (codec_check_name(op->name) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
+	ssize_t i = lock ? records_find_waiter(lock, sess->id, op->owner) : -1;
+	if (i >= 0 && lock->waiters[i]->seq == op->acquire_seq) {
+		records_remove_waiter(lock, (size_t)i);
+		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
+		finish_wait(a, sess, op->acquire_seq, &canceled);
+		forget_lock_if_done(sess, lock);
+		grant_waiters(a, lock, sess); /* a removed writer may unblock readers */
+	} else {
+		const Raftlock__Outcome *o = records_find_outcome(sess, op->acquire_seq);
+		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending)
+			res.token = o->result->token;
+		else
+			res.status = RAFTLOCK_ENOTFOUND;
+	}
+	if (lock != NULL) {
+		save_lock(a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+	}
+	return res;
+}
+
+static void do_lock_delay_end(struct apply *a, const Raftlock__LockDelayEnd *op)
+{
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return;
+	if (lock->delay_until != 0 && a->now >= lock->delay_until) {
+		lock->delay_until = 0;
+		emit(a, (struct fsm_event){.type = FSM_EV_LOCK_DELAY, .name = lock->name});
+		grant_waiters(a, lock, NULL);
+		save_lock(a, lock);
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+}
+
+static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
+	if (lock == NULL)
+		return;
+	for (size_t i = 0; i < lock->n_waiters; i++) {
+		Raftlock__Waiter *w = lock->waiters[i];
+		if (w->session != op->session || w->seq != op->acquire_seq)
+			continue;
+		if (w->deadline == 0 || a->now < w->deadline)
+			break;
+		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, w->session);
+		records_remove_waiter(lock, i);
+		if (sess != NULL) {
+			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);
+			finish_wait(a, sess, op->acquire_seq, &res);
+			forget_lock_if_done(sess, lock);
+			store_put_session(st, a->txn, sess);
+			raftlock__session_record__free_unpacked(sess, NULL);
+		}
+		grant_waiters(a, lock, NULL);
+		save_lock(a, lock);
+		break;
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+}
+
+/* ----------------------------------------------------- client commands -- */
+
+/*
+ * Rule 8: (session, seq) de-duplication. Returns true when the command was
+ * answered from the session's table (or refused), with *res set.
+ */
+static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
+		  Raftlock__Result *res)
+{
+	if (cmd->ack_below > sess->ack_below) {
+		records_prune_outcomes(sess, cmd->ack_below);
+		sess->ack_below = cmd->ack_below;
+	}
+	if (cmd->seq == 0) {
+		*res = result_of(RAFTLOCK_EINVAL);
+		return true;
+	}
+	if (cmd->seq < sess->ack_below) {
+		*res = result_of(RAFTLOCK_ESTALESEQ);
+		return true;
+	}
+	const Raftlock__Outcome *o = records_find_outcome(sess, cmd->seq);
+	if (o != NULL) {
+		*res = o->result ? *o->result : result_of(0);
+		res->queued = o->pending;
+		return true;
+	}
+	if (sess->n_outcomes >= FSM_MAX_OUTCOMES) {
+		*res = result_of(RAFTLOCK_ELIMIT);
+		return true;
+	}
+	return false;
+}
+
+static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Command *cmd)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, cmd->session);
+	if (sess == NULL)
+		return result_of(RAFTLOCK_ESESSION);
+	Raftlock__Result res;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
+		end_session(a, sess, false);
+		raftlock__session_record__free_unpacked(sess, NULL);
+		return result_of(0);
+	}
+	if (!dedup(sess, cmd, &res)) {
+		bool pending = false;
+		switch (cmd->op_case) {
+		case RAFTLOCK__COMMAND__OP_ACQUIRE:
+			res = do_acquire(a, sess, cmd);
+			pending = res.queued;
+			break;
+		case RAFTLOCK__COMMAND__OP_RELEASE:
+			res = do_release(a, sess, cmd->release);
+			break;
+		case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+			res = do_cancel_wait(a, sess, cmd->cancel_wait);
+			break;
+		default:
+			res = result_of(RAFTLOCK_EINVAL);
+			break;
+		}
+		records_set_outcome(sess, cmd->seq, &res, pending);
+	}
+	store_put_session(st, a->txn, sess);
+	raftlock__session_record__free_unpacked(sess, NULL);
+	return res;
+}
+
+static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
+{
+	if (a->meta->next_token == 0) {
+		a->meta->next_token = op->token_floor ? op->token_floor : 1;
+		records_set_string(&a->meta->cluster, op->cluster);
+	}
+	return result_of(0);
+}
+
+static void apply_command(struct apply *a, const Raftlock__Command *cmd)
+{
+	Raftlock__Result res = result_of(0);
+	switch (cmd->op_case) {
+	case RAFTLOCK__COMMAND__OP_INIT:
+		res = do_init(a, cmd->init);
+		break;
+	case RAFTLOCK__COMMAND__OP_OPEN_SESSION:
+		res = do_open_session(a, cmd->open_session);
+		break;
+	case RAFTLOCK__COMMAND__OP_RENEW:
+		do_renew(a, cmd->renew);
+		break;
+	case RAFTLOCK__COMMAND__OP_EXPIRE_SESSION:
+		do_expire_session(a, cmd->expire_session);
+		break;
+	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END:
+		do_lock_delay_end(a, cmd->lock_delay_end);
+		break;
+	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE:
+		do_wait_expire(a, cmd->wait_expire);
+		break;
+	case RAFTLOCK__COMMAND__OP_ACQUIRE:
+	case RAFTLOCK__COMMAND__OP_RELEASE:
+	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
+		/* Rule 1 of the grant path: no grant before INIT set the
+		 * fencing counter's floor. */
+		if (a->meta->next_token == 0)
+			res = result_of(RAFTLOCK_EUNAVAILABLE);
+		else
+			res = do_session_command(a, cmd);
+		break;
+	default:
+		res = result_of(RAFTLOCK_EINVAL);
+		break;
+	}
+	emit(a, (struct fsm_event){.type = FSM_EV_RESULT, .command = a->command, .result = &res});
+}
+
+void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
+	       const struct fsm_sink *sink)
+{
+	struct apply a = {.fsm = f, .index = index, .sink = sink};
+	a.txn = store_begin(f->store, true);
+	a.meta = store_get_meta(f->store, a.txn);
+	if (index <= a.meta->applied_index) {
+		raftlock__meta__free_unpacked(a.meta, NULL);
+		store_abort(a.txn);
+		return;
+	}
+	/* Cluster time never goes backwards along the log (rule 2). */
+	if (entry->cluster_time > a.meta->cluster_time)
+		a.meta->cluster_time = entry->cluster_time;
+	a.now = a.meta->cluster_time;
+	for (size_t i = 0; i < entry->n_commands; i++) {
+		a.command = (unsigned)i;
+		apply_command(&a, entry->commands[i]);
+	}
+	a.meta->applied_index = index;
+	a.meta->format = ENTRY_FORMAT;
+	store_put_meta(f->store, a.txn, a.meta);
+	raftlock__meta__free_unpacked(a.meta, NULL);
+	store_commit(a.txn);
+}
+
+void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
+		   const struct fsm_sink *sink)
+{
+	Raftlock__LogEntry *entry;
+	int rv = codec_decode_entry(buf, n, &entry);
+	if (rv == RAFTLOCK_EDATA)
+		log_fatal("log entry %llu has a newer format than this raftlockd "
+			  "understands: upgrade this node", (unsigned long long)index);
+	if (rv != 0)
+		log_fatal("log entry %llu (%zu bytes) does not decode: damaged log",
+			  (unsigned long long)index, n);
+	fsm_apply(f, index, entry, sink);
+	raftlock__log_entry__free_unpacked(entry, NULL);
+}

@@ -1,0 +1,81 @@
+/*
+ * fsm.h: the lock state machine. Applies committed log entries to the store.
+ *
+ * Pure and deterministic: no clock, no randomness, no I/O but LMDB. The only
+ * time it knows is the cluster time carried by each entry. Every command has
+ * a defined outcome: errors are results, never a failed apply (a node that
+ * cannot apply an entry it does not understand stops: see fsm_apply_raw).
+ *
+ * What the outside world needs to learn from an apply (a command's result,
+ * a grant to push to a waiter, a session's new deadline) is reported through
+ * an event sink, called during the apply; event data is borrowed for the
+ * duration of the call.
+ */
+#ifndef RAFTLOCK_FSM_H
+#define RAFTLOCK_FSM_H
+
+#include <stdint.h>
+
+#include "raftlock.pb-c.h"
+#include "store.h"
+
+/* Quotas, checked inside apply so every node decides alike. They are part
+ * of the replicated semantics: changing them is a format change. */
+#define FSM_MAX_SESSIONS 1000000u
+#define FSM_MAX_LOCKS 10000000u
+#define FSM_MAX_WAITERS 100000u     /* per lock */
+#define FSM_MAX_HOLDERS 100000u     /* per lock */
+#define FSM_MAX_OUTCOMES 4096u      /* remembered per session */
+#define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */
+
+enum fsm_event_type {
+	FSM_EV_RESULT,       /* command `command` of the entry: result */
+	FSM_EV_PUSH,         /* final outcome of a queued acquire (session, seq) */
+	FSM_EV_SESSION,      /* session's deadline is now `deadline` */
+	FSM_EV_SESSION_GONE, /* session closed or expired */
+	FSM_EV_LOCK_DELAY,   /* lock `name` is delayed until `deadline` (0: ended) */
+	FSM_EV_WAIT_DEADLINE /* waiter (name, session, seq) times out at deadline */
+};
+
+struct fsm_event {
+	enum fsm_event_type type;
+	unsigned command;
+	uint64_t session;
+	uint64_t seq;
+	uint64_t deadline;
+	uint32_t ttl_ms; /* FSM_EV_SESSION */
+	const char *name;
+	const Raftlock__Result *result;
+};
+
+struct fsm_sink {
+	void (*emit)(void *arg, const struct fsm_event *ev);
+	void *arg;
+};
+
+struct fsm {
+	struct store *store;
+};
+
+void fsm_init(struct fsm *f, struct store *store);
+
+/*
+ * Applies one decoded entry at log index `index` in one write transaction,
+ * recording index as applied. An entry at or below the store's applied index
+ * was applied before a restart: it is skipped and reports nothing.
+ */
+void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
+	       const struct fsm_sink *sink);
+
+/*
+ * Decodes and applies an entry as stored in the log. A payload that does not
+ * decode, or is of a newer format, stops the node with a message: applying
+ * anything else would make this node diverge from the others.
+ */
+void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
+		   const struct fsm_sink *sink);
+
+/* The applied index recorded in the store. */
+uint64_t fsm_applied_index(struct fsm *f);
+
+#endif

@@ -1,0 +1,357 @@
+/* leases.c: see leases.h. */
+#include "leases.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+#define EXPIRY_TICK_MS 50
+#define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
+
+enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
+
+struct lease_timer {
+	enum timer_kind kind;
+	char *name;
+	uint64_t session, seq;
+	uint64_t deadline;
+	uint64_t proposed_at;
+};
+
+struct keepalive {
+	leases_keepalive_cb cb;
+	void *arg;
+	uint64_t *ids;
+	size_t n;
+	struct keepalive *next;
+};
+
+struct renew_batch {
+	struct leases *leases;
+	struct keepalive *head;
+	struct idmap ids;
+};
+
+void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
+{
+	memset(l, 0, sizeof *l);
+	l->loop = loop;
+	l->node = node;
+	l->window_ms = window_ms;
+	idmap_init(&l->sessions);
+	uv_timer_init(loop, &l->renew_timer);
+	uv_timer_init(loop, &l->expiry_timer);
+	l->renew_timer.data = l;
+	l->expiry_timer.data = l;
+}
+
+size_t leases_session_count(const struct leases *l)
+{
+	return l->sessions.len;
+}
+
+static void add_timer(struct leases *l, enum timer_kind kind, const char *name,
+		      uint64_t session, uint64_t seq, uint64_t deadline)
+{
+	if (l->n_timers == l->cap_timers) {
+		size_t cap = l->cap_timers ? l->cap_timers * 2 : 16;
+		struct lease_timer *t = realloc(l->timers, cap * sizeof *t);
+		if (t == NULL)
+			log_fatal("out of memory");
+		l->timers = t;
+		l->cap_timers = cap;
+	}
+	char *copy = strdup(name);
+	if (copy == NULL)
+		log_fatal("out of memory");
+	l->timers[l->n_timers++] = (struct lease_timer){kind, copy, session, seq, deadline, 0};
+}
+
+static void clear_timers(struct leases *l)
+{
+	for (size_t i = 0; i < l->n_timers; i++)
+		free(l->timers[i].name);
+	l->n_timers = 0;
+}
+
+static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
+{
+	struct idmap_slot *s = idmap_put(&l->sessions, id);
+	s->a = deadline;
+	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
+}
+
+static int rebuild_session(void *arg, const Raftlock__SessionRecord *rec)
+{
+	set_session(arg, rec->id, rec->deadline, rec->ttl_ms);
+	return 0;
+}
+
+static int rebuild_lock(void *arg, const Raftlock__LockRecord *rec)
+{
+	struct leases *l = arg;
+	if (rec->delay_until != 0)
+		add_timer(l, TIMER_LOCK_DELAY, rec->name, 0, 0, rec->delay_until);
+	for (size_t i = 0; i < rec->n_waiters; i++)
+		if (rec->waiters[i]->deadline != 0)
+			add_timer(l, TIMER_WAIT, rec->name, rec->waiters[i]->session,
+				  rec->waiters[i]->seq, rec->waiters[i]->deadline);
+	return 0;
+}
+
+void leases_rebuild(struct leases *l)
+{
+	idmap_clear(&l->sessions);
+	clear_timers(l);
+	struct store *st = &l->node->store;
+	MDB_txn *txn = store_begin(st, false);
+	store_scan_sessions(st, txn, 0, rebuild_session, l);
+	store_scan_locks(st, txn, "", NULL, rebuild_lock, l);
+	store_abort(txn);
+}
+
+static void drop_timers(struct leases *l, enum timer_kind kind, const char *name,
+			uint64_t session, uint64_t seq);
+
+void leases_on_event(struct leases *l, const struct fsm_event *ev)
+{
+	switch (ev->type) {
+	case FSM_EV_SESSION:
+		set_session(l, ev->session, ev->deadline, ev->ttl_ms);
+		break;
+	case FSM_EV_SESSION_GONE:
+		idmap_del(&l->sessions, ev->session);
+		break;
+	case FSM_EV_LOCK_DELAY:
+		drop_timers(l, TIMER_LOCK_DELAY, ev->name, 0, 0);
+		if (ev->deadline != 0)
+			add_timer(l, TIMER_LOCK_DELAY, ev->name, 0, 0, ev->deadline);
+		break;
+	case FSM_EV_PUSH:
+		if (l->n_timers > 0)
+			drop_timers(l, TIMER_WAIT, NULL, ev->session, ev->seq);
+		break;
+	case FSM_EV_WAIT_DEADLINE:
+		add_timer(l, TIMER_WAIT, ev->name, ev->session, ev->seq, ev->deadline);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ------------------------------------------------------------- expiry -- */
+
+static bool due(uint64_t now, uint64_t deadline, uint64_t *proposed_at)
+{
+	if (now < deadline)
+		return false;
+	if (*proposed_at != 0 && now - *proposed_at < REPROPOSE_MS)
+		return false;
+	*proposed_at = now;
+	return true;
+}
+
+static void expire_sessions(struct leases *l, uint64_t now)
+{
+	for (size_t i = 0; i < l->sessions.cap; i++) {
+		struct idmap_slot *s = &l->sessions.slots[i];
+		if (s->key == 0 || now < s->a)
+			continue;
+		uint64_t at = s->b >> 32;
+		if (!due(now, s->a, &at))
+			continue;
+		s->b = (s->b & 0xffffffffu) | at << 32;
+		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
+		op.session = s->key;
+		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+		cmd.op_case = RAFTLOCK__COMMAND__OP_EXPIRE_SESSION;
+		cmd.expire_session = &op;
+		if (node_propose_quiet(l->node, &cmd) != 0)
+			return;
+		log_debug("proposed expiry of session %llu", (unsigned long long)s->key);
+	}
+}
+
+static void expire_timers(struct leases *l, uint64_t now)
+{
+	for (size_t i = 0; i < l->n_timers; i++) {
+		struct lease_timer *t = &l->timers[i];
+		if (!due(now, t->deadline, &t->proposed_at))
+			continue;
+		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+		Raftlock__LockDelayEnd delay = RAFTLOCK__LOCK_DELAY_END__INIT;
+		Raftlock__WaitExpire wait = RAFTLOCK__WAIT_EXPIRE__INIT;
+		if (t->kind == TIMER_LOCK_DELAY) {
+			delay.name = t->name;
+			cmd.op_case = RAFTLOCK__COMMAND__OP_LOCK_DELAY_END;
+			cmd.lock_delay_end = &delay;
+		} else {
+			wait.name = t->name;
+			wait.session = t->session;
+			wait.acquire_seq = t->seq;
+			cmd.op_case = RAFTLOCK__COMMAND__OP_WAIT_EXPIRE;
+			cmd.wait_expire = &wait;
+		}
+		if (node_propose_quiet(l->node, &cmd) != 0)
+			return;
+	}
+}
+
+/* Drops the timers an apply event resolved: a lock-delay that ended
+ * (deadline 0), or a waiter whose acquire reached its final outcome. */
+static void drop_timers(struct leases *l, enum timer_kind kind, const char *name,
+			uint64_t session, uint64_t seq)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < l->n_timers; i++) {
+		struct lease_timer *t = &l->timers[i];
+		bool match = t->kind == kind &&
+			     (kind == TIMER_LOCK_DELAY ? strcmp(t->name, name) == 0
+						       : t->session == session && t->seq == seq);
+		if (match)
+			free(t->name);
+		else
+			l->timers[kept++] = *t;
+	}
+	l->n_timers = kept;
+}
+
+static void expiry_cb(uv_timer_t *h)
+{
+	struct leases *l = h->data;
+	if (!l->ready)
+		return;
+	uint64_t now = node_cluster_now(l->node);
+	expire_sessions(l, now);
+	expire_timers(l, now);
+}
+
+/* ----------------------------------------------------------- keepalive -- */
+
+static void finish_batch(struct renew_batch *b, int status)
+{
+	struct leases *l = b->leases;
+	while (b->head != NULL) {
+		struct keepalive *k = b->head;
+		b->head = k->next;
+		if (status != 0) {
+			k->cb(k->arg, status, NULL, NULL, 0);
+		} else {
+			int32_t *st = calloc(k->n ? k->n : 1, sizeof *st);
+			uint32_t *ttl = calloc(k->n ? k->n : 1, sizeof *ttl);
+			if (st == NULL || ttl == NULL)
+				log_fatal("out of memory");
+			for (size_t i = 0; i < k->n; i++) {
+				struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
+				st[i] = s ? 0 : RAFTLOCK_ESESSION;
+				ttl[i] = s ? (uint32_t)(s->b & 0xffffffffu) : 0;
+			}
+			k->cb(k->arg, 0, st, ttl, k->n);
+			free(st);
+			free(ttl);
+		}
+		free(k->ids);
+		free(k);
+	}
+	idmap_close(&b->ids);
+	free(b);
+}
+
+/* The RENEW entry applied: every session that is still known was renewed
+ * at that entry's cluster time (rule 3: acknowledge only what committed). */
+static void renew_done(void *arg, int status, const Raftlock__Result *res)
+{
+	(void)res;
+	finish_batch(arg, status);
+}
+
+static void renew_flush(uv_timer_t *h)
+{
+	struct leases *l = h->data;
+	struct renew_batch *b = l->pending;
+	if (b == NULL)
+		return;
+	l->pending = NULL;
+	uint64_t *ids = malloc((b->ids.len ? b->ids.len : 1) * sizeof *ids);
+	if (ids == NULL)
+		log_fatal("out of memory");
+	size_t n = 0;
+	for (size_t i = 0; i < b->ids.cap; i++)
+		if (b->ids.slots[i].key != 0)
+			ids[n++] = b->ids.slots[i].key;
+	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
+	op.sessions = ids;
+	op.n_sessions = n;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
+	cmd.renew = &op;
+	int rv = node_propose(l->node, &cmd, renew_done, b);
+	free(ids);
+	if (rv != 0)
+		finish_batch(b, rv);
+}
+
+int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg)
+{
+	if (!l->node->leader)
+		return RAFTLOCK_ENOTLEADER;
+	if (!l->ready)
+		return RAFTLOCK_EUNAVAILABLE;
+	struct keepalive *k = calloc(1, sizeof *k);
+	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
+	if (k == NULL || copy == NULL) {
+		free(k);
+		free(copy);
+		return RAFTLOCK_ENOMEM;
+	}
+	memcpy(copy, ids, n * sizeof *copy);
+	*k = (struct keepalive){cb, arg, copy, n, NULL};
+	if (l->pending == NULL) {
+		l->pending = calloc(1, sizeof *l->pending);
+		if (l->pending == NULL)
+			log_fatal("out of memory");
+		l->pending->leases = l;
+		idmap_init(&l->pending->ids);
+		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+	}
+	k->next = l->pending->head;
+	l->pending->head = k;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] != 0)
+			idmap_put(&l->pending->ids, ids[i]);
+	return 0;
+}
+
+void leases_on_ready(struct leases *l, bool ready)
+{
+	l->ready = ready;
+	if (ready) {
+		/* Reset proposal marks: this leader has proposed nothing yet. */
+		for (size_t i = 0; i < l->sessions.cap; i++)
+			l->sessions.slots[i].b &= 0xffffffffu;
+		for (size_t i = 0; i < l->n_timers; i++)
+			l->timers[i].proposed_at = 0;
+		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
+	} else {
+		uv_timer_stop(&l->expiry_timer);
+		uv_timer_stop(&l->renew_timer);
+		if (l->pending != NULL) {
+			struct renew_batch *b = l->pending;
+			l->pending = NULL;
+			finish_batch(b, RAFTLOCK_ENOTLEADER);
+		}
+	}
+}
+
+void leases_close(struct leases *l)
+{
+	leases_on_ready(l, false);
+	uv_close((uv_handle_t *)&l->renew_timer, NULL);
+	uv_close((uv_handle_t *)&l->expiry_timer, NULL);
+	idmap_close(&l->sessions);
+	clear_timers(l);
+	free(l->timers);
+}

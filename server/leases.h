@@ -1,0 +1,68 @@
+/*
+ * leases.h: the leader's side of time. Keeps every session's deadline, each
+ * running lock-delay and each server-side wait deadline (in cluster time,
+ * learnt from apply events on every node, so a new leader knows them);
+ * batches keepalives into RENEW entries and acknowledges them only once the
+ * entry applied (DESIGN.md rule 3); proposes EXPIRE_SESSION, LOCK_DELAY_END
+ * and WAIT_EXPIRE when cluster time passes a deadline (rule 4). It proposes
+ * commands; it never changes replicated state itself.
+ *
+ * Loop thread only.
+ */
+#ifndef RAFTLOCK_LEASES_H
+#define RAFTLOCK_LEASES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "fsm.h"
+#include "idmap.h"
+#include "node.h"
+
+/* Completion of a keepalive: status 0 with one status per session (0 or
+ * RAFTLOCK_ESESSION) and its TTL, or a nonzero status (not leader, unknown)
+ * with NULL arrays. Called exactly once per accepted keepalive. */
+typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *statuses,
+				    const uint32_t *ttls, size_t n);
+
+struct lease_timer; /* lock-delay or wait deadline */
+struct renew_batch;
+
+struct leases {
+	uv_loop_t *loop;
+	struct node *node;
+	unsigned window_ms;
+	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 32 */
+	struct lease_timer *timers;
+	size_t n_timers, cap_timers;
+	uv_timer_t renew_timer;
+	uv_timer_t expiry_timer;
+	struct renew_batch *pending; /* keepalives waiting for the window */
+	bool ready;
+};
+
+void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms);
+
+/* Rebuilds the indexes from the store (at start and after a restore). */
+void leases_rebuild(struct leases *l);
+
+void leases_on_event(struct leases *l, const struct fsm_event *ev);
+void leases_on_ready(struct leases *l, bool ready);
+
+/*
+ * Renews the sessions (ids copied). Returns 0 (cb called once, after the
+ * RENEW entry applied or failed) or RAFTLOCK_ENOTLEADER /
+ * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ENOMEM (cb not called).
+ */
+int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg);
+
+/* Number of live sessions this node knows of. */
+size_t leases_session_count(const struct leases *l);
+
+/* Stops the timers; pending keepalives get RAFTLOCK_ESHUTDOWN. */
+void leases_close(struct leases *l);
+
+#endif

@@ -1,0 +1,110 @@
+/* main.c: raftlockd. Parses the configuration, starts the node, the leases
+ * and the client service on one libuv loop, and stops them on SIGTERM or
+ * SIGINT (a leader hands over leadership first). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "config.h"
+#include "leases.h"
+#include "log.h"
+#include "node.h"
+#include "raftlock.h"
+#include "service.h"
+
+struct server {
+	uv_loop_t loop;
+	struct config cfg;
+	struct node node;
+	struct leases leases;
+	struct service service;
+	uv_signal_t sigterm, sigint;
+	bool stopping;
+};
+
+static void on_event(void *arg, const struct fsm_event *ev)
+{
+	struct server *srv = arg;
+	leases_on_event(&srv->leases, ev);
+	service_on_event(&srv->service, ev);
+}
+
+static void on_ready(void *arg, bool ready)
+{
+	struct server *srv = arg;
+	leases_on_ready(&srv->leases, ready);
+	service_on_ready(&srv->service, ready);
+}
+
+static void on_restore(void *arg)
+{
+	struct server *srv = arg;
+	leases_rebuild(&srv->leases);
+}
+
+static void node_stopped(struct node *n)
+{
+	struct server *srv = n->hooks.arg;
+	uv_stop(&srv->loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct server *srv = h->data;
+	if (srv->stopping)
+		return;
+	srv->stopping = true;
+	log_info("signal %d: shutting down", signum);
+	service_close(&srv->service);
+	leases_close(&srv->leases);
+	uv_close((uv_handle_t *)&srv->sigterm, NULL);
+	uv_close((uv_handle_t *)&srv->sigint, NULL);
+	node_stop(&srv->node, node_stopped);
+}
+
+int main(int argc, char **argv)
+{
+	static struct server srv;
+	char err[1024];
+	int rv = config_parse(&srv.cfg, argc, argv, err, sizeof err);
+	if (rv == 1)
+		return 0;
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 2;
+	}
+	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	signal(SIGPIPE, SIG_IGN);
+	uv_loop_init(&srv.loop);
+	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore};
+	/* The leases index must exist before raft starts replaying entries. */
+	leases_init(&srv.leases, &srv.loop, &srv.node, srv.cfg.renew_window_ms);
+	rv = node_start(&srv.node, &srv.loop, &srv.cfg, &hooks, err, sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 1;
+	}
+	leases_rebuild(&srv.leases);
+	rv = service_start(&srv.service, &srv.loop, &srv.cfg, &srv.node, &srv.leases, err,
+			   sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 1;
+	}
+	uv_signal_init(&srv.loop, &srv.sigterm);
+	uv_signal_init(&srv.loop, &srv.sigint);
+	srv.sigterm.data = srv.sigint.data = &srv;
+	uv_signal_start(&srv.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&srv.sigint, on_signal, SIGINT);
+	log_info("serving clients on %s (cluster '%s', %u members)", srv.cfg.client_address,
+		 srv.cfg.cluster, srv.cfg.n_members);
+	uv_run(&srv.loop, UV_RUN_DEFAULT);
+	/* Let close callbacks run, then check nothing is left open. */
+	uv_run(&srv.loop, UV_RUN_NOWAIT);
+	if (uv_loop_close(&srv.loop) != 0)
+		log_warn("loop closed with handles still open");
+	log_info("stopped");
+	return 0;
+}

@@ -1,0 +1,713 @@
+/* node.c: see node.h. The gotchas of libraft 0.22.1 handled here are listed
+ * in RAFT-NOTES.md: one 8-byte-padded buffer per raft_apply, buffer
+ * ownership on failure, pre-vote, in-flight cap, auto-recovery off, apply()
+ * learning its index from raft_last_applied() + 1. */
+#include "node.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "log.h"
+#include "raftlock.h"
+
+#define BATCH_MAX_COMMANDS 1024
+#define BATCH_MAX_BYTES (1u << 20)
+#define PATH_BUF 1024
+
+struct node_waiter {
+	node_done_cb cb;
+	void *arg;
+};
+
+struct proposal {
+	struct raft_apply req;
+	struct node *node;
+	unsigned n;
+	struct node_waiter *waiters;
+	Raftlock__Result *results;
+	struct proposal *prev, *next;
+};
+
+static uint64_t mono_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}
+
+/* ------------------------------------------------------ apply and events */
+
+struct apply_ctx {
+	struct node *node;
+	uint64_t index;
+};
+
+static struct proposal *find_inflight(struct node *n, uint64_t index)
+{
+	for (struct proposal *p = n->inflight_head; p != NULL; p = p->next)
+		if (p->req.index == index)
+			return p;
+	return NULL;
+}
+
+static void sink_emit(void *arg, const struct fsm_event *ev)
+{
+	struct apply_ctx *ctx = arg;
+	struct node *n = ctx->node;
+	if (ev->type == FSM_EV_RESULT) {
+		/* Kept per proposal, keyed by log index; only used if raft
+		 * then confirms that this index was our entry (status 0). */
+		struct proposal *p = find_inflight(n, ctx->index);
+		if (p != NULL && ev->command < p->n)
+			p->results[ev->command] = *ev->result;
+		return;
+	}
+	if (n->hooks.on_event != NULL)
+		n->hooks.on_event(n->hooks.arg, ev);
+}
+
+static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void **result)
+{
+	struct node *n = f->data;
+	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
+	struct fsm_sink sink = {sink_emit, &ctx};
+	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
+	*result = NULL; /* never allocated: raft does not free it on followers */
+	return 0;
+}
+
+static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	struct node *n = f->data;
+	uint64_t t0 = uv_hrtime();
+	struct raft_buffer *b = raft_malloc(sizeof *b);
+	if (b == NULL)
+		return RAFT_NOMEM;
+	if (store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
+		raft_free(b);
+		return RAFT_NOMEM;
+	}
+	*bufs = b;
+	*n_bufs = 1;
+	log_info("snapshot at index %llu: %zu bytes in %.1f ms",
+		 (unsigned long long)raft_last_applied(&n->raft), b->len,
+		 (double)(uv_hrtime() - t0) / 1e6);
+	return 0;
+}
+
+static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
+{
+	struct node *n = f->data;
+	uint64_t index;
+	if (store_image_index(buf->base, buf->len, &index) != 0) {
+		log_error("snapshot image is damaged (%zu bytes)", buf->len);
+		return RAFT_CORRUPT;
+	}
+	uint64_t applied = fsm_applied_index(&n->fsm);
+	if (applied >= index) {
+		/* LMDB already has it: what makes a restart fast. */
+		log_info("snapshot at %llu: store already at %llu, kept",
+			 (unsigned long long)index, (unsigned long long)applied);
+	} else {
+		uint64_t t0 = uv_hrtime();
+		if (store_load(&n->store, buf->base, buf->len) != 0) {
+			log_error("snapshot image at %llu is damaged", (unsigned long long)index);
+			return RAFT_CORRUPT;
+		}
+		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
+			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
+		if (n->hooks.on_restore != NULL)
+			n->hooks.on_restore(n->hooks.arg);
+	}
+	raft_free(buf->base);
+	return 0;
+}
+
+/* --------------------------------------------------------------- clock -- */
+
+uint64_t node_cluster_now(struct node *n)
+{
+	return n->clock_base + (mono_ms() - n->clock_mono);
+}
+
+static uint64_t stamp(struct node *n)
+{
+	uint64_t t = node_cluster_now(n);
+	if (t < n->last_stamp)
+		t = n->last_stamp;
+	n->last_stamp = t;
+	return t;
+}
+
+/* ------------------------------------------------------------ proposals */
+
+static int map_raft_error(int rv)
+{
+	switch (rv) {
+	case RAFT_NOTLEADER:
+		return RAFTLOCK_ENOTLEADER;
+	case RAFT_SHUTDOWN:
+		return RAFTLOCK_ESHUTDOWN;
+	default:
+		/* RAFT_LEADERSHIPLOST and anything else after the append: the
+		 * entry may still commit, so the outcome is unknown. */
+		return RAFTLOCK_EUNKNOWN;
+	}
+}
+
+static void fail_waiters(struct node_waiter *w, unsigned count, int status)
+{
+	for (unsigned i = 0; i < count; i++)
+		if (w[i].cb != NULL)
+			w[i].cb(w[i].arg, status, NULL);
+}
+
+static void unlink_proposal(struct node *n, struct proposal *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		n->inflight_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		n->inflight_tail = p->prev;
+}
+
+static void apply_done(struct raft_apply *req, int status, void *result)
+{
+	(void)result;
+	struct proposal *p = req->data;
+	struct node *n = p->node;
+	unlink_proposal(n, p);
+	if (status == 0) {
+		for (unsigned i = 0; i < p->n; i++)
+			if (p->waiters[i].cb != NULL)
+				p->waiters[i].cb(p->waiters[i].arg, 0, &p->results[i]);
+	} else {
+		fail_waiters(p->waiters, p->n, map_raft_error(status));
+	}
+	free(p->waiters);
+	free(p->results);
+	free(p);
+}
+
+static void take_batch(struct node *n, struct node_waiter **waiters, unsigned *count)
+{
+	*waiters = n->batch_waiters;
+	*count = n->batch_n;
+	n->batch_waiters = NULL;
+	n->batch_waiters_cap = 0;
+	n->batch_n = 0;
+	n->batch_len = 0;
+}
+
+/* Turns the batch into one log entry (one buffer, padded: RAFT-NOTES). */
+static void flush(struct node *n)
+{
+	if (n->batch_n == 0)
+		return;
+	struct node_waiter *waiters;
+	unsigned count;
+	uint64_t t = stamp(n);
+	struct raft_buffer buf;
+	int rv = codec_batch_entry(t, n->batch, n->batch_len, raft_malloc, &buf.base, &buf.len);
+	take_batch(n, &waiters, &count);
+	if (rv != 0) {
+		fail_waiters(waiters, count, rv);
+		free(waiters);
+		return;
+	}
+	struct proposal *p = calloc(1, sizeof *p);
+	Raftlock__Result *results = calloc(count, sizeof *results);
+	if (p == NULL || results == NULL)
+		log_fatal("out of memory");
+	p->node = n;
+	p->n = count;
+	p->waiters = waiters;
+	p->results = results;
+	p->req.data = p;
+	rv = raft_apply(&n->raft, &p->req, &buf, 1, apply_done);
+	if (rv != 0) {
+		if (rv == RAFT_NOTLEADER)
+			raft_free(buf.base); /* raft freed it on any other error */
+		fail_waiters(waiters, count,
+			     rv == RAFT_NOTLEADER ? RAFTLOCK_ENOTLEADER : RAFTLOCK_EUNAVAILABLE);
+		free(waiters);
+		free(results);
+		free(p);
+		return;
+	}
+	p->prev = n->inflight_tail;
+	if (n->inflight_tail)
+		n->inflight_tail->next = p;
+	else
+		n->inflight_head = p;
+	n->inflight_tail = p;
+	n->entries_proposed++;
+	n->commands_proposed += count;
+}
+
+static void flusher_cb(uv_prepare_t *h)
+{
+	flush(h->data);
+}
+
+static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	if (n->stopping)
+		return RAFTLOCK_ESHUTDOWN;
+	if (!n->leader)
+		return RAFTLOCK_ENOTLEADER;
+	if (!n->ready)
+		return RAFTLOCK_EUNAVAILABLE;
+	if (n->batch_n == n->batch_waiters_cap) {
+		unsigned cap = n->batch_waiters_cap ? n->batch_waiters_cap * 2 : 64;
+		struct node_waiter *w = realloc(n->batch_waiters, cap * sizeof *w);
+		if (w == NULL)
+			return RAFTLOCK_ENOMEM;
+		n->batch_waiters = w;
+		n->batch_waiters_cap = cap;
+	}
+	int rv = codec_batch_add(&n->batch, &n->batch_len, &n->batch_cap, cmd);
+	if (rv != 0)
+		return rv;
+	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg};
+	if (n->batch_n >= BATCH_MAX_COMMANDS || n->batch_len >= BATCH_MAX_BYTES)
+		flush(n);
+	return 0;
+}
+
+int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	return propose(n, cmd, cb, arg);
+}
+
+int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
+{
+	return propose(n, cmd, NULL, NULL);
+}
+
+/* ---------------------------------------------------------- leadership -- */
+
+static void set_ready(struct node *n, bool ready)
+{
+	if (n->ready == ready)
+		return;
+	n->ready = ready;
+	if (!ready) {
+		/* Commands batched but not appended were never proposed. */
+		struct node_waiter *waiters;
+		unsigned count;
+		take_batch(n, &waiters, &count);
+		fail_waiters(waiters, count, RAFTLOCK_ENOTLEADER);
+		free(waiters);
+	}
+	log_info("%s (term %llu)", ready ? "leader ready" : "not serving",
+		 (unsigned long long)n->term);
+	if (n->hooks.on_ready != NULL)
+		n->hooks.on_ready(n->hooks.arg, ready);
+}
+
+static void propose_init(struct node *n)
+{
+	/* Rule 7: a new cluster's tokens start above its bootstrap wall-clock
+	 * milliseconds << 20, so a rebuilt cluster never goes below an
+	 * earlier one's tokens. The value is recorded in the log. */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	Raftlock__Init init = RAFTLOCK__INIT__INIT;
+	init.token_floor = ms << 20;
+	init.cluster = (char *)n->cfg->cluster;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_INIT;
+	cmd.init = &init;
+	if (node_propose_quiet(n, &cmd) != 0)
+		log_warn("could not propose INIT; retried at next leadership");
+}
+
+static void barrier_done(struct raft_barrier *req, int status)
+{
+	struct node *n = req->data;
+	bool current = n->barrier == req;
+	free(req);
+	if (!current)
+		return;
+	n->barrier = NULL;
+	if (status != 0 || !n->leader || raft_state(&n->raft) != RAFT_LEADER)
+		return;
+	/* Everything before the barrier is applied: the store's cluster time
+	 * is the highest in the log, and the clock continues from it. */
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *m = store_get_meta(&n->store, txn);
+	n->clock_base = m->cluster_time;
+	n->clock_mono = mono_ms();
+	n->last_stamp = m->cluster_time;
+	bool need_init = m->next_token == 0;
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
+	set_ready(n, true);
+	if (need_init)
+		propose_init(n);
+}
+
+static void propose_barrier(struct node *n)
+{
+	struct raft_barrier *req = calloc(1, sizeof *req);
+	if (req == NULL)
+		log_fatal("out of memory");
+	req->data = n;
+	int rv = raft_barrier(&n->raft, req, barrier_done);
+	if (rv != 0) {
+		free(req);
+		return; /* retried at the next check */
+	}
+	n->barrier = req;
+}
+
+/* libraft has no state-change callback: look after every loop iteration. */
+static void watch_cb(uv_check_t *h)
+{
+	struct node *n = h->data;
+	if (n->stopping)
+		return;
+	bool leader = raft_state(&n->raft) == RAFT_LEADER;
+	raft_term term = raft_current_term(&n->raft);
+	if (leader && (!n->leader || term != n->term)) {
+		n->leader = true;
+		n->term = term;
+		n->barrier = NULL; /* an older term's barrier no longer counts */
+		set_ready(n, false);
+		log_info("elected leader in term %llu", (unsigned long long)term);
+	} else if (!leader && n->leader) {
+		n->leader = false;
+		n->barrier = NULL;
+		set_ready(n, false);
+	}
+	if (n->leader && !n->ready && n->barrier == NULL)
+		propose_barrier(n);
+}
+
+const char *node_role(struct node *n)
+{
+	switch (raft_state(&n->raft)) {
+	case RAFT_LEADER:
+		return "leader";
+	case RAFT_FOLLOWER:
+		return "follower";
+	case RAFT_CANDIDATE:
+		return "candidate";
+	default:
+		return "unavailable";
+	}
+}
+
+const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
+{
+	raft_id id = 0;
+	const char *addr = NULL;
+	raft_leader(&n->raft, &id, &addr);
+	if (leader_id != NULL)
+		*leader_id = id;
+	const struct config_member *m = id ? config_member_by_id(n->cfg, id) : NULL;
+	return m ? m->client_address : NULL;
+}
+
+/* ------------------------------------------------------- data directory -- */
+
+static int path_join(char *out, size_t len, const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	if (a + 1 + b >= len)
+		log_fatal("path %s/%s is too long", dir, name);
+	memcpy(out, dir, a);
+	out[a] = '/';
+	memcpy(out + a + 1, name, b + 1);
+	return 0;
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	size_t got = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[got] = '\0';
+	return 0;
+}
+
+static int write_small(const char *path, const char *text)
+{
+	char tmp[PATH_BUF + 8];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(text);
+	int ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
+	close(fd);
+	if (!ok || rename(tmp, path) != 0)
+		return -1;
+	return 0;
+}
+
+static bool dir_has_files(const char *path)
+{
+	uv_fs_t req;
+	uv_dirent_t ent;
+	bool any = false;
+	if (uv_fs_scandir(NULL, &req, path, 0, NULL) < 0) {
+		uv_fs_req_cleanup(&req);
+		return false;
+	}
+	while (uv_fs_scandir_next(&req, &ent) != UV_EOF)
+		any = true;
+	uv_fs_req_cleanup(&req);
+	return any;
+}
+
+/* The identity file ties a data directory to one cluster and node id, so a
+ * directory copied from another cluster or node is refused at start. */
+static int check_identity(struct node *n, const char *raft_dir, char *err, size_t errlen)
+{
+	char path[PATH_BUF], want[256], have[256];
+	path_join(path, sizeof path, n->cfg->data_dir, "IDENTITY");
+	snprintf(want, sizeof want, "cluster=%s\nnode=%llu\n", n->cfg->cluster,
+		 (unsigned long long)n->cfg->id);
+	if (read_small(path, have, sizeof have) == 0) {
+		if (strcmp(have, want) != 0) {
+			snprintf(err, errlen,
+				 "%s belongs to another cluster or node (it says \"%.*s\", "
+				 "this node is cluster=%s node=%llu)",
+				 path, (int)strcspn(have, "\n") + 0, have, n->cfg->cluster,
+				 (unsigned long long)n->cfg->id);
+			return RAFTLOCK_EDATA;
+		}
+		return 0;
+	}
+	if (dir_has_files(raft_dir)) {
+		snprintf(err, errlen, "%s is missing but %s holds a raft log: "
+			 "not a data directory of this raftlockd", path, raft_dir);
+		return RAFTLOCK_EDATA;
+	}
+	if (write_small(path, want) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	return 0;
+}
+
+/* LMDB is written with MDB_NOSYNC: trust it only after a clean shutdown or
+ * when only the process died (same kernel boot); otherwise rebuild it from
+ * the raft snapshot and log. */
+static int prepare_state_dir(const char *state_dir, char *err, size_t errlen)
+{
+	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "", last[128] = "";
+	path_join(clean, sizeof clean, state_dir, "CLEAN");
+	path_join(bootf, sizeof bootf, state_dir, "BOOT_ID");
+	path_join(mdb, sizeof mdb, state_dir, "data.mdb");
+	path_join(lockf, sizeof lockf, state_dir, "lock.mdb");
+	if (mkdir(state_dir, 0750) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	read_small("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+	read_small(bootf, last, sizeof last);
+	bool trusted = access(clean, F_OK) == 0 || (boot[0] != '\0' && strcmp(boot, last) == 0);
+	if (access(mdb, F_OK) == 0 && !trusted) {
+		log_warn("%s may be stale after an OS crash: rebuilding it from the raft log", mdb);
+		unlink(mdb);
+		unlink(lockf);
+	}
+	unlink(clean); /* valid for one start only */
+	if (boot[0] != '\0' && write_small(bootf, boot) != 0) {
+		snprintf(err, errlen, "%s: %s", bootf, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------- start -- */
+
+static int bootstrap(struct node *n, char *err, size_t errlen)
+{
+	struct raft_configuration conf;
+	raft_configuration_init(&conf);
+	for (unsigned i = 0; i < n->cfg->n_members; i++) {
+		const struct config_member *m = &n->cfg->members[i];
+		if (raft_configuration_add(&conf, m->id, m->raft_address, RAFT_VOTER) != 0) {
+			raft_configuration_close(&conf);
+			snprintf(err, errlen, "member %llu: cannot add to configuration",
+				 (unsigned long long)m->id);
+			return RAFTLOCK_ECONFIG;
+		}
+	}
+	int rv = raft_bootstrap(&n->raft, &conf);
+	raft_configuration_close(&conf);
+	if (rv == 0)
+		log_info("bootstrapped a %u-voter cluster '%s'", n->cfg->n_members, n->cfg->cluster);
+	else if (rv != RAFT_CANTBOOTSTRAP) {
+		snprintf(err, errlen, "bootstrap: %s", raft_strerror(rv));
+		return RAFTLOCK_EIO;
+	}
+	return 0;
+}
+
+int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
+	       const struct node_hooks *hooks, char *err, size_t errlen)
+{
+	int rv;
+	char raft_dir[PATH_BUF], state_dir[PATH_BUF];
+	memset(n, 0, sizeof *n);
+	n->loop = loop;
+	n->cfg = cfg;
+	n->hooks = *hooks;
+	path_join(raft_dir, sizeof raft_dir, cfg->data_dir, "raft");
+	path_join(state_dir, sizeof state_dir, cfg->data_dir, "state");
+	if ((mkdir(cfg->data_dir, 0750) != 0 && errno != EEXIST) ||
+	    (mkdir(raft_dir, 0750) != 0 && errno != EEXIST)) {
+		snprintf(err, errlen, "%s: %s", cfg->data_dir, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	if ((rv = check_identity(n, raft_dir, err, errlen)) != 0)
+		return rv;
+	if ((rv = prepare_state_dir(state_dir, err, errlen)) != 0)
+		return rv;
+	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
+		return rv;
+	fsm_init(&n->fsm, &n->store);
+
+	n->transport.version = 1; /* 0.22.1 refuses version 0 */
+	n->transport.data = NULL;
+	if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
+		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
+		goto fail_store;
+	}
+	if ((rv = raft_uv_init(&n->io, loop, raft_dir, &n->transport)) != 0) {
+		snprintf(err, errlen, "raft io in %s: %s", raft_dir, raft_strerror(rv));
+		goto fail_transport;
+	}
+	raft_uv_set_auto_recovery(&n->io, false);
+	n->raft_fsm.version = 1;
+	n->raft_fsm.data = n;
+	n->raft_fsm.apply = fsm_cb_apply;
+	n->raft_fsm.snapshot = fsm_cb_snapshot;
+	n->raft_fsm.restore = fsm_cb_restore;
+	if ((rv = raft_init(&n->raft, &n->io, &n->raft_fsm, cfg->id, cfg->raft_address)) != 0) {
+		snprintf(err, errlen, "raft init: %s", raft_strerror(rv));
+		goto fail_io;
+	}
+	raft_set_election_timeout(&n->raft, cfg->election_timeout_ms);
+	raft_set_heartbeat_timeout(&n->raft, cfg->heartbeat_timeout_ms);
+	raft_set_pre_vote(&n->raft, true);
+	raft_set_max_inflight_entries(&n->raft, 4096);
+	raft_set_snapshot_threshold(&n->raft, cfg->snapshot_threshold);
+	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
+	if ((rv = bootstrap(n, err, errlen)) != 0)
+		goto fail_raft;
+	if ((rv = raft_start(&n->raft)) != 0) {
+		snprintf(err, errlen, "raft start in %s: %s (%s)", raft_dir, raft_strerror(rv),
+			 raft_errmsg(&n->raft));
+		rv = RAFTLOCK_EDATA;
+		goto fail_raft;
+	}
+	n->raft_started = true;
+	uint64_t applied = fsm_applied_index(&n->fsm);
+	if (applied > raft_last_index(&n->raft)) {
+		snprintf(err, errlen,
+			 "%s/data.mdb has applied index %llu, beyond the raft log's last "
+			 "index %llu in %s: the raft log lost entries; refusing to serve",
+			 state_dir, (unsigned long long)applied,
+			 (unsigned long long)raft_last_index(&n->raft), raft_dir);
+		return RAFTLOCK_EDATA; /* the caller exits; the loop is not run */
+	}
+	uv_check_init(loop, &n->watch);
+	n->watch.data = n;
+	uv_check_start(&n->watch, watch_cb);
+	uv_prepare_init(loop, &n->flusher);
+	n->flusher.data = n;
+	uv_prepare_start(&n->flusher, flusher_cb);
+	log_info("started: raft %s, store at index %llu, raft log up to %llu",
+		 cfg->raft_address, (unsigned long long)applied,
+		 (unsigned long long)raft_last_index(&n->raft));
+	return 0;
+
+fail_raft:
+	/* raft_init succeeded: close through raft, which closes io. The loop
+	 * is not running, so the caller only exits. */
+	return rv < 0 ? rv : RAFTLOCK_EIO;
+fail_io:
+	raft_uv_close(&n->io);
+fail_transport:
+	raft_uv_tcp_close(&n->transport);
+fail_store:
+	store_close(&n->store);
+	return rv < 0 ? rv : RAFTLOCK_EIO;
+}
+
+/* ---------------------------------------------------------------- stop -- */
+
+static void close_handle_cb(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void raft_closed(struct raft *r)
+{
+	struct node *n = r->data;
+	raft_uv_close(&n->io);
+	raft_uv_tcp_close(&n->transport);
+	char clean[PATH_BUF];
+	char state_dir[PATH_BUF];
+	path_join(state_dir, sizeof state_dir, n->cfg->data_dir, "state");
+	path_join(clean, sizeof clean, state_dir, "CLEAN");
+	if (store_sync(&n->store) == 0 && write_small(clean, "clean\n") == 0)
+		log_info("store synced; clean shutdown recorded");
+	store_close(&n->store);
+	free(n->batch);
+	if (n->stop_cb)
+		n->stop_cb(n);
+}
+
+static void close_raft(struct node *n)
+{
+	uv_check_stop(&n->watch);
+	uv_prepare_stop(&n->flusher);
+	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
+	uv_close((uv_handle_t *)&n->flusher, close_handle_cb);
+	n->raft.data = n;
+	raft_close(&n->raft, raft_closed);
+}
+
+static void transfer_done(struct raft_transfer *req)
+{
+	struct node *n = req->data;
+	uint64_t leader = 0;
+	node_leader_client_address(n, &leader);
+	log_info("leadership transfer %s (leader now %llu)",
+		 leader != n->cfg->id ? "done" : "did not complete", (unsigned long long)leader);
+	close_raft(n);
+}
+
+void node_stop(struct node *n, void (*cb)(struct node *n))
+{
+	n->stopping = true;
+	n->stop_cb = cb;
+	flush(n);
+	if (n->ready) {
+		set_ready(n, false);
+	}
+	if (raft_state(&n->raft) == RAFT_LEADER) {
+		n->transfer.data = n;
+		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
+			return;
+	}
+	close_raft(n);
+}

@@ -1,0 +1,125 @@
+/*
+ * node.h: canonical raft wiring. Owns the raft instance (raft_uv on disk,
+ * raft_uv_tcp between nodes), the store and the state machine; batches
+ * proposed commands into log entries; tracks leadership; takes and restores
+ * snapshots.
+ *
+ * Leadership (DESIGN.md rule 10): a node is "ready" only while it is leader
+ * and the barrier it proposed after its election has been applied. Only a
+ * ready node proposes client commands; it stamps every entry with its
+ * cluster time (rule 2), which continues from the highest value applied.
+ *
+ * All functions run on the loop thread.
+ */
+#ifndef RAFTLOCK_NODE_H
+#define RAFTLOCK_NODE_H
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "fsm.h"
+#include "store.h"
+
+struct node;
+
+/* Completion of a proposed command. status is 0 with the command's result
+ * once its entry applied; otherwise RAFTLOCK_ENOTLEADER (never appended),
+ * RAFTLOCK_EUNKNOWN (appended, then leadership was lost: it may still
+ * commit), RAFTLOCK_EUNAVAILABLE or RAFTLOCK_ESHUTDOWN, with result NULL.
+ * Called exactly once for every accepted proposal. */
+typedef void (*node_done_cb)(void *arg, int status, const Raftlock__Result *result);
+
+struct node_hooks {
+	void *arg;
+	/* Apply events other than command results (pushes, deadlines). */
+	void (*on_event)(void *arg, const struct fsm_event *ev);
+	/* The node became ready, or stopped being ready. */
+	void (*on_ready)(void *arg, bool ready);
+	/* The store's content was replaced by a snapshot: rebuild indexes. */
+	void (*on_restore)(void *arg);
+};
+
+struct proposal;
+
+struct node {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct node_hooks hooks;
+	struct store store;
+	struct fsm fsm;
+	struct raft raft;
+	struct raft_io io;
+	struct raft_uv_transport transport;
+	struct raft_fsm raft_fsm;
+	bool raft_started;
+
+	/* leadership */
+	uv_check_t watch;
+	bool leader;
+	bool ready;
+	raft_term term;
+	struct raft_barrier *barrier; /* the post-election barrier in flight */
+
+	/* cluster clock, valid while ready */
+	uint64_t clock_base;      /* cluster ms at clock_mono */
+	uint64_t clock_mono;      /* uv_hrtime() ms */
+	uint64_t last_stamp;      /* last cluster time put in an entry */
+
+	/* the batch being filled, flushed before the loop blocks */
+	uv_prepare_t flusher;
+	uint8_t *batch;
+	size_t batch_len, batch_cap;
+	unsigned batch_n;
+	struct node_waiter *batch_waiters;
+	unsigned batch_waiters_cap;
+
+	struct proposal *inflight_head, *inflight_tail;
+	uint64_t entries_proposed, commands_proposed;
+
+	bool stopping;
+	void (*stop_cb)(struct node *n);
+	struct raft_transfer transfer;
+};
+
+/*
+ * Opens the data directory (checking it belongs to this cluster and node),
+ * decides whether LMDB can be trusted, bootstraps a pristine node with the
+ * configured members and starts raft. Returns 0 or RAFTLOCK_EDATA /
+ * RAFTLOCK_EIO / RAFTLOCK_ECONFIG with a message naming the file in err.
+ */
+int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
+	       const struct node_hooks *hooks, char *err, size_t errlen);
+
+/*
+ * Proposes one command for the next log entry. The command is packed at
+ * once: it and everything it points to may be freed when this returns.
+ * Returns 0 (cb will be called exactly once) or RAFTLOCK_ENOTLEADER /
+ * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ESHUTDOWN / RAFTLOCK_ENOMEM (cb never
+ * called).
+ */
+int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
+
+/* Proposes a command whose result nobody waits for (leader housekeeping). */
+int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);
+
+/* The leader's cluster time now, in ms. Only meaningful while ready. */
+uint64_t node_cluster_now(struct node *n);
+
+/* Role name for STATUS: "leader", "follower", "candidate", "unavailable". */
+const char *node_role(struct node *n);
+
+/* The client address of the leader as this node knows it, or NULL. */
+const char *node_leader_client_address(struct node *n, uint64_t *leader_id);
+
+/*
+ * Stops: no new proposals; a leader first hands leadership to another voter
+ * (bounded by the election timeout); then raft is closed, LMDB synced and
+ * the clean-shutdown marker written. cb runs when done; the loop may then
+ * be closed.
+ */
+void node_stop(struct node *n, void (*cb)(struct node *n));
+
+#endif

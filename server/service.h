@@ -1,0 +1,51 @@
+/*
+ * service.h: the client side of raftlockd. Accepts TCP connections, decodes
+ * frames, dispatches requests: mutations become proposed commands, keepalives
+ * go to the leases, reads are served after a barrier (linearizable) or at
+ * once (stale), STATUS from this node's own view. A node that is not the
+ * leader answers NOT_LEADER with the leader's client address. Grants for
+ * queued acquires are pushed on the connection that last sent the acquire.
+ *
+ * A malformed frame gets an EPROTO response and its connection is closed;
+ * nothing else is affected. Loop thread only.
+ */
+#ifndef RAFTLOCK_SERVICE_H
+#define RAFTLOCK_SERVICE_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "fsm.h"
+#include "idmap.h"
+#include "leases.h"
+#include "node.h"
+
+struct conn;
+struct read_batch;
+
+struct service {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct node *node;
+	struct leases *leases;
+	uv_tcp_t listener;
+	struct conn *conns;
+	struct idmap pushes; /* session id -> list of push targets */
+	struct read_batch *reads_waiting;  /* arrived, no barrier yet */
+	struct read_batch *reads_inflight; /* waiting for its barrier */
+	bool closing;
+};
+
+/* Binds the client address and starts accepting. Returns 0 or
+ * RAFTLOCK_EIO with a message in err. */
+int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
+		  struct node *node, struct leases *leases, char *err, size_t errlen);
+
+void service_on_event(struct service *s, const struct fsm_event *ev);
+void service_on_ready(struct service *s, bool ready);
+
+/* Stops accepting and closes every connection. */
+void service_close(struct service *s);
+
+#endif

@@ -1,0 +1,460 @@
+/* store.c: see store.h. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+#define SNAP_MAGIC "RLSNAP01"
+#define SNAP_END 0xff
+
+enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4 };
+
+static void check(int rc, const char *what)
+{
+	if (rc != 0)
+		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
+}
+
+int store_open(struct store *s, const char *dir, size_t map_size, char *err,
+	       size_t errlen)
+{
+	int rc;
+	MDB_txn *txn = NULL;
+	memset(s, 0, sizeof *s);
+	if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	if ((rc = mdb_env_create(&s->env)) != 0)
+		goto fail;
+	mdb_env_set_maxdbs(s->env, 8);
+	mdb_env_set_mapsize(s->env, map_size);
+	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_NOTLS, 0640);
+	if (rc != 0)
+		goto fail;
+	if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0)
+		goto fail;
+	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "sessions", MDB_CREATE, &s->sessions)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "locks", MDB_CREATE, &s->locks)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0)
+		goto fail;
+	if ((rc = mdb_txn_commit(txn)) != 0) {
+		txn = NULL;
+		goto fail;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "%s/data.mdb: %s", dir, mdb_strerror(rc));
+	if (txn != NULL)
+		mdb_txn_abort(txn);
+	if (s->env != NULL)
+		mdb_env_close(s->env);
+	s->env = NULL;
+	return rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED
+		       ? RAFTLOCK_EDATA
+		       : RAFTLOCK_EIO;
+}
+
+void store_close(struct store *s)
+{
+	if (s->env != NULL)
+		mdb_env_close(s->env);
+	s->env = NULL;
+}
+
+int store_sync(struct store *s)
+{
+	return mdb_env_sync(s->env, 1) == 0 ? 0 : RAFTLOCK_EIO;
+}
+
+MDB_txn *store_begin(struct store *s, bool write)
+{
+	MDB_txn *txn;
+	check(mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn), "txn begin");
+	return txn;
+}
+
+void store_commit(MDB_txn *txn)
+{
+	check(mdb_txn_commit(txn), "txn commit");
+}
+
+void store_abort(MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+}
+
+static void put_u64(uint8_t out[8], uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		out[i] = (uint8_t)v;
+}
+
+static uint64_t get_u64(const uint8_t in[8])
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | in[i];
+	return v;
+}
+
+/* Packs a message straight into LMDB's page with MDB_RESERVE. */
+static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
+		    const ProtobufCMessage *msg)
+{
+	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(msg)};
+	int rc = mdb_put(txn, dbi, key, &val, MDB_RESERVE);
+	if (rc == MDB_MAP_FULL)
+		log_fatal("lmdb map full: raise map-size and restart");
+	check(rc, "put");
+	protobuf_c_message_pack(msg, val.mv_data);
+}
+
+static void *get_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
+		     const ProtobufCMessageDescriptor *desc)
+{
+	MDB_val val;
+	int rc = mdb_get(txn, dbi, key, &val);
+	if (rc == MDB_NOTFOUND)
+		return NULL;
+	check(rc, "get");
+	ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, val.mv_size, val.mv_data);
+	if (m == NULL)
+		log_fatal("lmdb record in %s does not decode: damaged store", desc->name);
+	return m;
+}
+
+static void del_key(MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
+{
+	int rc = mdb_del(txn, dbi, key, NULL);
+	if (rc != MDB_NOTFOUND)
+		check(rc, "del");
+}
+
+static MDB_val meta_key = {.mv_size = 4, .mv_data = "meta"};
+
+Raftlock__Meta *store_get_meta(struct store *s, MDB_txn *txn)
+{
+	Raftlock__Meta *m = get_msg(txn, s->meta, &meta_key, &raftlock__meta__descriptor);
+	if (m == NULL) {
+		m = malloc(sizeof *m);
+		if (m == NULL)
+			log_fatal("out of memory");
+		raftlock__meta__init(m);
+	}
+	return m;
+}
+
+void store_put_meta(struct store *s, MDB_txn *txn, const Raftlock__Meta *m)
+{
+	put_msg(txn, s->meta, &meta_key, &m->base);
+}
+
+Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k};
+	return get_msg(txn, s->sessions, &key, &raftlock__session_record__descriptor);
+}
+
+void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRecord *rec)
+{
+	uint8_t k[8];
+	put_u64(k, rec->id);
+	MDB_val key = {8, k};
+	put_msg(txn, s->sessions, &key, &rec->base);
+}
+
+void store_del_session(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k};
+	del_key(txn, s->sessions, &key);
+}
+
+Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name)
+{
+	MDB_val key = {strlen(name), (void *)name};
+	return get_msg(txn, s->locks, &key, &raftlock__lock_record__descriptor);
+}
+
+void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec)
+{
+	MDB_val key = {strlen(rec->name), rec->name};
+	put_msg(txn, s->locks, &key, &rec->base);
+}
+
+void store_del_lock(struct store *s, MDB_txn *txn, const char *name)
+{
+	MDB_val key = {strlen(name), (void *)name};
+	del_key(txn, s->locks, &key);
+}
+
+uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
+{
+	uint8_t k[8];
+	put_u64(k, nonce);
+	MDB_val key = {8, k}, val;
+	int rc = mdb_get(txn, s->nonces, &key, &val);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	check(rc, "get nonce");
+	if (val.mv_size != 8)
+		log_fatal("lmdb nonce record has %zu bytes: damaged store", val.mv_size);
+	return get_u64(val.mv_data);
+}
+
+void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id)
+{
+	uint8_t k[8], v[8];
+	put_u64(k, nonce);
+	put_u64(v, id);
+	MDB_val key = {8, k}, val = {8, v};
+	int rc = mdb_put(txn, s->nonces, &key, &val, 0);
+	if (rc == MDB_MAP_FULL)
+		log_fatal("lmdb map full: raise map-size and restart");
+	check(rc, "put nonce");
+}
+
+void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
+{
+	uint8_t k[8];
+	put_u64(k, nonce);
+	MDB_val key = {8, k};
+	del_key(txn, s->nonces, &key);
+}
+
+static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
+{
+	MDB_stat st;
+	check(mdb_stat(txn, dbi, &st), "stat");
+	return st.ms_entries;
+}
+
+uint64_t store_count_sessions(struct store *s, MDB_txn *txn)
+{
+	return count(txn, s->sessions);
+}
+
+uint64_t store_count_locks(struct store *s, MDB_txn *txn)
+{
+	return count(txn, s->locks);
+}
+
+void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
+			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec),
+			 void *arg)
+{
+	MDB_cursor *cur;
+	uint8_t k[8];
+	put_u64(k, after + 1);
+	MDB_val key = {8, k}, val;
+	if (after == UINT64_MAX)
+		return;
+	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
+	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		Raftlock__SessionRecord *rec =
+			raftlock__session_record__unpack(NULL, val.mv_size, val.mv_data);
+		if (rec == NULL)
+			log_fatal("session record does not decode: damaged store");
+		int stop = visit(arg, rec);
+		raftlock__session_record__free_unpacked(rec, NULL);
+		if (stop)
+			break;
+	}
+	mdb_cursor_close(cur);
+}
+
+void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
+		      const char *after,
+		      int (*visit)(void *arg, const Raftlock__LockRecord *rec),
+		      void *arg)
+{
+	MDB_cursor *cur;
+	size_t plen = prefix ? strlen(prefix) : 0;
+	MDB_val key, val;
+	int rc;
+	check(mdb_cursor_open(txn, s->locks, &cur), "cursor");
+	if (after != NULL && after[0] != '\0' && (plen == 0 || strncmp(after, prefix, plen) >= 0)) {
+		key.mv_size = strlen(after);
+		key.mv_data = (void *)after;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+		if (rc == 0 && key.mv_size == strlen(after) &&
+		    memcmp(key.mv_data, after, key.mv_size) == 0)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	} else if (plen > 0) {
+		key.mv_size = plen;
+		key.mv_data = (void *)prefix;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	} else {
+		rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+	}
+	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (plen > 0 && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0))
+			break;
+		Raftlock__LockRecord *rec =
+			raftlock__lock_record__unpack(NULL, val.mv_size, val.mv_data);
+		if (rec == NULL)
+			log_fatal("lock record does not decode: damaged store");
+		int stop = visit(arg, rec);
+		raftlock__lock_record__free_unpacked(rec, NULL);
+		if (stop)
+			break;
+	}
+	mdb_cursor_close(cur);
+}
+
+/* ------------------------------------------------------------ snapshots -- */
+
+struct image {
+	uint8_t *buf;
+	size_t len, cap;
+	void *(*alloc)(size_t);
+};
+
+static uint64_t dbi_bytes(MDB_txn *txn, MDB_dbi dbi)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	uint64_t n = 0;
+	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))
+		n += 9 + key.mv_size + val.mv_size;
+	mdb_cursor_close(cur);
+	return n;
+}
+
+static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		uint8_t *q = *p;
+		*q++ = tag;
+		uint8_t len[8];
+		put_u64(len, key.mv_size);
+		memcpy(q, len + 4, 4);
+		q += 4;
+		memcpy(q, key.mv_data, key.mv_size);
+		q += key.mv_size;
+		put_u64(len, val.mv_size);
+		memcpy(q, len + 4, 4);
+		q += 4;
+		memcpy(q, val.mv_data, val.mv_size);
+		q += val.mv_size;
+		*p = q;
+	}
+	mdb_cursor_close(cur);
+}
+
+int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
+{
+	MDB_txn *txn = store_begin(s, false);
+	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces};
+	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES};
+	size_t total = 16 + 1;
+	for (int i = 0; i < 4; i++)
+		total += dbi_bytes(txn, dbis[i]);
+	uint8_t *buf = alloc(total);
+	if (buf == NULL) {
+		store_abort(txn);
+		return RAFTLOCK_ENOMEM;
+	}
+	Raftlock__Meta *m = store_get_meta(s, txn);
+	memcpy(buf, SNAP_MAGIC, 8);
+	put_u64(buf + 8, m->applied_index);
+	raftlock__meta__free_unpacked(m, NULL);
+	uint8_t *p = buf + 16;
+	for (int i = 0; i < 4; i++)
+		dump_dbi(txn, dbis[i], tags[i], &p);
+	*p++ = SNAP_END;
+	store_abort(txn);
+	*out = buf;
+	*n = (size_t)(p - buf);
+	return 0;
+}
+
+int store_image_index(const void *data, size_t n, uint64_t *index)
+{
+	const uint8_t *buf = data;
+	if (n < 17 || memcmp(buf, SNAP_MAGIC, 8) != 0)
+		return RAFTLOCK_EDATA;
+	*index = get_u64(buf + 8);
+	return 0;
+}
+
+static void drop_all(struct store *s, MDB_txn *txn)
+{
+	check(mdb_drop(txn, s->meta, 0), "drop");
+	check(mdb_drop(txn, s->sessions, 0), "drop");
+	check(mdb_drop(txn, s->locks, 0), "drop");
+	check(mdb_drop(txn, s->nonces, 0), "drop");
+}
+
+int store_load(struct store *s, const void *data, size_t n)
+{
+	uint64_t index;
+	if (store_image_index(data, n, &index) != 0)
+		return RAFTLOCK_EDATA;
+	const uint8_t *p = (const uint8_t *)data + 16, *end = (const uint8_t *)data + n;
+	MDB_txn *txn = store_begin(s, true);
+	drop_all(s, txn);
+	while (p < end && *p != SNAP_END) {
+		uint8_t tag = *p++;
+		MDB_val key, val;
+		if (end - p < 4)
+			goto damaged;
+		key.mv_size = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+		p += 4;
+		if ((size_t)(end - p) < key.mv_size + 4)
+			goto damaged;
+		key.mv_data = (void *)p;
+		p += key.mv_size;
+		val.mv_size = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+		p += 4;
+		if ((size_t)(end - p) < val.mv_size)
+			goto damaged;
+		val.mv_data = (void *)p;
+		p += val.mv_size;
+		MDB_dbi dbi;
+		switch (tag) {
+		case DB_META: dbi = s->meta; break;
+		case DB_SESSIONS: dbi = s->sessions; break;
+		case DB_LOCKS: dbi = s->locks; break;
+		case DB_NONCES: dbi = s->nonces; break;
+		default: goto damaged;
+		}
+		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
+		if (rc == MDB_MAP_FULL)
+			log_fatal("lmdb map full while restoring a snapshot: raise map-size");
+		if (rc != 0)
+			goto damaged; /* out of order keys: not an image we wrote */
+	}
+	if (p >= end)
+		goto damaged;
+	store_commit(txn);
+	return 0;
+damaged:
+	store_abort(txn);
+	return RAFTLOCK_EDATA;
+}
+
+void store_clear(struct store *s)
+{
+	MDB_txn *txn = store_begin(s, true);
+	drop_all(s, txn);
+	store_commit(txn);
+}

@@ -1,0 +1,104 @@
+/*
+ * store.h: the LMDB schema behind the state machine.
+ *
+ * Four named databases in one environment:
+ *   meta      "meta" -> Meta (applied index, cluster time, next_token, ...)
+ *   sessions  8-byte big-endian id -> SessionRecord
+ *   locks     name bytes -> LockRecord
+ *   nonces    8-byte big-endian nonce -> 8-byte session id
+ *
+ * Records are protobuf-c messages. Every part of a record returned by a get
+ * is malloc'd, so callers may grow or shrink its repeated fields with
+ * malloc/realloc/free and must free it with the type's free_unpacked().
+ *
+ * The environment is opened with MDB_NOSYNC: the Raft log is the write-ahead
+ * log; store_sync() makes the file durable at a clean shutdown.
+ * Write transactions run on the loop thread only. Errors that leave the
+ * state unknown (map full, commit failure) abort the node via log_fatal().
+ */
+#ifndef RAFTLOCK_STORE_H
+#define RAFTLOCK_STORE_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raftlock.pb-c.h"
+
+struct store {
+	MDB_env *env;
+	MDB_dbi meta, sessions, locks, nonces;
+};
+
+/* Opens (creating if needed) the environment in directory `dir` with a map
+ * of map_size bytes. Returns 0 or RAFTLOCK_EIO / RAFTLOCK_EDATA with a
+ * message naming the file in err. */
+int store_open(struct store *s, const char *dir, size_t map_size, char *err,
+	       size_t errlen);
+void store_close(struct store *s);
+
+/* Flushes the environment to disk (mdb_env_sync with force). */
+int store_sync(struct store *s);
+
+/* Transactions. store_begin aborts the node if LMDB cannot start one. */
+MDB_txn *store_begin(struct store *s, bool write);
+void store_commit(MDB_txn *txn);
+void store_abort(MDB_txn *txn);
+
+/* Meta: a missing record reads as a zeroed Meta. Never fails. */
+Raftlock__Meta *store_get_meta(struct store *s, MDB_txn *txn);
+void store_put_meta(struct store *s, MDB_txn *txn, const Raftlock__Meta *m);
+
+/* Returns NULL when there is no such record. */
+Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn,
+					   uint64_t id);
+void store_put_session(struct store *s, MDB_txn *txn,
+		       const Raftlock__SessionRecord *rec);
+void store_del_session(struct store *s, MDB_txn *txn, uint64_t id);
+
+Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn,
+				     const char *name);
+void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec);
+void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
+
+/* Returns the session id for a nonce, 0 if none. */
+uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
+void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id);
+void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
+
+uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
+uint64_t store_count_locks(struct store *s, MDB_txn *txn);
+
+/* Visits sessions with id > after in id order until visit returns nonzero.
+ * The record is borrowed for the duration of the call. */
+void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
+			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec),
+			 void *arg);
+
+/* Visits locks whose name starts with prefix and is > after (NULL or "" =
+ * from the start) in name order until visit returns nonzero. */
+void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
+		      const char *after,
+		      int (*visit)(void *arg, const Raftlock__LockRecord *rec),
+		      void *arg);
+
+/*
+ * Snapshot image: "RLSNAP01", the applied index (8 bytes BE), then records
+ * (1 byte database, 4 bytes key length, key, 4 bytes value length, value)
+ * and a 0xff end byte. store_dump() writes it into a buffer from alloc()
+ * (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
+ */
+int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
+
+/* Reads the applied index of a snapshot image. RAFTLOCK_EDATA if damaged. */
+int store_image_index(const void *buf, size_t n, uint64_t *index);
+
+/* Replaces the whole content with a snapshot image, in one transaction.
+ * Returns 0 or RAFTLOCK_EDATA (damaged image: nothing changed). */
+int store_load(struct store *s, const void *buf, size_t n);
+
+/* Removes every record, in one transaction. */
+void store_clear(struct store *s);
+
+#endif
