@@ -182,11 +182,12 @@ class Cluster:
     def status(self, timeout=8):
         """Each node's view, from inside the client namespace: a list of
         dicts (with "error" for a node that did not answer)."""
+        here = os.path.dirname(os.path.abspath(__file__))
         try:
             out = subprocess.run(
                 self.net.exec_prefix(self.net.client_ns) +
-                [self.worker_bin, "--id", "0", "--workload", "status",
-                 "--addresses", self.addresses()],
+                [sys.executable, os.path.join(here, "status.py")] +
+                [n.client_address for n in self.nodes],
                 capture_output=True, text=True, timeout=timeout)
             return json.loads(out.stdout)
         except (subprocess.TimeoutExpired, ValueError, OSError):

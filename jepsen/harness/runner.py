@@ -53,7 +53,7 @@ def say(msg):
 def find_binaries(build_dir):
     cands = {
         "raftlockd": ["server/raftlockd", "raftlockd", "bin/raftlockd"],
-        "worker": ["jepsen/jepsen-worker", "jepsen-worker"],
+        "worker": ["bin/jepsen-worker", "jepsen/jepsen-worker"],
     }
     found = {}
     for key, rels in cands.items():
