@@ -1,0 +1,490 @@
+/* client.c: see client.h. */
+#include "client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "errmsg.h"
+#include "session.h"
+
+#define CLIENT_REQUEST_TIMEOUT_MS 10000
+#define CLIENT_CONNECT_TIMEOUT_MS 1000
+#define CLIENT_BACKOFF_MIN_MS 50
+#define CLIENT_BACKOFF_MAX_MS 1000
+#define CLIENT_RETRY_MIN_MS 50  /* EUNAVAILABLE: retry after 50..200 ms */
+#define CLIENT_RETRY_SPAN_MS 151
+#define CLIENT_POLL_MAX_MS 1000
+
+uint64_t client_random(raftlock_client *c)
+{
+	uint64_t v;
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+		return v;
+	/* xorshift64*, seeded at open: good enough for jitter and ids when
+	 * the kernel's pool is not ready. */
+	uint64_t x = c != NULL ? c->rng : clock_mono_ms() | 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	if (c != NULL)
+		c->rng = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+static void client_wake_io(raftlock_client *c)
+{
+	uint64_t one = 1;
+	ssize_t rv = write(c->wake_fd, &one, sizeof one);
+	(void)rv; /* a full counter already means "wake up" */
+}
+
+/* ----------------------------------------------------------- requests -- */
+
+int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
+		  struct request **out)
+{
+	struct request *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return RAFTLOCK_ENOMEM;
+	env->id = ++c->next_id;
+	int rv = codec_frame_envelope(env, &r->frame, &r->frame_len);
+	if (rv != 0) {
+		free(r);
+		return rv;
+	}
+	r->id = env->id;
+	r->wants_push = wants_push;
+	r->last_err = RAFTLOCK_ECONNECTION;
+	r->next = c->reqs;
+	if (c->reqs != NULL)
+		c->reqs->prev = r;
+	c->reqs = r;
+	client_wake_io(c);
+	*out = r;
+	return 0;
+}
+
+int client_wait(raftlock_client *c, struct request *req, uint64_t deadline)
+{
+	while (!req->done) {
+		if (clock_mono_ms() >= deadline)
+			return req->last_err;
+		struct timespec ts = clock_mono_deadline(deadline);
+		pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+	}
+	return 0;
+}
+
+void client_take(raftlock_client *c, struct request *req,
+		 Raftlock__Envelope **reply)
+{
+	if (req->prev != NULL)
+		req->prev->next = req->next;
+	else
+		c->reqs = req->next;
+	if (req->next != NULL)
+		req->next->prev = req->prev;
+	if (reply != NULL)
+		*reply = req->reply;
+	else if (req->reply != NULL)
+		raftlock__envelope__free_unpacked(req->reply, NULL);
+	free(req->frame);
+	free(req);
+}
+
+void client_resend(raftlock_client *c, struct request *req)
+{
+	req->sent_gen = 0;
+	req->not_before = 0;
+	client_wake_io(c);
+}
+
+int client_call(raftlock_client *c, Raftlock__Envelope *env, unsigned timeout_ms,
+		Raftlock__Envelope **reply)
+{
+	struct request *r;
+	if (timeout_ms == 0)
+		timeout_ms = c->request_timeout_ms;
+	uint64_t deadline = clock_mono_ms() + timeout_ms;
+	int rv = client_submit(c, env, false, &r);
+	if (rv != 0)
+		return rv;
+	rv = client_wait(c, r, deadline);
+	client_take(c, r, rv == 0 ? reply : NULL);
+	return rv;
+}
+
+static struct request *client_find(raftlock_client *c, uint64_t id)
+{
+	for (struct request *r = c->reqs; r != NULL; r = r->next)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+static void client_complete(raftlock_client *c, struct request *r,
+			    Raftlock__Envelope *env)
+{
+	r->reply = env;
+	r->done = true;
+	r->done_boot = clock_boot_ms();
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* ---------------------------------------------------------- I/O thread -- */
+
+/* The connection is gone (or must go): every request in flight will be sent
+ * again on the next one, after a backoff once every address has failed. */
+static void io_fail(raftlock_client *c)
+{
+	conn_close(&c->conn);
+	c->drop_conn = false;
+	c->hops++;
+	uint64_t now = clock_mono_ms();
+	if (c->has_redirect && c->hops <= c->n_addrs + 1) {
+		c->reconnect_at = now;
+		return;
+	}
+	if (c->hops < c->n_addrs) {
+		c->reconnect_at = now;
+		return;
+	}
+	unsigned b = c->backoff_ms * 2;
+	if (b < CLIENT_BACKOFF_MIN_MS)
+		b = CLIENT_BACKOFF_MIN_MS;
+	if (b > CLIENT_BACKOFF_MAX_MS)
+		b = CLIENT_BACKOFF_MAX_MS;
+	c->backoff_ms = b;
+	c->reconnect_at = now + b / 2 + client_random(c) % (b / 2 + 1);
+}
+
+static void io_connect(raftlock_client *c, uint64_t now)
+{
+	int rv;
+	c->conn_gen++;
+	if (c->has_redirect) {
+		rv = conn_start(&c->conn, &c->redirect);
+		conn_addr_free(&c->redirect);
+		c->has_redirect = false;
+	} else {
+		rv = conn_start(&c->conn, &c->addrs[c->addr_next]);
+		c->addr_next = (c->addr_next + 1) % c->n_addrs;
+	}
+	if (rv != 0) {
+		io_fail(c);
+		return;
+	}
+	c->connect_deadline = now + c->connect_timeout_ms;
+}
+
+static void io_send_pending(raftlock_client *c, uint64_t now)
+{
+	for (struct request *r = c->reqs; r != NULL; r = r->next) {
+		if (r->done || r->sent_gen == c->conn_gen || r->not_before > now)
+			continue;
+		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
+			return; /* out of memory: try again on the next turn */
+		r->sent_gen = c->conn_gen;
+		if (r->last_err == RAFTLOCK_ECONNECTION)
+			r->last_err = RAFTLOCK_ETIMEDOUT;
+	}
+}
+
+static void io_redirect(raftlock_client *c, const char *leader)
+{
+	if (c->drop_conn)
+		return; /* one redirect per connection */
+	c->drop_conn = true;
+	if (leader == NULL || leader[0] == '\0')
+		return; /* the next address */
+	if (c->has_redirect)
+		conn_addr_free(&c->redirect);
+	c->has_redirect = conn_addr_parse(leader, &c->redirect) == 0;
+}
+
+static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
+{
+	struct request *r = client_find(c, env->id);
+	if (r == NULL || r->done ||
+	    env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
+		/* a reply to a request its caller gave up on */
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	const Raftlock__Response *resp = env->response;
+	if (resp->push) {
+		client_complete(c, r, env);
+		return;
+	}
+	switch (resp->status) {
+	case RAFTLOCK_ENOTLEADER:
+		r->sent_gen = 0;
+		r->last_err = RAFTLOCK_EUNAVAILABLE;
+		io_redirect(c, resp->leader);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	case RAFTLOCK_EUNAVAILABLE:
+	case RAFTLOCK_EUNKNOWN:
+		r->sent_gen = 0;
+		r->not_before = clock_mono_ms() + CLIENT_RETRY_MIN_MS +
+				client_random(c) % CLIENT_RETRY_SPAN_MS;
+		r->last_err = resp->status == RAFTLOCK_EUNAVAILABLE
+				      ? RAFTLOCK_EUNAVAILABLE
+				      : RAFTLOCK_ETIMEDOUT;
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	case RAFTLOCK_ESHUTDOWN:
+		r->sent_gen = 0;
+		c->drop_conn = true;
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	c->hops = 0;
+	c->backoff_ms = 0;
+	if (resp->status == 0 && r->wants_push &&
+	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT &&
+	    resp->result->queued) {
+		r->queued = true;
+		raftlock__envelope__free_unpacked(env, NULL);
+		pthread_cond_broadcast(&c->cond);
+		return;
+	}
+	client_complete(c, r, env);
+}
+
+static void io_handle(raftlock_client *c, short revents)
+{
+	int rv;
+	if (c->conn.state == CONN_CONNECTING) {
+		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+			return;
+		if (conn_finish_connect(&c->conn) != 0) {
+			io_fail(c);
+			return;
+		}
+		io_send_pending(c, clock_mono_ms());
+	}
+	if ((revents & POLLOUT) && conn_flush(&c->conn) != 0) {
+		io_fail(c);
+		return;
+	}
+	if (!(revents & (POLLIN | POLLERR | POLLHUP)))
+		return;
+	rv = conn_read(&c->conn);
+	Raftlock__Envelope *env;
+	int nr;
+	while ((nr = conn_next(&c->conn, &env)) == 1)
+		io_dispatch(c, env);
+	if (rv != 0 || nr < 0)
+		io_fail(c);
+}
+
+static int io_poll_timeout(raftlock_client *c, uint64_t now)
+{
+	uint64_t until = now + CLIENT_POLL_MAX_MS;
+	if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
+	    c->reconnect_at < until)
+		until = c->reconnect_at;
+	if (c->conn.state == CONN_CONNECTING && c->connect_deadline < until)
+		until = c->connect_deadline;
+	for (struct request *r = c->reqs; r != NULL; r = r->next)
+		if (!r->done && r->sent_gen != c->conn_gen &&
+		    r->not_before < until)
+			until = r->not_before;
+	return until > now ? (int)(until - now) : 0;
+}
+
+static void *io_main(void *arg)
+{
+	raftlock_client *c = arg;
+	pthread_mutex_lock(&c->mu);
+	while (!c->io_stop) {
+		uint64_t now = clock_mono_ms();
+		if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
+		    now >= c->reconnect_at)
+			io_connect(c, now);
+		if (c->conn.state == CONN_CONNECTING &&
+		    now >= c->connect_deadline)
+			io_fail(c);
+		if (c->conn.state == CONN_OPEN) {
+			io_send_pending(c, now);
+			if (conn_flush(&c->conn) != 0)
+				io_fail(c);
+		}
+		struct pollfd p[2] = {
+			{.fd = c->wake_fd, .events = POLLIN},
+			{.fd = c->conn.fd,
+			 .events = (short)(POLLIN | (conn_wants_write(&c->conn)
+							     ? POLLOUT
+							     : 0))},
+		};
+		int timeout = io_poll_timeout(c, now);
+		nfds_t n = c->conn.fd >= 0 ? 2 : 1;
+		pthread_mutex_unlock(&c->mu);
+		int pr = poll(p, n, timeout);
+		pthread_mutex_lock(&c->mu);
+		if (pr <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			ssize_t rv = read(c->wake_fd, &v, sizeof v);
+			(void)rv;
+		}
+		if (n == 2 && p[1].revents != 0 && c->conn.fd == p[1].fd)
+			io_handle(c, p[1].revents);
+		if (c->drop_conn)
+			io_fail(c);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+static void client_free(raftlock_client *c)
+{
+	while (c->reqs != NULL)
+		client_take(c, c->reqs, NULL);
+	conn_close(&c->conn);
+	frame_reader_close(&c->conn.reader);
+	if (c->has_redirect)
+		conn_addr_free(&c->redirect);
+	for (size_t i = 0; i < c->n_addrs; i++)
+		conn_addr_free(&c->addrs[i]);
+	free(c->addrs);
+	free(c->client_name);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+static int client_check_options(const struct raftlock_client_options *opts)
+{
+	if (opts == NULL)
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL, "open client: no options");
+	if (opts->addresses == NULL || opts->n_addresses == 0)
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: no node address given");
+	for (size_t i = 0; i < opts->n_addresses; i++) {
+		struct conn_addr a;
+		int rv = conn_addr_parse(opts->addresses[i], &a);
+		if (rv != 0)
+			return errmsg_set(NULL, rv, "expected host:port",
+					  "open client: address '%s'",
+					  opts->addresses[i] ? opts->addresses[i]
+							     : "(null)");
+		conn_addr_free(&a);
+	}
+	return 0;
+}
+
+static int client_init(raftlock_client *c,
+		       const struct raftlock_client_options *opts)
+{
+	c->wake_fd = -1;
+	conn_init(&c->conn);
+	c->addrs = calloc(opts->n_addresses, sizeof *c->addrs);
+	if (c->addrs == NULL)
+		return RAFTLOCK_ENOMEM;
+	for (size_t i = 0; i < opts->n_addresses; i++) {
+		int rv = conn_addr_parse(opts->addresses[i], &c->addrs[i]);
+		if (rv != 0)
+			return rv;
+		c->n_addrs++;
+	}
+	const char *name = opts->client_name != NULL
+				   ? opts->client_name
+				   : program_invocation_short_name;
+	c->client_name = strndup(name, RAFTLOCK_NAME_MAX);
+	if (c->client_name == NULL)
+		return RAFTLOCK_ENOMEM;
+	if (gethostname(c->host, sizeof c->host - 1) != 0)
+		strcpy(c->host, "unknown");
+	c->request_timeout_ms = opts->request_timeout_ms
+					? opts->request_timeout_ms
+					: CLIENT_REQUEST_TIMEOUT_MS;
+	c->connect_timeout_ms = opts->connect_timeout_ms
+					? opts->connect_timeout_ms
+					: CLIENT_CONNECT_TIMEOUT_MS;
+	c->rng = clock_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
+	c->rng |= 1;
+	c->owner_base = client_random(c);
+	c->addr_next = (size_t)(client_random(c) % c->n_addrs);
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0)
+		return RAFTLOCK_EINTERNAL;
+	return 0;
+}
+
+RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts,
+				      raftlock_client **out,
+				      const char **errmsg_out)
+{
+	int rv = client_check_options(opts);
+	if (rv != 0)
+		goto out;
+	raftlock_client *c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		rv = errmsg_set(NULL, RAFTLOCK_ENOMEM, NULL, "open client");
+		goto out;
+	}
+	pthread_condattr_t ca;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rv = client_init(c, opts);
+	if (rv != 0) {
+		errmsg_set(NULL, rv, NULL, "open client");
+		goto err_free;
+	}
+	if (pthread_create(&c->io_thread, NULL, io_main, c) != 0) {
+		rv = errmsg_set(NULL, RAFTLOCK_EINTERNAL, NULL,
+				"open client: start the I/O thread");
+		goto err_free;
+	}
+	rv = session_keepalive_start(c);
+	if (rv != 0) {
+		errmsg_set(NULL, rv, NULL, "open client: start the keepalive thread");
+		goto err_io;
+	}
+	*out = c;
+	return 0;
+
+err_io:
+	pthread_mutex_lock(&c->mu);
+	c->io_stop = true;
+	client_wake_io(c);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->io_thread, NULL);
+err_free:
+	client_free(c);
+out:
+	if (errmsg_out != NULL)
+		*errmsg_out = errmsg_get(NULL);
+	return rv;
+}
+
+RAFTLOCK_API void raftlock_client_close(raftlock_client *client)
+{
+	if (client == NULL)
+		return;
+	session_close_all(client);
+	session_keepalive_stop(client);
+	pthread_mutex_lock(&client->mu);
+	client->io_stop = true;
+	client_wake_io(client);
+	pthread_mutex_unlock(&client->mu);
+	pthread_join(client->io_thread, NULL);
+	client_free(client);
+}

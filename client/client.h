@@ -1,0 +1,120 @@
+/*
+ * client.h: the client object, its I/O thread and its request table.
+ *
+ * Callers submit requests (encoded envelopes with a client-wide unique id)
+ * into the table and wait on the client's condition variable. The I/O
+ * thread keeps one connection, to the leader as far as it knows: it sends
+ * every request that has not been sent on the current connection (so a
+ * reconnect re-sends in-flight requests byte for byte: same id, same seq),
+ * follows NOT_LEADER redirects, backs off on EUNAVAILABLE/EUNKNOWN and
+ * connection loss, and completes requests with their response.
+ *
+ * Locking: one mutex (c->mu) guards the whole client state, sessions and
+ * lock handles included; c->cond is broadcast on every change a waiter may
+ * care about (request done, keepalive wake, callback finished, stop).
+ */
+#ifndef RAFTLOCK_CLIENT_H
+#define RAFTLOCK_CLIENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "raftlock.h"
+#include "raftlock.pb-c.h"
+
+struct request {
+	struct request *prev, *next;
+	uint64_t id;
+	uint8_t *frame; /* the encoded envelope, re-sent as is */
+	size_t frame_len;
+	uint64_t sent_gen;   /* connection generation it was last sent on */
+	uint64_t not_before; /* CLOCK_MONOTONIC ms: do not send before */
+	bool wants_push;     /* a blocking acquire: "queued" is not final */
+	bool queued;         /* the server queued it; a push will follow */
+	bool done;
+	int last_err;        /* what a timeout reports: ECONNECTION, ... */
+	uint64_t done_boot;  /* CLOCK_BOOTTIME ms of completion */
+	Raftlock__Envelope *reply;
+};
+
+struct raftlock_client {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+
+	struct conn_addr *addrs;
+	size_t n_addrs;
+	char *client_name;
+	char host[256];
+	unsigned request_timeout_ms;
+	unsigned connect_timeout_ms;
+	uint64_t rng;
+
+	/* I/O thread */
+	pthread_t io_thread;
+	int wake_fd;
+	bool io_stop;
+	struct conn conn;
+	uint64_t conn_gen;
+	uint64_t connect_deadline;
+	size_t addr_next;       /* next address to try */
+	struct conn_addr redirect;
+	bool has_redirect;
+	uint64_t reconnect_at;  /* CLOCK_MONOTONIC ms */
+	unsigned backoff_ms;
+	unsigned hops;          /* failures and redirects since a good reply */
+	bool drop_conn;         /* close after the frames in hand */
+	struct request *reqs;
+	uint64_t next_id;
+
+	/* sessions and keepalives (session.c) */
+	struct raftlock_session *sessions;
+	pthread_t ka_thread;
+	bool ka_stop;
+	uint64_t ka_next;               /* CLOCK_MONOTONIC ms */
+	struct raftlock_session *cb_session; /* whose on_lost runs now */
+	uint64_t owner_base;
+	uint64_t owner_next;
+};
+
+/* A uniformly random 64-bit number (getrandom, else the client's
+ * generator). Call with c->mu held when c is not NULL. */
+uint64_t client_random(raftlock_client *c);
+
+/*
+ * Encodes env (its id is set here) and adds it to the table; the I/O thread
+ * sends it. c->mu must be held. *out stays owned by the client: end it with
+ * client_take(). Errors: RAFTLOCK_ENOMEM, RAFTLOCK_ETOOBIG.
+ */
+int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
+		  struct request **out);
+
+/* Waits, with c->mu held, until req is done or CLOCK_MONOTONIC passes
+ * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,
+ * ECONNECTION, EUNAVAILABLE). */
+int client_wait(raftlock_client *c, struct request *req, uint64_t deadline);
+
+/* Removes req from the table and frees it; its reply (NULL unless done) is
+ * handed to the caller through *reply if not NULL, else freed. c->mu held. */
+void client_take(raftlock_client *c, struct request *req,
+		 Raftlock__Envelope **reply);
+
+/* Makes the I/O thread send req again (to learn a recorded outcome). */
+void client_resend(raftlock_client *c, struct request *req);
+
+/*
+ * submit + wait + take, with c->mu held. On 0, *reply is a RESPONSE
+ * envelope (owned by the caller) whose status may still be an error that
+ * the I/O thread does not retry (EINVAL, EPROTO, ...).
+ */
+int client_call(raftlock_client *c, Raftlock__Envelope *env, unsigned timeout_ms,
+		Raftlock__Envelope **reply);
+
+/* The envelope's response, as a code: the response status, or 0. */
+static inline int client_reply_status(const Raftlock__Envelope *reply)
+{
+	return reply->response->status;
+}
+
+#endif

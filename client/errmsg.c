@@ -1,0 +1,39 @@
+/* errmsg.c: see errmsg.h. */
+#include "errmsg.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local const raftlock_client *errmsg_owner;
+static _Thread_local char errmsg_text[ERRMSG_SIZE];
+
+int errmsg_set(const raftlock_client *client, int code, const char *detail,
+	       const char *fmt, ...)
+{
+	char context[ERRMSG_SIZE / 2];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(context, sizeof context, fmt, ap);
+	va_end(ap);
+	if (detail != NULL && detail[0] != '\0')
+		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
+			 raftlock_strerror(code), detail);
+	else
+		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
+			 raftlock_strerror(code));
+	errmsg_owner = client;
+	return code;
+}
+
+const char *errmsg_get(const raftlock_client *client)
+{
+	if (errmsg_text[0] == '\0' || errmsg_owner != client)
+		return "no error";
+	return errmsg_text;
+}
+
+RAFTLOCK_API const char *raftlock_errmsg(const raftlock_client *client)
+{
+	return errmsg_get(client);
+}

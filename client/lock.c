@@ -1,0 +1,355 @@
+/* lock.c: see lock.h and raftlock.h. */
+#include "lock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "errmsg.h"
+
+static void lock_unlink(struct raftlock_lock *l)
+{
+	if (l->prev != NULL)
+		l->prev->next = l->next;
+	else
+		l->session->locks = l->next;
+	if (l->next != NULL)
+		l->next->prev = l->prev;
+}
+
+static void lock_destroy(struct raftlock_lock *l)
+{
+	free(l->name);
+	free(l);
+}
+
+void lock_free_all(raftlock_session *s)
+{
+	while (s->locks != NULL) {
+		struct raftlock_lock *l = s->locks;
+		lock_unlink(l);
+		lock_destroy(l);
+	}
+}
+
+RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
+				   const struct raftlock_lock_options *opts,
+				   raftlock_lock **out)
+{
+	if (s == NULL || out == NULL)
+		return RAFTLOCK_EINVAL;
+	raftlock_client *c = s->client;
+	int rv = codec_check_name(name);
+	if (rv != 0)
+		return errmsg_set(c, rv, NULL, "lock '%.64s': name must be 1..%d bytes",
+				  name != NULL ? name : "(null)", RAFTLOCK_NAME_MAX);
+	if (opts != NULL && (opts->kind < 0 || opts->kind > RAFTLOCK_SEMAPHORE))
+		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
+				  "lock '%s': unknown kind %d", name, opts->kind);
+	if (opts != NULL && opts->kind == RAFTLOCK_SEMAPHORE && opts->limit == 0)
+		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
+				  "lock '%s': a semaphore needs a limit", name);
+	struct raftlock_lock *l = calloc(1, sizeof *l);
+	if (l == NULL || (l->name = strdup(name)) == NULL) {
+		free(l);
+		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "lock '%s'", name);
+	}
+	if (opts != NULL)
+		l->opts = *opts;
+	if (l->opts.kind == 0)
+		l->opts.kind = RAFTLOCK_MUTEX;
+	l->session = s;
+	pthread_mutex_lock(&c->mu);
+	l->owner = c->owner_base + ++c->owner_next;
+	l->next = s->locks;
+	if (s->locks != NULL)
+		s->locks->prev = l;
+	s->locks = l;
+	pthread_mutex_unlock(&c->mu);
+	*out = l;
+	return 0;
+}
+
+RAFTLOCK_API void raftlock_lock_free(raftlock_lock *l)
+{
+	if (l == NULL)
+		return;
+	raftlock_client *c = l->session->client;
+	pthread_mutex_lock(&c->mu);
+	lock_unlink(l);
+	pthread_mutex_unlock(&c->mu);
+	lock_destroy(l);
+}
+
+RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
+{
+	if (l == NULL)
+		return 0;
+	pthread_mutex_lock(&l->session->client->mu);
+	uint64_t t = l->token;
+	pthread_mutex_unlock(&l->session->client->mu);
+	return t;
+}
+
+/* ------------------------------------------------------------ release -- */
+
+/* Releases one level with c->mu held; 0 or an error, *remaining set. */
+static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &req;
+	req.release = &rel;
+	rel.name = l->name;
+	rel.owner = l->owner;
+	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
+				&req.ack_below, &reply, &res);
+	if (rv != 0)
+		return rv;
+	rv = res->status;
+	if (rv == 0) {
+		l->count = res->count;
+		if (res->count == 0)
+			l->token = 0;
+		*remaining = res->count;
+	} else if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
+		l->count = 0;
+		l->token = 0;
+	}
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	raftlock_client *c = l->session->client;
+	uint32_t left = 0;
+	pthread_mutex_lock(&c->mu);
+	int rv = lock_release_locked(l, &left);
+	pthread_mutex_unlock(&c->mu);
+	if (rv != 0)
+		return errmsg_set(c, rv, NULL, "release '%s'", l->name);
+	if (remaining != NULL)
+		*remaining = left;
+	return 0;
+}
+
+/* ------------------------------------------------------------ acquire -- */
+
+struct acquire_msg {
+	Raftlock__Envelope env;
+	Raftlock__AcquireRequest req;
+	Raftlock__Acquire acq;
+};
+
+static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l,
+			     enum raftlock_mode mode, uint32_t permits,
+			     int timeout_ms)
+{
+	*m = (struct acquire_msg){
+		.env = RAFTLOCK__ENVELOPE__INIT,
+		.req = RAFTLOCK__ACQUIRE_REQUEST__INIT,
+		.acq = RAFTLOCK__ACQUIRE__INIT,
+	};
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	m->env.acquire = &m->req;
+	m->req.acquire = &m->acq;
+	m->acq.name = l->name;
+	m->acq.kind = (Raftlock__LockKind)l->opts.kind;
+	m->acq.mode = mode == RAFTLOCK_SHARED ? RAFTLOCK__MODE__SHARED
+					      : RAFTLOCK__MODE__EXCLUSIVE;
+	m->acq.permits = permits ? permits : 1;
+	m->acq.limit = l->opts.limit;
+	m->acq.owner = l->owner;
+	m->acq.wait = timeout_ms != 0;
+	m->acq.wait_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
+	m->acq.lock_delay_ms = l->opts.lock_delay_ms;
+}
+
+/* Applies a final acquire result to the handle. */
+static int lock_granted(raftlock_lock *l, const Raftlock__Result *res,
+			uint64_t *token)
+{
+	if (res->status != 0) {
+		if (res->status == RAFTLOCK_ESESSION)
+			session_mark_lost(l->session, RAFTLOCK_ESESSION);
+		return res->status;
+	}
+	l->token = res->token;
+	l->count = res->count ? res->count : l->count + 1;
+	*token = res->token;
+	return 0;
+}
+
+/* Waits for a queued acquire with c->mu held, until done, deadline (0:
+ * none) or the session is lost. */
+static void lock_wait_push(raftlock_client *c, raftlock_session *s,
+			   struct request *req, uint64_t deadline)
+{
+	while (!req->done && !s->lost) {
+		uint64_t now = clock_mono_ms();
+		if (deadline != 0 && now >= deadline)
+			return;
+		uint64_t at = now + 1000;
+		if (deadline != 0 && deadline < at)
+			at = deadline;
+		struct timespec ts = clock_mono_deadline(at);
+		pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+	}
+}
+
+/* Cancels the wait of seq on the server. Returns 0 when the server removed
+ * the wait, 1 when there was no wait to remove (granted or ended), or an
+ * error when nobody knows. */
+static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__CancelWaitRequest req = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
+	Raftlock__CancelWait cw = RAFTLOCK__CANCEL_WAIT__INIT;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT;
+	env.cancel_wait = &req;
+	req.cancel = &cw;
+	cw.name = l->name;
+	cw.owner = l->owner;
+	cw.acquire_seq = acquire_seq;
+	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
+				&req.ack_below, &reply, &res);
+	if (rv != 0)
+		return rv;
+	rv = res->status == 0 ? 0 : 1;
+	if (res->status == RAFTLOCK_ESESSION)
+		rv = RAFTLOCK_ESESSION;
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
+/*
+ * The caller's timeout ran out while queued: leave the lock either not
+ * queued or not held. Takes req. Returns the caller's error.
+ */
+static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq)
+{
+	raftlock_session *s = l->session;
+	raftlock_client *c = s->client;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	int rv = lock_cancel_wait(l, seq);
+	if (rv == 0) {
+		session_seq_end(s, seq); /* the record now says canceled */
+		client_take(c, req, NULL);
+		return RAFTLOCK_ETIMEDOUT;
+	}
+	if (rv == 1 && !req->done) {
+		/* Ended meanwhile: a retry of the acquire tells how. */
+		client_resend(c, req);
+		lock_wait_push(c, s, req,
+			       clock_mono_ms() + c->request_timeout_ms);
+	}
+	if (!req->done) {
+		client_take(c, req, NULL); /* its seq stays unknown */
+		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ETIMEDOUT;
+	}
+	client_take(c, req, &reply);
+	session_seq_end(s, seq);
+	if (session_reply_result(reply, &res) == 0 && res->status == 0) {
+		/* A grant raced the cancel: give it back. */
+		uint64_t token;
+		uint32_t left;
+		lock_granted(l, res, &token);
+		lock_release_locked(l, &left);
+	}
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ETIMEDOUT;
+}
+
+/* A blocking acquire with c->mu held. */
+static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
+			     int timeout_ms, uint64_t *token)
+{
+	raftlock_session *s = l->session;
+	raftlock_client *c = s->client;
+	struct request *req;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	uint64_t seq;
+	int rv = session_seq_begin(s, &seq, &m->req.ack_below);
+	if (rv != 0)
+		return rv;
+	m->req.session = s->id;
+	m->req.seq = seq;
+	rv = client_submit(c, &m->env, true, &req);
+	if (rv != 0) {
+		session_seq_end(s, seq);
+		return rv;
+	}
+	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms
+					   : 0;
+	lock_wait_push(c, s, req, deadline);
+	if (!req->done) {
+		if (s->lost) {
+			client_take(c, req, NULL);
+			return RAFTLOCK_ESESSION;
+		}
+		return lock_give_up(l, req, seq);
+	}
+	client_take(c, req, &reply);
+	rv = session_reply_result(reply, &res);
+	session_seq_end(s, seq); /* only final answers complete a request */
+	if (rv == 0)
+		rv = lock_granted(l, res, token);
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
+/* A try-lock with c->mu held. */
+static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m,
+			    uint64_t *token)
+{
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	int rv = session_mutate(l->session, &m->env, &m->req.session,
+				&m->req.seq, &m->req.ack_below, &reply, &res);
+	if (rv != 0)
+		return rv;
+	rv = lock_granted(l, res, token);
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode,
+				       uint32_t permits, int timeout_ms,
+				       uint64_t *token)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	raftlock_client *c = l->session->client;
+	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
+		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
+				  "acquire '%s': unknown mode %d", l->name, mode);
+	struct acquire_msg m;
+	uint64_t t = 0;
+	acquire_msg_init(&m, l, mode, permits, timeout_ms);
+	pthread_mutex_lock(&c->mu);
+	int rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
+				 : lock_acquire_wait(l, &m, timeout_ms, &t);
+	pthread_mutex_unlock(&c->mu);
+	if (rv != 0)
+		return errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
+	if (token != NULL)
+		*token = t;
+	return 0;
+}
+
+RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)
+{
+	return raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 0, token);
+}

@@ -1,0 +1,387 @@
+/* cluster.c: see cluster.h. */
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "frame.h"
+#include "raftlock.h"
+
+#ifndef RAFTLOCKD_BIN
+#error RAFTLOCKD_BIN must name the raftlockd binary
+#endif
+
+static struct tcluster *registered[8];
+
+static void die(const char *what)
+{
+	fprintf(stderr, "cluster harness: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+uint64_t tcluster_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+		die("free port");
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void destroy_all(void)
+{
+	for (int i = 0; i < 8; i++)
+		if (registered[i] != NULL)
+			tcluster_destroy(registered[i]);
+}
+
+static void spawn(struct tcluster *c, int i)
+{
+	char id[16], dir[300], raft[32], client[32], et[16], ht[16], st[16];
+	char members[TCLUSTER_MAX][100];
+	char *argv[64];
+	int k = 0;
+	snprintf(id, sizeof id, "%d", i + 1);
+	snprintf(dir, sizeof dir, "%s/n%d", c->dir, i + 1);
+	snprintf(raft, sizeof raft, "127.0.0.1:%d", c->raft_port[i]);
+	snprintf(client, sizeof client, "127.0.0.1:%d", c->client_port[i]);
+	snprintf(et, sizeof et, "%u", c->election_ms);
+	snprintf(ht, sizeof ht, "%u", c->election_ms / 10);
+	snprintf(st, sizeof st, "%u", c->snapshot_threshold ? c->snapshot_threshold : 16384);
+	argv[k++] = "raftlockd";
+	argv[k++] = "--id"; argv[k++] = id;
+	argv[k++] = "--data-dir"; argv[k++] = dir;
+	argv[k++] = "--cluster"; argv[k++] = c->name;
+	argv[k++] = "--election-timeout"; argv[k++] = et;
+	argv[k++] = "--heartbeat-timeout"; argv[k++] = ht;
+	argv[k++] = "--snapshot-threshold"; argv[k++] = st;
+	argv[k++] = "--log-level"; argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
+	for (int m = 0; m < c->n; m++) {
+		snprintf(members[m], sizeof members[m], "%d,127.0.0.1:%d,127.0.0.1:%d", m + 1,
+			 c->raft_port[m], c->client_port[m]);
+		argv[k++] = "--member";
+		argv[k++] = members[m];
+	}
+	argv[k] = NULL;
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char log[320];
+		snprintf(log, sizeof log, "%s/n%d.log", c->dir, i + 1);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+			close(fd);
+		}
+		execv(RAFTLOCKD_BIN, argv);
+		_exit(127);
+	}
+	c->pid[i] = pid;
+}
+
+void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
+{
+	unsigned snap = c->snapshot_threshold;
+	memset(c, 0, sizeof *c);
+	c->snapshot_threshold = snap;
+	c->n = n;
+	c->election_ms = election_ms;
+	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");
+	if (mkdtemp(c->dir) == NULL)
+		die("mkdtemp");
+	snprintf(c->name, sizeof c->name, "test-%d", (int)getpid());
+	for (int i = 0; i < n; i++) {
+		c->raft_port[i] = free_port();
+		c->client_port[i] = free_port();
+		snprintf(c->client_addr[i], sizeof c->client_addr[i], "127.0.0.1:%d", c->client_port[i]);
+		c->addrs[i] = c->client_addr[i];
+	}
+	static bool hooked;
+	if (!hooked) {
+		atexit(destroy_all);
+		hooked = true;
+	}
+	for (int i = 0; i < 8; i++)
+		if (registered[i] == NULL) {
+			registered[i] = c;
+			break;
+		}
+	for (int i = 0; i < n; i++)
+		spawn(c, i);
+	if (tcluster_leader(c, 20000) < 0) {
+		fprintf(stderr, "cluster harness: no ready leader within 20 s (logs in %s)\n", c->dir);
+		exit(2);
+	}
+}
+
+static int reap(pid_t pid, int timeout_ms)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	int status;
+	while (tcluster_now_ms() < end) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return status;
+		if (r < 0)
+			return -1;
+		sleep_ms(10);
+	}
+	return -2;
+}
+
+int tcluster_stop(struct tcluster *c, int i)
+{
+	if (c->pid[i] <= 0)
+		return -1;
+	kill(c->pid[i], SIGCONT);
+	kill(c->pid[i], SIGTERM);
+	int st = reap(c->pid[i], 5000);
+	if (st == -2) {
+		kill(c->pid[i], SIGKILL);
+		st = reap(c->pid[i], 5000);
+	}
+	c->pid[i] = 0;
+	return st;
+}
+
+void tcluster_signal(struct tcluster *c, int i, int sig)
+{
+	if (c->pid[i] <= 0)
+		return;
+	kill(c->pid[i], sig);
+	if (sig == SIGKILL) {
+		reap(c->pid[i], 5000);
+		c->pid[i] = 0;
+	}
+}
+
+void tcluster_restart(struct tcluster *c, int i)
+{
+	if (c->pid[i] > 0)
+		tcluster_stop(c, i);
+	spawn(c, i);
+}
+
+void tcluster_destroy(struct tcluster *c)
+{
+	if (c->n == 0)
+		return;
+	for (int i = 0; i < c->n; i++)
+		tcluster_stop(c, i);
+	if (getenv("RAFTLOCK_TEST_KEEP") == NULL) {
+		char cmd[300];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cluster harness: could not remove %s\n", c->dir);
+	}
+	c->n = 0;
+	for (int i = 0; i < 8; i++)
+		if (registered[i] == c)
+			registered[i] = NULL;
+}
+
+int tcluster_leader(struct tcluster *c, int timeout_ms)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	do {
+		for (int i = 0; i < c->n; i++) {
+			if (c->pid[i] <= 0)
+				continue;
+			Raftlock__StatusInfo *st = tcluster_status(c, i);
+			bool ready = st != NULL && st->ready && st->next_token != 0;
+			if (st)
+				raftlock__status_info__free_unpacked(st, NULL);
+			if (ready)
+				return i;
+		}
+		sleep_ms(50);
+	} while (tcluster_now_ms() < end);
+	return -1;
+}
+
+Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i)
+{
+	int fd = raw_connect(c->client_port[i]);
+	if (fd < 0)
+		return NULL;
+	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 1;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &req;
+	Raftlock__StatusInfo *out = NULL;
+	if (raw_send_envelope(fd, &env) == 0) {
+		Raftlock__Envelope *resp = raw_recv_envelope(fd, 1000);
+		if (resp != NULL && resp->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+		    resp->response->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
+			out = resp->response->status_info;
+			resp->response->status_info = NULL;
+			resp->response->payload_case = RAFTLOCK__RESPONSE__PAYLOAD__NOT_SET;
+		}
+		if (resp)
+			raftlock__envelope__free_unpacked(resp, NULL);
+	}
+	close(fd);
+	return out;
+}
+
+int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int timeout_ms)
+{
+	int pipefd[2];
+	if (pipe(pipefd) != 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pipefd[1], 2);
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		execv(RAFTLOCKD_BIN, argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	size_t got = 0;
+	struct pollfd p = {pipefd[0], POLLIN, 0};
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	while (tcluster_now_ms() < end && poll(&p, 1, 50) >= 0) {
+		if (p.revents & (POLLIN | POLLHUP)) {
+			ssize_t r = read(pipefd[0], out + got, outlen - 1 - got);
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+			if (got >= outlen - 1)
+				break;
+		}
+	}
+	out[got] = '\0';
+	close(pipefd[0]);
+	int st = reap(pid, 2000);
+	if (st == -2) {
+		kill(pid, SIGKILL);
+		reap(pid, 2000);
+		return -2;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ------------------------------------------------------------ raw protocol */
+
+int raw_connect(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		close(fd);
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	return fd;
+}
+
+int raw_send(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int raw_send_envelope(int fd, const Raftlock__Envelope *env)
+{
+	uint8_t *buf;
+	size_t n;
+	if (codec_frame_envelope(env, &buf, &n) != 0)
+		return -1;
+	int rv = raw_send(fd, buf, n);
+	free(buf);
+	return rv;
+}
+
+Raftlock__Envelope *raw_recv_envelope(int fd, int timeout_ms)
+{
+	struct frame_reader r;
+	frame_reader_init(&r, RAFTLOCK_FRAME_MAX);
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	Raftlock__Envelope *env = NULL;
+	for (;;) {
+		const uint8_t *payload;
+		size_t n;
+		int rv = frame_reader_next(&r, &payload, &n);
+		if (rv == 1) {
+			env = raftlock__envelope__unpack(NULL, n, payload);
+			break;
+		}
+		if (rv < 0)
+			break;
+		uint64_t now = tcluster_now_ms();
+		if (now >= end)
+			break;
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, (int)(end - now)) <= 0)
+			break;
+		/* One byte at a time: never read past this frame. */
+		uint8_t b;
+		if (read(fd, &b, 1) != 1)
+			break;
+		frame_reader_feed(&r, &b, 1);
+	}
+	frame_reader_close(&r);
+	return env;
+}
+
+bool raw_closed(int fd, int timeout_ms)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	char buf[4096];
+	while (tcluster_now_ms() < end) {
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, 50) > 0) {
+			ssize_t r = read(fd, buf, sizeof buf);
+			if (r == 0 || (r < 0 && errno == ECONNRESET))
+				return true;
+		}
+	}
+	return false;
+}

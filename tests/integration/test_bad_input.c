@@ -1,0 +1,177 @@
+/* Bad input on the client port: a garbage frame, an oversized length, an
+ * unknown message type, a truncated frame. The offending connection gets an
+ * error or is closed; the node keeps serving other clients; no state
+ * changes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "frame.h"
+#include "raftlock.h"
+
+static struct tcluster cl;
+
+static int setup(void **state)
+{
+	(void)state;
+	tcluster_start(&cl, 3, 1000);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tcluster_destroy(&cl);
+	return 0;
+}
+
+struct snapshot {
+	uint64_t next_token, sessions, locks, commit;
+};
+
+static struct snapshot state_of(int node)
+{
+	Raftlock__StatusInfo *st = tcluster_status(&cl, node);
+	assert_non_null(st);
+	struct snapshot s = {st->next_token, st->sessions, st->locks, st->commit_index};
+	raftlock__status_info__free_unpacked(st, NULL);
+	return s;
+}
+
+/* The node still answers a well-formed request on a fresh connection. */
+static void assert_still_serving(int node)
+{
+	Raftlock__StatusInfo *st = tcluster_status(&cl, node);
+	assert_non_null(st);
+	assert_int_equal(st->node_id, (uint64_t)node + 1);
+	raftlock__status_info__free_unpacked(st, NULL);
+}
+
+/* Sends bytes on a new connection to node; expects an EPROTO answer (if
+ * any) and the connection closed. */
+static void expect_rejected(int node, const void *bytes, size_t n)
+{
+	int fd = raw_connect(cl.client_port[node]);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_send(fd, bytes, n), 0);
+	Raftlock__Envelope *env = raw_recv_envelope(fd, 2000);
+	if (env != NULL) {
+		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_RESPONSE);
+		assert_int_equal(env->response->status, RAFTLOCK_EPROTO);
+		raftlock__envelope__free_unpacked(env, NULL);
+	}
+	assert_true(raw_closed(fd, 3000));
+	close(fd);
+}
+
+static void garbage_frame(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	struct snapshot before = state_of(leader);
+	uint8_t frame[4 + 16] = {0, 0, 0, 16};
+	for (int i = 0; i < 16; i++)
+		frame[4 + i] = (uint8_t)(0xff - i * 7); /* not a protobuf message */
+	expect_rejected(leader, frame, sizeof frame);
+	assert_still_serving(leader);
+	struct snapshot after = state_of(leader);
+	assert_int_equal(after.next_token, before.next_token);
+	assert_int_equal(after.sessions, before.sessions);
+	assert_int_equal(after.locks, before.locks);
+}
+
+static void oversized_length(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	uint8_t header[4];
+	frame_put_header(header, RAFTLOCK_FRAME_MAX + 1);
+	expect_rejected(leader, header, sizeof header);
+	assert_still_serving(leader);
+}
+
+static void unknown_message_type(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	/* Envelope{id = 5, field 99 (unknown to this version) = bytes "x"} */
+	uint8_t frame[] = {0, 0, 0, 6, 0x08, 0x05, 0x9a, 0x06, 0x01, 'x'};
+	expect_rejected(leader, frame, sizeof frame);
+	/* A response sent by a client is refused too. */
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 7;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env.response = &resp;
+	int fd = raw_connect(cl.client_port[leader]);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_send_envelope(fd, &env), 0);
+	assert_true(raw_closed(fd, 3000));
+	close(fd);
+	assert_still_serving(leader);
+}
+
+static void truncated_frame(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	struct snapshot before = state_of(leader);
+	/* Announces 100 bytes, sends 10, then hangs up: nothing happens. */
+	uint8_t frame[4 + 10] = {0, 0, 0, 100};
+	int fd = raw_connect(cl.client_port[leader]);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_send(fd, frame, sizeof frame), 0);
+	/* While the frame is incomplete, the node serves others. */
+	assert_still_serving(leader);
+	close(fd);
+	assert_still_serving(leader);
+	struct snapshot after = state_of(leader);
+	assert_int_equal(after.next_token, before.next_token);
+	assert_int_equal(after.locks, before.locks);
+}
+
+static void name_too_long(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	char name[RAFTLOCK_NAME_MAX + 2];
+	memset(name, 'a', sizeof name - 1);
+	name[sizeof name - 1] = '\0';
+	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
+	acq.name = name;
+	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	req.session = 1;
+	req.seq = 1;
+	req.acquire = &acq;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 9;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	env.acquire = &req;
+	struct snapshot before = state_of(leader);
+	int fd = raw_connect(cl.client_port[leader]);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_send_envelope(fd, &env), 0);
+	assert_true(raw_closed(fd, 3000));
+	close(fd);
+	struct snapshot after = state_of(leader);
+	assert_int_equal(after.next_token, before.next_token);
+	assert_int_equal(after.locks, before.locks);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(garbage_frame),
+		cmocka_unit_test(oversized_length),
+		cmocka_unit_test(unknown_message_type),
+		cmocka_unit_test(truncated_frame),
+		cmocka_unit_test(name_too_long),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

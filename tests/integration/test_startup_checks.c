@@ -1,0 +1,95 @@
+/* A bad configuration or a data directory from another cluster stops the
+ * node at start with a message naming the problem. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+static void expect_refused(char *const argv[], int want_status, const char *want_text)
+{
+	char out[4096];
+	int st = tcluster_run_raftlockd(argv, out, sizeof out, 10000);
+	if (st != want_status || strstr(out, want_text) == NULL)
+		fail_msg("exit %d (want %d), output: %s (want '%s')", st, want_status, out, want_text);
+}
+
+static void bad_flags(void **state)
+{
+	(void)state;
+	char *no_id[] = {"raftlockd", "--data-dir", "/tmp/x", "--cluster", "c", "--member",
+			 "1,127.0.0.1:1,127.0.0.1:2", NULL};
+	expect_refused(no_id, 2, "id is required");
+	char *bad_member[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
+			      "--member", "1,nohost", NULL};
+	expect_refused(bad_member, 2, "member");
+	char *even[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
+			"--member", "1,127.0.0.1:1,127.0.0.1:2", "--member",
+			"2,127.0.0.1:3,127.0.0.1:4", NULL};
+	expect_refused(even, 2, "odd number");
+	char *not_member[] = {"raftlockd", "--id", "4", "--data-dir", "/tmp/x", "--cluster", "c",
+			      "--member", "1,127.0.0.1:1,127.0.0.1:2", NULL};
+	expect_refused(not_member, 2, "not among the members");
+	char *unknown[] = {"raftlockd", "--bogus", NULL};
+	expect_refused(unknown, 2, "unknown");
+	char *bad_port[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
+			    "--member", "1,127.0.0.1:99999,127.0.0.1:2", NULL};
+	expect_refused(bad_port, 2, "HOST:PORT");
+}
+
+static void bad_config_file(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/raftlock-conf-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *text = "id = 1\ncluster = c\nthis line is wrong\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	char *argv[] = {"raftlockd", "--config", path, NULL};
+	expect_refused(argv, 2, ":3: expected 'key = value'");
+	unlink(path);
+	char *missing[] = {"raftlockd", "--config", "/nonexistent/raftlockd.conf", NULL};
+	expect_refused(missing, 2, "/nonexistent/raftlockd.conf");
+}
+
+static void foreign_data_dir(void **state)
+{
+	(void)state;
+	struct tcluster cl;
+	memset(&cl, 0, sizeof cl);
+	tcluster_start(&cl, 3, 1000);
+	tcluster_stop(&cl, 0);
+	/* Node 1's directory, started as a member of another cluster. */
+	char dir[300], member[200];
+	snprintf(dir, sizeof dir, "%s/n1", cl.dir);
+	snprintf(member, sizeof member, "1,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[0],
+		 cl.client_port[0]);
+	char *other_cluster[] = {"raftlockd", "--id", "1", "--data-dir", dir, "--cluster",
+				 "another-cluster", "--member", member, NULL};
+	expect_refused(other_cluster, 1, "IDENTITY");
+	/* And as another node id of the same cluster. */
+	char member3[200];
+	snprintf(member3, sizeof member3, "3,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[0],
+		 cl.client_port[0]);
+	char *other_node[] = {"raftlockd", "--id", "3", "--data-dir", dir, "--cluster", cl.name,
+			      "--member", member3, NULL};
+	expect_refused(other_node, 1, "belongs to another cluster or node");
+	tcluster_destroy(&cl);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(bad_flags),
+		cmocka_unit_test(bad_config_file),
+		cmocka_unit_test(foreign_data_dir),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
