@@ -364,35 +364,24 @@ static int reg_access(bool write_op, const char *lock, uint64_t token,
 	return 0;
 }
 
-/* The fenced read-modify-write under a grant. */
-static void fenced_increment(const char *lock, uint64_t token)
+/* One fenced register access, logged as an operation. Returns 0 when
+ * accepted (with *value), 1 when refused, -1 when unknown. */
+static int fenced_access(bool write_op, const char *lock, uint64_t token,
+			 int64_t *value)
 {
-	int64_t value = 0;
 	char vj[32];
-	struct event ev = {.type = "invoke", .f = "read", .lock = lock,
-			   .token = token};
+	snprintf(vj, sizeof vj, "%" PRId64, *value);
+	struct event ev = {.type = "invoke", .f = write_op ? "write" : "read",
+			   .lock = lock, .token = token,
+			   .value_json = write_op ? vj : NULL};
 	emit(&ev);
-	int rc = reg_access(false, lock, token, &value);
+	int rc = reg_access(write_op, lock, token, value);
 	ev.type = rc == 0 ? "ok" : rc == 1 ? "fail" : "info";
 	ev.error = rc == 0 ? NULL : rc == 1 ? "REFUSED" : "EIO";
-	snprintf(vj, sizeof vj, "%" PRId64, value);
-	ev.value_json = rc == 0 ? vj : NULL;
+	snprintf(vj, sizeof vj, "%" PRId64, *value);
+	ev.value_json = rc == 0 || write_op ? vj : NULL;
 	emit(&ev);
-	if (rc != 0 || stop_flag)
-		return;
-	/* The holder checks its lease before it writes; the pause nemesis
-	 * may still stop it right after this check. */
-	if (!raftlock_session_valid(session))
-		return;
-	value++;
-	snprintf(vj, sizeof vj, "%" PRId64, value);
-	ev = (struct event){.type = "invoke", .f = "write", .lock = lock,
-			    .token = token, .value_json = vj};
-	emit(&ev);
-	rc = reg_access(true, lock, token, &value);
-	ev.type = rc == 0 ? "ok" : rc == 1 ? "fail" : "info";
-	ev.error = rc == 0 ? NULL : rc == 1 ? "REFUSED" : "EIO";
-	emit(&ev);
+	return rc;
 }
 
 /* ---------------------------------------------------------- session -- */
@@ -539,8 +528,13 @@ static bool round_trip(const char *name, const struct raftlock_lock_options *lo,
 	emit_result("acquire", name, rc, rc == 0 ? token : 0, NULL);
 	bool alive = rc != RAFTLOCK_ESESSION;
 	if (rc == 0) {
-		if (fenced && session_usable())
-			fenced_increment(name, token);
+		/* The read-modify-write of the fenced counter spans the hold:
+		 * the holder checks its lease and reads, holds, then writes
+		 * without checking again, as a program does that a GC pause
+		 * (the pause nemesis) can stop at any point. */
+		int64_t value = 0;
+		bool have_read = fenced && session_usable() &&
+				 fenced_access(false, name, token, &value) == 0;
 		uint64_t until = mono_ns() + (uint64_t)hold_ms * 1000000u;
 		for (unsigned i = 0; i < 1000 && mono_ns() < until && !stop_flag;
 		     i++) {
@@ -551,6 +545,10 @@ static bool round_trip(const char *name, const struct raftlock_lock_options *lo,
 						    : 0;
 			sleep_ms(read_while_holding && left > 300 ? 300
 								  : (unsigned)left);
+		}
+		if (have_read) {
+			value++;
+			fenced_access(true, name, token, &value);
 		}
 		ev = (struct event){.type = "invoke", .f = "release",
 				    .lock = name, .token = token};

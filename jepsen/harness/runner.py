@@ -142,6 +142,10 @@ def run_one(args, nemeses, workload, seed):
         args.time, seed, run_dir))
 
     bins = find_binaries(args.build_dir)
+    if "worker" not in bins and args.worker_build_dir:
+        bins.update({k: v for k, v in
+                     find_binaries(args.worker_build_dir).items()
+                     if k == "worker"})
     if "raftlockd" not in bins or "worker" not in bins:
         say("missing binaries in %s (need server/raftlockd and "
             "jepsen/jepsen-worker): %s" % (args.build_dir, bins))
@@ -297,6 +301,9 @@ def parse(argv):
                     help="default: 2 TTL + 10 s")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
     ap.add_argument("--results", default=os.path.join(JEPSEN, "results"))
+    ap.add_argument("--worker-build-dir",
+                    help="where to find jepsen-worker when --build-dir has "
+                    "none (default: the normal build)")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra raftlockd argument (repeatable)")
     ap.add_argument("--expect-violation", action="store_true",
@@ -307,9 +314,12 @@ def parse(argv):
     ap.add_argument("--suite", choices=sorted(SUITES))
     args = ap.parse_args(argv)
     if args.broken_build:
+        args.worker_build_dir = args.worker_build_dir or args.build_dir
         args.build_dir = args.broken_build
         args.expect_violation = True
     args.build_dir = os.path.abspath(args.build_dir)
+    if args.worker_build_dir:
+        args.worker_build_dir = os.path.abspath(args.worker_build_dir)
     args.results = os.path.abspath(args.results)
     return args
 
