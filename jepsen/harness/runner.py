@@ -311,8 +311,15 @@ def parse(argv):
     ap.add_argument("--broken-build", metavar="DIR",
                     help="a build with -DRAFTLOCK_BROKEN_FENCING=ON: same as "
                     "--build-dir DIR --expect-violation")
+    ap.add_argument("--build-broken", metavar="DIR",
+                    help="configure and build raftlockd with "
+                    "-DRAFTLOCK_BROKEN_FENCING=ON in DIR, then as "
+                    "--broken-build DIR")
     ap.add_argument("--suite", choices=sorted(SUITES))
     args = ap.parse_args(argv)
+    if args.build_broken:
+        build_broken(os.path.abspath(args.build_broken))
+        args.broken_build = args.build_broken
     if args.broken_build:
         args.worker_build_dir = args.worker_build_dir or args.build_dir
         args.build_dir = args.broken_build
@@ -322,6 +329,20 @@ def parse(argv):
         args.worker_build_dir = os.path.abspath(args.worker_build_dir)
     args.results = os.path.abspath(args.results)
     return args
+
+
+def build_broken(build_dir):
+    """A test-only server that deliberately breaks safety."""
+    say("building the broken server in %s" % build_dir)
+    for cmd, limit in (
+            (["cmake", "-S", REPO, "-B", build_dir,
+              "-DRAFTLOCK_BROKEN_FENCING=ON", "-DRAFTLOCK_TESTS=OFF"], 300),
+            (["make", "-C", build_dir, "-j2", "raftlockd"], 1200)):
+        p = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=limit)
+        if p.returncode != 0:
+            raise SystemExit("%s failed:\n%s" % (
+                " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
 
 
 def nemesis_list(text):
