@@ -10,6 +10,9 @@ the clock the workers use.
 Protocol: TCP, one JSON object per line each way.
   {"op": "read", "lock": L, "token": T, "client": P}
       -> {"ok": true, "value": V}
+  {"op": "read", "lock": L, "token": T, "client": P, "shared": true}
+      -> a reader of a read-write lock: accepted when T is at least the
+         highest token, which it does not raise (readers share the lock)
   {"op": "write", "lock": L, "token": T, "value": V, "client": P}
       -> {"ok": true, "value": V}
   refused -> {"ok": false, "error": "refused", "highest": H}
@@ -59,11 +62,15 @@ class Register:
             ev = {"time": time.monotonic_ns(), "process": "register",
                   "f": op, "lock": lock, "token": token,
                   "client": req.get("client"), "highest": h}
+            shared = op == "read" and req.get("shared") is True
+            if shared:
+                ev["shared"] = True
             if h is not None and token < h:
                 ev["type"] = "refuse"
                 self._log(ev)
                 return {"ok": False, "error": "refused", "highest": h}
-            self.highest[lock] = token
+            if not shared:
+                self.highest[lock] = token
             prev = self.value.get(lock, 0)
             if op == "write":
                 self.value[lock] = req["value"]

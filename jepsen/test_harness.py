@@ -36,6 +36,16 @@ class Register(unittest.TestCase):
         self.assertEqual(events[1]["prev"], 0)
         self.assertEqual(events[3]["highest"], 7)
 
+    def test_shared_reads_do_not_raise_the_bar(self):
+        self.assertTrue(self.call(op="read", lock="r", token=9,
+                                  shared=True)["ok"])
+        self.assertTrue(self.call(op="read", lock="r", token=4,
+                                  shared=True)["ok"])
+        self.assertTrue(self.call(op="write", lock="r", token=5,
+                                  value=1)["ok"])
+        self.assertFalse(self.call(op="read", lock="r", token=4,
+                                   shared=True)["ok"])
+
     def test_bad_requests(self):
         self.assertFalse(self.call(op="write", lock="a", token=1)["ok"])
         self.assertFalse(self.call(op="read", lock=3, token=1)["ok"])

@@ -12,6 +12,13 @@
  *              the fenced register's counter with the token and write it
  *              back plus one; release.
  *   semaphore  acquire one permit of a --permits semaphore, hold, release.
+ *   rwlock     read-write locks: 70% shared holders, which read the
+ *              register (shared reads do not raise its bar); exclusive
+ *              holders do the mutex read-modify-write.
+ *   reentrant  the mutex round, acquiring twice through one handle (same
+ *              token expected) and releasing twice.
+ *   waiters    the mutex round on a single lock, waiting up to 5 s in the
+ *              server's queue, across failovers.
  *   durable    hold a lock of its own for seconds, reading the whole lock
  *              and session table meanwhile (the durability checker's reads).
  *   status     print each node's status as JSON on stdout and exit.
@@ -176,6 +183,7 @@ struct event {
 	const char *value_json;
 	const char *kind;
 	unsigned limit;
+	const char *mode;
 };
 
 static void emit(const struct event *ev)
@@ -204,6 +212,10 @@ static void emit(const struct event *ev)
 		buf_str(&b, ev->kind);
 		if (ev->limit)
 			buf_add(&b, ",\"limit\":%u", ev->limit);
+	}
+	if (ev->mode) {
+		buf_add(&b, ",\"mode\":");
+		buf_str(&b, ev->mode);
 	}
 	if (ev->error) {
 		buf_add(&b, ",\"error\":");
@@ -339,8 +351,8 @@ broken:
 
 /* Reads (write = false) or writes `value` under `token`. Returns 0 and sets
  * *value on acceptance, 1 when refused, -1 when unknown. */
-static int reg_access(bool write_op, const char *lock, uint64_t token,
-		      int64_t *value)
+static int reg_access(bool write_op, bool shared, const char *lock,
+		      uint64_t token, int64_t *value)
 {
 	char req[512], resp[512];
 	if (write_op)
@@ -351,8 +363,8 @@ static int reg_access(bool write_op, const char *lock, uint64_t token,
 	else
 		snprintf(req, sizeof req,
 			 "{\"op\":\"read\",\"lock\":\"%s\",\"token\":%" PRIu64
-			 ",\"client\":%d}\n",
-			 lock, token, cfg.id);
+			 ",\"client\":%d%s}\n",
+			 lock, token, cfg.id, shared ? ",\"shared\":true" : "");
 	if (reg_call(req, resp, sizeof resp) != 0)
 		return -1;
 	if (strstr(resp, "\"ok\": true") == NULL)
@@ -366,16 +378,17 @@ static int reg_access(bool write_op, const char *lock, uint64_t token,
 
 /* One fenced register access, logged as an operation. Returns 0 when
  * accepted (with *value), 1 when refused, -1 when unknown. */
-static int fenced_access(bool write_op, const char *lock, uint64_t token,
-			 int64_t *value)
+static int fenced_access(bool write_op, bool shared, const char *lock,
+			 uint64_t token, int64_t *value)
 {
 	char vj[32];
 	snprintf(vj, sizeof vj, "%" PRId64, *value);
 	struct event ev = {.type = "invoke", .f = write_op ? "write" : "read",
 			   .lock = lock, .token = token,
-			   .value_json = write_op ? vj : NULL};
+			   .value_json = write_op ? vj : NULL,
+			   .mode = shared ? "shared" : NULL};
 	emit(&ev);
-	int rc = reg_access(write_op, lock, token, value);
+	int rc = reg_access(write_op, shared, lock, token, value);
 	ev.type = rc == 0 ? "ok" : rc == 1 ? "fail" : "info";
 	ev.error = rc == 0 ? NULL : rc == 1 ? "REFUSED" : "EIO";
 	snprintf(vj, sizeof vj, "%" PRId64, *value);
@@ -507,57 +520,101 @@ static unsigned rand_below(unsigned n)
 	return n ? (unsigned)rand() % n : 0;
 }
 
-/* One acquire-hold-release round on `name`. Returns false when the
- * session turned out lost. */
-static bool round_trip(const char *name, const struct raftlock_lock_options *lo,
-		       bool fenced, unsigned hold_ms, bool read_while_holding)
+struct round {
+	const char *name;
+	const struct raftlock_lock_options *lo;
+	enum raftlock_mode mode;
+	bool fenced;  /* read-modify-write (exclusive) or read (shared) */
+	bool nest;    /* acquire twice through the handle, release twice */
+	bool reads;   /* read the lock table while holding (durable) */
+	unsigned hold_ms;
+	int timeout_ms;
+};
+
+static const char *kind_name(enum raftlock_kind kind)
+{
+	return kind == RAFTLOCK_SEMAPHORE ? "semaphore"
+	       : kind == RAFTLOCK_RWLOCK  ? "rwlock"
+					  : "mutex";
+}
+
+static int logged_release(raftlock_lock *lk, const char *f, const char *name,
+			  uint64_t token)
+{
+	struct event ev = {.type = "invoke", .f = f, .lock = name,
+			   .token = token};
+	emit(&ev);
+	uint32_t remaining = 0;
+	int rc = raftlock_lock_release(lk, &remaining);
+	char vj[16];
+	snprintf(vj, sizeof vj, "%u", remaining);
+	emit_result(f, name, rc, token, rc == 0 ? vj : NULL);
+	return rc;
+}
+
+static void hold(const struct round *r)
+{
+	uint64_t until = mono_ns() + (uint64_t)r->hold_ms * 1000000u;
+	for (unsigned i = 0; i < 1000 && mono_ns() < until && !stop_flag; i++) {
+		if (r->reads)
+			read_holders();
+		uint64_t now = mono_ns();
+		uint64_t left = now < until ? (until - now) / 1000000u : 0;
+		sleep_ms(r->reads && left > 300 ? 300 : (unsigned)left);
+	}
+}
+
+/* One acquire-hold-release round. Returns false when the session turned
+ * out lost. */
+static bool round_trip(const struct round *r)
 {
 	raftlock_lock *lk = NULL;
-	if (raftlock_lock_new(session, name, lo, &lk) != 0)
+	if (raftlock_lock_new(session, r->name, r->lo, &lk) != 0)
 		return false;
-	const char *kind = lo->kind == RAFTLOCK_SEMAPHORE ? "semaphore"
-							   : "mutex";
-	struct event ev = {.type = "invoke", .f = "acquire", .lock = name,
-			   .kind = kind,
-			   .limit = lo->kind == RAFTLOCK_SEMAPHORE ? lo->limit
-								   : 0};
+	bool shared = r->mode == RAFTLOCK_SHARED;
+	struct event ev = {
+		.type = "invoke", .f = "acquire", .lock = r->name,
+		.kind = kind_name(r->lo->kind),
+		.limit = r->lo->kind == RAFTLOCK_SEMAPHORE ? r->lo->limit : 0,
+		.mode = r->lo->kind == RAFTLOCK_RWLOCK
+				? (shared ? "shared" : "exclusive")
+				: NULL};
 	emit(&ev);
 	uint64_t token = 0;
-	int rc = raftlock_lock_acquire(lk, RAFTLOCK_EXCLUSIVE, 1,
-				       cfg.acquire_timeout_ms, &token);
-	emit_result("acquire", name, rc, rc == 0 ? token : 0, NULL);
+	int rc = raftlock_lock_acquire(lk, r->mode, 1, r->timeout_ms, &token);
+	emit_result("acquire", r->name, rc, rc == 0 ? token : 0, NULL);
 	bool alive = rc != RAFTLOCK_ESESSION;
-	if (rc == 0) {
-		/* The read-modify-write of the fenced counter spans the hold:
-		 * the holder checks its lease and reads, holds, then writes
-		 * without checking again, as a program does that a GC pause
-		 * (the pause nemesis) can stop at any point. */
-		int64_t value = 0;
-		bool have_read = fenced && session_usable() &&
-				 fenced_access(false, name, token, &value) == 0;
-		uint64_t until = mono_ns() + (uint64_t)hold_ms * 1000000u;
-		for (unsigned i = 0; i < 1000 && mono_ns() < until && !stop_flag;
-		     i++) {
-			if (read_while_holding)
-				read_holders();
-			uint64_t now = mono_ns();
-			uint64_t left = now < until ? (until - now) / 1000000u
-						    : 0;
-			sleep_ms(read_while_holding && left > 300 ? 300
-								  : (unsigned)left);
-		}
-		if (have_read) {
-			value++;
-			fenced_access(true, name, token, &value);
-		}
-		ev = (struct event){.type = "invoke", .f = "release",
-				    .lock = name, .token = token};
-		emit(&ev);
-		rc = raftlock_lock_release(lk, NULL);
-		emit_result("release", name, rc, token, NULL);
-		if (rc == RAFTLOCK_ESESSION)
-			alive = false;
+	if (rc != 0) {
+		raftlock_lock_free(lk);
+		return alive;
 	}
+	bool nested = false;
+	if (r->nest) {
+		ev = (struct event){.type = "invoke", .f = "reacquire",
+				    .lock = r->name, .token = token};
+		emit(&ev);
+		uint64_t again = 0;
+		int rc2 = raftlock_lock_acquire(lk, r->mode, 1, 0, &again);
+		emit_result("reacquire", r->name, rc2, again, NULL);
+		nested = rc2 == 0;
+	}
+	/* The read-modify-write of the fenced counter spans the hold: the
+	 * holder checks its lease and reads, holds, then writes without
+	 * checking again, as a program does that a GC pause (the pause
+	 * nemesis) can stop at any point. */
+	int64_t value = 0;
+	bool have_read = r->fenced && session_usable() &&
+			 fenced_access(false, shared, r->name, token,
+				       &value) == 0;
+	hold(r);
+	if (have_read && !shared) {
+		value++;
+		fenced_access(true, false, r->name, token, &value);
+	}
+	if (nested)
+		logged_release(lk, "rerelease", r->name, token);
+	if (logged_release(lk, "release", r->name, token) == RAFTLOCK_ESESSION)
+		alive = false;
 	raftlock_lock_free(lk);
 	return alive;
 }
@@ -565,12 +622,13 @@ static bool round_trip(const char *name, const struct raftlock_lock_options *lo,
 static void run_workload(void)
 {
 	uint64_t deadline = mono_ns() + (uint64_t)cfg.time_s * 1000000000u;
-	bool durable = strcmp(cfg.workload, "durable") == 0;
-	bool semaphore = strcmp(cfg.workload, "semaphore") == 0;
+	const char *w = cfg.workload;
 	struct raftlock_lock_options lo = {.kind = RAFTLOCK_MUTEX};
-	if (semaphore) {
+	if (strcmp(w, "semaphore") == 0) {
 		lo.kind = RAFTLOCK_SEMAPHORE;
 		lo.limit = cfg.permits;
+	} else if (strcmp(w, "rwlock") == 0) {
+		lo.kind = RAFTLOCK_RWLOCK;
 	}
 	char name[RAFTLOCK_NAME_MAX];
 	for (unsigned long iter = 0; !stop_flag && mono_ns() < deadline &&
@@ -582,27 +640,36 @@ static void run_workload(void)
 			if (!session_begin())
 				break;
 		}
-		bool alive;
-		if (durable) {
+		struct round r = {.name = name, .lo = &lo,
+				  .mode = RAFTLOCK_EXCLUSIVE, .fenced = true,
+				  .hold_ms = rand_below(cfg.hold_ms + 1),
+				  .timeout_ms = cfg.acquire_timeout_ms};
+		snprintf(name, sizeof name, "%slock-%u", cfg.prefix,
+			 rand_below((unsigned)cfg.locks));
+		if (strcmp(w, "durable") == 0) {
 			snprintf(name, sizeof name, "%sdurable-%d", cfg.prefix,
 				 cfg.id);
-			alive = round_trip(name, &lo, false,
-					   2000 + rand_below(4000), true);
-			if (!stop_flag)
-				read_holders();
-		} else if (semaphore) {
+			r.fenced = false;
+			r.reads = true;
+			r.hold_ms = 2000 + rand_below(4000);
+		} else if (strcmp(w, "semaphore") == 0) {
 			snprintf(name, sizeof name, "%ssem", cfg.prefix);
-			alive = round_trip(name, &lo, false,
-					   rand_below(cfg.hold_ms + 1), false);
-		} else {
-			snprintf(name, sizeof name, "%slock-%u", cfg.prefix,
-				 rand_below((unsigned)cfg.locks));
-			alive = round_trip(name, &lo, true,
-					   rand_below(cfg.hold_ms + 1), false);
+			r.fenced = false;
+		} else if (strcmp(w, "rwlock") == 0) {
+			r.mode = rand_below(10) < 7 ? RAFTLOCK_SHARED
+						    : RAFTLOCK_EXCLUSIVE;
+		} else if (strcmp(w, "reentrant") == 0) {
+			r.nest = true;
+		} else if (strcmp(w, "waiters") == 0) {
+			/* Everyone queues on one lock, waiting long. */
+			snprintf(name, sizeof name, "%squeue", cfg.prefix);
+			r.timeout_ms = 5000;
 		}
-		if (!alive) {
+		bool alive = round_trip(&r);
+		if (strcmp(w, "durable") == 0 && !stop_flag)
+			read_holders();
+		if (!alive)
 			atomic_store(&session_lost, 1);
-		}
 		sleep_ms(rand_below(20));
 	}
 	session_end();
@@ -647,7 +714,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
-		"  [--workload mutex|semaphore|durable|status] [--prefix P]\n"
+		"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|status]\n"
+		"  [--prefix P]\n"
 		"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
 		"  [--out FILE] [--seed S] [--hold-ms MS]\n"
 		"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n");
@@ -704,12 +772,16 @@ int main(int argc, char **argv)
 	if (cfg.n_addresses == 0 || cfg.locks < 1)
 		usage();
 	bool status = strcmp(cfg.workload, "status") == 0;
-	if (!status && strcmp(cfg.workload, "mutex") != 0 &&
-	    strcmp(cfg.workload, "semaphore") != 0 &&
-	    strcmp(cfg.workload, "durable") != 0)
+	static const char *const workloads[] = {
+		"mutex", "semaphore", "rwlock", "reentrant", "waiters", "durable",
+	};
+	bool known = status;
+	for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++)
+		known = known || strcmp(cfg.workload, workloads[i]) == 0;
+	if (!known)
 		usage();
-	if (strcmp(cfg.workload, "mutex") == 0 && cfg.register_addr == NULL) {
-		fprintf(stderr, "worker: the mutex workload needs --register\n");
+	if (!status && cfg.register_addr == NULL) {
+		fprintf(stderr, "worker: the workloads need --register\n");
 		return 2;
 	}
 	srand(cfg.seed ^ (unsigned)cfg.id * 2654435761u);

@@ -30,7 +30,9 @@ def check(events, ops):
                     "lock": lock, "token": tok, "highest_before": h,
                     "time": ev["time"], "client": ev.get("client"),
                 })
-            if h is None or tok > h:
+            # Readers of a read-write lock share it: their reads do not
+            # raise the bar (DESIGN.md rule 7: writers' tokens do).
+            if (h is None or tok > h) and not ev.get("shared"):
                 highest[lock] = tok
         elif ev["type"] == "refuse":
             refused += 1
@@ -50,6 +52,19 @@ def check(events, ops):
                                "second": g.describe()})
         else:
             by_token[g.token] = g
+
+    # A re-entrant acquire keeps the token of the grant it nests in.
+    last = {}
+    for op in ops:
+        key = (op.process, op.lock)
+        if op.f == "acquire":
+            last[key] = op
+        elif op.f == "reacquire" and op.type == "ok":
+            g = last.get(key)
+            if g is not None and g.type == "ok" and op.token != g.token:
+                violations.append({
+                    "what": "re-entrant acquire returned another token",
+                    "grant": g.describe(), "reacquire": op.describe()})
 
     # Sweep invocations in time order; keep the largest token among grants
     # acknowledged strictly before.

@@ -58,7 +58,7 @@ class Op:
 
     __slots__ = ("process", "f", "lock", "inv", "cmp", "type", "token",
                  "value", "error", "session", "kind", "limit", "index",
-                 "valid_until")
+                 "valid_until", "mode")
 
     def __init__(self, inv, index):
         self.process = inv["process"]
@@ -73,6 +73,7 @@ class Op:
         self.session = inv.get("session")
         self.kind = inv.get("kind")
         self.limit = inv.get("limit")
+        self.mode = inv.get("mode") or "exclusive"
         self.index = index
         self.valid_until = None
 
@@ -191,7 +192,7 @@ def lock_kinds(ops):
             kind = op.kind or "mutex"
             limit = op.limit or 1
             if kind != "semaphore":
-                limit = 1
+                limit = 1  # rwlock: one writer, or any number of readers
             kinds.setdefault(op.lock, (kind, limit))
     return kinds
 

@@ -72,14 +72,22 @@ def check(events, ops, drift_windows=None):
                 active.discard(idx)
                 continue
             active.add(idx)
-            if len(active) > limit:
+            if kind == "rwlock":
+                modes = [ivs[j][2].mode for j in active]
+                bad = len(active) > 1 and "exclusive" in modes
+            else:
+                bad = len(active) > limit
+            if bad:
                 holders = [ivs[j] for j in sorted(active)]
                 violations.append({
-                    "what": ("two holders of an exclusive lock overlap"
+                    "what": ("a writer overlaps another holder"
+                             if kind == "rwlock" else
+                             "two holders of an exclusive lock overlap"
                              if limit == 1 else
                              "more holders than permits overlap"),
                     "lock": lock, "kind": kind, "limit": limit, "time": t,
-                    "holders": [dict(g.describe(), interval=[s, e])
+                    "holders": [dict(g.describe(), interval=[s, e],
+                                     mode=g.mode)
                                 for s, e, g in holders],
                 })
     caused = []

@@ -86,7 +86,7 @@ def _check_chain(lock, grants, violations):
         prev = (g, r)
 
 
-def _check_certain_overlap(lock, limit, grants, violations):
+def _check_certain_overlap(lock, kind, limit, grants, violations):
     pts = []
     for g, r in grants:
         if r is not None and r.type == "ok" and r.inv > g.cmp:
@@ -99,7 +99,12 @@ def _check_certain_overlap(lock, limit, grants, violations):
             active.remove(g)
             continue
         active.append(g)
-        if len(active) > limit:
+        if kind == "rwlock":
+            bad = len(active) > 1 and any(x.mode == "exclusive"
+                                          for x in active)
+        else:
+            bad = len(active) > limit
+        if bad:
             violations.append({
                 "what": "more acknowledged holders than the lock allows, "
                         "each proven by its acknowledged release",
@@ -119,15 +124,17 @@ def check(events, ops):
     for lock in locks:
         kind, limit = kinds.get(lock, ("mutex", 1))
         grants = [(g, r) for g, r in all_grants if g.lock == lock]
-        if limit == 1:
+        if kind == "mutex":
             _check_chain(lock, grants, violations)
-        _check_certain_overlap(lock, limit, grants, violations)
+        _check_certain_overlap(lock, kind, limit, grants, violations)
 
         wins = _possibly_held(ops, grants, lock)
         for op in ops:
             if op.lock != lock or op.f != "acquire" or op.type != "fail" \
                     or op.error != "EBUSY":
                 continue
+            if kind == "rwlock" and op.mode == "shared":
+                continue  # a queued writer also turns readers away
             busy_checked += 1
             n = _max_overlap(wins, op.inv, op.cmp)
             if n < limit:
@@ -138,12 +145,21 @@ def check(events, ops):
                     "possible_holders": n, "limit": limit,
                 })
 
-    # Releases acknowledged without a grant to release.
+    # Releases acknowledged without a grant to release; nesting depths.
     state = {}
+    nested = {}
     for op in ops:
         key = (op.process, op.lock)
         if op.f == "acquire":
             state[key] = op.type  # ok, info or fail
+            nested[key] = False
+        elif op.f == "reacquire":
+            nested[key] = op.type == "ok"
+        elif op.f == "rerelease" and op.type == "ok" and nested.get(key):
+            if op.value != 1:
+                violations.append({
+                    "what": "releasing a nested grant left the wrong depth",
+                    "op": op.describe(), "depth_left": op.value})
         elif op.f == "release":
             last = state.pop(key, None)
             if op.type == "ok" and last not in ("ok", "info"):

@@ -24,7 +24,8 @@ def run(name, **kw):
 class Clean(unittest.TestCase):
     def test_clean_history_passes_every_checker(self):
         for name in ("clean.jsonl", "durability_clean.jsonl",
-                     "linear_busy_info.jsonl"):
+                     "linear_busy_info.jsonl", "rwlock_clean.jsonl",
+                     "reentrant_clean.jsonl"):
             res = run(name)
             for c in CHECKERS:
                 self.assertTrue(res[c]["valid"], "%s %s: %s" % (
@@ -120,6 +121,17 @@ class Planted(unittest.TestCase):
     def test_liveness_stuck(self):
         res = self.caught("liveness_stuck.jsonl", "liveness", "bound")
         self.assertAlmostEqual(res["liveness"]["max_seconds"], 2.6)
+
+    def test_rwlock_writer_overlaps_readers(self):
+        self.caught("rwlock_overlap.jsonl", "lease", "writer overlaps")
+        self.caught("rwlock_overlap.jsonl", "linearizable",
+                    "more acknowledged holders")
+
+    def test_reentrant_token_changed(self):
+        self.caught("reentrant_token.jsonl", "fencing", "another token")
+
+    def test_reentrant_depth(self):
+        self.caught("reentrant_depth.jsonl", "linearizable", "wrong depth")
 
     def test_failed_nemesis_fails_the_run(self):
         evs = history.load(os.path.join(DATA, "clean.jsonl"))

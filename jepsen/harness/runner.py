@@ -286,7 +286,8 @@ def parse(argv):
     ap.add_argument("--nemesis", default="partition,kill",
                     help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
     ap.add_argument("--workload", default="mutex",
-                    choices=["mutex", "semaphore"])
+                    choices=["mutex", "semaphore", "rwlock", "reentrant",
+                             "waiters"])
     ap.add_argument("--time", type=int, default=60,
                     help="seconds of faults (setup and recovery come on top)")
     ap.add_argument("--seed", type=int)
