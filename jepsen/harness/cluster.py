@@ -82,6 +82,7 @@ class Node:
         os.makedirs(self.data, exist_ok=True)
         self.proc = None
         self.starts = 0
+        self.crashes = []  # exits the harness did not cause
         self.clock_file = os.path.join(self.dir, "faketime")
         self.rate = None
 
@@ -122,7 +123,20 @@ class Node:
             env["DONT_FAKE_MONOTONIC"] = "1"
         return env
 
+    def check_crash(self):
+        """Records an exit of the current process that no nemesis caused
+        (a crash or an abort of raftlockd). Returns it or None."""
+        p = self.proc
+        if p is None or p.running() or getattr(p, "reaped", False):
+            return None
+        p.reaped = True
+        crash = {"node": "n%d" % self.i, "pid": p.pid,
+                 "returncode": p.popen.returncode, "time": time.monotonic_ns()}
+        self.crashes.append(crash)
+        return crash
+
     def start(self):
+        self.check_crash()
         self.starts += 1
         self.proc = Proc("n%d" % self.i,
                          self.c.net.exec_prefix(self.c.net.node_ns(self.i))
@@ -138,6 +152,8 @@ class Node:
 
     def kill(self):
         if self.proc is not None:
+            self.check_crash()
+            self.proc.reaped = True
             self.proc.kill()
 
     def stop(self):
@@ -238,6 +254,11 @@ class Cluster:
                 out.append(w)
         return out
 
+    def worker_exits(self):
+        """Each worker's exit status: 0 for a clean stop; a negative
+        signal number or a non-zero status for a crash or a hang."""
+        return {"w%d" % w.wid: w.popen.returncode for w in self.workers}
+
     def stop_workers(self, timeout=20):
         for w in self.workers:
             if w.paused:
@@ -250,7 +271,7 @@ class Cluster:
             try:
                 w.popen.wait(left)
             except subprocess.TimeoutExpired:
-                pass
+                w.hung = True
             w.kill()
 
     def teardown(self):

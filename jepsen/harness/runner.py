@@ -24,17 +24,19 @@ from checkers import history  # noqa: E402
 SAFETY = ("fencing", "lease", "linearizable", "durability", "counter")
 
 SUITES = {
-    # 3 nodes, each nemesis alone: the CI suite (about 6-8 minutes).
+    # 3 nodes, each nemesis alone: the CI suite (about 7 minutes).
     "ci": dict(nodes=3, time=35, runs=[
         ("kill", "mutex"), ("pause", "mutex"), ("partition", "mutex"),
         ("clock", "mutex"), ("restart-all", "mutex"),
-        ("partition", "semaphore")]),
+        ("partition", "semaphore"), ("kill", "rwlock"),
+        ("pause", "reentrant"), ("partition", "waiters")]),
     # 5 nodes, 10 minutes per mix.
     "long": dict(nodes=5, time=600, runs=[
         ("partition,kill", "mutex"), ("pause,clock", "mutex"),
         ("restart-all,partition", "mutex"),
         ("kill,pause,partition,clock,restart-all", "mutex"),
-        ("partition,pause,kill", "semaphore")]),
+        ("partition,pause,kill", "semaphore"),
+        ("partition,kill,restart-all", "rwlock")]),
 }
 
 
@@ -88,20 +90,27 @@ def merge_history(run_dir, cl, nem_events):
     return out
 
 
-def first_grant_after(cl, t_ns):
+def first_grant_after(cl, t_ns, offsets):
+    """The time of the first grant acknowledged at or after t_ns, reading
+    only what the workers logged since the last call (offsets)."""
     for w in cl.workers:
         try:
-            with open(w.history) as f:
-                for line in f:
-                    if '"acquire"' in line and '"ok"' in line:
-                        try:
-                            ev = json.loads(line)
-                        except ValueError:
-                            continue
-                        if ev["time"] >= t_ns and ev.get("type") == "ok":
-                            return ev["time"]
+            with open(w.history, "rb") as f:
+                f.seek(offsets.get(w.wid, 0))
+                data = f.read()
         except OSError:
-            pass
+            continue
+        end = data.rfind(b"\n") + 1  # keep a partial line for next time
+        offsets[w.wid] = offsets.get(w.wid, 0) + end
+        for line in data[:end].splitlines():
+            if b'"acquire"' not in line or b'"ok"' not in line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("type") == "ok" and ev["time"] >= t_ns:
+                return ev["time"]
     return None
 
 
@@ -209,10 +218,20 @@ def run_one(args, nemeses, workload, seed):
                 time.sleep(nem.hold_seconds(name))
                 if not nem.end():
                     failed += 1
+            for n in cl.nodes:
+                crash = n.check_crash()
+                if crash:
+                    say("n%d exited on its own: %s" % (n.i, crash))
+                    nlog.event("info", "node-crash", **crash)
             else:
                 failed += 1
                 say("nemesis %s could not act: %s" % (
                     name, nlog.events[-1].get("error")))
+        for n in cl.nodes:
+            crash = n.check_crash()
+            if crash:
+                say("n%d exited on its own: %s" % (n.i, crash))
+                nlog.event("info", "node-crash", **crash)
         heal_ok = nem.heal_all()
         heal_t = N.mono_ns()
         nlog.event("end", "final-heal", targets=[])
@@ -220,8 +239,9 @@ def run_one(args, nemeses, workload, seed):
             nlog.event("fail", "schedule", error="no nemesis acted")
         say("healed; waiting up to %.0fs for a grant" % bound)
         wait_end = time.monotonic() + bound + 5
+        offsets = {}
         while time.monotonic() < wait_end:
-            if first_grant_after(cl, heal_t) is not None:
+            if first_grant_after(cl, heal_t, offsets) is not None:
                 break
             time.sleep(0.5)
         time.sleep(4)  # the durable worker reads the table meanwhile
@@ -247,6 +267,15 @@ def run_one(args, nemeses, workload, seed):
     res = checkers.run(history.load(hist), ttl_ms=ttl,
                        liveness_bound_s=bound, rho=args.rho)
     res["summary"].update(meta)
+    crashes = [c for n in cl.nodes for c in n.crashes]
+    exits = cl.worker_exits()
+    bad_exits = {w: rc for w, rc in exits.items() if rc != 0}
+    res["summary"]["node_crashes"] = crashes
+    res["summary"]["worker_exits"] = exits
+    if crashes or bad_exits:
+        # A server or client that dies on its own is a bug, whatever the
+        # history says.
+        res["summary"]["valid"] = False
     res["summary"]["liveness_bound_s"] = bound
     plotted, why = plot(run_dir)
     res["summary"]["plots"] = ["latency.png", "throughput.png"] \
@@ -265,6 +294,8 @@ def run_one(args, nemeses, workload, seed):
                 r["drift_overlap_count"]
         say("  %-12s %s%s" % (name, "PASS" if r["valid"] else
                               "FAIL (%d)" % r["violation_count"], note))
+    if crashes or bad_exits:
+        say("  CRASHES: nodes %s, workers %s" % (crashes, bad_exits))
     say("  ops %d %s, nemesis actions %d, failures %d" % (
         s["ops"], json.dumps(s["op_counts"], sort_keys=True),
         s["nemesis_actions"], len(s["nemesis_failures"])))
