@@ -75,6 +75,8 @@ class Nemesis:
         self.log = log
         self.ttl_ms = ttl_ms
         self.active = None  # (name, undo, fields)
+        self.clock_modes = ["jump", "rate"]
+        self.clock_rates = [0.5, 0.9, 0.995, 1.005, 1.1, 2.0]
 
     # -------------------------------------------------------- helpers --
 
@@ -221,7 +223,7 @@ class Nemesis:
     def _clock(self):
         if C.faketime_lib() is None:
             raise NemesisError("libfaketime is not installed")
-        mode = self.rng.choice(["jump", "rate"])
+        mode = self.rng.choice(self.clock_modes)
         if mode == "jump":
             k = self.rng.randint(1, len(self._ids()))
             targets = self.rng.sample(self._ids(), k)
@@ -246,7 +248,7 @@ class Nemesis:
         # rate: restart the leader (or a node) with a faster or slower
         # monotonic clock.
         i, known = self._leader_or_random()
-        rate = self.rng.choice([0.5, 0.9, 0.995, 1.005, 1.1, 2.0])
+        rate = self.rng.choice(self.clock_rates)
         n = self._node(i)
         n.kill()
         n.rate = rate

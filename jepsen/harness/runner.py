@@ -201,6 +201,10 @@ def run_one(args, nemeses, workload, seed):
         cl.start_worker(args.workers + 1, "durable", common)
 
         nem = N.Nemesis(cl, net, rng, nlog, ttl)
+        if args.clock_mode != "both":
+            nem.clock_modes = [args.clock_mode]
+        if args.clock_rates:
+            nem.clock_rates = [float(x) for x in args.clock_rates.split(",")]
         end = time.monotonic() + args.time
         acted = 0
         failed = 0
@@ -331,6 +335,11 @@ def parse(argv):
                     help="clock-rate difference the leases tolerate")
     ap.add_argument("--liveness-bound-s", type=float,
                     help="default: 2 TTL + 10 s")
+    ap.add_argument("--clock-mode", choices=["jump", "rate", "both"],
+                    default="both", help="what the clock nemesis does")
+    ap.add_argument("--clock-rates",
+                    help="comma list of monotonic clock rates to pick from "
+                    "(default 0.5,0.9,0.995,1.005,1.1,2.0)")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
     ap.add_argument("--results", default=os.path.join(JEPSEN, "results"))
     ap.add_argument("--worker-build-dir",
