@@ -56,16 +56,18 @@ def check(events, ops, drift_windows=None):
             return True, "lease"
         return False, None
 
-    def in_drift(t):
-        return any(ws <= t <= we for ws, we, _ in drift_windows or [])
+    def in_drift(rd):
+        # The lease proof is about the read's whole window.
+        return any(ws <= rd.cmp and rd.inv <= we
+                   for ws, we, _ in drift_windows or [])
 
     violations = []
     drift = []
 
-    def record(v, how, t):
+    def record(v, how, rd):
         # A loss proven only by a lease, while a clock ran beyond the bound,
         # is reported apart; a loss proven by an acknowledgement never is.
-        (drift if how == "lease" and in_drift(t) else violations).append(v)
+        (drift if how == "lease" and in_drift(rd) else violations).append(v)
 
     checked_grants = checked_tokens = checked_sessions = 0
     restarts = [ev["time"] for ev in H.nemesis_events(events)
@@ -121,7 +123,7 @@ def check(events, ops, drift_windows=None):
             if g.token not in held:
                 record({"what": "an acknowledged grant was lost",
                         "grant": g.describe(), "read": rd.describe(),
-                        "proof": how}, how, rd.inv)
+                        "proof": how}, how, rd)
 
         if not complete_sessions:
             continue
@@ -137,7 +139,7 @@ def check(events, ops, drift_windows=None):
             if o.session not in sessions:
                 record({"what": "an acknowledged session was lost",
                         "session": o.session, "open": o.describe(),
-                        "read": rd.describe(), "proof": how}, how, rd.inv)
+                        "read": rd.describe(), "proof": how}, how, rd)
 
     last_read = max((rd.inv for rd in reads), default=-H.INF)
     releases_covered = sum(1 for g, r in grants if r is not None and

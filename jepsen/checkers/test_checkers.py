@@ -115,6 +115,26 @@ class Planted(unittest.TestCase):
         self.caught("durability_session.jsonl", "durability",
                     "session was lost")
 
+    def with_drift(self, name, rate):
+        evs = history.load(os.path.join(DATA, name))
+        for t, typ in ((515 * 10**6, "start"), (525 * 10**6, "end")):
+            evs.append({"time": t, "process": "nemesis", "type": typ,
+                        "f": "clock-rate", "targets": ["n1"], "rate": rate,
+                        "_line": 0})
+        evs.sort(key=lambda e: e["time"])
+        return main.run(evs, ttl_ms=1, liveness_bound_s=1.0)
+
+    def test_durability_loss_proven_by_lease_under_drift_is_kept_apart(self):
+        res = self.with_drift("durability_session.jsonl", 2.0)
+        self.assertTrue(res["durability"]["valid"])
+        self.assertEqual(len(res["durability"]["drift_cases"]), 1)
+        res = self.with_drift("durability_session.jsonl", 1.001)
+        self.assertFalse(res["durability"]["valid"])
+
+    def test_durability_loss_proven_by_acknowledgement_is_never_excused(self):
+        res = self.with_drift("durability_grant.jsonl", 2.0)
+        self.assertFalse(res["durability"]["valid"])
+
     def test_counter_lost_update(self):
         self.caught("counter_lost.jsonl", "counter", "lost update")
 

@@ -98,6 +98,8 @@ class Nemesis:
             return ttl * 1.5 + self.rng.uniform(0.5, ttl)
         if name == "restart-all":
             return self.rng.uniform(1.0, 3.0)
+        if name == "clock":
+            return self.rng.uniform(1.5 * ttl, 3 * ttl)
         return self.rng.uniform(3.0, 8.0)
 
     # --------------------------------------------------------- actions --
@@ -245,26 +247,57 @@ class Nemesis:
             return undo, {"mode": mode, "f": "clock-jump",
                           "targets": sorted(offsets),
                           "offsets_s": offsets}
-        # rate: restart the leader (or a node) with a faster or slower
-        # monotonic clock.
-        i, known = self._leader_or_random()
+        # rate: restart the leader, or every node (so that the leader
+        # certainly runs at that rate), with a faster or slower monotonic
+        # clock.
         rate = self.rng.choice(self.clock_rates)
-        n = self._node(i)
-        n.kill()
-        n.rate = rate
-        n.start()
+        if self.rng.random() < 0.5:
+            i, known = self._leader_or_random()
+            targets = [i]
+            mode = "rate-leader" if known else "rate-random-node"
+        else:
+            targets = self._ids()
+            mode = "rate-all"
+        nodes = [self._node(i) for i in targets]
+        for n in nodes:
+            n.kill()
+        for n in nodes:
+            n.rate = rate
+            n.start()
         time.sleep(0.2)
-        env = proc_env(n.proc.pid)
-        if not env.get("FAKETIME", "").endswith("x%g" % rate):
-            raise NemesisError("n%d did not start with a clock rate" % i)
+        for n in nodes:
+            env = proc_env(n.proc.pid)
+            if not env.get("FAKETIME", "").endswith("x%g" % rate):
+                raise NemesisError("n%d did not start with a clock rate"
+                                   % n.i)
+        # With every node drifting, also stop a holder for the rest of the
+        # action (longer than a TTL): its lease then ends by the drifting
+        # clocks, which is where a rate beyond rho shows.
+        paused = []
+        if mode == "rate-all":
+            for _ in range(60):
+                holders = self.c.holding_workers()
+                if holders:
+                    w = self.rng.choice(holders)
+                    w.signal(signal.SIGSTOP)
+                    w.paused = True
+                    paused.append(w)
+                    break
+                time.sleep(0.1)
 
         def undo():
-            n.kill()
-            n.rate = None
-            n.start()
-        return undo, {"mode": "rate" if known else "rate-random-node",
-                      "f": "clock-rate", "targets": ["n%d" % i],
-                      "rate": rate}
+            for w in paused:
+                w.signal(signal.SIGCONT)
+                w.paused = False
+            for n in nodes:
+                n.kill()
+            for n in nodes:
+                n.rate = None
+                n.start()
+        return undo, {"mode": mode, "f": "clock-rate",
+                      "targets": ["n%d" % i for i in targets],
+                      "rate": rate,
+                      "paused": ["w%d" % w.wid for w in paused]}
 
     def _restart_all(self):
         for n in self.c.nodes:

@@ -114,6 +114,15 @@ def first_grant_after(cl, t_ns, offsets):
     return None
 
 
+def note_crashes(cl, nlog):
+    """Logs every node that exited without the harness killing it."""
+    for n in cl.nodes:
+        crash = n.check_crash()
+        if crash:
+            say("n%d exited on its own: %s" % (n.i, crash))
+            nlog.event("info", "node-crash", **crash)
+
+
 def plot(run_dir):
     """Plots with Debian's matplotlib; installs it once if missing."""
     script = os.path.join(JEPSEN, "harness", "plots.py")
@@ -222,20 +231,12 @@ def run_one(args, nemeses, workload, seed):
                 time.sleep(nem.hold_seconds(name))
                 if not nem.end():
                     failed += 1
-            for n in cl.nodes:
-                crash = n.check_crash()
-                if crash:
-                    say("n%d exited on its own: %s" % (n.i, crash))
-                    nlog.event("info", "node-crash", **crash)
             else:
                 failed += 1
                 say("nemesis %s could not act: %s" % (
                     name, nlog.events[-1].get("error")))
-        for n in cl.nodes:
-            crash = n.check_crash()
-            if crash:
-                say("n%d exited on its own: %s" % (n.i, crash))
-                nlog.event("info", "node-crash", **crash)
+            note_crashes(cl, nlog)
+        note_crashes(cl, nlog)
         heal_ok = nem.heal_all()
         heal_t = N.mono_ns()
         nlog.event("end", "final-heal", targets=[])
