@@ -1,6 +1,7 @@
 /* codec.c: see codec.h. */
 #include "codec.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,11 +67,47 @@ static int check_request(const Raftlock__Envelope *env)
 	}
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 		return env->keepalive->n_sessions > 65536 ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY__NOT_SET:
-		return RAFTLOCK_EPROTO;
-	default:
-		return 0;
+	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
+	default: return 0;
 	}
+}
+
+/*
+ * protobuf-c (1.4) refuses field number 0 only in a one-byte tag: written
+ * as 0x80 0x00 it is kept as an unknown field, and packed again as the
+ * one-byte tag 0x00, which it then refuses. The server packs decoded
+ * requests into log entries, so such a field would make a committed entry
+ * that no node can decode. Looks at m and every message below it.
+ */
+static bool has_field_zero(const ProtobufCMessage *m)
+{
+	for (unsigned i = 0; i < m->n_unknown_fields; i++)
+		if (m->unknown_fields[i].tag == 0)
+			return true;
+	const ProtobufCMessageDescriptor *desc = m->descriptor;
+	const char *base = (const char *)m;
+	for (unsigned i = 0; i < desc->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &desc->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)(base + f->quantifier_offset);
+			ProtobufCMessage *const *subs =
+				*(ProtobufCMessage *const *const *)(base + f->offset);
+			for (size_t j = 0; j < n; j++)
+				if (has_field_zero(subs[j]))
+					return true;
+			continue;
+		}
+		/* Members of a oneof share their storage: only the one set. */
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+			continue;
+		const ProtobufCMessage *sub = *(ProtobufCMessage *const *)(base + f->offset);
+		if (sub != NULL && has_field_zero(sub))
+			return true;
+	}
+	return false;
 }
 
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out)
@@ -78,7 +115,7 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
 	if (env == NULL)
 		return RAFTLOCK_EPROTO;
-	int rv = check_request(env);
+	int rv = has_field_zero(&env->base) ? RAFTLOCK_EPROTO : check_request(env);
 	if (rv != 0) {
 		raftlock__envelope__free_unpacked(env, NULL);
 		return rv;
@@ -87,8 +124,8 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
 	return 0;
 }
 
-int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
-		       void **out, size_t *n)
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), void **out,
+		       size_t *n)
 {
 	size_t size = raftlock__log_entry__get_packed_size(entry);
 	uint8_t *body = malloc(size ? size : 1);
@@ -109,14 +146,16 @@ int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
 	unsigned format = (unsigned)buf[2] << 8 | buf[3];
 	if (format > ENTRY_FORMAT)
 		return RAFTLOCK_EDATA;
-	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 |
-		      (size_t)buf[6] << 8 | buf[7];
+	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 | (size_t)buf[6] << 8 | buf[7];
 	if (size > n - ENTRY_HEADER_SIZE)
 		return RAFTLOCK_EPROTO;
-	Raftlock__LogEntry *e =
-		raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
+	Raftlock__LogEntry *e = raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
 	if (e == NULL)
 		return RAFTLOCK_EPROTO;
+	if (has_field_zero(&e->base)) {
+		raftlock__log_entry__free_unpacked(e, NULL);
+		return RAFTLOCK_EPROTO;
+	}
 	*out = e;
 	return 0;
 }

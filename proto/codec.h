@@ -27,8 +27,10 @@ int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n
  * Decodes and validates one frame payload. On success *out is owned by the
  * caller and freed with raftlock__envelope__free_unpacked(*out, NULL).
  * Returns RAFTLOCK_EPROTO for bytes that do not decode, an envelope without
- * a body, or a request whose fields break the protocol's bounds (names
- * longer than RAFTLOCK_NAME_MAX, empty names); RAFTLOCK_ENOMEM.
+ * a body, a field numbered 0 at any depth, or a request whose fields break
+ * the protocol's bounds (names longer than RAFTLOCK_NAME_MAX, empty names);
+ * RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part of a
+ * Command) to bytes that decode.
  */
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out);
 
@@ -37,13 +39,14 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
  * alloc() (so the server can hand raft a raft_malloc'd buffer).
  * Returns 0, RAFTLOCK_ETOOBIG or RAFTLOCK_ENOMEM.
  */
-int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
-		       void **out, size_t *n);
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), void **out,
+		       size_t *n);
 
 /*
  * Decodes a log entry written by codec_encode_entry(). Returns 0 with *out
  * owned by the caller (raftlock__log_entry__free_unpacked), RAFTLOCK_EPROTO
- * for a bad header or payload, RAFTLOCK_EDATA for an unknown future format.
+ * for a bad header or payload (a field numbered 0 included), RAFTLOCK_EDATA
+ * for an unknown future format.
  */
 int codec_decode_entry(const void *buf, size_t n, Raftlock__LogEntry **out);
 

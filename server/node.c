@@ -111,8 +111,8 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
-		log_info("snapshot at %llu: store already at %llu, kept",
-			 (unsigned long long)index, (unsigned long long)applied);
+		log_info("snapshot at %llu: store already at %llu, kept", (unsigned long long)index,
+			 (unsigned long long)applied);
 	} else {
 		uint64_t t0 = uv_hrtime();
 		if (store_load(&n->store, buf->base, buf->len) != 0) {
@@ -149,10 +149,8 @@ static uint64_t stamp(struct node *n)
 static int map_raft_error(int rv)
 {
 	switch (rv) {
-	case RAFT_NOTLEADER:
-		return RAFTLOCK_ENOTLEADER;
-	case RAFT_SHUTDOWN:
-		return RAFTLOCK_ESHUTDOWN;
+	case RAFT_NOTLEADER: return RAFTLOCK_ENOTLEADER;
+	case RAFT_SHUTDOWN: return RAFTLOCK_ESHUTDOWN;
 	default:
 		/* RAFT_LEADERSHIPLOST and anything else after the append: the
 		 * entry may still commit, so the outcome is unknown. */
@@ -397,14 +395,10 @@ static void watch_cb(uv_check_t *h)
 const char *node_role(struct node *n)
 {
 	switch (raft_state(&n->raft)) {
-	case RAFT_LEADER:
-		return "leader";
-	case RAFT_FOLLOWER:
-		return "follower";
-	case RAFT_CANDIDATE:
-		return "candidate";
-	default:
-		return "unavailable";
+	case RAFT_LEADER: return "leader";
+	case RAFT_FOLLOWER: return "follower";
+	case RAFT_CANDIDATE: return "candidate";
+	default: return "unavailable";
 	}
 }
 
@@ -493,8 +487,10 @@ static int check_identity(struct node *n, const char *raft_dir, char *err, size_
 		return 0;
 	}
 	if (dir_has_files(raft_dir)) {
-		snprintf(err, errlen, "%s is missing but %s holds a raft log: "
-			 "not a data directory of this raftlockd", path, raft_dir);
+		snprintf(err, errlen,
+			 "%s is missing but %s holds a raft log: "
+			 "not a data directory of this raftlockd",
+			 path, raft_dir);
 		return RAFTLOCK_EDATA;
 	}
 	if (write_small(path, want) != 0) {
@@ -509,7 +505,8 @@ static int check_identity(struct node *n, const char *raft_dir, char *err, size_
  * the raft snapshot and log. */
 static int prepare_state_dir(const char *state_dir, char *err, size_t errlen)
 {
-	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "", last[128] = "";
+	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "",
+									       last[128] = "";
 	path_join(clean, sizeof clean, state_dir, "CLEAN");
 	path_join(bootf, sizeof bootf, state_dir, "BOOT_ID");
 	path_join(mdb, sizeof mdb, state_dir, "data.mdb");
@@ -552,7 +549,8 @@ static int bootstrap(struct node *n, char *err, size_t errlen)
 	int rv = raft_bootstrap(&n->raft, &conf);
 	raft_configuration_close(&conf);
 	if (rv == 0)
-		log_info("bootstrapped a %u-voter cluster '%s'", n->cfg->n_members, n->cfg->cluster);
+		log_info("bootstrapped a %u-voter cluster '%s'", n->cfg->n_members,
+			 n->cfg->cluster);
 	else if (rv != RAFT_CANTBOOTSTRAP) {
 		snprintf(err, errlen, "bootstrap: %s", raft_strerror(rv));
 		return RAFTLOCK_EIO;
@@ -613,8 +611,9 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	if ((rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
-		snprintf(err, errlen, "raft start in %s: %s (%s)", raft_dir, raft_strerror(rv),
-			 raft_errmsg(&n->raft));
+		snprintf(err, errlen,
+			 "raft start in %s: %s %s(is raft-address %s free to listen on?)", raft_dir,
+			 raft_strerror(rv), raft_errmsg(&n->raft), cfg->raft_address);
 		rv = RAFTLOCK_EDATA;
 		goto fail_raft;
 	}
@@ -631,12 +630,13 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
+	uv_timer_init(loop, &n->transfer_timer);
+	n->transfer_timer.data = n;
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
-	log_info("started: raft %s, store at index %llu, raft log up to %llu",
-		 cfg->raft_address, (unsigned long long)applied,
-		 (unsigned long long)raft_last_index(&n->raft));
+	log_info("started: raft %s, store at index %llu, raft log up to %llu", cfg->raft_address,
+		 (unsigned long long)applied, (unsigned long long)raft_last_index(&n->raft));
 	return 0;
 
 fail_raft:
@@ -678,6 +678,11 @@ static void raft_closed(struct raft *r)
 
 static void close_raft(struct node *n)
 {
+	if (n->closing_raft)
+		return;
+	n->closing_raft = true;
+	uv_timer_stop(&n->transfer_timer);
+	uv_close((uv_handle_t *)&n->transfer_timer, close_handle_cb);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
@@ -686,9 +691,18 @@ static void close_raft(struct node *n)
 	raft_close(&n->raft, raft_closed);
 }
 
+static void transfer_timeout(uv_timer_t *h)
+{
+	struct node *n = h->data;
+	log_warn("leadership transfer did not report back; closing anyway");
+	close_raft(n);
+}
+
 static void transfer_done(struct raft_transfer *req)
 {
 	struct node *n = req->data;
+	if (n->closing_raft)
+		return;
 	uint64_t leader = 0;
 	node_leader_client_address(n, &leader);
 	log_info("leadership transfer %s (leader now %llu)",
@@ -706,8 +720,11 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 	}
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
-		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
+		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
+			uv_timer_start(&n->transfer_timer, transfer_timeout,
+				       n->cfg->election_timeout_ms + 500, 0);
 			return;
+		}
 	}
 	close_raft(n);
 }

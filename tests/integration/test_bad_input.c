@@ -167,10 +167,8 @@ static void name_too_long(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(garbage_frame),
-		cmocka_unit_test(oversized_length),
-		cmocka_unit_test(unknown_message_type),
-		cmocka_unit_test(truncated_frame),
+		cmocka_unit_test(garbage_frame),        cmocka_unit_test(oversized_length),
+		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
 		cmocka_unit_test(name_too_long),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,57 @@
+/* lockutil.c: see lockutil.h. */
+#include "lockutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+raftlock_client *tl_client(struct tcluster *c)
+{
+	struct raftlock_client_options o = {0};
+	o.addresses = c->addrs;
+	o.n_addresses = (size_t)c->n;
+	o.client_name = "integration-test";
+	o.request_timeout_ms = 15000;
+	raftlock_client *cl = NULL;
+	const char *err = NULL;
+	int rv = raftlock_client_open(&o, &cl, &err);
+	if (rv != 0)
+		fail_msg("client_open: %s", err ? err : raftlock_strerror(rv));
+	return cl;
+}
+
+raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms)
+{
+	struct raftlock_session_options o = {.ttl_ms = ttl_ms};
+	raftlock_session *s = NULL;
+	int rv = raftlock_session_open(cl, &o, &s);
+	if (rv != 0)
+		fail_msg("session_open: %s", raftlock_errmsg(cl));
+	return s;
+}
+
+raftlock_lock *tl_lock(raftlock_session *s, const char *name)
+{
+	raftlock_lock *l = NULL;
+	assert_int_equal(raftlock_lock_new(s, name, NULL, &l), 0);
+	return l;
+}
+
+uint64_t tl_take(raftlock_lock *l)
+{
+	uint64_t token = 0;
+	int rv = raftlock_lock_try(l, &token);
+	if (rv != 0)
+		fail_msg("try-lock: %s", raftlock_strerror(rv));
+	assert_true(token > 0);
+	return token;
+}
+
+void tl_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}

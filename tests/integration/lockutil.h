@@ -1,0 +1,18 @@
+/* lockutil.h: small helpers shared by the integration tests that go through
+ * libraftlock. Each aborts the test (cmocka fail_msg) on unexpected errors. */
+#ifndef RAFTLOCK_TEST_LOCKUTIL_H
+#define RAFTLOCK_TEST_LOCKUTIL_H
+
+#include <stdint.h>
+
+#include "cluster.h"
+#include "raftlock.h"
+
+raftlock_client *tl_client(struct tcluster *c);
+raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms);
+raftlock_lock *tl_lock(raftlock_session *s, const char *name);
+/* Try-lock that must succeed; returns the token. */
+uint64_t tl_take(raftlock_lock *l);
+void tl_sleep_ms(unsigned ms);
+
+#endif

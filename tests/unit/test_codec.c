@@ -1,0 +1,1027 @@
+/*
+ * test_codec.c: envelopes through codec_frame_envelope, the frame reader and
+ * codec_decode_envelope, whole, truncated and corrupted; log entries and
+ * command batches.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "frame.h"
+#include "raftlock.h"
+
+/* ------------------------------------------------------------ helpers -- */
+
+/* xorshift64*: the same sequence on every run. */
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t seed)
+{
+	rng_state = seed ? seed : 1;
+}
+
+static uint32_t rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+/* A NUL-terminated string of n copies of c, freed by the caller. */
+static char *make_name(size_t n, char c)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* One of each request, and a response, with distinctive field values. */
+enum {
+	S_STATUS,
+	S_OPEN_SESSION,
+	S_KEEPALIVE,
+	S_CLOSE_SESSION,
+	S_ACQUIRE,
+	S_RELEASE,
+	S_CANCEL_WAIT,
+	S_GET_LOCK,
+	S_LIST_LOCKS,
+	S_LIST_SESSIONS,
+	S_CHECK_TOKEN,
+	S_RESPONSE,
+	N_SAMPLES
+};
+
+struct samples {
+	Raftlock__StatusRequest status;
+	Raftlock__Owner owner;
+	Raftlock__OpenSessionRequest open_session;
+	uint64_t sessions[3];
+	Raftlock__KeepAliveRequest keepalive;
+	Raftlock__CloseSessionRequest close_session;
+	Raftlock__Acquire acquire;
+	Raftlock__AcquireRequest acquire_req;
+	Raftlock__Release release;
+	Raftlock__ReleaseRequest release_req;
+	Raftlock__CancelWait cancel;
+	Raftlock__CancelWaitRequest cancel_req;
+	Raftlock__GetLockRequest get_lock;
+	Raftlock__ListLocksRequest list_locks;
+	Raftlock__ListSessionsRequest list_sessions;
+	Raftlock__CheckTokenRequest check_token;
+	Raftlock__Result result;
+	Raftlock__Response response;
+	Raftlock__Envelope env[N_SAMPLES];
+};
+
+/* The header of a message of type raftlock.<kind>, for designated
+ * initializers; the fields not named are zero, strings NULL (empty). */
+#define MSG(kind)                                                              \
+	.base = PROTOBUF_C_MESSAGE_INIT(&raftlock__##kind##__descriptor)
+
+static void samples_init(struct samples *s)
+{
+	s->status = (Raftlock__StatusRequest){MSG(status_request)};
+	s->owner = (Raftlock__Owner){MSG(owner), .client_name = "worker",
+	                             .host = "host-7", .pid = 4242};
+	s->open_session = (Raftlock__OpenSessionRequest){
+	    MSG(open_session_request), .nonce = 0x1122334455667788ULL,
+	    .ttl_ms = 15000, .owner = &s->owner};
+	s->sessions[0] = 1;
+	s->sessions[1] = 300;
+	s->sessions[2] = UINT64_MAX;
+	s->keepalive = (Raftlock__KeepAliveRequest){
+	    MSG(keep_alive_request), .n_sessions = 3, .sessions = s->sessions};
+	s->close_session = (Raftlock__CloseSessionRequest){
+	    MSG(close_session_request), .session = 9, .seq = 10,
+	    .ack_below = 8};
+	s->acquire = (Raftlock__Acquire){MSG(acquire),
+	                                 .name = "db/primary",
+	                                 .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE,
+	                                 .mode = RAFTLOCK__MODE__SHARED,
+	                                 .permits = 2,
+	                                 .limit = 5,
+	                                 .owner = 77,
+	                                 .wait = 1,
+	                                 .wait_ms = 2500,
+	                                 .lock_delay_ms = 100};
+	s->acquire_req = (Raftlock__AcquireRequest){
+	    MSG(acquire_request), .session = 9, .seq = 11, .ack_below = 10,
+	    .acquire = &s->acquire};
+	s->release = (Raftlock__Release){MSG(release), .name = "db/primary",
+	                                 .owner = 77};
+	s->release_req =
+	    (Raftlock__ReleaseRequest){MSG(release_request), .session = 9,
+	                               .seq = 12, .release = &s->release};
+	s->cancel = (Raftlock__CancelWait){MSG(cancel_wait), .name = "queue",
+	                                   .owner = 78, .acquire_seq = 11};
+	s->cancel_req = (Raftlock__CancelWaitRequest){MSG(cancel_wait_request),
+	                                              .session = 9, .seq = 13,
+	                                              .cancel = &s->cancel};
+	s->get_lock = (Raftlock__GetLockRequest){
+	    MSG(get_lock_request), .name = "db/primary", .stale = 1};
+	s->list_locks = (Raftlock__ListLocksRequest){
+	    MSG(list_locks_request), .prefix = "db/", .after = "db/a",
+	    .limit = 50};
+	s->list_sessions = (Raftlock__ListSessionsRequest){
+	    MSG(list_sessions_request), .after = 4, .limit = 20, .stale = 1};
+	s->check_token = (Raftlock__CheckTokenRequest){MSG(check_token_request),
+	                                               .name = "db/primary",
+	                                               .token = 1ULL << 50};
+	s->result = (Raftlock__Result){MSG(result), .status = RAFTLOCK_EBUSY,
+	                               .token = 5};
+	s->response = (Raftlock__Response){
+	    MSG(response),
+	    .status = RAFTLOCK_ENOTLEADER,
+	    .message = "not the leader",
+	    .leader = "10.0.0.2:7000",
+	    .payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT,
+	    .result = &s->result};
+
+	for (int i = 0; i < N_SAMPLES; i++)
+		s->env[i] = (Raftlock__Envelope){MSG(envelope),
+		                                 .id = 1000 + (uint64_t)i};
+#define SAMPLE(idx, kind, field, value)                                        \
+	s->env[idx].body_case = RAFTLOCK__ENVELOPE__BODY_##kind;               \
+	s->env[idx].field = value
+	SAMPLE(S_STATUS, STATUS, status, &s->status);
+	SAMPLE(S_OPEN_SESSION, OPEN_SESSION, open_session, &s->open_session);
+	SAMPLE(S_KEEPALIVE, KEEPALIVE, keepalive, &s->keepalive);
+	SAMPLE(S_CLOSE_SESSION, CLOSE_SESSION, close_session,
+	       &s->close_session);
+	SAMPLE(S_ACQUIRE, ACQUIRE, acquire, &s->acquire_req);
+	SAMPLE(S_RELEASE, RELEASE, release, &s->release_req);
+	SAMPLE(S_CANCEL_WAIT, CANCEL_WAIT, cancel_wait, &s->cancel_req);
+	SAMPLE(S_GET_LOCK, GET_LOCK, get_lock, &s->get_lock);
+	SAMPLE(S_LIST_LOCKS, LIST_LOCKS, list_locks, &s->list_locks);
+	SAMPLE(S_LIST_SESSIONS, LIST_SESSIONS, list_sessions,
+	       &s->list_sessions);
+	SAMPLE(S_CHECK_TOKEN, CHECK_TOKEN, check_token, &s->check_token);
+	SAMPLE(S_RESPONSE, RESPONSE, response, &s->response);
+#undef SAMPLE
+}
+
+/* The protobuf encoding of env (no frame header), malloc'd. */
+static uint8_t *pack_envelope(const Raftlock__Envelope *env, size_t *n)
+{
+	*n = raftlock__envelope__get_packed_size(env);
+	uint8_t *buf = malloc(*n ? *n : 1);
+	assert_non_null(buf);
+	assert_int_equal(raftlock__envelope__pack(env, buf), *n);
+	return buf;
+}
+
+/* Decodes the payload, which must be the encoding of `want`. */
+static void expect_decodes_to(const uint8_t *payload, size_t n,
+                              const Raftlock__Envelope *want)
+{
+	Raftlock__Envelope *got = NULL;
+	assert_int_equal(codec_decode_envelope(payload, n, &got), 0);
+	assert_non_null(got);
+	assert_int_equal(got->id, want->id);
+	assert_int_equal(got->body_case, want->body_case);
+	size_t want_n, got_n;
+	uint8_t *want_bytes = pack_envelope(want, &want_n);
+	uint8_t *got_bytes = pack_envelope(got, &got_n);
+	assert_int_equal(got_n, want_n);
+	assert_memory_equal(got_bytes, want_bytes, want_n);
+	free(want_bytes);
+	free(got_bytes);
+	raftlock__envelope__free_unpacked(got, NULL);
+}
+
+static void assert_name_ok(const char *name)
+{
+	assert_non_null(name);
+	size_t len = strlen(name);
+	assert_true(len >= 1 && len <= RAFTLOCK_NAME_MAX);
+}
+
+/* What codec_decode_envelope promises about any envelope it accepts. */
+static void assert_valid_envelope(const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY__NOT_SET:
+		fail_msg("accepted an envelope without a body");
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		assert_non_null(env->acquire->acquire);
+		assert_name_ok(env->acquire->acquire->name);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		assert_non_null(env->release->release);
+		assert_name_ok(env->release->release->name);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		assert_non_null(env->cancel_wait->cancel);
+		assert_name_ok(env->cancel_wait->cancel->name);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+		assert_name_ok(env->get_lock->name);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+		assert_name_ok(env->check_token->name);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
+		assert_true(strlen(env->list_locks->prefix) <=
+		            RAFTLOCK_NAME_MAX);
+		assert_true(strlen(env->list_locks->after) <=
+		            RAFTLOCK_NAME_MAX);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Decodes bytes that may be anything: the outcome must be RAFTLOCK_EPROTO
+ * or an envelope that passes validation. Returns the code. */
+static int decode_any(const uint8_t *buf, size_t n)
+{
+	Raftlock__Envelope *env = NULL;
+	int rv = codec_decode_envelope(buf, n, &env);
+	if (rv == 0) {
+		assert_non_null(env);
+		assert_valid_envelope(env);
+		raftlock__envelope__free_unpacked(env, NULL);
+	} else {
+		assert_int_equal(rv, RAFTLOCK_EPROTO);
+	}
+	return rv;
+}
+
+/* Frames env and decodes the frame's payload, returning the code. */
+static int frame_and_decode(const Raftlock__Envelope *env)
+{
+	uint8_t *frame = NULL;
+	size_t n = 0;
+	assert_int_equal(codec_frame_envelope(env, &frame, &n), 0);
+	assert_true(n >= FRAME_HEADER_SIZE);
+	int rv = decode_any(frame + FRAME_HEADER_SIZE, n - FRAME_HEADER_SIZE);
+	free(frame);
+	return rv;
+}
+
+static int decode_entry_code(const uint8_t *buf, size_t n);
+
+/* ---------------------------------------------------------- envelopes -- */
+
+static void test_every_request_round_trips(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	/* All frames as one stream, fed 3 bytes at a time. */
+	uint8_t *stream = NULL;
+	size_t len = 0;
+	for (int i = 0; i < N_SAMPLES; i++) {
+		uint8_t *frame = NULL;
+		size_t n = 0;
+		assert_int_equal(codec_frame_envelope(&s.env[i], &frame, &n),
+		                 0);
+		assert_int_equal(
+		    n, FRAME_HEADER_SIZE +
+		           raftlock__envelope__get_packed_size(&s.env[i]));
+		stream = realloc(stream, len + n);
+		assert_non_null(stream);
+		memcpy(stream + len, frame, n);
+		len += n;
+		free(frame);
+	}
+	struct frame_reader r;
+	frame_reader_init(&r, RAFTLOCK_FRAME_MAX);
+	int next = 0;
+	for (size_t off = 0; off < len; off += 3) {
+		size_t chunk = len - off < 3 ? len - off : 3;
+		assert_int_equal(frame_reader_feed(&r, stream + off, chunk), 0);
+		const uint8_t *payload;
+		size_t n;
+		int rv;
+		while ((rv = frame_reader_next(&r, &payload, &n)) == 1) {
+			assert_true(next < N_SAMPLES);
+			expect_decodes_to(payload, n, &s.env[next]);
+			next++;
+		}
+		assert_int_equal(rv, 0);
+	}
+	assert_int_equal(next, N_SAMPLES);
+	frame_reader_close(&r);
+	free(stream);
+}
+
+static void test_decoded_fields(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	size_t n;
+	uint8_t *buf = pack_envelope(&s.env[S_ACQUIRE], &n);
+	Raftlock__Envelope *env = NULL;
+	assert_int_equal(codec_decode_envelope(buf, n, &env), 0);
+	assert_int_equal(env->id, 1000 + S_ACQUIRE);
+	const Raftlock__AcquireRequest *req = env->acquire;
+	assert_int_equal(req->session, 9);
+	assert_int_equal(req->seq, 11);
+	assert_int_equal(req->ack_below, 10);
+	assert_string_equal(req->acquire->name, "db/primary");
+	assert_int_equal(req->acquire->kind, RAFTLOCK__LOCK_KIND__SEMAPHORE);
+	assert_int_equal(req->acquire->mode, RAFTLOCK__MODE__SHARED);
+	assert_int_equal(req->acquire->permits, 2);
+	assert_int_equal(req->acquire->limit, 5);
+	assert_int_equal(req->acquire->owner, 77);
+	assert_true(req->acquire->wait);
+	assert_int_equal(req->acquire->wait_ms, 2500);
+	assert_int_equal(req->acquire->lock_delay_ms, 100);
+	raftlock__envelope__free_unpacked(env, NULL);
+	free(buf);
+}
+
+static void test_garbage_bytes(void **state)
+{
+	uint8_t buf[96];
+	int rejected = 0;
+	rng_seed(0x5eed0001);
+	for (int iter = 0; iter < 20000; iter++) {
+		size_t n = rng_next() % (sizeof buf + 1);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (uint8_t)rng_next();
+		rejected += decode_any(buf, n) != 0;
+	}
+	assert_true(rejected > 0);
+	assert_int_equal(decode_any(NULL, 0), RAFTLOCK_EPROTO);
+}
+
+static void test_truncated_payloads(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	for (int i = 0; i < N_SAMPLES; i++) {
+		size_t n;
+		uint8_t *buf = pack_envelope(&s.env[i], &n);
+		/* Each prefix is decoded from its own allocation, so that a
+		 * read past its end is a read past a heap block. */
+		for (size_t cut = 0; cut < n; cut++) {
+			uint8_t *prefix = malloc(cut ? cut : 1);
+			assert_non_null(prefix);
+			memcpy(prefix, buf, cut);
+			int rv = decode_any(prefix, cut);
+			/* The body is the last field: losing its last byte
+			 * leaves a length-delimited field short. */
+			if (cut == n - 1)
+				assert_int_equal(rv, RAFTLOCK_EPROTO);
+			free(prefix);
+		}
+		free(buf);
+	}
+}
+
+static void test_random_corruption(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	size_t n[N_SAMPLES];
+	uint8_t *orig[N_SAMPLES];
+	for (int i = 0; i < N_SAMPLES; i++)
+		orig[i] = pack_envelope(&s.env[i], &n[i]);
+	int rejected = 0;
+	rng_seed(0xc0ffee);
+	for (int iter = 0; iter < 50000; iter++) {
+		int which = (int)(rng_next() % N_SAMPLES);
+		uint8_t *buf = malloc(n[which]);
+		assert_non_null(buf);
+		memcpy(buf, orig[which], n[which]);
+		int flips = 1 + (int)(rng_next() % 4);
+		for (int f = 0; f < flips; f++)
+			buf[rng_next() % n[which]] = (uint8_t)rng_next();
+		rejected += decode_any(buf, n[which]) != 0;
+		free(buf);
+	}
+	assert_true(rejected > 0);
+	for (int i = 0; i < N_SAMPLES; i++)
+		free(orig[i]);
+}
+
+static void test_envelope_without_body(void **state)
+{
+	Raftlock__Envelope env = {MSG(envelope), .id = 7};
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+}
+
+static void test_unknown_body_field(void **state)
+{
+	/* id = 7, then field 30 (length-delimited, empty): a body this
+	 * version does not know. */
+	static const uint8_t unknown_msg[] = {0x08, 0x07, 0xf2, 0x01, 0x00};
+	/* id = 7, then field 41 (varint 1). */
+	static const uint8_t unknown_varint[] = {0x08, 0x07, 0xc8, 0x02, 0x01};
+	/* A known body (status, field 10) next to an unknown field is fine. */
+	static const uint8_t known_and_unknown[] = {0x52, 0x00, 0xf2, 0x01,
+	                                            0x00};
+	Raftlock__Envelope *env = NULL;
+	assert_int_equal(
+	    codec_decode_envelope(unknown_msg, sizeof unknown_msg, &env),
+	    RAFTLOCK_EPROTO);
+	assert_int_equal(
+	    codec_decode_envelope(unknown_varint, sizeof unknown_varint, &env),
+	    RAFTLOCK_EPROTO);
+	assert_null(env);
+	assert_int_equal(codec_decode_envelope(known_and_unknown,
+	                                       sizeof known_and_unknown, &env),
+	                 0);
+	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_STATUS);
+	raftlock__envelope__free_unpacked(env, NULL);
+}
+
+/* Points every name-carrying sample at name. */
+static void samples_set_name(struct samples *s, char *name)
+{
+	s->acquire.name = name;
+	s->release.name = name;
+	s->cancel.name = name;
+	s->get_lock.name = name;
+	s->check_token.name = name;
+}
+
+static const int named_samples[] = {S_ACQUIRE, S_RELEASE, S_CANCEL_WAIT,
+                                    S_GET_LOCK, S_CHECK_TOKEN};
+#define N_NAMED (sizeof named_samples / sizeof named_samples[0])
+
+static void test_lock_name_bounds(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	char *longest = make_name(RAFTLOCK_NAME_MAX, 'n');
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'n');
+	for (size_t i = 0; i < N_NAMED; i++) {
+		const Raftlock__Envelope *env = &s.env[named_samples[i]];
+		samples_set_name(&s, "");
+		assert_int_equal(frame_and_decode(env), RAFTLOCK_EPROTO);
+		samples_set_name(&s, too_long);
+		assert_int_equal(frame_and_decode(env), RAFTLOCK_EPROTO);
+		samples_set_name(&s, longest);
+		assert_int_equal(frame_and_decode(env), 0);
+		samples_set_name(&s, "a");
+		assert_int_equal(frame_and_decode(env), 0);
+	}
+	free(longest);
+	free(too_long);
+}
+
+static void test_missing_lock_submessage(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	s.acquire_req.acquire = NULL;
+	s.release_req.release = NULL;
+	s.cancel_req.cancel = NULL;
+	assert_int_equal(frame_and_decode(&s.env[S_ACQUIRE]), RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_CANCEL_WAIT]),
+	                 RAFTLOCK_EPROTO);
+}
+
+static void test_other_request_bounds(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'p');
+
+	s.list_locks.prefix = too_long;
+	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]),
+	                 RAFTLOCK_EPROTO);
+	s.list_locks.prefix = "";
+	s.list_locks.after = too_long;
+	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]),
+	                 RAFTLOCK_EPROTO);
+	s.list_locks.after = "";
+	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]), 0);
+
+	s.owner.host = too_long;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]),
+	                 RAFTLOCK_EPROTO);
+	s.owner.host = "h";
+	s.owner.client_name = too_long;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]),
+	                 RAFTLOCK_EPROTO);
+	s.open_session.owner = NULL;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), 0);
+
+	uint64_t *many = calloc(65537, sizeof *many);
+	assert_non_null(many);
+	s.keepalive.sessions = many;
+	s.keepalive.n_sessions = 65537;
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]),
+	                 RAFTLOCK_EPROTO);
+	s.keepalive.n_sessions = 65536;
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
+	free(many);
+	free(too_long);
+}
+
+static void test_frame_too_big(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	/* Ten bytes a session: past RAFTLOCK_FRAME_MAX. */
+	size_t count = RAFTLOCK_FRAME_MAX / 10 + 1;
+	uint64_t *many = malloc(count * sizeof *many);
+	assert_non_null(many);
+	for (size_t i = 0; i < count; i++)
+		many[i] = UINT64_MAX;
+	s.keepalive.sessions = many;
+	s.keepalive.n_sessions = count;
+	uint8_t sentinel = 0;
+	uint8_t *out = &sentinel;
+	size_t n = 12345;
+	assert_int_equal(codec_frame_envelope(&s.env[S_KEEPALIVE], &out, &n),
+	                 RAFTLOCK_ETOOBIG);
+	assert_ptr_equal(out, &sentinel);
+	assert_int_equal(n, 12345);
+	free(many);
+}
+
+static void test_check_name(void **state)
+{
+	char *longest = make_name(RAFTLOCK_NAME_MAX, 'x');
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'x');
+	assert_int_equal(codec_check_name(NULL), RAFTLOCK_EINVAL);
+	assert_int_equal(codec_check_name(""), RAFTLOCK_EINVAL);
+	assert_int_equal(codec_check_name("a"), 0);
+	assert_int_equal(codec_check_name(longest), 0);
+	assert_int_equal(codec_check_name(too_long), RAFTLOCK_ETOOBIG);
+	free(longest);
+	free(too_long);
+}
+
+/* The server proposes a decoded request's submessage as it is, unknown
+ * fields included. Whatever codec_decode_envelope accepts must therefore
+ * pack into a log entry that codec_decode_entry accepts. */
+static int propose_acquire(const uint8_t *payload, size_t n)
+{
+	Raftlock__Envelope *env = NULL;
+	int rv = codec_decode_envelope(payload, n, &env);
+	if (rv != 0)
+		return rv;
+	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_ACQUIRE);
+	Raftlock__Command cmd = {MSG(command), .session = env->acquire->session,
+	                         .op_case = RAFTLOCK__COMMAND__OP_ACQUIRE,
+	                         .acquire = env->acquire->acquire};
+	uint8_t *batch = NULL;
+	size_t len = 0, cap = 0;
+	assert_int_equal(codec_batch_add(&batch, &len, &cap, &cmd), 0);
+	void *out = NULL;
+	size_t out_n = 0;
+	assert_int_equal(codec_batch_entry(1, batch, len, malloc, &out, &out_n),
+	                 0);
+	Raftlock__LogEntry *entry = NULL;
+	assert_int_equal(codec_decode_entry(out, out_n, &entry), 0);
+	assert_string_equal(entry->commands[0]->acquire->name, "a");
+	raftlock__log_entry__free_unpacked(entry, NULL);
+	free(out);
+	free(batch);
+	raftlock__envelope__free_unpacked(env, NULL);
+	return 0;
+}
+
+/* Envelope{id 1, acquire{acquire{name "a", <extra>}}}, extra 3 bytes. */
+#define ACQUIRE_WITH_EXTRA(b0, b1, b2)                                         \
+	{                                                                      \
+		0x08, 0x01, 0x72, 0x08, 0x22, 0x06, 0x0a, 0x01, 'a', b0, b1,   \
+		    b2                                                         \
+	}
+
+static void test_unknown_fields_reach_the_log_intact(void **state)
+{
+	/* Field 15 (varint 133), unknown to this version: kept. */
+	static const uint8_t field15[] = ACQUIRE_WITH_EXTRA(0x78, 0x85, 0x01);
+	assert_int_equal(propose_acquire(field15, sizeof field15), 0);
+	/* Field 2047 (two-byte tag, varint 0): kept. */
+	static const uint8_t field2047[] = ACQUIRE_WITH_EXTRA(0xf8, 0x7f, 0x00);
+	assert_int_equal(propose_acquire(field2047, sizeof field2047), 0);
+}
+
+/* Field number 0 written as a two-byte tag (0x80 0x00). protobuf-c parses
+ * it as an unknown field but writes it back as the one-byte tag 0x00, which
+ * it refuses to parse: accepted, it would become a log entry no node can
+ * apply. Both decoders refuse it at any depth. */
+static void test_field_number_zero(void **state)
+{
+	static const uint8_t nested[] = ACQUIRE_WITH_EXTRA(0x80, 0x00, 0x00);
+	assert_int_equal(propose_acquire(nested, sizeof nested),
+	                 RAFTLOCK_EPROTO);
+	assert_int_equal(decode_any(nested, sizeof nested), RAFTLOCK_EPROTO);
+	static const uint8_t top[] = {0x52, 0x00, 0x80, 0x00, 0x00};
+	assert_int_equal(decode_any(top, sizeof top), RAFTLOCK_EPROTO);
+	static const uint8_t one_byte[] = {0x52, 0x00, 0x00, 0x00};
+	assert_int_equal(decode_any(one_byte, sizeof one_byte),
+	                 RAFTLOCK_EPROTO);
+
+	/* LogEntry{commands{acquire{name "a"}}}, then with field 0 added. */
+	static const uint8_t entry_ok[16] = {
+	    'R',  'L',  0,    ENTRY_FORMAT, 0,    0,    0,  7,
+	    0x12, 0x05, 0x7a, 0x03,         0x0a, 0x01, 'a'};
+	assert_int_equal(decode_entry_code(entry_ok, sizeof entry_ok), 0);
+	static const uint8_t entry_zero[24] = {
+	    'R',  'L',  0,    ENTRY_FORMAT, 0,    0,   0,    10,   0x12,
+	    0x08, 0x7a, 0x06, 0x0a,         0x01, 'a', 0x80, 0x00, 0x00};
+	assert_int_equal(decode_entry_code(entry_zero, sizeof entry_zero),
+	                 RAFTLOCK_EPROTO);
+}
+
+/* -------------------------------------------------------- log entries -- */
+
+#define N_COMMANDS 4
+
+struct entry_sample {
+	Raftlock__Acquire acquire;
+	Raftlock__Release release;
+	Raftlock__Owner owner;
+	Raftlock__OpenSession open;
+	uint64_t sessions[2];
+	Raftlock__Renew renew;
+	Raftlock__Command cmd[N_COMMANDS];
+	Raftlock__Command *cmds[N_COMMANDS];
+	Raftlock__LogEntry entry;
+};
+
+static void entry_sample_init(struct entry_sample *e, uint64_t cluster_time)
+{
+	e->acquire = (Raftlock__Acquire){MSG(acquire), .name = "jobs/nightly",
+	                                 .owner = 3, .wait = 1};
+	e->release = (Raftlock__Release){MSG(release), .name = "jobs/nightly",
+	                                 .owner = 3};
+	e->owner = (Raftlock__Owner){MSG(owner), .client_name = "cli"};
+	e->open = (Raftlock__OpenSession){MSG(open_session), .nonce = 99,
+	                                  .ttl_ms = 10000, .owner = &e->owner};
+	e->sessions[0] = 5;
+	e->sessions[1] = 6;
+	e->renew = (Raftlock__Renew){MSG(renew), .n_sessions = 2,
+	                             .sessions = e->sessions};
+	for (int i = 0; i < N_COMMANDS; i++) {
+		e->cmd[i] = (Raftlock__Command){MSG(command), .session = 5,
+		                                .seq = 20 + (uint64_t)i,
+		                                .ack_below = 20};
+		e->cmds[i] = &e->cmd[i];
+	}
+	e->cmd[0].op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
+	e->cmd[0].acquire = &e->acquire;
+	e->cmd[1].op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
+	e->cmd[1].open_session = &e->open;
+	e->cmd[2].op_case = RAFTLOCK__COMMAND__OP_RENEW;
+	e->cmd[2].renew = &e->renew;
+	e->cmd[3].op_case = RAFTLOCK__COMMAND__OP_RELEASE;
+	e->cmd[3].release = &e->release;
+	e->entry =
+	    (Raftlock__LogEntry){MSG(log_entry), .cluster_time = cluster_time,
+	                         .n_commands = N_COMMANDS, .commands = e->cmds};
+}
+
+static uint8_t *pack_entry(const Raftlock__LogEntry *entry, size_t *n)
+{
+	*n = raftlock__log_entry__get_packed_size(entry);
+	uint8_t *buf = malloc(*n ? *n : 1);
+	assert_non_null(buf);
+	assert_int_equal(raftlock__log_entry__pack(entry, buf), *n);
+	return buf;
+}
+
+/* Checks the header and padding of an encoded entry and that it decodes to
+ * `want`, comparing the protobuf encodings. */
+static void expect_entry(const uint8_t *buf, size_t n,
+                         const Raftlock__LogEntry *want)
+{
+	size_t want_n;
+	uint8_t *want_bytes = pack_entry(want, &want_n);
+	assert_int_equal(n % 8, 0);
+	assert_int_equal(n, (ENTRY_HEADER_SIZE + want_n + 7) / 8 * 8);
+	assert_int_equal(buf[0], 'R');
+	assert_int_equal(buf[1], 'L');
+	assert_int_equal((unsigned)buf[2] << 8 | buf[3], ENTRY_FORMAT);
+	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 |
+	              (size_t)buf[6] << 8 | buf[7];
+	assert_int_equal(size, want_n);
+	for (size_t i = ENTRY_HEADER_SIZE + size; i < n; i++)
+		assert_int_equal(buf[i], 0);
+
+	Raftlock__LogEntry *got = NULL;
+	assert_int_equal(codec_decode_entry(buf, n, &got), 0);
+	assert_non_null(got);
+	assert_int_equal(got->cluster_time, want->cluster_time);
+	assert_int_equal(got->n_commands, want->n_commands);
+	size_t got_n;
+	uint8_t *got_bytes = pack_entry(got, &got_n);
+	assert_int_equal(got_n, want_n);
+	if (want_n > 0)
+		assert_memory_equal(got_bytes, want_bytes, want_n);
+	free(got_bytes);
+	free(want_bytes);
+	raftlock__log_entry__free_unpacked(got, NULL);
+}
+
+static void test_entry_round_trip(void **state)
+{
+	struct entry_sample e;
+	entry_sample_init(&e, 1234567890123ULL);
+	void *out = NULL;
+	size_t n = 0;
+	assert_int_equal(codec_encode_entry(&e.entry, malloc, &out, &n), 0);
+	expect_entry(out, n, &e.entry);
+	free(out);
+
+	/* An empty entry is a bare header. */
+	Raftlock__LogEntry empty = RAFTLOCK__LOG_ENTRY__INIT;
+	assert_int_equal(codec_encode_entry(&empty, malloc, &out, &n), 0);
+	assert_int_equal(n, ENTRY_HEADER_SIZE);
+	expect_entry(out, n, &empty);
+	free(out);
+}
+
+/* Names of 1..16 bytes give protobuf sizes of every remainder modulo 8. */
+static void test_entry_padding(void **state)
+{
+	struct entry_sample e;
+	entry_sample_init(&e, 42);
+	e.entry.n_commands = 1;
+	unsigned remainders = 0;
+	for (size_t len = 1; len <= 16; len++) {
+		char *name = make_name(len, 'q');
+		e.acquire.name = name;
+		remainders |=
+		    1u << (raftlock__log_entry__get_packed_size(&e.entry) % 8);
+		void *out = NULL;
+		size_t n = 0;
+		assert_int_equal(codec_encode_entry(&e.entry, malloc, &out, &n),
+		                 0);
+		expect_entry(out, n, &e.entry);
+		free(out);
+		free(name);
+	}
+	assert_int_equal(remainders, 0xff);
+}
+
+static void test_batch_matches_entry(void **state)
+{
+	const uint64_t times[] = {0, 1, 1234567890123ULL, UINT64_MAX};
+	for (size_t t = 0; t < sizeof times / sizeof times[0]; t++) {
+		struct entry_sample e;
+		entry_sample_init(&e, times[t]);
+		uint8_t *batch = NULL;
+		size_t len = 0, cap = 0;
+		for (int i = 0; i < N_COMMANDS; i++)
+			assert_int_equal(
+			    codec_batch_add(&batch, &len, &cap, &e.cmd[i]), 0);
+		assert_true(len <= cap);
+
+		void *from_batch = NULL, *from_entry = NULL;
+		size_t batch_n = 0, entry_n = 0;
+		assert_int_equal(codec_batch_entry(times[t], batch, len, malloc,
+		                                   &from_batch, &batch_n),
+		                 0);
+		assert_int_equal(
+		    codec_encode_entry(&e.entry, malloc, &from_entry, &entry_n),
+		    0);
+		assert_int_equal(batch_n, entry_n);
+		assert_memory_equal(from_batch, from_entry, entry_n);
+		expect_entry(from_batch, batch_n, &e.entry);
+		free(from_batch);
+		free(from_entry);
+		free(batch);
+	}
+}
+
+static void test_empty_batch(void **state)
+{
+	Raftlock__LogEntry want = RAFTLOCK__LOG_ENTRY__INIT;
+	void *out = NULL;
+	size_t n = 0;
+	assert_int_equal(codec_batch_entry(0, NULL, 0, malloc, &out, &n), 0);
+	expect_entry(out, n, &want);
+	free(out);
+	want.cluster_time = 77;
+	assert_int_equal(codec_batch_entry(77, NULL, 0, malloc, &out, &n), 0);
+	expect_entry(out, n, &want);
+	free(out);
+}
+
+/* The batch holds the packed bytes, so a command's source may change or go
+ * away once it is added. */
+static void test_batch_copies_commands(void **state)
+{
+	struct entry_sample e;
+	entry_sample_init(&e, 500);
+	char name[] = "before";
+	e.acquire.name = name;
+	uint8_t *batch = NULL;
+	size_t len = 0, cap = 0;
+	assert_int_equal(codec_batch_add(&batch, &len, &cap, &e.cmd[0]), 0);
+	memcpy(name, "after!", sizeof name);
+	e.cmd[0].seq = 1;
+
+	void *out = NULL;
+	size_t n = 0;
+	assert_int_equal(codec_batch_entry(500, batch, len, malloc, &out, &n),
+	                 0);
+	Raftlock__LogEntry *got = NULL;
+	assert_int_equal(codec_decode_entry(out, n, &got), 0);
+	assert_int_equal(got->n_commands, 1);
+	assert_int_equal(got->commands[0]->seq, 20);
+	assert_int_equal(got->commands[0]->op_case,
+	                 RAFTLOCK__COMMAND__OP_ACQUIRE);
+	assert_string_equal(got->commands[0]->acquire->name, "before");
+	raftlock__log_entry__free_unpacked(got, NULL);
+	free(out);
+	free(batch);
+}
+
+/* Many commands: the batch buffer grows past its first allocation. */
+static void test_batch_grows(void **state)
+{
+	enum { MANY = 3000 };
+	struct entry_sample e;
+	entry_sample_init(&e, 9);
+	Raftlock__Command **cmds = malloc(MANY * sizeof *cmds);
+	assert_non_null(cmds);
+	uint8_t *batch = NULL;
+	size_t len = 0, cap = 0;
+	for (int i = 0; i < MANY; i++) {
+		cmds[i] = &e.cmd[i % N_COMMANDS];
+		assert_int_equal(codec_batch_add(&batch, &len, &cap, cmds[i]),
+		                 0);
+	}
+	e.entry.n_commands = MANY;
+	e.entry.commands = cmds;
+	void *out = NULL;
+	size_t n = 0;
+	assert_int_equal(codec_batch_entry(9, batch, len, malloc, &out, &n), 0);
+	expect_entry(out, n, &e.entry);
+	free(out);
+	free(batch);
+	free(cmds);
+}
+
+static int alloc_calls;
+
+static void *counting_alloc(size_t n)
+{
+	alloc_calls++;
+	return malloc(n);
+}
+
+static void *failing_alloc(size_t n)
+{
+	return NULL;
+}
+
+static void test_entry_allocator(void **state)
+{
+	struct entry_sample e;
+	entry_sample_init(&e, 3);
+	int sentinel;
+	void *out = &sentinel;
+	size_t n = 4321;
+	assert_int_equal(codec_encode_entry(&e.entry, failing_alloc, &out, &n),
+	                 RAFTLOCK_ENOMEM);
+	assert_int_equal(codec_batch_entry(3, (const uint8_t *)"", 0,
+	                                   failing_alloc, &out, &n),
+	                 RAFTLOCK_ENOMEM);
+	assert_ptr_equal(out, &sentinel);
+	assert_int_equal(n, 4321);
+
+	alloc_calls = 0;
+	assert_int_equal(codec_encode_entry(&e.entry, counting_alloc, &out, &n),
+	                 0);
+	assert_int_equal(alloc_calls, 1);
+	free(out);
+}
+
+/* A valid encoded entry for the decoder tests, malloc'd. */
+static uint8_t *encoded_entry(size_t *n)
+{
+	struct entry_sample e;
+	entry_sample_init(&e, 777);
+	void *out = NULL;
+	assert_int_equal(codec_encode_entry(&e.entry, malloc, &out, n), 0);
+	return out;
+}
+
+static int decode_entry_code(const uint8_t *buf, size_t n)
+{
+	Raftlock__LogEntry *e = NULL;
+	int rv = codec_decode_entry(buf, n, &e);
+	if (rv == 0) {
+		assert_non_null(e);
+		raftlock__log_entry__free_unpacked(e, NULL);
+	}
+	return rv;
+}
+
+static void test_entry_bad_header(void **state)
+{
+	size_t n;
+	uint8_t *buf = encoded_entry(&n);
+	assert_int_equal(decode_entry_code(buf, n), 0);
+
+	for (size_t short_n = 0; short_n < ENTRY_HEADER_SIZE; short_n++)
+		assert_int_equal(decode_entry_code(buf, short_n),
+		                 RAFTLOCK_EPROTO);
+
+	buf[0] = 'X';
+	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
+	buf[0] = 'R';
+	buf[1] = 'l';
+	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
+	buf[1] = 'L';
+
+	/* A payload length past the end of the buffer. */
+	uint32_t size = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 |
+	                (uint32_t)buf[6] << 8 | buf[7];
+	frame_put_header(buf + 4, (uint32_t)(n - ENTRY_HEADER_SIZE + 1));
+	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
+	frame_put_header(buf + 4, UINT32_MAX);
+	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
+	frame_put_header(buf + 4, size);
+	/* Cut inside the payload. */
+	assert_int_equal(decode_entry_code(buf, ENTRY_HEADER_SIZE + size - 1),
+	                 RAFTLOCK_EPROTO);
+	/* Cut in the padding: the payload is whole. */
+	assert_int_equal(decode_entry_code(buf, ENTRY_HEADER_SIZE + size), 0);
+
+	/* A payload that is not a LogEntry. */
+	memset(buf + ENTRY_HEADER_SIZE, 0xff, size);
+	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
+	free(buf);
+}
+
+static void test_entry_newer_format(void **state)
+{
+	size_t n;
+	uint8_t *buf = encoded_entry(&n);
+	const unsigned formats[] = {ENTRY_FORMAT + 1, 0x0100, 0xffff};
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+		buf[2] = (uint8_t)(formats[i] >> 8);
+		buf[3] = (uint8_t)formats[i];
+		assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EDATA);
+	}
+	free(buf);
+}
+
+static void test_entry_corruption(void **state)
+{
+	size_t n;
+	uint8_t *orig = encoded_entry(&n);
+	int rejected = 0;
+	rng_seed(0xe17e);
+	for (int iter = 0; iter < 20000; iter++) {
+		uint8_t *buf = malloc(n);
+		assert_non_null(buf);
+		memcpy(buf, orig, n);
+		int flips = 1 + (int)(rng_next() % 3);
+		for (int f = 0; f < flips; f++)
+			buf[rng_next() % n] = (uint8_t)rng_next();
+		size_t len = rng_next() % 4 == 0 ? rng_next() % (n + 1) : n;
+		int rv = decode_entry_code(buf, len);
+		assert_true(rv == 0 || rv == RAFTLOCK_EPROTO ||
+		            rv == RAFTLOCK_EDATA);
+		rejected += rv != 0;
+		free(buf);
+	}
+	assert_true(rejected > 0);
+	free(orig);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_request_round_trips),
+	    cmocka_unit_test(test_decoded_fields),
+	    cmocka_unit_test(test_garbage_bytes),
+	    cmocka_unit_test(test_truncated_payloads),
+	    cmocka_unit_test(test_random_corruption),
+	    cmocka_unit_test(test_envelope_without_body),
+	    cmocka_unit_test(test_unknown_body_field),
+	    cmocka_unit_test(test_lock_name_bounds),
+	    cmocka_unit_test(test_missing_lock_submessage),
+	    cmocka_unit_test(test_other_request_bounds),
+	    cmocka_unit_test(test_frame_too_big),
+	    cmocka_unit_test(test_check_name),
+	    cmocka_unit_test(test_unknown_fields_reach_the_log_intact),
+	    cmocka_unit_test(test_field_number_zero),
+	    cmocka_unit_test(test_entry_round_trip),
+	    cmocka_unit_test(test_entry_padding),
+	    cmocka_unit_test(test_batch_matches_entry),
+	    cmocka_unit_test(test_empty_batch),
+	    cmocka_unit_test(test_batch_copies_commands),
+	    cmocka_unit_test(test_batch_grows),
+	    cmocka_unit_test(test_entry_allocator),
+	    cmocka_unit_test(test_entry_bad_header),
+	    cmocka_unit_test(test_entry_newer_format),
+	    cmocka_unit_test(test_entry_corruption),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,71 @@
+/* test_errors.c: raftlock_strerror() against the RAFTLOCK_ERRORS table. */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "raftlock.h"
+
+static const int codes[] = {
+#define ERROR_CODE(name, value, message) RAFTLOCK_##name,
+    RAFTLOCK_ERRORS(ERROR_CODE)
+#undef ERROR_CODE
+};
+
+#define N_CODES (sizeof codes / sizeof codes[0])
+
+static void test_every_code_has_its_own_message(void **state)
+{
+	for (size_t i = 0; i < N_CODES; i++) {
+		const char *msg = raftlock_strerror(codes[i]);
+		assert_non_null(msg);
+		assert_true(msg[0] != '\0');
+		assert_string_not_equal(msg, "unknown error");
+		assert_string_not_equal(msg, "success");
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(msg,
+			                        raftlock_strerror(codes[j]));
+	}
+}
+
+static void test_codes_are_negative_and_unique(void **state)
+{
+	for (size_t i = 0; i < N_CODES; i++) {
+		assert_true(codes[i] < 0);
+		for (size_t j = 0; j < i; j++)
+			assert_int_not_equal(codes[i], codes[j]);
+	}
+}
+
+static void test_success(void **state)
+{
+	assert_int_equal(RAFTLOCK_OK, 0);
+	assert_string_equal(raftlock_strerror(0), "success");
+}
+
+static void test_unknown_codes(void **state)
+{
+	int lowest = 0;
+	for (size_t i = 0; i < N_CODES; i++)
+		if (codes[i] < lowest)
+			lowest = codes[i];
+	const int unknown[] = {lowest - 1, 1, 12345, INT_MIN, INT_MAX};
+	for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+		assert_string_equal(raftlock_strerror(unknown[i]),
+		                    "unknown error");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_code_has_its_own_message),
+	    cmocka_unit_test(test_codes_are_negative_and_unique),
+	    cmocka_unit_test(test_success),
+	    cmocka_unit_test(test_unknown_codes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
