@@ -117,8 +117,7 @@ static uint64_t valid_until_mono(void)
 
 static void sleep_ms(unsigned ms)
 {
-	struct timespec ts = {.tv_sec = ms / 1000,
-			      .tv_nsec = (long)(ms % 1000) * 1000000L};
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_flag)
 		;
 }
@@ -189,8 +188,7 @@ struct event {
 static void emit(const struct event *ev)
 {
 	struct buf b = {0};
-	buf_add(&b, "{\"time\":%" PRIu64 ",\"process\":%d,\"type\":",
-		mono_ns(), cfg.id);
+	buf_add(&b, "{\"time\":%" PRIu64 ",\"process\":%d,\"type\":", mono_ns(), cfg.id);
 	buf_str(&b, ev->type);
 	buf_add(&b, ",\"f\":");
 	buf_str(&b, ev->f);
@@ -241,13 +239,11 @@ static void emit(const struct event *ev)
 static const char *error_name(int rc)
 {
 	switch (rc) {
-#define RAFTLOCK__ERROR_NAME(name, value, message)                              \
-	case RAFTLOCK_##name:                                                   \
-		return #name;
+#define RAFTLOCK__ERROR_NAME(name, value, message) \
+	case RAFTLOCK_##name: return #name;
 		RAFTLOCK_ERRORS(RAFTLOCK__ERROR_NAME)
 #undef RAFTLOCK__ERROR_NAME
-	default:
-		return "EOTHER";
+	default: return "EOTHER";
 	}
 }
 
@@ -263,18 +259,15 @@ static bool error_definite(int rc)
 	case RAFTLOCK_EINVAL:
 	case RAFTLOCK_ETOOBIG:
 	case RAFTLOCK_ENOTFOUND:
-	case RAFTLOCK_ESTALESEQ:
-		return true;
-	default:
-		return false;
+	case RAFTLOCK_ESTALESEQ: return true;
+	default: return false;
 	}
 }
 
-static void emit_result(const char *f, const char *lock, int rc,
-			uint64_t token, const char *value_json)
+static void emit_result(const char *f, const char *lock, int rc, uint64_t token,
+			const char *value_json)
 {
-	struct event ev = {.f = f, .lock = lock, .token = token,
-			   .value_json = value_json};
+	struct event ev = {.f = f, .lock = lock, .token = token, .value_json = value_json};
 	if (rc == 0) {
 		ev.type = "ok";
 	} else {
@@ -351,8 +344,7 @@ broken:
 
 /* Reads (write = false) or writes `value` under `token`. Returns 0 and sets
  * *value on acceptance, 1 when refused, -1 when unknown. */
-static int reg_access(bool write_op, bool shared, const char *lock,
-		      uint64_t token, int64_t *value)
+static int reg_access(bool write_op, bool shared, const char *lock, uint64_t token, int64_t *value)
 {
 	char req[512], resp[512];
 	if (write_op)
@@ -378,13 +370,15 @@ static int reg_access(bool write_op, bool shared, const char *lock,
 
 /* One fenced register access, logged as an operation. Returns 0 when
  * accepted (with *value), 1 when refused, -1 when unknown. */
-static int fenced_access(bool write_op, bool shared, const char *lock,
-			 uint64_t token, int64_t *value)
+static int fenced_access(bool write_op, bool shared, const char *lock, uint64_t token,
+			 int64_t *value)
 {
 	char vj[32];
 	snprintf(vj, sizeof vj, "%" PRId64, *value);
-	struct event ev = {.type = "invoke", .f = write_op ? "write" : "read",
-			   .lock = lock, .token = token,
+	struct event ev = {.type = "invoke",
+			   .f = write_op ? "write" : "read",
+			   .lock = lock,
+			   .token = token,
 			   .value_json = write_op ? vj : NULL,
 			   .mode = shared ? "shared" : NULL};
 	emit(&ev);
@@ -423,8 +417,7 @@ static void session_end(void)
 static bool session_begin(void)
 {
 	for (unsigned attempt = 0; !stop_flag && attempt < 100000; attempt++) {
-		struct raftlock_session_options so = {
-			.ttl_ms = cfg.ttl_ms, .on_lost = on_lost};
+		struct raftlock_session_options so = {.ttl_ms = cfg.ttl_ms, .on_lost = on_lost};
 		struct event ev = {.type = "invoke", .f = "open"};
 		emit(&ev);
 		atomic_store(&session_lost, 0);
@@ -444,8 +437,7 @@ static bool session_begin(void)
 
 static bool session_usable(void)
 {
-	return session != NULL && !atomic_load(&session_lost) &&
-	       raftlock_session_valid(session);
+	return session != NULL && !atomic_load(&session_lost) && raftlock_session_valid(session);
 }
 
 /* ---------------------------------------------------------- holders -- */
@@ -463,8 +455,7 @@ static void read_holders(void)
 	bool first_lock = true;
 	for (int page = 0; page < MAX_PAGES; page++) {
 		struct raftlock_lock_list *l = NULL;
-		rc = raftlock_lock_list(client, cfg.prefix, after, PAGE_LIMIT,
-					false, &l);
+		rc = raftlock_lock_list(client, cfg.prefix, after, PAGE_LIMIT, false, &l);
 		if (rc != 0)
 			break;
 		for (size_t i = 0; i < l->n_locks; i++) {
@@ -474,11 +465,8 @@ static void read_holders(void)
 			buf_str(&b, li->name);
 			buf_add(&b, ":[");
 			for (size_t h = 0; h < li->n_holders; h++)
-				buf_add(&b,
-					"%s{\"token\":%" PRIu64
-					",\"session\":%" PRIu64 "}",
-					h ? "," : "", li->holders[h].token,
-					li->holders[h].session);
+				buf_add(&b, "%s{\"token\":%" PRIu64 ",\"session\":%" PRIu64 "}",
+					h ? "," : "", li->holders[h].token, li->holders[h].session);
 			buf_add(&b, "]");
 		}
 		bool more = l->more && l->n_locks > 0;
@@ -498,8 +486,7 @@ static void read_holders(void)
 		if (rc != 0)
 			break;
 		for (size_t i = 0; i < sl->n_sessions; i++) {
-			buf_add(&b, "%s%" PRIu64, first_session ? "" : ",",
-				sl->sessions[i].id);
+			buf_add(&b, "%s%" PRIu64, first_session ? "" : ",", sl->sessions[i].id);
 			first_session = false;
 			next = sl->sessions[i].id;
 		}
@@ -524,9 +511,9 @@ struct round {
 	const char *name;
 	const struct raftlock_lock_options *lo;
 	enum raftlock_mode mode;
-	bool fenced;  /* read-modify-write (exclusive) or read (shared) */
-	bool nest;    /* acquire twice through the handle, release twice */
-	bool reads;   /* read the lock table while holding (durable) */
+	bool fenced; /* read-modify-write (exclusive) or read (shared) */
+	bool nest;   /* acquire twice through the handle, release twice */
+	bool reads;  /* read the lock table while holding (durable) */
 	unsigned hold_ms;
 	int timeout_ms;
 };
@@ -538,11 +525,9 @@ static const char *kind_name(enum raftlock_kind kind)
 					  : "mutex";
 }
 
-static int logged_release(raftlock_lock *lk, const char *f, const char *name,
-			  uint64_t token)
+static int logged_release(raftlock_lock *lk, const char *f, const char *name, uint64_t token)
 {
-	struct event ev = {.type = "invoke", .f = f, .lock = name,
-			   .token = token};
+	struct event ev = {.type = "invoke", .f = f, .lock = name, .token = token};
 	emit(&ev);
 	uint32_t remaining = 0;
 	int rc = raftlock_lock_release(lk, &remaining);
@@ -573,12 +558,12 @@ static bool round_trip(const struct round *r)
 		return false;
 	bool shared = r->mode == RAFTLOCK_SHARED;
 	struct event ev = {
-		.type = "invoke", .f = "acquire", .lock = r->name,
+		.type = "invoke",
+		.f = "acquire",
+		.lock = r->name,
 		.kind = kind_name(r->lo->kind),
 		.limit = r->lo->kind == RAFTLOCK_SEMAPHORE ? r->lo->limit : 0,
-		.mode = r->lo->kind == RAFTLOCK_RWLOCK
-				? (shared ? "shared" : "exclusive")
-				: NULL};
+		.mode = r->lo->kind == RAFTLOCK_RWLOCK ? (shared ? "shared" : "exclusive") : NULL};
 	emit(&ev);
 	uint64_t token = 0;
 	int rc = raftlock_lock_acquire(lk, r->mode, 1, r->timeout_ms, &token);
@@ -590,8 +575,8 @@ static bool round_trip(const struct round *r)
 	}
 	bool nested = false;
 	if (r->nest) {
-		ev = (struct event){.type = "invoke", .f = "reacquire",
-				    .lock = r->name, .token = token};
+		ev = (struct event){
+			.type = "invoke", .f = "reacquire", .lock = r->name, .token = token};
 		emit(&ev);
 		uint64_t again = 0;
 		int rc2 = raftlock_lock_acquire(lk, r->mode, 1, 0, &again);
@@ -604,8 +589,7 @@ static bool round_trip(const struct round *r)
 	 * nemesis) can stop at any point. */
 	int64_t value = 0;
 	bool have_read = r->fenced && session_usable() &&
-			 fenced_access(false, shared, r->name, token,
-				       &value) == 0;
+			 fenced_access(false, shared, r->name, token, &value) == 0;
 	hold(r);
 	if (have_read && !shared) {
 		value++;
@@ -631,8 +615,7 @@ static void run_workload(void)
 		lo.kind = RAFTLOCK_RWLOCK;
 	}
 	char name[RAFTLOCK_NAME_MAX];
-	for (unsigned long iter = 0; !stop_flag && mono_ns() < deadline &&
-				     iter < 100000000ul;
+	for (unsigned long iter = 0; !stop_flag && mono_ns() < deadline && iter < 100000000ul;
 	     iter++) {
 		if (!session_usable()) {
 			if (session != NULL)
@@ -640,15 +623,16 @@ static void run_workload(void)
 			if (!session_begin())
 				break;
 		}
-		struct round r = {.name = name, .lo = &lo,
-				  .mode = RAFTLOCK_EXCLUSIVE, .fenced = true,
+		struct round r = {.name = name,
+				  .lo = &lo,
+				  .mode = RAFTLOCK_EXCLUSIVE,
+				  .fenced = true,
 				  .hold_ms = rand_below(cfg.hold_ms + 1),
 				  .timeout_ms = cfg.acquire_timeout_ms};
 		snprintf(name, sizeof name, "%slock-%u", cfg.prefix,
 			 rand_below((unsigned)cfg.locks));
 		if (strcmp(w, "durable") == 0) {
-			snprintf(name, sizeof name, "%sdurable-%d", cfg.prefix,
-				 cfg.id);
+			snprintf(name, sizeof name, "%sdurable-%d", cfg.prefix, cfg.id);
 			r.fenced = false;
 			r.reads = true;
 			r.hold_ms = 2000 + rand_below(4000);
@@ -656,8 +640,7 @@ static void run_workload(void)
 			snprintf(name, sizeof name, "%ssem", cfg.prefix);
 			r.fenced = false;
 		} else if (strcmp(w, "rwlock") == 0) {
-			r.mode = rand_below(10) < 7 ? RAFTLOCK_SHARED
-						    : RAFTLOCK_EXCLUSIVE;
+			r.mode = rand_below(10) < 7 ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
 		} else if (strcmp(w, "reentrant") == 0) {
 			r.nest = true;
 		} else if (strcmp(w, "waiters") == 0) {
@@ -684,15 +667,12 @@ static int run_status(void)
 		printf("%s{\"address\":\"%s\"", i ? "," : "", cfg.addresses[i]);
 		if (rc == 0) {
 			printf(",\"node_id\":%" PRIu64 ",\"role\":\"%s\","
-			       "\"ready\":%s,\"term\":%" PRIu64
-			       ",\"leader_id\":%" PRIu64
-			       ",\"commit_index\":%" PRIu64
-			       ",\"applied_index\":%" PRIu64
+			       "\"ready\":%s,\"term\":%" PRIu64 ",\"leader_id\":%" PRIu64
+			       ",\"commit_index\":%" PRIu64 ",\"applied_index\":%" PRIu64
 			       ",\"next_token\":%" PRIu64 "}",
-			       st->node_id, st->role ? st->role : "",
-			       st->ready ? "true" : "false", st->term,
-			       st->leader_id, st->commit_index,
-			       st->applied_index, st->next_token);
+			       st->node_id, st->role ? st->role : "", st->ready ? "true" : "false",
+			       st->term, st->leader_id, st->commit_index, st->applied_index,
+			       st->next_token);
 			raftlock_status_free(st);
 		} else {
 			printf(",\"error\":\"%s\"}", error_name(rc));
@@ -712,21 +692,19 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
-		"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|status]\n"
-		"  [--prefix P]\n"
-		"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
-		"  [--out FILE] [--seed S] [--hold-ms MS]\n"
-		"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n");
+	fprintf(stderr, "usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
+			"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|status]\n"
+			"  [--prefix P]\n"
+			"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
+			"  [--out FILE] [--seed S] [--hold-ms MS]\n"
+			"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n");
 	exit(2);
 }
 
 static void parse_addresses(char *list)
 {
 	for (char *save = NULL, *a = strtok_r(list, ",", &save);
-	     a && cfg.n_addresses < MAX_ADDRESSES;
-	     a = strtok_r(NULL, ",", &save))
+	     a && cfg.n_addresses < MAX_ADDRESSES; a = strtok_r(NULL, ",", &save))
 		cfg.addresses[cfg.n_addresses++] = a;
 }
 
@@ -791,8 +769,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	if (cfg.out) {
-		out_fd = open(cfg.out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-			      0644);
+		out_fd = open(cfg.out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (out_fd < 0) {
 			perror(cfg.out);
 			return 2;
