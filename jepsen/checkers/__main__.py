@@ -52,13 +52,17 @@ def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01):
         "liveness": liveness.check(events, ops, liveness_bound_s),
     }
     failed_nemesis = [ev for ev in nem if ev["type"] == "fail"]
+    # A server that exited on its own is a bug whatever the history says.
+    crashes = [{k: v for k, v in ev.items() if not k.startswith("_")}
+               for ev in nem if ev.get("f") == "node-crash"]
     counts = {}
     for op in ops:
         k = "%s:%s" % (op.f, op.type)
         counts[k] = counts.get(k, 0) + 1
     summary = {
         "valid": all(r["valid"] for r in results.values())
-        and not failed_nemesis,
+        and not failed_nemesis and not crashes,
+        "node_crashes": crashes,
         "ops": len(ops),
         "op_counts": counts,
         "nemesis_actions": sum(1 for ev in nem if ev["type"] == "start"),
@@ -113,6 +117,9 @@ def main(argv=None):
     if s["nemesis_failures"]:
         print("nemesis       FAIL (%d actions could not act)" %
               len(s["nemesis_failures"]))
+    if s["node_crashes"]:
+        print("nodes         FAIL (%d exited on their own)" %
+              len(s["node_crashes"]))
     print("ops %d, verdict %s" % (s["ops"], "PASS" if s["valid"] else "FAIL"))
     return 0 if s["valid"] else 1
 

@@ -162,6 +162,16 @@ class Planted(unittest.TestCase):
         self.assertFalse(res["summary"]["valid"])
 
 
+    def test_node_crash_fails_the_run(self):
+        evs = history.load(os.path.join(DATA, "clean.jsonl"))
+        evs.append({"time": 10**12, "process": "nemesis", "type": "info",
+                    "f": "node-crash", "node": "n2", "returncode": -6,
+                    "_line": 0})
+        res = main.run(evs, liveness_bound_s=1.0)
+        self.assertFalse(res["summary"]["valid"])
+        self.assertEqual(res["summary"]["node_crashes"][0]["node"], "n2")
+
+
 class History(unittest.TestCase):
     def test_unknown_error_is_info(self):
         ops = history.pair(history.loads([

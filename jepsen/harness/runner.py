@@ -275,7 +275,7 @@ def run_one(args, nemeses, workload, seed):
     crashes = [c for n in cl.nodes for c in n.crashes]
     exits = cl.worker_exits()
     bad_exits = {w: rc for w, rc in exits.items() if rc != 0}
-    res["summary"]["node_crashes"] = crashes
+    res["summary"]["node_crashes"] = res["summary"]["node_crashes"] or crashes
     res["summary"]["worker_exits"] = exits
     if crashes or bad_exits:
         # A server or client that dies on its own is a bug, whatever the
