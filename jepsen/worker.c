@@ -603,6 +603,18 @@ static bool round_trip(const struct round *r)
 	return alive;
 }
 
+/* A release through a handle that holds nothing: refused with
+ * ENOTHOLDER, and whoever holds the lock keeps it (GUARANTEES 5). The
+ * checkers see a release acknowledged without a grant. */
+static void foreign_release(const char *name, const struct raftlock_lock_options *lo)
+{
+	raftlock_lock *lk = NULL;
+	if (raftlock_lock_new(session, name, lo, &lk) != 0)
+		return;
+	logged_release(lk, "release", name, 0);
+	raftlock_lock_free(lk);
+}
+
 static void run_workload(void)
 {
 	uint64_t deadline = mono_ns() + (uint64_t)cfg.time_s * 1000000000u;
@@ -648,6 +660,8 @@ static void run_workload(void)
 			snprintf(name, sizeof name, "%squeue", cfg.prefix);
 			r.timeout_ms = 5000;
 		}
+		if (strcmp(w, "mutex") == 0 && rand_below(20) == 0)
+			foreign_release(name, &lo);
 		bool alive = round_trip(&r);
 		if (strcmp(w, "durable") == 0 && !stop_flag)
 			read_holders();
