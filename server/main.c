@@ -47,6 +47,8 @@ static void on_restore(void *arg)
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
+	service_close(&srv->service);
+	leases_close(&srv->leases);
 	uv_stop(&srv->loop);
 }
 
@@ -57,8 +59,8 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	srv->stopping = true;
 	log_info("signal %d: shutting down", signum);
-	service_close(&srv->service);
-	leases_close(&srv->leases);
+	/* New requests get ESHUTDOWN from now on; connections stay open so
+	 * that the requests in flight are answered while the node drains. */
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	node_stop(&srv->node, node_stopped);

@@ -19,6 +19,7 @@
 #include "raftlock.h"
 
 #define BATCH_MAX_COMMANDS 1024
+#define NODE_DRAIN_MS 1000 /* at shutdown, wait this long for answers */
 #define BATCH_MAX_BYTES (1u << 20)
 #define PATH_BUF 1024
 
@@ -720,14 +721,10 @@ static void transfer_done(struct raft_transfer *req)
 	close_raft(n);
 }
 
-void node_stop(struct node *n, void (*cb)(struct node *n))
+static void hand_over(struct node *n)
 {
-	n->stopping = true;
-	n->stop_cb = cb;
-	flush(n);
-	if (n->ready) {
+	if (n->ready)
 		set_ready(n, false);
-	}
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
 		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
@@ -737,4 +734,28 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 		}
 	}
 	close_raft(n);
+}
+
+/* Draining: the commands already proposed get their answers before the
+ * leader hands over (bounded: a leader without a quorum cannot commit). */
+static void drain_check(uv_timer_t *h)
+{
+	struct node *n = h->data;
+	if (n->inflight_head != NULL && mono_ms() < n->drain_until)
+		return;
+	uv_timer_stop(h);
+	hand_over(n);
+}
+
+void node_stop(struct node *n, void (*cb)(struct node *n))
+{
+	n->stopping = true;
+	n->stop_cb = cb;
+	flush(n);
+	if (n->inflight_head == NULL) {
+		hand_over(n);
+		return;
+	}
+	n->drain_until = mono_ms() + NODE_DRAIN_MS;
+	uv_timer_start(&n->transfer_timer, drain_check, 5, 5);
 }
