@@ -64,6 +64,8 @@ int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 	}
 	r->id = env->id;
 	r->wants_push = wants_push;
+	pthread_cond_init(&r->cond, &c->condattr);
+	r->wake = wants_push ? &c->cond : &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
 	r->next = c->reqs;
 	if (c->reqs != NULL)
@@ -80,9 +82,14 @@ int client_wait(raftlock_client *c, struct request *req, uint64_t deadline)
 		if (clock_mono_ms() >= deadline)
 			return req->last_err;
 		struct timespec ts = clock_mono_deadline(deadline);
-		pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+		pthread_cond_timedwait(req->wake, &c->mu, &ts);
 	}
 	return 0;
+}
+
+void client_watch(raftlock_client *c, struct request *req)
+{
+	req->wake = &c->cond;
 }
 
 void client_take(raftlock_client *c, struct request *req,
@@ -98,6 +105,7 @@ void client_take(raftlock_client *c, struct request *req,
 		*reply = req->reply;
 	else if (req->reply != NULL)
 		raftlock__envelope__free_unpacked(req->reply, NULL);
+	pthread_cond_destroy(&req->cond);
 	free(req->frame);
 	free(req);
 }
@@ -138,7 +146,10 @@ static void client_complete(raftlock_client *c, struct request *r,
 	r->reply = env;
 	r->done = true;
 	r->done_boot = clock_boot_ms();
-	pthread_cond_broadcast(&c->cond);
+	if (r->wake == &c->cond)
+		pthread_cond_broadcast(&c->cond);
+	else
+		pthread_cond_signal(&r->cond);
 }
 
 /* ---------------------------------------------------------- I/O thread -- */
@@ -449,6 +460,7 @@ static void client_free(raftlock_client *c)
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	pthread_cond_destroy(&c->cond);
+	pthread_condattr_destroy(&c->condattr);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -523,12 +535,10 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 		rv = errmsg_set(NULL, RAFTLOCK_ENOMEM, NULL, "open client");
 		goto out;
 	}
-	pthread_condattr_t ca;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_condattr_init(&c->condattr);
+	pthread_condattr_setclock(&c->condattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &c->condattr);
 	rv = client_init(c, opts);
 	if (rv != 0) {
 		errmsg_set(NULL, rv, NULL, "open client");

@@ -10,8 +10,10 @@
  * connection loss, and completes requests with their response.
  *
  * Locking: one mutex (c->mu) guards the whole client state, sessions and
- * lock handles included; c->cond is broadcast on every change a waiter may
- * care about (request done, keepalive wake, callback finished, stop).
+ * lock handles included; c->cond is broadcast on every change of shared
+ * state (a watched request done, keepalive wake, callback finished, a
+ * session lost or closing, stop); a caller waiting for its own request
+ * waits on the request's condition variable.
  */
 #ifndef RAFTLOCK_CLIENT_H
 #define RAFTLOCK_CLIENT_H
@@ -39,11 +41,18 @@ struct request {
 	int last_err;        /* what a timeout reports: ECONNECTION, ... */
 	uint64_t done_boot;  /* CLOCK_BOOTTIME ms of completion */
 	Raftlock__Envelope *reply;
+	/* Whom completion wakes: the request's own waiter (cond), or, for
+	 * requests the keepalive thread or a blocking acquire watches, every
+	 * waiter of c->cond. One waiter per request avoids waking every
+	 * thread of a busy client for each answer. */
+	pthread_cond_t cond;
+	pthread_cond_t *wake;
 };
 
 struct raftlock_client {
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+	pthread_condattr_t condattr; /* CLOCK_MONOTONIC, for requests */
 
 	struct conn_addr *addrs;
 	size_t n_addrs;
@@ -96,6 +105,11 @@ uint64_t client_random(raftlock_client *c);
  */
 int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 		  struct request **out);
+/* (wants_push requests are watched from the start: see client_watch) */
+
+/* Completion of req wakes every waiter of c->cond from now on (c->mu
+ * held): for requests a background thread or a blocking acquire watches. */
+void client_watch(raftlock_client *c, struct request *req);
 
 /* Waits, with c->mu held, until req is done or CLOCK_MONOTONIC passes
  * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,

@@ -92,6 +92,7 @@ static void keepalive_send(raftlock_client *c, struct keepalive *ka,
 		free(ids);
 		return;
 	}
+	client_watch(c, ka->req);
 	ka->ids = ids;
 	ka->n_ids = n;
 	ka->suspect_at = clock_mono_ms() + interval / 2;

@@ -142,6 +142,7 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 		free(o);
 		return false;
 	}
+	client_watch(s->client, req); /* the keepalive thread settles it */
 	o->req = req;
 	o->seq = seq;
 	o->owner = owner;
