@@ -67,10 +67,8 @@ static int check_request(const Raftlock__Envelope *env)
 	}
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 		return env->keepalive->n_sessions > 65536 ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY__NOT_SET:
-		return RAFTLOCK_EPROTO;
-	default:
-		return 0;
+	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
+	default: return 0;
 	}
 }
 
@@ -126,8 +124,8 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
 	return 0;
 }
 
-int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
-		       void **out, size_t *n)
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), void **out,
+		       size_t *n)
 {
 	size_t size = raftlock__log_entry__get_packed_size(entry);
 	uint8_t *body = malloc(size ? size : 1);
@@ -148,12 +146,10 @@ int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
 	unsigned format = (unsigned)buf[2] << 8 | buf[3];
 	if (format > ENTRY_FORMAT)
 		return RAFTLOCK_EDATA;
-	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 |
-		      (size_t)buf[6] << 8 | buf[7];
+	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 | (size_t)buf[6] << 8 | buf[7];
 	if (size > n - ENTRY_HEADER_SIZE)
 		return RAFTLOCK_EPROTO;
-	Raftlock__LogEntry *e =
-		raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
+	Raftlock__LogEntry *e = raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
 	if (e == NULL)
 		return RAFTLOCK_EPROTO;
 	if (has_field_zero(&e->base)) {

@@ -39,8 +39,8 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
  * alloc() (so the server can hand raft a raft_malloc'd buffer).
  * Returns 0, RAFTLOCK_ETOOBIG or RAFTLOCK_ENOMEM.
  */
-int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t),
-		       void **out, size_t *n);
+int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), void **out,
+		       size_t *n);
 
 /*
  * Decodes a log entry written by codec_encode_entry(). Returns 0 with *out

@@ -50,8 +50,8 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n
 	if (avail < FRAME_HEADER_SIZE)
 		return 0;
 	const uint8_t *p = r->buf + r->start;
-	uint32_t size = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-			(uint32_t)p[2] << 8 | (uint32_t)p[3];
+	uint32_t size =
+		(uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 	if (size > r->max_payload)
 		return RAFTLOCK_ETOOBIG;
 	if (avail - FRAME_HEADER_SIZE < size)

@@ -27,7 +27,8 @@ static const char usage[] =
 	"  --snapshot-threshold N     entries between snapshots, default 16384\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
 	"  --map-size MB              LMDB map size, default 4096\n"
-	"  --log-level LEVEL          debug, info, warn, error (default info)\n";
+	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
+	"  --check-config             validate the settings, print them and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -67,8 +68,7 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int set_address(char *dst, const char *value, const char *key, char *err,
-		       size_t errlen)
+static int set_address(char *dst, const char *value, const char *key, char *err, size_t errlen)
 {
 	char host[CONFIG_ADDR_MAX];
 	int port;
@@ -107,8 +107,7 @@ static int add_member(struct config *cfg, const char *value, char *err, size_t e
 }
 
 /* Applies one setting; `from` names its source for messages. */
-static int set(struct config *cfg, const char *key, const char *value, char *err,
-	       size_t errlen)
+static int set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
 	if (strcmp(key, "id") == 0) {
@@ -155,7 +154,8 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 				cfg->log_level = i;
 				return 0;
 			}
-		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error", value);
+		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error",
+			    value);
 	} else {
 		return fail(err, errlen, "unknown setting '%s'", key);
 	}
@@ -167,7 +167,8 @@ static char *trim(char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	size_t n = strlen(s);
-	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+	while (n > 0 &&
+	       (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
 		s[--n] = '\0';
 	return s;
 }
@@ -186,7 +187,8 @@ static int read_file(struct config *cfg, const char *path, char *err, size_t err
 			continue;
 		char *eq = strchr(s, '=');
 		if (eq == NULL) {
-			rv = fail(err, errlen, "config %s:%d: expected 'key = value'", path, lineno);
+			rv = fail(err, errlen, "config %s:%d: expected 'key = value'", path,
+				  lineno);
 			break;
 		}
 		*eq = '\0';
@@ -234,7 +236,8 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 		return fail(err, errlen, "raft-address %s differs from member %llu's %s",
 			    cfg->raft_address, (unsigned long long)cfg->id, self->raft_address);
 	if (cfg->heartbeat_timeout_ms * 2 > cfg->election_timeout_ms)
-		return fail(err, errlen, "heartbeat-timeout must be at most half the election-timeout");
+		return fail(err, errlen,
+			    "heartbeat-timeout must be at most half the election-timeout");
 	return 0;
 }
 
@@ -255,6 +258,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"map-size", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
+		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},
 	};
 	char msg[512];
@@ -267,6 +271,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
 		if (c == 'c')
 			file = optarg;
+		else if (c == 'k')
+			cfg->check_only = true;
 		else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;

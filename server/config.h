@@ -7,6 +7,7 @@
 #ifndef RAFTLOCK_CONFIG_H
 #define RAFTLOCK_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,7 @@ struct config {
 	unsigned renew_window_ms;
 	size_t map_size;
 	int log_level; /* enum log_level */
+	bool check_only; /* --check-config: validate, print, exit */
 };
 
 /*

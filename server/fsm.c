@@ -57,8 +57,7 @@ static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
 }
 
 /* Whether a request of (mode, permits) is compatible with the holders. */
-static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode,
-		       uint32_t permits)
+static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, uint32_t permits)
 {
 	if (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE)
 		return records_permits_held(lock) + permits <= lock->limit;
@@ -77,9 +76,8 @@ static uint64_t take_token(struct apply *a)
 	return a->meta->next_token++;
 }
 
-static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock,
-			       uint64_t session, uint64_t owner,
-			       Raftlock__Mode mode, uint32_t permits)
+static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
+			       uint64_t owner, Raftlock__Mode mode, uint32_t permits)
 {
 	Raftlock__Holder *h = records_add_holder(lock);
 	h->session = session;
@@ -95,14 +93,12 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock,
 
 /* Records the final outcome of a queued acquire in its session and tells
  * the service, which pushes it to the waiting client. */
-static void finish_wait(struct apply *a, Raftlock__SessionRecord *sess,
-			uint64_t seq, const Raftlock__Result *res)
+static void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,
+			const Raftlock__Result *res)
 {
 	records_set_outcome(sess, seq, res, false);
-	emit(a, (struct fsm_event){.type = FSM_EV_PUSH,
-				   .session = sess->id,
-				   .seq = seq,
-				   .result = res});
+	emit(a, (struct fsm_event){
+			.type = FSM_EV_PUSH, .session = sess->id, .seq = seq, .result = res});
 }
 
 /* Grants waiters from the head of the queue while they fit: FIFO, so a
@@ -125,6 +121,14 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			 * Dropping the waiter keeps rule 6 even so. */
 			records_remove_waiter(lock, 0);
 			continue;
+		}
+		if (a->now >= sess->deadline) {
+			/* Rule 6: never grant to a session past its deadline;
+			 * its EXPIRE (proposed by the leader) removes the
+			 * waiter and lets the queue move on. */
+			if (!own)
+				raftlock__session_record__free_unpacked(sess, NULL);
+			break;
 		}
 		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
 		Raftlock__Result res = result_of(0);
@@ -150,8 +154,7 @@ static void save_lock(struct apply *a, Raftlock__LockRecord *lock)
 }
 
 /* Drops `name` from the session's list once it neither holds nor awaits it. */
-static void forget_lock_if_done(Raftlock__SessionRecord *sess,
-				const Raftlock__LockRecord *lock)
+static void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockRecord *lock)
 {
 	if (!records_session_on_lock(lock, sess->id))
 		records_remove_name(sess, lock->name);
@@ -322,6 +325,16 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	/* Re-entry through the same handle nests and keeps its token. */
 	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
 	if (h != NULL) {
+		/* Nesting keeps what the handle holds: no upgrade from shared
+		 * to exclusive, no change in the number of permits. */
+		if (h->mode == RAFTLOCK__MODE__SHARED && mode == RAFTLOCK__MODE__EXCLUSIVE) {
+			res.status = RAFTLOCK_EBUSY;
+			goto out;
+		}
+		if (permits != h->permits) {
+			res.status = RAFTLOCK_EINVAL;
+			goto out;
+		}
 		h->count++;
 		res.token = h->token;
 		res.count = h->count;
@@ -516,6 +529,12 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	if (sess == NULL)
 		return result_of(RAFTLOCK_ESESSION);
 	Raftlock__Result res;
+	if (a->now >= sess->deadline && cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
+		/* Rule 6: past its deadline the session is not live, even
+		 * before its EXPIRE applies; nothing is granted to it. */
+		raftlock__session_record__free_unpacked(sess, NULL);
+		return result_of(RAFTLOCK_ESESSION);
+	}
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
 		end_session(a, sess, false);
 		raftlock__session_record__free_unpacked(sess, NULL);
@@ -528,15 +547,11 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 			res = do_acquire(a, sess, cmd);
 			pending = res.queued;
 			break;
-		case RAFTLOCK__COMMAND__OP_RELEASE:
-			res = do_release(a, sess, cmd->release);
-			break;
+		case RAFTLOCK__COMMAND__OP_RELEASE: res = do_release(a, sess, cmd->release); break;
 		case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
 			res = do_cancel_wait(a, sess, cmd->cancel_wait);
 			break;
-		default:
-			res = result_of(RAFTLOCK_EINVAL);
-			break;
+		default: res = result_of(RAFTLOCK_EINVAL); break;
 		}
 		records_set_outcome(sess, cmd->seq, &res, pending);
 	}
@@ -558,24 +573,12 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
 	switch (cmd->op_case) {
-	case RAFTLOCK__COMMAND__OP_INIT:
-		res = do_init(a, cmd->init);
-		break;
-	case RAFTLOCK__COMMAND__OP_OPEN_SESSION:
-		res = do_open_session(a, cmd->open_session);
-		break;
-	case RAFTLOCK__COMMAND__OP_RENEW:
-		do_renew(a, cmd->renew);
-		break;
-	case RAFTLOCK__COMMAND__OP_EXPIRE_SESSION:
-		do_expire_session(a, cmd->expire_session);
-		break;
-	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END:
-		do_lock_delay_end(a, cmd->lock_delay_end);
-		break;
-	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE:
-		do_wait_expire(a, cmd->wait_expire);
-		break;
+	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
+	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;
+	case RAFTLOCK__COMMAND__OP_RENEW: do_renew(a, cmd->renew); break;
+	case RAFTLOCK__COMMAND__OP_EXPIRE_SESSION: do_expire_session(a, cmd->expire_session); break;
+	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END: do_lock_delay_end(a, cmd->lock_delay_end); break;
+	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
@@ -587,9 +590,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 		else
 			res = do_session_command(a, cmd);
 		break;
-	default:
-		res = result_of(RAFTLOCK_EINVAL);
-		break;
+	default: res = result_of(RAFTLOCK_EINVAL); break;
 	}
 	emit(a, (struct fsm_event){.type = FSM_EV_RESULT, .command = a->command, .result = &res});
 }
@@ -627,7 +628,8 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 	int rv = codec_decode_entry(buf, n, &entry);
 	if (rv == RAFTLOCK_EDATA)
 		log_fatal("log entry %llu has a newer format than this raftlockd "
-			  "understands: upgrade this node", (unsigned long long)index);
+			  "understands: upgrade this node",
+			  (unsigned long long)index);
 	if (rv != 0)
 		log_fatal("log entry %llu (%zu bytes) does not decode: damaged log",
 			  (unsigned long long)index, n);

@@ -23,9 +23,9 @@
  * of the replicated semantics: changing them is a format change. */
 #define FSM_MAX_SESSIONS 1000000u
 #define FSM_MAX_LOCKS 10000000u
-#define FSM_MAX_WAITERS 100000u     /* per lock */
-#define FSM_MAX_HOLDERS 100000u     /* per lock */
-#define FSM_MAX_OUTCOMES 4096u      /* remembered per session */
+#define FSM_MAX_WAITERS 100000u      /* per lock */
+#define FSM_MAX_HOLDERS 100000u      /* per lock */
+#define FSM_MAX_OUTCOMES 4096u       /* remembered per session */
 #define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */
 
 enum fsm_event_type {

@@ -52,8 +52,8 @@ size_t leases_session_count(const struct leases *l)
 	return l->sessions.len;
 }
 
-static void add_timer(struct leases *l, enum timer_kind kind, const char *name,
-		      uint64_t session, uint64_t seq, uint64_t deadline)
+static void add_timer(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
+		      uint64_t seq, uint64_t deadline)
 {
 	if (l->n_timers == l->cap_timers) {
 		size_t cap = l->cap_timers ? l->cap_timers * 2 : 16;
@@ -112,18 +112,14 @@ void leases_rebuild(struct leases *l)
 	store_abort(txn);
 }
 
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name,
-			uint64_t session, uint64_t seq);
+static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
+			uint64_t seq);
 
 void leases_on_event(struct leases *l, const struct fsm_event *ev)
 {
 	switch (ev->type) {
-	case FSM_EV_SESSION:
-		set_session(l, ev->session, ev->deadline, ev->ttl_ms);
-		break;
-	case FSM_EV_SESSION_GONE:
-		idmap_del(&l->sessions, ev->session);
-		break;
+	case FSM_EV_SESSION: set_session(l, ev->session, ev->deadline, ev->ttl_ms); break;
+	case FSM_EV_SESSION_GONE: idmap_del(&l->sessions, ev->session); break;
 	case FSM_EV_LOCK_DELAY:
 		drop_timers(l, TIMER_LOCK_DELAY, ev->name, 0, 0);
 		if (ev->deadline != 0)
@@ -136,8 +132,7 @@ void leases_on_event(struct leases *l, const struct fsm_event *ev)
 	case FSM_EV_WAIT_DEADLINE:
 		add_timer(l, TIMER_WAIT, ev->name, ev->session, ev->seq, ev->deadline);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -201,8 +196,8 @@ static void expire_timers(struct leases *l, uint64_t now)
 
 /* Drops the timers an apply event resolved: a lock-delay that ended
  * (deadline 0), or a waiter whose acquire reached its final outcome. */
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name,
-			uint64_t session, uint64_t seq)
+static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
+			uint64_t seq)
 {
 	size_t kept = 0;
 	for (size_t i = 0; i < l->n_timers; i++) {
@@ -293,8 +288,8 @@ static void renew_flush(uv_timer_t *h)
 		finish_batch(b, rv);
 }
 
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n,
-		     leases_keepalive_cb cb, void *arg)
+int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
+		     void *arg)
 {
 	if (!l->node->leader)
 		return RAFTLOCK_ENOTLEADER;

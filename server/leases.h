@@ -56,8 +56,8 @@ void leases_on_ready(struct leases *l, bool ready);
  * RENEW entry applied or failed) or RAFTLOCK_ENOTLEADER /
  * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ENOMEM (cb not called).
  */
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n,
-		     leases_keepalive_cb cb, void *arg);
+int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
+		     void *arg);
 
 /* Number of live sessions this node knows of. */
 size_t leases_session_count(const struct leases *l);

@@ -22,8 +22,7 @@ static void log_vline(const char *tag, const char *fmt, va_list ap)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	char line[1024];
-	int n = snprintf(line, sizeof line,
-			 "%02d:%02d:%02d.%03ld raftlockd[%llu] %s ", tm.tm_hour,
+	int n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld raftlockd[%llu] %s ", tm.tm_hour,
 			 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_node, tag);
 	if (n < 0)
 		return;

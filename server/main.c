@@ -75,6 +75,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 2;
 	}
+	if (srv.cfg.check_only) {
+		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s\n",
+		       (unsigned long long)srv.cfg.id, srv.cfg.cluster, srv.cfg.n_members,
+		       srv.cfg.data_dir);
+		return 0;
+	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&srv.loop);

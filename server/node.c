@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,8 +112,8 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
-		log_info("snapshot at %llu: store already at %llu, kept",
-			 (unsigned long long)index, (unsigned long long)applied);
+		log_info("snapshot at %llu: store already at %llu, kept", (unsigned long long)index,
+			 (unsigned long long)applied);
 	} else {
 		uint64_t t0 = uv_hrtime();
 		if (store_load(&n->store, buf->base, buf->len) != 0) {
@@ -149,10 +150,8 @@ static uint64_t stamp(struct node *n)
 static int map_raft_error(int rv)
 {
 	switch (rv) {
-	case RAFT_NOTLEADER:
-		return RAFTLOCK_ENOTLEADER;
-	case RAFT_SHUTDOWN:
-		return RAFTLOCK_ESHUTDOWN;
+	case RAFT_NOTLEADER: return RAFTLOCK_ENOTLEADER;
+	case RAFT_SHUTDOWN: return RAFTLOCK_ESHUTDOWN;
 	default:
 		/* RAFT_LEADERSHIPLOST and anything else after the append: the
 		 * entry may still commit, so the outcome is unknown. */
@@ -397,14 +396,10 @@ static void watch_cb(uv_check_t *h)
 const char *node_role(struct node *n)
 {
 	switch (raft_state(&n->raft)) {
-	case RAFT_LEADER:
-		return "leader";
-	case RAFT_FOLLOWER:
-		return "follower";
-	case RAFT_CANDIDATE:
-		return "candidate";
-	default:
-		return "unavailable";
+	case RAFT_LEADER: return "leader";
+	case RAFT_FOLLOWER: return "follower";
+	case RAFT_CANDIDATE: return "candidate";
+	default: return "unavailable";
 	}
 }
 
@@ -493,8 +488,10 @@ static int check_identity(struct node *n, const char *raft_dir, char *err, size_
 		return 0;
 	}
 	if (dir_has_files(raft_dir)) {
-		snprintf(err, errlen, "%s is missing but %s holds a raft log: "
-			 "not a data directory of this raftlockd", path, raft_dir);
+		snprintf(err, errlen,
+			 "%s is missing but %s holds a raft log: "
+			 "not a data directory of this raftlockd",
+			 path, raft_dir);
 		return RAFTLOCK_EDATA;
 	}
 	if (write_small(path, want) != 0) {
@@ -509,7 +506,8 @@ static int check_identity(struct node *n, const char *raft_dir, char *err, size_
  * the raft snapshot and log. */
 static int prepare_state_dir(const char *state_dir, char *err, size_t errlen)
 {
-	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "", last[128] = "";
+	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "",
+									       last[128] = "";
 	path_join(clean, sizeof clean, state_dir, "CLEAN");
 	path_join(bootf, sizeof bootf, state_dir, "BOOT_ID");
 	path_join(mdb, sizeof mdb, state_dir, "data.mdb");
@@ -552,7 +550,8 @@ static int bootstrap(struct node *n, char *err, size_t errlen)
 	int rv = raft_bootstrap(&n->raft, &conf);
 	raft_configuration_close(&conf);
 	if (rv == 0)
-		log_info("bootstrapped a %u-voter cluster '%s'", n->cfg->n_members, n->cfg->cluster);
+		log_info("bootstrapped a %u-voter cluster '%s'", n->cfg->n_members,
+			 n->cfg->cluster);
 	else if (rv != RAFT_CANTBOOTSTRAP) {
 		snprintf(err, errlen, "bootstrap: %s", raft_strerror(rv));
 		return RAFTLOCK_EIO;
@@ -604,6 +603,15 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 		snprintf(err, errlen, "raft init: %s", raft_strerror(rv));
 		goto fail_io;
 	}
+	/* Election timeouts are randomized from libc's rand() in the raft_uv
+	 * backend: unseeded, every node draws the same sequence and their
+	 * elections keep splitting the vote. Seed it, and raft's own state. */
+	unsigned seed = 0;
+	if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+		seed = (unsigned)(uv_hrtime() ^ (uint64_t)getpid() << 16);
+	seed ^= (unsigned)cfg->id * 2654435761u;
+	srand(seed);
+	raft_seed(&n->raft, seed);
 	raft_set_election_timeout(&n->raft, cfg->election_timeout_ms);
 	raft_set_heartbeat_timeout(&n->raft, cfg->heartbeat_timeout_ms);
 	raft_set_pre_vote(&n->raft, true);
@@ -614,8 +622,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
 		snprintf(err, errlen,
-			 "raft start in %s: %s %s(is raft-address %s free to listen on?)",
-			 raft_dir, raft_strerror(rv), raft_errmsg(&n->raft), cfg->raft_address);
+			 "raft start in %s: %s %s(is raft-address %s free to listen on?)", raft_dir,
+			 raft_strerror(rv), raft_errmsg(&n->raft), cfg->raft_address);
 		rv = RAFTLOCK_EDATA;
 		goto fail_raft;
 	}
@@ -637,9 +645,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
-	log_info("started: raft %s, store at index %llu, raft log up to %llu",
-		 cfg->raft_address, (unsigned long long)applied,
-		 (unsigned long long)raft_last_index(&n->raft));
+	log_info("started: raft %s, store at index %llu, raft log up to %llu", cfg->raft_address,
+		 (unsigned long long)applied, (unsigned long long)raft_last_index(&n->raft));
 	return 0;
 
 fail_raft:

@@ -64,9 +64,9 @@ struct node {
 	struct raft_barrier *barrier; /* the post-election barrier in flight */
 
 	/* cluster clock, valid while ready */
-	uint64_t clock_base;      /* cluster ms at clock_mono */
-	uint64_t clock_mono;      /* uv_hrtime() ms */
-	uint64_t last_stamp;      /* last cluster time put in an entry */
+	uint64_t clock_base; /* cluster ms at clock_mono */
+	uint64_t clock_mono; /* uv_hrtime() ms */
+	uint64_t last_stamp; /* last cluster time put in an entry */
 
 	/* the batch being filled, flushed before the loop blocks */
 	uv_prepare_t flusher;

@@ -43,8 +43,7 @@ void records_set_string(char **field, const char *value)
 	*field = records_strdup(value);
 }
 
-Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind,
-				       uint32_t limit)
+Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind, uint32_t limit)
 {
 	Raftlock__LockRecord *lock = xmalloc(sizeof *lock);
 	raftlock__lock_record__init(lock);
@@ -86,8 +85,7 @@ void records_remove_holder(Raftlock__LockRecord *lock, size_t i)
 	shift_out((void **)lock->holders, &lock->n_holders, i);
 }
 
-ssize_t records_holder_index(const Raftlock__LockRecord *lock, uint64_t session,
-			     uint64_t owner)
+ssize_t records_holder_index(const Raftlock__LockRecord *lock, uint64_t session, uint64_t owner)
 {
 	for (size_t i = 0; i < lock->n_holders; i++)
 		if (lock->holders[i]->session == session && lock->holders[i]->owner == owner)
@@ -95,8 +93,7 @@ ssize_t records_holder_index(const Raftlock__LockRecord *lock, uint64_t session,
 	return -1;
 }
 
-Raftlock__Holder *records_find_holder(Raftlock__LockRecord *lock, uint64_t session,
-				      uint64_t owner)
+Raftlock__Holder *records_find_holder(Raftlock__LockRecord *lock, uint64_t session, uint64_t owner)
 {
 	ssize_t i = records_holder_index(lock, session, owner);
 	return i < 0 ? NULL : lock->holders[i];
@@ -125,8 +122,7 @@ void records_remove_waiter(Raftlock__LockRecord *lock, size_t i)
 	shift_out((void **)lock->waiters, &lock->n_waiters, i);
 }
 
-ssize_t records_find_waiter(const Raftlock__LockRecord *lock, uint64_t session,
-			    uint64_t owner)
+ssize_t records_find_waiter(const Raftlock__LockRecord *lock, uint64_t session, uint64_t owner)
 {
 	for (size_t i = 0; i < lock->n_waiters; i++)
 		if (lock->waiters[i]->session == session && lock->waiters[i]->owner == owner)
@@ -172,8 +168,7 @@ void records_remove_name(Raftlock__SessionRecord *sess, const char *name)
 	}
 }
 
-const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *sess,
-					      uint64_t seq)
+const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *sess, uint64_t seq)
 {
 	for (size_t i = 0; i < sess->n_outcomes; i++)
 		if (sess->outcomes[i]->seq == seq)
@@ -181,8 +176,8 @@ const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *ses
 	return NULL;
 }
 
-void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq,
-			 const Raftlock__Result *res, bool pending)
+void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
+			 bool pending)
 {
 	Raftlock__Outcome *o = (Raftlock__Outcome *)records_find_outcome(sess, seq);
 	if (o == NULL) {

@@ -21,24 +21,20 @@ char *records_strdup(const char *s);
  * empty default, never to be freed). */
 void records_set_string(char **field, const char *value);
 
-Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind,
-				       uint32_t limit);
+Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind, uint32_t limit);
 Raftlock__SessionRecord *records_new_session(const Raftlock__Owner *owner);
 
 /* Holders: appended zeroed (count 0); removal keeps the order. */
 Raftlock__Holder *records_add_holder(Raftlock__LockRecord *lock);
 void records_remove_holder(Raftlock__LockRecord *lock, size_t i);
-Raftlock__Holder *records_find_holder(Raftlock__LockRecord *lock, uint64_t session,
-				      uint64_t owner);
-ssize_t records_holder_index(const Raftlock__LockRecord *lock, uint64_t session,
-			     uint64_t owner);
+Raftlock__Holder *records_find_holder(Raftlock__LockRecord *lock, uint64_t session, uint64_t owner);
+ssize_t records_holder_index(const Raftlock__LockRecord *lock, uint64_t session, uint64_t owner);
 uint64_t records_permits_held(const Raftlock__LockRecord *lock);
 
 /* Waiters: FIFO, appended at the tail. */
 Raftlock__Waiter *records_add_waiter(Raftlock__LockRecord *lock);
 void records_remove_waiter(Raftlock__LockRecord *lock, size_t i);
-ssize_t records_find_waiter(const Raftlock__LockRecord *lock, uint64_t session,
-			    uint64_t owner);
+ssize_t records_find_waiter(const Raftlock__LockRecord *lock, uint64_t session, uint64_t owner);
 
 /* Whether the session holds or awaits the lock. */
 bool records_session_on_lock(const Raftlock__LockRecord *lock, uint64_t session);
@@ -49,11 +45,10 @@ void records_add_name(Raftlock__SessionRecord *sess, const char *name);
 void records_remove_name(Raftlock__SessionRecord *sess, const char *name);
 
 /* The session's de-duplication table. */
-const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *sess,
-					      uint64_t seq);
+const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *sess, uint64_t seq);
 /* Inserts or replaces the outcome of seq. */
-void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq,
-			 const Raftlock__Result *res, bool pending);
+void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
+			 bool pending);
 /* Drops outcomes of sequences below mark, except pending ones (a queued
  * acquire's outcome must survive until it is final). */
 void records_prune_outcomes(Raftlock__SessionRecord *sess, uint64_t mark);

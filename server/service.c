@@ -1,6 +1,7 @@
 /* service.c: see service.h. */
 #include "service.h"
 
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,10 +32,17 @@ struct pending {
 	struct pending *next;
 };
 
+/* Where the final outcome of a queued acquire goes. It is registered when
+ * the acquire is proposed: a release applied right after the acquire can
+ * grant it before the acquire's own completion runs. Until the acquire is
+ * answered, an outcome that arrives is kept and becomes the answer. */
 struct push_target {
 	uint64_t seq;
 	struct conn *conn;
 	uint64_t id;
+	bool answered;
+	bool have_result;
+	Raftlock__Result result;
 	struct push_target *next;
 };
 
@@ -161,22 +169,31 @@ static void pending_free(struct pending *p)
 
 /* ------------------------------------------------------- push targets -- */
 
-static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c,
-		     uint64_t id)
+static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c, uint64_t id)
 {
 	struct idmap_slot *slot = idmap_put(&s->pushes, session);
 	for (struct push_target *t = slot->ptr; t != NULL; t = t->next) {
 		if (t->seq == seq) { /* a retry moves the push (DESIGN.md) */
 			t->conn = c;
 			t->id = id;
+			t->answered = false;
 			return;
 		}
 	}
-	struct push_target *t = malloc(sizeof *t);
+	struct push_target *t = calloc(1, sizeof *t);
 	if (t == NULL)
 		log_fatal("out of memory");
-	*t = (struct push_target){seq, c, id, slot->ptr};
+	*t = (struct push_target){.seq = seq, .conn = c, .id = id, .next = slot->ptr};
 	slot->ptr = t;
+}
+
+static struct push_target *push_find(struct service *s, uint64_t session, uint64_t seq)
+{
+	struct idmap_slot *slot = idmap_get(&s->pushes, session);
+	for (struct push_target *t = slot ? slot->ptr : NULL; t != NULL; t = t->next)
+		if (t->seq == seq)
+			return t;
+	return NULL;
 }
 
 static struct push_target *push_take(struct service *s, uint64_t session, uint64_t seq)
@@ -228,9 +245,16 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 	}
 	if (ev->type != FSM_EV_PUSH)
 		return;
-	struct push_target *t = push_take(s, ev->session, ev->seq);
+	struct push_target *t = push_find(s, ev->session, ev->seq);
 	if (t == NULL)
 		return;
+	if (!t->answered) {
+		/* The acquire's own answer has not gone out: it carries this. */
+		t->result = *ev->result;
+		t->have_result = true;
+		return;
+	}
+	t = push_take(s, ev->session, ev->seq);
 	/* Rule 10: a leader that is not ready pushes nothing; the client
 	 * learns the outcome when it re-sends the acquire. */
 	if (t->conn != NULL && s->node->ready) {
@@ -250,12 +274,22 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 {
 	struct pending *p = arg;
 	struct service *s = p->conn->svc;
+	/* The push target this acquire registered, unless a retry moved it. */
+	struct push_target *t = p->seq ? push_find(s, p->session, p->seq) : NULL;
+	if (t != NULL && (t->conn != p->conn || t->id != p->id))
+		t = NULL;
+	Raftlock__Result res = status == 0 ? *result : (Raftlock__Result)RAFTLOCK__RESULT__INIT;
+	if (status == 0 && t != NULL && t->have_result)
+		res = t->result; /* granted (or ended) before we could answer */
+	if (t != NULL) {
+		if (status == 0 && res.queued && !p->conn->closing)
+			t->answered = true;
+		else
+			free(push_take(s, p->session, p->seq));
+	}
 	if (status != 0) {
 		send_status(s, p->conn, p->id, status, NULL);
 	} else {
-		Raftlock__Result res = *result;
-		if (res.queued && p->seq != 0 && !p->conn->closing)
-			push_set(s, p->session, p->seq, p->conn, p->id);
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 		resp.result = &res;
@@ -274,24 +308,54 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 	}
 	p->session = cmd->session;
 	p->seq = pushable ? cmd->seq : 0;
+	if (p->seq != 0)
+		push_set(s, p->session, p->seq, c, id);
 	int rv = node_propose(s->node, cmd, mutation_done, p);
 	if (rv != 0) {
+		if (p->seq != 0)
+			free(push_take(s, p->session, p->seq));
 		send_status(s, c, id, rv, NULL);
 		pending_free(p);
 	}
+}
+
+/* Commands are rebuilt field by field from the request, so that fields
+ * this version does not know never reach the log (a newer node replaying
+ * it would act on them, and diverge from the nodes that applied it). */
+static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
+{
+	raftlock__acquire__init(dst);
+	dst->name = src->name;
+	dst->kind = src->kind;
+	dst->mode = src->mode;
+	dst->permits = src->permits;
+	dst->limit = src->limit;
+	dst->owner = src->owner;
+	dst->wait = src->wait;
+	dst->wait_ms = src->wait_ms;
+	dst->lock_delay_ms = src->lock_delay_ms;
 }
 
 static void handle_mutation(struct service *s, struct conn *c, const Raftlock__Envelope *env)
 {
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	Raftlock__OpenSession open = RAFTLOCK__OPEN_SESSION__INIT;
+	Raftlock__Owner owner = RAFTLOCK__OWNER__INIT;
 	Raftlock__CloseSession close = RAFTLOCK__CLOSE_SESSION__INIT;
+	Raftlock__Acquire acquire;
+	Raftlock__Release release = RAFTLOCK__RELEASE__INIT;
+	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	bool pushable = false;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
-		open.owner = env->open_session->owner;
+		if (env->open_session->owner != NULL) {
+			owner.client_name = env->open_session->owner->client_name;
+			owner.host = env->open_session->owner->host;
+			owner.pid = env->open_session->owner->pid;
+			open.owner = &owner;
+		}
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -307,7 +371,8 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cmd.seq = env->acquire->seq;
 		cmd.ack_below = env->acquire->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
-		cmd.acquire = env->acquire->acquire;
+		copy_acquire(&acquire, env->acquire->acquire);
+		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
@@ -315,26 +380,29 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cmd.seq = env->release->seq;
 		cmd.ack_below = env->release->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_RELEASE;
-		cmd.release = env->release->release;
+		release.name = env->release->release->name;
+		release.owner = env->release->release->owner;
+		cmd.release = &release;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		cmd.session = env->cancel_wait->session;
 		cmd.seq = env->cancel_wait->seq;
 		cmd.ack_below = env->cancel_wait->ack_below;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CANCEL_WAIT;
-		cmd.cancel_wait = env->cancel_wait->cancel;
+		cancel.name = env->cancel_wait->cancel->name;
+		cancel.owner = env->cancel_wait->cancel->owner;
+		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
+		cmd.cancel_wait = &cancel;
 		break;
-	default:
-		send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation");
-		return;
+	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
 	propose_for(s, c, env->id, &cmd, pushable);
 }
 
 /* ---------------------------------------------------------- keepalive -- */
 
-static void keepalive_done(void *arg, int status, const int32_t *statuses,
-			   const uint32_t *ttls, size_t n)
+static void keepalive_done(void *arg, int status, const int32_t *statuses, const uint32_t *ttls,
+			   size_t n)
 {
 	struct pending *p = arg;
 	if (status != 0) {
@@ -360,8 +428,8 @@ static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, env->keepalive->sessions,
-				  env->keepalive->n_sessions, keepalive_done, p);
+	int rv = leases_keepalive(s->leases, env->keepalive->sessions, env->keepalive->n_sessions,
+				  keepalive_done, p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv, NULL);
 		pending_free(p);
@@ -413,15 +481,15 @@ static void lock_info_fill(struct service *s, MDB_txn *txn, struct lock_info_buf
 	for (size_t i = 0; i < nh; i++) {
 		raftlock__holder_info__init(&b->holders[i]);
 		b->holders[i].holder = rec->holders[i];
-		b->holders[i].owner = owner_of(s, txn, rec->holders[i]->session,
-					       &b->sessions[b->n_sessions++]);
+		b->holders[i].owner =
+			owner_of(s, txn, rec->holders[i]->session, &b->sessions[b->n_sessions++]);
 		b->holder_ptrs[i] = &b->holders[i];
 	}
 	for (size_t i = 0; i < nw; i++) {
 		raftlock__waiter_info__init(&b->waiters[i]);
 		b->waiters[i].waiter = rec->waiters[i];
-		b->waiters[i].owner = owner_of(s, txn, rec->waiters[i]->session,
-					       &b->sessions[b->n_sessions++]);
+		b->waiters[i].owner =
+			owner_of(s, txn, rec->waiters[i]->session, &b->sessions[b->n_sessions++]);
 		b->waiter_ptrs[i] = &b->waiters[i];
 	}
 	b->info.holders = b->holder_ptrs;
@@ -510,8 +578,8 @@ static void read_list_locks(struct service *s, struct conn *c, const Raftlock__E
 			    MDB_txn *txn)
 {
 	const Raftlock__ListLocksRequest *req = env->list_locks;
-	struct list_locks_ctx ctx = {s, txn, NULL, 0, page_limit(req->limit), false,
-				     store_now(s, txn)};
+	struct list_locks_ctx ctx = {
+		s, txn, NULL, 0, page_limit(req->limit), false, store_now(s, txn)};
 	ctx.bufs = calloc(ctx.limit, sizeof *ctx.bufs);
 	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
 	if (ctx.bufs == NULL || ptrs == NULL)
@@ -571,8 +639,8 @@ static int list_sessions_visit(void *arg, const Raftlock__SessionRecord *rec)
 	return 0;
 }
 
-static void read_list_sessions(struct service *s, struct conn *c,
-			       const Raftlock__Envelope *env, MDB_txn *txn)
+static void read_list_sessions(struct service *s, struct conn *c, const Raftlock__Envelope *env,
+			       MDB_txn *txn)
 {
 	const Raftlock__ListSessionsRequest *req = env->list_sessions;
 	struct list_sessions_ctx ctx = {0};
@@ -599,8 +667,8 @@ static void read_list_sessions(struct service *s, struct conn *c,
 	free(ctx.recs);
 }
 
-static void read_check_token(struct service *s, struct conn *c,
-			     const Raftlock__Envelope *env, MDB_txn *txn)
+static void read_check_token(struct service *s, struct conn *c, const Raftlock__Envelope *env,
+			     MDB_txn *txn)
 {
 	Raftlock__CheckTokenResult check = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
 	Raftlock__LockRecord *rec = store_get_lock(&s->node->store, txn, env->check_token->name);
@@ -624,21 +692,11 @@ static void serve_read(struct service *s, struct conn *c, const Raftlock__Envelo
 {
 	MDB_txn *txn = store_begin(&s->node->store, false);
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		read_get_lock(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		read_list_locks(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-		read_list_sessions(s, c, env, txn);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		read_check_token(s, c, env, txn);
-		break;
-	default:
-		send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a read");
-		break;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: read_get_lock(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: read_list_locks(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: read_list_sessions(s, c, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: read_check_token(s, c, env, txn); break;
+	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a read"); break;
 	}
 	store_abort(txn);
 }
@@ -646,16 +704,11 @@ static void serve_read(struct service *s, struct conn *c, const Raftlock__Envelo
 static bool is_stale_read(const Raftlock__Envelope *env)
 {
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		return env->get_lock->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		return env->list_locks->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-		return env->list_sessions->stale;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		return env->check_token->stale;
-	default:
-		return false;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: return env->get_lock->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: return env->list_locks->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: return env->list_sessions->stale;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return env->check_token->stale;
+	default: return false;
 	}
 }
 
@@ -676,7 +729,8 @@ static void read_barrier_done(struct raft_barrier *req, int status)
 			serve_read(s, p->conn, p->env);
 		else
 			send_status(s, p->conn, p->id,
-				    status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN : RAFTLOCK_ENOTLEADER,
+				    status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN
+							    : RAFTLOCK_ENOTLEADER,
 				    NULL);
 		pending_free(p);
 	}
@@ -885,8 +939,8 @@ static void accept_cb(uv_stream_t *server, int status)
 	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 
-int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
-		  struct node *node, struct leases *leases, char *err, size_t errlen)
+int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
+		  struct leases *leases, char *err, size_t errlen)
 {
 	memset(s, 0, sizeof *s);
 	s->loop = loop;
@@ -894,21 +948,29 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
 	s->node = node;
 	s->leases = leases;
 	idmap_init(&s->pushes);
-	char host[CONFIG_ADDR_MAX];
-	int port;
-	struct sockaddr_in addr;
-	if (config_split_address(cfg->client_address, host, sizeof host, &port) != 0 ||
-	    uv_ip4_addr(host, port, &addr) != 0) {
-		snprintf(err, errlen, "client-address %s: not an IPv4 HOST:PORT", cfg->client_address);
+	char host[CONFIG_ADDR_MAX], port[8];
+	int portnum;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	if (config_split_address(cfg->client_address, host, sizeof host, &portnum) != 0) {
+		snprintf(err, errlen, "client-address %s: not HOST:PORT", cfg->client_address);
+		return RAFTLOCK_ECONFIG;
+	}
+	snprintf(port, sizeof port, "%d", portnum);
+	int gai = getaddrinfo(host, port, &hints, &ai);
+	if (gai != 0) {
+		snprintf(err, errlen, "client-address %s: %s", cfg->client_address,
+			 gai_strerror(gai));
 		return RAFTLOCK_ECONFIG;
 	}
 	uv_tcp_init(loop, &s->listener);
 	s->listener.data = s;
-	int rv = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+	int rv = uv_tcp_bind(&s->listener, ai->ai_addr, 0);
+	freeaddrinfo(ai);
 	if (rv == 0)
 		rv = uv_listen((uv_stream_t *)&s->listener, 511, accept_cb);
 	if (rv != 0) {
-		snprintf(err, errlen, "client-address %s: %s", cfg->client_address, uv_strerror(rv));
+		snprintf(err, errlen, "client-address %s: %s", cfg->client_address,
+			 uv_strerror(rv));
 		uv_close((uv_handle_t *)&s->listener, NULL);
 		return RAFTLOCK_EIO;
 	}

@@ -31,7 +31,7 @@ struct service {
 	struct leases *leases;
 	uv_tcp_t listener;
 	struct conn *conns;
-	struct idmap pushes; /* session id -> list of push targets */
+	struct idmap pushes;               /* session id -> list of push targets */
 	struct read_batch *reads_waiting;  /* arrived, no barrier yet */
 	struct read_batch *reads_inflight; /* waiting for its barrier */
 	bool closing;
@@ -39,8 +39,8 @@ struct service {
 
 /* Binds the client address and starts accepting. Returns 0 or
  * RAFTLOCK_EIO with a message in err. */
-int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg,
-		  struct node *node, struct leases *leases, char *err, size_t errlen);
+int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
+		  struct leases *leases, char *err, size_t errlen);
 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);

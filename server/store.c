@@ -10,7 +10,8 @@
 #include "log.h"
 #include "raftlock.h"
 
-#define SNAP_MAGIC "RLSNAP01"
+#define SNAP_MAGIC "RLSNAP02"
+#define SNAP_SUM_SIZE 8
 #define SNAP_END 0xff
 
 enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4 };
@@ -21,8 +22,7 @@ static void check(int rc, const char *what)
 		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
 }
 
-int store_open(struct store *s, const char *dir, size_t map_size, char *err,
-	       size_t errlen)
+int store_open(struct store *s, const char *dir, size_t map_size, char *err, size_t errlen)
 {
 	int rc;
 	MDB_txn *txn = NULL;
@@ -106,8 +106,7 @@ static uint64_t get_u64(const uint8_t in[8])
 }
 
 /* Packs a message straight into LMDB's page with MDB_RESERVE. */
-static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
-		    const ProtobufCMessage *msg)
+static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, const ProtobufCMessage *msg)
 {
 	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(msg)};
 	int rc = mdb_put(txn, dbi, key, &val, MDB_RESERVE);
@@ -251,8 +250,7 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn)
 }
 
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
-			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec),
-			 void *arg)
+			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec), void *arg)
 {
 	MDB_cursor *cur;
 	uint8_t k[8];
@@ -275,10 +273,8 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 	mdb_cursor_close(cur);
 }
 
-void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
-		      const char *after,
-		      int (*visit)(void *arg, const Raftlock__LockRecord *rec),
-		      void *arg)
+void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,
+		      int (*visit)(void *arg, const Raftlock__LockRecord *rec), void *arg)
 {
 	MDB_cursor *cur;
 	size_t plen = prefix ? strlen(prefix) : 0;
@@ -316,11 +312,14 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
 
 /* ------------------------------------------------------------ snapshots -- */
 
-struct image {
-	uint8_t *buf;
-	size_t len, cap;
-	void *(*alloc)(size_t);
-};
+/* FNV-1a, 64 bits: catches a damaged image (a flipped tag still sorts). */
+static uint64_t checksum(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
 
 static uint64_t dbi_bytes(MDB_txn *txn, MDB_dbi dbi)
 {
@@ -365,7 +364,7 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	MDB_txn *txn = store_begin(s, false);
 	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces};
 	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES};
-	size_t total = 16 + 1;
+	size_t total = 16 + 1 + SNAP_SUM_SIZE;
 	for (int i = 0; i < 4; i++)
 		total += dbi_bytes(txn, dbis[i]);
 	uint8_t *buf = alloc(total);
@@ -381,6 +380,8 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	for (int i = 0; i < 4; i++)
 		dump_dbi(txn, dbis[i], tags[i], &p);
 	*p++ = SNAP_END;
+	put_u64(p, checksum(buf, (size_t)(p - buf)));
+	p += SNAP_SUM_SIZE;
 	store_abort(txn);
 	*out = buf;
 	*n = (size_t)(p - buf);
@@ -390,7 +391,9 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
-	if (n < 17 || memcmp(buf, SNAP_MAGIC, 8) != 0)
+	if (n < 17 + SNAP_SUM_SIZE || memcmp(buf, SNAP_MAGIC, 8) != 0)
+		return RAFTLOCK_EDATA;
+	if (checksum(buf, n - SNAP_SUM_SIZE) != get_u64(buf + n - SNAP_SUM_SIZE))
 		return RAFTLOCK_EDATA;
 	*index = get_u64(buf + 8);
 	return 0;
@@ -409,7 +412,9 @@ int store_load(struct store *s, const void *data, size_t n)
 	uint64_t index;
 	if (store_image_index(data, n, &index) != 0)
 		return RAFTLOCK_EDATA;
-	const uint8_t *p = (const uint8_t *)data + 16, *end = (const uint8_t *)data + n;
+	/* Records end at the end byte, which is followed by the checksum. */
+	const uint8_t *p = (const uint8_t *)data + 16;
+	const uint8_t *end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
 	while (p < end && *p != SNAP_END) {
@@ -443,7 +448,7 @@ int store_load(struct store *s, const void *data, size_t n)
 		if (rc != 0)
 			goto damaged; /* out of order keys: not an image we wrote */
 	}
-	if (p >= end)
+	if (p != end || *p != SNAP_END)
 		goto damaged;
 	store_commit(txn);
 	return 0;

@@ -34,8 +34,7 @@ struct store {
 /* Opens (creating if needed) the environment in directory `dir` with a map
  * of map_size bytes. Returns 0 or RAFTLOCK_EIO / RAFTLOCK_EDATA with a
  * message naming the file in err. */
-int store_open(struct store *s, const char *dir, size_t map_size, char *err,
-	       size_t errlen);
+int store_open(struct store *s, const char *dir, size_t map_size, char *err, size_t errlen);
 void store_close(struct store *s);
 
 /* Flushes the environment to disk (mdb_env_sync with force). */
@@ -51,14 +50,11 @@ Raftlock__Meta *store_get_meta(struct store *s, MDB_txn *txn);
 void store_put_meta(struct store *s, MDB_txn *txn, const Raftlock__Meta *m);
 
 /* Returns NULL when there is no such record. */
-Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn,
-					   uint64_t id);
-void store_put_session(struct store *s, MDB_txn *txn,
-		       const Raftlock__SessionRecord *rec);
+Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn, uint64_t id);
+void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRecord *rec);
 void store_del_session(struct store *s, MDB_txn *txn, uint64_t id);
 
-Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn,
-				     const char *name);
+Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name);
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec);
 void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
 
@@ -73,25 +69,23 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 /* Visits sessions with id > after in id order until visit returns nonzero.
  * The record is borrowed for the duration of the call. */
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
-			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec),
-			 void *arg);
+			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec), void *arg);
 
 /* Visits locks whose name starts with prefix and is > after (NULL or "" =
  * from the start) in name order until visit returns nonzero. */
-void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix,
-		      const char *after,
-		      int (*visit)(void *arg, const Raftlock__LockRecord *rec),
-		      void *arg);
+void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,
+		      int (*visit)(void *arg, const Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP01", the applied index (8 bytes BE), then records
- * (1 byte database, 4 bytes key length, key, 4 bytes value length, value)
- * and a 0xff end byte. store_dump() writes it into a buffer from alloc()
- * (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
+ * Snapshot image: "RLSNAP02", the applied index (8 bytes BE), then records
+ * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
+ * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
+ * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
  */
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
 
-/* Reads the applied index of a snapshot image. RAFTLOCK_EDATA if damaged. */
+/* Reads the applied index of a snapshot image after checking its checksum.
+ * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);
 
 /* Replaces the whole content with a snapshot image, in one transaction.

@@ -79,13 +79,20 @@ static void spawn(struct tcluster *c, int i)
 	snprintf(ht, sizeof ht, "%u", c->election_ms / 10);
 	snprintf(st, sizeof st, "%u", c->snapshot_threshold ? c->snapshot_threshold : 16384);
 	argv[k++] = "raftlockd";
-	argv[k++] = "--id"; argv[k++] = id;
-	argv[k++] = "--data-dir"; argv[k++] = dir;
-	argv[k++] = "--cluster"; argv[k++] = c->name;
-	argv[k++] = "--election-timeout"; argv[k++] = et;
-	argv[k++] = "--heartbeat-timeout"; argv[k++] = ht;
-	argv[k++] = "--snapshot-threshold"; argv[k++] = st;
-	argv[k++] = "--log-level"; argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
+	argv[k++] = "--id";
+	argv[k++] = id;
+	argv[k++] = "--data-dir";
+	argv[k++] = dir;
+	argv[k++] = "--cluster";
+	argv[k++] = c->name;
+	argv[k++] = "--election-timeout";
+	argv[k++] = et;
+	argv[k++] = "--heartbeat-timeout";
+	argv[k++] = ht;
+	argv[k++] = "--snapshot-threshold";
+	argv[k++] = st;
+	argv[k++] = "--log-level";
+	argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
 	for (int m = 0; m < c->n; m++) {
 		snprintf(members[m], sizeof members[m], "%d,127.0.0.1:%d,127.0.0.1:%d", m + 1,
 			 c->raft_port[m], c->client_port[m]);
@@ -126,7 +133,8 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	for (int i = 0; i < n; i++) {
 		c->raft_port[i] = free_port();
 		c->client_port[i] = free_port();
-		snprintf(c->client_addr[i], sizeof c->client_addr[i], "127.0.0.1:%d", c->client_port[i]);
+		snprintf(c->client_addr[i], sizeof c->client_addr[i], "127.0.0.1:%d",
+			 c->client_port[i]);
 		c->addrs[i] = c->client_addr[i];
 	}
 	static bool hooked;
@@ -142,7 +150,8 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	for (int i = 0; i < n; i++)
 		spawn(c, i);
 	if (tcluster_leader(c, 20000) < 0) {
-		fprintf(stderr, "cluster harness: no ready leader within 20 s (logs in %s)\n", c->dir);
+		fprintf(stderr, "cluster harness: no ready leader within 20 s (logs in %s)\n",
+			c->dir);
 		exit(2);
 	}
 }
@@ -302,7 +311,8 @@ int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int tim
 int raw_connect(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (fd < 0)
 		return -1;

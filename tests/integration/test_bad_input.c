@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -167,11 +168,11 @@ static void name_too_long(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(garbage_frame),
-		cmocka_unit_test(oversized_length),
-		cmocka_unit_test(unknown_message_type),
-		cmocka_unit_test(truncated_frame),
+		cmocka_unit_test(garbage_frame),        cmocka_unit_test(oversized_length),
+		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
 		cmocka_unit_test(name_too_long),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,29 +17,49 @@ static void expect_refused(char *const argv[], int want_status, const char *want
 	char out[4096];
 	int st = tcluster_run_raftlockd(argv, out, sizeof out, 10000);
 	if (st != want_status || strstr(out, want_text) == NULL)
-		fail_msg("exit %d (want %d), output: %s (want '%s')", st, want_status, out, want_text);
+		fail_msg("exit %d (want %d), output: %s (want '%s')", st, want_status, out,
+			 want_text);
 }
 
 static void bad_flags(void **state)
 {
 	(void)state;
-	char *no_id[] = {"raftlockd", "--data-dir", "/tmp/x", "--cluster", "c", "--member",
-			 "1,127.0.0.1:1,127.0.0.1:2", NULL};
+	char *no_id[] = {"raftlockd",
+			 "--data-dir",
+			 "/tmp/x",
+			 "--cluster",
+			 "c",
+			 "--member",
+			 "1,127.0.0.1:1,127.0.0.1:2",
+			 NULL};
 	expect_refused(no_id, 2, "id is required");
-	char *bad_member[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
-			      "--member", "1,nohost", NULL};
+	char *bad_member[] = {"raftlockd", "--id", "1",        "--data-dir", "/tmp/x",
+			      "--cluster", "c",    "--member", "1,nohost",   NULL};
 	expect_refused(bad_member, 2, "member");
-	char *even[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
-			"--member", "1,127.0.0.1:1,127.0.0.1:2", "--member",
-			"2,127.0.0.1:3,127.0.0.1:4", NULL};
+	char *even[] = {"raftlockd",
+			"--id",
+			"1",
+			"--data-dir",
+			"/tmp/x",
+			"--cluster",
+			"c",
+			"--member",
+			"1,127.0.0.1:1,127.0.0.1:2",
+			"--member",
+			"2,127.0.0.1:3,127.0.0.1:4",
+			NULL};
 	expect_refused(even, 2, "odd number");
-	char *not_member[] = {"raftlockd", "--id", "4", "--data-dir", "/tmp/x", "--cluster", "c",
-			      "--member", "1,127.0.0.1:1,127.0.0.1:2", NULL};
+	char *not_member[] = {"raftlockd",  "--id",     "4",
+			      "--data-dir", "/tmp/x",   "--cluster",
+			      "c",          "--member", "1,127.0.0.1:1,127.0.0.1:2",
+			      NULL};
 	expect_refused(not_member, 2, "not among the members");
 	char *unknown[] = {"raftlockd", "--bogus", NULL};
 	expect_refused(unknown, 2, "unknown");
-	char *bad_port[] = {"raftlockd", "--id", "1", "--data-dir", "/tmp/x", "--cluster", "c",
-			    "--member", "1,127.0.0.1:99999,127.0.0.1:2", NULL};
+	char *bad_port[] = {"raftlockd",  "--id",     "1",
+			    "--data-dir", "/tmp/x",   "--cluster",
+			    "c",          "--member", "1,127.0.0.1:99999,127.0.0.1:2",
+			    NULL};
 	expect_refused(bad_port, 2, "HOST:PORT");
 }
 
@@ -71,17 +91,34 @@ static void foreign_data_dir(void **state)
 	snprintf(dir, sizeof dir, "%s/n1", cl.dir);
 	snprintf(member, sizeof member, "1,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[0],
 		 cl.client_port[0]);
-	char *other_cluster[] = {"raftlockd", "--id", "1", "--data-dir", dir, "--cluster",
-				 "another-cluster", "--member", member, NULL};
+	char *other_cluster[] = {
+		"raftlockd",       "--id",     "1",    "--data-dir", dir, "--cluster",
+		"another-cluster", "--member", member, NULL};
 	expect_refused(other_cluster, 1, "IDENTITY");
 	/* And as another node id of the same cluster. */
 	char member3[200];
 	snprintf(member3, sizeof member3, "3,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[0],
 		 cl.client_port[0]);
-	char *other_node[] = {"raftlockd", "--id", "3", "--data-dir", dir, "--cluster", cl.name,
-			      "--member", member3, NULL};
+	char *other_node[] = {"raftlockd", "--id",  "3",        "--data-dir", dir,
+			      "--cluster", cl.name, "--member", member3,      NULL};
 	expect_refused(other_node, 1, "belongs to another cluster or node");
 	tcluster_destroy(&cl);
+}
+
+/* The shipped example configurations are valid. */
+static void example_configs(void **state)
+{
+	(void)state;
+	const char *files[] = {"3-nodes/node1.conf", "3-nodes/node3.conf", "5-nodes/node1.conf",
+			       "5-nodes/node5.conf"};
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char path[512], out[1024];
+		snprintf(path, sizeof path, "%s/deploy/examples/%s", RAFTLOCK_SOURCE_DIR, files[i]);
+		char *argv[] = {"raftlockd", "--config", path, "--check-config", NULL};
+		int st = tcluster_run_raftlockd(argv, out, sizeof out, 5000);
+		if (st != 0 || strstr(out, "configuration OK") == NULL)
+			fail_msg("%s: exit %d: %s", path, st, out);
+	}
 }
 
 int main(void)
@@ -90,6 +127,9 @@ int main(void)
 		cmocka_unit_test(bad_flags),
 		cmocka_unit_test(bad_config_file),
 		cmocka_unit_test(foreign_data_dir),
+		cmocka_unit_test(example_configs),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

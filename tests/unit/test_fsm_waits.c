@@ -274,11 +274,11 @@ static void test_reentrant_nesting(void **state)
 }
 
 /*
- * KNOWN BUG (fails): a re-acquire through a handle that holds the lock
+ * Regression: a re-acquire through a handle that holds the lock
  * nests whatever it asks for. A handle holding SHARED that asks for
  * EXCLUSIVE is told it has the lock while another session also reads.
  */
-static void test_BUG_reentry_cannot_upgrade_past_readers(void **state)
+static void test_reentry_cannot_upgrade_past_readers(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f);
@@ -291,11 +291,11 @@ static void test_BUG_reentry_cannot_upgrade_past_readers(void **state)
 }
 
 /*
- * KNOWN BUG (fails): a re-acquire of a semaphore for more permits nests
+ * Regression: a re-acquire of a semaphore for more permits nests
  * with the permits of the first grant, so the server hands out more
  * permits than the limit.
  */
-static void test_BUG_reentry_cannot_exceed_semaphore_limit(void **state)
+static void test_reentry_cannot_exceed_semaphore_limit(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f);
@@ -515,12 +515,38 @@ static void test_wait_expire_at_deadline(void **state)
 	                        .name = "m", .wait = true);
 	assert_int_equal(r.status, RAFTLOCK_ETIMEDOUT);
 
-	/* A waiter without a deadline does not time out. */
-	f->now = 1000000;
+	/* A waiter without a deadline does not time out. Its session and
+	 * the holder's stay live through renewals (rule 6). */
+	uint64_t live[] = {h, b};
+	for (uint64_t t = 10000; t <= 1000000; t += 9000) {
+		f->now = t;
+		DO(f, RENEW, .renew = live, .n_renew = 2);
+	}
 	DO(f, WAIT_EXPIRE, .name = "m", .target = b, .acquire_seq = qb);
 	assert_no_push(f);
 	fx_release_ok(f, h, 1, "m", 0);
 	fx_pushed_grant(f, b, qb);
+}
+
+/* Rule 6: a session past its deadline is not live even before its EXPIRE
+ * applies: its commands get RAFTLOCK_ESESSION and its waiters are not
+ * granted; the EXPIRE then removes them with a push of the error. */
+static void test_session_past_deadline_gets_nothing(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t h = fx_session_ttl(f, 2000), w = fx_session_ttl(f, 2000);
+	fx_take(f, h, 1, "m");
+	uint64_t q = fx_enqueue(f, OP(ACQUIRE, .session = w, .owner = 1, .name = "m"));
+	uint64_t keep[] = {h};
+	f->now = 2500;
+	DO(f, RENEW, .renew = keep, .n_renew = 1);
+	f->now = 3000; /* w's deadline, not yet expired */
+	Raftlock__Result r = DO(f, ACQUIRE, .session = w, .owner = 2, .name = "x");
+	assert_int_equal(r.status, RAFTLOCK_ESESSION);
+	fx_release_ok(f, h, 1, "m", 0);
+	assert_int_equal(fx_count(f, FSM_EV_PUSH), 0);
+	DO(f, EXPIRE_SESSION, .target = w);
+	fx_pushed_error(f, w, q, RAFTLOCK_ESESSION);
 }
 
 int main(void)
@@ -533,8 +559,8 @@ int main(void)
 	    T(test_semaphore_permits_fifo),
 	    T(test_kind_and_limit_must_agree),
 	    T(test_reentrant_nesting),
-	    T(test_BUG_reentry_cannot_upgrade_past_readers),
-	    T(test_BUG_reentry_cannot_exceed_semaphore_limit),
+	    T(test_reentry_cannot_upgrade_past_readers),
+	    T(test_reentry_cannot_exceed_semaphore_limit),
 	    T(test_lock_delay_after_expiry),
 	    T(test_release_and_close_start_no_delay),
 	    T(test_expiry_removes_waiters),
@@ -542,6 +568,7 @@ int main(void)
 	    T(test_cancel_after_grant_returns_token),
 	    T(test_cancel_of_writer_unblocks_readers),
 	    T(test_wait_expire_at_deadline),
+	    T(test_session_past_deadline_gets_nothing),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
