@@ -33,7 +33,7 @@ static const char usage_text[] =
 	"  holders [PREFIX] [--json] [--stale]   who holds which lock\n"
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
-	"  check NAME TOKEN [--stale]       is TOKEN a current grant of NAME?\n"
+	"  check NAME TOKEN                 is TOKEN a current grant of NAME?\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
@@ -131,8 +131,10 @@ static int cli_fail(struct cli *cli)
 
 /* ------------------------------------------------------------ commands -- */
 
-/* Flags shared by the read commands. */
+/* Flags of the read commands; the allow_ fields say which it takes. */
 struct read_flags {
+	bool allow_json;
+	bool allow_stale;
 	bool json;
 	bool stale;
 };
@@ -151,7 +153,8 @@ enum {
 	OPT_VERSION,
 };
 
-/* Parses --json/--stale and collects up to max positional arguments. */
+/* Parses --json/--stale (as allowed) and collects min..max positional
+ * arguments. */
 static int parse_read(int argc, char **argv, struct read_flags *rf,
 		      char **pos, int min, int max, int *n)
 {
@@ -163,12 +166,12 @@ static int parse_read(int argc, char **argv, struct read_flags *rf,
 	int ch;
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch == OPT_JSON)
+		if (ch == OPT_JSON && rf->allow_json)
 			rf->json = true;
-		else if (ch == OPT_STALE)
+		else if (ch == OPT_STALE && rf->allow_stale)
 			rf->stale = true;
 		else
-			return usage("unknown option");
+			return usage("unknown option for this command");
 	}
 	*n = argc - optind;
 	if (*n < min || *n > max)
@@ -180,7 +183,7 @@ static int parse_read(int argc, char **argv, struct read_flags *rf,
 
 static int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
@@ -257,7 +260,7 @@ static int holders_page(struct cli *cli, struct cli_out *o, void *state,
 
 static int cmd_holders(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1] = {""};
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 1, &n);
 	if (code != CLI_EXIT_OK)
@@ -268,7 +271,7 @@ static int cmd_holders(struct cli *cli, int argc, char **argv)
 
 static int cmd_show(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 1, 1, &n);
 	if (code != CLI_EXIT_OK)
@@ -309,7 +312,7 @@ static int sessions_page(struct cli *cli, struct cli_out *o, void *state,
 
 static int cmd_sessions(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
