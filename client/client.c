@@ -281,6 +281,8 @@ static void io_send_pending(raftlock_client *c, uint64_t now)
 			continue;
 		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
 			return; /* out of memory: try again on the next turn */
+		if (!r->ever_sent)
+			r->first_sent_boot = clock_boot_ms();
 		r->sent_gen = c->conn_gen;
 		r->sent_at = now;
 		r->ever_sent = true;

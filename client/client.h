@@ -34,6 +34,8 @@ struct request {
 	uint64_t sent_gen;   /* connection generation it was last sent on */
 	uint64_t not_before; /* CLOCK_MONOTONIC ms: do not send before */
 	uint64_t sent_at;    /* CLOCK_MONOTONIC ms of the last send */
+	uint64_t first_sent_boot; /* CLOCK_BOOTTIME ms of the first send:
+				     nothing happened to it before */
 	bool wants_push;     /* a blocking acquire: "queued" is not final */
 	bool queued;         /* the server queued it; a push will follow */
 	bool ever_sent;      /* handed to a connection at least once */

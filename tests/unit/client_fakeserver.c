@@ -78,6 +78,7 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	e->body = env->body_case;
 	e->id = env->id;
 	e->conn = serial;
+	e->at_boot = clock_boot_ms();
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 		e->nonce = env->open_session->nonce;
@@ -141,6 +142,8 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 {
 	if (f->keepalive_silent)
 		return;
+	if (f->keepalive_delay_ms > 0)
+		sleep_ms((unsigned)f->keepalive_delay_ms); /* a slow commit */
 	size_t n = req->keepalive->n_sessions;
 	int32_t *st = calloc(n + 1, sizeof *st);
 	assert_non_null(st);

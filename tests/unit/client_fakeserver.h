@@ -35,6 +35,7 @@ struct fake_entry {
 	int kind;           /* acquire: LockKind */
 	uint32_t limit;     /* acquire */
 	int conn;           /* serial number of the connection */
+	uint64_t at_boot;   /* CLOCK_BOOTTIME ms when it arrived */
 };
 
 struct fake {
@@ -50,6 +51,7 @@ struct fake {
 	bool unknown_first_acquire;/* answer EUNKNOWN once */
 	bool keepalive_silent;     /* never answer keepalives */
 	bool keepalive_gone;       /* answer ESESSION */
+	int keepalive_delay_ms;    /* answer keepalives this much later */
 	bool busy;                 /* try-locks: EBUSY */
 	bool ignore_acquires;      /* log acquires, never answer them */
 	int grant_after_ms;        /* wait=true: push a grant after this; <0 never */

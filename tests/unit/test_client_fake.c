@@ -486,6 +486,27 @@ static void test_paused_leader_is_left(void **state)
 	fake_stop(b);
 }
 
+/* Validity counts from when the keepalive was sent, not from its answer. */
+static void test_validity_counts_from_the_send(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct raftlock_session_options so = {.ttl_ms = 1200};
+	rig_up(&r, "x", 3000, &so);
+	FAKE_SET(r.f, keepalive_delay_ms, 150);
+	uint64_t v0 = raftlock_session_valid_until(r.s);
+	/* the first keepalive goes at 400 ms and is answered 150 ms later */
+	for (int i = 0; i < 200 && raftlock_session_valid_until(r.s) == v0; i++)
+		sleep_ms(5);
+	uint64_t v = raftlock_session_valid_until(r.s);
+	assert_true(v > v0);
+	struct fake_entry k = fake_nth(r.f, KEEPALIVE, 0);
+	/* sent no later than it arrived; the answer came 150 ms after */
+	assert_true(v <= k.at_boot + 1200 - 12 - RAFTLOCK_LEASE_MARGIN_MS);
+	assert_true(v + 50 >= k.at_boot + 1200 - 12 - RAFTLOCK_LEASE_MARGIN_MS);
+	rig_down(&r);
+}
+
 static void test_server_says_session_gone(void **state)
 {
 	(void)state;
@@ -541,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_paused_leader_is_left),
+		cmocka_unit_test(test_validity_counts_from_the_send),
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_nobody_listening),
 	};
