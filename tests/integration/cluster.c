@@ -226,16 +226,23 @@ int tcluster_leader(struct tcluster *c, int timeout_ms)
 {
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
 	do {
+		/* A deposed leader may still believe it leads (paused, cut
+		 * off): the ready leader of the highest term is the one. */
+		int best = -1;
+		uint64_t best_term = 0;
 		for (int i = 0; i < c->n; i++) {
 			if (c->pid[i] <= 0)
 				continue;
 			Raftlock__StatusInfo *st = tcluster_status(c, i);
-			bool ready = st != NULL && st->ready && st->next_token != 0;
+			if (st != NULL && st->ready && st->next_token != 0 && st->term > best_term) {
+				best = i;
+				best_term = st->term;
+			}
 			if (st)
 				raftlock__status_info__free_unpacked(st, NULL);
-			if (ready)
-				return i;
 		}
+		if (best >= 0)
+			return best;
 		sleep_ms(50);
 	} while (tcluster_now_ms() < end);
 	return -1;

@@ -279,6 +279,8 @@ static void follower_catches_up(void **state)
 		assert_int_equal(raftlock_lock_release(l, NULL), 0);
 	}
 	uint64_t held = tl_take(l);
+	leader = tcluster_leader(&cl, 5000);
+	assert_true(leader >= 0 && leader != follower);
 	Raftlock__StatusInfo *ls = tcluster_status(&cl, leader);
 	assert_non_null(ls);
 	uint64_t commit = ls->commit_index, want_token = ls->next_token;
