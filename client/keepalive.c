@@ -45,8 +45,7 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 {
 	const Raftlock__Envelope *reply = ka->req->reply;
 	const Raftlock__Response *resp = reply->response;
-	if (resp->status != 0 ||
-	    resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
+	if (resp->status != 0 || resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
 		return;
 	const Raftlock__KeepAliveResult *kr = resp->keepalive;
 	for (size_t i = 0; i < ka->n_ids && i < kr->n_statuses; i++) {
@@ -69,15 +68,13 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 			s->ttl_ms = kr->ttl_ms[i];
 		/* from the first time it went out: a lease renewed by it was
 		 * renewed after that */
-		uint64_t v = session_validity_ms(ka->req->first_sent_boot,
-						 s->ttl_ms);
+		uint64_t v = session_validity_ms(ka->req->first_sent_boot, s->ttl_ms);
 		if (v > s->valid_until)
 			s->valid_until = v;
 	}
 }
 
-static void keepalive_send(raftlock_client *c, struct keepalive *ka,
-			   unsigned interval)
+static void keepalive_send(raftlock_client *c, struct keepalive *ka, unsigned interval)
 {
 	size_t n = 0;
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
@@ -103,9 +100,9 @@ static void keepalive_send(raftlock_client *c, struct keepalive *ka,
 	ka->ids = ids;
 	ka->n_ids = n;
 	ka->sent_at = clock_mono_ms();
-	ka->suspect_at = ka->sent_at + (interval / 2 > KEEPALIVE_SUSPECT_MIN_MS
-					    ? interval / 2
-					    : KEEPALIVE_SUSPECT_MIN_MS);
+	ka->suspect_at =
+		ka->sent_at +
+		(interval / 2 > KEEPALIVE_SUSPECT_MIN_MS ? interval / 2 : KEEPALIVE_SUSPECT_MIN_MS);
 }
 
 /* Runs one due on_lost callback without the lock. Returns true if it did. */
@@ -127,15 +124,13 @@ static bool keepalive_fire_one(raftlock_client *c)
 }
 
 /* The CLOCK_MONOTONIC time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka,
-				  unsigned interval)
+static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka, unsigned interval)
 {
 	uint64_t now_m = clock_mono_ms();
 	uint64_t now_b = clock_boot_ms();
 	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS;
 	for (int i = 0; i < KEEPALIVE_SLOTS; i++)
-		if (ka[i].req != NULL && !ka[i].suspected &&
-		    ka[i].suspect_at < at)
+		if (ka[i].req != NULL && !ka[i].suspected && ka[i].suspect_at < at)
 			at = ka[i].suspect_at;
 	if (interval != 0 && c->ka_next < at)
 		at = c->ka_next;
