@@ -28,8 +28,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	tcluster_destroy(&cl);
-	return 0;
+	return tcluster_destroy(&cl);
 }
 
 struct snapshot {

@@ -33,8 +33,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	tcluster_destroy(&cl);
-	return 0;
+	return tcluster_destroy(&cl);
 }
 
 static uint64_t next_token_of(int node)

@@ -102,7 +102,7 @@ static void foreign_data_dir(void **state)
 	char *other_node[] = {"raftlockd", "--id",  "3",        "--data-dir", dir,
 			      "--cluster", cl.name, "--member", member3,      NULL};
 	expect_refused(other_node, 1, "belongs to another cluster or node");
-	tcluster_destroy(&cl);
+	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
 /* The shipped example configurations are valid. */

@@ -34,8 +34,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	tcluster_destroy(&cl);
-	return 0;
+	return tcluster_destroy(&cl);
 }
 
 /* A thread that blocks in raftlock_lock_acquire and records the outcome. */

@@ -1,0 +1,174 @@
+#include "driver.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { PHASE_WARMUP, PHASE_WINDOW, PHASE_STOP };
+
+static atomic_int driver_phase;
+static char driver_detail[256];
+static pthread_mutex_t driver_detail_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int driver_unsupported;
+
+struct driver_thread {
+	pthread_t th;
+	unsigned client;
+	driver_pair_fn pair;
+	void *arg;
+	struct stats_samples samples;
+	unsigned long long pairs, errors;
+};
+
+bool driver_stopping(void)
+{
+	return atomic_load(&driver_phase) == PHASE_STOP || atomic_load(&driver_unsupported) != 0;
+}
+
+static void driver_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void driver_note(const char *msg)
+{
+	pthread_mutex_lock(&driver_detail_mu);
+	if (driver_detail[0] == '\0')
+		snprintf(driver_detail, sizeof driver_detail, "%s", msg);
+	pthread_mutex_unlock(&driver_detail_mu);
+}
+
+static void *driver_thread_main(void *p)
+{
+	struct driver_thread *t = p;
+	char err[200];
+	while (!driver_stopping()) {
+		int phase = atomic_load(&driver_phase);
+		double acq = 0;
+		err[0] = '\0';
+		int rv = t->pair(t->arg, t->client, &acq, err, sizeof err);
+		if (rv == DRIVER_UNSUPPORTED) {
+			driver_note(err[0] ? err : "unsupported");
+			atomic_store(&driver_unsupported, 1);
+			break;
+		}
+		if (rv == DRIVER_ABANDONED)
+			break;
+		if (phase == PHASE_WINDOW) {
+			if (rv == 0) {
+				t->pairs++;
+				stats_samples_add(&t->samples, acq);
+			} else {
+				t->errors++;
+				driver_note(err[0] ? err : "error");
+			}
+		}
+		if (rv != 0)
+			driver_sleep_ms(10);
+	}
+	return NULL;
+}
+
+/* Sleeps up to s seconds, waking early if the run was declared
+ * unsupported. */
+static void driver_wait(double s)
+{
+	double end = stats_now() + s;
+	while (atomic_load(&driver_unsupported) == 0) {
+		double left = end - stats_now();
+		if (left <= 0)
+			break;
+		driver_sleep_ms(left > 0.05 ? 50 : (long)(left * 1000) + 1);
+	}
+}
+
+int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
+	       struct stats_result *out)
+{
+	if (cfg->clients == 0 || cfg->clients > DRIVER_CLIENTS_MAX)
+		return -1;
+	atomic_store(&driver_phase, PHASE_WARMUP);
+	atomic_store(&driver_unsupported, 0);
+	driver_detail[0] = '\0';
+	struct driver_thread *ts = calloc(cfg->clients, sizeof *ts);
+	if (ts == NULL)
+		return -1;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	unsigned started = 0;
+	for (; started < cfg->clients; started++) {
+		struct driver_thread *t = &ts[started];
+		t->client = started;
+		t->pair = pair;
+		t->arg = arg;
+		if (pthread_create(&t->th, &attr, driver_thread_main, t) != 0)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	int rv = 0;
+	double cpu0 = 0, cpu1 = 0, t0 = 0, elapsed = 0, self0 = 0, self1 = 0;
+	int self = (int)getpid();
+	if (started < cfg->clients) {
+		rv = -1;
+		atomic_store(&driver_phase, PHASE_STOP);
+	} else {
+		driver_wait(cfg->warmup_s);
+		cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+		self0 = stats_proc_cpu(&self, 1);
+		if (cfg->window_hook != NULL)
+			cfg->window_hook(cfg->hook_arg, false);
+		t0 = stats_now();
+		atomic_store(&driver_phase, PHASE_WINDOW);
+		driver_wait(cfg->window_s);
+		atomic_store(&driver_phase, PHASE_STOP);
+		elapsed = stats_now() - t0;
+		cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+		self1 = stats_proc_cpu(&self, 1);
+		if (cfg->window_hook != NULL)
+			cfg->window_hook(cfg->hook_arg, true);
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(ts[i].th, NULL);
+
+	struct stats_samples **parts = calloc(cfg->clients, sizeof *parts);
+	unsigned long long pairs = 0, errors = 0;
+	for (unsigned i = 0; i < cfg->clients; i++) {
+		pairs += ts[i].pairs;
+		errors += ts[i].errors;
+		if (parts != NULL)
+			parts[i] = &ts[i].samples;
+	}
+	size_t n = 0;
+	float *all = parts ? stats_merge_sorted(parts, cfg->clients, &n) : NULL;
+	out->pairs_per_s = elapsed > 0 ? (double)pairs / elapsed : 0;
+	out->p50_ms = stats_quantile(all, n, 0.50);
+	out->p99_ms = stats_quantile(all, n, 0.99);
+	out->max_ms = n ? all[n - 1] : 0;
+	out->errors = errors;
+	out->server_cpu_s_per_1k = pairs ? (cpu1 - cpu0) / (double)pairs * 1000 : 0;
+	out->client_cpu_s_per_1k = pairs ? (self1 - self0) / (double)pairs * 1000 : 0;
+	out->window_s = elapsed;
+	out->status = atomic_load(&driver_unsupported) ? "unsupported" : rv != 0 ? "failed" : "ok";
+	/* A window without one pair means every client was stuck. */
+	if (rv == 0 && pairs == 0 && !atomic_load(&driver_unsupported)) {
+		out->status = "failed";
+		if (driver_detail[0] == '\0')
+			snprintf(driver_detail, sizeof driver_detail,
+				 "no pair completed in the window: every client was blocked");
+	}
+	out->detail = driver_detail[0] ? driver_detail : NULL;
+	if (cfg->cdf_out != NULL && n > 0 && stats_write_cdf(cfg->cdf_out, all, n) != 0)
+		fprintf(stderr, "cannot write %s\n", cfg->cdf_out);
+	free(all);
+	free(parts);
+	for (unsigned i = 0; i < cfg->clients; i++)
+		stats_samples_free(&ts[i].samples);
+	free(ts);
+	return rv;
+}

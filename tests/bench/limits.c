@@ -1,0 +1,231 @@
+/*
+ * bench_limits: what this machine allows, printed beside every benchmark run.
+ *
+ *   - fsyncs per second of 4 KiB appends that grow a file in --dir (the
+ *     filesystem of the data directories): every append changes the file
+ *     size, as a Raft log segment does, so each fsync writes metadata too;
+ *   - loopback TCP round-trip time of a small message (ping-pong between
+ *     two threads, TCP_NODELAY), p50 and p99.
+ *
+ * Output: one JSON line. Each measurement is bounded in time and count.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define APPEND_SIZE 4096
+#define FSYNC_MAX_COUNT 20000
+#define RTT_MAX_COUNT 200000
+#define RTT_MSG 64
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double quantile(double *v, size_t n, double q)
+{
+	if (n == 0)
+		return 0;
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+struct fsync_result {
+	double per_s;
+	double p50_ms, p99_ms;
+	size_t count;
+};
+
+static int measure_fsync(const char *dir, double seconds, struct fsync_result *r)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/bench-limits-%ld.tmp", dir, (long)getpid());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "bench_limits: open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	unlink(path); /* the file lives until closed; nothing is left behind */
+	char block[APPEND_SIZE];
+	memset(block, 'r', sizeof block);
+	double *lat = malloc(sizeof(double) * FSYNC_MAX_COUNT);
+	if (lat == NULL) {
+		close(fd);
+		return -1;
+	}
+	size_t n = 0;
+	double start = now_s(), end = start + seconds;
+	while (n < FSYNC_MAX_COUNT) {
+		double t0 = now_s();
+		if (t0 >= end)
+			break;
+		if (write(fd, block, sizeof block) != (ssize_t)sizeof block || fsync(fd) != 0) {
+			fprintf(stderr, "bench_limits: append+fsync: %s\n", strerror(errno));
+			free(lat);
+			close(fd);
+			return -1;
+		}
+		lat[n++] = now_s() - t0;
+	}
+	double elapsed = now_s() - start;
+	close(fd);
+	qsort(lat, n, sizeof *lat, cmp_double);
+	r->count = n;
+	r->per_s = elapsed > 0 ? (double)n / elapsed : 0;
+	r->p50_ms = quantile(lat, n, 0.50) * 1e3;
+	r->p99_ms = quantile(lat, n, 0.99) * 1e3;
+	free(lat);
+	return 0;
+}
+
+static int full_io(int fd, char *buf, size_t len, int do_write)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t k =
+			do_write ? write(fd, buf + off, len - off) : read(fd, buf + off, len - off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		off += (size_t)k;
+	}
+	return 0;
+}
+
+static void *echo_main(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[RTT_MSG];
+	while (full_io(fd, buf, sizeof buf, 0) == 0)
+		if (full_io(fd, buf, sizeof buf, 1) != 0)
+			break;
+	close(fd);
+	return NULL;
+}
+
+struct rtt_result {
+	double p50_us, p99_us, mean_us;
+	size_t count;
+};
+
+static int measure_rtt(double seconds, struct rtt_result *r)
+{
+	int one = 1, lfd = -1, cfd = -1, sfd = -1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof a;
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 1) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
+		goto fail;
+	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof a) != 0)
+		goto fail;
+	sfd = accept(lfd, NULL, NULL);
+	if (sfd < 0)
+		goto fail;
+	close(lfd);
+	lfd = -1;
+	setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	pthread_t th;
+	if (pthread_create(&th, NULL, echo_main, &sfd) != 0)
+		goto fail;
+	double *lat = malloc(sizeof(double) * RTT_MAX_COUNT);
+	char buf[RTT_MSG];
+	memset(buf, 'p', sizeof buf);
+	size_t n = 0;
+	double end = now_s() + seconds, sum = 0;
+	while (lat != NULL && n < RTT_MAX_COUNT) {
+		double t0 = now_s();
+		if (t0 >= end)
+			break;
+		if (full_io(cfd, buf, sizeof buf, 1) != 0 || full_io(cfd, buf, sizeof buf, 0) != 0)
+			break;
+		lat[n] = now_s() - t0;
+		sum += lat[n++];
+	}
+	shutdown(cfd, SHUT_RDWR);
+	close(cfd);
+	pthread_join(th, NULL);
+	if (lat == NULL || n == 0) {
+		free(lat);
+		return -1;
+	}
+	qsort(lat, n, sizeof *lat, cmp_double);
+	r->count = n;
+	r->p50_us = quantile(lat, n, 0.50) * 1e6;
+	r->p99_us = quantile(lat, n, 0.99) * 1e6;
+	r->mean_us = sum / (double)n * 1e6;
+	free(lat);
+	return 0;
+fail:
+	fprintf(stderr, "bench_limits: loopback socket: %s\n", strerror(errno));
+	if (lfd >= 0)
+		close(lfd);
+	if (cfd >= 0)
+		close(cfd);
+	if (sfd >= 0)
+		close(sfd);
+	return -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: bench_limits [--dir DIR] [--seconds S]\n"
+		   "  --dir DIR     directory on the data filesystem (default: .)\n"
+		   "  --seconds S   time per measurement, 0.1..30 (default: 2)\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = ".";
+	double seconds = 2;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+			dir = argv[++i];
+		} else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+			seconds = atof(argv[++i]);
+		} else if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!(seconds >= 0.1 && seconds <= 30)) {
+		usage(stderr);
+		return 2;
+	}
+	struct fsync_result fs;
+	struct rtt_result rt;
+	if (measure_fsync(dir, seconds, &fs) != 0 || measure_rtt(seconds, &rt) != 0)
+		return 1;
+	printf("{\"system\":\"machine\",\"fsync_dir\":\"%s\",\"fsyncs_per_s\":%.1f,"
+	       "\"fsync_p50_ms\":%.3f,\"fsync_p99_ms\":%.3f,\"fsync_count\":%zu,"
+	       "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"rtt_mean_us\":%.1f,"
+	       "\"rtt_count\":%zu,\"window_s\":%.1f}\n",
+	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, rt.p50_us, rt.p99_us, rt.mean_us,
+	       rt.count, seconds);
+	return 0;
+}

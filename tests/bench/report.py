@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Turns a tests/bench/run result directory into results.json, results.md
+and PNG plots (through gnuplot, when it is installed).
+
+usage: report.py RESULT_DIR
+Reads RESULT_DIR/limits.json, RESULT_DIR/results.jsonl and RESULT_DIR/cdf/.
+"""
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+SYSTEMS = ["raftlock", "etcd", "redis"]
+LOCK_ORDER = ["uncontended", "contended", "rwlock", "semaphore"]
+# What a peer does not have, said in the table instead of a number.
+PEER_LACKS = {
+    "etcd": {
+        "rwlock": "N/A: etcd's concurrency package has no read-write lock",
+        "semaphore": "N/A: etcd's concurrency package has no semaphore",
+    },
+    "redis": {
+        "rwlock": "N/A: no read-write lock in the SET NX recipe",
+        "semaphore": "N/A: no semaphore in the SET NX recipe",
+    },
+}
+
+
+def load(path):
+    runs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    runs.append(json.loads(line))
+                except ValueError:
+                    pass
+    return runs
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v >= 1000:
+        return "{:,.0f}".format(v)
+    return ("{:." + str(digits) + "f}").format(v)
+
+
+def ratio(a, b):
+    if not a or not b:
+        return "-"
+    return "{:.1f}x".format(a / b)
+
+
+def ok(r):
+    return r is not None and r.get("status") == "ok"
+
+
+def find(runs, system, workload, clients):
+    for r in runs:
+        if (r.get("system") == system and r.get("workload") == workload
+                and r.get("clients") == clients):
+            return r
+    return None
+
+
+def lock_table(runs):
+    points = sorted({(r["workload"], r["clients"]) for r in runs
+                     if r.get("workload") in LOCK_ORDER},
+                    key=lambda p: (LOCK_ORDER.index(p[0]), p[1]))
+    out = ["| system | workload | clients | pairs/s | p50 ms | p99 ms | max ms "
+           "| server CPU s / 1k pairs | generator CPU s / 1k | errors | raftlock/etcd "
+           "| raftlock/redis |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for wl, n in points:
+        rl = find(runs, "raftlock", wl, n)
+        et = find(runs, "etcd", wl, n)
+        rd = find(runs, "redis", wl, n)
+        for sysname, r in (("raftlock", rl), ("etcd", et), ("redis", rd)):
+            if r is None:
+                lack = PEER_LACKS.get(sysname, {}).get(wl)
+                if lack:
+                    out.append("| {} | {} | {} | {} | | | | | | | | |".format(
+                        sysname, wl, n, lack))
+                continue
+            if not ok(r):
+                out.append("| {} | {} | {} | {}: {} | | | | | | | | |".format(
+                    sysname, wl, n, r.get("status"),
+                    r.get("detail", "").replace("|", "/")))
+                continue
+            re_, rr = "", ""
+            if sysname == "raftlock":
+                re_ = ratio(r["pairs_per_s"], et["pairs_per_s"]) if ok(et) else "-"
+                rr = ratio(r["pairs_per_s"], rd["pairs_per_s"]) if ok(rd) else "-"
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                sysname, wl, n, fmt(r["pairs_per_s"]), fmt(r["p50_ms"], 2),
+                fmt(r["p99_ms"], 2), fmt(r["max_ms"], 1),
+                fmt(r["server_cpu_s_per_1k"], 3), fmt(r.get("client_cpu_s_per_1k"), 3),
+                r["errors"], re_, rr))
+    return out
+
+
+def scale_tables(runs):
+    out = []
+    ses = [r for r in runs if r.get("workload") == "sessions"]
+    if ses:
+        out += ["", "### Idle sessions kept alive (raftlock; TTL 10 s)", "",
+                "| sessions | open s | keepalives/s | keepalive p50 ms | p99 ms "
+                "| leader CPU (cores) | cluster CPU (cores) | leader RSS MiB "
+                "| lost | status |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in ses:
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                r.get("sessions_open", r.get("clients")), fmt(r.get("open_s")),
+                fmt(r.get("pairs_per_s")), fmt(r.get("p50_ms"), 1),
+                fmt(r.get("p99_ms"), 1), fmt(r.get("leader_cpu_cores"), 3),
+                fmt(r.get("cluster_cpu_cores"), 3), fmt(r.get("leader_rss_mib")),
+                r.get("lost", "-"), r.get("status", "")
+                + (": " + r["detail"] if r.get("detail") else "")))
+        out.append("")
+        out.append("etcd (leases with KeepAlive) and Redis (per-key TTL) were not "
+                   "driven in this workload.")
+    st = [r for r in runs if r.get("workload") == "state"]
+    if st:
+        def secs(v):
+            if v is None or v == -2:
+                return "not run"
+            return "failed" if v < 0 else fmt(v, 2)
+        out += ["", "### Held locks (raftlock)", "",
+                "| locks held | fill s | fill locks/s | server RSS MiB (max node) "
+                "| LMDB MiB (all nodes) | catch-up of a new member s "
+                "| cold restart s (trusted LMDB) | restart rebuilding LMDB s | status |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in st:
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                r.get("locks_held", "-"), fmt(r.get("fill_s")),
+                fmt(r.get("pairs_per_s")), fmt(r.get("server_rss_mib")),
+                fmt(r.get("lmdb_mib")), secs(r.get("catchup_s")),
+                secs(r.get("restart_s")), secs(r.get("rebuild_s")),
+                r.get("status", "") + (": " + r["detail"] if r.get("detail") else "")))
+    for r in runs:
+        if r.get("workload") == "snapshot" and r.get("snapshots"):
+            out += ["", "Snapshots during the run: {} taken; the largest, {} MiB, was "
+                    "serialized in {} ms (the node's loop stalls that long); longest "
+                    "restore {} ms ({} MiB).".format(
+                        r["snapshots"], r.get("largest_snapshot_mib"),
+                        r.get("largest_snapshot_ms"), r.get("longest_restore_ms", "-"),
+                        r.get("longest_restore_mib", "-"))]
+    return out
+
+
+def targets(runs):
+    """The issue's targets, each with the measured figure."""
+    rows = []
+
+    def add(name, measured, met):
+        rows.append("| {} | {} | {} |".format(
+            name, measured, "-" if met is None else ("met" if met else "NOT met")))
+
+    def pair(wl, n):
+        return find(runs, "raftlock", wl, n), find(runs, "etcd", wl, n)
+
+    rl, et = pair("uncontended", 64)
+    if ok(rl) and ok(et):
+        x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0
+        add("uncontended 64: >= 10x etcd pairs/s", "{:.1f}x".format(x), x >= 10)
+        add("uncontended 64: p99 below etcd's", "{:.2f} vs {:.2f} ms".format(
+            rl["p99_ms"], et["p99_ms"]), rl["p99_ms"] < et["p99_ms"])
+    if ok(rl) and rl.get("commands_per_entry") is not None:
+        add("uncontended 64: client commands sharing one log entry (report)",
+            "{:.2f} commands per entry, {:,.0f} entries/s".format(
+                rl["commands_per_entry"], rl.get("raft_entries_per_s", 0)), None)
+    rl, et = pair("uncontended", 1)
+    if ok(rl) and ok(et):
+        x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0
+        add("uncontended 1: >= 3x etcd pairs/s", "{:.1f}x".format(x), x >= 3)
+    rl, et = pair("contended", 16)
+    if ok(rl) and rl["pairs_per_s"] > 0:
+        # With a queue always full, one grant follows another: the mean
+        # hand-over is the window divided by the grants.
+        h = 1000.0 / rl["pairs_per_s"]
+        add("contended 16: hand-over about one commit plus one round trip (~1 ms)",
+            "{:.2f} ms per hand-over (etcd {}); acquire p50 {:.2f} ms with 15 ahead".format(
+                h, "{:.1f} ms".format(1000.0 / et["pairs_per_s"]) if ok(et) and et["pairs_per_s"]
+                else "-", rl["p50_ms"]), h <= 1.2)
+        if ok(et):
+            x = rl["pairs_per_s"] / et["pairs_per_s"] if et["pairs_per_s"] else 0
+            add("contended 16: >= 10x etcd pairs/s", "{:.1f}x".format(x), x >= 10)
+    for r in runs:
+        if r.get("workload") == "sessions" and ok(r) and r.get("clients", 0) >= 100000:
+            c = r.get("leader_cpu_cores", -1)
+            add("100,000 sessions: leader below one core", "{:.2f} cores".format(c),
+                0 <= c < 1)
+        if r.get("workload") == "state" and r.get("restart_s") not in (None, -2):
+            v = r["restart_s"]
+            add("{:,} locks: cold restart < 10 s".format(r.get("locks_held", 0)),
+                "failed" if v < 0 else "{:.2f} s".format(v), 0 <= v < 10)
+    if not rows:
+        return []
+    return ["", "### Targets (issue 4)", "", "| target | measured | |", "|---|---|---|"] + rows
+
+
+def machine_line(limits):
+    if not limits:
+        return []
+    return ["Machine: {} cores; fsync of a growing file: {:,.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms); "
+            "loopback TCP round trip p50 {:.1f} us, p99 {:.1f} us.".format(
+                os.cpu_count(), limits.get("fsyncs_per_s", 0), limits.get("fsync_p50_ms", 0),
+                limits.get("fsync_p99_ms", 0), limits.get("rtt_p50_us", 0),
+                limits.get("rtt_p99_us", 0)), ""]
+
+
+def plots(d, runs):
+    if shutil.which("gnuplot") is None:
+        return []
+    made = []
+    data = os.path.join(d, "plot-data")
+    os.makedirs(data, exist_ok=True)
+    # Throughput against clients, uncontended.
+    lines = []
+    for s in SYSTEMS:
+        pts = sorted((r["clients"], r["pairs_per_s"]) for r in runs
+                     if r.get("system") == s and r.get("workload") == "uncontended"
+                     and ok(r))
+        if not pts:
+            continue
+        f = os.path.join(data, "throughput-{}.dat".format(s))
+        with open(f, "w") as fh:
+            for n, p in pts:
+                fh.write("{} {}\n".format(n, p))
+        lines.append("'{}' using 1:2 with linespoints lw 2 title '{}'".format(f, s))
+    scripts = []
+    if lines:
+        png = os.path.join(d, "throughput.png")
+        scripts.append("\n".join([
+            "set terminal pngcairo size 900,560" if "cairo" in gnuplot_terms() else
+            "set terminal png size 900,560",
+            "set output '{}'".format(png),
+            "set title 'Uncontended lock+unlock pairs per second (client i locks its own name)'",
+            "set xlabel 'clients'", "set ylabel 'pairs/s'",
+            "set logscale xy 2", "set logscale y 10", "set grid", "set key top left",
+            "plot " + ", ".join(lines)]))
+        made.append("throughput.png")
+    # Latency CDFs, one plot per (workload, clients).
+    cdfdir = os.path.join(d, "cdf")
+    groups = {}
+    if os.path.isdir(cdfdir):
+        for name in sorted(os.listdir(cdfdir)):
+            if not name.endswith(".txt"):
+                continue
+            s, rest = name[:-4].split("-", 1)
+            groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+    for rest, files in sorted(groups.items()):
+        png = os.path.join(d, "cdf-{}.png".format(rest))
+        plotted = ["'{}' using 2:1 with lines lw 2 title '{}'".format(f, s)
+                   for s, f in files if os.path.getsize(f) > 0]
+        if not plotted:
+            continue
+        wl, n = rest.rsplit("-", 1)
+        what = "keepalive" if wl == "sessions" else "acquire"
+        scripts.append("\n".join([
+            "set terminal pngcairo size 900,560" if "cairo" in gnuplot_terms() else
+            "set terminal png size 900,560",
+            "set output '{}'".format(png),
+            "set title '{} latency CDF: {}, {} {}'".format(
+                what.capitalize(), wl, n, "sessions" if wl == "sessions" else "clients"),
+            "set xlabel '{} latency (ms, log scale)'".format(what),
+            "set ylabel 'fraction of {}s'".format(what),
+            "set logscale x 10", "set yrange [0:1]", "set grid", "set key bottom right",
+            "plot " + ", ".join(plotted)]))
+        made.append(os.path.basename(png))
+    for sc in scripts:
+        subprocess.run(["gnuplot"], input=sc.encode(), check=False)
+    return [m for m in made if os.path.exists(os.path.join(d, m))]
+
+
+_terms = None
+
+
+def gnuplot_terms():
+    global _terms
+    if _terms is None:
+        try:
+            _terms = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True,
+                                    text=True).stderr + "x"
+        except OSError:
+            _terms = ""
+    return _terms
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    d = sys.argv[1]
+    runs = load(os.path.join(d, "results.jsonl"))
+    limits = None
+    lp = os.path.join(d, "limits.json")
+    if os.path.exists(lp):
+        ll = load(lp)
+        limits = ll[0] if ll else None
+    stamp = os.path.basename(os.path.normpath(d))
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
+                             "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    with open(os.path.join(d, "results.json"), "w") as f:
+        json.dump({"run": stamp, "commit": commit, "machine": limits, "runs": runs}, f,
+                  indent=1)
+    pngs = plots(d, runs)
+    md = ["## Benchmark run {} (commit {})".format(stamp, commit or "?"), ""]
+    md += machine_line(limits)
+    md += ["Same machine, same run: a 3-node raftlock cluster, a 3-member etcd 3.4 cluster "
+           "(default durable settings, clientv3/concurrency Session + Mutex), and one Redis 7 "
+           "node (appendfsync always; SET NX PX, compare-and-delete release; a busy client "
+           "polls every 1 ms). A pair is acquire + release; latency is the acquire's.", ""]
+    md += lock_table(runs)
+    md += scale_tables(runs)
+    md += targets(runs)
+    if pngs:
+        md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]
+    md.append("")
+    with open(os.path.join(d, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+/*
+ * The scale workloads of rlbench.
+ *
+ * sessions: opens --count idle sessions (TTL --ttl-ms) spread over --clients
+ *   client objects (as many processes would hold them) and keeps them alive
+ *   through the library's keepalives (one batched request per client every
+ *   TTL/3) for --window seconds. Reports leader and cluster CPU, keepalive
+ *   latency, lost sessions, server and client memory. Keepalive latency is
+ *   read from the outside: the library moves a session's valid_until when a
+ *   keepalive is acknowledged, to the keepalive's send time plus TTL minus
+ *   the margin, so polling one session per client gives (time the change is
+ *   seen) - (send time) for each keepalive request.
+ * state: takes --count locks (held, about 1000 per session, from --clients
+ *   threads), then reports
+ *   the servers' RSS and LMDB size, and times, through the runner's shell
+ *   commands, a new member catching up, a cold restart of the whole cluster
+ *   on the trusted-LMDB path, and a restart that rebuilds LMDB.
+ */
+#include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rlbench.h"
+#include "stats.h"
+
+#define SCALE_THREADS_MAX 64
+#define SCALE_FILL_DEADLINE_S 900
+#define SCALE_READY_DEADLINE_S 120
+#define SCALE_CATCHUP_DEADLINE_S 60
+#define STATE_LOCKS_PER_SESSION 1000
+#define STATE_SESSIONS_MAX 4096
+#define SCALE_CLIENTS_MAX 64
+
+static void scale_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------ sessions -- */
+
+struct sessions_job {
+	struct rlbench *b;
+	raftlock_client **clients; /* session i lives on clients[i % n_clients] */
+	unsigned n_clients;
+	raftlock_session **sessions;
+	unsigned long count;
+	atomic_ulong next;
+	atomic_ulong opened, failed;
+	double deadline;
+	int closing;
+};
+
+static void *sessions_worker(void *p)
+{
+	struct sessions_job *j = p;
+	struct raftlock_session_options so = {.ttl_ms = j->b->o->ttl_ms};
+	for (;;) {
+		unsigned long i = atomic_fetch_add(&j->next, 1);
+		if (i >= j->count)
+			break;
+		if (j->closing) {
+			raftlock_session_close(j->sessions[i]);
+			j->sessions[i] = NULL;
+			continue;
+		}
+		if (stats_now() > j->deadline)
+			break;
+		raftlock_client *c = j->clients[i % j->n_clients];
+		if (raftlock_session_open(c, &so, &j->sessions[i]) == 0) {
+			atomic_fetch_add(&j->opened, 1);
+		} else {
+			atomic_fetch_add(&j->failed, 1);
+			j->sessions[i] = NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Runs sessions_worker on up to SCALE_THREADS_MAX threads over the job. */
+static void sessions_parallel(struct sessions_job *j)
+{
+	pthread_t th[SCALE_THREADS_MAX];
+	unsigned n = j->count < SCALE_THREADS_MAX ? (unsigned)j->count : SCALE_THREADS_MAX, k;
+	atomic_store(&j->next, 0);
+	for (k = 0; k < n; k++)
+		if (pthread_create(&th[k], NULL, sessions_worker, j) != 0)
+			break;
+	if (k == 0)
+		sessions_worker(j);
+	for (unsigned i = 0; i < k; i++)
+		pthread_join(th[i], NULL);
+}
+
+int scale_sessions(struct rlbench *b)
+{
+	struct options *o = b->o;
+	struct sessions_job j = {.b = b, .count = o->count ? o->count : 10000};
+	struct stats_result res = {.system = "raftlock",
+				   .workload = "sessions",
+				   .clients = (unsigned)j.count,
+				   .status = "ok"};
+	char extra[640], detail[256];
+	int rv = 1;
+	j.n_clients = o->clients < SCALE_CLIENTS_MAX ? o->clients : SCALE_CLIENTS_MAX;
+	if (j.n_clients > j.count)
+		j.n_clients = (unsigned)j.count;
+	j.sessions = calloc(j.count, sizeof *j.sessions);
+	j.clients = calloc(j.n_clients, sizeof *j.clients);
+	if (j.sessions == NULL || j.clients == NULL)
+		goto out;
+	struct raftlock_client_options co = {.addresses = b->addresses,
+					     .n_addresses = b->n_addresses,
+					     .client_name = "rlbench-sessions"};
+	for (unsigned k = 0; k < j.n_clients; k++) {
+		const char *msg = NULL;
+		if (raftlock_client_open(&co, &j.clients[k], &msg) != 0) {
+			fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open a client");
+			goto out;
+		}
+	}
+	j.deadline = stats_now() + 600;
+	double t_open = stats_now();
+	sessions_parallel(&j);
+	t_open = stats_now() - t_open;
+	if (atomic_load(&j.failed) > 0) {
+		snprintf(detail, sizeof detail, "%lu session opens failed, last: %s",
+			 (unsigned long)atomic_load(&j.failed), raftlock_errmsg(j.clients[0]));
+		res.detail = detail;
+	}
+
+	scale_sleep_ms((long)(o->warmup_s * 1000));
+	int leader = rlbench_leader_pid(b);
+	double l0 = leader ? stats_proc_cpu(&leader, 1) : 0;
+	double c0 = stats_proc_cpu(o->pids, o->n_pids);
+
+	/* Sample: one open session per client, since a client renews all its
+	 * sessions in one request. */
+	raftlock_session *sample[SCALE_CLIENTS_MAX];
+	uint64_t last[SCALE_CLIENTS_MAX];
+	unsigned long acks[SCALE_CLIENTS_MAX] = {0}, per_client[SCALE_CLIENTS_MAX] = {0};
+	size_t ns = 0;
+	for (size_t i = 0; i < j.count; i++)
+		if (j.sessions[i] != NULL)
+			per_client[i % j.n_clients]++;
+	for (unsigned k = 0; k < j.n_clients; k++)
+		for (size_t i = k; i < j.count; i += j.n_clients)
+			if (j.sessions[i] != NULL) {
+				sample[ns] = j.sessions[i];
+				per_client[ns] = per_client[k];
+				last[ns++] = raftlock_session_valid_until(j.sessions[i]);
+				break;
+			}
+	double margin =
+		(double)o->ttl_ms * RAFTLOCK_CLOCK_RATE_PPM / 1e6 + RAFTLOCK_LEASE_MARGIN_MS;
+	struct stats_samples lat = {0};
+	double t0 = stats_now(), end = t0 + o->window_s;
+	while (stats_now() < end) {
+		uint64_t now = raftlock_now_ms();
+		for (size_t i = 0; i < ns; i++) {
+			uint64_t vu = raftlock_session_valid_until(sample[i]);
+			if (vu != last[i] && vu != 0) {
+				double sent = (double)vu - o->ttl_ms + margin;
+				stats_samples_add(&lat, (double)now - sent);
+				acks[i]++;
+			}
+			last[i] = vu;
+		}
+		scale_sleep_ms(1);
+	}
+	double elapsed = stats_now() - t0;
+	double l1 = leader ? stats_proc_cpu(&leader, 1) : 0;
+	double c1 = stats_proc_cpu(o->pids, o->n_pids);
+	unsigned long lost = 0;
+	for (size_t i = 0; i < j.count; i++)
+		if (j.sessions[i] != NULL && !raftlock_session_valid(j.sessions[i]))
+			lost++;
+
+	struct stats_samples *parts[1] = {&lat};
+	size_t n = 0;
+	float *all = stats_merge_sorted(parts, 1, &n);
+	double acks_per_s = 0;
+	for (size_t i = 0; i < ns; i++)
+		acks_per_s += (double)acks[i] * (double)per_client[i] / elapsed;
+	res.pairs_per_s = acks_per_s;
+	res.p50_ms = stats_quantile(all, n, 0.5);
+	res.p99_ms = stats_quantile(all, n, 0.99);
+	res.max_ms = n ? all[n - 1] : 0;
+	res.errors = lost + atomic_load(&j.failed);
+	res.server_cpu_s_per_1k = acks_per_s > 0 ? (c1 - c0) / (acks_per_s * elapsed) * 1000 : 0;
+	res.window_s = elapsed;
+	if (o->cdf_out != NULL && n > 0)
+		stats_write_cdf(o->cdf_out, all, n);
+	snprintf(extra, sizeof extra,
+		 ",\"sessions_open\":%lu,\"open_s\":%.2f,\"ttl_ms\":%u,"
+		 "\"leader_cpu_cores\":%.3f,\"cluster_cpu_cores\":%.3f,"
+		 "\"leader_rss_mib\":%.1f,\"client_rss_mib\":%.1f,\"lost\":%lu,"
+		 "\"keepalive_samples\":%zu,\"client_objects\":%u",
+		 (unsigned long)atomic_load(&j.opened), t_open, o->ttl_ms,
+		 leader ? (l1 - l0) / elapsed : -1.0, (c1 - c0) / elapsed,
+		 leader ? (double)stats_proc_rss_kib(leader) / 1024 : -1.0,
+		 (double)stats_proc_rss_kib(getpid()) / 1024, lost, n, j.n_clients);
+	res.extra = extra;
+	if (atomic_load(&j.opened) == 0)
+		res.status = "failed";
+	stats_print(stdout, &res);
+	free(all);
+	stats_samples_free(&lat);
+	rv = atomic_load(&j.opened) ? 0 : 1;
+
+	j.closing = 1;
+	sessions_parallel(&j);
+out:
+	for (unsigned k = 0; j.clients != NULL && k < j.n_clients; k++)
+		raftlock_client_close(j.clients[k]);
+	free(j.clients);
+	free(j.sessions);
+	return rv;
+}
+
+/* --------------------------------------------------------------- state -- */
+
+struct state_job {
+	struct rlbench *b;
+	unsigned threads;
+	unsigned long count;
+	raftlock_session **sessions; /* lock i is held by sessions[i % n] */
+	unsigned n_sessions;
+	atomic_ulong next, held, failed;
+	double deadline;
+};
+
+static void *state_worker(void *p)
+{
+	struct state_job *j = p;
+	char name[160];
+	for (;;) {
+		unsigned long i = atomic_fetch_add(&j->next, 1);
+		if (i >= j->count || stats_now() > j->deadline)
+			break;
+		raftlock_session *s = j->sessions[i % j->n_sessions];
+		raftlock_lock *l;
+		snprintf(name, sizeof name, "%s/state/%08lu", j->b->run, i);
+		if (raftlock_lock_new(s, name, NULL, &l) != 0) {
+			atomic_fetch_add(&j->failed, 1);
+			continue;
+		}
+		/* The handle goes; the grant stays until the session ends. */
+		if (raftlock_lock_try(l, NULL) == 0)
+			atomic_fetch_add(&j->held, 1);
+		else
+			atomic_fetch_add(&j->failed, 1);
+		raftlock_lock_free(l);
+	}
+	return NULL;
+}
+
+static double state_mdb_bytes;
+
+static int state_mdb_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t len = strlen(path);
+	if (flag == FTW_F && len > 4 && strcmp(path + len - 4, ".mdb") == 0)
+		state_mdb_bytes += (double)st->st_blocks * 512;
+	return 0;
+}
+
+/* On-disk bytes of the LMDB files under every directory of a list. */
+static double state_lmdb_mib(const char *dirs)
+{
+	if (dirs == NULL)
+		return -1;
+	char *copy = strdup(dirs), *save = NULL;
+	if (copy == NULL)
+		return -1;
+	state_mdb_bytes = 0;
+	for (char *d = strtok_r(copy, ",", &save); d != NULL; d = strtok_r(NULL, ",", &save))
+		nftw(d, state_mdb_visit, 16, FTW_PHYS);
+	free(copy);
+	return state_mdb_bytes / (1 << 20);
+}
+
+/* Waits until the node at `address` (NULL: any listed node is the leader,
+ * ready) has applied `index`; returns seconds since t0, or -1. */
+static double state_wait_applied(struct rlbench *b, const char *address, uint64_t index, double t0,
+				 double limit_s)
+{
+	double deadline = t0 + limit_s;
+	while (stats_now() < deadline) {
+		for (size_t i = 0; i < (address ? 1 : b->n_addresses); i++) {
+			struct raftlock_status *st = NULL;
+			const char *a = address ? address : b->addresses[i];
+			if (raftlock_status_get(b->client, a, &st) != 0)
+				continue;
+			int done = st->applied_index >= index &&
+				   (address != NULL ||
+				    (st->ready && st->role && strcmp(st->role, "leader") == 0));
+			raftlock_status_free(st);
+			if (done)
+				return stats_now() - t0;
+		}
+		scale_sleep_ms(20);
+	}
+	return -1;
+}
+
+/* Stops the cluster with stop_cmd, starts it, and times until a ready leader
+ * has applied everything committed before, and a linearizable read of a held
+ * lock answers. -1 when a step failed. */
+static double state_restart(struct rlbench *b, const char *stop_cmd, const char *probe)
+{
+	uint64_t index = rlbench_commit_index(b);
+	if (system(stop_cmd) != 0)
+		return -1;
+	double t0 = stats_now();
+	if (system(b->o->start_cmd) != 0)
+		return -1;
+	if (state_wait_applied(b, NULL, index, t0, SCALE_READY_DEADLINE_S) < 0)
+		return -1;
+	while (stats_now() < t0 + SCALE_READY_DEADLINE_S) {
+		struct raftlock_lock_info *info = NULL;
+		if (raftlock_lock_get(b->client, probe, false, &info) == 0) {
+			size_t holders = info->n_holders;
+			raftlock_lock_info_free(info);
+			return holders > 0 ? stats_now() - t0 : -1;
+		}
+		scale_sleep_ms(20);
+	}
+	return -1;
+}
+
+/* Runs the runner's command that adds and starts a new member, then times
+ * until that member has applied what the cluster had committed. */
+static double state_catchup(struct rlbench *b)
+{
+	uint64_t index = rlbench_commit_index(b);
+	double t0 = stats_now();
+	FILE *p = popen(b->o->catchup_cmd, "r");
+	if (p == NULL)
+		return -1;
+	char addr[128] = "";
+	if (fgets(addr, sizeof addr, p) == NULL)
+		addr[0] = '\0';
+	int rc = pclose(p);
+	addr[strcspn(addr, "\r\n")] = '\0';
+	if (rc != 0 || addr[0] == '\0')
+		return -1;
+	return state_wait_applied(b, addr, index, t0, SCALE_CATCHUP_DEADLINE_S);
+}
+
+int scale_state(struct rlbench *b)
+{
+	struct options *o = b->o;
+	struct state_job j = {.b = b, .count = o->count ? o->count : 1000000};
+	j.threads = o->clients > 1 ? o->clients : 16;
+	if (j.threads > SCALE_THREADS_MAX)
+		j.threads = SCALE_THREADS_MAX;
+	struct stats_result res = {.system = "raftlock",
+				   .workload = "state",
+				   .clients = (unsigned)j.count,
+				   .status = "ok"};
+	char extra[768], detail[128];
+	pthread_t th[SCALE_THREADS_MAX];
+	unsigned started = 0;
+	int rv = 1;
+	/* About STATE_LOCKS_PER_SESSION locks per session, as many holders
+	 * would have, rather than a few sessions holding huge lists. */
+	j.n_sessions =
+		(unsigned)((j.count + STATE_LOCKS_PER_SESSION - 1) / STATE_LOCKS_PER_SESSION);
+	if (j.n_sessions < j.threads)
+		j.n_sessions = j.threads;
+	if (j.n_sessions > STATE_SESSIONS_MAX)
+		j.n_sessions = STATE_SESSIONS_MAX;
+	j.sessions = calloc(j.n_sessions, sizeof *j.sessions);
+	if (j.sessions == NULL)
+		return 1;
+	struct raftlock_session_options so = {.ttl_ms = o->ttl_ms};
+	for (unsigned i = 0; i < j.n_sessions; i++)
+		if (raftlock_session_open(b->client, &so, &j.sessions[i]) != 0) {
+			res.status = "failed";
+			res.detail = raftlock_errmsg(b->client);
+			stats_print(stdout, &res);
+			goto out;
+		}
+	j.deadline = stats_now() + SCALE_FILL_DEADLINE_S;
+	double t0 = stats_now();
+	for (; started < j.threads; started++) {
+		if (pthread_create(&th[started], NULL, state_worker, &j) != 0)
+			break;
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	double fill_s = stats_now() - t0;
+	unsigned long held = atomic_load(&j.held);
+	fprintf(stderr, "rlbench: state: %lu locks held after %.1f s\n", held, fill_s);
+
+	/* Memory and disk at rest, after the fill. */
+	scale_sleep_ms(1000);
+	double rss_max = 0;
+	for (size_t i = 0; i < o->n_pids; i++) {
+		double r = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
+		rss_max = r > rss_max ? r : rss_max;
+	}
+	double lmdb = state_lmdb_mib(o->data_dirs);
+	char probe[160];
+	snprintf(probe, sizeof probe, "%s/state/%08lu", b->run, 0ul);
+
+	double catchup = -2, restart = -2, rebuild = -2;
+	if (o->catchup_cmd != NULL) {
+		catchup = state_catchup(b);
+		fprintf(stderr, "rlbench: state: catch-up %.2f s\n", catchup);
+	}
+	if (o->stop_cmd != NULL && o->start_cmd != NULL) {
+		restart = state_restart(b, o->stop_cmd, probe);
+		fprintf(stderr, "rlbench: state: cold restart %.2f s\n", restart);
+	}
+	if (o->wipe_cmd != NULL && o->start_cmd != NULL) {
+		rebuild = state_restart(b, o->wipe_cmd, probe);
+		fprintf(stderr, "rlbench: state: rebuild restart %.2f s\n", rebuild);
+	}
+	res.pairs_per_s = fill_s > 0 ? (double)held / fill_s : 0;
+	res.errors = atomic_load(&j.failed);
+	res.window_s = fill_s;
+	/* -2: not measured (no command given), -1: the step failed. */
+	snprintf(extra, sizeof extra,
+		 ",\"locks_held\":%lu,\"fill_s\":%.1f,\"server_rss_mib\":%.1f,"
+		 "\"lmdb_mib\":%.1f,\"catchup_s\":%.2f,\"restart_s\":%.2f,"
+		 "\"rebuild_s\":%.2f,\"sessions\":%u",
+		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild, j.n_sessions);
+	res.extra = extra;
+	if (held < j.count) {
+		res.status = "failed";
+		snprintf(detail, sizeof detail, "%lu of %lu locks taken before the fill deadline",
+			 held, j.count);
+		res.detail = detail;
+	}
+	stats_print(stdout, &res);
+	rv = held == j.count ? 0 : 1;
+out:
+	for (unsigned i = 0; i < j.n_sessions; i++)
+		raftlock_session_close(j.sessions[i]);
+	free(j.sessions);
+	return rv;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Reads raftlockd logs and prints one JSON line about snapshots: how many
+were taken, the largest image and the longest time taken to serialize one
+(the loop stalls that long), and the longest restore.
+
+usage: snapshots.py NODE_LOG...
+"""
+import json
+import re
+import sys
+
+TAKEN = re.compile(r"snapshot at index (\d+): (\d+) bytes in ([0-9.]+) ms")
+RESTORED = re.compile(r"restored snapshot at (\d+) \((\d+) bytes\) in ([0-9.]+) ms")
+
+
+def main():
+    taken, restored = [], []
+    for path in sys.argv[1:]:
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    m = TAKEN.search(line)
+                    if m:
+                        taken.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+                    m = RESTORED.search(line)
+                    if m:
+                        restored.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+        except OSError:
+            pass
+    big = max(taken, key=lambda t: t[1]) if taken else None
+    rest = max(restored, key=lambda t: t[2]) if restored else None
+    print(json.dumps({
+        "system": "raftlock", "workload": "snapshot", "clients": 0,
+        "status": "ok" if taken else "failed",
+        "snapshots": len(taken),
+        "largest_snapshot_mib": round(big[1] / 2**20, 1) if big else None,
+        "largest_snapshot_ms": big[2] if big else None,
+        "longest_snapshot_ms": max(t[2] for t in taken) if taken else None,
+        "restores": len(restored),
+        "longest_restore_ms": rest[2] if rest else None,
+        "longest_restore_mib": round(rest[1] / 2**20, 1) if rest else None,
+    }, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
