@@ -110,20 +110,29 @@ static int lock_send(raftlock_lock *l, Raftlock__Envelope *env, uint64_t *f_sess
 	return session_mutate(l->session, &sr, reply, res);
 }
 
+void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner)
+{
+	*m = (struct lock_release_msg){
+		.env = RAFTLOCK__ENVELOPE__INIT,
+		.req = RAFTLOCK__RELEASE_REQUEST__INIT,
+		.rel = RAFTLOCK__RELEASE__INIT,
+	};
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	m->env.release = &m->req;
+	m->req.release = &m->rel;
+	m->rel.name = name;
+	m->rel.owner = owner;
+}
+
 /* Releases one level with c->mu held; 0 or an error, *remaining set. */
 static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 {
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
-	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct lock_release_msg m;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
-	env.release = &req;
-	req.release = &rel;
-	rel.name = l->name;
-	rel.owner = l->owner;
-	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below, false, &reply, &res);
+	lock_release_msg_init(&m, l->name, l->owner);
+	int rv = lock_send(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, false, &reply,
+			   &res);
 	if (rv != 0)
 		return rv;
 	rv = res->status;
@@ -138,29 +147,6 @@ static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 	}
 	raftlock__envelope__free_unpacked(reply, NULL);
 	return rv;
-}
-
-RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
-{
-	if (l == NULL)
-		return RAFTLOCK_EINVAL;
-	raftlock_client *c = l->session->client;
-	uint32_t left = 0;
-	pthread_mutex_lock(&c->mu);
-	int rv = session_call_begin(l->session);
-	if (rv == 0) {
-		rv = lock_release_locked(l, &left);
-		session_call_end(l->session);
-	}
-	/* A close in another thread frees l once the lock is let go. */
-	if (rv != 0)
-		errmsg_set(c, rv, NULL, "release '%s'", l->name);
-	pthread_mutex_unlock(&c->mu);
-	if (rv != 0)
-		return rv;
-	if (remaining != NULL)
-		*remaining = left;
-	return 0;
 }
 
 /* ------------------------------------------------------------ acquire -- */
@@ -354,34 +340,65 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, uint64_t *t
 	return rv;
 }
 
+/* ---------------------------------------------------------------- calls -- */
+
+/* One acquire (m set) or release, with its results. */
+struct lock_op {
+	struct acquire_msg *m;
+	int timeout_ms;
+	uint64_t token;
+	uint32_t left;
+};
+
+/* Runs op on l as a call of its session, and writes the error message
+ * while l is still safe to use: a close in another thread frees l as soon
+ * as the client lock is let go. */
+static int lock_call(raftlock_lock *l, struct lock_op *op)
+{
+	raftlock_client *c = l->session->client;
+	pthread_mutex_lock(&c->mu);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		if (op->m == NULL)
+			rv = lock_release_locked(l, &op->left);
+		else if (op->timeout_ms == 0)
+			rv = lock_acquire_now(l, op->m, &op->token);
+		else
+			rv = lock_acquire_wait(l, op->m, op->timeout_ms, &op->token);
+		session_call_end(l->session);
+	}
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "%s '%s'", op->m ? "acquire" : "release", l->name);
+	pthread_mutex_unlock(&c->mu);
+	return rv;
+}
+
 RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode, uint32_t permits,
 				       int timeout_ms, uint64_t *token)
 {
 	if (l == NULL)
 		return RAFTLOCK_EINVAL;
-	raftlock_client *c = l->session->client;
 	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL, "acquire '%s': unknown mode %d",
-				  l->name, mode);
+		return errmsg_set(l->session->client, RAFTLOCK_EINVAL, NULL,
+				  "acquire '%s': unknown mode %d", l->name, mode);
 	struct acquire_msg m;
-	uint64_t t = 0;
+	struct lock_op op = {.m = &m, .timeout_ms = timeout_ms};
 	acquire_msg_init(&m, l, mode, permits, timeout_ms);
-	pthread_mutex_lock(&c->mu);
-	int rv = session_call_begin(l->session);
-	if (rv == 0) {
-		rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
-				     : lock_acquire_wait(l, &m, timeout_ms, &t);
-		session_call_end(l->session);
-	}
-	/* A close in another thread frees l once the lock is let go. */
-	if (rv != 0)
-		errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
-	pthread_mutex_unlock(&c->mu);
-	if (rv != 0)
-		return rv;
-	if (token != NULL)
-		*token = t;
-	return 0;
+	int rv = lock_call(l, &op);
+	if (rv == 0 && token != NULL)
+		*token = op.token;
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	struct lock_op op = {0};
+	int rv = lock_call(l, &op);
+	if (rv == 0 && remaining != NULL)
+		*remaining = op.left;
+	return rv;
 }
 
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)

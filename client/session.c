@@ -173,25 +173,19 @@ static void orphan_free(raftlock_client *c, struct session_orphan *o)
 /* Releases a grant nobody waits for, as an orphan of its own. */
 static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 {
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
-	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct lock_release_msg m;
 	struct request *r;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
-	env.release = &req;
-	req.release = &rel;
-	rel.name = o->name;
-	rel.owner = o->owner;
-	if (session_seq_begin(s, &req.seq, &req.ack_below) != 0)
+	lock_release_msg_init(&m, o->name, o->owner);
+	if (session_seq_begin(s, &m.req.seq, &m.req.ack_below) != 0)
 		return;
-	req.session = s->id;
-	if (client_submit(s->client, &env, false, &r) != 0) {
-		session_seq_end(s, req.seq);
+	m.req.session = s->id;
+	if (client_submit(s->client, &m.env, false, &r) != 0) {
+		session_seq_end(s, m.req.seq);
 		return;
 	}
-	if (!orphan_add(s, r, req.seq, NULL, 0)) {
+	if (!orphan_add(s, r, m.req.seq, NULL, 0)) {
 		client_take(s->client, r, NULL); /* never sent: settled */
-		session_seq_end(s, req.seq);
+		session_seq_end(s, m.req.seq);
 	}
 }
 
