@@ -546,24 +546,15 @@ struct list_locks_ctx {
 	uint64_t now;
 };
 
-static int list_locks_visit(void *arg, const Raftlock__LockRecord *rec)
+static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 {
 	struct list_locks_ctx *ctx = arg;
 	if (ctx->n == ctx->limit) {
+		raftlock__lock_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
-	/* The scan frees rec after this call: keep a copy. */
-	size_t len = raftlock__lock_record__get_packed_size(rec);
-	uint8_t *tmp = malloc(len ? len : 1);
-	if (tmp == NULL)
-		log_fatal("out of memory");
-	raftlock__lock_record__pack(rec, tmp);
-	Raftlock__LockRecord *copy = raftlock__lock_record__unpack(NULL, len, tmp);
-	free(tmp);
-	if (copy == NULL)
-		log_fatal("out of memory");
-	lock_info_fill(ctx->svc, ctx->txn, &ctx->bufs[ctx->n++], copy, ctx->now);
+	lock_info_fill(ctx->svc, ctx->txn, &ctx->bufs[ctx->n++], rec, ctx->now);
 	return 0;
 }
 
@@ -609,33 +600,25 @@ struct list_sessions_ctx {
 	bool more;
 };
 
-static int list_sessions_visit(void *arg, const Raftlock__SessionRecord *rec)
+static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 {
 	struct list_sessions_ctx *ctx = arg;
 	if (ctx->n == ctx->limit) {
+		raftlock__session_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
-	size_t len = raftlock__session_record__get_packed_size(rec);
-	uint8_t *tmp = malloc(len ? len : 1);
-	if (tmp == NULL)
-		log_fatal("out of memory");
-	raftlock__session_record__pack(rec, tmp);
-	Raftlock__SessionRecord *copy = raftlock__session_record__unpack(NULL, len, tmp);
-	free(tmp);
-	if (copy == NULL)
-		log_fatal("out of memory");
 	Raftlock__SessionInfo *info = &ctx->infos[ctx->n];
 	raftlock__session_info__init(info);
-	info->id = copy->id;
-	info->ttl_ms = copy->ttl_ms;
-	info->deadline = copy->deadline;
-	info->owner = copy->owner;
-	info->opened_time = copy->opened_time;
-	info->locks = copy->locks;
-	info->n_locks = copy->n_locks;
+	info->id = rec->id;
+	info->ttl_ms = rec->ttl_ms;
+	info->deadline = rec->deadline;
+	info->owner = rec->owner;
+	info->opened_time = rec->opened_time;
+	info->locks = rec->locks;
+	info->n_locks = rec->n_locks;
 	ctx->ptrs[ctx->n] = info;
-	ctx->recs[ctx->n++] = copy;
+	ctx->recs[ctx->n++] = rec;
 	return 0;
 }
 
