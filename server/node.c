@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -469,6 +470,33 @@ static bool dir_has_files(const char *path)
 	return any;
 }
 
+/* One raftlockd per data directory: a second one would write into the
+ * first one's raft log. The lock lasts as long as the process (the file
+ * descriptor is never closed; the kernel drops the lock at exit). */
+static int lock_data_dir(const char *data_dir, char *err, size_t errlen)
+{
+	char path[PATH_BUF], pid[32] = "";
+	path_join(path, sizeof path, data_dir, "LOCK");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		ssize_t n = read(fd, pid, sizeof pid - 1);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		snprintf(err, errlen, "%s: the data directory is in use by another raftlockd%s%s",
+			 path, pid[0] ? " with pid " : "", pid);
+		close(fd);
+		return RAFTLOCK_EDATA;
+	}
+	int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+		log_warn("%s: could not record the pid", path);
+	return 0;
+}
+
 /* The identity file ties a data directory to one cluster and node id, so a
  * directory copied from another cluster or node is refused at start. */
 static int check_identity(struct node *n, const char *raft_dir, char *err, size_t errlen)
@@ -576,6 +604,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 		snprintf(err, errlen, "%s: %s", cfg->data_dir, strerror(errno));
 		return RAFTLOCK_EIO;
 	}
+	if ((rv = lock_data_dir(cfg->data_dir, err, errlen)) != 0)
+		return rv;
 	if ((rv = check_identity(n, raft_dir, err, errlen)) != 0)
 		return rv;
 	if ((rv = prepare_state_dir(state_dir, err, errlen)) != 0)
