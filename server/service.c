@@ -12,13 +12,18 @@
 #include "records.h"
 
 #define READ_PAGE_DEFAULT 100
+/* Bounds per connection: past this many requests in flight, more get
+ * RAFTLOCK_ELIMIT; a connection whose unread responses pile up past the
+ * byte limit is closed (its client is not reading them). */
+#define CONN_MAX_INFLIGHT 4096
+#define CONN_MAX_UNSENT (64u << 20)
 #define READ_PAGE_MAX 1000
 
 struct conn {
 	uv_tcp_t tcp;
 	struct service *svc;
 	struct frame_reader reader;
-	int refs; /* the handle itself, plus each request in flight */
+	int refs; /* the handle itself, plus each request and write in flight */
 	bool closing;
 	struct conn *prev, *next;
 };
@@ -112,6 +117,13 @@ static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 	if (w == NULL || codec_frame_envelope(env, &w->buf, &n) != 0) {
 		free(w);
 		log_warn("dropping a response that could not be encoded");
+		conn_close(c);
+		return;
+	}
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > CONN_MAX_UNSENT) {
+		free(w->buf);
+		free(w);
+		log_warn("a client is not reading its responses; closing its connection");
 		conn_close(c);
 		return;
 	}
@@ -830,7 +842,10 @@ static void dispatch(struct service *s, struct conn *c, Raftlock__Envelope *env)
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
-	if (s->node->stopping) {
+	if (c->refs > CONN_MAX_INFLIGHT) {
+		send_status(s, c, env->id, RAFTLOCK_ELIMIT,
+			    "too many requests in flight on this connection");
+	} else if (s->node->stopping) {
 		send_status(s, c, env->id, RAFTLOCK_ESHUTDOWN, NULL);
 	} else if (!s->node->leader) {
 		send_status(s, c, env->id, RAFTLOCK_ENOTLEADER, NULL);
