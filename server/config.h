@@ -34,7 +34,7 @@ struct config {
 	unsigned snapshot_trailing;
 	unsigned renew_window_ms;
 	size_t map_size;
-	int log_level; /* enum log_level */
+	int log_level;   /* enum log_level */
 	bool check_only; /* --check-config: validate, print, exit */
 };
 
