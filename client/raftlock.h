@@ -219,6 +219,14 @@ enum raftlock_mode {
 	RAFTLOCK_SHARED = 1,
 };
 
+/*
+ * What a lock is. The first acquire of a name creates the lock with these
+ * options. Mutexes and read-write locks are one family: an exclusive
+ * acquire of either kind works on both, and the first read-write acquire
+ * of a mutex makes it a read-write lock (a mutex acquire is never shared).
+ * A semaphore is another family: the other kind, or another limit, is
+ * refused with RAFTLOCK_EKIND. The lock-delay is the creator's.
+ */
 struct raftlock_lock_options {
 	enum raftlock_kind kind; /* 0 = RAFTLOCK_MUTEX */
 	uint32_t limit;          /* semaphores: number of permits */
