@@ -24,10 +24,10 @@ static const char usage_text[] =
 	"commands:\n"
 	"  status [--json]                  each endpoint's own view: role, term,\n"
 	"                                   commit and applied index, leader, members\n"
-	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS]\n"
+	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS] [--lock-delay MS]\n"
 	"       NAME [--] CMD [ARGS...]     run CMD while holding NAME (a read-write\n"
 	"                                   lock: exclusive, or shared with --shared)\n"
-	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS]\n"
+	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS] [--lock-delay MS]\n"
 	"       NAME [--] CMD [ARGS...]     run CMD holding one of N permits of the\n"
 	"                                   semaphore NAME (N active, the rest wait)\n"
 	"  holders [PREFIX] [--json] [--stale]   who holds which lock\n"
@@ -49,6 +49,9 @@ static const char usage_text[] =
 	"(128+N). If the session cannot be renewed, the command gets\n"
 	"SIGTERM --grace MS (2000, at most TTL/2) before the session's validity\n"
 	"ends and SIGKILL when it ends, before the lock can go to anyone else.\n"
+	"--lock-delay MS (when the lock is created): if a holder's session\n"
+	"expires, the lock stays unavailable that long, for in-flight writes of\n"
+	"the dead holder to land; a clean release frees it at once.\n"
 	"\n"
 	"exit status:\n"
 	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
@@ -148,6 +151,7 @@ enum {
 	OPT_SHARED,
 	OPT_GRACE,
 	OPT_PERMITS,
+	OPT_LOCK_DELAY,
 	OPT_ENDPOINTS,
 	OPT_TIMEOUT,
 	OPT_VERSION,
@@ -343,6 +347,7 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 		{"shared", no_argument, NULL, OPT_SHARED},
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"permits", required_argument, NULL, OPT_PERMITS},
+		{"lock-delay", required_argument, NULL, OPT_LOCK_DELAY},
 		{NULL, 0, NULL, 0},
 	};
 	struct cli_hold h = {
@@ -381,6 +386,11 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 		case OPT_PERMITS:
 			if (!semaphore || !parse_ms(optarg, 1, 1000000, &permits))
 				return usage("--permits N (run only), N >= 1");
+			break;
+		case OPT_LOCK_DELAY:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--lock-delay: milliseconds");
+			h.lock_opts.lock_delay_ms = (unsigned)v;
 			break;
 		default: return usage("unknown option");
 		}
