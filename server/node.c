@@ -661,12 +661,16 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	n->raft_started = true;
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	if (applied > raft_last_index(&n->raft)) {
-		snprintf(err, errlen,
-			 "%s/data.mdb has applied index %llu, beyond the raft log's last "
-			 "index %llu in %s: the raft log lost entries; refusing to serve",
+		/* libraft applies an entry once the cluster has committed it,
+		 * even if this node's own append of it has not completed; a
+		 * stop can then leave LMDB ahead of the local log. Those
+		 * entries are committed on a majority that does not include
+		 * this node, so it cannot lead before it has them again; the
+		 * leader resends them and apply skips what it already has. */
+		log_warn("%s/data.mdb is at index %llu, ahead of the local raft log (%llu): "
+			 "the tail will come again from the leader",
 			 state_dir, (unsigned long long)applied,
-			 (unsigned long long)raft_last_index(&n->raft), raft_dir);
-		return RAFTLOCK_EDATA; /* the caller exits; the loop is not run */
+			 (unsigned long long)raft_last_index(&n->raft));
 	}
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
