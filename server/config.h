@@ -25,6 +25,7 @@ struct config {
 	char data_dir[512];
 	char raft_address[CONFIG_ADDR_MAX];
 	char client_address[CONFIG_ADDR_MAX];
+	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */
 	char cluster[128];
 	struct config_member members[CONFIG_MAX_MEMBERS];
 	unsigned n_members;

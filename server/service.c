@@ -994,6 +994,14 @@ void service_on_ready(struct service *s, bool ready)
 	}
 }
 
+unsigned service_connections(const struct service *s)
+{
+	unsigned n = 0;
+	for (const struct conn *c = s->conns; c != NULL; c = c->next)
+		n += !c->closing;
+	return n;
+}
+
 void service_close(struct service *s)
 {
 	s->closing = true;

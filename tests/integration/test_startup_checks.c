@@ -123,9 +123,9 @@ static void data_dir_in_use(void **state)
 	char third[200];
 	snprintf(third, sizeof third, "3,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[2],
 		 cl.client_port[2]);
-	char *argv[] = {"raftlockd", "--id",     "1",    "--data-dir", dir,    "--cluster",
-			cl.name,     "--member", member, "--member",   other,  "--member",
-			third,       NULL};
+	char *argv[] = {"raftlockd", "--id",     "1",        "--data-dir", dir,
+			"--cluster", cl.name,    "--member", member,       "--member",
+			other,       "--member", third,      NULL};
 	expect_refused(argv, 1, "in use by another raftlockd");
 	tcluster_signal(&cl, 0, SIGKILL);
 	tcluster_restart(&cl, 0);
@@ -161,10 +161,8 @@ static void example_configs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(bad_flags),
-		cmocka_unit_test(bad_config_file),
-		cmocka_unit_test(foreign_data_dir),
-		cmocka_unit_test(example_configs),
+		cmocka_unit_test(bad_flags),        cmocka_unit_test(bad_config_file),
+		cmocka_unit_test(foreign_data_dir), cmocka_unit_test(example_configs),
 		cmocka_unit_test(data_dir_in_use),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
