@@ -49,6 +49,14 @@ uint64_t fsm_applied_index(struct fsm *f)
 	return index;
 }
 
+/* Rule 6: a session is live until the cluster time reaches its deadline. */
+static bool session_live(struct apply *a, uint64_t id)
+{
+	uint64_t deadline;
+	uint32_t ttl;
+	return store_get_lease(a->fsm->store, a->txn, id, &deadline, &ttl) && a->now < deadline;
+}
+
 /* ------------------------------------------------------- grant rules -- */
 
 static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
@@ -135,7 +143,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			records_remove_waiter(lock, 0);
 			continue;
 		}
-		if (a->now >= sess->deadline) {
+		if (!session_live(a, w->session)) {
 			/* Rule 6: never grant to a session past its deadline;
 			 * its EXPIRE (proposed by the leader) removes the
 			 * waiter and lets the queue move on. */
@@ -214,6 +222,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	}
 	if (sess->nonce != 0)
 		store_del_nonce(st, a->txn, sess->nonce);
+	store_del_lease(st, a->txn, sess->id);
 	store_del_session(st, a->txn, sess->id);
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
@@ -243,16 +252,16 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		a->meta->next_session = 1;
 	sess->id = a->meta->next_session++;
 	sess->ttl_ms = op->ttl_ms;
-	sess->deadline = a->now + op->ttl_ms;
 	sess->nonce = op->nonce;
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
+	store_put_lease(st, a->txn, sess->id, a->now + op->ttl_ms, op->ttl_ms);
 	if (op->nonce != 0)
 		store_put_nonce(st, a->txn, op->nonce, sess->id);
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 				   .session = sess->id,
-				   .deadline = sess->deadline,
+				   .deadline = a->now + op->ttl_ms,
 				   .ttl_ms = sess->ttl_ms});
 	res.session = sess->id;
 	res.ttl_ms = sess->ttl_ms;
@@ -260,23 +269,23 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	return res;
 }
 
+/* Renewals touch only the lease table: the most frequent command by far. */
 static void do_renew(struct apply *a, const Raftlock__Renew *op)
 {
 	struct store *st = a->fsm->store;
 	for (size_t i = 0; i < op->n_sessions; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->sessions[i]);
-		if (sess == NULL)
+		uint64_t deadline;
+		uint32_t ttl;
+		if (!store_get_lease(st, a->txn, op->sessions[i], &deadline, &ttl))
 			continue;
-		uint64_t deadline = a->now + sess->ttl_ms;
-		if (deadline > sess->deadline) {
-			sess->deadline = deadline;
-			store_put_session(st, a->txn, sess);
+		if (a->now + ttl > deadline) {
+			deadline = a->now + ttl;
+			store_put_lease(st, a->txn, op->sessions[i], deadline, ttl);
 		}
 		emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
-					   .session = sess->id,
-					   .deadline = sess->deadline,
-					   .ttl_ms = sess->ttl_ms});
-		raftlock__session_record__free_unpacked(sess, NULL);
+					   .session = op->sessions[i],
+					   .deadline = deadline,
+					   .ttl_ms = ttl});
 	}
 }
 
@@ -285,11 +294,15 @@ static void do_renew(struct apply *a, const Raftlock__Renew *op)
 static void do_expire_session(struct apply *a, const Raftlock__ExpireSession *op)
 {
 	struct store *st = a->fsm->store;
+	uint64_t deadline;
+	uint32_t ttl;
+	if (!store_get_lease(st, a->txn, op->session, &deadline, &ttl) || a->now < deadline)
+		return;
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->session);
 	if (sess == NULL)
-		return;
-	if (a->now >= sess->deadline)
-		end_session(a, sess, true);
+		log_fatal("session %llu has a lease but no record: damaged store",
+			  (unsigned long long)op->session);
+	end_session(a, sess, true);
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
 
@@ -549,7 +562,7 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	if (sess == NULL)
 		return result_of(RAFTLOCK_ESESSION);
 	Raftlock__Result res;
-	if (a->now >= sess->deadline && cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
+	if (cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION && !session_live(a, sess->id)) {
 		/* Rule 6: past its deadline the session is not live, even
 		 * before its EXPIRE applies; nothing is granted to it. */
 		raftlock__session_record__free_unpacked(sess, NULL);

@@ -605,6 +605,8 @@ static void read_list_locks(struct service *s, struct conn *c, const Raftlock__E
 }
 
 struct list_sessions_ctx {
+	struct store *store;
+	MDB_txn *txn;
 	Raftlock__SessionInfo *infos;
 	Raftlock__SessionInfo **ptrs;
 	Raftlock__SessionRecord **recs;
@@ -624,7 +626,9 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 	raftlock__session_info__init(info);
 	info->id = rec->id;
 	info->ttl_ms = rec->ttl_ms;
-	info->deadline = rec->deadline;
+	uint32_t ttl;
+	if (!store_get_lease(ctx->store, ctx->txn, rec->id, &info->deadline, &ttl))
+		info->deadline = 0;
 	info->owner = rec->owner;
 	info->opened_time = rec->opened_time;
 	info->locks = rec->locks;
@@ -639,6 +643,8 @@ static void read_list_sessions(struct service *s, struct conn *c, const Raftlock
 {
 	const Raftlock__ListSessionsRequest *req = env->list_sessions;
 	struct list_sessions_ctx ctx = {0};
+	ctx.store = &s->node->store;
+	ctx.txn = txn;
 	ctx.limit = page_limit(req->limit);
 	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
 	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);

@@ -6,6 +6,9 @@
  *   sessions  8-byte big-endian id -> SessionRecord
  *   locks     name bytes -> LockRecord
  *   nonces    8-byte big-endian nonce -> 8-byte session id
+ *   leases    8-byte big-endian session id -> deadline (8 bytes) + TTL (4)
+ *             kept apart from the session record so that a renewal, the
+ *             most frequent write by far, rewrites 12 bytes
  *
  * Records are protobuf-c messages. Every part of a record returned by a get
  * is malloc'd, so callers may grow or shrink its repeated fields with
@@ -28,7 +31,7 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces;
+	MDB_dbi meta, sessions, locks, nonces, leases;
 };
 
 /* Opens (creating if needed) the environment in directory `dir` with a map
@@ -62,6 +65,18 @@ void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
 void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id);
 void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
+
+/* A session's lease: returns false when there is none. */
+bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadline,
+		     uint32_t *ttl_ms);
+void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadline,
+		     uint32_t ttl_ms);
+void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id);
+
+/* Visits every lease in id order. */
+void store_scan_leases(struct store *s, MDB_txn *txn,
+		       void (*visit)(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms),
+		       void *arg);
 
 uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
 uint64_t store_count_locks(struct store *s, MDB_txn *txn);
