@@ -269,6 +269,27 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	return res;
 }
 
+/* grant_waiters() stops at a head waiter whose session is past its
+ * deadline; a RENEW that lands before the EXPIRE makes it live again, so
+ * its queues must move now (nothing else would run them). */
+static void resume_waits(struct apply *a, uint64_t id)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+	if (sess == NULL)
+		return;
+	for (size_t j = 0; j < sess->n_locks; j++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[j]);
+		if (lock == NULL)
+			continue;
+		grant_waiters(a, lock, sess);
+		save_lock(a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+	}
+	store_put_session(st, a->txn, sess);
+	raftlock__session_record__free_unpacked(sess, NULL);
+}
+
 /* Renewals touch only the lease table: the most frequent command by far. */
 static void do_renew(struct apply *a, const Raftlock__Renew *op)
 {
@@ -279,8 +300,11 @@ static void do_renew(struct apply *a, const Raftlock__Renew *op)
 		if (!store_get_lease(st, a->txn, op->sessions[i], &deadline, &ttl))
 			continue;
 		if (a->now + ttl > deadline) {
+			bool revived = a->now >= deadline;
 			deadline = a->now + ttl;
 			store_put_lease(st, a->txn, op->sessions[i], deadline, ttl);
+			if (revived)
+				resume_waits(a, op->sessions[i]);
 		}
 		emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 					   .session = op->sessions[i],
@@ -569,7 +593,9 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		return result_of(RAFTLOCK_ESESSION);
 	}
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
-		end_session(a, sess, false);
+		/* Past its deadline the session has expired (rule 6): keep the
+		 * lock-delay even when the CLOSE beats the EXPIRE. */
+		end_session(a, sess, !session_live(a, sess->id));
 		raftlock__session_record__free_unpacked(sess, NULL);
 		return result_of(0);
 	}
@@ -648,7 +674,7 @@ void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
 		apply_command(&a, entry->commands[i]);
 	}
 	a.meta->applied_index = index;
-	a.meta->format = ENTRY_FORMAT;
+	a.meta->format = STORE_FORMAT;
 	store_put_meta(f->store, a.txn, a.meta);
 	raftlock__meta__free_unpacked(a.meta, NULL);
 	store_commit(a.txn);

@@ -10,7 +10,7 @@
 #include "log.h"
 #include "raftlock.h"
 
-#define SNAP_MAGIC "RLSNAP02"
+#define SNAP_MAGIC "RLSNAP03" /* with the lease table */
 #define SNAP_SUM_SIZE 8
 #define SNAP_END 0xff
 

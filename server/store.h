@@ -29,6 +29,10 @@
 
 #include "raftlock.pb-c.h"
 
+/* Version of the layout above, recorded in Meta.format. A node finding
+ * another version in a trusted LMDB rebuilds it from the raft log. */
+#define STORE_FORMAT 2
+
 struct store {
 	MDB_env *env;
 	MDB_dbi meta, sessions, locks, nonces, leases;
@@ -92,7 +96,7 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP02", the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP03", the applied index (8 bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
  * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
