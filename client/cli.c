@@ -1,2 +1,516 @@
-/* placeholder */
-int main(void) { return 0; }
+/* cli.c: the raftlock command: option parsing and the read-only
+ * subcommands. Holding a lock around a child is in cli_child.c, output
+ * formats in cli_print.c. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_child.h"
+#include "cli_print.h"
+#include "raftlock.h"
+
+#define CLI_DEFAULT_ENDPOINTS "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+#define CLI_MAX_ENDPOINTS 64
+#define CLI_MAX_PAGES 100000
+
+static const char usage_text[] =
+	"usage: raftlock [--endpoints HOST:PORT,...] [--timeout MS] COMMAND ...\n"
+	"\n"
+	"commands:\n"
+	"  status [--json]                  each endpoint's own view: role, term,\n"
+	"                                   commit and applied index, leader, members\n"
+	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS]\n"
+	"       NAME [--] CMD [ARGS...]     run CMD while holding NAME (a read-write\n"
+	"                                   lock: exclusive, or shared with --shared)\n"
+	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS]\n"
+	"       NAME [--] CMD [ARGS...]     run CMD holding one of N permits of the\n"
+	"                                   semaphore NAME (N active, the rest wait)\n"
+	"  holders [PREFIX] [--json] [--stale]   who holds which lock\n"
+	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
+	"  sessions [--json] [--stale]      open sessions and their locks\n"
+	"  check NAME TOKEN [--stale]       is TOKEN a current grant of NAME?\n"
+	"\n"
+	"global options:\n"
+	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
+	"                    else " CLI_DEFAULT_ENDPOINTS ")\n"
+	"  --timeout MS      timeout of each request, retries included (10000)\n"
+	"  -h, --help        this text;  --version  the version\n"
+	"\n"
+	"lock and run: waits for the lock forever unless --wait MS or --no-wait;\n"
+	"the session TTL is --ttl MS (10000). The command gets RAFTLOCK_TOKEN (the\n"
+	"fencing token), RAFTLOCK_LOCK and RAFTLOCK_SESSION in its environment and\n"
+	"dies with raftlock (PR_SET_PDEATHSIG). SIGINT, SIGTERM and SIGHUP are\n"
+	"forwarded to it; while the lock is still awaited they end the wait\n"
+	"(128+N). If the session cannot be renewed, the command gets\n"
+	"SIGTERM --grace MS (2000, at most TTL/2) before the session's validity\n"
+	"ends and SIGKILL when it ends, before the lock can go to anyone else.\n"
+	"\n"
+	"exit status:\n"
+	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
+	"      ended it)\n"
+	"  1   error; a message on stderr names the problem\n"
+	"  2   usage error\n"
+	"  3   the lock is busy (--no-wait), or --wait ran out; check: the token\n"
+	"      is not current\n";
+
+static int usage(const char *problem)
+{
+	if (problem != NULL) {
+		fprintf(stderr, "raftlock: %s\nTry 'raftlock --help'.\n", problem);
+		return CLI_EXIT_USAGE;
+	}
+	fputs(usage_text, stdout);
+	return CLI_EXIT_OK;
+}
+
+/* Parses a millisecond count in [min, max]; false when it does not. */
+static bool parse_ms(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+struct cli {
+	char *endpoints_buf;
+	const char *endpoints[CLI_MAX_ENDPOINTS];
+	size_t n_endpoints;
+	unsigned timeout_ms;
+	raftlock_client *client;
+};
+
+static int cli_split_endpoints(struct cli *cli, const char *list)
+{
+	cli->endpoints_buf = strdup(list);
+	if (cli->endpoints_buf == NULL)
+		return CLI_EXIT_ERROR;
+	char *save = NULL;
+	for (char *t = strtok_r(cli->endpoints_buf, ", ", &save); t != NULL;
+	     t = strtok_r(NULL, ", ", &save)) {
+		if (cli->n_endpoints == CLI_MAX_ENDPOINTS)
+			return usage("too many endpoints");
+		cli->endpoints[cli->n_endpoints++] = t;
+	}
+	if (cli->n_endpoints == 0)
+		return usage("no endpoints given");
+	return CLI_EXIT_OK;
+}
+
+static int cli_connect(struct cli *cli)
+{
+	struct raftlock_client_options o = {
+		.addresses = cli->endpoints,
+		.n_addresses = cli->n_endpoints,
+		.client_name = "raftlock",
+		.request_timeout_ms = cli->timeout_ms,
+	};
+	const char *msg = NULL;
+	int rv = raftlock_client_open(&o, &cli->client, &msg);
+	if (rv != 0) {
+		fprintf(stderr, "raftlock: %s\n", msg);
+		/* a bad --endpoints entry is a usage error */
+		return rv == RAFTLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+static int cli_fail(struct cli *cli)
+{
+	fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(cli->client));
+	return CLI_EXIT_ERROR;
+}
+
+/* ------------------------------------------------------------ commands -- */
+
+/* Flags shared by the read commands. */
+struct read_flags {
+	bool json;
+	bool stale;
+};
+
+enum {
+	OPT_JSON = 1000,
+	OPT_STALE,
+	OPT_TTL,
+	OPT_WAIT,
+	OPT_NO_WAIT,
+	OPT_SHARED,
+	OPT_GRACE,
+	OPT_PERMITS,
+	OPT_ENDPOINTS,
+	OPT_TIMEOUT,
+	OPT_VERSION,
+};
+
+/* Parses --json/--stale and collects up to max positional arguments. */
+static int parse_read(int argc, char **argv, struct read_flags *rf,
+		      char **pos, int min, int max, int *n)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"stale", no_argument, NULL, OPT_STALE},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch == OPT_JSON)
+			rf->json = true;
+		else if (ch == OPT_STALE)
+			rf->stale = true;
+		else
+			return usage("unknown option");
+	}
+	*n = argc - optind;
+	if (*n < min || *n > max)
+		return usage(*n < min ? "missing argument" : "too many arguments");
+	for (int i = 0; i < *n; i++)
+		pos[i] = argv[optind + i];
+	return CLI_EXIT_OK;
+}
+
+static int cmd_status(struct cli *cli, int argc, char **argv)
+{
+	struct read_flags rf = {0};
+	char *pos[1];
+	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
+	if (code != CLI_EXIT_OK)
+		return code;
+	struct cli_out o;
+	struct raftlock_status *first = NULL;
+	size_t answered = 0;
+	cli_out_begin(&o, stdout, rf.json, true);
+	for (size_t i = 0; i < cli->n_endpoints; i++) {
+		struct raftlock_status *st = NULL;
+		if (raftlock_status_get(cli->client, cli->endpoints[i], &st) != 0) {
+			cli_print_status(&o, cli->endpoints[i], NULL,
+					 raftlock_errmsg(cli->client));
+			continue;
+		}
+		answered++;
+		cli_print_status(&o, cli->endpoints[i], st, NULL);
+		if (first == NULL)
+			first = st;
+		else
+			raftlock_status_free(st);
+	}
+	cli_print_members(&o, first);
+	cli_out_end(&o);
+	raftlock_status_free(first);
+	if (answered == 0) {
+		fprintf(stderr, "raftlock: no endpoint answered\n");
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* Prints one page of a listing into o; *more when another follows. */
+typedef int (*page_fn)(struct cli *cli, struct cli_out *o, void *state,
+		       bool *more);
+
+/* Runs page() until the listing ends, all in one output listing. */
+static int print_pages(struct cli *cli, bool json, page_fn page, void *state)
+{
+	struct cli_out o;
+	bool more = true;
+	int rv = 0;
+	cli_out_begin(&o, stdout, json, true);
+	for (int i = 0; i < CLI_MAX_PAGES && more && rv == 0; i++)
+		rv = page(cli, &o, state, &more);
+	cli_out_end(&o);
+	return rv != 0 ? cli_fail(cli) : CLI_EXIT_OK;
+}
+
+struct holders_state {
+	const char *prefix;
+	bool stale;
+	char after[RAFTLOCK_NAME_MAX + 1];
+};
+
+static int holders_page(struct cli *cli, struct cli_out *o, void *state,
+			bool *more)
+{
+	struct holders_state *hs = state;
+	struct raftlock_lock_list *list;
+	int rv = raftlock_lock_list(cli->client, hs->prefix, hs->after, 0,
+				    hs->stale, &list);
+	if (rv != 0)
+		return rv;
+	for (size_t i = 0; i < list->n_locks; i++)
+		cli_print_lock(o, &list->locks[i], false);
+	*more = list->more && list->n_locks > 0;
+	if (*more)
+		snprintf(hs->after, sizeof hs->after, "%s",
+			 list->locks[list->n_locks - 1].name);
+	raftlock_lock_list_free(list);
+	return 0;
+}
+
+static int cmd_holders(struct cli *cli, int argc, char **argv)
+{
+	struct read_flags rf = {0};
+	char *pos[1] = {""};
+	int n, code = parse_read(argc, argv, &rf, pos, 0, 1, &n);
+	if (code != CLI_EXIT_OK)
+		return code;
+	struct holders_state hs = {.prefix = pos[0], .stale = rf.stale};
+	return print_pages(cli, rf.json, holders_page, &hs);
+}
+
+static int cmd_show(struct cli *cli, int argc, char **argv)
+{
+	struct read_flags rf = {0};
+	char *pos[1];
+	int n, code = parse_read(argc, argv, &rf, pos, 1, 1, &n);
+	if (code != CLI_EXIT_OK)
+		return code;
+	struct raftlock_lock_info *li;
+	if (raftlock_lock_get(cli->client, pos[0], rf.stale, &li) != 0)
+		return cli_fail(cli);
+	struct cli_out o;
+	cli_out_begin(&o, stdout, rf.json, false);
+	cli_print_lock(&o, li, true);
+	cli_out_end(&o);
+	raftlock_lock_info_free(li);
+	return CLI_EXIT_OK;
+}
+
+struct sessions_state {
+	bool stale;
+	uint64_t after;
+};
+
+static int sessions_page(struct cli *cli, struct cli_out *o, void *state,
+			 bool *more)
+{
+	struct sessions_state *ss = state;
+	struct raftlock_session_list *list;
+	int rv = raftlock_session_list(cli->client, ss->after, 0, ss->stale,
+				       &list);
+	if (rv != 0)
+		return rv;
+	for (size_t i = 0; i < list->n_sessions; i++)
+		cli_print_session(o, &list->sessions[i], list->cluster_time);
+	*more = list->more && list->n_sessions > 0;
+	if (*more)
+		ss->after = list->sessions[list->n_sessions - 1].id;
+	raftlock_session_list_free(list);
+	return 0;
+}
+
+static int cmd_sessions(struct cli *cli, int argc, char **argv)
+{
+	struct read_flags rf = {0};
+	char *pos[1];
+	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
+	if (code != CLI_EXIT_OK)
+		return code;
+	struct sessions_state ss = {.stale = rf.stale};
+	return print_pages(cli, rf.json, sessions_page, &ss);
+}
+
+static int cmd_check(struct cli *cli, int argc, char **argv)
+{
+	struct read_flags rf = {0};
+	char *pos[2];
+	int n, code = parse_read(argc, argv, &rf, pos, 2, 2, &n);
+	if (code != CLI_EXIT_OK)
+		return code;
+	char *end;
+	errno = 0;
+	unsigned long long token = strtoull(pos[1], &end, 10);
+	if (errno != 0 || end == pos[1] || *end != '\0' || pos[1][0] == '-')
+		return usage("TOKEN must be a decimal number");
+	bool current = false;
+	if (raftlock_check_token(cli->client, pos[0], token, &current) != 0)
+		return cli_fail(cli);
+	printf("token %llu of '%s' is %s\n", token, pos[0],
+	       current ? "current" : "not current");
+	return current ? CLI_EXIT_OK : CLI_EXIT_BUSY;
+}
+
+/* lock and run: options, then NAME [--] CMD ARGS... */
+static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
+{
+	static const struct option opts[] = {
+		{"ttl", required_argument, NULL, OPT_TTL},
+		{"wait", required_argument, NULL, OPT_WAIT},
+		{"no-wait", no_argument, NULL, OPT_NO_WAIT},
+		{"shared", no_argument, NULL, OPT_SHARED},
+		{"grace", required_argument, NULL, OPT_GRACE},
+		{"permits", required_argument, NULL, OPT_PERMITS},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli_hold h = {
+		.mode = RAFTLOCK_EXCLUSIVE,
+		.permits = 1,
+		.wait_ms = -1,
+		.ttl_ms = 10000,
+		.grace_ms = 2000,
+	};
+	long v, permits = 0;
+	int ch;
+	optind = 0;
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_TTL:
+			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS,
+				      RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--ttl: milliseconds, 1000..600000");
+			h.ttl_ms = (unsigned)v;
+			break;
+		case OPT_WAIT:
+			if (!parse_ms(optarg, 1, INT_MAX, &v))
+				return usage("--wait: milliseconds, at least 1");
+			h.wait_ms = (int)v;
+			break;
+		case OPT_NO_WAIT:
+			h.wait_ms = 0;
+			break;
+		case OPT_SHARED:
+			if (semaphore)
+				return usage("--shared is for lock, not run");
+			h.mode = RAFTLOCK_SHARED;
+			break;
+		case OPT_GRACE:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--grace: milliseconds");
+			h.grace_ms = (unsigned)v;
+			break;
+		case OPT_PERMITS:
+			if (!semaphore || !parse_ms(optarg, 1, 1000000, &permits))
+				return usage("--permits N (run only), N >= 1");
+			break;
+		default:
+			return usage("unknown option");
+		}
+	}
+	if (semaphore && permits == 0)
+		return usage("run needs --permits N");
+	if (optind >= argc)
+		return usage("missing lock NAME");
+	h.name = argv[optind++];
+	if (optind < argc && strcmp(argv[optind], "--") == 0)
+		optind++;
+	if (optind >= argc)
+		return usage("missing the command to run");
+	h.argv = argv + optind;
+	if (h.grace_ms > h.ttl_ms / 2)
+		h.grace_ms = h.ttl_ms / 2;
+	if (semaphore) {
+		h.lock_opts.kind = RAFTLOCK_SEMAPHORE;
+		h.lock_opts.limit = (uint32_t)permits;
+	} else {
+		/* rwlock in both modes, so `lock` and `lock --shared` on one
+		 * name work together */
+		h.lock_opts.kind = RAFTLOCK_RWLOCK;
+	}
+	return cli_hold_run(cli->client, &h);
+}
+
+/* --------------------------------------------------------------- main -- */
+
+static int cmd_lock(struct cli *cli, int argc, char **argv)
+{
+	return cmd_hold(cli, argc, argv, false);
+}
+
+static int cmd_run(struct cli *cli, int argc, char **argv)
+{
+	return cmd_hold(cli, argc, argv, true);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct cli *, int, char **);
+} commands[] = {
+	{"status", cmd_status},     {"lock", cmd_lock},
+	{"run", cmd_run},           {"holders", cmd_holders},
+	{"show", cmd_show},         {"sessions", cmd_sessions},
+	{"check", cmd_check},
+};
+
+/* Global options; *cmd is the index of the command word. */
+static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
+{
+	static const struct option opts[] = {
+		{"endpoints", required_argument, NULL, OPT_ENDPOINTS},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	const char *endpoints = getenv("RAFTLOCK_ENDPOINTS");
+	long v;
+	int ch;
+	if (endpoints == NULL || endpoints[0] == '\0')
+		endpoints = CLI_DEFAULT_ENDPOINTS;
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_ENDPOINTS:
+			endpoints = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (!parse_ms(optarg, 1, INT_MAX, &v))
+				return usage("--timeout: milliseconds, at least 1");
+			cli->timeout_ms = (unsigned)v;
+			break;
+		case 'h':
+			usage(NULL);
+			return -1;
+		case OPT_VERSION:
+			printf("raftlock %d.%d.%d\n", RAFTLOCK_VERSION_MAJOR,
+			       RAFTLOCK_VERSION_MINOR, RAFTLOCK_VERSION_PATCH);
+			return -1;
+		default:
+			return usage("unknown option");
+		}
+	}
+	if (optind >= argc)
+		return usage("missing command");
+	*cmd = optind;
+	return cli_split_endpoints(cli, endpoints);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli cli = {0};
+	int cmd = 0;
+	int code = parse_globals(&cli, argc, argv, &cmd);
+	if (code != CLI_EXIT_OK)
+		goto out;
+	int (*run)(struct cli *, int, char **) = NULL;
+	const char *word = argv[cmd];
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(word, commands[i].name) == 0)
+			run = commands[i].run;
+	if (run == NULL) {
+		code = usage("unknown command");
+		goto out;
+	}
+	/* lock and run take their signals with sigwait: blocked in every
+	 * thread, so the client's threads start with them blocked. The
+	 * other commands keep the usual signal behaviour. */
+	sigset_t set;
+	cli_signal_set(&set);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	code = cli_connect(&cli);
+	if (run != cmd_lock && run != cmd_run)
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (code != CLI_EXIT_OK)
+		goto out;
+	code = run(&cli, argc - cmd, argv + cmd);
+	raftlock_client_close(cli.client);
+out:
+	free(cli.endpoints_buf);
+	return code < 0 ? CLI_EXIT_OK : code;
+}

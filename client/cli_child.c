@@ -1,1 +1,286 @@
-/* placeholder */
+/* cli_child.c: see cli_child.h. */
+#include "cli_child.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CLI_SUPERVISE_TICK_MS 50
+
+extern char **environ;
+
+/* environ plus the three RAFTLOCK_* variables (replacing older ones).
+ * Built before fork: the child of a threaded process must not allocate. */
+static char **child_env(const char *name, uint64_t token, uint64_t session)
+{
+	size_t n = 0;
+	while (environ[n] != NULL)
+		n++;
+	char **env = calloc(n + 4, sizeof *env);
+	if (env == NULL)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "RAFTLOCK_TOKEN=", 15) != 0 &&
+		    strncmp(environ[i], "RAFTLOCK_LOCK=", 14) != 0 &&
+		    strncmp(environ[i], "RAFTLOCK_SESSION=", 17) != 0)
+			env[k++] = environ[i];
+	char *vars[3] = {NULL, NULL, NULL};
+	if (asprintf(&vars[0], "RAFTLOCK_TOKEN=%" PRIu64, token) < 0 ||
+	    asprintf(&vars[1], "RAFTLOCK_LOCK=%s", name) < 0 ||
+	    asprintf(&vars[2], "RAFTLOCK_SESSION=%" PRIu64, session) < 0) {
+		for (int i = 0; i < 3; i++)
+			free(vars[i]);
+		free(env);
+		return NULL;
+	}
+	for (int i = 0; i < 3; i++)
+		env[k++] = vars[i];
+	return env;
+}
+
+static void child_env_free(char **env)
+{
+	size_t n = 0;
+	while (env[n] != NULL)
+		n++;
+	for (size_t i = n >= 3 ? n - 3 : 0; i < n; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only. */
+static void child_exec(char **argv, char **env, const sigset_t *blocked,
+		       pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(128 + SIGKILL); /* the parent died before prctl */
+	signal(SIGPIPE, SIG_DFL);
+	sigprocmask(SIG_UNBLOCK, blocked, NULL);
+	execvpe(argv[0], argv, env);
+	static const char msg[] = "raftlock: cannot run the command: ";
+	const char *what = argv[0];
+	ssize_t rv = write(2, msg, sizeof msg - 1);
+	rv = write(2, what, strlen(what));
+	rv = write(2, "\n", 1);
+	(void)rv;
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+static int exit_code_of(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return CLI_EXIT_ERROR;
+}
+
+/* Runs the child under the session's lease; returns its wait status. */
+static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
+		     const sigset_t *set)
+{
+	bool termed = false, killed = false;
+	uint64_t last_valid = raftlock_session_valid_until(s);
+	for (;;) {
+		uint64_t now = raftlock_now_ms();
+		uint64_t v = raftlock_session_valid_until(s);
+		if (v != 0)
+			last_valid = v;
+		if (!killed && (v == 0 || now >= last_valid)) {
+			fprintf(stderr,
+				"raftlock: session %" PRIu64
+				" lost: killing the command (SIGKILL)\n",
+				raftlock_session_id(s));
+			kill(child, SIGKILL);
+			killed = true;
+		} else if (!termed && !killed && now + h->grace_ms >= last_valid) {
+			fprintf(stderr,
+				"raftlock: session %" PRIu64
+				" cannot be renewed: stopping the command (SIGTERM), "
+				"SIGKILL in %" PRIu64 " ms\n",
+				raftlock_session_id(s), last_valid - now);
+			kill(child, SIGTERM);
+			termed = true;
+		}
+		uint64_t tick = CLI_SUPERVISE_TICK_MS;
+		uint64_t next = termed ? last_valid : last_valid - h->grace_ms;
+		if (!killed && next > now && next - now < tick)
+			tick = next - now;
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)tick * 1000000};
+		siginfo_t info;
+		int sig = sigtimedwait(set, &info, &ts);
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP ||
+		    sig == SIGQUIT)
+			kill(child, sig);
+		int status;
+		pid_t w = waitpid(child, &status, WNOHANG);
+		if (w == child)
+			return status;
+	}
+}
+
+void cli_signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGCHLD);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+	sigaddset(set, SIGUSR1);
+}
+
+/* What the acquire's result means for the command: CLI_EXIT_OK or the
+ * exit code, with a message. */
+static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
+{
+	if (rv == 0)
+		return CLI_EXIT_OK;
+	if (rv == RAFTLOCK_EBUSY || (rv == RAFTLOCK_ETIMEDOUT && h->wait_ms > 0)) {
+		fprintf(stderr, "raftlock: lock '%s' is busy%s\n", h->name,
+			h->wait_ms > 0 ? " (waited in vain)" : "");
+		return CLI_EXIT_BUSY;
+	}
+	fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+	return CLI_EXIT_ERROR;
+}
+
+static int hold_run_child(raftlock_session *s, const struct cli_hold *h,
+			  uint64_t token)
+{
+	sigset_t set;
+	char **env = child_env(h->name, token, raftlock_session_id(s));
+	if (env == NULL) {
+		fprintf(stderr, "raftlock: out of memory\n");
+		return CLI_EXIT_ERROR;
+	}
+	cli_signal_set(&set); /* blocked in every thread since main() */
+	fflush(NULL);
+	pid_t parent = getpid();
+	pid_t child = fork();
+	if (child == 0)
+		child_exec(h->argv, env, &set, parent);
+	int code;
+	if (child < 0) {
+		fprintf(stderr, "raftlock: fork: %s\n", strerror(errno));
+		code = CLI_EXIT_ERROR;
+	} else {
+		code = exit_code_of(supervise(child, s, h, &set));
+	}
+	child_env_free(env);
+	return code;
+}
+
+/*
+ * While the lock is awaited, a signal must take us out of the server's
+ * queue at once (a stopped standby must not be granted the lock and hold
+ * it until its session expires). The waiting thread is blocked inside the
+ * library, so a thread of our own takes the signals and closes the
+ * session: the blocked acquire then returns RAFTLOCK_ECANCELED.
+ */
+struct wait_guard {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	raftlock_session *s; /* set while the acquire blocks */
+	bool settled;        /* the acquire returned: main cleans up */
+	bool aborted;        /* the guard closed the session */
+	int signal;          /* the signal that came, 0 if none */
+};
+
+static void *guard_main(void *arg)
+{
+	struct wait_guard *g = arg;
+	sigset_t set;
+	int sig = 0;
+	cli_signal_set(&set);
+	sigdelset(&set, SIGCHLD);
+	if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+		return NULL; /* SIGUSR1: main stops the guard */
+	pthread_mutex_lock(&g->mu);
+	g->signal = sig;
+	if (!g->settled && g->s == NULL)
+		_exit(128 + sig); /* no wait to leave yet */
+	raftlock_session *s = g->settled ? NULL : g->s;
+	g->aborted = s != NULL;
+	pthread_mutex_unlock(&g->mu);
+	if (s != NULL)
+		raftlock_session_close(s);
+	return NULL;
+}
+
+static int guard_start(struct wait_guard *g)
+{
+	memset(g, 0, sizeof *g);
+	pthread_mutex_init(&g->mu, NULL);
+	if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+		fprintf(stderr, "raftlock: cannot start a thread\n");
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}
+
+/* The acquire returned: stops the guard. True when the guard closed the
+ * session (it and its handles are gone). */
+static bool guard_stop(struct wait_guard *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->settled = true;
+	pthread_mutex_unlock(&g->mu);
+	pthread_kill(g->thread, SIGUSR1);
+	pthread_join(g->thread, NULL);
+	pthread_mutex_destroy(&g->mu);
+	return g->aborted;
+}
+
+int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
+{
+	raftlock_session *s = NULL;
+	raftlock_lock *l = NULL;
+	uint64_t token = 0;
+	struct wait_guard g;
+	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms};
+	if (guard_start(&g) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
+	if (raftlock_session_open(c, &so, &s) != 0) {
+		guard_stop(&g);
+		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+		return CLI_EXIT_ERROR;
+	}
+	int code = CLI_EXIT_ERROR;
+	if (raftlock_lock_new(s, h->name, &h->lock_opts, &l) != 0) {
+		guard_stop(&g);
+		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+		goto out;
+	}
+	pthread_mutex_lock(&g.mu);
+	g.s = s;
+	pthread_mutex_unlock(&g.mu);
+	int rv = raftlock_lock_acquire(l, h->mode, h->permits, h->wait_ms, &token);
+	if (guard_stop(&g))
+		return 128 + g.signal; /* left the queue; s is gone */
+	if (g.signal != 0) {
+		code = 128 + g.signal; /* came as the lock was granted */
+		if (rv == 0)
+			raftlock_lock_release(l, NULL);
+		goto out;
+	}
+	code = hold_exit_code(c, h, rv);
+	if (code != CLI_EXIT_OK)
+		goto out;
+	code = hold_run_child(s, h, token);
+	if (raftlock_session_valid(s) && raftlock_lock_release(l, NULL) != 0)
+		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+out:
+	raftlock_session_close(s); /* frees the handle too */
+	return code;
+}

@@ -12,12 +12,15 @@
 #include "clock.h"
 #include "codec.h"
 #include "errmsg.h"
+#include "keepalive.h"
 #include "session.h"
 
 #define CLIENT_REQUEST_TIMEOUT_MS 10000
 #define CLIENT_CONNECT_TIMEOUT_MS 1000
 #define CLIENT_BACKOFF_MIN_MS 50
-#define CLIENT_BACKOFF_MAX_MS 1000
+#define CLIENT_BACKOFF_MAX_MS 250 /* a failover must not wait long */
+#define CLIENT_DOWN_MS 1000       /* no redirects to an unreachable node */
+#define CLIENT_STALL_MS 5000      /* an unanswered request: try elsewhere */
 #define CLIENT_RETRY_MIN_MS 50  /* EUNAVAILABLE: retry after 50..200 ms */
 #define CLIENT_RETRY_SPAN_MS 151
 #define CLIENT_POLL_MAX_MS 1000
@@ -140,14 +143,50 @@ static void client_complete(raftlock_client *c, struct request *r,
 
 /* ---------------------------------------------------------- I/O thread -- */
 
-/* The connection is gone (or must go): every request in flight will be sent
- * again on the next one, after a backoff once every address has failed. */
-static void io_fail(raftlock_client *c)
+static uint64_t io_hash(const char *text)
 {
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+static bool io_is_down(raftlock_client *c, const char *text, uint64_t now)
+{
+	uint64_t h = io_hash(text);
+	for (size_t i = 0; i < sizeof c->down / sizeof c->down[0]; i++)
+		if (c->down[i].hash == h && c->down[i].until > now)
+			return true;
+	return false;
+}
+
+/* Remembers that the current address could not be reached (or did not
+ * answer), so that followers' redirects to it (a dead leader they still
+ * believe in) are not followed for a while, and other addresses are tried
+ * first. */
+static void io_note_down(raftlock_client *c, uint64_t now)
+{
+	if (c->conn_text == NULL)
+		return;
+	size_t oldest = 0, n = sizeof c->down / sizeof c->down[0];
+	for (size_t i = 1; i < n; i++)
+		if (c->down[i].until < c->down[oldest].until)
+			oldest = i;
+	c->down[oldest].hash = io_hash(c->conn_text);
+	c->down[oldest].until = now + CLIENT_DOWN_MS;
+}
+
+/* The connection is gone (or must go; unreachable: it never opened):
+ * every request in flight will be sent again on the next one, after a
+ * backoff once every address has failed. */
+static void io_fail(raftlock_client *c, bool unreachable)
+{
+	uint64_t now = clock_mono_ms();
+	if (unreachable)
+		io_note_down(c, now);
 	conn_close(&c->conn);
 	c->drop_conn = false;
 	c->hops++;
-	uint64_t now = clock_mono_ms();
 	if (c->has_redirect && c->hops <= c->n_addrs + 1) {
 		c->reconnect_at = now;
 		return;
@@ -165,23 +204,63 @@ static void io_fail(raftlock_client *c)
 	c->reconnect_at = now + b / 2 + client_random(c) % (b / 2 + 1);
 }
 
-static void io_connect(raftlock_client *c, uint64_t now)
+static void io_connect(raftlock_client *c)
 {
-	int rv;
+	struct conn_addr redirect = {0};
+	const struct conn_addr *a;
 	c->conn_gen++;
 	if (c->has_redirect) {
-		rv = conn_start(&c->conn, &c->redirect);
-		conn_addr_free(&c->redirect);
+		redirect = c->redirect;
+		memset(&c->redirect, 0, sizeof c->redirect);
 		c->has_redirect = false;
+		a = &redirect;
 	} else {
-		rv = conn_start(&c->conn, &c->addrs[c->addr_next]);
+		/* the next address that is not known to be down, if any */
+		uint64_t now = clock_mono_ms();
+		for (size_t i = 0; i < c->n_addrs; i++) {
+			size_t k = (c->addr_next + i) % c->n_addrs;
+			if (!io_is_down(c, c->addrs[k].text, now)) {
+				c->addr_next = k;
+				break;
+			}
+		}
+		a = &c->addrs[c->addr_next];
 		c->addr_next = (c->addr_next + 1) % c->n_addrs;
 	}
+	free(c->conn_text);
+	c->conn_text = strdup(a->text); /* NULL: only loses the memory above */
+	/* Name resolution may block: not with the client locked. The conn
+	 * and the addresses are the I/O thread's alone. */
+	pthread_mutex_unlock(&c->mu);
+	int rv = conn_start(&c->conn, a);
+	pthread_mutex_lock(&c->mu);
+	conn_addr_free(&redirect);
 	if (rv != 0) {
-		io_fail(c);
+		io_fail(c, true);
 		return;
 	}
-	c->connect_deadline = now + c->connect_timeout_ms;
+	c->connect_deadline = clock_mono_ms() + c->connect_timeout_ms;
+}
+
+void client_suspect(raftlock_client *c, struct request *req)
+{
+	if (req->sent_gen == c->conn_gen && c->conn.state == CONN_OPEN &&
+	    !c->drop_conn) {
+		io_note_down(c, clock_mono_ms());
+		c->drop_conn = true;
+		client_wake_io(c);
+	}
+}
+
+/* Whether a request sent on this connection has waited too long. Queued
+ * acquires wait for their push as long as they must. */
+static bool io_stalled(raftlock_client *c, uint64_t now)
+{
+	for (struct request *r = c->reqs; r != NULL; r = r->next)
+		if (!r->done && !r->queued && r->sent_gen == c->conn_gen &&
+		    now - r->sent_at > CLIENT_STALL_MS)
+			return true;
+	return false;
 }
 
 static void io_send_pending(raftlock_client *c, uint64_t now)
@@ -192,6 +271,8 @@ static void io_send_pending(raftlock_client *c, uint64_t now)
 		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
 			return; /* out of memory: try again on the next turn */
 		r->sent_gen = c->conn_gen;
+		r->sent_at = now;
+		r->ever_sent = true;
 		if (r->last_err == RAFTLOCK_ECONNECTION)
 			r->last_err = RAFTLOCK_ETIMEDOUT;
 	}
@@ -202,7 +283,8 @@ static void io_redirect(raftlock_client *c, const char *leader)
 	if (c->drop_conn)
 		return; /* one redirect per connection */
 	c->drop_conn = true;
-	if (leader == NULL || leader[0] == '\0')
+	if (leader == NULL || leader[0] == '\0' ||
+	    io_is_down(c, leader, clock_mono_ms()))
 		return; /* the next address */
 	if (c->has_redirect)
 		conn_addr_free(&c->redirect);
@@ -266,13 +348,13 @@ static void io_handle(raftlock_client *c, short revents)
 		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
 			return;
 		if (conn_finish_connect(&c->conn) != 0) {
-			io_fail(c);
+			io_fail(c, true);
 			return;
 		}
 		io_send_pending(c, clock_mono_ms());
 	}
 	if ((revents & POLLOUT) && conn_flush(&c->conn) != 0) {
-		io_fail(c);
+		io_fail(c, false);
 		return;
 	}
 	if (!(revents & (POLLIN | POLLERR | POLLHUP)))
@@ -283,7 +365,7 @@ static void io_handle(raftlock_client *c, short revents)
 	while ((nr = conn_next(&c->conn, &env)) == 1)
 		io_dispatch(c, env);
 	if (rv != 0 || nr < 0)
-		io_fail(c);
+		io_fail(c, false);
 }
 
 static int io_poll_timeout(raftlock_client *c, uint64_t now)
@@ -307,16 +389,19 @@ static void *io_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->io_stop) {
 		uint64_t now = clock_mono_ms();
+		if (c->drop_conn ||
+		    (c->conn.state == CONN_OPEN && io_stalled(c, now)))
+			io_fail(c, false);
 		if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
 		    now >= c->reconnect_at)
-			io_connect(c, now);
+			io_connect(c);
 		if (c->conn.state == CONN_CONNECTING &&
 		    now >= c->connect_deadline)
-			io_fail(c);
+			io_fail(c, true);
 		if (c->conn.state == CONN_OPEN) {
 			io_send_pending(c, now);
 			if (conn_flush(&c->conn) != 0)
-				io_fail(c);
+				io_fail(c, false);
 		}
 		struct pollfd p[2] = {
 			{.fd = c->wake_fd, .events = POLLIN},
@@ -340,7 +425,7 @@ static void *io_main(void *arg)
 		if (n == 2 && p[1].revents != 0 && c->conn.fd == p[1].fd)
 			io_handle(c, p[1].revents);
 		if (c->drop_conn)
-			io_fail(c);
+			io_fail(c, false);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -360,6 +445,7 @@ static void client_free(raftlock_client *c)
 		conn_addr_free(&c->addrs[i]);
 	free(c->addrs);
 	free(c->client_name);
+	free(c->conn_text);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	pthread_cond_destroy(&c->cond);
@@ -453,7 +539,7 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 				"open client: start the I/O thread");
 		goto err_free;
 	}
-	rv = session_keepalive_start(c);
+	rv = keepalive_start(c);
 	if (rv != 0) {
 		errmsg_set(NULL, rv, NULL, "open client: start the keepalive thread");
 		goto err_io;
@@ -480,7 +566,7 @@ RAFTLOCK_API void raftlock_client_close(raftlock_client *client)
 	if (client == NULL)
 		return;
 	session_close_all(client);
-	session_keepalive_stop(client);
+	keepalive_stop(client);
 	pthread_mutex_lock(&client->mu);
 	client->io_stop = true;
 	client_wake_io(client);

@@ -31,8 +31,10 @@ struct request {
 	size_t frame_len;
 	uint64_t sent_gen;   /* connection generation it was last sent on */
 	uint64_t not_before; /* CLOCK_MONOTONIC ms: do not send before */
+	uint64_t sent_at;    /* CLOCK_MONOTONIC ms of the last send */
 	bool wants_push;     /* a blocking acquire: "queued" is not final */
 	bool queued;         /* the server queued it; a push will follow */
+	bool ever_sent;      /* handed to a connection at least once */
 	bool done;
 	int last_err;        /* what a timeout reports: ECONNECTION, ... */
 	uint64_t done_boot;  /* CLOCK_BOOTTIME ms of completion */
@@ -65,6 +67,11 @@ struct raftlock_client {
 	unsigned backoff_ms;
 	unsigned hops;          /* failures and redirects since a good reply */
 	bool drop_conn;         /* close after the frames in hand */
+	char *conn_text;        /* address of the current connection */
+	struct {
+		uint64_t hash;  /* of an address that could not be reached */
+		uint64_t until; /* CLOCK_MONOTONIC ms */
+	} down[4];
 	struct request *reqs;
 	uint64_t next_id;
 
@@ -99,6 +106,12 @@ int client_wait(raftlock_client *c, struct request *req, uint64_t deadline);
  * handed to the caller through *reply if not NULL, else freed. c->mu held. */
 void client_take(raftlock_client *c, struct request *req,
 		 Raftlock__Envelope **reply);
+
+/* req went unanswered for longer than a healthy node takes: if it was
+ * sent on the current connection, the I/O thread drops that connection,
+ * avoids that node for a while, and sends everything again elsewhere (a
+ * paused or cut-off node keeps its TCP connections open). c->mu held. */
+void client_suspect(raftlock_client *c, struct request *req);
 
 /* Makes the I/O thread send req again (to learn a recorded outcome). */
 void client_resend(raftlock_client *c, struct request *req);

@@ -94,6 +94,24 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
 
 /* ------------------------------------------------------------ release -- */
 
+/* Sends a mutating request of l's session with c->mu held. An acquire's
+ * grant that comes after the caller gave up is released by the session. */
+static int lock_send(raftlock_lock *l, Raftlock__Envelope *env,
+		     uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
+		     bool acquire, Raftlock__Envelope **reply,
+		     const Raftlock__Result **res)
+{
+	struct session_req sr = {
+		.env = env,
+		.f_session = f_session,
+		.f_seq = f_seq,
+		.f_ack_below = f_ack_below,
+		.grant_name = acquire ? l->name : NULL,
+		.grant_owner = l->owner,
+	};
+	return session_mutate(l->session, &sr, reply, res);
+}
+
 /* Releases one level with c->mu held; 0 or an error, *remaining set. */
 static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 {
@@ -107,8 +125,8 @@ static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 	req.release = &rel;
 	rel.name = l->name;
 	rel.owner = l->owner;
-	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
-				&req.ack_below, &reply, &res);
+	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below,
+			   false, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = res->status;
@@ -132,10 +150,17 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
 	raftlock_client *c = l->session->client;
 	uint32_t left = 0;
 	pthread_mutex_lock(&c->mu);
-	int rv = lock_release_locked(l, &left);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		rv = lock_release_locked(l, &left);
+		session_call_end(l->session);
+	}
+	/* A close in another thread frees l once the lock is let go. */
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "release '%s'", l->name);
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "release '%s'", l->name);
+		return rv;
 	if (remaining != NULL)
 		*remaining = left;
 	return 0;
@@ -189,11 +214,11 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res,
 }
 
 /* Waits for a queued acquire with c->mu held, until done, deadline (0:
- * none) or the session is lost. */
+ * none), or the session is lost or closing. */
 static void lock_wait_push(raftlock_client *c, raftlock_session *s,
 			   struct request *req, uint64_t deadline)
 {
-	while (!req->done && !s->lost) {
+	while (!req->done && !s->lost && !s->closing) {
 		uint64_t now = clock_mono_ms();
 		if (deadline != 0 && now >= deadline)
 			return;
@@ -205,10 +230,12 @@ static void lock_wait_push(raftlock_client *c, raftlock_session *s,
 	}
 }
 
-/* Cancels the wait of seq on the server. Returns 0 when the server removed
- * the wait, 1 when there was no wait to remove (granted or ended), or an
- * error when nobody knows. */
-static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq)
+/* Cancels the wait of acquire_seq on the server. Returns 0 when the
+ * server removed the wait; 1 with *granted set when the acquire had been
+ * granted first (the handle holds the lock); 2 when the server knows
+ * neither (the wait ended otherwise); or an error when nobody knows. */
+static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq,
+			    uint64_t *granted)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CancelWaitRequest req = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
@@ -221,13 +248,18 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq)
 	cw.name = l->name;
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
-	int rv = session_mutate(l->session, &env, &req.session, &req.seq,
-				&req.ack_below, &reply, &res);
+	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below,
+			   false, &reply, &res);
 	if (rv != 0)
 		return rv;
-	rv = res->status == 0 ? 0 : 1;
-	if (res->status == RAFTLOCK_ESESSION)
-		rv = RAFTLOCK_ESESSION;
+	if (res->status == 0 && res->token != 0) {
+		*granted = res->token;
+		rv = 1;
+	} else if (res->status == 0) {
+		rv = 0;
+	} else {
+		rv = res->status == RAFTLOCK_ESESSION ? RAFTLOCK_ESESSION : 2;
+	}
 	raftlock__envelope__free_unpacked(reply, NULL);
 	return rv;
 }
@@ -242,28 +274,35 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq)
 	raftlock_client *c = s->client;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_cancel_wait(l, seq);
-	if (rv == 0) {
-		session_seq_end(s, seq); /* the record now says canceled */
+	uint64_t granted = 0;
+	uint32_t left;
+	int rv = lock_cancel_wait(l, seq, &granted);
+	if (rv == 0 || rv == 1) {
+		/* the acquire's record is final: canceled, or granted */
+		session_seq_end(s, seq);
 		client_take(c, req, NULL);
+		if (rv == 1) {
+			/* a grant raced the cancel: give it back */
+			l->token = granted;
+			lock_release_locked(l, &left);
+		}
 		return RAFTLOCK_ETIMEDOUT;
 	}
-	if (rv == 1 && !req->done) {
-		/* Ended meanwhile: a retry of the acquire tells how. */
+	if (rv == 2 && !req->done) {
+		/* ended otherwise: a retry of the acquire tells how */
 		client_resend(c, req);
-		lock_wait_push(c, s, req,
-			       clock_mono_ms() + c->request_timeout_ms);
+		lock_wait_push(c, s, req, clock_mono_ms() + c->request_timeout_ms);
 	}
 	if (!req->done) {
-		client_take(c, req, NULL); /* its seq stays unknown */
+		/* the session releases a grant that comes later */
+		session_abandon(s, req, seq, l->name, l->owner);
 		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ETIMEDOUT;
 	}
 	client_take(c, req, &reply);
 	session_seq_end(s, seq);
-	if (session_reply_result(reply, &res) == 0 && res->status == 0) {
-		/* A grant raced the cancel: give it back. */
+	if (session_reply_result(reply, &res) == 0 && res->status == 0 &&
+	    !res->queued) {
 		uint64_t token;
-		uint32_t left;
 		lock_granted(l, res, &token);
 		lock_release_locked(l, &left);
 	}
@@ -295,9 +334,10 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
 					   : 0;
 	lock_wait_push(c, s, req, deadline);
 	if (!req->done) {
-		if (s->lost) {
+		if (s->lost || s->closing) {
+			/* the server ends the wait with the session */
 			client_take(c, req, NULL);
-			return RAFTLOCK_ESESSION;
+			return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
 		}
 		return lock_give_up(l, req, seq);
 	}
@@ -316,8 +356,8 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m,
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = session_mutate(l->session, &m->env, &m->req.session,
-				&m->req.seq, &m->req.ack_below, &reply, &res);
+	int rv = lock_send(l, &m->env, &m->req.session, &m->req.seq,
+			   &m->req.ack_below, true, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -339,11 +379,18 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode
 	uint64_t t = 0;
 	acquire_msg_init(&m, l, mode, permits, timeout_ms);
 	pthread_mutex_lock(&c->mu);
-	int rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
-				 : lock_acquire_wait(l, &m, timeout_ms, &t);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
+				     : lock_acquire_wait(l, &m, timeout_ms, &t);
+		session_call_end(l->session);
+	}
+	/* A close in another thread frees l once the lock is let go. */
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
 	pthread_mutex_unlock(&c->mu);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
+		return rv;
 	if (token != NULL)
 		*token = t;
 	return 0;

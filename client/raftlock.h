@@ -176,8 +176,15 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 /*
  * Closes the session on the server (all its locks are released and its
  * waits canceled) and frees it, with any lock handles still open on it.
+ * Lock calls on it in other threads end first: a blocked
+ * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
+ * RAFTLOCK_ECANCELED. Those threads must not use the session or its
+ * handles after that.
  * Returns the error of the close request, but frees the session in any
- * case; the server expires a session it never heard closing.
+ * case; the server expires a session it never heard closing. A session
+ * already lost because its validity ran out (the server may not have
+ * expired it yet) is still closed on the server, on a best-effort basis
+ * bounded by one second, and the call returns 0 for it.
  * NULL is a no-op returning 0.
  */
 RAFTLOCK_API int raftlock_session_close(raftlock_session *session);
@@ -240,6 +247,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  * Errors: RAFTLOCK_EBUSY (held by another owner), RAFTLOCK_ESESSION,
  * RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
  * RAFTLOCK_EUNAVAILABLE.
+ * After RAFTLOCK_ETIMEDOUT or RAFTLOCK_EUNAVAILABLE the outcome may be
+ * unknown: the library keeps asking in the background with the same
+ * sequence number, and releases the lock if it turns out granted.
  */
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
 
@@ -251,7 +261,9 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  * lock and knows its token, or is not queued: a timeout cancels the wait on
  * the server, and a grant that raced the cancel is released.
  * Errors: those of raftlock_lock_try(), RAFTLOCK_ETIMEDOUT when the wait
- * timed out, RAFTLOCK_ESESSION when the session ended while waiting.
+ * timed out, RAFTLOCK_ESESSION when the session ended while waiting,
+ * RAFTLOCK_ECANCELED when another thread closed the session meanwhile (the
+ * server drops the wait with the session).
  */
 RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock,
 				       enum raftlock_mode mode, uint32_t permits,

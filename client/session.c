@@ -10,7 +10,7 @@
 #include "lock.h"
 
 #define SESSION_TTL_DEFAULT_MS 10000
-#define KEEPALIVE_IDLE_WAKE_MS 1000
+#define SESSION_LOST_CLOSE_MS 1000 /* best-effort close of a lost session */
 
 uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 {
@@ -26,7 +26,7 @@ uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 
 int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below)
 {
-	if (s->lost)
+	if (s->lost && !s->closing)
 		return RAFTLOCK_ESESSION;
 	if (s->n_inflight == s->cap_inflight) {
 		size_t cap = s->cap_inflight ? s->cap_inflight * 2 : 8;
@@ -57,6 +57,20 @@ void session_seq_end(raftlock_session *s, uint64_t seq)
 	}
 }
 
+int session_call_begin(raftlock_session *s)
+{
+	if (s->closing)
+		return RAFTLOCK_ECANCELED;
+	s->calls++;
+	return 0;
+}
+
+void session_call_end(raftlock_session *s)
+{
+	if (--s->calls == 0 && s->closing)
+		pthread_cond_broadcast(&s->client->cond);
+}
+
 void session_mark_lost(raftlock_session *s, int reason)
 {
 	if (s->lost)
@@ -80,34 +94,34 @@ int session_reply_result(const Raftlock__Envelope *reply,
 	return 0;
 }
 
-/* Whether a response status tells that the request was not executed (so
- * its seq is settled), as opposed to an outcome nobody knows. */
-static bool session_status_settles(int status)
-{
-	return status != RAFTLOCK_ETIMEDOUT && status != RAFTLOCK_ECONNECTION &&
-	       status != RAFTLOCK_EUNAVAILABLE && status != RAFTLOCK_EUNKNOWN &&
-	       status != RAFTLOCK_ENOTLEADER && status != RAFTLOCK_ESHUTDOWN;
-}
-
-int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
-		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
+int session_mutate(raftlock_session *s, const struct session_req *sr,
 		   Raftlock__Envelope **reply, const Raftlock__Result **result)
 {
+	raftlock_client *c = s->client;
 	Raftlock__Envelope *r = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = session_seq_begin(s, f_seq, f_ack_below);
+	struct request *req;
+	int rv = session_seq_begin(s, sr->f_seq, sr->f_ack_below);
 	if (rv != 0)
 		return rv;
-	*f_session = s->id;
-	uint64_t seq = *f_seq;
-	rv = client_call(s->client, env, 0, &r);
-	if (rv == 0)
-		rv = session_reply_result(r, &res);
-	if (rv == 0 || session_status_settles(rv))
-		session_seq_end(s, seq);
+	*sr->f_session = s->id;
+	uint64_t seq = *sr->f_seq;
+	rv = client_submit(c, sr->env, false, &req);
 	if (rv != 0) {
-		if (r != NULL)
-			raftlock__envelope__free_unpacked(r, NULL);
+		session_seq_end(s, seq);
+		return rv;
+	}
+	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
+	rv = client_wait(c, req, clock_mono_ms() + timeout);
+	if (rv != 0) {
+		session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
+		return rv;
+	}
+	client_take(c, req, &r);
+	session_seq_end(s, seq); /* only final answers complete a request */
+	rv = session_reply_result(r, &res);
+	if (rv != 0) {
+		raftlock__envelope__free_unpacked(r, NULL);
 		return rv;
 	}
 	if (res->status == RAFTLOCK_ESESSION)
@@ -115,6 +129,99 @@ int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
 	*reply = r;
 	*result = res;
 	return 0;
+}
+
+/* -------------------------------------------------------------- orphans */
+
+/* Keeps req in the table as an orphan of s; false when out of memory. */
+static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
+		       const char *name, uint64_t owner)
+{
+	struct session_orphan *o = calloc(1, sizeof *o);
+	if (o == NULL || (name != NULL && (o->name = strdup(name)) == NULL)) {
+		free(o);
+		return false;
+	}
+	o->req = req;
+	o->seq = seq;
+	o->owner = owner;
+	o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
+	o->next = s->orphans;
+	s->orphans = o;
+	return true;
+}
+
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		     const char *name, uint64_t owner)
+{
+	raftlock_client *c = s->client;
+	if (!req->ever_sent) {
+		client_take(c, req, NULL); /* the server never saw it */
+		session_seq_end(s, seq);
+		return;
+	}
+	if (!orphan_add(s, req, seq, name, owner))
+		client_take(c, req, NULL); /* its seq stays unknown for good */
+}
+
+static void orphan_free(raftlock_client *c, struct session_orphan *o)
+{
+	client_take(c, o->req, NULL);
+	free(o->name);
+	free(o);
+}
+
+/* Releases a grant nobody waits for, as an orphan of its own. */
+static void orphan_release(raftlock_session *s, const struct session_orphan *o)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct request *r;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &req;
+	req.release = &rel;
+	rel.name = o->name;
+	rel.owner = o->owner;
+	if (session_seq_begin(s, &req.seq, &req.ack_below) != 0)
+		return;
+	req.session = s->id;
+	if (client_submit(s->client, &env, false, &r) != 0) {
+		session_seq_end(s, req.seq);
+		return;
+	}
+	if (!orphan_add(s, r, req.seq, NULL, 0)) {
+		client_take(s->client, r, NULL); /* never sent: settled */
+		session_seq_end(s, req.seq);
+	}
+}
+
+/* Settles the orphans of s that got their answer (c->mu held). */
+void session_orphans_settle(raftlock_session *s)
+{
+	struct session_orphan **pp = &s->orphans;
+	while (*pp != NULL) {
+		struct session_orphan *o = *pp;
+		if (!o->req->done) {
+			uint64_t now = clock_mono_ms();
+			if (now >= o->resend_at) {
+				/* a retry with the same seq is answered from
+				 * the server's record */
+				client_resend(s->client, o->req);
+				o->resend_at = now + s->client->request_timeout_ms;
+			}
+			pp = &o->next;
+			continue;
+		}
+		*pp = o->next;
+		const Raftlock__Result *res;
+		session_seq_end(s, o->seq);
+		if (o->name != NULL && !s->lost &&
+		    session_reply_result(o->req->reply, &res) == 0 &&
+		    res->status == 0 && res->token != 0 && !res->queued)
+			orphan_release(s, o);
+		orphan_free(s->client, o);
+	}
 }
 
 /* ----------------------------------------------------------- open/close */
@@ -205,7 +312,7 @@ err:
 }
 
 /* Sends CloseSession for s (not lost) with c->mu held. */
-static int session_send_close(raftlock_session *s)
+static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CloseSessionRequest req = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
@@ -213,8 +320,14 @@ static int session_send_close(raftlock_session *s)
 	const Raftlock__Result *res = NULL;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
-	int rv = session_mutate(s, &env, &req.session, &req.seq, &req.ack_below,
-				&reply, &res);
+	struct session_req sr = {
+		.env = &env,
+		.f_session = &req.session,
+		.f_seq = &req.seq,
+		.f_ack_below = &req.ack_below,
+		.timeout_ms = timeout_ms,
+	};
+	int rv = session_mutate(s, &sr, &reply, &res);
 	if (rv == 0) {
 		rv = res->status;
 		raftlock__envelope__free_unpacked(reply, NULL);
@@ -222,20 +335,39 @@ static int session_send_close(raftlock_session *s)
 	return rv;
 }
 
-static int session_close_locked(raftlock_session *s)
+/* Closes and frees s with c->mu held, waiting up to timeout_ms (0: the
+ * request timeout) for the server. */
+static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 {
 	raftlock_client *c = s->client;
 	/* Its on_lost may be running on the keepalive thread right now. */
 	while (c->cb_session == s && !pthread_equal(pthread_self(), c->ka_thread))
 		pthread_cond_wait(&c->cond, &c->mu);
+	/* Calls in other threads end first: a blocked acquire gives up. */
+	s->closing = true;
+	pthread_cond_broadcast(&c->cond);
+	while (s->calls > 0)
+		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
 	if (!s->lost) {
-		rv = session_send_close(s);
+		rv = session_send_close(s, timeout_ms);
 		if (rv != 0)
 			errmsg_set(c, rv, NULL, "close session %llu",
 				   (unsigned long long)s->id);
 		s->lost = true;
 		s->valid_until = 0;
+	} else if (s->lost_reason == RAFTLOCK_ETIMEDOUT) {
+		/* Lost in our view only: the server may still hold its locks
+		 * until the lease ends there. Ask it to let go now, briefly;
+		 * the outcome does not change what the caller gets. */
+		if (timeout_ms == 0 || timeout_ms > SESSION_LOST_CLOSE_MS)
+			timeout_ms = SESSION_LOST_CLOSE_MS;
+		session_send_close(s, timeout_ms);
+	}
+	while (s->orphans != NULL) {
+		struct session_orphan *o = s->orphans;
+		s->orphans = o->next;
+		orphan_free(c, o);
 	}
 	session_unlink(s);
 	lock_free_all(s);
@@ -251,7 +383,7 @@ RAFTLOCK_API int raftlock_session_close(raftlock_session *s)
 		return 0;
 	raftlock_client *c = s->client;
 	pthread_mutex_lock(&c->mu);
-	int rv = session_close_locked(s);
+	int rv = session_close_locked(s, 0);
 	pthread_mutex_unlock(&c->mu);
 	return rv;
 }
@@ -259,19 +391,15 @@ RAFTLOCK_API int raftlock_session_close(raftlock_session *s)
 void session_close_all(raftlock_client *c)
 {
 	pthread_mutex_lock(&c->mu);
-	unsigned saved = c->request_timeout_ms;
-	uint64_t deadline = clock_mono_ms() + saved;
+	uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
 	while (c->sessions != NULL) {
 		uint64_t now = clock_mono_ms();
-		/* Bound the whole close by one request timeout. */
-		c->request_timeout_ms = now + 1 < deadline
-						? (unsigned)(deadline - now)
-						: 1;
+		/* One request timeout for them all: past it, just free. */
 		if (now >= deadline)
 			c->sessions->lost = true;
-		session_close_locked(c->sessions);
+		session_close_locked(c->sessions,
+				     now < deadline ? (unsigned)(deadline - now) : 1);
 	}
-	c->request_timeout_ms = saved;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -297,189 +425,10 @@ RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *s)
 	return raftlock_now_ms() < raftlock_session_valid_until(s);
 }
 
-/* ---------------------------------------------------------- keepalives */
-
-struct keepalive {
-	struct request *req;
-	uint64_t *ids; /* the sessions the request names, in order */
-	size_t n_ids;
-	uint64_t sent_boot;
-	uint64_t deadline; /* CLOCK_MONOTONIC: give up and send afresh */
-};
-
-static raftlock_session *session_find(raftlock_client *c, uint64_t id)
+raftlock_session *session_find(raftlock_client *c, uint64_t id)
 {
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
 		if (s->id == id)
 			return s;
 	return NULL;
-}
-
-static unsigned keepalive_interval(raftlock_client *c)
-{
-	unsigned iv = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		if (!s->lost && (iv == 0 || s->ttl_ms / 3 < iv))
-			iv = s->ttl_ms / 3;
-	return iv;
-}
-
-static void keepalive_end(raftlock_client *c, struct keepalive *ka)
-{
-	if (ka->req != NULL)
-		client_take(c, ka->req, NULL);
-	free(ka->ids);
-	memset(ka, 0, sizeof *ka);
-}
-
-/* Applies an answered keepalive to the sessions it names. */
-static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
-{
-	const Raftlock__Envelope *reply = ka->req->reply;
-	const Raftlock__Response *resp = reply->response;
-	if (resp->status != 0 ||
-	    resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
-		return;
-	const Raftlock__KeepAliveResult *kr = resp->keepalive;
-	for (size_t i = 0; i < ka->n_ids && i < kr->n_statuses; i++) {
-		raftlock_session *s = session_find(c, ka->ids[i]);
-		if (s == NULL || s->lost)
-			continue;
-		if (kr->statuses[i] == RAFTLOCK_ESESSION) {
-			session_mark_lost(s, RAFTLOCK_ESESSION);
-			continue;
-		}
-		if (kr->statuses[i] != 0)
-			continue;
-		/* An acknowledgement that arrives after validity ran out is
-		 * late: the session is lost and stays lost. */
-		if (ka->req->done_boot >= s->valid_until) {
-			session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
-			continue;
-		}
-		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0)
-			s->ttl_ms = kr->ttl_ms[i];
-		uint64_t v = session_validity_ms(ka->sent_boot, s->ttl_ms);
-		if (v > s->valid_until)
-			s->valid_until = v;
-	}
-}
-
-static void keepalive_send(raftlock_client *c, struct keepalive *ka,
-			   unsigned interval)
-{
-	size_t n = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		n += !s->lost;
-	uint64_t *ids = calloc(n, sizeof *ids);
-	if (ids == NULL)
-		return;
-	n = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		if (!s->lost)
-			ids[n++] = s->id;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	Raftlock__KeepAliveRequest req = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
-	env.keepalive = &req;
-	req.sessions = ids;
-	req.n_sessions = n;
-	ka->sent_boot = clock_boot_ms();
-	if (client_submit(c, &env, false, &ka->req) != 0) {
-		free(ids);
-		return;
-	}
-	ka->ids = ids;
-	ka->n_ids = n;
-	ka->deadline = clock_mono_ms() + interval;
-}
-
-/* Runs one due on_lost callback without the lock. Returns true if it did. */
-static bool keepalive_fire_one(raftlock_client *c)
-{
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
-		if (!s->cb_pending)
-			continue;
-		s->cb_pending = false;
-		c->cb_session = s;
-		pthread_mutex_unlock(&c->mu);
-		s->on_lost(s, s->lost_reason, s->on_lost_arg);
-		pthread_mutex_lock(&c->mu);
-		c->cb_session = NULL;
-		pthread_cond_broadcast(&c->cond);
-		return true;
-	}
-	return false;
-}
-
-/* The CLOCK_MONOTONIC time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka,
-				  unsigned interval)
-{
-	uint64_t now_m = clock_mono_ms();
-	uint64_t now_b = clock_boot_ms();
-	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS;
-	if (ka->req != NULL && ka->deadline < at)
-		at = ka->deadline;
-	if (ka->req == NULL && interval != 0 && c->ka_next < at)
-		at = c->ka_next;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
-		if (s->lost)
-			continue;
-		uint64_t left = s->valid_until > now_b ? s->valid_until - now_b : 0;
-		if (now_m + left < at)
-			at = now_m + left;
-	}
-	return at;
-}
-
-static void *keepalive_main(void *arg)
-{
-	raftlock_client *c = arg;
-	struct keepalive ka = {0};
-	pthread_mutex_lock(&c->mu);
-	while (!c->ka_stop) {
-		if (ka.req != NULL && ka.req->done) {
-			keepalive_apply(c, &ka);
-			keepalive_end(c, &ka);
-		} else if (ka.req != NULL && clock_mono_ms() >= ka.deadline) {
-			keepalive_end(c, &ka);
-		}
-		uint64_t now_b = clock_boot_ms();
-		for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-			if (!s->lost && now_b >= s->valid_until)
-				session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
-		if (keepalive_fire_one(c))
-			continue;
-		unsigned interval = keepalive_interval(c);
-		uint64_t now_m = clock_mono_ms();
-		if (ka.req == NULL && interval != 0 && now_m >= c->ka_next) {
-			c->ka_next = now_m + interval;
-			keepalive_send(c, &ka, interval);
-		}
-		uint64_t at = keepalive_wake_at(c, &ka, interval);
-		if (at > clock_mono_ms()) {
-			struct timespec ts = clock_mono_deadline(at);
-			pthread_cond_timedwait(&c->cond, &c->mu, &ts);
-		}
-	}
-	keepalive_end(c, &ka);
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
-}
-
-int session_keepalive_start(raftlock_client *c)
-{
-	if (pthread_create(&c->ka_thread, NULL, keepalive_main, c) != 0)
-		return RAFTLOCK_EINTERNAL;
-	return 0;
-}
-
-void session_keepalive_stop(raftlock_client *c)
-{
-	pthread_mutex_lock(&c->mu);
-	c->ka_stop = true;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->ka_thread, NULL);
 }

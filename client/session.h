@@ -7,11 +7,14 @@
  * outcome stays unknown (a timeout) keeps ack_below where it is forever:
  * the server then keeps answering a retry of it from its record.
  *
- * The keepalive thread batches all live sessions of the client into one
- * KeepAliveRequest every min(TTL)/3, moves their validity forward from the
- * SEND time of each acknowledged keepalive, marks a session lost when its
- * validity passes or the server says it is gone, and calls on_lost once.
- * All functions here expect c->mu held unless they say otherwise.
+ * A mutating request whose caller stops waiting before its outcome is
+ * known becomes an orphan of its session: it stays in the request table
+ * (so it is sent again after a reconnect, with its seq, and once every
+ * request timeout on the same connection) until an answer
+ * comes; then the keepalive thread settles its seq, and, for an acquire,
+ * releases a grant that nobody waits for any more (DESIGN.md rule 8).
+ *
+ * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless they say otherwise.
  */
 #ifndef RAFTLOCK_SESSION_H
 #define RAFTLOCK_SESSION_H
@@ -22,6 +25,15 @@
 #include "client.h"
 
 struct raftlock_lock;
+
+struct session_orphan {
+	struct session_orphan *next;
+	struct request *req;
+	uint64_t seq;
+	char *name;     /* an acquire: the lock to release if it was granted */
+	uint64_t owner; /* and the handle id it was granted to */
+	uint64_t resend_at; /* CLOCK_MONOTONIC: ask again if still unanswered */
+};
 
 struct raftlock_session {
 	struct raftlock_session *prev, *next; /* in the client's list */
@@ -39,6 +51,9 @@ struct raftlock_session {
 	size_t n_inflight;
 	size_t cap_inflight;
 	struct raftlock_lock *locks; /* handles made on this session */
+	struct session_orphan *orphans;
+	unsigned calls;  /* lock calls in progress on this session */
+	bool closing;    /* raftlock_session_close() has begun */
 };
 
 /*
@@ -56,30 +71,58 @@ int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below);
 /* The outcome of seq is known: it no longer holds ack_below back. */
 void session_seq_end(raftlock_session *s, uint64_t seq);
 
+/* Brackets a lock call on s (c->mu held), so that closing the session
+ * waits for it: session_call_begin() returns RAFTLOCK_ECANCELED once the
+ * session is closing. A blocking wait ends early when s->closing is set. */
+int session_call_begin(raftlock_session *s);
+void session_call_end(raftlock_session *s);
+
 /* Marks s lost for good (valid_until 0); on_lost will run once from the
  * keepalive thread. No-op when already lost. */
 void session_mark_lost(raftlock_session *s, int reason);
 
+/* One mutating request of a session. */
+struct session_req {
+	Raftlock__Envelope *env;
+	uint64_t *f_session; /* the request's fields inside env */
+	uint64_t *f_seq;
+	uint64_t *f_ack_below;
+	unsigned timeout_ms; /* 0: the client's request timeout */
+	const char *grant_name; /* an acquire: what to release if it is */
+	uint64_t grant_owner;   /* granted after the caller gave up */
+};
+
 /*
- * Sends one mutating request of s: sets *f_session, *f_seq, *f_ack_below
- * (fields of the request inside env), waits up to the client's request
- * timeout, and tracks the seq. On 0 *result points into *reply (owned by
- * the caller) and holds the command's outcome; a result of
- * RAFTLOCK_ESESSION also marks s lost. Errors: transport and response
- * errors (ETIMEDOUT, ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
+ * Sends one mutating request of s: sets its session, seq and ack_below,
+ * waits up to its timeout, and tracks the seq (an unanswered request
+ * becomes an orphan). On 0 *result points into *reply (owned by the
+ * caller) and holds the command's outcome; a result of RAFTLOCK_ESESSION
+ * also marks s lost. Errors: transport and response errors (ETIMEDOUT,
+ * ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
  */
-int session_mutate(raftlock_session *s, Raftlock__Envelope *env,
-		   uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
+int session_mutate(raftlock_session *s, const struct session_req *sr,
 		   Raftlock__Envelope **reply, const Raftlock__Result **result);
+
+/*
+ * Gives up waiting for req (a request of s with the given seq; taken over
+ * from the caller). A request that never reached a connection is dropped
+ * and its seq settled; any other becomes an orphan (see above). name (may
+ * be NULL) and owner say what to release should it turn out granted.
+ */
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		     const char *name, uint64_t owner);
 
 /* Checks a completed reply of a mutating request: 0 with *result, or the
  * response's error (EPROTO when it carries no result). */
 int session_reply_result(const Raftlock__Envelope *reply,
 			 const Raftlock__Result **result);
 
-/* Start and stop the keepalive thread (called without c->mu held). */
-int session_keepalive_start(raftlock_client *c);
-void session_keepalive_stop(raftlock_client *c);
+/* Settles the orphans of s that got their answer, and asks again for
+ * those unanswered for a request timeout (keepalive thread, c->mu held). */
+void session_orphans_settle(raftlock_session *s);
+
+/* The session of c with that id, or NULL. */
+raftlock_session *session_find(raftlock_client *c, uint64_t id);
 
 /* Closes every session of c within one request timeout in total (called
  * without c->mu held). */

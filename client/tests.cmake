@@ -1,19 +1,33 @@
 # Tests of libraftlock that need no server (cmocka). Included from
 # tests/unit/CMakeLists.txt:
 #   include(${PROJECT_SOURCE_DIR}/client/tests.cmake)
+# Works whether or not that file already made a target per test_*.c: an
+# existing target gets what a client test needs, a missing one is made.
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
-foreach(_t errors options validity fake)
-  add_executable(test_client_${_t}
-    ${PROJECT_SOURCE_DIR}/tests/unit/test_client_${_t}.c)
+foreach(_t errors options validity fake cli introspect)
+  set(_name test_client_${_t})
+  if(NOT TARGET ${_name})
+    add_executable(${_name} ${PROJECT_SOURCE_DIR}/tests/unit/${_name}.c)
+    target_link_libraries(${_name} PRIVATE PkgConfig::CMOCKA)
+    add_test(NAME unit_${_name} COMMAND ${_name})
+    set_tests_properties(unit_${_name} PROPERTIES LABELS unit TIMEOUT 120)
+  endif()
   # Internal headers (session.h, conn.h) and the proto codec are reachable
   # through the static library, which holds every object.
-  target_include_directories(test_client_${_t} PRIVATE
+  target_include_directories(${_name} PRIVATE
     ${PROJECT_SOURCE_DIR}/client
     $<TARGET_PROPERTY:raftlock_proto,INTERFACE_INCLUDE_DIRECTORIES>)
-  target_link_libraries(test_client_${_t} PRIVATE
-    raftlock_static PkgConfig::CMOCKA PkgConfig::PROTOBUFC Threads::Threads)
-  add_dependencies(test_client_${_t} raftlock_proto)
-  add_test(NAME client_${_t} COMMAND test_client_${_t})
-  set_tests_properties(client_${_t} PROPERTIES TIMEOUT 120)
+  target_link_libraries(${_name} PRIVATE
+    raftlock_static PkgConfig::PROTOBUFC Threads::Threads)
+  add_dependencies(${_name} raftlock_proto)
 endforeach()
+
+# The fake node (not a test of its own: its name does not start with test_).
+foreach(_name test_client_fake test_client_cli test_client_introspect)
+  target_sources(${_name} PRIVATE
+    ${PROJECT_SOURCE_DIR}/tests/unit/client_fakeserver.c)
+endforeach()
+target_compile_definitions(test_client_cli PRIVATE
+  RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")
+add_dependencies(test_client_cli raftlock_cli)

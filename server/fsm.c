@@ -59,6 +59,15 @@ static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
 /* Whether a request of (mode, permits) is compatible with the holders. */
 static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, uint32_t permits)
 {
+#ifdef RAFTLOCK_BROKEN_FENCING
+	/* Test-only build (CMake option RAFTLOCK_BROKEN_FENCING): grants
+	 * ignore the current holders, so the fault-injection checkers must
+	 * catch two holders at once. Never in a real build. */
+	(void)lock;
+	(void)mode;
+	(void)permits;
+	return true;
+#endif
 	if (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE)
 		return records_permits_held(lock) + permits <= lock->limit;
 	if (lock->n_holders == 0)
@@ -73,7 +82,11 @@ static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, ui
 
 static uint64_t take_token(struct apply *a)
 {
+#ifdef RAFTLOCK_BROKEN_FENCING
+	return a->meta->next_token; /* test-only: every grant reuses one token */
+#else
 	return a->meta->next_token++;
+#endif
 }
 
 static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,

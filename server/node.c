@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -602,6 +603,15 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 		snprintf(err, errlen, "raft init: %s", raft_strerror(rv));
 		goto fail_io;
 	}
+	/* Election timeouts are randomized from libc's rand() in the raft_uv
+	 * backend: unseeded, every node draws the same sequence and their
+	 * elections keep splitting the vote. Seed it, and raft's own state. */
+	unsigned seed = 0;
+	if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+		seed = (unsigned)(uv_hrtime() ^ (uint64_t)getpid() << 16);
+	seed ^= (unsigned)cfg->id * 2654435761u;
+	srand(seed);
+	raft_seed(&n->raft, seed);
 	raft_set_election_timeout(&n->raft, cfg->election_timeout_ms);
 	raft_set_heartbeat_timeout(&n->raft, cfg->heartbeat_timeout_ms);
 	raft_set_pre_vote(&n->raft, true);

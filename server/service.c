@@ -32,10 +32,17 @@ struct pending {
 	struct pending *next;
 };
 
+/* Where the final outcome of a queued acquire goes. It is registered when
+ * the acquire is proposed: a release applied right after the acquire can
+ * grant it before the acquire's own completion runs. Until the acquire is
+ * answered, an outcome that arrives is kept and becomes the answer. */
 struct push_target {
 	uint64_t seq;
 	struct conn *conn;
 	uint64_t id;
+	bool answered;
+	bool have_result;
+	Raftlock__Result result;
 	struct push_target *next;
 };
 
@@ -169,14 +176,24 @@ static void push_set(struct service *s, uint64_t session, uint64_t seq, struct c
 		if (t->seq == seq) { /* a retry moves the push (DESIGN.md) */
 			t->conn = c;
 			t->id = id;
+			t->answered = false;
 			return;
 		}
 	}
-	struct push_target *t = malloc(sizeof *t);
+	struct push_target *t = calloc(1, sizeof *t);
 	if (t == NULL)
 		log_fatal("out of memory");
-	*t = (struct push_target){seq, c, id, slot->ptr};
+	*t = (struct push_target){.seq = seq, .conn = c, .id = id, .next = slot->ptr};
 	slot->ptr = t;
+}
+
+static struct push_target *push_find(struct service *s, uint64_t session, uint64_t seq)
+{
+	struct idmap_slot *slot = idmap_get(&s->pushes, session);
+	for (struct push_target *t = slot ? slot->ptr : NULL; t != NULL; t = t->next)
+		if (t->seq == seq)
+			return t;
+	return NULL;
 }
 
 static struct push_target *push_take(struct service *s, uint64_t session, uint64_t seq)
@@ -228,9 +245,16 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 	}
 	if (ev->type != FSM_EV_PUSH)
 		return;
-	struct push_target *t = push_take(s, ev->session, ev->seq);
+	struct push_target *t = push_find(s, ev->session, ev->seq);
 	if (t == NULL)
 		return;
+	if (!t->answered) {
+		/* The acquire's own answer has not gone out: it carries this. */
+		t->result = *ev->result;
+		t->have_result = true;
+		return;
+	}
+	t = push_take(s, ev->session, ev->seq);
 	/* Rule 10: a leader that is not ready pushes nothing; the client
 	 * learns the outcome when it re-sends the acquire. */
 	if (t->conn != NULL && s->node->ready) {
@@ -250,12 +274,22 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 {
 	struct pending *p = arg;
 	struct service *s = p->conn->svc;
+	/* The push target this acquire registered, unless a retry moved it. */
+	struct push_target *t = p->seq ? push_find(s, p->session, p->seq) : NULL;
+	if (t != NULL && (t->conn != p->conn || t->id != p->id))
+		t = NULL;
+	Raftlock__Result res = status == 0 ? *result : (Raftlock__Result)RAFTLOCK__RESULT__INIT;
+	if (status == 0 && t != NULL && t->have_result)
+		res = t->result; /* granted (or ended) before we could answer */
+	if (t != NULL) {
+		if (status == 0 && res.queued && !p->conn->closing)
+			t->answered = true;
+		else
+			free(push_take(s, p->session, p->seq));
+	}
 	if (status != 0) {
 		send_status(s, p->conn, p->id, status, NULL);
 	} else {
-		Raftlock__Result res = *result;
-		if (res.queued && p->seq != 0 && !p->conn->closing)
-			push_set(s, p->session, p->seq, p->conn, p->id);
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 		resp.result = &res;
@@ -274,8 +308,12 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 	}
 	p->session = cmd->session;
 	p->seq = pushable ? cmd->seq : 0;
+	if (p->seq != 0)
+		push_set(s, p->session, p->seq, c, id);
 	int rv = node_propose(s->node, cmd, mutation_done, p);
 	if (rv != 0) {
+		if (p->seq != 0)
+			free(push_take(s, p->session, p->seq));
 		send_status(s, c, id, rv, NULL);
 		pending_free(p);
 	}

@@ -35,7 +35,7 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 		goto fail;
 	mdb_env_set_maxdbs(s->env, 8);
 	mdb_env_set_mapsize(s->env, map_size);
-	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_NOTLS, 0640);
+	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_NOTLS | MDB_WRITEMAP, 0640);
 	if (rc != 0)
 		goto fail;
 	if ((rc = mdb_txn_begin(s->env, NULL, 0, &txn)) != 0)

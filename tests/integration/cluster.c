@@ -62,7 +62,7 @@ static void destroy_all(void)
 {
 	for (int i = 0; i < 8; i++)
 		if (registered[i] != NULL)
-			tcluster_destroy(registered[i]);
+			(void)tcluster_destroy(registered[i]);
 }
 
 static void spawn(struct tcluster *c, int i)
@@ -204,13 +204,44 @@ void tcluster_restart(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
-void tcluster_destroy(struct tcluster *c)
+/* Counts sanitizer reports in node i's log (every start appends to it). */
+static int sanitizer_reports(struct tcluster *c, int i)
 {
+	char path[320], line[512];
+	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL) {
+		if (strstr(line, "Sanitizer") != NULL || strstr(line, "runtime error:") != NULL) {
+			fprintf(stderr, "cluster harness: node %d: %s", i + 1, line);
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+int tcluster_destroy(struct tcluster *c)
+{
+	int problems = 0;
 	if (c->n == 0)
-		return;
-	for (int i = 0; i < c->n; i++)
-		tcluster_stop(c, i);
-	if (getenv("RAFTLOCK_TEST_KEEP") == NULL) {
+		return 0;
+	for (int i = 0; i < c->n; i++) {
+		if (c->pid[i] > 0) {
+			int st = tcluster_stop(c, i);
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				fprintf(stderr, "cluster harness: node %d did not stop cleanly (%#x)\n",
+					i + 1, st);
+				problems++;
+			}
+		}
+		problems += sanitizer_reports(c, i);
+	}
+	if (problems > 0)
+		fprintf(stderr, "cluster harness: logs kept in %s\n", c->dir);
+	else if (getenv("RAFTLOCK_TEST_KEEP") == NULL) {
 		char cmd[300];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
 		if (system(cmd) != 0)
@@ -220,22 +251,30 @@ void tcluster_destroy(struct tcluster *c)
 	for (int i = 0; i < 8; i++)
 		if (registered[i] == c)
 			registered[i] = NULL;
+	return problems;
 }
 
 int tcluster_leader(struct tcluster *c, int timeout_ms)
 {
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
 	do {
+		/* A deposed leader may still believe it leads (paused, cut
+		 * off): the ready leader of the highest term is the one. */
+		int best = -1;
+		uint64_t best_term = 0;
 		for (int i = 0; i < c->n; i++) {
 			if (c->pid[i] <= 0)
 				continue;
 			Raftlock__StatusInfo *st = tcluster_status(c, i);
-			bool ready = st != NULL && st->ready && st->next_token != 0;
+			if (st != NULL && st->ready && st->next_token != 0 && st->term > best_term) {
+				best = i;
+				best_term = st->term;
+			}
 			if (st)
 				raftlock__status_info__free_unpacked(st, NULL);
-			if (ready)
-				return i;
 		}
+		if (best >= 0)
+			return best;
 		sleep_ms(50);
 	} while (tcluster_now_ms() < end);
 	return -1;

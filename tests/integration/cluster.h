@@ -31,8 +31,10 @@ struct tcluster {
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
 void tcluster_start(struct tcluster *c, int n, unsigned election_ms);
 
-/* Stops every node (SIGTERM, then SIGKILL after 5 s) and removes the data. */
-void tcluster_destroy(struct tcluster *c);
+/* Stops every node (SIGTERM, then SIGKILL after 5 s) and removes the data.
+ * Returns the number of problems seen: a node that did not exit 0 after
+ * SIGTERM, and sanitizer reports in the node logs (then kept). */
+int tcluster_destroy(struct tcluster *c);
 
 /* Starts node i again with its data directory. */
 void tcluster_restart(struct tcluster *c, int i);

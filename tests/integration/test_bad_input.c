@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,8 +28,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	tcluster_destroy(&cl);
-	return 0;
+	return tcluster_destroy(&cl);
 }
 
 struct snapshot {
@@ -171,5 +171,7 @@ int main(void)
 		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
 		cmocka_unit_test(name_too_long),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -102,7 +102,7 @@ static void foreign_data_dir(void **state)
 	char *other_node[] = {"raftlockd", "--id",  "3",        "--data-dir", dir,
 			      "--cluster", cl.name, "--member", member3,      NULL};
 	expect_refused(other_node, 1, "belongs to another cluster or node");
-	tcluster_destroy(&cl);
+	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
 /* The shipped example configurations are valid. */
@@ -129,5 +129,7 @@ int main(void)
 		cmocka_unit_test(foreign_data_dir),
 		cmocka_unit_test(example_configs),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

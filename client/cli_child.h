@@ -1,0 +1,52 @@
+/*
+ * cli_child.h: holding a lock while a child command runs (`raftlock lock`
+ * and `raftlock run`).
+ *
+ * The child gets RAFTLOCK_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION in its
+ * environment and PR_SET_PDEATHSIG(SIGKILL), so it dies with us. While it
+ * runs, SIGINT, SIGTERM and SIGHUP are forwarded to it; when the session
+ * cannot be renewed it gets SIGTERM at valid_until - grace and SIGKILL at
+ * valid_until, before the server can give the lock to anyone else.
+ */
+#ifndef RAFTLOCK_CLI_CHILD_H
+#define RAFTLOCK_CLI_CHILD_H
+
+#include <signal.h>
+
+#include "raftlock.h"
+
+/* Exit codes of the raftlock command. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_ERROR 1
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_BUSY 3
+
+struct cli_hold {
+	const char *name;
+	struct raftlock_lock_options lock_opts;
+	enum raftlock_mode mode;
+	uint32_t permits;
+	int wait_ms;       /* 0: do not wait; < 0: forever */
+	unsigned ttl_ms;
+	unsigned grace_ms;
+	char **argv;       /* the command, NULL-terminated */
+};
+
+/* The signals the supervisor waits for (SIGCHLD) or forwards (SIGINT,
+ * SIGTERM, SIGHUP, SIGQUIT; SIGUSR1 is internal). They must be blocked in
+ * every thread, from before the client starts its threads: only
+ * sigwait/sigtimedwait take them. */
+void cli_signal_set(sigset_t *set);
+
+/*
+ * Opens a session on c, takes the lock, runs the command and supervises
+ * it, then releases the lock and closes the session. A signal while the
+ * lock is awaited closes the session (leaving the server's queue) and ends
+ * with 128 + the signal. Returns the exit code
+ * of the raftlock command: the child's (128 + signal when a signal ended
+ * it), CLI_EXIT_BUSY when the lock was not obtained in time, CLI_EXIT_ERROR
+ * with a message on stderr.
+ */
+int cli_hold_run(raftlock_client *c, const struct cli_hold *h);
+
+#endif

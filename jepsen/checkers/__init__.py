@@ -1,0 +1,1 @@
+"""Checkers of raftlock histories (see jepsen/README.md for the format)."""

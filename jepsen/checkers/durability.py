@@ -1,0 +1,160 @@
+"""Checker 4: durability of acknowledged grants, releases and sessions.
+
+Reads of the whole lock table ("holders" operations, linearizable) are
+compared with what clients were told before them:
+  - a grant acknowledged before the read was invoked, not released before
+    the read completed, whose session was alive during the read, must be
+    among the holders. The session is proven alive by an acknowledged
+    operation of that session invoked after the read (assumption-free;
+    sessions never revive), or by a lease validity the holder reported
+    that reaches past the read (holds under the clock-rate bound);
+  - a release acknowledged before the read was invoked: its token must not
+    be among the holders;
+  - a session opened before the read, not closed before it completed, and
+    proven alive as above, must be among the read's sessions.
+The reads that follow a restart-all nemesis are what make this the check
+that no acknowledged state was lost to kill -9 of every node.
+"""
+
+import heapq
+
+from . import history as H
+
+MAX_REPORTED = 20
+
+
+def check(events, ops, drift_windows=None):
+    reads = [op for op in ops if op.f == "holders" and op.type == "ok"
+             and isinstance(op.value, dict)]
+    validity = H.session_validity(events)
+    grants = H.grants_with_releases(ops)
+
+    # Per session: the latest invocation of an acknowledged operation that
+    # needs a live session, and the latest lease validity reported.
+    acked = {}
+    opened = []
+    closes = {}
+    for op in ops:
+        if op.session is None:
+            continue
+        # A close is no proof: the library may answer a close of a session
+        # it already knows lost without asking the server.
+        if op.type == "ok" and op.f in ("acquire", "release"):
+            acked[op.session] = max(acked.get(op.session, op.inv), op.inv)
+        if op.f == "open" and op.type == "ok":
+            opened.append(op)
+        if op.f == "close":
+            closes[op.session] = min(closes.get(op.session, op.inv), op.inv)
+    lease_max = {k: max(v for _, v in samples)
+                 for k, samples in validity.items()}
+
+    def alive_through(process, session, t):
+        """(proven, how) that the session was alive at time t."""
+        if acked.get(session, -H.INF) > t:
+            return True, "acknowledged later"
+        if lease_max.get((process, session), -H.INF) > t:
+            return True, "lease"
+        return False, None
+
+    def in_drift(rd):
+        # The lease proof is about the read's whole window.
+        return any(ws <= rd.cmp and rd.inv <= we
+                   for ws, we, _ in drift_windows or [])
+
+    violations = []
+    drift = []
+
+    def record(v, how, rd):
+        # A loss proven only by a lease, while a clock ran beyond the bound,
+        # is reported apart; a loss proven by an acknowledgement never is.
+        (drift if how == "lease" and in_drift(rd) else violations).append(v)
+
+    checked_grants = checked_tokens = checked_sessions = 0
+    restarts = [ev["time"] for ev in H.nemesis_events(events)
+                if ev.get("f") == "restart-all" and ev["type"] == "end"]
+    after_restart = 0
+
+    by_token = {g.token: (g, r) for g, r in grants}
+    # Grants in order of acknowledgement; a read considers those
+    # acknowledged before it and not yet let go (release invoked).
+    pending = sorted(grants, key=lambda gr: gr[0].cmp)
+    nxt = 0
+    active = []  # heap of (release invocation or INF, seq, grant, release)
+    seq = 0
+    reads.sort(key=lambda op: op.inv)
+    for rd in reads:
+        while nxt < len(pending) and pending[nxt][0].cmp < rd.inv:
+            g, r = pending[nxt]
+            stop = r.inv if r is not None else H.INF
+            heapq.heappush(active, (stop, seq, g, r))
+            seq += 1
+            nxt += 1
+        while active and active[0][0] <= rd.inv:
+            heapq.heappop(active)
+        held = {}
+        for lock, hs in (rd.value.get("locks") or {}).items():
+            for h in hs:
+                held[h.get("token")] = (lock, h.get("session"))
+        sessions = set(rd.value.get("sessions") or [])
+        complete_sessions = rd.value.get("sessions") is not None
+        if any(t < rd.inv for t in restarts):
+            after_restart += 1
+
+        for tok in held:
+            checked_tokens += 1
+            gr = by_token.get(tok)
+            if gr is None:
+                continue  # an unknown acquire's grant
+            g, r = gr
+            if r is not None and r.type == "ok" and r.cmp < rd.inv:
+                violations.append({
+                    "what": "an acknowledged release was lost: the "
+                            "token is held again",
+                    "grant": g.describe(), "release": r.describe(),
+                    "read": rd.describe()})
+
+        for stop, _, g, r in active:
+            if stop <= rd.cmp:
+                continue  # released while the read ran, or unknown
+            ok, how = alive_through(g.process, g.session, rd.cmp)
+            if not ok:
+                continue
+            checked_grants += 1
+            if g.token not in held:
+                record({"what": "an acknowledged grant was lost",
+                        "grant": g.describe(), "read": rd.describe(),
+                        "proof": how}, how, rd)
+
+        if not complete_sessions:
+            continue
+        for o in opened:
+            if o.cmp >= rd.inv:
+                continue
+            if closes.get(o.session, H.INF) <= rd.cmp:
+                continue
+            ok, how = alive_through(o.process, o.session, rd.cmp)
+            if not ok:
+                continue
+            checked_sessions += 1
+            if o.session not in sessions:
+                record({"what": "an acknowledged session was lost",
+                        "session": o.session, "open": o.describe(),
+                        "read": rd.describe(), "proof": how}, how, rd)
+
+    last_read = max((rd.inv for rd in reads), default=-H.INF)
+    releases_covered = sum(1 for g, r in grants if r is not None and
+                           r.type == "ok" and r.cmp < last_read)
+
+    return {
+        "valid": not violations,
+        "reads": len(reads),
+        "reads_after_restart_all": after_restart,
+        "restart_all": len(restarts),
+        "grants_checked": checked_grants,
+        "releases_checked": releases_covered,
+        "held_tokens_checked": checked_tokens,
+        "sessions_checked": checked_sessions,
+        "violations": violations[:MAX_REPORTED],
+        "violation_count": len(violations),
+        "drift_cases": drift[:MAX_REPORTED],
+    }

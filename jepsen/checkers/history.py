@@ -1,0 +1,205 @@
+"""Reading a history and pairing invocations with their completions.
+
+The format is described in jepsen/README.md. Every line is one JSON object
+with at least "time" (CLOCK_MONOTONIC nanoseconds), "process" and "type".
+Client processes are integers and have at most one operation outstanding;
+"register" and "nemesis" are the fenced register and the fault injector.
+"""
+
+import json
+
+INF = float("inf")
+
+# Errors after which an operation certainly did not take effect.
+DEFINITE_ERRORS = {
+    "EBUSY", "ESESSION", "ENOTHOLDER", "EKIND", "ELIMIT", "EINVAL",
+    "ETOOBIG", "ENOTFOUND", "ESTALESEQ", "REFUSED",
+}
+
+
+def load(path):
+    """Returns the events of a history file, sorted by time (stable)."""
+    events = []
+    with open(path, "r", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError as e:
+                raise ValueError("%s:%d: not JSON: %s" % (path, lineno, e))
+            if "time" not in ev or "process" not in ev or "type" not in ev:
+                raise ValueError("%s:%d: needs time, process and type" %
+                                 (path, lineno))
+            ev["_line"] = lineno
+            events.append(ev)
+    events.sort(key=lambda e: e["time"])
+    return events
+
+
+def loads(lines):
+    """Like load() for a list of dicts or JSON strings (tests)."""
+    events = []
+    for i, line in enumerate(lines, 1):
+        ev = json.loads(line) if isinstance(line, str) else dict(line)
+        ev["_line"] = i
+        events.append(ev)
+    events.sort(key=lambda e: e["time"])
+    return events
+
+
+def is_client(ev):
+    return isinstance(ev.get("process"), int)
+
+
+class Op:
+    """One client operation: its invocation and completion."""
+
+    __slots__ = ("process", "f", "lock", "inv", "cmp", "type", "token",
+                 "value", "error", "session", "kind", "limit", "index",
+                 "valid_until", "mode")
+
+    def __init__(self, inv, index):
+        self.process = inv["process"]
+        self.f = inv.get("f")
+        self.lock = inv.get("lock")
+        self.inv = inv["time"]
+        self.cmp = INF
+        self.type = "info"  # until a completion says otherwise
+        self.token = inv.get("token")
+        self.value = inv.get("value")
+        self.error = None
+        self.session = inv.get("session")
+        self.kind = inv.get("kind")
+        self.limit = inv.get("limit")
+        self.mode = inv.get("mode") or "exclusive"
+        self.index = index
+        self.valid_until = None
+
+    def complete(self, ev):
+        self.cmp = ev["time"]
+        self.type = ev["type"]
+        self.error = ev.get("error")
+        if ev.get("token") is not None:
+            self.token = ev["token"]
+        if "value" in ev:
+            self.value = ev["value"]
+        if ev.get("session") is not None:
+            self.session = ev["session"]
+        self.valid_until = ev.get("valid_until") or None
+        # An error that does not say the operation failed for certain leaves
+        # its outcome unknown, whatever the worker wrote.
+        if self.type == "fail" and self.error and \
+                self.error not in DEFINITE_ERRORS:
+            self.type = "info"
+
+    def __repr__(self):
+        return "Op(p=%s %s %s %s tok=%s [%s,%s] err=%s)" % (
+            self.process, self.f, self.lock, self.type, self.token,
+            self.inv, self.cmp, self.error)
+
+    def describe(self):
+        return {
+            "process": self.process, "f": self.f, "lock": self.lock,
+            "type": self.type, "token": self.token, "invoke": self.inv,
+            "complete": None if self.cmp == INF else self.cmp,
+            "error": self.error, "session": self.session,
+        }
+
+
+def pair(events):
+    """Returns the client operations in invocation order.
+
+    A completion without an open invocation is an error in the history.
+    Invocations never completed stay "info" with cmp = INF.
+    """
+    ops = []
+    open_ops = {}
+    for ev in events:
+        if not is_client(ev):
+            continue
+        p = ev["process"]
+        t = ev["type"]
+        if t == "invoke":
+            if p in open_ops:
+                raise ValueError("line %d: process %s invokes while an "
+                                 "operation is open" % (ev["_line"], p))
+            op = Op(ev, len(ops))
+            ops.append(op)
+            open_ops[p] = op
+        elif t in ("ok", "fail", "info"):
+            op = open_ops.pop(p, None)
+            if op is None:
+                raise ValueError("line %d: completion of process %s without "
+                                 "an invocation" % (ev["_line"], p))
+            if op.f != ev.get("f", op.f):
+                raise ValueError("line %d: completion %s of an invocation %s"
+                                 % (ev["_line"], ev.get("f"), op.f))
+            op.complete(ev)
+        elif t == "note":
+            # Observations that are no operation (valid_until samples).
+            continue
+        else:
+            raise ValueError("line %d: unknown type %r" % (ev["_line"], t))
+    return ops
+
+
+def session_validity(events):
+    """Maps (process, session) to the sorted list of (time, valid_until)
+    samples the process reported, valid_until > 0 only."""
+    out = {}
+    for ev in events:
+        if not is_client(ev):
+            continue
+        v = ev.get("valid_until")
+        s = ev.get("session")
+        if v and s is not None and ev["type"] != "invoke":
+            out.setdefault((ev["process"], s), []).append((ev["time"], v))
+    return out
+
+
+def grants_with_releases(ops):
+    """Pairs every ok acquire with the release that followed it.
+
+    The worker makes one lock handle per acquire, so the release of a grant
+    is the next release by the same process on the same lock, if it comes
+    before that process's next acquire of the lock. Returns a list of
+    (grant op, release op or None).
+    """
+    out = []
+    pending = {}
+    for op in ops:
+        if op.f == "acquire":
+            key = (op.process, op.lock)
+            pending.pop(key, None)
+            if op.type == "ok":
+                entry = [op, None]
+                out.append(entry)
+                pending[key] = entry
+        elif op.f == "release":
+            entry = pending.pop((op.process, op.lock), None)
+            if entry is not None:
+                entry[1] = op
+    return [(g, r) for g, r in out]
+
+
+def lock_kinds(ops):
+    """Maps lock name to (kind, limit) from the acquire invocations."""
+    kinds = {}
+    for op in ops:
+        if op.f == "acquire" and op.lock is not None:
+            kind = op.kind or "mutex"
+            limit = op.limit or 1
+            if kind != "semaphore":
+                limit = 1  # rwlock: one writer, or any number of readers
+            kinds.setdefault(op.lock, (kind, limit))
+    return kinds
+
+
+def nemesis_events(events):
+    return [ev for ev in events if ev.get("process") == "nemesis"]
+
+
+def register_events(events):
+    return [ev for ev in events if ev.get("process") == "register"]

@@ -1,0 +1,215 @@
+"""Each checker must pass the clean recorded history and catch the
+violation planted in its own recorded history (testdata/)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from . import __main__ as main
+from . import history
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
+CHECKERS = ("fencing", "lease", "linearizable", "durability", "counter",
+            "liveness")
+
+
+def run(name, **kw):
+    kw.setdefault("liveness_bound_s", 1.0)
+    return main.run(history.load(os.path.join(DATA, name)), **kw)
+
+
+class Clean(unittest.TestCase):
+    def test_clean_history_passes_every_checker(self):
+        for name in ("clean.jsonl", "durability_clean.jsonl",
+                     "linear_busy_info.jsonl", "rwlock_clean.jsonl",
+                     "reentrant_clean.jsonl"):
+            res = run(name)
+            for c in CHECKERS:
+                self.assertTrue(res[c]["valid"], "%s %s: %s" % (
+                    name, c, json.dumps(res[c]["violations"])))
+            self.assertTrue(res["summary"]["valid"])
+
+    def test_clean_figures(self):
+        res = run("durability_clean.jsonl")
+        self.assertEqual(res["fencing"]["grants"], 5)
+        self.assertEqual(res["fencing"]["max_token"], 1004)
+        self.assertEqual(res["counter"]["final"], {"a": 2})
+        self.assertEqual(res["durability"]["reads_after_restart_all"], 1)
+        self.assertEqual(res["durability"]["grants_checked"], 1)
+        self.assertEqual(res["durability"]["releases_checked"], 2)
+        self.assertEqual(res["durability"]["sessions_checked"], 4)
+        self.assertAlmostEqual(res["liveness"]["max_seconds"], 0.03)
+        self.assertEqual(res["liveness"]["interrupted"], 1)
+        self.assertEqual(res["linearizable"]["busy_checked"], 1)
+
+
+class Planted(unittest.TestCase):
+    def caught(self, name, checker, what):
+        res = run(name)
+        self.assertFalse(res[checker]["valid"], name)
+        self.assertFalse(res["summary"]["valid"])
+        whats = [v["what"] for v in res[checker]["violations"]]
+        self.assertTrue(any(what in w for w in whats),
+                        "%s: %r not in %r" % (name, what, whats))
+        return res
+
+    def test_fencing_register_lower_token(self):
+        self.caught("fencing_register.jsonl", "fencing", "lower token")
+
+    def test_fencing_token_order(self):
+        self.caught("fencing_order.jsonl", "fencing",
+                    "not above an earlier acknowledged grant")
+
+    def test_fencing_duplicate_token(self):
+        self.caught("fencing_duplicate.jsonl", "fencing", "one token")
+
+    def test_lease_overlap(self):
+        res = self.caught("lease_overlap.jsonl", "lease", "exclusive lock")
+        # The expiry of p1's session is invisible: only leases prove it.
+        self.assertTrue(res["linearizable"]["valid"])
+
+    def test_lease_semaphore(self):
+        self.caught("lease_semaphore.jsonl", "lease", "more holders")
+
+    def test_lease_overlap_under_drift_is_reported_not_hidden(self):
+        evs = history.load(os.path.join(DATA, "lease_overlap.jsonl"))
+        evs.append({"time": 0, "process": "nemesis", "type": "start",
+                    "f": "clock-rate", "targets": ["n1"], "rate": 1.5,
+                    "_line": 0})
+        evs.append({"time": 1000, "process": "nemesis", "type": "end",
+                    "f": "clock-rate", "targets": ["n1"], "_line": 0})
+        evs.sort(key=lambda e: e["time"])
+        res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
+        self.assertTrue(res["lease"]["valid"])
+        self.assertEqual(res["lease"]["drift_overlap_count"], 2)
+        self.assertEqual(res["lease"]["drift_overlaps"][0]["clock_rate"], 1.5)
+        # Within the tolerated rate it is a plain violation.
+        evs[0]["rate"] = 1.005
+        res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
+        self.assertFalse(res["lease"]["valid"])
+
+    def test_linear_chain(self):
+        res = self.caught("linear_chain.jsonl", "linearizable",
+                          "cannot be linearized")
+        self.assertTrue(res["lease"]["valid"])
+
+    def test_linear_busy(self):
+        self.caught("linear_busy.jsonl", "linearizable", "busy")
+
+    def test_linear_semaphore_without_leases(self):
+        res = self.caught("linear_semaphore.jsonl", "linearizable",
+                          "more acknowledged holders")
+        self.assertTrue(res["lease"]["valid"])
+
+    def test_durability_lost_grant(self):
+        self.caught("durability_grant.jsonl", "durability", "grant was lost")
+
+    def test_durability_lost_release(self):
+        self.caught("durability_release.jsonl", "durability",
+                    "release was lost")
+
+    def test_durability_lost_session(self):
+        self.caught("durability_session.jsonl", "durability",
+                    "session was lost")
+
+    def with_drift(self, name, rate):
+        evs = history.load(os.path.join(DATA, name))
+        for t, typ in ((515 * 10**6, "start"), (525 * 10**6, "end")):
+            evs.append({"time": t, "process": "nemesis", "type": typ,
+                        "f": "clock-rate", "targets": ["n1"], "rate": rate,
+                        "_line": 0})
+        evs.sort(key=lambda e: e["time"])
+        return main.run(evs, ttl_ms=1, liveness_bound_s=1.0)
+
+    def test_durability_loss_proven_by_lease_under_drift_is_kept_apart(self):
+        res = self.with_drift("durability_session.jsonl", 2.0)
+        self.assertTrue(res["durability"]["valid"])
+        self.assertEqual(len(res["durability"]["drift_cases"]), 1)
+        res = self.with_drift("durability_session.jsonl", 1.001)
+        self.assertFalse(res["durability"]["valid"])
+
+    def test_durability_loss_proven_by_acknowledgement_is_never_excused(self):
+        res = self.with_drift("durability_grant.jsonl", 2.0)
+        self.assertFalse(res["durability"]["valid"])
+
+    def test_counter_lost_update(self):
+        self.caught("counter_lost.jsonl", "counter", "lost update")
+
+    def test_liveness_stuck(self):
+        res = self.caught("liveness_stuck.jsonl", "liveness", "bound")
+        self.assertAlmostEqual(res["liveness"]["max_seconds"], 2.6)
+
+    def test_rwlock_writer_overlaps_readers(self):
+        self.caught("rwlock_overlap.jsonl", "lease", "writer overlaps")
+        self.caught("rwlock_overlap.jsonl", "linearizable",
+                    "more acknowledged holders")
+
+    def test_reentrant_token_changed(self):
+        self.caught("reentrant_token.jsonl", "fencing", "another token")
+
+    def test_reentrant_depth(self):
+        self.caught("reentrant_depth.jsonl", "linearizable", "wrong depth")
+
+    def test_failed_nemesis_fails_the_run(self):
+        evs = history.load(os.path.join(DATA, "clean.jsonl"))
+        evs.append({"time": 10**12, "process": "nemesis", "type": "fail",
+                    "f": "partition", "error": "iptables missing",
+                    "_line": 0})
+        res = main.run(evs, liveness_bound_s=1.0)
+        self.assertFalse(res["summary"]["valid"])
+
+
+    def test_node_crash_fails_the_run(self):
+        evs = history.load(os.path.join(DATA, "clean.jsonl"))
+        evs.append({"time": 10**12, "process": "nemesis", "type": "info",
+                    "f": "node-crash", "node": "n2", "returncode": -6,
+                    "_line": 0})
+        res = main.run(evs, liveness_bound_s=1.0)
+        self.assertFalse(res["summary"]["valid"])
+        self.assertEqual(res["summary"]["node_crashes"][0]["node"], "n2")
+
+
+class History(unittest.TestCase):
+    def test_unknown_error_is_info(self):
+        ops = history.pair(history.loads([
+            '{"time":1,"process":1,"type":"invoke","f":"acquire","lock":"a"}',
+            '{"time":2,"process":1,"type":"fail","f":"acquire","lock":"a",'
+            '"error":"ECONNECTION"}']))
+        self.assertEqual(ops[0].type, "info")
+
+    def test_pending_is_info(self):
+        ops = history.pair(history.loads([
+            '{"time":1,"process":1,"type":"invoke","f":"acquire","lock":"a"}'
+        ]))
+        self.assertEqual(ops[0].type, "info")
+        self.assertEqual(ops[0].cmp, history.INF)
+
+    def test_double_invoke_is_an_error(self):
+        with self.assertRaises(ValueError):
+            history.pair(history.loads([
+                '{"time":1,"process":1,"type":"invoke","f":"acquire"}',
+                '{"time":2,"process":1,"type":"invoke","f":"acquire"}']))
+
+
+class CommandLine(unittest.TestCase):
+    def test_exit_status_and_results_file(self):
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "results.json")
+            for name, want in (("clean.jsonl", 0), ("lease_overlap.jsonl", 1)):
+                p = subprocess.run(
+                    [sys.executable, "-m", "checkers",
+                     os.path.join(DATA, name), "--out", out,
+                     "--liveness-bound-s", "1"],
+                    cwd=here, capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, want, p.stdout + p.stderr)
+                with open(out) as f:
+                    self.assertEqual(json.load(f)["summary"]["valid"],
+                                     want == 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

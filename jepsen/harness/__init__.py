@@ -1,0 +1,1 @@
+"""The harness: network, cluster, nemeses, runner, plots."""

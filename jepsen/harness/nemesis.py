@@ -1,0 +1,369 @@
+"""Nemeses: the faults a run injects, each with an undo.
+
+Every action logs a "start" event when it has acted (and was verified),
+an "end" event when it was undone, or a "fail" event when it could not
+act; a run with any "fail" fails. Events are history lines (see
+jepsen/README.md) with process "nemesis".
+"""
+
+import json
+import os
+import signal
+import time
+
+from . import cluster as C
+
+ALL = ("kill", "pause", "partition", "clock", "restart-all")
+
+
+def mono_ns():
+    return time.monotonic_ns()
+
+
+def proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def proc_env(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(x.decode(errors="replace").split("=", 1)
+                        for x in f.read().split(b"\0") if b"=" in x)
+    except OSError:
+        return {}
+
+
+class NemesisError(Exception):
+    pass
+
+
+class Log:
+    def __init__(self, run_dir):
+        self.events = []
+        self.jsonl = open(os.path.join(run_dir, "nemesis.jsonl"), "w")
+        self.text = open(os.path.join(run_dir, "nemesis.log"), "w")
+        self.t0 = mono_ns()
+
+    def event(self, typ, f, **kw):
+        ev = {"time": mono_ns(), "process": "nemesis", "type": typ, "f": f}
+        ev.update(kw)
+        self.events.append(ev)
+        self.jsonl.write(json.dumps(ev, sort_keys=True) + "\n")
+        self.jsonl.flush()
+        self.text.write("%9.3fs %-5s %-11s %s\n" % (
+            (ev["time"] - self.t0) / 1e9, typ, f,
+            " ".join("%s=%s" % (k, v) for k, v in sorted(kw.items()))))
+        self.text.flush()
+        return ev
+
+    def close(self):
+        self.jsonl.close()
+        self.text.close()
+
+
+class Nemesis:
+    """Acts on the cluster. start() returns the undo state or raises."""
+
+    def __init__(self, cluster, net, rng, log, ttl_ms):
+        self.c = cluster
+        self.net = net
+        self.rng = rng
+        self.log = log
+        self.ttl_ms = ttl_ms
+        self.active = None  # (name, undo, fields)
+        self.clock_modes = ["jump", "rate"]
+        self.clock_rates = [0.5, 0.9, 0.995, 1.005, 1.1, 2.0]
+
+    # -------------------------------------------------------- helpers --
+
+    def _ids(self):
+        return [n.i for n in self.c.nodes]
+
+    def _leader_or_random(self):
+        lid = self.c.leader()
+        if lid is None:
+            return self.rng.choice(self._ids()), False
+        return lid, True
+
+    def _node(self, i):
+        return self.c.nodes[i - 1]
+
+    def hold_seconds(self, name):
+        ttl = self.ttl_ms / 1000.0
+        if name == "pause":
+            return ttl * 1.5 + self.rng.uniform(0.5, ttl)
+        if name == "restart-all":
+            return self.rng.uniform(1.0, 3.0)
+        if name == "clock":
+            return self.rng.uniform(1.5 * ttl, 3 * ttl)
+        return self.rng.uniform(3.0, 8.0)
+
+    # --------------------------------------------------------- actions --
+
+    def _kill(self):
+        ids = self._ids()
+        mode = self.rng.choice(["random", "leader", "minority"])
+        if mode == "leader":
+            lid, known = self._leader_or_random()
+            targets = [lid]
+            if not known:
+                mode = "leader-unknown-random"
+        elif mode == "minority":
+            targets = self.rng.sample(ids, max(1, (len(ids) - 1) // 2))
+        else:
+            targets = [self.rng.choice(ids)]
+        for i in targets:
+            n = self._node(i)
+            if not n.running():
+                raise NemesisError("n%d is not running" % i)
+            n.kill()
+            if n.running():
+                raise NemesisError("n%d survived SIGKILL" % i)
+
+        def undo():
+            for i in targets:
+                self._node(i).start()
+        return undo, {"mode": mode, "targets": ["n%d" % i for i in targets]}
+
+    def _pause(self):
+        mode = self.rng.choice(["leader", "node", "worker", "worker"])
+        if mode.startswith("worker"):
+            holders = []
+            for _ in range(40):  # up to ~4 s for a worker to hold a lock
+                holders = self.c.holding_workers()
+                if holders:
+                    break
+                time.sleep(0.1)
+            if holders:
+                procs = [self.rng.choice(holders)]
+                label = ["w%d" % procs[0].wid]
+            else:
+                mode = "worker-not-holding"
+                live = [w for w in self.c.workers
+                        if w.running() and not w.paused]
+                if not live:
+                    raise NemesisError("no worker to pause")
+                procs = [self.rng.choice(live)]
+                label = ["w%d" % procs[0].wid]
+        else:
+            if mode == "leader":
+                i, known = self._leader_or_random()
+                if not known:
+                    mode = "leader-unknown-node"
+            else:
+                i = self.rng.choice(self._ids())
+            n = self._node(i)
+            if not n.running():
+                raise NemesisError("n%d is not running" % i)
+            procs = [n.proc]
+            label = ["n%d" % i]
+        for p in procs:
+            p.signal(signal.SIGSTOP)
+            p.paused = True
+        time.sleep(0.05)
+        for p in procs:
+            if proc_state(p.pid) != "T":
+                raise NemesisError("%s not stopped" % p.name)
+
+        def undo():
+            for p in procs:
+                p.signal(signal.SIGCONT)
+                p.paused = False
+        return undo, {"mode": mode, "targets": label}
+
+    def _partition(self):
+        ids = list(self._ids())
+        n = len(ids)
+        modes = ["isolate-leader", "halves", "bridge"]
+        if n >= 5:
+            modes.append("ring")
+        mode = self.rng.choice(modes)
+        self.rng.shuffle(ids)
+        cut = {i: set() for i in ids}
+
+        def sever(a, b):
+            for x in a:
+                for y in b:
+                    if x != y:
+                        cut[x].add(y)
+                        cut[y].add(x)
+        if mode == "isolate-leader":
+            lid, known = self._leader_or_random()
+            if not known:
+                mode = "isolate-random"
+            sever([lid], [i for i in ids if i != lid])
+            groups = [[lid], [i for i in ids if i != lid]]
+        elif mode == "halves":
+            k = n // 2
+            sever(ids[:k], ids[k:])
+            groups = [ids[:k], ids[k:]]
+        elif mode == "bridge":
+            k = n // 2
+            a, b, rest = ids[:k], ids[k], ids[k + 1:]
+            sever(a, rest)
+            groups = [a + [b], [b] + rest]
+        else:  # ring: each node sees only its two neighbours
+            for pos, i in enumerate(ids):
+                near = {ids[(pos - 1) % n], ids[(pos + 1) % n], i}
+                sever([i], [j for j in ids if j not in near])
+            groups = [[ids[(p - 1) % n], ids[p], ids[(p + 1) % n]]
+                      for p in range(n)]
+        cut = {i: s for i, s in cut.items() if s}
+        try:
+            self.net.partition(cut)
+        except Exception:
+            self.net.heal()
+            raise
+        return self.net.heal, {
+            "mode": mode, "targets": ["n%d" % i for i in sorted(cut)],
+            "groups": [["n%d" % i for i in g] for g in groups]}
+
+    def _clock(self):
+        if C.faketime_lib() is None:
+            raise NemesisError("libfaketime is not installed")
+        mode = self.rng.choice(self.clock_modes)
+        if mode == "jump":
+            k = self.rng.randint(1, len(self._ids()))
+            targets = self.rng.sample(self._ids(), k)
+            offsets = {}
+            for i in targets:
+                n = self._node(i)
+                if "LD_PRELOAD" not in proc_env(n.proc.pid):
+                    raise NemesisError("n%d runs without libfaketime" % i)
+                secs = self.rng.choice([-1, 1]) * self.rng.randint(
+                    60, 86400 * 3)
+                offsets["n%d" % i] = secs
+                with open(n.clock_file, "w") as f:
+                    f.write("%+ds\n" % secs)
+
+            def undo():
+                for i in targets:
+                    with open(self._node(i).clock_file, "w") as f:
+                        f.write("+0\n")
+            return undo, {"mode": mode, "f": "clock-jump",
+                          "targets": sorted(offsets),
+                          "offsets_s": offsets}
+        # rate: restart the leader, or every node (so that the leader
+        # certainly runs at that rate), with a faster or slower monotonic
+        # clock.
+        rate = self.rng.choice(self.clock_rates)
+        if self.rng.random() < 0.5:
+            i, known = self._leader_or_random()
+            targets = [i]
+            mode = "rate-leader" if known else "rate-random-node"
+        else:
+            targets = self._ids()
+            mode = "rate-all"
+        nodes = [self._node(i) for i in targets]
+        for n in nodes:
+            n.kill()
+        for n in nodes:
+            n.rate = rate
+            n.start()
+        time.sleep(0.2)
+        for n in nodes:
+            env = proc_env(n.proc.pid)
+            if not env.get("FAKETIME", "").endswith("x%g" % rate):
+                raise NemesisError("n%d did not start with a clock rate"
+                                   % n.i)
+        # With every node drifting, also stop a holder for the rest of the
+        # action (longer than a TTL): its lease then ends by the drifting
+        # clocks, which is where a rate beyond rho shows.
+        paused = []
+        if mode == "rate-all":
+            for _ in range(60):
+                holders = self.c.holding_workers()
+                if holders:
+                    w = self.rng.choice(holders)
+                    w.signal(signal.SIGSTOP)
+                    w.paused = True
+                    paused.append(w)
+                    break
+                time.sleep(0.1)
+
+        def undo():
+            for w in paused:
+                w.signal(signal.SIGCONT)
+                w.paused = False
+            for n in nodes:
+                n.kill()
+            for n in nodes:
+                n.rate = None
+                n.start()
+        return undo, {"mode": mode, "f": "clock-rate",
+                      "targets": ["n%d" % i for i in targets],
+                      "rate": rate,
+                      "paused": ["w%d" % w.wid for w in paused]}
+
+    def _restart_all(self):
+        for n in self.c.nodes:
+            n.kill()
+        if any(n.running() for n in self.c.nodes):
+            raise NemesisError("a node survived SIGKILL")
+
+        def undo():
+            for n in self.c.nodes:
+                n.start()
+        return undo, {"targets": ["n%d" % n.i for n in self.c.nodes]}
+
+    ACTIONS = {"kill": _kill, "pause": _pause, "partition": _partition,
+               "clock": _clock, "restart-all": _restart_all}
+
+    # ------------------------------------------------------ interface --
+
+    def start(self, name):
+        """Acts; returns True when it did. Logs start or fail."""
+        try:
+            undo, fields = self.ACTIONS[name](self)
+        except Exception as e:  # any failure to act fails the run
+            self.log.event("fail", name, error=str(e))
+            return False
+        f = fields.pop("f", name)
+        self.log.event("start", f, **fields)
+        self.active = (f, undo, fields)
+        return True
+
+    def end(self):
+        if self.active is None:
+            return True
+        f, undo, fields = self.active
+        self.active = None
+        try:
+            undo()
+        except Exception as e:
+            self.log.event("fail", f, error="undo: %s" % e)
+            return False
+        self.log.event("end", f, targets=fields.get("targets"))
+        return True
+
+    def heal_all(self):
+        """Undoes whatever is active and restores every node and worker:
+        the state in which liveness is measured and the run ends."""
+        ok = self.end()
+        try:
+            if self.net.partitioned:
+                self.net.heal()
+        except Exception as e:
+            self.log.event("fail", "heal", error=str(e))
+            ok = False
+        for w in self.c.workers:
+            if w.paused:
+                w.signal(signal.SIGCONT)
+                w.paused = False
+        for n in self.c.nodes:
+            if n.proc is not None and n.proc.paused:
+                n.proc.signal(signal.SIGCONT)
+                n.proc.paused = False
+            if n.rate is not None:
+                n.kill()
+                n.rate = None
+            if os.path.exists(n.clock_file):
+                with open(n.clock_file, "w") as f:
+                    f.write("+0\n")
+            if not n.running():
+                n.start()
+        return ok

@@ -1,0 +1,435 @@
+"""One harness run, or a suite of them (see jepsen/README.md)."""
+
+import argparse
+import datetime
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from . import cluster as C
+from . import netns
+from . import nemesis as N
+
+JEPSEN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(JEPSEN)
+sys.path.insert(0, JEPSEN)
+from checkers import __main__ as checkers  # noqa: E402
+from checkers import history  # noqa: E402
+
+SAFETY = ("fencing", "lease", "linearizable", "durability", "counter")
+
+SUITES = {
+    # 3 nodes, each nemesis alone: the CI suite (about 7 minutes).
+    "ci": dict(nodes=3, time=35, runs=[
+        ("kill", "mutex"), ("pause", "mutex"), ("partition", "mutex"),
+        ("clock", "mutex"), ("restart-all", "mutex"),
+        ("partition", "semaphore"), ("kill", "rwlock"),
+        ("pause", "reentrant"), ("partition", "waiters")]),
+    # 5 nodes, 10 minutes per mix.
+    "long": dict(nodes=5, time=600, runs=[
+        ("partition,kill", "mutex"), ("pause,clock", "mutex"),
+        ("restart-all,partition", "mutex"),
+        ("kill,pause,partition,clock,restart-all", "mutex"),
+        ("partition,pause,kill", "semaphore"),
+        ("partition,kill,restart-all", "rwlock")]),
+}
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _on_signal(sig, frame):
+    raise Interrupted("signal %d" % sig)
+
+
+def say(msg):
+    print("[jepsen %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def find_binaries(build_dir):
+    cands = {
+        "raftlockd": ["server/raftlockd", "raftlockd", "bin/raftlockd"],
+        "worker": ["bin/jepsen-worker", "jepsen/jepsen-worker"],
+    }
+    found = {}
+    for key, rels in cands.items():
+        for r in rels:
+            p = os.path.join(build_dir, r)
+            if os.access(p, os.X_OK):
+                found[key] = p
+                break
+    return found
+
+
+def merge_history(run_dir, cl, nem_events):
+    events = []
+    paths = [w.history for w in cl.workers] + [
+        os.path.join(run_dir, "register.jsonl")]
+    for p in paths:
+        try:
+            with open(p) as f:
+                for line in f:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut by SIGKILL
+        except OSError:
+            pass
+    events += [dict(e) for e in nem_events]
+    events.sort(key=lambda e: e["time"])
+    out = os.path.join(run_dir, "history.jsonl")
+    with open(out, "w") as f:
+        for e in events:
+            f.write(json.dumps(e, sort_keys=True) + "\n")
+    return out
+
+
+def first_grant_after(cl, t_ns, offsets):
+    """The time of the first grant acknowledged at or after t_ns, reading
+    only what the workers logged since the last call (offsets)."""
+    for w in cl.workers:
+        try:
+            with open(w.history, "rb") as f:
+                f.seek(offsets.get(w.wid, 0))
+                data = f.read()
+        except OSError:
+            continue
+        end = data.rfind(b"\n") + 1  # keep a partial line for next time
+        offsets[w.wid] = offsets.get(w.wid, 0) + end
+        for line in data[:end].splitlines():
+            if b'"acquire"' not in line or b'"ok"' not in line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("type") == "ok" and ev["time"] >= t_ns:
+                return ev["time"]
+    return None
+
+
+def note_crashes(cl, nlog):
+    """Logs every node that exited without the harness killing it."""
+    for n in cl.nodes:
+        crash = n.check_crash()
+        if crash:
+            say("n%d exited on its own: %s" % (n.i, crash))
+            nlog.event("info", "node-crash", **crash)
+
+
+def plot(run_dir):
+    """Plots with Debian's matplotlib; installs it once if missing."""
+    script = os.path.join(JEPSEN, "harness", "plots.py")
+    for py in ("/usr/bin/python3", sys.executable):
+        if not os.access(py, os.X_OK):
+            continue
+        chk = subprocess.run([py, "-c", "import matplotlib"],
+                             capture_output=True, timeout=60)
+        if chk.returncode == 0:
+            p = subprocess.run([py, script, run_dir], capture_output=True,
+                               text=True, timeout=300)
+            return p.returncode == 0, p.stderr[-500:]
+    if shutil.which("apt-get") and os.geteuid() == 0 and \
+            not os.environ.get("JEPSEN_NO_INSTALL"):
+        subprocess.run(["apt-get", "install", "-y", "-qq",
+                        "python3-matplotlib"], capture_output=True,
+                       timeout=600,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        os.environ["JEPSEN_NO_INSTALL"] = "1"
+        return plot(run_dir)
+    return False, "matplotlib not available"
+
+
+def run_one(args, nemeses, workload, seed):
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    rng = random.Random(seed)
+    run_id = "%04x" % random.Random(os.getpid() ^ time.time_ns()).getrandbits(16)
+    run_dir = os.path.join(args.results, "%s-%s-%s" % (
+        stamp, workload, "+".join(nemeses) or "none"))
+    os.makedirs(run_dir, exist_ok=True)
+    ttl = args.ttl_ms
+    bound = args.liveness_bound_s or (2 * ttl / 1000.0 + 10)
+    say("run %s: workload %s, nemesis %s, %d nodes, %ds, seed %d -> %s" % (
+        run_id, workload, ",".join(nemeses) or "none", args.nodes,
+        args.time, seed, run_dir))
+
+    bins = find_binaries(args.build_dir)
+    if "worker" not in bins and args.worker_build_dir:
+        bins.update({k: v for k, v in
+                     find_binaries(args.worker_build_dir).items()
+                     if k == "worker"})
+    if "raftlockd" not in bins or "worker" not in bins:
+        say("missing binaries in %s (need server/raftlockd and "
+            "jepsen/jepsen-worker): %s" % (args.build_dir, bins))
+        return 2, None
+    ok, why = netns.available()
+    if not ok:
+        say("network namespaces unavailable (%s): the nemesis cannot act; "
+            "this run fails" % why)
+        return 1, None
+
+    netns.cleanup_stale(say)
+    net = netns.Network(run_id, args.nodes)
+    cl = None
+    nlog = N.Log(run_dir)
+    nem = None
+    status = 2
+    meta = {"seed": seed, "nemesis": nemeses, "workload": workload,
+            "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl,
+            "workers": args.workers, "run_id": run_id,
+            "build_dir": args.build_dir,
+            "expect_violation": bool(args.expect_violation)}
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    hard_deadline = time.monotonic() + args.time + 240
+    try:
+        net.create()
+        cl = C.Cluster(net, run_dir, bins["raftlockd"], bins["worker"],
+                       args.nodes, faketime="clock" in nemeses,
+                       server_extra=args.server_arg)
+        cl.start_register()
+        cl.start_nodes()
+        if not cl.wait_ready(60):
+            say("no ready leader within 60 s; see %s/nodes/*/raftlockd.log"
+                % run_dir)
+            return 2, None
+        say("cluster ready, leader n%s" % cl.leader())
+        common = ["--ttl-ms", str(ttl), "--seed", str(seed),
+                  "--prefix", "j%s/" % run_id]
+        for w in range(1, args.workers + 1):
+            extra = ["--locks", str(args.locks), "--hold-ms", "60"]
+            if workload == "semaphore":
+                extra += ["--permits", str(args.permits)]
+            cl.start_worker(w, workload, common + extra)
+        cl.start_worker(args.workers + 1, "durable", common)
+
+        nem = N.Nemesis(cl, net, rng, nlog, ttl)
+        if args.clock_mode != "both":
+            nem.clock_modes = [args.clock_mode]
+        if args.clock_rates:
+            nem.clock_rates = [float(x) for x in args.clock_rates.split(",")]
+        end = time.monotonic() + args.time
+        acted = 0
+        failed = 0
+        for _ in range(100000):
+            now = time.monotonic()
+            if now >= end or now >= hard_deadline:
+                break
+            time.sleep(min(rng.uniform(2.0, 5.0), max(0.0, end - now)))
+            if not nemeses or time.monotonic() >= end:
+                continue
+            name = rng.choice(nemeses)
+            if nem.start(name):
+                acted += 1
+                say("nemesis %s: %s" % (name, nlog.events[-1]))
+                time.sleep(nem.hold_seconds(name))
+                if not nem.end():
+                    failed += 1
+            else:
+                failed += 1
+                say("nemesis %s could not act: %s" % (
+                    name, nlog.events[-1].get("error")))
+            note_crashes(cl, nlog)
+        note_crashes(cl, nlog)
+        heal_ok = nem.heal_all()
+        heal_t = N.mono_ns()
+        nlog.event("end", "final-heal", targets=[])
+        if nemeses and acted == 0:
+            nlog.event("fail", "schedule", error="no nemesis acted")
+        say("healed; waiting up to %.0fs for a grant" % bound)
+        wait_end = time.monotonic() + bound + 5
+        offsets = {}
+        while time.monotonic() < wait_end:
+            if first_grant_after(cl, heal_t, offsets) is not None:
+                break
+            time.sleep(0.5)
+        time.sleep(4)  # the durable worker reads the table meanwhile
+        cl.stop_workers()
+        if not heal_ok:
+            failed += 1
+        status = 0
+    except Interrupted as e:
+        say("interrupted (%s); tearing down" % e)
+        status = 130
+    except (netns.NetError, OSError) as e:
+        say("harness error: %s" % e)
+        status = 2
+    finally:
+        if cl is not None:
+            cl.teardown()
+        net.destroy()
+        nlog.close()
+    if status != 0:
+        return status, None
+
+    hist = merge_history(run_dir, cl, nlog.events)
+    res = checkers.run(history.load(hist), ttl_ms=ttl,
+                       liveness_bound_s=bound, rho=args.rho)
+    res["summary"].update(meta)
+    crashes = [c for n in cl.nodes for c in n.crashes]
+    exits = cl.worker_exits()
+    bad_exits = {w: rc for w, rc in exits.items() if rc != 0}
+    res["summary"]["node_crashes"] = res["summary"]["node_crashes"] or crashes
+    res["summary"]["worker_exits"] = exits
+    if crashes or bad_exits:
+        # A server or client that dies on its own is a bug, whatever the
+        # history says.
+        res["summary"]["valid"] = False
+    res["summary"]["liveness_bound_s"] = bound
+    plotted, why = plot(run_dir)
+    res["summary"]["plots"] = ["latency.png", "throughput.png"] \
+        if plotted else "not made: %s" % why
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        json.dump(res, f, indent=2, sort_keys=True, default=str)
+    s = res["summary"]
+    for name in SAFETY + ("liveness",):
+        r = res[name]
+        note = ""
+        if name == "liveness":
+            note = " max %ss (bound %ss, %d heals)" % (
+                r["max_seconds"], r["bound_seconds"], r["heals"])
+        if name == "lease" and r["drift_overlap_count"]:
+            note = " (%d overlaps under clock rate beyond rho, kept)" % \
+                r["drift_overlap_count"]
+        say("  %-12s %s%s" % (name, "PASS" if r["valid"] else
+                              "FAIL (%d)" % r["violation_count"], note))
+    if crashes or bad_exits:
+        say("  CRASHES: nodes %s, workers %s" % (crashes, bad_exits))
+    say("  ops %d %s, nemesis actions %d, failures %d" % (
+        s["ops"], json.dumps(s["op_counts"], sort_keys=True),
+        s["nemesis_actions"], len(s["nemesis_failures"])))
+    if args.expect_violation:
+        caught = [n for n in SAFETY if not res[n]["valid"]]
+        if caught and not s["nemesis_failures"]:
+            say("expected violation caught by: %s" % ", ".join(caught))
+            return 0, res
+        say("EXPECTED A VIOLATION, found none")
+        return 1, res
+    say("verdict %s" % ("PASS" if s["valid"] else "FAIL"))
+    return (0 if s["valid"] else 1), res
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(
+        prog="jepsen/run",
+        description="Fault-injection run against a real raftlock cluster.")
+    ap.add_argument("--nemesis", default="partition,kill",
+                    help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
+    ap.add_argument("--workload", default="mutex",
+                    choices=["mutex", "semaphore", "rwlock", "reentrant",
+                             "waiters"])
+    ap.add_argument("--time", type=int, default=60,
+                    help="seconds of faults (setup and recovery come on top)")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--nodes", type=int, default=3, choices=[3, 5])
+    ap.add_argument("--workers", type=int, default=5)
+    ap.add_argument("--locks", type=int, default=3)
+    ap.add_argument("--permits", type=int, default=2)
+    ap.add_argument("--ttl-ms", type=int, default=3000)
+    ap.add_argument("--rho", type=float, default=0.01,
+                    help="clock-rate difference the leases tolerate")
+    ap.add_argument("--liveness-bound-s", type=float,
+                    help="default: 2 TTL + 10 s")
+    ap.add_argument("--clock-mode", choices=["jump", "rate", "both"],
+                    default="both", help="what the clock nemesis does")
+    ap.add_argument("--clock-rates",
+                    help="comma list of monotonic clock rates to pick from "
+                    "(default 0.5,0.9,0.995,1.005,1.1,2.0)")
+    ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
+    ap.add_argument("--results", default=os.path.join(JEPSEN, "results"))
+    ap.add_argument("--worker-build-dir",
+                    help="where to find jepsen-worker when --build-dir has "
+                    "none (default: the normal build)")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra raftlockd argument (repeatable)")
+    ap.add_argument("--expect-violation", action="store_true",
+                    help="succeed only if a safety checker fails")
+    ap.add_argument("--broken-build", metavar="DIR",
+                    help="a build with -DRAFTLOCK_BROKEN_FENCING=ON: same as "
+                    "--build-dir DIR --expect-violation")
+    ap.add_argument("--build-broken", metavar="DIR",
+                    help="configure and build raftlockd with "
+                    "-DRAFTLOCK_BROKEN_FENCING=ON in DIR, then as "
+                    "--broken-build DIR")
+    ap.add_argument("--suite", choices=sorted(SUITES))
+    args = ap.parse_args(argv)
+    if args.build_broken:
+        build_broken(os.path.abspath(args.build_broken))
+        args.broken_build = args.build_broken
+    if args.broken_build:
+        args.worker_build_dir = args.worker_build_dir or args.build_dir
+        args.build_dir = args.broken_build
+        args.expect_violation = True
+    args.build_dir = os.path.abspath(args.build_dir)
+    if args.worker_build_dir:
+        args.worker_build_dir = os.path.abspath(args.worker_build_dir)
+    args.results = os.path.abspath(args.results)
+    return args
+
+
+def build_broken(build_dir):
+    """A test-only server that deliberately breaks safety."""
+    say("building the broken server in %s" % build_dir)
+    for cmd, limit in (
+            (["cmake", "-S", REPO, "-B", build_dir,
+              "-DRAFTLOCK_BROKEN_FENCING=ON", "-DRAFTLOCK_TESTS=OFF"], 300),
+            (["make", "-C", build_dir, "-j2", "raftlockd"], 1200)):
+        p = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=limit)
+        if p.returncode != 0:
+            raise SystemExit("%s failed:\n%s" % (
+                " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+
+
+def nemesis_list(text):
+    if text in ("", "none"):
+        return []
+    if text == "all":
+        return list(N.ALL)
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in N.ALL]
+    if bad:
+        raise SystemExit("unknown nemesis: %s (have %s)" % (
+            ",".join(bad), ",".join(N.ALL)))
+    return names
+
+
+def main(argv=None):
+    args = parse(argv)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    seed = args.seed if args.seed is not None else \
+        random.SystemRandom().randrange(1, 2 ** 31)
+    print("seed %d" % seed, flush=True)
+    if not args.suite:
+        code, _ = run_one(args, nemesis_list(args.nemesis), args.workload,
+                          seed)
+        return code
+    suite = SUITES[args.suite]
+    args.nodes = suite["nodes"] if args.nodes == 3 and args.suite == "long" \
+        else args.nodes
+    if args.time == 60:
+        args.time = suite["time"]
+    rows = []
+    worst = 0
+    for k, (nems, workload) in enumerate(suite["runs"]):
+        code, res = run_one(args, nemesis_list(nems), workload, seed + k)
+        rows.append((nems, workload, code, res))
+        worst = max(worst, code)
+        if code == 130:
+            break
+    say("suite %s (seed %d):" % (args.suite, seed))
+    passed = sum(1 for r in rows if r[2] == 0)
+    for nems, workload, code, res in rows:
+        s = res["summary"] if res else {}
+        say("  %-40s %-9s %s ops=%s actions=%s" % (
+            nems, workload, "PASS" if code == 0 else "FAIL(%d)" % code,
+            s.get("ops"), s.get("nemesis_actions")))
+    print("%d passed, %d failed" % (passed, len(rows) - passed), flush=True)
+    return 0 if worst == 0 else 1

@@ -1,0 +1,815 @@
+/*
+ * jepsen-worker: one client process of a harness run.
+ *
+ * It drives the real client library (client/raftlock.h) and logs every
+ * invocation and completion as one JSON line (format: jepsen/README.md),
+ * timestamped with CLOCK_MONOTONIC, which every process on the machine
+ * shares; lease validity (CLOCK_BOOTTIME ms from the library) is converted
+ * to the same clock.
+ *
+ * Workloads:
+ *   mutex      acquire one of --locks exclusive locks; while holding, read
+ *              the fenced register's counter with the token and write it
+ *              back plus one; release.
+ *   semaphore  acquire one permit of a --permits semaphore, hold, release.
+ *   rwlock     read-write locks: 70% shared holders, which read the
+ *              register (shared reads do not raise its bar); exclusive
+ *              holders do the mutex read-modify-write.
+ *   reentrant  the mutex round, acquiring twice through one handle (same
+ *              token expected) and releasing twice.
+ *   waiters    the mutex round on a single lock, waiting up to 5 s in the
+ *              server's queue, across failovers.
+ *   durable    hold a lock of its own for seconds, reading the whole lock
+ *              and session table meanwhile (the durability checker's reads).
+ *   status     print each node's status as JSON on stdout and exit.
+ *
+ * SIGTERM or SIGINT: finish the current step, release, close, exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "raftlock.h"
+
+#define MAX_ADDRESSES 16
+#define PAGE_LIMIT 200
+#define MAX_PAGES 100
+
+struct config {
+	int id;
+	const char *addresses[MAX_ADDRESSES];
+	size_t n_addresses;
+	const char *workload;
+	const char *prefix;
+	int locks;
+	unsigned permits;
+	unsigned ttl_ms;
+	const char *register_addr;
+	const char *out;
+	unsigned seed;
+	unsigned hold_ms;
+	int acquire_timeout_ms;
+	unsigned time_s;
+	unsigned request_timeout_ms;
+};
+
+static struct config cfg = {
+	.workload = "mutex",
+	.prefix = "j/",
+	.locks = 3,
+	.permits = 2,
+	.ttl_ms = 3000,
+	.hold_ms = 50,
+	.acquire_timeout_ms = 1000,
+	.time_s = 3600,
+	.request_timeout_ms = 5000,
+};
+
+static volatile sig_atomic_t stop_flag;
+static int out_fd = 1;
+static raftlock_client *client;
+static raftlock_session *session;
+static uint64_t session_id;
+static atomic_int session_lost;
+
+/* ---------------------------------------------------------- clocks -- */
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* The session's valid_until on CLOCK_MONOTONIC ns; 0 when lost. */
+static uint64_t valid_until_mono(void)
+{
+	if (session == NULL)
+		return 0;
+	uint64_t v = raftlock_session_valid_until(session);
+	if (v == 0)
+		return 0;
+	uint64_t m0 = mono_ns();
+	uint64_t b = clock_ns(CLOCK_BOOTTIME);
+	uint64_t m1 = mono_ns();
+	int64_t offset = (int64_t)(m0 / 2 + m1 / 2) - (int64_t)b;
+	int64_t vm = (int64_t)(v * 1000000u) + offset;
+	return vm > 0 ? (uint64_t)vm : 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_flag)
+		;
+}
+
+/* ------------------------------------------------------- json lines -- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap * 2 : 512;
+		while (cap - b->len <= (size_t)n)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (p == NULL) {
+			fprintf(stderr, "worker: out of memory\n");
+			exit(3);
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+static void buf_str(struct buf *b, const char *s)
+{
+	buf_add(b, "\"");
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			buf_add(b, "\\%c", c);
+		else if (c < 0x20)
+			buf_add(b, "\\u%04x", c);
+		else
+			buf_add(b, "%c", c);
+	}
+	buf_add(b, "\"");
+}
+
+/* One event. `type` is invoke/ok/fail/info; lock, error, value_json may
+ * be NULL; token/value of 0 are omitted unless has_value. */
+struct event {
+	const char *type;
+	const char *f;
+	const char *lock;
+	uint64_t token;
+	const char *error;
+	const char *value_json;
+	const char *kind;
+	unsigned limit;
+	const char *mode;
+};
+
+static void emit(const struct event *ev)
+{
+	struct buf b = {0};
+	buf_add(&b, "{\"time\":%" PRIu64 ",\"process\":%d,\"type\":", mono_ns(), cfg.id);
+	buf_str(&b, ev->type);
+	buf_add(&b, ",\"f\":");
+	buf_str(&b, ev->f);
+	if (ev->lock) {
+		buf_add(&b, ",\"lock\":");
+		buf_str(&b, ev->lock);
+	}
+	if (ev->token)
+		buf_add(&b, ",\"token\":%" PRIu64, ev->token);
+	if (session_id)
+		buf_add(&b, ",\"session\":%" PRIu64, session_id);
+	if (strcmp(ev->type, "invoke") != 0) {
+		uint64_t v = valid_until_mono();
+		if (v)
+			buf_add(&b, ",\"valid_until\":%" PRIu64, v);
+	}
+	if (ev->kind) {
+		buf_add(&b, ",\"kind\":");
+		buf_str(&b, ev->kind);
+		if (ev->limit)
+			buf_add(&b, ",\"limit\":%u", ev->limit);
+	}
+	if (ev->mode) {
+		buf_add(&b, ",\"mode\":");
+		buf_str(&b, ev->mode);
+	}
+	if (ev->error) {
+		buf_add(&b, ",\"error\":");
+		buf_str(&b, ev->error);
+	}
+	if (ev->value_json)
+		buf_add(&b, ",\"value\":%s", ev->value_json);
+	buf_add(&b, "}\n");
+	/* One write per line: lines of a paused or killed worker stay whole. */
+	size_t off = 0;
+	while (off < b.len) {
+		ssize_t n = write(out_fd, b.p + off, b.len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	free(b.p);
+}
+
+/* The RAFTLOCK_E* name of an error code ("EBUSY"). */
+static const char *error_name(int rc)
+{
+	switch (rc) {
+#define RAFTLOCK__ERROR_NAME(name, value, message) \
+	case RAFTLOCK_##name: return #name;
+		RAFTLOCK_ERRORS(RAFTLOCK__ERROR_NAME)
+#undef RAFTLOCK__ERROR_NAME
+	default: return "EOTHER";
+	}
+}
+
+/* Errors after which the request certainly did not take effect. */
+static bool error_definite(int rc)
+{
+	switch (rc) {
+	case RAFTLOCK_EBUSY:
+	case RAFTLOCK_ESESSION:
+	case RAFTLOCK_ENOTHOLDER:
+	case RAFTLOCK_EKIND:
+	case RAFTLOCK_ELIMIT:
+	case RAFTLOCK_EINVAL:
+	case RAFTLOCK_ETOOBIG:
+	case RAFTLOCK_ENOTFOUND:
+	case RAFTLOCK_ESTALESEQ: return true;
+	default: return false;
+	}
+}
+
+static void emit_result(const char *f, const char *lock, int rc, uint64_t token,
+			const char *value_json)
+{
+	struct event ev = {.f = f, .lock = lock, .token = token, .value_json = value_json};
+	if (rc == 0) {
+		ev.type = "ok";
+	} else {
+		ev.type = error_definite(rc) ? "fail" : "info";
+		ev.error = error_name(rc);
+	}
+	emit(&ev);
+}
+
+/* ------------------------------------------------- fenced register -- */
+
+static int reg_fd = -1;
+
+static int reg_connect(void)
+{
+	char host[64];
+	const char *colon = strrchr(cfg.register_addr, ':');
+	if (colon == NULL || (size_t)(colon - cfg.register_addr) >= sizeof host)
+		return -1;
+	memcpy(host, cfg.register_addr, (size_t)(colon - cfg.register_addr));
+	host[colon - cfg.register_addr] = '\0';
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)atoi(colon + 1))};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return -1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends one request line, reads one response line into resp. 0 on success,
+ * -1 when the outcome is unknown (the connection is dropped). */
+static int reg_call(const char *req, char *resp, size_t cap)
+{
+	if (reg_fd < 0 && (reg_fd = reg_connect()) < 0)
+		return -1;
+	size_t len = strlen(req), off = 0;
+	while (off < len) {
+		ssize_t n = write(reg_fd, req + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto broken;
+		off += (size_t)n;
+	}
+	off = 0;
+	while (off + 1 < cap) {
+		ssize_t n = read(reg_fd, resp + off, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto broken;
+		if (resp[off] == '\n')
+			break;
+		off++;
+	}
+	resp[off] = '\0';
+	return 0;
+broken:
+	close(reg_fd);
+	reg_fd = -1;
+	return -1;
+}
+
+/* Reads (write = false) or writes `value` under `token`. Returns 0 and sets
+ * *value on acceptance, 1 when refused, -1 when unknown. */
+static int reg_access(bool write_op, bool shared, const char *lock, uint64_t token, int64_t *value)
+{
+	char req[512], resp[512];
+	if (write_op)
+		snprintf(req, sizeof req,
+			 "{\"op\":\"write\",\"lock\":\"%s\",\"token\":%" PRIu64
+			 ",\"value\":%" PRId64 ",\"client\":%d}\n",
+			 lock, token, *value, cfg.id);
+	else
+		snprintf(req, sizeof req,
+			 "{\"op\":\"read\",\"lock\":\"%s\",\"token\":%" PRIu64
+			 ",\"client\":%d%s}\n",
+			 lock, token, cfg.id, shared ? ",\"shared\":true" : "");
+	if (reg_call(req, resp, sizeof resp) != 0)
+		return -1;
+	if (strstr(resp, "\"ok\": true") == NULL)
+		return strstr(resp, "refused") ? 1 : -1;
+	const char *v = strstr(resp, "\"value\": ");
+	if (v == NULL)
+		return -1;
+	*value = strtoll(v + 9, NULL, 10);
+	return 0;
+}
+
+/* One fenced register access, logged as an operation. Returns 0 when
+ * accepted (with *value), 1 when refused, -1 when unknown. */
+static int fenced_access(bool write_op, bool shared, const char *lock, uint64_t token,
+			 int64_t *value)
+{
+	char vj[32];
+	snprintf(vj, sizeof vj, "%" PRId64, *value);
+	struct event ev = {.type = "invoke",
+			   .f = write_op ? "write" : "read",
+			   .lock = lock,
+			   .token = token,
+			   .value_json = write_op ? vj : NULL,
+			   .mode = shared ? "shared" : NULL};
+	emit(&ev);
+	int rc = reg_access(write_op, shared, lock, token, value);
+	ev.type = rc == 0 ? "ok" : rc == 1 ? "fail" : "info";
+	ev.error = rc == 0 ? NULL : rc == 1 ? "REFUSED" : "EIO";
+	snprintf(vj, sizeof vj, "%" PRId64, *value);
+	ev.value_json = rc == 0 || write_op ? vj : NULL;
+	emit(&ev);
+	return rc;
+}
+
+/* ---------------------------------------------------------- session -- */
+
+static void on_lost(raftlock_session *s, int reason, void *arg)
+{
+	(void)s;
+	(void)reason;
+	(void)arg;
+	atomic_store(&session_lost, 1);
+}
+
+static void session_end(void)
+{
+	if (session == NULL)
+		return;
+	struct event ev = {.type = "invoke", .f = "close"};
+	emit(&ev);
+	int rc = raftlock_session_close(session);
+	session = NULL;
+	emit_result("close", NULL, rc, 0, NULL);
+	session_id = 0;
+}
+
+/* Opens a session, retrying until it works or the worker stops. */
+static bool session_begin(void)
+{
+	for (unsigned attempt = 0; !stop_flag && attempt < 100000; attempt++) {
+		struct raftlock_session_options so = {.ttl_ms = cfg.ttl_ms, .on_lost = on_lost};
+		struct event ev = {.type = "invoke", .f = "open"};
+		emit(&ev);
+		atomic_store(&session_lost, 0);
+		raftlock_session *s = NULL;
+		int rc = raftlock_session_open(client, &so, &s);
+		if (rc == 0) {
+			session = s;
+			session_id = raftlock_session_id(s);
+		}
+		emit_result("open", NULL, rc, 0, NULL);
+		if (rc == 0)
+			return true;
+		sleep_ms(100 + (unsigned)(rand() % 200));
+	}
+	return false;
+}
+
+static bool session_usable(void)
+{
+	return session != NULL && !atomic_load(&session_lost) && raftlock_session_valid(session);
+}
+
+/* ---------------------------------------------------------- holders -- */
+
+/* Reads every lock under the run's prefix and every session, linearizably,
+ * and logs them as one "holders" operation. */
+static void read_holders(void)
+{
+	struct event ev = {.type = "invoke", .f = "holders"};
+	emit(&ev);
+	struct buf b = {0};
+	buf_add(&b, "{\"locks\":{");
+	char *after = NULL;
+	int rc = 0;
+	bool first_lock = true;
+	for (int page = 0; page < MAX_PAGES; page++) {
+		struct raftlock_lock_list *l = NULL;
+		rc = raftlock_lock_list(client, cfg.prefix, after, PAGE_LIMIT, false, &l);
+		if (rc != 0)
+			break;
+		for (size_t i = 0; i < l->n_locks; i++) {
+			struct raftlock_lock_info *li = &l->locks[i];
+			buf_add(&b, "%s", first_lock ? "" : ",");
+			first_lock = false;
+			buf_str(&b, li->name);
+			buf_add(&b, ":[");
+			for (size_t h = 0; h < li->n_holders; h++)
+				buf_add(&b, "%s{\"token\":%" PRIu64 ",\"session\":%" PRIu64 "}",
+					h ? "," : "", li->holders[h].token, li->holders[h].session);
+			buf_add(&b, "]");
+		}
+		bool more = l->more && l->n_locks > 0;
+		free(after);
+		after = more ? strdup(l->locks[l->n_locks - 1].name) : NULL;
+		raftlock_lock_list_free(l);
+		if (!more)
+			break;
+	}
+	free(after);
+	buf_add(&b, "},\"sessions\":[");
+	uint64_t next = 0;
+	bool first_session = true;
+	for (int page = 0; rc == 0 && page < MAX_PAGES; page++) {
+		struct raftlock_session_list *sl = NULL;
+		rc = raftlock_session_list(client, next, PAGE_LIMIT, false, &sl);
+		if (rc != 0)
+			break;
+		for (size_t i = 0; i < sl->n_sessions; i++) {
+			buf_add(&b, "%s%" PRIu64, first_session ? "" : ",", sl->sessions[i].id);
+			first_session = false;
+			next = sl->sessions[i].id;
+		}
+		bool more = sl->more && sl->n_sessions > 0;
+		raftlock_session_list_free(sl);
+		if (!more)
+			break;
+	}
+	buf_add(&b, "]}");
+	emit_result("holders", NULL, rc, 0, rc == 0 ? b.p : NULL);
+	free(b.p);
+}
+
+/* -------------------------------------------------------- workloads -- */
+
+static unsigned rand_below(unsigned n)
+{
+	return n ? (unsigned)rand() % n : 0;
+}
+
+struct round {
+	const char *name;
+	const struct raftlock_lock_options *lo;
+	enum raftlock_mode mode;
+	bool fenced; /* read-modify-write (exclusive) or read (shared) */
+	bool nest;   /* acquire twice through the handle, release twice */
+	bool reads;  /* read the lock table while holding (durable) */
+	unsigned hold_ms;
+	int timeout_ms;
+};
+
+static const char *kind_name(enum raftlock_kind kind)
+{
+	return kind == RAFTLOCK_SEMAPHORE ? "semaphore"
+	       : kind == RAFTLOCK_RWLOCK  ? "rwlock"
+					  : "mutex";
+}
+
+static int logged_release(raftlock_lock *lk, const char *f, const char *name, uint64_t token)
+{
+	struct event ev = {.type = "invoke", .f = f, .lock = name, .token = token};
+	emit(&ev);
+	uint32_t remaining = 0;
+	int rc = raftlock_lock_release(lk, &remaining);
+	char vj[16];
+	snprintf(vj, sizeof vj, "%u", remaining);
+	emit_result(f, name, rc, token, rc == 0 ? vj : NULL);
+	return rc;
+}
+
+static void hold(const struct round *r)
+{
+	uint64_t until = mono_ns() + (uint64_t)r->hold_ms * 1000000u;
+	for (unsigned i = 0; i < 1000 && mono_ns() < until && !stop_flag; i++) {
+		if (r->reads)
+			read_holders();
+		uint64_t now = mono_ns();
+		uint64_t left = now < until ? (until - now) / 1000000u : 0;
+		sleep_ms(r->reads && left > 300 ? 300 : (unsigned)left);
+	}
+}
+
+/* One acquire-hold-release round. Returns false when the session turned
+ * out lost. */
+static bool round_trip(const struct round *r)
+{
+	raftlock_lock *lk = NULL;
+	if (raftlock_lock_new(session, r->name, r->lo, &lk) != 0)
+		return false;
+	bool shared = r->mode == RAFTLOCK_SHARED;
+	struct event ev = {
+		.type = "invoke",
+		.f = "acquire",
+		.lock = r->name,
+		.kind = kind_name(r->lo->kind),
+		.limit = r->lo->kind == RAFTLOCK_SEMAPHORE ? r->lo->limit : 0,
+		.mode = r->lo->kind == RAFTLOCK_RWLOCK ? (shared ? "shared" : "exclusive") : NULL};
+	emit(&ev);
+	uint64_t token = 0;
+	int rc = raftlock_lock_acquire(lk, r->mode, 1, r->timeout_ms, &token);
+	emit_result("acquire", r->name, rc, rc == 0 ? token : 0, NULL);
+	bool alive = rc != RAFTLOCK_ESESSION;
+	if (rc != 0) {
+		raftlock_lock_free(lk);
+		return alive;
+	}
+	bool nested = false;
+	if (r->nest) {
+		ev = (struct event){
+			.type = "invoke", .f = "reacquire", .lock = r->name, .token = token};
+		emit(&ev);
+		uint64_t again = 0;
+		int rc2 = raftlock_lock_acquire(lk, r->mode, 1, 0, &again);
+		emit_result("reacquire", r->name, rc2, again, NULL);
+		nested = rc2 == 0;
+	}
+	/* The read-modify-write of the fenced counter spans the hold: the
+	 * holder checks its lease and reads, holds, then writes without
+	 * checking again, as a program does that a GC pause (the pause
+	 * nemesis) can stop at any point. */
+	int64_t value = 0;
+	bool have_read = r->fenced && session_usable() &&
+			 fenced_access(false, shared, r->name, token, &value) == 0;
+	hold(r);
+	if (have_read && !shared) {
+		value++;
+		fenced_access(true, false, r->name, token, &value);
+	}
+	if (nested)
+		logged_release(lk, "rerelease", r->name, token);
+	if (logged_release(lk, "release", r->name, token) == RAFTLOCK_ESESSION)
+		alive = false;
+	raftlock_lock_free(lk);
+	return alive;
+}
+
+/* A release through a handle that holds nothing: refused with
+ * ENOTHOLDER, and whoever holds the lock keeps it (GUARANTEES 5). The
+ * checkers see a release acknowledged without a grant. */
+static void foreign_release(const char *name, const struct raftlock_lock_options *lo)
+{
+	raftlock_lock *lk = NULL;
+	if (raftlock_lock_new(session, name, lo, &lk) != 0)
+		return;
+	logged_release(lk, "release", name, 0);
+	raftlock_lock_free(lk);
+}
+
+static void run_workload(void)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)cfg.time_s * 1000000000u;
+	const char *w = cfg.workload;
+	struct raftlock_lock_options lo = {.kind = RAFTLOCK_MUTEX};
+	if (strcmp(w, "semaphore") == 0) {
+		lo.kind = RAFTLOCK_SEMAPHORE;
+		lo.limit = cfg.permits;
+	} else if (strcmp(w, "rwlock") == 0) {
+		lo.kind = RAFTLOCK_RWLOCK;
+	}
+	char name[RAFTLOCK_NAME_MAX];
+	for (unsigned long iter = 0; !stop_flag && mono_ns() < deadline && iter < 100000000ul;
+	     iter++) {
+		if (!session_usable()) {
+			if (session != NULL)
+				session_end();
+			if (!session_begin())
+				break;
+		}
+		struct round r = {.name = name,
+				  .lo = &lo,
+				  .mode = RAFTLOCK_EXCLUSIVE,
+				  .fenced = true,
+				  .hold_ms = rand_below(cfg.hold_ms + 1),
+				  .timeout_ms = cfg.acquire_timeout_ms};
+		snprintf(name, sizeof name, "%slock-%u", cfg.prefix,
+			 rand_below((unsigned)cfg.locks));
+		if (strcmp(w, "durable") == 0) {
+			snprintf(name, sizeof name, "%sdurable-%d", cfg.prefix, cfg.id);
+			r.fenced = false;
+			r.reads = true;
+			r.hold_ms = 2000 + rand_below(4000);
+		} else if (strcmp(w, "semaphore") == 0) {
+			snprintf(name, sizeof name, "%ssem", cfg.prefix);
+			r.fenced = false;
+		} else if (strcmp(w, "rwlock") == 0) {
+			r.mode = rand_below(10) < 7 ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
+		} else if (strcmp(w, "reentrant") == 0) {
+			r.nest = true;
+		} else if (strcmp(w, "waiters") == 0) {
+			/* Everyone queues on one lock, waiting long. */
+			snprintf(name, sizeof name, "%squeue", cfg.prefix);
+			r.timeout_ms = 5000;
+		}
+		if (strcmp(w, "mutex") == 0 && rand_below(20) == 0)
+			foreign_release(name, &lo);
+		bool alive = round_trip(&r);
+		if (strcmp(w, "durable") == 0 && !stop_flag)
+			read_holders();
+		if (!alive)
+			atomic_store(&session_lost, 1);
+		sleep_ms(rand_below(20));
+	}
+	session_end();
+}
+
+static int run_status(void)
+{
+	printf("[");
+	for (size_t i = 0; i < cfg.n_addresses; i++) {
+		struct raftlock_status *st = NULL;
+		int rc = raftlock_status_get(client, cfg.addresses[i], &st);
+		printf("%s{\"address\":\"%s\"", i ? "," : "", cfg.addresses[i]);
+		if (rc == 0) {
+			printf(",\"node_id\":%" PRIu64 ",\"role\":\"%s\","
+			       "\"ready\":%s,\"term\":%" PRIu64 ",\"leader_id\":%" PRIu64
+			       ",\"commit_index\":%" PRIu64 ",\"applied_index\":%" PRIu64
+			       ",\"next_token\":%" PRIu64 "}",
+			       st->node_id, st->role ? st->role : "", st->ready ? "true" : "false",
+			       st->term, st->leader_id, st->commit_index, st->applied_index,
+			       st->next_token);
+			raftlock_status_free(st);
+		} else {
+			printf(",\"error\":\"%s\"}", error_name(rc));
+		}
+	}
+	printf("]\n");
+	return 0;
+}
+
+/* ------------------------------------------------------------- main -- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
+			"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|status]\n"
+			"  [--prefix P]\n"
+			"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
+			"  [--out FILE] [--seed S] [--hold-ms MS]\n"
+			"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n");
+	exit(2);
+}
+
+static void parse_addresses(char *list)
+{
+	for (char *save = NULL, *a = strtok_r(list, ",", &save);
+	     a && cfg.n_addresses < MAX_ADDRESSES; a = strtok_r(NULL, ",", &save))
+		cfg.addresses[cfg.n_addresses++] = a;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"id", 1, 0, 'i'},
+		{"addresses", 1, 0, 'a'},
+		{"workload", 1, 0, 'w'},
+		{"prefix", 1, 0, 'P'},
+		{"locks", 1, 0, 'l'},
+		{"permits", 1, 0, 'n'},
+		{"ttl-ms", 1, 0, 't'},
+		{"register", 1, 0, 'r'},
+		{"out", 1, 0, 'o'},
+		{"seed", 1, 0, 's'},
+		{"hold-ms", 1, 0, 'h'},
+		{"acquire-timeout-ms", 1, 0, 'T'},
+		{"time", 1, 0, 'd'},
+		{"request-timeout-ms", 1, 0, 'R'},
+		{0, 0, 0, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i': cfg.id = atoi(optarg); break;
+		case 'a': parse_addresses(optarg); break;
+		case 'w': cfg.workload = optarg; break;
+		case 'P': cfg.prefix = optarg; break;
+		case 'l': cfg.locks = atoi(optarg); break;
+		case 'n': cfg.permits = (unsigned)atoi(optarg); break;
+		case 't': cfg.ttl_ms = (unsigned)atoi(optarg); break;
+		case 'r': cfg.register_addr = optarg; break;
+		case 'o': cfg.out = optarg; break;
+		case 's': cfg.seed = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'h': cfg.hold_ms = (unsigned)atoi(optarg); break;
+		case 'T': cfg.acquire_timeout_ms = atoi(optarg); break;
+		case 'd': cfg.time_s = (unsigned)atoi(optarg); break;
+		case 'R': cfg.request_timeout_ms = (unsigned)atoi(optarg); break;
+		default: usage();
+		}
+	}
+	if (cfg.n_addresses == 0 || cfg.locks < 1)
+		usage();
+	bool status = strcmp(cfg.workload, "status") == 0;
+	static const char *const workloads[] = {
+		"mutex", "semaphore", "rwlock", "reentrant", "waiters", "durable",
+	};
+	bool known = status;
+	for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++)
+		known = known || strcmp(cfg.workload, workloads[i]) == 0;
+	if (!known)
+		usage();
+	if (!status && cfg.register_addr == NULL) {
+		fprintf(stderr, "worker: the workloads need --register\n");
+		return 2;
+	}
+	srand(cfg.seed ^ (unsigned)cfg.id * 2654435761u);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cfg.out) {
+		out_fd = open(cfg.out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
+			perror(cfg.out);
+			return 2;
+		}
+	}
+	char client_name[64];
+	snprintf(client_name, sizeof client_name, "jepsen-worker-%d", cfg.id);
+	struct raftlock_client_options co = {
+		.addresses = cfg.addresses,
+		.n_addresses = cfg.n_addresses,
+		.client_name = client_name,
+		.request_timeout_ms = status ? 1000 : cfg.request_timeout_ms,
+		.connect_timeout_ms = status ? 500 : 1000,
+	};
+	const char *msg = NULL;
+	int rc = raftlock_client_open(&co, &client, &msg);
+	if (rc != 0) {
+		fprintf(stderr, "worker: %s\n", msg ? msg : raftlock_strerror(rc));
+		return 1;
+	}
+	if (status)
+		rc = run_status();
+	else
+		run_workload();
+	raftlock_client_close(client);
+	if (reg_fd >= 0)
+		close(reg_fd);
+	return rc;
+}

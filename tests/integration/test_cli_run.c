@@ -1,0 +1,229 @@
+/* The raftlock CLI against a real cluster: `raftlock lock` passes the token
+ * and releases when its command exits; `raftlock run` (HA standby) hands
+ * over within TTL + election timeout after the active instance is killed;
+ * and when the session cannot be renewed, the command is stopped before
+ * the session's validity ends. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+#define ELECTION_MS 1000
+#define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
+
+static struct tcluster cl;
+static char work[200];
+
+static int setup(void **state)
+{
+	(void)state;
+	tcluster_start(&cl, 3, ELECTION_MS);
+	char env[200] = "";
+	for (int i = 0; i < cl.n; i++) {
+		strcat(env, i ? "," : "");
+		strcat(env, cl.client_addr[i]);
+	}
+	setenv("RAFTLOCK_ENDPOINTS", env, 1);
+	snprintf(work, sizeof work, "%.150s/cli", cl.dir);
+	mkdir(work, 0755);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return tcluster_destroy(&cl);
+}
+
+/* Starts `raftlock ARGS...` with its output in work/NAME.out. */
+static pid_t cli_start(const char *tag, char *const args[])
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char out[400];
+		snprintf(out, sizeof out, "%s/%s.out", work, tag);
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(CLI, args);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool file_exists(const char *tag, const char *what)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/%s.%s", work, tag, what);
+	return access(path, F_OK) == 0;
+}
+
+static uint64_t read_u64(const char *tag, const char *what)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/%s.%s", work, tag, what);
+	FILE *f = fopen(path, "r");
+	unsigned long long v = 0;
+	if (f != NULL) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+static void lock_runs_command_with_token(void **state)
+{
+	(void)state;
+	char script[2048];
+	snprintf(script, sizeof script,
+		 "echo $RAFTLOCK_TOKEN > %s/one.token; " CLI " holders cli/ > %s/one.holders",
+		 work, work);
+	char *args[] = {"raftlock", "lock", "cli/one", "--", "sh", "-c", script, NULL};
+	pid_t pid = cli_start("one", args);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	uint64_t token = read_u64("one", "token");
+	assert_true(token > 0);
+	char path[400], text[1024] = "";
+	snprintf(path, sizeof path, "%s/one.holders", work);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	char want[64];
+	snprintf(want, sizeof want, "%llu", (unsigned long long)token);
+	assert_non_null(strstr(text, "cli/one"));
+	assert_non_null(strstr(text, want));
+	/* Released when the command exited: a no-wait lock gets it now. */
+	char *again[] = {"raftlock", "lock", "--no-wait", "cli/one", "--", "true", NULL};
+	pid = cli_start("one-again", again);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* The command's exit status is the CLI's. */
+	char *fails[] = {"raftlock", "lock", "cli/one", "--", "sh", "-c", "exit 7", NULL};
+	pid = cli_start("one-fails", fails);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 7);
+}
+
+/* An instance of `raftlock run` whose command records when it starts. */
+static pid_t run_instance(const char *tag, const char *ttl)
+{
+	static char scripts[4][2048];
+	static int next;
+	char *script = scripts[next++ % 4];
+	snprintf(script, 2048,
+		 "date +%%s%%N > %s/%s.started.tmp && mv %s/%s.started.tmp %s/%s.started; "
+		 "trap 'date +%%s%%N > %s/%s.term; exit 0' TERM; while :; do sleep 0.05; done",
+		 work, tag, work, tag, work, tag, work, tag);
+	char *args[] = {"raftlock", "run",   "--permits", "1",    "--ttl", (char *)ttl,
+			"--grace",  "1000",  "cli/ha",    "--",   "sh",    "-c",
+			script,     NULL};
+	return cli_start(tag, args);
+}
+
+static const char *await_active(const char *a, const char *b, int timeout_ms)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	while (tcluster_now_ms() < end) {
+		if (file_exists(a, "started"))
+			return a;
+		if (b != NULL && file_exists(b, "started"))
+			return b;
+		usleep(10000);
+	}
+	return NULL;
+}
+
+static uint64_t now_realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void run_hands_over_after_kill(void **state)
+{
+	(void)state;
+	const unsigned ttl = 3000;
+	pid_t a = run_instance("ha-a", "3000");
+	const char *first = await_active("ha-a", NULL, 10000);
+	assert_non_null(first);
+	pid_t b = run_instance("ha-b", "3000");
+	usleep(500000);
+	assert_false(file_exists("ha-b", "started")); /* one permit: b waits */
+	uint64_t killed = now_realtime_ns();
+	kill(a, SIGKILL); /* its command dies with it (PR_SET_PDEATHSIG) */
+	waitpid(a, NULL, 0);
+	assert_non_null(await_active("ha-b", NULL, (int)(ttl + ELECTION_MS + 5000)));
+	uint64_t started = read_u64("ha-b", "started");
+	uint64_t took_ms = (started - killed) / 1000000;
+	printf("measure: raftlock run hand-over after SIGKILL of the active instance "
+	       "(TTL %u ms): %llu ms\n",
+	       ttl, (unsigned long long)took_ms);
+	assert_true(took_ms <= ttl + ELECTION_MS + 500);
+	kill(b, SIGTERM);
+	int st;
+	waitpid(b, &st, 0);
+	assert_true(file_exists("ha-b", "term")); /* SIGTERM forwarded */
+}
+
+/* With every node paused, the active instance cannot renew its session:
+ * its command gets SIGTERM before the session's validity ends (TTL after
+ * the last acknowledged keepalive at the latest). */
+static void lost_session_stops_command(void **state)
+{
+	(void)state;
+	const unsigned ttl = 3000;
+	pid_t a = run_instance("lost", "3000");
+	assert_non_null(await_active("lost", NULL, 10000));
+	usleep(300000);
+	uint64_t paused = now_realtime_ns();
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGSTOP);
+	uint64_t end = tcluster_now_ms() + ttl + 2000;
+	while (!file_exists("lost", "term") && tcluster_now_ms() < end)
+		usleep(10000);
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGCONT);
+	assert_true(file_exists("lost", "term"));
+	uint64_t term_ms = (read_u64("lost", "term") - paused) / 1000000;
+	printf("measure: session not renewable: command got SIGTERM %llu ms after the "
+	       "cluster paused (TTL %u ms, grace 1000 ms)\n",
+	       (unsigned long long)term_ms, ttl);
+	assert_true(term_ms < ttl);
+	int st;
+	assert_int_equal(waitpid(a, &st, 0), a);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(lock_runs_command_with_token),
+		cmocka_unit_test(run_hands_over_after_kill),
+		cmocka_unit_test(lost_session_stops_command),
+	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,498 @@
+/* The full lock vocabulary on a real 3-node cluster through libraftlock:
+ * blocking waits with pushed grants (FIFO, across a leader kill, timeouts),
+ * read-write locks, semaphores under contention, lock-delay, and the
+ * hand-over latency of a blocked waiter. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "lockutil.h"
+
+#define ELECTION_MS 1000
+
+static struct tcluster cl;
+
+static int setup(void **state)
+{
+	(void)state;
+	tcluster_start(&cl, 3, ELECTION_MS);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return tcluster_destroy(&cl);
+}
+
+/* A thread that blocks in raftlock_lock_acquire and records the outcome. */
+struct waiter {
+	pthread_t thread;
+	raftlock_lock *lock;
+	enum raftlock_mode mode;
+	int timeout_ms;
+	int rv;
+	uint64_t token;
+	uint64_t done_at;
+	int order;
+};
+
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static int order_next;
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	w->rv = raftlock_lock_acquire(w->lock, w->mode, 1, w->timeout_ms, &w->token);
+	w->done_at = tcluster_now_ms();
+	pthread_mutex_lock(&order_mu);
+	w->order = order_next++;
+	pthread_mutex_unlock(&order_mu);
+	return NULL;
+}
+
+static void waiter_start(struct waiter *w, raftlock_lock *lock, enum raftlock_mode mode,
+			 int timeout_ms)
+{
+	memset(w, 0, sizeof *w);
+	w->lock = lock;
+	w->mode = mode;
+	w->timeout_ms = timeout_ms;
+	w->rv = 1;
+	assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+}
+
+/* Waits until `name` has n waiters (a linearizable read). */
+static void await_waiters(raftlock_client *c, const char *name, size_t n)
+{
+	uint64_t end = tcluster_now_ms() + 10000;
+	while (tcluster_now_ms() < end) {
+		struct raftlock_lock_info *info = NULL;
+		if (raftlock_lock_get(c, name, false, &info) == 0) {
+			size_t have = info->n_waiters;
+			raftlock_lock_info_free(info);
+			if (have == n)
+				return;
+		}
+		tl_sleep_ms(10);
+	}
+	fail_msg("'%s' never had %zu waiters", name, n);
+}
+
+static void fifo_grants_are_pushed(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *s[3];
+	raftlock_lock *l[3];
+	for (int i = 0; i < 3; i++) {
+		s[i] = tl_session(c, 10000);
+		l[i] = tl_lock(s[i], "fifo");
+	}
+	uint64_t t0 = tl_take(l[0]);
+	struct waiter w1, w2;
+	waiter_start(&w1, l[1], RAFTLOCK_EXCLUSIVE, 20000);
+	await_waiters(c, "fifo", 1);
+	waiter_start(&w2, l[2], RAFTLOCK_EXCLUSIVE, 20000);
+	await_waiters(c, "fifo", 2);
+	assert_int_equal(raftlock_lock_release(l[0], NULL), 0);
+	pthread_join(w1.thread, NULL);
+	assert_int_equal(w1.rv, 0);
+	assert_true(w1.token > t0);
+	tl_sleep_ms(200);
+	assert_int_equal(w2.rv, 1); /* still waiting: FIFO */
+	assert_int_equal(raftlock_lock_release(l[1], NULL), 0);
+	pthread_join(w2.thread, NULL);
+	assert_int_equal(w2.rv, 0);
+	assert_true(w2.token > w1.token);
+	assert_int_equal(raftlock_lock_release(l[2], NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		raftlock_lock_free(l[i]);
+		raftlock_session_close(s[i]);
+	}
+	raftlock_client_close(c);
+}
+
+static void timeout_leaves_no_waiter(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *a = tl_session(c, 10000), *b = tl_session(c, 10000);
+	raftlock_lock *la = tl_lock(a, "timeout"), *lb = tl_lock(b, "timeout");
+	tl_take(la);
+	uint64_t start = tcluster_now_ms(), tok = 0;
+	assert_int_equal(raftlock_lock_acquire(lb, RAFTLOCK_EXCLUSIVE, 1, 500, &tok),
+			 RAFTLOCK_ETIMEDOUT);
+	uint64_t took = tcluster_now_ms() - start;
+	assert_true(took >= 450 && took < 5000);
+	struct raftlock_lock_info *info = NULL;
+	assert_int_equal(raftlock_lock_get(c, "timeout", false, &info), 0);
+	assert_int_equal(info->n_waiters, 0);
+	assert_int_equal(info->n_holders, 1);
+	raftlock_lock_info_free(info);
+	/* Not queued: a release by the holder frees the lock for a try. */
+	assert_int_equal(raftlock_lock_release(la, NULL), 0);
+	tl_take(lb);
+	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
+	raftlock_lock_free(la);
+	raftlock_lock_free(lb);
+	raftlock_session_close(a);
+	raftlock_session_close(b);
+	raftlock_client_close(c);
+}
+
+/* A waiter keeps its place and gets its grant across a leader kill. */
+static void waiter_survives_leader_kill(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *a = tl_session(c, 10000), *b = tl_session(c, 10000);
+	raftlock_lock *la = tl_lock(a, "kill-wait"), *lb = tl_lock(b, "kill-wait");
+	uint64_t t0 = tl_take(la);
+	struct waiter w;
+	waiter_start(&w, lb, RAFTLOCK_EXCLUSIVE, 30000);
+	await_waiters(c, "kill-wait", 1);
+	int leader = tcluster_leader(&cl, 5000);
+	tcluster_signal(&cl, leader, SIGKILL);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+	await_waiters(c, "kill-wait", 1);
+	assert_int_equal(raftlock_lock_release(la, NULL), 0);
+	pthread_join(w.thread, NULL);
+	assert_int_equal(w.rv, 0);
+	assert_true(w.token > t0);
+	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
+	raftlock_lock_free(la);
+	raftlock_lock_free(lb);
+	raftlock_session_close(a);
+	raftlock_session_close(b);
+	raftlock_client_close(c);
+	tcluster_restart(&cl, leader);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+}
+
+static void rwlock_readers_share_writer_waits(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	struct raftlock_lock_options rw = {.kind = RAFTLOCK_RWLOCK};
+	raftlock_session *s[4];
+	raftlock_lock *l[4];
+	for (int i = 0; i < 4; i++) {
+		s[i] = tl_session(c, 10000);
+		assert_int_equal(raftlock_lock_new(s[i], "rw", &rw, &l[i]), 0);
+	}
+	uint64_t r0 = 0, r1 = 0, tok = 0;
+	assert_int_equal(raftlock_lock_acquire(l[0], RAFTLOCK_SHARED, 1, 0, &r0), 0);
+	assert_int_equal(raftlock_lock_acquire(l[1], RAFTLOCK_SHARED, 1, 0, &r1), 0);
+	assert_true(r1 > r0);
+	/* A writer queues; a later reader queues behind it (no starvation). */
+	struct waiter writer, reader;
+	waiter_start(&writer, l[2], RAFTLOCK_EXCLUSIVE, 20000);
+	await_waiters(c, "rw", 1);
+	assert_int_equal(raftlock_lock_acquire(l[3], RAFTLOCK_SHARED, 1, 0, &tok), RAFTLOCK_EBUSY);
+	waiter_start(&reader, l[3], RAFTLOCK_SHARED, 20000);
+	await_waiters(c, "rw", 2);
+	assert_int_equal(raftlock_lock_release(l[0], NULL), 0);
+	assert_int_equal(raftlock_lock_release(l[1], NULL), 0);
+	pthread_join(writer.thread, NULL);
+	assert_int_equal(writer.rv, 0);
+	assert_int_equal(reader.rv, 1);
+	assert_int_equal(raftlock_lock_release(l[2], NULL), 0);
+	pthread_join(reader.thread, NULL);
+	assert_int_equal(reader.rv, 0);
+	assert_true(reader.token > writer.token);
+	assert_int_equal(raftlock_lock_release(l[3], NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		raftlock_lock_free(l[i]);
+		raftlock_session_close(s[i]);
+	}
+	raftlock_client_close(c);
+}
+
+/* Semaphore of 2 with 10 competing clients: never 3 holders, judged from
+ * the holders' own records of their tokens and times. */
+#define SEM_CLIENTS 10
+#define SEM_SECONDS 30
+
+struct interval {
+	uint64_t start, end, token;
+};
+
+struct sem_worker {
+	pthread_t thread;
+	raftlock_client *client;
+	uint64_t stop_at;
+	struct interval *iv;
+	size_t n, cap;
+	int errors;
+};
+
+static void *sem_main(void *arg)
+{
+	struct sem_worker *w = arg;
+	struct raftlock_lock_options sem = {.kind = RAFTLOCK_SEMAPHORE, .limit = 2};
+	raftlock_session *s = tl_session(w->client, 10000);
+	raftlock_lock *l = NULL;
+	assert_int_equal(raftlock_lock_new(s, "sem", &sem, &l), 0);
+	unsigned seed = (unsigned)(uintptr_t)w;
+	while (tcluster_now_ms() < w->stop_at && w->n < w->cap) {
+		uint64_t tok = 0;
+		int rv = raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 2000, &tok);
+		if (rv == RAFTLOCK_ETIMEDOUT)
+			continue;
+		if (rv != 0) {
+			w->errors++;
+			continue;
+		}
+		struct interval *iv = &w->iv[w->n++];
+		iv->start = tcluster_now_ms();
+		iv->token = tok;
+		tl_sleep_ms(rand_r(&seed) % 20);
+		iv->end = tcluster_now_ms();
+		if (raftlock_lock_release(l, NULL) != 0)
+			w->errors++;
+	}
+	raftlock_lock_free(l);
+	raftlock_session_close(s);
+	return NULL;
+}
+
+static void semaphore_never_over_limit(void **state)
+{
+	(void)state;
+	struct sem_worker w[SEM_CLIENTS];
+	uint64_t stop = tcluster_now_ms() + SEM_SECONDS * 1000;
+	for (int i = 0; i < SEM_CLIENTS; i++) {
+		memset(&w[i], 0, sizeof w[i]);
+		w[i].client = tl_client(&cl);
+		w[i].stop_at = stop;
+		w[i].cap = 100000;
+		w[i].iv = calloc(w[i].cap, sizeof *w[i].iv);
+		assert_int_equal(pthread_create(&w[i].thread, NULL, sem_main, &w[i]), 0);
+	}
+	size_t total = 0;
+	for (int i = 0; i < SEM_CLIENTS; i++) {
+		pthread_join(w[i].thread, NULL);
+		assert_int_equal(w[i].errors, 0);
+		total += w[i].n;
+	}
+	/* Sweep: +1 at each start, -1 at each end; ends sort first at ties
+	 * (a holder's record ends before its release is even sent). */
+	struct event {
+		uint64_t t;
+		int d;
+	} *ev = calloc(2 * total, sizeof *ev);
+	size_t k = 0;
+	uint64_t *tokens = calloc(total, sizeof *tokens);
+	for (int i = 0; i < SEM_CLIENTS; i++)
+		for (size_t j = 0; j < w[i].n; j++) {
+			ev[k++] = (struct event){w[i].iv[j].start, +1};
+			ev[k++] = (struct event){w[i].iv[j].end, -1};
+		}
+	for (size_t a = 1; a < k; a++) { /* insertion sort is fine at this size */
+		struct event e = ev[a];
+		size_t b = a;
+		while (b > 0 && (ev[b - 1].t > e.t || (ev[b - 1].t == e.t && ev[b - 1].d > e.d))) {
+			ev[b] = ev[b - 1];
+			b--;
+		}
+		ev[b] = e;
+	}
+	int cur = 0, peak = 0;
+	for (size_t a = 0; a < k; a++) {
+		cur += ev[a].d;
+		if (cur > peak)
+			peak = cur;
+	}
+	/* Tokens are unique. */
+	size_t nt = 0;
+	for (int i = 0; i < SEM_CLIENTS; i++)
+		for (size_t j = 0; j < w[i].n; j++)
+			tokens[nt++] = w[i].iv[j].token;
+	for (size_t a = 0; a < nt; a++)
+		for (size_t b = a + 1; b < nt; b++)
+			assert_true(tokens[a] != tokens[b]);
+	printf("measure: semaphore(2), %d clients, %d s: %zu grants, peak holders %d\n",
+	       SEM_CLIENTS, SEM_SECONDS, total, peak);
+	assert_true(total > 100);
+	assert_true(peak <= 2);
+	assert_true(peak == 2); /* the test would not catch a third otherwise */
+	for (int i = 0; i < SEM_CLIENTS; i++) {
+		free(w[i].iv);
+		raftlock_client_close(w[i].client);
+	}
+	free(ev);
+	free(tokens);
+}
+
+/* Lock-delay: a holder whose session expires keeps the lock unavailable for
+ * the delay; a clean release frees it at once. */
+static void lock_delay_after_expiry(void **state)
+{
+	(void)state;
+	const unsigned ttl = 2000, delay = 3000;
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		raftlock_client *c = tl_client(&cl);
+		raftlock_session *s = tl_session(c, ttl);
+		struct raftlock_lock_options o = {.kind = RAFTLOCK_MUTEX, .lock_delay_ms = delay};
+		raftlock_lock *l = NULL;
+		if (raftlock_lock_new(s, "delayed", &o, &l) != 0)
+			_exit(1);
+		uint64_t t = tl_take(l);
+		if (write(fds[1], &t, sizeof t) != sizeof t)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	uint64_t t1 = 0;
+	assert_int_equal(read(fds[0], &t1, sizeof t1), (ssize_t)sizeof t1);
+	close(fds[0]);
+	close(fds[1]);
+	kill(child, SIGKILL); /* the holder dies without releasing */
+	waitpid(child, NULL, 0);
+	uint64_t died = tcluster_now_ms();
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *b = tl_session(c, 10000);
+	raftlock_lock *lb = tl_lock(b, "delayed");
+	uint64_t t2 = 0;
+	assert_int_equal(raftlock_lock_acquire(lb, RAFTLOCK_EXCLUSIVE, 1, 20000, &t2), 0);
+	uint64_t took = tcluster_now_ms() - died;
+	printf("measure: holder killed, TTL %u + lock-delay %u ms -> next grant after %llu ms\n",
+	       ttl, delay, (unsigned long long)took);
+	assert_true(took >= ttl + delay - 200);
+	assert_true(t2 > t1);
+	/* A clean release starts no delay. */
+	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
+	raftlock_session *d = tl_session(c, 10000);
+	raftlock_lock *ld = tl_lock(d, "delayed");
+	tl_take(ld);
+	assert_int_equal(raftlock_lock_release(ld, NULL), 0);
+	raftlock_lock_free(lb);
+	raftlock_lock_free(ld);
+	raftlock_session_close(b);
+	raftlock_session_close(d);
+	raftlock_client_close(c);
+}
+
+/* Hand-over latency: two threads pass one lock back and forth; each waits
+ * in a blocking acquire while the other holds it. */
+#define HANDOVERS 1000
+
+struct pingpong {
+	pthread_t thread;
+	raftlock_lock *lock;
+	int count;
+	uint64_t *released_at; /* shared: when the other side sent its release */
+	uint64_t *lat;
+	size_t n;
+	pthread_mutex_t *mu;
+	int errors;
+};
+
+static void *pingpong_main(void *arg)
+{
+	struct pingpong *p = arg;
+	for (int i = 0; i < p->count; i++) {
+		uint64_t tok = 0;
+		if (raftlock_lock_acquire(p->lock, RAFTLOCK_EXCLUSIVE, 1, 10000, &tok) != 0) {
+			p->errors++;
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t now_us = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+		pthread_mutex_lock(p->mu);
+		if (*p->released_at != 0)
+			p->lat[p->n++] = now_us - *p->released_at;
+		pthread_mutex_unlock(p->mu);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		pthread_mutex_lock(p->mu);
+		*p->released_at = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+		pthread_mutex_unlock(p->mu);
+		if (raftlock_lock_release(p->lock, NULL) != 0)
+			p->errors++;
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void handover_latency(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	uint64_t released_at = 0;
+	struct pingpong p[2];
+	raftlock_session *s[2];
+	for (int i = 0; i < 2; i++) {
+		s[i] = tl_session(c, 10000);
+		memset(&p[i], 0, sizeof p[i]);
+		p[i].lock = tl_lock(s[i], "pingpong");
+		p[i].count = HANDOVERS / 2 + 1;
+		p[i].released_at = &released_at;
+		p[i].lat = calloc(HANDOVERS + 2, sizeof(uint64_t));
+		p[i].mu = &mu;
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&p[i].thread, NULL, pingpong_main, &p[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(p[i].thread, NULL);
+	uint64_t *all = calloc(2 * (HANDOVERS + 2), sizeof *all);
+	size_t n = 0;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(p[i].errors, 0);
+		memcpy(all + n, p[i].lat, p[i].n * sizeof *all);
+		n += p[i].n;
+	}
+	qsort(all, n, sizeof *all, cmp_u64);
+	assert_true(n >= HANDOVERS);
+	printf("measure: blocked waiter grant latency after release over %zu hand-overs: "
+	       "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+	       n, (double)all[n / 2] / 1000, (double)all[n * 99 / 100] / 1000,
+	       (double)all[n - 1] / 1000);
+	free(all);
+	for (int i = 0; i < 2; i++) {
+		free(p[i].lat);
+		raftlock_lock_free(p[i].lock);
+		raftlock_session_close(s[i]);
+	}
+	raftlock_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fifo_grants_are_pushed),
+		cmocka_unit_test(timeout_leaves_no_waiter),
+		cmocka_unit_test(waiter_survives_leader_kill),
+		cmocka_unit_test(rwlock_readers_share_writer_waits),
+		cmocka_unit_test(semaphore_never_over_limit),
+		cmocka_unit_test(lock_delay_after_expiry),
+		cmocka_unit_test(handover_latency),
+	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

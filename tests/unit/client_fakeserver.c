@@ -1,0 +1,513 @@
+/* client_fakeserver.c: see client_fakeserver.h. */
+#include "client_fakeserver.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "raftlock.h"
+
+static void fake_send(int fd, Raftlock__Envelope *env)
+{
+	uint8_t *buf;
+	size_t n;
+	assert_int_equal(codec_frame_envelope(env, &buf, &n), 0);
+	size_t off = 0;
+	while (off < n) {
+		ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(buf);
+}
+
+static void fake_send_response(int fd, uint64_t id, Raftlock__Response *resp)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = id;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env.response = resp;
+	fake_send(fd, &env);
+}
+
+static void fake_send_result(int fd, uint64_t id, int status,
+			     Raftlock__Result *res, bool push)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.status = status;
+	resp.push = push;
+	if (res != NULL) {
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+		resp.result = res;
+	}
+	fake_send_response(fd, id, &resp);
+}
+
+static void fake_push_grant(struct fake *f, int fd, uint64_t id)
+{
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	res.token = ++f->next_token;
+	res.count = 1;
+	fake_send_result(fd, id, 0, &res, true);
+}
+
+/* Every mutating request carries (session, seq, ack_below). */
+#define FAKE_COPY_SEQ(e, m)                                                    \
+	((e)->session = (m)->session, (e)->seq = (m)->seq,                     \
+	 (e)->ack_below = (m)->ack_below)
+
+static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
+{
+	if (f->n_log == FAKE_LOG)
+		return;
+	struct fake_entry *e = &f->log[f->n_log++];
+	memset(e, 0, sizeof *e);
+	e->body = env->body_case;
+	e->id = env->id;
+	e->conn = serial;
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+		e->nonce = env->open_session->nonce;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		FAKE_COPY_SEQ(e, env->acquire);
+		e->other = env->acquire->acquire->owner;
+		e->wait = env->acquire->acquire->wait;
+		e->kind = env->acquire->acquire->kind;
+		e->limit = env->acquire->acquire->limit;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		FAKE_COPY_SEQ(e, env->release);
+		e->other = env->release->release->owner;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		FAKE_COPY_SEQ(e, env->cancel_wait);
+		e->other = env->cancel_wait->cancel->acquire_seq;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+		FAKE_COPY_SEQ(e, env->close_session);
+		break;
+	default:
+		break;
+	}
+}
+
+void fake_set_leader(struct fake *f, const char *addr)
+{
+	pthread_mutex_lock(&f->mu);
+	snprintf(f->leader, sizeof f->leader, "%s", addr);
+	pthread_mutex_unlock(&f->mu);
+}
+
+int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body)
+{
+	pthread_mutex_lock(&f->mu);
+	int n = 0;
+	for (int i = 0; i < f->n_log; i++)
+		n += f->log[i].body == body;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* The k-th logged request of that kind (copied). */
+struct fake_entry fake_nth(struct fake *f,
+			   Raftlock__Envelope__BodyCase body, int k)
+{
+	struct fake_entry e = {0};
+	pthread_mutex_lock(&f->mu);
+	for (int i = 0; i < f->n_log; i++)
+		if (f->log[i].body == body && k-- == 0) {
+			e = f->log[i];
+			break;
+		}
+	pthread_mutex_unlock(&f->mu);
+	return e;
+}
+
+static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req)
+{
+	if (f->keepalive_silent)
+		return;
+	size_t n = req->keepalive->n_sessions;
+	int32_t *st = calloc(n + 1, sizeof *st);
+	assert_non_null(st);
+	for (size_t i = 0; i < n; i++)
+		st[i] = f->keepalive_gone ? RAFTLOCK_ESESSION : 0;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__KeepAliveResult kr = RAFTLOCK__KEEP_ALIVE_RESULT__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE;
+	resp.keepalive = &kr;
+	kr.statuses = st;
+	kr.n_statuses = n;
+	fake_send_response(fd, req->id, &resp);
+	free(st);
+}
+
+static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	if (req->acquire->acquire->wait) {
+		if (f->grant_after_ms >= 0) {
+			f->push_fd = fd;
+			f->push_id = req->id;
+			f->push_at = clock_mono_ms() + (uint64_t)f->grant_after_ms;
+		}
+		res.queued = true;
+	} else if (f->busy) {
+		res.status = RAFTLOCK_EBUSY;
+	} else {
+		res.token = ++f->next_token;
+		res.count = 1;
+	}
+	fake_send_result(fd, req->id, 0, &res, false);
+}
+
+/* ------------------------------------------------------------- reads -- */
+
+/* Fixed answers to reads, for the introspection tests: one node (id 7) of
+ * three; locks "a/1" (two shared holders, one waiter) and "a/2", listed
+ * one per page; one session holding both. */
+
+static Raftlock__Owner fake_owner = {
+	PROTOBUF_C_MESSAGE_INIT(&raftlock__owner__descriptor),
+	"svc", "host-\"1\"", 4242};
+
+static void fake_status(int fd, uint64_t id)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__StatusInfo si = RAFTLOCK__STATUS_INFO__INIT;
+	Raftlock__Member m[3] = {RAFTLOCK__MEMBER__INIT, RAFTLOCK__MEMBER__INIT,
+				 RAFTLOCK__MEMBER__INIT};
+	Raftlock__Member *mp[3] = {&m[0], &m[1], &m[2]};
+	char raft[3][32], client[3][32];
+	for (int i = 0; i < 3; i++) {
+		snprintf(raft[i], sizeof raft[i], "10.0.0.%d:7201", i + 1);
+		snprintf(client[i], sizeof client[i], "10.0.0.%d:7101", i + 1);
+		m[i].id = (uint64_t)i + 6;
+		m[i].raft_address = raft[i];
+		m[i].client_address = client[i];
+	}
+	si.node_id = 7;
+	si.role = "leader";
+	si.ready = true;
+	si.term = 3;
+	si.commit_index = 100;
+	si.applied_index = 99;
+	si.last_index = 101;
+	si.leader_id = 7;
+	si.leader_address = client[1];
+	si.members = mp;
+	si.n_members = 3;
+	si.cluster = "test";
+	si.next_token = 5000;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO;
+	resp.status_info = &si;
+	fake_send_response(fd, id, &resp);
+}
+
+/* Fills li as lock a/<n>. */
+static void fake_lock_info(Raftlock__LockInfo *li, int n, Raftlock__HolderInfo **hp,
+			   Raftlock__WaiterInfo **wp)
+{
+	li->name = n == 1 ? "a/1" : "a/2";
+	li->kind = n == 1 ? RAFTLOCK__LOCK_KIND__RWLOCK : RAFTLOCK__LOCK_KIND__MUTEX;
+	li->cluster_time = 10000;
+	li->n_holders = n == 1 ? 2 : 1;
+	li->holders = hp;
+	li->n_waiters = n == 1 ? 1 : 0;
+	li->waiters = wp;
+}
+
+static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__Holder h[2] = {RAFTLOCK__HOLDER__INIT, RAFTLOCK__HOLDER__INIT};
+	Raftlock__HolderInfo hi[2] = {RAFTLOCK__HOLDER_INFO__INIT,
+				      RAFTLOCK__HOLDER_INFO__INIT};
+	Raftlock__HolderInfo *hp[2] = {&hi[0], &hi[1]};
+	Raftlock__Waiter w = RAFTLOCK__WAITER__INIT;
+	Raftlock__WaiterInfo wi = RAFTLOCK__WAITER_INFO__INIT;
+	Raftlock__WaiterInfo *wp[1] = {&wi};
+	Raftlock__LockInfo li = RAFTLOCK__LOCK_INFO__INIT;
+	Raftlock__LockInfo *lp[1] = {&li};
+	Raftlock__LockList ll = RAFTLOCK__LOCK_LIST__INIT;
+	for (int i = 0; i < 2; i++) {
+		h[i].session = 11;
+		h[i].owner = 100 + (uint64_t)i;
+		h[i].mode = RAFTLOCK__MODE__SHARED;
+		h[i].permits = 1;
+		h[i].count = 1;
+		h[i].token = 900 + (uint64_t)i;
+		h[i].granted_time = 9000;
+		hi[i].holder = &h[i];
+		hi[i].owner = &fake_owner; /* the second has none in the fake */
+	}
+	hi[1].owner = NULL;
+	w.session = 12;
+	w.owner = 200;
+	w.queued_time = 9500;
+	wi.waiter = &w;
+	wi.owner = &fake_owner;
+	if (req->body_case == RAFTLOCK__ENVELOPE__BODY_GET_LOCK) {
+		if (strcmp(req->get_lock->name, "a/1") != 0) {
+			resp.status = RAFTLOCK_ENOTFOUND;
+			fake_send_response(fd, req->id, &resp);
+			return;
+		}
+		fake_lock_info(&li, 1, hp, wp);
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
+		resp.lock = &li;
+	} else {
+		bool first = req->list_locks->after[0] == '\0';
+		fake_lock_info(&li, first ? 1 : 2, hp, wp);
+		ll.locks = lp;
+		ll.n_locks = 1;
+		ll.more = first;
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCKS;
+		resp.locks = &ll;
+	}
+	fake_send_response(fd, req->id, &resp);
+}
+
+static void fake_session_reads(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__SessionInfo si = RAFTLOCK__SESSION_INFO__INIT;
+	Raftlock__SessionInfo *sp[1] = {&si};
+	Raftlock__SessionList sl = RAFTLOCK__SESSION_LIST__INIT;
+	char *locks[2] = {"a/1", "a/2"};
+	si.id = 11;
+	si.ttl_ms = 10000;
+	si.deadline = 19000;
+	si.opened_time = 1000;
+	si.owner = &fake_owner;
+	si.locks = locks;
+	si.n_locks = 2;
+	sl.sessions = sp;
+	sl.n_sessions = req->list_sessions->after < 11 ? 1 : 0;
+	sl.cluster_time = 10000;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS;
+	resp.sessions = &sl;
+	fake_send_response(fd, req->id, &resp);
+}
+
+static void fake_check_token(int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	Raftlock__CheckTokenResult ck = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
+	ck.current = req->check_token->token == 900;
+	ck.highest = 901;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_CHECK;
+	resp.check = &ck;
+	fake_send_response(fd, req->id, &resp);
+}
+
+/* Answers a read; false if req is not one. */
+static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
+{
+	switch (req->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_STATUS:
+		fake_status(fd, req->id);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
+		fake_lock_reads(fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
+		fake_session_reads(fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+		fake_check_token(fd, req);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Answers one request; returns false to drop the connection. */
+static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
+{
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	if (f->role == FAKE_FOLLOWER) {
+		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		resp.status = RAFTLOCK_ENOTLEADER;
+		resp.leader = f->leader;
+		fake_send_response(fd, req->id, &resp);
+		return true;
+	}
+	if (fake_read_answer(fd, req))
+		return true;
+	switch (req->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+		res.session = ++f->next_session;
+		res.ttl_ms = req->open_session->ttl_ms;
+		fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
+		fake_keepalive(f, fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		if (f->drop_first_acquire) {
+			f->drop_first_acquire = false;
+			return false;
+		}
+		if (f->ignore_acquires)
+			return true;
+		if (f->unknown_first_acquire) {
+			f->unknown_first_acquire = false;
+			fake_send_result(fd, req->id, RAFTLOCK_EUNKNOWN, NULL, false);
+			return true;
+		}
+		fake_acquire(f, fd, req);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		if (f->grant_on_cancel && f->push_id != 0) {
+			fake_push_grant(f, f->push_fd, f->push_id);
+			f->push_id = 0;
+			/* as the server does: "granted first", with the token */
+			if (f->cancel_status == 0)
+				res.token = f->next_token;
+		}
+		if (f->cancel_status == 0)
+			f->push_id = 0;
+		res.status = f->cancel_status;
+		fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	default: /* release, close: done, nothing left */
+		fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	}
+}
+
+static void fake_drop(struct fake *f, int i)
+{
+	close(f->fds[i]);
+	f->fds[i] = -1;
+	frame_reader_close(&f->readers[i]);
+}
+
+static void fake_read(struct fake *f, int i)
+{
+	uint8_t buf[4096];
+	ssize_t r = recv(f->fds[i], buf, sizeof buf, 0);
+	if (r <= 0 || frame_reader_feed(&f->readers[i], buf, (size_t)r) != 0) {
+		fake_drop(f, i);
+		return;
+	}
+	const uint8_t *p;
+	size_t n;
+	while (f->fds[i] >= 0 && frame_reader_next(&f->readers[i], &p, &n) == 1) {
+		Raftlock__Envelope *req;
+		assert_int_equal(codec_decode_envelope(p, n, &req), 0);
+		pthread_mutex_lock(&f->mu);
+		fake_log(f, req, f->serial[i]);
+		bool keep = fake_answer(f, f->fds[i], req);
+		pthread_mutex_unlock(&f->mu);
+		raftlock__envelope__free_unpacked(req, NULL);
+		if (!keep)
+			fake_drop(f, i);
+	}
+}
+
+static void fake_accept(struct fake *f)
+{
+	int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < FAKE_CONNS; i++) {
+		if (f->fds[i] < 0) {
+			f->fds[i] = fd;
+			frame_reader_init(&f->readers[i], RAFTLOCK_FRAME_MAX);
+			pthread_mutex_lock(&f->mu);
+			f->serial[i] = ++f->conns_seen;
+			pthread_mutex_unlock(&f->mu);
+			return;
+		}
+	}
+	close(fd);
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	for (;;) {
+		struct pollfd p[FAKE_CONNS + 2];
+		p[0] = (struct pollfd){.fd = f->stop[0], .events = POLLIN};
+		p[1] = (struct pollfd){.fd = f->lfd, .events = POLLIN};
+		for (int i = 0; i < FAKE_CONNS; i++)
+			p[i + 2] = (struct pollfd){.fd = f->fds[i], .events = POLLIN};
+		poll(p, FAKE_CONNS + 2, 10);
+		if (p[0].revents)
+			break;
+		if (p[1].revents & POLLIN)
+			fake_accept(f);
+		for (int i = 0; i < FAKE_CONNS; i++)
+			if (f->fds[i] >= 0 && p[i + 2].fd == f->fds[i] &&
+			    p[i + 2].revents)
+				fake_read(f, i);
+		pthread_mutex_lock(&f->mu);
+		if (f->push_id != 0 && clock_mono_ms() >= f->push_at) {
+			fake_push_grant(f, f->push_fd, f->push_id);
+			f->push_id = 0;
+		}
+		pthread_mutex_unlock(&f->mu);
+	}
+	return NULL;
+}
+
+struct fake *fake_start(enum fake_role role)
+{
+	struct fake *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	f->role = role;
+	f->grant_after_ms = -1;
+	for (int i = 0; i < FAKE_CONNS; i++)
+		f->fds[i] = -1;
+	pthread_mutex_init(&f->mu, NULL);
+	assert_int_equal(pipe(f->stop), 0);
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(f->lfd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof sa;
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(f->lfd, 16), 0);
+	assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(f->addr, sizeof f->addr, "127.0.0.1:%u", ntohs(sa.sin_port));
+	assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+	return f;
+}
+
+void fake_stop(struct fake *f)
+{
+	assert_int_equal(write(f->stop[1], "x", 1), 1);
+	pthread_join(f->thread, NULL);
+	for (int i = 0; i < FAKE_CONNS; i++)
+		if (f->fds[i] >= 0)
+			fake_drop(f, i);
+	close(f->lfd);
+	close(f->stop[0]);
+	close(f->stop[1]);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000,
+			      .tv_nsec = (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}

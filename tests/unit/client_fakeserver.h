@@ -1,0 +1,104 @@
+/*
+ * client_fakeserver.h: a fake raftlock node for the client tests. It
+ * listens on 127.0.0.1 (an ephemeral port), speaks the real framing and
+ * envelopes (proto/frame.h, proto/codec.h), logs every request it gets and
+ * answers as its behaviour fields say. One thread per fake; the fields
+ * are read under f->mu (set them with FAKE_SET).
+ */
+#ifndef RAFTLOCK_TEST_CLIENT_FAKESERVER_H
+#define RAFTLOCK_TEST_CLIENT_FAKESERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame.h"
+#include "raftlock.pb-c.h"
+
+#define FAKE_CONNS 8
+#define FAKE_LOG 256
+
+enum fake_role {
+	FAKE_LEADER,   /* answers everything */
+	FAKE_FOLLOWER, /* NOT_LEADER, pointing at `leader` */
+};
+
+struct fake_entry {
+	Raftlock__Envelope__BodyCase body;
+	uint64_t id;
+	uint64_t session;
+	uint64_t seq;
+	uint64_t ack_below;
+	uint64_t nonce;     /* open session */
+	uint64_t other;     /* acquire: owner; cancel: acquire_seq */
+	bool wait;          /* acquire */
+	int kind;           /* acquire: LockKind */
+	uint32_t limit;     /* acquire */
+	int conn;           /* serial number of the connection */
+};
+
+struct fake {
+	int lfd;
+	int stop[2];
+	char addr[32];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	/* behaviour, set by the test under mu */
+	enum fake_role role;
+	char leader[32];
+	bool drop_first_acquire;   /* close the connection instead of answering */
+	bool unknown_first_acquire;/* answer EUNKNOWN once */
+	bool keepalive_silent;     /* never answer keepalives */
+	bool keepalive_gone;       /* answer ESESSION */
+	bool busy;                 /* try-locks: EBUSY */
+	bool ignore_acquires;      /* log acquires, never answer them */
+	int grant_after_ms;        /* wait=true: push a grant after this; <0 never */
+	int cancel_status;         /* CancelWait result */
+	bool grant_on_cancel;      /* push the grant just before the cancel
+				      reply; with cancel_status 0 the reply
+				      carries the grant's token */
+	/* state */
+	int conns_seen;
+	uint64_t next_session;
+	uint64_t next_token;
+	struct fake_entry log[FAKE_LOG];
+	int n_log;
+	/* one pending push */
+	int push_fd;
+	uint64_t push_id;
+	uint64_t push_at;
+	int fds[FAKE_CONNS];
+	int serial[FAKE_CONNS];
+	struct frame_reader readers[FAKE_CONNS];
+};
+
+/* Starts a fake on a free loopback port (f->addr). */
+struct fake *fake_start(enum fake_role role);
+/* Stops its thread and closes everything. */
+void fake_stop(struct fake *f);
+/* The leader address a FAKE_FOLLOWER names in its NOT_LEADER answers. */
+void fake_set_leader(struct fake *f, const char *addr);
+/* How many requests of that kind it got so far. */
+int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body);
+/* The k-th logged request of that kind (copied; zeroed if none). */
+struct fake_entry fake_nth(struct fake *f, Raftlock__Envelope__BodyCase body,
+			   int k);
+
+void sleep_ms(unsigned ms);
+
+/* Sets a behaviour field of a running fake. */
+#define FAKE_SET(f, field, value)                                              \
+	do {                                                                   \
+		pthread_mutex_lock(&(f)->mu);                                  \
+		(f)->field = (value);                                          \
+		pthread_mutex_unlock(&(f)->mu);                                \
+	} while (0)
+
+#define ACQUIRE RAFTLOCK__ENVELOPE__BODY_ACQUIRE
+#define RELEASE RAFTLOCK__ENVELOPE__BODY_RELEASE
+#define CANCEL RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT
+#define CLOSE RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION
+#define OPEN RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION
+#define KEEPALIVE RAFTLOCK__ENVELOPE__BODY_KEEPALIVE
+
+#endif
