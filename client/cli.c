@@ -24,16 +24,16 @@ static const char usage_text[] =
 	"commands:\n"
 	"  status [--json]                  each endpoint's own view: role, term,\n"
 	"                                   commit and applied index, leader, members\n"
-	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS]\n"
+	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS] [--lock-delay MS]\n"
 	"       NAME [--] CMD [ARGS...]     run CMD while holding NAME (a read-write\n"
 	"                                   lock: exclusive, or shared with --shared)\n"
-	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS]\n"
+	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS] [--lock-delay MS]\n"
 	"       NAME [--] CMD [ARGS...]     run CMD holding one of N permits of the\n"
 	"                                   semaphore NAME (N active, the rest wait)\n"
 	"  holders [PREFIX] [--json] [--stale]   who holds which lock\n"
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
-	"  check NAME TOKEN [--stale]       is TOKEN a current grant of NAME?\n"
+	"  check NAME TOKEN                 is TOKEN a current grant of NAME?\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
@@ -49,6 +49,9 @@ static const char usage_text[] =
 	"(128+N). If the session cannot be renewed, the command gets\n"
 	"SIGTERM --grace MS (2000, at most TTL/2) before the session's validity\n"
 	"ends and SIGKILL when it ends, before the lock can go to anyone else.\n"
+	"--lock-delay MS (when the lock is created): if a holder's session\n"
+	"expires, the lock stays unavailable that long, for in-flight writes of\n"
+	"the dead holder to land; a clean release frees it at once.\n"
 	"\n"
 	"exit status:\n"
 	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
@@ -131,8 +134,10 @@ static int cli_fail(struct cli *cli)
 
 /* ------------------------------------------------------------ commands -- */
 
-/* Flags shared by the read commands. */
+/* Flags of the read commands; the allow_ fields say which it takes. */
 struct read_flags {
+	bool allow_json;
+	bool allow_stale;
 	bool json;
 	bool stale;
 };
@@ -146,14 +151,16 @@ enum {
 	OPT_SHARED,
 	OPT_GRACE,
 	OPT_PERMITS,
+	OPT_LOCK_DELAY,
 	OPT_ENDPOINTS,
 	OPT_TIMEOUT,
 	OPT_VERSION,
 };
 
-/* Parses --json/--stale and collects up to max positional arguments. */
-static int parse_read(int argc, char **argv, struct read_flags *rf,
-		      char **pos, int min, int max, int *n)
+/* Parses --json/--stale (as allowed) and collects min..max positional
+ * arguments. */
+static int parse_read(int argc, char **argv, struct read_flags *rf, char **pos, int min, int max,
+		      int *n)
 {
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -163,12 +170,12 @@ static int parse_read(int argc, char **argv, struct read_flags *rf,
 	int ch;
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (ch == OPT_JSON)
+		if (ch == OPT_JSON && rf->allow_json)
 			rf->json = true;
-		else if (ch == OPT_STALE)
+		else if (ch == OPT_STALE && rf->allow_stale)
 			rf->stale = true;
 		else
-			return usage("unknown option");
+			return usage("unknown option for this command");
 	}
 	*n = argc - optind;
 	if (*n < min || *n > max)
@@ -180,7 +187,7 @@ static int parse_read(int argc, char **argv, struct read_flags *rf,
 
 static int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
@@ -192,8 +199,7 @@ static int cmd_status(struct cli *cli, int argc, char **argv)
 	for (size_t i = 0; i < cli->n_endpoints; i++) {
 		struct raftlock_status *st = NULL;
 		if (raftlock_status_get(cli->client, cli->endpoints[i], &st) != 0) {
-			cli_print_status(&o, cli->endpoints[i], NULL,
-					 raftlock_errmsg(cli->client));
+			cli_print_status(&o, cli->endpoints[i], NULL, raftlock_errmsg(cli->client));
 			continue;
 		}
 		answered++;
@@ -214,8 +220,7 @@ static int cmd_status(struct cli *cli, int argc, char **argv)
 }
 
 /* Prints one page of a listing into o; *more when another follows. */
-typedef int (*page_fn)(struct cli *cli, struct cli_out *o, void *state,
-		       bool *more);
+typedef int (*page_fn)(struct cli *cli, struct cli_out *o, void *state, bool *more);
 
 /* Runs page() until the listing ends, all in one output listing. */
 static int print_pages(struct cli *cli, bool json, page_fn page, void *state)
@@ -236,28 +241,25 @@ struct holders_state {
 	char after[RAFTLOCK_NAME_MAX + 1];
 };
 
-static int holders_page(struct cli *cli, struct cli_out *o, void *state,
-			bool *more)
+static int holders_page(struct cli *cli, struct cli_out *o, void *state, bool *more)
 {
 	struct holders_state *hs = state;
 	struct raftlock_lock_list *list;
-	int rv = raftlock_lock_list(cli->client, hs->prefix, hs->after, 0,
-				    hs->stale, &list);
+	int rv = raftlock_lock_list(cli->client, hs->prefix, hs->after, 0, hs->stale, &list);
 	if (rv != 0)
 		return rv;
 	for (size_t i = 0; i < list->n_locks; i++)
 		cli_print_lock(o, &list->locks[i], false);
 	*more = list->more && list->n_locks > 0;
 	if (*more)
-		snprintf(hs->after, sizeof hs->after, "%s",
-			 list->locks[list->n_locks - 1].name);
+		snprintf(hs->after, sizeof hs->after, "%s", list->locks[list->n_locks - 1].name);
 	raftlock_lock_list_free(list);
 	return 0;
 }
 
 static int cmd_holders(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1] = {""};
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 1, &n);
 	if (code != CLI_EXIT_OK)
@@ -268,7 +270,7 @@ static int cmd_holders(struct cli *cli, int argc, char **argv)
 
 static int cmd_show(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 1, 1, &n);
 	if (code != CLI_EXIT_OK)
@@ -289,13 +291,11 @@ struct sessions_state {
 	uint64_t after;
 };
 
-static int sessions_page(struct cli *cli, struct cli_out *o, void *state,
-			 bool *more)
+static int sessions_page(struct cli *cli, struct cli_out *o, void *state, bool *more)
 {
 	struct sessions_state *ss = state;
 	struct raftlock_session_list *list;
-	int rv = raftlock_session_list(cli->client, ss->after, 0, ss->stale,
-				       &list);
+	int rv = raftlock_session_list(cli->client, ss->after, 0, ss->stale, &list);
 	if (rv != 0)
 		return rv;
 	for (size_t i = 0; i < list->n_sessions; i++)
@@ -309,7 +309,7 @@ static int sessions_page(struct cli *cli, struct cli_out *o, void *state,
 
 static int cmd_sessions(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
 	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
@@ -333,8 +333,7 @@ static int cmd_check(struct cli *cli, int argc, char **argv)
 	bool current = false;
 	if (raftlock_check_token(cli->client, pos[0], token, &current) != 0)
 		return cli_fail(cli);
-	printf("token %llu of '%s' is %s\n", token, pos[0],
-	       current ? "current" : "not current");
+	printf("token %llu of '%s' is %s\n", token, pos[0], current ? "current" : "not current");
 	return current ? CLI_EXIT_OK : CLI_EXIT_BUSY;
 }
 
@@ -348,6 +347,7 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 		{"shared", no_argument, NULL, OPT_SHARED},
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"permits", required_argument, NULL, OPT_PERMITS},
+		{"lock-delay", required_argument, NULL, OPT_LOCK_DELAY},
 		{NULL, 0, NULL, 0},
 	};
 	struct cli_hold h = {
@@ -363,8 +363,7 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_TTL:
-			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS,
-				      RAFTLOCK_TTL_MAX_MS, &v))
+			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS, RAFTLOCK_TTL_MAX_MS, &v))
 				return usage("--ttl: milliseconds, 1000..600000");
 			h.ttl_ms = (unsigned)v;
 			break;
@@ -373,9 +372,7 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 				return usage("--wait: milliseconds, at least 1");
 			h.wait_ms = (int)v;
 			break;
-		case OPT_NO_WAIT:
-			h.wait_ms = 0;
-			break;
+		case OPT_NO_WAIT: h.wait_ms = 0; break;
 		case OPT_SHARED:
 			if (semaphore)
 				return usage("--shared is for lock, not run");
@@ -390,8 +387,12 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 			if (!semaphore || !parse_ms(optarg, 1, 1000000, &permits))
 				return usage("--permits N (run only), N >= 1");
 			break;
-		default:
-			return usage("unknown option");
+		case OPT_LOCK_DELAY:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--lock-delay: milliseconds");
+			h.lock_opts.lock_delay_ms = (unsigned)v;
+			break;
+		default: return usage("unknown option");
 		}
 	}
 	if (semaphore && permits == 0)
@@ -433,9 +434,8 @@ static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},     {"lock", cmd_lock},
-	{"run", cmd_run},           {"holders", cmd_holders},
-	{"show", cmd_show},         {"sessions", cmd_sessions},
+	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
+	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
 	{"check", cmd_check},
 };
 
@@ -456,23 +456,18 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 		endpoints = CLI_DEFAULT_ENDPOINTS;
 	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (ch) {
-		case OPT_ENDPOINTS:
-			endpoints = optarg;
-			break;
+		case OPT_ENDPOINTS: endpoints = optarg; break;
 		case OPT_TIMEOUT:
 			if (!parse_ms(optarg, 1, INT_MAX, &v))
 				return usage("--timeout: milliseconds, at least 1");
 			cli->timeout_ms = (unsigned)v;
 			break;
-		case 'h':
-			usage(NULL);
-			return -1;
+		case 'h': usage(NULL); return -1;
 		case OPT_VERSION:
 			printf("raftlock %d.%d.%d\n", RAFTLOCK_VERSION_MAJOR,
 			       RAFTLOCK_VERSION_MINOR, RAFTLOCK_VERSION_PATCH);
 			return -1;
-		default:
-			return usage("unknown option");
+		default: return usage("unknown option");
 		}
 	}
 	if (optind >= argc)

@@ -58,8 +58,7 @@ static void child_env_free(char **env)
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(char **argv, char **env, const sigset_t *blocked,
-		       pid_t parent)
+static void child_exec(char **argv, char **env, const sigset_t *blocked, pid_t parent)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -119,8 +118,7 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)tick * 1000000};
 		siginfo_t info;
 		int sig = sigtimedwait(set, &info, &ts);
-		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP ||
-		    sig == SIGQUIT)
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
 			kill(child, sig);
 		int status;
 		pid_t w = waitpid(child, &status, WNOHANG);
@@ -155,8 +153,7 @@ static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 	return CLI_EXIT_ERROR;
 }
 
-static int hold_run_child(raftlock_session *s, const struct cli_hold *h,
-			  uint64_t token)
+static int hold_run_child(raftlock_session *s, const struct cli_hold *h, uint64_t token)
 {
 	sigset_t set;
 	char **env = child_env(h->name, token, raftlock_session_id(s));

@@ -26,10 +26,10 @@ struct cli_hold {
 	struct raftlock_lock_options lock_opts;
 	enum raftlock_mode mode;
 	uint32_t permits;
-	int wait_ms;       /* 0: do not wait; < 0: forever */
+	int wait_ms; /* 0: do not wait; < 0: forever */
 	unsigned ttl_ms;
 	unsigned grace_ms;
-	char **argv;       /* the command, NULL-terminated */
+	char **argv; /* the command, NULL-terminated */
 };
 
 /* The signals the supervisor waits for (SIGCHLD) or forwards (SIGINT,

@@ -6,12 +6,9 @@
 static const char *kind_name(enum raftlock_kind k)
 {
 	switch (k) {
-	case RAFTLOCK_RWLOCK:
-		return "rwlock";
-	case RAFTLOCK_SEMAPHORE:
-		return "semaphore";
-	default:
-		return "mutex";
+	case RAFTLOCK_RWLOCK: return "rwlock";
+	case RAFTLOCK_SEMAPHORE: return "semaphore";
+	default: return "mutex";
 	}
 }
 
@@ -83,8 +80,7 @@ static void text_owner(FILE *f, const struct raftlock_owner *w)
 
 /* ---------------------------------------------------------------- status */
 
-static void json_status(FILE *f, const char *endpoint,
-			const struct raftlock_status *st)
+static void json_status(FILE *f, const char *endpoint, const struct raftlock_status *st)
 {
 	fputs("{\"endpoint\": ", f);
 	cli_json_string(f, endpoint);
@@ -94,8 +90,8 @@ static void json_status(FILE *f, const char *endpoint,
 		", \"ready\": %s, \"term\": %" PRIu64 ", \"commit_index\": %" PRIu64
 		", \"applied_index\": %" PRIu64 ", \"last_index\": %" PRIu64
 		", \"leader_id\": %" PRIu64 ", \"leader_address\": ",
-		st->ready ? "true" : "false", st->term, st->commit_index,
-		st->applied_index, st->last_index, st->leader_id);
+		st->ready ? "true" : "false", st->term, st->commit_index, st->applied_index,
+		st->last_index, st->leader_id);
 	cli_json_string(f, st->leader_address);
 	fprintf(f,
 		", \"cluster_time\": %" PRIu64 ", \"next_token\": %" PRIu64
@@ -104,8 +100,8 @@ static void json_status(FILE *f, const char *endpoint,
 	cli_json_string(f, st->cluster);
 	fputs(", \"members\": [", f);
 	for (size_t i = 0; i < st->n_members; i++) {
-		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ",
-			i ? ", " : "", st->members[i].id);
+		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ", i ? ", " : "",
+			st->members[i].id);
 		cli_json_string(f, st->members[i].raft_address);
 		fputs(", \"client_address\": ", f);
 		cli_json_string(f, st->members[i].client_address);
@@ -114,8 +110,8 @@ static void json_status(FILE *f, const char *endpoint,
 	fputs("]}", f);
 }
 
-void cli_print_status(struct cli_out *o, const char *endpoint,
-		      const struct raftlock_status *st, const char *error)
+void cli_print_status(struct cli_out *o, const char *endpoint, const struct raftlock_status *st,
+		      const char *error)
 {
 	FILE *f = o->f;
 	if (o->json) {
@@ -139,9 +135,8 @@ void cli_print_status(struct cli_out *o, const char *endpoint,
 	fprintf(f,
 		"%-21s node %" PRIu64 "  %s%s  term %" PRIu64 "  commit %" PRIu64
 		"  applied %" PRIu64 "  leader %s\n",
-		endpoint, st->node_id, st->role,
-		st->ready ? " (ready)" : "", st->term, st->commit_index,
-		st->applied_index,
+		endpoint, st->node_id, st->role, st->ready ? " (ready)" : "", st->term,
+		st->commit_index, st->applied_index,
 		st->leader_address[0] ? st->leader_address : "unknown");
 }
 
@@ -151,9 +146,8 @@ void cli_print_members(struct cli_out *o, const struct raftlock_status *st)
 		return;
 	fprintf(o->f, "members (as node %" PRIu64 " sees them):\n", st->node_id);
 	for (size_t i = 0; i < st->n_members; i++)
-		fprintf(o->f, "  %" PRIu64 "  raft %s  client %s%s\n",
-			st->members[i].id, st->members[i].raft_address,
-			st->members[i].client_address,
+		fprintf(o->f, "  %" PRIu64 "  raft %s  client %s%s\n", st->members[i].id,
+			st->members[i].raft_address, st->members[i].client_address,
 			st->members[i].id == st->leader_id ? "  (leader)" : "");
 }
 
@@ -164,22 +158,19 @@ static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters
 	fputs("{\"name\": ", f);
 	cli_json_string(f, li->name);
 	fprintf(f,
-		", \"kind\": \"%s\", \"limit\": %" PRIu32
-		", \"lock_delay_ms\": %" PRIu32 ", \"delay_until\": %" PRIu64
-		", \"cluster_time\": %" PRIu64 ", \"holders\": [",
-		kind_name(li->kind), li->limit, li->lock_delay_ms,
-		li->delay_until, li->cluster_time);
+		", \"kind\": \"%s\", \"limit\": %" PRIu32 ", \"lock_delay_ms\": %" PRIu32
+		", \"delay_until\": %" PRIu64 ", \"cluster_time\": %" PRIu64 ", \"holders\": [",
+		kind_name(li->kind), li->limit, li->lock_delay_ms, li->delay_until,
+		li->cluster_time);
 	for (size_t i = 0; i < li->n_holders; i++) {
 		const struct raftlock_holder *h = &li->holders[i];
 		fprintf(f,
 			"%s{\"session\": %" PRIu64 ", \"owner\": %" PRIu64
-			", \"mode\": \"%s\", \"permits\": %" PRIu32
-			", \"count\": %" PRIu32 ", \"token\": %" PRIu64
-			", \"granted_index\": %" PRIu64
+			", \"mode\": \"%s\", \"permits\": %" PRIu32 ", \"count\": %" PRIu32
+			", \"token\": %" PRIu64 ", \"granted_index\": %" PRIu64
 			", \"granted_time\": %" PRIu64 ", ",
-			i ? ", " : "", h->session, h->owner, mode_name(h->mode),
-			h->permits, h->count, h->token, h->granted_index,
-			h->granted_time);
+			i ? ", " : "", h->session, h->owner, mode_name(h->mode), h->permits,
+			h->count, h->token, h->granted_index, h->granted_time);
 		json_owner(f, &h->who);
 		fputs("}", f);
 	}
@@ -192,8 +183,8 @@ static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters
 				"%s{\"session\": %" PRIu64 ", \"owner\": %" PRIu64
 				", \"mode\": \"%s\", \"permits\": %" PRIu32
 				", \"queued_time\": %" PRIu64 ", ",
-				i ? ", " : "", w->session, w->owner,
-				mode_name(w->mode), w->permits, w->queued_time);
+				i ? ", " : "", w->session, w->owner, mode_name(w->mode), w->permits,
+				w->queued_time);
 			json_owner(f, &w->who);
 			fputs("}", f);
 		}
@@ -204,8 +195,7 @@ static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters
 	fputs("}", f);
 }
 
-void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li,
-		    bool waiters)
+void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li, bool waiters)
 {
 	FILE *f = o->f;
 	if (o->json) {
@@ -231,12 +221,10 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li,
 		const struct raftlock_holder *h = &li->holders[i];
 		fprintf(f, waiters ? "  holder  " : "%s  ", waiters ? "" : li->name);
 		if (li->kind == RAFTLOCK_SEMAPHORE)
-			fprintf(f, "%" PRIu32 " permit%s", h->permits,
-				h->permits == 1 ? "" : "s");
+			fprintf(f, "%" PRIu32 " permit%s", h->permits, h->permits == 1 ? "" : "s");
 		else
 			fputs(mode_name(h->mode), f);
-		fprintf(f, "  token %" PRIu64 "  session %" PRIu64 "  ", h->token,
-			h->session);
+		fprintf(f, "  token %" PRIu64 "  session %" PRIu64 "  ", h->token, h->session);
 		text_owner(f, &h->who);
 		if (h->count > 1)
 			fprintf(f, "  depth %" PRIu32, h->count);
@@ -256,8 +244,7 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li,
 	}
 	for (size_t i = 0; i < li->n_waiters; i++) {
 		const struct raftlock_waiter *w = &li->waiters[i];
-		fprintf(f, "  waiter  %s  session %" PRIu64 "  ",
-			mode_name(w->mode), w->session);
+		fprintf(f, "  waiter  %s  session %" PRIu64 "  ", mode_name(w->mode), w->session);
 		text_owner(f, &w->who);
 		fputs("  waiting ", f);
 		print_span(f, li->cluster_time, w->queued_time);
@@ -274,9 +261,8 @@ void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si
 	if (o->json) {
 		json_item(o);
 		fprintf(f,
-			"{\"id\": %" PRIu64 ", \"ttl_ms\": %" PRIu32
-			", \"deadline\": %" PRIu64 ", \"opened_time\": %" PRIu64
-			", ",
+			"{\"id\": %" PRIu64 ", \"ttl_ms\": %" PRIu32 ", \"deadline\": %" PRIu64
+			", \"opened_time\": %" PRIu64 ", ",
 			si->id, si->ttl_ms, si->deadline, si->opened_time);
 		json_owner(f, &si->who);
 		fputs(", \"locks\": [", f);

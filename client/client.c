@@ -21,7 +21,7 @@
 #define CLIENT_BACKOFF_MAX_MS 250 /* a failover must not wait long */
 #define CLIENT_DOWN_MS 1000       /* no redirects to an unreachable node */
 #define CLIENT_STALL_MS 5000      /* an unanswered request: try elsewhere */
-#define CLIENT_RETRY_MIN_MS 50  /* EUNAVAILABLE: retry after 50..200 ms */
+#define CLIENT_RETRY_MIN_MS 50    /* EUNAVAILABLE: retry after 50..200 ms */
 #define CLIENT_RETRY_SPAN_MS 151
 #define CLIENT_POLL_MAX_MS 1000
 
@@ -64,6 +64,8 @@ int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 	}
 	r->id = env->id;
 	r->wants_push = wants_push;
+	pthread_cond_init(&r->cond, &c->condattr);
+	r->wake = wants_push ? &c->cond : &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
 	r->next = c->reqs;
 	if (c->reqs != NULL)
@@ -80,13 +82,17 @@ int client_wait(raftlock_client *c, struct request *req, uint64_t deadline)
 		if (clock_mono_ms() >= deadline)
 			return req->last_err;
 		struct timespec ts = clock_mono_deadline(deadline);
-		pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+		pthread_cond_timedwait(req->wake, &c->mu, &ts);
 	}
 	return 0;
 }
 
-void client_take(raftlock_client *c, struct request *req,
-		 Raftlock__Envelope **reply)
+void client_watch(raftlock_client *c, struct request *req)
+{
+	req->wake = &c->cond;
+}
+
+void client_take(raftlock_client *c, struct request *req, Raftlock__Envelope **reply)
 {
 	if (req->prev != NULL)
 		req->prev->next = req->next;
@@ -98,6 +104,7 @@ void client_take(raftlock_client *c, struct request *req,
 		*reply = req->reply;
 	else if (req->reply != NULL)
 		raftlock__envelope__free_unpacked(req->reply, NULL);
+	pthread_cond_destroy(&req->cond);
 	free(req->frame);
 	free(req);
 }
@@ -132,13 +139,15 @@ static struct request *client_find(raftlock_client *c, uint64_t id)
 	return NULL;
 }
 
-static void client_complete(raftlock_client *c, struct request *r,
-			    Raftlock__Envelope *env)
+static void client_complete(raftlock_client *c, struct request *r, Raftlock__Envelope *env)
 {
 	r->reply = env;
 	r->done = true;
 	r->done_boot = clock_boot_ms();
-	pthread_cond_broadcast(&c->cond);
+	if (r->wake == &c->cond)
+		pthread_cond_broadcast(&c->cond);
+	else
+		pthread_cond_signal(&r->cond);
 }
 
 /* ---------------------------------------------------------- I/O thread -- */
@@ -244,8 +253,7 @@ static void io_connect(raftlock_client *c)
 
 void client_suspect(raftlock_client *c, struct request *req)
 {
-	if (req->sent_gen == c->conn_gen && c->conn.state == CONN_OPEN &&
-	    !c->drop_conn) {
+	if (req->sent_gen == c->conn_gen && c->conn.state == CONN_OPEN && !c->drop_conn) {
 		io_note_down(c, clock_mono_ms());
 		c->drop_conn = true;
 		client_wake_io(c);
@@ -270,6 +278,8 @@ static void io_send_pending(raftlock_client *c, uint64_t now)
 			continue;
 		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
 			return; /* out of memory: try again on the next turn */
+		if (!r->ever_sent)
+			r->first_sent_boot = clock_boot_ms();
 		r->sent_gen = c->conn_gen;
 		r->sent_at = now;
 		r->ever_sent = true;
@@ -283,8 +293,7 @@ static void io_redirect(raftlock_client *c, const char *leader)
 	if (c->drop_conn)
 		return; /* one redirect per connection */
 	c->drop_conn = true;
-	if (leader == NULL || leader[0] == '\0' ||
-	    io_is_down(c, leader, clock_mono_ms()))
+	if (leader == NULL || leader[0] == '\0' || io_is_down(c, leader, clock_mono_ms()))
 		return; /* the next address */
 	if (c->has_redirect)
 		conn_addr_free(&c->redirect);
@@ -294,8 +303,7 @@ static void io_redirect(raftlock_client *c, const char *leader)
 static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 {
 	struct request *r = client_find(c, env->id);
-	if (r == NULL || r->done ||
-	    env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
+	if (r == NULL || r->done || env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
 		/* a reply to a request its caller gave up on */
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
@@ -317,9 +325,8 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 		r->sent_gen = 0;
 		r->not_before = clock_mono_ms() + CLIENT_RETRY_MIN_MS +
 				client_random(c) % CLIENT_RETRY_SPAN_MS;
-		r->last_err = resp->status == RAFTLOCK_EUNAVAILABLE
-				      ? RAFTLOCK_EUNAVAILABLE
-				      : RAFTLOCK_ETIMEDOUT;
+		r->last_err = resp->status == RAFTLOCK_EUNAVAILABLE ? RAFTLOCK_EUNAVAILABLE
+								    : RAFTLOCK_ETIMEDOUT;
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	case RAFTLOCK_ESHUTDOWN:
@@ -331,8 +338,7 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 	c->hops = 0;
 	c->backoff_ms = 0;
 	if (resp->status == 0 && r->wants_push &&
-	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT &&
-	    resp->result->queued) {
+	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT && resp->result->queued) {
 		r->queued = true;
 		raftlock__envelope__free_unpacked(env, NULL);
 		pthread_cond_broadcast(&c->cond);
@@ -371,14 +377,12 @@ static void io_handle(raftlock_client *c, short revents)
 static int io_poll_timeout(raftlock_client *c, uint64_t now)
 {
 	uint64_t until = now + CLIENT_POLL_MAX_MS;
-	if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
-	    c->reconnect_at < until)
+	if (c->conn.state == CONN_CLOSED && c->reqs != NULL && c->reconnect_at < until)
 		until = c->reconnect_at;
 	if (c->conn.state == CONN_CONNECTING && c->connect_deadline < until)
 		until = c->connect_deadline;
 	for (struct request *r = c->reqs; r != NULL; r = r->next)
-		if (!r->done && r->sent_gen != c->conn_gen &&
-		    r->not_before < until)
+		if (!r->done && r->sent_gen != c->conn_gen && r->not_before < until)
 			until = r->not_before;
 	return until > now ? (int)(until - now) : 0;
 }
@@ -389,14 +393,11 @@ static void *io_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->io_stop) {
 		uint64_t now = clock_mono_ms();
-		if (c->drop_conn ||
-		    (c->conn.state == CONN_OPEN && io_stalled(c, now)))
+		if (c->drop_conn || (c->conn.state == CONN_OPEN && io_stalled(c, now)))
 			io_fail(c, false);
-		if (c->conn.state == CONN_CLOSED && c->reqs != NULL &&
-		    now >= c->reconnect_at)
+		if (c->conn.state == CONN_CLOSED && c->reqs != NULL && now >= c->reconnect_at)
 			io_connect(c);
-		if (c->conn.state == CONN_CONNECTING &&
-		    now >= c->connect_deadline)
+		if (c->conn.state == CONN_CONNECTING && now >= c->connect_deadline)
 			io_fail(c, true);
 		if (c->conn.state == CONN_OPEN) {
 			io_send_pending(c, now);
@@ -406,9 +407,7 @@ static void *io_main(void *arg)
 		struct pollfd p[2] = {
 			{.fd = c->wake_fd, .events = POLLIN},
 			{.fd = c->conn.fd,
-			 .events = (short)(POLLIN | (conn_wants_write(&c->conn)
-							     ? POLLOUT
-							     : 0))},
+			 .events = (short)(POLLIN | (conn_wants_write(&c->conn) ? POLLOUT : 0))},
 		};
 		int timeout = io_poll_timeout(c, now);
 		nfds_t n = c->conn.fd >= 0 ? 2 : 1;
@@ -449,6 +448,7 @@ static void client_free(raftlock_client *c)
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	pthread_cond_destroy(&c->cond);
+	pthread_condattr_destroy(&c->condattr);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -466,15 +466,13 @@ static int client_check_options(const struct raftlock_client_options *opts)
 		if (rv != 0)
 			return errmsg_set(NULL, rv, "expected host:port",
 					  "open client: address '%s'",
-					  opts->addresses[i] ? opts->addresses[i]
-							     : "(null)");
+					  opts->addresses[i] ? opts->addresses[i] : "(null)");
 		conn_addr_free(&a);
 	}
 	return 0;
 }
 
-static int client_init(raftlock_client *c,
-		       const struct raftlock_client_options *opts)
+static int client_init(raftlock_client *c, const struct raftlock_client_options *opts)
 {
 	c->wake_fd = -1;
 	conn_init(&c->conn);
@@ -487,20 +485,17 @@ static int client_init(raftlock_client *c,
 			return rv;
 		c->n_addrs++;
 	}
-	const char *name = opts->client_name != NULL
-				   ? opts->client_name
-				   : program_invocation_short_name;
+	const char *name =
+		opts->client_name != NULL ? opts->client_name : program_invocation_short_name;
 	c->client_name = strndup(name, RAFTLOCK_NAME_MAX);
 	if (c->client_name == NULL)
 		return RAFTLOCK_ENOMEM;
 	if (gethostname(c->host, sizeof c->host - 1) != 0)
 		strcpy(c->host, "unknown");
-	c->request_timeout_ms = opts->request_timeout_ms
-					? opts->request_timeout_ms
-					: CLIENT_REQUEST_TIMEOUT_MS;
-	c->connect_timeout_ms = opts->connect_timeout_ms
-					? opts->connect_timeout_ms
-					: CLIENT_CONNECT_TIMEOUT_MS;
+	c->request_timeout_ms =
+		opts->request_timeout_ms ? opts->request_timeout_ms : CLIENT_REQUEST_TIMEOUT_MS;
+	c->connect_timeout_ms =
+		opts->connect_timeout_ms ? opts->connect_timeout_ms : CLIENT_CONNECT_TIMEOUT_MS;
 	c->rng = clock_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)c;
 	c->rng |= 1;
 	c->owner_base = client_random(c);
@@ -512,8 +507,7 @@ static int client_init(raftlock_client *c,
 }
 
 RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts,
-				      raftlock_client **out,
-				      const char **errmsg_out)
+				      raftlock_client **out, const char **errmsg_out)
 {
 	int rv = client_check_options(opts);
 	if (rv != 0)
@@ -523,12 +517,10 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 		rv = errmsg_set(NULL, RAFTLOCK_ENOMEM, NULL, "open client");
 		goto out;
 	}
-	pthread_condattr_t ca;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_condattr_init(&c->condattr);
+	pthread_condattr_setclock(&c->condattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &c->condattr);
 	rv = client_init(c, opts);
 	if (rv != 0) {
 		errmsg_set(NULL, rv, NULL, "open client");

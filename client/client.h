@@ -10,8 +10,10 @@
  * connection loss, and completes requests with their response.
  *
  * Locking: one mutex (c->mu) guards the whole client state, sessions and
- * lock handles included; c->cond is broadcast on every change a waiter may
- * care about (request done, keepalive wake, callback finished, stop).
+ * lock handles included; c->cond is broadcast on every change of shared
+ * state (a watched request done, keepalive wake, callback finished, a
+ * session lost or closing, stop); a caller waiting for its own request
+ * waits on the request's condition variable.
  */
 #ifndef RAFTLOCK_CLIENT_H
 #define RAFTLOCK_CLIENT_H
@@ -29,21 +31,30 @@ struct request {
 	uint64_t id;
 	uint8_t *frame; /* the encoded envelope, re-sent as is */
 	size_t frame_len;
-	uint64_t sent_gen;   /* connection generation it was last sent on */
-	uint64_t not_before; /* CLOCK_MONOTONIC ms: do not send before */
-	uint64_t sent_at;    /* CLOCK_MONOTONIC ms of the last send */
-	bool wants_push;     /* a blocking acquire: "queued" is not final */
-	bool queued;         /* the server queued it; a push will follow */
-	bool ever_sent;      /* handed to a connection at least once */
+	uint64_t sent_gen;        /* connection generation it was last sent on */
+	uint64_t not_before;      /* CLOCK_MONOTONIC ms: do not send before */
+	uint64_t sent_at;         /* CLOCK_MONOTONIC ms of the last send */
+	uint64_t first_sent_boot; /* CLOCK_BOOTTIME ms of the first send:
+				     nothing happened to it before */
+	bool wants_push;          /* a blocking acquire: "queued" is not final */
+	bool queued;              /* the server queued it; a push will follow */
+	bool ever_sent;           /* handed to a connection at least once */
 	bool done;
-	int last_err;        /* what a timeout reports: ECONNECTION, ... */
-	uint64_t done_boot;  /* CLOCK_BOOTTIME ms of completion */
+	int last_err;       /* what a timeout reports: ECONNECTION, ... */
+	uint64_t done_boot; /* CLOCK_BOOTTIME ms of completion */
 	Raftlock__Envelope *reply;
+	/* Whom completion wakes: the request's own waiter (cond), or, for
+	 * requests the keepalive thread or a blocking acquire watches, every
+	 * waiter of c->cond. One waiter per request avoids waking every
+	 * thread of a busy client for each answer. */
+	pthread_cond_t cond;
+	pthread_cond_t *wake;
 };
 
 struct raftlock_client {
 	pthread_mutex_t mu;
-	pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+	pthread_cond_t cond;         /* on CLOCK_MONOTONIC */
+	pthread_condattr_t condattr; /* CLOCK_MONOTONIC, for requests */
 
 	struct conn_addr *addrs;
 	size_t n_addrs;
@@ -60,14 +71,14 @@ struct raftlock_client {
 	struct conn conn;
 	uint64_t conn_gen;
 	uint64_t connect_deadline;
-	size_t addr_next;       /* next address to try */
+	size_t addr_next; /* next address to try */
 	struct conn_addr redirect;
 	bool has_redirect;
-	uint64_t reconnect_at;  /* CLOCK_MONOTONIC ms */
+	uint64_t reconnect_at; /* CLOCK_MONOTONIC ms */
 	unsigned backoff_ms;
-	unsigned hops;          /* failures and redirects since a good reply */
-	bool drop_conn;         /* close after the frames in hand */
-	char *conn_text;        /* address of the current connection */
+	unsigned hops;   /* failures and redirects since a good reply */
+	bool drop_conn;  /* close after the frames in hand */
+	char *conn_text; /* address of the current connection */
 	struct {
 		uint64_t hash;  /* of an address that could not be reached */
 		uint64_t until; /* CLOCK_MONOTONIC ms */
@@ -79,7 +90,7 @@ struct raftlock_client {
 	struct raftlock_session *sessions;
 	pthread_t ka_thread;
 	bool ka_stop;
-	uint64_t ka_next;               /* CLOCK_MONOTONIC ms */
+	uint64_t ka_next;                    /* CLOCK_MONOTONIC ms */
 	struct raftlock_session *cb_session; /* whose on_lost runs now */
 	uint64_t owner_base;
 	uint64_t owner_next;
@@ -96,6 +107,11 @@ uint64_t client_random(raftlock_client *c);
  */
 int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 		  struct request **out);
+/* (wants_push requests are watched from the start: see client_watch) */
+
+/* Completion of req wakes every waiter of c->cond from now on (c->mu
+ * held): for requests a background thread or a blocking acquire watches. */
+void client_watch(raftlock_client *c, struct request *req);
 
 /* Waits, with c->mu held, until req is done or CLOCK_MONOTONIC passes
  * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,
@@ -104,8 +120,7 @@ int client_wait(raftlock_client *c, struct request *req, uint64_t deadline);
 
 /* Removes req from the table and frees it; its reply (NULL unless done) is
  * handed to the caller through *reply if not NULL, else freed. c->mu held. */
-void client_take(raftlock_client *c, struct request *req,
-		 Raftlock__Envelope **reply);
+void client_take(raftlock_client *c, struct request *req, Raftlock__Envelope **reply);
 
 /* req went unanswered for longer than a healthy node takes: if it was
  * sent on the current connection, the I/O thread drops that connection,

@@ -33,8 +33,7 @@ int conn_addr_parse(const char *text, struct conn_addr *out)
 		return RAFTLOCK_EINVAL; /* a bare IPv6 literal needs brackets */
 	}
 	const char *port = colon + 1;
-	if (port[0] == '\0' || strspn(port, "0123456789") != strlen(port) ||
-	    strlen(port) > 5)
+	if (port[0] == '\0' || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
 		return RAFTLOCK_EINVAL;
 	long p = strtol(port, NULL, 10);
 	if (p < 1 || p > 65535)
@@ -82,12 +81,10 @@ int conn_start(struct conn *c, const struct conn_addr *a)
 		return RAFTLOCK_ENOMEM;
 	if (rv != 0 || res == NULL)
 		return RAFTLOCK_ECONNECTION;
-	int fd = socket(res->ai_family,
-			res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	int fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			res->ai_protocol);
 	if (fd < 0) {
-		rv = errno == ENOMEM || errno == ENOBUFS ? RAFTLOCK_ENOMEM
-							  : RAFTLOCK_ECONNECTION;
+		rv = errno == ENOMEM || errno == ENOBUFS ? RAFTLOCK_ENOMEM : RAFTLOCK_ECONNECTION;
 		goto err_res;
 	}
 	int one = 1;
@@ -143,8 +140,7 @@ int conn_queue(struct conn *c, const uint8_t *frame, size_t n)
 int conn_flush(struct conn *c)
 {
 	while (c->out_off < c->out_len) {
-		ssize_t w = send(c->fd, c->out + c->out_off,
-				 c->out_len - c->out_off, MSG_NOSIGNAL);
+		ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -229,8 +225,7 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 		return rv;
 	Raftlock__Envelope *env;
 	while ((rv = conn_next(c, &env)) == 1) {
-		if (env->id == id &&
-		    env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
+		if (env->id == id && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
 			*reply = env;
 			return 1;
 		}
@@ -239,8 +234,8 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 	return rv;
 }
 
-int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n,
-		  uint64_t id, unsigned timeout_ms, Raftlock__Envelope **reply)
+int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n, uint64_t id,
+		  unsigned timeout_ms, Raftlock__Envelope **reply)
 {
 	struct conn c;
 	uint64_t deadline = clock_mono_ms() + timeout_ms;
@@ -253,14 +248,12 @@ int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n,
 	for (;;) {
 		uint64_t now = clock_mono_ms();
 		if (now >= deadline) {
-			rv = c.state == CONN_CONNECTING ? RAFTLOCK_ECONNECTION
-							: RAFTLOCK_ETIMEDOUT;
+			rv = c.state == CONN_CONNECTING ? RAFTLOCK_ECONNECTION : RAFTLOCK_ETIMEDOUT;
 			goto out;
 		}
 		struct pollfd p = {
 			.fd = c.fd,
-			.events = (short)(POLLIN |
-					  (conn_wants_write(&c) ? POLLOUT : 0)),
+			.events = (short)(POLLIN | (conn_wants_write(&c) ? POLLOUT : 0)),
 		};
 		int pr = poll(&p, 1, (int)(deadline - now));
 		if (pr < 0 && errno != EINTR) {

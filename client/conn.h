@@ -81,7 +81,7 @@ void conn_close(struct conn *c);
  * timeout_ms. *reply is owned by the caller. Errors: RAFTLOCK_ECONNECTION,
  * RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM.
  */
-int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n,
-		  uint64_t id, unsigned timeout_ms, Raftlock__Envelope **reply);
+int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n, uint64_t id,
+		  unsigned timeout_ms, Raftlock__Envelope **reply);
 
 #endif

@@ -8,8 +8,7 @@
 static _Thread_local const raftlock_client *errmsg_owner;
 static _Thread_local char errmsg_text[ERRMSG_SIZE];
 
-int errmsg_set(const raftlock_client *client, int code, const char *detail,
-	       const char *fmt, ...)
+int errmsg_set(const raftlock_client *client, int code, const char *detail, const char *fmt, ...)
 {
 	char context[ERRMSG_SIZE / 2];
 	va_list ap;

@@ -18,8 +18,8 @@
  * NULL: the message of a failed open). Returns code, so a failing path can
  * end with `return errmsg_set(...)`.
  */
-int errmsg_set(const raftlock_client *client, int code, const char *detail,
-	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int errmsg_set(const raftlock_client *client, int code, const char *detail, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* The calling thread's message for client; "no error" when its last
  * message is for another client or there was none. Never NULL. */

@@ -22,8 +22,7 @@ static char *introspect_dup(const char *s, bool *failed)
  * caller.
  */
 static int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
-			   Raftlock__Response__PayloadCase want,
-			   Raftlock__Envelope **reply)
+			   Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
 {
 	Raftlock__Envelope *r = NULL;
 	pthread_mutex_lock(&c->mu);
@@ -87,8 +86,7 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 		const Raftlock__Member *m = si->members[i];
 		st->members[i].id = m->id;
 		st->members[i].raft_address = introspect_dup(m->raft_address, &failed);
-		st->members[i].client_address =
-			introspect_dup(m->client_address, &failed);
+		st->members[i].client_address = introspect_dup(m->client_address, &failed);
 		st->n_members++;
 	}
 	if (failed) {
@@ -98,8 +96,7 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	return st;
 }
 
-static int status_ask(raftlock_client *c, const struct conn_addr *a,
-		      struct raftlock_status **out)
+static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raftlock_status **out)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
@@ -140,8 +137,7 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 		struct conn_addr a;
 		rv = conn_addr_parse(address, &a);
 		if (rv != 0)
-			return errmsg_set(c, rv, "expected host:port",
-					  "status of '%s'", address);
+			return errmsg_set(c, rv, "expected host:port", "status of '%s'", address);
 		rv = status_ask(c, &a, &st);
 		conn_addr_free(&a);
 		if (rv != 0)
@@ -159,8 +155,7 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 
 /* --------------------------------------------------------------- locks -- */
 
-static void owner_from_pb(struct raftlock_owner *dst, const Raftlock__Owner *o,
-			  bool *failed)
+static void owner_from_pb(struct raftlock_owner *dst, const Raftlock__Owner *o, bool *failed)
 {
 	dst->client_name = introspect_dup(o ? o->client_name : NULL, failed);
 	dst->host = introspect_dup(o ? o->host : NULL, failed);
@@ -184,15 +179,14 @@ static void lock_info_clear(struct raftlock_lock_info *info)
 	free(info->waiters);
 }
 
-static void holder_from_pb(struct raftlock_holder *h, const Raftlock__HolderInfo *hi,
-			   bool *failed)
+static void holder_from_pb(struct raftlock_holder *h, const Raftlock__HolderInfo *hi, bool *failed)
 {
 	const Raftlock__Holder *src = hi->holder;
 	if (src != NULL) {
 		h->session = src->session;
 		h->owner = src->owner;
-		h->mode = src->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED
-							      : RAFTLOCK_EXCLUSIVE;
+		h->mode =
+			src->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
 		h->permits = src->permits;
 		h->count = src->count;
 		h->token = src->token;
@@ -202,15 +196,14 @@ static void holder_from_pb(struct raftlock_holder *h, const Raftlock__HolderInfo
 	owner_from_pb(&h->who, hi->owner, failed);
 }
 
-static void waiter_from_pb(struct raftlock_waiter *w, const Raftlock__WaiterInfo *wi,
-			   bool *failed)
+static void waiter_from_pb(struct raftlock_waiter *w, const Raftlock__WaiterInfo *wi, bool *failed)
 {
 	const Raftlock__Waiter *src = wi->waiter;
 	if (src != NULL) {
 		w->session = src->session;
 		w->owner = src->owner;
-		w->mode = src->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED
-							      : RAFTLOCK_EXCLUSIVE;
+		w->mode =
+			src->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
 		w->permits = src->permits;
 		w->queued_time = src->queued_time;
 	}
@@ -218,8 +211,7 @@ static void waiter_from_pb(struct raftlock_waiter *w, const Raftlock__WaiterInfo
 }
 
 /* Fills info from li; on failure info is cleared and false returned. */
-static bool lock_info_from_pb(struct raftlock_lock_info *info,
-			      const Raftlock__LockInfo *li)
+static bool lock_info_from_pb(struct raftlock_lock_info *info, const Raftlock__LockInfo *li)
 {
 	bool failed = false;
 	memset(info, 0, sizeof *info);
@@ -256,8 +248,8 @@ RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info)
 	free(info);
 }
 
-RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name,
-				   bool stale, struct raftlock_lock_info **out)
+RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool stale,
+				   struct raftlock_lock_info **out)
 {
 	if (c == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
@@ -301,8 +293,7 @@ static struct raftlock_lock_list *lock_list_from_pb(const Raftlock__LockList *ll
 	if (list == NULL)
 		return NULL;
 	list->more = ll->more;
-	if (ll->n_locks > 0 &&
-	    (list->locks = calloc(ll->n_locks, sizeof *list->locks)) == NULL)
+	if (ll->n_locks > 0 && (list->locks = calloc(ll->n_locks, sizeof *list->locks)) == NULL)
 		goto err;
 	for (size_t i = 0; i < ll->n_locks; i++) {
 		if (!lock_info_from_pb(&list->locks[i], ll->locks[i]))
@@ -315,9 +306,8 @@ err:
 	return NULL;
 }
 
-RAFTLOCK_API int raftlock_lock_list(raftlock_client *c, const char *prefix,
-				    const char *after, uint32_t limit, bool stale,
-				    struct raftlock_lock_list **out)
+RAFTLOCK_API int raftlock_lock_list(raftlock_client *c, const char *prefix, const char *after,
+				    uint32_t limit, bool stale, struct raftlock_lock_list **out)
 {
 	if (c == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
@@ -371,8 +361,7 @@ static bool session_info_from_pb(struct raftlock_session_info *dst,
 	dst->deadline = src->deadline;
 	dst->opened_time = src->opened_time;
 	owner_from_pb(&dst->who, src->owner, &failed);
-	if (src->n_locks > 0 &&
-	    (dst->locks = calloc(src->n_locks, sizeof *dst->locks)) == NULL)
+	if (src->n_locks > 0 && (dst->locks = calloc(src->n_locks, sizeof *dst->locks)) == NULL)
 		failed = true;
 	for (size_t j = 0; dst->locks != NULL && j < src->n_locks; j++) {
 		dst->locks[j] = introspect_dup(src->locks[j], &failed);
@@ -402,9 +391,8 @@ err:
 	return NULL;
 }
 
-RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after,
-				       uint32_t limit, bool stale,
-				       struct raftlock_session_list **out)
+RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after, uint32_t limit,
+				       bool stale, struct raftlock_session_list **out)
 {
 	if (c == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
@@ -416,12 +404,10 @@ RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after,
 	req.after = after;
 	req.limit = limit;
 	req.stale = stale;
-	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS,
-				 &reply);
+	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS, &reply);
 	if (rv != 0)
 		return errmsg_set(c, rv, NULL, "list sessions");
-	struct raftlock_session_list *list =
-		session_list_from_pb(reply->response->sessions);
+	struct raftlock_session_list *list = session_list_from_pb(reply->response->sessions);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	if (list == NULL)
 		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "list sessions");
@@ -431,8 +417,8 @@ RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after,
 
 /* ------------------------------------------------------------- tokens -- */
 
-RAFTLOCK_API int raftlock_check_token(raftlock_client *c, const char *name,
-				      uint64_t token, bool *current)
+RAFTLOCK_API int raftlock_check_token(raftlock_client *c, const char *name, uint64_t token,
+				      bool *current)
 {
 	if (c == NULL || current == NULL)
 		return RAFTLOCK_EINVAL;

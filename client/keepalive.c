@@ -8,14 +8,19 @@
 #include "session.h"
 
 #define KEEPALIVE_IDLE_WAKE_MS 1000
+/* Keepalives in flight at once: a slow answer still counts while the next
+ * one is already out. */
+#define KEEPALIVE_SLOTS 2
+/* A healthy leader answers within milliseconds (one batched commit). */
+#define KEEPALIVE_SUSPECT_MIN_MS 300
 
 struct keepalive {
-	struct request *req;
-	uint64_t *ids; /* the sessions the request names, in order */
+	struct request *req; /* NULL: a free slot */
+	uint64_t *ids;       /* the sessions the request names, in order */
 	size_t n_ids;
-	uint64_t sent_boot;
+	uint64_t sent_at;    /* CLOCK_MONOTONIC */
 	uint64_t suspect_at; /* CLOCK_MONOTONIC: unanswered, try elsewhere */
-	uint64_t deadline; /* CLOCK_MONOTONIC: give up and send afresh */
+	bool suspected;
 };
 
 static unsigned keepalive_interval(raftlock_client *c)
@@ -40,8 +45,7 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 {
 	const Raftlock__Envelope *reply = ka->req->reply;
 	const Raftlock__Response *resp = reply->response;
-	if (resp->status != 0 ||
-	    resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
+	if (resp->status != 0 || resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
 		return;
 	const Raftlock__KeepAliveResult *kr = resp->keepalive;
 	for (size_t i = 0; i < ka->n_ids && i < kr->n_statuses; i++) {
@@ -62,14 +66,15 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 		}
 		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0)
 			s->ttl_ms = kr->ttl_ms[i];
-		uint64_t v = session_validity_ms(ka->sent_boot, s->ttl_ms);
+		/* from the first time it went out: a lease renewed by it was
+		 * renewed after that */
+		uint64_t v = session_validity_ms(ka->req->first_sent_boot, s->ttl_ms);
 		if (v > s->valid_until)
 			s->valid_until = v;
 	}
 }
 
-static void keepalive_send(raftlock_client *c, struct keepalive *ka,
-			   unsigned interval)
+static void keepalive_send(raftlock_client *c, struct keepalive *ka, unsigned interval)
 {
 	size_t n = 0;
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
@@ -87,15 +92,17 @@ static void keepalive_send(raftlock_client *c, struct keepalive *ka,
 	env.keepalive = &req;
 	req.sessions = ids;
 	req.n_sessions = n;
-	ka->sent_boot = clock_boot_ms();
 	if (client_submit(c, &env, false, &ka->req) != 0) {
 		free(ids);
 		return;
 	}
+	client_watch(c, ka->req);
 	ka->ids = ids;
 	ka->n_ids = n;
-	ka->suspect_at = clock_mono_ms() + interval / 2;
-	ka->deadline = clock_mono_ms() + interval;
+	ka->sent_at = clock_mono_ms();
+	ka->suspect_at =
+		ka->sent_at +
+		(interval / 2 > KEEPALIVE_SUSPECT_MIN_MS ? interval / 2 : KEEPALIVE_SUSPECT_MIN_MS);
 }
 
 /* Runs one due on_lost callback without the lock. Returns true if it did. */
@@ -117,17 +124,15 @@ static bool keepalive_fire_one(raftlock_client *c)
 }
 
 /* The CLOCK_MONOTONIC time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka,
-				  unsigned interval)
+static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka, unsigned interval)
 {
 	uint64_t now_m = clock_mono_ms();
 	uint64_t now_b = clock_boot_ms();
 	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS;
-	if (ka->req != NULL && ka->suspect_at < at)
-		at = ka->suspect_at;
-	if (ka->req != NULL && ka->deadline < at)
-		at = ka->deadline;
-	if (ka->req == NULL && interval != 0 && c->ka_next < at)
+	for (int i = 0; i < KEEPALIVE_SLOTS; i++)
+		if (ka[i].req != NULL && !ka[i].suspected && ka[i].suspect_at < at)
+			at = ka[i].suspect_at;
+	if (interval != 0 && c->ka_next < at)
 		at = c->ka_next;
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
 		if (s->lost)
@@ -139,24 +144,47 @@ static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka,
 	return at;
 }
 
+/* A slot for the next keepalive: a free one, else the oldest is dropped. */
+static struct keepalive *keepalive_slot(raftlock_client *c, struct keepalive *ka)
+{
+	struct keepalive *oldest = &ka[0];
+	for (int i = 0; i < KEEPALIVE_SLOTS; i++) {
+		if (ka[i].req == NULL)
+			return &ka[i];
+		if (ka[i].sent_at < oldest->sent_at)
+			oldest = &ka[i];
+	}
+	keepalive_end(c, oldest);
+	return oldest;
+}
+
+/* Applies answered keepalives; leaves the node of one unanswered too long. */
+static void keepalive_collect(raftlock_client *c, struct keepalive *ka)
+{
+	uint64_t now = clock_mono_ms();
+	for (int i = 0; i < KEEPALIVE_SLOTS; i++) {
+		if (ka[i].req == NULL)
+			continue;
+		if (ka[i].req->done) {
+			keepalive_apply(c, &ka[i]);
+			keepalive_end(c, &ka[i]);
+		} else if (!ka[i].suspected && now >= ka[i].suspect_at) {
+			/* paused, cut off or without a quorum: the request
+			 * goes to another node */
+			client_suspect(c, ka[i].req);
+			ka[i].suspected = true;
+		}
+	}
+}
+
 static void *keepalive_main(void *arg)
 {
 	raftlock_client *c = arg;
-	struct keepalive ka = {0};
+	struct keepalive ka[KEEPALIVE_SLOTS];
+	memset(ka, 0, sizeof ka);
 	pthread_mutex_lock(&c->mu);
 	while (!c->ka_stop) {
-		if (ka.req != NULL && ka.req->done) {
-			keepalive_apply(c, &ka);
-			keepalive_end(c, &ka);
-		} else if (ka.req != NULL && clock_mono_ms() >= ka.deadline) {
-			keepalive_end(c, &ka);
-		} else if (ka.req != NULL && clock_mono_ms() >= ka.suspect_at) {
-			/* a healthy leader answers in milliseconds: this one
-			 * is paused, cut off or without a quorum; the request
-			 * goes to another node */
-			client_suspect(c, ka.req);
-			ka.suspect_at = ka.deadline;
-		}
+		keepalive_collect(c, ka);
 		uint64_t now_b = clock_boot_ms();
 		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
 			if (!s->lost && now_b >= s->valid_until)
@@ -167,17 +195,18 @@ static void *keepalive_main(void *arg)
 			continue;
 		unsigned interval = keepalive_interval(c);
 		uint64_t now_m = clock_mono_ms();
-		if (ka.req == NULL && interval != 0 && now_m >= c->ka_next) {
+		if (interval != 0 && now_m >= c->ka_next) {
 			c->ka_next = now_m + interval;
-			keepalive_send(c, &ka, interval);
+			keepalive_send(c, keepalive_slot(c, ka), interval);
 		}
-		uint64_t at = keepalive_wake_at(c, &ka, interval);
+		uint64_t at = keepalive_wake_at(c, ka, interval);
 		if (at > clock_mono_ms()) {
 			struct timespec ts = clock_mono_deadline(at);
 			pthread_cond_timedwait(&c->cond, &c->mu, &ts);
 		}
 	}
-	keepalive_end(c, &ka);
+	for (int i = 0; i < KEEPALIVE_SLOTS; i++)
+		keepalive_end(c, &ka[i]);
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }

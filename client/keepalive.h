@@ -7,9 +7,10 @@
  * the margin (session_validity_ms). It marks a session lost when its
  * validity passes or the server says it is gone, runs on_lost callbacks
  * (once per session, without the client lock), and settles the orphaned
- * requests of every session (session.h). A keepalive not answered within
- * half an interval makes the client leave that node (client_suspect); one
- * not answered within an interval is dropped and a new one sent.
+ * requests of every session (session.h). Up to two keepalives are in
+ * flight, so that a slow answer still counts; one not answered within
+ * half an interval (at least 300 ms) makes the client leave that node
+ * (client_suspect) and go on asking elsewhere.
  */
 #ifndef RAFTLOCK_KEEPALIVE_H
 #define RAFTLOCK_KEEPALIVE_H

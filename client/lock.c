@@ -34,8 +34,7 @@ void lock_free_all(raftlock_session *s)
 }
 
 RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
-				   const struct raftlock_lock_options *opts,
-				   raftlock_lock **out)
+				   const struct raftlock_lock_options *opts, raftlock_lock **out)
 {
 	if (s == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
@@ -45,11 +44,11 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 		return errmsg_set(c, rv, NULL, "lock '%.64s': name must be 1..%d bytes",
 				  name != NULL ? name : "(null)", RAFTLOCK_NAME_MAX);
 	if (opts != NULL && (opts->kind < 0 || opts->kind > RAFTLOCK_SEMAPHORE))
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
-				  "lock '%s': unknown kind %d", name, opts->kind);
+		return errmsg_set(c, RAFTLOCK_EINVAL, NULL, "lock '%s': unknown kind %d", name,
+				  opts->kind);
 	if (opts != NULL && opts->kind == RAFTLOCK_SEMAPHORE && opts->limit == 0)
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
-				  "lock '%s': a semaphore needs a limit", name);
+		return errmsg_set(c, RAFTLOCK_EINVAL, NULL, "lock '%s': a semaphore needs a limit",
+				  name);
 	struct raftlock_lock *l = calloc(1, sizeof *l);
 	if (l == NULL || (l->name = strdup(name)) == NULL) {
 		free(l);
@@ -96,10 +95,9 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
 
 /* Sends a mutating request of l's session with c->mu held. An acquire's
  * grant that comes after the caller gave up is released by the session. */
-static int lock_send(raftlock_lock *l, Raftlock__Envelope *env,
-		     uint64_t *f_session, uint64_t *f_seq, uint64_t *f_ack_below,
-		     bool acquire, Raftlock__Envelope **reply,
-		     const Raftlock__Result **res)
+static int lock_send(raftlock_lock *l, Raftlock__Envelope *env, uint64_t *f_session,
+		     uint64_t *f_seq, uint64_t *f_ack_below, bool acquire,
+		     Raftlock__Envelope **reply, const Raftlock__Result **res)
 {
 	struct session_req sr = {
 		.env = env,
@@ -112,21 +110,29 @@ static int lock_send(raftlock_lock *l, Raftlock__Envelope *env,
 	return session_mutate(l->session, &sr, reply, res);
 }
 
+void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner)
+{
+	*m = (struct lock_release_msg){
+		.env = RAFTLOCK__ENVELOPE__INIT,
+		.req = RAFTLOCK__RELEASE_REQUEST__INIT,
+		.rel = RAFTLOCK__RELEASE__INIT,
+	};
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	m->env.release = &m->req;
+	m->req.release = &m->rel;
+	m->rel.name = name;
+	m->rel.owner = owner;
+}
+
 /* Releases one level with c->mu held; 0 or an error, *remaining set. */
 static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 {
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
-	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct lock_release_msg m;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
-	env.release = &req;
-	req.release = &rel;
-	rel.name = l->name;
-	rel.owner = l->owner;
-	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below,
-			   false, &reply, &res);
+	lock_release_msg_init(&m, l->name, l->owner);
+	int rv = lock_send(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, false, &reply,
+			   &res);
 	if (rv != 0)
 		return rv;
 	rv = res->status;
@@ -143,29 +149,6 @@ static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 	return rv;
 }
 
-RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
-{
-	if (l == NULL)
-		return RAFTLOCK_EINVAL;
-	raftlock_client *c = l->session->client;
-	uint32_t left = 0;
-	pthread_mutex_lock(&c->mu);
-	int rv = session_call_begin(l->session);
-	if (rv == 0) {
-		rv = lock_release_locked(l, &left);
-		session_call_end(l->session);
-	}
-	/* A close in another thread frees l once the lock is let go. */
-	if (rv != 0)
-		errmsg_set(c, rv, NULL, "release '%s'", l->name);
-	pthread_mutex_unlock(&c->mu);
-	if (rv != 0)
-		return rv;
-	if (remaining != NULL)
-		*remaining = left;
-	return 0;
-}
-
 /* ------------------------------------------------------------ acquire -- */
 
 struct acquire_msg {
@@ -174,9 +157,8 @@ struct acquire_msg {
 	Raftlock__Acquire acq;
 };
 
-static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l,
-			     enum raftlock_mode mode, uint32_t permits,
-			     int timeout_ms)
+static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftlock_mode mode,
+			     uint32_t permits, int timeout_ms)
 {
 	*m = (struct acquire_msg){
 		.env = RAFTLOCK__ENVELOPE__INIT,
@@ -188,8 +170,7 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l,
 	m->req.acquire = &m->acq;
 	m->acq.name = l->name;
 	m->acq.kind = (Raftlock__LockKind)l->opts.kind;
-	m->acq.mode = mode == RAFTLOCK_SHARED ? RAFTLOCK__MODE__SHARED
-					      : RAFTLOCK__MODE__EXCLUSIVE;
+	m->acq.mode = mode == RAFTLOCK_SHARED ? RAFTLOCK__MODE__SHARED : RAFTLOCK__MODE__EXCLUSIVE;
 	m->acq.permits = permits ? permits : 1;
 	m->acq.limit = l->opts.limit;
 	m->acq.owner = l->owner;
@@ -199,8 +180,7 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l,
 }
 
 /* Applies a final acquire result to the handle. */
-static int lock_granted(raftlock_lock *l, const Raftlock__Result *res,
-			uint64_t *token)
+static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t *token)
 {
 	if (res->status != 0) {
 		if (res->status == RAFTLOCK_ESESSION)
@@ -215,8 +195,8 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res,
 
 /* Waits for a queued acquire with c->mu held, until done, deadline (0:
  * none), or the session is lost or closing. */
-static void lock_wait_push(raftlock_client *c, raftlock_session *s,
-			   struct request *req, uint64_t deadline)
+static void lock_wait_push(raftlock_client *c, raftlock_session *s, struct request *req,
+			   uint64_t deadline)
 {
 	while (!req->done && !s->lost && !s->closing) {
 		uint64_t now = clock_mono_ms();
@@ -234,8 +214,7 @@ static void lock_wait_push(raftlock_client *c, raftlock_session *s,
  * server removed the wait; 1 with *granted set when the acquire had been
  * granted first (the handle holds the lock); 2 when the server knows
  * neither (the wait ended otherwise); or an error when nobody knows. */
-static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq,
-			    uint64_t *granted)
+static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, uint64_t *granted)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CancelWaitRequest req = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
@@ -248,8 +227,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq,
 	cw.name = l->name;
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
-	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below,
-			   false, &reply, &res);
+	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below, false, &reply, &res);
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
@@ -300,8 +278,7 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq)
 	}
 	client_take(c, req, &reply);
 	session_seq_end(s, seq);
-	if (session_reply_result(reply, &res) == 0 && res->status == 0 &&
-	    !res->queued) {
+	if (session_reply_result(reply, &res) == 0 && res->status == 0 && !res->queued) {
 		uint64_t token;
 		lock_granted(l, res, &token);
 		lock_release_locked(l, &left);
@@ -311,8 +288,8 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq)
 }
 
 /* A blocking acquire with c->mu held. */
-static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
-			     int timeout_ms, uint64_t *token)
+static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeout_ms,
+			     uint64_t *token)
 {
 	raftlock_session *s = l->session;
 	raftlock_client *c = s->client;
@@ -330,8 +307,7 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
 		session_seq_end(s, seq);
 		return rv;
 	}
-	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms
-					   : 0;
+	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms : 0;
 	lock_wait_push(c, s, req, deadline);
 	if (!req->done) {
 		if (s->lost || s->closing) {
@@ -351,13 +327,12 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m,
 }
 
 /* A try-lock with c->mu held. */
-static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m,
-			    uint64_t *token)
+static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, uint64_t *token)
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, &m->env, &m->req.session, &m->req.seq,
-			   &m->req.ack_below, true, &reply, &res);
+	int rv = lock_send(l, &m->env, &m->req.session, &m->req.seq, &m->req.ack_below, true,
+			   &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -365,35 +340,65 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m,
 	return rv;
 }
 
-RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode,
-				       uint32_t permits, int timeout_ms,
-				       uint64_t *token)
+/* ---------------------------------------------------------------- calls -- */
+
+/* One acquire (m set) or release, with its results. */
+struct lock_op {
+	struct acquire_msg *m;
+	int timeout_ms;
+	uint64_t token;
+	uint32_t left;
+};
+
+/* Runs op on l as a call of its session, and writes the error message
+ * while l is still safe to use: a close in another thread frees l as soon
+ * as the client lock is let go. */
+static int lock_call(raftlock_lock *l, struct lock_op *op)
 {
-	if (l == NULL)
-		return RAFTLOCK_EINVAL;
 	raftlock_client *c = l->session->client;
-	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
-				  "acquire '%s': unknown mode %d", l->name, mode);
-	struct acquire_msg m;
-	uint64_t t = 0;
-	acquire_msg_init(&m, l, mode, permits, timeout_ms);
 	pthread_mutex_lock(&c->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
-		rv = timeout_ms == 0 ? lock_acquire_now(l, &m, &t)
-				     : lock_acquire_wait(l, &m, timeout_ms, &t);
+		if (op->m == NULL)
+			rv = lock_release_locked(l, &op->left);
+		else if (op->timeout_ms == 0)
+			rv = lock_acquire_now(l, op->m, &op->token);
+		else
+			rv = lock_acquire_wait(l, op->m, op->timeout_ms, &op->token);
 		session_call_end(l->session);
 	}
-	/* A close in another thread frees l once the lock is let go. */
 	if (rv != 0)
-		errmsg_set(c, rv, NULL, "acquire '%s'", l->name);
+		errmsg_set(c, rv, NULL, "%s '%s'", op->m ? "acquire" : "release", l->name);
 	pthread_mutex_unlock(&c->mu);
-	if (rv != 0)
-		return rv;
-	if (token != NULL)
-		*token = t;
-	return 0;
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode, uint32_t permits,
+				       int timeout_ms, uint64_t *token)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
+		return errmsg_set(l->session->client, RAFTLOCK_EINVAL, NULL,
+				  "acquire '%s': unknown mode %d", l->name, mode);
+	struct acquire_msg m;
+	struct lock_op op = {.m = &m, .timeout_ms = timeout_ms};
+	acquire_msg_init(&m, l, mode, permits, timeout_ms);
+	int rv = lock_call(l, &op);
+	if (rv == 0 && token != NULL)
+		*token = op.token;
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	struct lock_op op = {0};
+	int rv = lock_call(l, &op);
+	if (rv == 0 && remaining != NULL)
+		*remaining = op.left;
+	return rv;
 }
 
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)

@@ -20,6 +20,16 @@ struct raftlock_lock {
 	uint32_t count; /* nesting depth */
 };
 
+/* A ReleaseRequest envelope, ready but for session, seq and ack_below.
+ * name is borrowed for the life of the message. */
+struct lock_release_msg {
+	Raftlock__Envelope env;
+	Raftlock__ReleaseRequest req;
+	Raftlock__Release rel;
+};
+
+void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner);
+
 /* Frees every handle of s (c->mu held). */
 void lock_free_all(raftlock_session *s);
 

@@ -50,8 +50,8 @@ extern "C" {
 #define RAFTLOCK_LEASE_MARGIN_MS 50
 
 /* Bounds enforced by server and client alike. */
-#define RAFTLOCK_NAME_MAX 256           /* bytes in a lock name */
-#define RAFTLOCK_FRAME_MAX (4u << 20)   /* bytes in one protocol frame */
+#define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
+#define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 
@@ -59,29 +59,29 @@ extern "C" {
  * Error codes. The numbers are part of the wire protocol: never renumber.
  * X(name, value, message)
  */
-#define RAFTLOCK_ERRORS(X)                                                       \
-	X(EINVAL, -1, "invalid argument")                                       \
-	X(ENOMEM, -2, "out of memory")                                          \
-	X(ETIMEDOUT, -3, "timed out")                                           \
-	X(ECONNECTION, -4, "no cluster node could be reached")                  \
-	X(ENOTLEADER, -5, "this node is not the leader")                        \
-	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                  \
-	X(ESESSION, -7, "the session has expired or was closed")                \
-	X(EBUSY, -8, "the lock is held by another owner")                       \
-	X(ENOTHOLDER, -9, "the caller does not hold this lock")                 \
-	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")    \
-	X(EPROTO, -11, "malformed or unexpected protocol message")              \
-	X(ETOOBIG, -12, "name or message exceeds its size limit")               \
-	X(ELIMIT, -13, "a server quota was reached")                            \
-	X(EUNKNOWN, -14, "the outcome of the request is unknown")               \
-	X(ECANCELED, -15, "the request was canceled")                           \
-	X(ENOTFOUND, -16, "no such lock or session")                            \
-	X(EKIND, -17, "the lock exists with another kind or limit")             \
-	X(ESHUTDOWN, -18, "the node is shutting down")                          \
-	X(EINTERNAL, -19, "internal error")                                     \
-	X(ESTATE, -20, "the call is not valid in the object's current state")   \
-	X(EIO, -21, "input/output error")                                       \
-	X(ECONFIG, -22, "invalid configuration")                                \
+#define RAFTLOCK_ERRORS(X)                                                    \
+	X(EINVAL, -1, "invalid argument")                                     \
+	X(ENOMEM, -2, "out of memory")                                        \
+	X(ETIMEDOUT, -3, "timed out")                                         \
+	X(ECONNECTION, -4, "no cluster node could be reached")                \
+	X(ENOTLEADER, -5, "this node is not the leader")                      \
+	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                \
+	X(ESESSION, -7, "the session has expired or was closed")              \
+	X(EBUSY, -8, "the lock is held by another owner")                     \
+	X(ENOTHOLDER, -9, "the caller does not hold this lock")               \
+	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")  \
+	X(EPROTO, -11, "malformed or unexpected protocol message")            \
+	X(ETOOBIG, -12, "name or message exceeds its size limit")             \
+	X(ELIMIT, -13, "a server quota was reached")                          \
+	X(EUNKNOWN, -14, "the outcome of the request is unknown")             \
+	X(ECANCELED, -15, "the request was canceled")                         \
+	X(ENOTFOUND, -16, "no such lock or session")                          \
+	X(EKIND, -17, "the lock exists with another kind or limit")           \
+	X(ESHUTDOWN, -18, "the node is shutting down")                        \
+	X(EINTERNAL, -19, "internal error")                                   \
+	X(ESTATE, -20, "the call is not valid in the object's current state") \
+	X(EIO, -21, "input/output error")                                     \
+	X(ECONFIG, -22, "invalid configuration")                              \
 	X(EDATA, -23, "damaged or foreign data directory")
 
 enum raftlock_error {
@@ -123,8 +123,7 @@ struct raftlock_client_options {
  * not NULL (a static or thread-local string valid until the next call).
  */
 RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts,
-				      raftlock_client **out,
-				      const char **errmsg_out);
+				      raftlock_client **out, const char **errmsg_out);
 
 /*
  * Closes every session still open on the client (releasing their locks on a
@@ -153,11 +152,10 @@ typedef struct raftlock_session raftlock_session;
  * the client; it may call raftlock_session_free() on other sessions only.
  * `reason` is RAFTLOCK_ESESSION or RAFTLOCK_ETIMEDOUT.
  */
-typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason,
-					 void *arg);
+typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, void *arg);
 
 struct raftlock_session_options {
-	unsigned ttl_ms; /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX. */
+	unsigned ttl_ms;                  /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX. */
 	raftlock_session_lost_cb on_lost; /* may be NULL */
 	void *on_lost_arg;
 };
@@ -221,6 +219,14 @@ enum raftlock_mode {
 	RAFTLOCK_SHARED = 1,
 };
 
+/*
+ * What a lock is. The first acquire of a name creates the lock with these
+ * options. Mutexes and read-write locks are one family: an exclusive
+ * acquire of either kind works on both, and the first read-write acquire
+ * of a mutex makes it a read-write lock (a mutex acquire is never shared).
+ * A semaphore is another family: the other kind, or another limit, is
+ * refused with RAFTLOCK_EKIND. The lock-delay is the creator's.
+ */
 struct raftlock_lock_options {
 	enum raftlock_kind kind; /* 0 = RAFTLOCK_MUTEX */
 	uint32_t limit;          /* semaphores: number of permits */
@@ -238,8 +244,7 @@ struct raftlock_lock_options {
  * RAFTLOCK_NAME_MAX), RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
-				   const struct raftlock_lock_options *opts,
-				   raftlock_lock **out);
+				   const struct raftlock_lock_options *opts, raftlock_lock **out);
 
 /*
  * Takes the lock if it is free now (exclusive mode, one permit); never
@@ -265,9 +270,8 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  * RAFTLOCK_ECANCELED when another thread closed the session meanwhile (the
  * server drops the wait with the session).
  */
-RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock,
-				       enum raftlock_mode mode, uint32_t permits,
-				       int timeout_ms, uint64_t *token);
+RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock, enum raftlock_mode mode,
+				       uint32_t permits, int timeout_ms, uint64_t *token);
 
 /*
  * Releases one level of nesting (all permits of this handle for
@@ -291,8 +295,8 @@ RAFTLOCK_API void raftlock_lock_free(raftlock_lock *lock);
  * Errors: RAFTLOCK_EINVAL, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
  * RAFTLOCK_EUNAVAILABLE.
  */
-RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
-				      uint64_t token, bool *current);
+RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name, uint64_t token,
+				      bool *current);
 
 /* ----------------------------------------------------- introspection -- */
 
@@ -339,10 +343,10 @@ struct raftlock_owner {
 
 struct raftlock_holder {
 	uint64_t session;
-	uint64_t owner;  /* lock handle id */
+	uint64_t owner; /* lock handle id */
 	enum raftlock_mode mode;
 	uint32_t permits;
-	uint32_t count;  /* nesting depth */
+	uint32_t count; /* nesting depth */
 	uint64_t token;
 	uint64_t granted_index;
 	uint64_t granted_time; /* cluster time, ms */
@@ -382,8 +386,8 @@ struct raftlock_lock_list {
  * its own state). A lock nobody holds or waits for does not exist:
  * RAFTLOCK_ENOTFOUND. *out is freed with raftlock_lock_info_free().
  */
-RAFTLOCK_API int raftlock_lock_get(raftlock_client *client, const char *name,
-				   bool stale, struct raftlock_lock_info **out);
+RAFTLOCK_API int raftlock_lock_get(raftlock_client *client, const char *name, bool stale,
+				   struct raftlock_lock_info **out);
 RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info);
 
 /*
@@ -391,9 +395,8 @@ RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info);
  * starting after `after` (NULL = from the start), at most `limit` (0 = the
  * server's default page). *out is freed with raftlock_lock_list_free().
  */
-RAFTLOCK_API int raftlock_lock_list(raftlock_client *client, const char *prefix,
-				    const char *after, uint32_t limit, bool stale,
-				    struct raftlock_lock_list **out);
+RAFTLOCK_API int raftlock_lock_list(raftlock_client *client, const char *prefix, const char *after,
+				    uint32_t limit, bool stale, struct raftlock_lock_list **out);
 RAFTLOCK_API void raftlock_lock_list_free(struct raftlock_lock_list *list);
 
 struct raftlock_session_info {
@@ -414,9 +417,8 @@ struct raftlock_session_list {
 };
 
 /* Lists sessions by id, after `after` (0 = from the start). */
-RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after,
-				       uint32_t limit, bool stale,
-				       struct raftlock_session_list **out);
+RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after, uint32_t limit,
+				       bool stale, struct raftlock_session_list **out);
 RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list);
 
 #ifdef __cplusplus

@@ -14,8 +14,7 @@
 
 uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 {
-	uint64_t drift = ((uint64_t)ttl_ms * RAFTLOCK_CLOCK_RATE_PPM + 999999) /
-			 1000000;
+	uint64_t drift = ((uint64_t)ttl_ms * RAFTLOCK_CLOCK_RATE_PPM + 999999) / 1000000;
 	uint64_t margin = drift + RAFTLOCK_LEASE_MARGIN_MS;
 	if (margin >= ttl_ms)
 		return sent_ms;
@@ -82,8 +81,7 @@ void session_mark_lost(raftlock_session *s, int reason)
 	pthread_cond_broadcast(&s->client->cond);
 }
 
-int session_reply_result(const Raftlock__Envelope *reply,
-			 const Raftlock__Result **result)
+int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result)
 {
 	const Raftlock__Response *resp = reply->response;
 	if (resp->status != 0)
@@ -94,8 +92,8 @@ int session_reply_result(const Raftlock__Envelope *reply,
 	return 0;
 }
 
-int session_mutate(raftlock_session *s, const struct session_req *sr,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result)
+int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
+		   const Raftlock__Result **result)
 {
 	raftlock_client *c = s->client;
 	Raftlock__Envelope *r = NULL;
@@ -134,14 +132,15 @@ int session_mutate(raftlock_session *s, const struct session_req *sr,
 /* -------------------------------------------------------------- orphans */
 
 /* Keeps req in the table as an orphan of s; false when out of memory. */
-static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
-		       const char *name, uint64_t owner)
+static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
+		       uint64_t owner)
 {
 	struct session_orphan *o = calloc(1, sizeof *o);
 	if (o == NULL || (name != NULL && (o->name = strdup(name)) == NULL)) {
 		free(o);
 		return false;
 	}
+	client_watch(s->client, req); /* the keepalive thread settles it */
 	o->req = req;
 	o->seq = seq;
 	o->owner = owner;
@@ -151,8 +150,8 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 	return true;
 }
 
-void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
-		     const char *name, uint64_t owner)
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
+		     uint64_t owner)
 {
 	raftlock_client *c = s->client;
 	if (!req->ever_sent) {
@@ -174,25 +173,19 @@ static void orphan_free(raftlock_client *c, struct session_orphan *o)
 /* Releases a grant nobody waits for, as an orphan of its own. */
 static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 {
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
-	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	struct lock_release_msg m;
 	struct request *r;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
-	env.release = &req;
-	req.release = &rel;
-	rel.name = o->name;
-	rel.owner = o->owner;
-	if (session_seq_begin(s, &req.seq, &req.ack_below) != 0)
+	lock_release_msg_init(&m, o->name, o->owner);
+	if (session_seq_begin(s, &m.req.seq, &m.req.ack_below) != 0)
 		return;
-	req.session = s->id;
-	if (client_submit(s->client, &env, false, &r) != 0) {
-		session_seq_end(s, req.seq);
+	m.req.session = s->id;
+	if (client_submit(s->client, &m.env, false, &r) != 0) {
+		session_seq_end(s, m.req.seq);
 		return;
 	}
-	if (!orphan_add(s, r, req.seq, NULL, 0)) {
+	if (!orphan_add(s, r, m.req.seq, NULL, 0)) {
 		client_take(s->client, r, NULL); /* never sent: settled */
-		session_seq_end(s, req.seq);
+		session_seq_end(s, m.req.seq);
 	}
 }
 
@@ -216,8 +209,7 @@ void session_orphans_settle(raftlock_session *s)
 		*pp = o->next;
 		const Raftlock__Result *res;
 		session_seq_end(s, o->seq);
-		if (o->name != NULL && !s->lost &&
-		    session_reply_result(o->req->reply, &res) == 0 &&
+		if (o->name != NULL && !s->lost && session_reply_result(o->req->reply, &res) == 0 &&
 		    res->status == 0 && res->token != 0 && !res->queued)
 			orphan_release(s, o);
 		orphan_free(s->client, o);
@@ -241,8 +233,7 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 				       const struct raftlock_session_options *opts,
 				       raftlock_session **out)
 {
-	unsigned ttl = opts != NULL && opts->ttl_ms ? opts->ttl_ms
-						     : SESSION_TTL_DEFAULT_MS;
+	unsigned ttl = opts != NULL && opts->ttl_ms ? opts->ttl_ms : SESSION_TTL_DEFAULT_MS;
 	if (c == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
 	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl > RAFTLOCK_TTL_MAX_MS)
@@ -278,8 +269,7 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	if (rv == 0 && res->session == 0)
 		rv = RAFTLOCK_EPROTO;
 	if (rv != 0) {
-		errmsg_set(c, rv,
-			   reply != NULL ? reply->response->message : NULL,
+		errmsg_set(c, rv, reply != NULL ? reply->response->message : NULL,
 			   "open session (ttl %u ms)", ttl);
 		goto err;
 	}
@@ -352,8 +342,7 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	if (!s->lost) {
 		rv = session_send_close(s, timeout_ms);
 		if (rv != 0)
-			errmsg_set(c, rv, NULL, "close session %llu",
-				   (unsigned long long)s->id);
+			errmsg_set(c, rv, NULL, "close session %llu", (unsigned long long)s->id);
 		s->lost = true;
 		s->valid_until = 0;
 	} else if (s->lost_reason == RAFTLOCK_ETIMEDOUT) {
@@ -397,8 +386,7 @@ void session_close_all(raftlock_client *c)
 		/* One request timeout for them all: past it, just free. */
 		if (now >= deadline)
 			c->sessions->lost = true;
-		session_close_locked(c->sessions,
-				     now < deadline ? (unsigned)(deadline - now) : 1);
+		session_close_locked(c->sessions, now < deadline ? (unsigned)(deadline - now) : 1);
 	}
 	pthread_mutex_unlock(&c->mu);
 }

@@ -14,7 +14,8 @@
  * comes; then the keepalive thread settles its seq, and, for an acquire,
  * releases a grant that nobody waits for any more (DESIGN.md rule 8).
  *
- * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless they say otherwise.
+ * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless
+ * they say otherwise.
  */
 #ifndef RAFTLOCK_SESSION_H
 #define RAFTLOCK_SESSION_H
@@ -30,8 +31,8 @@ struct session_orphan {
 	struct session_orphan *next;
 	struct request *req;
 	uint64_t seq;
-	char *name;     /* an acquire: the lock to release if it was granted */
-	uint64_t owner; /* and the handle id it was granted to */
+	char *name;         /* an acquire: the lock to release if it was granted */
+	uint64_t owner;     /* and the handle id it was granted to */
 	uint64_t resend_at; /* CLOCK_MONOTONIC: ask again if still unanswered */
 };
 
@@ -52,8 +53,8 @@ struct raftlock_session {
 	size_t cap_inflight;
 	struct raftlock_lock *locks; /* handles made on this session */
 	struct session_orphan *orphans;
-	unsigned calls;  /* lock calls in progress on this session */
-	bool closing;    /* raftlock_session_close() has begun */
+	unsigned calls; /* lock calls in progress on this session */
+	bool closing;   /* raftlock_session_close() has begun */
 };
 
 /*
@@ -87,7 +88,7 @@ struct session_req {
 	uint64_t *f_session; /* the request's fields inside env */
 	uint64_t *f_seq;
 	uint64_t *f_ack_below;
-	unsigned timeout_ms; /* 0: the client's request timeout */
+	unsigned timeout_ms;    /* 0: the client's request timeout */
 	const char *grant_name; /* an acquire: what to release if it is */
 	uint64_t grant_owner;   /* granted after the caller gave up */
 };
@@ -100,8 +101,8 @@ struct session_req {
  * also marks s lost. Errors: transport and response errors (ETIMEDOUT,
  * ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
  */
-int session_mutate(raftlock_session *s, const struct session_req *sr,
-		   Raftlock__Envelope **reply, const Raftlock__Result **result);
+int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
+		   const Raftlock__Result **result);
 
 /*
  * Gives up waiting for req (a request of s with the given seq; taken over
@@ -109,13 +110,12 @@ int session_mutate(raftlock_session *s, const struct session_req *sr,
  * and its seq settled; any other becomes an orphan (see above). name (may
  * be NULL) and owner say what to release should it turn out granted.
  */
-void session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
-		     const char *name, uint64_t owner);
+void session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
+		     uint64_t owner);
 
 /* Checks a completed reply of a mutating request: 0 with *result, or the
  * response's error (EPROTO when it carries no result). */
-int session_reply_result(const Raftlock__Envelope *reply,
-			 const Raftlock__Result **result);
+int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result);
 
 /* Settles the orphans of s that got their answer, and asks again for
  * those unanswered for a request timeout (keepalive thread, c->mu held). */

@@ -31,3 +31,15 @@ endforeach()
 target_compile_definitions(test_client_cli PRIVATE
   RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")
 add_dependencies(test_client_cli raftlock_cli)
+
+# Only raftlock_* symbols may leave libraftlock.so (STYLE.md, practice 1),
+# and every function of the header must.
+add_test(NAME unit_client_exports COMMAND sh -c
+  "syms=$(nm -D --defined-only \"$1\" | awk '{print $3}') || exit 1; \
+   bad=$(printf '%s\\n' \"$syms\" | grep -v '^raftlock_'); \
+   [ -z \"$bad\" ] || { echo \"exported: $bad\"; exit 1; }; \
+   for f in $(grep -o 'RAFTLOCK_API [^(]*(' \"$2\" | grep -o 'raftlock_[a-z_]*('); do \
+     printf '%s\\n' \"$syms\" | grep -qx \"\${f%(}\" || { echo \"missing: $f\"; exit 1; }; \
+   done"
+  sh $<TARGET_FILE:raftlock_shared> ${PROJECT_SOURCE_DIR}/client/raftlock.h)
+set_tests_properties(unit_client_exports PROPERTIES LABELS unit)

@@ -19,6 +19,7 @@ static const char usage[] =
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
+	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there\n"
 	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
 	"                             3 or 5 of them, this node included)\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
@@ -121,6 +122,8 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		return set_address(cfg->raft_address, value, key, err, errlen);
 	} else if (strcmp(key, "client-address") == 0) {
 		return set_address(cfg->client_address, value, key, err, errlen);
+	} else if (strcmp(key, "metrics-address") == 0) {
+		return set_address(cfg->metrics_address, value, key, err, errlen);
 	} else if (strcmp(key, "member") == 0) {
 		return add_member(cfg, value, err, errlen);
 	} else if (strcmp(key, "cluster") == 0) {
@@ -249,6 +252,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"data-dir", required_argument, NULL, 0},
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
+		{"metrics-address", required_argument, NULL, 0},
 		{"member", required_argument, NULL, 0},
 		{"cluster", required_argument, NULL, 0},
 		{"election-timeout", required_argument, NULL, 0},

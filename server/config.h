@@ -25,6 +25,7 @@ struct config {
 	char data_dir[512];
 	char raft_address[CONFIG_ADDR_MAX];
 	char client_address[CONFIG_ADDR_MAX];
+	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */
 	char cluster[128];
 	struct config_member members[CONFIG_MAX_MEMBERS];
 	unsigned n_members;
@@ -34,7 +35,7 @@ struct config {
 	unsigned snapshot_trailing;
 	unsigned renew_window_ms;
 	size_t map_size;
-	int log_level; /* enum log_level */
+	int log_level;   /* enum log_level */
 	bool check_only; /* --check-config: validate, print, exit */
 };
 

@@ -316,11 +316,17 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		lock = records_new_lock(op->name, kind,
 					kind == RAFTLOCK__LOCK_KIND__SEMAPHORE ? op->limit : 0);
 		lock->lock_delay_ms = op->lock_delay_ms;
-	} else if ((op->kind != 0 && op->kind != lock->kind) ||
+	} else if ((op->kind != 0 && (op->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE) !=
+					     (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE)) ||
 		   (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && op->limit != 0 &&
 		    op->limit != lock->limit)) {
 		raftlock__lock_record__free_unpacked(lock, NULL);
 		return result_of(RAFTLOCK_EKIND);
+	} else if (op->kind == RAFTLOCK__LOCK_KIND__RWLOCK) {
+		/* A mutex is a read-write lock nobody has taken shared: the
+		 * two kinds are one family, and the first read-write request
+		 * makes the lock a read-write lock. */
+		lock->kind = RAFTLOCK__LOCK_KIND__RWLOCK;
 	}
 
 	Raftlock__Result res = result_of(0);
@@ -329,7 +335,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		mode = RAFTLOCK__MODE__EXCLUSIVE;
 	if (lock->kind != RAFTLOCK__LOCK_KIND__SEMAPHORE)
 		permits = 1;
-	if ((lock->kind == RAFTLOCK__LOCK_KIND__MUTEX && op->mode != RAFTLOCK__MODE__EXCLUSIVE) ||
+	if (((lock->kind == RAFTLOCK__LOCK_KIND__MUTEX || op->kind == RAFTLOCK__LOCK_KIND__MUTEX) &&
+	     op->mode != RAFTLOCK__MODE__EXCLUSIVE) ||
 	    (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && permits > lock->limit)) {
 		res.status = RAFTLOCK_EINVAL;
 		goto out;

@@ -83,13 +83,14 @@ static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32
 	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
 }
 
-static int rebuild_session(void *arg, const Raftlock__SessionRecord *rec)
+static int rebuild_session(void *arg, Raftlock__SessionRecord *rec)
 {
 	set_session(arg, rec->id, rec->deadline, rec->ttl_ms);
+	raftlock__session_record__free_unpacked(rec, NULL);
 	return 0;
 }
 
-static int rebuild_lock(void *arg, const Raftlock__LockRecord *rec)
+static int rebuild_lock(void *arg, Raftlock__LockRecord *rec)
 {
 	struct leases *l = arg;
 	if (rec->delay_until != 0)
@@ -98,6 +99,7 @@ static int rebuild_lock(void *arg, const Raftlock__LockRecord *rec)
 		if (rec->waiters[i]->deadline != 0)
 			add_timer(l, TIMER_WAIT, rec->name, rec->waiters[i]->session,
 				  rec->waiters[i]->seq, rec->waiters[i]->deadline);
+	raftlock__lock_record__free_unpacked(rec, NULL);
 	return 0;
 }
 

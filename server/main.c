@@ -10,6 +10,7 @@
 #include "config.h"
 #include "leases.h"
 #include "log.h"
+#include "metrics.h"
 #include "node.h"
 #include "raftlock.h"
 #include "service.h"
@@ -20,6 +21,7 @@ struct server {
 	struct node node;
 	struct leases leases;
 	struct service service;
+	struct metrics metrics;
 	uv_signal_t sigterm, sigint;
 	bool stopping;
 };
@@ -47,6 +49,9 @@ static void on_restore(void *arg)
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
+	metrics_close(&srv->metrics);
+	service_close(&srv->service);
+	leases_close(&srv->leases);
 	uv_stop(&srv->loop);
 }
 
@@ -57,8 +62,8 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	srv->stopping = true;
 	log_info("signal %d: shutting down", signum);
-	service_close(&srv->service);
-	leases_close(&srv->leases);
+	/* New requests get ESHUTDOWN from now on; connections stay open so
+	 * that the requests in flight are answered while the node drains. */
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	node_stop(&srv->node, node_stopped);
@@ -94,6 +99,12 @@ int main(int argc, char **argv)
 	}
 	leases_rebuild(&srv.leases);
 	rv = service_start(&srv.service, &srv.loop, &srv.cfg, &srv.node, &srv.leases, err,
+			   sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 1;
+	}
+	rv = metrics_start(&srv.metrics, &srv.loop, &srv.cfg, &srv.node, &srv.service, err,
 			   sizeof err);
 	if (rv != 0) {
 		fprintf(stderr, "raftlockd: %s\n", err);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "raftlock.h"
 
 #define BATCH_MAX_COMMANDS 1024
+#define NODE_DRAIN_MS 1000 /* at shutdown, wait this long for answers */
 #define BATCH_MAX_BYTES (1u << 20)
 #define PATH_BUF 1024
 
@@ -468,6 +470,33 @@ static bool dir_has_files(const char *path)
 	return any;
 }
 
+/* One raftlockd per data directory: a second one would write into the
+ * first one's raft log. The lock lasts as long as the process (the file
+ * descriptor is never closed; the kernel drops the lock at exit). */
+static int lock_data_dir(const char *data_dir, char *err, size_t errlen)
+{
+	char path[PATH_BUF], pid[32] = "";
+	path_join(path, sizeof path, data_dir, "LOCK");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		ssize_t n = read(fd, pid, sizeof pid - 1);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		snprintf(err, errlen, "%s: the data directory is in use by another raftlockd%s%s",
+			 path, pid[0] ? " with pid " : "", pid);
+		close(fd);
+		return RAFTLOCK_EDATA;
+	}
+	int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+		log_warn("%s: could not record the pid", path);
+	return 0;
+}
+
 /* The identity file ties a data directory to one cluster and node id, so a
  * directory copied from another cluster or node is refused at start. */
 static int check_identity(struct node *n, const char *raft_dir, char *err, size_t errlen)
@@ -575,6 +604,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 		snprintf(err, errlen, "%s: %s", cfg->data_dir, strerror(errno));
 		return RAFTLOCK_EIO;
 	}
+	if ((rv = lock_data_dir(cfg->data_dir, err, errlen)) != 0)
+		return rv;
 	if ((rv = check_identity(n, raft_dir, err, errlen)) != 0)
 		return rv;
 	if ((rv = prepare_state_dir(state_dir, err, errlen)) != 0)
@@ -630,12 +661,16 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	n->raft_started = true;
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	if (applied > raft_last_index(&n->raft)) {
-		snprintf(err, errlen,
-			 "%s/data.mdb has applied index %llu, beyond the raft log's last "
-			 "index %llu in %s: the raft log lost entries; refusing to serve",
+		/* libraft applies an entry once the cluster has committed it,
+		 * even if this node's own append of it has not completed; a
+		 * stop can then leave LMDB ahead of the local log. Those
+		 * entries are committed on a majority that does not include
+		 * this node, so it cannot lead before it has them again; the
+		 * leader resends them and apply skips what it already has. */
+		log_warn("%s/data.mdb is at index %llu, ahead of the local raft log (%llu): "
+			 "the tail will come again from the leader",
 			 state_dir, (unsigned long long)applied,
-			 (unsigned long long)raft_last_index(&n->raft), raft_dir);
-		return RAFTLOCK_EDATA; /* the caller exits; the loop is not run */
+			 (unsigned long long)raft_last_index(&n->raft));
 	}
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
@@ -720,14 +755,10 @@ static void transfer_done(struct raft_transfer *req)
 	close_raft(n);
 }
 
-void node_stop(struct node *n, void (*cb)(struct node *n))
+static void hand_over(struct node *n)
 {
-	n->stopping = true;
-	n->stop_cb = cb;
-	flush(n);
-	if (n->ready) {
+	if (n->ready)
 		set_ready(n, false);
-	}
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
 		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
@@ -737,4 +768,28 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 		}
 	}
 	close_raft(n);
+}
+
+/* Draining: the commands already proposed get their answers before the
+ * leader hands over (bounded: a leader without a quorum cannot commit). */
+static void drain_check(uv_timer_t *h)
+{
+	struct node *n = h->data;
+	if (n->inflight_head != NULL && mono_ms() < n->drain_until)
+		return;
+	uv_timer_stop(h);
+	hand_over(n);
+}
+
+void node_stop(struct node *n, void (*cb)(struct node *n))
+{
+	n->stopping = true;
+	n->stop_cb = cb;
+	flush(n);
+	if (n->inflight_head == NULL) {
+		hand_over(n);
+		return;
+	}
+	n->drain_until = mono_ms() + NODE_DRAIN_MS;
+	uv_timer_start(&n->transfer_timer, drain_check, 5, 5);
 }

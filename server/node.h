@@ -83,7 +83,9 @@ struct node {
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
 	struct raft_transfer transfer;
-	uv_timer_t transfer_timer; /* libraft may never call back a transfer */
+	uv_timer_t transfer_timer; /* draining, then a transfer that libraft
+				      may never call back */
+	uint64_t drain_until;
 };
 
 /*
@@ -117,7 +119,8 @@ const char *node_role(struct node *n);
 const char *node_leader_client_address(struct node *n, uint64_t *leader_id);
 
 /*
- * Stops: no new proposals; a leader first hands leadership to another voter
+ * Stops: no new proposals; the commands already proposed get their answers
+ * (for up to a second); a leader then hands leadership to another voter
  * (bounded by the election timeout); then raft is closed, LMDB synced and
  * the clean-shutdown marker written. cb runs when done; the loop may then
  * be closed.

@@ -12,13 +12,18 @@
 #include "records.h"
 
 #define READ_PAGE_DEFAULT 100
+/* Bounds per connection: past this many requests in flight, more get
+ * RAFTLOCK_ELIMIT; a connection whose unread responses pile up past the
+ * byte limit is closed (its client is not reading them). */
+#define CONN_MAX_INFLIGHT 4096
+#define CONN_MAX_UNSENT (64u << 20)
 #define READ_PAGE_MAX 1000
 
 struct conn {
 	uv_tcp_t tcp;
 	struct service *svc;
 	struct frame_reader reader;
-	int refs; /* the handle itself, plus each request in flight */
+	int refs; /* the handle itself, plus each request and write in flight */
 	bool closing;
 	struct conn *prev, *next;
 };
@@ -112,6 +117,13 @@ static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 	if (w == NULL || codec_frame_envelope(env, &w->buf, &n) != 0) {
 		free(w);
 		log_warn("dropping a response that could not be encoded");
+		conn_close(c);
+		return;
+	}
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > CONN_MAX_UNSENT) {
+		free(w->buf);
+		free(w);
+		log_warn("a client is not reading its responses; closing its connection");
 		conn_close(c);
 		return;
 	}
@@ -546,24 +558,15 @@ struct list_locks_ctx {
 	uint64_t now;
 };
 
-static int list_locks_visit(void *arg, const Raftlock__LockRecord *rec)
+static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 {
 	struct list_locks_ctx *ctx = arg;
 	if (ctx->n == ctx->limit) {
+		raftlock__lock_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
-	/* The scan frees rec after this call: keep a copy. */
-	size_t len = raftlock__lock_record__get_packed_size(rec);
-	uint8_t *tmp = malloc(len ? len : 1);
-	if (tmp == NULL)
-		log_fatal("out of memory");
-	raftlock__lock_record__pack(rec, tmp);
-	Raftlock__LockRecord *copy = raftlock__lock_record__unpack(NULL, len, tmp);
-	free(tmp);
-	if (copy == NULL)
-		log_fatal("out of memory");
-	lock_info_fill(ctx->svc, ctx->txn, &ctx->bufs[ctx->n++], copy, ctx->now);
+	lock_info_fill(ctx->svc, ctx->txn, &ctx->bufs[ctx->n++], rec, ctx->now);
 	return 0;
 }
 
@@ -609,33 +612,25 @@ struct list_sessions_ctx {
 	bool more;
 };
 
-static int list_sessions_visit(void *arg, const Raftlock__SessionRecord *rec)
+static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 {
 	struct list_sessions_ctx *ctx = arg;
 	if (ctx->n == ctx->limit) {
+		raftlock__session_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
-	size_t len = raftlock__session_record__get_packed_size(rec);
-	uint8_t *tmp = malloc(len ? len : 1);
-	if (tmp == NULL)
-		log_fatal("out of memory");
-	raftlock__session_record__pack(rec, tmp);
-	Raftlock__SessionRecord *copy = raftlock__session_record__unpack(NULL, len, tmp);
-	free(tmp);
-	if (copy == NULL)
-		log_fatal("out of memory");
 	Raftlock__SessionInfo *info = &ctx->infos[ctx->n];
 	raftlock__session_info__init(info);
-	info->id = copy->id;
-	info->ttl_ms = copy->ttl_ms;
-	info->deadline = copy->deadline;
-	info->owner = copy->owner;
-	info->opened_time = copy->opened_time;
-	info->locks = copy->locks;
-	info->n_locks = copy->n_locks;
+	info->id = rec->id;
+	info->ttl_ms = rec->ttl_ms;
+	info->deadline = rec->deadline;
+	info->owner = rec->owner;
+	info->opened_time = rec->opened_time;
+	info->locks = rec->locks;
+	info->n_locks = rec->n_locks;
 	ctx->ptrs[ctx->n] = info;
-	ctx->recs[ctx->n++] = copy;
+	ctx->recs[ctx->n++] = rec;
 	return 0;
 }
 
@@ -847,7 +842,10 @@ static void dispatch(struct service *s, struct conn *c, Raftlock__Envelope *env)
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
-	if (s->node->stopping) {
+	if (c->refs > CONN_MAX_INFLIGHT) {
+		send_status(s, c, env->id, RAFTLOCK_ELIMIT,
+			    "too many requests in flight on this connection");
+	} else if (s->node->stopping) {
 		send_status(s, c, env->id, RAFTLOCK_ESHUTDOWN, NULL);
 	} else if (!s->node->leader) {
 		send_status(s, c, env->id, RAFTLOCK_ENOTLEADER, NULL);
@@ -994,6 +992,14 @@ void service_on_ready(struct service *s, bool ready)
 		}
 		idmap_clear(&s->pushes);
 	}
+}
+
+unsigned service_connections(const struct service *s)
+{
+	unsigned n = 0;
+	for (const struct conn *c = s->conns; c != NULL; c = c->next)
+		n += !c->closing;
+	return n;
 }
 
 void service_close(struct service *s)

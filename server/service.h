@@ -45,6 +45,9 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);
 
+/* Number of open client connections. */
+unsigned service_connections(const struct service *s);
+
 /* Stops accepting and closes every connection. */
 void service_close(struct service *s);
 

@@ -67,14 +67,14 @@ uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
 uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 
 /* Visits sessions with id > after in id order until visit returns nonzero.
- * The record is borrowed for the duration of the call. */
+ * The visitor owns each record it is given (free_unpacked when done). */
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
-			 int (*visit)(void *arg, const Raftlock__SessionRecord *rec), void *arg);
+			 int (*visit)(void *arg, Raftlock__SessionRecord *rec), void *arg);
 
 /* Visits locks whose name starts with prefix and is > after (NULL or "" =
  * from the start) in name order until visit returns nonzero. */
 void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,
-		      int (*visit)(void *arg, const Raftlock__LockRecord *rec), void *arg);
+		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
  * Snapshot image: "RLSNAP02", the applied index (8 bytes BE), then records

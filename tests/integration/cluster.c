@@ -67,7 +67,7 @@ static void destroy_all(void)
 
 static void spawn(struct tcluster *c, int i)
 {
-	char id[16], dir[300], raft[32], client[32], et[16], ht[16], st[16];
+	char id[16], dir[300], raft[32], client[32], metrics[32], et[16], ht[16], st[16];
 	char members[TCLUSTER_MAX][100];
 	char *argv[64];
 	int k = 0;
@@ -75,6 +75,7 @@ static void spawn(struct tcluster *c, int i)
 	snprintf(dir, sizeof dir, "%s/n%d", c->dir, i + 1);
 	snprintf(raft, sizeof raft, "127.0.0.1:%d", c->raft_port[i]);
 	snprintf(client, sizeof client, "127.0.0.1:%d", c->client_port[i]);
+	snprintf(metrics, sizeof metrics, "127.0.0.1:%d", c->metrics_port[i]);
 	snprintf(et, sizeof et, "%u", c->election_ms);
 	snprintf(ht, sizeof ht, "%u", c->election_ms / 10);
 	snprintf(st, sizeof st, "%u", c->snapshot_threshold ? c->snapshot_threshold : 16384);
@@ -85,6 +86,8 @@ static void spawn(struct tcluster *c, int i)
 	argv[k++] = dir;
 	argv[k++] = "--cluster";
 	argv[k++] = c->name;
+	argv[k++] = "--metrics-address";
+	argv[k++] = metrics;
 	argv[k++] = "--election-timeout";
 	argv[k++] = et;
 	argv[k++] = "--heartbeat-timeout";
@@ -133,6 +136,7 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	for (int i = 0; i < n; i++) {
 		c->raft_port[i] = free_port();
 		c->client_port[i] = free_port();
+		c->metrics_port[i] = free_port();
 		snprintf(c->client_addr[i], sizeof c->client_addr[i], "127.0.0.1:%d",
 			 c->client_port[i]);
 		c->addrs[i] = c->client_addr[i];
@@ -232,7 +236,8 @@ int tcluster_destroy(struct tcluster *c)
 		if (c->pid[i] > 0) {
 			int st = tcluster_stop(c, i);
 			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-				fprintf(stderr, "cluster harness: node %d did not stop cleanly (%#x)\n",
+				fprintf(stderr,
+					"cluster harness: node %d did not stop cleanly (%#x)\n",
 					i + 1, st);
 				problems++;
 			}
@@ -266,7 +271,8 @@ int tcluster_leader(struct tcluster *c, int timeout_ms)
 			if (c->pid[i] <= 0)
 				continue;
 			Raftlock__StatusInfo *st = tcluster_status(c, i);
-			if (st != NULL && st->ready && st->next_token != 0 && st->term > best_term) {
+			if (st != NULL && st->ready && st->next_token != 0 &&
+			    st->term > best_term) {
 				best = i;
 				best_term = st->term;
 			}
@@ -433,4 +439,31 @@ bool raw_closed(int fd, int timeout_ms)
 		}
 	}
 	return false;
+}
+
+int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len)
+{
+	int fd = raw_connect(c->metrics_port[i]);
+	if (fd < 0)
+		return -1;
+	char req[256];
+	int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+	if (raw_send(fd, req, (size_t)n) != 0) {
+		close(fd);
+		return -1;
+	}
+	size_t got = 0;
+	uint64_t end = tcluster_now_ms() + 3000;
+	while (got < len - 1 && tcluster_now_ms() < end) {
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t r = read(fd, out + got, len - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	out[got] = '\0';
+	close(fd);
+	return got > 0 ? 0 : -1;
 }

@@ -21,6 +21,7 @@ struct tcluster {
 	char name[64];
 	int raft_port[TCLUSTER_MAX];
 	int client_port[TCLUSTER_MAX];
+	int metrics_port[TCLUSTER_MAX];
 	char client_addr[TCLUSTER_MAX][32];
 	const char *addrs[TCLUSTER_MAX]; /* for raftlock_client_options */
 	pid_t pid[TCLUSTER_MAX];
@@ -51,6 +52,10 @@ int tcluster_leader(struct tcluster *c, int timeout_ms);
 /* STATUS of node i over the raw protocol; NULL if it does not answer.
  * Free with raftlock__status_info__free_unpacked(). */
 Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i);
+
+/* GET path from node i's metrics endpoint; the whole HTTP response in out
+ * (NUL-terminated). Returns 0, or -1 if the node did not answer. */
+int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len);
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t tcluster_now_ms(void);

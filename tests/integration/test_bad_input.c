@@ -164,12 +164,30 @@ static void name_too_long(void **state)
 	assert_int_equal(after.locks, before.locks);
 }
 
+/* The Prometheus endpoint answers with this node's figures. */
+static void metrics_endpoint(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	char out[16384];
+	assert_int_equal(tcluster_http_get(&cl, leader, "/metrics", out, sizeof out), 0);
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
+	assert_non_null(strstr(out, "raftlock_leader 1"));
+	assert_non_null(strstr(out, "# TYPE raftlock_raft_term gauge"));
+	assert_non_null(strstr(out, "raftlock_next_token "));
+	int follower = (leader + 1) % cl.n;
+	assert_int_equal(tcluster_http_get(&cl, follower, "/metrics", out, sizeof out), 0);
+	assert_non_null(strstr(out, "raftlock_leader 0"));
+	assert_int_equal(tcluster_http_get(&cl, follower, "/nothing", out, sizeof out), 0);
+	assert_non_null(strstr(out, "404"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(garbage_frame),        cmocka_unit_test(oversized_length),
 		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
-		cmocka_unit_test(name_too_long),
+		cmocka_unit_test(name_too_long),        cmocka_unit_test(metrics_endpoint),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

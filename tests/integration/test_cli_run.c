@@ -92,8 +92,8 @@ static void lock_runs_command_with_token(void **state)
 	(void)state;
 	char script[2048];
 	snprintf(script, sizeof script,
-		 "echo $RAFTLOCK_TOKEN > %s/one.token; " CLI " holders cli/ > %s/one.holders",
-		 work, work);
+		 "echo $RAFTLOCK_TOKEN > %s/one.token; " CLI " holders cli/ > %s/one.holders", work,
+		 work);
 	char *args[] = {"raftlock", "lock", "cli/one", "--", "sh", "-c", script, NULL};
 	pid_t pid = cli_start("one", args);
 	int st;
@@ -135,9 +135,9 @@ static pid_t run_instance(const char *tag, const char *ttl)
 		 "date +%%s%%N > %s/%s.started.tmp && mv %s/%s.started.tmp %s/%s.started; "
 		 "trap 'date +%%s%%N > %s/%s.term; exit 0' TERM; while :; do sleep 0.05; done",
 		 work, tag, work, tag, work, tag, work, tag);
-	char *args[] = {"raftlock", "run",   "--permits", "1",    "--ttl", (char *)ttl,
-			"--grace",  "1000",  "cli/ha",    "--",   "sh",    "-c",
-			script,     NULL};
+	char *args[] = {"raftlock", "run",  "--permits",    "1",    "--ttl",  (char *)ttl,
+			"--grace",  "1000", "--lock-delay", "1000", "cli/ha", "--",
+			"sh",       "-c",   script,         NULL};
 	return cli_start(tag, args);
 }
 
@@ -178,9 +178,10 @@ static void run_hands_over_after_kill(void **state)
 	uint64_t started = read_u64("ha-b", "started");
 	uint64_t took_ms = (started - killed) / 1000000;
 	printf("measure: raftlock run hand-over after SIGKILL of the active instance "
-	       "(TTL %u ms): %llu ms\n",
+	       "(TTL %u ms, lock-delay 1000 ms): %llu ms\n",
 	       ttl, (unsigned long long)took_ms);
-	assert_true(took_ms <= ttl + ELECTION_MS + 500);
+	assert_true(took_ms >= 1000); /* the lock-delay was kept */
+	assert_true(took_ms <= ttl + ELECTION_MS + 1000 + 500);
 	kill(b, SIGTERM);
 	int st;
 	waitpid(b, &st, 0);

@@ -51,8 +51,8 @@ static void expect(const char *cmdline, int status, const char *text)
 	char out[4096];
 	int st = run(cmdline, out, sizeof out);
 	if (st != status || strstr(out, text) == NULL)
-		fail_msg("%s: exit %d (want %d), output: %s (want '%s')", cmdline, st, status,
-			 out, text);
+		fail_msg("%s: exit %d (want %d), output: %s (want '%s')", cmdline, st, status, out,
+			 text);
 }
 
 static void examples_run(void **state)

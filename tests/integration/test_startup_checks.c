@@ -1,6 +1,7 @@
 /* A bad configuration or a data directory from another cluster stops the
  * node at start with a message naming the problem. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -105,6 +106,42 @@ static void foreign_data_dir(void **state)
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
+/* A second raftlockd on a data directory in use is refused before it
+ * touches anything: the running node survives a kill -9 and restarts. */
+static void data_dir_in_use(void **state)
+{
+	(void)state;
+	struct tcluster cl;
+	memset(&cl, 0, sizeof cl);
+	tcluster_start(&cl, 3, 1000);
+	char dir[300], member[200], other[200];
+	snprintf(dir, sizeof dir, "%s/n1", cl.dir);
+	snprintf(member, sizeof member, "1,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[0],
+		 cl.client_port[0]);
+	snprintf(other, sizeof other, "2,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[1],
+		 cl.client_port[1]);
+	char third[200];
+	snprintf(third, sizeof third, "3,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[2],
+		 cl.client_port[2]);
+	char *argv[] = {"raftlockd", "--id",     "1",        "--data-dir", dir,
+			"--cluster", cl.name,    "--member", member,       "--member",
+			other,       "--member", third,      NULL};
+	expect_refused(argv, 1, "in use by another raftlockd");
+	tcluster_signal(&cl, 0, SIGKILL);
+	tcluster_restart(&cl, 0);
+	uint64_t end = tcluster_now_ms() + 15000;
+	Raftlock__StatusInfo *st = NULL;
+	while (st == NULL && tcluster_now_ms() < end) {
+		st = tcluster_status(&cl, 0);
+		if (st == NULL)
+			usleep(50000);
+	}
+	assert_non_null(st);
+	raftlock__status_info__free_unpacked(st, NULL);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
 /* The shipped example configurations are valid. */
 static void example_configs(void **state)
 {
@@ -124,10 +161,9 @@ static void example_configs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(bad_flags),
-		cmocka_unit_test(bad_config_file),
-		cmocka_unit_test(foreign_data_dir),
-		cmocka_unit_test(example_configs),
+		cmocka_unit_test(bad_flags),        cmocka_unit_test(bad_config_file),
+		cmocka_unit_test(foreign_data_dir), cmocka_unit_test(example_configs),
+		cmocka_unit_test(data_dir_in_use),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

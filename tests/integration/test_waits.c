@@ -339,9 +339,8 @@ static void semaphore_never_over_limit(void **state)
 
 /* Lock-delay: a holder whose session expires keeps the lock unavailable for
  * the delay; a clean release frees it at once. */
-static void lock_delay_after_expiry(void **state)
+static void lock_delay(bool kill_leader)
 {
-	(void)state;
 	const unsigned ttl = 2000, delay = 3000;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
@@ -371,11 +370,30 @@ static void lock_delay_after_expiry(void **state)
 	raftlock_client *c = tl_client(&cl);
 	raftlock_session *b = tl_session(c, 10000);
 	raftlock_lock *lb = tl_lock(b, "delayed");
+	int killed = -1;
+	if (kill_leader) {
+		/* Once the delay runs (the holder's session expired), a leader
+		 * change must neither shorten nor forget it. */
+		struct raftlock_lock_info *info = NULL;
+		uint64_t end = tcluster_now_ms() + 10000;
+		while (tcluster_now_ms() < end) {
+			if (raftlock_lock_get(c, "delayed", false, &info) == 0) {
+				bool running = info->n_holders == 0 && info->delay_until != 0;
+				raftlock_lock_info_free(info);
+				if (running)
+					break;
+			}
+			tl_sleep_ms(20);
+		}
+		killed = tcluster_leader(&cl, 5000);
+		tcluster_signal(&cl, killed, SIGKILL);
+	}
 	uint64_t t2 = 0;
 	assert_int_equal(raftlock_lock_acquire(lb, RAFTLOCK_EXCLUSIVE, 1, 20000, &t2), 0);
 	uint64_t took = tcluster_now_ms() - died;
-	printf("measure: holder killed, TTL %u + lock-delay %u ms -> next grant after %llu ms\n",
-	       ttl, delay, (unsigned long long)took);
+	printf("measure: holder killed, TTL %u + lock-delay %u ms%s -> next grant after %llu ms\n",
+	       ttl, delay, kill_leader ? ", leader killed during the delay" : "",
+	       (unsigned long long)took);
 	assert_true(took >= ttl + delay - 200);
 	assert_true(t2 > t1);
 	/* A clean release starts no delay. */
@@ -389,6 +407,22 @@ static void lock_delay_after_expiry(void **state)
 	raftlock_session_close(b);
 	raftlock_session_close(d);
 	raftlock_client_close(c);
+	if (killed >= 0) {
+		tcluster_restart(&cl, killed);
+		assert_true(tcluster_leader(&cl, 15000) >= 0);
+	}
+}
+
+static void lock_delay_after_expiry(void **state)
+{
+	(void)state;
+	lock_delay(false);
+}
+
+static void lock_delay_survives_leader_change(void **state)
+{
+	(void)state;
+	lock_delay(true);
 }
 
 /* Hand-over latency: two threads pass one lock back and forth; each waits
@@ -490,6 +524,7 @@ int main(void)
 		cmocka_unit_test(rwlock_readers_share_writer_waits),
 		cmocka_unit_test(semaphore_never_over_limit),
 		cmocka_unit_test(lock_delay_after_expiry),
+		cmocka_unit_test(lock_delay_survives_leader_change),
 		cmocka_unit_test(handover_latency),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */

@@ -43,8 +43,7 @@ static void fake_send_response(int fd, uint64_t id, Raftlock__Response *resp)
 	fake_send(fd, &env);
 }
 
-static void fake_send_result(int fd, uint64_t id, int status,
-			     Raftlock__Result *res, bool push)
+static void fake_send_result(int fd, uint64_t id, int status, Raftlock__Result *res, bool push)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.status = status;
@@ -65,9 +64,8 @@ static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 }
 
 /* Every mutating request carries (session, seq, ack_below). */
-#define FAKE_COPY_SEQ(e, m)                                                    \
-	((e)->session = (m)->session, (e)->seq = (m)->seq,                     \
-	 (e)->ack_below = (m)->ack_below)
+#define FAKE_COPY_SEQ(e, m) \
+	((e)->session = (m)->session, (e)->seq = (m)->seq, (e)->ack_below = (m)->ack_below)
 
 static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 {
@@ -78,10 +76,9 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	e->body = env->body_case;
 	e->id = env->id;
 	e->conn = serial;
+	e->at_boot = clock_boot_ms();
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		e->nonce = env->open_session->nonce;
-		break;
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: e->nonce = env->open_session->nonce; break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		FAKE_COPY_SEQ(e, env->acquire);
 		e->other = env->acquire->acquire->owner;
@@ -97,11 +94,8 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 		FAKE_COPY_SEQ(e, env->cancel_wait);
 		e->other = env->cancel_wait->cancel->acquire_seq;
 		break;
-	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
-		FAKE_COPY_SEQ(e, env->close_session);
-		break;
-	default:
-		break;
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: FAKE_COPY_SEQ(e, env->close_session); break;
+	default: break;
 	}
 }
 
@@ -123,8 +117,7 @@ int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body)
 }
 
 /* The k-th logged request of that kind (copied). */
-struct fake_entry fake_nth(struct fake *f,
-			   Raftlock__Envelope__BodyCase body, int k)
+struct fake_entry fake_nth(struct fake *f, Raftlock__Envelope__BodyCase body, int k)
 {
 	struct fake_entry e = {0};
 	pthread_mutex_lock(&f->mu);
@@ -141,6 +134,8 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 {
 	if (f->keepalive_silent)
 		return;
+	if (f->keepalive_delay_ms > 0)
+		sleep_ms((unsigned)f->keepalive_delay_ms); /* a slow commit */
 	size_t n = req->keepalive->n_sessions;
 	int32_t *st = calloc(n + 1, sizeof *st);
 	assert_non_null(st);
@@ -181,9 +176,8 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
  * three; locks "a/1" (two shared holders, one waiter) and "a/2", listed
  * one per page; one session holding both. */
 
-static Raftlock__Owner fake_owner = {
-	PROTOBUF_C_MESSAGE_INIT(&raftlock__owner__descriptor),
-	"svc", "host-\"1\"", 4242};
+static Raftlock__Owner fake_owner = {PROTOBUF_C_MESSAGE_INIT(&raftlock__owner__descriptor), "svc",
+				     "host-\"1\"", 4242};
 
 static void fake_status(int fd, uint64_t id)
 {
@@ -235,8 +229,7 @@ static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	Raftlock__Holder h[2] = {RAFTLOCK__HOLDER__INIT, RAFTLOCK__HOLDER__INIT};
-	Raftlock__HolderInfo hi[2] = {RAFTLOCK__HOLDER_INFO__INIT,
-				      RAFTLOCK__HOLDER_INFO__INIT};
+	Raftlock__HolderInfo hi[2] = {RAFTLOCK__HOLDER_INFO__INIT, RAFTLOCK__HOLDER_INFO__INIT};
 	Raftlock__HolderInfo *hp[2] = {&hi[0], &hi[1]};
 	Raftlock__Waiter w = RAFTLOCK__WAITER__INIT;
 	Raftlock__WaiterInfo wi = RAFTLOCK__WAITER_INFO__INIT;
@@ -319,21 +312,12 @@ static void fake_check_token(int fd, const Raftlock__Envelope *req)
 static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 {
 	switch (req->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_STATUS:
-		fake_status(fd, req->id);
-		return true;
+	case RAFTLOCK__ENVELOPE__BODY_STATUS: fake_status(fd, req->id); return true;
 	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		fake_lock_reads(fd, req);
-		return true;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-		fake_session_reads(fd, req);
-		return true;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		fake_check_token(fd, req);
-		return true;
-	default:
-		return false;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: fake_lock_reads(fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: fake_session_reads(fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: fake_check_token(fd, req); return true;
+	default: return false;
 	}
 }
 
@@ -356,9 +340,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		res.ttl_ms = req->open_session->ttl_ms;
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
-	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
-		fake_keepalive(f, fd, req);
-		return true;
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: fake_keepalive(f, fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (f->drop_first_acquire) {
 			f->drop_first_acquire = false;
@@ -455,8 +437,7 @@ static void *fake_main(void *arg)
 		if (p[1].revents & POLLIN)
 			fake_accept(f);
 		for (int i = 0; i < FAKE_CONNS; i++)
-			if (f->fds[i] >= 0 && p[i + 2].fd == f->fds[i] &&
-			    p[i + 2].revents)
+			if (f->fds[i] >= 0 && p[i + 2].fd == f->fds[i] && p[i + 2].revents)
 				fake_read(f, i);
 		pthread_mutex_lock(&f->mu);
 		if (f->push_id != 0 && clock_mono_ms() >= f->push_at) {
@@ -480,8 +461,7 @@ struct fake *fake_start(enum fake_role role)
 	assert_int_equal(pipe(f->stop), 0);
 	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(f->lfd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof sa;
 	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
 	assert_int_equal(listen(f->lfd, 16), 0);
@@ -507,7 +487,6 @@ void fake_stop(struct fake *f)
 
 void sleep_ms(unsigned ms)
 {
-	struct timespec ts = {.tv_sec = ms / 1000,
-			      .tv_nsec = (long)(ms % 1000) * 1000000};
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 }

@@ -29,12 +29,13 @@ struct fake_entry {
 	uint64_t session;
 	uint64_t seq;
 	uint64_t ack_below;
-	uint64_t nonce;     /* open session */
-	uint64_t other;     /* acquire: owner; cancel: acquire_seq */
-	bool wait;          /* acquire */
-	int kind;           /* acquire: LockKind */
-	uint32_t limit;     /* acquire */
-	int conn;           /* serial number of the connection */
+	uint64_t nonce;   /* open session */
+	uint64_t other;   /* acquire: owner; cancel: acquire_seq */
+	bool wait;        /* acquire */
+	int kind;         /* acquire: LockKind */
+	uint32_t limit;   /* acquire */
+	int conn;         /* serial number of the connection */
+	uint64_t at_boot; /* CLOCK_BOOTTIME ms when it arrived */
 };
 
 struct fake {
@@ -46,17 +47,18 @@ struct fake {
 	/* behaviour, set by the test under mu */
 	enum fake_role role;
 	char leader[32];
-	bool drop_first_acquire;   /* close the connection instead of answering */
-	bool unknown_first_acquire;/* answer EUNKNOWN once */
-	bool keepalive_silent;     /* never answer keepalives */
-	bool keepalive_gone;       /* answer ESESSION */
-	bool busy;                 /* try-locks: EBUSY */
-	bool ignore_acquires;      /* log acquires, never answer them */
-	int grant_after_ms;        /* wait=true: push a grant after this; <0 never */
-	int cancel_status;         /* CancelWait result */
-	bool grant_on_cancel;      /* push the grant just before the cancel
-				      reply; with cancel_status 0 the reply
-				      carries the grant's token */
+	bool drop_first_acquire;    /* close the connection instead of answering */
+	bool unknown_first_acquire; /* answer EUNKNOWN once */
+	bool keepalive_silent;      /* never answer keepalives */
+	bool keepalive_gone;        /* answer ESESSION */
+	int keepalive_delay_ms;     /* answer keepalives this much later */
+	bool busy;                  /* try-locks: EBUSY */
+	bool ignore_acquires;       /* log acquires, never answer them */
+	int grant_after_ms;         /* wait=true: push a grant after this; <0 never */
+	int cancel_status;          /* CancelWait result */
+	bool grant_on_cancel;       /* push the grant just before the cancel
+				       reply; with cancel_status 0 the reply
+				       carries the grant's token */
 	/* state */
 	int conns_seen;
 	uint64_t next_session;
@@ -81,17 +83,16 @@ void fake_set_leader(struct fake *f, const char *addr);
 /* How many requests of that kind it got so far. */
 int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body);
 /* The k-th logged request of that kind (copied; zeroed if none). */
-struct fake_entry fake_nth(struct fake *f, Raftlock__Envelope__BodyCase body,
-			   int k);
+struct fake_entry fake_nth(struct fake *f, Raftlock__Envelope__BodyCase body, int k);
 
 void sleep_ms(unsigned ms);
 
 /* Sets a behaviour field of a running fake. */
-#define FAKE_SET(f, field, value)                                              \
-	do {                                                                   \
-		pthread_mutex_lock(&(f)->mu);                                  \
-		(f)->field = (value);                                          \
-		pthread_mutex_unlock(&(f)->mu);                                \
+#define FAKE_SET(f, field, value)               \
+	do {                                    \
+		pthread_mutex_lock(&(f)->mu);   \
+		(f)->field = (value);           \
+		pthread_mutex_unlock(&(f)->mu); \
 	} while (0)
 
 #define ACQUIRE RAFTLOCK__ENVELOPE__BODY_ACQUIRE

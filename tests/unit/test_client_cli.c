@@ -53,8 +53,7 @@ static pid_t cli_spawn_to(char *const argv[], const char *out)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd = open(out ? out : "/dev/null",
-			      O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		if (fd >= 0)
 			dup2(fd, 1);
 		execv(RAFTLOCK_CLI_PATH, argv);
@@ -133,11 +132,10 @@ static void test_lock_runs_command_with_token(void **state)
 		 "echo \"$RAFTLOCK_TOKEN $RAFTLOCK_LOCK $RAFTLOCK_SESSION\" > %s; "
 		 "exit 5",
 		 path_in_tmp("env"));
-	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",
-			"jobs/a", "--", "sh", "-c", script, NULL};
+	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait", "jobs/a",
+			"--",       "sh",          "-c",    script, NULL};
 	assert_int_equal(cli_run(argv, 10000), 5);
-	assert_string_equal(slurp(path_in_tmp("env"), buf, sizeof buf),
-			    "1001 jobs/a 8\n");
+	assert_string_equal(slurp(path_in_tmp("env"), buf, sizeof buf), "1001 jobs/a 8\n");
 	struct fake_entry a = fake_nth(f, ACQUIRE, 0);
 	assert_int_equal(a.kind, RAFTLOCK__LOCK_KIND__RWLOCK);
 	assert_false(a.wait);
@@ -156,7 +154,7 @@ static void test_lock_busy_exits_3(void **state)
 	char script[256];
 	snprintf(script, sizeof script, "touch %s", path_in_tmp("ran"));
 	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",
-			"x", "sh", "-c", script, NULL};
+			"x",        "sh",          "-c",    script, NULL};
 	assert_int_equal(cli_run(argv, 10000), 3);
 	assert_int_not_equal(access(path_in_tmp("ran"), F_OK), 0);
 	assert_int_equal(fake_count(f, CLOSE), 1);
@@ -167,8 +165,8 @@ static void test_run_takes_a_semaphore_permit(void **state)
 {
 	(void)state;
 	struct fake *f = fake_start(FAKE_LEADER);
-	char *argv[] = {"raftlock", "--endpoints", f->addr, "run", "--permits",
-			"3", "--no-wait", "workers", "--", "true", NULL};
+	char *argv[] = {"raftlock",  "--endpoints", f->addr, "run",  "--permits", "3",
+			"--no-wait", "workers",     "--",    "true", NULL};
 	assert_int_equal(cli_run(argv, 10000), 0);
 	struct fake_entry a = fake_nth(f, ACQUIRE, 0);
 	assert_int_equal(a.kind, RAFTLOCK__LOCK_KIND__SEMAPHORE);
@@ -179,8 +177,7 @@ static void test_run_takes_a_semaphore_permit(void **state)
 static void test_usage_errors_exit_2(void **state)
 {
 	(void)state;
-	char *no_cmd[] = {"raftlock", "--endpoints", "127.0.0.1:1", "lock", "x",
-			  NULL};
+	char *no_cmd[] = {"raftlock", "--endpoints", "127.0.0.1:1", "lock", "x", NULL};
 	char *bogus[] = {"raftlock", "frobnicate", NULL};
 	char *bad_ttl[] = {"raftlock", "lock", "--ttl", "5", "x", "true", NULL};
 	char *no_permits[] = {"raftlock", "run", "x", "true", NULL};
@@ -197,8 +194,8 @@ static void test_usage_errors_exit_2(void **state)
 static void test_unreachable_cluster_exits_1(void **state)
 {
 	(void)state;
-	char *argv[] = {"raftlock", "--endpoints", "127.0.0.1:1", "--timeout",
-			"300", "lock", "--no-wait", "x", "true", NULL};
+	char *argv[] = {"raftlock", "--endpoints", "127.0.0.1:1", "--timeout", "300",
+			"lock",     "--no-wait",   "x",           "true",      NULL};
 	assert_int_equal(cli_run(argv, 5000), 1);
 }
 
@@ -212,9 +209,9 @@ static void test_lost_session_stops_the_command(void **state)
 		 "trap 'echo term > %s' TERM; touch %s; "
 		 "while :; do sleep 0.02; done",
 		 path_in_tmp("term"), path_in_tmp("started"));
-	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--ttl",
-			"1000", "--grace", "300", "--no-wait", "x", "--", "sh",
-			"-c", script, NULL};
+	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock",      "--ttl",
+			"1000",     "--grace",     "300",   "--no-wait", "x",
+			"--",       "sh",          "-c",    script,      NULL};
 	pid_t pid = cli_spawn(argv);
 	assert_true(file_wait(path_in_tmp("started"), 5000));
 	sleep_ms(800); /* renewals work: still running past one TTL */
@@ -242,7 +239,7 @@ static void test_signals_are_forwarded(void **state)
 		 "trap 'exit 4' TERM; touch %s; while :; do sleep 0.02; done",
 		 path_in_tmp("started2"));
 	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",
-			"y", "sh", "-c", script, NULL};
+			"y",        "sh",          "-c",    script, NULL};
 	pid_t pid = cli_spawn(argv);
 	assert_true(file_wait(path_in_tmp("started2"), 5000));
 	kill(pid, SIGTERM);
@@ -257,8 +254,8 @@ static void test_signal_while_waiting_leaves_the_queue(void **state)
 	struct fake *f = fake_start(FAKE_LEADER); /* queues, never grants */
 	char script[256];
 	snprintf(script, sizeof script, "touch %s", path_in_tmp("never"));
-	char *argv[] = {"raftlock", "--endpoints", f->addr, "run", "--permits",
-			"1", "standby", "sh", "-c", script, NULL};
+	char *argv[] = {"raftlock", "--endpoints", f->addr, "run",  "--permits", "1",
+			"standby",  "sh",          "-c",    script, NULL};
 	pid_t pid = cli_spawn(argv);
 	for (int i = 0; i < 500 && fake_count(f, ACQUIRE) == 0; i++)
 		sleep_ms(10);
@@ -293,7 +290,7 @@ static void test_command_dies_with_the_cli(void **state)
 	snprintf(script, sizeof script, "echo $$ > %s; while :; do sleep 0.02; done",
 		 path_in_tmp("childpid"));
 	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",
-			"z", "sh", "-c", script, NULL};
+			"z",        "sh",          "-c",    script, NULL};
 	pid_t pid = cli_spawn(argv);
 	assert_true(file_wait(path_in_tmp("childpid"), 5000));
 	sleep_ms(50);
@@ -318,10 +315,8 @@ static void test_json_listings(void **state)
 	(void)state;
 	struct fake *f = fake_start(FAKE_LEADER);
 	char buf[4096];
-	char *holders[] = {"raftlock", "--endpoints", f->addr, "holders", "a/",
-			   "--json", NULL};
-	assert_int_equal(cli_wait(cli_spawn_to(holders, path_in_tmp("h.json")),
-				  5000), 0);
+	char *holders[] = {"raftlock", "--endpoints", f->addr, "holders", "a/", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(holders, path_in_tmp("h.json")), 5000), 0);
 	slurp(path_in_tmp("h.json"), buf, sizeof buf);
 	/* both pages, in one array, strings escaped */
 	assert_true(buf[0] == '[');
@@ -331,24 +326,19 @@ static void test_json_listings(void **state)
 	assert_non_null(strstr(buf, "\"token\": 901"));
 	assert_string_equal(buf + strlen(buf) - 2, "]\n");
 
-	char *show[] = {"raftlock", "--endpoints", f->addr, "show", "a/1",
-			"--json", NULL};
-	assert_int_equal(cli_wait(cli_spawn_to(show, path_in_tmp("s.json")), 5000),
-			 0);
+	char *show[] = {"raftlock", "--endpoints", f->addr, "show", "a/1", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(show, path_in_tmp("s.json")), 5000), 0);
 	slurp(path_in_tmp("s.json"), buf, sizeof buf);
 	assert_true(buf[0] == '{');
 	assert_non_null(strstr(buf, "\"waiters\": [{\"session\": 12"));
 
-	char *status[] = {"raftlock", "--endpoints", f->addr, "status", "--json",
-			  NULL};
-	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")),
-				  5000), 0);
+	char *status[] = {"raftlock", "--endpoints", f->addr, "status", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")), 5000), 0);
 	slurp(path_in_tmp("st.json"), buf, sizeof buf);
 	assert_non_null(strstr(buf, "\"node_id\": 7, \"role\": \"leader\""));
 	assert_non_null(strstr(buf, "\"client_address\": \"10.0.0.3:7101\""));
 
-	char *check[] = {"raftlock", "--endpoints", f->addr, "check", "a/1",
-			 "899", NULL};
+	char *check[] = {"raftlock", "--endpoints", f->addr, "check", "a/1", "899", NULL};
 	assert_int_equal(cli_run(check, 5000), 3);
 	check[5] = "900";
 	assert_int_equal(cli_run(check, 5000), 0);

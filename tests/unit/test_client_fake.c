@@ -34,8 +34,6 @@ static raftlock_client *client_for(const char *addr, unsigned timeout_ms)
 	return c;
 }
 
-
-
 /* A fake leader, a client on it, a session and a lock handle. */
 struct rig {
 	struct fake *f;
@@ -59,7 +57,6 @@ static void rig_down(struct rig *r)
 	raftlock_client_close(r->c);
 	fake_stop(r->f);
 }
-
 
 /* -------------------------------------------------------------- tests -- */
 
@@ -129,7 +126,7 @@ static void test_unknown_outcome_retried_with_same_seq(void **state)
 	struct fake_entry b = fake_nth(r.f, ACQUIRE, 1);
 	assert_int_equal(b.seq, a.seq);
 	assert_int_equal(b.conn, a.conn); /* same connection, after a pause */
-	rig_down(&r); /* closes the session too */
+	rig_down(&r);                     /* closes the session too */
 }
 
 static void test_client_close_closes_sessions(void **state)
@@ -250,7 +247,7 @@ static void test_try_lock_busy(void **state)
 	assert_int_equal(raftlock_lock_try(r.l, &token), RAFTLOCK_EBUSY);
 	assert_int_equal(token, 77); /* outputs unchanged on failure */
 	assert_string_equal(raftlock_errmsg(r.c), "acquire 'db/primary': "
-				"the lock is held by another owner");
+						  "the lock is held by another owner");
 	raftlock_lock_free(r.l);
 	rig_down(&r);
 }
@@ -285,8 +282,7 @@ static void test_blocking_acquire_gets_pushed_grant(void **state)
 	rig_up(&r, "q", 3000, NULL);
 	FAKE_SET(r.f, grant_after_ms, 150);
 	uint64_t t0 = clock_mono_ms();
-	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 2000,
-					       &token), 0);
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 2000, &token), 0);
 	assert_true(clock_mono_ms() - t0 >= 140);
 	assert_int_equal(token, 1);
 	assert_true(fake_nth(r.f, ACQUIRE, 0).wait);
@@ -300,8 +296,8 @@ static void test_blocking_acquire_timeout_cancels(void **state)
 	struct rig r;
 	uint64_t token = 5;
 	rig_up(&r, "q", 3000, NULL);
-	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200,
-					       &token), RAFTLOCK_ETIMEDOUT);
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, &token),
+			 RAFTLOCK_ETIMEDOUT);
 	assert_int_equal(token, 5);
 	assert_int_equal(raftlock_lock_token(r.l), 0);
 	struct fake_entry a = fake_nth(r.f, ACQUIRE, 0);
@@ -327,8 +323,8 @@ static void grant_racing_cancel(int cancel_status)
 	FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
 	FAKE_SET(r.f, grant_on_cancel, true);
 	FAKE_SET(r.f, cancel_status, cancel_status);
-	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200,
-					       NULL), RAFTLOCK_ETIMEDOUT);
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, NULL),
+			 RAFTLOCK_ETIMEDOUT);
 	/* the grant that raced the cancel was given back */
 	assert_int_equal(fake_count(r.f, RELEASE), 1);
 	struct fake_entry a = fake_nth(r.f, ACQUIRE, 0);
@@ -486,6 +482,27 @@ static void test_paused_leader_is_left(void **state)
 	fake_stop(b);
 }
 
+/* Validity counts from when the keepalive was sent, not from its answer. */
+static void test_validity_counts_from_the_send(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct raftlock_session_options so = {.ttl_ms = 1200};
+	rig_up(&r, "x", 3000, &so);
+	FAKE_SET(r.f, keepalive_delay_ms, 150);
+	uint64_t v0 = raftlock_session_valid_until(r.s);
+	/* the first keepalive goes at 400 ms and is answered 150 ms later */
+	for (int i = 0; i < 200 && raftlock_session_valid_until(r.s) == v0; i++)
+		sleep_ms(5);
+	uint64_t v = raftlock_session_valid_until(r.s);
+	assert_true(v > v0);
+	struct fake_entry k = fake_nth(r.f, KEEPALIVE, 0);
+	/* sent no later than it arrived; the answer came 150 ms after */
+	assert_true(v <= k.at_boot + 1200 - 12 - RAFTLOCK_LEASE_MARGIN_MS);
+	assert_true(v + 50 >= k.at_boot + 1200 - 12 - RAFTLOCK_LEASE_MARGIN_MS);
+	rig_down(&r);
+}
+
 static void test_server_says_session_gone(void **state)
 {
 	(void)state;
@@ -541,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_paused_leader_is_left),
+		cmocka_unit_test(test_validity_counts_from_the_send),
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_nobody_listening),
 	};

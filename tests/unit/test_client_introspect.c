@@ -154,10 +154,8 @@ static void test_check_token(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_status),
-		cmocka_unit_test(test_lock_get),
-		cmocka_unit_test(test_lock_list_pages),
-		cmocka_unit_test(test_session_list),
+		cmocka_unit_test(test_status),          cmocka_unit_test(test_lock_get),
+		cmocka_unit_test(test_lock_list_pages), cmocka_unit_test(test_session_list),
 		cmocka_unit_test(test_check_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

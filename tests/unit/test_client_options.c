@@ -49,9 +49,9 @@ static void test_bad_addresses(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
-		"localhost", "127.0.0.1", "127.0.0.1:", ":7101", "h:0",
-		"h:65536", "h:70000", "h:port", "h:71a", "::1:7101", "[::1:7101",
-		"[]:7101", "h:-1", "h:123456",
+		"localhost", "127.0.0.1", "127.0.0.1:", ":7101",    "h:0",
+		"h:65536",   "h:70000",   "h:port",     "h:71a",    "::1:7101",
+		"[::1:7101", "[]:7101",   "h:-1",       "h:123456",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		const char *msg = NULL;
@@ -68,8 +68,8 @@ static void test_bad_addresses(void **state)
 static void test_good_addresses(void **state)
 {
 	(void)state;
-	const char *addrs[] = {"127.0.0.1:7101", "node-2.example:1",
-			       "[::1]:65535", "localhost:7103"};
+	const char *addrs[] = {"127.0.0.1:7101", "node-2.example:1", "[::1]:65535",
+			       "localhost:7103"};
 	assert_int_equal(open_with(addrs, 4, NULL), 0);
 }
 
@@ -106,8 +106,7 @@ static void test_session_ttl_range(void **state)
 	assert_null(s);
 	/* in range, but nobody listens: the connection error, in time */
 	so.ttl_ms = RAFTLOCK_TTL_MIN_MS;
-	assert_int_equal(raftlock_session_open(c, &so, &s),
-			 RAFTLOCK_ECONNECTION);
+	assert_int_equal(raftlock_session_open(c, &so, &s), RAFTLOCK_ECONNECTION);
 	assert_null(s);
 	assert_non_null(strstr(raftlock_errmsg(c), "open session"));
 	raftlock_client_close(c);
@@ -116,12 +115,9 @@ static void test_session_ttl_range(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_options),
-		cmocka_unit_test(test_no_addresses),
-		cmocka_unit_test(test_bad_addresses),
-		cmocka_unit_test(test_good_addresses),
-		cmocka_unit_test(test_address_parts),
-		cmocka_unit_test(test_session_ttl_range),
+		cmocka_unit_test(test_no_options),    cmocka_unit_test(test_no_addresses),
+		cmocka_unit_test(test_bad_addresses), cmocka_unit_test(test_good_addresses),
+		cmocka_unit_test(test_address_parts), cmocka_unit_test(test_session_ttl_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,8 +17,7 @@ static void test_margin_is_rate_times_ttl_plus_constant(void **state)
 	/* 10 s at 1%: 100 ms of drift + the constant */
 	assert_int_equal(session_validity_ms(5000, 10000),
 			 5000 + 10000 - 100 - RAFTLOCK_LEASE_MARGIN_MS);
-	assert_int_equal(session_validity_ms(0, 1000),
-			 1000 - 10 - RAFTLOCK_LEASE_MARGIN_MS);
+	assert_int_equal(session_validity_ms(0, 1000), 1000 - 10 - RAFTLOCK_LEASE_MARGIN_MS);
 	assert_int_equal(session_validity_ms(1, RAFTLOCK_TTL_MAX_MS),
 			 1 + 600000 - 6000 - RAFTLOCK_LEASE_MARGIN_MS);
 }
@@ -27,15 +26,13 @@ static void test_drift_rounds_up(void **state)
 {
 	(void)state;
 	/* 1001 ms at 1% is 10.01 ms: the margin takes 11 */
-	assert_int_equal(session_validity_ms(0, 1001),
-			 1001 - 11 - RAFTLOCK_LEASE_MARGIN_MS);
+	assert_int_equal(session_validity_ms(0, 1001), 1001 - 11 - RAFTLOCK_LEASE_MARGIN_MS);
 }
 
 static void test_validity_ends_before_the_server_lease(void **state)
 {
 	(void)state;
-	for (unsigned ttl = RAFTLOCK_TTL_MIN_MS; ttl <= RAFTLOCK_TTL_MAX_MS;
-	     ttl += 997) {
+	for (unsigned ttl = RAFTLOCK_TTL_MIN_MS; ttl <= RAFTLOCK_TTL_MAX_MS; ttl += 997) {
 		uint64_t v = session_validity_ms(1000000, ttl);
 		/* the server's deadline is at least sent + ttl; even a client
 		 * clock running 1% fast stays inside it */

@@ -222,8 +222,6 @@ static void test_kind_and_limit_must_agree(void **state)
 	    OP(ACQUIRE, .name = "sem", .kind = RAFTLOCK__LOCK_KIND__MUTEX),
 	    OP(ACQUIRE, .name = "sem", .kind = RW),
 	    OP(ACQUIRE, .name = "m", .kind = SEM, .limit = 2),
-	    OP(ACQUIRE, .name = "m", .kind = RW),
-	    OP(ACQUIRE, .name = "rw", .kind = RAFTLOCK__LOCK_KIND__MUTEX),
 	    OP(ACQUIRE, .name = "rw", .kind = SEM, .limit = 2),
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -549,6 +547,29 @@ static void test_session_past_deadline_gets_nothing(void **state)
 	fx_pushed_error(f, w, q, RAFTLOCK_ESESSION);
 }
 
+/* Mutexes and read-write locks are one family: an exclusive request of
+ * either kind contends with the other; the first read-write request turns
+ * a mutex into a read-write lock; a mutex request is never shared. */
+static void test_mutex_and_rwlock_are_one_family(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f), b = fx_session(f);
+	fx_take(f, a, 1, "m"); /* a mutex */
+	Raftlock__Result r = DO(f, ACQUIRE, .session = b, .owner = 1, .name = "m", .kind = RW);
+	assert_int_equal(r.status, RAFTLOCK_EBUSY);
+	r = DO(f, ACQUIRE, .session = b, .owner = 1, .name = "m", .kind = RW,
+	       .mode = RAFTLOCK__MODE__SHARED);
+	assert_int_equal(r.status, RAFTLOCK_EBUSY); /* an exclusive holder */
+	fx_release_ok(f, a, 1, "m", 0);
+	assert_int_equal(rw_try(f, a, SHARED).status, 0);
+	r = DO(f, ACQUIRE, .session = b, .owner = 2, .name = "rw",
+	       .kind = RAFTLOCK__LOCK_KIND__MUTEX, .mode = RAFTLOCK__MODE__SHARED);
+	assert_int_equal(r.status, RAFTLOCK_EINVAL);
+	r = DO(f, ACQUIRE, .session = b, .owner = 2, .name = "rw",
+	       .kind = RAFTLOCK__LOCK_KIND__MUTEX);
+	assert_int_equal(r.status, RAFTLOCK_EBUSY); /* a shared holder */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +590,7 @@ int main(void)
 	    T(test_cancel_of_writer_unblocks_readers),
 	    T(test_wait_expire_at_deadline),
 	    T(test_session_past_deadline_gets_nothing),
+	    T(test_mutex_and_rwlock_are_one_family),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,218 @@
+/* metrics.c: see metrics.h. */
+#include "metrics.h"
+
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+#define REQUEST_MAX 8192
+#define BODY_MAX 8192
+
+struct scrape {
+	uv_tcp_t tcp;
+	struct metrics *m;
+	char req[REQUEST_MAX];
+	size_t len;
+	bool answered;
+	uv_write_t write;
+	char *out;
+};
+
+struct text {
+	char *buf;
+	size_t len, cap;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...)
+{
+	if (t->len >= t->cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+}
+
+static void gauge(struct text *t, const char *name, const char *help, unsigned long long v)
+{
+	put(t, "# HELP raftlock_%s %s\n# TYPE raftlock_%s gauge\nraftlock_%s %llu\n", name, help,
+	    name, name, v);
+}
+
+static void counter(struct text *t, const char *name, const char *help, unsigned long long v)
+{
+	put(t, "# HELP raftlock_%s %s\n# TYPE raftlock_%s counter\nraftlock_%s %llu\n", name, help,
+	    name, name, v);
+}
+
+size_t metrics_render(struct metrics *m, char *buf, size_t len)
+{
+	struct text t = {buf, 0, len};
+	struct node *n = m->node;
+	uint64_t leader_id = 0;
+	node_leader_client_address(n, &leader_id);
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
+	uint64_t sessions = store_count_sessions(&n->store, txn);
+	uint64_t locks = store_count_locks(&n->store, txn);
+	put(&t,
+	    "# HELP raftlock_node_info This node.\n# TYPE raftlock_node_info gauge\n"
+	    "raftlock_node_info{id=\"%llu\",cluster=\"%s\",role=\"%s\"} 1\n",
+	    (unsigned long long)m->cfg->id, m->cfg->cluster, node_role(n));
+	gauge(&t, "leader", "1 if this node is the leader and ready to serve.", n->ready);
+	gauge(&t, "leader_id", "Id of the leader this node knows, 0 if none.", leader_id);
+	gauge(&t, "raft_term", "Current Raft term.", raft_current_term(&n->raft));
+	gauge(&t, "raft_commit_index", "Raft commit index.", raft_commit_index(&n->raft));
+	gauge(&t, "raft_applied_index", "Raft last applied index.", raft_last_applied(&n->raft));
+	gauge(&t, "raft_last_index", "Index of the last entry in the log.",
+	      raft_last_index(&n->raft));
+	gauge(&t, "state_applied_index", "Last index applied to the LMDB state.",
+	      meta->applied_index);
+	gauge(&t, "cluster_time_ms", "Cluster time of the last applied entry.", meta->cluster_time);
+	gauge(&t, "next_token", "Next fencing token.", meta->next_token);
+	gauge(&t, "sessions", "Live sessions.", sessions);
+	gauge(&t, "locks", "Locks held, awaited or in lock-delay.", locks);
+	counter(&t, "entries_proposed_total", "Log entries proposed by this node as leader.",
+		n->entries_proposed);
+	counter(&t, "commands_proposed_total", "Commands proposed (several share an entry).",
+		n->commands_proposed);
+	gauge(&t, "client_connections", "Open client connections.",
+	      service_connections(m->service));
+	raftlock__meta__free_unpacked(meta, NULL);
+	store_abort(txn);
+	return t.len;
+}
+
+static void scrape_closed(uv_handle_t *h)
+{
+	struct scrape *s = h->data;
+	free(s->out);
+	free(s);
+}
+
+static void scrape_written(uv_write_t *w, int status)
+{
+	(void)status;
+	struct scrape *s = w->data;
+	uv_close((uv_handle_t *)&s->tcp, scrape_closed);
+}
+
+static void scrape_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct scrape *s = h->data;
+	*buf = uv_buf_init(s->req + s->len, (unsigned)(sizeof s->req - s->len));
+}
+
+static void scrape_answer(struct scrape *s)
+{
+	char body[BODY_MAX];
+	const char *status = "200 OK";
+	size_t blen;
+	if (strncmp(s->req, "GET /metrics ", 13) == 0 || strncmp(s->req, "GET / ", 6) == 0) {
+		blen = metrics_render(s->m, body, sizeof body);
+	} else {
+		status = "404 Not Found";
+		blen = (size_t)snprintf(body, sizeof body, "try GET /metrics\n");
+	}
+	s->out = malloc(blen + 256);
+	if (s->out == NULL) {
+		uv_close((uv_handle_t *)&s->tcp, scrape_closed);
+		return;
+	}
+	int hlen = snprintf(s->out, 256,
+			    "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
+			    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			    status, blen);
+	memcpy(s->out + hlen, body, blen);
+	uv_buf_t b = uv_buf_init(s->out, (unsigned)(hlen + (int)blen));
+	s->write.data = s;
+	s->answered = true;
+	if (uv_write(&s->write, (uv_stream_t *)&s->tcp, &b, 1, scrape_written) != 0)
+		uv_close((uv_handle_t *)&s->tcp, scrape_closed);
+}
+
+static void scrape_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	(void)buf;
+	struct scrape *s = stream->data;
+	if (s->answered)
+		return;
+	if (nread < 0 || (nread > 0 && s->len + (size_t)nread >= sizeof s->req - 1)) {
+		uv_close((uv_handle_t *)&s->tcp, scrape_closed);
+		return;
+	}
+	s->len += (size_t)nread;
+	s->req[s->len] = '\0';
+	if (strstr(s->req, "\r\n\r\n") != NULL || strstr(s->req, "\n\n") != NULL) {
+		uv_read_stop(stream);
+		scrape_answer(s);
+	}
+}
+
+static void scrape_accept(uv_stream_t *server, int status)
+{
+	struct metrics *m = server->data;
+	if (status != 0)
+		return;
+	struct scrape *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return;
+	s->m = m;
+	uv_tcp_init(m->loop, &s->tcp);
+	s->tcp.data = s;
+	if (uv_accept(server, (uv_stream_t *)&s->tcp) != 0 ||
+	    uv_read_start((uv_stream_t *)&s->tcp, scrape_alloc, scrape_read) != 0)
+		uv_close((uv_handle_t *)&s->tcp, scrape_closed);
+}
+
+int metrics_start(struct metrics *m, uv_loop_t *loop, const struct config *cfg, struct node *node,
+		  struct service *service, char *err, size_t errlen)
+{
+	memset(m, 0, sizeof *m);
+	m->loop = loop;
+	m->cfg = cfg;
+	m->node = node;
+	m->service = service;
+	if (cfg->metrics_address[0] == '\0')
+		return 0;
+	char host[CONFIG_ADDR_MAX], port[8];
+	int portnum;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	if (config_split_address(cfg->metrics_address, host, sizeof host, &portnum) != 0 ||
+	    (snprintf(port, sizeof port, "%d", portnum),
+	     getaddrinfo(host, port, &hints, &ai) != 0)) {
+		snprintf(err, errlen, "metrics-address %s: not a HOST:PORT to listen on",
+			 cfg->metrics_address);
+		return RAFTLOCK_ECONFIG;
+	}
+	uv_tcp_init(loop, &m->listener);
+	m->listener.data = m;
+	int rv = uv_tcp_bind(&m->listener, ai->ai_addr, 0);
+	freeaddrinfo(ai);
+	if (rv == 0)
+		rv = uv_listen((uv_stream_t *)&m->listener, 64, scrape_accept);
+	if (rv != 0) {
+		snprintf(err, errlen, "metrics-address %s: %s", cfg->metrics_address,
+			 uv_strerror(rv));
+		uv_close((uv_handle_t *)&m->listener, NULL);
+		return RAFTLOCK_EIO;
+	}
+	m->started = true;
+	return 0;
+}
+
+void metrics_close(struct metrics *m)
+{
+	if (m->started)
+		uv_close((uv_handle_t *)&m->listener, NULL);
+	m->started = false;
+}
