@@ -2,8 +2,10 @@
 """Turns a tests/bench/run result directory into results.json, results.md
 and PNG plots (through gnuplot, when it is installed).
 
-usage: report.py RESULT_DIR
+usage: report.py RESULT_DIR [--publish BENCH_DIR]
 Reads RESULT_DIR/limits.json, RESULT_DIR/results.jsonl and RESULT_DIR/cdf/.
+--publish also writes BENCH_DIR/RESULTS.md and copies the plots to
+BENCH_DIR/plots/, so that the table kept in the repository shows them.
 """
 import datetime
 import json
@@ -13,6 +15,8 @@ import subprocess
 import sys
 
 SYSTEMS = ["raftlock", "etcd", "redis"]
+# One colour per system in every plot.
+COLORS = {"raftlock": "#1f77b4", "etcd": "#d62728", "redis": "#2ca02c"}
 LOCK_ORDER = ["uncontended", "contended", "rwlock", "semaphore"]
 # What a peer does not have, said in the table instead of a number.
 PEER_LACKS = {
@@ -202,6 +206,33 @@ def targets(runs):
     return ["", "### Targets (issue 4)", "", "| target | measured | |", "|---|---|---|"] + rows
 
 
+def notes(d, runs):
+    """Plain statements about things in this run a reader should not miss."""
+    out = []
+    for r in runs:
+        if r.get("workload") == "sessions" and r.get("lost"):
+            out.append("- {:,} of {:,} idle sessions were lost (their keepalives were not "
+                       "acknowledged within the lease) while {:,} sessions were held; "
+                       "opening them took {} s.".format(
+                           r["lost"], r.get("sessions_open", 0), r.get("clients", 0),
+                           r.get("open_s")))
+        if r.get("workload") == "state" and r.get("catchup_s") == -1:
+            out.append("- The replaced member (node 3, data directory deleted, restarted "
+                       "empty) had not applied what the cluster had committed within 60 s.")
+    elections = []
+    logs = os.path.join(d, "logs")
+    if os.path.isdir(logs):
+        for name in sorted(os.listdir(logs)):
+            if name.startswith("rl-n") and name.endswith(".log"):
+                with open(os.path.join(logs, name), errors="replace") as f:
+                    elections += [line.split()[0] for line in f if "elected leader" in line]
+    if elections:
+        out.append("- raftlock leader elections during the run: {} (one at start and one "
+                   "after each of the 2 whole-cluster restarts are expected); at {}.".format(
+                       len(elections), ", ".join(sorted(elections))))
+    return (["", "### Notes", ""] + out) if out else []
+
+
 def machine_line(limits):
     if not limits:
         return []
@@ -230,7 +261,8 @@ def plots(d, runs):
         with open(f, "w") as fh:
             for n, p in pts:
                 fh.write("{} {}\n".format(n, p))
-        lines.append("'{}' using 1:2 with linespoints lw 2 title '{}'".format(f, s))
+        lines.append("'{}' using 1:2 with linespoints lw 2 lc rgb '{}' title '{}'".format(
+            f, COLORS[s], s))
     scripts = []
     if lines:
         png = os.path.join(d, "throughput.png")
@@ -251,11 +283,13 @@ def plots(d, runs):
             if not name.endswith(".txt"):
                 continue
             s, rest = name[:-4].split("-", 1)
-            groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+            if s in SYSTEMS:
+                groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
     for rest, files in sorted(groups.items()):
         png = os.path.join(d, "cdf-{}.png".format(rest))
-        plotted = ["'{}' using 2:1 with lines lw 2 title '{}'".format(f, s)
-                   for s, f in files if os.path.getsize(f) > 0]
+        files.sort(key=lambda sf: SYSTEMS.index(sf[0]))
+        plotted = ["'{}' using 2:1 with lines lw 2 lc rgb '{}' title '{}'".format(
+            f, COLORS[s], s) for s, f in files if os.path.getsize(f) > 0]
         if not plotted:
             continue
         wl, n = rest.rsplit("-", 1)
@@ -291,10 +325,15 @@ def gnuplot_terms():
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    publish = None
+    if len(args) == 3 and args[1] == "--publish":
+        publish = args[2]
+        args = args[:1]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    d = sys.argv[1]
+    d = args[0]
     runs = load(os.path.join(d, "results.jsonl"))
     limits = None
     lp = os.path.join(d, "limits.json")
@@ -318,11 +357,27 @@ def main():
     md += lock_table(runs)
     md += scale_tables(runs)
     md += targets(runs)
+    md += notes(d, runs)
     if pngs:
         md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]
     md.append("")
     with open(os.path.join(d, "results.md"), "w") as f:
         f.write("\n".join(md))
+    if publish:
+        plots_dir = os.path.join(publish, "plots")
+        if os.path.isdir(plots_dir):
+            shutil.rmtree(plots_dir)
+        os.makedirs(plots_dir)
+        for p in pngs:
+            shutil.copy(os.path.join(d, p), plots_dir)
+        text = "\n".join(md)
+        for p in pngs:
+            text = text.replace("]({})".format(p), "](plots/{})".format(p))
+        text = ("<!-- Written by tests/bench/run --publish; the raw lines are in "
+                "RESULTS.jsonl. -->\n" + text)
+        with open(os.path.join(publish, "RESULTS.md"), "w") as f:
+            f.write(text)
+        shutil.copy(os.path.join(d, "results.jsonl"), os.path.join(publish, "RESULTS.jsonl"))
     return 0
 
 

@@ -310,29 +310,44 @@ static double state_wait_applied(struct rlbench *b, const char *address, uint64_
 	return -1;
 }
 
-/* Stops the cluster with stop_cmd, starts it, and times until a ready leader
- * has applied everything committed before, and a linearizable read of a held
- * lock answers. -1 when a step failed. */
-static double state_restart(struct rlbench *b, const char *stop_cmd, const char *probe)
+/* Stops the cluster with stop_cmd and starts it. Times, from the start,
+ * until a ready leader has applied everything committed before (*leader_s)
+ * and until a linearizable read of a held lock answers (returned). Both are
+ * seen through a new client object, as a program starting then would. -1
+ * when a step failed. */
+static double state_restart(struct rlbench *b, const char *stop_cmd, const char *probe,
+			    double *leader_s)
 {
 	uint64_t index = rlbench_commit_index(b);
+	*leader_s = -1;
 	if (system(stop_cmd) != 0)
 		return -1;
 	double t0 = stats_now();
 	if (system(b->o->start_cmd) != 0)
 		return -1;
-	if (state_wait_applied(b, NULL, index, t0, SCALE_READY_DEADLINE_S) < 0)
+	struct raftlock_client_options co = {.addresses = b->addresses,
+					     .n_addresses = b->n_addresses,
+					     .client_name = "rlbench-restart",
+					     .request_timeout_ms = 2000,
+					     .connect_timeout_ms = 200};
+	struct rlbench fresh = *b;
+	const char *msg = NULL;
+	if (raftlock_client_open(&co, &fresh.client, &msg) != 0)
 		return -1;
-	while (stats_now() < t0 + SCALE_READY_DEADLINE_S) {
+	double rv = -1;
+	*leader_s = state_wait_applied(&fresh, NULL, index, t0, SCALE_READY_DEADLINE_S);
+	while (*leader_s >= 0 && stats_now() < t0 + SCALE_READY_DEADLINE_S) {
 		struct raftlock_lock_info *info = NULL;
-		if (raftlock_lock_get(b->client, probe, false, &info) == 0) {
+		if (raftlock_lock_get(fresh.client, probe, false, &info) == 0) {
 			size_t holders = info->n_holders;
 			raftlock_lock_info_free(info);
-			return holders > 0 ? stats_now() - t0 : -1;
+			rv = holders > 0 ? stats_now() - t0 : -1;
+			break;
 		}
 		scale_sleep_ms(20);
 	}
-	return -1;
+	raftlock_client_close(fresh.client);
+	return rv;
 }
 
 /* Runs the runner's command that adds and starts a new member, then times
@@ -411,17 +426,17 @@ int scale_state(struct rlbench *b)
 	char probe[160];
 	snprintf(probe, sizeof probe, "%s/state/%08lu", b->run, 0ul);
 
-	double catchup = -2, restart = -2, rebuild = -2;
+	double catchup = -2, restart = -2, rebuild = -2, restart_leader = -2, rebuild_leader = -2;
 	if (o->catchup_cmd != NULL) {
 		catchup = state_catchup(b);
 		fprintf(stderr, "rlbench: state: catch-up %.2f s\n", catchup);
 	}
 	if (o->stop_cmd != NULL && o->start_cmd != NULL) {
-		restart = state_restart(b, o->stop_cmd, probe);
+		restart = state_restart(b, o->stop_cmd, probe, &restart_leader);
 		fprintf(stderr, "rlbench: state: cold restart %.2f s\n", restart);
 	}
 	if (o->wipe_cmd != NULL && o->start_cmd != NULL) {
-		rebuild = state_restart(b, o->wipe_cmd, probe);
+		rebuild = state_restart(b, o->wipe_cmd, probe, &rebuild_leader);
 		fprintf(stderr, "rlbench: state: rebuild restart %.2f s\n", rebuild);
 	}
 	res.pairs_per_s = fill_s > 0 ? (double)held / fill_s : 0;
@@ -431,8 +446,10 @@ int scale_state(struct rlbench *b)
 	snprintf(extra, sizeof extra,
 		 ",\"locks_held\":%lu,\"fill_s\":%.1f,\"server_rss_mib\":%.1f,"
 		 "\"lmdb_mib\":%.1f,\"catchup_s\":%.2f,\"restart_s\":%.2f,"
-		 "\"rebuild_s\":%.2f,\"sessions\":%u",
-		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild, j.n_sessions);
+		 "\"rebuild_s\":%.2f,\"restart_leader_s\":%.2f,\"rebuild_leader_s\":%.2f,"
+		 "\"sessions\":%u",
+		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild, restart_leader,
+		 rebuild_leader, j.n_sessions);
 	res.extra = extra;
 	if (held < j.count) {
 		res.status = "failed";
