@@ -222,7 +222,7 @@ def notes(d, runs):
                        "empty) had not applied what the cluster had committed within 60 s{}.".format(
                            "" if first is None else
                            "; it never applied past its bootstrap entry" if first < 0 else
-                           "; it first applied past its bootstrap entry (the snapshot) "
+                           "; it first applied past its bootstrap entry (by snapshot or log) "
                            "after {:.2f} s, then stopped short".format(first)))
     elections = []
     logs = os.path.join(d, "logs")
