@@ -49,6 +49,14 @@ uint64_t fsm_applied_index(struct fsm *f)
 	return index;
 }
 
+/* Rule 6: a session is live until the cluster time reaches its deadline. */
+static bool session_live(struct apply *a, uint64_t id)
+{
+	uint64_t deadline;
+	uint32_t ttl;
+	return store_get_lease(a->fsm->store, a->txn, id, &deadline, &ttl) && a->now < deadline;
+}
+
 /* ------------------------------------------------------- grant rules -- */
 
 static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
@@ -135,7 +143,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			records_remove_waiter(lock, 0);
 			continue;
 		}
-		if (a->now >= sess->deadline) {
+		if (!session_live(a, w->session)) {
 			/* Rule 6: never grant to a session past its deadline;
 			 * its EXPIRE (proposed by the leader) removes the
 			 * waiter and lets the queue move on. */
@@ -214,6 +222,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	}
 	if (sess->nonce != 0)
 		store_del_nonce(st, a->txn, sess->nonce);
+	store_del_lease(st, a->txn, sess->id);
 	store_del_session(st, a->txn, sess->id);
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
@@ -243,16 +252,16 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		a->meta->next_session = 1;
 	sess->id = a->meta->next_session++;
 	sess->ttl_ms = op->ttl_ms;
-	sess->deadline = a->now + op->ttl_ms;
 	sess->nonce = op->nonce;
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
+	store_put_lease(st, a->txn, sess->id, a->now + op->ttl_ms, op->ttl_ms);
 	if (op->nonce != 0)
 		store_put_nonce(st, a->txn, op->nonce, sess->id);
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 				   .session = sess->id,
-				   .deadline = sess->deadline,
+				   .deadline = a->now + op->ttl_ms,
 				   .ttl_ms = sess->ttl_ms});
 	res.session = sess->id;
 	res.ttl_ms = sess->ttl_ms;
@@ -260,23 +269,47 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	return res;
 }
 
+/* grant_waiters() stops at a head waiter whose session is past its
+ * deadline; a RENEW that lands before the EXPIRE makes it live again, so
+ * its queues must move now (nothing else would run them). */
+static void resume_waits(struct apply *a, uint64_t id)
+{
+	struct store *st = a->fsm->store;
+	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+	if (sess == NULL)
+		return;
+	for (size_t j = 0; j < sess->n_locks; j++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[j]);
+		if (lock == NULL)
+			continue;
+		grant_waiters(a, lock, sess);
+		save_lock(a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+	}
+	store_put_session(st, a->txn, sess);
+	raftlock__session_record__free_unpacked(sess, NULL);
+}
+
+/* Renewals touch only the lease table: the most frequent command by far. */
 static void do_renew(struct apply *a, const Raftlock__Renew *op)
 {
 	struct store *st = a->fsm->store;
 	for (size_t i = 0; i < op->n_sessions; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->sessions[i]);
-		if (sess == NULL)
+		uint64_t deadline;
+		uint32_t ttl;
+		if (!store_get_lease(st, a->txn, op->sessions[i], &deadline, &ttl))
 			continue;
-		uint64_t deadline = a->now + sess->ttl_ms;
-		if (deadline > sess->deadline) {
-			sess->deadline = deadline;
-			store_put_session(st, a->txn, sess);
+		if (a->now + ttl > deadline) {
+			bool revived = a->now >= deadline;
+			deadline = a->now + ttl;
+			store_put_lease(st, a->txn, op->sessions[i], deadline, ttl);
+			if (revived)
+				resume_waits(a, op->sessions[i]);
 		}
 		emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
-					   .session = sess->id,
-					   .deadline = sess->deadline,
-					   .ttl_ms = sess->ttl_ms});
-		raftlock__session_record__free_unpacked(sess, NULL);
+					   .session = op->sessions[i],
+					   .deadline = deadline,
+					   .ttl_ms = ttl});
 	}
 }
 
@@ -285,11 +318,15 @@ static void do_renew(struct apply *a, const Raftlock__Renew *op)
 static void do_expire_session(struct apply *a, const Raftlock__ExpireSession *op)
 {
 	struct store *st = a->fsm->store;
+	uint64_t deadline;
+	uint32_t ttl;
+	if (!store_get_lease(st, a->txn, op->session, &deadline, &ttl) || a->now < deadline)
+		return;
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, op->session);
 	if (sess == NULL)
-		return;
-	if (a->now >= sess->deadline)
-		end_session(a, sess, true);
+		log_fatal("session %llu has a lease but no record: damaged store",
+			  (unsigned long long)op->session);
+	end_session(a, sess, true);
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
 
@@ -549,14 +586,16 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	if (sess == NULL)
 		return result_of(RAFTLOCK_ESESSION);
 	Raftlock__Result res;
-	if (a->now >= sess->deadline && cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
+	if (cmd->op_case != RAFTLOCK__COMMAND__OP_CLOSE_SESSION && !session_live(a, sess->id)) {
 		/* Rule 6: past its deadline the session is not live, even
 		 * before its EXPIRE applies; nothing is granted to it. */
 		raftlock__session_record__free_unpacked(sess, NULL);
 		return result_of(RAFTLOCK_ESESSION);
 	}
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_CLOSE_SESSION) {
-		end_session(a, sess, false);
+		/* Past its deadline the session has expired (rule 6): keep the
+		 * lock-delay even when the CLOSE beats the EXPIRE. */
+		end_session(a, sess, !session_live(a, sess->id));
 		raftlock__session_record__free_unpacked(sess, NULL);
 		return result_of(0);
 	}
@@ -635,7 +674,7 @@ void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
 		apply_command(&a, entry->commands[i]);
 	}
 	a.meta->applied_index = index;
-	a.meta->format = ENTRY_FORMAT;
+	a.meta->format = STORE_FORMAT;
 	store_put_meta(f->store, a.txn, a.meta);
 	raftlock__meta__free_unpacked(a.meta, NULL);
 	store_commit(a.txn);

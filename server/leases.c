@@ -83,11 +83,9 @@ static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32
 	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
 }
 
-static int rebuild_session(void *arg, Raftlock__SessionRecord *rec)
+static void rebuild_session(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
 {
-	set_session(arg, rec->id, rec->deadline, rec->ttl_ms);
-	raftlock__session_record__free_unpacked(rec, NULL);
-	return 0;
+	set_session(arg, id, deadline, ttl_ms);
 }
 
 static int rebuild_lock(void *arg, Raftlock__LockRecord *rec)
@@ -109,7 +107,7 @@ void leases_rebuild(struct leases *l)
 	clear_timers(l);
 	struct store *st = &l->node->store;
 	MDB_txn *txn = store_begin(st, false);
-	store_scan_sessions(st, txn, 0, rebuild_session, l);
+	store_scan_leases(st, txn, rebuild_session, l);
 	store_scan_locks(st, txn, "", NULL, rebuild_lock, l);
 	store_abort(txn);
 }

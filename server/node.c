@@ -97,9 +97,17 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	}
 	*bufs = b;
 	*n_bufs = 1;
-	log_info("snapshot at index %llu: %zu bytes in %.1f ms",
+	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
+	 * them so that the log between two of them is about as large as the
+	 * state itself (entries average well over 64 bytes). */
+	size_t want = b->len / 64;
+	unsigned threshold = want > n->cfg->snapshot_threshold
+				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
+				     : n->cfg->snapshot_threshold;
+	raft_set_snapshot_threshold(&n->raft, threshold);
+	log_info("snapshot at index %llu: %zu bytes in %.1f ms; next after %u entries",
 		 (unsigned long long)raft_last_applied(&n->raft), b->len,
-		 (double)(uv_hrtime() - t0) / 1e6);
+		 (double)(uv_hrtime() - t0) / 1e6, threshold);
 	return 0;
 }
 
@@ -440,6 +448,26 @@ static int read_small(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+/* Makes a directory's entries (a rename, an unlink) durable. */
+static int sync_dir_of(const char *path)
+{
+	char dir[PATH_BUF];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -1;
+	int rv = fsync(fd);
+	close(fd);
+	return rv;
+}
+
 static int write_small(const char *path, const char *text)
 {
 	char tmp[PATH_BUF + 8];
@@ -452,7 +480,7 @@ static int write_small(const char *path, const char *text)
 	close(fd);
 	if (!ok || rename(tmp, path) != 0)
 		return -1;
-	return 0;
+	return sync_dir_of(path);
 }
 
 static bool dir_has_files(const char *path)
@@ -553,7 +581,13 @@ static int prepare_state_dir(const char *state_dir, char *err, size_t errlen)
 		unlink(mdb);
 		unlink(lockf);
 	}
-	unlink(clean); /* valid for one start only */
+	/* Valid for one start only, and the removal must be on disk before
+	 * LMDB's unsynced writes can be: a marker that came back after an OS
+	 * crash would make a torn LMDB trusted. */
+	if (unlink(clean) == 0 && sync_dir_of(clean) != 0) {
+		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
 	if (boot[0] != '\0' && write_small(bootf, boot) != 0) {
 		snprintf(err, errlen, "%s: %s", bootf, strerror(errno));
 		return RAFTLOCK_EIO;
@@ -613,6 +647,17 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
 		return rv;
 	fsm_init(&n->fsm, &n->store);
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
+	uint32_t format = meta->format;
+	raftlock__meta__free_unpacked(meta, NULL);
+	store_abort(txn);
+	if (format != 0 && format != STORE_FORMAT) {
+		log_warn("%s/data.mdb has store format %u, this raftlockd writes %u: "
+			 "rebuilding it from the raft log",
+			 state_dir, format, STORE_FORMAT);
+		store_clear(&n->store);
+	}
 
 	n->transport.version = 1; /* 0.22.1 refuses version 0 */
 	n->transport.data = NULL;

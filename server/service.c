@@ -114,7 +114,24 @@ static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 		return;
 	struct write_req *w = malloc(sizeof *w);
 	size_t n;
-	if (w == NULL || codec_frame_envelope(env, &w->buf, &n) != 0) {
+	int rv = w ? codec_frame_envelope(env, &w->buf, &n) : RAFTLOCK_ENOMEM;
+	if (rv == RAFTLOCK_ETOOBIG && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    env->response->payload_case != RAFTLOCK__RESPONSE__PAYLOAD__NOT_SET) {
+		/* An answer larger than a frame (a lock with a huge queue):
+		 * say so instead of dropping the connection. */
+		free(w);
+		Raftlock__Response small = RAFTLOCK__RESPONSE__INIT;
+		small.status = RAFTLOCK_ETOOBIG;
+		small.message = "the answer is larger than a frame; read with a smaller page";
+		small.leader = "";
+		Raftlock__Envelope e = RAFTLOCK__ENVELOPE__INIT;
+		e.id = env->id;
+		e.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+		e.response = &small;
+		send_envelope(c, &e);
+		return;
+	}
+	if (rv != 0) {
 		free(w);
 		log_warn("dropping a response that could not be encoded");
 		conn_close(c);
@@ -554,19 +571,24 @@ struct list_locks_ctx {
 	MDB_txn *txn;
 	struct lock_info_buf *bufs;
 	size_t n, limit;
+	size_t bytes; /* encoded so far: a page stays well inside a frame */
 	bool more;
 	uint64_t now;
 };
 
+#define PAGE_BYTES_MAX (RAFTLOCK_FRAME_MAX / 2)
+
 static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 {
 	struct list_locks_ctx *ctx = arg;
-	if (ctx->n == ctx->limit) {
+	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
 		raftlock__lock_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
-	lock_info_fill(ctx->svc, ctx->txn, &ctx->bufs[ctx->n++], rec, ctx->now);
+	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
+	lock_info_fill(ctx->svc, ctx->txn, b, rec, ctx->now);
+	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
 	return 0;
 }
 
@@ -582,7 +604,7 @@ static void read_list_locks(struct service *s, struct conn *c, const Raftlock__E
 {
 	const Raftlock__ListLocksRequest *req = env->list_locks;
 	struct list_locks_ctx ctx = {
-		s, txn, NULL, 0, page_limit(req->limit), false, store_now(s, txn)};
+		.svc = s, .txn = txn, .limit = page_limit(req->limit), .now = store_now(s, txn)};
 	ctx.bufs = calloc(ctx.limit, sizeof *ctx.bufs);
 	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
 	if (ctx.bufs == NULL || ptrs == NULL)
@@ -605,26 +627,32 @@ static void read_list_locks(struct service *s, struct conn *c, const Raftlock__E
 }
 
 struct list_sessions_ctx {
+	struct store *store;
+	MDB_txn *txn;
 	Raftlock__SessionInfo *infos;
 	Raftlock__SessionInfo **ptrs;
 	Raftlock__SessionRecord **recs;
 	size_t n, limit;
+	size_t bytes;
 	bool more;
 };
 
 static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 {
 	struct list_sessions_ctx *ctx = arg;
-	if (ctx->n == ctx->limit) {
+	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
 		raftlock__session_record__free_unpacked(rec, NULL);
 		ctx->more = true;
 		return 1;
 	}
+	ctx->bytes += raftlock__session_record__get_packed_size(rec);
 	Raftlock__SessionInfo *info = &ctx->infos[ctx->n];
 	raftlock__session_info__init(info);
 	info->id = rec->id;
 	info->ttl_ms = rec->ttl_ms;
-	info->deadline = rec->deadline;
+	uint32_t ttl;
+	if (!store_get_lease(ctx->store, ctx->txn, rec->id, &info->deadline, &ttl))
+		info->deadline = 0;
 	info->owner = rec->owner;
 	info->opened_time = rec->opened_time;
 	info->locks = rec->locks;
@@ -639,6 +667,8 @@ static void read_list_sessions(struct service *s, struct conn *c, const Raftlock
 {
 	const Raftlock__ListSessionsRequest *req = env->list_sessions;
 	struct list_sessions_ctx ctx = {0};
+	ctx.store = &s->node->store;
+	ctx.txn = txn;
 	ctx.limit = page_limit(req->limit);
 	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
 	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
@@ -977,21 +1007,38 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 
 void service_on_ready(struct service *s, bool ready)
 {
-	(void)ready;
-	/* Push targets survive a leadership change on this node only as long
-	 * as it leads; a client re-sends its queued acquire to the new leader. */
-	if (!ready) {
-		for (size_t i = 0; i < s->pushes.cap; i++) {
-			struct idmap_slot *slot = &s->pushes.slots[i];
-			if (slot->key == 0)
-				continue;
-			for (struct push_target *t = slot->ptr, *next; t; t = next) {
-				next = t->next;
-				free(t);
+	if (ready)
+		return;
+	/* A node that stops serving forgets where grants go: the clients of
+	 * queued acquires lose their connection, so that they re-send the
+	 * acquire wherever the leader is now (even here, if this node wins
+	 * again) and learn its outcome from the de-duplication table. Their
+	 * connections are collected first: closing one edits the targets. */
+	size_t n = 0, cap = 0;
+	struct conn **victims = NULL;
+	for (size_t i = 0; i < s->pushes.cap; i++) {
+		struct idmap_slot *slot = &s->pushes.slots[i];
+		if (slot->key == 0)
+			continue;
+		for (struct push_target *t = slot->ptr, *next; t; t = next) {
+			next = t->next;
+			if (t->conn != NULL && !t->conn->closing) {
+				if (n == cap) {
+					cap = cap ? cap * 2 : 16;
+					struct conn **v = realloc(victims, cap * sizeof *v);
+					if (v == NULL)
+						log_fatal("out of memory");
+					victims = v;
+				}
+				victims[n++] = t->conn;
 			}
+			free(t);
 		}
-		idmap_clear(&s->pushes);
 	}
+	idmap_clear(&s->pushes);
+	for (size_t i = 0; i < n; i++)
+		conn_close(victims[i]); /* closing twice is a no-op */
+	free(victims);
 }
 
 unsigned service_connections(const struct service *s)

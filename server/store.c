@@ -10,11 +10,11 @@
 #include "log.h"
 #include "raftlock.h"
 
-#define SNAP_MAGIC "RLSNAP02"
+#define SNAP_MAGIC "RLSNAP03" /* with the lease table */
 #define SNAP_SUM_SIZE 8
 #define SNAP_END 0xff
 
-enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4 };
+enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4, DB_LEASES = 5 };
 
 static void check(int rc, const char *what)
 {
@@ -45,7 +45,8 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "sessions", MDB_CREATE, &s->sessions)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "locks", MDB_CREATE, &s->locks)) != 0 ||
-	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0)
+	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0)
 		goto fail;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		txn = NULL;
@@ -234,6 +235,66 @@ void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 	del_key(txn, s->nonces, &key);
 }
 
+bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadline,
+		     uint32_t *ttl_ms)
+{
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k}, val;
+	int rc = mdb_get(txn, s->leases, &key, &val);
+	if (rc == MDB_NOTFOUND)
+		return false;
+	check(rc, "get lease");
+	if (val.mv_size != 12)
+		log_fatal("lmdb lease record has %zu bytes: damaged store", val.mv_size);
+	const uint8_t *v = val.mv_data;
+	*deadline = get_u64(v);
+	*ttl_ms = (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11];
+	return true;
+}
+
+void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
+{
+	uint8_t k[8], v[12];
+	put_u64(k, id);
+	put_u64(v, deadline);
+	v[8] = (uint8_t)(ttl_ms >> 24);
+	v[9] = (uint8_t)(ttl_ms >> 16);
+	v[10] = (uint8_t)(ttl_ms >> 8);
+	v[11] = (uint8_t)ttl_ms;
+	MDB_val key = {8, k}, val = {12, v};
+	int rc = mdb_put(txn, s->leases, &key, &val, 0);
+	if (rc == MDB_MAP_FULL)
+		log_fatal("lmdb map full: raise map-size and restart");
+	check(rc, "put lease");
+}
+
+void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k};
+	del_key(txn, s->leases, &key);
+}
+
+void store_scan_leases(struct store *s, MDB_txn *txn,
+		       void (*visit)(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms),
+		       void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	check(mdb_cursor_open(txn, s->leases, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (key.mv_size != 8 || val.mv_size != 12)
+			log_fatal("lmdb lease record is damaged");
+		const uint8_t *v = val.mv_data;
+		visit(arg, get_u64(key.mv_data), get_u64(v),
+		      (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11]);
+	}
+	mdb_cursor_close(cur);
+}
+
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_stat st;
@@ -360,10 +421,10 @@ static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces};
-	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES};
+	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces, s->leases};
+	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES, DB_LEASES};
 	size_t total = 16 + 1 + SNAP_SUM_SIZE;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		total += dbi_bytes(txn, dbis[i]);
 	uint8_t *buf = alloc(total);
 	if (buf == NULL) {
@@ -375,7 +436,7 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	put_u64(buf + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
 	uint8_t *p = buf + 16;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		dump_dbi(txn, dbis[i], tags[i], &p);
 	*p++ = SNAP_END;
 	put_u64(p, checksum(buf, (size_t)(p - buf)));
@@ -403,6 +464,7 @@ static void drop_all(struct store *s, MDB_txn *txn)
 	check(mdb_drop(txn, s->sessions, 0), "drop");
 	check(mdb_drop(txn, s->locks, 0), "drop");
 	check(mdb_drop(txn, s->nonces, 0), "drop");
+	check(mdb_drop(txn, s->leases, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -438,6 +500,7 @@ int store_load(struct store *s, const void *data, size_t n)
 		case DB_SESSIONS: dbi = s->sessions; break;
 		case DB_LOCKS: dbi = s->locks; break;
 		case DB_NONCES: dbi = s->nonces; break;
+		case DB_LEASES: dbi = s->leases; break;
 		default: goto damaged;
 		}
 		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);

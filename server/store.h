@@ -6,6 +6,9 @@
  *   sessions  8-byte big-endian id -> SessionRecord
  *   locks     name bytes -> LockRecord
  *   nonces    8-byte big-endian nonce -> 8-byte session id
+ *   leases    8-byte big-endian session id -> deadline (8 bytes) + TTL (4)
+ *             kept apart from the session record so that a renewal, the
+ *             most frequent write by far, rewrites 12 bytes
  *
  * Records are protobuf-c messages. Every part of a record returned by a get
  * is malloc'd, so callers may grow or shrink its repeated fields with
@@ -26,9 +29,13 @@
 
 #include "raftlock.pb-c.h"
 
+/* Version of the layout above, recorded in Meta.format. A node finding
+ * another version in a trusted LMDB rebuilds it from the raft log. */
+#define STORE_FORMAT 2
+
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces;
+	MDB_dbi meta, sessions, locks, nonces, leases;
 };
 
 /* Opens (creating if needed) the environment in directory `dir` with a map
@@ -63,6 +70,18 @@ uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
 void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id);
 void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
 
+/* A session's lease: returns false when there is none. */
+bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadline,
+		     uint32_t *ttl_ms);
+void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadline,
+		     uint32_t ttl_ms);
+void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id);
+
+/* Visits every lease in id order. */
+void store_scan_leases(struct store *s, MDB_txn *txn,
+		       void (*visit)(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms),
+		       void *arg);
+
 uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
 uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 
@@ -77,7 +96,7 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP02", the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP03", the applied index (8 bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
  * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.

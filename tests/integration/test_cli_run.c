@@ -131,10 +131,12 @@ static pid_t run_instance(const char *tag, const char *ttl)
 	static char scripts[4][2048];
 	static int next;
 	char *script = scripts[next++ % 4];
+	/* Files appear whole (written, then renamed): the test polls them. */
 	snprintf(script, 2048,
 		 "date +%%s%%N > %s/%s.started.tmp && mv %s/%s.started.tmp %s/%s.started; "
-		 "trap 'date +%%s%%N > %s/%s.term; exit 0' TERM; while :; do sleep 0.05; done",
-		 work, tag, work, tag, work, tag, work, tag);
+		 "trap 'date +%%s%%N > %s/%s.term.tmp && mv %s/%s.term.tmp %s/%s.term; exit 0' "
+		 "TERM; while :; do sleep 0.05; done",
+		 work, tag, work, tag, work, tag, work, tag, work, tag, work, tag);
 	char *args[] = {"raftlock", "run",  "--permits",    "1",    "--ttl",  (char *)ttl,
 			"--grace",  "1000", "--lock-delay", "1000", "cli/ha", "--",
 			"sh",       "-c",   script,         NULL};

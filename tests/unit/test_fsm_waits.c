@@ -5,23 +5,22 @@
  */
 #include "test_fsm_harness.h"
 
-#define RW     RAFTLOCK__LOCK_KIND__RWLOCK
-#define SEM    RAFTLOCK__LOCK_KIND__SEMAPHORE
+#define RW RAFTLOCK__LOCK_KIND__RWLOCK
+#define SEM RAFTLOCK__LOCK_KIND__SEMAPHORE
 #define SHARED RAFTLOCK__MODE__SHARED
-#define EXCL   RAFTLOCK__MODE__EXCLUSIVE
+#define EXCL RAFTLOCK__MODE__EXCLUSIVE
 
 /* Queues `session` (owner 1) for `name` in `mode` on a read-write lock. */
 static uint64_t rw_wait(struct fx *f, uint64_t session, Raftlock__Mode mode)
 {
-	return fx_enqueue(f, OP(ACQUIRE, .session = session, .owner = 1,
-	                        .name = "rw", .kind = RW, .mode = mode));
+	return fx_enqueue(f, OP(ACQUIRE, .session = session, .owner = 1, .name = "rw", .kind = RW,
+				.mode = mode));
 }
 
-static Raftlock__Result rw_try(struct fx *f, uint64_t session,
-                               Raftlock__Mode mode)
+static Raftlock__Result rw_try(struct fx *f, uint64_t session, Raftlock__Mode mode)
 {
-	return DO(f, ACQUIRE, .session = session, .owner = 1, .name = "rw",
-	          .kind = RW, .mode = mode);
+	return DO(f, ACQUIRE, .session = session, .owner = 1, .name = "rw", .kind = RW,
+		  .mode = mode);
 }
 
 static void assert_no_push(const struct fx *f)
@@ -46,15 +45,14 @@ static void test_fifo_grants_are_pushed(void **state)
 	uint64_t t0 = fx_take(f, s[0], 1, "m");
 	uint64_t seq[4];
 	for (int i = 1; i < 4; i++) {
-		seq[i] = fx_enqueue(
-		    f, OP(ACQUIRE, .session = s[i], .owner = 1, .name = "m"));
+		seq[i] = fx_enqueue(f, OP(ACQUIRE, .session = s[i], .owner = 1, .name = "m"));
 		assert_int_equal(fx_count(f, FSM_EV_WAIT_DEADLINE), 0);
 	}
 	WAITERS(f, "m", s[1], seq[1], s[2], seq[2], s[3], seq[3]);
 
 	/* A retry of a queued acquire is still queued, and queued once. */
-	Raftlock__Result r = DO(f, ACQUIRE, .session = s[1], .seq = seq[1],
-	                        .owner = 1, .name = "m", .wait = true);
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s[1], .seq = seq[1], .owner = 1, .name = "m",
+				.wait = true);
 	assert_int_equal(r.status, 0);
 	assert_true(r.queued);
 	assert_int_equal(r.token, 0);
@@ -70,8 +68,8 @@ static void test_fifo_grants_are_pushed(void **state)
 		assert_int_equal(HOLDERS(f, "m", s[i], 1), t);
 
 		/* A retry now returns the grant, without nesting again. */
-		r = DO(f, ACQUIRE, .session = s[i], .seq = seq[i], .owner = 1,
-		       .name = "m", .wait = true);
+		r = DO(f, ACQUIRE, .session = s[i], .seq = seq[i], .owner = 1, .name = "m",
+		       .wait = true);
 		assert_int_equal(r.status, 0);
 		assert_false(r.queued);
 		assert_int_equal(r.token, t);
@@ -167,11 +165,9 @@ static void assert_permits(struct fx *f, const char *name, const uint32_t *want)
 	raftlock__lock_record__free_unpacked(l, NULL);
 }
 
-static Raftlock__Result sem_try(struct fx *f, uint64_t session,
-                                uint32_t permits)
+static Raftlock__Result sem_try(struct fx *f, uint64_t session, uint32_t permits)
 {
-	return DO(f, ACQUIRE, .session = session, .owner = 1, .name = "sem",
-	          .permits = permits);
+	return DO(f, ACQUIRE, .session = session, .owner = 1, .name = "sem", .permits = permits);
 }
 
 static void test_semaphore_permits_fifo(void **state)
@@ -179,9 +175,8 @@ static void test_semaphore_permits_fifo(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t s[5];
 	open_sessions(f, s, 5);
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s[0], .owner = 1, .name = "sem",
-	       .kind = SEM, .limit = 3, .permits = 2);
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s[0], .owner = 1, .name = "sem", .kind = SEM,
+				.limit = 3, .permits = 2);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(sem_try(f, s[1], 1).status, 0);
 	assert_permits(f, "sem", (const uint32_t[]){2, 1, 0});
@@ -189,10 +184,10 @@ static void test_semaphore_permits_fifo(void **state)
 	assert_int_equal(sem_try(f, s[2], 4).status, RAFTLOCK_EINVAL);
 
 	/* A big request at the head blocks a small one behind it. */
-	uint64_t q2 = fx_enqueue(f, OP(ACQUIRE, .session = s[2], .owner = 1,
-	                               .name = "sem", .permits = 2));
-	uint64_t q3 = fx_enqueue(f, OP(ACQUIRE, .session = s[3], .owner = 1,
-	                               .name = "sem", .permits = 1));
+	uint64_t q2 = fx_enqueue(
+		f, OP(ACQUIRE, .session = s[2], .owner = 1, .name = "sem", .permits = 2));
+	uint64_t q3 = fx_enqueue(
+		f, OP(ACQUIRE, .session = s[3], .owner = 1, .name = "sem", .permits = 1));
 	fx_release_ok(f, s[1], 1, "sem", 0);
 	assert_no_push(f);
 	assert_permits(f, "sem", (const uint32_t[]){2, 0});
@@ -212,17 +207,16 @@ static void test_kind_and_limit_must_agree(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f);
-	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "sem", .kind = SEM,
-	   .limit = 3);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "sem", .kind = SEM, .limit = 3);
 	fx_take(f, a, 1, "m");
 	assert_int_equal(rw_try(f, a, SHARED).status, 0);
 
 	struct op bad[] = {
-	    OP(ACQUIRE, .name = "sem", .kind = SEM, .limit = 5),
-	    OP(ACQUIRE, .name = "sem", .kind = RAFTLOCK__LOCK_KIND__MUTEX),
-	    OP(ACQUIRE, .name = "sem", .kind = RW),
-	    OP(ACQUIRE, .name = "m", .kind = SEM, .limit = 2),
-	    OP(ACQUIRE, .name = "rw", .kind = SEM, .limit = 2),
+		OP(ACQUIRE, .name = "sem", .kind = SEM, .limit = 5),
+		OP(ACQUIRE, .name = "sem", .kind = RAFTLOCK__LOCK_KIND__MUTEX),
+		OP(ACQUIRE, .name = "sem", .kind = RW),
+		OP(ACQUIRE, .name = "m", .kind = SEM, .limit = 2),
+		OP(ACQUIRE, .name = "rw", .kind = SEM, .limit = 2),
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		bad[i].session = b;
@@ -237,8 +231,8 @@ static void test_kind_and_limit_must_agree(void **state)
 	Raftlock__Result r = sem_try(f, b, 0);
 	assert_int_equal(r.status, 0);
 	assert_permits(f, "sem", (const uint32_t[]){1, 1, 0});
-	r = DO(f, ACQUIRE, .session = b, .owner = 2, .name = "sem", .kind = SEM,
-	       .limit = 3, .permits = 1);
+	r = DO(f, ACQUIRE, .session = b, .owner = 2, .name = "sem", .kind = SEM, .limit = 3,
+	       .permits = 1);
 	assert_int_equal(r.status, 0);
 }
 
@@ -249,13 +243,11 @@ static void test_reentrant_nesting(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f);
 	uint64_t t = fx_take(f, a, 1, "m");
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = a, .owner = 1, .name = "m");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = a, .owner = 1, .name = "m");
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.count, 2);
 	assert_int_equal(r.token, t);
-	uint64_t qb =
-	    fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	uint64_t qb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
 
 	r = DO(f, RELEASE, .session = a, .owner = 1, .name = "m");
 	assert_int_equal(r.status, 0);
@@ -297,13 +289,12 @@ static void test_reentry_cannot_exceed_semaphore_limit(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f);
-	Raftlock__Result r = DO(f, ACQUIRE, .session = a, .owner = 1,
-	                        .name = "sem", .kind = SEM, .limit = 3);
+	Raftlock__Result r =
+		DO(f, ACQUIRE, .session = a, .owner = 1, .name = "sem", .kind = SEM, .limit = 3);
 	assert_int_equal(r.status, 0);
 	Raftlock__Result more = sem_try(f, a, 3);
 	Raftlock__Result other = sem_try(f, b, 2);
-	uint32_t promised =
-	    (more.status == 0 ? 3 : 1) + (other.status == 0 ? 2 : 0);
+	uint32_t promised = (more.status == 0 ? 3 : 1) + (other.status == 0 ? 2 : 0);
 	assert_true(promised <= 3);
 }
 
@@ -313,10 +304,8 @@ static void test_lock_delay_after_expiry(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session_ttl(f, 5000), b = fx_session(f);
-	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "d",
-	   .lock_delay_ms = 2000);
-	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "e",
-	   .lock_delay_ms = 2000);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "d", .lock_delay_ms = 2000);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "e", .lock_delay_ms = 2000);
 
 	f->now = 6000;
 	DO(f, EXPIRE_SESSION, .target = a);
@@ -330,14 +319,12 @@ static void test_lock_delay_after_expiry(void **state)
 	assert_int_equal(l->delay_until, 8000);
 	raftlock__lock_record__free_unpacked(l, NULL);
 
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = b, .owner = 1, .name = "e");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = b, .owner = 1, .name = "e");
 	assert_int_equal(r.status, RAFTLOCK_EBUSY);
 	f->now = 7999;
 	r = DO(f, ACQUIRE, .session = b, .owner = 1, .name = "e");
 	assert_int_equal(r.status, RAFTLOCK_EBUSY);
-	uint64_t qb =
-	    fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "d"));
+	uint64_t qb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "d"));
 
 	/* A LOCK_DELAY_END before delay_until changes nothing. */
 	struct fx_image before = fx_dump(f);
@@ -363,14 +350,12 @@ static void test_release_and_close_start_no_delay(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f), b = fx_session(f), c = fx_session(f);
-	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "d",
-	   .lock_delay_ms = 2000);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "d", .lock_delay_ms = 2000);
 	fx_release_ok(f, a, 1, "d", 0);
 	assert_int_equal(fx_count(f, FSM_EV_LOCK_DELAY), 0);
 	fx_take(f, b, 1, "d");
 
-	DO(f, ACQUIRE, .session = c, .owner = 1, .name = "e",
-	   .lock_delay_ms = 2000);
+	DO(f, ACQUIRE, .session = c, .owner = 1, .name = "e", .lock_delay_ms = 2000);
 	DO(f, CLOSE_SESSION, .session = c);
 	assert_int_equal(fx_count(f, FSM_EV_LOCK_DELAY), 0);
 	fx_take(f, b, 1, "e");
@@ -385,18 +370,15 @@ static void test_expiry_removes_waiters(void **state)
 	uint64_t b = fx_session(f);
 	fx_take(f, h, 1, "m");
 	fx_take(f, h, 1, "m2");
-	uint64_t qa =
-	    fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
-	uint64_t qa2 =
-	    fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m2"));
-	uint64_t qb =
-	    fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
+	uint64_t qa2 = fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m2"));
+	uint64_t qb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
 
 	/* Both end in one entry, the waiter first: it is never granted. */
 	f->now = 6000;
 	struct op batch[] = {
-	    OP(EXPIRE_SESSION, .target = a),
-	    OP(EXPIRE_SESSION, .target = h),
+		OP(EXPIRE_SESSION, .target = a),
+		OP(EXPIRE_SESSION, .target = h),
 	};
 	fx_apply(f, batch, 2);
 	fx_pushed_error(f, a, qa, RAFTLOCK_ESESSION);
@@ -414,29 +396,24 @@ static void test_cancel_wait_removes_waiter(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t h = fx_session(f), a = fx_session(f), b = fx_session(f);
 	fx_take(f, h, 1, "m");
-	uint64_t qa =
-	    fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
-	uint64_t qb =
-	    fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
+	uint64_t qb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
 
-	Raftlock__Result r = DO(f, CANCEL_WAIT, .session = a, .owner = 1,
-	                        .name = "m", .acquire_seq = qa);
+	Raftlock__Result r =
+		DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "m", .acquire_seq = qa);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.token, 0);
 	fx_pushed_error(f, a, qa, RAFTLOCK_ECANCELED);
 	WAITERS(f, "m", b, qb);
 
 	/* The acquire's final outcome is the cancel. */
-	r = DO(f, ACQUIRE, .session = a, .seq = qa, .owner = 1, .name = "m",
-	       .wait = true);
+	r = DO(f, ACQUIRE, .session = a, .seq = qa, .owner = 1, .name = "m", .wait = true);
 	assert_int_equal(r.status, RAFTLOCK_ECANCELED);
 	assert_false(r.queued);
 	WAITERS(f, "m", b, qb);
-	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "m",
-	       .acquire_seq = qa);
+	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "m", .acquire_seq = qa);
 	assert_int_equal(r.status, RAFTLOCK_ENOTFOUND);
-	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "none",
-	       .acquire_seq = 999);
+	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "none", .acquire_seq = 999);
 	assert_int_equal(r.status, RAFTLOCK_ENOTFOUND);
 
 	fx_release_ok(f, h, 1, "m", 0);
@@ -449,13 +426,12 @@ static void test_cancel_after_grant_returns_token(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t h = fx_session(f), a = fx_session(f);
 	fx_take(f, h, 1, "m");
-	uint64_t qa =
-	    fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
+	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m"));
 	fx_release_ok(f, h, 1, "m", 0);
 	uint64_t t = fx_pushed_grant(f, a, qa);
 
-	Raftlock__Result r = DO(f, CANCEL_WAIT, .session = a, .owner = 1,
-	                        .name = "m", .acquire_seq = qa);
+	Raftlock__Result r =
+		DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "m", .acquire_seq = qa);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.token, t);
 	assert_no_push(f);
@@ -470,8 +446,8 @@ static void test_cancel_of_writer_unblocks_readers(void **state)
 	uint64_t r1 = sc.r1, w = sc.w, r2 = sc.r2, qw = sc.qw;
 	uint64_t q2 = rw_wait(f, r2, SHARED);
 
-	Raftlock__Result r = DO(f, CANCEL_WAIT, .session = w, .owner = 1,
-	                        .name = "rw", .acquire_seq = qw);
+	Raftlock__Result r =
+		DO(f, CANCEL_WAIT, .session = w, .owner = 1, .name = "rw", .acquire_seq = qw);
 	assert_int_equal(r.status, 0);
 	fx_pushed_error(f, w, qw, RAFTLOCK_ECANCELED);
 	fx_pushed_grant(f, r2, q2);
@@ -483,16 +459,15 @@ static void test_wait_expire_at_deadline(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t h = fx_session(f), a = fx_session(f), b = fx_session(f);
 	fx_take(f, h, 1, "m");
-	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1,
-	                               .name = "m", .wait_ms = 3000));
+	uint64_t qa =
+		fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 1, .name = "m", .wait_ms = 3000));
 	const struct fx_event *ev = fx_event(f, FSM_EV_WAIT_DEADLINE);
 	assert_non_null(ev);
 	assert_string_equal(ev->name, "m");
 	assert_int_equal(ev->session, a);
 	assert_int_equal(ev->seq, qa);
 	assert_int_equal(ev->deadline, 4000);
-	uint64_t qb =
-	    fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	uint64_t qb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
 	assert_int_equal(fx_count(f, FSM_EV_WAIT_DEADLINE), 0);
 
 	struct fx_image before = fx_dump(f);
@@ -509,8 +484,8 @@ static void test_wait_expire_at_deadline(void **state)
 	fx_pushed_error(f, a, qa, RAFTLOCK_ETIMEDOUT);
 	assert_int_equal(fx_count(f, FSM_EV_PUSH), 1);
 	WAITERS(f, "m", b, qb);
-	Raftlock__Result r = DO(f, ACQUIRE, .session = a, .seq = qa, .owner = 1,
-	                        .name = "m", .wait = true);
+	Raftlock__Result r =
+		DO(f, ACQUIRE, .session = a, .seq = qa, .owner = 1, .name = "m", .wait = true);
 	assert_int_equal(r.status, RAFTLOCK_ETIMEDOUT);
 
 	/* A waiter without a deadline does not time out. Its session and
@@ -570,27 +545,65 @@ static void test_mutex_and_rwlock_are_one_family(void **state)
 	assert_int_equal(r.status, RAFTLOCK_EBUSY); /* a shared holder */
 }
 
+/* A RENEW that lands after a waiter's deadline but before its EXPIRE makes
+ * the session live again (rule 4): the queue it was blocking moves. */
+static void test_renew_after_deadline_resumes_queue(void **state)
+{
+	struct fx *f = fx_ready(state);                /* now 1000 */
+	uint64_t a = fx_session(f), b = fx_session(f); /* deadlines 11000 */
+	fx_take(f, a, 1, "m");
+	uint64_t seq_b = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	f->now = 10500;
+	DO(f, RENEW, .renew = (uint64_t[]){a}, .n_renew = 1);
+	f->now = 11000; /* B's deadline: skipped by the release (rule 6) */
+	fx_release_ok(f, a, 1, "m", 0);
+	assert_int_equal(fx_count(f, FSM_EV_PUSH), 0);
+	f->now = 11010; /* B's renewal lands before its EXPIRE */
+	DO(f, RENEW, .renew = (uint64_t[]){b}, .n_renew = 1);
+	fx_pushed_grant(f, b, seq_b);
+	f->now = 11050;
+	DO(f, EXPIRE_SESSION, .target = b); /* a no-op now */
+	HOLDERS(f, "m", b, 1);
+	WAITERS(f, "m", 0);
+}
+
+/* A CLOSE applied after the session's deadline (before its EXPIRE) is an
+ * expiry as far as lock-delay goes. */
+static void test_close_after_deadline_keeps_lock_delay(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session_ttl(f, 5000), b = fx_session_ttl(f, 60000);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "d", .lock_delay_ms = 2000);
+	f->now = 6000;
+	DO(f, CLOSE_SESSION, .session = a);
+	assert_int_equal(fx_count(f, FSM_EV_LOCK_DELAY), 1);
+	Raftlock__Result r = DO(f, ACQUIRE, .session = b, .owner = 1, .name = "d");
+	assert_int_equal(r.status, RAFTLOCK_EBUSY);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-	    T(test_fifo_grants_are_pushed),
-	    T(test_shared_waiters_granted_together),
-	    T(test_waiting_writer_blocks_later_readers),
-	    T(test_semaphore_permits_fifo),
-	    T(test_kind_and_limit_must_agree),
-	    T(test_reentrant_nesting),
-	    T(test_reentry_cannot_upgrade_past_readers),
-	    T(test_reentry_cannot_exceed_semaphore_limit),
-	    T(test_lock_delay_after_expiry),
-	    T(test_release_and_close_start_no_delay),
-	    T(test_expiry_removes_waiters),
-	    T(test_cancel_wait_removes_waiter),
-	    T(test_cancel_after_grant_returns_token),
-	    T(test_cancel_of_writer_unblocks_readers),
-	    T(test_wait_expire_at_deadline),
-	    T(test_session_past_deadline_gets_nothing),
-	    T(test_mutex_and_rwlock_are_one_family),
+		T(test_fifo_grants_are_pushed),
+		T(test_shared_waiters_granted_together),
+		T(test_waiting_writer_blocks_later_readers),
+		T(test_semaphore_permits_fifo),
+		T(test_kind_and_limit_must_agree),
+		T(test_reentrant_nesting),
+		T(test_reentry_cannot_upgrade_past_readers),
+		T(test_reentry_cannot_exceed_semaphore_limit),
+		T(test_lock_delay_after_expiry),
+		T(test_release_and_close_start_no_delay),
+		T(test_expiry_removes_waiters),
+		T(test_cancel_wait_removes_waiter),
+		T(test_cancel_after_grant_returns_token),
+		T(test_cancel_of_writer_unblocks_readers),
+		T(test_wait_expire_at_deadline),
+		T(test_session_past_deadline_gets_nothing),
+		T(test_mutex_and_rwlock_are_one_family),
+		T(test_renew_after_deadline_resumes_queue),
+		T(test_close_after_deadline_keeps_lock_delay),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
