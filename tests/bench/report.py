@@ -217,8 +217,13 @@ def notes(d, runs):
                            r["lost"], r.get("sessions_open", 0), r.get("clients", 0),
                            r.get("open_s")))
         if r.get("workload") == "state" and r.get("catchup_s") == -1:
+            first = r.get("catchup_first_s")
             out.append("- The replaced member (node 3, data directory deleted, restarted "
-                       "empty) had not applied what the cluster had committed within 60 s.")
+                       "empty) had not applied what the cluster had committed within 60 s{}.".format(
+                           "" if first is None else
+                           "; it never applied past its bootstrap entry" if first < 0 else
+                           "; it first applied past its bootstrap entry (by snapshot or log) "
+                           "after {:.2f} s, then stopped short".format(first)))
     elections = []
     logs = os.path.join(d, "logs")
     if os.path.isdir(logs):

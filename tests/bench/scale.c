@@ -287,17 +287,23 @@ static double state_lmdb_mib(const char *dirs)
 }
 
 /* Waits until the node at `address` (NULL: any listed node is the leader,
- * ready) has applied `index`; returns seconds since t0, or -1. */
+ * ready) has applied `index`; returns seconds since t0, or -1. If first_s is
+ * not NULL it gets the time the node first applied past index 1 (a node
+ * started empty has only its bootstrap entry), -1 if it never did. */
 static double state_wait_applied(struct rlbench *b, const char *address, uint64_t index, double t0,
-				 double limit_s)
+				 double limit_s, double *first_s)
 {
 	double deadline = t0 + limit_s;
+	if (first_s != NULL)
+		*first_s = -1;
 	while (stats_now() < deadline) {
 		for (size_t i = 0; i < (address ? 1 : b->n_addresses); i++) {
 			struct raftlock_status *st = NULL;
 			const char *a = address ? address : b->addresses[i];
 			if (raftlock_status_get(b->client, a, &st) != 0)
 				continue;
+			if (first_s != NULL && *first_s < 0 && st->applied_index > 1)
+				*first_s = stats_now() - t0;
 			int done = st->applied_index >= index &&
 				   (address != NULL ||
 				    (st->ready && st->role && strcmp(st->role, "leader") == 0));
@@ -335,7 +341,7 @@ static double state_restart(struct rlbench *b, const char *stop_cmd, const char 
 	if (raftlock_client_open(&co, &fresh.client, &msg) != 0)
 		return -1;
 	double rv = -1;
-	*leader_s = state_wait_applied(&fresh, NULL, index, t0, SCALE_READY_DEADLINE_S);
+	*leader_s = state_wait_applied(&fresh, NULL, index, t0, SCALE_READY_DEADLINE_S, NULL);
 	while (*leader_s >= 0 && stats_now() < t0 + SCALE_READY_DEADLINE_S) {
 		struct raftlock_lock_info *info = NULL;
 		if (raftlock_lock_get(fresh.client, probe, false, &info) == 0) {
@@ -352,8 +358,9 @@ static double state_restart(struct rlbench *b, const char *stop_cmd, const char 
 
 /* Runs the runner's command that adds and starts a new member, then times
  * until that member has applied what the cluster had committed. */
-static double state_catchup(struct rlbench *b)
+static double state_catchup(struct rlbench *b, double *first_s)
 {
+	*first_s = -1;
 	uint64_t index = rlbench_commit_index(b);
 	double t0 = stats_now();
 	FILE *p = popen(b->o->catchup_cmd, "r");
@@ -366,7 +373,7 @@ static double state_catchup(struct rlbench *b)
 	addr[strcspn(addr, "\r\n")] = '\0';
 	if (rc != 0 || addr[0] == '\0')
 		return -1;
-	return state_wait_applied(b, addr, index, t0, SCALE_CATCHUP_DEADLINE_S);
+	return state_wait_applied(b, addr, index, t0, SCALE_CATCHUP_DEADLINE_S, first_s);
 }
 
 int scale_state(struct rlbench *b)
@@ -426,9 +433,10 @@ int scale_state(struct rlbench *b)
 	char probe[160];
 	snprintf(probe, sizeof probe, "%s/state/%08lu", b->run, 0ul);
 
-	double catchup = -2, restart = -2, rebuild = -2, restart_leader = -2, rebuild_leader = -2;
+	double catchup = -2, catchup_first = -2, restart = -2, rebuild = -2, restart_leader = -2,
+	       rebuild_leader = -2;
 	if (o->catchup_cmd != NULL) {
-		catchup = state_catchup(b);
+		catchup = state_catchup(b, &catchup_first);
 		fprintf(stderr, "rlbench: state: catch-up %.2f s\n", catchup);
 	}
 	if (o->stop_cmd != NULL && o->start_cmd != NULL) {
@@ -447,9 +455,9 @@ int scale_state(struct rlbench *b)
 		 ",\"locks_held\":%lu,\"fill_s\":%.1f,\"server_rss_mib\":%.1f,"
 		 "\"lmdb_mib\":%.1f,\"catchup_s\":%.2f,\"restart_s\":%.2f,"
 		 "\"rebuild_s\":%.2f,\"restart_leader_s\":%.2f,\"rebuild_leader_s\":%.2f,"
-		 "\"sessions\":%u",
+		 "\"catchup_first_s\":%.2f,\"sessions\":%u",
 		 held, fill_s, rss_max, lmdb, catchup, restart, rebuild, restart_leader,
-		 rebuild_leader, j.n_sessions);
+		 rebuild_leader, catchup_first, j.n_sessions);
 	res.extra = extra;
 	if (held < j.count) {
 		res.status = "failed";
