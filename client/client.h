@@ -88,6 +88,7 @@ struct raftlock_client {
 
 	/* sessions and keepalives (session.c) */
 	struct raftlock_session *sessions;
+	size_t n_sessions; /* at most RAFTLOCK_KEEPALIVE_MAX: one keepalive names them all */
 	pthread_t ka_thread;
 	bool ka_stop;
 	uint64_t ka_next;                    /* CLOCK_MONOTONIC ms */

@@ -227,6 +227,7 @@ static void session_unlink(raftlock_session *s)
 		c->sessions = s->next;
 	if (s->next != NULL)
 		s->next->prev = s->prev;
+	c->n_sessions--;
 }
 
 RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
@@ -258,6 +259,14 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	owner.pid = (uint32_t)getpid();
 
 	pthread_mutex_lock(&c->mu);
+	if (c->n_sessions >= RAFTLOCK_KEEPALIVE_MAX) {
+		pthread_mutex_unlock(&c->mu);
+		free(s);
+		return errmsg_set(c, RAFTLOCK_ELIMIT, NULL,
+				  "open session: this client keeps %u sessions already; "
+				  "use another client object",
+				  RAFTLOCK_KEEPALIVE_MAX);
+	}
 	req.nonce = client_random(c);
 	/* The lease starts no earlier than the first send of the request. */
 	uint64_t sent = clock_boot_ms();
@@ -284,10 +293,15 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	if (c->sessions != NULL)
 		c->sessions->prev = s;
 	c->sessions = s;
+	c->n_sessions++;
+	/* Wake the keepalive thread only if this session needs a keepalive
+	 * sooner than planned: each wake walks every session, and opening
+	 * many sessions must not cost a walk each. */
 	uint64_t next = clock_mono_ms() + s->ttl_ms / 3;
-	if (c->ka_next == 0 || s->next == NULL || next < c->ka_next)
+	if (c->ka_next == 0 || s->next == NULL || next < c->ka_next) {
 		c->ka_next = next;
-	pthread_cond_broadcast(&c->cond);
+		pthread_cond_broadcast(&c->cond);
+	}
 	pthread_mutex_unlock(&c->mu);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	*out = s;

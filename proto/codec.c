@@ -66,7 +66,7 @@ static int check_request(const Raftlock__Envelope *env)
 		return 0;
 	}
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
-		return env->keepalive->n_sessions > 65536 ? RAFTLOCK_EPROTO : 0;
+		return env->keepalive->n_sessions > RAFTLOCK_KEEPALIVE_MAX ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
 	default: return 0;
 	}

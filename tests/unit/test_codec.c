@@ -512,13 +512,13 @@ static void test_other_request_bounds(void **state)
 	s.open_session.owner = NULL;
 	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), 0);
 
-	uint64_t *many = calloc(65537, sizeof *many);
+	uint64_t *many = calloc(RAFTLOCK_KEEPALIVE_MAX + 1, sizeof *many);
 	assert_non_null(many);
 	s.keepalive.sessions = many;
-	s.keepalive.n_sessions = 65537;
+	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX + 1;
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]),
 	                 RAFTLOCK_EPROTO);
-	s.keepalive.n_sessions = 65536;
+	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX;
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
 	free(many);
 	free(too_long);
