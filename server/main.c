@@ -89,6 +89,13 @@ int main(int argc, char **argv)
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&srv.loop);
+	/* Before anything starts: a SIGTERM that arrives during start-up is
+	 * then a clean shutdown as soon as the loop runs, not a kill. */
+	uv_signal_init(&srv.loop, &srv.sigterm);
+	uv_signal_init(&srv.loop, &srv.sigint);
+	srv.sigterm.data = srv.sigint.data = &srv;
+	uv_signal_start(&srv.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&srv.sigint, on_signal, SIGINT);
 	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore};
 	/* The leases index must exist before raft starts replaying entries. */
 	leases_init(&srv.leases, &srv.loop, &srv.node, srv.cfg.renew_window_ms);
@@ -110,11 +117,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
 	}
-	uv_signal_init(&srv.loop, &srv.sigterm);
-	uv_signal_init(&srv.loop, &srv.sigint);
-	srv.sigterm.data = srv.sigint.data = &srv;
-	uv_signal_start(&srv.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&srv.sigint, on_signal, SIGINT);
 	log_info("serving clients on %s (cluster '%s', %u members)", srv.cfg.client_address,
 		 srv.cfg.cluster, srv.cfg.n_members);
 	uv_run(&srv.loop, UV_RUN_DEFAULT);

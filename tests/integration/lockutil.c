@@ -55,3 +55,21 @@ void tl_sleep_ms(unsigned ms)
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 }
+
+void tl_pair_open(struct tl_pair *p, struct tcluster *cl, const char *name, unsigned ttl_ms)
+{
+	p->c = tl_client(cl);
+	p->a = tl_session(p->c, ttl_ms);
+	p->b = tl_session(p->c, ttl_ms);
+	p->la = tl_lock(p->a, name);
+	p->lb = tl_lock(p->b, name);
+}
+
+void tl_pair_close(struct tl_pair *p)
+{
+	raftlock_lock_free(p->la);
+	raftlock_lock_free(p->lb);
+	raftlock_session_close(p->a);
+	raftlock_session_close(p->b);
+	raftlock_client_close(p->c);
+}

@@ -15,4 +15,16 @@ raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
 
+/* Two sessions of one client, each with a handle on the same lock name:
+ * the cast of most contention tests. */
+struct tl_pair {
+	raftlock_client *c;
+	raftlock_session *a, *b;
+	raftlock_lock *la, *lb;
+};
+
+void tl_pair_open(struct tl_pair *p, struct tcluster *cl, const char *name, unsigned ttl_ms);
+/* Frees the handles, closes the sessions and the client. */
+void tl_pair_close(struct tl_pair *p);
+
 #endif

@@ -48,9 +48,11 @@ static uint64_t next_token_of(int node)
 static void basics(void **state)
 {
 	(void)state;
-	raftlock_client *c = tl_client(&cl);
-	raftlock_session *a = tl_session(c, 5000), *b = tl_session(c, 5000);
-	raftlock_lock *la = tl_lock(a, "basics"), *lb = tl_lock(b, "basics");
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "basics", 5000);
+	raftlock_client *c = p.c;
+	raftlock_session *a = p.a;
+	raftlock_lock *la = p.la, *lb = p.lb;
 	uint64_t t1 = tl_take(la);
 	uint64_t tok = 0;
 	assert_int_equal(raftlock_lock_try(lb, &tok), RAFTLOCK_EBUSY);
@@ -73,11 +75,7 @@ static void basics(void **state)
 	assert_int_equal(raftlock_check_token(c, "basics", t1, &current), 0);
 	assert_false(current);
 	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
-	raftlock_lock_free(la);
-	raftlock_lock_free(lb);
-	raftlock_session_close(a);
-	raftlock_session_close(b);
-	raftlock_client_close(c);
+	tl_pair_close(&p);
 }
 
 /* A lock held survives kill -9 of the leader; the next grant's token is

@@ -128,9 +128,10 @@ static void fifo_grants_are_pushed(void **state)
 static void timeout_leaves_no_waiter(void **state)
 {
 	(void)state;
-	raftlock_client *c = tl_client(&cl);
-	raftlock_session *a = tl_session(c, 10000), *b = tl_session(c, 10000);
-	raftlock_lock *la = tl_lock(a, "timeout"), *lb = tl_lock(b, "timeout");
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "timeout", 10000);
+	raftlock_client *c = p.c;
+	raftlock_lock *la = p.la, *lb = p.lb;
 	tl_take(la);
 	uint64_t start = tcluster_now_ms(), tok = 0;
 	assert_int_equal(raftlock_lock_acquire(lb, RAFTLOCK_EXCLUSIVE, 1, 500, &tok),
@@ -146,20 +147,17 @@ static void timeout_leaves_no_waiter(void **state)
 	assert_int_equal(raftlock_lock_release(la, NULL), 0);
 	tl_take(lb);
 	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
-	raftlock_lock_free(la);
-	raftlock_lock_free(lb);
-	raftlock_session_close(a);
-	raftlock_session_close(b);
-	raftlock_client_close(c);
+	tl_pair_close(&p);
 }
 
 /* A waiter keeps its place and gets its grant across a leader kill. */
 static void waiter_survives_leader_kill(void **state)
 {
 	(void)state;
-	raftlock_client *c = tl_client(&cl);
-	raftlock_session *a = tl_session(c, 10000), *b = tl_session(c, 10000);
-	raftlock_lock *la = tl_lock(a, "kill-wait"), *lb = tl_lock(b, "kill-wait");
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "kill-wait", 10000);
+	raftlock_client *c = p.c;
+	raftlock_lock *la = p.la, *lb = p.lb;
 	uint64_t t0 = tl_take(la);
 	struct waiter w;
 	waiter_start(&w, lb, RAFTLOCK_EXCLUSIVE, 30000);
@@ -173,11 +171,7 @@ static void waiter_survives_leader_kill(void **state)
 	assert_int_equal(w.rv, 0);
 	assert_true(w.token > t0);
 	assert_int_equal(raftlock_lock_release(lb, NULL), 0);
-	raftlock_lock_free(la);
-	raftlock_lock_free(lb);
-	raftlock_session_close(a);
-	raftlock_session_close(b);
-	raftlock_client_close(c);
+	tl_pair_close(&p);
 	tcluster_restart(&cl, leader);
 	assert_true(tcluster_leader(&cl, 15000) >= 0);
 }
