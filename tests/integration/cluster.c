@@ -46,16 +46,30 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A port that is free now and outside the kernel's ephemeral range
+ * (32768 and up here): a node restarted later must find its port still
+ * free, and an ephemeral port can meanwhile be taken by any outgoing
+ * connection. Each test process starts at its own offset. */
 static int free_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-		die("free port");
-	close(fd);
-	return ntohs(a.sin_port);
+	static unsigned next;
+	if (next == 0)
+		next = (unsigned)getpid() * 37u;
+	for (int tries = 0; tries < 4000; tries++) {
+		int port = 20000 + (int)(next++ % 12000u);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd < 0)
+			die("socket");
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)port),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
+	die("no free port in 20000..31999");
+	return -1;
 }
 
 static void destroy_all(void)
