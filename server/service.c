@@ -365,6 +365,14 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->lock_delay_ms = src->lock_delay_ms;
 }
 
+/* Rule 8: every mutating request carries (session, seq, ack_below). */
+static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq, uint64_t ack_below)
+{
+	cmd->session = session;
+	cmd->seq = seq;
+	cmd->ack_below = ack_below;
+}
+
 static void handle_mutation(struct service *s, struct conn *c, const Raftlock__Envelope *env)
 {
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -389,34 +397,30 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		cmd.open_session = &open;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
-		cmd.session = env->close_session->session;
-		cmd.seq = env->close_session->seq;
-		cmd.ack_below = env->close_session->ack_below;
+		set_sequence(&cmd, env->close_session->session, env->close_session->seq,
+			     env->close_session->ack_below);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
-		cmd.session = env->acquire->session;
-		cmd.seq = env->acquire->seq;
-		cmd.ack_below = env->acquire->ack_below;
+		set_sequence(&cmd, env->acquire->session, env->acquire->seq,
+			     env->acquire->ack_below);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
-		cmd.session = env->release->session;
-		cmd.seq = env->release->seq;
-		cmd.ack_below = env->release->ack_below;
+		set_sequence(&cmd, env->release->session, env->release->seq,
+			     env->release->ack_below);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_RELEASE;
 		release.name = env->release->release->name;
 		release.owner = env->release->release->owner;
 		cmd.release = &release;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
-		cmd.session = env->cancel_wait->session;
-		cmd.seq = env->cancel_wait->seq;
-		cmd.ack_below = env->cancel_wait->ack_below;
+		set_sequence(&cmd, env->cancel_wait->session, env->cancel_wait->seq,
+			     env->cancel_wait->ack_below);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CANCEL_WAIT;
 		cancel.name = env->cancel_wait->cancel->name;
 		cancel.owner = env->cancel_wait->cancel->owner;

@@ -108,14 +108,20 @@ static uint64_t get_u64(const uint8_t in[8])
 	return v;
 }
 
+static void put_raw(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MDB_val *val, unsigned flags,
+		    const char *what)
+{
+	int rc = mdb_put(txn, dbi, key, val, flags);
+	if (rc == MDB_MAP_FULL)
+		log_fatal("lmdb map full: raise map-size and restart");
+	check(rc, what);
+}
+
 /* Packs a message straight into LMDB's page with MDB_RESERVE. */
 static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, const ProtobufCMessage *msg)
 {
 	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(msg)};
-	int rc = mdb_put(txn, dbi, key, &val, MDB_RESERVE);
-	if (rc == MDB_MAP_FULL)
-		log_fatal("lmdb map full: raise map-size and restart");
-	check(rc, "put");
+	put_raw(txn, dbi, key, &val, MDB_RESERVE, "put");
 	protobuf_c_message_pack(msg, val.mv_data);
 }
 
@@ -138,6 +144,14 @@ static void del_key(MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 	int rc = mdb_del(txn, dbi, key, NULL);
 	if (rc != MDB_NOTFOUND)
 		check(rc, "del");
+}
+
+static void del_u64(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
+{
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k};
+	del_key(txn, dbi, &key);
 }
 
 static MDB_val meta_key = {.mv_size = 4, .mv_data = "meta"};
@@ -177,10 +191,7 @@ void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRec
 
 void store_del_session(struct store *s, MDB_txn *txn, uint64_t id)
 {
-	uint8_t k[8];
-	put_u64(k, id);
-	MDB_val key = {8, k};
-	del_key(txn, s->sessions, &key);
+	del_u64(txn, s->sessions, id);
 }
 
 Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name)
@@ -221,18 +232,19 @@ void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id)
 	put_u64(k, nonce);
 	put_u64(v, id);
 	MDB_val key = {8, k}, val = {8, v};
-	int rc = mdb_put(txn, s->nonces, &key, &val, 0);
-	if (rc == MDB_MAP_FULL)
-		log_fatal("lmdb map full: raise map-size and restart");
-	check(rc, "put nonce");
+	put_raw(txn, s->nonces, &key, &val, 0, "put nonce");
 }
 
 void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 {
-	uint8_t k[8];
-	put_u64(k, nonce);
-	MDB_val key = {8, k};
-	del_key(txn, s->nonces, &key);
+	del_u64(txn, s->nonces, nonce);
+}
+
+/* A lease value: deadline (8 bytes BE), TTL (4 bytes BE). */
+static void lease_decode(const uint8_t v[12], uint64_t *deadline, uint32_t *ttl_ms)
+{
+	*deadline = get_u64(v);
+	*ttl_ms = (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11];
 }
 
 bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadline,
@@ -247,9 +259,7 @@ bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadl
 	check(rc, "get lease");
 	if (val.mv_size != 12)
 		log_fatal("lmdb lease record has %zu bytes: damaged store", val.mv_size);
-	const uint8_t *v = val.mv_data;
-	*deadline = get_u64(v);
-	*ttl_ms = (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11];
+	lease_decode(val.mv_data, deadline, ttl_ms);
 	return true;
 }
 
@@ -263,18 +273,12 @@ void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadli
 	v[10] = (uint8_t)(ttl_ms >> 8);
 	v[11] = (uint8_t)ttl_ms;
 	MDB_val key = {8, k}, val = {12, v};
-	int rc = mdb_put(txn, s->leases, &key, &val, 0);
-	if (rc == MDB_MAP_FULL)
-		log_fatal("lmdb map full: raise map-size and restart");
-	check(rc, "put lease");
+	put_raw(txn, s->leases, &key, &val, 0, "put lease");
 }
 
 void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id)
 {
-	uint8_t k[8];
-	put_u64(k, id);
-	MDB_val key = {8, k};
-	del_key(txn, s->leases, &key);
+	del_u64(txn, s->leases, id);
 }
 
 void store_scan_leases(struct store *s, MDB_txn *txn,
@@ -288,9 +292,10 @@ void store_scan_leases(struct store *s, MDB_txn *txn,
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (key.mv_size != 8 || val.mv_size != 12)
 			log_fatal("lmdb lease record is damaged");
-		const uint8_t *v = val.mv_data;
-		visit(arg, get_u64(key.mv_data), get_u64(v),
-		      (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11]);
+		uint64_t deadline;
+		uint32_t ttl;
+		lease_decode(val.mv_data, &deadline, &ttl);
+		visit(arg, get_u64(key.mv_data), deadline, ttl);
 	}
 	mdb_cursor_close(cur);
 }
