@@ -4,7 +4,10 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -72,4 +75,30 @@ void tl_pair_close(struct tl_pair *p)
 	raftlock_session_close(p->a);
 	raftlock_session_close(p->b);
 	raftlock_client_close(p->c);
+}
+
+pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
+		     const struct raftlock_lock_options *opts, uint64_t *token)
+{
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		raftlock_client *cl = tl_client(c);
+		raftlock_session *s = tl_session(cl, ttl_ms);
+		raftlock_lock *l = NULL;
+		if (raftlock_lock_new(s, name, opts, &l) != 0)
+			_exit(1);
+		uint64_t t = tl_take(l);
+		if (write(fds[1], &t, sizeof t) != sizeof t)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	assert_int_equal(read(fds[0], token, sizeof *token), (ssize_t)sizeof *token);
+	close(fds[0]);
+	close(fds[1]);
+	return child;
 }

@@ -4,6 +4,7 @@
 #define RAFTLOCK_TEST_LOCKUTIL_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cluster.h"
 #include "raftlock.h"
@@ -14,6 +15,12 @@ raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 /* Try-lock that must succeed; returns the token. */
 uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
+
+/* Forks a process that opens a session of ttl_ms, takes `name` (created
+ * with opts, which may be NULL) and then only waits: a holder the test can
+ * stop or kill. Sets *token to its grant's token; returns its pid. */
+pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
+		     const struct raftlock_lock_options *opts, uint64_t *token);
 
 /* Two sessions of one client, each with a handle on the same lock name:
  * the cast of most contention tests. */

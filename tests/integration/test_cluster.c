@@ -177,25 +177,8 @@ static void silent_client_expires(void **state)
 {
 	(void)state;
 	const unsigned ttl = 2000;
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		raftlock_client *c = tl_client(&cl);
-		raftlock_session *s = tl_session(c, ttl);
-		raftlock_lock *l = tl_lock(s, "silent");
-		uint64_t t = tl_take(l);
-		if (write(fds[1], &t, sizeof t) != sizeof t)
-			_exit(1);
-		for (;;)
-			pause();
-	}
 	uint64_t t1 = 0;
-	assert_int_equal(read(fds[0], &t1, sizeof t1), (ssize_t)sizeof t1);
-	close(fds[0]);
-	close(fds[1]);
+	pid_t child = tl_fork_holder(&cl, "silent", ttl, NULL, &t1);
 	kill(child, SIGSTOP);
 	uint64_t stopped_at = tcluster_now_ms();
 	raftlock_client *c = tl_client(&cl);

@@ -336,28 +336,9 @@ static void semaphore_never_over_limit(void **state)
 static void lock_delay(bool kill_leader)
 {
 	const unsigned ttl = 2000, delay = 3000;
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		raftlock_client *c = tl_client(&cl);
-		raftlock_session *s = tl_session(c, ttl);
-		struct raftlock_lock_options o = {.kind = RAFTLOCK_MUTEX, .lock_delay_ms = delay};
-		raftlock_lock *l = NULL;
-		if (raftlock_lock_new(s, "delayed", &o, &l) != 0)
-			_exit(1);
-		uint64_t t = tl_take(l);
-		if (write(fds[1], &t, sizeof t) != sizeof t)
-			_exit(1);
-		for (;;)
-			pause();
-	}
+	struct raftlock_lock_options o = {.kind = RAFTLOCK_MUTEX, .lock_delay_ms = delay};
 	uint64_t t1 = 0;
-	assert_int_equal(read(fds[0], &t1, sizeof t1), (ssize_t)sizeof t1);
-	close(fds[0]);
-	close(fds[1]);
+	pid_t child = tl_fork_holder(&cl, "delayed", ttl, &o, &t1);
 	kill(child, SIGKILL); /* the holder dies without releasing */
 	waitpid(child, NULL, 0);
 	uint64_t died = tcluster_now_ms();
