@@ -41,8 +41,13 @@ uint64_t client_random(raftlock_client *c)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* c->mu held. The I/O thread sends whatever is pending before it waits
+ * again, so it only needs a write to its eventfd while it waits. */
 static void client_wake_io(raftlock_client *c)
 {
+	if (!c->io_polling || c->wake_sent)
+		return;
+	c->wake_sent = true;
 	uint64_t one = 1;
 	ssize_t rv = write(c->wake_fd, &one, sizeof one);
 	(void)rv; /* a full counter already means "wake up" */
@@ -271,20 +276,28 @@ static bool io_stalled(raftlock_client *c, uint64_t now)
 	return false;
 }
 
+/* Queues req on the connection; false when out of memory. */
+static bool io_queue(raftlock_client *c, struct request *r, uint64_t now)
+{
+	if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
+		return false;
+	if (!r->ever_sent)
+		r->first_sent_boot = clock_boot_ms();
+	r->sent_gen = c->conn_gen;
+	r->sent_at = now;
+	r->ever_sent = true;
+	if (r->last_err == RAFTLOCK_ECONNECTION)
+		r->last_err = RAFTLOCK_ETIMEDOUT;
+	return true;
+}
+
 static void io_send_pending(raftlock_client *c, uint64_t now)
 {
 	for (struct request *r = c->reqs; r != NULL; r = r->next) {
 		if (r->done || r->sent_gen == c->conn_gen || r->not_before > now)
 			continue;
-		if (conn_queue(&c->conn, r->frame, r->frame_len) != 0)
+		if (!io_queue(c, r, now))
 			return; /* out of memory: try again on the next turn */
-		if (!r->ever_sent)
-			r->first_sent_boot = clock_boot_ms();
-		r->sent_gen = c->conn_gen;
-		r->sent_at = now;
-		r->ever_sent = true;
-		if (r->last_err == RAFTLOCK_ECONNECTION)
-			r->last_err = RAFTLOCK_ETIMEDOUT;
 	}
 }
 
@@ -347,9 +360,44 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 	client_complete(c, r, env);
 }
 
+/* Reads and decodes what arrived, without c->mu: the connection is the
+ * I/O thread's alone, and user threads then wait for the lock only while
+ * the replies are handed out. */
+static void io_receive(raftlock_client *c)
+{
+	struct inbox *in = &c->inbox;
+	int rv = conn_read(&c->conn);
+	Raftlock__Envelope *env;
+	int nr;
+	while ((nr = conn_next(&c->conn, &env)) == 1) {
+		if (in->n == in->cap) {
+			size_t cap = in->cap ? in->cap * 2 : 64;
+			Raftlock__Envelope **v = realloc(in->env, cap * sizeof *v);
+			if (v == NULL) {
+				raftlock__envelope__free_unpacked(env, NULL);
+				nr = RAFTLOCK_ENOMEM;
+				break;
+			}
+			in->env = v;
+			in->cap = cap;
+		}
+		in->env[in->n++] = env;
+	}
+	in->err = rv != 0 ? rv : nr < 0 ? nr : 0;
+}
+
+/* c->mu held; the replies were read by io_receive(). */
 static void io_handle(raftlock_client *c, short revents)
 {
-	int rv;
+	struct inbox *in = &c->inbox;
+	for (size_t i = 0; i < in->n; i++)
+		io_dispatch(c, in->env[i]);
+	in->n = 0;
+	if (in->err != 0) {
+		in->err = 0;
+		io_fail(c, false);
+		return;
+	}
 	if (c->conn.state == CONN_CONNECTING) {
 		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
 			return;
@@ -357,20 +405,10 @@ static void io_handle(raftlock_client *c, short revents)
 			io_fail(c, true);
 			return;
 		}
+		/* anything already readable is reported by the next poll */
 		io_send_pending(c, clock_mono_ms());
 	}
-	if ((revents & POLLOUT) && conn_flush(&c->conn) != 0) {
-		io_fail(c, false);
-		return;
-	}
-	if (!(revents & (POLLIN | POLLERR | POLLHUP)))
-		return;
-	rv = conn_read(&c->conn);
-	Raftlock__Envelope *env;
-	int nr;
-	while ((nr = conn_next(&c->conn, &env)) == 1)
-		io_dispatch(c, env);
-	if (rv != 0 || nr < 0)
+	if ((revents & POLLOUT) && conn_flush(&c->conn) != 0)
 		io_fail(c, false);
 }
 
@@ -411,9 +449,15 @@ static void *io_main(void *arg)
 		};
 		int timeout = io_poll_timeout(c, now);
 		nfds_t n = c->conn.fd >= 0 ? 2 : 1;
+		c->io_polling = true;
 		pthread_mutex_unlock(&c->mu);
 		int pr = poll(p, n, timeout);
+		if (pr > 0 && n == 2 && c->conn.state == CONN_OPEN &&
+		    (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+			io_receive(c);
 		pthread_mutex_lock(&c->mu);
+		c->io_polling = false;
+		c->wake_sent = false;
 		if (pr <= 0)
 			continue;
 		if (p[0].revents & POLLIN) {
@@ -436,6 +480,9 @@ static void client_free(raftlock_client *c)
 {
 	while (c->reqs != NULL)
 		client_take(c, c->reqs, NULL);
+	for (size_t i = 0; i < c->inbox.n; i++)
+		raftlock__envelope__free_unpacked(c->inbox.env[i], NULL);
+	free(c->inbox.env);
 	conn_close(&c->conn);
 	frame_reader_close(&c->conn.reader);
 	if (c->has_redirect)

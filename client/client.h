@@ -67,7 +67,14 @@ struct raftlock_client {
 	/* I/O thread */
 	pthread_t io_thread;
 	int wake_fd;
+	bool io_polling; /* the I/O thread waits in poll() and must be woken */
+	bool wake_sent;  /* ...and has been, since it went to wait */
 	bool io_stop;
+	struct inbox { /* replies read and decoded outside the lock */
+		Raftlock__Envelope **env;
+		size_t n, cap;
+		int err; /* the connection failed after these */
+	} inbox;
 	struct conn conn;
 	uint64_t conn_gen;
 	uint64_t connect_deadline;

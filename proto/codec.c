@@ -10,16 +10,36 @@
 
 int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n)
 {
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	int rv = codec_frame_envelope_append(env, &buf, &len, &cap);
+	if (rv != 0)
+		return rv;
+	*out = buf;
+	*n = len;
+	return 0;
+}
+
+int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, size_t *len,
+				size_t *cap)
+{
 	size_t size = raftlock__envelope__get_packed_size(env);
 	if (size > RAFTLOCK_FRAME_MAX)
 		return RAFTLOCK_ETOOBIG;
-	uint8_t *buf = malloc(FRAME_HEADER_SIZE + size);
-	if (buf == NULL)
-		return RAFTLOCK_ENOMEM;
-	frame_put_header(buf, (uint32_t)size);
-	raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
-	*out = buf;
-	*n = FRAME_HEADER_SIZE + size;
+	size_t need = *len + FRAME_HEADER_SIZE + size;
+	if (need > *cap) {
+		size_t grown = *cap ? *cap : 256;
+		while (grown < need)
+			grown *= 2;
+		uint8_t *b = realloc(*buf, grown);
+		if (b == NULL)
+			return RAFTLOCK_ENOMEM;
+		*buf = b;
+		*cap = grown;
+	}
+	frame_put_header(*buf + *len, (uint32_t)size);
+	raftlock__envelope__pack(env, *buf + *len + FRAME_HEADER_SIZE);
+	*len = need;
 	return 0;
 }
 

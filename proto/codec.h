@@ -24,6 +24,15 @@
 int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n);
 
 /*
+ * Appends env as one frame to the growable buffer *buf (*len bytes used of
+ * *cap; realloc'd as needed, owned by the caller; NULL/0/0 to start).
+ * Returns 0, RAFTLOCK_ETOOBIG or RAFTLOCK_ENOMEM; on failure the buffer and
+ * its contents are unchanged.
+ */
+int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, size_t *len,
+				size_t *cap);
+
+/*
  * Decodes and validates one frame payload. On success *out is owned by the
  * caller and freed with raftlock__envelope__free_unpacked(*out, NULL).
  * Returns RAFTLOCK_EPROTO for bytes that do not decode, an envelope without

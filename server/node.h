@@ -77,6 +77,7 @@ struct node {
 	unsigned batch_waiters_cap;
 
 	struct proposal *inflight_head, *inflight_tail;
+	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
 
 	bool stopping;

@@ -26,6 +26,13 @@ struct conn {
 	int refs; /* the handle itself, plus each request and write in flight */
 	bool closing;
 	struct conn *prev, *next;
+	/* Responses encoded since the last flush: written with one write per
+	 * loop iteration, so that a batch of answers costs the client one
+	 * wake-up rather than one each. */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	bool dirty; /* on the service's dirty list, holding a reference */
+	struct conn *dirty_next;
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
@@ -67,9 +74,13 @@ static void conn_closed(uv_handle_t *h)
 }
 
 static void push_forget_conn(struct service *s, struct conn *c);
+static void conn_flush(struct conn *c);
 
 static void conn_close(struct conn *c)
 {
+	if (c->closing)
+		return;
+	conn_flush(c); /* the last answers (an EPROTO, say) go out first */
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -89,6 +100,7 @@ static void conn_unref(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	frame_reader_close(&c->reader);
+	free(c->out);
 	free(c);
 }
 
@@ -108,18 +120,64 @@ static void write_done(uv_write_t *req, int status)
 	conn_unref(c);
 }
 
+/* Hands what the connection has buffered to libuv in one write. */
+static void conn_flush(struct conn *c)
+{
+	if (c->closing || c->out_len == 0)
+		return;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->out_len > CONN_MAX_UNSENT) {
+		log_warn("a client is not reading its responses; closing its connection");
+		conn_close(c);
+		return;
+	}
+	struct write_req *w = malloc(sizeof *w);
+	if (w == NULL) {
+		conn_close(c);
+		return;
+	}
+	w->buf = c->out;
+	uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+	c->out = NULL;
+	c->out_len = c->out_cap = 0;
+	w->req.data = c;
+	c->refs++;
+	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
+		free(w->buf);
+		free(w);
+		c->refs--;
+		conn_close(c);
+	}
+}
+
+/* Runs once per loop iteration, before the loop waits for I/O. */
+static void flush_all(struct service *s)
+{
+	struct conn *c = s->dirty;
+	s->dirty = NULL;
+	while (c != NULL) {
+		struct conn *next = c->dirty_next;
+		c->dirty = false;
+		c->dirty_next = NULL;
+		conn_flush(c);
+		conn_unref(c);
+		c = next;
+	}
+}
+
+static void flusher_cb(uv_prepare_t *h)
+{
+	flush_all(h->data);
+}
+
 static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 {
 	if (c == NULL || c->closing)
 		return;
-	struct write_req *w = malloc(sizeof *w);
-	size_t n;
-	int rv = w ? codec_frame_envelope(env, &w->buf, &n) : RAFTLOCK_ENOMEM;
+	int rv = codec_frame_envelope_append(env, &c->out, &c->out_len, &c->out_cap);
 	if (rv == RAFTLOCK_ETOOBIG && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
 	    env->response->payload_case != RAFTLOCK__RESPONSE__PAYLOAD__NOT_SET) {
 		/* An answer larger than a frame (a lock with a huge queue):
 		 * say so instead of dropping the connection. */
-		free(w);
 		Raftlock__Response small = RAFTLOCK__RESPONSE__INIT;
 		small.status = RAFTLOCK_ETOOBIG;
 		small.message = "the answer is larger than a frame; read with a smaller page";
@@ -132,26 +190,20 @@ static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 		return;
 	}
 	if (rv != 0) {
-		free(w);
 		log_warn("dropping a response that could not be encoded");
 		conn_close(c);
 		return;
 	}
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > CONN_MAX_UNSENT) {
-		free(w->buf);
-		free(w);
-		log_warn("a client is not reading its responses; closing its connection");
-		conn_close(c);
+	if (c->out_len > CONN_MAX_UNSENT) {
+		conn_flush(c); /* closes it */
 		return;
 	}
-	uv_buf_t b = uv_buf_init((char *)w->buf, (unsigned)n);
-	w->req.data = c;
-	c->refs++;
-	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
-		free(w->buf);
-		free(w);
-		c->refs--;
-		conn_close(c);
+	if (!c->dirty) {
+		struct service *s = c->svc;
+		c->dirty = true;
+		c->refs++;
+		c->dirty_next = s->dirty;
+		s->dirty = c;
 	}
 }
 
@@ -1006,6 +1058,9 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 		uv_close((uv_handle_t *)&s->listener, NULL);
 		return RAFTLOCK_EIO;
 	}
+	uv_prepare_init(loop, &s->flusher);
+	s->flusher.data = s;
+	uv_prepare_start(&s->flusher, flusher_cb);
 	return 0;
 }
 
@@ -1057,6 +1112,8 @@ void service_close(struct service *s)
 {
 	s->closing = true;
 	uv_close((uv_handle_t *)&s->listener, NULL);
+	flush_all(s); /* the last answers go out before their connections close */
+	uv_close((uv_handle_t *)&s->flusher, NULL);
 	for (struct conn *c = s->conns; c != NULL; c = c->next)
 		conn_close(c);
 	service_on_ready(s, false);

@@ -31,6 +31,8 @@ struct service {
 	struct leases *leases;
 	uv_tcp_t listener;
 	struct conn *conns;
+	struct conn *dirty;                /* connections with responses to write */
+	uv_prepare_t flusher;              /* writes them once per loop iteration */
 	struct idmap pushes;               /* session id -> list of push targets */
 	struct read_batch *reads_waiting;  /* arrived, no barrier yet */
 	struct read_batch *reads_inflight; /* waiting for its barrier */
