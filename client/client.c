@@ -92,6 +92,25 @@ int client_wait(raftlock_client *c, struct request *req, uint64_t deadline)
 	return 0;
 }
 
+void client_on_done(raftlock_client *c, struct request *req,
+		    void (*on_done)(raftlock_client *c, struct request *req, int err), void *op,
+		    unsigned timeout_ms)
+{
+	req->on_done = on_done;
+	req->op = op;
+	req->deadline = clock_mono_ms() + (timeout_ms ? timeout_ms : c->request_timeout_ms);
+}
+
+void client_defer(raftlock_client *c, struct client_deferred *d)
+{
+	d->next = NULL;
+	if (c->deferred_tail != NULL)
+		c->deferred_tail->next = d;
+	else
+		c->deferred = d;
+	c->deferred_tail = d;
+}
+
 void client_watch(raftlock_client *c, struct request *req)
 {
 	req->wake = &c->cond;
@@ -149,6 +168,10 @@ static void client_complete(raftlock_client *c, struct request *r, Raftlock__Env
 	r->reply = env;
 	r->done = true;
 	r->done_boot = clock_boot_ms();
+	if (r->on_done != NULL) {
+		r->on_done(c, r, 0);
+		return;
+	}
 	if (r->wake == &c->cond)
 		pthread_cond_broadcast(&c->cond);
 	else
@@ -412,6 +435,30 @@ static void io_handle(raftlock_client *c, short revents)
 		io_fail(c, false);
 }
 
+/* Asynchronous requests past their deadline end with their last error. */
+static void io_expire(raftlock_client *c, uint64_t now)
+{
+	for (struct request *r = c->reqs, *next; r != NULL; r = next) {
+		next = r->next;
+		if (r->on_done != NULL && !r->done && now >= r->deadline)
+			r->on_done(c, r, r->last_err);
+	}
+}
+
+/* Runs the deferred callbacks without c->mu (held on entry and return). */
+static void io_run_deferred(raftlock_client *c)
+{
+	struct client_deferred *d = c->deferred;
+	c->deferred = c->deferred_tail = NULL;
+	pthread_mutex_unlock(&c->mu);
+	while (d != NULL) {
+		struct client_deferred *next = d->next;
+		d->fn(d);
+		d = next;
+	}
+	pthread_mutex_lock(&c->mu);
+}
+
 static int io_poll_timeout(raftlock_client *c, uint64_t now)
 {
 	uint64_t until = now + CLIENT_POLL_MAX_MS;
@@ -419,9 +466,12 @@ static int io_poll_timeout(raftlock_client *c, uint64_t now)
 		until = c->reconnect_at;
 	if (c->conn.state == CONN_CONNECTING && c->connect_deadline < until)
 		until = c->connect_deadline;
-	for (struct request *r = c->reqs; r != NULL; r = r->next)
+	for (struct request *r = c->reqs; r != NULL; r = r->next) {
 		if (!r->done && r->sent_gen != c->conn_gen && r->not_before < until)
 			until = r->not_before;
+		if (!r->done && r->on_done != NULL && r->deadline < until)
+			until = r->deadline;
+	}
 	return until > now ? (int)(until - now) : 0;
 }
 
@@ -431,6 +481,12 @@ static void *io_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->io_stop) {
 		uint64_t now = clock_mono_ms();
+		io_expire(c, now);
+		if (c->deferred != NULL) {
+			/* callbacks may submit: send what they did before waiting */
+			io_run_deferred(c);
+			continue;
+		}
 		if (c->drop_conn || (c->conn.state == CONN_OPEN && io_stalled(c, now)))
 			io_fail(c, false);
 		if (c->conn.state == CONN_CLOSED && c->reqs != NULL && now >= c->reconnect_at)

@@ -49,6 +49,18 @@ struct request {
 	 * thread of a busy client for each answer. */
 	pthread_cond_t cond;
 	pthread_cond_t *wake;
+	/* Asynchronous requests: nobody waits; the I/O thread calls on_done
+	 * (c->mu held) with 0 when done, or with last_err once deadline
+	 * (CLOCK_MONOTONIC ms) passes. on_done takes the request. */
+	void (*on_done)(raftlock_client *c, struct request *req, int err);
+	void *op;
+	uint64_t deadline;
+};
+
+/* Work the I/O thread runs without c->mu: callbacks to the application. */
+struct client_deferred {
+	void (*fn)(struct client_deferred *d);
+	struct client_deferred *next;
 };
 
 struct raftlock_client {
@@ -75,6 +87,7 @@ struct raftlock_client {
 		size_t n, cap;
 		int err; /* the connection failed after these */
 	} inbox;
+	struct client_deferred *deferred, *deferred_tail;
 	struct conn conn;
 	uint64_t conn_gen;
 	uint64_t connect_deadline;
@@ -116,6 +129,14 @@ uint64_t client_random(raftlock_client *c);
 int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 		  struct request **out);
 /* (wants_push requests are watched from the start: see client_watch) */
+
+/* Makes a submitted request asynchronous (c->mu held): see struct request. */
+void client_on_done(raftlock_client *c, struct request *req,
+		    void (*on_done)(raftlock_client *c, struct request *req, int err), void *op,
+		    unsigned timeout_ms);
+
+/* Queues d to run on the I/O thread without c->mu (c->mu held). */
+void client_defer(raftlock_client *c, struct client_deferred *d);
 
 /* Completion of req wakes every waiter of c->cond from now on (c->mu
  * held): for requests a background thread or a blocking acquire watches. */

@@ -124,6 +124,22 @@ void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owne
 	m->rel.owner = owner;
 }
 
+/* Applies a release result to the handle. */
+static int lock_released(raftlock_lock *l, const Raftlock__Result *res, uint32_t *remaining)
+{
+	int rv = res->status;
+	if (rv == 0) {
+		l->count = res->count;
+		if (res->count == 0)
+			l->token = 0;
+		*remaining = res->count;
+	} else if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
+		l->count = 0;
+		l->token = 0;
+	}
+	return rv;
+}
+
 /* Releases one level with c->mu held; 0 or an error, *remaining set. */
 static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 {
@@ -135,16 +151,7 @@ static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
 			   &res);
 	if (rv != 0)
 		return rv;
-	rv = res->status;
-	if (rv == 0) {
-		l->count = res->count;
-		if (res->count == 0)
-			l->token = 0;
-		*remaining = res->count;
-	} else if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
-		l->count = 0;
-		l->token = 0;
-	}
+	rv = lock_released(l, res, remaining);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	return rv;
 }
@@ -404,4 +411,114 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)
 {
 	return raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 0, token);
+}
+
+/* ------------------------------------------------------- asynchronous -- */
+
+struct lock_async {
+	struct client_deferred d; /* first: the deferred callback is the op */
+	raftlock_lock *l;
+	raftlock_lock_cb cb;
+	void *arg;
+	bool acquire;
+	uint64_t seq;
+	int status;
+	uint64_t value;
+};
+
+/* The I/O thread, without c->mu: the application's callback. The call of
+ * the session ends after it, so that a close waits for it. */
+static void lock_async_callback(struct client_deferred *d)
+{
+	struct lock_async *op = (struct lock_async *)d;
+	raftlock_session *s = op->l->session; /* the callback may free the handle */
+	raftlock_client *c = s->client;
+	op->cb(op->l, op->status, op->value, op->arg);
+	pthread_mutex_lock(&c->mu);
+	session_call_end(s);
+	pthread_mutex_unlock(&c->mu);
+	free(op);
+}
+
+/* The I/O thread, c->mu held: the reply came (err 0), or the deadline
+ * passed (err: what a blocking call would report). */
+static void lock_async_done(raftlock_client *c, struct request *req, int err)
+{
+	struct lock_async *op = req->op;
+	raftlock_lock *l = op->l;
+	req->on_done = NULL;
+	if (err != 0) {
+		/* as a blocking call's timeout: a late grant is released */
+		session_abandon(l->session, req, op->seq, op->acquire ? l->name : NULL, l->owner);
+		op->status = err;
+	} else {
+		Raftlock__Envelope *reply = NULL;
+		const Raftlock__Result *res = NULL;
+		op->status = session_mutate_finish(l->session, req, op->seq, &reply, &res);
+		if (op->status == 0) {
+			uint32_t left = 0;
+			if (op->acquire) {
+				op->status = lock_granted(l, res, &op->value);
+			} else {
+				op->status = lock_released(l, res, &left);
+				op->value = left;
+			}
+			raftlock__envelope__free_unpacked(reply, NULL);
+		}
+	}
+	client_defer(c, &op->d);
+}
+
+static int lock_async_submit(raftlock_lock *l, Raftlock__Envelope *env, uint64_t *f_session,
+			     uint64_t *f_seq, uint64_t *f_ack_below, bool acquire,
+			     raftlock_lock_cb cb, void *arg)
+{
+	raftlock_session *s = l->session;
+	raftlock_client *c = s->client;
+	const char *what = acquire ? "try-lock" : "release";
+	struct lock_async *op = calloc(1, sizeof *op);
+	if (op == NULL)
+		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
+	*op = (struct lock_async){
+		.d.fn = lock_async_callback, .l = l, .cb = cb, .arg = arg, .acquire = acquire};
+	struct session_req sr = {
+		.env = env, .f_session = f_session, .f_seq = f_seq, .f_ack_below = f_ack_below};
+	struct request *req;
+	pthread_mutex_lock(&c->mu);
+	int rv = session_call_begin(s);
+	if (rv == 0) {
+		rv = session_mutate_submit(s, &sr, &req);
+		if (rv == 0) {
+			op->seq = *f_seq;
+			client_on_done(c, req, lock_async_done, op, 0);
+		} else {
+			session_call_end(s);
+		}
+	}
+	if (rv != 0)
+		errmsg_set(c, rv, NULL, "%s '%s'", what, l->name);
+	pthread_mutex_unlock(&c->mu);
+	if (rv != 0)
+		free(op);
+	return rv;
+}
+
+RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
+{
+	if (l == NULL || cb == NULL)
+		return RAFTLOCK_EINVAL;
+	struct acquire_msg m;
+	acquire_msg_init(&m, l, RAFTLOCK_EXCLUSIVE, 1, 0);
+	return lock_async_submit(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, true, cb,
+				 arg);
+}
+
+RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
+{
+	if (l == NULL || cb == NULL)
+		return RAFTLOCK_EINVAL;
+	struct lock_release_msg m;
+	lock_release_msg_init(&m, l->name, l->owner);
+	return lock_async_submit(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, false, cb,
+				 arg);
 }

@@ -286,6 +286,32 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *lock, uint32_t *remaining)
 /* The token of this handle's current grant, 0 if it holds nothing. */
 RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
 
+/*
+ * Asynchronous try-lock and release, for programs that drive many locks
+ * from one thread (an event loop): the call only sends the request and
+ * returns; `cb` runs later, exactly once, on the client's I/O thread, with
+ * no library lock held. For a try-lock, status is what raftlock_lock_try()
+ * would return and value the fencing token; for a release, status is what
+ * raftlock_lock_release() would return and value the levels still held.
+ * A request unanswered within the client's request timeout ends with
+ * RAFTLOCK_ETIMEDOUT (or the last transport error), and, as for the
+ * blocking calls, a grant that comes later is released by the library.
+ *
+ * Returns 0 when the request was sent (cb will run), or an error and cb
+ * will not run: RAFTLOCK_EINVAL (NULL lock or cb), RAFTLOCK_ESESSION,
+ * RAFTLOCK_ECANCELED (the session is closing), RAFTLOCK_ENOMEM.
+ *
+ * Threading: callable from any thread, also from a callback. Callbacks of
+ * one client run one at a time and delay that client's other replies while
+ * they run, so keep them short. A callback must not call the blocking
+ * functions of its client, nor close the session or the client (that
+ * would wait for the callback itself). Ownership: the handle must stay
+ * alive until its callbacks have run; a session close waits for them.
+ */
+typedef void (*raftlock_lock_cb)(raftlock_lock *lock, int status, uint64_t value, void *arg);
+RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *lock, raftlock_lock_cb cb, void *arg);
+RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *lock, raftlock_lock_cb cb, void *arg);
+
 /* Frees the handle. A held lock stays held until released or the session
  * ends: release first. NULL is a no-op. */
 RAFTLOCK_API void raftlock_lock_free(raftlock_lock *lock);

@@ -92,32 +92,26 @@ int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result
 	return 0;
 }
 
-int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
-		   const Raftlock__Result **result)
+int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req)
 {
-	raftlock_client *c = s->client;
-	Raftlock__Envelope *r = NULL;
-	const Raftlock__Result *res = NULL;
-	struct request *req;
 	int rv = session_seq_begin(s, sr->f_seq, sr->f_ack_below);
 	if (rv != 0)
 		return rv;
 	*sr->f_session = s->id;
-	uint64_t seq = *sr->f_seq;
-	rv = client_submit(c, sr->env, false, &req);
-	if (rv != 0) {
-		session_seq_end(s, seq);
-		return rv;
-	}
-	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
-	rv = client_wait(c, req, clock_mono_ms() + timeout);
-	if (rv != 0) {
-		session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
-		return rv;
-	}
-	client_take(c, req, &r);
+	rv = client_submit(s->client, sr->env, false, req);
+	if (rv != 0)
+		session_seq_end(s, *sr->f_seq);
+	return rv;
+}
+
+int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq,
+			  Raftlock__Envelope **reply, const Raftlock__Result **result)
+{
+	Raftlock__Envelope *r = NULL;
+	const Raftlock__Result *res = NULL;
+	client_take(s->client, req, &r);
 	session_seq_end(s, seq); /* only final answers complete a request */
-	rv = session_reply_result(r, &res);
+	int rv = session_reply_result(r, &res);
 	if (rv != 0) {
 		raftlock__envelope__free_unpacked(r, NULL);
 		return rv;
@@ -127,6 +121,24 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 	*reply = r;
 	*result = res;
 	return 0;
+}
+
+int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
+		   const Raftlock__Result **result)
+{
+	raftlock_client *c = s->client;
+	struct request *req;
+	int rv = session_mutate_submit(s, sr, &req);
+	if (rv != 0)
+		return rv;
+	uint64_t seq = *sr->f_seq;
+	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
+	rv = client_wait(c, req, clock_mono_ms() + timeout);
+	if (rv != 0) {
+		session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
+		return rv;
+	}
+	return session_mutate_finish(s, req, seq, reply, result);
 }
 
 /* -------------------------------------------------------------- orphans */

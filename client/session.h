@@ -101,6 +101,13 @@ struct session_req {
  * also marks s lost. Errors: transport and response errors (ETIMEDOUT,
  * ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
  */
+/* session_mutate() in two halves, for callers that do not block: the
+ * submit (seq tracked, *req owned by the caller until finished or
+ * abandoned), and the finish of a done request (takes req). */
+int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req);
+int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq,
+			  Raftlock__Envelope **reply, const Raftlock__Result **result);
+
 int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
 		   const Raftlock__Result **result);
 

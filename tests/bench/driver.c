@@ -10,6 +10,8 @@
 
 enum { PHASE_WARMUP, PHASE_WINDOW, PHASE_STOP };
 
+#define DRIVER_ASYNC_DRAIN_S 30
+
 static atomic_int driver_phase;
 static char driver_detail[256];
 static pthread_mutex_t driver_detail_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -43,6 +45,13 @@ static void driver_note(const char *msg)
 	pthread_mutex_unlock(&driver_detail_mu);
 }
 
+struct driver_span {
+	double cpu0, cpu1, self0, self1, t0, elapsed;
+};
+
+static void driver_count(struct driver_thread *t, bool in_window, int rv, double acquire_ms,
+			 const char *err);
+
 static void *driver_thread_main(void *p)
 {
 	struct driver_thread *t = p;
@@ -59,15 +68,7 @@ static void *driver_thread_main(void *p)
 		}
 		if (rv == DRIVER_ABANDONED)
 			break;
-		if (phase == PHASE_WINDOW) {
-			if (rv == 0) {
-				t->pairs++;
-				stats_samples_add(&t->samples, acq);
-			} else {
-				t->errors++;
-				driver_note(err[0] ? err : "error");
-			}
-		}
+		driver_count(t, phase == PHASE_WINDOW, rv, acq, err);
 		if (rv != 0)
 			driver_sleep_ms(10);
 	}
@@ -87,55 +88,46 @@ static void driver_wait(double s)
 	}
 }
 
-int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
-	       struct stats_result *out)
+/* Counts one pair that started in the window (or not). */
+static void driver_count(struct driver_thread *t, bool in_window, int rv, double acquire_ms,
+			 const char *err)
 {
-	if (cfg->clients == 0 || cfg->clients > DRIVER_CLIENTS_MAX)
-		return -1;
-	atomic_store(&driver_phase, PHASE_WARMUP);
-	atomic_store(&driver_unsupported, 0);
-	driver_detail[0] = '\0';
-	struct driver_thread *ts = calloc(cfg->clients, sizeof *ts);
-	if (ts == NULL)
-		return -1;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	unsigned started = 0;
-	for (; started < cfg->clients; started++) {
-		struct driver_thread *t = &ts[started];
-		t->client = started;
-		t->pair = pair;
-		t->arg = arg;
-		if (pthread_create(&t->th, &attr, driver_thread_main, t) != 0)
-			break;
-	}
-	pthread_attr_destroy(&attr);
-	int rv = 0;
-	double cpu0 = 0, cpu1 = 0, t0 = 0, elapsed = 0, self0 = 0, self1 = 0;
-	int self = (int)getpid();
-	if (started < cfg->clients) {
-		rv = -1;
-		atomic_store(&driver_phase, PHASE_STOP);
+	if (!in_window)
+		return;
+	if (rv == 0) {
+		t->pairs++;
+		stats_samples_add(&t->samples, acquire_ms);
 	} else {
-		driver_wait(cfg->warmup_s);
-		cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
-		self0 = stats_proc_cpu(&self, 1);
-		if (cfg->window_hook != NULL)
-			cfg->window_hook(cfg->hook_arg, false);
-		t0 = stats_now();
-		atomic_store(&driver_phase, PHASE_WINDOW);
-		driver_wait(cfg->window_s);
-		atomic_store(&driver_phase, PHASE_STOP);
-		elapsed = stats_now() - t0;
-		cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
-		self1 = stats_proc_cpu(&self, 1);
-		if (cfg->window_hook != NULL)
-			cfg->window_hook(cfg->hook_arg, true);
+		t->errors++;
+		driver_note(err != NULL && err[0] ? err : "error");
 	}
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(ts[i].th, NULL);
+}
 
+/* Warm-up, window, and the CPU and hook readings around the window, while
+ * the clients run. */
+static void driver_window(const struct driver_config *cfg, struct driver_span *span)
+{
+	int self = (int)getpid();
+	driver_wait(cfg->warmup_s);
+	span->cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+	span->self0 = stats_proc_cpu(&self, 1);
+	if (cfg->window_hook != NULL)
+		cfg->window_hook(cfg->hook_arg, false);
+	span->t0 = stats_now();
+	atomic_store(&driver_phase, PHASE_WINDOW);
+	driver_wait(cfg->window_s);
+	atomic_store(&driver_phase, PHASE_STOP);
+	span->elapsed = stats_now() - span->t0;
+	span->cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
+	span->self1 = stats_proc_cpu(&self, 1);
+	if (cfg->window_hook != NULL)
+		cfg->window_hook(cfg->hook_arg, true);
+}
+
+/* Fills *out from the clients' counts and frees them. */
+static void driver_report(const struct driver_config *cfg, struct driver_thread *ts, int rv,
+			  const struct driver_span *span, struct stats_result *out)
+{
 	struct stats_samples **parts = calloc(cfg->clients, sizeof *parts);
 	unsigned long long pairs = 0, errors = 0;
 	for (unsigned i = 0; i < cfg->clients; i++) {
@@ -146,13 +138,14 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	}
 	size_t n = 0;
 	float *all = parts ? stats_merge_sorted(parts, cfg->clients, &n) : NULL;
+	double elapsed = span->elapsed;
 	out->pairs_per_s = elapsed > 0 ? (double)pairs / elapsed : 0;
 	out->p50_ms = stats_quantile(all, n, 0.50);
 	out->p99_ms = stats_quantile(all, n, 0.99);
 	out->max_ms = n ? all[n - 1] : 0;
 	out->errors = errors;
-	out->server_cpu_s_per_1k = pairs ? (cpu1 - cpu0) / (double)pairs * 1000 : 0;
-	out->client_cpu_s_per_1k = pairs ? (self1 - self0) / (double)pairs * 1000 : 0;
+	out->server_cpu_s_per_1k = pairs ? (span->cpu1 - span->cpu0) / (double)pairs * 1000 : 0;
+	out->client_cpu_s_per_1k = pairs ? (span->self1 - span->self0) / (double)pairs * 1000 : 0;
 	out->window_s = elapsed;
 	out->status = atomic_load(&driver_unsupported) ? "unsupported" : rv != 0 ? "failed" : "ok";
 	/* A window without one pair means every client was stuck. */
@@ -170,5 +163,108 @@ int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	for (unsigned i = 0; i < cfg->clients; i++)
 		stats_samples_free(&ts[i].samples);
 	free(ts);
+}
+
+static void driver_reset(void)
+{
+	atomic_store(&driver_phase, PHASE_WARMUP);
+	atomic_store(&driver_unsupported, 0);
+	driver_detail[0] = '\0';
+}
+
+int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
+	       struct stats_result *out)
+{
+	if (cfg->clients == 0 || cfg->clients > DRIVER_CLIENTS_MAX)
+		return -1;
+	driver_reset();
+	struct driver_thread *ts = calloc(cfg->clients, sizeof *ts);
+	if (ts == NULL)
+		return -1;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	unsigned started = 0;
+	for (; started < cfg->clients; started++) {
+		struct driver_thread *t = &ts[started];
+		t->client = started;
+		t->pair = pair;
+		t->arg = arg;
+		if (pthread_create(&t->th, &attr, driver_thread_main, t) != 0)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	int rv = 0;
+	struct driver_span span = {0};
+	if (started < cfg->clients) {
+		rv = -1;
+		atomic_store(&driver_phase, PHASE_STOP);
+	} else {
+		driver_window(cfg, &span);
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(ts[i].th, NULL);
+	driver_report(cfg, ts, rv, &span, out);
+	return rv;
+}
+
+/* ------------------------------------------------------- asynchronous -- */
+
+static struct driver_thread *driver_async;
+static atomic_uint driver_async_active;
+
+bool driver_in_window(void)
+{
+	return atomic_load(&driver_phase) == PHASE_WINDOW;
+}
+
+bool driver_pair_done(unsigned client, bool in_window, int rv, double acquire_ms, const char *err)
+{
+	if (rv == DRIVER_UNSUPPORTED) {
+		driver_note(err != NULL && err[0] ? err : "unsupported");
+		atomic_store(&driver_unsupported, 1);
+	} else {
+		driver_count(&driver_async[client], in_window, rv, acquire_ms, err);
+	}
+	if (!driver_stopping())
+		return true;
+	atomic_fetch_sub(&driver_async_active, 1);
+	return false;
+}
+
+int driver_run_async(const struct driver_config *cfg, driver_start_fn start, void *arg,
+		     struct stats_result *out)
+{
+	if (cfg->clients == 0 || cfg->clients > DRIVER_CLIENTS_MAX)
+		return -1;
+	driver_reset();
+	driver_async = calloc(cfg->clients, sizeof *driver_async);
+	if (driver_async == NULL)
+		return -1;
+	int rv = 0;
+	struct driver_span span = {0};
+	atomic_store(&driver_async_active, cfg->clients);
+	for (unsigned i = 0; i < cfg->clients; i++) {
+		if (start(arg, i) != 0) {
+			atomic_fetch_sub(&driver_async_active, cfg->clients - i);
+			atomic_store(&driver_phase, PHASE_STOP);
+			rv = -1;
+			break;
+		}
+	}
+	if (rv == 0)
+		driver_window(cfg, &span);
+	/* Pairs in flight end within the client's request timeout. */
+	double give_up = stats_now() + DRIVER_ASYNC_DRAIN_S;
+	while (atomic_load(&driver_async_active) > 0 && stats_now() < give_up)
+		driver_sleep_ms(10);
+	if (atomic_load(&driver_async_active) > 0) {
+		/* still referenced by callbacks: leak it rather than free it */
+		fprintf(stderr, "driver: %u clients did not stop\n",
+			atomic_load(&driver_async_active));
+		exit(1);
+	}
+	driver_report(cfg, driver_async, rv, &span, out);
+	driver_async = NULL;
 	return rv;
 }

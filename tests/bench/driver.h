@@ -51,4 +51,18 @@ bool driver_stopping(void);
 int driver_run(const struct driver_config *cfg, driver_pair_fn pair, void *arg,
 	       struct stats_result *out);
 
+/*
+ * The same measurement for asynchronous clients, many per thread: start()
+ * begins client i's first pair and returns 0 (or nonzero: the run fails).
+ * Whoever finishes a pair reports it with driver_pair_done(), from any
+ * thread, passing driver_in_window() as read when the pair started (and rv
+ * as for driver_pair_fn); it returns whether the client should start its
+ * next pair. The run ends when every client has stopped.
+ */
+typedef int (*driver_start_fn)(void *arg, unsigned client);
+bool driver_in_window(void);
+bool driver_pair_done(unsigned client, bool in_window, int rv, double acquire_ms, const char *err);
+int driver_run_async(const struct driver_config *cfg, driver_start_fn start, void *arg,
+		     struct stats_result *out);
+
 #endif

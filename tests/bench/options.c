@@ -19,6 +19,9 @@ static void options_usage(FILE *f, const char *prog, const char *workloads)
 		"  --addresses LIST    host:port of the servers, comma-separated\n"
 		"  --conns N           client objects (connections) shared by the\n"
 		"                      clients of a lock workload (default 1)\n"
+		"  --mode M            raftlock uncontended: async (default: many\n"
+		"                      clients per thread, asynchronous calls) or\n"
+		"                      threads (one thread per client, blocking calls)\n"
 		"  --retry-ms N        poll interval of a busy try-lock (default 1)\n"
 		"  --ttl-ms N          session or lock TTL (default 10000)\n"
 		"  --count N           sessions or locks of a scale workload\n"
@@ -40,6 +43,7 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 	o->addresses = "127.0.0.1:7000";
 	o->retry_ms = 1;
 	o->conns = 1;
+	o->mode = "async";
 	o->ttl_ms = 10000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -66,6 +70,8 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 			o->addresses = v;
 		else if (strcmp(a, "--conns") == 0)
 			o->conns = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(a, "--mode") == 0)
+			o->mode = v;
 		else if (strcmp(a, "--retry-ms") == 0)
 			o->retry_ms = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(a, "--ttl-ms") == 0)
@@ -87,7 +93,8 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 	}
 	if (o->clients < 1 || o->clients > 1024 || !(o->warmup_s >= 0 && o->warmup_s <= 120) ||
 	    !(o->window_s >= 0.1 && o->window_s <= 600) || o->ttl_ms == 0 || o->count > 10000000 ||
-	    o->conns < 1 || o->conns > 64)
+	    o->conns < 1 || o->conns > 64 ||
+	    (strcmp(o->mode, "async") != 0 && strcmp(o->mode, "threads") != 0))
 		goto bad;
 	return 0;
 bad:

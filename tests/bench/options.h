@@ -20,6 +20,7 @@ struct options {
 	const char *addresses; /* --addresses HOST:PORT,... */
 	unsigned retry_ms;     /* --retry-ms N: poll interval of try-locks */
 	unsigned conns;        /* --conns N: client objects (connections) */
+	const char *mode;      /* --mode async|threads (raftlock uncontended) */
 	unsigned ttl_ms;       /* --ttl-ms N: session or lock TTL */
 	unsigned long count;   /* --count N: sessions or locks (scale workloads) */
 	const char *data_dirs; /* --data-dirs DIR,DIR,...: the nodes' data */

@@ -68,6 +68,7 @@ static void examples_run(void **state)
 	expect("lock_delay ex/d 1000", 0, "lock-delay");
 	expect("introspect ex/", 0, "ex/d: token");
 	expect("mutex ex/d", 0, "held by someone else");
+	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
 }
 
 int main(void)
