@@ -70,7 +70,7 @@ int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 	r->id = env->id;
 	r->wants_push = wants_push;
 	pthread_cond_init(&r->cond, &c->condattr);
-	r->wake = wants_push ? &c->cond : &r->cond;
+	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
 	r->next = c->reqs;
 	if (c->reqs != NULL)
@@ -109,6 +109,14 @@ void client_defer(raftlock_client *c, struct client_deferred *d)
 	else
 		c->deferred = d;
 	c->deferred_tail = d;
+}
+
+void client_wake_all(raftlock_client *c)
+{
+	pthread_cond_broadcast(&c->cond);
+	for (struct request *r = c->reqs; r != NULL; r = r->next)
+		if (r->wake == &r->cond)
+			pthread_cond_signal(&r->cond);
 }
 
 void client_watch(raftlock_client *c, struct request *req)
@@ -377,7 +385,7 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT && resp->result->queued) {
 		r->queued = true;
 		raftlock__envelope__free_unpacked(env, NULL);
-		pthread_cond_broadcast(&c->cond);
+		pthread_cond_broadcast(r->wake);
 		return;
 	}
 	client_complete(c, r, env);

@@ -43,10 +43,11 @@ struct request {
 	int last_err;       /* what a timeout reports: ECONNECTION, ... */
 	uint64_t done_boot; /* CLOCK_BOOTTIME ms of completion */
 	Raftlock__Envelope *reply;
-	/* Whom completion wakes: the request's own waiter (cond), or, for
-	 * requests the keepalive thread or a blocking acquire watches, every
-	 * waiter of c->cond. One waiter per request avoids waking every
-	 * thread of a busy client for each answer. */
+	/* Whom completion wakes: the request's own waiter (cond), also for a
+	 * blocking acquire, or, for requests the keepalive thread watches,
+	 * every waiter of c->cond. One waiter per request avoids waking every
+	 * thread of a busy client for each answer or pushed grant; a lost or
+	 * closing session wakes them all (client_wake_all). */
 	pthread_cond_t cond;
 	pthread_cond_t *wake;
 	/* Asynchronous requests: nobody waits; the I/O thread calls on_done
@@ -128,7 +129,6 @@ uint64_t client_random(raftlock_client *c);
  */
 int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 		  struct request **out);
-/* (wants_push requests are watched from the start: see client_watch) */
 
 /* Makes a submitted request asynchronous (c->mu held): see struct request. */
 void client_on_done(raftlock_client *c, struct request *req,
@@ -137,6 +137,10 @@ void client_on_done(raftlock_client *c, struct request *req,
 
 /* Queues d to run on the I/O thread without c->mu (c->mu held). */
 void client_defer(raftlock_client *c, struct client_deferred *d);
+
+/* Wakes every waiter: those of c->cond and each request's own (c->mu
+ * held), when a session is lost or closes. */
+void client_wake_all(raftlock_client *c);
 
 /* Completion of req wakes every waiter of c->cond from now on (c->mu
  * held): for requests a background thread or a blocking acquire watches. */

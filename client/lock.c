@@ -213,7 +213,7 @@ static void lock_wait_push(raftlock_client *c, raftlock_session *s, struct reque
 		if (deadline != 0 && deadline < at)
 			at = deadline;
 		struct timespec ts = clock_mono_deadline(at);
-		pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+		pthread_cond_timedwait(req->wake, &c->mu, &ts);
 	}
 }
 

@@ -78,7 +78,7 @@ void session_mark_lost(raftlock_session *s, int reason)
 	s->lost_reason = reason;
 	s->valid_until = 0;
 	s->cb_pending = s->on_lost != NULL;
-	pthread_cond_broadcast(&s->client->cond);
+	client_wake_all(s->client); /* blocked acquires end */
 }
 
 int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result)
@@ -361,7 +361,7 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 		pthread_cond_wait(&c->cond, &c->mu);
 	/* Calls in other threads end first: a blocked acquire gives up. */
 	s->closing = true;
-	pthread_cond_broadcast(&c->cond);
+	client_wake_all(c);
 	while (s->calls > 0)
 		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
