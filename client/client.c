@@ -55,6 +55,8 @@ static void client_wake_io(raftlock_client *c)
 
 /* ----------------------------------------------------------- requests -- */
 
+static void client_send_now(raftlock_client *c, struct request *r);
+
 int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 		  struct request **out)
 {
@@ -76,7 +78,10 @@ int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 	if (c->reqs != NULL)
 		c->reqs->prev = r;
 	c->reqs = r;
-	client_wake_io(c);
+	if (r->next == NULL)
+		client_send_now(c, r); /* nothing else in flight */
+	else
+		client_wake_io(c); /* sent with the others: fewer, larger writes */
 	*out = r;
 	return 0;
 }
@@ -330,6 +335,23 @@ static void io_send_pending(raftlock_client *c, uint64_t now)
 		if (!io_queue(c, r, now))
 			return; /* out of memory: try again on the next turn */
 	}
+}
+
+/* A lone request is sent by the calling thread itself when the connection
+ * is up and idle: a round trip then costs no wake-up of the I/O thread.
+ * Sending only appends to the socket; the I/O thread reads without the
+ * lock, and only it closes the connection. */
+static void client_send_now(raftlock_client *c, struct request *r)
+{
+	if (c->conn.state != CONN_OPEN || c->drop_conn || conn_wants_write(&c->conn) ||
+	    !io_queue(c, r, clock_mono_ms())) {
+		client_wake_io(c);
+		return;
+	}
+	if (conn_flush(&c->conn) != 0)
+		c->drop_conn = true;
+	if (c->drop_conn || conn_wants_write(&c->conn))
+		client_wake_io(c); /* to fail the connection, or wait until writable */
 }
 
 static void io_redirect(raftlock_client *c, const char *leader)
