@@ -14,9 +14,9 @@ import shutil
 import subprocess
 import sys
 
-SYSTEMS = ["raftlock", "etcd", "redis"]
+SYSTEMS = ["raftlock", "raftlock-threads", "etcd", "redis"]
 # One colour per system in every plot.
-COLORS = {"raftlock": "#1f77b4", "etcd": "#d62728", "redis": "#2ca02c"}
+COLORS = {"raftlock": "#1f77b4", "raftlock-threads": "#17becf", "etcd": "#d62728", "redis": "#2ca02c"}
 LOCK_ORDER = ["uncontended", "contended", "rwlock", "semaphore"]
 # What a peer does not have, said in the table instead of a number.
 PEER_LACKS = {
@@ -80,9 +80,13 @@ def lock_table(runs):
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for wl, n in points:
         rl = find(runs, "raftlock", wl, n)
+        rt = find(runs, "raftlock-threads", wl, n)
         et = find(runs, "etcd", wl, n)
         rd = find(runs, "redis", wl, n)
-        for sysname, r in (("raftlock", rl), ("etcd", et), ("redis", rd)):
+        for sysname, r in (("raftlock", rl), ("raftlock-threads", rt), ("etcd", et),
+                           ("redis", rd)):
+            if r is None and sysname == "raftlock-threads":
+                continue
             if r is None:
                 lack = PEER_LACKS.get(sysname, {}).get(wl)
                 if lack:
@@ -95,7 +99,7 @@ def lock_table(runs):
                     r.get("detail", "").replace("|", "/")))
                 continue
             re_, rr = "", ""
-            if sysname == "raftlock":
+            if sysname.startswith("raftlock"):
                 re_ = ratio(r["pairs_per_s"], et["pairs_per_s"]) if ok(et) else "-"
                 rr = ratio(r["pairs_per_s"], rd["pairs_per_s"]) if ok(rd) else "-"
             out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
