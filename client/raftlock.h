@@ -183,7 +183,10 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * case; the server expires a session it never heard closing. A session
  * already lost because its validity ran out (the server may not have
  * expired it yet) is still closed on the server, on a best-effort basis
- * bounded by one second, and the call returns 0 for it.
+ * bounded by one second, and the call returns 0 for it; so does a session
+ * the server had already declared expired (nothing is left to close).
+ * Asynchronous calls on the session finish first: their callbacks have run
+ * when this returns, so it must not be called from such a callback.
  * NULL is a no-op returning 0.
  */
 RAFTLOCK_API int raftlock_session_close(raftlock_session *session);
