@@ -79,6 +79,8 @@ static void clear_timers(struct leases *l)
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
 	struct idmap_slot *s = idmap_put(&l->sessions, id);
+	if (s == NULL)
+		log_fatal("out of memory");
 	s->a = deadline;
 	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
 }
@@ -315,8 +317,8 @@ int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_kee
 	k->next = l->pending->head;
 	l->pending->head = k;
 	for (size_t i = 0; i < n; i++)
-		if (ids[i] != 0)
-			idmap_put(&l->pending->ids, ids[i]);
+		if (ids[i] != 0 && idmap_put(&l->pending->ids, ids[i]) == NULL)
+			log_fatal("out of memory");
 	return 0;
 }
 
