@@ -436,6 +436,7 @@ static void client_free(raftlock_client *c)
 {
 	while (c->reqs != NULL)
 		client_take(c, c->reqs, NULL);
+	idmap_close(&c->session_ids);
 	conn_close(&c->conn);
 	frame_reader_close(&c->conn.reader);
 	if (c->has_redirect)

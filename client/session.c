@@ -227,6 +227,7 @@ static void session_unlink(raftlock_session *s)
 		c->sessions = s->next;
 	if (s->next != NULL)
 		s->next->prev = s->prev;
+	idmap_del(&c->session_ids, s->id);
 	c->n_sessions--;
 }
 
@@ -275,13 +276,21 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 		rv = session_reply_result(reply, &res);
 	if (rv == 0)
 		rv = res->status;
-	if (rv == 0 && res->session == 0)
+	if (rv == 0 && (res->session == 0 || idmap_get(&c->session_ids, res->session) != NULL))
 		rv = RAFTLOCK_EPROTO;
 	if (rv != 0) {
 		errmsg_set(c, rv, reply != NULL ? reply->response->message : NULL,
 			   "open session (ttl %u ms)", ttl);
 		goto err;
 	}
+	/* Unindexed, the session would get no keepalives: the server lets
+	 * it expire. */
+	struct idmap_slot *slot = idmap_put(&c->session_ids, res->session);
+	if (slot == NULL) {
+		rv = errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session (ttl %u ms)", ttl);
+		goto err;
+	}
+	slot->ptr = s;
 	s->client = c;
 	s->id = res->session;
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
@@ -429,8 +438,6 @@ RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *s)
 
 raftlock_session *session_find(raftlock_client *c, uint64_t id)
 {
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		if (s->id == id)
-			return s;
-	return NULL;
+	struct idmap_slot *slot = idmap_get(&c->session_ids, id);
+	return slot != NULL ? slot->ptr : NULL;
 }
