@@ -90,11 +90,11 @@ struct raftlock_client {
 	/* sessions and keepalives (session.c) */
 	struct raftlock_session *sessions;
 	struct idmap session_ids; /* id -> the session (ptr), for keepalive answers */
-	size_t n_sessions;        /* at most RAFTLOCK_KEEPALIVE_MAX: one keepalive names them all */
 	pthread_t ka_thread;
 	bool ka_stop;
 	uint64_t ka_next;                    /* CLOCK_MONOTONIC ms */
 	struct raftlock_session *cb_session; /* whose on_lost runs now */
+	struct raftlock_session *cb_next;    /* where the callback walk goes on */
 	uint64_t owner_base;
 	uint64_t owner_next;
 };

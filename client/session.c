@@ -227,8 +227,9 @@ static void session_unlink(raftlock_session *s)
 		c->sessions = s->next;
 	if (s->next != NULL)
 		s->next->prev = s->prev;
+	if (c->cb_next == s)
+		c->cb_next = s->next; /* closed by an on_lost callback */
 	idmap_del(&c->session_ids, s->id);
-	c->n_sessions--;
 }
 
 RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
@@ -260,14 +261,6 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	owner.pid = (uint32_t)getpid();
 
 	pthread_mutex_lock(&c->mu);
-	if (c->n_sessions >= RAFTLOCK_KEEPALIVE_MAX) {
-		pthread_mutex_unlock(&c->mu);
-		free(s);
-		return errmsg_set(c, RAFTLOCK_ELIMIT, NULL,
-				  "open session: this client keeps %u sessions already; "
-				  "use another client object",
-				  RAFTLOCK_KEEPALIVE_MAX);
-	}
 	req.nonce = client_random(c);
 	/* The lease starts no earlier than the first send of the request. */
 	uint64_t sent = clock_boot_ms();
@@ -302,7 +295,6 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	if (c->sessions != NULL)
 		c->sessions->prev = s;
 	c->sessions = s;
-	c->n_sessions++;
 	/* Wake the keepalive thread only if this session needs a keepalive
 	 * sooner than planned: each wake walks every session, and opening
 	 * many sessions must not cost a walk each. */
