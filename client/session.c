@@ -348,9 +348,12 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	/* Its on_lost may be running on the keepalive thread right now. */
 	while (c->cb_session == s && !pthread_equal(pthread_self(), c->ka_thread))
 		pthread_cond_wait(&c->cond, &c->mu);
-	/* Calls in other threads end first: a blocked acquire gives up. */
+	/* Calls in other threads end first: a blocked acquire gives up.
+	 * Nobody else needs waking: every wake costs the keepalive thread a
+	 * walk over the sessions, and closing many must not cost one each. */
 	s->closing = true;
-	pthread_cond_broadcast(&c->cond);
+	if (s->calls > 0)
+		pthread_cond_broadcast(&c->cond);
 	while (s->calls > 0)
 		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
@@ -375,7 +378,6 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	}
 	session_unlink(s);
 	lock_free_all(s);
-	pthread_cond_broadcast(&c->cond);
 	free(s->inflight);
 	free(s);
 	return rv;
