@@ -41,8 +41,13 @@ uint64_t client_random(raftlock_client *c)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* Wakes the I/O thread (c->mu held). One write until it has woken: it
+ * takes every request submitted meanwhile in one turn. */
 static void client_wake_io(raftlock_client *c)
 {
+	if (c->io_woken)
+		return;
+	c->io_woken = true;
 	uint64_t one = 1;
 	ssize_t rv = write(c->wake_fd, &one, sizeof one);
 	(void)rv; /* a full counter already means "wake up" */
@@ -420,6 +425,7 @@ static void *io_main(void *arg)
 			uint64_t v;
 			ssize_t rv = read(c->wake_fd, &v, sizeof v);
 			(void)rv;
+			c->io_woken = false;
 		}
 		if (n == 2 && p[1].revents != 0 && c->conn.fd == p[1].fd)
 			io_handle(c, p[1].revents);

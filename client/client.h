@@ -68,6 +68,7 @@ struct raftlock_client {
 	/* I/O thread */
 	pthread_t io_thread;
 	int wake_fd;
+	bool io_woken; /* wake_fd written, not read yet */
 	bool io_stop;
 	struct conn conn;
 	uint64_t conn_gen;
