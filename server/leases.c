@@ -31,7 +31,8 @@ struct keepalive {
 struct renew_batch {
 	struct leases *leases;
 	struct keepalive *head;
-	struct idmap ids;
+	uint64_t *ids; /* of every keepalive, repeats included */
+	size_t n_ids, cap_ids;
 };
 
 void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
@@ -252,7 +253,7 @@ static void finish_batch(struct renew_batch *b, int status)
 		free(k->ids);
 		free(k);
 	}
-	idmap_close(&b->ids);
+	free(b->ids);
 	free(b);
 }
 
@@ -264,6 +265,14 @@ static void renew_done(void *arg, int status, const Raftlock__Result *res)
 	finish_batch(arg, status);
 }
 
+static int id_order(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Proposes one RENEW naming every session of the window once, in id
+ * order: the apply on every node then walks the lease table page by page. */
 static void renew_flush(uv_timer_t *h)
 {
 	struct leases *l = h->data;
@@ -271,23 +280,45 @@ static void renew_flush(uv_timer_t *h)
 	if (b == NULL)
 		return;
 	l->pending = NULL;
-	uint64_t *ids = malloc((b->ids.len ? b->ids.len : 1) * sizeof *ids);
-	if (ids == NULL)
-		log_fatal("out of memory");
+	qsort(b->ids, b->n_ids, sizeof *b->ids, id_order);
 	size_t n = 0;
-	for (size_t i = 0; i < b->ids.cap; i++)
-		if (b->ids.slots[i].key != 0)
-			ids[n++] = b->ids.slots[i].key;
+	for (size_t i = 0; i < b->n_ids; i++)
+		if (b->ids[i] != 0 && (n == 0 || b->ids[i] != b->ids[n - 1]))
+			b->ids[n++] = b->ids[i];
 	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
-	op.sessions = ids;
+	op.sessions = b->ids;
 	op.n_sessions = n;
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
 	cmd.renew = &op;
 	int rv = node_propose(l->node, &cmd, renew_done, b);
-	free(ids);
 	if (rv != 0)
 		finish_batch(b, rv);
+}
+
+/* Room for n more ids in the window's batch (made if there is none). */
+static int renew_reserve(struct leases *l, size_t n)
+{
+	struct renew_batch *b = l->pending;
+	if (b == NULL) {
+		b = calloc(1, sizeof *b);
+		if (b == NULL)
+			return RAFTLOCK_ENOMEM;
+		b->leases = l;
+		l->pending = b;
+		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+	}
+	if (b->n_ids + n <= b->cap_ids)
+		return 0;
+	size_t cap = b->cap_ids ? b->cap_ids : 1024;
+	while (cap < b->n_ids + n)
+		cap *= 2;
+	uint64_t *ids = realloc(b->ids, cap * sizeof *ids);
+	if (ids == NULL)
+		return RAFTLOCK_ENOMEM;
+	b->ids = ids;
+	b->cap_ids = cap;
+	return 0;
 }
 
 int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
@@ -299,26 +330,20 @@ int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_kee
 		return RAFTLOCK_EUNAVAILABLE;
 	struct keepalive *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
-	if (k == NULL || copy == NULL) {
+	if (k == NULL || copy == NULL || renew_reserve(l, n) != 0) {
 		free(k);
 		free(copy);
 		return RAFTLOCK_ENOMEM;
 	}
-	memcpy(copy, ids, n * sizeof *copy);
 	*k = (struct keepalive){cb, arg, copy, n, NULL};
-	if (l->pending == NULL) {
-		l->pending = calloc(1, sizeof *l->pending);
-		if (l->pending == NULL)
-			log_fatal("out of memory");
-		l->pending->leases = l;
-		idmap_init(&l->pending->ids);
-		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+	struct renew_batch *b = l->pending;
+	k->next = b->head;
+	b->head = k;
+	if (n > 0) {
+		memcpy(copy, ids, n * sizeof *copy);
+		memcpy(b->ids + b->n_ids, ids, n * sizeof *ids);
+		b->n_ids += n;
 	}
-	k->next = l->pending->head;
-	l->pending->head = k;
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] != 0 && idmap_put(&l->pending->ids, ids[i]) == NULL)
-			log_fatal("out of memory");
 	return 0;
 }
 
