@@ -84,6 +84,8 @@ static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32
 		log_fatal("out of memory");
 	s->a = deadline;
 	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
+	if (deadline < l->expiry_floor)
+		l->expiry_floor = deadline;
 }
 
 static void rebuild_session(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
@@ -107,6 +109,7 @@ static int rebuild_lock(void *arg, Raftlock__LockRecord *rec)
 void leases_rebuild(struct leases *l)
 {
 	idmap_clear(&l->sessions);
+	l->expiry_floor = UINT64_MAX;
 	clear_timers(l);
 	struct store *st = &l->node->store;
 	MDB_txn *txn = store_begin(st, false);
@@ -151,15 +154,27 @@ static bool due(uint64_t now, uint64_t deadline, uint64_t *proposed_at)
 	return true;
 }
 
+/* Proposes the expiry of each session past its deadline. The walk over
+ * every session runs only once cluster time reaches the floor (the lowest
+ * deadline or re-proposal time it can have missed), not every tick. */
 static void expire_sessions(struct leases *l, uint64_t now)
 {
+	if (now < l->expiry_floor)
+		return;
+	uint64_t floor = UINT64_MAX;
 	for (size_t i = 0; i < l->sessions.cap; i++) {
 		struct idmap_slot *s = &l->sessions.slots[i];
-		if (s->key == 0 || now < s->a)
+		if (s->key == 0)
 			continue;
 		uint64_t at = s->b >> 32;
-		if (!due(now, s->a, &at))
+		if (!due(now, s->a, &at)) {
+			uint64_t next = now < s->a ? s->a : at + REPROPOSE_MS;
+			if (next < floor)
+				floor = next;
 			continue;
+		}
+		if (now + REPROPOSE_MS < floor)
+			floor = now + REPROPOSE_MS;
 		s->b = (s->b & 0xffffffffu) | at << 32;
 		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
 		op.session = s->key;
@@ -167,9 +182,10 @@ static void expire_sessions(struct leases *l, uint64_t now)
 		cmd.op_case = RAFTLOCK__COMMAND__OP_EXPIRE_SESSION;
 		cmd.expire_session = &op;
 		if (node_propose_quiet(l->node, &cmd) != 0)
-			return;
+			return; /* the floor stays: the next tick walks again */
 		log_debug("proposed expiry of session %llu", (unsigned long long)s->key);
 	}
+	l->expiry_floor = floor;
 }
 
 static void expire_timers(struct leases *l, uint64_t now)
@@ -356,6 +372,7 @@ void leases_on_ready(struct leases *l, bool ready)
 			l->sessions.slots[i].b &= 0xffffffffu;
 		for (size_t i = 0; i < l->n_timers; i++)
 			l->timers[i].proposed_at = 0;
+		l->expiry_floor = 0;
 		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
 		uv_timer_stop(&l->expiry_timer);

@@ -35,6 +35,7 @@ struct leases {
 	struct node *node;
 	unsigned window_ms;
 	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 32 */
+	uint64_t expiry_floor; /* no session is due for expiry before this */
 	struct lease_timer *timers;
 	size_t n_timers, cap_timers;
 	uv_timer_t renew_timer;
