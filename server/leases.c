@@ -9,6 +9,11 @@
 
 #define EXPIRY_TICK_MS 50
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
+/* A session's slot keeps its TTL in the low bits of b and the cluster
+ * time of its EXPIRE proposal (0: none) above them. */
+#define TTL_BITS 20
+#define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
+_Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 
 enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
 
@@ -166,7 +171,7 @@ static void expire_sessions(struct leases *l, uint64_t now)
 		struct idmap_slot *s = &l->sessions.slots[i];
 		if (s->key == 0)
 			continue;
-		uint64_t at = s->b >> 32;
+		uint64_t at = s->b >> TTL_BITS;
 		if (!due(now, s->a, &at)) {
 			uint64_t next = now < s->a ? s->a : at + REPROPOSE_MS;
 			if (next < floor)
@@ -175,7 +180,7 @@ static void expire_sessions(struct leases *l, uint64_t now)
 		}
 		if (now + REPROPOSE_MS < floor)
 			floor = now + REPROPOSE_MS;
-		s->b = (s->b & 0xffffffffu) | at << 32;
+		s->b = (s->b & TTL_MASK) | at << TTL_BITS;
 		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
 		op.session = s->key;
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -260,7 +265,7 @@ static void finish_batch(struct renew_batch *b, int status)
 			for (size_t i = 0; i < k->n; i++) {
 				struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
 				st[i] = s ? 0 : RAFTLOCK_ESESSION;
-				ttl[i] = s ? (uint32_t)(s->b & 0xffffffffu) : 0;
+				ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
 			}
 			k->cb(k->arg, 0, st, ttl, k->n);
 			free(st);
@@ -369,7 +374,7 @@ void leases_on_ready(struct leases *l, bool ready)
 	if (ready) {
 		/* Reset proposal marks: this leader has proposed nothing yet. */
 		for (size_t i = 0; i < l->sessions.cap; i++)
-			l->sessions.slots[i].b &= 0xffffffffu;
+			l->sessions.slots[i].b &= TTL_MASK;
 		for (size_t i = 0; i < l->n_timers; i++)
 			l->timers[i].proposed_at = 0;
 		l->expiry_floor = 0;
