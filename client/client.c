@@ -569,6 +569,7 @@ static void client_free(raftlock_client *c)
 	for (size_t i = 0; i < c->inbox.n; i++)
 		raftlock__envelope__free_unpacked(c->inbox.env[i], NULL);
 	free(c->inbox.env);
+	idmap_close(&c->session_ids);
 	conn_close(&c->conn);
 	frame_reader_close(&c->conn.reader);
 	if (c->has_redirect)

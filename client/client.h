@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "idmap.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
 
@@ -109,11 +110,12 @@ struct raftlock_client {
 
 	/* sessions and keepalives (session.c) */
 	struct raftlock_session *sessions;
-	size_t n_sessions; /* at most RAFTLOCK_KEEPALIVE_MAX: one keepalive names them all */
+	struct idmap session_ids; /* id -> the session (ptr), for keepalive answers */
 	pthread_t ka_thread;
 	bool ka_stop;
 	uint64_t ka_next;                    /* CLOCK_MONOTONIC ms */
 	struct raftlock_session *cb_session; /* whose on_lost runs now */
+	struct raftlock_session *cb_next;    /* where the callback walk goes on */
 	uint64_t owner_base;
 	uint64_t owner_next;
 };

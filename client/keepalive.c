@@ -2,26 +2,54 @@
 #include "keepalive.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "clock.h"
 #include "session.h"
 
 #define KEEPALIVE_IDLE_WAKE_MS 1000
-/* Keepalives in flight at once: a slow answer still counts while the next
- * one is already out. */
-#define KEEPALIVE_SLOTS 2
-/* A healthy leader answers within milliseconds (one batched commit). */
-#define KEEPALIVE_SUSPECT_MIN_MS 300
+/* Rounds in flight at once: a slow answer still counts while the next
+ * round is already out. */
+#define KEEPALIVE_ROUNDS 2
 
+_Static_assert(KEEPALIVE_CHUNK <= RAFTLOCK_KEEPALIVE_MAX, "a chunk the server refuses");
+
+/* One request of a round. */
 struct keepalive {
-	struct request *req; /* NULL: a free slot */
-	uint64_t *ids;       /* the sessions the request names, in order */
+	struct keepalive *next;
+	struct request *req;
+	uint64_t round;
+	unsigned suspect_ms;    /* after each send on a connection */
+	uint64_t suspected_gen; /* the connection it was suspected on */
 	size_t n_ids;
-	uint64_t sent_at;    /* CLOCK_MONOTONIC */
-	uint64_t suspect_at; /* CLOCK_MONOTONIC: unanswered, try elsewhere */
-	bool suspected;
+	uint64_t ids[]; /* the sessions it names, in order */
 };
+
+/* The requests in flight, of the current round and the one before. */
+struct keepalive_flight {
+	struct keepalive *head;
+	uint64_t round;
+};
+
+unsigned keepalive_suspect_ms(unsigned interval_ms, size_t ids)
+{
+	unsigned cap =
+		interval_ms > KEEPALIVE_SUSPECT_MIN_MS ? interval_ms : KEEPALIVE_SUSPECT_MIN_MS;
+	unsigned base = interval_ms / 2 > KEEPALIVE_SUSPECT_MIN_MS ? interval_ms / 2
+								   : KEEPALIVE_SUSPECT_MIN_MS;
+	size_t extra = ids / KEEPALIVE_SUSPECT_IDS_PER_MS;
+	return extra >= cap - base ? cap : base + (unsigned)extra;
+}
+
+size_t keepalive_chunks(size_t n)
+{
+	return (n + KEEPALIVE_CHUNK - 1) / KEEPALIVE_CHUNK;
+}
+
+size_t keepalive_chunk_len(size_t n, size_t k)
+{
+	size_t chunks = keepalive_chunks(n);
+	return n / chunks + (k < n % chunks);
+}
 
 static unsigned keepalive_interval(raftlock_client *c)
 {
@@ -36,8 +64,7 @@ static void keepalive_end(raftlock_client *c, struct keepalive *ka)
 {
 	if (ka->req != NULL)
 		client_take(c, ka->req, NULL);
-	free(ka->ids);
-	memset(ka, 0, sizeof *ka);
+	free(ka);
 }
 
 /* Applies an answered keepalive to the sessions it names. */
@@ -74,41 +101,83 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 	}
 }
 
-static void keepalive_send(raftlock_client *c, struct keepalive *ka, unsigned interval)
+/* Drops the requests of rounds older than `keep_from`: their sessions are
+ * named again by a later round. */
+static void keepalive_drop_rounds(raftlock_client *c, struct keepalive_flight *f,
+				  uint64_t keep_from)
 {
-	size_t n = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		n += !s->lost;
-	uint64_t *ids = calloc(n, sizeof *ids);
-	if (ids == NULL)
-		return;
-	n = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		if (!s->lost)
-			ids[n++] = s->id;
+	for (struct keepalive **pp = &f->head; *pp != NULL;) {
+		struct keepalive *ka = *pp;
+		if (ka->round >= keep_from) {
+			pp = &ka->next;
+			continue;
+		}
+		*pp = ka->next;
+		keepalive_end(c, ka);
+	}
+}
+
+/* Sends one request naming the sessions in ka->ids. False if it could not
+ * be encoded or queued (its sessions wait for the next round). */
+static bool keepalive_submit(raftlock_client *c, struct keepalive *ka)
+{
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__KeepAliveRequest req = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
 	env.keepalive = &req;
-	req.sessions = ids;
-	req.n_sessions = n;
-	if (client_submit(c, &env, false, &ka->req) != 0) {
-		free(ids);
-		return;
-	}
+	req.sessions = ka->ids;
+	req.n_sessions = ka->n_ids;
+	if (client_submit(c, &env, false, &ka->req) != 0)
+		return false;
 	client_watch(c, ka->req);
-	ka->ids = ids;
-	ka->n_ids = n;
-	ka->sent_at = clock_mono_ms();
-	ka->suspect_at =
-		ka->sent_at +
-		(interval / 2 > KEEPALIVE_SUSPECT_MIN_MS ? interval / 2 : KEEPALIVE_SUSPECT_MIN_MS);
+	return true;
 }
 
-/* Runs one due on_lost callback without the lock. Returns true if it did. */
-static bool keepalive_fire_one(raftlock_client *c)
+/* Sends a round: every live session named once, in chunks. */
+static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f, unsigned interval)
 {
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
+	f->round++;
+	if (f->round >= KEEPALIVE_ROUNDS)
+		keepalive_drop_rounds(c, f, f->round - KEEPALIVE_ROUNDS + 1);
+	size_t n = 0;
+	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
+		n += !s->lost;
+	raftlock_session *s = c->sessions;
+	size_t ahead = 0;
+	for (size_t k = 0; k < keepalive_chunks(n); k++) {
+		size_t len = keepalive_chunk_len(n, k);
+		struct keepalive *ka = calloc(1, sizeof *ka + len * sizeof ka->ids[0]);
+		for (size_t i = 0; i < len; s = s->next) {
+			if (s->lost)
+				continue;
+			if (ka != NULL)
+				ka->ids[i] = s->id;
+			i++;
+		}
+		if (ka == NULL)
+			continue; /* out of memory: these wait for the next round */
+		ka->n_ids = len;
+		ka->round = f->round;
+		ahead += len;
+		ka->suspect_ms = keepalive_suspect_ms(interval, ahead);
+		if (!keepalive_submit(c, ka)) {
+			free(ka);
+			continue;
+		}
+		ka->next = f->head;
+		f->head = ka;
+	}
+}
+
+/* Runs the due on_lost callbacks without the lock, in one walk over the
+ * sessions: a callback may close sessions, and closing the one the walk
+ * goes to next moves the walk on (session_unlink). Returns true if it ran
+ * any. */
+static bool keepalive_fire(raftlock_client *c)
+{
+	bool ran = false;
+	for (raftlock_session *s = c->sessions; s != NULL; s = c->cb_next) {
+		c->cb_next = s->next;
 		if (!s->cb_pending)
 			continue;
 		s->cb_pending = false;
@@ -118,20 +187,34 @@ static bool keepalive_fire_one(raftlock_client *c)
 		pthread_mutex_lock(&c->mu);
 		c->cb_session = NULL;
 		pthread_cond_broadcast(&c->cond);
-		return true;
+		ran = true;
 	}
-	return false;
+	c->cb_next = NULL;
+	return ran;
+}
+
+/* Whether ka went out on the current connection and may still be
+ * suspected there; *at is when it will be. */
+static bool keepalive_watched(raftlock_client *c, const struct keepalive *ka, uint64_t *at)
+{
+	const struct request *r = ka->req;
+	if (r->done || !r->ever_sent || r->sent_gen != c->conn_gen ||
+	    ka->suspected_gen == r->sent_gen)
+		return false;
+	*at = r->sent_at + ka->suspect_ms;
+	return true;
 }
 
 /* The CLOCK_MONOTONIC time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka, unsigned interval)
+static uint64_t keepalive_wake_at(raftlock_client *c, const struct keepalive_flight *f,
+				  unsigned interval)
 {
 	uint64_t now_m = clock_mono_ms();
 	uint64_t now_b = clock_boot_ms();
-	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS;
-	for (int i = 0; i < KEEPALIVE_SLOTS; i++)
-		if (ka[i].req != NULL && !ka[i].suspected && ka[i].suspect_at < at)
-			at = ka[i].suspect_at;
+	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS, t;
+	for (const struct keepalive *ka = f->head; ka != NULL; ka = ka->next)
+		if (keepalive_watched(c, ka, &t) && t < at)
+			at = t;
 	if (interval != 0 && c->ka_next < at)
 		at = c->ka_next;
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
@@ -144,69 +227,56 @@ static uint64_t keepalive_wake_at(raftlock_client *c, struct keepalive *ka, unsi
 	return at;
 }
 
-/* A slot for the next keepalive: a free one, else the oldest is dropped. */
-static struct keepalive *keepalive_slot(raftlock_client *c, struct keepalive *ka)
-{
-	struct keepalive *oldest = &ka[0];
-	for (int i = 0; i < KEEPALIVE_SLOTS; i++) {
-		if (ka[i].req == NULL)
-			return &ka[i];
-		if (ka[i].sent_at < oldest->sent_at)
-			oldest = &ka[i];
-	}
-	keepalive_end(c, oldest);
-	return oldest;
-}
-
 /* Applies answered keepalives; leaves the node of one unanswered too long. */
-static void keepalive_collect(raftlock_client *c, struct keepalive *ka)
+static void keepalive_collect(raftlock_client *c, struct keepalive_flight *f)
 {
-	uint64_t now = clock_mono_ms();
-	for (int i = 0; i < KEEPALIVE_SLOTS; i++) {
-		if (ka[i].req == NULL)
+	uint64_t now = clock_mono_ms(), at;
+	for (struct keepalive **pp = &f->head; *pp != NULL;) {
+		struct keepalive *ka = *pp;
+		if (ka->req->done) {
+			keepalive_apply(c, ka);
+			*pp = ka->next;
+			keepalive_end(c, ka);
 			continue;
-		if (ka[i].req->done) {
-			keepalive_apply(c, &ka[i]);
-			keepalive_end(c, &ka[i]);
-		} else if (!ka[i].suspected && now >= ka[i].suspect_at) {
+		}
+		if (keepalive_watched(c, ka, &at) && now >= at) {
 			/* paused, cut off or without a quorum: the request
 			 * goes to another node */
-			client_suspect(c, ka[i].req);
-			ka[i].suspected = true;
+			client_suspect(c, ka->req);
+			ka->suspected_gen = ka->req->sent_gen;
 		}
+		pp = &ka->next;
 	}
 }
 
 static void *keepalive_main(void *arg)
 {
 	raftlock_client *c = arg;
-	struct keepalive ka[KEEPALIVE_SLOTS];
-	memset(ka, 0, sizeof ka);
+	struct keepalive_flight f = {0};
 	pthread_mutex_lock(&c->mu);
 	while (!c->ka_stop) {
-		keepalive_collect(c, ka);
+		keepalive_collect(c, &f);
 		uint64_t now_b = clock_boot_ms();
 		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
 			if (!s->lost && now_b >= s->valid_until)
 				session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
 			session_orphans_settle(s);
 		}
-		if (keepalive_fire_one(c))
+		if (keepalive_fire(c))
 			continue;
 		unsigned interval = keepalive_interval(c);
 		uint64_t now_m = clock_mono_ms();
 		if (interval != 0 && now_m >= c->ka_next) {
 			c->ka_next = now_m + interval;
-			keepalive_send(c, keepalive_slot(c, ka), interval);
+			keepalive_send_round(c, &f, interval);
 		}
-		uint64_t at = keepalive_wake_at(c, ka, interval);
+		uint64_t at = keepalive_wake_at(c, &f, interval);
 		if (at > clock_mono_ms()) {
 			struct timespec ts = clock_mono_deadline(at);
 			pthread_cond_timedwait(&c->cond, &c->mu, &ts);
 		}
 	}
-	for (int i = 0; i < KEEPALIVE_SLOTS; i++)
-		keepalive_end(c, &ka[i]);
+	keepalive_drop_rounds(c, &f, UINT64_MAX);
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }

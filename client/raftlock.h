@@ -52,7 +52,7 @@ extern "C" {
 /* Bounds enforced by server and client alike. */
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
-#define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one client keeps alive */
+#define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 

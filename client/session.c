@@ -239,7 +239,9 @@ static void session_unlink(raftlock_session *s)
 		c->sessions = s->next;
 	if (s->next != NULL)
 		s->next->prev = s->prev;
-	c->n_sessions--;
+	if (c->cb_next == s)
+		c->cb_next = s->next; /* closed by an on_lost callback */
+	idmap_del(&c->session_ids, s->id);
 }
 
 RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
@@ -271,14 +273,6 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	owner.pid = (uint32_t)getpid();
 
 	pthread_mutex_lock(&c->mu);
-	if (c->n_sessions >= RAFTLOCK_KEEPALIVE_MAX) {
-		pthread_mutex_unlock(&c->mu);
-		free(s);
-		return errmsg_set(c, RAFTLOCK_ELIMIT, NULL,
-				  "open session: this client keeps %u sessions already; "
-				  "use another client object",
-				  RAFTLOCK_KEEPALIVE_MAX);
-	}
 	req.nonce = client_random(c);
 	/* The lease starts no earlier than the first send of the request. */
 	uint64_t sent = clock_boot_ms();
@@ -287,13 +281,21 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 		rv = session_reply_result(reply, &res);
 	if (rv == 0)
 		rv = res->status;
-	if (rv == 0 && res->session == 0)
+	if (rv == 0 && (res->session == 0 || idmap_get(&c->session_ids, res->session) != NULL))
 		rv = RAFTLOCK_EPROTO;
 	if (rv != 0) {
 		errmsg_set(c, rv, reply != NULL ? reply->response->message : NULL,
 			   "open session (ttl %u ms)", ttl);
 		goto err;
 	}
+	/* Unindexed, the session would get no keepalives: the server lets
+	 * it expire. */
+	struct idmap_slot *slot = idmap_put(&c->session_ids, res->session);
+	if (slot == NULL) {
+		rv = errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session (ttl %u ms)", ttl);
+		goto err;
+	}
+	slot->ptr = s;
 	s->client = c;
 	s->id = res->session;
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
@@ -305,7 +307,6 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	if (c->sessions != NULL)
 		c->sessions->prev = s;
 	c->sessions = s;
-	c->n_sessions++;
 	/* Wake the keepalive thread only if this session needs a keepalive
 	 * sooner than planned: each wake walks every session, and opening
 	 * many sessions must not cost a walk each. */
@@ -359,9 +360,12 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	/* Its on_lost may be running on the keepalive thread right now. */
 	while (c->cb_session == s && !pthread_equal(pthread_self(), c->ka_thread))
 		pthread_cond_wait(&c->cond, &c->mu);
-	/* Calls in other threads end first: a blocked acquire gives up. */
+	/* Calls in other threads end first: a blocked acquire gives up.
+	 * Nobody else needs waking: every wake costs the keepalive thread a
+	 * walk over the sessions, and closing many must not cost one each. */
 	s->closing = true;
-	client_wake_all(c);
+	if (s->calls > 0)
+		client_wake_all(c);
 	while (s->calls > 0)
 		pthread_cond_wait(&c->cond, &c->mu);
 	int rv = 0;
@@ -386,7 +390,6 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	}
 	session_unlink(s);
 	lock_free_all(s);
-	pthread_cond_broadcast(&c->cond);
 	free(s->inflight);
 	free(s);
 	return rv;
@@ -441,8 +444,6 @@ RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *s)
 
 raftlock_session *session_find(raftlock_client *c, uint64_t id)
 {
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
-		if (s->id == id)
-			return s;
-	return NULL;
+	struct idmap_slot *slot = idmap_get(&c->session_ids, id);
+	return slot != NULL ? slot->ptr : NULL;
 }

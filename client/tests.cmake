@@ -5,7 +5,7 @@
 # existing target gets what a client test needs, a missing one is made.
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
-foreach(_t errors options validity fake async cli introspect)
+foreach(_t errors options validity keepalive fake async cli introspect)
   set(_name test_client_${_t})
   if(NOT TARGET ${_name})
     add_executable(${_name} ${PROJECT_SOURCE_DIR}/tests/unit/${_name}.c)

@@ -290,19 +290,21 @@ static void resume_waits(struct apply *a, uint64_t id)
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
 
-/* Renewals touch only the lease table: the most frequent command by far. */
+/* Renewals touch only the lease table: the most frequent command by far,
+ * naming up to every session at once (the leader lists them in order). */
 static void do_renew(struct apply *a, const Raftlock__Renew *op)
 {
-	struct store *st = a->fsm->store;
+	struct store_lease_walk w;
+	store_lease_walk_begin(a->fsm->store, a->txn, &w);
 	for (size_t i = 0; i < op->n_sessions; i++) {
 		uint64_t deadline;
 		uint32_t ttl;
-		if (!store_get_lease(st, a->txn, op->sessions[i], &deadline, &ttl))
+		if (!store_lease_walk_find(&w, op->sessions[i], &deadline, &ttl))
 			continue;
 		if (a->now + ttl > deadline) {
 			bool revived = a->now >= deadline;
 			deadline = a->now + ttl;
-			store_put_lease(st, a->txn, op->sessions[i], deadline, ttl);
+			store_lease_walk_set(&w, deadline);
 			if (revived)
 				resume_waits(a, op->sessions[i]);
 		}
@@ -311,6 +313,7 @@ static void do_renew(struct apply *a, const Raftlock__Renew *op)
 					   .deadline = deadline,
 					   .ttl_ms = ttl});
 	}
+	store_lease_walk_end(&w);
 }
 
 /* Rule 4: expire only if this entry's cluster time is at or past the

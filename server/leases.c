@@ -9,6 +9,11 @@
 
 #define EXPIRY_TICK_MS 50
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
+/* A session's slot keeps its TTL in the low bits of b and the cluster
+ * time of its EXPIRE proposal (0: none) above them. */
+#define TTL_BITS 20
+#define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
+_Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 
 enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
 
@@ -31,7 +36,8 @@ struct keepalive {
 struct renew_batch {
 	struct leases *leases;
 	struct keepalive *head;
-	struct idmap ids;
+	uint64_t *ids; /* of every keepalive, repeats included */
+	size_t n_ids, cap_ids;
 };
 
 void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
@@ -79,8 +85,12 @@ static void clear_timers(struct leases *l)
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
 	struct idmap_slot *s = idmap_put(&l->sessions, id);
+	if (s == NULL)
+		log_fatal("out of memory");
 	s->a = deadline;
 	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
+	if (deadline < l->expiry_floor)
+		l->expiry_floor = deadline;
 }
 
 static void rebuild_session(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
@@ -104,6 +114,7 @@ static int rebuild_lock(void *arg, Raftlock__LockRecord *rec)
 void leases_rebuild(struct leases *l)
 {
 	idmap_clear(&l->sessions);
+	l->expiry_floor = UINT64_MAX;
 	clear_timers(l);
 	struct store *st = &l->node->store;
 	MDB_txn *txn = store_begin(st, false);
@@ -148,25 +159,38 @@ static bool due(uint64_t now, uint64_t deadline, uint64_t *proposed_at)
 	return true;
 }
 
+/* Proposes the expiry of each session past its deadline. The walk over
+ * every session runs only once cluster time reaches the floor (the lowest
+ * deadline or re-proposal time it can have missed), not every tick. */
 static void expire_sessions(struct leases *l, uint64_t now)
 {
+	if (now < l->expiry_floor)
+		return;
+	uint64_t floor = UINT64_MAX;
 	for (size_t i = 0; i < l->sessions.cap; i++) {
 		struct idmap_slot *s = &l->sessions.slots[i];
-		if (s->key == 0 || now < s->a)
+		if (s->key == 0)
 			continue;
-		uint64_t at = s->b >> 32;
-		if (!due(now, s->a, &at))
+		uint64_t at = s->b >> TTL_BITS;
+		if (!due(now, s->a, &at)) {
+			uint64_t next = now < s->a ? s->a : at + REPROPOSE_MS;
+			if (next < floor)
+				floor = next;
 			continue;
-		s->b = (s->b & 0xffffffffu) | at << 32;
+		}
+		if (now + REPROPOSE_MS < floor)
+			floor = now + REPROPOSE_MS;
+		s->b = (s->b & TTL_MASK) | at << TTL_BITS;
 		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
 		op.session = s->key;
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_EXPIRE_SESSION;
 		cmd.expire_session = &op;
 		if (node_propose_quiet(l->node, &cmd) != 0)
-			return;
+			return; /* the floor stays: the next tick walks again */
 		log_debug("proposed expiry of session %llu", (unsigned long long)s->key);
 	}
+	l->expiry_floor = floor;
 }
 
 static void expire_timers(struct leases *l, uint64_t now)
@@ -241,7 +265,7 @@ static void finish_batch(struct renew_batch *b, int status)
 			for (size_t i = 0; i < k->n; i++) {
 				struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
 				st[i] = s ? 0 : RAFTLOCK_ESESSION;
-				ttl[i] = s ? (uint32_t)(s->b & 0xffffffffu) : 0;
+				ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
 			}
 			k->cb(k->arg, 0, st, ttl, k->n);
 			free(st);
@@ -250,7 +274,7 @@ static void finish_batch(struct renew_batch *b, int status)
 		free(k->ids);
 		free(k);
 	}
-	idmap_close(&b->ids);
+	free(b->ids);
 	free(b);
 }
 
@@ -262,6 +286,14 @@ static void renew_done(void *arg, int status, const Raftlock__Result *res)
 	finish_batch(arg, status);
 }
 
+static int id_order(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Proposes one RENEW naming every session of the window once, in id
+ * order: the apply on every node then walks the lease table page by page. */
 static void renew_flush(uv_timer_t *h)
 {
 	struct leases *l = h->data;
@@ -269,23 +301,45 @@ static void renew_flush(uv_timer_t *h)
 	if (b == NULL)
 		return;
 	l->pending = NULL;
-	uint64_t *ids = malloc((b->ids.len ? b->ids.len : 1) * sizeof *ids);
-	if (ids == NULL)
-		log_fatal("out of memory");
+	qsort(b->ids, b->n_ids, sizeof *b->ids, id_order);
 	size_t n = 0;
-	for (size_t i = 0; i < b->ids.cap; i++)
-		if (b->ids.slots[i].key != 0)
-			ids[n++] = b->ids.slots[i].key;
+	for (size_t i = 0; i < b->n_ids; i++)
+		if (b->ids[i] != 0 && (n == 0 || b->ids[i] != b->ids[n - 1]))
+			b->ids[n++] = b->ids[i];
 	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
-	op.sessions = ids;
+	op.sessions = b->ids;
 	op.n_sessions = n;
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
 	cmd.renew = &op;
 	int rv = node_propose(l->node, &cmd, renew_done, b);
-	free(ids);
 	if (rv != 0)
 		finish_batch(b, rv);
+}
+
+/* Room for n more ids in the window's batch (made if there is none). */
+static int renew_reserve(struct leases *l, size_t n)
+{
+	struct renew_batch *b = l->pending;
+	if (b == NULL) {
+		b = calloc(1, sizeof *b);
+		if (b == NULL)
+			return RAFTLOCK_ENOMEM;
+		b->leases = l;
+		l->pending = b;
+		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+	}
+	if (b->n_ids + n <= b->cap_ids)
+		return 0;
+	size_t cap = b->cap_ids ? b->cap_ids : 1024;
+	while (cap < b->n_ids + n)
+		cap *= 2;
+	uint64_t *ids = realloc(b->ids, cap * sizeof *ids);
+	if (ids == NULL)
+		return RAFTLOCK_ENOMEM;
+	b->ids = ids;
+	b->cap_ids = cap;
+	return 0;
 }
 
 int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
@@ -297,26 +351,20 @@ int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_kee
 		return RAFTLOCK_EUNAVAILABLE;
 	struct keepalive *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
-	if (k == NULL || copy == NULL) {
+	if (k == NULL || copy == NULL || renew_reserve(l, n) != 0) {
 		free(k);
 		free(copy);
 		return RAFTLOCK_ENOMEM;
 	}
-	memcpy(copy, ids, n * sizeof *copy);
 	*k = (struct keepalive){cb, arg, copy, n, NULL};
-	if (l->pending == NULL) {
-		l->pending = calloc(1, sizeof *l->pending);
-		if (l->pending == NULL)
-			log_fatal("out of memory");
-		l->pending->leases = l;
-		idmap_init(&l->pending->ids);
-		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+	struct renew_batch *b = l->pending;
+	k->next = b->head;
+	b->head = k;
+	if (n > 0) {
+		memcpy(copy, ids, n * sizeof *copy);
+		memcpy(b->ids + b->n_ids, ids, n * sizeof *ids);
+		b->n_ids += n;
 	}
-	k->next = l->pending->head;
-	l->pending->head = k;
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] != 0)
-			idmap_put(&l->pending->ids, ids[i]);
 	return 0;
 }
 
@@ -326,9 +374,10 @@ void leases_on_ready(struct leases *l, bool ready)
 	if (ready) {
 		/* Reset proposal marks: this leader has proposed nothing yet. */
 		for (size_t i = 0; i < l->sessions.cap; i++)
-			l->sessions.slots[i].b &= 0xffffffffu;
+			l->sessions.slots[i].b &= TTL_MASK;
 		for (size_t i = 0; i < l->n_timers; i++)
 			l->timers[i].proposed_at = 0;
+		l->expiry_floor = 0;
 		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
 		uv_timer_stop(&l->expiry_timer);

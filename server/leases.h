@@ -34,7 +34,8 @@ struct leases {
 	uv_loop_t *loop;
 	struct node *node;
 	unsigned window_ms;
-	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 32 */
+	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 20 */
+	uint64_t expiry_floor; /* no session is due for expiry before this */
 	struct lease_timer *timers;
 	size_t n_timers, cap_timers;
 	uv_timer_t renew_timer;

@@ -253,6 +253,8 @@ static void pending_free(struct pending *p)
 static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c, uint64_t id)
 {
 	struct idmap_slot *slot = idmap_put(&s->pushes, session);
+	if (slot == NULL)
+		log_fatal("out of memory");
 	for (struct push_target *t = slot->ptr; t != NULL; t = t->next) {
 		if (t->seq == seq) { /* a retry moves the push (DESIGN.md) */
 			t->conn = c;

@@ -247,20 +247,25 @@ static void lease_decode(const uint8_t v[12], uint64_t *deadline, uint32_t *ttl_
 	*ttl_ms = (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11];
 }
 
+/* The outcome of looking a lease up: false when there is none. */
+static bool lease_found(int rc, const MDB_val *val, uint64_t *deadline, uint32_t *ttl_ms)
+{
+	if (rc == MDB_NOTFOUND)
+		return false;
+	check(rc, "get lease");
+	if (val->mv_size != 12)
+		log_fatal("lmdb lease record has %zu bytes: damaged store", val->mv_size);
+	lease_decode(val->mv_data, deadline, ttl_ms);
+	return true;
+}
+
 bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadline,
 		     uint32_t *ttl_ms)
 {
 	uint8_t k[8];
 	put_u64(k, id);
 	MDB_val key = {8, k}, val;
-	int rc = mdb_get(txn, s->leases, &key, &val);
-	if (rc == MDB_NOTFOUND)
-		return false;
-	check(rc, "get lease");
-	if (val.mv_size != 12)
-		log_fatal("lmdb lease record has %zu bytes: damaged store", val.mv_size);
-	lease_decode(val.mv_data, deadline, ttl_ms);
-	return true;
+	return lease_found(mdb_get(txn, s->leases, &key, &val), &val, deadline, ttl_ms);
 }
 
 void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
@@ -279,6 +284,39 @@ void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadli
 void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id)
 {
 	del_u64(txn, s->leases, id);
+}
+
+void store_lease_walk_begin(struct store *s, MDB_txn *txn, struct store_lease_walk *w)
+{
+	check(mdb_cursor_open(txn, s->leases, &w->cur), "cursor");
+}
+
+bool store_lease_walk_find(struct store_lease_walk *w, uint64_t id, uint64_t *deadline,
+			   uint32_t *ttl_ms)
+{
+	put_u64(w->key, id);
+	MDB_val key = {8, w->key}, val;
+	if (!lease_found(mdb_cursor_get(w->cur, &key, &val, MDB_SET_KEY), &val, deadline, ttl_ms))
+		return false;
+	memcpy(w->val, val.mv_data, 12);
+	return true;
+}
+
+void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline)
+{
+	put_u64(w->val, deadline);
+	MDB_val key = {8, w->key}, val = {12, w->val};
+	/* in place: same key, same size */
+	int rc = mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT);
+	if (rc == MDB_MAP_FULL)
+		log_fatal("lmdb map full: raise map-size and restart");
+	check(rc, "put lease");
+}
+
+void store_lease_walk_end(struct store_lease_walk *w)
+{
+	mdb_cursor_close(w->cur);
+	w->cur = NULL;
 }
 
 void store_scan_leases(struct store *s, MDB_txn *txn,

@@ -77,6 +77,27 @@ void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadli
 		     uint32_t ttl_ms);
 void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id);
 
+/*
+ * A walk over leases with one cursor, for renewals that name many
+ * sessions: each find seeks afresh (ids in ascending order touch each page
+ * once), and set rewrites the lease found last in place. Between a find
+ * and its set nothing else may write the lease table; anything may happen
+ * between a set (or a find) and the next find. Valid until the end of the
+ * transaction; end it before that.
+ */
+struct store_lease_walk {
+	MDB_cursor *cur;
+	uint8_t key[8], val[12];
+};
+
+void store_lease_walk_begin(struct store *s, MDB_txn *txn, struct store_lease_walk *w);
+/* The lease of id, or false when there is none. */
+bool store_lease_walk_find(struct store_lease_walk *w, uint64_t id, uint64_t *deadline,
+			   uint32_t *ttl_ms);
+/* Moves the deadline of the lease found last (the find returned true). */
+void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline);
+void store_lease_walk_end(struct store_lease_walk *w);
+
 /* Visits every lease in id order. */
 void store_scan_leases(struct store *s, MDB_txn *txn,
 		       void (*visit)(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms),

@@ -3,13 +3,14 @@
  *
  * sessions: opens --count idle sessions (TTL --ttl-ms) spread over --clients
  *   client objects (as many processes would hold them) and keeps them alive
- *   through the library's keepalives (one batched request per client every
- *   TTL/3) for --window seconds. Reports leader and cluster CPU, keepalive
- *   latency, lost sessions, server and client memory. Keepalive latency is
- *   read from the outside: the library moves a session's valid_until when a
- *   keepalive is acknowledged, to the keepalive's send time plus TTL minus
- *   the margin, so polling one session per client gives (time the change is
- *   seen) - (send time) for each keepalive request.
+ *   through the library's keepalives (a round per client every TTL/3, in
+ *   requests of up to 8192 sessions) for --window seconds. Reports leader
+ *   and cluster CPU, keepalive latency, lost sessions, server and client
+ *   memory. Keepalive latency is read from the outside: the library moves a
+ *   session's valid_until when a keepalive is acknowledged, to the
+ *   keepalive's send time plus TTL minus the margin, so polling one session
+ *   per client gives (time the change is seen) - (send time) for each
+ *   keepalive request.
  * state: takes --count locks (held, about 1000 per session, from --clients
  *   threads), then reports
  *   the servers' RSS and LMDB size, and times, through the runner's shell
@@ -141,7 +142,7 @@ int scale_sessions(struct rlbench *b)
 	double c0 = stats_proc_cpu(o->pids, o->n_pids);
 
 	/* Sample: one open session per client, since a client renews all its
-	 * sessions in one request. */
+	 * sessions at once (in one request up to 8192 of them). */
 	raftlock_session *sample[SCALE_CLIENTS_MAX];
 	uint64_t last[SCALE_CLIENTS_MAX];
 	unsigned long acks[SCALE_CLIENTS_MAX] = {0}, per_client[SCALE_CLIENTS_MAX] = {0};

@@ -132,6 +132,9 @@ struct fake_entry fake_nth(struct fake *f, Raftlock__Envelope__BodyCase body, in
 
 static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
+	f->keepalives++;
+	if (req->keepalive->n_sessions > f->keepalive_most)
+		f->keepalive_most = req->keepalive->n_sessions;
 	if (f->keepalive_silent)
 		return;
 	if (f->keepalive_delay_ms > 0)

@@ -61,6 +61,8 @@ struct fake {
 				       carries the grant's token */
 	/* state */
 	int conns_seen;
+	int keepalives;        /* keepalive requests received (the log may be full) */
+	size_t keepalive_most; /* most sessions one of them named */
 	uint64_t next_session;
 	uint64_t next_token;
 	struct fake_entry log[FAKE_LOG];

@@ -15,6 +15,7 @@
 
 #include "client_fakeserver.h"
 #include "clock.h"
+#include "keepalive.h"
 #include "raftlock.h"
 
 /* ------------------------------------------------------------ helpers -- */
@@ -520,6 +521,41 @@ static void test_server_says_session_gone(void **state)
 	rig_down(&r);
 }
 
+/* More sessions than one keepalive request may name: a round goes out as
+ * several requests, none above KEEPALIVE_CHUNK, on the one connection,
+ * and every session is renewed. */
+static void test_keepalive_rounds_are_split(void **state)
+{
+	(void)state;
+	enum { N = KEEPALIVE_CHUNK + 1000 };
+	static raftlock_session *s[N];
+	static uint64_t v0[N];
+	struct fake *f = fake_start(FAKE_LEADER);
+	raftlock_client *c = client_for(f->addr, 3000);
+	struct raftlock_session_options so = {.ttl_ms = 3000};
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(raftlock_session_open(c, &so, &s[i]), 0);
+		v0[i] = raftlock_session_valid_until(s[i]);
+	}
+	int renewed = 0;
+	for (int t = 0; t < 200 && renewed < N; t++) {
+		sleep_ms(50);
+		for (renewed = 0; renewed < N; renewed++)
+			if (raftlock_session_valid_until(s[renewed]) <= v0[renewed])
+				break;
+	}
+	assert_int_equal(renewed, N);
+	pthread_mutex_lock(&f->mu);
+	assert_true(f->keepalives >= 2);
+	assert_true(f->keepalive_most <= KEEPALIVE_CHUNK);
+	assert_int_equal(f->conns_seen, 1);
+	pthread_mutex_unlock(&f->mu);
+	for (int i = 0; i < N; i++)
+		assert_true(raftlock_session_valid(s[i]));
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
 static void test_nobody_listening(void **state)
 {
 	(void)state;
@@ -560,6 +596,7 @@ int main(void)
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_validity_counts_from_the_send),
 		cmocka_unit_test(test_server_says_session_gone),
+		cmocka_unit_test(test_keepalive_rounds_are_split),
 		cmocka_unit_test(test_nobody_listening),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

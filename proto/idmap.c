@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "raftlock.h"
 
 static size_t slot_of(const struct idmap *m, uint64_t key)
 {
@@ -42,27 +42,9 @@ struct idmap_slot *idmap_get(struct idmap *m, uint64_t key)
 	}
 }
 
-static void grow(struct idmap *m)
+/* Places a key known to be absent, with room for it. */
+static struct idmap_slot *place(struct idmap *m, uint64_t key)
 {
-	struct idmap old = *m;
-	m->cap = old.cap ? old.cap * 2 : 64;
-	m->slots = calloc(m->cap, sizeof *m->slots);
-	if (m->slots == NULL)
-		log_fatal("out of memory");
-	m->len = 0;
-	for (size_t i = 0; i < old.cap; i++)
-		if (old.slots[i].key != 0)
-			*idmap_put(m, old.slots[i].key) = old.slots[i];
-	free(old.slots);
-}
-
-struct idmap_slot *idmap_put(struct idmap *m, uint64_t key)
-{
-	struct idmap_slot *s = idmap_get(m, key);
-	if (s != NULL)
-		return s;
-	if ((m->len + 1) * 4 > m->cap * 3)
-		grow(m);
 	size_t i = slot_of(m, key);
 	while (m->slots[i].key != 0)
 		i = (i + 1) & (m->cap - 1);
@@ -70,6 +52,33 @@ struct idmap_slot *idmap_put(struct idmap *m, uint64_t key)
 	m->slots[i].key = key;
 	m->len++;
 	return &m->slots[i];
+}
+
+static int grow(struct idmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 64;
+	struct idmap_slot *slots = calloc(cap, sizeof *slots);
+	if (slots == NULL)
+		return RAFTLOCK_ENOMEM;
+	struct idmap old = *m;
+	m->slots = slots;
+	m->cap = cap;
+	m->len = 0;
+	for (size_t i = 0; i < old.cap; i++)
+		if (old.slots[i].key != 0)
+			*place(m, old.slots[i].key) = old.slots[i];
+	free(old.slots);
+	return 0;
+}
+
+struct idmap_slot *idmap_put(struct idmap *m, uint64_t key)
+{
+	struct idmap_slot *s = idmap_get(m, key);
+	if (s != NULL)
+		return s;
+	if ((m->len + 1) * 4 > m->cap * 3 && grow(m) != 0)
+		return NULL;
+	return place(m, key);
 }
 
 void idmap_del(struct idmap *m, uint64_t key)
