@@ -27,6 +27,7 @@ struct tcluster {
 	pid_t pid[TCLUSTER_MAX];
 	unsigned election_ms;
 	unsigned snapshot_threshold;
+	unsigned snapshot_trailing; /* 0: the node's default */
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
