@@ -130,6 +130,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 			log_error("snapshot image at %llu is damaged", (unsigned long long)index);
 			return RAFT_CORRUPT;
 		}
+		n->snapshots_restored++;
 		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
 			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
 		if (n->hooks.on_restore != NULL)

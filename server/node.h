@@ -78,6 +78,7 @@ struct node {
 
 	struct proposal *inflight_head, *inflight_tail;
 	uint64_t entries_proposed, commands_proposed;
+	uint64_t snapshots_restored; /* restores that replaced the store */
 
 	bool stopping;
 	bool closing_raft;
