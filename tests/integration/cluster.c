@@ -228,6 +228,17 @@ void tcluster_restart(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
+void tcluster_replace(struct tcluster *c, int i)
+{
+	char cmd[320];
+	if (c->pid[i] > 0)
+		tcluster_stop(c, i);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/n%d'", c->dir, i + 1);
+	if (system(cmd) != 0)
+		die("removing a data directory");
+	spawn(c, i);
+}
+
 /* Counts sanitizer reports in node i's log (every start appends to it). */
 static int sanitizer_reports(struct tcluster *c, int i)
 {

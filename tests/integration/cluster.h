@@ -41,6 +41,10 @@ int tcluster_destroy(struct tcluster *c);
 /* Starts node i again with its data directory. */
 void tcluster_restart(struct tcluster *c, int i);
 
+/* Stops node i, deletes its whole data directory and starts it again empty
+ * with the same id and members, as when its machine is replaced. */
+void tcluster_replace(struct tcluster *c, int i);
+
 /* Sends sig to node i; SIGKILL also reaps it. */
 void tcluster_signal(struct tcluster *c, int i, int sig);
 
