@@ -12,7 +12,10 @@
  * (read before asking, in the same term) has lost its data. The leader then
  * hands leadership to the most up-to-date other voter: a new leader starts
  * with fresh replication state and brings the member back by snapshot and
- * log.
+ * log. A member that lags by more than the snapshot threshold while this
+ * leader's last snapshot is as old makes it take a new snapshot first
+ * (node_snapshot_soon), so that the member restores a recent state instead
+ * of replaying a long log.
  *
  * Loop thread only. Every handle and request is released by
  * followers_close(); the loop can be closed after its close callbacks ran.
