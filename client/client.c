@@ -259,6 +259,7 @@ static void io_connect(raftlock_client *c)
 	struct conn_addr redirect = {0};
 	const struct conn_addr *a;
 	c->conn_gen++;
+	c->owed_since = 0;
 	if (c->has_redirect) {
 		redirect = c->redirect;
 		memset(&c->redirect, 0, sizeof c->redirect);
@@ -301,13 +302,12 @@ void client_suspect(raftlock_client *c, struct request *req)
 	}
 }
 
-/* Whether a request sent on this connection has waited too long. Queued
- * acquires wait for their push as long as they must. */
-static bool io_stalled(raftlock_client *c, uint64_t now)
+/* Whether a request sent on this connection before older_than is still
+ * unanswered. Queued acquires wait for their push as long as they must. */
+static bool io_owes(raftlock_client *c, uint64_t older_than)
 {
 	for (struct request *r = c->reqs; r != NULL; r = r->next)
-		if (!r->done && !r->queued && r->sent_gen == c->conn_gen &&
-		    now - r->sent_at > CLIENT_STALL_MS)
+		if (!r->done && !r->queued && r->sent_gen == c->conn_gen && r->sent_at < older_than)
 			return true;
 	return false;
 }
@@ -319,12 +319,26 @@ static bool io_queue(raftlock_client *c, struct request *r, uint64_t now)
 		return false;
 	if (!r->ever_sent)
 		r->first_sent_boot = clock_boot_ms();
+	if (c->owed_since == 0)
+		c->owed_since = now;
 	r->sent_gen = c->conn_gen;
 	r->sent_at = now;
 	r->ever_sent = true;
 	if (r->last_err == RAFTLOCK_ECONNECTION)
 		r->last_err = RAFTLOCK_ETIMEDOUT;
 	return true;
+}
+
+/* Whether a request sent on this connection has waited too long, or the
+ * node has said nothing for as long while it owed an answer. The second
+ * also counts requests whose callers gave up: calls shorter than
+ * CLIENT_STALL_MS would otherwise keep a client on a node whose loop is
+ * stuck (restoring a large snapshot, say) for as long as it is. */
+static bool io_stalled(raftlock_client *c, uint64_t now)
+{
+	if (c->owed_since != 0 && now - c->owed_since > CLIENT_STALL_MS)
+		return true;
+	return now > CLIENT_STALL_MS && io_owes(c, now - CLIENT_STALL_MS);
 }
 
 static void io_send_pending(raftlock_client *c, uint64_t now)
@@ -445,6 +459,11 @@ static void io_handle(raftlock_client *c, short revents)
 	struct inbox *in = &c->inbox;
 	for (size_t i = 0; i < in->n; i++)
 		io_dispatch(c, in->env[i]);
+	if (in->n > 0) {
+		/* the node spoke: it owes nothing, or owes since now */
+		uint64_t now = clock_mono_ms();
+		c->owed_since = io_owes(c, now + 1) ? now : 0;
+	}
 	in->n = 0;
 	if (in->err != 0) {
 		in->err = 0;

@@ -98,9 +98,11 @@ struct raftlock_client {
 	bool has_redirect;
 	uint64_t reconnect_at; /* CLOCK_MONOTONIC ms */
 	unsigned backoff_ms;
-	unsigned hops;   /* failures and redirects since a good reply */
-	bool drop_conn;  /* close after the frames in hand */
-	char *conn_text; /* address of the current connection */
+	unsigned hops;       /* failures and redirects since a good reply */
+	bool drop_conn;      /* close after the frames in hand */
+	char *conn_text;     /* address of the current connection */
+	uint64_t owed_since; /* CLOCK_MONOTONIC ms since which the connection
+				owes an answer and has sent nothing; 0: none owed */
 	struct {
 		uint64_t hash;  /* of an address that could not be reached */
 		uint64_t until; /* CLOCK_MONOTONIC ms */

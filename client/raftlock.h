@@ -116,6 +116,8 @@ struct raftlock_client_options {
 
 /*
  * Opens a client. Does not connect yet: the first request finds the leader.
+ * A node that has sent nothing for 5 s while it owed an answer (also to
+ * calls that timed out meanwhile) is left for the next address.
  * Starts the client's I/O thread and keepalive thread.
  * *out is owned by the caller: close it with raftlock_client_close().
  * Errors: RAFTLOCK_EINVAL (no address, an address that does not parse),

@@ -26,6 +26,9 @@ static const char usage[] =
 	"  --election-timeout MS      default 1000\n"
 	"  --heartbeat-timeout MS     default 100\n"
 	"  --snapshot-threshold N     entries between snapshots, default 16384\n"
+	"  --snapshot-trailing N      entries kept in the log after a snapshot, so\n"
+	"                             that a follower a little behind gets entries,\n"
+	"                             not the whole snapshot; default 4096\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
 	"  --map-size MB              LMDB map size, default 4096\n"
 	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
@@ -142,6 +145,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (parse_u64(value, 64, UINT32_MAX, &v) != 0)
 			return fail(err, errlen, "snapshot-threshold: '%s' below 64", value);
 		cfg->snapshot_threshold = (unsigned)v;
+	} else if (strcmp(key, "snapshot-trailing") == 0) {
+		if (parse_u64(value, 0, UINT32_MAX, &v) != 0)
+			return fail(err, errlen, "snapshot-trailing: '%s' is not a count", value);
+		cfg->snapshot_trailing = (unsigned)v;
 	} else if (strcmp(key, "renew-window") == 0) {
 		if (parse_u64(value, 0, 1000, &v) != 0)
 			return fail(err, errlen, "renew-window: '%s' not in 0..1000", value);
@@ -258,6 +265,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"election-timeout", required_argument, NULL, 0},
 		{"heartbeat-timeout", required_argument, NULL, 0},
 		{"snapshot-threshold", required_argument, NULL, 0},
+		{"snapshot-trailing", required_argument, NULL, 0},
 		{"renew-window", required_argument, NULL, 0},
 		{"map-size", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},

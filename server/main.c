@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "followers.h"
 #include "leases.h"
 #include "log.h"
 #include "metrics.h"
@@ -22,6 +23,7 @@ struct server {
 	struct leases leases;
 	struct service service;
 	struct metrics metrics;
+	struct followers followers;
 	uv_signal_t sigterm, sigint;
 	bool stopping;
 };
@@ -49,6 +51,7 @@ static void on_restore(void *arg)
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
+	followers_close(&srv->followers);
 	metrics_close(&srv->metrics);
 	service_close(&srv->service);
 	leases_close(&srv->leases);
@@ -117,6 +120,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
 	}
+	followers_start(&srv.followers, &srv.loop, &srv.cfg, &srv.node);
 	log_info("serving clients on %s (cluster '%s', %u members)", srv.cfg.client_address,
 		 srv.cfg.cluster, srv.cfg.n_members);
 	uv_run(&srv.loop, UV_RUN_DEFAULT);

@@ -84,6 +84,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->entries_proposed);
 	counter(&t, "commands_proposed_total", "Commands proposed (several share an entry).",
 		n->commands_proposed);
+	counter(&t, "snapshots_restored_total",
+		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
+		n->snapshots_restored);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
 	raftlock__meta__free_unpacked(meta, NULL);

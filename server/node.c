@@ -100,6 +100,8 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	}
 	*bufs = b;
 	*n_bufs = 1;
+	n->snapshot_index = raft_last_applied(&n->raft);
+	n->snapshot_soon = false;
 	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
 	 * them so that the log between two of them is about as large as the
 	 * state itself (entries average well over 64 bytes). */
@@ -123,6 +125,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		return RAFT_CORRUPT;
 	}
 	uint64_t applied = fsm_applied_index(&n->fsm);
+	n->snapshot_index = index;
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
 		log_info("snapshot at %llu: store already at %llu, kept", (unsigned long long)index,
@@ -133,6 +136,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 			log_error("snapshot image at %llu is damaged", (unsigned long long)index);
 			return RAFT_CORRUPT;
 		}
+		n->snapshots_restored++;
 		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
 			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
 		if (n->hooks.on_restore != NULL)
@@ -140,6 +144,25 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	}
 	raft_free(buf->base);
 	return 0;
+}
+
+static void snapshot_barrier_done(struct raft_barrier *req, int status)
+{
+	(void)status;
+	free(req);
+}
+
+void node_snapshot_soon(struct node *n)
+{
+	if (n->snapshot_soon)
+		return;
+	n->snapshot_soon = true;
+	raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
+	struct raft_barrier *req = calloc(1, sizeof *req);
+	if (req == NULL)
+		log_fatal("out of memory");
+	if (raft_barrier(&n->raft, req, snapshot_barrier_done) != 0)
+		free(req); /* then the next entry applied takes it */
 }
 
 /* --------------------------------------------------------------- clock -- */

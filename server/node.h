@@ -79,6 +79,9 @@ struct node {
 	struct proposal *inflight_head, *inflight_tail;
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
+	uint64_t snapshots_restored; /* restores that replaced the store */
+	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
+	bool snapshot_soon;          /* one is wanted at the next applied entry */
 
 	bool stopping;
 	bool closing_raft;
@@ -109,6 +112,15 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 
 /* Proposes a command whose result nobody waits for (leader housekeeping). */
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);
+
+/*
+ * Takes a snapshot at the next applied entry instead of waiting for the
+ * snapshot threshold; a leader also proposes a barrier so that one comes.
+ * For a follower far behind: it then gets a recent snapshot and a short log
+ * tail, not an old snapshot and every entry since (replaying is far slower
+ * than restoring).
+ */
+void node_snapshot_soon(struct node *n);
 
 /* The leader's cluster time now, in ms. Only meaningful while ready. */
 uint64_t node_cluster_now(struct node *n);

@@ -81,7 +81,7 @@ static void destroy_all(void)
 
 static void spawn(struct tcluster *c, int i)
 {
-	char id[16], dir[300], raft[32], client[32], metrics[32], et[16], ht[16], st[16];
+	char id[16], dir[300], raft[32], client[32], metrics[32], et[16], ht[16], st[16], tr[16];
 	char members[TCLUSTER_MAX][100];
 	char *argv[64];
 	int k = 0;
@@ -108,6 +108,11 @@ static void spawn(struct tcluster *c, int i)
 	argv[k++] = ht;
 	argv[k++] = "--snapshot-threshold";
 	argv[k++] = st;
+	if (c->snapshot_trailing != 0) {
+		snprintf(tr, sizeof tr, "%u", c->snapshot_trailing);
+		argv[k++] = "--snapshot-trailing";
+		argv[k++] = tr;
+	}
 	argv[k++] = "--log-level";
 	argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
 	for (int m = 0; m < c->n; m++) {
@@ -138,9 +143,10 @@ static void spawn(struct tcluster *c, int i)
 
 void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 {
-	unsigned snap = c->snapshot_threshold;
+	unsigned snap = c->snapshot_threshold, trailing = c->snapshot_trailing;
 	memset(c, 0, sizeof *c);
 	c->snapshot_threshold = snap;
+	c->snapshot_trailing = trailing;
 	c->n = n;
 	c->election_ms = election_ms;
 	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");
@@ -219,6 +225,17 @@ void tcluster_restart(struct tcluster *c, int i)
 {
 	if (c->pid[i] > 0)
 		tcluster_stop(c, i);
+	spawn(c, i);
+}
+
+void tcluster_replace(struct tcluster *c, int i)
+{
+	char cmd[320];
+	if (c->pid[i] > 0)
+		tcluster_stop(c, i);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/n%d'", c->dir, i + 1);
+	if (system(cmd) != 0)
+		die("removing a data directory");
 	spawn(c, i);
 }
 

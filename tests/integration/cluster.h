@@ -27,6 +27,7 @@ struct tcluster {
 	pid_t pid[TCLUSTER_MAX];
 	unsigned election_ms;
 	unsigned snapshot_threshold;
+	unsigned snapshot_trailing; /* 0: the node's default */
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
@@ -39,6 +40,10 @@ int tcluster_destroy(struct tcluster *c);
 
 /* Starts node i again with its data directory. */
 void tcluster_restart(struct tcluster *c, int i);
+
+/* Stops node i, deletes its whole data directory and starts it again empty
+ * with the same id and members, as when its machine is replaced. */
+void tcluster_replace(struct tcluster *c, int i);
 
 /* Sends sig to node i; SIGKILL also reaps it. */
 void tcluster_signal(struct tcluster *c, int i, int sig);

@@ -22,6 +22,16 @@ static void expect_refused(char *const argv[], int want_status, const char *want
 			 want_text);
 }
 
+/* A one-member node's flags plus one more flag and value. */
+static void expect_flag_refused(const char *flag, const char *value, const char *want_text)
+{
+	char *argv[] = {"raftlockd",  "--id",        "1",
+			"--data-dir", "/tmp/x",      "--cluster",
+			"c",          "--member",    "1,127.0.0.1:1,127.0.0.1:2",
+			(char *)flag, (char *)value, NULL};
+	expect_refused(argv, 2, want_text);
+}
+
 static void bad_flags(void **state)
 {
 	(void)state;
@@ -37,24 +47,13 @@ static void bad_flags(void **state)
 	char *bad_member[] = {"raftlockd", "--id", "1",        "--data-dir", "/tmp/x",
 			      "--cluster", "c",    "--member", "1,nohost",   NULL};
 	expect_refused(bad_member, 2, "member");
-	char *even[] = {"raftlockd",
-			"--id",
-			"1",
-			"--data-dir",
-			"/tmp/x",
-			"--cluster",
-			"c",
-			"--member",
-			"1,127.0.0.1:1,127.0.0.1:2",
-			"--member",
-			"2,127.0.0.1:3,127.0.0.1:4",
-			NULL};
-	expect_refused(even, 2, "odd number");
+	expect_flag_refused("--member", "2,127.0.0.1:3,127.0.0.1:4", "odd number");
 	char *not_member[] = {"raftlockd",  "--id",     "4",
 			      "--data-dir", "/tmp/x",   "--cluster",
 			      "c",          "--member", "1,127.0.0.1:1,127.0.0.1:2",
 			      NULL};
 	expect_refused(not_member, 2, "not among the members");
+	expect_flag_refused("--snapshot-trailing", "-1", "snapshot-trailing");
 	char *unknown[] = {"raftlockd", "--bogus", NULL};
 	expect_refused(unknown, 2, "unknown");
 	char *bad_port[] = {"raftlockd",  "--id",     "1",

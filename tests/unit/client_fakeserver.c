@@ -328,6 +328,8 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	if (f->silent)
+		return true;
 	if (f->role == FAKE_FOLLOWER) {
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 		resp.status = RAFTLOCK_ENOTLEADER;

@@ -54,6 +54,8 @@ struct fake {
 	int keepalive_delay_ms;     /* answer keepalives this much later */
 	bool busy;                  /* try-locks: EBUSY */
 	bool ignore_acquires;       /* log acquires, never answer them */
+	bool silent;                /* log everything, answer nothing (a node
+				       whose loop is stuck) */
 	int grant_after_ms;         /* wait=true: push a grant after this; <0 never */
 	int cancel_status;          /* CancelWait result */
 	bool grant_on_cancel;       /* push the grant just before the cancel

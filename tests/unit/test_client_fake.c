@@ -483,6 +483,40 @@ static void test_paused_leader_is_left(void **state)
 	fake_stop(b);
 }
 
+/* A node that answers nothing any more (its loop stuck, its connections
+ * open) is left for another one even when every call gives up before the
+ * stall shows: each call alone is shorter than the stall window. */
+static void test_silent_node_is_left_across_short_calls(void **state)
+{
+	(void)state;
+	struct fake *a = fake_start(FAKE_LEADER);
+	struct fake *b = fake_start(FAKE_LEADER);
+	const char *addrs[] = {a->addr, b->addr};
+	struct raftlock_client_options o = {
+		.addresses = addrs, .n_addresses = 2, .request_timeout_ms = 1000};
+	raftlock_client *c;
+	struct raftlock_lock_info *li = NULL;
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	assert_int_equal(raftlock_lock_get(c, "a/1", false, &li), 0);
+	raftlock_lock_info_free(li);
+	/* the client starts at a random address: silence the one it chose */
+	struct fake *first = fake_count(a, RAFTLOCK__ENVELOPE__BODY_GET_LOCK) == 1 ? a : b;
+	struct fake *other = first == a ? b : a;
+	assert_int_equal(fake_count(first, RAFTLOCK__ENVELOPE__BODY_GET_LOCK), 1);
+	FAKE_SET(first, silent, true);
+	uint64_t t0 = clock_mono_ms();
+	int rv = RAFTLOCK_ETIMEDOUT, calls = 0;
+	while (rv != 0 && calls++ < 12)
+		rv = raftlock_lock_get(c, "a/1", false, &li);
+	assert_int_equal(rv, 0);
+	raftlock_lock_info_free(li);
+	assert_int_equal(fake_count(other, RAFTLOCK__ENVELOPE__BODY_GET_LOCK), 1);
+	assert_true(clock_mono_ms() - t0 < 8000);
+	raftlock_client_close(c);
+	fake_stop(a);
+	fake_stop(b);
+}
+
 /* Validity counts from when the keepalive was sent, not from its answer. */
 static void test_validity_counts_from_the_send(void **state)
 {
@@ -594,6 +628,7 @@ int main(void)
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_paused_leader_is_left),
+		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_keepalive_rounds_are_split),

@@ -1,0 +1,337 @@
+/* followers.c: see followers.h.
+ *
+ * Why a wiped member never catches up by itself (libraft 0.22.1, measured
+ * with LIBRAFT_TRACE=1): the leader keeps the match index M it had for the
+ * member's previous incarnation. The empty member rejects the leader's
+ * AppendEntries; the leader probes back to next index 2 (or, with the log
+ * compacted, sends its last snapshot S). When it sends entries it computes
+ * the entries in flight as next_index - match_index - 1 in unsigned
+ * arithmetic: with next_index <= M this wraps, exceeds the in-flight cap,
+ * and every message is an empty heartbeat. The member's successes report
+ * its last index (1, or S <= M), and the leader only ever raises a match
+ * index, so nothing changes: the member stays at its bootstrap entry or at
+ * the snapshot, for as long as this leader leads. A new leader starts with
+ * fresh progress (match 0) for everyone and replicates normally. So the
+ * workaround is a leadership transfer, done only on proof that the member
+ * lost its data: its raft log ends below M. (Removing and re-adding the
+ * member would also reset its progress, but leaves the cluster a voter
+ * short while the member catches up.)
+ *
+ * A healthy follower never reports a last index below a match index taken
+ * earlier in the same term: the leader counts an entry as matched only
+ * after the follower stored it, and a follower drops only entries that
+ * conflict with the current leader's, which were never matched. */
+#include "followers.h"
+
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "log.h"
+#include "raftlock.h"
+
+#define FOLLOWERS_ANSWER_MS 5000 /* a connect or STATUS unanswered this long */
+
+static uint64_t now_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}
+
+static void set_state(struct follower *f, int state)
+{
+	f->state = state;
+	f->since_ms = now_ms();
+}
+
+static bool leading(const struct followers *fw)
+{
+	struct node *n = fw->node;
+	return !fw->closing && n->ready && !n->stopping;
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void tcp_closed(uv_handle_t *h)
+{
+	struct follower *f = h->data;
+	frame_reader_close(&f->reader);
+	f->asking = false;
+	set_state(f, FOLLOWER_IDLE);
+}
+
+/* Closes the connection (if any); the next check opens a new one. A
+ * resolution in progress ends in its own callback. */
+static void drop(struct follower *f)
+{
+	if (f->state == FOLLOWER_CONNECTING || f->state == FOLLOWER_OPEN) {
+		set_state(f, FOLLOWER_CLOSING);
+		uv_close((uv_handle_t *)&f->tcp, tcp_closed);
+	} else if (f->state == FOLLOWER_RESOLVING) {
+		uv_cancel((uv_req_t *)&f->resolve);
+	}
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+	struct follower *f = req->data;
+	free(f->out);
+	f->out = NULL;
+	if (status != 0 && f->state == FOLLOWER_OPEN)
+		drop(f);
+}
+
+static void ask(struct follower *f)
+{
+	struct node *n = f->fw->node;
+	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	size_t len;
+	if (f->out != NULL)
+		return; /* the previous request is still being written */
+	/* Read before asking: the answer must then be at least this. */
+	if (raft_match_index(&n->raft, f->member->id, &f->matched) != 0)
+		return;
+	f->term = raft_current_term(&n->raft);
+	env.id = ++f->request_id;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &req;
+	if (codec_frame_envelope(&env, &f->out, &len) != 0)
+		return;
+	uv_buf_t b = uv_buf_init((char *)f->out, (unsigned)len);
+	f->write.data = f;
+	if (uv_write(&f->write, (uv_stream_t *)&f->tcp, &b, 1, write_done) != 0) {
+		free(f->out);
+		f->out = NULL;
+		drop(f);
+		return;
+	}
+	f->asking = true;
+	f->asked_ms = now_ms();
+}
+
+/* ------------------------------------------------------------- hand-over */
+
+static void transfer_done(struct raft_transfer *req)
+{
+	(void)req;
+}
+
+/* The member lost its data: give leadership to the most up-to-date other
+ * voter, so that a new leader replicates to the member from scratch. */
+static void hand_over(struct followers *fw, uint64_t lost)
+{
+	struct node *n = fw->node;
+	raft_id target = 0;
+	raft_index best = 0;
+	if (raft_transferee(&n->raft) != 0)
+		return; /* one is already under way */
+	for (unsigned i = 0; i < fw->n; i++) {
+		raft_index m;
+		uint64_t id = fw->members[i].member->id;
+		if (id != lost && raft_match_index(&n->raft, id, &m) == 0 && m >= best) {
+			best = m;
+			target = id;
+		}
+	}
+	if (target == 0) {
+		log_warn("member %llu lost its data and no other voter can lead: it catches up "
+			 "after the next election",
+			 (unsigned long long)lost);
+		return;
+	}
+	fw->transfer.data = fw;
+	int rv = raft_transfer(&n->raft, &fw->transfer, target, transfer_done);
+	if (rv != 0)
+		log_warn("leadership transfer to %llu: %s", (unsigned long long)target,
+			 raft_strerror(rv));
+	else
+		log_info("handing leadership to %llu so that member %llu is replicated to "
+			 "from scratch",
+			 (unsigned long long)target, (unsigned long long)lost);
+}
+
+/* A member far behind is sent this leader's last snapshot and then every
+ * entry after it. When that snapshot is old too, replaying its tail takes
+ * far longer than restoring a new one (at a million locks: a minute against
+ * a second): take a new one first. Bounded: at most one per
+ * snapshot-threshold entries, and only while a member lags. */
+static void catch_up(struct followers *fw, uint64_t id, uint64_t last_index)
+{
+	struct node *n = fw->node;
+	uint64_t applied = raft_last_applied(&n->raft);
+	/* A new snapshot helps only a member behind the log it leaves. */
+	uint64_t spacing = fw->cfg->snapshot_threshold > fw->cfg->snapshot_trailing
+				   ? fw->cfg->snapshot_threshold
+				   : fw->cfg->snapshot_trailing;
+	if (n->snapshot_soon || applied <= last_index + spacing ||
+	    applied <= n->snapshot_index + spacing)
+		return;
+	log_info("member %llu is %llu entries behind and the last snapshot %llu entries old: "
+		 "taking a new one for it",
+		 (unsigned long long)id, (unsigned long long)(applied - last_index),
+		 (unsigned long long)(applied - n->snapshot_index));
+	node_snapshot_soon(n);
+}
+
+static void judge(struct follower *f, const Raftlock__StatusInfo *st)
+{
+	struct followers *fw = f->fw;
+	struct node *n = fw->node;
+	if (!leading(fw) || raft_current_term(&n->raft) != f->term)
+		return; /* the match index read belongs to another term */
+	if (st->node_id != f->member->id)
+		return;
+	if (st->last_index >= f->matched) {
+		catch_up(fw, f->member->id, st->last_index);
+		return;
+	}
+	log_warn("member %llu's raft log ends at %llu, below the %llu this leader replicated "
+		 "to it: it lost its data (a replaced machine?)",
+		 (unsigned long long)f->member->id, (unsigned long long)st->last_index,
+		 (unsigned long long)f->matched);
+	hand_over(fw, f->member->id);
+}
+
+static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
+{
+	Raftlock__Envelope *env = NULL;
+	if (codec_decode_envelope(buf, len, &env) != 0) {
+		drop(f);
+		return;
+	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE && env->id == f->request_id &&
+	    f->asking) {
+		f->asking = false;
+		const Raftlock__Response *r = env->response;
+		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO)
+			judge(f, r->status_info);
+	}
+	raftlock__envelope__free_unpacked(env, NULL);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct follower *f = h->data;
+	*buf = uv_buf_init(f->in, sizeof f->in);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct follower *f = s->data;
+	if (nread < 0) {
+		drop(f);
+		return;
+	}
+	if (frame_reader_feed(&f->reader, buf->base, (size_t)nread) != 0) {
+		drop(f);
+		return;
+	}
+	const uint8_t *payload;
+	size_t len;
+	int rv = 0;
+	while (f->state == FOLLOWER_OPEN &&
+	       (rv = frame_reader_next(&f->reader, &payload, &len)) == 1)
+		on_envelope(f, payload, len);
+	if (f->state == FOLLOWER_OPEN && rv < 0)
+		drop(f);
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+	struct follower *f = req->data;
+	if (f->state != FOLLOWER_CONNECTING)
+		return; /* closed meanwhile */
+	if (status != 0 || !leading(f->fw) ||
+	    uv_read_start((uv_stream_t *)&f->tcp, alloc_cb, read_cb) != 0) {
+		drop(f);
+		return;
+	}
+	set_state(f, FOLLOWER_OPEN);
+	ask(f);
+}
+
+static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
+{
+	struct follower *f = req->data;
+	set_state(f, FOLLOWER_IDLE);
+	if (status != 0 || !leading(f->fw)) {
+		uv_freeaddrinfo(ai);
+		return;
+	}
+	uv_tcp_init(f->fw->loop, &f->tcp);
+	f->tcp.data = f;
+	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	f->connect.data = f;
+	set_state(f, FOLLOWER_CONNECTING);
+	if (uv_tcp_connect(&f->connect, &f->tcp, ai->ai_addr, connect_cb) != 0)
+		drop(f);
+	uv_freeaddrinfo(ai);
+}
+
+static void resolve(struct follower *f)
+{
+	char host[CONFIG_ADDR_MAX], port[8];
+	int portnum;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	if (config_split_address(f->member->client_address, host, sizeof host, &portnum) != 0)
+		return;
+	snprintf(port, sizeof port, "%d", portnum);
+	f->resolve.data = f;
+	if (uv_getaddrinfo(f->fw->loop, &f->resolve, resolve_cb, host, port, &hints) == 0)
+		set_state(f, FOLLOWER_RESOLVING);
+}
+
+/* ----------------------------------------------------------------- check */
+
+static void check(uv_timer_t *t)
+{
+	struct followers *fw = t->data;
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < fw->n; i++) {
+		struct follower *f = &fw->members[i];
+		if (!leading(fw)) {
+			drop(f);
+			continue;
+		}
+		bool waited = now - (f->asking ? f->asked_ms : f->since_ms) > FOLLOWERS_ANSWER_MS;
+		if (f->state == FOLLOWER_IDLE)
+			resolve(f);
+		else if (f->state == FOLLOWER_CONNECTING && waited)
+			drop(f);
+		else if (f->state == FOLLOWER_OPEN && f->asking && waited)
+			drop(f);
+		else if (f->state == FOLLOWER_OPEN && !f->asking)
+			ask(f);
+	}
+}
+
+void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,
+		     struct node *node)
+{
+	memset(fw, 0, sizeof *fw);
+	fw->loop = loop;
+	fw->cfg = cfg;
+	fw->node = node;
+	for (unsigned i = 0; i < cfg->n_members; i++) {
+		if (cfg->members[i].id == cfg->id)
+			continue;
+		struct follower *f = &fw->members[fw->n++];
+		f->fw = fw;
+		f->member = &cfg->members[i];
+		set_state(f, FOLLOWER_IDLE);
+	}
+	uv_timer_init(loop, &fw->timer);
+	fw->timer.data = fw;
+	uv_timer_start(&fw->timer, check, FOLLOWERS_CHECK_MS, FOLLOWERS_CHECK_MS);
+}
+
+void followers_close(struct followers *fw)
+{
+	fw->closing = true;
+	uv_timer_stop(&fw->timer);
+	uv_close((uv_handle_t *)&fw->timer, NULL);
+	for (unsigned i = 0; i < fw->n; i++)
+		drop(&fw->members[i]);
+}

@@ -1,0 +1,83 @@
+/*
+ * followers.h: the leader's check that every follower still holds the log
+ * that raft believes it has replicated to it.
+ *
+ * A member whose data directory was lost (a replaced machine, a wiped disk)
+ * comes back with the same id and an empty log. Raft assumes a server never
+ * loses what it acknowledged, and libraft 0.22.1 keeps the match index it
+ * had for the old incarnation: it then never sends the new one any entry
+ * (see followers.c). While this node is the ready leader it asks each other
+ * member's STATUS every FOLLOWERS_CHECK_MS over the client protocol; a
+ * member whose raft log ends below the index this leader had matched on it
+ * (read before asking, in the same term) has lost its data. The leader then
+ * hands leadership to the most up-to-date other voter: a new leader starts
+ * with fresh replication state and brings the member back by snapshot and
+ * log. A member that lags by more than the snapshot threshold while this
+ * leader's last snapshot is as old makes it take a new snapshot first
+ * (node_snapshot_soon), so that the member restores a recent state instead
+ * of replaying a long log.
+ *
+ * Loop thread only. Every handle and request is released by
+ * followers_close(); the loop can be closed after its close callbacks ran.
+ */
+#ifndef RAFTLOCK_FOLLOWERS_H
+#define RAFTLOCK_FOLLOWERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "frame.h"
+#include "node.h"
+
+#define FOLLOWERS_CHECK_MS 500
+
+struct followers;
+
+/* One other member, reached on its client address. */
+struct follower {
+	struct followers *fw;
+	const struct config_member *member;
+	enum {
+		FOLLOWER_IDLE,
+		FOLLOWER_RESOLVING,
+		FOLLOWER_CONNECTING,
+		FOLLOWER_OPEN,
+		FOLLOWER_CLOSING
+	} state;
+	uint64_t since_ms; /* when the current state began */
+	uv_getaddrinfo_t resolve;
+	uv_connect_t connect;
+	uv_tcp_t tcp;
+	uv_write_t write;
+	uint8_t *out; /* the request being written, owned until written */
+	struct frame_reader reader;
+	char in[4096];
+	/* The STATUS request in flight. */
+	bool asking;
+	uint64_t asked_ms;
+	uint64_t request_id;
+	raft_term term;     /* this leader's term when it asked */
+	raft_index matched; /* its match index for the member when it asked */
+};
+
+struct followers {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct node *node;
+	uv_timer_t timer;
+	struct follower members[CONFIG_MAX_MEMBERS];
+	unsigned n;
+	struct raft_transfer transfer; /* the hand-over, owned by raft while on */
+	bool closing;
+};
+
+/* Starts the periodic check. Never fails. */
+void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,
+		     struct node *node);
+
+/* Stops checking and closes every connection and the timer. */
+void followers_close(struct followers *fw);
+
+#endif
