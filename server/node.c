@@ -92,10 +92,12 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	struct node *n = f->data;
 	uint64_t t0 = uv_hrtime();
 	struct raft_buffer *b = raft_malloc(sizeof *b);
-	if (b == NULL)
-		return RAFT_NOMEM;
-	if (store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
+	if (b == NULL || store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
 		raft_free(b);
+		/* not at every entry from now on, should a snapshot have been
+		 * asked for soon (threshold 1) */
+		n->snapshot_soon = false;
+		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
 		return RAFT_NOMEM;
 	}
 	*bufs = b;
