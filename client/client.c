@@ -1,4 +1,5 @@
 /* client.c: see client.h. */
+#include "grow.h"
 #include "client.h"
 
 #include <errno.h>
@@ -437,16 +438,10 @@ static void io_receive(raftlock_client *c)
 	Raftlock__Envelope *env;
 	int nr;
 	while ((nr = conn_next(&c->conn, &env)) == 1) {
-		if (in->n == in->cap) {
-			size_t cap = in->cap ? in->cap * 2 : 64;
-			Raftlock__Envelope **v = realloc(in->env, cap * sizeof *v);
-			if (v == NULL) {
-				raftlock__envelope__free_unpacked(env, NULL);
-				nr = RAFTLOCK_ENOMEM;
-				break;
-			}
-			in->env = v;
-			in->cap = cap;
+		if (grow(&in->env, &in->cap, in->n + 1, 64, sizeof *in->env) != 0) {
+			raftlock__envelope__free_unpacked(env, NULL);
+			nr = RAFTLOCK_ENOMEM;
+			break;
 		}
 		in->env[in->n++] = env;
 	}

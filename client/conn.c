@@ -1,4 +1,5 @@
 /* conn.c: see conn.h. */
+#include "grow.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -122,16 +123,8 @@ int conn_queue(struct conn *c, const uint8_t *frame, size_t n)
 {
 	if (c->out_off > 0 && c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
-	if (c->out_len + n > c->out_cap) {
-		size_t cap = c->out_cap ? c->out_cap : 4096;
-		while (cap < c->out_len + n)
-			cap *= 2;
-		uint8_t *out = realloc(c->out, cap);
-		if (out == NULL)
-			return RAFTLOCK_ENOMEM;
-		c->out = out;
-		c->out_cap = cap;
-	}
+	if (grow(&c->out, &c->out_cap, c->out_len + n, 4096, 1) != 0)
+		return RAFTLOCK_ENOMEM;
 	memcpy(c->out + c->out_len, frame, n);
 	c->out_len += n;
 	return 0;

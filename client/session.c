@@ -1,4 +1,5 @@
 /* session.c: see session.h. */
+#include "grow.h"
 #include "session.h"
 
 #include <stdlib.h>
@@ -27,14 +28,8 @@ int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below)
 {
 	if (s->lost && !s->closing)
 		return RAFTLOCK_ESESSION;
-	if (s->n_inflight == s->cap_inflight) {
-		size_t cap = s->cap_inflight ? s->cap_inflight * 2 : 8;
-		uint64_t *v = realloc(s->inflight, cap * sizeof *v);
-		if (v == NULL)
-			return RAFTLOCK_ENOMEM;
-		s->inflight = v;
-		s->cap_inflight = cap;
-	}
+	if (grow(&s->inflight, &s->cap_inflight, s->n_inflight + 1, 8, sizeof *s->inflight) != 0)
+		return RAFTLOCK_ENOMEM;
 	uint64_t n = s->next_seq++;
 	uint64_t low = n;
 	for (size_t i = 0; i < s->n_inflight; i++)

@@ -1,4 +1,5 @@
 /* codec.c: see codec.h. */
+#include "grow.h"
 #include "codec.h"
 
 #include <stdbool.h>
@@ -27,16 +28,8 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 	if (size > RAFTLOCK_FRAME_MAX)
 		return RAFTLOCK_ETOOBIG;
 	size_t need = *len + FRAME_HEADER_SIZE + size;
-	if (need > *cap) {
-		size_t grown = *cap ? *cap : 256;
-		while (grown < need)
-			grown *= 2;
-		uint8_t *b = realloc(*buf, grown);
-		if (b == NULL)
-			return RAFTLOCK_ENOMEM;
-		*buf = b;
-		*cap = grown;
-	}
+	if (grow(buf, cap, need, 256, 1) != 0)
+		return RAFTLOCK_ENOMEM;
 	frame_put_header(*buf + *len, (uint32_t)size);
 	raftlock__envelope__pack(env, *buf + *len + FRAME_HEADER_SIZE);
 	*len = need;
@@ -203,16 +196,8 @@ int codec_batch_add(uint8_t **buf, size_t *len, size_t *cap, const Raftlock__Com
 	size_t need = *len + 1 + 10 + size;
 	if (need > UINT32_MAX - 64)
 		return RAFTLOCK_ETOOBIG;
-	if (need > *cap) {
-		size_t c = *cap ? *cap : 1024;
-		while (c < need)
-			c *= 2;
-		uint8_t *p = realloc(*buf, c);
-		if (p == NULL)
-			return RAFTLOCK_ENOMEM;
-		*buf = p;
-		*cap = c;
-	}
+	if (grow(buf, cap, need, 1024, 1) != 0)
+		return RAFTLOCK_ENOMEM;
 	uint8_t *p = *buf + *len;
 	*p++ = TAG_COMMAND;
 	p += put_varint(p, size);

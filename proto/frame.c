@@ -1,4 +1,5 @@
 /* frame.c: see frame.h. */
+#include "grow.h"
 #include "frame.h"
 
 #include <stdlib.h>
@@ -29,16 +30,8 @@ int frame_reader_feed(struct frame_reader *r, const void *data, size_t n)
 		r->len -= r->start;
 		r->start = 0;
 	}
-	if (r->len + n > r->cap) {
-		size_t cap = r->cap ? r->cap : 4096;
-		while (cap < r->len + n)
-			cap *= 2;
-		uint8_t *buf = realloc(r->buf, cap);
-		if (buf == NULL)
-			return RAFTLOCK_ENOMEM;
-		r->buf = buf;
-		r->cap = cap;
-	}
+	if (grow(&r->buf, &r->cap, r->len + n, 4096, 1) != 0)
+		return RAFTLOCK_ENOMEM;
 	memcpy(r->buf + r->len, data, n);
 	r->len += n;
 	return 0;

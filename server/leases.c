@@ -1,4 +1,5 @@
 /* leases.c: see leases.h. */
+#include "grow.h"
 #include "leases.h"
 
 #include <stdlib.h>
@@ -61,14 +62,8 @@ size_t leases_session_count(const struct leases *l)
 static void add_timer(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
 		      uint64_t seq, uint64_t deadline)
 {
-	if (l->n_timers == l->cap_timers) {
-		size_t cap = l->cap_timers ? l->cap_timers * 2 : 16;
-		struct lease_timer *t = realloc(l->timers, cap * sizeof *t);
-		if (t == NULL)
-			log_fatal("out of memory");
-		l->timers = t;
-		l->cap_timers = cap;
-	}
+	if (grow(&l->timers, &l->cap_timers, l->n_timers + 1, 16, sizeof *l->timers) != 0)
+		log_fatal("out of memory");
 	char *copy = strdup(name);
 	if (copy == NULL)
 		log_fatal("out of memory");
@@ -329,17 +324,7 @@ static int renew_reserve(struct leases *l, size_t n)
 		l->pending = b;
 		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}
-	if (b->n_ids + n <= b->cap_ids)
-		return 0;
-	size_t cap = b->cap_ids ? b->cap_ids : 1024;
-	while (cap < b->n_ids + n)
-		cap *= 2;
-	uint64_t *ids = realloc(b->ids, cap * sizeof *ids);
-	if (ids == NULL)
-		return RAFTLOCK_ENOMEM;
-	b->ids = ids;
-	b->cap_ids = cap;
-	return 0;
+	return grow(&b->ids, &b->cap_ids, b->n_ids + n, 1024, sizeof *b->ids);
 }
 
 int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,

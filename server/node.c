@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "grow.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -315,14 +316,9 @@ static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb
 		return RAFTLOCK_ENOTLEADER;
 	if (!n->ready)
 		return RAFTLOCK_EUNAVAILABLE;
-	if (n->batch_n == n->batch_waiters_cap) {
-		unsigned cap = n->batch_waiters_cap ? n->batch_waiters_cap * 2 : 64;
-		struct node_waiter *w = realloc(n->batch_waiters, cap * sizeof *w);
-		if (w == NULL)
-			return RAFTLOCK_ENOMEM;
-		n->batch_waiters = w;
-		n->batch_waiters_cap = cap;
-	}
+	if (grow(&n->batch_waiters, &n->batch_waiters_cap, n->batch_n + 1, 64,
+		 sizeof *n->batch_waiters) != 0)
+		return RAFTLOCK_ENOMEM;
 	int rv = codec_batch_add(&n->batch, &n->batch_len, &n->batch_cap, cmd);
 	if (rv != 0)
 		return rv;

@@ -74,7 +74,7 @@ struct node {
 	size_t batch_len, batch_cap;
 	unsigned batch_n;
 	struct node_waiter *batch_waiters;
-	unsigned batch_waiters_cap;
+	size_t batch_waiters_cap;
 
 	struct proposal *inflight_head, *inflight_tail;
 	unsigned inflight_n;

@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "grow.h"
 #include "log.h"
 #include "raftlock.h"
 #include "records.h"
@@ -1084,13 +1085,8 @@ void service_on_ready(struct service *s, bool ready)
 		for (struct push_target *t = slot->ptr, *next; t; t = next) {
 			next = t->next;
 			if (t->conn != NULL && !t->conn->closing) {
-				if (n == cap) {
-					cap = cap ? cap * 2 : 16;
-					struct conn **v = realloc(victims, cap * sizeof *v);
-					if (v == NULL)
-						log_fatal("out of memory");
-					victims = v;
-				}
+				if (grow(&victims, &cap, n + 1, 16, sizeof *victims) != 0)
+					log_fatal("out of memory");
 				victims[n++] = t->conn;
 			}
 			free(t);
