@@ -1,12 +1,12 @@
 /* metrics.c: see metrics.h. */
 #include "metrics.h"
 
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "listener.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -187,28 +187,10 @@ int metrics_start(struct metrics *m, uv_loop_t *loop, const struct config *cfg, 
 	m->service = service;
 	if (cfg->metrics_address[0] == '\0')
 		return 0;
-	char host[CONFIG_ADDR_MAX], port[8];
-	int portnum;
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-	if (config_split_address(cfg->metrics_address, host, sizeof host, &portnum) != 0 ||
-	    (snprintf(port, sizeof port, "%d", portnum),
-	     getaddrinfo(host, port, &hints, &ai) != 0)) {
-		snprintf(err, errlen, "metrics-address %s: not a HOST:PORT to listen on",
-			 cfg->metrics_address);
-		return RAFTLOCK_ECONFIG;
-	}
-	uv_tcp_init(loop, &m->listener);
-	m->listener.data = m;
-	int rv = uv_tcp_bind(&m->listener, ai->ai_addr, 0);
-	freeaddrinfo(ai);
-	if (rv == 0)
-		rv = uv_listen((uv_stream_t *)&m->listener, 64, scrape_accept);
-	if (rv != 0) {
-		snprintf(err, errlen, "metrics-address %s: %s", cfg->metrics_address,
-			 uv_strerror(rv));
-		uv_close((uv_handle_t *)&m->listener, NULL);
-		return RAFTLOCK_EIO;
-	}
+	int rv = listener_start(loop, &m->listener, m, "metrics-address", cfg->metrics_address, 64,
+				scrape_accept, err, errlen);
+	if (rv != 0)
+		return rv;
 	m->started = true;
 	return 0;
 }

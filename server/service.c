@@ -1,13 +1,13 @@
 /* service.c: see service.h. */
 #include "service.h"
 
-#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
 #include "frame.h"
 #include "grow.h"
+#include "listener.h"
 #include "log.h"
 #include "raftlock.h"
 #include "records.h"
@@ -1035,32 +1035,10 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->node = node;
 	s->leases = leases;
 	idmap_init(&s->pushes);
-	char host[CONFIG_ADDR_MAX], port[8];
-	int portnum;
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-	if (config_split_address(cfg->client_address, host, sizeof host, &portnum) != 0) {
-		snprintf(err, errlen, "client-address %s: not HOST:PORT", cfg->client_address);
-		return RAFTLOCK_ECONFIG;
-	}
-	snprintf(port, sizeof port, "%d", portnum);
-	int gai = getaddrinfo(host, port, &hints, &ai);
-	if (gai != 0) {
-		snprintf(err, errlen, "client-address %s: %s", cfg->client_address,
-			 gai_strerror(gai));
-		return RAFTLOCK_ECONFIG;
-	}
-	uv_tcp_init(loop, &s->listener);
-	s->listener.data = s;
-	int rv = uv_tcp_bind(&s->listener, ai->ai_addr, 0);
-	freeaddrinfo(ai);
-	if (rv == 0)
-		rv = uv_listen((uv_stream_t *)&s->listener, 511, accept_cb);
-	if (rv != 0) {
-		snprintf(err, errlen, "client-address %s: %s", cfg->client_address,
-			 uv_strerror(rv));
-		uv_close((uv_handle_t *)&s->listener, NULL);
-		return RAFTLOCK_EIO;
-	}
+	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
+				accept_cb, err, errlen);
+	if (rv != 0)
+		return rv;
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;
 	uv_prepare_start(&s->flusher, flusher_cb);
