@@ -85,19 +85,12 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 		}
 		if (kr->statuses[i] != 0)
 			continue;
-		/* An acknowledgement that arrives after validity ran out is
-		 * late: the session is lost and stays lost. */
-		if (ka->req->done_boot >= s->valid_until) {
-			session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
-			continue;
-		}
 		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0)
 			s->ttl_ms = kr->ttl_ms[i];
 		/* from the first time it went out: a lease renewed by it was
-		 * renewed after that */
-		uint64_t v = session_validity_ms(ka->req->first_sent_boot, s->ttl_ms);
-		if (v > s->valid_until)
-			s->valid_until = v;
+		 * renewed after that. An answer that comes after validity ran
+		 * out (jeopardy) still counts: the server held the session. */
+		session_renewed(s, ka->req->first_sent_boot, clock_boot_ms());
 	}
 }
 
@@ -169,21 +162,32 @@ static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f,
 	}
 }
 
-/* Runs the due on_lost callbacks without the lock, in one walk over the
- * sessions: a callback may close sessions, and closing the one the walk
- * goes to next moves the walk on (session_unlink). Returns true if it ran
- * any. */
+/* Tells the application of each session's state change (on_event, then
+ * on_lost for a loss) without the lock, in one walk over the sessions: a
+ * callback may close sessions, and closing the one the walk goes to next
+ * moves the walk on (session_unlink). A session being closed is told
+ * nothing more. Returns true if it ran any callback. */
 static bool keepalive_fire(raftlock_client *c)
 {
 	bool ran = false;
 	for (raftlock_session *s = c->sessions; s != NULL; s = c->cb_next) {
 		c->cb_next = s->next;
-		if (!s->cb_pending)
+		int ev = s->closing ? 0 : session_event_due(s);
+		if (ev == 0)
 			continue;
-		s->cb_pending = false;
+		s->told = ev;
+		raftlock_session_lost_cb lost = ev == RAFTLOCK_SESSION_LOST ? s->on_lost : NULL;
+		if (s->on_event == NULL && lost == NULL)
+			continue;
+		int reason = ev == RAFTLOCK_SESSION_LOST       ? s->lost_reason
+			     : ev == RAFTLOCK_SESSION_JEOPARDY ? RAFTLOCK_ETIMEDOUT
+							       : 0;
 		c->cb_session = s;
 		pthread_mutex_unlock(&c->mu);
-		s->on_lost(s, s->lost_reason, s->on_lost_arg);
+		if (s->on_event != NULL)
+			s->on_event(s, (enum raftlock_session_event)ev, reason, s->on_event_arg);
+		if (lost != NULL)
+			lost(s, reason, s->on_lost_arg);
 		pthread_mutex_lock(&c->mu);
 		c->cb_session = NULL;
 		pthread_cond_broadcast(&c->cond);
@@ -218,9 +222,8 @@ static uint64_t keepalive_wake_at(raftlock_client *c, const struct keepalive_fli
 	if (interval != 0 && c->ka_next < at)
 		at = c->ka_next;
 	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
-		if (s->lost)
-			continue;
-		uint64_t left = s->valid_until > now_b ? s->valid_until - now_b : 0;
+		uint64_t due = session_check_at(s);
+		uint64_t left = due > now_b ? due - now_b : 0;
 		if (now_m + left < at)
 			at = now_m + left;
 	}
@@ -258,8 +261,7 @@ static void *keepalive_main(void *arg)
 		keepalive_collect(c, &f);
 		uint64_t now_b = clock_boot_ms();
 		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
-			if (!s->lost && now_b >= s->valid_until)
-				session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
+			session_tick(s, now_b);
 			session_orphans_settle(s);
 		}
 		if (keepalive_fire(c))

@@ -6,10 +6,12 @@
  * into requests of at most KEEPALIVE_CHUNK sessions, and moves each renewed
  * session's validity to the SEND time of the request that named it plus
  * its TTL minus the margin (session_validity_ms): a session counts as
- * renewed only once the request naming it is acknowledged. It marks a
- * session lost when its validity passes or the server says it is gone,
- * runs on_lost callbacks (once per session, without the client lock), and
- * settles the orphaned requests of every session (session.h).
+ * renewed only once the request naming it is acknowledged. A session
+ * whose validity passes is in jeopardy and still renewed; it is lost when
+ * the server says it is gone or its grace period passes (session_tick).
+ * The thread runs the application's on_event and on_lost callbacks
+ * (without the client lock), and settles the orphaned requests of every
+ * session (session.h).
  *
  * Up to two rounds are in flight, so that a slow answer still counts. A
  * request not answered within keepalive_suspect_ms() of being sent on the

@@ -55,6 +55,12 @@ extern "C" {
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
+/* A cluster refuses a session whose TTL is below this many times its
+ * election timeout (RAFTLOCK_EINVAL, naming the minimum): the validity an
+ * acknowledged keepalive gives must outlast the shortest failover. */
+#define RAFTLOCK_TTL_ELECTION_FACTOR 2
+/* The default grace period of a session in jeopardy, in TTLs. */
+#define RAFTLOCK_GRACE_TTLS 3
 
 /*
  * Error codes. The numbers are part of the wire protocol: never renumber.
@@ -149,25 +155,78 @@ RAFTLOCK_API const char *raftlock_errmsg(const raftlock_client *client);
 typedef struct raftlock_session raftlock_session;
 
 /*
- * Called once, from the client's keepalive thread, when the session is lost:
- * its validity ran out before a keepalive was acknowledged, or the server
- * said it expired. The callback must not block for long and must not close
- * the client; it may call raftlock_session_free() on other sessions only.
- * `reason` is RAFTLOCK_ESESSION or RAFTLOCK_ETIMEDOUT.
+ * A session's life, as the library sees it:
+ *
+ *   valid     now < valid_until: locks held through the session are the
+ *             caller's (docs/GUARANTEES.md, rules 8-9).
+ *   jeopardy  validity ran out without an acknowledged keepalive (a leader
+ *             failover, a partition, a paused client). The caller must
+ *             stop acting on its locks, as for a lost session; but the
+ *             cluster may still hold the session (its clock stands still
+ *             while it has no leader), so the library keeps renewing it and
+ *             lock handles keep their state. When a keepalive is
+ *             acknowledged, validity resumes from that keepalive's send
+ *             time: a new valid_until, and the session is valid again.
+ *   lost      for good: the cluster said the session is gone, or the grace
+ *             period (raftlock_session_options.grace_ms) passed in jeopardy
+ *             without any acknowledgement. valid_until is 0, calls on the
+ *             session fail with RAFTLOCK_ESESSION, nothing is renewed. A
+ *             lost session stays lost.
+ */
+enum raftlock_session_event {
+	RAFTLOCK_SESSION_JEOPARDY = 1, /* validity ran out; still renewing */
+	RAFTLOCK_SESSION_SAFE = 2,     /* a keepalive was acknowledged: valid again */
+	RAFTLOCK_SESSION_LOST = 3,     /* for good */
+};
+
+/*
+ * Called once, from the client's keepalive thread, when the session is lost
+ * (see above): the server said it expired (`reason` RAFTLOCK_ESESSION), or
+ * the grace period passed without an acknowledged keepalive
+ * (RAFTLOCK_ETIMEDOUT). The callback must not block for long and must not
+ * close the client; it may call raftlock_session_close() on other sessions
+ * only.
  */
 typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, void *arg);
 
+/*
+ * Called from the client's keepalive thread at each change of the
+ * session's state, in order: RAFTLOCK_SESSION_JEOPARDY (reason
+ * RAFTLOCK_ETIMEDOUT) when validity runs out, RAFTLOCK_SESSION_SAFE
+ * (reason 0) when it resumes, then RAFTLOCK_SESSION_LOST at most once, with
+ * the reason on_lost gets (on_event runs first, then on_lost). A session
+ * lost while valid gets only RAFTLOCK_SESSION_LOST. The state may have
+ * moved on by the time the callback runs: raftlock_session_valid() tells
+ * the present. Callbacks of one client run one at a time; none runs for a
+ * session once raftlock_session_close() has begun on it. Same rules as
+ * on_lost: keep it short, do not close the client, close other sessions
+ * only.
+ */
+typedef void (*raftlock_session_event_cb)(raftlock_session *session,
+					  enum raftlock_session_event event, int reason, void *arg);
+
 struct raftlock_session_options {
-	unsigned ttl_ms;                  /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX. */
+	unsigned ttl_ms;                  /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX,
+					     and at least RAFTLOCK_TTL_ELECTION_FACTOR times
+					     the cluster's election timeout */
 	raftlock_session_lost_cb on_lost; /* may be NULL */
 	void *on_lost_arg;
+	/* How long the library keeps renewing a session in jeopardy before
+	 * it declares it lost on its own: 0 = RAFTLOCK_GRACE_TTLS times the
+	 * TTL (docs/GUARANTEES.md rule 8 says why). Longer is safe: the
+	 * cluster decides expiry, and says so at the next keepalive. */
+	unsigned grace_ms;
+	raftlock_session_event_cb on_event; /* may be NULL */
+	void *on_event_arg;
 };
 
 /*
  * Opens a session (replicated through Raft before it returns) and starts
  * keeping it alive: a keepalive every TTL/3 from the client's keepalive
  * thread. *out is owned by the caller: free it with raftlock_session_close().
- * Errors: RAFTLOCK_EINVAL (ttl out of range), RAFTLOCK_ETIMEDOUT,
+ * Errors: RAFTLOCK_EINVAL (ttl out of range, or below
+ * RAFTLOCK_TTL_ELECTION_FACTOR times the cluster's election timeout: the
+ * message names the minimum), RAFTLOCK_ETIMEDOUT,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
@@ -183,10 +242,11 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * handles after that.
  * Returns the error of the close request, but frees the session in any
  * case; the server expires a session it never heard closing. A session
- * already lost because its validity ran out (the server may not have
- * expired it yet) is still closed on the server, on a best-effort basis
- * bounded by one second, and the call returns 0 for it; so does a session
- * the server had already declared expired (nothing is left to close).
+ * in jeopardy is closed like a valid one. A session lost because its grace
+ * period passed (the server may not have expired it yet) is still closed
+ * on the server, on a best-effort basis bounded by one second, and the
+ * call returns 0 for it; so does a session the server had already
+ * declared expired (nothing is left to close).
  * Asynchronous calls on the session finish first: their callbacks have run
  * when this returns, so it must not be called from such a callback.
  * NULL is a no-op returning 0.
@@ -199,8 +259,9 @@ RAFTLOCK_API uint64_t raftlock_session_id(const raftlock_session *session);
 /*
  * Until when the session is certainly valid, in milliseconds of
  * CLOCK_BOOTTIME: the send time of the last acknowledged keepalive plus the
- * TTL minus the safety margin. 0 once the session is lost: a lost session
- * stays lost. Compare with raftlock_now_ms().
+ * TTL minus the safety margin. In jeopardy it is in the past, and moves on
+ * when a keepalive is acknowledged. 0 once the session is lost: a lost
+ * session stays lost. Compare with raftlock_now_ms().
  */
 RAFTLOCK_API uint64_t raftlock_session_valid_until(const raftlock_session *session);
 

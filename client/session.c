@@ -70,10 +70,50 @@ void session_mark_lost(raftlock_session *s, int reason)
 	if (s->lost)
 		return;
 	s->lost = true;
+	s->jeopardy = false;
 	s->lost_reason = reason;
 	s->valid_until = 0;
-	s->cb_pending = s->on_lost != NULL;
 	client_wake_all(s->client); /* blocked acquires end */
+}
+
+uint64_t session_check_at(const raftlock_session *s)
+{
+	if (s->lost)
+		return UINT64_MAX;
+	return s->jeopardy ? s->valid_until + s->grace_ms : s->valid_until;
+}
+
+void session_tick(raftlock_session *s, uint64_t now)
+{
+	if (s->lost || now < s->valid_until)
+		return;
+	/* Validity ran out: the caller must stop acting, but the cluster
+	 * may still hold the session (its clock stands still without a
+	 * leader). Keep renewing through the grace period. */
+	s->jeopardy = true;
+	if (now >= s->valid_until + s->grace_ms)
+		session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
+}
+
+void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now)
+{
+	/* The renewal applied no earlier than the send, on a session the
+	 * server still held (it answers ESESSION for one it expired): no
+	 * expiry happened before it, so validity counts from the send even
+	 * after it ran out (GUARANTEES rule 9). */
+	uint64_t v = session_validity_ms(sent_ms, s->ttl_ms);
+	if (v > s->valid_until)
+		s->valid_until = v;
+	if (s->jeopardy && now < s->valid_until)
+		s->jeopardy = false;
+}
+
+int session_event_due(const raftlock_session *s)
+{
+	if (s->lost)
+		return s->told != RAFTLOCK_SESSION_LOST ? RAFTLOCK_SESSION_LOST : 0;
+	int state = s->jeopardy ? RAFTLOCK_SESSION_JEOPARDY : RAFTLOCK_SESSION_SAFE;
+	return state != s->told ? state : 0;
 }
 
 int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result)
@@ -296,8 +336,15 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
 	s->valid_until = session_validity_ms(sent, s->ttl_ms);
 	s->next_seq = 1;
-	s->on_lost = opts != NULL ? opts->on_lost : NULL;
-	s->on_lost_arg = opts != NULL ? opts->on_lost_arg : NULL;
+	s->grace_ms = opts != NULL && opts->grace_ms != 0 ? opts->grace_ms
+							  : RAFTLOCK_GRACE_TTLS * s->ttl_ms;
+	s->told = RAFTLOCK_SESSION_SAFE;
+	if (opts != NULL) {
+		s->on_lost = opts->on_lost;
+		s->on_lost_arg = opts->on_lost_arg;
+		s->on_event = opts->on_event;
+		s->on_event_arg = opts->on_event_arg;
+	}
 	s->next = c->sessions;
 	if (c->sessions != NULL)
 		c->sessions->prev = s;
@@ -371,7 +418,8 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 		s->lost = true;
 		s->valid_until = 0;
 	} else if (s->lost_reason == RAFTLOCK_ETIMEDOUT) {
-		/* Lost in our view only: the server may still hold its locks
+		/* Lost in our view only (the grace period passed): the server
+		 * may still hold its locks
 		 * until the lease ends there. Ask it to let go now, briefly;
 		 * the outcome does not change what the caller gets. */
 		if (timeout_ms == 0 || timeout_ms > SESSION_LOST_CLOSE_MS)

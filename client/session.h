@@ -42,11 +42,16 @@ struct raftlock_session {
 	uint64_t id;
 	unsigned ttl_ms;
 	uint64_t valid_until; /* CLOCK_BOOTTIME ms; 0 once lost */
+	unsigned grace_ms;    /* renewed in jeopardy this long past valid_until */
+	bool jeopardy;        /* validity ran out; still renewing */
 	bool lost;
 	int lost_reason;
-	bool cb_pending; /* on_lost is due */
+	int told; /* the last state the application was told (enum
+		     raftlock_session_event), RAFTLOCK_SESSION_SAFE at first */
 	raftlock_session_lost_cb on_lost;
 	void *on_lost_arg;
+	raftlock_session_event_cb on_event;
+	void *on_event_arg;
 	uint64_t next_seq;
 	uint64_t *inflight; /* seqs whose outcome is unknown */
 	size_t n_inflight;
@@ -81,6 +86,28 @@ void session_call_end(raftlock_session *s);
 /* Marks s lost for good (valid_until 0); on_lost will run once from the
  * keepalive thread. No-op when already lost. */
 void session_mark_lost(raftlock_session *s, int reason);
+
+/*
+ * Validity and loss as time passes (keepalive thread, c->mu held; now is
+ * CLOCK_BOOTTIME ms): a session whose validity ran out enters jeopardy,
+ * and one in jeopardy at valid_until + grace_ms is lost (RAFTLOCK_ETIMEDOUT).
+ */
+void session_tick(raftlock_session *s, uint64_t now);
+
+/* When (CLOCK_BOOTTIME ms) session_tick() may next change s: UINT64_MAX
+ * for a lost session. Pure. */
+uint64_t session_check_at(const raftlock_session *s);
+
+/*
+ * A keepalive first sent at sent_ms (CLOCK_BOOTTIME) renewed s on the
+ * server: validity resumes from that send, and s leaves jeopardy if that
+ * brings valid_until past now. Not for lost sessions.
+ */
+void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now);
+
+/* The state change s owes its application's callbacks, 0 if none: the
+ * caller records it in s->told before it runs them. */
+int session_event_due(const raftlock_session *s);
 
 /* One mutating request of a session. */
 struct session_req {

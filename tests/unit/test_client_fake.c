@@ -410,13 +410,114 @@ static void lost_wait(struct lost_seen *l, unsigned max_ms)
 		sleep_ms(10);
 }
 
+/* What on_event saw, in order. */
+struct events_seen {
+	pthread_mutex_t mu;
+	int ev[16];
+	int reason[16];
+	uint64_t at[16];    /* raftlock_now_ms() when it ran */
+	uint64_t valid[16]; /* valid_until then */
+	int n;
+};
+
+static void on_event(raftlock_session *s, enum raftlock_session_event ev, int reason, void *arg)
+{
+	struct events_seen *e = arg;
+	uint64_t v = raftlock_session_valid_until(s);
+	pthread_mutex_lock(&e->mu);
+	if (e->n < 16) {
+		e->ev[e->n] = ev;
+		e->reason[e->n] = reason;
+		e->at[e->n] = raftlock_now_ms();
+		e->valid[e->n] = v;
+		e->n++;
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+static int events_count(struct events_seen *e)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = e->n;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+static void events_wait(struct events_seen *e, int n, unsigned max_ms)
+{
+	for (unsigned i = 0; i < max_ms / 10 && events_count(e) < n; i++)
+		sleep_ms(10);
+}
+
+/* Validity runs out while keepalives go unanswered: the session is in
+ * jeopardy (not valid, not lost, still renewed); the first acknowledged
+ * keepalive makes it valid again, from that keepalive's send time. */
+static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct events_seen ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {.ttl_ms = 1000,
+					      .on_lost = on_lost,
+					      .on_lost_arg = &seen,
+					      .on_event = on_event,
+					      .on_event_arg = &ev};
+	rig_up(&r, "x", 3000, &so);
+	sleep_ms(500);
+	assert_true(raftlock_session_valid(r.s));
+	FAKE_SET(r.f, keepalive_silent, true);
+	uint64_t last_valid = raftlock_session_valid_until(r.s);
+	events_wait(&ev, 1, 3000);
+	assert_int_equal(events_count(&ev), 1);
+	assert_int_equal(ev.ev[0], RAFTLOCK_SESSION_JEOPARDY);
+	assert_int_equal(ev.reason[0], RAFTLOCK_ETIMEDOUT);
+	assert_true(ev.at[0] >= last_valid);
+	assert_int_equal(ev.valid[0], last_valid);
+	assert_false(raftlock_session_valid(r.s));
+	assert_int_equal(raftlock_session_valid_until(r.s), last_valid);
+	/* still renewed, and the handle still works */
+	int sent = fake_count(r.f, KEEPALIVE);
+	sleep_ms(800);
+	assert_true(fake_count(r.f, KEEPALIVE) > sent);
+	assert_int_equal(lost_calls(&seen), 0);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+
+	/* answers resume (a failover ended): valid again, told so */
+	uint64_t resumed = raftlock_now_ms();
+	FAKE_SET(r.f, keepalive_silent, false);
+	events_wait(&ev, 2, 2000);
+	assert_int_equal(events_count(&ev), 2);
+	assert_int_equal(ev.ev[1], RAFTLOCK_SESSION_SAFE);
+	assert_int_equal(ev.reason[1], 0);
+	assert_true(ev.valid[1] > ev.at[1]);
+	assert_true(raftlock_session_valid(r.s));
+	/* from a keepalive sent after the answers resumed, or before */
+	assert_true(raftlock_session_valid_until(r.s) <= raftlock_now_ms() + 1000);
+	assert_true(raftlock_session_valid_until(r.s) > resumed);
+	sleep_ms(700);
+	assert_true(raftlock_session_valid(r.s));
+	assert_int_equal(lost_calls(&seen), 0);
+	assert_int_equal(events_count(&ev), 2);
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	assert_int_equal(events_count(&ev), 2); /* nothing after the close */
+	rig_down(&r);
+}
+
+/* A session in jeopardy is lost when its grace period passes without an
+ * acknowledgement; a lost session stays lost. */
 static void test_silent_keepalives_lose_the_session(void **state)
 {
 	(void)state;
 	struct rig r;
 	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct raftlock_session_options so = {
-		.ttl_ms = 1000, .on_lost = on_lost, .on_lost_arg = &seen};
+	struct events_seen ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {.ttl_ms = 1000,
+					      .on_lost = on_lost,
+					      .on_lost_arg = &seen,
+					      .grace_ms = 600,
+					      .on_event = on_event,
+					      .on_event_arg = &ev};
 	uint64_t t0 = raftlock_now_ms();
 	rig_up(&r, "x", 3000, &so);
 	uint64_t v0 = raftlock_session_valid_until(r.s);
@@ -427,22 +528,29 @@ static void test_silent_keepalives_lose_the_session(void **state)
 	assert_true(raftlock_session_valid_until(r.s) > v0 + 300);
 	assert_true(fake_count(r.f, KEEPALIVE) >= 3);
 	assert_int_equal(lost_calls(&seen), 0);
+	assert_int_equal(events_count(&ev), 0);
 
 	FAKE_SET(r.f, keepalive_silent, true);
 	uint64_t last_valid = raftlock_session_valid_until(r.s);
-	lost_wait(&seen, 3000);
+	lost_wait(&seen, 4000);
 	assert_int_equal(lost_calls(&seen), 1);
-	assert_true(raftlock_now_ms() >= last_valid);
+	assert_true(raftlock_now_ms() >= last_valid + 600);
 	assert_ptr_equal(seen.session, r.s);
 	assert_int_equal(seen.reason, RAFTLOCK_ETIMEDOUT);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	assert_false(raftlock_session_valid(r.s));
+	assert_int_equal(events_count(&ev), 2);
+	assert_int_equal(ev.ev[0], RAFTLOCK_SESSION_JEOPARDY);
+	assert_int_equal(ev.ev[1], RAFTLOCK_SESSION_LOST);
+	assert_int_equal(ev.reason[1], RAFTLOCK_ETIMEDOUT);
+	assert_true(ev.at[1] >= last_valid + 600);
 
-	/* answers resume: a lost session stays lost, the callback ran once */
+	/* answers resume: a lost session stays lost, the callbacks ran once */
 	FAKE_SET(r.f, keepalive_silent, false);
 	sleep_ms(600);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	assert_int_equal(lost_calls(&seen), 1);
+	assert_int_equal(events_count(&ev), 2);
 	assert_int_equal(raftlock_lock_try(r.l, NULL), RAFTLOCK_ESESSION);
 	assert_int_equal(fake_count(r.f, ACQUIRE), 0);
 	/* lost in the client's view only: closing still asks the server to
@@ -626,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_blocking_acquire_timeout_cancels),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
+		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
