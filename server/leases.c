@@ -9,6 +9,12 @@
 #include "raftlock.h"
 
 #define EXPIRY_TICK_MS 50
+/* While any deadline is pending, the leader writes its clock into the log
+ * at least this often (an empty RENEW). A new leader's clock continues
+ * from the last entry, so a leader that dies leaves at most this much
+ * cluster time unwritten, beside the time without a ready leader: the
+ * bound of GUARANTEES rule 11. */
+#define CLOCK_ENTRY_MS 250
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
 /* A session's slot keeps its TTL in the low bits of b and the cluster
  * time of its EXPIRE proposal (0: none) above them. */
@@ -232,6 +238,21 @@ static void drop_timers(struct leases *l, enum timer_kind kind, const char *name
 	l->n_timers = kept;
 }
 
+/* Puts the cluster time into the log when no entry did for CLOCK_ENTRY_MS
+ * while a deadline is pending (see CLOCK_ENTRY_MS). */
+static void write_clock(struct leases *l, uint64_t now)
+{
+	if (l->sessions.len == 0 && l->n_timers == 0)
+		return;
+	if (now < l->node->last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
+		return;
+	Raftlock__Renew op = RAFTLOCK__RENEW__INIT; /* renews nothing */
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
+	cmd.renew = &op;
+	(void)node_propose_quiet(l->node, &cmd); /* else the next tick tries */
+}
+
 static void expiry_cb(uv_timer_t *h)
 {
 	struct leases *l = h->data;
@@ -240,6 +261,7 @@ static void expiry_cb(uv_timer_t *h)
 	uint64_t now = node_cluster_now(l->node);
 	expire_sessions(l, now);
 	expire_timers(l, now);
+	write_clock(l, now);
 }
 
 /* ----------------------------------------------------------- keepalive -- */

@@ -1,6 +1,7 @@
 /* service.c: see service.h. */
 #include "service.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -428,6 +429,27 @@ static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq,
 	cmd->ack_below = ack_below;
 }
 
+/* GUARANTEES rule 8: a TTL below RAFTLOCK_TTL_ELECTION_FACTOR election
+ * timeouts is refused before it reaches the log, with a message that names
+ * the minimum. Such a session's validity would not outlast even the
+ * shortest failover. A TTL outside the protocol's range is the state
+ * machine's to refuse. */
+static bool ttl_allowed(struct service *s, struct conn *c, const Raftlock__Envelope *env)
+{
+	uint32_t ttl = env->open_session->ttl_ms;
+	unsigned et = s->cfg->election_timeout_ms;
+	uint64_t min = (uint64_t)RAFTLOCK_TTL_ELECTION_FACTOR * et;
+	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl >= min)
+		return true;
+	char msg[200];
+	snprintf(msg, sizeof msg,
+		 "ttl %u ms is below %llu ms, the shortest this cluster allows (%d times its "
+		 "election timeout of %u ms)",
+		 ttl, (unsigned long long)min, RAFTLOCK_TTL_ELECTION_FACTOR, et);
+	send_status(s, c, env->id, RAFTLOCK_EINVAL, msg);
+	return false;
+}
+
 static void handle_mutation(struct service *s, struct conn *c, const Raftlock__Envelope *env)
 {
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -440,6 +462,8 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 	bool pushable = false;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+		if (!ttl_allowed(s, c, env))
+			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
 		if (env->open_session->owner != NULL) {
