@@ -96,10 +96,11 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		if (v != 0)
 			last_valid = v;
 		if (!killed && (v == 0 || now >= last_valid)) {
+			/* Jeopardy or loss alike: the lock may go to another
+			 * from now on, so the command stops here. */
 			fprintf(stderr,
-				"raftlock: session %" PRIu64
-				" lost: killing the command (SIGKILL)\n",
-				raftlock_session_id(s));
+				"raftlock: session %" PRIu64 " %s: killing the command (SIGKILL)\n",
+				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out");
 			kill(child, SIGKILL);
 			killed = true;
 		} else if (!termed && !killed && now + h->grace_ms >= last_valid) {
