@@ -16,16 +16,6 @@
 #define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
 _Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 
-enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
-
-struct lease_timer {
-	enum timer_kind kind;
-	char *name;
-	uint64_t session, seq;
-	uint64_t deadline;
-	uint64_t proposed_at;
-};
-
 struct keepalive {
 	leases_keepalive_cb cb;
 	void *arg;
@@ -52,6 +42,7 @@ void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned 
 	uv_timer_init(loop, &l->expiry_timer);
 	l->renew_timer.data = l;
 	l->expiry_timer.data = l;
+	timers_init(&l->timers);
 }
 
 size_t leases_session_count(const struct leases *l)
@@ -62,19 +53,8 @@ size_t leases_session_count(const struct leases *l)
 static void add_timer(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
 		      uint64_t seq, uint64_t deadline)
 {
-	if (grow(&l->timers, &l->cap_timers, l->n_timers + 1, 16, sizeof *l->timers) != 0)
+	if (timers_set(&l->timers, kind, name, session, seq, deadline) != 0)
 		log_fatal("out of memory");
-	char *copy = strdup(name);
-	if (copy == NULL)
-		log_fatal("out of memory");
-	l->timers[l->n_timers++] = (struct lease_timer){kind, copy, session, seq, deadline, 0};
-}
-
-static void clear_timers(struct leases *l)
-{
-	for (size_t i = 0; i < l->n_timers; i++)
-		free(l->timers[i].name);
-	l->n_timers = 0;
 }
 
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
@@ -110,7 +90,7 @@ void leases_rebuild(struct leases *l)
 {
 	idmap_clear(&l->sessions);
 	l->expiry_floor = UINT64_MAX;
-	clear_timers(l);
+	timers_clear(&l->timers);
 	struct store *st = &l->node->store;
 	MDB_txn *txn = store_begin(st, false);
 	store_scan_leases(st, txn, rebuild_session, l);
@@ -118,23 +98,17 @@ void leases_rebuild(struct leases *l)
 	store_abort(txn);
 }
 
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
-			uint64_t seq);
-
 void leases_on_event(struct leases *l, const struct fsm_event *ev)
 {
 	switch (ev->type) {
 	case FSM_EV_SESSION: set_session(l, ev->session, ev->deadline, ev->ttl_ms); break;
 	case FSM_EV_SESSION_GONE: idmap_del(&l->sessions, ev->session); break;
 	case FSM_EV_LOCK_DELAY:
-		drop_timers(l, TIMER_LOCK_DELAY, ev->name, 0, 0);
+		timers_drop_delay(&l->timers, ev->name);
 		if (ev->deadline != 0)
 			add_timer(l, TIMER_LOCK_DELAY, ev->name, 0, 0, ev->deadline);
 		break;
-	case FSM_EV_PUSH:
-		if (l->n_timers > 0)
-			drop_timers(l, TIMER_WAIT, NULL, ev->session, ev->seq);
-		break;
+	case FSM_EV_PUSH: timers_drop_wait(&l->timers, ev->session, ev->seq); break;
 	case FSM_EV_WAIT_DEADLINE:
 		add_timer(l, TIMER_WAIT, ev->name, ev->session, ev->seq, ev->deadline);
 		break;
@@ -188,12 +162,12 @@ static void expire_sessions(struct leases *l, uint64_t now)
 	l->expiry_floor = floor;
 }
 
+/* Proposes the end of each lock-delay and wait that is due, soonest
+ * first: a heap pop each, never a walk over every timer. */
 static void expire_timers(struct leases *l, uint64_t now)
 {
-	for (size_t i = 0; i < l->n_timers; i++) {
-		struct lease_timer *t = &l->timers[i];
-		if (!due(now, t->deadline, &t->proposed_at))
-			continue;
+	struct timer *t;
+	while ((t = timers_due(&l->timers, now)) != NULL) {
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		Raftlock__LockDelayEnd delay = RAFTLOCK__LOCK_DELAY_END__INIT;
 		Raftlock__WaitExpire wait = RAFTLOCK__WAIT_EXPIRE__INIT;
@@ -210,26 +184,8 @@ static void expire_timers(struct leases *l, uint64_t now)
 		}
 		if (node_propose_quiet(l->node, &cmd) != 0)
 			return;
+		timers_postpone(&l->timers, t, now + REPROPOSE_MS);
 	}
-}
-
-/* Drops the timers an apply event resolved: a lock-delay that ended
- * (deadline 0), or a waiter whose acquire reached its final outcome. */
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
-			uint64_t seq)
-{
-	size_t kept = 0;
-	for (size_t i = 0; i < l->n_timers; i++) {
-		struct lease_timer *t = &l->timers[i];
-		bool match = t->kind == kind &&
-			     (kind == TIMER_LOCK_DELAY ? strcmp(t->name, name) == 0
-						       : t->session == session && t->seq == seq);
-		if (match)
-			free(t->name);
-		else
-			l->timers[kept++] = *t;
-	}
-	l->n_timers = kept;
 }
 
 static void expiry_cb(uv_timer_t *h)
@@ -360,8 +316,7 @@ void leases_on_ready(struct leases *l, bool ready)
 		/* Reset proposal marks: this leader has proposed nothing yet. */
 		for (size_t i = 0; i < l->sessions.cap; i++)
 			l->sessions.slots[i].b &= TTL_MASK;
-		for (size_t i = 0; i < l->n_timers; i++)
-			l->timers[i].proposed_at = 0;
+		timers_reset(&l->timers);
 		l->expiry_floor = 0;
 		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
@@ -381,6 +336,5 @@ void leases_close(struct leases *l)
 	uv_close((uv_handle_t *)&l->renew_timer, NULL);
 	uv_close((uv_handle_t *)&l->expiry_timer, NULL);
 	idmap_close(&l->sessions);
-	clear_timers(l);
-	free(l->timers);
+	timers_close(&l->timers);
 }

@@ -20,6 +20,7 @@
 #include "fsm.h"
 #include "idmap.h"
 #include "node.h"
+#include "timers.h"
 
 /* Completion of a keepalive: status 0 with one status per session (0 or
  * RAFTLOCK_ESESSION) and its TTL, or a nonzero status (not leader, unknown)
@@ -27,7 +28,6 @@
 typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *statuses,
 				    const uint32_t *ttls, size_t n);
 
-struct lease_timer; /* lock-delay or wait deadline */
 struct renew_batch;
 
 struct leases {
@@ -36,8 +36,7 @@ struct leases {
 	unsigned window_ms;
 	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 20 */
 	uint64_t expiry_floor; /* no session is due for expiry before this */
-	struct lease_timer *timers;
-	size_t n_timers, cap_timers;
+	struct timers timers;  /* lock-delay and wait deadlines */
 	uv_timer_t renew_timer;
 	uv_timer_t expiry_timer;
 	struct renew_batch *pending; /* keepalives waiting for the window */
