@@ -16,10 +16,18 @@
 #define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
 _Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 
+/* Sessions one RENEW command names at most: a window's renewals are split
+ * into commands of this size, so no entry grows past the node's batch
+ * limit by more than one of them (about 160 KiB with 10-byte ids). */
+#define RENEW_MAX_IDS 16384
+#define KA_BUDGET_MS 1000 /* the period of a connection's keepalive budget */
+#define KA_RENEW 1        /* status placeholder: known once the RENEW applied */
+
 struct keepalive {
 	leases_keepalive_cb cb;
 	void *arg;
 	uint64_t *ids;
+	int32_t *st; /* per id: a final status, or KA_RENEW */
 	size_t n;
 	struct keepalive *next;
 };
@@ -27,8 +35,11 @@ struct keepalive {
 struct renew_batch {
 	struct leases *leases;
 	struct keepalive *head;
-	uint64_t *ids; /* of every keepalive, repeats included */
+	uint64_t *ids; /* each session once */
 	size_t n_ids, cap_ids;
+	uint64_t gen;         /* the window's mark in the session index */
+	unsigned outstanding; /* RENEW commands not applied yet, + 1 while flushing */
+	int status;           /* first failure of those commands */
 };
 
 void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
@@ -200,41 +211,56 @@ static void expiry_cb(uv_timer_t *h)
 
 /* ----------------------------------------------------------- keepalive -- */
 
-static void finish_batch(struct renew_batch *b, int status)
+/* Answers one keepalive: each id that waited for the RENEW is 0 with its
+ * TTL if the session is still known (it was renewed at that entry's cluster
+ * time: rule 3, acknowledge only what committed), ESESSION if it ended. */
+static void answer(struct leases *l, struct keepalive *k, int status)
 {
-	struct leases *l = b->leases;
+	if (status != 0) {
+		k->cb(k->arg, status, NULL, NULL, 0);
+	} else {
+		uint32_t *ttl = calloc(k->n ? k->n : 1, sizeof *ttl);
+		if (ttl == NULL)
+			log_fatal("out of memory");
+		for (size_t i = 0; i < k->n; i++) {
+			if (k->st[i] != KA_RENEW)
+				continue;
+			struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
+			k->st[i] = s ? 0 : RAFTLOCK_ESESSION;
+			ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
+		}
+		k->cb(k->arg, 0, k->st, ttl, k->n);
+		free(ttl);
+	}
+	free(k->ids);
+	free(k->st);
+	free(k);
+}
+
+static void finish_batch(struct renew_batch *b)
+{
 	while (b->head != NULL) {
 		struct keepalive *k = b->head;
 		b->head = k->next;
-		if (status != 0) {
-			k->cb(k->arg, status, NULL, NULL, 0);
-		} else {
-			int32_t *st = calloc(k->n ? k->n : 1, sizeof *st);
-			uint32_t *ttl = calloc(k->n ? k->n : 1, sizeof *ttl);
-			if (st == NULL || ttl == NULL)
-				log_fatal("out of memory");
-			for (size_t i = 0; i < k->n; i++) {
-				struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
-				st[i] = s ? 0 : RAFTLOCK_ESESSION;
-				ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
-			}
-			k->cb(k->arg, 0, st, ttl, k->n);
-			free(st);
-			free(ttl);
-		}
-		free(k->ids);
-		free(k);
+		answer(b->leases, k, b->status);
 	}
 	free(b->ids);
 	free(b);
 }
 
-/* The RENEW entry applied: every session that is still known was renewed
- * at that entry's cluster time (rule 3: acknowledge only what committed). */
+static void renew_release(struct renew_batch *b, int status)
+{
+	if (b->status == 0)
+		b->status = status;
+	if (--b->outstanding == 0)
+		finish_batch(b);
+}
+
+/* One RENEW command of the window applied (or failed). */
 static void renew_done(void *arg, int status, const Raftlock__Result *res)
 {
 	(void)res;
-	finish_batch(arg, status);
+	renew_release(arg, status);
 }
 
 static int id_order(const void *a, const void *b)
@@ -243,8 +269,9 @@ static int id_order(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Proposes one RENEW naming every session of the window once, in id
- * order: the apply on every node then walks the lease table page by page. */
+/* Proposes the window's renewals in id order (the apply on every node then
+ * walks the lease table page by page), in commands of RENEW_MAX_IDS. The
+ * keepalives are answered once all of them applied. */
 static void renew_flush(uv_timer_t *h)
 {
 	struct leases *l = h->data;
@@ -253,19 +280,28 @@ static void renew_flush(uv_timer_t *h)
 		return;
 	l->pending = NULL;
 	qsort(b->ids, b->n_ids, sizeof *b->ids, id_order);
-	size_t n = 0;
-	for (size_t i = 0; i < b->n_ids; i++)
-		if (b->ids[i] != 0 && (n == 0 || b->ids[i] != b->ids[n - 1]))
-			b->ids[n++] = b->ids[i];
-	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
-	op.sessions = b->ids;
-	op.n_sessions = n;
-	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
-	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
-	cmd.renew = &op;
-	int rv = node_propose(l->node, &cmd, renew_done, b);
-	if (rv != 0)
-		finish_batch(b, rv);
+	b->outstanding = 1;
+	for (size_t at = 0; at < b->n_ids; at += RENEW_MAX_IDS) {
+		size_t n = b->n_ids - at < RENEW_MAX_IDS ? b->n_ids - at : RENEW_MAX_IDS;
+		Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
+		op.sessions = b->ids + at;
+		op.n_sessions = n;
+		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+		cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
+		cmd.renew = &op;
+		b->outstanding++;
+		int rv = node_propose(l->node, &cmd, renew_done, b);
+		if (rv != 0) {
+			b->outstanding--;
+			b->status = rv;
+			break;
+		}
+		l->stats.renew_commands++;
+		l->stats.renew_ids += n;
+		if (n > l->stats.renew_ids_max)
+			l->stats.renew_ids_max = n;
+	}
+	renew_release(b, 0);
 }
 
 /* Room for n more ids in the window's batch (made if there is none). */
@@ -277,35 +313,83 @@ static int renew_reserve(struct leases *l, size_t n)
 		if (b == NULL)
 			return RAFTLOCK_ENOMEM;
 		b->leases = l;
+		b->gen = ++l->window_gen;
 		l->pending = b;
 		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}
 	return grow(&b->ids, &b->cap_ids, b->n_ids + n, 1024, sizeof *b->ids);
 }
 
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
-		     void *arg)
+/* What is left of the connection's budget in the current period. */
+static size_t budget_left(const struct leases *l, struct leases_budget *budget, uint64_t now)
+{
+	size_t limit = l->node->cfg->keepalive_max_ids;
+	if (now - budget->start >= KA_BUDGET_MS) {
+		budget->start = now;
+		budget->used = 0;
+	}
+	return budget->used < limit ? limit - budget->used : 0;
+}
+
+bool leases_budget_spent(const struct leases *l, struct leases_budget *budget)
+{
+	return budget_left(l, budget, uv_now(l->loop)) == 0;
+}
+
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg)
 {
 	if (!l->node->leader)
 		return RAFTLOCK_ENOTLEADER;
 	if (!l->ready)
 		return RAFTLOCK_EUNAVAILABLE;
+	size_t take = budget_left(l, budget, uv_now(l->loop));
+	if (n > 0 && take == 0) {
+		l->stats.ids_refused += n;
+		return RAFTLOCK_ELIMIT;
+	}
+	if (take > n)
+		take = n;
 	struct keepalive *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
-	if (k == NULL || copy == NULL || renew_reserve(l, n) != 0) {
+	int32_t *st = malloc((n ? n : 1) * sizeof *st);
+	if (k == NULL || copy == NULL || st == NULL || (take > 0 && renew_reserve(l, take) != 0)) {
 		free(k);
 		free(copy);
+		free(st);
 		return RAFTLOCK_ENOMEM;
 	}
-	*k = (struct keepalive){cb, arg, copy, n, NULL};
+	budget->used += take;
+	*k = (struct keepalive){cb, arg, copy, st, n, NULL};
+	memcpy(copy, ids, n * sizeof *copy);
+	/* One index lookup per id: an id this leader does not know is
+	 * answered now and never replicated; a known one joins the window's
+	 * batch once, however often it is named. */
 	struct renew_batch *b = l->pending;
+	bool waits = false;
+	for (size_t i = 0; i < take; i++) {
+		struct idmap_slot *s = idmap_get(&l->sessions, ids[i]);
+		if (s == NULL) {
+			st[i] = RAFTLOCK_ESESSION;
+			l->stats.ids_unknown++;
+			continue;
+		}
+		st[i] = KA_RENEW;
+		waits = true;
+		if (s->ptr != (void *)(uintptr_t)b->gen) {
+			s->ptr = (void *)(uintptr_t)b->gen;
+			b->ids[b->n_ids++] = ids[i];
+		}
+	}
+	for (size_t i = take; i < n; i++)
+		st[i] = RAFTLOCK_ELIMIT;
+	l->stats.ids_refused += n - take;
+	if (!waits) {
+		answer(l, k, 0);
+		return 0;
+	}
 	k->next = b->head;
 	b->head = k;
-	if (n > 0) {
-		memcpy(copy, ids, n * sizeof *copy);
-		memcpy(b->ids + b->n_ids, ids, n * sizeof *ids);
-		b->n_ids += n;
-	}
 	return 0;
 }
 
@@ -325,7 +409,8 @@ void leases_on_ready(struct leases *l, bool ready)
 		if (l->pending != NULL) {
 			struct renew_batch *b = l->pending;
 			l->pending = NULL;
-			finish_batch(b, RAFTLOCK_ENOTLEADER);
+			b->status = RAFTLOCK_ENOTLEADER;
+			finish_batch(b);
 		}
 	}
 }

@@ -30,6 +30,22 @@ typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *status
 
 struct renew_batch;
 
+/* A client connection's keepalive budget: the session ids it named in the
+ * current period of one second. Owned by the caller, zeroed to start. */
+struct leases_budget {
+	uint64_t start; /* uv_now() ms */
+	size_t used;
+};
+
+/* Keepalive figures of this node as leader, for metrics. */
+struct leases_stats {
+	uint64_t renew_commands; /* RENEW commands proposed */
+	uint64_t renew_ids;      /* sessions named in them */
+	uint64_t renew_ids_max;  /* the most one of them named */
+	uint64_t ids_unknown;    /* keepalive ids answered ESESSION at once */
+	uint64_t ids_refused;    /* keepalive ids refused past a budget */
+};
+
 struct leases {
 	uv_loop_t *loop;
 	struct node *node;
@@ -40,6 +56,8 @@ struct leases {
 	uv_timer_t renew_timer;
 	uv_timer_t expiry_timer;
 	struct renew_batch *pending; /* keepalives waiting for the window */
+	uint64_t window_gen;         /* marks of the windows, in sessions' ptr */
+	struct leases_stats stats;
 	bool ready;
 };
 
@@ -52,12 +70,27 @@ void leases_on_event(struct leases *l, const struct fsm_event *ev);
 void leases_on_ready(struct leases *l, bool ready);
 
 /*
- * Renews the sessions (ids copied). Returns 0 (cb called once, after the
- * RENEW entry applied or failed) or RAFTLOCK_ENOTLEADER /
- * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ENOMEM (cb not called).
+ * Renews the sessions (ids copied) for a connection whose budget is
+ * *budget. Bounded work per request and per window (GUARANTEES, keepalive
+ * limits):
+ *   - an id this leader does not know (not in its applied state) gets
+ *     RAFTLOCK_ESESSION at once and is never replicated;
+ *   - a session named several times in a window is renewed once;
+ *   - the connection may name cfg->keepalive_max_ids ids per second: the
+ *     ids past it get RAFTLOCK_ELIMIT, unreplicated; a request made with
+ *     the budget already spent is refused whole;
+ *   - the window's renewals go out in RENEW commands of at most
+ *     RENEW_MAX_IDS sessions each.
+ * Returns 0 (cb called once: after the RENEW commands applied or failed,
+ * or before this returns when no id needs a RENEW) or RAFTLOCK_ELIMIT
+ * (budget spent) / RAFTLOCK_ENOTLEADER / RAFTLOCK_EUNAVAILABLE /
+ * RAFTLOCK_ENOMEM (cb not called).
  */
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
-		     void *arg);
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg);
+
+/* Whether the budget is spent for the rest of its period. */
+bool leases_budget_spent(const struct leases *l, struct leases_budget *budget);
 
 /* Number of live sessions this node knows of. */
 size_t leases_session_count(const struct leases *l);

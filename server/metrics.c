@@ -89,6 +89,19 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->snapshots_restored);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
+	const struct leases_stats *ls = &m->service->leases->stats;
+	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
+		ls->renew_commands);
+	counter(&t, "renew_sessions_total", "Sessions named in those RENEW commands.",
+		ls->renew_ids);
+	gauge(&t, "renew_sessions_max", "The most sessions one RENEW command named.",
+	      ls->renew_ids_max);
+	counter(&t, "keepalive_unknown_total",
+		"Keepalive ids of sessions this leader does not know: ESESSION, not replicated.",
+		ls->ids_unknown);
+	counter(&t, "keepalive_refused_total",
+		"Keepalive ids refused (ELIMIT) past a connection's per-second budget.",
+		ls->ids_refused);
 	raftlock__meta__free_unpacked(meta, NULL);
 	store_abort(txn);
 	return t.len;
