@@ -331,9 +331,11 @@ static size_t budget_left(const struct leases *l, struct leases_budget *budget, 
 	return budget->used < limit ? limit - budget->used : 0;
 }
 
-bool leases_budget_spent(const struct leases *l, struct leases_budget *budget)
+bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget)
 {
-	return budget_left(l, budget, uv_now(l->loop)) == 0;
+	/* A query: the next period begins with the next keepalive, not here. */
+	return uv_now(l->loop) - budget->start < KA_BUDGET_MS &&
+	       budget->used >= l->node->cfg->keepalive_max_ids;
 }
 
 int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,

@@ -89,8 +89,9 @@ void leases_on_ready(struct leases *l, bool ready);
 int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
 		     leases_keepalive_cb cb, void *arg);
 
-/* Whether the budget is spent for the rest of its period. */
-bool leases_budget_spent(const struct leases *l, struct leases_budget *budget);
+/* Whether the budget is spent for the rest of its period (which begins
+ * with the first keepalive after the previous one ended). */
+bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget);
 
 /* Number of live sessions this node knows of. */
 size_t leases_session_count(const struct leases *l);

@@ -528,6 +528,7 @@ static void resume_cb(uv_timer_t *h)
 			continue;
 		}
 		c->paused = false;
+		log_debug("keepalive budget refilled: reading a paused connection again");
 		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 	}
 	if (!still)
@@ -542,6 +543,7 @@ static void pause_reads(struct service *s, struct conn *c)
 	if (c->paused || c->closing)
 		return;
 	c->paused = true;
+	log_debug("keepalive budget spent: a connection is not read until it refills");
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	if (!uv_is_active((uv_handle_t *)&s->resume_timer))
 		uv_timer_start(&s->resume_timer, resume_cb, RESUME_TICK_MS, RESUME_TICK_MS);
