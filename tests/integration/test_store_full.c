@@ -198,6 +198,26 @@ static void assert_all_up(void)
 	}
 }
 
+/* A raw connection to node i with SESSIONS sessions opened on it. */
+static int connect_sessions(int i, uint64_t *sess)
+{
+	int fd = raw_connect(cl.client_port[i]);
+	assert_true(fd >= 0);
+	for (int s = 0; s < SESSIONS; s++)
+		assert_int_equal(open_session(fd, &sess[s]), 0);
+	return fd;
+}
+
+/* Waits until node i applied `refused` refusals (a follower may lag). */
+static void wait_refusals(int i, unsigned refused)
+{
+	uint64_t until = tcluster_now_ms() + 10000;
+	while (metric(i, "store_refusals_total") < refused) {
+		assert_true(tcluster_now_ms() < until);
+		usleep(20000);
+	}
+}
+
 /* Fills: rounds of one try-lock per session, pipelined, until one is
  * refused. Returns the number of rounds. */
 static unsigned fill(int fd, const uint64_t *sess, unsigned max_rounds, unsigned *granted,
@@ -242,11 +262,8 @@ static void test_fill_refuse_free(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(metric(i, "store_limit_bytes"), (MAP_MB << 20) / 4);
 
-	int fd = raw_connect(cl.client_port[L]);
-	assert_true(fd >= 0);
 	uint64_t sess[SESSIONS];
-	for (int s = 0; s < SESSIONS; s++)
-		assert_int_equal(open_session(fd, &sess[s]), 0);
+	int fd = connect_sessions(L, sess);
 
 	unsigned granted, refused;
 	unsigned rounds = fill(fd, sess, 1000, &granted, &refused);
@@ -257,12 +274,7 @@ static void test_fill_refuse_free(void **state)
 	/* Every node applied the refusals alike and stays well inside its map. */
 	unsigned long long used = metric(L, "store_used_bytes");
 	for (int i = 0; i < 3; i++) {
-		/* a follower may still be applying the last entries */
-		until = tcluster_now_ms() + 5000;
-		while (metric(i, "store_refusals_total") < refused) {
-			assert_true(tcluster_now_ms() < until);
-			usleep(20000);
-		}
+		wait_refusals(i, refused);
 		assert_true(metric(i, "store_used_bytes") >= (MAP_MB << 20) / 4);
 		assert_true(metric(i, "store_refusals_total") >= refused);
 		assert_true(metric(i, "lmdb_used_bytes") < metric(i, "lmdb_map_bytes"));
@@ -326,11 +338,8 @@ static void test_small_map_node_stops_alone(void **state)
 	/* It was told that its map is too small for the cluster's limit. */
 	assert_true(grep_log(2, "map-size"));
 
-	int fd = raw_connect(cl.client_port[L]);
-	assert_true(fd >= 0);
 	uint64_t sess[SESSIONS];
-	for (int s = 0; s < SESSIONS; s++)
-		assert_int_equal(open_session(fd, &sess[s]), 0);
+	int fd = connect_sessions(L, sess);
 	unsigned granted, refused;
 	unsigned rounds = fill(fd, sess, 4000, &granted, &refused);
 
@@ -348,11 +357,7 @@ static void test_small_map_node_stops_alone(void **state)
 	assert_true(grep_log(2, "--map-size"));
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(kill(cl.pid[i], 0), 0);
-		until = tcluster_now_ms() + 10000; /* the follower may lag */
-		while (metric(i, "store_refusals_total") < refused) {
-			assert_true(tcluster_now_ms() < until);
-			usleep(20000);
-		}
+		wait_refusals(i, refused);
 		assert_true(metric(i, "store_used_bytes") >= (4 * MAP_MB << 20) / 4);
 	}
 	char name[NAME_LEN + 1];
