@@ -30,7 +30,11 @@ static const char usage[] =
 	"                             that a follower a little behind gets entries,\n"
 	"                             not the whole snapshot; default 4096\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
-	"  --map-size MB              LMDB map size, default 4096\n"
+	"  --map-size MB              LMDB map size, default 4096; new sessions, locks\n"
+	"                             and waits are refused (ELIMIT) once the records\n"
+	"                             reach a quarter of the leader's map\n"
+	"  --keepalive-max-ids N      session ids one client connection may name in\n"
+	"                             keepalives per second, default 262144\n"
 	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
 	"  --check-config             validate the settings, print them and exit\n";
 
@@ -157,6 +161,11 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (parse_u64(value, 16, 1u << 30, &v) != 0)
 			return fail(err, errlen, "map-size: '%s' MB not in 16..2^30", value);
 		cfg->map_size = (size_t)v << 20;
+	} else if (strcmp(key, "keepalive-max-ids") == 0) {
+		if (parse_u64(value, 1024, UINT32_MAX, &v) != 0)
+			return fail(err, errlen, "keepalive-max-ids: '%s' not in 1024..2^32-1",
+				    value);
+		cfg->keepalive_max_ids = (size_t)v;
 	} else if (strcmp(key, "log-level") == 0) {
 		static const char *levels[] = {"debug", "info", "warn", "error"};
 		for (int i = 0; i < 4; i++)
@@ -219,6 +228,7 @@ static void defaults(struct config *cfg)
 	cfg->snapshot_trailing = 4096;
 	cfg->renew_window_ms = 10;
 	cfg->map_size = (size_t)4096 << 20;
+	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
 }
 
@@ -268,6 +278,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"snapshot-trailing", required_argument, NULL, 0},
 		{"renew-window", required_argument, NULL, 0},
 		{"map-size", required_argument, NULL, 0},
+		{"keepalive-max-ids", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"check-config", no_argument, NULL, 'k'},

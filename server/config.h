@@ -35,8 +35,9 @@ struct config {
 	unsigned snapshot_trailing;
 	unsigned renew_window_ms;
 	size_t map_size;
-	int log_level;   /* enum log_level */
-	bool check_only; /* --check-config: validate, print, exit */
+	size_t keepalive_max_ids; /* per client connection and second */
+	int log_level;            /* enum log_level */
+	bool check_only;          /* --check-config: validate, print, exit */
 };
 
 /*

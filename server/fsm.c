@@ -37,6 +37,12 @@ static Raftlock__Result result_of(int status)
 void fsm_init(struct fsm *f, struct store *store)
 {
 	f->store = store;
+	f->store_refusals = 0;
+}
+
+uint64_t fsm_store_limit(size_t map_size)
+{
+	return map_size / FSM_STORE_LIMIT_SHARE;
 }
 
 uint64_t fsm_applied_index(struct fsm *f)
@@ -55,6 +61,23 @@ static bool session_live(struct apply *a, uint64_t id)
 	uint64_t deadline;
 	uint32_t ttl;
 	return store_get_lease(a->fsm->store, a->txn, id, &deadline, &ttl) && a->now < deadline;
+}
+
+/* Store full (GUARANTEES, store full): past the replicated limit, nothing
+ * that makes the state grow for long is accepted -- new sessions, grants
+ * to new holders, new waiters -- while everything that frees space still
+ * applies. Both sides are the same on every node: the limit comes from the
+ * log, the bytes are a function of the records (store_record_bytes). */
+static bool store_full(struct apply *a)
+{
+	return a->meta->store_limit != 0 &&
+	       store_record_bytes(a->fsm->store) >= a->meta->store_limit;
+}
+
+static Raftlock__Result refuse_full(struct apply *a)
+{
+	a->fsm->store_refusals++;
+	return result_of(RAFTLOCK_ELIMIT);
 }
 
 /* ------------------------------------------------------- grant rules -- */
@@ -247,6 +270,8 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		return result_of(RAFTLOCK_EINVAL);
 	if (store_count_sessions(st, a->txn) >= FSM_MAX_SESSIONS)
 		return result_of(RAFTLOCK_ELIMIT);
+	if (store_full(a))
+		return refuse_full(a);
 	Raftlock__SessionRecord *sess = records_new_session(op->owner);
 	if (a->meta->next_session == 0)
 		a->meta->next_session = 1;
@@ -414,6 +439,10 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 			res.status = RAFTLOCK_ELIMIT;
 			goto out;
 		}
+		if (store_full(a)) {
+			res = refuse_full(a);
+			goto out;
+		}
 		h = grant(a, lock, sess->id, op->owner, mode, permits);
 		res.token = h->token;
 		res.count = 1;
@@ -422,6 +451,9 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		goto out;
 	} else if (lock->n_waiters >= FSM_MAX_WAITERS) {
 		res.status = RAFTLOCK_ELIMIT;
+		goto out;
+	} else if (store_full(a)) {
+		res = refuse_full(a);
 		goto out;
 	} else {
 		Raftlock__Waiter *w = records_add_waiter(lock);
@@ -631,6 +663,17 @@ static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 	return result_of(0);
 }
 
+static void do_store_limit(struct apply *a, const Raftlock__StoreLimit *op)
+{
+	a->meta->store_limit = op->bytes;
+	if (op->bytes > a->fsm->store->map_size / FSM_STORE_LIMIT_SHARE)
+		log_warn("the cluster's store limit is now %llu bytes of records, more than this "
+			 "node's map-size (%zu MB) / %u: this node may stop with 'map full'; "
+			 "give it the map-size of the leader",
+			 (unsigned long long)op->bytes, a->fsm->store->map_size >> 20,
+			 FSM_STORE_LIMIT_SHARE);
+}
+
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
@@ -641,6 +684,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_EXPIRE_SESSION: do_expire_session(a, cmd->expire_session); break;
 	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END: do_lock_delay_end(a, cmd->lock_delay_end); break;
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
+	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:

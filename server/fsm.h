@@ -28,6 +28,14 @@
 #define FSM_MAX_OUTCOMES 4096u       /* remembered per session */
 #define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */
 
+/* Store full: a leader proposes STORE_LIMIT = its map-size / this share;
+ * past that many bytes of records (store_record_bytes) new sessions, new
+ * holders and new waiters are refused with RAFTLOCK_ELIMIT. A quarter
+ * leaves room for LMDB's B-tree pages (half-full after splits), the pages
+ * a transaction copies before it commits, and the growth of what still
+ * applies when full (releases, outcomes, lock-delays). */
+#define FSM_STORE_LIMIT_SHARE 4u
+
 enum fsm_event_type {
 	FSM_EV_RESULT,       /* command `command` of the entry: result */
 	FSM_EV_PUSH,         /* final outcome of a queued acquire (session, seq) */
@@ -55,9 +63,13 @@ struct fsm_sink {
 
 struct fsm {
 	struct store *store;
+	uint64_t store_refusals; /* commands refused for the store limit */
 };
 
 void fsm_init(struct fsm *f, struct store *store);
+
+/* The store limit a leader with this map size proposes. */
+uint64_t fsm_store_limit(size_t map_size);
 
 /*
  * Applies one decoded entry at log index `index` in one write transaction,

@@ -22,20 +22,18 @@
 #define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
 _Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 
-enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
-
-struct lease_timer {
-	enum timer_kind kind;
-	char *name;
-	uint64_t session, seq;
-	uint64_t deadline;
-	uint64_t proposed_at;
-};
+/* Sessions one RENEW command names at most: a window's renewals are split
+ * into commands of this size, so no entry grows past the node's batch
+ * limit by more than one of them (about 160 KiB with 10-byte ids). */
+#define RENEW_MAX_IDS 16384
+#define KA_BUDGET_MS 1000 /* the period of a connection's keepalive budget */
+#define KA_RENEW 1        /* status placeholder: known once the RENEW applied */
 
 struct keepalive {
 	leases_keepalive_cb cb;
 	void *arg;
 	uint64_t *ids;
+	int32_t *st; /* per id: a final status, or KA_RENEW */
 	size_t n;
 	struct keepalive *next;
 };
@@ -43,8 +41,11 @@ struct keepalive {
 struct renew_batch {
 	struct leases *leases;
 	struct keepalive *head;
-	uint64_t *ids; /* of every keepalive, repeats included */
+	uint64_t *ids; /* each session once */
 	size_t n_ids, cap_ids;
+	uint64_t gen;         /* the window's mark in the session index */
+	unsigned outstanding; /* RENEW commands not applied yet, + 1 while flushing */
+	int status;           /* first failure of those commands */
 };
 
 void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
@@ -58,6 +59,7 @@ void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned 
 	uv_timer_init(loop, &l->expiry_timer);
 	l->renew_timer.data = l;
 	l->expiry_timer.data = l;
+	timers_init(&l->timers);
 }
 
 size_t leases_session_count(const struct leases *l)
@@ -68,19 +70,8 @@ size_t leases_session_count(const struct leases *l)
 static void add_timer(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
 		      uint64_t seq, uint64_t deadline)
 {
-	if (grow(&l->timers, &l->cap_timers, l->n_timers + 1, 16, sizeof *l->timers) != 0)
+	if (timers_set(&l->timers, kind, name, session, seq, deadline) != 0)
 		log_fatal("out of memory");
-	char *copy = strdup(name);
-	if (copy == NULL)
-		log_fatal("out of memory");
-	l->timers[l->n_timers++] = (struct lease_timer){kind, copy, session, seq, deadline, 0};
-}
-
-static void clear_timers(struct leases *l)
-{
-	for (size_t i = 0; i < l->n_timers; i++)
-		free(l->timers[i].name);
-	l->n_timers = 0;
 }
 
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
@@ -116,7 +107,7 @@ void leases_rebuild(struct leases *l)
 {
 	idmap_clear(&l->sessions);
 	l->expiry_floor = UINT64_MAX;
-	clear_timers(l);
+	timers_clear(&l->timers);
 	struct store *st = &l->node->store;
 	MDB_txn *txn = store_begin(st, false);
 	store_scan_leases(st, txn, rebuild_session, l);
@@ -124,23 +115,17 @@ void leases_rebuild(struct leases *l)
 	store_abort(txn);
 }
 
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
-			uint64_t seq);
-
 void leases_on_event(struct leases *l, const struct fsm_event *ev)
 {
 	switch (ev->type) {
 	case FSM_EV_SESSION: set_session(l, ev->session, ev->deadline, ev->ttl_ms); break;
 	case FSM_EV_SESSION_GONE: idmap_del(&l->sessions, ev->session); break;
 	case FSM_EV_LOCK_DELAY:
-		drop_timers(l, TIMER_LOCK_DELAY, ev->name, 0, 0);
+		timers_drop_delay(&l->timers, ev->name);
 		if (ev->deadline != 0)
 			add_timer(l, TIMER_LOCK_DELAY, ev->name, 0, 0, ev->deadline);
 		break;
-	case FSM_EV_PUSH:
-		if (l->n_timers > 0)
-			drop_timers(l, TIMER_WAIT, NULL, ev->session, ev->seq);
-		break;
+	case FSM_EV_PUSH: timers_drop_wait(&l->timers, ev->session, ev->seq); break;
 	case FSM_EV_WAIT_DEADLINE:
 		add_timer(l, TIMER_WAIT, ev->name, ev->session, ev->seq, ev->deadline);
 		break;
@@ -194,12 +179,12 @@ static void expire_sessions(struct leases *l, uint64_t now)
 	l->expiry_floor = floor;
 }
 
+/* Proposes the end of each lock-delay and wait that is due, soonest
+ * first: a heap pop each, never a walk over every timer. */
 static void expire_timers(struct leases *l, uint64_t now)
 {
-	for (size_t i = 0; i < l->n_timers; i++) {
-		struct lease_timer *t = &l->timers[i];
-		if (!due(now, t->deadline, &t->proposed_at))
-			continue;
+	struct timer *t;
+	while ((t = timers_due(&l->timers, now)) != NULL) {
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		Raftlock__LockDelayEnd delay = RAFTLOCK__LOCK_DELAY_END__INIT;
 		Raftlock__WaitExpire wait = RAFTLOCK__WAIT_EXPIRE__INIT;
@@ -216,33 +201,15 @@ static void expire_timers(struct leases *l, uint64_t now)
 		}
 		if (node_propose_quiet(l->node, &cmd) != 0)
 			return;
+		timers_postpone(&l->timers, t, now + REPROPOSE_MS);
 	}
-}
-
-/* Drops the timers an apply event resolved: a lock-delay that ended
- * (deadline 0), or a waiter whose acquire reached its final outcome. */
-static void drop_timers(struct leases *l, enum timer_kind kind, const char *name, uint64_t session,
-			uint64_t seq)
-{
-	size_t kept = 0;
-	for (size_t i = 0; i < l->n_timers; i++) {
-		struct lease_timer *t = &l->timers[i];
-		bool match = t->kind == kind &&
-			     (kind == TIMER_LOCK_DELAY ? strcmp(t->name, name) == 0
-						       : t->session == session && t->seq == seq);
-		if (match)
-			free(t->name);
-		else
-			l->timers[kept++] = *t;
-	}
-	l->n_timers = kept;
 }
 
 /* Puts the cluster time into the log when no entry did for CLOCK_ENTRY_MS
  * while a deadline is pending (see CLOCK_ENTRY_MS). */
 static void write_clock(struct leases *l, uint64_t now)
 {
-	if (l->sessions.len == 0 && l->n_timers == 0)
+	if (l->sessions.len == 0 && timers_count(&l->timers) == 0)
 		return;
 	if (now < l->node->last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
 		return;
@@ -266,41 +233,56 @@ static void expiry_cb(uv_timer_t *h)
 
 /* ----------------------------------------------------------- keepalive -- */
 
-static void finish_batch(struct renew_batch *b, int status)
+/* Answers one keepalive: each id that waited for the RENEW is 0 with its
+ * TTL if the session is still known (it was renewed at that entry's cluster
+ * time: rule 3, acknowledge only what committed), ESESSION if it ended. */
+static void answer(struct leases *l, struct keepalive *k, int status)
 {
-	struct leases *l = b->leases;
+	if (status != 0) {
+		k->cb(k->arg, status, NULL, NULL, 0);
+	} else {
+		uint32_t *ttl = calloc(k->n ? k->n : 1, sizeof *ttl);
+		if (ttl == NULL)
+			log_fatal("out of memory");
+		for (size_t i = 0; i < k->n; i++) {
+			if (k->st[i] != KA_RENEW)
+				continue;
+			struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
+			k->st[i] = s ? 0 : RAFTLOCK_ESESSION;
+			ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
+		}
+		k->cb(k->arg, 0, k->st, ttl, k->n);
+		free(ttl);
+	}
+	free(k->ids);
+	free(k->st);
+	free(k);
+}
+
+static void finish_batch(struct renew_batch *b)
+{
 	while (b->head != NULL) {
 		struct keepalive *k = b->head;
 		b->head = k->next;
-		if (status != 0) {
-			k->cb(k->arg, status, NULL, NULL, 0);
-		} else {
-			int32_t *st = calloc(k->n ? k->n : 1, sizeof *st);
-			uint32_t *ttl = calloc(k->n ? k->n : 1, sizeof *ttl);
-			if (st == NULL || ttl == NULL)
-				log_fatal("out of memory");
-			for (size_t i = 0; i < k->n; i++) {
-				struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
-				st[i] = s ? 0 : RAFTLOCK_ESESSION;
-				ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
-			}
-			k->cb(k->arg, 0, st, ttl, k->n);
-			free(st);
-			free(ttl);
-		}
-		free(k->ids);
-		free(k);
+		answer(b->leases, k, b->status);
 	}
 	free(b->ids);
 	free(b);
 }
 
-/* The RENEW entry applied: every session that is still known was renewed
- * at that entry's cluster time (rule 3: acknowledge only what committed). */
+static void renew_release(struct renew_batch *b, int status)
+{
+	if (b->status == 0)
+		b->status = status;
+	if (--b->outstanding == 0)
+		finish_batch(b);
+}
+
+/* One RENEW command of the window applied (or failed). */
 static void renew_done(void *arg, int status, const Raftlock__Result *res)
 {
 	(void)res;
-	finish_batch(arg, status);
+	renew_release(arg, status);
 }
 
 static int id_order(const void *a, const void *b)
@@ -309,8 +291,9 @@ static int id_order(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Proposes one RENEW naming every session of the window once, in id
- * order: the apply on every node then walks the lease table page by page. */
+/* Proposes the window's renewals in id order (the apply on every node then
+ * walks the lease table page by page), in commands of RENEW_MAX_IDS. The
+ * keepalives are answered once all of them applied. */
 static void renew_flush(uv_timer_t *h)
 {
 	struct leases *l = h->data;
@@ -319,19 +302,28 @@ static void renew_flush(uv_timer_t *h)
 		return;
 	l->pending = NULL;
 	qsort(b->ids, b->n_ids, sizeof *b->ids, id_order);
-	size_t n = 0;
-	for (size_t i = 0; i < b->n_ids; i++)
-		if (b->ids[i] != 0 && (n == 0 || b->ids[i] != b->ids[n - 1]))
-			b->ids[n++] = b->ids[i];
-	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
-	op.sessions = b->ids;
-	op.n_sessions = n;
-	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
-	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
-	cmd.renew = &op;
-	int rv = node_propose(l->node, &cmd, renew_done, b);
-	if (rv != 0)
-		finish_batch(b, rv);
+	b->outstanding = 1;
+	for (size_t at = 0; at < b->n_ids; at += RENEW_MAX_IDS) {
+		size_t n = b->n_ids - at < RENEW_MAX_IDS ? b->n_ids - at : RENEW_MAX_IDS;
+		Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
+		op.sessions = b->ids + at;
+		op.n_sessions = n;
+		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+		cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
+		cmd.renew = &op;
+		b->outstanding++;
+		int rv = node_propose(l->node, &cmd, renew_done, b);
+		if (rv != 0) {
+			b->outstanding--;
+			b->status = rv;
+			break;
+		}
+		l->stats.renew_commands++;
+		l->stats.renew_ids += n;
+		if (n > l->stats.renew_ids_max)
+			l->stats.renew_ids_max = n;
+	}
+	renew_release(b, 0);
 }
 
 /* Room for n more ids in the window's batch (made if there is none). */
@@ -343,35 +335,85 @@ static int renew_reserve(struct leases *l, size_t n)
 		if (b == NULL)
 			return RAFTLOCK_ENOMEM;
 		b->leases = l;
+		b->gen = ++l->window_gen;
 		l->pending = b;
 		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}
 	return grow(&b->ids, &b->cap_ids, b->n_ids + n, 1024, sizeof *b->ids);
 }
 
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
-		     void *arg)
+/* What is left of the connection's budget in the current period. */
+static size_t budget_left(const struct leases *l, struct leases_budget *budget, uint64_t now)
+{
+	size_t limit = l->node->cfg->keepalive_max_ids;
+	if (now - budget->start >= KA_BUDGET_MS) {
+		budget->start = now;
+		budget->used = 0;
+	}
+	return budget->used < limit ? limit - budget->used : 0;
+}
+
+bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget)
+{
+	/* A query: the next period begins with the next keepalive, not here. */
+	return uv_now(l->loop) - budget->start < KA_BUDGET_MS &&
+	       budget->used >= l->node->cfg->keepalive_max_ids;
+}
+
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg)
 {
 	if (!l->node->leader)
 		return RAFTLOCK_ENOTLEADER;
 	if (!l->ready)
 		return RAFTLOCK_EUNAVAILABLE;
+	size_t take = budget_left(l, budget, uv_now(l->loop));
+	if (n > 0 && take == 0) {
+		l->stats.ids_refused += n;
+		return RAFTLOCK_ELIMIT;
+	}
+	if (take > n)
+		take = n;
 	struct keepalive *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
-	if (k == NULL || copy == NULL || renew_reserve(l, n) != 0) {
+	int32_t *st = malloc((n ? n : 1) * sizeof *st);
+	if (k == NULL || copy == NULL || st == NULL || (take > 0 && renew_reserve(l, take) != 0)) {
 		free(k);
 		free(copy);
+		free(st);
 		return RAFTLOCK_ENOMEM;
 	}
-	*k = (struct keepalive){cb, arg, copy, n, NULL};
+	budget->used += take;
+	*k = (struct keepalive){cb, arg, copy, st, n, NULL};
+	memcpy(copy, ids, n * sizeof *copy);
+	/* One index lookup per id: an id this leader does not know is
+	 * answered now and never replicated; a known one joins the window's
+	 * batch once, however often it is named. */
 	struct renew_batch *b = l->pending;
+	bool waits = false;
+	for (size_t i = 0; i < take; i++) {
+		struct idmap_slot *s = idmap_get(&l->sessions, ids[i]);
+		if (s == NULL) {
+			st[i] = RAFTLOCK_ESESSION;
+			l->stats.ids_unknown++;
+			continue;
+		}
+		st[i] = KA_RENEW;
+		waits = true;
+		if (s->ptr != (void *)(uintptr_t)b->gen) {
+			s->ptr = (void *)(uintptr_t)b->gen;
+			b->ids[b->n_ids++] = ids[i];
+		}
+	}
+	for (size_t i = take; i < n; i++)
+		st[i] = RAFTLOCK_ELIMIT;
+	l->stats.ids_refused += n - take;
+	if (!waits) {
+		answer(l, k, 0);
+		return 0;
+	}
 	k->next = b->head;
 	b->head = k;
-	if (n > 0) {
-		memcpy(copy, ids, n * sizeof *copy);
-		memcpy(b->ids + b->n_ids, ids, n * sizeof *ids);
-		b->n_ids += n;
-	}
 	return 0;
 }
 
@@ -382,8 +424,7 @@ void leases_on_ready(struct leases *l, bool ready)
 		/* Reset proposal marks: this leader has proposed nothing yet. */
 		for (size_t i = 0; i < l->sessions.cap; i++)
 			l->sessions.slots[i].b &= TTL_MASK;
-		for (size_t i = 0; i < l->n_timers; i++)
-			l->timers[i].proposed_at = 0;
+		timers_reset(&l->timers);
 		l->expiry_floor = 0;
 		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
@@ -392,7 +433,8 @@ void leases_on_ready(struct leases *l, bool ready)
 		if (l->pending != NULL) {
 			struct renew_batch *b = l->pending;
 			l->pending = NULL;
-			finish_batch(b, RAFTLOCK_ENOTLEADER);
+			b->status = RAFTLOCK_ENOTLEADER;
+			finish_batch(b);
 		}
 	}
 }
@@ -403,6 +445,5 @@ void leases_close(struct leases *l)
 	uv_close((uv_handle_t *)&l->renew_timer, NULL);
 	uv_close((uv_handle_t *)&l->expiry_timer, NULL);
 	idmap_close(&l->sessions);
-	clear_timers(l);
-	free(l->timers);
+	timers_close(&l->timers);
 }

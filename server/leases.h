@@ -20,6 +20,7 @@
 #include "fsm.h"
 #include "idmap.h"
 #include "node.h"
+#include "timers.h"
 
 /* Completion of a keepalive: status 0 with one status per session (0 or
  * RAFTLOCK_ESESSION) and its TTL, or a nonzero status (not leader, unknown)
@@ -27,8 +28,23 @@
 typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *statuses,
 				    const uint32_t *ttls, size_t n);
 
-struct lease_timer; /* lock-delay or wait deadline */
 struct renew_batch;
+
+/* A client connection's keepalive budget: the session ids it named in the
+ * current period of one second. Owned by the caller, zeroed to start. */
+struct leases_budget {
+	uint64_t start; /* uv_now() ms */
+	size_t used;
+};
+
+/* Keepalive figures of this node as leader, for metrics. */
+struct leases_stats {
+	uint64_t renew_commands; /* RENEW commands proposed */
+	uint64_t renew_ids;      /* sessions named in them */
+	uint64_t renew_ids_max;  /* the most one of them named */
+	uint64_t ids_unknown;    /* keepalive ids answered ESESSION at once */
+	uint64_t ids_refused;    /* keepalive ids refused past a budget */
+};
 
 struct leases {
 	uv_loop_t *loop;
@@ -36,11 +52,12 @@ struct leases {
 	unsigned window_ms;
 	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 20 */
 	uint64_t expiry_floor; /* no session is due for expiry before this */
-	struct lease_timer *timers;
-	size_t n_timers, cap_timers;
+	struct timers timers;  /* lock-delay and wait deadlines */
 	uv_timer_t renew_timer;
 	uv_timer_t expiry_timer;
 	struct renew_batch *pending; /* keepalives waiting for the window */
+	uint64_t window_gen;         /* marks of the windows, in sessions' ptr */
+	struct leases_stats stats;
 	bool ready;
 };
 
@@ -53,12 +70,28 @@ void leases_on_event(struct leases *l, const struct fsm_event *ev);
 void leases_on_ready(struct leases *l, bool ready);
 
 /*
- * Renews the sessions (ids copied). Returns 0 (cb called once, after the
- * RENEW entry applied or failed) or RAFTLOCK_ENOTLEADER /
- * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ENOMEM (cb not called).
+ * Renews the sessions (ids copied) for a connection whose budget is
+ * *budget. Bounded work per request and per window (GUARANTEES, keepalive
+ * limits):
+ *   - an id this leader does not know (not in its applied state) gets
+ *     RAFTLOCK_ESESSION at once and is never replicated;
+ *   - a session named several times in a window is renewed once;
+ *   - the connection may name cfg->keepalive_max_ids ids per second: the
+ *     ids past it get RAFTLOCK_ELIMIT, unreplicated; a request made with
+ *     the budget already spent is refused whole;
+ *   - the window's renewals go out in RENEW commands of at most
+ *     RENEW_MAX_IDS sessions each.
+ * Returns 0 (cb called once: after the RENEW commands applied or failed,
+ * or before this returns when no id needs a RENEW) or RAFTLOCK_ELIMIT
+ * (budget spent) / RAFTLOCK_ENOTLEADER / RAFTLOCK_EUNAVAILABLE /
+ * RAFTLOCK_ENOMEM (cb not called).
  */
-int leases_keepalive(struct leases *l, const uint64_t *ids, size_t n, leases_keepalive_cb cb,
-		     void *arg);
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg);
+
+/* Whether the budget is spent for the rest of its period (which begins
+ * with the first keepalive after the previous one ended). */
+bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget);
 
 /* Number of live sessions this node knows of. */
 size_t leases_session_count(const struct leases *l);

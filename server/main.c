@@ -12,6 +12,7 @@
 #include "leases.h"
 #include "log.h"
 #include "metrics.h"
+#include "quota.h"
 #include "node.h"
 #include "raftlock.h"
 #include "service.h"
@@ -39,6 +40,8 @@ static void on_ready(void *arg, bool ready)
 {
 	struct server *srv = arg;
 	leases_on_ready(&srv->leases, ready);
+	if (ready)
+		quota_on_ready(&srv->node);
 	service_on_ready(&srv->service, ready);
 }
 

@@ -89,6 +89,35 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->snapshots_restored);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
+	const struct leases_stats *ls = &m->service->leases->stats;
+	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
+		ls->renew_commands);
+	counter(&t, "renew_sessions_total", "Sessions named in those RENEW commands.",
+		ls->renew_ids);
+	gauge(&t, "renew_sessions_max", "The most sessions one RENEW command named.",
+	      ls->renew_ids_max);
+	counter(&t, "keepalive_unknown_total",
+		"Keepalive ids of sessions this leader does not know: ESESSION, not replicated.",
+		ls->ids_unknown);
+	counter(&t, "keepalive_refused_total",
+		"Keepalive ids refused (ELIMIT) past a connection's per-second budget.",
+		ls->ids_refused);
+	MDB_envinfo info;
+	MDB_stat env_stat;
+	mdb_env_info(n->store.env, &info);
+	mdb_env_stat(n->store.env, &env_stat);
+	gauge(&t, "store_used_bytes",
+	      "Bytes of records held (keys and values), as the store-full rule counts them.",
+	      store_record_bytes(&n->store));
+	gauge(&t, "store_limit_bytes",
+	      "Replicated store limit: new sessions, locks and waits are refused past it (0: "
+	      "none).",
+	      meta->store_limit);
+	counter(&t, "store_refusals_total", "Commands this node applied as refused for the limit.",
+		n->fsm.store_refusals);
+	gauge(&t, "lmdb_map_bytes", "This node's LMDB map size (--map-size).", info.me_mapsize);
+	gauge(&t, "lmdb_used_bytes", "LMDB pages in use up to the highest one, in bytes.",
+	      (unsigned long long)(info.me_last_pgno + 1) * env_stat.ms_psize);
 	raftlock__meta__free_unpacked(meta, NULL);
 	store_abort(txn);
 	return t.len;

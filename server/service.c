@@ -20,6 +20,7 @@
 #define CONN_MAX_INFLIGHT 4096
 #define CONN_MAX_UNSENT (64u << 20)
 #define READ_PAGE_MAX 1000
+#define RESUME_TICK_MS 50 /* how often paused connections are looked at */
 
 struct conn {
 	uv_tcp_t tcp;
@@ -35,6 +36,8 @@ struct conn {
 	size_t out_len, out_cap;
 	bool dirty; /* on the service's dirty list, holding a reference */
 	struct conn *dirty_next;
+	struct leases_budget keepalive_budget;
+	bool paused; /* reads stopped until the keepalive budget refills */
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
@@ -533,6 +536,43 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 	pending_free(p);
 }
 
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+/* Reads again from the connections whose keepalive budget refilled. */
+static void resume_cb(uv_timer_t *h)
+{
+	struct service *s = h->data;
+	bool still = false;
+	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+		if (!c->paused || c->closing)
+			continue;
+		if (leases_budget_spent(s->leases, &c->keepalive_budget)) {
+			still = true;
+			continue;
+		}
+		c->paused = false;
+		log_debug("keepalive budget refilled: reading a paused connection again");
+		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+	}
+	if (!still)
+		uv_timer_stop(h);
+}
+
+/* A connection past its keepalive budget is not read until the budget
+ * refills: it can cost the leader no more than the budget's worth of
+ * decoding and lookups per second, whatever it sends. */
+static void pause_reads(struct service *s, struct conn *c)
+{
+	if (c->paused || c->closing)
+		return;
+	c->paused = true;
+	log_debug("keepalive budget spent: a connection is not read until it refills");
+	uv_read_stop((uv_stream_t *)&c->tcp);
+	if (!uv_is_active((uv_handle_t *)&s->resume_timer))
+		uv_timer_start(&s->resume_timer, resume_cb, RESUME_TICK_MS, RESUME_TICK_MS);
+}
+
 static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__Envelope *env)
 {
 	struct pending *p = pending_new(c, env->id);
@@ -540,12 +580,17 @@ static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, env->keepalive->sessions, env->keepalive->n_sessions,
-				  keepalive_done, p);
+	int rv = leases_keepalive(s->leases, &c->keepalive_budget, env->keepalive->sessions,
+				  env->keepalive->n_sessions, keepalive_done, p);
 	if (rv != 0) {
-		send_status(s, c, env->id, rv, NULL);
+		send_status(s, c, env->id, rv,
+			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "
+						    "too many session ids in one second"
+						  : NULL);
 		pending_free(p);
 	}
+	if (leases_budget_spent(s->leases, &c->keepalive_budget))
+		pause_reads(s, c);
 }
 
 /* --------------------------------------------------------------- reads -- */
@@ -1066,6 +1111,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;
 	uv_prepare_start(&s->flusher, flusher_cb);
+	uv_timer_init(loop, &s->resume_timer);
+	s->resume_timer.data = s;
 	return 0;
 }
 
@@ -1114,6 +1161,7 @@ void service_close(struct service *s)
 	uv_close((uv_handle_t *)&s->listener, NULL);
 	flush_all(s); /* the last answers go out before their connections close */
 	uv_close((uv_handle_t *)&s->flusher, NULL);
+	uv_close((uv_handle_t *)&s->resume_timer, NULL);
 	for (struct conn *c = s->conns; c != NULL; c = c->next)
 		conn_close(c);
 	service_on_ready(s, false);

@@ -33,6 +33,7 @@ struct service {
 	struct conn *conns;
 	struct conn *dirty;                /* connections with responses to write */
 	uv_prepare_t flusher;              /* writes them once per loop iteration */
+	uv_timer_t resume_timer;           /* reads again from paused connections */
 	struct idmap pushes;               /* session id -> list of push targets */
 	struct read_batch *reads_waiting;  /* arrived, no barrier yet */
 	struct read_batch *reads_inflight; /* waiting for its barrier */

@@ -22,6 +22,9 @@ static void check(int rc, const char *what)
 		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
 }
 
+static void map_full(const struct store *s);
+static void count_records(struct store *s);
+
 int store_open(struct store *s, const char *dir, size_t map_size, char *err, size_t errlen)
 {
 	int rc;
@@ -35,6 +38,8 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 		goto fail;
 	mdb_env_set_maxdbs(s->env, 8);
 	mdb_env_set_mapsize(s->env, map_size);
+	mdb_env_set_userctx(s->env, s);
+	s->map_size = map_size;
 	/* Not MDB_WRITEMAP: it saves some CPU, but a full disk then kills the
 	 * node with SIGBUS instead of a commit error that names the cause. */
 	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_NOTLS, 0640);
@@ -52,6 +57,7 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 		txn = NULL;
 		goto fail;
 	}
+	count_records(s);
 	return 0;
 fail:
 	snprintf(err, errlen, "%s/data.mdb: %s", dir, mdb_strerror(rc));
@@ -81,17 +87,47 @@ MDB_txn *store_begin(struct store *s, bool write)
 {
 	MDB_txn *txn;
 	check(mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn), "txn begin");
+	if (write) {
+		s->write_txn = txn;
+		s->txn_bytes = 0;
+	}
 	return txn;
+}
+
+/* The store whose write transaction txn is, or NULL (a read). */
+static struct store *writer_of(MDB_txn *txn)
+{
+	struct store *s = mdb_env_get_userctx(mdb_txn_env(txn));
+	return s != NULL && s->write_txn == txn ? s : NULL;
 }
 
 void store_commit(MDB_txn *txn)
 {
-	check(mdb_txn_commit(txn), "txn commit");
+	struct store *s = writer_of(txn);
+	int rc = mdb_txn_commit(txn);
+	if (rc == MDB_MAP_FULL && s != NULL)
+		map_full(s);
+	check(rc, "txn commit");
+	if (s != NULL) {
+		s->bytes += (uint64_t)s->txn_bytes;
+		s->txn_bytes = 0;
+		s->write_txn = NULL;
+	}
 }
 
 void store_abort(MDB_txn *txn)
 {
+	struct store *s = writer_of(txn);
 	mdb_txn_abort(txn);
+	if (s != NULL) {
+		s->txn_bytes = 0;
+		s->write_txn = NULL;
+	}
+}
+
+uint64_t store_record_bytes(const struct store *s)
+{
+	return s->bytes + (uint64_t)s->txn_bytes;
 }
 
 static void put_u64(uint8_t out[8], uint64_t v)
@@ -108,20 +144,51 @@ static uint64_t get_u64(const uint8_t in[8])
 	return v;
 }
 
-static void put_raw(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MDB_val *val, unsigned flags,
-		    const char *what)
+static void map_full(const struct store *s)
 {
+	/* The entry's transaction is not committed: this node stops with its
+	 * store at the entry before, and stops there again after a restart
+	 * until its map is raised. A node whose map is at least as large as
+	 * the leader's never gets here: the store limit (a quarter of the
+	 * leader's map) refuses growth long before. */
+	log_fatal("lmdb map full (map-size %zu MB, %llu bytes of records): this node's "
+		  "map-size is too small for the cluster's state; raise --map-size to at least "
+		  "that of the other nodes and restart",
+		  s->map_size >> 20, (unsigned long long)store_record_bytes(s));
+}
+
+/* The size of the record at key, as store_record_bytes() counts it (key
+ * and value; meta not counted), 0 if there is none. */
+static uint64_t record_size(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
+{
+	MDB_val old;
+	if (dbi == s->meta)
+		return 0;
+	int rc = mdb_get(txn, dbi, key, &old);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	check(rc, "get");
+	return key->mv_size + old.mv_size;
+}
+
+static void put_raw(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MDB_val *val,
+		    unsigned flags, const char *what)
+{
+	uint64_t before = record_size(s, txn, dbi, key);
 	int rc = mdb_put(txn, dbi, key, val, flags);
 	if (rc == MDB_MAP_FULL)
-		log_fatal("lmdb map full: raise map-size and restart");
+		map_full(s);
 	check(rc, what);
+	if (dbi != s->meta)
+		s->txn_bytes += (int64_t)(key->mv_size + val->mv_size) - (int64_t)before;
 }
 
 /* Packs a message straight into LMDB's page with MDB_RESERVE. */
-static void put_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, const ProtobufCMessage *msg)
+static void put_msg(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
+		    const ProtobufCMessage *msg)
 {
 	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(msg)};
-	put_raw(txn, dbi, key, &val, MDB_RESERVE, "put");
+	put_raw(s, txn, dbi, key, &val, MDB_RESERVE, "put");
 	protobuf_c_message_pack(msg, val.mv_data);
 }
 
@@ -139,19 +206,21 @@ static void *get_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
 	return m;
 }
 
-static void del_key(MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
+static void del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 {
+	uint64_t before = record_size(s, txn, dbi, key);
 	int rc = mdb_del(txn, dbi, key, NULL);
 	if (rc != MDB_NOTFOUND)
 		check(rc, "del");
+	s->txn_bytes -= (int64_t)before;
 }
 
-static void del_u64(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
+static void del_u64(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id)
 {
 	uint8_t k[8];
 	put_u64(k, id);
 	MDB_val key = {8, k};
-	del_key(txn, dbi, &key);
+	del_key(s, txn, dbi, &key);
 }
 
 static MDB_val meta_key = {.mv_size = 4, .mv_data = "meta"};
@@ -170,7 +239,7 @@ Raftlock__Meta *store_get_meta(struct store *s, MDB_txn *txn)
 
 void store_put_meta(struct store *s, MDB_txn *txn, const Raftlock__Meta *m)
 {
-	put_msg(txn, s->meta, &meta_key, &m->base);
+	put_msg(s, txn, s->meta, &meta_key, &m->base);
 }
 
 Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn, uint64_t id)
@@ -186,12 +255,12 @@ void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRec
 	uint8_t k[8];
 	put_u64(k, rec->id);
 	MDB_val key = {8, k};
-	put_msg(txn, s->sessions, &key, &rec->base);
+	put_msg(s, txn, s->sessions, &key, &rec->base);
 }
 
 void store_del_session(struct store *s, MDB_txn *txn, uint64_t id)
 {
-	del_u64(txn, s->sessions, id);
+	del_u64(s, txn, s->sessions, id);
 }
 
 Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name)
@@ -203,13 +272,13 @@ Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec)
 {
 	MDB_val key = {strlen(rec->name), rec->name};
-	put_msg(txn, s->locks, &key, &rec->base);
+	put_msg(s, txn, s->locks, &key, &rec->base);
 }
 
 void store_del_lock(struct store *s, MDB_txn *txn, const char *name)
 {
 	MDB_val key = {strlen(name), (void *)name};
-	del_key(txn, s->locks, &key);
+	del_key(s, txn, s->locks, &key);
 }
 
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
@@ -232,12 +301,12 @@ void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id)
 	put_u64(k, nonce);
 	put_u64(v, id);
 	MDB_val key = {8, k}, val = {8, v};
-	put_raw(txn, s->nonces, &key, &val, 0, "put nonce");
+	put_raw(s, txn, s->nonces, &key, &val, 0, "put nonce");
 }
 
 void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 {
-	del_u64(txn, s->nonces, nonce);
+	del_u64(s, txn, s->nonces, nonce);
 }
 
 /* A lease value: deadline (8 bytes BE), TTL (4 bytes BE). */
@@ -278,16 +347,17 @@ void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadli
 	v[10] = (uint8_t)(ttl_ms >> 8);
 	v[11] = (uint8_t)ttl_ms;
 	MDB_val key = {8, k}, val = {12, v};
-	put_raw(txn, s->leases, &key, &val, 0, "put lease");
+	put_raw(s, txn, s->leases, &key, &val, 0, "put lease");
 }
 
 void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id)
 {
-	del_u64(txn, s->leases, id);
+	del_u64(s, txn, s->leases, id);
 }
 
 void store_lease_walk_begin(struct store *s, MDB_txn *txn, struct store_lease_walk *w)
 {
+	w->store = s;
 	check(mdb_cursor_open(txn, s->leases, &w->cur), "cursor");
 }
 
@@ -309,7 +379,7 @@ void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline)
 	/* in place: same key, same size */
 	int rc = mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT);
 	if (rc == MDB_MAP_FULL)
-		log_fatal("lmdb map full: raise map-size and restart");
+		map_full(w->store);
 	check(rc, "put lease");
 }
 
@@ -548,13 +618,14 @@ int store_load(struct store *s, const void *data, size_t n)
 		}
 		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
 		if (rc == MDB_MAP_FULL)
-			log_fatal("lmdb map full while restoring a snapshot: raise map-size");
+			map_full(s);
 		if (rc != 0)
 			goto damaged; /* out of order keys: not an image we wrote */
 	}
 	if (p != end || *p != SNAP_END)
 		goto damaged;
 	store_commit(txn);
+	count_records(s);
 	return 0;
 damaged:
 	store_abort(txn);
@@ -566,4 +637,22 @@ void store_clear(struct store *s)
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
 	store_commit(txn);
+	s->bytes = 0;
+}
+
+static void count_records(struct store *s)
+{
+	MDB_txn *txn = store_begin(s, false);
+	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases};
+	s->bytes = 0;
+	for (int i = 0; i < 4; i++) {
+		MDB_cursor *cur;
+		MDB_val key, val;
+		check(mdb_cursor_open(txn, dbis[i], &cur), "cursor");
+		for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+		     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))
+			s->bytes += key.mv_size + val.mv_size;
+		mdb_cursor_close(cur);
+	}
+	store_abort(txn);
 }

@@ -36,6 +36,10 @@
 struct store {
 	MDB_env *env;
 	MDB_dbi meta, sessions, locks, nonces, leases;
+	size_t map_size;
+	uint64_t bytes;     /* store_record_bytes() as of the last commit */
+	MDB_txn *write_txn; /* the write transaction open, if any */
+	int64_t txn_bytes;  /* what it added to bytes so far */
 };
 
 /* Opens (creating if needed) the environment in directory `dir` with a map
@@ -47,10 +51,24 @@ void store_close(struct store *s);
 /* Flushes the environment to disk (mdb_env_sync with force). */
 int store_sync(struct store *s);
 
-/* Transactions. store_begin aborts the node if LMDB cannot start one. */
+/* Transactions. store_begin aborts the node if LMDB cannot start one.
+ * One write transaction at a time. A commit that finds the map full stops
+ * the node with a message naming --map-size (nothing of the transaction
+ * is kept). */
 MDB_txn *store_begin(struct store *s, bool write);
 void store_commit(MDB_txn *txn);
 void store_abort(MDB_txn *txn);
+
+/*
+ * Bytes of the records held: the sum of key and value sizes over sessions,
+ * locks, nonces and leases (meta excluded), including the writes of the
+ * open write transaction. A function of the content alone, so every node
+ * that applied the same entries has the same figure (unlike LMDB's page
+ * counts, which depend on the history of the B-trees): the store-full rule
+ * of the state machine compares it with the replicated limit. Counted
+ * once at open and after a load; kept up to date by every put and delete.
+ */
+uint64_t store_record_bytes(const struct store *s);
 
 /* Meta: a missing record reads as a zeroed Meta. Never fails. */
 Raftlock__Meta *store_get_meta(struct store *s, MDB_txn *txn);
@@ -86,6 +104,7 @@ void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id);
  * transaction; end it before that.
  */
 struct store_lease_walk {
+	struct store *store;
 	MDB_cursor *cur;
 	uint8_t key[8], val[12];
 };

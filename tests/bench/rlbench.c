@@ -300,7 +300,8 @@ int main(int argc, char **argv)
 	struct options o;
 	int prv = options_parse(
 		&o, argc, argv, "rlbench",
-		"uncontended | contended | rwlock | semaphore | sessions | state | ready");
+		"uncontended | contended | rwlock | semaphore | sessions | state | park | hostile | "
+		"ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};
@@ -330,6 +331,10 @@ int main(int argc, char **argv)
 		rv = scale_sessions(&b);
 	else if (strcmp(o.workload, "state") == 0)
 		rv = scale_state(&b);
+	else if (strcmp(o.workload, "park") == 0)
+		rv = scale_park(&b);
+	else if (strcmp(o.workload, "hostile") == 0)
+		rv = scale_hostile(&b);
 	else if (strcmp(o.workload, "ready") == 0)
 		rv = rl_wait_ready(&b);
 	else {

@@ -82,6 +82,7 @@ static void destroy_all(void)
 static void spawn(struct tcluster *c, int i)
 {
 	char id[16], dir[300], raft[32], client[32], metrics[32], et[16], ht[16], st[16], tr[16];
+	char map[16];
 	char members[TCLUSTER_MAX][100];
 	char *argv[64];
 	int k = 0;
@@ -112,6 +113,11 @@ static void spawn(struct tcluster *c, int i)
 		snprintf(tr, sizeof tr, "%u", c->snapshot_trailing);
 		argv[k++] = "--snapshot-trailing";
 		argv[k++] = tr;
+	}
+	if (c->map_size_mb[i] != 0) {
+		snprintf(map, sizeof map, "%u", c->map_size_mb[i]);
+		argv[k++] = "--map-size";
+		argv[k++] = map;
 	}
 	argv[k++] = "--log-level";
 	argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
@@ -144,9 +150,12 @@ static void spawn(struct tcluster *c, int i)
 void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 {
 	unsigned snap = c->snapshot_threshold, trailing = c->snapshot_trailing;
+	unsigned map[TCLUSTER_MAX];
+	memcpy(map, c->map_size_mb, sizeof map);
 	memset(c, 0, sizeof *c);
 	c->snapshot_threshold = snap;
 	c->snapshot_trailing = trailing;
+	memcpy(c->map_size_mb, map, sizeof map);
 	c->n = n;
 	c->election_ms = election_ms;
 	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");

@@ -28,6 +28,7 @@ struct tcluster {
 	unsigned election_ms;
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing; /* 0: the node's default */
+	unsigned map_size_mb[TCLUSTER_MAX]; /* --map-size of each node; 0: default */
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */

@@ -93,6 +93,7 @@ struct op {
 	uint64_t acquire_seq; /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
+	uint64_t store_limit; /* STORE_LIMIT: bytes */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -113,6 +114,7 @@ struct cmd_buf {
 	Raftlock__CancelWait cancel;
 	Raftlock__LockDelayEnd delay_end;
 	Raftlock__WaitExpire wait_expire;
+	Raftlock__StoreLimit store_limit;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
@@ -201,6 +203,11 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->wait_expire.session = o->target;
 		b->wait_expire.acquire_seq = o->acquire_seq;
 		b->cmd.wait_expire = &b->wait_expire;
+		break;
+	case RAFTLOCK__COMMAND__OP_STORE_LIMIT:
+		raftlock__store_limit__init(&b->store_limit);
+		b->store_limit.bytes = o->store_limit;
+		b->cmd.store_limit = &b->store_limit;
 		break;
 	default:
 		fail_msg("op type %d not supported by the harness",
