@@ -83,7 +83,8 @@ extern "C" {
 	X(ESTATE, -20, "the call is not valid in the object's current state") \
 	X(EIO, -21, "input/output error")                                     \
 	X(ECONFIG, -22, "invalid configuration")                              \
-	X(EDATA, -23, "damaged or foreign data directory")
+	X(EDATA, -23, "damaged or foreign data directory")                    \
+	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed")
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,

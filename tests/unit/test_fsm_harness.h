@@ -93,6 +93,9 @@ struct op {
 	uint64_t acquire_seq; /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
+	const uint64_t *acked; /* client commands: queued acquires acknowledged */
+	size_t n_acked;
+	bool acks_queued; /* OPEN_SESSION */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -129,6 +132,8 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 	b->cmd.session = o->session;
 	b->cmd.seq = o->seq;
 	b->cmd.ack_below = o->ack_below;
+	b->cmd.acked = (uint64_t *)o->acked;
+	b->cmd.n_acked = o->n_acked;
 	b->cmd.op_case = o->type;
 	char *name = (char *)(o->name ? o->name : "");
 	switch (o->type) {
@@ -146,6 +151,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->owner.pid = 4242;
 		b->open.nonce = o->nonce;
 		b->open.ttl_ms = o->ttl_ms;
+		b->open.acks_queued = o->acks_queued;
 		b->open.owner = &b->owner;
 		b->cmd.open_session = &b->open;
 		break;
