@@ -63,9 +63,12 @@ static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 	fake_send_result(fd, id, 0, &res, true);
 }
 
-/* Every mutating request carries (session, seq, ack_below). */
-#define FAKE_COPY_SEQ(e, m) \
-	((e)->session = (m)->session, (e)->seq = (m)->seq, (e)->ack_below = (m)->ack_below)
+/* Every mutating request carries (session, seq, ack_below, acked). */
+#define FAKE_COPY_SEQ(e, m)                                                            \
+	((e)->session = (m)->session, (e)->seq = (m)->seq, (e)->ack_below = (m)->ack_below, \
+	 (e)->n_acked = (m)->n_acked,                                                       \
+	 memcpy((e)->acked, (m)->acked,                                                     \
+		((m)->n_acked < 4 ? (m)->n_acked : 4) * sizeof *(m)->acked))
 
 static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 {

@@ -29,6 +29,8 @@ struct fake_entry {
 	uint64_t session;
 	uint64_t seq;
 	uint64_t ack_below;
+	uint64_t acked[4]; /* the first acknowledged queued acquires */
+	size_t n_acked;
 	uint64_t nonce;   /* open session */
 	uint64_t other;   /* acquire: owner; cancel: acquire_seq */
 	bool wait;        /* acquire */
