@@ -293,8 +293,7 @@ static unsigned lock_give_up_bound(const raftlock_client *c)
 }
 
 /* The final answer of a blocking acquire (req done, taken here). */
-static int lock_acquire_final(raftlock_lock *l, struct request *req, uint64_t seq,
-			      uint64_t *token)
+static int lock_acquire_final(raftlock_lock *l, struct request *req, uint64_t seq, uint64_t *token)
 {
 	raftlock_session *s = l->session;
 	Raftlock__Envelope *reply = NULL;

@@ -125,12 +125,12 @@ struct session_req {
 };
 
 /* The session_req of envelope env whose request message is *msg. */
-#define SESSION_REQ(env_, msg)                                                              \
-	((struct session_req){.env = (env_),                                                \
-			      .f_session = &(msg)->session,                                 \
-			      .f_seq = &(msg)->seq,                                         \
-			      .f_ack_below = &(msg)->ack_below,                             \
-			      .f_acked = &(msg)->acked,                                     \
+#define SESSION_REQ(env_, msg)                                  \
+	((struct session_req){.env = (env_),                    \
+			      .f_session = &(msg)->session,     \
+			      .f_seq = &(msg)->seq,             \
+			      .f_ack_below = &(msg)->ack_below, \
+			      .f_acked = &(msg)->acked,         \
 			      .f_n_acked = &(msg)->n_acked})
 
 /*

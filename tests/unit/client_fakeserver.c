@@ -350,6 +350,11 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: fake_keepalive(f, fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		if (f->refuse_acquires > 0) {
+			f->refuse_acquires--;
+			fake_send_result(fd, req->id, f->refuse_status, NULL, false);
+			return true;
+		}
 		if (f->drop_first_acquire) {
 			f->drop_first_acquire = false;
 			return false;
@@ -364,6 +369,8 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_acquire(f, fd, req);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		if (f->ignore_cancels)
+			return true;
 		if (f->grant_on_cancel && f->push_id != 0) {
 			fake_push_grant(f, f->push_fd, f->push_id);
 			f->push_id = 0;
@@ -376,7 +383,21 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		res.status = f->cancel_status;
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
-	default: /* release, close: done, nothing left */
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		if (!f->ignore_releases)
+			fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+		if (f->closed_session == req->close_session->session) {
+			res.status = RAFTLOCK_ESESSION; /* as a retry finds it */
+		} else if (f->drop_first_close) {
+			f->drop_first_close = false;
+			f->closed_session = req->close_session->session;
+			return false;
+		}
+		fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	default:
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
 	}
