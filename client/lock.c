@@ -357,9 +357,9 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 		client_take(c, req, NULL);
 		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
 	}
-	/* the session releases a grant that comes later */
-	session_abandon(s, req, seq, l->name, l->owner);
-	return RAFTLOCK_EUNKNOWN;
+	/* the session releases a grant that comes later (ECONNECTION: it
+	 * was never sent, nothing is queued) */
+	return session_abandon(s, req, seq, l->name, l->owner);
 }
 
 /* A blocking acquire with c->mu held. */

@@ -64,11 +64,19 @@ static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 }
 
 /* Every mutating request carries (session, seq, ack_below, acked). */
-#define FAKE_COPY_SEQ(e, m)                                                            \
-	((e)->session = (m)->session, (e)->seq = (m)->seq, (e)->ack_below = (m)->ack_below, \
-	 (e)->n_acked = (m)->n_acked,                                                       \
-	 memcpy((e)->acked, (m)->acked,                                                     \
-		((m)->n_acked < 4 ? (m)->n_acked : 4) * sizeof *(m)->acked))
+#define FAKE_COPY_SEQ(e, m) \
+	fake_copy_seq((e), (m)->session, (m)->seq, (m)->ack_below, (m)->acked, (m)->n_acked)
+
+static void fake_copy_seq(struct fake_entry *e, uint64_t session, uint64_t seq, uint64_t ack_below,
+			  const uint64_t *acked, size_t n_acked)
+{
+	e->session = session;
+	e->seq = seq;
+	e->ack_below = ack_below;
+	e->n_acked = n_acked;
+	for (size_t i = 0; i < n_acked && i < sizeof e->acked / sizeof e->acked[0]; i++)
+		e->acked[i] = acked[i];
+}
 
 static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 {
@@ -397,9 +405,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		}
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
-	default:
-		fake_send_result(fd, req->id, 0, &res, false);
-		return true;
+	default: fake_send_result(fd, req->id, 0, &res, false); return true;
 	}
 }
 

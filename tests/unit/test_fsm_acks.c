@@ -199,6 +199,25 @@ static void test_old_client_mark_prunes_as_before(void **state)
 	assert_int_equal(r.status, RAFTLOCK_ESTALESEQ);
 }
 
+/* Applies copies of `o` (fresh sequences) until the session's table holds
+ * `records`; each must get status 0 or `also`. */
+static void fill_table(struct fx *f, uint64_t s, struct op o, size_t records, int also)
+{
+	struct quiet q = {.f = f};
+	while (n_outcomes(f, s) < records) {
+		struct op ops[ACK_BATCH];
+		size_t n = records - n_outcomes(f, s);
+		if (n > ACK_BATCH)
+			n = ACK_BATCH;
+		for (size_t i = 0; i < n; i++)
+			ops[i] = o;
+		apply_quiet(&q, ops, n);
+		for (size_t i = 0; i < n; i++)
+			assert_true(q.results[i].status == 0 || q.results[i].status == also);
+	}
+	assert_int_equal(n_outcomes(f, s), records);
+}
+
 /* Acquires whose answers the client does not know (orphans) still pin
  * the mark and fill the table: acquires are then refused, but releases
  * and cancels have headroom, up to a hard cap; a close needs no record. */
@@ -210,11 +229,8 @@ static void test_release_and_cancel_have_headroom(void **state)
 	fx_take(f, h, 1, "q");
 	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = s, .ack_below = 1, .owner = 2,
 				       .name = "q"));
-	while (n_outcomes(f, s) < FSM_MAX_OUTCOMES) {
-		Raftlock__Result r = DO(f, ACQUIRE, .session = s, .ack_below = 1, .owner = 3,
-					.name = "z");
-		assert_int_equal(r.status, 0);
-	}
+	fill_table(f, s, OP(ACQUIRE, .session = s, .ack_below = 1, .owner = 3, .name = "z"),
+		   FSM_MAX_OUTCOMES, 0);
 	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .ack_below = 1, .owner = 4, .name = "a");
 	assert_int_equal(r.status, RAFTLOCK_ELIMIT);
 	r = DO(f, RELEASE, .session = s, .ack_below = 1, .owner = 1, .name = "held");
@@ -223,10 +239,8 @@ static void test_release_and_cancel_have_headroom(void **state)
 	       .acquire_seq = qa);
 	assert_int_equal(r.status, 0);
 	WAITERS(f, "q", 0);
-	while (n_outcomes(f, s) < FSM_MAX_OUTCOMES + FSM_OUTCOME_HEADROOM) {
-		r = DO(f, RELEASE, .session = s, .ack_below = 1, .owner = 3, .name = "z");
-		assert_true(r.status == 0 || r.status == RAFTLOCK_ENOTHOLDER);
-	}
+	fill_table(f, s, OP(RELEASE, .session = s, .ack_below = 1, .owner = 3, .name = "z"),
+		   FSM_MAX_OUTCOMES + FSM_OUTCOME_HEADROOM, RAFTLOCK_ENOTHOLDER);
 	r = DO(f, RELEASE, .session = s, .ack_below = 1, .owner = 3, .name = "z");
 	assert_int_equal(r.status, RAFTLOCK_ELIMIT); /* the hard cap */
 	r = DO(f, CLOSE_SESSION, .session = s, .ack_below = 1);
