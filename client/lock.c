@@ -170,14 +170,15 @@ static int lock_released(raftlock_lock *l, const Raftlock__Result *res, uint32_t
 	return rv;
 }
 
-/* Releases one level with c->mu held; 0 or an error, *remaining set. */
-static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
+/* Releases one level with c->mu held, waiting up to timeout_ms; 0 or an
+ * error, *remaining set. */
+static int lock_release_locked(raftlock_lock *l, unsigned timeout_ms, uint32_t *remaining)
 {
 	struct lock_release_msg m;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
 	lock_release_msg_init(&m, l->name, l->owner);
-	int rv = lock_send(l, SESSION_REQ(&m.env, &m.req), false, 0, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&m.env, &m.req), false, timeout_ms, &reply, &res);
 	if (rv == RAFTLOCK_EUNKNOWN)
 		lock_release_unknown(l);
 	if (rv != 0)
@@ -385,12 +386,13 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 	return lock_acquire_final(l, req, seq, token);
 }
 
-/* A try-lock with c->mu held. */
-static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, uint64_t *token)
+/* A try-lock with c->mu held, waiting up to timeout_ms. */
+static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned timeout_ms,
+			    uint64_t *token)
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, SESSION_REQ(&m->env, &m->req), true, 0, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&m->env, &m->req), true, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -416,19 +418,21 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 	raftlock_client *c = l->session->client;
 	pthread_mutex_lock(&c->mu);
 	int rv = session_call_begin(l->session);
-	if (rv == 0 && (op->m == NULL || op->timeout_ms == 0)) {
-		/* a blocking acquire waits for them within its own timeout */
-		rv = lock_wait_orphans(l, clock_mono_ms() + c->request_timeout_ms);
-		if (rv != 0)
-			session_call_end(l->session);
-	}
 	if (rv == 0) {
-		if (op->m == NULL)
-			rv = lock_release_locked(l, &op->left);
-		else if (op->timeout_ms == 0)
-			rv = lock_acquire_now(l, op->m, &op->token);
-		else
+		if (op->m != NULL && op->timeout_ms != 0) {
 			rv = lock_acquire_wait(l, op->m, op->timeout_ms, &op->token);
+		} else {
+			/* one request timeout in all, the handle's orphans
+			 * included */
+			uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
+			rv = lock_wait_orphans(l, deadline);
+			uint64_t now = clock_mono_ms();
+			unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
+			if (rv == 0 && op->m == NULL)
+				rv = lock_release_locked(l, left, &op->left);
+			else if (rv == 0)
+				rv = lock_acquire_now(l, op->m, left, &op->token);
+		}
 		session_call_end(l->session);
 	}
 	if (rv != 0)
