@@ -24,6 +24,7 @@
 #define CLIENT_STALL_MS 5000      /* an unanswered request: try elsewhere */
 #define CLIENT_RETRY_MIN_MS 50    /* EUNAVAILABLE: retry after 50..200 ms */
 #define CLIENT_RETRY_SPAN_MS 151
+#define CLIENT_OVERLOAD_MAX_MS 1000 /* EOVERLOAD: back-off doubles up to this */
 #define CLIENT_POLL_MAX_MS 1000
 
 uint64_t client_random(raftlock_client *c)
@@ -143,6 +144,7 @@ void client_take(raftlock_client *c, struct request *req, Raftlock__Envelope **r
 	else if (req->reply != NULL)
 		raftlock__envelope__free_unpacked(req->reply, NULL);
 	pthread_cond_destroy(&req->cond);
+	free(req->acks);
 	free(req->frame);
 	free(req);
 }
@@ -381,6 +383,29 @@ static void io_redirect(raftlock_client *c, const char *leader)
 	c->has_redirect = conn_addr_parse(leader, &c->redirect) == 0;
 }
 
+/* Whether a status answering a mutating request of a session proves that
+ * it can never execute: the request itself is refused, identically at
+ * every attempt. Anything else (a refusal before the log, an outcome the
+ * node does not know) leaves it to be retried with its seq. */
+static bool io_final_status(int status)
+{
+	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL || status == RAFTLOCK_ETOOBIG;
+}
+
+/* Sends r again after a back-off that doubles with each refusal in a row
+ * (jittered, at most CLIENT_OVERLOAD_MAX_MS): the node was overloaded. */
+static void io_retry_later(raftlock_client *c, struct request *r, int err)
+{
+	unsigned shift = r->retries < 5 ? r->retries : 5;
+	unsigned b = CLIENT_RETRY_MIN_MS << shift;
+	if (b > CLIENT_OVERLOAD_MAX_MS)
+		b = CLIENT_OVERLOAD_MAX_MS;
+	r->retries++;
+	r->sent_gen = 0;
+	r->not_before = clock_mono_ms() + b / 2 + client_random(c) % (b / 2 + 1);
+	r->last_err = err;
+}
+
 static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 {
 	struct request *r = client_find(c, env->id);
@@ -390,6 +415,7 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 		return;
 	}
 	const Raftlock__Response *resp = env->response;
+	bool result = resp->status == 0 && resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 	if (resp->push) {
 		client_complete(c, r, env);
 		return;
@@ -415,11 +441,25 @@ static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 		c->drop_conn = true;
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
+	case RAFTLOCK_EOVERLOAD:
+		io_retry_later(c, r, RAFTLOCK_EOVERLOAD);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (r->sequenced && !result && !io_final_status(resp->status)) {
+		/* not applied (an older node's ELIMIT or ENOMEM, ...): the seq
+		 * is not settled; a Result carries any outcome of apply */
+		io_retry_later(c, r, RAFTLOCK_EOVERLOAD);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
 	}
 	c->hops = 0;
 	c->backoff_ms = 0;
-	if (resp->status == 0 && r->wants_push &&
-	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT && resp->result->queued) {
+	r->retries = 0;
+	bool queued = result && r->wants_push && resp->result->queued;
+	if (r->sequenced && result && resp->result->status != RAFTLOCK_EUNAVAILABLE)
+		session_req_answered(c, r, queued);
+	if (queued) {
 		r->queued = true;
 		raftlock__envelope__free_unpacked(env, NULL);
 		pthread_cond_broadcast(r->wake);

@@ -57,6 +57,14 @@ struct request {
 	void (*on_done)(raftlock_client *c, struct request *req, int err);
 	void *op;
 	uint64_t deadline;
+	/* A mutating request of a session (session.h): only a result of
+	 * apply, or a status proving it can never execute, completes it;
+	 * every other status is retried with back-off, with the same seq. */
+	bool sequenced;
+	uint64_t seq_session, seq;
+	uint64_t *acks; /* the queued acquires it acknowledges (owned) */
+	size_t n_acks;
+	unsigned retries; /* refusals in a row (EOVERLOAD, ...): the back-off */
 };
 
 /* Work the I/O thread runs without c->mu: callbacks to the application. */

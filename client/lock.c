@@ -8,6 +8,8 @@
 #include "codec.h"
 #include "errmsg.h"
 
+#define LOCK_GIVE_UP_MAX_MS 1000 /* see lock_give_up_bound() */
+
 static void lock_unlink(struct raftlock_lock *l)
 {
 	if (l->prev != NULL)
@@ -86,7 +88,9 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
 	if (l == NULL)
 		return 0;
 	pthread_mutex_lock(&l->session->client->mu);
-	uint64_t t = l->token;
+	/* A lost session holds nothing any more (its locks may be granted
+	 * to others now): the handle's token is void. */
+	uint64_t t = l->session->lost ? 0 : l->token;
 	pthread_mutex_unlock(&l->session->client->mu);
 	return t;
 }
@@ -95,19 +99,45 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
 
 /* Sends a mutating request of l's session with c->mu held. An acquire's
  * grant that comes after the caller gave up is released by the session. */
-static int lock_send(raftlock_lock *l, Raftlock__Envelope *env, uint64_t *f_session,
-		     uint64_t *f_seq, uint64_t *f_ack_below, bool acquire,
+static int lock_send(raftlock_lock *l, struct session_req sr, bool acquire, unsigned timeout_ms,
 		     Raftlock__Envelope **reply, const Raftlock__Result **res)
 {
-	struct session_req sr = {
-		.env = env,
-		.f_session = f_session,
-		.f_seq = f_seq,
-		.f_ack_below = f_ack_below,
-		.grant_name = acquire ? l->name : NULL,
-		.grant_owner = l->owner,
-	};
+	sr.grant_name = acquire ? l->name : NULL;
+	sr.grant_owner = l->owner;
+	sr.timeout_ms = timeout_ms;
 	return session_mutate(l->session, &sr, reply, res);
+}
+
+/* Waits (c->mu held) until the handle's earlier requests that are still
+ * being sent in the background (orphans) are settled, so that a new call
+ * applies after them: a release that timed out, say, must not overtake
+ * the acquire that follows it. 0, or RAFTLOCK_ESTATE at the deadline
+ * (CLOCK_MONOTONIC ms): nothing was sent. */
+static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
+{
+	raftlock_session *s = l->session;
+	bool resend = true;
+	while (session_has_orphans(s, l->owner, resend) && !s->lost && !s->closing) {
+		resend = false;
+		if (clock_mono_ms() >= deadline)
+			return RAFTLOCK_ESTATE;
+		struct timespec ts = clock_mono_deadline(deadline);
+		pthread_cond_timedwait(&s->client->cond, &s->client->mu, &ts);
+	}
+	return 0;
+}
+
+/* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN) executes later:
+ * the handle gives up the level it released, and its token with the
+ * last one (the caller must not use it any more). */
+static void lock_release_unknown(raftlock_lock *l)
+{
+	if (l->count > 1) {
+		l->count--;
+	} else {
+		l->count = 0;
+		l->token = 0;
+	}
 }
 
 void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner)
@@ -140,15 +170,17 @@ static int lock_released(raftlock_lock *l, const Raftlock__Result *res, uint32_t
 	return rv;
 }
 
-/* Releases one level with c->mu held; 0 or an error, *remaining set. */
-static int lock_release_locked(raftlock_lock *l, uint32_t *remaining)
+/* Releases one level with c->mu held, waiting up to timeout_ms; 0 or an
+ * error, *remaining set. */
+static int lock_release_locked(raftlock_lock *l, unsigned timeout_ms, uint32_t *remaining)
 {
 	struct lock_release_msg m;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
 	lock_release_msg_init(&m, l->name, l->owner);
-	int rv = lock_send(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, false, &reply,
-			   &res);
+	int rv = lock_send(l, SESSION_REQ(&m.env, &m.req), false, timeout_ms, &reply, &res);
+	if (rv == RAFTLOCK_EUNKNOWN)
+		lock_release_unknown(l);
 	if (rv != 0)
 		return rv;
 	rv = lock_released(l, res, remaining);
@@ -200,12 +232,13 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 	return 0;
 }
 
-/* Waits for a queued acquire with c->mu held, until done, deadline (0:
+/* Waits for a blocking acquire with c->mu held, until it is done (or, with
+ * until_queued, answered "queued"), deadline (CLOCK_MONOTONIC ms; 0:
  * none), or the session is lost or closing. */
 static void lock_wait_push(raftlock_client *c, raftlock_session *s, struct request *req,
-			   uint64_t deadline)
+			   uint64_t deadline, bool until_queued)
 {
-	while (!req->done && !s->lost && !s->closing) {
+	while (!req->done && !(until_queued && req->queued) && !s->lost && !s->closing) {
 		uint64_t now = clock_mono_ms();
 		if (deadline != 0 && now >= deadline)
 			return;
@@ -217,11 +250,14 @@ static void lock_wait_push(raftlock_client *c, raftlock_session *s, struct reque
 	}
 }
 
-/* Cancels the wait of acquire_seq on the server. Returns 0 when the
- * server removed the wait; 1 with *granted set when the acquire had been
- * granted first (the handle holds the lock); 2 when the server knows
- * neither (the wait ended otherwise); or an error when nobody knows. */
-static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, uint64_t *granted)
+/* Cancels the wait of acquire_seq on the server, waiting up to timeout_ms.
+ * Returns 0 when the server removed the wait; 1 with *granted set when
+ * the acquire had been granted first (the handle holds the lock); 2 when
+ * the server knows neither (the wait ended otherwise, or the acquire has
+ * not been applied yet); or an error (EUNKNOWN: the cancel is still
+ * being sent; ESESSION). */
+static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned timeout_ms,
+			    uint64_t *granted)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CancelWaitRequest req = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
@@ -234,7 +270,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, uint64_t *gr
 	cw.name = l->name;
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
-	int rv = lock_send(l, &env, &req.session, &req.seq, &req.ack_below, false, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&env, &req), false, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
@@ -249,49 +285,82 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, uint64_t *gr
 	return rv;
 }
 
+/* The bound past its timeout within which a blocking acquire establishes
+ * that it is not queued (raftlock.h): min(request timeout, 1 s). */
+static unsigned lock_give_up_bound(const raftlock_client *c)
+{
+	return c->request_timeout_ms < LOCK_GIVE_UP_MAX_MS ? c->request_timeout_ms
+							   : LOCK_GIVE_UP_MAX_MS;
+}
+
+/* The final answer of a blocking acquire (req done, taken here). */
+static int lock_acquire_final(raftlock_lock *l, struct request *req, uint64_t seq, uint64_t *token)
+{
+	raftlock_session *s = l->session;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	client_take(s->client, req, &reply);
+	session_seq_end(s, seq); /* only final answers complete a request */
+	int rv = session_reply_result(reply, &res);
+	if (rv == 0)
+		rv = lock_granted(l, res, token);
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
 /*
- * The caller's timeout ran out while queued: leave the lock either not
- * queued or not held. Takes req. Returns the caller's error.
+ * The caller's timeout ran out before the acquire ended: by `end` at the
+ * latest, leave it either holding (0, *token set: the grant came first)
+ * or not queued (ETIMEDOUT); RAFTLOCK_EUNKNOWN when the cluster did not
+ * say in time (the acquire and its cancel go on as orphans: a late grant
+ * is released). Takes req.
  */
-static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq)
+static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uint64_t end,
+			uint64_t *token)
 {
 	raftlock_session *s = l->session;
 	raftlock_client *c = s->client;
-	Raftlock__Envelope *reply = NULL;
-	const Raftlock__Result *res = NULL;
-	uint64_t granted = 0;
-	uint32_t left;
-	int rv = lock_cancel_wait(l, seq, &granted);
-	if (rv == 0 || rv == 1) {
-		/* the acquire's record is final: canceled, or granted */
-		session_seq_end(s, seq);
-		client_take(c, req, NULL);
-		if (rv == 1) {
-			/* a grant raced the cancel: give it back */
-			l->token = granted;
-			lock_release_locked(l, &left);
+	for (;;) {
+		if (req->done) {
+			int rv = lock_acquire_final(l, req, seq, token);
+			/* ended by the server's own wait deadline, or canceled */
+			return rv == RAFTLOCK_ECANCELED ? RAFTLOCK_ETIMEDOUT : rv;
 		}
-		return RAFTLOCK_ETIMEDOUT;
-	}
-	if (rv == 2 && !req->done) {
+		uint64_t now = clock_mono_ms();
+		if (s->lost || s->closing || now >= end)
+			break;
+		if (!req->queued) {
+			/* not answered yet: a cancel now could come first */
+			lock_wait_push(c, s, req, end, true);
+			continue;
+		}
+		uint64_t granted = 0;
+		int rv = lock_cancel_wait(l, seq, (unsigned)(end - now), &granted);
+		if (rv == 0 || rv == 1) {
+			/* the acquire's record is final: canceled, or granted */
+			client_take(c, req, NULL);
+			session_seq_end(s, seq);
+			if (rv == 0)
+				return RAFTLOCK_ETIMEDOUT;
+			l->token = granted;
+			l->count = 1; /* a queued acquire is never a nested one */
+			*token = granted;
+			return 0;
+		}
+		if (rv != 2)
+			break; /* ESESSION, or the cancel's own outcome is unknown */
 		/* ended otherwise: a retry of the acquire tells how */
 		client_resend(c, req);
-		lock_wait_push(c, s, req, clock_mono_ms() + c->request_timeout_ms);
+		lock_wait_push(c, s, req, end, false);
 	}
-	if (!req->done) {
-		/* the session releases a grant that comes later */
-		session_abandon(s, req, seq, l->name, l->owner);
-		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ETIMEDOUT;
+	if (s->lost || s->closing) {
+		/* the server ends the wait with the session */
+		client_take(c, req, NULL);
+		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
 	}
-	client_take(c, req, &reply);
-	session_seq_end(s, seq);
-	if (session_reply_result(reply, &res) == 0 && res->status == 0 && !res->queued) {
-		uint64_t token;
-		lock_granted(l, res, &token);
-		lock_release_locked(l, &left);
-	}
-	raftlock__envelope__free_unpacked(reply, NULL);
-	return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ETIMEDOUT;
+	/* the session releases a grant that comes later (ECONNECTION: it
+	 * was never sent, nothing is queued) */
+	return session_abandon(s, req, seq, l->name, l->owner);
 }
 
 /* A blocking acquire with c->mu held. */
@@ -301,45 +370,29 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 	raftlock_session *s = l->session;
 	raftlock_client *c = s->client;
 	struct request *req;
-	Raftlock__Envelope *reply = NULL;
-	const Raftlock__Result *res = NULL;
-	uint64_t seq;
-	int rv = session_seq_begin(s, &seq, &m->req.ack_below);
+	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms : 0;
+	struct session_req sr = SESSION_REQ(&m->env, &m->req);
+	sr.wait = true;
+	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
+	if (rv != 0)
+		return RAFTLOCK_ETIMEDOUT; /* nothing was sent */
+	rv = session_mutate_submit(s, &sr, &req);
 	if (rv != 0)
 		return rv;
-	m->req.session = s->id;
-	m->req.seq = seq;
-	rv = client_submit(c, &m->env, true, &req);
-	if (rv != 0) {
-		session_seq_end(s, seq);
-		return rv;
-	}
-	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms : 0;
-	lock_wait_push(c, s, req, deadline);
-	if (!req->done) {
-		if (s->lost || s->closing) {
-			/* the server ends the wait with the session */
-			client_take(c, req, NULL);
-			return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
-		}
-		return lock_give_up(l, req, seq);
-	}
-	client_take(c, req, &reply);
-	rv = session_reply_result(reply, &res);
-	session_seq_end(s, seq); /* only final answers complete a request */
-	if (rv == 0)
-		rv = lock_granted(l, res, token);
-	raftlock__envelope__free_unpacked(reply, NULL);
-	return rv;
+	uint64_t seq = m->req.seq;
+	lock_wait_push(c, s, req, deadline, false);
+	if (!req->done)
+		return lock_give_up(l, req, seq, clock_mono_ms() + lock_give_up_bound(c), token);
+	return lock_acquire_final(l, req, seq, token);
 }
 
-/* A try-lock with c->mu held. */
-static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, uint64_t *token)
+/* A try-lock with c->mu held, waiting up to timeout_ms. */
+static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned timeout_ms,
+			    uint64_t *token)
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, &m->env, &m->req.session, &m->req.seq, &m->req.ack_below, true,
-			   &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&m->env, &m->req), true, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -366,12 +419,20 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 	pthread_mutex_lock(&c->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
-		if (op->m == NULL)
-			rv = lock_release_locked(l, &op->left);
-		else if (op->timeout_ms == 0)
-			rv = lock_acquire_now(l, op->m, &op->token);
-		else
+		if (op->m != NULL && op->timeout_ms != 0) {
 			rv = lock_acquire_wait(l, op->m, op->timeout_ms, &op->token);
+		} else {
+			/* one request timeout in all, the handle's orphans
+			 * included */
+			uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
+			rv = lock_wait_orphans(l, deadline);
+			uint64_t now = clock_mono_ms();
+			unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
+			if (rv == 0 && op->m == NULL)
+				rv = lock_release_locked(l, left, &op->left);
+			else if (rv == 0)
+				rv = lock_acquire_now(l, op->m, left, &op->token);
+		}
 		session_call_end(l->session);
 	}
 	if (rv != 0)
@@ -448,9 +509,12 @@ static void lock_async_done(raftlock_client *c, struct request *req, int err)
 	raftlock_lock *l = op->l;
 	req->on_done = NULL;
 	if (err != 0) {
-		/* as a blocking call's timeout: a late grant is released */
-		session_abandon(l->session, req, op->seq, op->acquire ? l->name : NULL, l->owner);
-		op->status = err;
+		/* as a blocking call's timeout: a late grant is released, a
+		 * release executes later */
+		op->status = session_abandon(l->session, req, op->seq, op->acquire ? l->name : NULL,
+					     l->owner);
+		if (op->status == RAFTLOCK_EUNKNOWN && !op->acquire)
+			lock_release_unknown(l);
 	} else {
 		Raftlock__Envelope *reply = NULL;
 		const Raftlock__Result *res = NULL;
@@ -469,8 +533,7 @@ static void lock_async_done(raftlock_client *c, struct request *req, int err)
 	client_defer(c, &op->d);
 }
 
-static int lock_async_submit(raftlock_lock *l, Raftlock__Envelope *env, uint64_t *f_session,
-			     uint64_t *f_seq, uint64_t *f_ack_below, bool acquire,
+static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acquire,
 			     raftlock_lock_cb cb, void *arg)
 {
 	raftlock_session *s = l->session;
@@ -481,15 +544,17 @@ static int lock_async_submit(raftlock_lock *l, Raftlock__Envelope *env, uint64_t
 		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
 	*op = (struct lock_async){
 		.d.fn = lock_async_callback, .l = l, .cb = cb, .arg = arg, .acquire = acquire};
-	struct session_req sr = {
-		.env = env, .f_session = f_session, .f_seq = f_seq, .f_ack_below = f_ack_below};
 	struct request *req;
 	pthread_mutex_lock(&c->mu);
 	int rv = session_call_begin(s);
 	if (rv == 0) {
-		rv = session_mutate_submit(s, &sr, &req);
+		/* an earlier request of the handle is still being sent: this
+		 * one must not overtake it, and an event loop cannot wait */
+		rv = session_has_orphans(s, l->owner, true) && !s->lost ? RAFTLOCK_ESTATE : 0;
+		if (rv == 0)
+			rv = session_mutate_submit(s, &sr, &req);
 		if (rv == 0) {
-			op->seq = *f_seq;
+			op->seq = *sr.f_seq;
 			client_on_done(c, req, lock_async_done, op, 0);
 		} else {
 			session_call_end(s);
@@ -509,8 +574,7 @@ RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *l, raftlock_lock_cb cb, 
 		return RAFTLOCK_EINVAL;
 	struct acquire_msg m;
 	acquire_msg_init(&m, l, RAFTLOCK_EXCLUSIVE, 1, 0);
-	return lock_async_submit(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, true, cb,
-				 arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env, &m.req), true, cb, arg);
 }
 
 RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
@@ -519,6 +583,5 @@ RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb 
 		return RAFTLOCK_EINVAL;
 	struct lock_release_msg m;
 	lock_release_msg_init(&m, l->name, l->owner);
-	return lock_async_submit(l, &m.env, &m.req.session, &m.req.seq, &m.req.ack_below, false, cb,
-				 arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env, &m.req), false, cb, arg);
 }

@@ -89,7 +89,13 @@ extern "C" {
 	X(ESTATE, -20, "the call is not valid in the object's current state") \
 	X(EIO, -21, "input/output error")                                     \
 	X(ECONFIG, -22, "invalid configuration")                              \
-	X(EDATA, -23, "damaged or foreign data directory")
+	X(EDATA, -23, "damaged or foreign data directory")                    \
+	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed")
+/* RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
+ * for want of room (too many requests in flight on the connection, a
+ * proposal that failed for want of memory): the library retries it with
+ * back-off; a caller sees it only as the last error of a read or session
+ * open that timed out while the node kept refusing. */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,
@@ -241,12 +247,14 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * RAFTLOCK_ECANCELED. Those threads must not use the session or its
  * handles after that.
  * Returns the error of the close request, but frees the session in any
- * case; the server expires a session it never heard closing. A session
- * in jeopardy is closed like a valid one. A session lost because its grace
- * period passed (the server may not have expired it yet) is still closed
- * on the server, on a best-effort basis bounded by one second, and the
- * call returns 0 for it; so does a session the server had already
- * declared expired (nothing is left to close).
+ * case; the server expires a session it never heard closing. A close
+ * whose answer was lost and whose retry finds the session gone (closed
+ * by the first attempt) returns 0. A session in jeopardy is closed like a
+ * valid one. A session lost because its grace period passed (the server
+ * may not have expired it yet) is still closed on the server, on a
+ * best-effort basis bounded by one second, and the call returns 0 for it;
+ * so does a session the server had already declared expired (nothing is
+ * left to close).
  * Asynchronous calls on the session finish first: their callbacks have run
  * when this returns, so it must not be called from such a callback.
  * NULL is a no-op returning 0.
@@ -314,28 +322,63 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
 				   const struct raftlock_lock_options *opts, raftlock_lock **out);
 
 /*
+ * What a call that changes a lock tells its caller (GUARANTEES rules 6, 12).
+ * Every such request carries the session's sequence number; the library
+ * sends it again with the same number (after a reconnect, a leader change,
+ * or a RAFTLOCK_EOVERLOAD answer) until the cluster gives it a result, so
+ * the server executes it at most once. Its return then means:
+ *   - 0 or an error of the lock's state (RAFTLOCK_EBUSY, RAFTLOCK_ENOTHOLDER,
+ *     RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL, ...): the cluster
+ *     executed the request with this result (or refused it whole, as for a
+ *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG).
+ *   - RAFTLOCK_EUNKNOWN: the request was sent but no result came within
+ *     the call's time: it may or may not have executed, and it may still
+ *     execute. The library keeps sending it in the background with the
+ *     same sequence number until the cluster answers (as long as the
+ *     session lives); the next call through the same handle waits for
+ *     that first (see each call for what the handle then holds).
+ *   - RAFTLOCK_ECONNECTION: it was never sent (no node could be reached):
+ *     nothing happened.
+ *   - RAFTLOCK_ESESSION: the session has ended: it holds nothing.
+ *   - RAFTLOCK_ESTATE: an earlier request through this handle whose outcome
+ *     was unknown is still being sent and did not settle within the
+ *     client's request timeout: nothing was sent; call again later.
+ */
+
+/*
  * Takes the lock if it is free now (exclusive mode, one permit); never
  * waits. On success *token (if not NULL) is the fencing token of the grant.
- * Errors: RAFTLOCK_EBUSY (held by another owner), RAFTLOCK_ESESSION,
- * RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
- * RAFTLOCK_EUNAVAILABLE.
- * After RAFTLOCK_ETIMEDOUT or RAFTLOCK_EUNAVAILABLE the outcome may be
- * unknown: the library keeps asking in the background with the same
- * sequence number, and releases the lock if it turns out granted.
+ * 0: the handle holds the lock (nested if it held it already).
+ * Errors: RAFTLOCK_EBUSY (held by another owner: this handle holds nothing
+ * new), RAFTLOCK_ESESSION, RAFTLOCK_EKIND, RAFTLOCK_ELIMIT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ESTATE, RAFTLOCK_EUNKNOWN (sent, not
+ * answered within the request timeout: the handle does not hold the lock
+ * for the caller; should the lock turn out granted, the library releases
+ * it).
  */
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
 
 /*
  * Takes the lock in `mode` with `permits` permits (semaphores; 0 means 1),
- * waiting in the server's FIFO queue up to timeout_ms (0: do not wait;
- * a negative value: wait until granted or the session ends). The grant is
- * pushed by the server; nothing polls. On return the caller either holds the
- * lock and knows its token, or is not queued: a timeout cancels the wait on
- * the server, and a grant that raced the cancel is released.
- * Errors: those of raftlock_lock_try(), RAFTLOCK_ETIMEDOUT when the wait
- * timed out, RAFTLOCK_ESESSION when the session ended while waiting,
- * RAFTLOCK_ECANCELED when another thread closed the session meanwhile (the
- * server drops the wait with the session).
+ * waiting in the server's FIFO queue up to timeout_ms (0: do not wait, as
+ * raftlock_lock_try(); a negative value: wait until granted or the session
+ * ends). The grant is pushed by the server; nothing polls.
+ * Returns, with timeout_ms > 0, within timeout_ms plus
+ * min(request timeout, 1 s), and then:
+ *   - 0: the handle holds the lock and *token is its token (also when the
+ *     grant came after the timeout but before the cancel: the caller holds
+ *     it and releases it as any other grant);
+ *   - RAFTLOCK_ETIMEDOUT: the lock was not granted in time and the wait is
+ *     no longer queued on the server (the library canceled it and the
+ *     cluster confirmed): the handle neither holds nor waits;
+ *   - RAFTLOCK_EUNKNOWN: the cluster did not confirm either within the
+ *     bound (unreachable, failing over): the library goes on canceling the
+ *     wait in the background and releases the lock should it turn out
+ *     granted; the handle does not hold it for the caller;
+ *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits);
+ *     RAFTLOCK_ECANCELED: another thread closed the session meanwhile;
+ *   - the other errors of raftlock_lock_try() (RAFTLOCK_ESTATE: nothing
+ *     was sent).
  */
 RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock, enum raftlock_mode mode,
 				       uint32_t permits, int timeout_ms, uint64_t *token);
@@ -344,12 +387,21 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock, enum raftlock_mode m
  * Releases one level of nesting (all permits of this handle for
  * semaphores). *remaining (if not NULL) is the nesting depth left; the lock
  * is free for others when it reaches 0.
- * Errors: RAFTLOCK_ENOTHOLDER (this handle holds nothing), RAFTLOCK_ESESSION,
- * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE.
+ * Errors: RAFTLOCK_ENOTHOLDER (this handle holds nothing), RAFTLOCK_ESESSION
+ * (the session ended: nothing is held), RAFTLOCK_ECONNECTION (not sent:
+ * still held), RAFTLOCK_ESTATE (not sent: still held), and
+ * RAFTLOCK_EUNKNOWN: the release was sent but not confirmed within the
+ * request timeout; it is still being sent and will execute (unless the
+ * session ends first, which releases everything anyway). The handle no
+ * longer holds that level for the caller: after the last level its token
+ * is 0 and must not be used; a new acquire through the handle is sent only
+ * once the release has been applied.
  */
 RAFTLOCK_API int raftlock_lock_release(raftlock_lock *lock, uint32_t *remaining);
 
-/* The token of this handle's current grant, 0 if it holds nothing. */
+/* The token of this handle's current grant, 0 if it holds nothing: never
+ * acquired, released (also a release whose outcome is RAFTLOCK_EUNKNOWN),
+ * or its session lost (raftlock_session_valid_until() is 0). */
 RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
 
 /*
@@ -359,13 +411,16 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * no library lock held. For a try-lock, status is what raftlock_lock_try()
  * would return and value the fencing token; for a release, status is what
  * raftlock_lock_release() would return and value the levels still held.
- * A request unanswered within the client's request timeout ends with
- * RAFTLOCK_ETIMEDOUT (or the last transport error), and, as for the
- * blocking calls, a grant that comes later is released by the library.
+ * A request sent but unanswered within the client's request timeout ends
+ * with RAFTLOCK_EUNKNOWN (one never sent, with RAFTLOCK_ECONNECTION) and,
+ * as for the blocking calls, it is still sent in the background: a grant
+ * that comes later is released by the library, a release executes later.
  *
  * Returns 0 when the request was sent (cb will run), or an error and cb
  * will not run: RAFTLOCK_EINVAL (NULL lock or cb), RAFTLOCK_ESESSION,
- * RAFTLOCK_ECANCELED (the session is closing), RAFTLOCK_ENOMEM.
+ * RAFTLOCK_ECANCELED (the session is closing), RAFTLOCK_ESTATE (an earlier
+ * request of this handle whose outcome was unknown is still being sent:
+ * an event loop cannot wait for it; try again later), RAFTLOCK_ENOMEM.
  *
  * Threading: callable from any thread, also from a callback. Callbacks of
  * one client run one at a time and delay that client's other replies while

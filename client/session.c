@@ -24,7 +24,10 @@ uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms)
 
 /* ------------------------------------------------------ sequence numbers */
 
-int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below)
+/* Takes the next seq of s and the ack_below to send with it (the lowest
+ * seq whose outcome is unknown, queued acquires left out), and records
+ * the seq as in flight. RAFTLOCK_ESESSION when s is lost; ENOMEM. */
+static int session_seq_begin(raftlock_session *s, bool wait, uint64_t *seq, uint64_t *ack_below)
 {
 	if (s->lost && !s->closing)
 		return RAFTLOCK_ESESSION;
@@ -33,22 +36,58 @@ int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below)
 	uint64_t n = s->next_seq++;
 	uint64_t low = n;
 	for (size_t i = 0; i < s->n_inflight; i++)
-		if (s->inflight[i] < low)
-			low = s->inflight[i];
-	s->inflight[s->n_inflight++] = n;
+		if (!s->inflight[i].queued && s->inflight[i].seq < low)
+			low = s->inflight[i].seq;
+	s->inflight[s->n_inflight++] = (struct session_seq){.seq = n, .wait = wait};
 	*seq = n;
 	*ack_below = low;
 	return 0;
 }
 
+static struct session_seq *session_seq_find(raftlock_session *s, uint64_t seq)
+{
+	for (size_t i = 0; i < s->n_inflight; i++)
+		if (s->inflight[i].seq == seq)
+			return &s->inflight[i];
+	return NULL;
+}
+
 void session_seq_end(raftlock_session *s, uint64_t seq)
 {
-	for (size_t i = 0; i < s->n_inflight; i++) {
-		if (s->inflight[i] == seq) {
-			s->inflight[i] = s->inflight[--s->n_inflight];
-			return;
+	struct session_seq *q = session_seq_find(s, seq);
+	if (q == NULL)
+		return;
+	/* A blocking acquire's record may be kept for it on the server (it
+	 * may have been queued there, even if the answer said granted):
+	 * acknowledge it. Out of memory, the record stays until the session
+	 * ends: that costs the server room, never correctness. */
+	if (q->wait && grow(&s->acks, &s->cap_acks, s->n_acks + 1, 8, sizeof *s->acks) == 0)
+		s->acks[s->n_acks++] = seq;
+	*q = s->inflight[--s->n_inflight];
+}
+
+void session_req_answered(raftlock_client *c, struct request *req, bool queued)
+{
+	raftlock_session *s = session_find(c, req->seq_session);
+	if (s == NULL)
+		return;
+	if (queued) {
+		struct session_seq *q = session_seq_find(s, req->seq);
+		if (q != NULL)
+			q->queued = true;
+	}
+	/* Applied: the acknowledgements it carried are done with. */
+	for (size_t i = 0; i < req->n_acks; i++) {
+		for (size_t j = 0; j < s->n_acks; j++) {
+			if (s->acks[j] == req->acks[i]) {
+				s->acks[j] = s->acks[--s->n_acks];
+				break;
+			}
 		}
 	}
+	free(req->acks);
+	req->acks = NULL;
+	req->n_acks = 0;
 }
 
 int session_call_begin(raftlock_session *s)
@@ -129,14 +168,32 @@ int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result
 
 int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req)
 {
-	int rv = session_seq_begin(s, sr->f_seq, sr->f_ack_below);
+	int rv = session_seq_begin(s, sr->wait, sr->f_seq, sr->f_ack_below);
 	if (rv != 0)
 		return rv;
+	size_t n_acks = s->n_acks < SESSION_ACKS_MAX ? s->n_acks : SESSION_ACKS_MAX;
+	uint64_t *acks = NULL;
+	if (n_acks > 0 && (acks = malloc(n_acks * sizeof *acks)) != NULL)
+		memcpy(acks, s->acks, n_acks * sizeof *acks);
+	else
+		n_acks = 0; /* out of memory: on a later request */
 	*sr->f_session = s->id;
-	rv = client_submit(s->client, sr->env, false, req);
-	if (rv != 0)
+	*sr->f_acked = acks;
+	*sr->f_n_acked = n_acks;
+	rv = client_submit(s->client, sr->env, sr->wait, req);
+	*sr->f_acked = NULL; /* encoded: the copy belongs to the request */
+	*sr->f_n_acked = 0;
+	if (rv != 0) {
+		free(acks);
 		session_seq_end(s, *sr->f_seq);
-	return rv;
+		return rv;
+	}
+	(*req)->sequenced = true;
+	(*req)->seq_session = s->id;
+	(*req)->seq = *sr->f_seq;
+	(*req)->acks = acks;
+	(*req)->n_acks = n_acks;
+	return 0;
 }
 
 int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq,
@@ -169,10 +226,8 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 	uint64_t seq = *sr->f_seq;
 	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
 	rv = client_wait(c, req, clock_mono_ms() + timeout);
-	if (rv != 0) {
-		session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
-		return rv;
-	}
+	if (rv != 0)
+		return session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
 	return session_mutate_finish(s, req, seq, reply, result);
 }
 
@@ -197,17 +252,34 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq, c
 	return true;
 }
 
-void session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
-		     uint64_t owner)
+int session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
+		    uint64_t owner)
 {
 	raftlock_client *c = s->client;
 	if (!req->ever_sent) {
+		int rv = req->last_err;
 		client_take(c, req, NULL); /* the server never saw it */
 		session_seq_end(s, seq);
-		return;
+		return rv;
 	}
 	if (!orphan_add(s, req, seq, name, owner))
 		client_take(c, req, NULL); /* its seq stays unknown for good */
+	return RAFTLOCK_EUNKNOWN;
+}
+
+bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend)
+{
+	bool found = false;
+	for (struct session_orphan *o = s->orphans; o != NULL; o = o->next) {
+		if (o->owner != owner)
+			continue;
+		found = true;
+		if (resend && !o->req->done && !o->req->queued) {
+			client_resend(s->client, o->req);
+			o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
+		}
+	}
+	return found;
 }
 
 static void orphan_free(raftlock_client *c, struct session_orphan *o)
@@ -217,20 +289,17 @@ static void orphan_free(raftlock_client *c, struct session_orphan *o)
 	free(o);
 }
 
-/* Releases a grant nobody waits for, as an orphan of its own. */
+/* Releases a grant nobody waits for, as an orphan of its own (of the
+ * same handle: calls through it wait for the release). */
 static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 {
 	struct lock_release_msg m;
 	struct request *r;
 	lock_release_msg_init(&m, o->name, o->owner);
-	if (session_seq_begin(s, &m.req.seq, &m.req.ack_below) != 0)
+	struct session_req sr = SESSION_REQ(&m.env, &m.req);
+	if (session_mutate_submit(s, &sr, &r) != 0)
 		return;
-	m.req.session = s->id;
-	if (client_submit(s->client, &m.env, false, &r) != 0) {
-		session_seq_end(s, m.req.seq);
-		return;
-	}
-	if (!orphan_add(s, r, m.req.seq, NULL, 0)) {
+	if (!orphan_add(s, r, m.req.seq, NULL, o->owner)) {
 		client_take(s->client, r, NULL); /* never sent: settled */
 		session_seq_end(s, m.req.seq);
 	}
@@ -240,6 +309,7 @@ static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 void session_orphans_settle(raftlock_session *s)
 {
 	struct session_orphan **pp = &s->orphans;
+	bool settled = false;
 	while (*pp != NULL) {
 		struct session_orphan *o = *pp;
 		if (!o->req->done) {
@@ -254,6 +324,7 @@ void session_orphans_settle(raftlock_session *s)
 			continue;
 		}
 		*pp = o->next;
+		settled = true;
 		const Raftlock__Result *res;
 		session_seq_end(s, o->seq);
 		if (o->name != NULL && !s->lost && session_reply_result(o->req->reply, &res) == 0 &&
@@ -261,6 +332,8 @@ void session_orphans_settle(raftlock_session *s)
 			orphan_release(s, o);
 		orphan_free(s->client, o);
 	}
+	if (settled)
+		pthread_cond_broadcast(&s->client->cond); /* calls of its handle may go on */
 }
 
 /* ----------------------------------------------------------- open/close */
@@ -303,6 +376,7 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	env.open_session = &req;
 	req.ttl_ms = ttl;
 	req.owner = &owner;
+	req.acks_queued = true; /* GUARANTEES rule 6: acked */
 	owner.client_name = c->client_name;
 	owner.host = c->host;
 	owner.pid = (uint32_t)getpid();
@@ -379,19 +453,17 @@ static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 	const Raftlock__Result *res = NULL;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
-	struct session_req sr = {
-		.env = &env,
-		.f_session = &req.session,
-		.f_seq = &req.seq,
-		.f_ack_below = &req.ack_below,
-		.timeout_ms = timeout_ms,
-	};
+	struct session_req sr = SESSION_REQ(&env, &req);
+	sr.timeout_ms = timeout_ms;
 	int rv = session_mutate(s, &sr, &reply, &res);
 	if (rv == 0) {
 		rv = res->status;
 		raftlock__envelope__free_unpacked(reply, NULL);
 	}
-	return rv;
+	/* The server has no such session: closed by an earlier attempt of
+	 * this very close (its answer lost), or expired. Either way nothing
+	 * is left to close. */
+	return rv == RAFTLOCK_ESESSION ? 0 : rv;
 }
 
 /* Closes and frees s with c->mu held, waiting up to timeout_ms (0: the
@@ -434,6 +506,7 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	session_unlink(s);
 	lock_free_all(s);
 	free(s->inflight);
+	free(s->acks);
 	free(s);
 	return rv;
 }

@@ -1,18 +1,30 @@
 /*
  * session.h: sessions, their sequence numbers, and the keepalive thread.
  *
- * Every mutating request of a session carries (session, seq, ack_below):
- * seq counts from 1; ack_below is the lowest seq whose outcome the client
- * does not know yet (the request's own seq if none is older). A seq whose
- * outcome stays unknown (a timeout) keeps ack_below where it is forever:
- * the server then keeps answering a retry of it from its record.
+ * Every mutating request of a session carries (session, seq, ack_below,
+ * acked): seq counts from 1; ack_below is the lowest seq whose outcome the
+ * client does not know yet (the request's own seq if none is older), not
+ * counting blocking acquires the server answered "queued": their records
+ * stay on the server until the client lists them in `acked`, once it has
+ * learned their final outcome (GUARANTEES rule 6). Such a seq goes on the
+ * session's next mutating requests (at most SESSION_ACKS_MAX each) until
+ * one that carried it has been applied. A seq whose outcome stays unknown
+ * (a timeout) keeps ack_below where it is until the answer comes: the
+ * server then keeps answering a retry of it from its record.
+ *
+ * Only a result produced by apply, or a status that proves the request
+ * can never execute (EPROTO, EINVAL, ETOOBIG: the request itself is
+ * refused, identically at every attempt), settles a seq; the I/O thread
+ * retries every other status with the same seq (client.c).
  *
  * A mutating request whose caller stops waiting before its outcome is
  * known becomes an orphan of its session: it stays in the request table
  * (so it is sent again after a reconnect, with its seq, and once every
  * request timeout on the same connection) until an answer
  * comes; then the keepalive thread settles its seq, and, for an acquire,
- * releases a grant that nobody waits for any more (DESIGN.md rule 8).
+ * releases a grant that nobody waits for any more (DESIGN.md rule 8). The
+ * caller was told RAFTLOCK_EUNKNOWN. Calls through a lock handle wait for
+ * the handle's orphans first (lock.c), so that they apply in call order.
  *
  * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless
  * they say otherwise.
@@ -26,6 +38,16 @@
 #include "client.h"
 
 struct raftlock_lock;
+
+/* Acknowledged queued acquires one request carries (FSM_MAX_ACKED). */
+#define SESSION_ACKS_MAX 256
+
+/* A seq whose outcome is not known yet. */
+struct session_seq {
+	uint64_t seq;
+	bool wait;   /* a blocking acquire: acknowledged once its outcome is known */
+	bool queued; /* the server answered "queued": ack_below leaves it out */
+};
 
 struct session_orphan {
 	struct session_orphan *next;
@@ -53,9 +75,12 @@ struct raftlock_session {
 	raftlock_session_event_cb on_event;
 	void *on_event_arg;
 	uint64_t next_seq;
-	uint64_t *inflight; /* seqs whose outcome is unknown */
+	struct session_seq *inflight; /* seqs whose outcome is unknown */
 	size_t n_inflight;
 	size_t cap_inflight;
+	uint64_t *acks; /* queued acquires to acknowledge (acked) */
+	size_t n_acks;
+	size_t cap_acks;
 	struct raftlock_lock *locks; /* handles made on this session */
 	struct session_orphan *orphans;
 	unsigned calls; /* lock calls in progress on this session */
@@ -70,12 +95,15 @@ struct raftlock_session {
  */
 uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms);
 
-/* Takes the next seq of s and the ack_below to send with it, and records
- * the seq as in flight. RAFTLOCK_ESESSION when s is lost; ENOMEM. */
-int session_seq_begin(raftlock_session *s, uint64_t *seq, uint64_t *ack_below);
-
-/* The outcome of seq is known: it no longer holds ack_below back. */
+/* The outcome of seq is known: it no longer holds ack_below back; a
+ * blocking acquire's seq is acknowledged on the next requests. */
 void session_seq_end(raftlock_session *s, uint64_t seq);
+
+/* The I/O thread (c->mu held) got, for the mutating request req, the
+ * answer "queued" (queued) or a result of apply (applied): the first takes
+ * its seq out of ack_below, the second ends the acknowledgements it
+ * carried. */
+void session_req_answered(raftlock_client *c, struct request *req, bool queued);
 
 /* Brackets a lock call on s (c->mu held), so that closing the session
  * waits for it: session_call_begin() returns RAFTLOCK_ECANCELED once the
@@ -115,18 +143,32 @@ struct session_req {
 	uint64_t *f_session; /* the request's fields inside env */
 	uint64_t *f_seq;
 	uint64_t *f_ack_below;
+	uint64_t **f_acked;
+	size_t *f_n_acked;
+	bool wait;              /* a blocking acquire (the push completes it) */
 	unsigned timeout_ms;    /* 0: the client's request timeout */
 	const char *grant_name; /* an acquire: what to release if it is */
 	uint64_t grant_owner;   /* granted after the caller gave up */
 };
 
+/* The session_req of envelope env whose request message is *msg. */
+#define SESSION_REQ(env_, msg)                                  \
+	((struct session_req){.env = (env_),                    \
+			      .f_session = &(msg)->session,     \
+			      .f_seq = &(msg)->seq,             \
+			      .f_ack_below = &(msg)->ack_below, \
+			      .f_acked = &(msg)->acked,         \
+			      .f_n_acked = &(msg)->n_acked})
+
 /*
- * Sends one mutating request of s: sets its session, seq and ack_below,
- * waits up to its timeout, and tracks the seq (an unanswered request
- * becomes an orphan). On 0 *result points into *reply (owned by the
- * caller) and holds the command's outcome; a result of RAFTLOCK_ESESSION
- * also marks s lost. Errors: transport and response errors (ETIMEDOUT,
- * ECONNECTION, EUNAVAILABLE, EPROTO, ...), ESESSION.
+ * Sends one mutating request of s: sets its session, seq, ack_below and
+ * acked, waits up to its timeout, and tracks the seq (an unanswered
+ * request becomes an orphan). On 0 *result points into *reply (owned by
+ * the caller) and holds the command's outcome; a result of
+ * RAFTLOCK_ESESSION also marks s lost. Errors: EUNKNOWN (sent, no final
+ * answer in time: it may still execute, see session_abandon), ECONNECTION
+ * (never sent: it will not execute), EPROTO, EINVAL, ETOOBIG, ESESSION,
+ * ENOMEM.
  */
 /* session_mutate() in two halves, for callers that do not block: the
  * submit (seq tracked, *req owned by the caller until finished or
@@ -141,11 +183,19 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 /*
  * Gives up waiting for req (a request of s with the given seq; taken over
  * from the caller). A request that never reached a connection is dropped
- * and its seq settled; any other becomes an orphan (see above). name (may
- * be NULL) and owner say what to release should it turn out granted.
+ * and its seq settled: returns its last transport error (it will not
+ * execute). Any other becomes an orphan (see above): returns
+ * RAFTLOCK_EUNKNOWN. name (may be NULL) and owner say what to release
+ * should it turn out granted.
  */
-void session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
-		     uint64_t owner);
+int session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
+		    uint64_t owner);
+
+/* Whether s has orphans of the lock handle `owner` (still being sent, or
+ * answered but not settled yet). With resend, those still unanswered are
+ * asked again now rather than at their next request timeout: a call of
+ * the handle waits for them. */
+bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend);
 
 /* Checks a completed reply of a mutating request: 0 with *result, or the
  * response's error (EPROTO when it carries no result). */

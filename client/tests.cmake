@@ -5,7 +5,7 @@
 # existing target gets what a client test needs, a missing one is made.
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
-foreach(_t errors options validity keepalive fake async cli introspect)
+foreach(_t errors options validity keepalive fake async cli introspect seq)
   set(_name test_client_${_t})
   if(NOT TARGET ${_name})
     add_executable(${_name} ${PROJECT_SOURCE_DIR}/tests/unit/${_name}.c)
@@ -24,7 +24,8 @@ foreach(_t errors options validity keepalive fake async cli introspect)
 endforeach()
 
 # The fake node (not a test of its own: its name does not start with test_).
-foreach(_name test_client_fake test_client_async test_client_cli test_client_introspect)
+foreach(_name test_client_fake test_client_async test_client_cli test_client_introspect
+    test_client_seq)
   target_sources(${_name} PRIVATE
     ${PROJECT_SOURCE_DIR}/tests/unit/client_fakeserver.c)
 endforeach()

@@ -14,7 +14,9 @@
  * all big-endian; then the LogEntry protobuf, zero-padded to a multiple of 8
  * bytes (libraft refuses other sizes). */
 #define ENTRY_HEADER_SIZE 8
-#define ENTRY_FORMAT 1
+/* 2: Command.acked and OpenSession.acks_queued, which apply acts on (a node
+ * of format 1 would ignore them and diverge, so it stops instead). */
+#define ENTRY_FORMAT 2
 
 /*
  * Encodes env as one frame (header + payload) into a malloc'd buffer owned

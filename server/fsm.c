@@ -278,6 +278,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	sess->id = a->meta->next_session++;
 	sess->ttl_ms = op->ttl_ms;
 	sess->nonce = op->nonce;
+	sess->acks_queued = op->acks_queued;
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
@@ -583,31 +584,43 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 /* ----------------------------------------------------- client commands -- */
 
 /*
- * Rule 8: (session, seq) de-duplication. Returns true when the command was
+ * Rule 8: (session, seq) de-duplication, refined by GUARANTEES rule 6: the
+ * records of queued acquires stay, below the mark or not, until the
+ * client acknowledges them (acked). Returns true when the command was
  * answered from the session's table (or refused), with *res set.
  */
 static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 		  Raftlock__Result *res)
 {
+	size_t n_acked = cmd->n_acked < FSM_MAX_ACKED ? cmd->n_acked : FSM_MAX_ACKED;
+	for (size_t i = 0; i < n_acked; i++)
+		records_ack_outcome(sess, cmd->acked[i]);
+	bool prune = n_acked > 0;
 	if (cmd->ack_below > sess->ack_below) {
-		records_prune_outcomes(sess, cmd->ack_below);
 		sess->ack_below = cmd->ack_below;
+		prune = true;
 	}
+	if (prune)
+		records_prune_outcomes(sess, sess->ack_below);
 	if (cmd->seq == 0) {
 		*res = result_of(RAFTLOCK_EINVAL);
 		return true;
 	}
-	if (cmd->seq < sess->ack_below) {
-		*res = result_of(RAFTLOCK_ESTALESEQ);
-		return true;
-	}
+	/* A queued acquire below the mark is still answered from its record. */
 	const Raftlock__Outcome *o = records_find_outcome(sess, cmd->seq);
 	if (o != NULL) {
 		*res = o->result ? *o->result : result_of(0);
 		res->queued = o->pending;
 		return true;
 	}
-	if (sess->n_outcomes >= FSM_MAX_OUTCOMES) {
+	if (cmd->seq < sess->ack_below) {
+		*res = result_of(RAFTLOCK_ESTALESEQ);
+		return true;
+	}
+	size_t limit = FSM_MAX_OUTCOMES;
+	if (cmd->op_case != RAFTLOCK__COMMAND__OP_ACQUIRE)
+		limit += FSM_OUTCOME_HEADROOM; /* letting go is not refused first */
+	if (sess->n_outcomes >= limit) {
 		*res = result_of(RAFTLOCK_ELIMIT);
 		return true;
 	}

@@ -25,8 +25,14 @@
 #define FSM_MAX_LOCKS 10000000u
 #define FSM_MAX_WAITERS 100000u      /* per lock */
 #define FSM_MAX_HOLDERS 100000u      /* per lock */
-#define FSM_MAX_OUTCOMES 4096u       /* remembered per session */
+#define FSM_MAX_OUTCOMES 4096u       /* remembered per session: acquires */
 #define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */
+/* RELEASE and CANCEL_WAIT may fill the outcome table this much further, so
+ * that letting go is not refused when acquires have filled it; the sum is
+ * the hard cap of one session's table. CLOSE_SESSION needs no record. */
+#define FSM_OUTCOME_HEADROOM 4096u
+/* Acknowledged queued acquires (Command.acked) one command may carry. */
+#define FSM_MAX_ACKED 256u
 
 /* Store full: a leader proposes STORE_LIMIT = its map-size / this share;
  * past that many bytes of records (store_record_bytes) new sessions, new

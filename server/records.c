@@ -184,6 +184,7 @@ void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raft
 		o = xmalloc(sizeof *o);
 		raftlock__outcome__init(o);
 		o->seq = seq;
+		o->queued = pending && sess->acks_queued;
 		grow((void ***)&sess->outcomes, sess->n_outcomes);
 		sess->outcomes[sess->n_outcomes++] = o;
 	}
@@ -194,12 +195,19 @@ void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raft
 	o->pending = pending;
 }
 
+void records_ack_outcome(Raftlock__SessionRecord *sess, uint64_t seq)
+{
+	Raftlock__Outcome *o = (Raftlock__Outcome *)records_find_outcome(sess, seq);
+	if (o != NULL && !o->pending)
+		o->queued = false;
+}
+
 void records_prune_outcomes(Raftlock__SessionRecord *sess, uint64_t mark)
 {
 	size_t kept = 0;
 	for (size_t i = 0; i < sess->n_outcomes; i++) {
 		Raftlock__Outcome *o = sess->outcomes[i];
-		if (o->seq < mark && !o->pending)
+		if (o->seq < mark && !o->pending && !o->queued)
 			raftlock__outcome__free_unpacked(o, NULL);
 		else
 			sess->outcomes[kept++] = o;

@@ -46,11 +46,18 @@ void records_remove_name(Raftlock__SessionRecord *sess, const char *name);
 
 /* The session's de-duplication table. */
 const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *sess, uint64_t seq);
-/* Inserts or replaces the outcome of seq. */
+/* Inserts or replaces the outcome of seq. A record created pending (a
+ * queued acquire) in a session that acknowledges queued acquires
+ * (acks_queued) is marked queued; replacing keeps the mark. */
 void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
 			 bool pending);
+/* The client has learned the final outcome of the queued acquire seq:
+ * its record becomes an ordinary one (pruned once below the mark). A
+ * pending record stays as it is: nobody can have learned its outcome. */
+void records_ack_outcome(Raftlock__SessionRecord *sess, uint64_t seq);
 /* Drops outcomes of sequences below mark, except pending ones (a queued
- * acquire's outcome must survive until it is final). */
+ * acquire's outcome must survive until it is final) and queued ones not
+ * acknowledged yet (the client's mark does not count them). */
 void records_prune_outcomes(Raftlock__SessionRecord *sess, uint64_t mark);
 
 #endif

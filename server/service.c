@@ -15,8 +15,8 @@
 
 #define READ_PAGE_DEFAULT 100
 /* Bounds per connection: past this many requests in flight, more get
- * RAFTLOCK_ELIMIT; a connection whose unread responses pile up past the
- * byte limit is closed (its client is not reading them). */
+ * RAFTLOCK_EOVERLOAD (not executed: the client retries); a connection whose unread responses pile
+ * up past the byte limit is closed (its client is not reading them). */
 #define CONN_MAX_INFLIGHT 4096
 #define CONN_MAX_UNSENT (64u << 20)
 #define READ_PAGE_MAX 1000
@@ -358,6 +358,21 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 
 /* ----------------------------------------------------------- mutations -- */
 
+/* The status of a mutation that was not applied, as the client sees it:
+ * the statuses it knows to retry stay; anything else (out of memory, a
+ * batch that could not be encoded) means "not executed, retry" as well,
+ * never a final answer: only apply settles a sequence (GUARANTEES rule 6). */
+static int unapplied_status(int status)
+{
+	switch (status) {
+	case RAFTLOCK_ENOTLEADER:
+	case RAFTLOCK_EUNAVAILABLE:
+	case RAFTLOCK_EUNKNOWN:
+	case RAFTLOCK_ESHUTDOWN: return status;
+	default: return RAFTLOCK_EOVERLOAD;
+	}
+}
+
 static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 {
 	struct pending *p = arg;
@@ -376,7 +391,7 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 			free(push_take(s, p->session, p->seq));
 	}
 	if (status != 0) {
-		send_status(s, p->conn, p->id, status, NULL);
+		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
 	} else {
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
@@ -391,7 +406,7 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 {
 	struct pending *p = pending_new(c, id);
 	if (p == NULL) {
-		send_status(s, c, id, RAFTLOCK_ENOMEM, NULL);
+		send_status(s, c, id, RAFTLOCK_EOVERLOAD, NULL);
 		return;
 	}
 	p->session = cmd->session;
@@ -402,7 +417,7 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 	if (rv != 0) {
 		if (p->seq != 0)
 			free(push_take(s, p->session, p->seq));
-		send_status(s, c, id, rv, NULL);
+		send_status(s, c, id, unapplied_status(rv), NULL);
 		pending_free(p);
 	}
 }
@@ -424,12 +439,17 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->lock_delay_ms = src->lock_delay_ms;
 }
 
-/* Rule 8: every mutating request carries (session, seq, ack_below). */
-static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq, uint64_t ack_below)
+/* Rule 8: every mutating request carries (session, seq, ack_below), and
+ * the queued acquires it acknowledges (at most FSM_MAX_ACKED reach the
+ * log; the client never sends more). */
+static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq, uint64_t ack_below,
+			 uint64_t *acked, size_t n_acked)
 {
 	cmd->session = session;
 	cmd->seq = seq;
 	cmd->ack_below = ack_below;
+	cmd->acked = acked;
+	cmd->n_acked = n_acked < FSM_MAX_ACKED ? n_acked : FSM_MAX_ACKED;
 }
 
 /* GUARANTEES rule 8: a TTL below RAFTLOCK_TTL_ELECTION_FACTOR election
@@ -469,6 +489,7 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
+		open.acks_queued = env->open_session->acks_queued;
 		if (env->open_session->owner != NULL) {
 			owner.client_name = env->open_session->owner->client_name;
 			owner.host = env->open_session->owner->host;
@@ -480,13 +501,14 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
 		set_sequence(&cmd, env->close_session->session, env->close_session->seq,
-			     env->close_session->ack_below);
+			     env->close_session->ack_below, env->close_session->acked,
+			     env->close_session->n_acked);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		set_sequence(&cmd, env->acquire->session, env->acquire->seq,
-			     env->acquire->ack_below);
+			     env->acquire->ack_below, env->acquire->acked, env->acquire->n_acked);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
 		cmd.acquire = &acquire;
@@ -494,7 +516,7 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		set_sequence(&cmd, env->release->session, env->release->seq,
-			     env->release->ack_below);
+			     env->release->ack_below, env->release->acked, env->release->n_acked);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_RELEASE;
 		release.name = env->release->release->name;
 		release.owner = env->release->release->owner;
@@ -502,7 +524,8 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		set_sequence(&cmd, env->cancel_wait->session, env->cancel_wait->seq,
-			     env->cancel_wait->ack_below);
+			     env->cancel_wait->ack_below, env->cancel_wait->acked,
+			     env->cancel_wait->n_acked);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CANCEL_WAIT;
 		cancel.name = env->cancel_wait->cancel->name;
 		cancel.owner = env->cancel_wait->cancel->owner;
@@ -1001,7 +1024,7 @@ static void dispatch(struct service *s, struct conn *c, Raftlock__Envelope *env)
 		return;
 	}
 	if (c->refs > CONN_MAX_INFLIGHT) {
-		send_status(s, c, env->id, RAFTLOCK_ELIMIT,
+		send_status(s, c, env->id, RAFTLOCK_EOVERLOAD,
 			    "too many requests in flight on this connection");
 	} else if (s->node->stopping) {
 		send_status(s, c, env->id, RAFTLOCK_ESHUTDOWN, NULL);

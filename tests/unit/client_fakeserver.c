@@ -63,9 +63,20 @@ static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 	fake_send_result(fd, id, 0, &res, true);
 }
 
-/* Every mutating request carries (session, seq, ack_below). */
+/* Every mutating request carries (session, seq, ack_below, acked). */
 #define FAKE_COPY_SEQ(e, m) \
-	((e)->session = (m)->session, (e)->seq = (m)->seq, (e)->ack_below = (m)->ack_below)
+	fake_copy_seq((e), (m)->session, (m)->seq, (m)->ack_below, (m)->acked, (m)->n_acked)
+
+static void fake_copy_seq(struct fake_entry *e, uint64_t session, uint64_t seq, uint64_t ack_below,
+			  const uint64_t *acked, size_t n_acked)
+{
+	e->session = session;
+	e->seq = seq;
+	e->ack_below = ack_below;
+	e->n_acked = n_acked;
+	for (size_t i = 0; i < n_acked && i < sizeof e->acked / sizeof e->acked[0]; i++)
+		e->acked[i] = acked[i];
+}
 
 static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 {
@@ -347,6 +358,11 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: fake_keepalive(f, fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		if (f->refuse_acquires > 0) {
+			f->refuse_acquires--;
+			fake_send_result(fd, req->id, f->refuse_status, NULL, false);
+			return true;
+		}
 		if (f->drop_first_acquire) {
 			f->drop_first_acquire = false;
 			return false;
@@ -361,6 +377,8 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_acquire(f, fd, req);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		if (f->ignore_cancels)
+			return true;
 		if (f->grant_on_cancel && f->push_id != 0) {
 			fake_push_grant(f, f->push_fd, f->push_id);
 			f->push_id = 0;
@@ -373,9 +391,21 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		res.status = f->cancel_status;
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
-	default: /* release, close: done, nothing left */
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		if (!f->ignore_releases)
+			fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+		if (f->closed_session == req->close_session->session) {
+			res.status = RAFTLOCK_ESESSION; /* as a retry finds it */
+		} else if (f->drop_first_close) {
+			f->drop_first_close = false;
+			f->closed_session = req->close_session->session;
+			return false;
+		}
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
+	default: fake_send_result(fd, req->id, 0, &res, false); return true;
 	}
 }
 

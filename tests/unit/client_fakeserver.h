@@ -29,6 +29,8 @@ struct fake_entry {
 	uint64_t session;
 	uint64_t seq;
 	uint64_t ack_below;
+	uint64_t acked[4]; /* the first acknowledged queued acquires */
+	size_t n_acked;
 	uint64_t nonce;   /* open session */
 	uint64_t other;   /* acquire: owner; cancel: acquire_seq */
 	bool wait;        /* acquire */
@@ -61,6 +63,15 @@ struct fake {
 	bool grant_on_cancel;       /* push the grant just before the cancel
 				       reply; with cancel_status 0 the reply
 				       carries the grant's token */
+	int refuse_acquires;        /* answer this many acquires with the
+				       status refuse_status (not executed) */
+	int refuse_status;
+	bool ignore_cancels;        /* log cancels, never answer them */
+	bool ignore_releases;       /* log releases, never answer them */
+	bool drop_first_close;      /* execute the close, then drop the
+				       connection instead of answering */
+	uint64_t closed_session;    /* executed close: its requests get
+				       ESESSION */
 	/* state */
 	int conns_seen;
 	int keepalives;        /* keepalive requests received (the log may be full) */

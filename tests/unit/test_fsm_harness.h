@@ -94,6 +94,9 @@ struct op {
 	const uint64_t *renew;
 	size_t n_renew;
 	uint64_t store_limit; /* STORE_LIMIT: bytes */
+	const uint64_t *acked; /* client commands: queued acquires acknowledged */
+	size_t n_acked;
+	bool acks_queued; /* OPEN_SESSION */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -131,6 +134,8 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 	b->cmd.session = o->session;
 	b->cmd.seq = o->seq;
 	b->cmd.ack_below = o->ack_below;
+	b->cmd.acked = (uint64_t *)o->acked;
+	b->cmd.n_acked = o->n_acked;
 	b->cmd.op_case = o->type;
 	char *name = (char *)(o->name ? o->name : "");
 	switch (o->type) {
@@ -148,6 +153,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->owner.pid = 4242;
 		b->open.nonce = o->nonce;
 		b->open.ttl_ms = o->ttl_ms;
+		b->open.acks_queued = o->acks_queued;
 		b->open.owner = &b->owner;
 		b->cmd.open_session = &b->open;
 		break;
