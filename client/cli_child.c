@@ -1,7 +1,10 @@
 /* cli_child.c: see cli_child.h. */
 #include "cli_child.h"
 
+#include "cli_watch.h"
+
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -57,12 +60,28 @@ static void child_env_free(char **env)
 	free(env);
 }
 
-/* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(char **argv, char **env, const sigset_t *blocked, pid_t parent)
+/* In the child, between fork and exec: async-signal-safe calls only. The
+ * command leads a process group of its own, so that every process it
+ * starts can be signalled together; it waits at the gate until the
+ * watcher of that group runs (EOF: the CLI died first). */
+static void child_exec(char **argv, char **env, const sigset_t *blocked, pid_t parent, int gate,
+		       bool foreground)
 {
+	setpgid(0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(128 + SIGKILL); /* the parent died before prctl */
+	char go;
+	if (read(gate, &go, 1) != 1)
+		_exit(128 + SIGKILL);
+	close(gate);
+	if (foreground) {
+		/* The command gets the terminal, as a shell's job would. */
+		struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+		sigaction(SIGTTOU, &ign, &old);
+		tcsetpgrp(0, getpid());
+		sigaction(SIGTTOU, &old, NULL);
+	}
 	signal(SIGPIPE, SIG_DFL);
 	sigprocmask(SIG_UNBLOCK, blocked, NULL);
 	execvpe(argv[0], argv, env);
@@ -73,6 +92,15 @@ static void child_exec(char **argv, char **env, const sigset_t *blocked, pid_t p
 	rv = write(2, "\n", 1);
 	(void)rv;
 	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Gives the terminal back to the CLI's process group. */
+static void terminal_take_back(void)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+	sigaction(SIGTTOU, &ign, &old);
+	tcsetpgrp(0, getpgrp());
+	sigaction(SIGTTOU, &old, NULL);
 }
 
 static int exit_code_of(int status)
@@ -86,7 +114,7 @@ static int exit_code_of(int status)
 
 /* Runs the child under the session's lease; returns its wait status. */
 static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
-		     const sigset_t *set)
+		     const sigset_t *set, struct cli_watch *w)
 {
 	bool termed = false, killed = false;
 	uint64_t last_valid = raftlock_session_valid_until(s);
@@ -101,7 +129,7 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 			fprintf(stderr,
 				"raftlock: session %" PRIu64 " %s: killing the command (SIGKILL)\n",
 				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out");
-			kill(child, SIGKILL);
+			kill(-child, SIGKILL);
 			killed = true;
 		} else if (!termed && !killed && now + h->grace_ms >= last_valid) {
 			fprintf(stderr,
@@ -109,9 +137,10 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 				" cannot be renewed: stopping the command (SIGTERM), "
 				"SIGKILL in %" PRIu64 " ms\n",
 				raftlock_session_id(s), last_valid - now);
-			kill(child, SIGTERM);
+			kill(-child, SIGTERM);
 			termed = true;
 		}
+		cli_watch_deadline(w, last_valid);
 		uint64_t tick = CLI_SUPERVISE_TICK_MS;
 		uint64_t next = termed ? last_valid : last_valid - h->grace_ms;
 		if (!killed && next > now && next - now < tick)
@@ -120,11 +149,18 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		siginfo_t info;
 		int sig = sigtimedwait(set, &info, &ts);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
-			kill(child, sig);
+			kill(-child, sig);
 		int status;
-		pid_t w = waitpid(child, &status, WNOHANG);
-		if (w == child)
+		pid_t done = waitpid(child, &status, WNOHANG | WUNTRACED);
+		if (done == child && WIFSTOPPED(status)) {
+			/* A suspended holder would keep the lock from everyone
+			 * for as long as it stays stopped (Ctrl-Z). */
+			fprintf(stderr, "raftlock: the command holds a lock and is not "
+					"suspended: resuming it\n");
+			kill(-child, SIGCONT);
+		} else if (done == child) {
 			return status;
+		}
 	}
 }
 
@@ -157,24 +193,54 @@ static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 static int hold_run_child(raftlock_session *s, const struct cli_hold *h, uint64_t token)
 {
 	sigset_t set;
+	int gate[2];
 	char **env = child_env(h->name, token, raftlock_session_id(s));
 	if (env == NULL) {
 		fprintf(stderr, "raftlock: out of memory\n");
 		return CLI_EXIT_ERROR;
 	}
+	if (pipe2(gate, O_CLOEXEC) != 0) {
+		fprintf(stderr, "raftlock: pipe: %s\n", strerror(errno));
+		child_env_free(env);
+		return CLI_EXIT_ERROR;
+	}
 	cli_signal_set(&set); /* blocked in every thread since main() */
+	bool foreground = isatty(0) && tcgetpgrp(0) == getpgrp();
 	fflush(NULL);
 	pid_t parent = getpid();
 	pid_t child = fork();
-	if (child == 0)
-		child_exec(h->argv, env, &set, parent);
-	int code;
+	if (child == 0) {
+		close(gate[1]);
+		child_exec(h->argv, env, &set, parent, gate[0], foreground);
+	}
+	close(gate[0]);
+	int code = CLI_EXIT_ERROR;
+	struct cli_watch w = {.fd = -1};
 	if (child < 0) {
 		fprintf(stderr, "raftlock: fork: %s\n", strerror(errno));
-		code = CLI_EXIT_ERROR;
-	} else {
-		code = exit_code_of(supervise(child, s, h, &set));
+		goto out;
 	}
+	setpgid(child, child); /* also here: no race with our first kill */
+	uint64_t valid = raftlock_session_valid_until(s);
+	if (cli_watch_start(&w, child, valid ? valid : raftlock_now_ms()) != 0) {
+		fprintf(stderr, "raftlock: cannot start the watcher: %s\n", strerror(errno));
+		kill(child, SIGKILL); /* still at the gate */
+		waitpid(child, NULL, 0);
+		goto out;
+	}
+	if (write(gate[1], "g", 1) != 1)
+		kill(child, SIGKILL);
+	close(gate[1]);
+	gate[1] = -1;
+	code = exit_code_of(supervise(child, s, h, &set, &w));
+	/* What the command left running must not outlive the lock. */
+	kill(-child, SIGKILL);
+	cli_watch_stop(&w);
+	if (foreground)
+		terminal_take_back();
+out:
+	if (gate[1] >= 0)
+		close(gate[1]);
 	child_env_free(env);
 	return code;
 }

@@ -2,11 +2,17 @@
  * cli_child.h: holding a lock while a child command runs (`raftlock lock`
  * and `raftlock run`).
  *
- * The child gets RAFTLOCK_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION in its
- * environment and PR_SET_PDEATHSIG(SIGKILL), so it dies with us. While it
- * runs, SIGINT, SIGTERM and SIGHUP are forwarded to it; when the session
- * cannot be renewed it gets SIGTERM at valid_until - grace and SIGKILL at
- * valid_until, before the server can give the lock to anyone else.
+ * The command runs in a process group of its own (the terminal's foreground
+ * group when the CLI had the terminal) and gets RAFTLOCK_TOKEN,
+ * RAFTLOCK_LOCK and RAFTLOCK_SESSION in its environment. While it runs,
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the whole group;
+ * when the session cannot be renewed the group gets SIGTERM at
+ * valid_until - grace and SIGKILL at valid_until, before the server can
+ * give the lock to anyone else. A watcher process (cli_watch.h) SIGKILLs
+ * the group if the CLI dies, or at the last valid_until it was told if
+ * the CLI is stopped. When the command's leader exits, whatever is left of
+ * its group is killed before the lock is released; a suspended command
+ * (Ctrl-Z) is resumed, since a stopped holder would keep the lock.
  */
 #ifndef RAFTLOCK_CLI_CHILD_H
 #define RAFTLOCK_CLI_CHILD_H

@@ -131,11 +131,12 @@ static pid_t run_instance(const char *tag, const char *ttl)
 	static char scripts[4][2048];
 	static int next;
 	char *script = scripts[next++ % 4];
-	/* Files appear whole (written, then renamed): the test polls them. */
+	/* Files appear whole (written, then renamed): the test polls them. The
+	 * trap is set before "started" appears, so a SIGTERM sent then is seen. */
 	snprintf(script, 2048,
-		 "date +%%s%%N > %s/%s.started.tmp && mv %s/%s.started.tmp %s/%s.started; "
 		 "trap 'date +%%s%%N > %s/%s.term.tmp && mv %s/%s.term.tmp %s/%s.term; exit 0' "
-		 "TERM; while :; do sleep 0.05; done",
+		 "TERM; date +%%s%%N > %s/%s.started.tmp && mv %s/%s.started.tmp %s/%s.started; "
+		 "while :; do sleep 0.05; done",
 		 work, tag, work, tag, work, tag, work, tag, work, tag, work, tag);
 	char *args[] = {"raftlock", "run",  "--permits",    "1",    "--ttl",  (char *)ttl,
 			"--grace",  "1000", "--lock-delay", "1000", "cli/ha", "--",
@@ -219,12 +220,149 @@ static void lost_session_stops_command(void **state)
 	assert_true(tcluster_leader(&cl, 15000) >= 0);
 }
 
+/* ------------------------------------------- the command's whole group -- */
+
+/* `raftlock lock` over a command that starts four grandchildren (two in the
+ * background, two in a pipeline), each writing its pid to TAG.pids. */
+static pid_t lock_family(const char *tag)
+{
+	static char script[4096];
+	const char *one = "sh -c 'echo $$ >> %s/%s.pids; exec sleep 1000'";
+	char each[512];
+	snprintf(each, sizeof each, one, work, tag);
+	snprintf(script, sizeof script, "%s & %s & %s | %s & wait", each, each, each, each);
+	char *args[] = {"raftlock",   "lock", "--ttl", "3000", "--grace", "1000",
+			"cli/family", "--",   "sh",    "-c",   script,    NULL};
+	return cli_start(tag, args);
+}
+
+/* The pids TAG.pids holds (up to max), once it holds `want` of them. */
+static int family_pids(const char *tag, pid_t *pids, int want)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/%s.pids", work, tag);
+	uint64_t end = tcluster_now_ms() + 10000;
+	int n = 0;
+	while (tcluster_now_ms() < end) {
+		n = 0;
+		FILE *f = fopen(path, "r");
+		long v;
+		while (f != NULL && n < want && fscanf(f, "%ld", &v) == 1)
+			pids[n++] = (pid_t)v;
+		if (f != NULL)
+			fclose(f);
+		if (n == want)
+			break;
+		usleep(10000);
+	}
+	return n;
+}
+
+/* A process is gone once it no longer exists or is a zombie. */
+static bool pid_gone(pid_t pid)
+{
+	char path[64], stat[256] = "";
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return true;
+	size_t n = fread(stat, 1, sizeof stat - 1, f);
+	fclose(f);
+	stat[n] = '\0';
+	const char *paren = strrchr(stat, ')');
+	return paren == NULL || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* Waits until every pid is gone; returns how long that took, or -1 (and
+ * kills what is left, so that a failing test leaves nothing behind). */
+static long family_gone_within(const pid_t *pids, int n, uint64_t since, int timeout_ms)
+{
+	uint64_t end = since + (uint64_t)timeout_ms;
+	for (;;) {
+		int alive = 0;
+		for (int i = 0; i < n; i++)
+			alive += !pid_gone(pids[i]);
+		if (alive == 0)
+			return (long)(tcluster_now_ms() - since);
+		if (tcluster_now_ms() >= end)
+			break;
+		usleep(10000);
+	}
+	for (int i = 0; i < n; i++)
+		kill(pids[i], SIGKILL);
+	return -1;
+}
+
+/* The session cannot be renewed (every node paused): by valid_until every
+ * process of the command is gone, not only its direct child. */
+static void lost_validity_kills_the_whole_command(void **state)
+{
+	(void)state;
+	pid_t cli = lock_family("fam-lost");
+	pid_t pids[4];
+	assert_int_equal(family_pids("fam-lost", pids, 4), 4);
+	uint64_t paused = tcluster_now_ms();
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGSTOP);
+	long took = family_gone_within(pids, 4, paused, 3000 + 1000);
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGCONT);
+	printf("measure: session not renewable: every process of the command gone %ld ms after "
+	       "the cluster paused (TTL 3000 ms)\n",
+	       took);
+	assert_true(took >= 0);
+	assert_true(took < 3000); /* by valid_until, which is before TTL */
+	int st;
+	assert_int_equal(waitpid(cli, &st, 0), cli);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+}
+
+/* kill -9 of the CLI: the watcher kills the command's whole group. */
+static void killed_cli_takes_the_whole_command(void **state)
+{
+	(void)state;
+	pid_t cli = lock_family("fam-kill");
+	pid_t pids[4];
+	assert_int_equal(family_pids("fam-kill", pids, 4), 4);
+	uint64_t killed = tcluster_now_ms();
+	kill(cli, SIGKILL);
+	waitpid(cli, NULL, 0);
+	long took = family_gone_within(pids, 4, killed, 1000);
+	printf("measure: CLI killed: every process of the command gone after %ld ms\n", took);
+	assert_true(took >= 0);
+}
+
+/* SIGSTOP of the CLI (GUARANTEES 10a): it renews nothing and signals
+ * nothing, but the watcher kills the command's group at the last
+ * valid_until the CLI told it, so no process of the command runs past it. */
+static void stopped_cli_cannot_outlive_validity(void **state)
+{
+	(void)state;
+	pid_t cli = lock_family("fam-stop");
+	pid_t pids[4];
+	assert_int_equal(family_pids("fam-stop", pids, 4), 4);
+	uint64_t stopped = tcluster_now_ms();
+	kill(cli, SIGSTOP);
+	long took = family_gone_within(pids, 4, stopped, 3000 + 1000);
+	kill(cli, SIGCONT);
+	printf("measure: CLI stopped: every process of the command gone after %ld ms (TTL "
+	       "3000 ms)\n",
+	       took);
+	assert_true(took >= 0);
+	assert_true(took < 3000);
+	int st;
+	assert_int_equal(waitpid(cli, &st, 0), cli);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lock_runs_command_with_token),
 		cmocka_unit_test(run_hands_over_after_kill),
 		cmocka_unit_test(lost_session_stops_command),
+		cmocka_unit_test(lost_validity_kills_the_whole_command),
+		cmocka_unit_test(killed_cli_takes_the_whole_command),
+		cmocka_unit_test(stopped_cli_cannot_outlive_validity),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
