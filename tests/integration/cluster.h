@@ -28,6 +28,7 @@ struct tcluster {
 	unsigned election_ms;
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing; /* 0: the node's default */
+	const char *extra_args[8];  /* more raftlockd flags, NULL-terminated */
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
