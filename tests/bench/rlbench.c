@@ -300,7 +300,7 @@ int main(int argc, char **argv)
 	struct options o;
 	int prv = options_parse(
 		&o, argc, argv, "rlbench",
-		"uncontended | contended | rwlock | semaphore | sessions | state | ready");
+		"uncontended | contended | rwlock | semaphore | sessions | state | logmem | ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};
@@ -330,6 +330,8 @@ int main(int argc, char **argv)
 		rv = scale_sessions(&b);
 	else if (strcmp(o.workload, "state") == 0)
 		rv = scale_state(&b);
+	else if (strcmp(o.workload, "logmem") == 0)
+		rv = scale_logmem(&b);
 	else if (strcmp(o.workload, "ready") == 0)
 		rv = rl_wait_ready(&b);
 	else {

@@ -35,5 +35,6 @@ int rlbench_leader_pid(struct rlbench *b);
 /* Each runs its workload and prints the JSON line. 0 or 1 (failed). */
 int scale_sessions(struct rlbench *b);
 int scale_state(struct rlbench *b);
+int scale_logmem(struct rlbench *b);
 
 #endif
