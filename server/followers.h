@@ -12,8 +12,10 @@
  * (read before asking, in the same term) has lost its data. The leader then
  * hands leadership to the most up-to-date other voter: a new leader starts
  * with fresh replication state and brings the member back by snapshot and
- * log. A member that lags by more than the snapshot threshold while this
- * leader's last snapshot is as old makes it take a new snapshot first
+ * log. libraft refuses writes while a transfer is pending: one lasts at most
+ * an election timeout, and after one that did not hand over the next waits,
+ * backing off exponentially (followers_backoff_ms). A member that lags by more than the snapshot
+ * threshold while this leader's last snapshot is as old makes it take a new snapshot first
  * (node_snapshot_soon), so that the member restores a recent state instead
  * of replaying a long log.
  *
@@ -32,6 +34,10 @@
 #include "node.h"
 
 #define FOLLOWERS_CHECK_MS 500
+/* After a hand-over that did not complete: wait this many election timeouts,
+ * doubling after each failure, up to the cap (ms). */
+#define FOLLOWERS_BACKOFF_ELECTIONS 2
+#define FOLLOWERS_BACKOFF_CAP_MS 60000
 
 struct followers;
 
@@ -70,8 +76,18 @@ struct followers {
 	struct follower members[CONFIG_MAX_MEMBERS];
 	unsigned n;
 	struct raft_transfer transfer; /* the hand-over, owned by raft while on */
+	bool transferring;             /* ours is pending (raft_transferee) */
+	uint64_t target;               /* its target */
+	uint64_t transfer_ms;          /* when it started */
+	unsigned failures;             /* in a row, this leadership */
+	uint64_t next_transfer_ms;     /* none before this (back-off) */
 	bool closing;
 };
+
+/* The wait before the next hand-over after `failures` (>= 1) in a row that
+ * did not complete: FOLLOWERS_BACKOFF_ELECTIONS election timeouts, doubled
+ * for each further failure, at most max(FOLLOWERS_BACKOFF_CAP_MS, first). */
+uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 
 /* Starts the periodic check. Never fails. */
 void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,
