@@ -213,10 +213,20 @@ static void hand_over(struct followers *fw, uint64_t lost)
  * far longer than restoring a new one (at a million locks: a minute against
  * a second): take a new one first. Bounded: at most one per
  * snapshot-threshold entries, and only while a member lags. */
-static void catch_up(struct followers *fw, uint64_t id, uint64_t last_index)
+static void catch_up(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct node *n = fw->node;
+	uint64_t id = f->member->id, last_index = st->last_index;
 	uint64_t applied = raft_last_applied(&n->raft);
+	/* A member that applies entries takes snapshots of its own, and
+	 * libraft 0.22.1 crashes a member that is sent one while it writes
+	 * its own (RAFT-NOTES.md): force none toward a member whose applied
+	 * index moved since the previous answer (FOLLOWERS_CHECK_MS ago). */
+	bool moving = !f->applied_seen || st->applied_index != f->applied;
+	f->applied = st->applied_index;
+	f->applied_seen = true;
+	if (moving)
+		return;
 	/* A new snapshot helps only a member behind the log it leaves. */
 	uint64_t spacing = fw->cfg->snapshot_threshold > fw->cfg->snapshot_trailing
 				   ? fw->cfg->snapshot_threshold
@@ -240,7 +250,7 @@ static void judge(struct follower *f, const Raftlock__StatusInfo *st)
 	if (st->node_id != f->member->id)
 		return;
 	if (st->last_index >= f->matched) {
-		catch_up(fw, f->member->id, st->last_index);
+		catch_up(fw, f, st);
 		return;
 	}
 	log_warn("member %llu's raft log ends at %llu, below the %llu this leader replicated "

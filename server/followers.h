@@ -12,12 +12,14 @@
  * (read before asking, in the same term) has lost its data. The leader then
  * hands leadership to the most up-to-date other voter: a new leader starts
  * with fresh replication state and brings the member back by snapshot and
- * log. libraft refuses writes while a transfer is pending: one lasts at most
- * an election timeout, and after one that did not hand over the next waits,
- * backing off exponentially (followers_backoff_ms). A member that lags by more than the snapshot
- * threshold while this leader's last snapshot is as old makes it take a new snapshot first
+ * log. libraft refuses writes while a transfer is pending: one lasts at
+ * most an election timeout, and after one that did not hand over the next
+ * waits, backing off exponentially (followers_backoff_ms). A member that
+ * lags by more than the snapshot threshold while this leader's last
+ * snapshot is as old makes it take a new snapshot first
  * (node_snapshot_soon), so that the member restores a recent state instead
- * of replaying a long log.
+ * of replaying a long log; but not while the member's applied index moves
+ * (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
  *
  * Loop thread only. Every handle and request is released by
  * followers_close(); the loop can be closed after its close callbacks ran.
@@ -66,6 +68,8 @@ struct follower {
 	uint64_t request_id;
 	raft_term term;     /* this leader's term when it asked */
 	raft_index matched; /* its match index for the member when it asked */
+	uint64_t applied;   /* the member's applied index in its last answer */
+	bool applied_seen;
 };
 
 struct followers {

@@ -101,6 +101,23 @@ uint64_t node_log_limit(const struct node *n)
 	return by_state > n->cfg->snapshot_log_bytes ? by_state : n->cfg->snapshot_log_bytes;
 }
 
+/* On a leader, the entries the member furthest behind still lacks (0 on a
+ * follower). */
+static uint64_t leader_lag(struct node *n)
+{
+	if (raft_state(&n->raft) != RAFT_LEADER)
+		return 0;
+	uint64_t applied = raft_last_applied(&n->raft), lag = 0;
+	for (unsigned i = 0; i < n->cfg->n_members; i++) {
+		raft_index m;
+		uint64_t id = n->cfg->members[i].id;
+		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
+		    applied - m > lag)
+			lag = applied - m;
+	}
+	return lag;
+}
+
 /* libraft counts trailing entries, not bytes: from the average size of the
  * entries since the last snapshot, keep as many as fit in a quarter of the
  * log limit (at most the configured count, at least a few for a follower
@@ -113,12 +130,23 @@ static void set_trailing_by_bytes(struct node *n)
 	unsigned trailing = n->cfg->snapshot_trailing;
 	if (fit < trailing)
 		trailing = fit < 8 ? 8 : (unsigned)fit;
+	/* A leader keeps the entries a lagging member still needs, up to the
+	 * whole log limit: compacted past it, that member is sent a snapshot,
+	 * and libraft 0.22.1 crashes a member that gets one while it writes a
+	 * snapshot of its own, as a member catching up by entries does
+	 * (RAFT-NOTES.md). */
+	uint64_t lag = leader_lag(n);
+	uint64_t cap = avg ? node_log_limit(n) / avg : lag;
+	if (lag > trailing)
+		trailing =
+			(unsigned)(lag < cap ? (lag < UINT32_MAX / 2 ? lag : UINT32_MAX / 2) : cap);
 	if (trailing != n->trailing) {
 		raft_set_snapshot_trailing(&n->raft, trailing);
 		n->trailing = trailing;
 	}
-	uint64_t kept = n->log_entries_new < trailing ? n->log_entries_new : trailing;
-	n->log_bytes_kept = kept * avg;
+	uint64_t in_log = n->log_entries_new + n->log_entries_kept;
+	n->log_entries_kept = in_log < trailing ? in_log : trailing;
+	n->log_bytes_kept = n->log_entries_kept * avg;
 	n->log_bytes_new = 0;
 	n->log_entries_new = 0;
 }
@@ -191,7 +219,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	n->snapshot_index = index;
 	n->state_bytes = buf->len;
-	n->log_bytes_new = n->log_entries_new = n->log_bytes_kept = 0;
+	n->log_bytes_new = n->log_entries_new = n->log_bytes_kept = n->log_entries_kept = 0;
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
 		log_info("snapshot at %llu: store already at %llu, kept", (unsigned long long)index,

@@ -92,7 +92,7 @@ struct node {
 	 * snapshot compacts the log): bytes and entries applied since the last
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
-	uint64_t log_bytes_new, log_entries_new, log_bytes_kept;
+	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
 	size_t state_bytes; /* size of the last snapshot image */
 	unsigned trailing;  /* trailing entries asked of libraft */
 	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */

@@ -150,8 +150,9 @@ static void stuck_transfer_backs_off(void **state)
 		       (unsigned long long)w.refused_ms, (unsigned long long)w.ms,
 		       (double)w.refused_ms * 100 / (double)w.ms, w.runs,
 		       (unsigned long long)w.longest, ELECTION_MS,
-		       w.kept ? "" : "; the leader changed: scenario not reached, again");
-		if (w.kept || attempt == 3)
+		       w.kept ? (w.runs ? "" : "; no hand-over tried: again")
+			      : "; the leader changed: scenario not reached, again");
+		if ((w.kept && w.runs > 0) || attempt == 3)
 			break;
 	}
 	assert_true(w.kept);
