@@ -204,7 +204,10 @@ static int restore_failed(struct node *n, const char *cause, uint64_t index, siz
 	log_error("snapshot restore failed at index %llu (%zu bytes): %s; stopping, so that "
 		  "the node restarts from its disk",
 		  (unsigned long long)index, len, cause);
-	exit(3);
+	/* _exit: nothing of this process is worth finishing (LMDB is rebuilt
+	 * or kept by the next start), and exit() would run leak checks. */
+	fflush(stderr);
+	_exit(3);
 }
 
 static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
