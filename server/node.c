@@ -162,6 +162,8 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 		 * asked for soon (threshold 1) */
 		n->snapshot_soon = false;
 		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
+		/* nor at every entry for the log's bytes: after another limit */
+		n->log_bytes_new = 0;
 		return RAFT_NOMEM;
 	}
 	*bufs = b;
