@@ -29,6 +29,12 @@ static const char usage[] =
 	"  --snapshot-trailing N      entries kept in the log after a snapshot, so\n"
 	"                             that a follower a little behind gets entries,\n"
 	"                             not the whole snapshot; default 4096\n"
+	"  --snapshot-log-bytes N     also take a snapshot once the raft log held in\n"
+	"                             memory reaches max(N, state * ratio) bytes;\n"
+	"                             trailing entries are capped to a quarter of it;\n"
+	"                             default 67108864 (64 MiB)\n"
+	"  --snapshot-log-ratio PCT   the ratio above, in % of the last snapshot's\n"
+	"                             size; default 50\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
 	"  --map-size MB              LMDB map size, default 4096; new sessions, locks\n"
 	"                             and waits are refused (ELIMIT) once the records\n"
@@ -153,6 +159,16 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (parse_u64(value, 0, UINT32_MAX, &v) != 0)
 			return fail(err, errlen, "snapshot-trailing: '%s' is not a count", value);
 		cfg->snapshot_trailing = (unsigned)v;
+	} else if (strcmp(key, "snapshot-log-bytes") == 0) {
+		if (parse_u64(value, 65536, (uint64_t)1 << 40, &v) != 0)
+			return fail(err, errlen, "snapshot-log-bytes: '%s' not in 65536..2^40",
+				    value);
+		cfg->snapshot_log_bytes = (size_t)v;
+	} else if (strcmp(key, "snapshot-log-ratio") == 0) {
+		if (parse_u64(value, 10, 1000, &v) != 0)
+			return fail(err, errlen, "snapshot-log-ratio: '%s' %% not in 10..1000",
+				    value);
+		cfg->snapshot_log_ratio = (unsigned)v;
 	} else if (strcmp(key, "renew-window") == 0) {
 		if (parse_u64(value, 0, 1000, &v) != 0)
 			return fail(err, errlen, "renew-window: '%s' not in 0..1000", value);
@@ -226,6 +242,8 @@ static void defaults(struct config *cfg)
 	cfg->heartbeat_timeout_ms = 100;
 	cfg->snapshot_threshold = 16384;
 	cfg->snapshot_trailing = 4096;
+	cfg->snapshot_log_bytes = (size_t)64 << 20;
+	cfg->snapshot_log_ratio = 50;
 	cfg->renew_window_ms = 10;
 	cfg->map_size = (size_t)4096 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
@@ -276,6 +294,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"heartbeat-timeout", required_argument, NULL, 0},
 		{"snapshot-threshold", required_argument, NULL, 0},
 		{"snapshot-trailing", required_argument, NULL, 0},
+		{"snapshot-log-bytes", required_argument, NULL, 0},
+		{"snapshot-log-ratio", required_argument, NULL, 0},
 		{"renew-window", required_argument, NULL, 0},
 		{"map-size", required_argument, NULL, 0},
 		{"keepalive-max-ids", required_argument, NULL, 0},

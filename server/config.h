@@ -33,6 +33,11 @@ struct config {
 	unsigned heartbeat_timeout_ms;
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;
+	/* Raft log kept in memory (libraft holds every entry until a snapshot):
+	 * a snapshot is taken once the entries since the last one and the ones
+	 * it kept reach max(snapshot_log_bytes, state image * ratio / 100). */
+	size_t snapshot_log_bytes;
+	unsigned snapshot_log_ratio;
 	unsigned renew_window_ms;
 	size_t map_size;
 	size_t keepalive_max_ids; /* per client connection and second */

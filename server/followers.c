@@ -112,9 +112,52 @@ static void ask(struct follower *f)
 
 /* ------------------------------------------------------------- hand-over */
 
+/* While a transfer is pending libraft refuses every write (raft_apply
+ * returns RAFT_NOTLEADER), and it gives up only after an election timeout,
+ * checked at its heartbeat ticks: up to election + heartbeat timeout. A
+ * target that cannot take over (paused, its disk or network too slow)
+ * would then make the cluster refuse writes for that long at every check.
+ * So: (1) the transfer's own timer is started half an election timeout
+ * early, which makes libraft give up within [ET/2, ET/2 + heartbeat], at
+ * most one election timeout since the heartbeat is at most half of it
+ * (config.c); (2) after a transfer that did not hand over, the next one
+ * waits FOLLOWERS_BACKOFF_ELECTIONS election timeouts, doubling after each
+ * failure up to FOLLOWERS_BACKOFF_CAP_MS. */
+uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures)
+{
+	uint64_t base = (uint64_t)election_timeout_ms * FOLLOWERS_BACKOFF_ELECTIONS;
+	uint64_t cap = FOLLOWERS_BACKOFF_CAP_MS > base ? FOLLOWERS_BACKOFF_CAP_MS : base;
+	uint64_t d = base;
+	for (unsigned i = 1; i < failures && d < cap; i++)
+		d *= 2;
+	return d < cap ? d : cap;
+}
+
 static void transfer_done(struct raft_transfer *req)
 {
-	(void)req;
+	(void)req; /* not always called (RAFT-NOTES.md): check() polls */
+}
+
+/* Called by check(): notices the end of this leader's transfer. A leader
+ * that is still leading after it did not hand over. */
+static void transfer_watch(struct followers *fw)
+{
+	struct node *n = fw->node;
+	if (!fw->transferring || raft_transferee(&n->raft) != 0)
+		return;
+	fw->transferring = false;
+	if (raft_state(&n->raft) != RAFT_LEADER) {
+		fw->failures = 0; /* handed over */
+		fw->next_transfer_ms = 0;
+		return;
+	}
+	fw->failures++;
+	uint64_t wait = followers_backoff_ms(fw->cfg->election_timeout_ms, fw->failures);
+	fw->next_transfer_ms = now_ms() + wait;
+	log_warn("leadership transfer to %llu did not complete after %llu ms; next attempt in "
+		 "%llu ms at the earliest",
+		 (unsigned long long)fw->target, (unsigned long long)(now_ms() - fw->transfer_ms),
+		 (unsigned long long)wait);
 }
 
 /* The member lost its data: give leadership to the most up-to-date other
@@ -124,8 +167,10 @@ static void hand_over(struct followers *fw, uint64_t lost)
 	struct node *n = fw->node;
 	raft_id target = 0;
 	raft_index best = 0;
-	if (raft_transferee(&n->raft) != 0)
+	if (raft_transferee(&n->raft) != 0 || fw->transferring)
 		return; /* one is already under way */
+	if (now_ms() < fw->next_transfer_ms)
+		return; /* backing off after a transfer that did not complete */
 	for (unsigned i = 0; i < fw->n; i++) {
 		raft_index m;
 		uint64_t id = fw->members[i].member->id;
@@ -142,13 +187,25 @@ static void hand_over(struct followers *fw, uint64_t lost)
 	}
 	fw->transfer.data = fw;
 	int rv = raft_transfer(&n->raft, &fw->transfer, target, transfer_done);
-	if (rv != 0)
+	if (rv != 0) {
 		log_warn("leadership transfer to %llu: %s", (unsigned long long)target,
 			 raft_strerror(rv));
-	else
-		log_info("handing leadership to %llu so that member %llu is replicated to "
-			 "from scratch",
-			 (unsigned long long)target, (unsigned long long)lost);
+		return;
+	}
+	/* libraft 0.22.1 aborts the transfer at the first tick at least an
+	 * election timeout after transfer_start (tick.c); start it half an
+	 * election timeout back (see above). */
+	if (n->raft.leader_state.transferee == target) {
+		raft_time back = fw->cfg->election_timeout_ms / 2;
+		if (n->raft.leader_state.transfer_start > back)
+			n->raft.leader_state.transfer_start -= back;
+	}
+	fw->transferring = true;
+	fw->target = target;
+	fw->transfer_ms = now_ms();
+	log_info("handing leadership to %llu so that member %llu is replicated to "
+		 "from scratch",
+		 (unsigned long long)target, (unsigned long long)lost);
 }
 
 /* A member far behind is sent this leader's last snapshot and then every
@@ -156,10 +213,20 @@ static void hand_over(struct followers *fw, uint64_t lost)
  * far longer than restoring a new one (at a million locks: a minute against
  * a second): take a new one first. Bounded: at most one per
  * snapshot-threshold entries, and only while a member lags. */
-static void catch_up(struct followers *fw, uint64_t id, uint64_t last_index)
+static void catch_up(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct node *n = fw->node;
+	uint64_t id = f->member->id, last_index = st->last_index;
 	uint64_t applied = raft_last_applied(&n->raft);
+	/* A member that applies entries takes snapshots of its own, and
+	 * libraft 0.22.1 crashes a member that is sent one while it writes
+	 * its own (RAFT-NOTES.md): force none toward a member whose applied
+	 * index moved since the previous answer (FOLLOWERS_CHECK_MS ago). */
+	bool moving = !f->applied_seen || st->applied_index != f->applied;
+	f->applied = st->applied_index;
+	f->applied_seen = true;
+	if (moving)
+		return;
 	/* A new snapshot helps only a member behind the log it leaves. */
 	uint64_t spacing = fw->cfg->snapshot_threshold > fw->cfg->snapshot_trailing
 				   ? fw->cfg->snapshot_threshold
@@ -183,7 +250,7 @@ static void judge(struct follower *f, const Raftlock__StatusInfo *st)
 	if (st->node_id != f->member->id)
 		return;
 	if (st->last_index >= f->matched) {
-		catch_up(fw, f->member->id, st->last_index);
+		catch_up(fw, f, st);
 		return;
 	}
 	log_warn("member %llu's raft log ends at %llu, below the %llu this leader replicated "
@@ -289,6 +356,11 @@ static void check(uv_timer_t *t)
 {
 	struct followers *fw = t->data;
 	uint64_t now = now_ms();
+	transfer_watch(fw);
+	if (!leading(fw) && !fw->transferring) {
+		fw->failures = 0; /* a new leadership starts without back-off */
+		fw->next_transfer_ms = 0;
+	}
 	for (unsigned i = 0; i < fw->n; i++) {
 		struct follower *f = &fw->members[i];
 		if (!leading(fw)) {

@@ -12,10 +12,14 @@
  * (read before asking, in the same term) has lost its data. The leader then
  * hands leadership to the most up-to-date other voter: a new leader starts
  * with fresh replication state and brings the member back by snapshot and
- * log. A member that lags by more than the snapshot threshold while this
- * leader's last snapshot is as old makes it take a new snapshot first
+ * log. libraft refuses writes while a transfer is pending: one lasts at
+ * most an election timeout, and after one that did not hand over the next
+ * waits, backing off exponentially (followers_backoff_ms). A member that
+ * lags by more than the snapshot threshold while this leader's last
+ * snapshot is as old makes it take a new snapshot first
  * (node_snapshot_soon), so that the member restores a recent state instead
- * of replaying a long log.
+ * of replaying a long log; but not while the member's applied index moves
+ * (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
  *
  * Loop thread only. Every handle and request is released by
  * followers_close(); the loop can be closed after its close callbacks ran.
@@ -32,6 +36,10 @@
 #include "node.h"
 
 #define FOLLOWERS_CHECK_MS 500
+/* After a hand-over that did not complete: wait this many election timeouts,
+ * doubling after each failure, up to the cap (ms). */
+#define FOLLOWERS_BACKOFF_ELECTIONS 2
+#define FOLLOWERS_BACKOFF_CAP_MS 60000
 
 struct followers;
 
@@ -60,6 +68,8 @@ struct follower {
 	uint64_t request_id;
 	raft_term term;     /* this leader's term when it asked */
 	raft_index matched; /* its match index for the member when it asked */
+	uint64_t applied;   /* the member's applied index in its last answer */
+	bool applied_seen;
 };
 
 struct followers {
@@ -70,8 +80,18 @@ struct followers {
 	struct follower members[CONFIG_MAX_MEMBERS];
 	unsigned n;
 	struct raft_transfer transfer; /* the hand-over, owned by raft while on */
+	bool transferring;             /* ours is pending (raft_transferee) */
+	uint64_t target;               /* its target */
+	uint64_t transfer_ms;          /* when it started */
+	unsigned failures;             /* in a row, this leadership */
+	uint64_t next_transfer_ms;     /* none before this (back-off) */
 	bool closing;
 };
+
+/* The wait before the next hand-over after `failures` (>= 1) in a row that
+ * did not complete: FOLLOWERS_BACKOFF_ELECTIONS election timeouts, doubled
+ * for each further failure, at most max(FOLLOWERS_BACKOFF_CAP_MS, first). */
+uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 
 /* Starts the periodic check. Never fails. */
 void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,

@@ -85,7 +85,70 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 	struct fsm_sink sink = {sink_emit, &ctx};
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
 	*result = NULL; /* never allocated: raft does not free it on followers */
+	n->log_bytes_new += buf->len;
+	n->log_entries_new++;
+	if (!n->snapshot_soon && n->log_bytes_kept + n->log_bytes_new >= node_log_limit(n)) {
+		/* libraft checks its threshold right after this apply. */
+		n->snapshot_soon = true;
+		raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
+	}
 	return 0;
+}
+
+uint64_t node_log_limit(const struct node *n)
+{
+	uint64_t by_state = (uint64_t)n->state_bytes * n->cfg->snapshot_log_ratio / 100;
+	return by_state > n->cfg->snapshot_log_bytes ? by_state : n->cfg->snapshot_log_bytes;
+}
+
+/* On a leader, the entries the member furthest behind still lacks (0 on a
+ * follower). */
+static uint64_t leader_lag(struct node *n)
+{
+	if (raft_state(&n->raft) != RAFT_LEADER)
+		return 0;
+	uint64_t applied = raft_last_applied(&n->raft), lag = 0;
+	for (unsigned i = 0; i < n->cfg->n_members; i++) {
+		raft_index m;
+		uint64_t id = n->cfg->members[i].id;
+		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
+		    applied - m > lag)
+			lag = applied - m;
+	}
+	return lag;
+}
+
+/* libraft counts trailing entries, not bytes: from the average size of the
+ * entries since the last snapshot, keep as many as fit in a quarter of the
+ * log limit (at most the configured count, at least a few for a follower
+ * that is only a heartbeat behind). Set before the snapshot is written:
+ * libraft reads the count when it compacts. */
+static void set_trailing_by_bytes(struct node *n)
+{
+	uint64_t avg = n->log_entries_new ? n->log_bytes_new / n->log_entries_new : 0;
+	uint64_t fit = avg ? node_log_limit(n) / 4 / avg : n->cfg->snapshot_trailing;
+	unsigned trailing = n->cfg->snapshot_trailing;
+	if (fit < trailing)
+		trailing = fit < 8 ? 8 : (unsigned)fit;
+	/* A leader keeps the entries a lagging member still needs, up to the
+	 * whole log limit: compacted past it, that member is sent a snapshot,
+	 * and libraft 0.22.1 crashes a member that gets one while it writes a
+	 * snapshot of its own, as a member catching up by entries does
+	 * (RAFT-NOTES.md). */
+	uint64_t lag = leader_lag(n);
+	uint64_t cap = avg ? node_log_limit(n) / avg : lag;
+	if (lag > trailing)
+		trailing =
+			(unsigned)(lag < cap ? (lag < UINT32_MAX / 2 ? lag : UINT32_MAX / 2) : cap);
+	if (trailing != n->trailing) {
+		raft_set_snapshot_trailing(&n->raft, trailing);
+		n->trailing = trailing;
+	}
+	uint64_t in_log = n->log_entries_new + n->log_entries_kept;
+	n->log_entries_kept = in_log < trailing ? in_log : trailing;
+	n->log_bytes_kept = n->log_entries_kept * avg;
+	n->log_bytes_new = 0;
+	n->log_entries_new = 0;
 }
 
 static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsigned *n_bufs)
@@ -99,45 +162,81 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 		 * asked for soon (threshold 1) */
 		n->snapshot_soon = false;
 		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
+		/* nor at every entry for the log's bytes: after another limit */
+		n->log_bytes_new = 0;
 		return RAFT_NOMEM;
 	}
 	*bufs = b;
 	*n_bufs = 1;
 	n->snapshot_index = raft_last_applied(&n->raft);
 	n->snapshot_soon = false;
+	n->snapshots_taken++;
+	n->state_bytes = b->len;
+	uint64_t log_bytes = n->log_bytes_kept + n->log_bytes_new;
+	set_trailing_by_bytes(n);
 	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
 	 * them so that the log between two of them is about as large as the
-	 * state itself (entries average well over 64 bytes). */
+	 * state itself (entries average well over 64 bytes). The log's bytes
+	 * (fsm_cb_apply) bound the spacing from above. */
 	size_t want = b->len / 64;
 	unsigned threshold = want > n->cfg->snapshot_threshold
 				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
 				     : n->cfg->snapshot_threshold;
 	raft_set_snapshot_threshold(&n->raft, threshold);
-	log_info("snapshot at index %llu: %zu bytes in %.1f ms; next after %u entries",
+	log_info("snapshot at index %llu: %zu bytes in %.1f ms (log %llu bytes); next after "
+		 "%u entries or %llu log bytes, keeping %u",
 		 (unsigned long long)raft_last_applied(&n->raft), b->len,
-		 (double)(uv_hrtime() - t0) / 1e6, threshold);
+		 (double)(uv_hrtime() - t0) / 1e6, (unsigned long long)log_bytes, threshold,
+		 (unsigned long long)node_log_limit(n), n->trailing);
 	return 0;
+}
+
+/* A restore that fails once raft runs leaves libraft 0.22.1 on a follower
+ * that no longer applies anything, silently (RAFT-NOTES.md). Stop instead:
+ * a supervisor restarts the node, which rebuilds itself from its disk (or
+ * fails to start with the same cause, in the open). At start, the error
+ * goes back to raft_start() and node_start() reports it. */
+static int restore_failed(struct node *n, const char *cause, uint64_t index, size_t len)
+{
+	if (!n->raft_started) {
+		log_error("snapshot at %llu (%zu bytes): %s", (unsigned long long)index, len,
+			  cause);
+		return RAFT_CORRUPT;
+	}
+	log_error("snapshot restore failed at index %llu (%zu bytes): %s; stopping, so that "
+		  "the node restarts from its disk",
+		  (unsigned long long)index, len, cause);
+	/* _exit: nothing of this process is worth finishing (LMDB is rebuilt
+	 * or kept by the next start), and exit() would run leak checks. */
+	fflush(stderr);
+	_exit(3);
 }
 
 static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 {
 	struct node *n = f->data;
-	uint64_t index;
-	if (store_image_index(buf->base, buf->len, &index) != 0) {
-		log_error("snapshot image is damaged (%zu bytes)", buf->len);
-		return RAFT_CORRUPT;
-	}
+	uint64_t index = 0;
+	if (store_image_index(buf->base, buf->len, &index) != 0)
+		return restore_failed(n, "the image is damaged (no index)", index, buf->len);
+	if ((n->faults & NODE_FAULT_RESTORE) && n->raft_started)
+		return restore_failed(n, "injected failure (RAFTLOCK_TEST_FAULT=restore)", index,
+				      buf->len);
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	n->snapshot_index = index;
+	n->state_bytes = buf->len;
+	n->log_bytes_new = n->log_entries_new = n->log_bytes_kept = n->log_entries_kept = 0;
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
 		log_info("snapshot at %llu: store already at %llu, kept", (unsigned long long)index,
 			 (unsigned long long)applied);
 	} else {
 		uint64_t t0 = uv_hrtime();
-		if (store_load(&n->store, buf->base, buf->len) != 0) {
-			log_error("snapshot image at %llu is damaged", (unsigned long long)index);
-			return RAFT_CORRUPT;
+		int rv = store_load(&n->store, buf->base, buf->len);
+		if (rv != 0) {
+			char cause[96];
+			snprintf(cause, sizeof cause, "loading it into the store failed (%s)",
+				 rv == RAFTLOCK_EDATA ? "damaged image" : "store error");
+			return restore_failed(n, cause, index, buf->len);
 		}
 		n->snapshots_restored++;
 		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
@@ -359,11 +458,29 @@ static void set_ready(struct node *n, bool ready)
 		n->hooks.on_ready(n->hooks.arg, ready);
 }
 
+#define INIT_RETRY_MS 100
+
+static void init_done(void *arg, int status, const Raftlock__Result *result)
+{
+	(void)result;
+	struct node *n = arg;
+	n->init_inflight = false;
+	if (status == 0) {
+		n->init_needed = false; /* applied (a repeat is a no-op in apply) */
+		return;
+	}
+	/* Lost with leadership, refused, or failed to append: propose it
+	 * again shortly while this node still leads (watch_cb). */
+	log_warn("INIT proposal failed (%d); retrying", status);
+	n->init_retry_ms = mono_ms() + INIT_RETRY_MS;
+}
+
+/* Rule 7: a new cluster's tokens start above its bootstrap wall-clock
+ * milliseconds << 20, so a rebuilt cluster never goes below an earlier
+ * one's tokens. The value is recorded in the log. Until INIT applies the
+ * cluster hands out no token, so it is proposed again until it does. */
 static void propose_init(struct node *n)
 {
-	/* Rule 7: a new cluster's tokens start above its bootstrap wall-clock
-	 * milliseconds << 20, so a rebuilt cluster never goes below an
-	 * earlier one's tokens. The value is recorded in the log. */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
@@ -373,8 +490,16 @@ static void propose_init(struct node *n)
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_INIT;
 	cmd.init = &init;
-	if (node_propose_quiet(n, &cmd) != 0)
-		log_warn("could not propose INIT; retried at next leadership");
+	n->init_inflight = true;
+	if (n->faults & NODE_FAULT_DROP_INIT) {
+		n->faults &= ~NODE_FAULT_DROP_INIT;
+		log_warn("dropping the first INIT (RAFTLOCK_TEST_FAULT=drop-init)");
+		init_done(n, RAFTLOCK_EUNKNOWN, NULL);
+		return;
+	}
+	int rv = node_propose(n, &cmd, init_done, n);
+	if (rv != 0)
+		init_done(n, rv, NULL);
 }
 
 static void barrier_done(struct raft_barrier *req, int status)
@@ -394,11 +519,11 @@ static void barrier_done(struct raft_barrier *req, int status)
 	n->clock_base = m->cluster_time;
 	n->clock_mono = mono_ms();
 	n->last_stamp = m->cluster_time;
-	bool need_init = m->next_token == 0;
+	n->init_needed = m->next_token == 0;
 	raftlock__meta__free_unpacked(m, NULL);
 	store_abort(txn);
 	set_ready(n, true);
-	if (need_init)
+	if (n->init_needed && !n->init_inflight)
 		propose_init(n);
 }
 
@@ -437,6 +562,8 @@ static void watch_cb(uv_check_t *h)
 	}
 	if (n->leader && !n->ready && n->barrier == NULL)
 		propose_barrier(n);
+	if (n->ready && n->init_needed && !n->init_inflight && mono_ms() >= n->init_retry_ms)
+		propose_init(n);
 }
 
 const char *node_role(struct node *n)
@@ -658,6 +785,21 @@ static int bootstrap(struct node *n, char *err, size_t errlen)
 	return 0;
 }
 
+static unsigned test_faults(void)
+{
+	const char *v = getenv("RAFTLOCK_TEST_FAULT");
+	unsigned f = 0;
+	if (v == NULL)
+		return 0;
+	if (strstr(v, "restore") != NULL)
+		f |= NODE_FAULT_RESTORE;
+	if (strstr(v, "drop-init") != NULL)
+		f |= NODE_FAULT_DROP_INIT;
+	if (f != 0)
+		log_warn("test faults injected: %s", v);
+	return f;
+}
+
 int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen)
 {
@@ -730,6 +872,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	raft_set_max_inflight_entries(&n->raft, 4096);
 	raft_set_snapshot_threshold(&n->raft, cfg->snapshot_threshold);
 	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
+	n->trailing = cfg->snapshot_trailing;
+	n->faults = test_faults();
 	if ((rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {

@@ -44,6 +44,11 @@ struct node_hooks {
 
 struct proposal;
 
+/* Test-only fault injection, named in the environment variable
+ * RAFTLOCK_TEST_FAULT (a comma-separated list); never set in production. */
+#define NODE_FAULT_RESTORE 1u   /* "restore": runtime snapshot restores fail */
+#define NODE_FAULT_DROP_INIT 2u /* "drop-init": the first INIT is lost */
+
 struct node {
 	uv_loop_t *loop;
 	const struct config *cfg;
@@ -82,6 +87,20 @@ struct node {
 	uint64_t snapshots_restored; /* restores that replaced the store */
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
+	uint64_t snapshots_taken;
+	/* The raft log held in memory (libraft frees entries only when a
+	 * snapshot compacts the log): bytes and entries applied since the last
+	 * snapshot, and an estimate of the bytes of the trailing entries that
+	 * snapshot kept. */
+	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
+	size_t state_bytes; /* size of the last snapshot image */
+	unsigned trailing;  /* trailing entries asked of libraft */
+	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
+
+	/* INIT (rule 7) of a new cluster, retried until it applies */
+	bool init_needed;
+	bool init_inflight;
+	uint64_t init_retry_ms;
 
 	bool stopping;
 	bool closing_raft;
@@ -121,6 +140,14 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);
  * than restoring).
  */
 void node_snapshot_soon(struct node *n);
+
+/*
+ * The byte limit of the raft log held in memory: max(snapshot-log-bytes,
+ * state image * snapshot-log-ratio / 100). Crossing it takes a snapshot
+ * (whatever the entry count), and the trailing entries a snapshot keeps are
+ * capped to a quarter of it.
+ */
+uint64_t node_log_limit(const struct node *n);
 
 /* The leader's cluster time now, in ms. Only meaningful while ready. */
 uint64_t node_cluster_now(struct node *n);

@@ -92,7 +92,7 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 			goto bad;
 	}
 	if (o->clients < 1 || o->clients > 1024 || !(o->warmup_s >= 0 && o->warmup_s <= 120) ||
-	    !(o->window_s >= 0.1 && o->window_s <= 600) || o->ttl_ms == 0 || o->count > 10000000 ||
+	    !(o->window_s >= 0.1 && o->window_s <= 7200) || o->ttl_ms == 0 || o->count > 10000000 ||
 	    o->conns < 1 || o->conns > 64 ||
 	    (strcmp(o->mode, "async") != 0 && strcmp(o->mode, "threads") != 0))
 		goto bad;

@@ -301,7 +301,7 @@ int main(int argc, char **argv)
 	int prv = options_parse(
 		&o, argc, argv, "rlbench",
 		"uncontended | contended | rwlock | semaphore | sessions | state | park | hostile | "
-		"ready");
+		"logmem | ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};
@@ -335,6 +335,8 @@ int main(int argc, char **argv)
 		rv = scale_park(&b);
 	else if (strcmp(o.workload, "hostile") == 0)
 		rv = scale_hostile(&b);
+	else if (strcmp(o.workload, "logmem") == 0)
+		rv = scale_logmem(&b);
 	else if (strcmp(o.workload, "ready") == 0)
 		rv = rl_wait_ready(&b);
 	else {

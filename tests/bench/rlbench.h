@@ -38,5 +38,6 @@ int scale_state(struct rlbench *b);
 /* rawload.c: park timed waiters; a hostile keepalive stream. */
 int scale_park(struct rlbench *b);
 int scale_hostile(struct rlbench *b);
+int scale_logmem(struct rlbench *b);
 
 #endif

@@ -474,3 +474,177 @@ out:
 	free(j.sessions);
 	return rv;
 }
+
+/* -------------------------------------------------------------- logmem -- */
+
+/*
+ * logmem: --count sessions kept alive (TTL --ttl-ms, keepalives from the
+ * library) and count / 10 locks held by them, for --window seconds. Every
+ * LOGMEM_SAMPLE_S it prints to stderr each node's RSS and the bytes of its
+ * raft directory (log segments and snapshots, on disk), and reports the
+ * largest of each, the largest snapshot file (the state image) and the LMDB
+ * size. The keepalives are large RENEW entries: the raft log must stay
+ * bounded by bytes (snapshots), not grow between entry-count snapshots.
+ */
+#define LOGMEM_SAMPLE_S 10
+#define LOGMEM_LOCKS_PER 10 /* one lock held per this many sessions */
+
+static double logmem_dir_bytes, logmem_snapshot_bytes;
+
+static int logmem_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag != FTW_F)
+		return 0;
+	logmem_dir_bytes += (double)st->st_blocks * 512;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t len = strlen(base);
+	if (strncmp(base, "snapshot-", 9) == 0 &&
+	    !(len > 5 && strcmp(base + len - 5, ".meta") == 0) &&
+	    (double)st->st_size > logmem_snapshot_bytes)
+		logmem_snapshot_bytes = (double)st->st_size;
+	return 0;
+}
+
+/* Bytes under DIR/raft for the k-th directory of a comma-separated list. */
+static double logmem_raft_mib(const char *dirs, size_t k)
+{
+	char *copy = strdup(dirs), *save = NULL, path[1024];
+	size_t i = 0;
+	logmem_dir_bytes = 0;
+	for (char *d = strtok_r(copy, ",", &save); d != NULL; d = strtok_r(NULL, ",", &save), i++)
+		if (i == k) {
+			snprintf(path, sizeof path, "%s/raft", d);
+			nftw(path, logmem_visit, 16, FTW_PHYS);
+		}
+	free(copy);
+	return logmem_dir_bytes / (1 << 20);
+}
+
+int scale_logmem(struct rlbench *b)
+{
+	struct options *o = b->o;
+	struct sessions_job j = {.b = b, .count = o->count ? o->count : 100000};
+	struct stats_result res = {.system = "raftlock",
+				   .workload = "logmem",
+				   .clients = (unsigned)j.count,
+				   .status = "ok"};
+	char extra[1024], detail[256];
+	int rv = 1;
+	if (o->data_dirs == NULL || o->n_pids == 0) {
+		fprintf(stderr, "rlbench: logmem needs --data-dirs and --server-pids\n");
+		return 1;
+	}
+	j.n_clients = o->clients < SCALE_CLIENTS_MAX ? o->clients : SCALE_CLIENTS_MAX;
+	if (j.n_clients > j.count)
+		j.n_clients = (unsigned)j.count;
+	j.sessions = calloc(j.count, sizeof *j.sessions);
+	j.clients = calloc(j.n_clients, sizeof *j.clients);
+	if (j.sessions == NULL || j.clients == NULL)
+		goto out;
+	struct raftlock_client_options co = {.addresses = b->addresses,
+					     .n_addresses = b->n_addresses,
+					     .client_name = "rlbench-logmem"};
+	for (unsigned k = 0; k < j.n_clients; k++) {
+		const char *msg = NULL;
+		if (raftlock_client_open(&co, &j.clients[k], &msg) != 0) {
+			fprintf(stderr, "rlbench: %s\n", msg ? msg : "cannot open a client");
+			goto out;
+		}
+	}
+	j.deadline = stats_now() + SCALE_FILL_DEADLINE_S;
+	double t_open = stats_now();
+	sessions_parallel(&j);
+	t_open = stats_now() - t_open;
+	fprintf(stderr, "rlbench: logmem: %lu sessions open after %.1f s\n",
+		(unsigned long)atomic_load(&j.opened), t_open);
+
+	/* Lock i is held by session i * LOGMEM_LOCKS_PER. */
+	struct state_job sj = {.b = b, .threads = 32, .count = j.count / LOGMEM_LOCKS_PER};
+	sj.n_sessions = (unsigned)sj.count;
+	sj.sessions = calloc(sj.count ? sj.count : 1, sizeof *sj.sessions);
+	if (sj.sessions == NULL)
+		goto out;
+	for (unsigned long i = 0; i < sj.count; i++)
+		sj.sessions[i] = j.sessions[i * LOGMEM_LOCKS_PER];
+	sj.deadline = stats_now() + SCALE_FILL_DEADLINE_S;
+	pthread_t th[SCALE_THREADS_MAX];
+	unsigned started = 0;
+	double t_fill = stats_now();
+	for (; started < sj.threads; started++)
+		if (pthread_create(&th[started], NULL, state_worker, &sj) != 0)
+			break;
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	t_fill = stats_now() - t_fill;
+	unsigned long held = atomic_load(&sj.held);
+	free(sj.sessions);
+	fprintf(stderr, "rlbench: logmem: %lu locks held after %.1f s\n", held, t_fill);
+
+	double rss_max[OPTIONS_PIDS_MAX] = {0}, raft_max[OPTIONS_PIDS_MAX] = {0};
+	double t0 = stats_now(), end = t0 + o->window_s, next = t0;
+	unsigned samples = 0;
+	while (stats_now() < end) {
+		if (stats_now() >= next) {
+			char line[512];
+			int len = snprintf(line, sizeof line, "rlbench: logmem: t=%.0f s",
+					   stats_now() - t0);
+			logmem_snapshot_bytes = 0;
+			for (size_t i = 0; i < o->n_pids; i++) {
+				double rss = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
+				double raft = logmem_raft_mib(o->data_dirs, i);
+				rss_max[i] = rss > rss_max[i] ? rss : rss_max[i];
+				raft_max[i] = raft > raft_max[i] ? raft : raft_max[i];
+				len += snprintf(line + len, sizeof line - (size_t)len,
+						" | node %zu rss %.1f MiB raft dir %.1f MiB", i + 1,
+						rss, raft);
+			}
+			fprintf(stderr, "%s | snapshot %.1f MiB\n", line,
+				logmem_snapshot_bytes / (1 << 20));
+			samples++;
+			next += LOGMEM_SAMPLE_S;
+		}
+		scale_sleep_ms(200);
+	}
+	double elapsed = stats_now() - t0;
+	unsigned long lost = 0;
+	for (size_t i = 0; i < j.count; i++)
+		if (j.sessions[i] != NULL && !raftlock_session_valid(j.sessions[i]))
+			lost++;
+	logmem_snapshot_bytes = 0;
+	double rss_top = 0, raft_top = 0;
+	for (size_t i = 0; i < o->n_pids; i++) {
+		(void)logmem_raft_mib(o->data_dirs, i);
+		rss_top = rss_max[i] > rss_top ? rss_max[i] : rss_top;
+		raft_top = raft_max[i] > raft_top ? raft_max[i] : raft_top;
+	}
+	double lmdb = state_lmdb_mib(o->data_dirs) / (double)o->n_pids;
+	res.errors = lost + atomic_load(&j.failed) + (sj.count - held);
+	res.window_s = elapsed;
+	snprintf(extra, sizeof extra,
+		 ",\"sessions_open\":%lu,\"locks_held\":%lu,\"open_s\":%.1f,\"fill_s\":%.1f,"
+		 "\"ttl_ms\":%u,\"samples\":%u,\"server_rss_max_mib\":%.1f,"
+		 "\"raft_dir_max_mib\":%.1f,\"snapshot_mib\":%.1f,\"lmdb_mib_per_node\":%.1f,"
+		 "\"lost\":%lu",
+		 (unsigned long)atomic_load(&j.opened), held, t_open, t_fill, o->ttl_ms, samples,
+		 rss_top, raft_top, logmem_snapshot_bytes / (1 << 20), lmdb, lost);
+	res.extra = extra;
+	if (res.errors > 0) {
+		res.status = "failed";
+		snprintf(detail, sizeof detail,
+			 "%lu lost sessions, %lu failed opens, %lu locks not taken", lost,
+			 (unsigned long)atomic_load(&j.failed), sj.count - held);
+		res.detail = detail;
+	}
+	stats_print(stdout, &res);
+	rv = res.errors == 0 ? 0 : 1;
+	j.closing = 1;
+	sessions_parallel(&j);
+out:
+	for (unsigned k = 0; j.clients != NULL && k < j.n_clients; k++)
+		raftlock_client_close(j.clients[k]);
+	free(j.clients);
+	free(j.sessions);
+	return rv;
+}

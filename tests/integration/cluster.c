@@ -121,6 +121,8 @@ static void spawn(struct tcluster *c, int i)
 	}
 	argv[k++] = "--log-level";
 	argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
+	for (int e = 0; e < 8 && c->extra_args[e] != NULL; e++)
+		argv[k++] = (char *)c->extra_args[e]; /* after: they win */
 	for (int m = 0; m < c->n; m++) {
 		snprintf(members[m], sizeof members[m], "%d,127.0.0.1:%d,127.0.0.1:%d", m + 1,
 			 c->raft_port[m], c->client_port[m]);
@@ -152,10 +154,13 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	unsigned snap = c->snapshot_threshold, trailing = c->snapshot_trailing;
 	unsigned map[TCLUSTER_MAX];
 	memcpy(map, c->map_size_mb, sizeof map);
+	const char *extra[8];
+	memcpy(extra, c->extra_args, sizeof extra);
 	memset(c, 0, sizeof *c);
 	c->snapshot_threshold = snap;
 	c->snapshot_trailing = trailing;
 	memcpy(c->map_size_mb, map, sizeof map);
+	memcpy(c->extra_args, extra, sizeof extra);
 	c->n = n;
 	c->election_ms = election_ms;
 	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");
