@@ -5,10 +5,13 @@
 # existing target gets what a client test needs, a missing one is made.
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 
-foreach(_t errors options validity keepalive fake async cli introspect seq)
-  set(_name test_client_${_t})
+# Every tests/unit/test_client_*.c, found by the same glob as the other
+# unit tests, so that a new one is never silently left out.
+file(GLOB _client_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/unit/test_client_*.c)
+foreach(_src ${_client_tests})
+  get_filename_component(_name ${_src} NAME_WE)
   if(NOT TARGET ${_name})
-    add_executable(${_name} ${PROJECT_SOURCE_DIR}/tests/unit/${_name}.c)
+    add_executable(${_name} ${_src})
     target_link_libraries(${_name} PRIVATE PkgConfig::CMOCKA)
     add_test(NAME unit_${_name} COMMAND ${_name})
     set_tests_properties(unit_${_name} PROPERTIES LABELS unit TIMEOUT 120)
@@ -21,13 +24,12 @@ foreach(_t errors options validity keepalive fake async cli introspect seq)
   target_link_libraries(${_name} PRIVATE
     raftlock_static PkgConfig::PROTOBUFC Threads::Threads)
   add_dependencies(${_name} raftlock_proto)
-endforeach()
-
-# The fake node (not a test of its own: its name does not start with test_).
-foreach(_name test_client_fake test_client_async test_client_cli test_client_introspect
-    test_client_seq)
-  target_sources(${_name} PRIVATE
-    ${PROJECT_SOURCE_DIR}/tests/unit/client_fakeserver.c)
+  # The fake node (not a test of its own: its name does not start with
+  # test_) goes into the tests that include its header.
+  file(STRINGS ${_src} _uses_fake REGEX "#include \"client_fakeserver.h\"")
+  if(_uses_fake)
+    target_sources(${_name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit/client_fakeserver.c)
+  endif()
 endforeach()
 target_compile_definitions(test_client_cli PRIVATE
   RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")

@@ -1,4 +1,5 @@
-/* test_client_errors.c: every error code has its own message. */
+/* test_client_errors.c: raftlock_strerror() and raftlock_errmsg() against the RAFTLOCK_ERRORS table. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,70 +11,79 @@
 #include "raftlock.h"
 
 static const int codes[] = {
-#define CODE(name, value, message) RAFTLOCK_##name,
-	RAFTLOCK_ERRORS(CODE)
-#undef CODE
+#define ERROR_CODE(name, value, message) RAFTLOCK_##name,
+    RAFTLOCK_ERRORS(ERROR_CODE)
+#undef ERROR_CODE
 };
+
 #define N_CODES (sizeof codes / sizeof codes[0])
 
-static void test_every_code_has_a_message(void **state)
+static void test_every_code_has_its_own_message(void **state)
 {
-	(void)state;
-	assert_true(N_CODES >= 23);
 	for (size_t i = 0; i < N_CODES; i++) {
-		const char *m = raftlock_strerror(codes[i]);
-		assert_non_null(m);
-		assert_true(strlen(m) > 0);
-		assert_string_not_equal(m, "unknown error");
-		assert_string_not_equal(m, raftlock_strerror(RAFTLOCK_OK));
+		const char *msg = raftlock_strerror(codes[i]);
+		assert_non_null(msg);
+		assert_true(msg[0] != '\0');
+		assert_string_not_equal(msg, "unknown error");
+		assert_string_not_equal(msg, "success");
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(msg,
+			                        raftlock_strerror(codes[j]));
 	}
 }
 
-static void test_messages_are_distinct(void **state)
+static void test_codes_are_negative_and_unique(void **state)
 {
-	(void)state;
-	for (size_t i = 0; i < N_CODES; i++)
-		for (size_t j = i + 1; j < N_CODES; j++) {
+	for (size_t i = 0; i < N_CODES; i++) {
+		assert_true(codes[i] < 0);
+		for (size_t j = 0; j < i; j++)
 			assert_int_not_equal(codes[i], codes[j]);
-			assert_string_not_equal(raftlock_strerror(codes[i]),
-						raftlock_strerror(codes[j]));
-		}
+	}
 }
 
-static void test_codes_are_negative_and_stable(void **state)
+/* Wire values: an error code is never renumbered. */
+static void test_codes_are_stable(void **state)
 {
-	(void)state;
-	for (size_t i = 0; i < N_CODES; i++)
-		assert_true(codes[i] < 0);
-	/* wire values: never renumbered */
 	assert_int_equal(RAFTLOCK_EINVAL, -1);
 	assert_int_equal(RAFTLOCK_ENOTLEADER, -5);
 	assert_int_equal(RAFTLOCK_ESESSION, -7);
 	assert_int_equal(RAFTLOCK_EUNKNOWN, -14);
 	assert_int_equal(RAFTLOCK_EDATA, -23);
-}
-
-static void test_unknown_code(void **state)
-{
-	(void)state;
-	assert_string_equal(raftlock_strerror(12345), "unknown error");
-	assert_string_equal(raftlock_strerror(-999), "unknown error");
+	assert_int_equal(RAFTLOCK_EOVERLOAD, -24);
 }
 
 static void test_errmsg_without_error(void **state)
 {
-	(void)state;
 	assert_string_equal(raftlock_errmsg(NULL), "no error");
+}
+
+static void test_success(void **state)
+{
+	assert_int_equal(RAFTLOCK_OK, 0);
+	assert_string_equal(raftlock_strerror(0), "success");
+}
+
+static void test_unknown_codes(void **state)
+{
+	int lowest = 0;
+	for (size_t i = 0; i < N_CODES; i++)
+		if (codes[i] < lowest)
+			lowest = codes[i];
+	const int unknown[] = {lowest - 1, 1, 12345, INT_MIN, INT_MAX};
+	for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+		assert_string_equal(raftlock_strerror(unknown[i]),
+		                    "unknown error");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_code_has_a_message),
-		cmocka_unit_test(test_messages_are_distinct),
-		cmocka_unit_test(test_codes_are_negative_and_stable),
-		cmocka_unit_test(test_unknown_code),
-		cmocka_unit_test(test_errmsg_without_error),
+	    cmocka_unit_test(test_every_code_has_its_own_message),
+	    cmocka_unit_test(test_codes_are_negative_and_unique),
+	    cmocka_unit_test(test_codes_are_stable),
+	    cmocka_unit_test(test_errmsg_without_error),
+	    cmocka_unit_test(test_success),
+	    cmocka_unit_test(test_unknown_codes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
