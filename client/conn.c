@@ -12,36 +12,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "address.h"
 #include "clock.h"
 #include "codec.h"
 #include "raftlock.h"
 
 int conn_addr_parse(const char *text, struct conn_addr *out)
 {
-	if (text == NULL)
+	char host[256], port[ADDRESS_PORT_MAX];
+	if (address_split(text, host, sizeof host, port) != 0)
 		return RAFTLOCK_EINVAL;
-	const char *colon = strrchr(text, ':');
-	if (colon == NULL || colon == text)
-		return RAFTLOCK_EINVAL;
-	const char *host = text;
-	size_t host_len = (size_t)(colon - text);
-	if (text[0] == '[') {
-		if (host_len < 3 || text[host_len - 1] != ']')
-			return RAFTLOCK_EINVAL;
-		host++;
-		host_len -= 2;
-	} else if (memchr(text, ':', host_len) != NULL) {
-		return RAFTLOCK_EINVAL; /* a bare IPv6 literal needs brackets */
-	}
-	const char *port = colon + 1;
-	if (port[0] == '\0' || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
-		return RAFTLOCK_EINVAL;
-	long p = strtol(port, NULL, 10);
-	if (p < 1 || p > 65535)
-		return RAFTLOCK_EINVAL;
-
 	struct conn_addr a = {
-		.host = strndup(host, host_len),
+		.host = strdup(host),
 		.port = strdup(port),
 		.text = strdup(text),
 	};

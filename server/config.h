@@ -52,9 +52,6 @@ struct config {
  */
 int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
 
-/* Splits "host:port" into its parts; port in 1..65535. Returns 0 or -1. */
-int config_split_address(const char *addr, char *host, size_t hostlen, int *port);
-
 const struct config_member *config_member_by_id(const struct config *cfg, uint64_t id);
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "address.h"
 #include "codec.h"
 #include "log.h"
 #include "raftlock.h"
@@ -339,12 +340,10 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
 
 static void resolve(struct follower *f)
 {
-	char host[CONFIG_ADDR_MAX], port[8];
-	int portnum;
+	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	if (config_split_address(f->member->client_address, host, sizeof host, &portnum) != 0)
+	if (address_split(f->member->client_address, host, sizeof host, port) != 0)
 		return;
-	snprintf(port, sizeof port, "%d", portnum);
 	f->resolve.data = f;
 	if (uv_getaddrinfo(f->fw->loop, &f->resolve, resolve_cb, host, port, &hints) == 0)
 		set_state(f, FOLLOWER_RESOLVING);

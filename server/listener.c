@@ -4,20 +4,19 @@
 #include <netdb.h>
 #include <stdio.h>
 
+#include "address.h"
 #include "config.h"
 #include "raftlock.h"
 
 int listener_start(uv_loop_t *loop, uv_tcp_t *tcp, void *data, const char *option,
 		   const char *address, int backlog, uv_connection_cb cb, char *err, size_t errlen)
 {
-	char host[CONFIG_ADDR_MAX], port[8];
-	int portnum;
+	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-	if (config_split_address(address, host, sizeof host, &portnum) != 0) {
+	if (address_split(address, host, sizeof host, port) != 0) {
 		snprintf(err, errlen, "%s %s: not HOST:PORT", option, address);
 		return RAFTLOCK_ECONFIG;
 	}
-	snprintf(port, sizeof port, "%d", portnum);
 	int gai = getaddrinfo(host, port, &hints, &ai);
 	if (gai != 0) {
 		snprintf(err, errlen, "%s %s: %s", option, address, gai_strerror(gai));
