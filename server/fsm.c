@@ -607,7 +607,14 @@ static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 		return true;
 	}
 	/* A queued acquire below the mark is still answered from its record. */
+#ifdef RAFTLOCK_BROKEN_DEDUP
+	/* Test-only build (CMake option RAFTLOCK_BROKEN_DEDUP): the recorded
+	 * outcomes are never consulted, so a retried command executes again;
+	 * the fault-injection checkers must catch it. Never in a real build. */
+	const Raftlock__Outcome *o = NULL;
+#else
 	const Raftlock__Outcome *o = records_find_outcome(sess, cmd->seq);
+#endif
 	if (o != NULL) {
 		*res = o->result ? *o->result : result_of(0);
 		res->queued = o->pending;

@@ -10,6 +10,10 @@ compared with what clients were told before them:
     that reaches past the read (holds under the clock-rate bound);
   - a release acknowledged before the read was invoked: its token must not
     be among the holders;
+  - every holder the read shows is explained by the history: its token is
+    that of an acknowledged grant, or the holder's session had an acquire
+    of that lock whose outcome is unknown, invoked before the read ended
+    (a server that executes a retried acquire again shows up here);
   - a session opened before the read, not closed before it completed, and
     proven alive as above, must be among the read's sessions.
 The reads that follow a restart-all nemesis are what make this the check
@@ -75,6 +79,10 @@ def check(events, ops, drift_windows=None):
     after_restart = 0
 
     by_token = {g.token: (g, r) for g, r in grants}
+    unknown = {}  # (lock, session) -> acquires whose outcome is unknown
+    for op in ops:
+        if op.f == "acquire" and op.type == "info":
+            unknown.setdefault((op.lock, op.session), []).append(op)
     # Grants in order of acknowledgement; a read considers those
     # acknowledged before it and not yet let go (release invoked).
     pending = sorted(grants, key=lambda gr: gr[0].cmp)
@@ -100,11 +108,22 @@ def check(events, ops, drift_windows=None):
         if any(t < rd.inv for t in restarts):
             after_restart += 1
 
-        for tok in held:
+        for tok, (lock, sess) in held.items():
             checked_tokens += 1
             gr = by_token.get(tok)
             if gr is None:
-                continue  # an unknown acquire's grant
+                # No acknowledged grant has this token: only an acquire of
+                # that lock and session whose outcome is unknown, invoked
+                # before the read ended, can explain it.
+                if not any(a.inv < rd.cmp for a in unknown.get((lock, sess),
+                                                               ())):
+                    violations.append({
+                        "what": "a holder the history cannot explain: no "
+                                "acquire of that session may have been "
+                                "granted this token",
+                        "lock": lock, "token": tok, "session": sess,
+                        "read": rd.describe()})
+                continue
             g, r = gr
             if r is not None and r.type == "ok" and r.cmp < rd.inv:
                 violations.append({

@@ -6,6 +6,7 @@ Client processes are integers and have at most one operation outstanding;
 "register" and "nemesis" are the fenced register and the fault injector.
 """
 
+import bisect
 import json
 
 INF = float("inf")
@@ -15,6 +16,11 @@ DEFINITE_ERRORS = {
     "EBUSY", "ESESSION", "ENOTHOLDER", "EKIND", "ELIMIT", "EINVAL",
     "ETOOBIG", "ENOTFOUND", "ESTALESEQ", "REFUSED",
 }
+
+# Errors that the header makes definite for one operation only: an acquire
+# that returns ETIMEDOUT neither holds nor waits (raftlock_lock_acquire(),
+# GUARANTEES rule 6), whatever the worker wrote.
+DEFINITE_ERRORS_OF = {"acquire": {"ETIMEDOUT"}}
 
 
 def load(path):
@@ -91,8 +97,12 @@ class Op:
         # An error that does not say the operation failed for certain leaves
         # its outcome unknown, whatever the worker wrote.
         if self.type == "fail" and self.error and \
-                self.error not in DEFINITE_ERRORS:
+                self.error not in DEFINITE_ERRORS and \
+                self.error not in DEFINITE_ERRORS_OF.get(self.f, ()):
             self.type = "info"
+        elif self.type == "info" and \
+                self.error in DEFINITE_ERRORS_OF.get(self.f, ()):
+            self.type = "fail"
 
     def __repr__(self):
         return "Op(p=%s %s %s %s tok=%s [%s,%s] err=%s)" % (
@@ -182,6 +192,78 @@ def grants_with_releases(ops):
             if entry is not None:
                 entry[1] = op
     return [(g, r) for g, r in out]
+
+
+def possibly_held(ops, grants, lock):
+    """Windows in which someone may have held `lock`: (start, end, process).
+
+    `grants` are the (grant, release) pairs of that lock. A grant may hold
+    from its acquire's invocation to its release's acknowledgement (or its
+    refusal as not held), else until its session is closed (the session
+    may have expired at any point before), else forever. An acquire whose outcome is unknown may
+    hold from its invocation until the library has settled it in the
+    background (ORPHAN_SETTLE_NS after its session is served again).
+    """
+    wins = []
+    closed = _session_ends(ops)
+    for g, r in grants:
+        if r is not None and (r.type == "ok" or r.error == "ENOTHOLDER"):
+            end = r.cmp  # released, or certainly not held any more
+        else:
+            end = closed.get(g.session, INF)  # until its session ends
+        wins.append((g.inv, end, g.process))
+    served = None
+    for op in ops:
+        if op.f == "acquire" and op.lock == lock and op.type == "info":
+            if served is None:
+                served = _served_times(ops)
+            end = min(_orphan_end(served, op), closed.get(op.session, INF))
+            wins.append((op.inv, end, op.process))
+    return wins
+
+
+def _session_ends(ops):
+    """Per session, when an acknowledged close of it completed: nothing of
+    that session is held after."""
+    out = {}
+    for op in ops:
+        if op.f == "close" and op.type == "ok" and op.session is not None:
+            out[op.session] = min(out.get(op.session, INF), op.cmp)
+    return out
+
+
+# An acquire that ended in EUNKNOWN goes on in the library as an orphan:
+# its wait is cancelled, or its late grant released, in the background
+# (raftlock_lock_acquire()), retried with a back-off of at most 1 s. Once
+# the cluster serves that session again, the orphan settles within this
+# (back-off, a release's round trip, one more failover on the way).
+ORPHAN_SETTLE_NS = 10 * 10**9
+
+# Operations whose acknowledgement shows the cluster served their session.
+SERVED = ("acquire", "release", "reacquire", "rerelease", "holders")
+
+
+def _served_times(ops):
+    """Per session, the sorted (invocation, completion) of its ok
+    operations that went through the cluster."""
+    out = {}
+    for op in ops:
+        if op.type == "ok" and op.f in SERVED and op.session is not None:
+            out.setdefault(op.session, []).append((op.inv, op.cmp))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def _orphan_end(served, op):
+    """When an acquire of unknown outcome stops holding at the latest: the
+    settle time after the first operation of its session invoked after it
+    ended that the cluster acknowledged; never, if there is none."""
+    times = served.get(op.session, ())
+    i = bisect.bisect_right(times, (op.cmp, INF))
+    if i == len(times):
+        return INF
+    return times[i][1] + ORPHAN_SETTLE_NS
 
 
 def lock_kinds(ops):

@@ -5,6 +5,15 @@ acknowledged after it. A heal followed by the next fault before any grant
 and before the bound has passed is "interrupted" and proves nothing. A
 heal with no grant within the bound is a violation, and so is a history
 whose last heal has no grant at all after it.
+
+Per lock, after the final heal (or from the start of a history without
+faults; the harness keeps the workers going until every lock tried after
+the heal was granted, or the bound passed): each lock tried after the heal
+is granted within the bound of its first attempt there, unless the history
+shows someone who could hold it throughout (an acknowledged grant not yet
+released, or an acquire whose outcome is unknown). "Some grant on some
+lock" is not enough: a lock held by a holder nobody knows of (a retried
+acquire executed twice) starves its waiters while the other locks flow.
 """
 
 import bisect
@@ -49,9 +58,11 @@ def check(events, ops, bound_s):
                                "heal": t})
     if not grants:
         violations.append({"what": "no grant in the whole history"})
+    locks_checked = _per_lock(events, ops, bound, heals, violations)
     return {
         "valid": not violations,
         "bound_seconds": bound_s,
+        "locks_checked": locks_checked,
         "heals": len(heals),
         "measured": len(measured),
         "interrupted": interrupted,
@@ -61,3 +72,56 @@ def check(events, ops, bound_s):
         "violations": violations[:MAX_REPORTED],
         "violation_count": len(violations),
     }
+
+
+def _merge(wins):
+    """The union of (start, end) windows as sorted disjoint intervals."""
+    out = []
+    for a, b in sorted(wins):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _covered(held, a, b):
+    """Whether the merged intervals cover all of [a, b]."""
+    return any(hs <= a and b <= he for hs, he in held)
+
+
+def _per_lock(events, ops, bound, heals, violations):
+    """The per-lock rule above; returns how many locks it judged."""
+    if not events:
+        return 0
+    t0 = heals[-1][0] if heals else events[0]["time"]
+    end_of_history = events[-1]["time"]
+    grants = H.grants_with_releases(ops)
+    checked = 0
+    for lock in sorted({op.lock for op in ops if op.f == "acquire"
+                        and op.lock is not None}, key=str):
+        tried = [op.inv for op in ops if op.f == "acquire"
+                 and op.lock == lock and op.inv >= t0]
+        if not tried:
+            continue
+        first = min(tried)
+        granted = [op.cmp for op in ops if op.f == "acquire"
+                   and op.lock == lock and op.type == "ok"
+                   and op.cmp >= first]
+        if granted and min(granted) - first <= bound:
+            checked += 1
+            continue
+        if end_of_history - first < bound:
+            continue  # the history ends too soon to judge
+        checked += 1
+        mine = [(g, r) for g, r in grants if g.lock == lock]
+        held = _merge((s, e) for s, e, _ in H.possibly_held(ops, mine, lock))
+        if _covered(held, first, first + bound):
+            continue
+        violations.append({
+            "what": "a lock tried after the final heal was not granted "
+                    "within the bound, and nobody could hold it throughout",
+            "lock": lock, "first_attempt": first,
+            "first_grant": min(granted) if granted else None,
+            "bound_seconds": round(bound / 1e9, 3)})
+    return checked

@@ -25,7 +25,7 @@ class Clean(unittest.TestCase):
     def test_clean_history_passes_every_checker(self):
         for name in ("clean.jsonl", "durability_clean.jsonl",
                      "linear_busy_info.jsonl", "rwlock_clean.jsonl",
-                     "reentrant_clean.jsonl"):
+                     "reentrant_clean.jsonl", "waiters_clean.jsonl"):
             res = run(name)
             for c in CHECKERS:
                 self.assertTrue(res[c]["valid"], "%s %s: %s" % (
@@ -95,6 +95,50 @@ class Planted(unittest.TestCase):
         res = self.caught("linear_chain.jsonl", "linearizable",
                           "cannot be linearized")
         self.assertTrue(res["lease"]["valid"])
+
+    # A server that executes a retried acquire again (RAFTLOCK_BROKEN_DEDUP):
+    # after its release was acknowledged, the lock stays held by a holder
+    # nobody knows of. Each of three checkers sees it from its side.
+    def test_dedup_ghost_starves_timed_waiters(self):
+        self.caught("dedup_ghost.jsonl", "linearizable",
+                    "refused as busy (ETIMEDOUT)")
+
+    def test_dedup_ghost_is_unexplained_in_a_read(self):
+        self.caught("dedup_ghost.jsonl", "durability",
+                    "a holder the history cannot explain")
+
+    def test_dedup_ghost_fails_per_lock_liveness(self):
+        res = self.caught("dedup_ghost.jsonl", "liveness",
+                          "a lock tried after the final heal was not granted")
+        self.assertEqual(res["liveness"]["locks_checked"], 2)
+
+    def test_release_of_a_granted_handle_refused(self):
+        evs = history.loads([
+            {"f": "acquire", "lock": "a", "process": 1, "session": 1,
+             "time": 1, "type": "invoke"},
+            {"f": "acquire", "lock": "a", "process": 1, "session": 1,
+             "time": 2, "type": "ok", "token": 7},
+            {"f": "release", "lock": "a", "process": 1, "session": 1,
+             "time": 3, "type": "invoke", "token": 7},
+            {"f": "release", "lock": "a", "process": 1, "session": 1,
+             "time": 4, "type": "fail", "error": "ENOTHOLDER", "token": 7}])
+        res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
+        whats = [v["what"] for v in res["linearizable"]["violations"]]
+        self.assertTrue(any("refused as not holding" in w for w in whats),
+                        whats)
+
+    def test_timed_out_acquire_is_definite(self):
+        ops = history.pair(history.loads([
+            {"f": "acquire", "lock": "a", "process": 1, "time": 1,
+             "type": "invoke"},
+            {"f": "acquire", "lock": "a", "process": 1, "time": 2,
+             "type": "info", "error": "ETIMEDOUT"},
+            {"f": "release", "lock": "a", "process": 1, "time": 3,
+             "type": "invoke"},
+            {"f": "release", "lock": "a", "process": 1, "time": 4,
+             "type": "fail", "error": "ETIMEDOUT"}]))
+        self.assertEqual(ops[0].type, "fail")  # the header says so
+        self.assertEqual(ops[1].type, "info")  # a release's is unknown
 
     def test_linear_busy(self):
         self.caught("linear_busy.jsonl", "linearizable", "busy")

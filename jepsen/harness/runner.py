@@ -90,28 +90,43 @@ def merge_history(run_dir, cl, nem_events):
     return out
 
 
-def first_grant_after(cl, t_ns, offsets):
-    """The time of the first grant acknowledged at or after t_ns, reading
-    only what the workers logged since the last call (offsets)."""
-    for w in cl.workers:
-        try:
-            with open(w.history, "rb") as f:
-                f.seek(offsets.get(w.wid, 0))
-                data = f.read()
-        except OSError:
-            continue
-        end = data.rfind(b"\n") + 1  # keep a partial line for next time
-        offsets[w.wid] = offsets.get(w.wid, 0) + end
-        for line in data[:end].splitlines():
-            if b'"acquire"' not in line or b'"ok"' not in line:
-                continue
+class LockProgress:
+    """Which locks the workers tried to acquire, and which were granted,
+    at or after a time: read incrementally from the workers' histories."""
+
+    def __init__(self, t_ns):
+        self.t_ns = t_ns
+        self.offsets = {}
+        self.tried = set()
+        self.granted = set()
+
+    def update(self, cl):
+        for w in cl.workers:
             try:
-                ev = json.loads(line)
-            except ValueError:
+                with open(w.history, "rb") as f:
+                    f.seek(self.offsets.get(w.wid, 0))
+                    data = f.read()
+            except OSError:
                 continue
-            if ev.get("type") == "ok" and ev["time"] >= t_ns:
-                return ev["time"]
-    return None
+            end = data.rfind(b"\n") + 1  # keep a partial line for later
+            self.offsets[w.wid] = self.offsets.get(w.wid, 0) + end
+            for line in data[:end].splitlines():
+                if b'"acquire"' not in line:
+                    continue
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("f") != "acquire" or ev["time"] < self.t_ns:
+                    continue
+                if ev.get("type") == "invoke":
+                    self.tried.add(ev.get("lock"))
+                elif ev.get("type") == "ok":
+                    self.granted.add(ev.get("lock"))
+
+    def every_lock_granted(self):
+        """Some grant, and one on every lock tried since t_ns."""
+        return bool(self.granted) and self.tried <= self.granted
 
 
 def note_crashes(cl, nlog):
@@ -242,11 +257,16 @@ def run_one(args, nemeses, workload, seed):
         nlog.event("end", "final-heal", targets=[])
         if nemeses and acted == 0:
             nlog.event("fail", "schedule", error="no nemesis acted")
-        say("healed; waiting up to %.0fs for a grant" % bound)
+        # The per-lock liveness checker needs each lock tried after the
+        # heal to have had its chance: wait for a grant on every one (a
+        # lock nobody can get keeps the run going up to the bound).
+        say("healed; waiting up to %.0fs for a grant on every lock tried"
+            % bound)
         wait_end = time.monotonic() + bound + 5
-        offsets = {}
+        progress = LockProgress(heal_t)
         while time.monotonic() < wait_end:
-            if first_grant_after(cl, heal_t, offsets) is not None:
+            progress.update(cl)
+            if progress.every_lock_granted():
                 break
             time.sleep(0.5)
         time.sleep(4)  # the durable worker reads the table meanwhile
@@ -305,7 +325,11 @@ def run_one(args, nemeses, workload, seed):
         s["ops"], json.dumps(s["op_counts"], sort_keys=True),
         s["nemesis_actions"], len(s["nemesis_failures"])))
     if args.expect_violation:
-        caught = [n for n in SAFETY if not res[n]["valid"]]
+        # A server that breaks de-duplication leaves locks held by nobody
+        # the clients know: per-lock liveness is one of its witnesses.
+        watch = SAFETY + (("liveness",) if args.broken_kind == "dedup"
+                          else ())
+        caught = [n for n in watch if not res[n]["valid"]]
         if caught and not s["nemesis_failures"]:
             say("expected violation caught by: %s" % ", ".join(caught))
             return 0, res
@@ -351,16 +375,22 @@ def parse(argv):
     ap.add_argument("--expect-violation", action="store_true",
                     help="succeed only if a safety checker fails")
     ap.add_argument("--broken-build", metavar="DIR",
-                    help="a build with -DRAFTLOCK_BROKEN_FENCING=ON: same as "
+                    help="a build with -DRAFTLOCK_BROKEN_FENCING=ON (or "
+                    "_DEDUP=ON, with --broken-kind dedup): same as "
                     "--build-dir DIR --expect-violation")
     ap.add_argument("--build-broken", metavar="DIR",
                     help="configure and build raftlockd with "
-                    "-DRAFTLOCK_BROKEN_FENCING=ON in DIR, then as "
+                    "-DRAFTLOCK_BROKEN_<KIND>=ON in DIR, then as "
                     "--broken-build DIR")
+    ap.add_argument("--broken-kind", choices=["fencing", "dedup"],
+                    default="fencing",
+                    help="what the broken build breaks: fencing (grants "
+                    "ignore holders, one token for all) or dedup (a retried "
+                    "command executes again)")
     ap.add_argument("--suite", choices=sorted(SUITES))
     args = ap.parse_args(argv)
     if args.build_broken:
-        build_broken(os.path.abspath(args.build_broken))
+        build_broken(os.path.abspath(args.build_broken), args.broken_kind)
         args.broken_build = args.build_broken
     if args.broken_build:
         args.worker_build_dir = args.worker_build_dir or args.build_dir
@@ -373,12 +403,13 @@ def parse(argv):
     return args
 
 
-def build_broken(build_dir):
+def build_broken(build_dir, kind):
     """A test-only server that deliberately breaks safety."""
-    say("building the broken server in %s" % build_dir)
+    say("building the broken (%s) server in %s" % (kind, build_dir))
     for cmd, limit in (
             (["cmake", "-S", REPO, "-B", build_dir,
-              "-DRAFTLOCK_BROKEN_FENCING=ON", "-DRAFTLOCK_TESTS=OFF"], 300),
+              "-DRAFTLOCK_BROKEN_%s=ON" % kind.upper(),
+              "-DRAFTLOCK_TESTS=OFF"], 300),
             (["make", "-C", build_dir, "-j2", "raftlockd"], 1200)):
         p = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=limit)
