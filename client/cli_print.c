@@ -1,5 +1,6 @@
 /* cli_print.c: see cli_print.h. */
 #include "cli_print.h"
+#include "json.h"
 
 #include <inttypes.h>
 
@@ -15,20 +16,6 @@ static const char *kind_name(enum raftlock_kind k)
 static const char *mode_name(enum raftlock_mode m)
 {
 	return m == RAFTLOCK_SHARED ? "shared" : "exclusive";
-}
-
-void cli_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
 }
 
 void cli_out_begin(struct cli_out *o, FILE *f, bool json, bool listing)
@@ -67,9 +54,9 @@ static void print_span(FILE *f, uint64_t later, uint64_t earlier)
 static void json_owner(FILE *f, const struct raftlock_owner *w)
 {
 	fputs("\"client\": ", f);
-	cli_json_string(f, w->client_name);
+	json_write_string(f, w->client_name);
 	fputs(", \"host\": ", f);
-	cli_json_string(f, w->host);
+	json_write_string(f, w->host);
 	fprintf(f, ", \"pid\": %" PRIu32, w->pid);
 }
 
@@ -83,28 +70,28 @@ static void text_owner(FILE *f, const struct raftlock_owner *w)
 static void json_status(FILE *f, const char *endpoint, const struct raftlock_status *st)
 {
 	fputs("{\"endpoint\": ", f);
-	cli_json_string(f, endpoint);
+	json_write_string(f, endpoint);
 	fprintf(f, ", \"node_id\": %" PRIu64 ", \"role\": ", st->node_id);
-	cli_json_string(f, st->role);
+	json_write_string(f, st->role);
 	fprintf(f,
 		", \"ready\": %s, \"term\": %" PRIu64 ", \"commit_index\": %" PRIu64
 		", \"applied_index\": %" PRIu64 ", \"last_index\": %" PRIu64
 		", \"leader_id\": %" PRIu64 ", \"leader_address\": ",
 		st->ready ? "true" : "false", st->term, st->commit_index, st->applied_index,
 		st->last_index, st->leader_id);
-	cli_json_string(f, st->leader_address);
+	json_write_string(f, st->leader_address);
 	fprintf(f,
 		", \"cluster_time\": %" PRIu64 ", \"next_token\": %" PRIu64
 		", \"sessions\": %" PRIu64 ", \"locks\": %" PRIu64 ", \"cluster\": ",
 		st->cluster_time, st->next_token, st->sessions, st->locks);
-	cli_json_string(f, st->cluster);
+	json_write_string(f, st->cluster);
 	fputs(", \"members\": [", f);
 	for (size_t i = 0; i < st->n_members; i++) {
 		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ", i ? ", " : "",
 			st->members[i].id);
-		cli_json_string(f, st->members[i].raft_address);
+		json_write_string(f, st->members[i].raft_address);
 		fputs(", \"client_address\": ", f);
-		cli_json_string(f, st->members[i].client_address);
+		json_write_string(f, st->members[i].client_address);
 		fputs("}", f);
 	}
 	fputs("]}", f);
@@ -121,9 +108,9 @@ void cli_print_status(struct cli_out *o, const char *endpoint, const struct raft
 			return;
 		}
 		fputs("{\"endpoint\": ", f);
-		cli_json_string(f, endpoint);
+		json_write_string(f, endpoint);
 		fputs(", \"error\": ", f);
-		cli_json_string(f, error);
+		json_write_string(f, error);
 		fputs("}", f);
 		return;
 	}
@@ -156,7 +143,7 @@ void cli_print_members(struct cli_out *o, const struct raftlock_status *st)
 static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters)
 {
 	fputs("{\"name\": ", f);
-	cli_json_string(f, li->name);
+	json_write_string(f, li->name);
 	fprintf(f,
 		", \"kind\": \"%s\", \"limit\": %" PRIu32 ", \"lock_delay_ms\": %" PRIu32
 		", \"delay_until\": %" PRIu64 ", \"cluster_time\": %" PRIu64 ", \"holders\": [",
@@ -268,7 +255,7 @@ void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si
 		fputs(", \"locks\": [", f);
 		for (size_t i = 0; i < si->n_locks; i++) {
 			fputs(i ? ", " : "", f);
-			cli_json_string(f, si->locks[i]);
+			json_write_string(f, si->locks[i]);
 		}
 		fputs("]}", f);
 		return;

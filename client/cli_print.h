@@ -34,7 +34,4 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li, bool
 void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si,
 		       uint64_t cluster_time);
 
-/* Writes s as a JSON string literal. */
-void cli_json_string(FILE *f, const char *s);
-
 #endif

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "raftlock.h"
 
 #define MAX_ADDRESSES 16
@@ -158,16 +159,11 @@ static void buf_add(struct buf *b, const char *fmt, ...)
 
 static void buf_str(struct buf *b, const char *s)
 {
+	char esc[8];
+
 	buf_add(b, "\"");
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			buf_add(b, "\\%c", c);
-		else if (c < 0x20)
-			buf_add(b, "\\u%04x", c);
-		else
-			buf_add(b, "%c", c);
-	}
+	for (; s && *s; s++)
+		buf_add(b, "%s", json_char((unsigned char)*s, esc));
 	buf_add(b, "\"");
 }
 

@@ -298,10 +298,10 @@ static const char **rl_split(const char *list, size_t *n)
 int main(int argc, char **argv)
 {
 	struct options o;
-	int prv = options_parse(
-		&o, argc, argv, "rlbench",
-		"uncontended | contended | rwlock | semaphore | sessions | state | park | hostile | "
-		"logmem | ready");
+	int prv = options_parse(&o, argc, argv, "rlbench",
+				"uncontended | contended | rwlock | semaphore | sessions | state | "
+				"park | hostile | "
+				"logmem | ready");
 	if (prv != 0)
 		return prv > 0 ? 0 : 2;
 	struct rlbench b = {.o = &o};

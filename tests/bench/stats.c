@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "json.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -141,38 +143,23 @@ uint64_t stats_proc_rss_kib(int pid)
 	return kib;
 }
 
-void stats_print_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 void stats_print(FILE *f, const struct stats_result *r)
 {
 	fprintf(f, "{\"system\":");
-	stats_print_json_string(f, r->system);
+	json_write_string(f, r->system);
 	fprintf(f, ",\"workload\":");
-	stats_print_json_string(f, r->workload);
+	json_write_string(f, r->workload);
 	fprintf(f,
 		",\"clients\":%u,\"pairs_per_s\":%.1f,\"p50_ms\":%.3f,"
 		"\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,"
 		"\"server_cpu_s_per_1k\":%.4f,\"window_s\":%.1f,\"status\":",
 		r->clients, r->pairs_per_s, r->p50_ms, r->p99_ms, r->max_ms,
 		(unsigned long long)r->errors, r->server_cpu_s_per_1k, r->window_s);
-	stats_print_json_string(f, r->status ? r->status : "ok");
+	json_write_string(f, r->status ? r->status : "ok");
 	fprintf(f, ",\"client_cpu_s_per_1k\":%.4f", r->client_cpu_s_per_1k);
 	if (r->detail != NULL) {
 		fprintf(f, ",\"detail\":");
-		stats_print_json_string(f, r->detail);
+		json_write_string(f, r->detail);
 	}
 	if (r->extra != NULL)
 		fputs(r->extra, f);

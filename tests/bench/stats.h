@@ -67,7 +67,4 @@ struct stats_result {
 /* Prints the result line (and a trailing newline) to f, flushed. */
 void stats_print(FILE *f, const struct stats_result *r);
 
-/* Prints s as a JSON string literal (with quotes). */
-void stats_print_json_string(FILE *f, const char *s);
-
 #endif

@@ -23,20 +23,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-			        __LINE__, #cond);                              \
-			abort();                                               \
-		}                                                              \
+#define CHECK(cond)                                                                              \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                                 \
+		}                                                                                \
 	} while (0)
 
 /* Control byte: bits 0-3 the feed chunk size minus one; bit 4 a small frame
  * bound, so that RAFTLOCK_ETOOBIG is reached often. */
-#define CTL_CHUNK_MASK  0x0f
+#define CTL_CHUNK_MASK 0x0f
 #define CTL_SMALL_BOUND 0x10
-#define SMALL_BOUND     64
+#define SMALL_BOUND 64
 
 /* A copy of n bytes in a block of exactly n bytes, so that the sanitizer
  * sees a read past the end. */
@@ -75,8 +74,7 @@ static void check_envelope(const uint8_t *payload, size_t n)
 		CHECK(env == NULL);
 		return;
 	}
-	CHECK(env != NULL &&
-	      env->body_case != RAFTLOCK__ENVELOPE__BODY__NOT_SET);
+	CHECK(env != NULL && env->body_case != RAFTLOCK__ENVELOPE__BODY__NOT_SET);
 
 	/* Encode what was accepted and decode it again. Re-encoding may grow
 	 * (a 5-byte negative int32 becomes 10 bytes), hence ETOOBIG. */
@@ -87,11 +85,9 @@ static void check_envelope(const uint8_t *payload, size_t n)
 	if (rv == 0) {
 		CHECK(frame_n >= FRAME_HEADER_SIZE);
 		Raftlock__Envelope *again = NULL;
-		CHECK(codec_decode_envelope(frame + FRAME_HEADER_SIZE,
-		                            frame_n - FRAME_HEADER_SIZE,
-		                            &again) == 0);
-		CHECK(again->id == env->id &&
-		      again->body_case == env->body_case);
+		CHECK(codec_decode_envelope(frame + FRAME_HEADER_SIZE, frame_n - FRAME_HEADER_SIZE,
+					    &again) == 0);
+		CHECK(again->id == env->id && again->body_case == env->body_case);
 		check_same(&env->base, &again->base);
 		raftlock__envelope__free_unpacked(again, NULL);
 		free(frame);
@@ -101,12 +97,10 @@ static void check_envelope(const uint8_t *payload, size_t n)
 
 static uint32_t be32(const uint8_t *p)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static void check_frames(const uint8_t *stream, size_t len, size_t chunk,
-                         size_t bound)
+static void check_frames(const uint8_t *stream, size_t len, size_t chunk, size_t bound)
 {
 	struct frame_reader r;
 	size_t fed = 0;
@@ -123,15 +117,12 @@ static void check_frames(const uint8_t *stream, size_t len, size_t chunk,
 			CHECK(fed - walk >= FRAME_HEADER_SIZE);
 			CHECK(n == be32(stream + walk) && n <= bound);
 			CHECK(fed - walk - FRAME_HEADER_SIZE >= n);
-			CHECK(n == 0 ||
-			      memcmp(payload, stream + walk + FRAME_HEADER_SIZE,
-			             n) == 0);
+			CHECK(n == 0 || memcmp(payload, stream + walk + FRAME_HEADER_SIZE, n) == 0);
 			check_envelope(payload, n);
 			walk += FRAME_HEADER_SIZE + n;
 		}
 		if (rv == RAFTLOCK_ETOOBIG)
-			CHECK(fed - walk >= FRAME_HEADER_SIZE &&
-			      be32(stream + walk) > bound);
+			CHECK(fed - walk >= FRAME_HEADER_SIZE && be32(stream + walk) > bound);
 		else
 			CHECK(rv == 0);
 	}
@@ -143,8 +134,7 @@ static void check_frames(const uint8_t *stream, size_t len, size_t chunk,
 }
 
 /* The bytes of an encoded entry, fed through a batch of its commands. */
-static void check_batch(const Raftlock__LogEntry *e, const void *encoded,
-                        size_t n)
+static void check_batch(const Raftlock__LogEntry *e, const void *encoded, size_t n)
 {
 	uint8_t *batch = NULL;
 	size_t len = 0, cap = 0;
@@ -152,8 +142,7 @@ static void check_batch(const Raftlock__LogEntry *e, const void *encoded,
 		CHECK(codec_batch_add(&batch, &len, &cap, e->commands[i]) == 0);
 	void *out = NULL;
 	size_t out_n = 0;
-	CHECK(codec_batch_entry(e->cluster_time, batch, len, malloc, &out,
-	                        &out_n) == 0);
+	CHECK(codec_batch_entry(e->cluster_time, batch, len, malloc, &out, &out_n) == 0);
 	CHECK(out_n == n && memcmp(out, encoded, n) == 0);
 	free(out);
 	free(batch);

@@ -19,8 +19,8 @@
 #include "frame.h"
 #include "raftlock.h"
 
-#define MAX_DEPTH       4
-#define CTL_STREAM      0x02 /* fed 3 bytes at a time */
+#define MAX_DEPTH 4
+#define CTL_STREAM 0x02      /* fed 3 bytes at a time */
 #define CTL_SMALL_BOUND 0x13 /* fed 4 bytes at a time, 64-byte frame bound */
 
 static const char *out_dir;
@@ -35,8 +35,8 @@ static void *xcalloc(size_t n)
 	return p;
 }
 
-static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc,
-                                     int depth, unsigned pick);
+static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc, int depth,
+				     unsigned pick);
 
 /* Sets the value at slot for field f: numbers 1, strings a valid name,
  * messages filled in turn. */
@@ -47,22 +47,14 @@ static void fill_value(const ProtobufCFieldDescriptor *f, void *slot, int depth)
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
 	case PROTOBUF_C_TYPE_UINT32:
-	case PROTOBUF_C_TYPE_FIXED32:
-		*(uint32_t *)slot = 1;
-		break;
-	case PROTOBUF_C_TYPE_ENUM:
-		*(int *)slot = 1;
-		break;
-	case PROTOBUF_C_TYPE_BOOL:
-		*(protobuf_c_boolean *)slot = 1;
-		break;
+	case PROTOBUF_C_TYPE_FIXED32: *(uint32_t *)slot = 1; break;
+	case PROTOBUF_C_TYPE_ENUM: *(int *)slot = 1; break;
+	case PROTOBUF_C_TYPE_BOOL: *(protobuf_c_boolean *)slot = 1; break;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
 	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-		*(uint64_t *)slot = 1;
-		break;
+	case PROTOBUF_C_TYPE_FIXED64: *(uint64_t *)slot = 1; break;
 	case PROTOBUF_C_TYPE_STRING: {
 		char *s = strdup("seed/lock");
 		if (s == NULL)
@@ -71,11 +63,9 @@ static void fill_value(const ProtobufCFieldDescriptor *f, void *slot, int depth)
 		break;
 	}
 	case PROTOBUF_C_TYPE_MESSAGE:
-		*(ProtobufCMessage **)slot =
-		    new_message(f->descriptor, depth + 1, 0);
+		*(ProtobufCMessage **)slot = new_message(f->descriptor, depth + 1, 0);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -85,8 +75,7 @@ static unsigned oneof_rank(const ProtobufCMessageDescriptor *desc, unsigned i)
 	unsigned rank = 0;
 	for (unsigned j = 0; j < i; j++)
 		if ((desc->fields[j].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-		    desc->fields[j].quantifier_offset ==
-		        desc->fields[i].quantifier_offset)
+		    desc->fields[j].quantifier_offset == desc->fields[i].quantifier_offset)
 			rank++;
 	return rank;
 }
@@ -94,8 +83,8 @@ static unsigned oneof_rank(const ProtobufCMessageDescriptor *desc, unsigned i)
 /* A message with every field set; of a oneof, only the member of rank
  * pick. Repeated fields get one element. Freed with
  * protobuf_c_message_free_unpacked(). */
-static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc,
-                                     int depth, unsigned pick)
+static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc, int depth,
+				     unsigned pick)
 {
 	ProtobufCMessage *m = xcalloc(desc->sizeof_message);
 	protobuf_c_message_init(desc, m);
@@ -110,8 +99,7 @@ static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc,
 			*(uint32_t *)(base + f->quantifier_offset) = f->id;
 			fill_value(f, base + f->offset, depth);
 		} else if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			void *elems =
-			    xcalloc(sizeof(uint64_t) + sizeof(void *));
+			void *elems = xcalloc(sizeof(uint64_t) + sizeof(void *));
 			fill_value(f, elems, depth);
 			*(size_t *)(base + f->quantifier_offset) = 1;
 			*(void **)(base + f->offset) = elems;
@@ -131,8 +119,7 @@ static unsigned oneof_members(const ProtobufCMessageDescriptor *desc)
 }
 
 /* The name of the oneof member of rank pick. */
-static const char *member_name(const ProtobufCMessageDescriptor *desc,
-                               unsigned pick)
+static const char *member_name(const ProtobufCMessageDescriptor *desc, unsigned pick)
 {
 	for (unsigned i = 0; i < desc->n_fields; i++)
 		if ((desc->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
@@ -141,14 +128,13 @@ static const char *member_name(const ProtobufCMessageDescriptor *desc,
 	return "none";
 }
 
-static void write_seed(const char *prefix, const char *name, uint8_t ctl,
-                       const void *bytes, size_t n)
+static void write_seed(const char *prefix, const char *name, uint8_t ctl, const void *bytes,
+		       size_t n)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s_%s", out_dir, prefix, name);
 	FILE *f = fopen(path, "wb");
-	if (f == NULL || fputc(ctl, f) == EOF || fwrite(bytes, 1, n, f) != n ||
-	    fclose(f) != 0) {
+	if (f == NULL || fputc(ctl, f) == EOF || fwrite(bytes, 1, n, f) != n || fclose(f) != 0) {
 		fprintf(stderr, "fuzz_seeds: cannot write %s\n", path);
 		exit(1);
 	}
@@ -157,8 +143,7 @@ static void write_seed(const char *prefix, const char *name, uint8_t ctl,
 /* Appends the frame of an envelope with body member `pick` to *stream. */
 static void add_envelope(unsigned pick, uint8_t **stream, size_t *len)
 {
-	ProtobufCMessage *m =
-	    new_message(&raftlock__envelope__descriptor, 0, pick);
+	ProtobufCMessage *m = new_message(&raftlock__envelope__descriptor, 0, pick);
 	uint8_t *frame;
 	size_t n;
 	if (codec_frame_envelope((Raftlock__Envelope *)m, &frame, &n) != 0)
@@ -173,8 +158,7 @@ static void add_envelope(unsigned pick, uint8_t **stream, size_t *len)
 	protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static void write_entry(const char *name, Raftlock__Command **cmds,
-                        size_t n_cmds)
+static void write_entry(const char *name, Raftlock__Command **cmds, size_t n_cmds)
 {
 	Raftlock__LogEntry entry = RAFTLOCK__LOG_ENTRY__INIT;
 	entry.cluster_time = 1;
@@ -212,10 +196,9 @@ int main(int argc, char **argv)
 	unsigned ops = oneof_members(&raftlock__command__descriptor);
 	Raftlock__Command **cmds = xcalloc(ops * sizeof *cmds);
 	for (unsigned pick = 0; pick < ops; pick++) {
-		cmds[pick] = (Raftlock__Command *)new_message(
-		    &raftlock__command__descriptor, 0, pick);
-		write_entry(member_name(&raftlock__command__descriptor, pick),
-		            &cmds[pick], 1);
+		cmds[pick] =
+			(Raftlock__Command *)new_message(&raftlock__command__descriptor, 0, pick);
+		write_entry(member_name(&raftlock__command__descriptor, pick), &cmds[pick], 1);
 	}
 	write_entry("all", cmds, ops);
 	write_entry("empty", NULL, 0);

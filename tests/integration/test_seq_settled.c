@@ -29,9 +29,9 @@
 #include "lockutil.h"
 
 #define N_HANDLES 20000 /* at most; see n_handles */
-#define N_SESSIONS 100 /* each session's outcome table stays small */
-#define N_BUSY 1000           /* names held by another client throughout */
-#define SETTLE_MS 60000       /* callbacks, then orphans, must be done by then */
+#define N_SESSIONS 100  /* each session's outcome table stays small */
+#define N_BUSY 1000     /* names held by another client throughout */
+#define SETTLE_MS 60000 /* callbacks, then orphans, must be done by then */
 
 struct told {
 	pthread_mutex_t mu;
@@ -230,11 +230,12 @@ static void test_async_try_locks_across_leader_kill(void **state)
 		unknown += st == RAFTLOCK_EUNKNOWN;
 		other_err += st != 0 && st != RAFTLOCK_EBUSY && st != RAFTLOCK_EUNKNOWN;
 		if (st == 0 && raftlock_lock_token(h[i]) != told.token[i])
-			fail_msg("handle %zu told token %llu, holds %llu (session valid until %llu)",
-				 i, (unsigned long long)told.token[i],
-				 (unsigned long long)raftlock_lock_token(h[i]),
-				 (unsigned long long)raftlock_session_valid_until(
-					 sess[i % N_SESSIONS]));
+			fail_msg(
+				"handle %zu told token %llu, holds %llu (session valid until %llu)",
+				i, (unsigned long long)told.token[i],
+				(unsigned long long)raftlock_lock_token(h[i]),
+				(unsigned long long)raftlock_session_valid_until(
+					sess[i % N_SESSIONS]));
 	}
 	printf("measure: granted %d, busy %d, unknown %d, other errors %d, after %llu ms\n",
 	       granted, busy, unknown, other_err, (unsigned long long)(tcluster_now_ms() - t0));

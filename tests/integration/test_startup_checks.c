@@ -71,10 +71,17 @@ static void bad_flags(void **state)
 			   NULL};
 	expect_refused(v6_raft, 2, "IPv6");
 	char out[1024];
-	char *v6_client[] = {"raftlockd", "--id",     "1",
-			     "--data-dir", "/tmp/x",  "--cluster",
-			     "c",          "--member", "1,127.0.0.1:1,[::1]:2",
-			     "--check-config", NULL};
+	char *v6_client[] = {"raftlockd",
+			     "--id",
+			     "1",
+			     "--data-dir",
+			     "/tmp/x",
+			     "--cluster",
+			     "c",
+			     "--member",
+			     "1,127.0.0.1:1,[::1]:2",
+			     "--check-config",
+			     NULL};
 	int st = tcluster_run_raftlockd(v6_client, out, sizeof out, 5000);
 	if (st != 0 || strstr(out, "configuration OK") == NULL)
 		fail_msg("an IPv6 client address in brackets: exit %d: %s", st, out);

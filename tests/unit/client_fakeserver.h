@@ -66,12 +66,12 @@ struct fake {
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
-	bool ignore_cancels;        /* log cancels, never answer them */
-	bool ignore_releases;       /* log releases, never answer them */
-	bool drop_first_close;      /* execute the close, then drop the
-				       connection instead of answering */
-	uint64_t closed_session;    /* executed close: its requests get
-				       ESESSION */
+	bool ignore_cancels;     /* log cancels, never answer them */
+	bool ignore_releases;    /* log releases, never answer them */
+	bool drop_first_close;   /* execute the close, then drop the
+				    connection instead of answering */
+	uint64_t closed_session; /* executed close: its requests get
+				    ESESSION */
 	/* state */
 	int conns_seen;
 	int keepalives;        /* keepalive requests received (the log may be full) */

@@ -1,4 +1,5 @@
-/* test_client_errors.c: raftlock_strerror() and raftlock_errmsg() against the RAFTLOCK_ERRORS table. */
+/* test_client_errors.c: raftlock_strerror() and raftlock_errmsg() against the RAFTLOCK_ERRORS
+ * table. */
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +13,7 @@
 
 static const int codes[] = {
 #define ERROR_CODE(name, value, message) RAFTLOCK_##name,
-    RAFTLOCK_ERRORS(ERROR_CODE)
+	RAFTLOCK_ERRORS(ERROR_CODE)
 #undef ERROR_CODE
 };
 
@@ -27,8 +28,7 @@ static void test_every_code_has_its_own_message(void **state)
 		assert_string_not_equal(msg, "unknown error");
 		assert_string_not_equal(msg, "success");
 		for (size_t j = 0; j < i; j++)
-			assert_string_not_equal(msg,
-			                        raftlock_strerror(codes[j]));
+			assert_string_not_equal(msg, raftlock_strerror(codes[j]));
 	}
 }
 
@@ -71,19 +71,18 @@ static void test_unknown_codes(void **state)
 			lowest = codes[i];
 	const int unknown[] = {lowest - 1, 1, 12345, INT_MIN, INT_MAX};
 	for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
-		assert_string_equal(raftlock_strerror(unknown[i]),
-		                    "unknown error");
+		assert_string_equal(raftlock_strerror(unknown[i]), "unknown error");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_code_has_its_own_message),
-	    cmocka_unit_test(test_codes_are_negative_and_unique),
-	    cmocka_unit_test(test_codes_are_stable),
-	    cmocka_unit_test(test_errmsg_without_error),
-	    cmocka_unit_test(test_success),
-	    cmocka_unit_test(test_unknown_codes),
+		cmocka_unit_test(test_every_code_has_its_own_message),
+		cmocka_unit_test(test_codes_are_negative_and_unique),
+		cmocka_unit_test(test_codes_are_stable),
+		cmocka_unit_test(test_errmsg_without_error),
+		cmocka_unit_test(test_success),
+		cmocka_unit_test(test_unknown_codes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,86 +85,73 @@ struct samples {
 
 /* The header of a message of type raftlock.<kind>, for designated
  * initializers; the fields not named are zero, strings NULL (empty). */
-#define MSG(kind)                                                              \
-	.base = PROTOBUF_C_MESSAGE_INIT(&raftlock__##kind##__descriptor)
+#define MSG(kind) .base = PROTOBUF_C_MESSAGE_INIT(&raftlock__##kind##__descriptor)
 
 static void samples_init(struct samples *s)
 {
 	s->status = (Raftlock__StatusRequest){MSG(status_request)};
-	s->owner = (Raftlock__Owner){MSG(owner), .client_name = "worker",
-	                             .host = "host-7", .pid = 4242};
-	s->open_session = (Raftlock__OpenSessionRequest){
-	    MSG(open_session_request), .nonce = 0x1122334455667788ULL,
-	    .ttl_ms = 15000, .owner = &s->owner};
+	s->owner = (Raftlock__Owner){MSG(owner), .client_name = "worker", .host = "host-7",
+				     .pid = 4242};
+	s->open_session = (Raftlock__OpenSessionRequest){MSG(open_session_request),
+							 .nonce = 0x1122334455667788ULL,
+							 .ttl_ms = 15000, .owner = &s->owner};
 	s->sessions[0] = 1;
 	s->sessions[1] = 300;
 	s->sessions[2] = UINT64_MAX;
-	s->keepalive = (Raftlock__KeepAliveRequest){
-	    MSG(keep_alive_request), .n_sessions = 3, .sessions = s->sessions};
-	s->close_session = (Raftlock__CloseSessionRequest){
-	    MSG(close_session_request), .session = 9, .seq = 10,
-	    .ack_below = 8};
+	s->keepalive = (Raftlock__KeepAliveRequest){MSG(keep_alive_request), .n_sessions = 3,
+						    .sessions = s->sessions};
+	s->close_session = (Raftlock__CloseSessionRequest){MSG(close_session_request), .session = 9,
+							   .seq = 10, .ack_below = 8};
 	s->acquire = (Raftlock__Acquire){MSG(acquire),
-	                                 .name = "db/primary",
-	                                 .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE,
-	                                 .mode = RAFTLOCK__MODE__SHARED,
-	                                 .permits = 2,
-	                                 .limit = 5,
-	                                 .owner = 77,
-	                                 .wait = 1,
-	                                 .wait_ms = 2500,
-	                                 .lock_delay_ms = 100};
-	s->acquire_req = (Raftlock__AcquireRequest){
-	    MSG(acquire_request), .session = 9, .seq = 11, .ack_below = 10,
-	    .acquire = &s->acquire};
-	s->release = (Raftlock__Release){MSG(release), .name = "db/primary",
-	                                 .owner = 77};
-	s->release_req =
-	    (Raftlock__ReleaseRequest){MSG(release_request), .session = 9,
-	                               .seq = 12, .release = &s->release};
-	s->cancel = (Raftlock__CancelWait){MSG(cancel_wait), .name = "queue",
-	                                   .owner = 78, .acquire_seq = 11};
-	s->cancel_req = (Raftlock__CancelWaitRequest){MSG(cancel_wait_request),
-	                                              .session = 9, .seq = 13,
-	                                              .cancel = &s->cancel};
-	s->get_lock = (Raftlock__GetLockRequest){
-	    MSG(get_lock_request), .name = "db/primary", .stale = 1};
-	s->list_locks = (Raftlock__ListLocksRequest){
-	    MSG(list_locks_request), .prefix = "db/", .after = "db/a",
-	    .limit = 50};
-	s->list_sessions = (Raftlock__ListSessionsRequest){
-	    MSG(list_sessions_request), .after = 4, .limit = 20, .stale = 1};
+					 .name = "db/primary",
+					 .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE,
+					 .mode = RAFTLOCK__MODE__SHARED,
+					 .permits = 2,
+					 .limit = 5,
+					 .owner = 77,
+					 .wait = 1,
+					 .wait_ms = 2500,
+					 .lock_delay_ms = 100};
+	s->acquire_req = (Raftlock__AcquireRequest){MSG(acquire_request), .session = 9, .seq = 11,
+						    .ack_below = 10, .acquire = &s->acquire};
+	s->release = (Raftlock__Release){MSG(release), .name = "db/primary", .owner = 77};
+	s->release_req = (Raftlock__ReleaseRequest){MSG(release_request), .session = 9, .seq = 12,
+						    .release = &s->release};
+	s->cancel = (Raftlock__CancelWait){MSG(cancel_wait), .name = "queue", .owner = 78,
+					   .acquire_seq = 11};
+	s->cancel_req = (Raftlock__CancelWaitRequest){MSG(cancel_wait_request), .session = 9,
+						      .seq = 13, .cancel = &s->cancel};
+	s->get_lock =
+		(Raftlock__GetLockRequest){MSG(get_lock_request), .name = "db/primary", .stale = 1};
+	s->list_locks = (Raftlock__ListLocksRequest){MSG(list_locks_request), .prefix = "db/",
+						     .after = "db/a", .limit = 50};
+	s->list_sessions = (Raftlock__ListSessionsRequest){MSG(list_sessions_request), .after = 4,
+							   .limit = 20, .stale = 1};
 	s->check_token = (Raftlock__CheckTokenRequest){MSG(check_token_request),
-	                                               .name = "db/primary",
-	                                               .token = 1ULL << 50};
-	s->result = (Raftlock__Result){MSG(result), .status = RAFTLOCK_EBUSY,
-	                               .token = 5};
-	s->response = (Raftlock__Response){
-	    MSG(response),
-	    .status = RAFTLOCK_ENOTLEADER,
-	    .message = "not the leader",
-	    .leader = "10.0.0.2:7000",
-	    .payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT,
-	    .result = &s->result};
+						       .name = "db/primary", .token = 1ULL << 50};
+	s->result = (Raftlock__Result){MSG(result), .status = RAFTLOCK_EBUSY, .token = 5};
+	s->response = (Raftlock__Response){MSG(response),
+					   .status = RAFTLOCK_ENOTLEADER,
+					   .message = "not the leader",
+					   .leader = "10.0.0.2:7000",
+					   .payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT,
+					   .result = &s->result};
 
 	for (int i = 0; i < N_SAMPLES; i++)
-		s->env[i] = (Raftlock__Envelope){MSG(envelope),
-		                                 .id = 1000 + (uint64_t)i};
-#define SAMPLE(idx, kind, field, value)                                        \
-	s->env[idx].body_case = RAFTLOCK__ENVELOPE__BODY_##kind;               \
+		s->env[i] = (Raftlock__Envelope){MSG(envelope), .id = 1000 + (uint64_t)i};
+#define SAMPLE(idx, kind, field, value)                          \
+	s->env[idx].body_case = RAFTLOCK__ENVELOPE__BODY_##kind; \
 	s->env[idx].field = value
 	SAMPLE(S_STATUS, STATUS, status, &s->status);
 	SAMPLE(S_OPEN_SESSION, OPEN_SESSION, open_session, &s->open_session);
 	SAMPLE(S_KEEPALIVE, KEEPALIVE, keepalive, &s->keepalive);
-	SAMPLE(S_CLOSE_SESSION, CLOSE_SESSION, close_session,
-	       &s->close_session);
+	SAMPLE(S_CLOSE_SESSION, CLOSE_SESSION, close_session, &s->close_session);
 	SAMPLE(S_ACQUIRE, ACQUIRE, acquire, &s->acquire_req);
 	SAMPLE(S_RELEASE, RELEASE, release, &s->release_req);
 	SAMPLE(S_CANCEL_WAIT, CANCEL_WAIT, cancel_wait, &s->cancel_req);
 	SAMPLE(S_GET_LOCK, GET_LOCK, get_lock, &s->get_lock);
 	SAMPLE(S_LIST_LOCKS, LIST_LOCKS, list_locks, &s->list_locks);
-	SAMPLE(S_LIST_SESSIONS, LIST_SESSIONS, list_sessions,
-	       &s->list_sessions);
+	SAMPLE(S_LIST_SESSIONS, LIST_SESSIONS, list_sessions, &s->list_sessions);
 	SAMPLE(S_CHECK_TOKEN, CHECK_TOKEN, check_token, &s->check_token);
 	SAMPLE(S_RESPONSE, RESPONSE, response, &s->response);
 #undef SAMPLE
@@ -181,8 +168,7 @@ static uint8_t *pack_envelope(const Raftlock__Envelope *env, size_t *n)
 }
 
 /* Decodes the payload, which must be the encoding of `want`. */
-static void expect_decodes_to(const uint8_t *payload, size_t n,
-                              const Raftlock__Envelope *want)
+static void expect_decodes_to(const uint8_t *payload, size_t n, const Raftlock__Envelope *want)
 {
 	Raftlock__Envelope *got = NULL;
 	assert_int_equal(codec_decode_envelope(payload, n, &got), 0);
@@ -225,20 +211,13 @@ static void assert_valid_envelope(const Raftlock__Envelope *env)
 		assert_non_null(env->cancel_wait->cancel);
 		assert_name_ok(env->cancel_wait->cancel->name);
 		break;
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		assert_name_ok(env->get_lock->name);
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		assert_name_ok(env->check_token->name);
-		break;
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: assert_name_ok(env->get_lock->name); break;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: assert_name_ok(env->check_token->name); break;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
-		assert_true(strlen(env->list_locks->prefix) <=
-		            RAFTLOCK_NAME_MAX);
-		assert_true(strlen(env->list_locks->after) <=
-		            RAFTLOCK_NAME_MAX);
+		assert_true(strlen(env->list_locks->prefix) <= RAFTLOCK_NAME_MAX);
+		assert_true(strlen(env->list_locks->after) <= RAFTLOCK_NAME_MAX);
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -284,11 +263,9 @@ static void test_every_request_round_trips(void **state)
 	for (int i = 0; i < N_SAMPLES; i++) {
 		uint8_t *frame = NULL;
 		size_t n = 0;
-		assert_int_equal(codec_frame_envelope(&s.env[i], &frame, &n),
-		                 0);
-		assert_int_equal(
-		    n, FRAME_HEADER_SIZE +
-		           raftlock__envelope__get_packed_size(&s.env[i]));
+		assert_int_equal(codec_frame_envelope(&s.env[i], &frame, &n), 0);
+		assert_int_equal(n, FRAME_HEADER_SIZE +
+					    raftlock__envelope__get_packed_size(&s.env[i]));
 		stream = realloc(stream, len + n);
 		assert_non_null(stream);
 		memcpy(stream + len, frame, n);
@@ -421,19 +398,15 @@ static void test_unknown_body_field(void **state)
 	/* id = 7, then field 41 (varint 1). */
 	static const uint8_t unknown_varint[] = {0x08, 0x07, 0xc8, 0x02, 0x01};
 	/* A known body (status, field 10) next to an unknown field is fine. */
-	static const uint8_t known_and_unknown[] = {0x52, 0x00, 0xf2, 0x01,
-	                                            0x00};
+	static const uint8_t known_and_unknown[] = {0x52, 0x00, 0xf2, 0x01, 0x00};
 	Raftlock__Envelope *env = NULL;
-	assert_int_equal(
-	    codec_decode_envelope(unknown_msg, sizeof unknown_msg, &env),
-	    RAFTLOCK_EPROTO);
-	assert_int_equal(
-	    codec_decode_envelope(unknown_varint, sizeof unknown_varint, &env),
-	    RAFTLOCK_EPROTO);
+	assert_int_equal(codec_decode_envelope(unknown_msg, sizeof unknown_msg, &env),
+			 RAFTLOCK_EPROTO);
+	assert_int_equal(codec_decode_envelope(unknown_varint, sizeof unknown_varint, &env),
+			 RAFTLOCK_EPROTO);
 	assert_null(env);
-	assert_int_equal(codec_decode_envelope(known_and_unknown,
-	                                       sizeof known_and_unknown, &env),
-	                 0);
+	assert_int_equal(codec_decode_envelope(known_and_unknown, sizeof known_and_unknown, &env),
+			 0);
 	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_STATUS);
 	raftlock__envelope__free_unpacked(env, NULL);
 }
@@ -448,8 +421,7 @@ static void samples_set_name(struct samples *s, char *name)
 	s->check_token.name = name;
 }
 
-static const int named_samples[] = {S_ACQUIRE, S_RELEASE, S_CANCEL_WAIT,
-                                    S_GET_LOCK, S_CHECK_TOKEN};
+static const int named_samples[] = {S_ACQUIRE, S_RELEASE, S_CANCEL_WAIT, S_GET_LOCK, S_CHECK_TOKEN};
 #define N_NAMED (sizeof named_samples / sizeof named_samples[0])
 
 static void test_lock_name_bounds(void **state)
@@ -482,8 +454,7 @@ static void test_missing_lock_submessage(void **state)
 	s.cancel_req.cancel = NULL;
 	assert_int_equal(frame_and_decode(&s.env[S_ACQUIRE]), RAFTLOCK_EPROTO);
 	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), RAFTLOCK_EPROTO);
-	assert_int_equal(frame_and_decode(&s.env[S_CANCEL_WAIT]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_CANCEL_WAIT]), RAFTLOCK_EPROTO);
 }
 
 static void test_other_request_bounds(void **state)
@@ -493,22 +464,18 @@ static void test_other_request_bounds(void **state)
 	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'p');
 
 	s.list_locks.prefix = too_long;
-	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]), RAFTLOCK_EPROTO);
 	s.list_locks.prefix = "";
 	s.list_locks.after = too_long;
-	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]), RAFTLOCK_EPROTO);
 	s.list_locks.after = "";
 	assert_int_equal(frame_and_decode(&s.env[S_LIST_LOCKS]), 0);
 
 	s.owner.host = too_long;
-	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), RAFTLOCK_EPROTO);
 	s.owner.host = "h";
 	s.owner.client_name = too_long;
-	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), RAFTLOCK_EPROTO);
 	s.open_session.owner = NULL;
 	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), 0);
 
@@ -516,8 +483,7 @@ static void test_other_request_bounds(void **state)
 	assert_non_null(many);
 	s.keepalive.sessions = many;
 	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX + 1;
-	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
 	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX;
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
 	free(many);
@@ -539,8 +505,7 @@ static void test_frame_too_big(void **state)
 	uint8_t sentinel = 0;
 	uint8_t *out = &sentinel;
 	size_t n = 12345;
-	assert_int_equal(codec_frame_envelope(&s.env[S_KEEPALIVE], &out, &n),
-	                 RAFTLOCK_ETOOBIG);
+	assert_int_equal(codec_frame_envelope(&s.env[S_KEEPALIVE], &out, &n), RAFTLOCK_ETOOBIG);
 	assert_ptr_equal(out, &sentinel);
 	assert_int_equal(n, 12345);
 	free(many);
@@ -570,15 +535,14 @@ static int propose_acquire(const uint8_t *payload, size_t n)
 		return rv;
 	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_ACQUIRE);
 	Raftlock__Command cmd = {MSG(command), .session = env->acquire->session,
-	                         .op_case = RAFTLOCK__COMMAND__OP_ACQUIRE,
-	                         .acquire = env->acquire->acquire};
+				 .op_case = RAFTLOCK__COMMAND__OP_ACQUIRE,
+				 .acquire = env->acquire->acquire};
 	uint8_t *batch = NULL;
 	size_t len = 0, cap = 0;
 	assert_int_equal(codec_batch_add(&batch, &len, &cap, &cmd), 0);
 	void *out = NULL;
 	size_t out_n = 0;
-	assert_int_equal(codec_batch_entry(1, batch, len, malloc, &out, &out_n),
-	                 0);
+	assert_int_equal(codec_batch_entry(1, batch, len, malloc, &out, &out_n), 0);
 	Raftlock__LogEntry *entry = NULL;
 	assert_int_equal(codec_decode_entry(out, out_n, &entry), 0);
 	assert_string_equal(entry->commands[0]->acquire->name, "a");
@@ -590,10 +554,9 @@ static int propose_acquire(const uint8_t *payload, size_t n)
 }
 
 /* Envelope{id 1, acquire{acquire{name "a", <extra>}}}, extra 3 bytes. */
-#define ACQUIRE_WITH_EXTRA(b0, b1, b2)                                         \
-	{                                                                      \
-		0x08, 0x01, 0x72, 0x08, 0x22, 0x06, 0x0a, 0x01, 'a', b0, b1,   \
-		    b2                                                         \
+#define ACQUIRE_WITH_EXTRA(b0, b1, b2)                                          \
+	{                                                                       \
+		0x08, 0x01, 0x72, 0x08, 0x22, 0x06, 0x0a, 0x01, 'a', b0, b1, b2 \
 	}
 
 static void test_unknown_fields_reach_the_log_intact(void **state)
@@ -613,25 +576,21 @@ static void test_unknown_fields_reach_the_log_intact(void **state)
 static void test_field_number_zero(void **state)
 {
 	static const uint8_t nested[] = ACQUIRE_WITH_EXTRA(0x80, 0x00, 0x00);
-	assert_int_equal(propose_acquire(nested, sizeof nested),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(propose_acquire(nested, sizeof nested), RAFTLOCK_EPROTO);
 	assert_int_equal(decode_any(nested, sizeof nested), RAFTLOCK_EPROTO);
 	static const uint8_t top[] = {0x52, 0x00, 0x80, 0x00, 0x00};
 	assert_int_equal(decode_any(top, sizeof top), RAFTLOCK_EPROTO);
 	static const uint8_t one_byte[] = {0x52, 0x00, 0x00, 0x00};
-	assert_int_equal(decode_any(one_byte, sizeof one_byte),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(decode_any(one_byte, sizeof one_byte), RAFTLOCK_EPROTO);
 
 	/* LogEntry{commands{acquire{name "a"}}}, then with field 0 added. */
-	static const uint8_t entry_ok[16] = {
-	    'R',  'L',  0,    ENTRY_FORMAT, 0,    0,    0,  7,
-	    0x12, 0x05, 0x7a, 0x03,         0x0a, 0x01, 'a'};
+	static const uint8_t entry_ok[16] = {'R',  'L',  0,    ENTRY_FORMAT, 0,    0,    0,  7,
+					     0x12, 0x05, 0x7a, 0x03,         0x0a, 0x01, 'a'};
 	assert_int_equal(decode_entry_code(entry_ok, sizeof entry_ok), 0);
-	static const uint8_t entry_zero[24] = {
-	    'R',  'L',  0,    ENTRY_FORMAT, 0,    0,   0,    10,   0x12,
-	    0x08, 0x7a, 0x06, 0x0a,         0x01, 'a', 0x80, 0x00, 0x00};
-	assert_int_equal(decode_entry_code(entry_zero, sizeof entry_zero),
-	                 RAFTLOCK_EPROTO);
+	static const uint8_t entry_zero[24] = {'R',  'L',  0,    ENTRY_FORMAT, 0,    0,
+					       0,    10,   0x12, 0x08,         0x7a, 0x06,
+					       0x0a, 0x01, 'a',  0x80,         0x00, 0x00};
+	assert_int_equal(decode_entry_code(entry_zero, sizeof entry_zero), RAFTLOCK_EPROTO);
 }
 
 /* -------------------------------------------------------- log entries -- */
@@ -652,21 +611,18 @@ struct entry_sample {
 
 static void entry_sample_init(struct entry_sample *e, uint64_t cluster_time)
 {
-	e->acquire = (Raftlock__Acquire){MSG(acquire), .name = "jobs/nightly",
-	                                 .owner = 3, .wait = 1};
-	e->release = (Raftlock__Release){MSG(release), .name = "jobs/nightly",
-	                                 .owner = 3};
+	e->acquire =
+		(Raftlock__Acquire){MSG(acquire), .name = "jobs/nightly", .owner = 3, .wait = 1};
+	e->release = (Raftlock__Release){MSG(release), .name = "jobs/nightly", .owner = 3};
 	e->owner = (Raftlock__Owner){MSG(owner), .client_name = "cli"};
-	e->open = (Raftlock__OpenSession){MSG(open_session), .nonce = 99,
-	                                  .ttl_ms = 10000, .owner = &e->owner};
+	e->open = (Raftlock__OpenSession){MSG(open_session), .nonce = 99, .ttl_ms = 10000,
+					  .owner = &e->owner};
 	e->sessions[0] = 5;
 	e->sessions[1] = 6;
-	e->renew = (Raftlock__Renew){MSG(renew), .n_sessions = 2,
-	                             .sessions = e->sessions};
+	e->renew = (Raftlock__Renew){MSG(renew), .n_sessions = 2, .sessions = e->sessions};
 	for (int i = 0; i < N_COMMANDS; i++) {
-		e->cmd[i] = (Raftlock__Command){MSG(command), .session = 5,
-		                                .seq = 20 + (uint64_t)i,
-		                                .ack_below = 20};
+		e->cmd[i] = (Raftlock__Command){MSG(command), .session = 5, .seq = 20 + (uint64_t)i,
+						.ack_below = 20};
 		e->cmds[i] = &e->cmd[i];
 	}
 	e->cmd[0].op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
@@ -677,9 +633,8 @@ static void entry_sample_init(struct entry_sample *e, uint64_t cluster_time)
 	e->cmd[2].renew = &e->renew;
 	e->cmd[3].op_case = RAFTLOCK__COMMAND__OP_RELEASE;
 	e->cmd[3].release = &e->release;
-	e->entry =
-	    (Raftlock__LogEntry){MSG(log_entry), .cluster_time = cluster_time,
-	                         .n_commands = N_COMMANDS, .commands = e->cmds};
+	e->entry = (Raftlock__LogEntry){MSG(log_entry), .cluster_time = cluster_time,
+					.n_commands = N_COMMANDS, .commands = e->cmds};
 }
 
 static uint8_t *pack_entry(const Raftlock__LogEntry *entry, size_t *n)
@@ -693,8 +648,7 @@ static uint8_t *pack_entry(const Raftlock__LogEntry *entry, size_t *n)
 
 /* Checks the header and padding of an encoded entry and that it decodes to
  * `want`, comparing the protobuf encodings. */
-static void expect_entry(const uint8_t *buf, size_t n,
-                         const Raftlock__LogEntry *want)
+static void expect_entry(const uint8_t *buf, size_t n, const Raftlock__LogEntry *want)
 {
 	size_t want_n;
 	uint8_t *want_bytes = pack_entry(want, &want_n);
@@ -703,8 +657,7 @@ static void expect_entry(const uint8_t *buf, size_t n,
 	assert_int_equal(buf[0], 'R');
 	assert_int_equal(buf[1], 'L');
 	assert_int_equal((unsigned)buf[2] << 8 | buf[3], ENTRY_FORMAT);
-	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 |
-	              (size_t)buf[6] << 8 | buf[7];
+	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 | (size_t)buf[6] << 8 | buf[7];
 	assert_int_equal(size, want_n);
 	for (size_t i = ENTRY_HEADER_SIZE + size; i < n; i++)
 		assert_int_equal(buf[i], 0);
@@ -752,12 +705,10 @@ static void test_entry_padding(void **state)
 	for (size_t len = 1; len <= 16; len++) {
 		char *name = make_name(len, 'q');
 		e.acquire.name = name;
-		remainders |=
-		    1u << (raftlock__log_entry__get_packed_size(&e.entry) % 8);
+		remainders |= 1u << (raftlock__log_entry__get_packed_size(&e.entry) % 8);
 		void *out = NULL;
 		size_t n = 0;
-		assert_int_equal(codec_encode_entry(&e.entry, malloc, &out, &n),
-		                 0);
+		assert_int_equal(codec_encode_entry(&e.entry, malloc, &out, &n), 0);
 		expect_entry(out, n, &e.entry);
 		free(out);
 		free(name);
@@ -774,18 +725,14 @@ static void test_batch_matches_entry(void **state)
 		uint8_t *batch = NULL;
 		size_t len = 0, cap = 0;
 		for (int i = 0; i < N_COMMANDS; i++)
-			assert_int_equal(
-			    codec_batch_add(&batch, &len, &cap, &e.cmd[i]), 0);
+			assert_int_equal(codec_batch_add(&batch, &len, &cap, &e.cmd[i]), 0);
 		assert_true(len <= cap);
 
 		void *from_batch = NULL, *from_entry = NULL;
 		size_t batch_n = 0, entry_n = 0;
-		assert_int_equal(codec_batch_entry(times[t], batch, len, malloc,
-		                                   &from_batch, &batch_n),
-		                 0);
 		assert_int_equal(
-		    codec_encode_entry(&e.entry, malloc, &from_entry, &entry_n),
-		    0);
+			codec_batch_entry(times[t], batch, len, malloc, &from_batch, &batch_n), 0);
+		assert_int_equal(codec_encode_entry(&e.entry, malloc, &from_entry, &entry_n), 0);
 		assert_int_equal(batch_n, entry_n);
 		assert_memory_equal(from_batch, from_entry, entry_n);
 		expect_entry(from_batch, batch_n, &e.entry);
@@ -825,14 +772,12 @@ static void test_batch_copies_commands(void **state)
 
 	void *out = NULL;
 	size_t n = 0;
-	assert_int_equal(codec_batch_entry(500, batch, len, malloc, &out, &n),
-	                 0);
+	assert_int_equal(codec_batch_entry(500, batch, len, malloc, &out, &n), 0);
 	Raftlock__LogEntry *got = NULL;
 	assert_int_equal(codec_decode_entry(out, n, &got), 0);
 	assert_int_equal(got->n_commands, 1);
 	assert_int_equal(got->commands[0]->seq, 20);
-	assert_int_equal(got->commands[0]->op_case,
-	                 RAFTLOCK__COMMAND__OP_ACQUIRE);
+	assert_int_equal(got->commands[0]->op_case, RAFTLOCK__COMMAND__OP_ACQUIRE);
 	assert_string_equal(got->commands[0]->acquire->name, "before");
 	raftlock__log_entry__free_unpacked(got, NULL);
 	free(out);
@@ -851,8 +796,7 @@ static void test_batch_grows(void **state)
 	size_t len = 0, cap = 0;
 	for (int i = 0; i < MANY; i++) {
 		cmds[i] = &e.cmd[i % N_COMMANDS];
-		assert_int_equal(codec_batch_add(&batch, &len, &cap, cmds[i]),
-		                 0);
+		assert_int_equal(codec_batch_add(&batch, &len, &cap, cmds[i]), 0);
 	}
 	e.entry.n_commands = MANY;
 	e.entry.commands = cmds;
@@ -885,17 +829,14 @@ static void test_entry_allocator(void **state)
 	int sentinel;
 	void *out = &sentinel;
 	size_t n = 4321;
-	assert_int_equal(codec_encode_entry(&e.entry, failing_alloc, &out, &n),
-	                 RAFTLOCK_ENOMEM);
-	assert_int_equal(codec_batch_entry(3, (const uint8_t *)"", 0,
-	                                   failing_alloc, &out, &n),
-	                 RAFTLOCK_ENOMEM);
+	assert_int_equal(codec_encode_entry(&e.entry, failing_alloc, &out, &n), RAFTLOCK_ENOMEM);
+	assert_int_equal(codec_batch_entry(3, (const uint8_t *)"", 0, failing_alloc, &out, &n),
+			 RAFTLOCK_ENOMEM);
 	assert_ptr_equal(out, &sentinel);
 	assert_int_equal(n, 4321);
 
 	alloc_calls = 0;
-	assert_int_equal(codec_encode_entry(&e.entry, counting_alloc, &out, &n),
-	                 0);
+	assert_int_equal(codec_encode_entry(&e.entry, counting_alloc, &out, &n), 0);
 	assert_int_equal(alloc_calls, 1);
 	free(out);
 }
@@ -928,8 +869,7 @@ static void test_entry_bad_header(void **state)
 	assert_int_equal(decode_entry_code(buf, n), 0);
 
 	for (size_t short_n = 0; short_n < ENTRY_HEADER_SIZE; short_n++)
-		assert_int_equal(decode_entry_code(buf, short_n),
-		                 RAFTLOCK_EPROTO);
+		assert_int_equal(decode_entry_code(buf, short_n), RAFTLOCK_EPROTO);
 
 	buf[0] = 'X';
 	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
@@ -939,16 +879,15 @@ static void test_entry_bad_header(void **state)
 	buf[1] = 'L';
 
 	/* A payload length past the end of the buffer. */
-	uint32_t size = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 |
-	                (uint32_t)buf[6] << 8 | buf[7];
+	uint32_t size =
+		(uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
 	frame_put_header(buf + 4, (uint32_t)(n - ENTRY_HEADER_SIZE + 1));
 	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
 	frame_put_header(buf + 4, UINT32_MAX);
 	assert_int_equal(decode_entry_code(buf, n), RAFTLOCK_EPROTO);
 	frame_put_header(buf + 4, size);
 	/* Cut inside the payload. */
-	assert_int_equal(decode_entry_code(buf, ENTRY_HEADER_SIZE + size - 1),
-	                 RAFTLOCK_EPROTO);
+	assert_int_equal(decode_entry_code(buf, ENTRY_HEADER_SIZE + size - 1), RAFTLOCK_EPROTO);
 	/* Cut in the padding: the payload is whole. */
 	assert_int_equal(decode_entry_code(buf, ENTRY_HEADER_SIZE + size), 0);
 
@@ -986,8 +925,7 @@ static void test_entry_corruption(void **state)
 			buf[rng_next() % n] = (uint8_t)rng_next();
 		size_t len = rng_next() % 4 == 0 ? rng_next() % (n + 1) : n;
 		int rv = decode_entry_code(buf, len);
-		assert_true(rv == 0 || rv == RAFTLOCK_EPROTO ||
-		            rv == RAFTLOCK_EDATA);
+		assert_true(rv == 0 || rv == RAFTLOCK_EPROTO || rv == RAFTLOCK_EDATA);
 		rejected += rv != 0;
 		free(buf);
 	}
@@ -998,30 +936,30 @@ static void test_entry_corruption(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_request_round_trips),
-	    cmocka_unit_test(test_decoded_fields),
-	    cmocka_unit_test(test_garbage_bytes),
-	    cmocka_unit_test(test_truncated_payloads),
-	    cmocka_unit_test(test_random_corruption),
-	    cmocka_unit_test(test_envelope_without_body),
-	    cmocka_unit_test(test_unknown_body_field),
-	    cmocka_unit_test(test_lock_name_bounds),
-	    cmocka_unit_test(test_missing_lock_submessage),
-	    cmocka_unit_test(test_other_request_bounds),
-	    cmocka_unit_test(test_frame_too_big),
-	    cmocka_unit_test(test_check_name),
-	    cmocka_unit_test(test_unknown_fields_reach_the_log_intact),
-	    cmocka_unit_test(test_field_number_zero),
-	    cmocka_unit_test(test_entry_round_trip),
-	    cmocka_unit_test(test_entry_padding),
-	    cmocka_unit_test(test_batch_matches_entry),
-	    cmocka_unit_test(test_empty_batch),
-	    cmocka_unit_test(test_batch_copies_commands),
-	    cmocka_unit_test(test_batch_grows),
-	    cmocka_unit_test(test_entry_allocator),
-	    cmocka_unit_test(test_entry_bad_header),
-	    cmocka_unit_test(test_entry_newer_format),
-	    cmocka_unit_test(test_entry_corruption),
+		cmocka_unit_test(test_every_request_round_trips),
+		cmocka_unit_test(test_decoded_fields),
+		cmocka_unit_test(test_garbage_bytes),
+		cmocka_unit_test(test_truncated_payloads),
+		cmocka_unit_test(test_random_corruption),
+		cmocka_unit_test(test_envelope_without_body),
+		cmocka_unit_test(test_unknown_body_field),
+		cmocka_unit_test(test_lock_name_bounds),
+		cmocka_unit_test(test_missing_lock_submessage),
+		cmocka_unit_test(test_other_request_bounds),
+		cmocka_unit_test(test_frame_too_big),
+		cmocka_unit_test(test_check_name),
+		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),
+		cmocka_unit_test(test_field_number_zero),
+		cmocka_unit_test(test_entry_round_trip),
+		cmocka_unit_test(test_entry_padding),
+		cmocka_unit_test(test_batch_matches_entry),
+		cmocka_unit_test(test_empty_batch),
+		cmocka_unit_test(test_batch_copies_commands),
+		cmocka_unit_test(test_batch_grows),
+		cmocka_unit_test(test_entry_allocator),
+		cmocka_unit_test(test_entry_bad_header),
+		cmocka_unit_test(test_entry_newer_format),
+		cmocka_unit_test(test_entry_corruption),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

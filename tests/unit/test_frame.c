@@ -11,7 +11,7 @@
 #include "frame.h"
 #include "raftlock.h"
 
-#define MAX_FRAMES  8
+#define MAX_FRAMES 8
 #define BIG_PAYLOAD 5000 /* above the reader's first allocation */
 
 /* A byte stream of several frames and where each one ends in it. */
@@ -91,13 +91,11 @@ static size_t frames_within(const struct stream *s, size_t k)
 
 /* With the first `fed` bytes of s fed to r, takes the frames not taken yet
  * (*next is the first of them): exactly those that are whole must come out. */
-static void drain(struct frame_reader *r, const struct stream *s, size_t *next,
-                  size_t fed)
+static void drain(struct frame_reader *r, const struct stream *s, size_t *next, size_t fed)
 {
 	size_t ready = frames_within(s, fed);
 	for (; *next < ready; (*next)++)
-		expect_frame(r, s->bytes + s->payload_off[*next],
-		             s->payload_len[*next]);
+		expect_frame(r, s->bytes + s->payload_off[*next], s->payload_len[*next]);
 	expect_nothing(r);
 }
 
@@ -128,8 +126,7 @@ static void test_every_two_way_split(void **state)
 		frame_reader_init(&r, BIG_PAYLOAD);
 		assert_int_equal(frame_reader_feed(&r, s.bytes, cut), 0);
 		drain(&r, &s, &next, cut);
-		assert_int_equal(
-		    frame_reader_feed(&r, s.bytes + cut, s.len - cut), 0);
+		assert_int_equal(frame_reader_feed(&r, s.bytes + cut, s.len - cut), 0);
 		drain(&r, &s, &next, s.len);
 		assert_int_equal(next, s.n_frames);
 		frame_reader_close(&r);
@@ -225,8 +222,7 @@ static void test_payloads_valid_until_next_feed(void **state)
 	for (size_t i = 0; i < s.n_frames; i++) {
 		assert_int_equal(n[i], s.payload_len[i]);
 		if (n[i] > 0)
-			assert_memory_equal(payload[i],
-			                    s.bytes + s.payload_off[i], n[i]);
+			assert_memory_equal(payload[i], s.bytes + s.payload_off[i], n[i]);
 	}
 	frame_reader_close(&r);
 	free(s.bytes);
@@ -253,15 +249,15 @@ static void test_empty_feed_and_reuse(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_byte_at_a_time),
-	    cmocka_unit_test(test_every_two_way_split),
-	    cmocka_unit_test(test_zero_length_frame),
-	    cmocka_unit_test(test_header_is_big_endian),
-	    cmocka_unit_test(test_too_big_before_payload),
-	    cmocka_unit_test(test_largest_length_is_accepted),
-	    cmocka_unit_test(test_truncated_frame_waits),
-	    cmocka_unit_test(test_payloads_valid_until_next_feed),
-	    cmocka_unit_test(test_empty_feed_and_reuse),
+		cmocka_unit_test(test_byte_at_a_time),
+		cmocka_unit_test(test_every_two_way_split),
+		cmocka_unit_test(test_zero_length_frame),
+		cmocka_unit_test(test_header_is_big_endian),
+		cmocka_unit_test(test_too_big_before_payload),
+		cmocka_unit_test(test_largest_length_is_accepted),
+		cmocka_unit_test(test_truncated_frame_waits),
+		cmocka_unit_test(test_payloads_valid_until_next_feed),
+		cmocka_unit_test(test_empty_feed_and_reuse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

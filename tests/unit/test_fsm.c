@@ -15,8 +15,7 @@ static void test_init_sets_fencing_floor(void **state)
 	f->now = 1000;
 	uint64_t s = fx_session(f); /* sessions open before INIT */
 
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .owner = 1, .name = "a");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "a");
 	assert_int_equal(r.status, RAFTLOCK_EUNAVAILABLE);
 	assert_int_equal(r.token, 0);
 	r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "a", .wait = true);
@@ -60,20 +59,17 @@ static uint64_t mixed_log(struct fx *f)
 	uint64_t s4 = fx_session(f);
 
 	fx_take(f, s1, 1, "m");
-	uint64_t s2_m =
-	    fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 1, .name = "m"));
-	DO(f, ACQUIRE, .session = s3, .owner = 1, .name = "rw",
-	   .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .mode = RAFTLOCK__MODE__SHARED);
-	DO(f, ACQUIRE, .session = s1, .owner = 1, .name = "rw",
-	   .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .mode = RAFTLOCK__MODE__SHARED);
-	uint64_t s2_rw = fx_enqueue(
-	    f, OP(ACQUIRE, .session = s2, .owner = 2, .name = "rw",
-	          .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .wait_ms = 2000));
+	uint64_t s2_m = fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 1, .name = "m"));
+	DO(f, ACQUIRE, .session = s3, .owner = 1, .name = "rw", .kind = RAFTLOCK__LOCK_KIND__RWLOCK,
+	   .mode = RAFTLOCK__MODE__SHARED);
+	DO(f, ACQUIRE, .session = s1, .owner = 1, .name = "rw", .kind = RAFTLOCK__LOCK_KIND__RWLOCK,
+	   .mode = RAFTLOCK__MODE__SHARED);
+	uint64_t s2_rw = fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 2, .name = "rw",
+					  .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .wait_ms = 2000));
 	DO(f, ACQUIRE, .session = s3, .owner = 1, .name = "sem",
 	   .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE, .limit = 3, .permits = 2);
 	DO(f, ACQUIRE, .session = s1, .owner = 2, .name = "sem", .permits = 1);
-	fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 3, .name = "sem",
-	                 .permits = 2));
+	fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 3, .name = "sem", .permits = 2));
 	DO(f, ACQUIRE, .session = s1, .owner = 1, .name = "m"); /* nests */
 	fx_release_ok(f, s1, 1, "m", 1);
 	DO(f, ACQUIRE, .session = s4, .owner = 1, .name = "gone");
@@ -84,16 +80,14 @@ static uint64_t mixed_log(struct fx *f)
 
 	f->now = 3000;
 	DO(f, WAIT_EXPIRE, .name = "rw", .target = s2, .acquire_seq = s2_rw);
-	DO(f, ACQUIRE, .session = s1, .owner = 3, .name = "d",
-	   .lock_delay_ms = 500);
+	DO(f, ACQUIRE, .session = s1, .owner = 3, .name = "d", .lock_delay_ms = 500);
 	struct op batch[] = {
-	    OP(RELEASE, .session = s1, .owner = 1, .name = "m"),
-	    OP(ACQUIRE, .session = s3, .owner = 2, .name = "x"),
-	    OP(CLOSE_SESSION, .session = s4),
+		OP(RELEASE, .session = s1, .owner = 1, .name = "m"),
+		OP(ACQUIRE, .session = s3, .owner = 2, .name = "x"),
+		OP(CLOSE_SESSION, .session = s4),
 	};
 	fx_apply(f, batch, 3);
-	DO(f, CANCEL_WAIT, .session = s2, .owner = 1, .name = "m",
-	   .acquire_seq = s2_m);
+	DO(f, CANCEL_WAIT, .session = s2, .owner = 1, .name = "m", .acquire_seq = s2_m);
 
 	f->now = 6000;
 	DO(f, EXPIRE_SESSION, .target = s2);
@@ -173,8 +167,7 @@ static void test_tokens_strictly_increase(void **state)
 
 	uint64_t ta = fx_take(f, s1, 1, "a");
 	token_above(&max, ta);
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s1, .owner = 1, .name = "a");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s1, .owner = 1, .name = "a");
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.token, ta); /* re-entry keeps its token */
 	assert_int_equal(r.count, 2);
@@ -183,8 +176,7 @@ static void test_tokens_strictly_increase(void **state)
 	for (size_t i = 0; i < 2; i++) {
 		uint64_t s = both[i];
 		r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "rw",
-		       .kind = RAFTLOCK__LOCK_KIND__RWLOCK,
-		       .mode = RAFTLOCK__MODE__SHARED);
+		       .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .mode = RAFTLOCK__MODE__SHARED);
 		assert_int_equal(r.status, 0);
 		token_above(&max, r.token);
 		r = DO(f, ACQUIRE, .session = s, .owner = 2, .name = "sem",
@@ -215,8 +207,7 @@ static void test_only_holder_releases(void **state)
 	uint64_t s1 = fx_session(f), s2 = fx_session(f);
 	uint64_t t = fx_take(f, s1, 1, "a");
 
-	Raftlock__Result r =
-	    DO(f, RELEASE, .session = s2, .owner = 1, .name = "a");
+	Raftlock__Result r = DO(f, RELEASE, .session = s2, .owner = 1, .name = "a");
 	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
 	r = DO(f, RELEASE, .session = s1, .owner = 2, .name = "a");
 	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
@@ -242,17 +233,14 @@ static uint64_t hold_two_and_queue(struct fx *f, uint64_t s, uint64_t w)
 {
 	fx_take(f, s, 1, "a");
 	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .owner = 1, .name = "rw",
-	       .kind = RAFTLOCK__LOCK_KIND__RWLOCK,
-	       .mode = RAFTLOCK__MODE__SHARED);
+		DO(f, ACQUIRE, .session = s, .owner = 1, .name = "rw",
+		   .kind = RAFTLOCK__LOCK_KIND__RWLOCK, .mode = RAFTLOCK__MODE__SHARED);
 	assert_int_equal(r.status, 0);
-	return fx_enqueue(f,
-	                  OP(ACQUIRE, .session = w, .owner = 1, .name = "a"));
+	return fx_enqueue(f, OP(ACQUIRE, .session = w, .owner = 1, .name = "a"));
 }
 
 /* After s ended: its record is gone, its locks are free, w got "a". */
-static void assert_session_ended(struct fx *f, uint64_t s, uint64_t w,
-                                 uint64_t wseq)
+static void assert_session_ended(struct fx *f, uint64_t s, uint64_t w, uint64_t wseq)
 {
 	const struct fx_event *gone = fx_event(f, FSM_EV_SESSION_GONE);
 	assert_non_null(gone);
@@ -262,8 +250,7 @@ static void assert_session_ended(struct fx *f, uint64_t s, uint64_t w,
 	assert_int_equal(HOLDERS(f, "a", w, 1), t);
 	WAITERS(f, "a", 0);
 	assert_false(fx_lock_exists(f, "rw"));
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .owner = 1, .name = "b");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "b");
 	assert_int_equal(r.status, RAFTLOCK_ESESSION);
 	assert_false(fx_lock_exists(f, "b"));
 }
@@ -334,8 +321,8 @@ static void test_renew_before_expire_wins(void **state)
 	f->now = 9000;
 	uint64_t ids[] = {s};
 	struct op batch[] = {
-	    OP(RENEW, .renew = ids, .n_renew = 1),
-	    OP(EXPIRE_SESSION, .target = s),
+		OP(RENEW, .renew = ids, .n_renew = 1),
+		OP(EXPIRE_SESSION, .target = s),
 	};
 	fx_apply(f, batch, 2);
 	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 0);
@@ -368,12 +355,10 @@ static void test_retry_returns_first_answer(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t s = fx_session(f), other = fx_session(f);
 
-	Raftlock__Result first =
-	    DO(f, ACQUIRE, .session = s, .seq = 5, .owner = 1, .name = "a");
+	Raftlock__Result first = DO(f, ACQUIRE, .session = s, .seq = 5, .owner = 1, .name = "a");
 	assert_int_equal(first.status, 0);
 	uint64_t next = fx_next_token(f);
-	Raftlock__Result again =
-	    DO(f, ACQUIRE, .session = s, .seq = 5, .owner = 1, .name = "a");
+	Raftlock__Result again = DO(f, ACQUIRE, .session = s, .seq = 5, .owner = 1, .name = "a");
 	assert_int_equal(again.status, 0);
 	assert_int_equal(again.token, first.token);
 	assert_int_equal(again.count, 1); /* not a second nesting level */
@@ -384,17 +369,14 @@ static void test_retry_returns_first_answer(void **state)
 	raftlock__lock_record__free_unpacked(l, NULL);
 
 	/* A refusal is a first answer too. */
-	Raftlock__Result busy =
-	    DO(f, ACQUIRE, .session = other, .seq = 3, .owner = 1, .name = "a");
+	Raftlock__Result busy = DO(f, ACQUIRE, .session = other, .seq = 3, .owner = 1, .name = "a");
 	assert_int_equal(busy.status, RAFTLOCK_EBUSY);
 	fx_release_ok(f, s, 1, "a", 0);
-	busy =
-	    DO(f, ACQUIRE, .session = other, .seq = 3, .owner = 1, .name = "a");
+	busy = DO(f, ACQUIRE, .session = other, .seq = 3, .owner = 1, .name = "a");
 	assert_int_equal(busy.status, RAFTLOCK_EBUSY);
 	assert_false(fx_lock_exists(f, "a"));
 
-	Raftlock__Result rel =
-	    DO(f, RELEASE, .session = s, .seq = 6, .owner = 1, .name = "a");
+	Raftlock__Result rel = DO(f, RELEASE, .session = s, .seq = 6, .owner = 1, .name = "a");
 	assert_int_equal(rel.status, RAFTLOCK_ENOTHOLDER);
 	fx_take(f, s, 1, "a");
 	rel = DO(f, RELEASE, .session = s, .seq = 6, .owner = 1, .name = "a");
@@ -406,11 +388,9 @@ static void test_seq_below_mark_is_stale(void **state)
 {
 	struct fx *f = fx_ready(state);
 	uint64_t s = fx_session(f);
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .seq = 4, .owner = 1, .name = "a");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .seq = 4, .owner = 1, .name = "a");
 	assert_int_equal(r.status, 0);
-	r = DO(f, ACQUIRE, .session = s, .seq = 10, .ack_below = 8, .owner = 1,
-	       .name = "b");
+	r = DO(f, ACQUIRE, .session = s, .seq = 10, .ack_below = 8, .owner = 1, .name = "b");
 	assert_int_equal(r.status, 0);
 
 	uint64_t next = fx_next_token(f);
@@ -470,15 +450,13 @@ static void test_prune_keeps_pending_outcome(void **state)
 	uint64_t s = fx_session(f), h = fx_session(f);
 	fx_take(f, h, 1, "q");
 
-	uint64_t queued = fx_enqueue(
-	    f, OP(ACQUIRE, .session = s, .seq = 3, .owner = 1, .name = "q"));
+	uint64_t queued =
+		fx_enqueue(f, OP(ACQUIRE, .session = s, .seq = 3, .owner = 1, .name = "q"));
 	DO(f, ACQUIRE, .session = s, .seq = 4, .owner = 1, .name = "z");
 	assert_outcomes(f, s, (const uint64_t[]){3, 4, 0});
-	DO(f, ACQUIRE, .session = s, .seq = 6, .ack_below = 5, .owner = 2,
-	   .name = "z2");
+	DO(f, ACQUIRE, .session = s, .seq = 6, .ack_below = 5, .owner = 2, .name = "z2");
 	assert_outcomes(f, s, (const uint64_t[]){3, 6, 0});
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .seq = 4, .owner = 1, .name = "z");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .seq = 4, .owner = 1, .name = "z");
 	assert_int_equal(r.status, RAFTLOCK_ESTALESEQ);
 
 	/* The kept outcome learns the grant: a late cancel reports it. */
@@ -490,8 +468,7 @@ static void test_prune_keeps_pending_outcome(void **state)
 	assert_int_equal(r.token, t);
 	HOLDERS(f, "q", s, 1);
 
-	DO(f, RELEASE, .session = s, .seq = 8, .ack_below = 8, .owner = 1,
-	   .name = "q");
+	DO(f, RELEASE, .session = s, .seq = 8, .ack_below = 8, .owner = 1, .name = "q");
 	assert_outcomes(f, s, (const uint64_t[]){8, 0});
 }
 
@@ -500,17 +477,14 @@ static void test_outcome_table_quota(void **state)
 	struct fx *f = fx_ready(state);
 	uint64_t s = fx_session(f);
 	for (unsigned i = 0; i < FSM_MAX_OUTCOMES; i++) {
-		Raftlock__Result r =
-		    DO(f, RELEASE, .session = s, .owner = 1, .name = "n");
+		Raftlock__Result r = DO(f, RELEASE, .session = s, .owner = 1, .name = "n");
 		assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
 	}
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = s, .owner = 1, .name = "a");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "a");
 	assert_int_equal(r.status, RAFTLOCK_ELIMIT);
 	assert_false(fx_lock_exists(f, "a"));
 	/* Acknowledging the answers makes room again. */
-	r = DO(f, ACQUIRE, .session = s, .ack_below = f->seq + 1, .owner = 1,
-	       .name = "a");
+	r = DO(f, ACQUIRE, .session = s, .ack_below = f->seq + 1, .owner = 1, .name = "a");
 	assert_int_equal(r.status, 0);
 	assert_outcomes(f, s, (const uint64_t[]){f->seq, 0});
 }
@@ -526,8 +500,7 @@ static void test_applied_entries_are_skipped(void **state)
 	struct fx_image before = fx_dump(f);
 
 	f->now = 99999;
-	struct op grantable =
-	    OP(ACQUIRE, .session = s, .seq = 50, .owner = 1, .name = "b");
+	struct op grantable = OP(ACQUIRE, .session = s, .seq = 50, .owner = 1, .name = "b");
 	uint64_t at[] = {applied, applied - 1, 1, 0};
 	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
 		fx_apply_entry_at(f, at[i], &grantable, 1);
@@ -577,16 +550,13 @@ static void test_names_are_validated(void **state)
 
 	const char *bad[] = {"", longest};
 	for (size_t i = 0; i < 2; i++) {
-		Raftlock__Result r =
-		    DO(f, ACQUIRE, .session = s, .owner = 1, .name = bad[i]);
+		Raftlock__Result r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = bad[i]);
 		assert_int_equal(r.status, RAFTLOCK_EINVAL);
-		r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = bad[i],
-		       .wait = true);
+		r = DO(f, ACQUIRE, .session = s, .owner = 1, .name = bad[i], .wait = true);
 		assert_int_equal(r.status, RAFTLOCK_EINVAL);
 		r = DO(f, RELEASE, .session = s, .owner = 1, .name = bad[i]);
 		assert_int_equal(r.status, RAFTLOCK_EINVAL);
-		r = DO(f, CANCEL_WAIT, .session = s, .owner = 1, .name = bad[i],
-		       .acquire_seq = 1);
+		r = DO(f, CANCEL_WAIT, .session = s, .owner = 1, .name = bad[i], .acquire_seq = 1);
 		assert_int_equal(r.status, RAFTLOCK_EINVAL);
 	}
 	MDB_txn *txn = store_begin(&f->store, false);
@@ -597,11 +567,9 @@ static void test_names_are_validated(void **state)
 static void test_ttl_bounds(void **state)
 {
 	struct fx *f = fx_ready(state);
-	const uint32_t bad[] = {0, RAFTLOCK_TTL_MIN_MS - 1,
-	                        RAFTLOCK_TTL_MAX_MS + 1};
+	const uint32_t bad[] = {0, RAFTLOCK_TTL_MIN_MS - 1, RAFTLOCK_TTL_MAX_MS + 1};
 	for (size_t i = 0; i < 3; i++) {
-		Raftlock__Result r =
-		    DO(f, OPEN_SESSION, .ttl_ms = bad[i], .nonce = 5);
+		Raftlock__Result r = DO(f, OPEN_SESSION, .ttl_ms = bad[i], .nonce = 5);
 		assert_int_equal(r.status, RAFTLOCK_EINVAL);
 		assert_int_equal(r.session, 0);
 		assert_int_equal(fx_count(f, FSM_EV_SESSION), 0);
@@ -618,14 +586,12 @@ static void test_unknown_session_refused(void **state)
 	uint64_t s = fx_session(f);
 	uint64_t unknown = s + 1000;
 	struct op ops[] = {
-	    OP(ACQUIRE, .session = unknown, .owner = 1, .name = "a"),
-	    OP(ACQUIRE, .session = unknown, .owner = 1, .name = "a",
-	       .wait = true),
-	    OP(RELEASE, .session = unknown, .owner = 1, .name = "a"),
-	    OP(CANCEL_WAIT, .session = unknown, .owner = 1, .name = "a",
-	       .acquire_seq = 1),
-	    OP(CLOSE_SESSION, .session = unknown),
-	    OP(ACQUIRE, .session = 0, .owner = 1, .name = "a"),
+		OP(ACQUIRE, .session = unknown, .owner = 1, .name = "a"),
+		OP(ACQUIRE, .session = unknown, .owner = 1, .name = "a", .wait = true),
+		OP(RELEASE, .session = unknown, .owner = 1, .name = "a"),
+		OP(CANCEL_WAIT, .session = unknown, .owner = 1, .name = "a", .acquire_seq = 1),
+		OP(CLOSE_SESSION, .session = unknown),
+		OP(ACQUIRE, .session = 0, .owner = 1, .name = "a"),
 	};
 	fx_apply(f, ops, 6);
 	for (unsigned i = 0; i < 6; i++)
@@ -639,26 +605,26 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-	    T(test_init_sets_fencing_floor),
-	    T(test_init_zero_floor_never_grants_token_zero),
-	    T(test_same_log_same_state),
-	    T(test_same_short_log_same_state),
-	    T(test_tokens_strictly_increase),
-	    T(test_only_holder_releases),
-	    T(test_close_releases_everything),
-	    T(test_expire_at_deadline_releases_everything),
-	    T(test_renew_before_expire_wins),
-	    T(test_expire_unknown_session_is_noop),
-	    T(test_retry_returns_first_answer),
-	    T(test_seq_below_mark_is_stale),
-	    T(test_open_session_nonce_is_idempotent),
-	    T(test_prune_keeps_pending_outcome),
-	    T(test_outcome_table_quota),
-	    T(test_applied_entries_are_skipped),
-	    T(test_cluster_time_never_goes_back),
-	    T(test_names_are_validated),
-	    T(test_ttl_bounds),
-	    T(test_unknown_session_refused),
+		T(test_init_sets_fencing_floor),
+		T(test_init_zero_floor_never_grants_token_zero),
+		T(test_same_log_same_state),
+		T(test_same_short_log_same_state),
+		T(test_tokens_strictly_increase),
+		T(test_only_holder_releases),
+		T(test_close_releases_everything),
+		T(test_expire_at_deadline_releases_everything),
+		T(test_renew_before_expire_wins),
+		T(test_expire_unknown_session_is_noop),
+		T(test_retry_returns_first_answer),
+		T(test_seq_below_mark_is_stale),
+		T(test_open_session_nonce_is_idempotent),
+		T(test_prune_keeps_pending_outcome),
+		T(test_outcome_table_quota),
+		T(test_applied_entries_are_skipped),
+		T(test_cluster_time_never_goes_back),
+		T(test_names_are_validated),
+		T(test_ttl_bounds),
+		T(test_unknown_session_refused),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

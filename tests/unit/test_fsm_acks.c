@@ -101,8 +101,8 @@ static void test_long_wait_does_not_fill_the_table(void **state)
 			uint64_t seq = f->seq + 1;
 			ops[n] = OP(ACQUIRE, .session = s, .seq = seq, .ack_below = seq,
 				    .owner = owner, .name = "x");
-			ops[n + 1] = OP(RELEASE, .session = s, .seq = seq + 1,
-					.ack_below = seq + 1, .owner = owner, .name = "x");
+			ops[n + 1] = OP(RELEASE, .session = s, .seq = seq + 1, .ack_below = seq + 1,
+					.owner = owner, .name = "x");
 			f->seq += 2;
 		}
 		uint64_t renew[1] = {s};
@@ -110,9 +110,9 @@ static void test_long_wait_does_not_fill_the_table(void **state)
 		apply_quiet(&q, ops, n + 1);
 		for (size_t i = 0; i < n; i++) {
 			if (q.results[i].status != 0)
-				fail_msg("command %u of %u refused with %d", done - (unsigned)n +
-										(unsigned)i,
-					 total, q.results[i].status);
+				fail_msg("command %u of %u refused with %d",
+					 done - (unsigned)n + (unsigned)i, total,
+					 q.results[i].status);
 		}
 		f->now = start + hour * done / total;
 	}
@@ -161,8 +161,8 @@ static void test_granted_wait_is_kept_until_acked(void **state)
 	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = s, .owner = 1, .name = "q"));
 	uint64_t acked[1] = {qa};
 	/* acked while still pending: ignored (the client cannot know yet) */
-	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .ack_below = f->seq + 1,
-				.acked = acked, .n_acked = 1, .owner = 2, .name = "z");
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .ack_below = f->seq + 1, .acked = acked,
+				.n_acked = 1, .owner = 2, .name = "z");
 	assert_int_equal(r.status, 0);
 	fx_release_ok(f, h, 1, "q", 0);
 	uint64_t t = fx_pushed_grant(f, s, qa);
@@ -191,7 +191,7 @@ static void test_old_client_mark_prunes_as_before(void **state)
 	fx_release_ok(f, h, 1, "q", 0);
 	fx_pushed_grant(f, s, qa);
 	Raftlock__Result r =
-	    DO(f, RELEASE, .session = s, .ack_below = f->seq + 1, .owner = 1, .name = "q");
+		DO(f, RELEASE, .session = s, .ack_below = f->seq + 1, .owner = 1, .name = "q");
 	assert_int_equal(r.status, 0);
 	assert_int_equal(n_outcomes(f, s), 1);
 	r = DO(f, ACQUIRE, .session = s, .seq = qa, .ack_below = f->seq + 1, .owner = 1,
@@ -227,8 +227,8 @@ static void test_release_and_cancel_have_headroom(void **state)
 	uint64_t s = acking_session(f), h = fx_session(f);
 	fx_take(f, s, 1, "held");
 	fx_take(f, h, 1, "q");
-	uint64_t qa = fx_enqueue(f, OP(ACQUIRE, .session = s, .ack_below = 1, .owner = 2,
-				       .name = "q"));
+	uint64_t qa =
+		fx_enqueue(f, OP(ACQUIRE, .session = s, .ack_below = 1, .owner = 2, .name = "q"));
 	fill_table(f, s, OP(ACQUIRE, .session = s, .ack_below = 1, .owner = 3, .name = "z"),
 		   FSM_MAX_OUTCOMES, 0);
 	Raftlock__Result r = DO(f, ACQUIRE, .session = s, .ack_below = 1, .owner = 4, .name = "a");
@@ -251,14 +251,14 @@ static void test_release_and_cancel_have_headroom(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_long_wait_does_not_fill_the_table, fx_setup,
-					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_granted_wait_is_kept_until_acked, fx_setup,
-					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_old_client_mark_prunes_as_before, fx_setup,
-					    fx_teardown),
-	    cmocka_unit_test_setup_teardown(test_release_and_cancel_have_headroom, fx_setup,
-					    fx_teardown),
+		cmocka_unit_test_setup_teardown(test_long_wait_does_not_fill_the_table, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_granted_wait_is_kept_until_acked, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_old_client_mark_prunes_as_before, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_release_and_cancel_have_headroom, fx_setup,
+						fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,9 +33,9 @@
 #include "raftlock.pb-c.h"
 #include "store.h"
 
-#define FX_MAP_SIZE   (64u << 20)
+#define FX_MAP_SIZE (64u << 20)
 #define FX_MAX_EVENTS 64
-#define FX_TTL        10000u
+#define FX_TTL 10000u
 /* A floor the size INIT carries in production: wall-clock ms << 20. */
 #define FX_FLOOR (UINT64_C(1700000000000) << 20)
 
@@ -93,7 +93,7 @@ struct op {
 	uint64_t acquire_seq; /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
-	uint64_t store_limit; /* STORE_LIMIT: bytes */
+	uint64_t store_limit;  /* STORE_LIMIT: bytes */
 	const uint64_t *acked; /* client commands: queued acquires acknowledged */
 	size_t n_acked;
 	bool acks_queued; /* OPEN_SESSION */
@@ -122,10 +122,8 @@ struct cmd_buf {
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
-	return t == RAFTLOCK__COMMAND__OP_ACQUIRE ||
-	       t == RAFTLOCK__COMMAND__OP_RELEASE ||
-	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT ||
-	       t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
+	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
+	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -215,9 +213,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->store_limit.bytes = o->store_limit;
 		b->cmd.store_limit = &b->store_limit;
 		break;
-	default:
-		fail_msg("op type %d not supported by the harness",
-		         (int)o->type);
+	default: fail_msg("op type %d not supported by the harness", (int)o->type);
 	}
 }
 
@@ -260,14 +256,13 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 		e->result = *ev->result;
 	}
 	fx_trace(f,
-	         "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "
-	         "st=%d tok=%llu sess=%llu n=%u q=%d\n",
-	         (unsigned long long)f->index, (int)e->type, e->command,
-	         (unsigned long long)e->session, (unsigned long long)e->seq,
-	         (unsigned long long)e->deadline, e->ttl_ms, e->name,
-	         e->result.status, (unsigned long long)e->result.token,
-	         (unsigned long long)e->result.session, e->result.count,
-	         (int)e->result.queued);
+		 "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "
+		 "st=%d tok=%llu sess=%llu n=%u q=%d\n",
+		 (unsigned long long)f->index, (int)e->type, e->command,
+		 (unsigned long long)e->session, (unsigned long long)e->seq,
+		 (unsigned long long)e->deadline, e->ttl_ms, e->name, e->result.status,
+		 (unsigned long long)e->result.token, (unsigned long long)e->result.session,
+		 e->result.count, (int)e->result.queued);
 }
 
 /* Counts events of `type` reported by the last entry. */
@@ -280,19 +275,17 @@ static inline size_t fx_count(const struct fx *f, enum fsm_event_type type)
 }
 
 /* The PUSH of the last entry for (session, seq), or NULL. */
-static inline const struct fx_event *fx_push(const struct fx *f,
-                                             uint64_t session, uint64_t seq)
+static inline const struct fx_event *fx_push(const struct fx *f, uint64_t session, uint64_t seq)
 {
 	for (size_t i = 0; i < f->n_events; i++)
-		if (f->events[i].type == FSM_EV_PUSH &&
-		    f->events[i].session == session && f->events[i].seq == seq)
+		if (f->events[i].type == FSM_EV_PUSH && f->events[i].session == session &&
+		    f->events[i].seq == seq)
 			return &f->events[i];
 	return NULL;
 }
 
 /* The first event of `type` of the last entry, or NULL. */
-static inline const struct fx_event *fx_event(const struct fx *f,
-                                              enum fsm_event_type type)
+static inline const struct fx_event *fx_event(const struct fx *f, enum fsm_event_type type)
 {
 	for (size_t i = 0; i < f->n_events; i++)
 		if (f->events[i].type == type)
@@ -302,8 +295,7 @@ static inline const struct fx_event *fx_event(const struct fx *f,
 
 /* Asserts that the last entry pushed a grant to (session, seq); returns its
  * token. */
-static inline uint64_t fx_pushed_grant(const struct fx *f, uint64_t session,
-                                       uint64_t seq)
+static inline uint64_t fx_pushed_grant(const struct fx *f, uint64_t session, uint64_t seq)
 {
 	const struct fx_event *e = fx_push(f, session, seq);
 	assert_non_null(e);
@@ -317,8 +309,7 @@ static inline uint64_t fx_pushed_grant(const struct fx *f, uint64_t session,
 
 /* Asserts that the last entry pushed the final error `status` to
  * (session, seq). */
-static inline void fx_pushed_error(const struct fx *f, uint64_t session,
-                                   uint64_t seq, int status)
+static inline void fx_pushed_error(const struct fx *f, uint64_t session, uint64_t seq, int status)
 {
 	const struct fx_event *e = fx_push(f, session, seq);
 	assert_non_null(e);
@@ -398,8 +389,7 @@ static inline void fx_free(struct fx *f)
 	if (d != NULL) {
 		struct dirent *de;
 		while ((de = readdir(d)) != NULL)
-			if (strcmp(de->d_name, ".") != 0 &&
-			    strcmp(de->d_name, "..") != 0)
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
 				unlinkat(dirfd(d), de->d_name, 0);
 		closedir(d);
 	}
@@ -436,8 +426,7 @@ static inline int fx_teardown(void **state)
 
 /* Applies an entry of n commands at `index` with the fixture's cluster
  * time, keeping it in the log. Does not move f->index. */
-static inline void fx_apply_entry_at(struct fx *f, uint64_t index,
-                                     const struct op *ops, size_t n)
+static inline void fx_apply_entry_at(struct fx *f, uint64_t index, const struct op *ops, size_t n)
 {
 	struct cmd_buf *bufs = calloc(n ? n : 1, sizeof *bufs);
 	Raftlock__Command **cmds = calloc(n ? n : 1, sizeof *cmds);
@@ -457,8 +446,7 @@ static inline void fx_apply_entry_at(struct fx *f, uint64_t index,
 	f->log = log;
 	struct fx_entry *e = &f->log[f->n_log++];
 	e->index = index;
-	assert_int_equal(codec_encode_entry(&entry, malloc, &e->buf, &e->len),
-	                 0);
+	assert_int_equal(codec_encode_entry(&entry, malloc, &e->buf, &e->len), 0);
 
 	struct fsm_sink sink = {.emit = fx_emit, .arg = f};
 	f->n_events = 0;
@@ -488,8 +476,7 @@ static inline Raftlock__Result fx_result(const struct fx *f, unsigned command)
 {
 	const struct fx_event *found = NULL;
 	for (size_t i = 0; i < f->n_events; i++) {
-		if (f->events[i].type != FSM_EV_RESULT ||
-		    f->events[i].command != command)
+		if (f->events[i].type != FSM_EV_RESULT || f->events[i].command != command)
 			continue;
 		assert_null(found); /* exactly one result per command */
 		found = &f->events[i];
@@ -539,11 +526,9 @@ static inline struct fx *fx_ready(void **state)
 }
 
 /* Takes a mutex that must be free; returns the token. */
-static inline uint64_t fx_take(struct fx *f, uint64_t session, uint64_t owner,
-                               const char *name)
+static inline uint64_t fx_take(struct fx *f, uint64_t session, uint64_t owner, const char *name)
 {
-	Raftlock__Result r =
-	    DO(f, ACQUIRE, .session = session, .owner = owner, .name = name);
+	Raftlock__Result r = DO(f, ACQUIRE, .session = session, .owner = owner, .name = name);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.count, 1);
 	assert_false(r.queued);
@@ -564,11 +549,10 @@ static inline uint64_t fx_enqueue(struct fx *f, struct op o)
 	return o.seq;
 }
 
-static inline void fx_release_ok(struct fx *f, uint64_t session, uint64_t owner,
-                                 const char *name, uint32_t remaining)
+static inline void fx_release_ok(struct fx *f, uint64_t session, uint64_t owner, const char *name,
+				 uint32_t remaining)
 {
-	Raftlock__Result r =
-	    DO(f, RELEASE, .session = session, .owner = owner, .name = name);
+	Raftlock__Result r = DO(f, RELEASE, .session = session, .owner = owner, .name = name);
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.count, remaining);
 }
@@ -626,8 +610,7 @@ static inline bool fx_lock_exists(struct fx *f, const char *name)
  * Asserts the holders of `name`, in order: (session, owner) pairs ended by a
  * 0 session. Returns the first holder's token (0 if none).
  */
-static inline uint64_t fx_assert_holders(struct fx *f, const char *name,
-                                         const uint64_t *want)
+static inline uint64_t fx_assert_holders(struct fx *f, const char *name, const uint64_t *want)
 {
 	Raftlock__LockRecord *l = fx_lock(f, name);
 	size_t n = l ? l->n_holders : 0, i = 0;
@@ -645,8 +628,7 @@ static inline uint64_t fx_assert_holders(struct fx *f, const char *name,
 
 /* Asserts the waiters of `name`, in order: (session, seq) pairs ended by a
  * 0 session. */
-static inline void fx_assert_waiters(struct fx *f, const char *name,
-                                     const uint64_t *want)
+static inline void fx_assert_waiters(struct fx *f, const char *name, const uint64_t *want)
 {
 	Raftlock__LockRecord *l = fx_lock(f, name);
 	size_t n = l ? l->n_waiters : 0, i = 0;
@@ -661,10 +643,8 @@ static inline void fx_assert_waiters(struct fx *f, const char *name,
 }
 
 /* HOLDERS(f, name, s1, o1, s2, o2) or HOLDERS(f, name, 0) for none. */
-#define HOLDERS(f, name, ...)                                                  \
-	fx_assert_holders((f), (name), (const uint64_t[]){__VA_ARGS__, 0, 0})
-#define WAITERS(f, name, ...)                                                  \
-	fx_assert_waiters((f), (name), (const uint64_t[]){__VA_ARGS__, 0, 0})
+#define HOLDERS(f, name, ...) fx_assert_holders((f), (name), (const uint64_t[]){__VA_ARGS__, 0, 0})
+#define WAITERS(f, name, ...) fx_assert_waiters((f), (name), (const uint64_t[]){__VA_ARGS__, 0, 0})
 
 /* -------------------------------------------------- images and replay -- */
 
@@ -690,8 +670,7 @@ static inline void fx_image_free(struct fx_image *im)
 	im->len = 0;
 }
 
-static inline void fx_assert_same_image(const struct fx_image *a,
-                                        const struct fx_image *b)
+static inline void fx_assert_same_image(const struct fx_image *a, const struct fx_image *b)
 {
 	assert_int_equal(a->len, b->len);
 	assert_memory_equal(a->buf, b->buf, a->len);
@@ -723,12 +702,11 @@ static inline size_t fx_image_records(const struct fx_image *im)
 	const uint8_t *p = im->buf;
 	assert_true(im->len > 16 + 9);
 	assert_int_equal(p[16], 1); /* the meta database comes first */
-	size_t klen = (size_t)p[17] << 24 | (size_t)p[18] << 16 |
-	              (size_t)p[19] << 8 | p[20];
+	size_t klen = (size_t)p[17] << 24 | (size_t)p[18] << 16 | (size_t)p[19] << 8 | p[20];
 	size_t at = 21 + klen;
 	assert_true(im->len > at + 4);
-	size_t vlen = (size_t)p[at] << 24 | (size_t)p[at + 1] << 16 |
-	              (size_t)p[at + 2] << 8 | p[at + 3];
+	size_t vlen =
+		(size_t)p[at] << 24 | (size_t)p[at + 1] << 16 | (size_t)p[at + 2] << 8 | p[at + 3];
 	at += 4 + vlen;
 	assert_true(im->len >= at);
 	return at;
@@ -743,21 +721,20 @@ static inline void fx_assert_records(struct fx *f, const struct fx_image *im)
 	/* The trailing checksum covers the meta record too: leave it out. */
 	assert_int_equal(now.len - a, im->len - b);
 	assert_memory_equal((uint8_t *)now.buf + a, (uint8_t *)im->buf + b,
-	                    im->len - b - FX_IMAGE_SUM);
+			    im->len - b - FX_IMAGE_SUM);
 	fx_image_free(&now);
 }
 
 /* Applies src's log, as stored (encoded), entries [from, to) onto dst. */
-static inline void fx_replay(struct fx *dst, const struct fx *src, size_t from,
-                             size_t to)
+static inline void fx_replay(struct fx *dst, const struct fx *src, size_t from, size_t to)
 {
 	struct fsm_sink sink = {.emit = fx_emit, .arg = dst};
 	for (size_t i = from; i < to; i++) {
 		if (src->log[i].index > dst->index)
 			dst->index = src->log[i].index;
 		dst->n_events = 0;
-		fsm_apply_raw(&dst->fsm, src->log[i].index, src->log[i].buf,
-		              src->log[i].len, &sink);
+		fsm_apply_raw(&dst->fsm, src->log[i].index, src->log[i].buf, src->log[i].len,
+			      &sink);
 	}
 }
 

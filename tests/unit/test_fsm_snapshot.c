@@ -12,11 +12,9 @@ static void build_state(struct fx *f)
 	fx_init(f, FX_FLOOR);
 	uint64_t a = DO(f, OPEN_SESSION, .nonce = 1, .ttl_ms = 5000).session;
 	uint64_t b = DO(f, OPEN_SESSION, .nonce = 2, .ttl_ms = 20000).session;
-	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "delayed",
-	   .lock_delay_ms = 30000);
+	DO(f, ACQUIRE, .session = a, .owner = 1, .name = "delayed", .lock_delay_ms = 30000);
 	fx_take(f, b, 1, "held");
-	fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 2, .name = "held",
-	                 .wait_ms = 50000));
+	fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 2, .name = "held", .wait_ms = 50000));
 	DO(f, ACQUIRE, .session = b, .owner = 3, .name = "sem",
 	   .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE, .limit = 4, .permits = 3);
 	f->now = 6000;
@@ -34,12 +32,11 @@ static size_t image_tags(const struct fx_image *im, size_t *at, size_t max)
 	while (pos < im->len - FX_IMAGE_SUM && p[pos] != 0xff) {
 		assert_true(n < max);
 		at[n++] = pos;
-		size_t klen = (size_t)p[pos + 1] << 24 |
-		              (size_t)p[pos + 2] << 16 |
-		              (size_t)p[pos + 3] << 8 | p[pos + 4];
+		size_t klen = (size_t)p[pos + 1] << 24 | (size_t)p[pos + 2] << 16 |
+			      (size_t)p[pos + 3] << 8 | p[pos + 4];
 		pos += 5 + klen;
 		size_t vlen = (size_t)p[pos] << 24 | (size_t)p[pos + 1] << 16 |
-		              (size_t)p[pos + 2] << 8 | p[pos + 3];
+			      (size_t)p[pos + 2] << 8 | p[pos + 3];
 		pos += 4 + vlen;
 	}
 	/* the end byte comes last, before the checksum */
@@ -119,8 +116,7 @@ static uint8_t *damage_copy(struct damage *d)
  * the target as it was. */
 static void assert_refused(struct damage *d, size_t n)
 {
-	assert_int_equal(store_load(&d->target->store, d->bad, n),
-	                 RAFTLOCK_EDATA);
+	assert_int_equal(store_load(&d->target->store, d->bad, n), RAFTLOCK_EDATA);
 	fx_assert_image(d->target, &d->was);
 }
 
@@ -130,8 +126,7 @@ static void test_damaged_image_refused(void **state)
 	damage_setup(*state, &d);
 	size_t len = d.image.len;
 
-	const size_t cuts[] = {0,  1,  8,       16,      17,
-	                       18, 30, len / 2, len - 2, len - 1};
+	const size_t cuts[] = {0, 1, 8, 16, 17, 18, 30, len / 2, len - 2, len - 1};
 	damage_copy(&d);
 	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
 		assert_refused(&d, cuts[i]);
@@ -140,8 +135,7 @@ static void test_damaged_image_refused(void **state)
 		damage_copy(&d)[i] ^= 0x20;
 		assert_refused(&d, len);
 		uint64_t index;
-		assert_int_equal(store_image_index(d.bad, len, &index),
-		                 RAFTLOCK_EDATA);
+		assert_int_equal(store_image_index(d.bad, len, &index), RAFTLOCK_EDATA);
 	}
 
 	for (size_t i = 0; i < d.n_tags; i++) {
@@ -154,8 +148,8 @@ static void test_damaged_image_refused(void **state)
 
 	/* The target still works. */
 	d.target->now = 600;
-	Raftlock__Result r = DO(d.target, ACQUIRE, .session = d.session,
-	                        .owner = 1, .name = "mine");
+	Raftlock__Result r =
+		DO(d.target, ACQUIRE, .session = d.session, .owner = 1, .name = "mine");
 	assert_int_equal(r.status, 0);
 	assert_int_equal(r.count, 2);
 }
@@ -200,10 +194,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-	    T(test_dump_load_round_trip),
-	    T(test_damaged_image_refused),
-	    T(test_end_marker_must_end_the_image),
-	    T(test_tag_bit_flip_refused),
+		T(test_dump_load_round_trip),
+		T(test_damaged_image_refused),
+		T(test_end_marker_must_end_the_image),
+		T(test_tag_bit_flip_refused),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
