@@ -16,11 +16,13 @@
  * bound of GUARANTEES rule 11. */
 #define CLOCK_ENTRY_MS 250
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
-/* A session's slot keeps its TTL in the low bits of b and the cluster
- * time of its EXPIRE proposal (0: none) above them. */
-#define TTL_BITS 20
-#define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
-_Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
+/* What the leader knows of one live session (the value of l->sessions). */
+struct lease {
+	uint64_t deadline;        /* cluster ms */
+	uint64_t expire_proposed; /* cluster ms of this leader's EXPIRE proposal; 0: none */
+	uint64_t window;          /* the renew window that last named it (window_gen) */
+	uint32_t ttl_ms;
+};
 
 /* Sessions one RENEW command names at most: a window's renewals are split
  * into commands of this size, so no entry grows past the node's batch
@@ -54,7 +56,7 @@ void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned 
 	l->loop = loop;
 	l->node = node;
 	l->window_ms = window_ms;
-	idmap_init(&l->sessions);
+	idmap_init(&l->sessions, sizeof(struct lease));
 	uv_timer_init(loop, &l->renew_timer);
 	uv_timer_init(loop, &l->expiry_timer);
 	l->renew_timer.data = l;
@@ -76,11 +78,12 @@ static void add_timer(struct leases *l, enum timer_kind kind, const char *name, 
 
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
-	struct idmap_slot *s = idmap_put(&l->sessions, id);
+	struct lease *s = idmap_put(&l->sessions, id);
 	if (s == NULL)
 		log_fatal("out of memory");
-	s->a = deadline;
-	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
+	s->deadline = deadline;
+	s->ttl_ms = ttl;
+	s->expire_proposed = 0; /* a moved deadline forgets an earlier EXPIRE proposal */
 	if (deadline < l->expiry_floor)
 		l->expiry_floor = deadline;
 }
@@ -153,28 +156,27 @@ static void expire_sessions(struct leases *l, uint64_t now)
 	if (now < l->expiry_floor)
 		return;
 	uint64_t floor = UINT64_MAX;
-	for (size_t i = 0; i < l->sessions.cap; i++) {
-		struct idmap_slot *s = &l->sessions.slots[i];
-		if (s->key == 0)
-			continue;
-		uint64_t at = s->b >> TTL_BITS;
-		if (!due(now, s->a, &at)) {
-			uint64_t next = now < s->a ? s->a : at + REPROPOSE_MS;
+	struct lease *s;
+	uint64_t id;
+	for (size_t pos = 0; (s = idmap_next(&l->sessions, &pos, &id)) != NULL;) {
+		uint64_t at = s->expire_proposed;
+		if (!due(now, s->deadline, &at)) {
+			uint64_t next = now < s->deadline ? s->deadline : at + REPROPOSE_MS;
 			if (next < floor)
 				floor = next;
 			continue;
 		}
 		if (now + REPROPOSE_MS < floor)
 			floor = now + REPROPOSE_MS;
-		s->b = (s->b & TTL_MASK) | at << TTL_BITS;
+		s->expire_proposed = at;
 		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
-		op.session = s->key;
+		op.session = id;
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_EXPIRE_SESSION;
 		cmd.expire_session = &op;
 		if (node_propose_quiet(l->node, &cmd) != 0)
 			return; /* the floor stays: the next tick walks again */
-		log_debug("proposed expiry of session %llu", (unsigned long long)s->key);
+		log_debug("proposed expiry of session %llu", (unsigned long long)id);
 	}
 	l->expiry_floor = floor;
 }
@@ -247,9 +249,9 @@ static void answer(struct leases *l, struct keepalive *k, int status)
 		for (size_t i = 0; i < k->n; i++) {
 			if (k->st[i] != KA_RENEW)
 				continue;
-			struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
+			const struct lease *s = idmap_get(&l->sessions, k->ids[i]);
 			k->st[i] = s ? 0 : RAFTLOCK_ESESSION;
-			ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
+			ttl[i] = s ? s->ttl_ms : 0;
 		}
 		k->cb(k->arg, 0, k->st, ttl, k->n);
 		free(ttl);
@@ -392,7 +394,7 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 	struct renew_batch *b = l->pending;
 	bool waits = false;
 	for (size_t i = 0; i < take; i++) {
-		struct idmap_slot *s = idmap_get(&l->sessions, ids[i]);
+		struct lease *s = idmap_get(&l->sessions, ids[i]);
 		if (s == NULL) {
 			st[i] = RAFTLOCK_ESESSION;
 			l->stats.ids_unknown++;
@@ -400,8 +402,8 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		}
 		st[i] = KA_RENEW;
 		waits = true;
-		if (s->ptr != (void *)(uintptr_t)b->gen) {
-			s->ptr = (void *)(uintptr_t)b->gen;
+		if (s->window != b->gen) {
+			s->window = b->gen;
 			b->ids[b->n_ids++] = ids[i];
 		}
 	}
@@ -422,8 +424,9 @@ void leases_on_ready(struct leases *l, bool ready)
 	l->ready = ready;
 	if (ready) {
 		/* Reset proposal marks: this leader has proposed nothing yet. */
-		for (size_t i = 0; i < l->sessions.cap; i++)
-			l->sessions.slots[i].b &= TTL_MASK;
+		struct lease *s;
+		for (size_t pos = 0; (s = idmap_next(&l->sessions, &pos, NULL)) != NULL;)
+			s->expire_proposed = 0;
 		timers_reset(&l->timers);
 		l->expiry_floor = 0;
 		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);

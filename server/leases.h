@@ -50,13 +50,13 @@ struct leases {
 	uv_loop_t *loop;
 	struct node *node;
 	unsigned window_ms;
-	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 20 */
+	struct idmap sessions; /* id -> struct lease (leases.c) */
 	uint64_t expiry_floor; /* no session is due for expiry before this */
 	struct timers timers;  /* lock-delay and wait deadlines */
 	uv_timer_t renew_timer;
 	uv_timer_t expiry_timer;
 	struct renew_batch *pending; /* keepalives waiting for the window */
-	uint64_t window_gen;         /* marks of the windows, in sessions' ptr */
+	uint64_t window_gen;         /* marks of the windows, in struct lease */
 	struct leases_stats stats;
 	bool ready;
 };

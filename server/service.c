@@ -257,10 +257,10 @@ static void pending_free(struct pending *p)
 
 static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c, uint64_t id)
 {
-	struct idmap_slot *slot = idmap_put(&s->pushes, session);
-	if (slot == NULL)
+	struct push_target **first = idmap_put(&s->pushes, session);
+	if (first == NULL)
 		log_fatal("out of memory");
-	for (struct push_target *t = slot->ptr; t != NULL; t = t->next) {
+	for (struct push_target *t = *first; t != NULL; t = t->next) {
 		if (t->seq == seq) { /* a retry moves the push (DESIGN.md) */
 			t->conn = c;
 			t->id = id;
@@ -271,14 +271,14 @@ static void push_set(struct service *s, uint64_t session, uint64_t seq, struct c
 	struct push_target *t = calloc(1, sizeof *t);
 	if (t == NULL)
 		log_fatal("out of memory");
-	*t = (struct push_target){.seq = seq, .conn = c, .id = id, .next = slot->ptr};
-	slot->ptr = t;
+	*t = (struct push_target){.seq = seq, .conn = c, .id = id, .next = *first};
+	*first = t;
 }
 
 static struct push_target *push_find(struct service *s, uint64_t session, uint64_t seq)
 {
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	for (struct push_target *t = slot ? slot->ptr : NULL; t != NULL; t = t->next)
+	struct push_target **first = idmap_get(&s->pushes, session);
+	for (struct push_target *t = first ? *first : NULL; t != NULL; t = t->next)
 		if (t->seq == seq)
 			return t;
 	return NULL;
@@ -286,14 +286,14 @@ static struct push_target *push_find(struct service *s, uint64_t session, uint64
 
 static struct push_target *push_take(struct service *s, uint64_t session, uint64_t seq)
 {
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	if (slot == NULL)
+	struct push_target **first = idmap_get(&s->pushes, session);
+	if (first == NULL)
 		return NULL;
-	for (struct push_target **pp = (struct push_target **)&slot->ptr; *pp; pp = &(*pp)->next) {
+	for (struct push_target **pp = first; *pp; pp = &(*pp)->next) {
 		struct push_target *t = *pp;
 		if (t->seq == seq) {
 			*pp = t->next;
-			if (slot->ptr == NULL)
+			if (*first == NULL)
 				idmap_del(&s->pushes, session);
 			return t;
 		}
@@ -303,10 +303,10 @@ static struct push_target *push_take(struct service *s, uint64_t session, uint64
 
 static void push_forget_session(struct service *s, uint64_t session)
 {
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	if (slot == NULL)
+	struct push_target **first = idmap_get(&s->pushes, session);
+	if (first == NULL)
 		return;
-	for (struct push_target *t = slot->ptr, *next; t != NULL; t = next) {
+	for (struct push_target *t = *first, *next; t != NULL; t = next) {
 		next = t->next;
 		free(t);
 	}
@@ -315,14 +315,11 @@ static void push_forget_session(struct service *s, uint64_t session)
 
 static void push_forget_conn(struct service *s, struct conn *c)
 {
-	for (size_t i = 0; i < s->pushes.cap; i++) {
-		struct idmap_slot *slot = &s->pushes.slots[i];
-		if (slot->key == 0)
-			continue;
-		for (struct push_target *t = slot->ptr; t != NULL; t = t->next)
+	struct push_target **first;
+	for (size_t pos = 0; (first = idmap_next(&s->pushes, &pos, NULL)) != NULL;)
+		for (struct push_target *t = *first; t != NULL; t = t->next)
 			if (t->conn == c)
 				t->conn = NULL; /* the client re-sends after reconnecting */
-	}
 }
 
 void service_on_event(struct service *s, const struct fsm_event *ev)
@@ -1126,7 +1123,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->cfg = cfg;
 	s->node = node;
 	s->leases = leases;
-	idmap_init(&s->pushes);
+	idmap_init(&s->pushes, sizeof(struct push_target *));
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1150,11 +1147,9 @@ void service_on_ready(struct service *s, bool ready)
 	 * connections are collected first: closing one edits the targets. */
 	size_t n = 0, cap = 0;
 	struct conn **victims = NULL;
-	for (size_t i = 0; i < s->pushes.cap; i++) {
-		struct idmap_slot *slot = &s->pushes.slots[i];
-		if (slot->key == 0)
-			continue;
-		for (struct push_target *t = slot->ptr, *next; t; t = next) {
+	struct push_target **first;
+	for (size_t pos = 0; (first = idmap_next(&s->pushes, &pos, NULL)) != NULL;) {
+		for (struct push_target *t = *first, *next; t; t = next) {
 			next = t->next;
 			if (t->conn != NULL && !t->conn->closing) {
 				if (grow(&victims, &cap, n + 1, 16, sizeof *victims) != 0)
