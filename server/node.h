@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "fsm.h"
+#include "list.h"
 #include "store.h"
 
 struct node;
@@ -81,7 +82,7 @@ struct node {
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
 
-	struct proposal *inflight_head, *inflight_tail;
+	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
 	uint64_t snapshots_restored; /* restores that replaced the store */
