@@ -31,18 +31,18 @@ struct lease {
 #define KA_BUDGET_MS 1000 /* the period of a connection's keepalive budget */
 #define KA_RENEW 1        /* status placeholder: known once the RENEW applied */
 
-struct keepalive {
+struct keepalive_request {
 	leases_keepalive_cb cb;
 	void *arg;
 	uint64_t *ids;
 	int32_t *st; /* per id: a final status, or KA_RENEW */
 	size_t n;
-	struct keepalive *next;
+	struct keepalive_request *next;
 };
 
 struct renew_batch {
 	struct leases *leases;
-	struct keepalive *head;
+	struct keepalive_request *head;
 	uint64_t *ids; /* each session once */
 	size_t n_ids, cap_ids;
 	uint64_t gen;         /* the window's mark in the session index */
@@ -50,17 +50,15 @@ struct renew_batch {
 	int status;           /* first failure of those commands */
 };
 
-void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
+void leases_init(struct leases *l, struct timebase *clock, struct node *node, unsigned window_ms)
 {
 	memset(l, 0, sizeof *l);
-	l->loop = loop;
+	l->clock = clock;
 	l->node = node;
 	l->window_ms = window_ms;
 	idmap_init(&l->sessions, sizeof(struct lease));
-	uv_timer_init(loop, &l->renew_timer);
-	uv_timer_init(loop, &l->expiry_timer);
-	l->renew_timer.data = l;
-	l->expiry_timer.data = l;
+	timebase_timer_init(clock, &l->renew_timer, l);
+	timebase_timer_init(clock, &l->expiry_timer, l);
 	timers_init(&l->timers);
 }
 
@@ -213,7 +211,7 @@ static void write_clock(struct leases *l, uint64_t now)
 {
 	if (l->sessions.len == 0 && timers_count(&l->timers) == 0)
 		return;
-	if (now < l->node->last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
+	if (now < l->node->clock.last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
 		return;
 	Raftlock__Renew op = RAFTLOCK__RENEW__INIT; /* renews nothing */
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -222,7 +220,7 @@ static void write_clock(struct leases *l, uint64_t now)
 	(void)node_propose_quiet(l->node, &cmd); /* else the next tick tries */
 }
 
-static void expiry_cb(uv_timer_t *h)
+static void expiry_cb(struct timebase_timer *h)
 {
 	struct leases *l = h->data;
 	if (!l->ready)
@@ -238,7 +236,7 @@ static void expiry_cb(uv_timer_t *h)
 /* Answers one keepalive: each id that waited for the RENEW is 0 with its
  * TTL if the session is still known (it was renewed at that entry's cluster
  * time: rule 3, acknowledge only what committed), ESESSION if it ended. */
-static void answer(struct leases *l, struct keepalive *k, int status)
+static void answer(struct leases *l, struct keepalive_request *k, int status)
 {
 	if (status != 0) {
 		k->cb(k->arg, status, NULL, NULL, 0);
@@ -264,7 +262,7 @@ static void answer(struct leases *l, struct keepalive *k, int status)
 static void finish_batch(struct renew_batch *b)
 {
 	while (b->head != NULL) {
-		struct keepalive *k = b->head;
+		struct keepalive_request *k = b->head;
 		b->head = k->next;
 		answer(b->leases, k, b->status);
 	}
@@ -296,7 +294,7 @@ static int id_order(const void *a, const void *b)
 /* Proposes the window's renewals in id order (the apply on every node then
  * walks the lease table page by page), in commands of RENEW_MAX_IDS. The
  * keepalives are answered once all of them applied. */
-static void renew_flush(uv_timer_t *h)
+static void renew_flush(struct timebase_timer *h)
 {
 	struct leases *l = h->data;
 	struct renew_batch *b = l->pending;
@@ -339,7 +337,7 @@ static int renew_reserve(struct leases *l, size_t n)
 		b->leases = l;
 		b->gen = ++l->window_gen;
 		l->pending = b;
-		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+		timebase_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}
 	return grow(&b->ids, &b->cap_ids, b->n_ids + n, 1024, sizeof *b->ids);
 }
@@ -358,7 +356,7 @@ static size_t budget_left(const struct leases *l, struct leases_budget *budget, 
 bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget)
 {
 	/* A query: the next period begins with the next keepalive, not here. */
-	return uv_now(l->loop) - budget->start < KA_BUDGET_MS &&
+	return timebase_now(l->clock) - budget->start < KA_BUDGET_MS &&
 	       budget->used >= l->node->cfg->keepalive_max_ids;
 }
 
@@ -369,14 +367,14 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		return RAFTLOCK_ENOTLEADER;
 	if (!l->ready)
 		return RAFTLOCK_EUNAVAILABLE;
-	size_t take = budget_left(l, budget, uv_now(l->loop));
+	size_t take = budget_left(l, budget, timebase_now(l->clock));
 	if (n > 0 && take == 0) {
 		l->stats.ids_refused += n;
 		return RAFTLOCK_ELIMIT;
 	}
 	if (take > n)
 		take = n;
-	struct keepalive *k = calloc(1, sizeof *k);
+	struct keepalive_request *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
 	int32_t *st = malloc((n ? n : 1) * sizeof *st);
 	if (k == NULL || copy == NULL || st == NULL || (take > 0 && renew_reserve(l, take) != 0)) {
@@ -386,7 +384,7 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		return RAFTLOCK_ENOMEM;
 	}
 	budget->used += take;
-	*k = (struct keepalive){cb, arg, copy, st, n, NULL};
+	*k = (struct keepalive_request){cb, arg, copy, st, n, NULL};
 	memcpy(copy, ids, n * sizeof *copy);
 	/* One index lookup per id: an id this leader does not know is
 	 * answered now and never replicated; a known one joins the window's
@@ -429,10 +427,10 @@ void leases_on_ready(struct leases *l, bool ready)
 			s->expire_proposed = 0;
 		timers_reset(&l->timers);
 		l->expiry_floor = 0;
-		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
+		timebase_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
-		uv_timer_stop(&l->expiry_timer);
-		uv_timer_stop(&l->renew_timer);
+		timebase_timer_stop(&l->expiry_timer);
+		timebase_timer_stop(&l->renew_timer);
 		if (l->pending != NULL) {
 			struct renew_batch *b = l->pending;
 			l->pending = NULL;
@@ -445,8 +443,8 @@ void leases_on_ready(struct leases *l, bool ready)
 void leases_close(struct leases *l)
 {
 	leases_on_ready(l, false);
-	uv_close((uv_handle_t *)&l->renew_timer, NULL);
-	uv_close((uv_handle_t *)&l->expiry_timer, NULL);
+	timebase_timer_close(&l->renew_timer);
+	timebase_timer_close(&l->expiry_timer);
 	idmap_close(&l->sessions);
 	timers_close(&l->timers);
 }

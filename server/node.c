@@ -38,9 +38,9 @@ struct proposal {
 	struct list link; /* in node->inflight */
 };
 
-static uint64_t mono_ms(void)
+static uint64_t mono_ms(struct node *n)
 {
-	return uv_hrtime() / 1000000u;
+	return timebase_now(n->tb);
 }
 
 /* ------------------------------------------------------ apply and events */
@@ -270,16 +270,7 @@ void node_snapshot_soon(struct node *n)
 
 uint64_t node_cluster_now(struct node *n)
 {
-	return n->clock_base + (mono_ms() - n->clock_mono);
-}
-
-static uint64_t stamp(struct node *n)
-{
-	uint64_t t = node_cluster_now(n);
-	if (t < n->last_stamp)
-		t = n->last_stamp;
-	n->last_stamp = t;
-	return t;
+	return cluster_clock_now(&n->clock);
 }
 
 /* ------------------------------------------------------------ proposals */
@@ -344,7 +335,7 @@ static void flush(struct node *n)
 		return;
 	struct node_waiter *waiters;
 	unsigned count;
-	uint64_t t = stamp(n);
+	uint64_t t = cluster_clock_stamp(&n->clock);
 	struct raft_buffer buf;
 	int rv = codec_batch_entry(t, n->batch, n->batch_len, raft_malloc, &buf.base, &buf.len);
 	take_batch(n, &waiters, &count);
@@ -362,7 +353,7 @@ static void flush(struct node *n)
 	p->waiters = waiters;
 	p->results = results;
 	p->req.data = p;
-	p->proposed_ms = mono_ms();
+	p->proposed_ms = mono_ms(n);
 	rv = raft_apply(&n->raft, &p->req, &buf, 1, apply_done);
 	if (rv != 0) {
 		if (rv == RAFT_NOTLEADER)
@@ -390,7 +381,7 @@ static void flusher_cb(uv_prepare_t *h)
 {
 	struct node *n = h->data;
 	if (n->inflight_n < PIPELINE_DEPTH ||
-	    mono_ms() - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=
+	    mono_ms(n) - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=
 		    PIPELINE_STALL_MS)
 		flush(n);
 }
@@ -433,6 +424,7 @@ static void set_ready(struct node *n, bool ready)
 		return;
 	n->ready = ready;
 	if (!ready) {
+		cluster_clock_stop(&n->clock); /* no leader: cluster time stands still */
 		/* Commands batched but not appended were never proposed. */
 		struct node_waiter *waiters;
 		unsigned count;
@@ -460,7 +452,7 @@ static void init_done(void *arg, int status, const Raftlock__Result *result)
 	/* Lost with leadership, refused, or failed to append: propose it
 	 * again shortly while this node still leads (watch_cb). */
 	log_warn("INIT proposal failed (%d); retrying", status);
-	n->init_retry_ms = mono_ms() + INIT_RETRY_MS;
+	n->init_retry_ms = mono_ms(n) + INIT_RETRY_MS;
 }
 
 /* Rule 7: a new cluster's tokens start above its bootstrap wall-clock
@@ -504,9 +496,7 @@ static void barrier_done(struct raft_barrier *req, int status)
 	 * is the highest in the log, and the clock continues from it. */
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *m = store_get_meta(&n->store, txn);
-	n->clock_base = m->cluster_time;
-	n->clock_mono = mono_ms();
-	n->last_stamp = m->cluster_time;
+	cluster_clock_start(&n->clock, m->cluster_time);
 	n->init_needed = m->next_token == 0;
 	raftlock__meta__free_unpacked(m, NULL);
 	store_abort(txn);
@@ -550,7 +540,7 @@ static void watch_cb(uv_check_t *h)
 	}
 	if (n->leader && !n->ready && n->barrier == NULL)
 		propose_barrier(n);
-	if (n->ready && n->init_needed && !n->init_inflight && mono_ms() >= n->init_retry_ms)
+	if (n->ready && n->init_needed && !n->init_inflight && mono_ms(n) >= n->init_retry_ms)
 		propose_init(n);
 }
 
@@ -617,7 +607,7 @@ static unsigned test_faults(void)
 	return f;
 }
 
-int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
+int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen)
 {
 	int rv;
@@ -626,6 +616,8 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	n->loop = loop;
 	n->cfg = cfg;
 	n->hooks = *hooks;
+	n->tb = tb;
+	cluster_clock_init(&n->clock, tb);
 	list_init(&n->inflight);
 	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir, err,
 			       errlen)) != 0)
@@ -708,8 +700,7 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
-	uv_timer_init(loop, &n->transfer_timer);
-	n->transfer_timer.data = n;
+	timebase_timer_init(tb, &n->transfer_timer, n);
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
@@ -755,8 +746,7 @@ static void close_raft(struct node *n)
 	if (n->closing_raft)
 		return;
 	n->closing_raft = true;
-	uv_timer_stop(&n->transfer_timer);
-	uv_close((uv_handle_t *)&n->transfer_timer, close_handle_cb);
+	timebase_timer_close(&n->transfer_timer);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
@@ -765,7 +755,7 @@ static void close_raft(struct node *n)
 	raft_close(&n->raft, raft_closed);
 }
 
-static void transfer_timeout(uv_timer_t *h)
+static void transfer_timeout(struct timebase_timer *h)
 {
 	struct node *n = h->data;
 	log_warn("leadership transfer did not report back; closing anyway");
@@ -791,8 +781,8 @@ static void hand_over(struct node *n)
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
 		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
-			uv_timer_start(&n->transfer_timer, transfer_timeout,
-				       n->cfg->election_timeout_ms + 500, 0);
+			timebase_timer_start(&n->transfer_timer, transfer_timeout,
+					     n->cfg->election_timeout_ms + 500, 0);
 			return;
 		}
 	}
@@ -801,12 +791,12 @@ static void hand_over(struct node *n)
 
 /* Draining: the commands already proposed get their answers before the
  * leader hands over (bounded: a leader without a quorum cannot commit). */
-static void drain_check(uv_timer_t *h)
+static void drain_check(struct timebase_timer *h)
 {
 	struct node *n = h->data;
-	if (!list_empty(&n->inflight) && mono_ms() < n->drain_until)
+	if (!list_empty(&n->inflight) && mono_ms(n) < n->drain_until)
 		return;
-	uv_timer_stop(h);
+	timebase_timer_stop(h);
 	hand_over(n);
 }
 
@@ -819,6 +809,6 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 		hand_over(n);
 		return;
 	}
-	n->drain_until = mono_ms() + NODE_DRAIN_MS;
-	uv_timer_start(&n->transfer_timer, drain_check, 5, 5);
+	n->drain_until = mono_ms(n) + NODE_DRAIN_MS;
+	timebase_timer_start(&n->transfer_timer, drain_check, 5, 5);
 }
