@@ -242,7 +242,7 @@ static void catch_up(struct followers *fw, struct follower *f, const Raftlock__S
 	node_snapshot_soon(n);
 }
 
-static void judge(struct follower *f, const Raftlock__StatusInfo *st)
+void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct followers *fw = f->fw;
 	struct node *n = fw->node;
@@ -273,7 +273,7 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 		f->asking = false;
 		const Raftlock__Response *r = env->response;
 		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO)
-			judge(f, r->status_info);
+			followers_judge(f, r->status_info);
 	}
 	raftlock__envelope__free_unpacked(env, NULL);
 }

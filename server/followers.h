@@ -100,6 +100,14 @@ uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 		     const struct config *cfg, struct node *node);
 
+/* Judges a member's STATUS answer to the request f made (in term f->term,
+ * with f->matched read before asking): a raft log that ends below what
+ * this leader matched on it means lost data, and leadership is handed
+ * over (subject to the back-off); a member far behind may make this leader
+ * take a snapshot first. Called by the connection's reader; exposed for
+ * tests. */
+void followers_judge(struct follower *f, const Raftlock__StatusInfo *st);
+
 /* Stops checking and closes every connection and the timer. */
 void followers_close(struct followers *fw);
 
