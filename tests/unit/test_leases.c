@@ -50,7 +50,8 @@ static int record(struct node *n, const Raftlock__Command *cmd, node_done_cb cb,
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_RENEW) {
 		assert_true(cmd->renew->n_sessions <= MAX_IDS);
 		p->n_ids = cmd->renew->n_sessions;
-		memcpy(p->ids, cmd->renew->sessions, p->n_ids * sizeof *p->ids);
+		if (p->n_ids > 0) /* an empty RENEW (a clock entry) has no array */
+			memcpy(p->ids, cmd->renew->sessions, p->n_ids * sizeof *p->ids);
 	}
 	/* As node.c's flush: the entry carries the cluster time. */
 	p->stamp = cluster_clock_stamp(&n->clock);
