@@ -706,6 +706,7 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 		goto out;
 	}
 	pthread_mutex_init(&c->mu, NULL);
+	idmap_init(&c->session_ids, sizeof(raftlock_session *));
 	pthread_condattr_init(&c->condattr);
 	pthread_condattr_setclock(&c->condattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &c->condattr);

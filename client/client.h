@@ -120,7 +120,7 @@ struct raftlock_client {
 
 	/* sessions and keepalives (session.c) */
 	struct raftlock_session *sessions;
-	struct idmap session_ids; /* id -> the session (ptr), for keepalive answers */
+	struct idmap session_ids; /* id -> raftlock_session *, for keepalive answers */
 	pthread_t ka_thread;
 	bool ka_stop;
 	uint64_t ka_next;                    /* CLOCK_MONOTONIC ms */

@@ -399,12 +399,12 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	}
 	/* Unindexed, the session would get no keepalives: the server lets
 	 * it expire. */
-	struct idmap_slot *slot = idmap_put(&c->session_ids, res->session);
+	raftlock_session **slot = idmap_put(&c->session_ids, res->session);
 	if (slot == NULL) {
 		rv = errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session (ttl %u ms)", ttl);
 		goto err;
 	}
-	slot->ptr = s;
+	*slot = s;
 	s->client = c;
 	s->id = res->session;
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
@@ -560,6 +560,6 @@ RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *s)
 
 raftlock_session *session_find(raftlock_client *c, uint64_t id)
 {
-	struct idmap_slot *slot = idmap_get(&c->session_ids, id);
-	return slot != NULL ? slot->ptr : NULL;
+	raftlock_session **slot = idmap_get(&c->session_ids, id);
+	return slot != NULL ? *slot : NULL;
 }

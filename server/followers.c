@@ -34,15 +34,15 @@
 
 #define FOLLOWERS_ANSWER_MS 5000 /* a connect or STATUS unanswered this long */
 
-static uint64_t now_ms(void)
+static uint64_t now_ms(const struct followers *fw)
 {
-	return uv_hrtime() / 1000000u;
+	return timebase_now(fw->tb);
 }
 
 static void set_state(struct follower *f, int state)
 {
 	f->state = state;
-	f->since_ms = now_ms();
+	f->since_ms = now_ms(f->fw);
 }
 
 static bool leading(const struct followers *fw)
@@ -108,7 +108,7 @@ static void ask(struct follower *f)
 		return;
 	}
 	f->asking = true;
-	f->asked_ms = now_ms();
+	f->asked_ms = now_ms(f->fw);
 }
 
 /* ------------------------------------------------------------- hand-over */
@@ -154,10 +154,10 @@ static void transfer_watch(struct followers *fw)
 	}
 	fw->failures++;
 	uint64_t wait = followers_backoff_ms(fw->cfg->election_timeout_ms, fw->failures);
-	fw->next_transfer_ms = now_ms() + wait;
+	fw->next_transfer_ms = now_ms(fw) + wait;
 	log_warn("leadership transfer to %llu did not complete after %llu ms; next attempt in "
 		 "%llu ms at the earliest",
-		 (unsigned long long)fw->target, (unsigned long long)(now_ms() - fw->transfer_ms),
+		 (unsigned long long)fw->target, (unsigned long long)(now_ms(fw) - fw->transfer_ms),
 		 (unsigned long long)wait);
 }
 
@@ -170,7 +170,7 @@ static void hand_over(struct followers *fw, uint64_t lost)
 	raft_index best = 0;
 	if (raft_transferee(&n->raft) != 0 || fw->transferring)
 		return; /* one is already under way */
-	if (now_ms() < fw->next_transfer_ms)
+	if (now_ms(fw) < fw->next_transfer_ms)
 		return; /* backing off after a transfer that did not complete */
 	for (unsigned i = 0; i < fw->n; i++) {
 		raft_index m;
@@ -203,7 +203,7 @@ static void hand_over(struct followers *fw, uint64_t lost)
 	}
 	fw->transferring = true;
 	fw->target = target;
-	fw->transfer_ms = now_ms();
+	fw->transfer_ms = now_ms(fw);
 	log_info("handing leadership to %llu so that member %llu is replicated to "
 		 "from scratch",
 		 (unsigned long long)target, (unsigned long long)lost);
@@ -242,7 +242,7 @@ static void catch_up(struct followers *fw, struct follower *f, const Raftlock__S
 	node_snapshot_soon(n);
 }
 
-static void judge(struct follower *f, const Raftlock__StatusInfo *st)
+void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct followers *fw = f->fw;
 	struct node *n = fw->node;
@@ -273,7 +273,7 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 		f->asking = false;
 		const Raftlock__Response *r = env->response;
 		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO)
-			judge(f, r->status_info);
+			followers_judge(f, r->status_info);
 	}
 	raftlock__envelope__free_unpacked(env, NULL);
 }
@@ -351,10 +351,10 @@ static void resolve(struct follower *f)
 
 /* ----------------------------------------------------------------- check */
 
-static void check(uv_timer_t *t)
+static void check(struct timebase_timer *t)
 {
 	struct followers *fw = t->data;
-	uint64_t now = now_ms();
+	uint64_t now = now_ms(fw);
 	transfer_watch(fw);
 	if (!leading(fw) && !fw->transferring) {
 		fw->failures = 0; /* a new leadership starts without back-off */
@@ -378,11 +378,12 @@ static void check(uv_timer_t *t)
 	}
 }
 
-void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,
-		     struct node *node)
+void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
+		     const struct config *cfg, struct node *node)
 {
 	memset(fw, 0, sizeof *fw);
 	fw->loop = loop;
+	fw->tb = tb;
 	fw->cfg = cfg;
 	fw->node = node;
 	for (unsigned i = 0; i < cfg->n_members; i++) {
@@ -393,16 +394,14 @@ void followers_start(struct followers *fw, uv_loop_t *loop, const struct config 
 		f->member = &cfg->members[i];
 		set_state(f, FOLLOWER_IDLE);
 	}
-	uv_timer_init(loop, &fw->timer);
-	fw->timer.data = fw;
-	uv_timer_start(&fw->timer, check, FOLLOWERS_CHECK_MS, FOLLOWERS_CHECK_MS);
+	timebase_timer_init(tb, &fw->timer, fw);
+	timebase_timer_start(&fw->timer, check, FOLLOWERS_CHECK_MS, FOLLOWERS_CHECK_MS);
 }
 
 void followers_close(struct followers *fw)
 {
 	fw->closing = true;
-	uv_timer_stop(&fw->timer);
-	uv_close((uv_handle_t *)&fw->timer, NULL);
+	timebase_timer_close(&fw->timer);
 	for (unsigned i = 0; i < fw->n; i++)
 		drop(&fw->members[i]);
 }

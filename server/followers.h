@@ -34,6 +34,7 @@
 #include "config.h"
 #include "frame.h"
 #include "node.h"
+#include "timebase.h"
 
 #define FOLLOWERS_CHECK_MS 500
 /* After a hand-over that did not complete: wait this many election timeouts,
@@ -73,10 +74,11 @@ struct follower {
 };
 
 struct followers {
-	uv_loop_t *loop;
+	uv_loop_t *loop;     /* connections to the members */
+	struct timebase *tb; /* time and the check timer */
 	const struct config *cfg;
 	struct node *node;
-	uv_timer_t timer;
+	struct timebase_timer timer;
 	struct follower members[CONFIG_MAX_MEMBERS];
 	unsigned n;
 	struct raft_transfer transfer; /* the hand-over, owned by raft while on */
@@ -93,9 +95,18 @@ struct followers {
  * for each further failure, at most max(FOLLOWERS_BACKOFF_CAP_MS, first). */
 uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 
-/* Starts the periodic check. Never fails. */
-void followers_start(struct followers *fw, uv_loop_t *loop, const struct config *cfg,
-		     struct node *node);
+/* Starts the periodic check, on tb's timers; connections on loop. Never
+ * fails. */
+void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
+		     const struct config *cfg, struct node *node);
+
+/* Judges a member's STATUS answer to the request f made (in term f->term,
+ * with f->matched read before asking): a raft log that ends below what
+ * this leader matched on it means lost data, and leadership is handed
+ * over (subject to the back-off); a member far behind may make this leader
+ * take a snapshot first. Called by the connection's reader; exposed for
+ * tests. */
+void followers_judge(struct follower *f, const Raftlock__StatusInfo *st);
 
 /* Stops checking and closes every connection and the timer. */
 void followers_close(struct followers *fw);

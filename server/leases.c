@@ -16,11 +16,13 @@
  * bound of GUARANTEES rule 11. */
 #define CLOCK_ENTRY_MS 250
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
-/* A session's slot keeps its TTL in the low bits of b and the cluster
- * time of its EXPIRE proposal (0: none) above them. */
-#define TTL_BITS 20
-#define TTL_MASK ((UINT64_C(1) << TTL_BITS) - 1)
-_Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
+/* What the leader knows of one live session (the value of l->sessions). */
+struct lease {
+	uint64_t deadline;        /* cluster ms */
+	uint64_t expire_proposed; /* cluster ms of this leader's EXPIRE proposal; 0: none */
+	uint64_t window;          /* the renew window that last named it (window_gen) */
+	uint32_t ttl_ms;
+};
 
 /* Sessions one RENEW command names at most: a window's renewals are split
  * into commands of this size, so no entry grows past the node's batch
@@ -29,18 +31,18 @@ _Static_assert(RAFTLOCK_TTL_MAX_MS <= TTL_MASK, "a TTL that does not fit");
 #define KA_BUDGET_MS 1000 /* the period of a connection's keepalive budget */
 #define KA_RENEW 1        /* status placeholder: known once the RENEW applied */
 
-struct keepalive {
+struct keepalive_request {
 	leases_keepalive_cb cb;
 	void *arg;
 	uint64_t *ids;
 	int32_t *st; /* per id: a final status, or KA_RENEW */
 	size_t n;
-	struct keepalive *next;
+	struct keepalive_request *next;
 };
 
 struct renew_batch {
 	struct leases *leases;
-	struct keepalive *head;
+	struct keepalive_request *head;
 	uint64_t *ids; /* each session once */
 	size_t n_ids, cap_ids;
 	uint64_t gen;         /* the window's mark in the session index */
@@ -48,17 +50,15 @@ struct renew_batch {
 	int status;           /* first failure of those commands */
 };
 
-void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms)
+void leases_init(struct leases *l, struct timebase *clock, struct node *node, unsigned window_ms)
 {
 	memset(l, 0, sizeof *l);
-	l->loop = loop;
+	l->clock = clock;
 	l->node = node;
 	l->window_ms = window_ms;
-	idmap_init(&l->sessions);
-	uv_timer_init(loop, &l->renew_timer);
-	uv_timer_init(loop, &l->expiry_timer);
-	l->renew_timer.data = l;
-	l->expiry_timer.data = l;
+	idmap_init(&l->sessions, sizeof(struct lease));
+	timebase_timer_init(clock, &l->renew_timer, l);
+	timebase_timer_init(clock, &l->expiry_timer, l);
 	timers_init(&l->timers);
 }
 
@@ -76,11 +76,12 @@ static void add_timer(struct leases *l, enum timer_kind kind, const char *name, 
 
 static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
-	struct idmap_slot *s = idmap_put(&l->sessions, id);
+	struct lease *s = idmap_put(&l->sessions, id);
 	if (s == NULL)
 		log_fatal("out of memory");
-	s->a = deadline;
-	s->b = ttl; /* a moved deadline forgets an earlier EXPIRE proposal */
+	s->deadline = deadline;
+	s->ttl_ms = ttl;
+	s->expire_proposed = 0; /* a moved deadline forgets an earlier EXPIRE proposal */
 	if (deadline < l->expiry_floor)
 		l->expiry_floor = deadline;
 }
@@ -153,28 +154,27 @@ static void expire_sessions(struct leases *l, uint64_t now)
 	if (now < l->expiry_floor)
 		return;
 	uint64_t floor = UINT64_MAX;
-	for (size_t i = 0; i < l->sessions.cap; i++) {
-		struct idmap_slot *s = &l->sessions.slots[i];
-		if (s->key == 0)
-			continue;
-		uint64_t at = s->b >> TTL_BITS;
-		if (!due(now, s->a, &at)) {
-			uint64_t next = now < s->a ? s->a : at + REPROPOSE_MS;
+	struct lease *s;
+	uint64_t id;
+	for (size_t pos = 0; (s = idmap_next(&l->sessions, &pos, &id)) != NULL;) {
+		uint64_t at = s->expire_proposed;
+		if (!due(now, s->deadline, &at)) {
+			uint64_t next = now < s->deadline ? s->deadline : at + REPROPOSE_MS;
 			if (next < floor)
 				floor = next;
 			continue;
 		}
 		if (now + REPROPOSE_MS < floor)
 			floor = now + REPROPOSE_MS;
-		s->b = (s->b & TTL_MASK) | at << TTL_BITS;
+		s->expire_proposed = at;
 		Raftlock__ExpireSession op = RAFTLOCK__EXPIRE_SESSION__INIT;
-		op.session = s->key;
+		op.session = id;
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_EXPIRE_SESSION;
 		cmd.expire_session = &op;
 		if (node_propose_quiet(l->node, &cmd) != 0)
 			return; /* the floor stays: the next tick walks again */
-		log_debug("proposed expiry of session %llu", (unsigned long long)s->key);
+		log_debug("proposed expiry of session %llu", (unsigned long long)id);
 	}
 	l->expiry_floor = floor;
 }
@@ -211,7 +211,7 @@ static void write_clock(struct leases *l, uint64_t now)
 {
 	if (l->sessions.len == 0 && timers_count(&l->timers) == 0)
 		return;
-	if (now < l->node->last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
+	if (now < l->node->clock.last_stamp + CLOCK_ENTRY_MS || l->node->batch_n != 0)
 		return;
 	Raftlock__Renew op = RAFTLOCK__RENEW__INIT; /* renews nothing */
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -220,7 +220,7 @@ static void write_clock(struct leases *l, uint64_t now)
 	(void)node_propose_quiet(l->node, &cmd); /* else the next tick tries */
 }
 
-static void expiry_cb(uv_timer_t *h)
+static void expiry_cb(struct timebase_timer *h)
 {
 	struct leases *l = h->data;
 	if (!l->ready)
@@ -236,7 +236,7 @@ static void expiry_cb(uv_timer_t *h)
 /* Answers one keepalive: each id that waited for the RENEW is 0 with its
  * TTL if the session is still known (it was renewed at that entry's cluster
  * time: rule 3, acknowledge only what committed), ESESSION if it ended. */
-static void answer(struct leases *l, struct keepalive *k, int status)
+static void answer(struct leases *l, struct keepalive_request *k, int status)
 {
 	if (status != 0) {
 		k->cb(k->arg, status, NULL, NULL, 0);
@@ -247,9 +247,9 @@ static void answer(struct leases *l, struct keepalive *k, int status)
 		for (size_t i = 0; i < k->n; i++) {
 			if (k->st[i] != KA_RENEW)
 				continue;
-			struct idmap_slot *s = idmap_get(&l->sessions, k->ids[i]);
+			const struct lease *s = idmap_get(&l->sessions, k->ids[i]);
 			k->st[i] = s ? 0 : RAFTLOCK_ESESSION;
-			ttl[i] = s ? (uint32_t)(s->b & TTL_MASK) : 0;
+			ttl[i] = s ? s->ttl_ms : 0;
 		}
 		k->cb(k->arg, 0, k->st, ttl, k->n);
 		free(ttl);
@@ -262,7 +262,7 @@ static void answer(struct leases *l, struct keepalive *k, int status)
 static void finish_batch(struct renew_batch *b)
 {
 	while (b->head != NULL) {
-		struct keepalive *k = b->head;
+		struct keepalive_request *k = b->head;
 		b->head = k->next;
 		answer(b->leases, k, b->status);
 	}
@@ -294,7 +294,7 @@ static int id_order(const void *a, const void *b)
 /* Proposes the window's renewals in id order (the apply on every node then
  * walks the lease table page by page), in commands of RENEW_MAX_IDS. The
  * keepalives are answered once all of them applied. */
-static void renew_flush(uv_timer_t *h)
+static void renew_flush(struct timebase_timer *h)
 {
 	struct leases *l = h->data;
 	struct renew_batch *b = l->pending;
@@ -337,7 +337,7 @@ static int renew_reserve(struct leases *l, size_t n)
 		b->leases = l;
 		b->gen = ++l->window_gen;
 		l->pending = b;
-		uv_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
+		timebase_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}
 	return grow(&b->ids, &b->cap_ids, b->n_ids + n, 1024, sizeof *b->ids);
 }
@@ -356,7 +356,7 @@ static size_t budget_left(const struct leases *l, struct leases_budget *budget, 
 bool leases_budget_spent(const struct leases *l, const struct leases_budget *budget)
 {
 	/* A query: the next period begins with the next keepalive, not here. */
-	return uv_now(l->loop) - budget->start < KA_BUDGET_MS &&
+	return timebase_now(l->clock) - budget->start < KA_BUDGET_MS &&
 	       budget->used >= l->node->cfg->keepalive_max_ids;
 }
 
@@ -367,14 +367,14 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		return RAFTLOCK_ENOTLEADER;
 	if (!l->ready)
 		return RAFTLOCK_EUNAVAILABLE;
-	size_t take = budget_left(l, budget, uv_now(l->loop));
+	size_t take = budget_left(l, budget, timebase_now(l->clock));
 	if (n > 0 && take == 0) {
 		l->stats.ids_refused += n;
 		return RAFTLOCK_ELIMIT;
 	}
 	if (take > n)
 		take = n;
-	struct keepalive *k = calloc(1, sizeof *k);
+	struct keepalive_request *k = calloc(1, sizeof *k);
 	uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
 	int32_t *st = malloc((n ? n : 1) * sizeof *st);
 	if (k == NULL || copy == NULL || st == NULL || (take > 0 && renew_reserve(l, take) != 0)) {
@@ -384,7 +384,7 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		return RAFTLOCK_ENOMEM;
 	}
 	budget->used += take;
-	*k = (struct keepalive){cb, arg, copy, st, n, NULL};
+	*k = (struct keepalive_request){cb, arg, copy, st, n, NULL};
 	memcpy(copy, ids, n * sizeof *copy);
 	/* One index lookup per id: an id this leader does not know is
 	 * answered now and never replicated; a known one joins the window's
@@ -392,7 +392,7 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 	struct renew_batch *b = l->pending;
 	bool waits = false;
 	for (size_t i = 0; i < take; i++) {
-		struct idmap_slot *s = idmap_get(&l->sessions, ids[i]);
+		struct lease *s = idmap_get(&l->sessions, ids[i]);
 		if (s == NULL) {
 			st[i] = RAFTLOCK_ESESSION;
 			l->stats.ids_unknown++;
@@ -400,8 +400,8 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 		}
 		st[i] = KA_RENEW;
 		waits = true;
-		if (s->ptr != (void *)(uintptr_t)b->gen) {
-			s->ptr = (void *)(uintptr_t)b->gen;
+		if (s->window != b->gen) {
+			s->window = b->gen;
 			b->ids[b->n_ids++] = ids[i];
 		}
 	}
@@ -422,14 +422,15 @@ void leases_on_ready(struct leases *l, bool ready)
 	l->ready = ready;
 	if (ready) {
 		/* Reset proposal marks: this leader has proposed nothing yet. */
-		for (size_t i = 0; i < l->sessions.cap; i++)
-			l->sessions.slots[i].b &= TTL_MASK;
+		struct lease *s;
+		for (size_t pos = 0; (s = idmap_next(&l->sessions, &pos, NULL)) != NULL;)
+			s->expire_proposed = 0;
 		timers_reset(&l->timers);
 		l->expiry_floor = 0;
-		uv_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
+		timebase_timer_start(&l->expiry_timer, expiry_cb, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
 	} else {
-		uv_timer_stop(&l->expiry_timer);
-		uv_timer_stop(&l->renew_timer);
+		timebase_timer_stop(&l->expiry_timer);
+		timebase_timer_stop(&l->renew_timer);
 		if (l->pending != NULL) {
 			struct renew_batch *b = l->pending;
 			l->pending = NULL;
@@ -442,8 +443,8 @@ void leases_on_ready(struct leases *l, bool ready)
 void leases_close(struct leases *l)
 {
 	leases_on_ready(l, false);
-	uv_close((uv_handle_t *)&l->renew_timer, NULL);
-	uv_close((uv_handle_t *)&l->expiry_timer, NULL);
+	timebase_timer_close(&l->renew_timer);
+	timebase_timer_close(&l->expiry_timer);
 	idmap_close(&l->sessions);
 	timers_close(&l->timers);
 }

@@ -15,8 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
-
+#include "timebase.h"
 #include "fsm.h"
 #include "idmap.h"
 #include "node.h"
@@ -33,7 +32,7 @@ struct renew_batch;
 /* A client connection's keepalive budget: the session ids it named in the
  * current period of one second. Owned by the caller, zeroed to start. */
 struct leases_budget {
-	uint64_t start; /* uv_now() ms */
+	uint64_t start; /* timebase_now() ms */
 	size_t used;
 };
 
@@ -47,21 +46,24 @@ struct leases_stats {
 };
 
 struct leases {
-	uv_loop_t *loop;
+	struct timebase *clock;
 	struct node *node;
 	unsigned window_ms;
-	struct idmap sessions; /* id -> a: deadline, b: ttl | expire proposed at << 20 */
+	struct idmap sessions; /* id -> struct lease (leases.c) */
 	uint64_t expiry_floor; /* no session is due for expiry before this */
 	struct timers timers;  /* lock-delay and wait deadlines */
-	uv_timer_t renew_timer;
-	uv_timer_t expiry_timer;
+	struct timebase_timer renew_timer;
+	struct timebase_timer expiry_timer;
 	struct renew_batch *pending; /* keepalives waiting for the window */
-	uint64_t window_gen;         /* marks of the windows, in sessions' ptr */
+	uint64_t window_gen;         /* marks of the windows, in struct lease */
 	struct leases_stats stats;
 	bool ready;
 };
 
-void leases_init(struct leases *l, uv_loop_t *loop, struct node *node, unsigned window_ms);
+/* The leases of node, on clock (both borrowed until leases_close()). The
+ * node provides proposals (node_propose, node_propose_quiet), the cluster
+ * time (node_cluster_now) and the store to rebuild from. */
+void leases_init(struct leases *l, struct timebase *clock, struct node *node, unsigned window_ms);
 
 /* Rebuilds the indexes from the store (at start and after a restore). */
 void leases_rebuild(struct leases *l);

@@ -19,6 +19,7 @@
 
 struct server {
 	uv_loop_t loop;
+	struct timebase tb; /* the real clock */
 	struct config cfg;
 	struct node node;
 	struct leases leases;
@@ -104,8 +105,9 @@ int main(int argc, char **argv)
 	uv_signal_start(&srv.sigint, on_signal, SIGINT);
 	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore};
 	/* The leases index must exist before raft starts replaying entries. */
-	leases_init(&srv.leases, &srv.loop, &srv.node, srv.cfg.renew_window_ms);
-	rv = node_start(&srv.node, &srv.loop, &srv.cfg, &hooks, err, sizeof err);
+	timebase_init_uv(&srv.tb, &srv.loop);
+	leases_init(&srv.leases, &srv.tb, &srv.node, srv.cfg.renew_window_ms);
+	rv = node_start(&srv.node, &srv.loop, &srv.tb, &srv.cfg, &hooks, err, sizeof err);
 	if (rv != 0) {
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
@@ -123,7 +125,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
 	}
-	followers_start(&srv.followers, &srv.loop, &srv.cfg, &srv.node);
+	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node);
 	log_info("serving clients on %s (cluster '%s', %u members)", srv.cfg.client_address,
 		 srv.cfg.cluster, srv.cfg.n_members);
 	uv_run(&srv.loop, UV_RUN_DEFAULT);

@@ -9,6 +9,7 @@
 #include "listener.h"
 #include "log.h"
 #include "raftlock.h"
+#include "status.h"
 
 #define REQUEST_MAX 8192
 #define BODY_MAX 8192
@@ -57,29 +58,24 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 {
 	struct text t = {buf, 0, len};
 	struct node *n = m->node;
-	uint64_t leader_id = 0;
-	node_leader_client_address(n, &leader_id);
-	MDB_txn *txn = store_begin(&n->store, false);
-	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
-	uint64_t sessions = store_count_sessions(&n->store, txn);
-	uint64_t locks = store_count_locks(&n->store, txn);
+	struct status st;
+	status_read(n, &st);
 	put(&t,
 	    "# HELP raftlock_node_info This node.\n# TYPE raftlock_node_info gauge\n"
 	    "raftlock_node_info{id=\"%llu\",cluster=\"%s\",role=\"%s\"} 1\n",
-	    (unsigned long long)m->cfg->id, m->cfg->cluster, node_role(n));
-	gauge(&t, "leader", "1 if this node is the leader and ready to serve.", n->ready);
-	gauge(&t, "leader_id", "Id of the leader this node knows, 0 if none.", leader_id);
-	gauge(&t, "raft_term", "Current Raft term.", raft_current_term(&n->raft));
-	gauge(&t, "raft_commit_index", "Raft commit index.", raft_commit_index(&n->raft));
-	gauge(&t, "raft_applied_index", "Raft last applied index.", raft_last_applied(&n->raft));
-	gauge(&t, "raft_last_index", "Index of the last entry in the log.",
-	      raft_last_index(&n->raft));
+	    (unsigned long long)m->cfg->id, m->cfg->cluster, st.role);
+	gauge(&t, "leader", "1 if this node is the leader and ready to serve.", st.ready);
+	gauge(&t, "leader_id", "Id of the leader this node knows, 0 if none.", st.leader_id);
+	gauge(&t, "raft_term", "Current Raft term.", st.term);
+	gauge(&t, "raft_commit_index", "Raft commit index.", st.commit_index);
+	gauge(&t, "raft_applied_index", "Raft last applied index.", st.applied_index);
+	gauge(&t, "raft_last_index", "Index of the last entry in the log.", st.last_index);
 	gauge(&t, "state_applied_index", "Last index applied to the LMDB state.",
-	      meta->applied_index);
-	gauge(&t, "cluster_time_ms", "Cluster time of the last applied entry.", meta->cluster_time);
-	gauge(&t, "next_token", "Next fencing token.", meta->next_token);
-	gauge(&t, "sessions", "Live sessions.", sessions);
-	gauge(&t, "locks", "Locks held, awaited or in lock-delay.", locks);
+	      st.state_applied_index);
+	gauge(&t, "cluster_time_ms", "Cluster time of the last applied entry.", st.applied_time);
+	gauge(&t, "next_token", "Next fencing token.", st.next_token);
+	gauge(&t, "sessions", "Live sessions.", st.sessions);
+	gauge(&t, "locks", "Locks held, awaited or in lock-delay.", st.locks);
 	counter(&t, "entries_proposed_total", "Log entries proposed by this node as leader.",
 		n->entries_proposed);
 	counter(&t, "commands_proposed_total", "Commands proposed (several share an entry).",
@@ -112,14 +108,12 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	gauge(&t, "store_limit_bytes",
 	      "Replicated store limit: new sessions, locks and waits are refused past it (0: "
 	      "none).",
-	      meta->store_limit);
+	      st.store_limit);
 	counter(&t, "store_refusals_total", "Commands this node applied as refused for the limit.",
 		n->fsm.store_refusals);
 	gauge(&t, "lmdb_map_bytes", "This node's LMDB map size (--map-size).", info.me_mapsize);
 	gauge(&t, "lmdb_used_bytes", "LMDB pages in use up to the highest one, in bytes.",
 	      (unsigned long long)(info.me_last_pgno + 1) * env_stat.ms_psize);
-	raftlock__meta__free_unpacked(meta, NULL);
-	store_abort(txn);
 	return t.len;
 }
 

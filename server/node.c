@@ -1,21 +1,18 @@
-/* node.c: see node.h. The gotchas of libraft 0.22.1 handled here are listed
- * in RAFT-NOTES.md: one 8-byte-padded buffer per raft_apply, buffer
- * ownership on failure, pre-vote, in-flight cap, auto-recovery off, apply()
- * learning its index from raft_last_applied() + 1. */
+/* node.c: see node.h. The libraft 0.22.1 facts handled here (one padded
+ * buffer per raft_apply, buffer ownership on failure, pre-vote, in-flight
+ * cap, auto-recovery off, rand() seeding, apply() learning its index from
+ * raft_last_applied() + 1) are in docs/RAFT-NOTES.md, section "Wiring". */
 #include "node.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "codec.h"
+#include "datadir.h"
 #include "grow.h"
 #include "log.h"
 #include "raftlock.h"
@@ -25,7 +22,6 @@
 #define BATCH_MAX_BYTES (1u << 20)
 #define PIPELINE_DEPTH 1     /* entries of ours in flight; see flusher_cb() */
 #define PIPELINE_STALL_MS 20 /* ...unless the last one has taken this long */
-#define PATH_BUF 1024
 
 struct node_waiter {
 	node_done_cb cb;
@@ -39,12 +35,12 @@ struct proposal {
 	struct node_waiter *waiters;
 	Raftlock__Result *results;
 	uint64_t proposed_ms;
-	struct proposal *prev, *next;
+	struct list link; /* in node->inflight */
 };
 
-static uint64_t mono_ms(void)
+static uint64_t mono_ms(struct node *n)
 {
-	return uv_hrtime() / 1000000u;
+	return timebase_now(n->tb);
 }
 
 /* ------------------------------------------------------ apply and events */
@@ -56,9 +52,12 @@ struct apply_ctx {
 
 static struct proposal *find_inflight(struct node *n, uint64_t index)
 {
-	for (struct proposal *p = n->inflight_head; p != NULL; p = p->next)
+	struct list *l;
+	list_each (l, &n->inflight) {
+		struct proposal *p = list_entry(l, struct proposal, link);
 		if (p->req.index == index)
 			return p;
+	}
 	return NULL;
 }
 
@@ -134,7 +133,7 @@ static void set_trailing_by_bytes(struct node *n)
 	 * whole log limit: compacted past it, that member is sent a snapshot,
 	 * and libraft 0.22.1 crashes a member that gets one while it writes a
 	 * snapshot of its own, as a member catching up by entries does
-	 * (RAFT-NOTES.md). */
+	 * (docs/RAFT-NOTES.md). */
 	uint64_t lag = leader_lag(n);
 	uint64_t cap = avg ? node_log_limit(n) / avg : lag;
 	if (lag > trailing)
@@ -192,7 +191,7 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 }
 
 /* A restore that fails once raft runs leaves libraft 0.22.1 on a follower
- * that no longer applies anything, silently (RAFT-NOTES.md). Stop instead:
+ * that no longer applies anything, silently (docs/RAFT-NOTES.md). Stop instead:
  * a supervisor restarts the node, which rebuilds itself from its disk (or
  * fails to start with the same cause, in the open). At start, the error
  * goes back to raft_start() and node_start() reports it. */
@@ -271,16 +270,7 @@ void node_snapshot_soon(struct node *n)
 
 uint64_t node_cluster_now(struct node *n)
 {
-	return n->clock_base + (mono_ms() - n->clock_mono);
-}
-
-static uint64_t stamp(struct node *n)
-{
-	uint64_t t = node_cluster_now(n);
-	if (t < n->last_stamp)
-		t = n->last_stamp;
-	n->last_stamp = t;
-	return t;
+	return cluster_clock_now(&n->clock);
 }
 
 /* ------------------------------------------------------------ proposals */
@@ -306,14 +296,7 @@ static void fail_waiters(struct node_waiter *w, unsigned count, int status)
 
 static void unlink_proposal(struct node *n, struct proposal *p)
 {
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		n->inflight_head = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-	else
-		n->inflight_tail = p->prev;
+	list_remove(&p->link);
 	n->inflight_n--;
 }
 
@@ -345,14 +328,14 @@ static void take_batch(struct node *n, struct node_waiter **waiters, unsigned *c
 	n->batch_len = 0;
 }
 
-/* Turns the batch into one log entry (one buffer, padded: RAFT-NOTES). */
+/* Turns the batch into one log entry (one buffer, padded: docs/RAFT-NOTES.md). */
 static void flush(struct node *n)
 {
 	if (n->batch_n == 0)
 		return;
 	struct node_waiter *waiters;
 	unsigned count;
-	uint64_t t = stamp(n);
+	uint64_t t = cluster_clock_stamp(&n->clock);
 	struct raft_buffer buf;
 	int rv = codec_batch_entry(t, n->batch, n->batch_len, raft_malloc, &buf.base, &buf.len);
 	take_batch(n, &waiters, &count);
@@ -370,7 +353,7 @@ static void flush(struct node *n)
 	p->waiters = waiters;
 	p->results = results;
 	p->req.data = p;
-	p->proposed_ms = mono_ms();
+	p->proposed_ms = mono_ms(n);
 	rv = raft_apply(&n->raft, &p->req, &buf, 1, apply_done);
 	if (rv != 0) {
 		if (rv == RAFT_NOTLEADER)
@@ -382,12 +365,7 @@ static void flush(struct node *n)
 		free(p);
 		return;
 	}
-	p->prev = n->inflight_tail;
-	if (n->inflight_tail)
-		n->inflight_tail->next = p;
-	else
-		n->inflight_head = p;
-	n->inflight_tail = p;
+	list_add_tail(&n->inflight, &p->link);
 	n->inflight_n++;
 	n->entries_proposed++;
 	n->commands_proposed += count;
@@ -403,7 +381,8 @@ static void flusher_cb(uv_prepare_t *h)
 {
 	struct node *n = h->data;
 	if (n->inflight_n < PIPELINE_DEPTH ||
-	    mono_ms() - n->inflight_tail->proposed_ms >= PIPELINE_STALL_MS)
+	    mono_ms(n) - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=
+		    PIPELINE_STALL_MS)
 		flush(n);
 }
 
@@ -445,6 +424,7 @@ static void set_ready(struct node *n, bool ready)
 		return;
 	n->ready = ready;
 	if (!ready) {
+		cluster_clock_stop(&n->clock); /* no leader: cluster time stands still */
 		/* Commands batched but not appended were never proposed. */
 		struct node_waiter *waiters;
 		unsigned count;
@@ -472,7 +452,7 @@ static void init_done(void *arg, int status, const Raftlock__Result *result)
 	/* Lost with leadership, refused, or failed to append: propose it
 	 * again shortly while this node still leads (watch_cb). */
 	log_warn("INIT proposal failed (%d); retrying", status);
-	n->init_retry_ms = mono_ms() + INIT_RETRY_MS;
+	n->init_retry_ms = mono_ms(n) + INIT_RETRY_MS;
 }
 
 /* Rule 7: a new cluster's tokens start above its bootstrap wall-clock
@@ -516,9 +496,7 @@ static void barrier_done(struct raft_barrier *req, int status)
 	 * is the highest in the log, and the clock continues from it. */
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *m = store_get_meta(&n->store, txn);
-	n->clock_base = m->cluster_time;
-	n->clock_mono = mono_ms();
-	n->last_stamp = m->cluster_time;
+	cluster_clock_start(&n->clock, m->cluster_time);
 	n->init_needed = m->next_token == 0;
 	raftlock__meta__free_unpacked(m, NULL);
 	store_abort(txn);
@@ -562,7 +540,7 @@ static void watch_cb(uv_check_t *h)
 	}
 	if (n->leader && !n->ready && n->barrier == NULL)
 		propose_barrier(n);
-	if (n->ready && n->init_needed && !n->init_inflight && mono_ms() >= n->init_retry_ms)
+	if (n->ready && n->init_needed && !n->init_inflight && mono_ms(n) >= n->init_retry_ms)
 		propose_init(n);
 }
 
@@ -585,177 +563,6 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 		*leader_id = id;
 	const struct config_member *m = id ? config_member_by_id(n->cfg, id) : NULL;
 	return m ? m->client_address : NULL;
-}
-
-/* ------------------------------------------------------- data directory -- */
-
-static int path_join(char *out, size_t len, const char *dir, const char *name)
-{
-	size_t a = strlen(dir), b = strlen(name);
-	if (a + 1 + b >= len)
-		log_fatal("path %s/%s is too long", dir, name);
-	memcpy(out, dir, a);
-	out[a] = '/';
-	memcpy(out + a + 1, name, b + 1);
-	return 0;
-}
-
-static int read_small(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	size_t got = fread(buf, 1, len - 1, f);
-	fclose(f);
-	buf[got] = '\0';
-	return 0;
-}
-
-/* Makes a directory's entries (a rename, an unlink) durable. */
-static int sync_dir_of(const char *path)
-{
-	char dir[PATH_BUF];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash == NULL)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	int fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -1;
-	int rv = fsync(fd);
-	close(fd);
-	return rv;
-}
-
-static int write_small(const char *path, const char *text)
-{
-	char tmp[PATH_BUF + 8];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640);
-	if (fd < 0)
-		return -1;
-	size_t len = strlen(text);
-	int ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
-	close(fd);
-	if (!ok || rename(tmp, path) != 0)
-		return -1;
-	return sync_dir_of(path);
-}
-
-static bool dir_has_files(const char *path)
-{
-	uv_fs_t req;
-	uv_dirent_t ent;
-	bool any = false;
-	if (uv_fs_scandir(NULL, &req, path, 0, NULL) < 0) {
-		uv_fs_req_cleanup(&req);
-		return false;
-	}
-	while (uv_fs_scandir_next(&req, &ent) != UV_EOF)
-		any = true;
-	uv_fs_req_cleanup(&req);
-	return any;
-}
-
-/* One raftlockd per data directory: a second one would write into the
- * first one's raft log. The lock lasts as long as the process (the file
- * descriptor is never closed; the kernel drops the lock at exit). */
-static int lock_data_dir(const char *data_dir, char *err, size_t errlen)
-{
-	char path[PATH_BUF], pid[32] = "";
-	path_join(path, sizeof path, data_dir, "LOCK");
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		ssize_t n = read(fd, pid, sizeof pid - 1);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		snprintf(err, errlen, "%s: the data directory is in use by another raftlockd%s%s",
-			 path, pid[0] ? " with pid " : "", pid);
-		close(fd);
-		return RAFTLOCK_EDATA;
-	}
-	int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
-		log_warn("%s: could not record the pid", path);
-	return 0;
-}
-
-/* The identity file ties a data directory to one cluster and node id, so a
- * directory copied from another cluster or node is refused at start. */
-static int check_identity(struct node *n, const char *raft_dir, char *err, size_t errlen)
-{
-	char path[PATH_BUF], want[256], have[256];
-	path_join(path, sizeof path, n->cfg->data_dir, "IDENTITY");
-	snprintf(want, sizeof want, "cluster=%s\nnode=%llu\n", n->cfg->cluster,
-		 (unsigned long long)n->cfg->id);
-	if (read_small(path, have, sizeof have) == 0) {
-		if (strcmp(have, want) != 0) {
-			snprintf(err, errlen,
-				 "%s belongs to another cluster or node (it says \"%.*s\", "
-				 "this node is cluster=%s node=%llu)",
-				 path, (int)strcspn(have, "\n") + 0, have, n->cfg->cluster,
-				 (unsigned long long)n->cfg->id);
-			return RAFTLOCK_EDATA;
-		}
-		return 0;
-	}
-	if (dir_has_files(raft_dir)) {
-		snprintf(err, errlen,
-			 "%s is missing but %s holds a raft log: "
-			 "not a data directory of this raftlockd",
-			 path, raft_dir);
-		return RAFTLOCK_EDATA;
-	}
-	if (write_small(path, want) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	return 0;
-}
-
-/* LMDB is written with MDB_NOSYNC: trust it only after a clean shutdown or
- * when only the process died (same kernel boot); otherwise rebuild it from
- * the raft snapshot and log. */
-static int prepare_state_dir(const char *state_dir, char *err, size_t errlen)
-{
-	char clean[PATH_BUF], bootf[PATH_BUF], mdb[PATH_BUF], lockf[PATH_BUF], boot[128] = "",
-									       last[128] = "";
-	path_join(clean, sizeof clean, state_dir, "CLEAN");
-	path_join(bootf, sizeof bootf, state_dir, "BOOT_ID");
-	path_join(mdb, sizeof mdb, state_dir, "data.mdb");
-	path_join(lockf, sizeof lockf, state_dir, "lock.mdb");
-	if (mkdir(state_dir, 0750) != 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	read_small("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-	read_small(bootf, last, sizeof last);
-	bool trusted = access(clean, F_OK) == 0 || (boot[0] != '\0' && strcmp(boot, last) == 0);
-	if (access(mdb, F_OK) == 0 && !trusted) {
-		log_warn("%s may be stale after an OS crash: rebuilding it from the raft log", mdb);
-		unlink(mdb);
-		unlink(lockf);
-	}
-	/* Valid for one start only, and the removal must be on disk before
-	 * LMDB's unsynced writes can be: a marker that came back after an OS
-	 * crash would make a torn LMDB trusted. */
-	if (unlink(clean) == 0 && sync_dir_of(clean) != 0) {
-		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	if (boot[0] != '\0' && write_small(bootf, boot) != 0) {
-		snprintf(err, errlen, "%s: %s", bootf, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	return 0;
 }
 
 /* --------------------------------------------------------------- start -- */
@@ -800,27 +607,20 @@ static unsigned test_faults(void)
 	return f;
 }
 
-int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
+int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen)
 {
 	int rv;
-	char raft_dir[PATH_BUF], state_dir[PATH_BUF];
+	char raft_dir[DATADIR_PATH_MAX], state_dir[DATADIR_PATH_MAX];
 	memset(n, 0, sizeof *n);
 	n->loop = loop;
 	n->cfg = cfg;
 	n->hooks = *hooks;
-	path_join(raft_dir, sizeof raft_dir, cfg->data_dir, "raft");
-	path_join(state_dir, sizeof state_dir, cfg->data_dir, "state");
-	if ((mkdir(cfg->data_dir, 0750) != 0 && errno != EEXIST) ||
-	    (mkdir(raft_dir, 0750) != 0 && errno != EEXIST)) {
-		snprintf(err, errlen, "%s: %s", cfg->data_dir, strerror(errno));
-		return RAFTLOCK_EIO;
-	}
-	if ((rv = lock_data_dir(cfg->data_dir, err, errlen)) != 0)
-		return rv;
-	if ((rv = check_identity(n, raft_dir, err, errlen)) != 0)
-		return rv;
-	if ((rv = prepare_state_dir(state_dir, err, errlen)) != 0)
+	n->tb = tb;
+	cluster_clock_init(&n->clock, tb);
+	list_init(&n->inflight);
+	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir, err,
+			       errlen)) != 0)
 		return rv;
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
 		return rv;
@@ -900,8 +700,7 @@ int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
-	uv_timer_init(loop, &n->transfer_timer);
-	n->transfer_timer.data = n;
+	timebase_timer_init(tb, &n->transfer_timer, n);
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
@@ -934,11 +733,7 @@ static void raft_closed(struct raft *r)
 	struct node *n = r->data;
 	raft_uv_close(&n->io);
 	raft_uv_tcp_close(&n->transport);
-	char clean[PATH_BUF];
-	char state_dir[PATH_BUF];
-	path_join(state_dir, sizeof state_dir, n->cfg->data_dir, "state");
-	path_join(clean, sizeof clean, state_dir, "CLEAN");
-	if (store_sync(&n->store) == 0 && write_small(clean, "clean\n") == 0)
+	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
 	store_close(&n->store);
 	free(n->batch);
@@ -951,8 +746,7 @@ static void close_raft(struct node *n)
 	if (n->closing_raft)
 		return;
 	n->closing_raft = true;
-	uv_timer_stop(&n->transfer_timer);
-	uv_close((uv_handle_t *)&n->transfer_timer, close_handle_cb);
+	timebase_timer_close(&n->transfer_timer);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
@@ -961,7 +755,7 @@ static void close_raft(struct node *n)
 	raft_close(&n->raft, raft_closed);
 }
 
-static void transfer_timeout(uv_timer_t *h)
+static void transfer_timeout(struct timebase_timer *h)
 {
 	struct node *n = h->data;
 	log_warn("leadership transfer did not report back; closing anyway");
@@ -987,8 +781,8 @@ static void hand_over(struct node *n)
 	if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
 		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
-			uv_timer_start(&n->transfer_timer, transfer_timeout,
-				       n->cfg->election_timeout_ms + 500, 0);
+			timebase_timer_start(&n->transfer_timer, transfer_timeout,
+					     n->cfg->election_timeout_ms + 500, 0);
 			return;
 		}
 	}
@@ -997,12 +791,12 @@ static void hand_over(struct node *n)
 
 /* Draining: the commands already proposed get their answers before the
  * leader hands over (bounded: a leader without a quorum cannot commit). */
-static void drain_check(uv_timer_t *h)
+static void drain_check(struct timebase_timer *h)
 {
 	struct node *n = h->data;
-	if (n->inflight_head != NULL && mono_ms() < n->drain_until)
+	if (!list_empty(&n->inflight) && mono_ms(n) < n->drain_until)
 		return;
-	uv_timer_stop(h);
+	timebase_timer_stop(h);
 	hand_over(n);
 }
 
@@ -1011,10 +805,10 @@ void node_stop(struct node *n, void (*cb)(struct node *n))
 	n->stopping = true;
 	n->stop_cb = cb;
 	flush(n);
-	if (n->inflight_head == NULL) {
+	if (list_empty(&n->inflight)) {
 		hand_over(n);
 		return;
 	}
-	n->drain_until = mono_ms() + NODE_DRAIN_MS;
-	uv_timer_start(&n->transfer_timer, drain_check, 5, 5);
+	n->drain_until = mono_ms(n) + NODE_DRAIN_MS;
+	timebase_timer_start(&n->transfer_timer, drain_check, 5, 5);
 }

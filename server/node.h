@@ -19,8 +19,10 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "cluster_clock.h"
 #include "config.h"
 #include "fsm.h"
+#include "list.h"
 #include "store.h"
 
 struct node;
@@ -68,10 +70,8 @@ struct node {
 	raft_term term;
 	struct raft_barrier *barrier; /* the post-election barrier in flight */
 
-	/* cluster clock, valid while ready */
-	uint64_t clock_base; /* cluster ms at clock_mono */
-	uint64_t clock_mono; /* uv_hrtime() ms */
-	uint64_t last_stamp; /* last cluster time put in an entry */
+	struct timebase *tb;        /* time and timers (borrowed) */
+	struct cluster_clock clock; /* runs while ready */
 
 	/* the batch being filled, flushed before the loop blocks */
 	uv_prepare_t flusher;
@@ -81,7 +81,7 @@ struct node {
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
 
-	struct proposal *inflight_head, *inflight_tail;
+	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
 	uint64_t snapshots_restored; /* restores that replaced the store */
@@ -106,8 +106,8 @@ struct node {
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
 	struct raft_transfer transfer;
-	uv_timer_t transfer_timer; /* draining, then a transfer that libraft
-				      may never call back */
+	struct timebase_timer transfer_timer; /* draining, then a transfer that
+						 libraft may never call back */
 	uint64_t drain_until;
 };
 
@@ -117,7 +117,7 @@ struct node {
  * configured members and starts raft. Returns 0 or RAFTLOCK_EDATA /
  * RAFTLOCK_EIO / RAFTLOCK_ECONFIG with a message naming the file in err.
  */
-int node_start(struct node *n, uv_loop_t *loop, const struct config *cfg,
+int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen);
 
 /*
@@ -149,7 +149,8 @@ void node_snapshot_soon(struct node *n);
  */
 uint64_t node_log_limit(const struct node *n);
 
-/* The leader's cluster time now, in ms. Only meaningful while ready. */
+/* The leader's cluster time now, in ms (cluster_clock.h). Only meaningful
+ * while ready. */
 uint64_t node_cluster_now(struct node *n);
 
 /* Role name for STATUS: "leader", "follower", "candidate", "unavailable". */

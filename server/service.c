@@ -7,81 +7,56 @@
 
 #include "codec.h"
 #include "frame.h"
-#include "grow.h"
 #include "listener.h"
 #include "log.h"
 #include "raftlock.h"
-#include "records.h"
+#include "reads.h"
+#include "status.h"
 
-#define READ_PAGE_DEFAULT 100
 /* Bounds per connection: past this many requests in flight, more get
  * RAFTLOCK_EOVERLOAD (not executed: the client retries); a connection whose unread responses pile
  * up past the byte limit is closed (its client is not reading them). */
 #define CONN_MAX_INFLIGHT 4096
 #define CONN_MAX_UNSENT (64u << 20)
-#define READ_PAGE_MAX 1000
 #define RESUME_TICK_MS 50 /* how often paused connections are looked at */
 
-struct conn {
+struct service_conn {
 	uv_tcp_t tcp;
 	struct service *svc;
 	struct frame_reader reader;
 	int refs; /* the handle itself, plus each request and write in flight */
 	bool closing;
-	struct conn *prev, *next;
+	struct list link; /* in svc->conns */
 	/* Responses encoded since the last flush: written with one write per
 	 * loop iteration, so that a batch of answers costs the client one
 	 * wake-up rather than one each. */
 	uint8_t *out;
 	size_t out_len, out_cap;
-	bool dirty; /* on the service's dirty list, holding a reference */
-	struct conn *dirty_next;
+	struct list dirty; /* on svc->dirty (holding a reference) while linked */
 	struct leases_budget keepalive_budget;
 	bool paused; /* reads stopped until the keepalive budget refills */
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
-struct pending {
-	struct conn *conn;
+struct service_request {
+	struct service_conn *conn;
 	uint64_t id;
 	uint64_t session, seq;
 	Raftlock__Envelope *env; /* reads only: the request, owned */
-	struct pending *next;
-};
-
-/* Where the final outcome of a queued acquire goes. It is registered when
- * the acquire is proposed: a release applied right after the acquire can
- * grant it before the acquire's own completion runs. Until the acquire is
- * answered, an outcome that arrives is kept and becomes the answer. */
-struct push_target {
-	uint64_t seq;
-	struct conn *conn;
-	uint64_t id;
-	bool answered;
-	bool have_result;
-	Raftlock__Result result;
-	struct push_target *next;
-};
-
-struct read_batch {
-	struct raft_barrier barrier;
-	struct service *svc;
-	struct pending *head;
 };
 
 /* ---------------------------------------------------------- connections */
 
-static void conn_unref(struct conn *c);
+static void conn_unref(struct service_conn *c);
 
 static void conn_closed(uv_handle_t *h)
 {
 	conn_unref(h->data);
 }
 
-static void push_forget_conn(struct service *s, struct conn *c);
-static void conn_flush(struct conn *c);
+static void conn_flush(struct service_conn *c);
 
-static void conn_close(struct conn *c)
+static void conn_close(struct service_conn *c)
 {
 	if (c->closing)
 		return;
@@ -89,21 +64,15 @@ static void conn_close(struct conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
-	push_forget_conn(c->svc, c);
+	pushes_forget_conn(&c->svc->pushes, c);
 	uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
-static void conn_unref(struct conn *c)
+static void conn_unref(struct service_conn *c)
 {
 	if (--c->refs > 0)
 		return;
-	struct service *s = c->svc;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_remove(&c->link);
 	frame_reader_close(&c->reader);
 	free(c->out);
 	free(c);
@@ -117,7 +86,7 @@ struct write_req {
 static void write_done(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
-	struct conn *c = req->data;
+	struct service_conn *c = req->data;
 	free(w->buf);
 	free(w);
 	if (status != 0)
@@ -126,7 +95,7 @@ static void write_done(uv_write_t *req, int status)
 }
 
 /* Hands what the connection has buffered to libuv in one write. */
-static void conn_flush(struct conn *c)
+static void conn_flush(struct service_conn *c)
 {
 	if (c->closing || c->out_len == 0)
 		return;
@@ -157,15 +126,12 @@ static void conn_flush(struct conn *c)
 /* Runs once per loop iteration, before the loop waits for I/O. */
 static void flush_all(struct service *s)
 {
-	struct conn *c = s->dirty;
-	s->dirty = NULL;
-	while (c != NULL) {
-		struct conn *next = c->dirty_next;
-		c->dirty = false;
-		c->dirty_next = NULL;
+	struct list *l;
+	while ((l = list_first(&s->dirty)) != NULL) {
+		struct service_conn *c = list_entry(l, struct service_conn, dirty);
+		list_remove(l);
 		conn_flush(c);
 		conn_unref(c);
-		c = next;
 	}
 }
 
@@ -174,7 +140,7 @@ static void flusher_cb(uv_prepare_t *h)
 	flush_all(h->data);
 }
 
-static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
+static void send_envelope(struct service_conn *c, const Raftlock__Envelope *env)
 {
 	if (c == NULL || c->closing)
 		return;
@@ -203,16 +169,13 @@ static void send_envelope(struct conn *c, const Raftlock__Envelope *env)
 		conn_flush(c); /* closes it */
 		return;
 	}
-	if (!c->dirty) {
-		struct service *s = c->svc;
-		c->dirty = true;
+	if (!list_linked(&c->dirty)) {
 		c->refs++;
-		c->dirty_next = s->dirty;
-		s->dirty = c;
+		list_add_tail(&c->svc->dirty, &c->dirty);
 	}
 }
 
-static void send_response(struct conn *c, uint64_t id, Raftlock__Response *resp)
+static void send_response(struct service_conn *c, uint64_t id, Raftlock__Response *resp)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.id = id;
@@ -221,7 +184,7 @@ static void send_response(struct conn *c, uint64_t id, Raftlock__Response *resp)
 	send_envelope(c, &env);
 }
 
-static void send_status(struct service *s, struct conn *c, uint64_t id, int status,
+static void send_status(struct service *s, struct service_conn *c, uint64_t id, int status,
 			const char *message)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -234,9 +197,9 @@ static void send_status(struct service *s, struct conn *c, uint64_t id, int stat
 	send_response(c, id, &resp);
 }
 
-static struct pending *pending_new(struct conn *c, uint64_t id)
+static struct service_request *request_new(struct service_conn *c, uint64_t id)
 {
-	struct pending *p = calloc(1, sizeof *p);
+	struct service_request *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return NULL;
 	p->conn = c;
@@ -245,7 +208,7 @@ static struct pending *pending_new(struct conn *c, uint64_t id)
 	return p;
 }
 
-static void pending_free(struct pending *p)
+static void request_free(struct service_request *p)
 {
 	if (p->env != NULL)
 		raftlock__envelope__free_unpacked(p->env, NULL);
@@ -253,87 +216,15 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
-/* ------------------------------------------------------- push targets -- */
-
-static void push_set(struct service *s, uint64_t session, uint64_t seq, struct conn *c, uint64_t id)
-{
-	struct idmap_slot *slot = idmap_put(&s->pushes, session);
-	if (slot == NULL)
-		log_fatal("out of memory");
-	for (struct push_target *t = slot->ptr; t != NULL; t = t->next) {
-		if (t->seq == seq) { /* a retry moves the push (DESIGN.md) */
-			t->conn = c;
-			t->id = id;
-			t->answered = false;
-			return;
-		}
-	}
-	struct push_target *t = calloc(1, sizeof *t);
-	if (t == NULL)
-		log_fatal("out of memory");
-	*t = (struct push_target){.seq = seq, .conn = c, .id = id, .next = slot->ptr};
-	slot->ptr = t;
-}
-
-static struct push_target *push_find(struct service *s, uint64_t session, uint64_t seq)
-{
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	for (struct push_target *t = slot ? slot->ptr : NULL; t != NULL; t = t->next)
-		if (t->seq == seq)
-			return t;
-	return NULL;
-}
-
-static struct push_target *push_take(struct service *s, uint64_t session, uint64_t seq)
-{
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	if (slot == NULL)
-		return NULL;
-	for (struct push_target **pp = (struct push_target **)&slot->ptr; *pp; pp = &(*pp)->next) {
-		struct push_target *t = *pp;
-		if (t->seq == seq) {
-			*pp = t->next;
-			if (slot->ptr == NULL)
-				idmap_del(&s->pushes, session);
-			return t;
-		}
-	}
-	return NULL;
-}
-
-static void push_forget_session(struct service *s, uint64_t session)
-{
-	struct idmap_slot *slot = idmap_get(&s->pushes, session);
-	if (slot == NULL)
-		return;
-	for (struct push_target *t = slot->ptr, *next; t != NULL; t = next) {
-		next = t->next;
-		free(t);
-	}
-	idmap_del(&s->pushes, session);
-}
-
-static void push_forget_conn(struct service *s, struct conn *c)
-{
-	for (size_t i = 0; i < s->pushes.cap; i++) {
-		struct idmap_slot *slot = &s->pushes.slots[i];
-		if (slot->key == 0)
-			continue;
-		for (struct push_target *t = slot->ptr; t != NULL; t = t->next)
-			if (t->conn == c)
-				t->conn = NULL; /* the client re-sends after reconnecting */
-	}
-}
-
 void service_on_event(struct service *s, const struct fsm_event *ev)
 {
 	if (ev->type == FSM_EV_SESSION_GONE) {
-		push_forget_session(s, ev->session);
+		pushes_forget_session(&s->pushes, ev->session);
 		return;
 	}
 	if (ev->type != FSM_EV_PUSH)
 		return;
-	struct push_target *t = push_find(s, ev->session, ev->seq);
+	struct push_target *t = pushes_find(&s->pushes, ev->session, ev->seq);
 	if (t == NULL)
 		return;
 	if (!t->answered) {
@@ -342,7 +233,7 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 		t->have_result = true;
 		return;
 	}
-	t = push_take(s, ev->session, ev->seq);
+	t = pushes_take(&s->pushes, ev->session, ev->seq);
 	/* Rule 10: a leader that is not ready pushes nothing; the client
 	 * learns the outcome when it re-sends the acquire. */
 	if (t->conn != NULL && s->node->ready) {
@@ -375,10 +266,10 @@ static int unapplied_status(int status)
 
 static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 {
-	struct pending *p = arg;
+	struct service_request *p = arg;
 	struct service *s = p->conn->svc;
 	/* The push target this acquire registered, unless a retry moved it. */
-	struct push_target *t = p->seq ? push_find(s, p->session, p->seq) : NULL;
+	struct push_target *t = p->seq ? pushes_find(&s->pushes, p->session, p->seq) : NULL;
 	if (t != NULL && (t->conn != p->conn || t->id != p->id))
 		t = NULL;
 	Raftlock__Result res = status == 0 ? *result : (Raftlock__Result)RAFTLOCK__RESULT__INIT;
@@ -388,7 +279,7 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		if (status == 0 && res.queued && !p->conn->closing)
 			t->answered = true;
 		else
-			free(push_take(s, p->session, p->seq));
+			free(pushes_take(&s->pushes, p->session, p->seq));
 	}
 	if (status != 0) {
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
@@ -398,13 +289,13 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		resp.result = &res;
 		send_response(p->conn, p->id, &resp);
 	}
-	pending_free(p);
+	request_free(p);
 }
 
-static void propose_for(struct service *s, struct conn *c, uint64_t id,
+static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 			const Raftlock__Command *cmd, bool pushable)
 {
-	struct pending *p = pending_new(c, id);
+	struct service_request *p = request_new(c, id);
 	if (p == NULL) {
 		send_status(s, c, id, RAFTLOCK_EOVERLOAD, NULL);
 		return;
@@ -412,13 +303,13 @@ static void propose_for(struct service *s, struct conn *c, uint64_t id,
 	p->session = cmd->session;
 	p->seq = pushable ? cmd->seq : 0;
 	if (p->seq != 0)
-		push_set(s, p->session, p->seq, c, id);
+		pushes_set(&s->pushes, p->session, p->seq, c, id);
 	int rv = node_propose(s->node, cmd, mutation_done, p);
 	if (rv != 0) {
 		if (p->seq != 0)
-			free(push_take(s, p->session, p->seq));
+			free(pushes_take(&s->pushes, p->session, p->seq));
 		send_status(s, c, id, unapplied_status(rv), NULL);
-		pending_free(p);
+		request_free(p);
 	}
 }
 
@@ -457,7 +348,7 @@ static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq,
  * the minimum. Such a session's validity would not outlast even the
  * shortest failover. A TTL outside the protocol's range is the state
  * machine's to refuse. */
-static bool ttl_allowed(struct service *s, struct conn *c, const Raftlock__Envelope *env)
+static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
 	uint32_t ttl = env->open_session->ttl_ms;
 	unsigned et = s->cfg->election_timeout_ms;
@@ -473,7 +364,8 @@ static bool ttl_allowed(struct service *s, struct conn *c, const Raftlock__Envel
 	return false;
 }
 
-static void handle_mutation(struct service *s, struct conn *c, const Raftlock__Envelope *env)
+static void handle_mutation(struct service *s, struct service_conn *c,
+			    const Raftlock__Envelope *env)
 {
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	Raftlock__OpenSession open = RAFTLOCK__OPEN_SESSION__INIT;
@@ -542,7 +434,7 @@ static void handle_mutation(struct service *s, struct conn *c, const Raftlock__E
 static void keepalive_done(void *arg, int status, const int32_t *statuses, const uint32_t *ttls,
 			   size_t n)
 {
-	struct pending *p = arg;
+	struct service_request *p = arg;
 	if (status != 0) {
 		send_status(p->conn->svc, p->conn, p->id, status, NULL);
 	} else {
@@ -556,7 +448,7 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 		resp.keepalive = &ka;
 		send_response(p->conn, p->id, &resp);
 	}
-	pending_free(p);
+	request_free(p);
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -567,7 +459,9 @@ static void resume_cb(uv_timer_t *h)
 {
 	struct service *s = h->data;
 	bool still = false;
-	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+	struct list *l;
+	list_each (l, &s->conns) {
+		struct service_conn *c = list_entry(l, struct service_conn, link);
 		if (!c->paused || c->closing)
 			continue;
 		if (leases_budget_spent(s->leases, &c->keepalive_budget)) {
@@ -585,7 +479,7 @@ static void resume_cb(uv_timer_t *h)
 /* A connection past its keepalive budget is not read until the budget
  * refills: it can cost the leader no more than the budget's worth of
  * decoding and lookups per second, whatever it sends. */
-static void pause_reads(struct service *s, struct conn *c)
+static void pause_reads(struct service *s, struct service_conn *c)
 {
 	if (c->paused || c->closing)
 		return;
@@ -596,9 +490,10 @@ static void pause_reads(struct service *s, struct conn *c)
 		uv_timer_start(&s->resume_timer, resume_cb, RESUME_TICK_MS, RESUME_TICK_MS);
 }
 
-static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__Envelope *env)
+static void handle_keepalive(struct service *s, struct service_conn *c,
+			     const Raftlock__Envelope *env)
 {
-	struct pending *p = pending_new(c, env->id);
+	struct service_request *p = request_new(c, env->id);
 	if (p == NULL) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
@@ -610,7 +505,7 @@ static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__
 			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "
 						    "too many session ids in one second"
 						  : NULL);
-		pending_free(p);
+		request_free(p);
 	}
 	if (leases_budget_spent(s->leases, &c->keepalive_budget))
 		pause_reads(s, c);
@@ -618,363 +513,23 @@ static void handle_keepalive(struct service *s, struct conn *c, const Raftlock__
 
 /* --------------------------------------------------------------- reads -- */
 
-static Raftlock__Owner *owner_of(struct service *s, MDB_txn *txn, uint64_t session,
-				 Raftlock__SessionRecord **keep)
-{
-	*keep = store_get_session(&s->node->store, txn, session);
-	return *keep ? (*keep)->owner : NULL;
-}
-
-/* Fills a LockInfo from a record; the session records fetched for owner
- * info are appended to *sessions for the caller to free. */
-struct lock_info_buf {
-	Raftlock__LockInfo info;
-	Raftlock__HolderInfo *holders;
-	Raftlock__HolderInfo **holder_ptrs;
-	Raftlock__WaiterInfo *waiters;
-	Raftlock__WaiterInfo **waiter_ptrs;
-	Raftlock__SessionRecord **sessions;
-	size_t n_sessions;
-	Raftlock__LockRecord *rec;
-};
-
-static void lock_info_fill(struct service *s, MDB_txn *txn, struct lock_info_buf *b,
-			   Raftlock__LockRecord *rec, uint64_t now)
-{
-	size_t nh = rec->n_holders, nw = rec->n_waiters;
-	raftlock__lock_info__init(&b->info);
-	b->rec = rec;
-	b->holders = calloc(nh + 1, sizeof *b->holders);
-	b->holder_ptrs = calloc(nh + 1, sizeof *b->holder_ptrs);
-	b->waiters = calloc(nw + 1, sizeof *b->waiters);
-	b->waiter_ptrs = calloc(nw + 1, sizeof *b->waiter_ptrs);
-	b->sessions = calloc(nh + nw + 1, sizeof *b->sessions);
-	if (!b->holders || !b->holder_ptrs || !b->waiters || !b->waiter_ptrs || !b->sessions)
-		log_fatal("out of memory");
-	b->n_sessions = 0;
-	b->info.name = rec->name;
-	b->info.kind = rec->kind;
-	b->info.limit = rec->limit;
-	b->info.delay_until = rec->delay_until;
-	b->info.lock_delay_ms = rec->lock_delay_ms;
-	b->info.cluster_time = now;
-	for (size_t i = 0; i < nh; i++) {
-		raftlock__holder_info__init(&b->holders[i]);
-		b->holders[i].holder = rec->holders[i];
-		b->holders[i].owner =
-			owner_of(s, txn, rec->holders[i]->session, &b->sessions[b->n_sessions++]);
-		b->holder_ptrs[i] = &b->holders[i];
-	}
-	for (size_t i = 0; i < nw; i++) {
-		raftlock__waiter_info__init(&b->waiters[i]);
-		b->waiters[i].waiter = rec->waiters[i];
-		b->waiters[i].owner =
-			owner_of(s, txn, rec->waiters[i]->session, &b->sessions[b->n_sessions++]);
-		b->waiter_ptrs[i] = &b->waiters[i];
-	}
-	b->info.holders = b->holder_ptrs;
-	b->info.n_holders = nh;
-	b->info.waiters = b->waiter_ptrs;
-	b->info.n_waiters = nw;
-}
-
-static void lock_info_free(struct lock_info_buf *b)
-{
-	for (size_t i = 0; i < b->n_sessions; i++)
-		if (b->sessions[i] != NULL)
-			raftlock__session_record__free_unpacked(b->sessions[i], NULL);
-	free(b->sessions);
-	free(b->holders);
-	free(b->holder_ptrs);
-	free(b->waiters);
-	free(b->waiter_ptrs);
-	if (b->rec != NULL)
-		raftlock__lock_record__free_unpacked(b->rec, NULL);
-}
-
-static uint64_t store_now(struct service *s, MDB_txn *txn)
-{
-	Raftlock__Meta *m = store_get_meta(&s->node->store, txn);
-	uint64_t t = m->cluster_time;
-	raftlock__meta__free_unpacked(m, NULL);
-	return t;
-}
-
-static void read_get_lock(struct service *s, struct conn *c, const Raftlock__Envelope *env,
-			  MDB_txn *txn)
-{
-	Raftlock__LockRecord *rec = store_get_lock(&s->node->store, txn, env->get_lock->name);
-	if (rec == NULL) {
-		send_status(s, c, env->id, RAFTLOCK_ENOTFOUND, "no such lock");
-		return;
-	}
-	struct lock_info_buf b;
-	lock_info_fill(s, txn, &b, rec, store_now(s, txn));
-	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
-	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
-	resp.lock = &b.info;
-	send_response(c, env->id, &resp);
-	lock_info_free(&b);
-}
-
-struct list_locks_ctx {
-	struct service *svc;
-	MDB_txn *txn;
-	struct lock_info_buf *bufs;
-	size_t n, limit;
-	size_t bytes; /* encoded so far: a page stays well inside a frame */
-	bool more;
-	uint64_t now;
-};
-
-#define PAGE_BYTES_MAX (RAFTLOCK_FRAME_MAX / 2)
-
-static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
-{
-	struct list_locks_ctx *ctx = arg;
-	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
-		raftlock__lock_record__free_unpacked(rec, NULL);
-		ctx->more = true;
-		return 1;
-	}
-	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
-	lock_info_fill(ctx->svc, ctx->txn, b, rec, ctx->now);
-	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
-	return 0;
-}
-
-static size_t page_limit(uint32_t asked)
-{
-	if (asked == 0)
-		return READ_PAGE_DEFAULT;
-	return asked > READ_PAGE_MAX ? READ_PAGE_MAX : asked;
-}
-
-static void read_list_locks(struct service *s, struct conn *c, const Raftlock__Envelope *env,
-			    MDB_txn *txn)
-{
-	const Raftlock__ListLocksRequest *req = env->list_locks;
-	struct list_locks_ctx ctx = {
-		.svc = s, .txn = txn, .limit = page_limit(req->limit), .now = store_now(s, txn)};
-	ctx.bufs = calloc(ctx.limit, sizeof *ctx.bufs);
-	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
-	if (ctx.bufs == NULL || ptrs == NULL)
-		log_fatal("out of memory");
-	store_scan_locks(&s->node->store, txn, req->prefix, req->after, list_locks_visit, &ctx);
-	for (size_t i = 0; i < ctx.n; i++)
-		ptrs[i] = &ctx.bufs[i].info;
-	Raftlock__LockList list = RAFTLOCK__LOCK_LIST__INIT;
-	list.locks = ptrs;
-	list.n_locks = ctx.n;
-	list.more = ctx.more;
-	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
-	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCKS;
-	resp.locks = &list;
-	send_response(c, env->id, &resp);
-	for (size_t i = 0; i < ctx.n; i++)
-		lock_info_free(&ctx.bufs[i]);
-	free(ctx.bufs);
-	free(ptrs);
-}
-
-struct list_sessions_ctx {
-	struct store *store;
-	MDB_txn *txn;
-	Raftlock__SessionInfo *infos;
-	Raftlock__SessionInfo **ptrs;
-	Raftlock__SessionRecord **recs;
-	size_t n, limit;
-	size_t bytes;
-	bool more;
-};
-
-static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
-{
-	struct list_sessions_ctx *ctx = arg;
-	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
-		raftlock__session_record__free_unpacked(rec, NULL);
-		ctx->more = true;
-		return 1;
-	}
-	ctx->bytes += raftlock__session_record__get_packed_size(rec);
-	Raftlock__SessionInfo *info = &ctx->infos[ctx->n];
-	raftlock__session_info__init(info);
-	info->id = rec->id;
-	info->ttl_ms = rec->ttl_ms;
-	uint32_t ttl;
-	if (!store_get_lease(ctx->store, ctx->txn, rec->id, &info->deadline, &ttl))
-		info->deadline = 0;
-	info->owner = rec->owner;
-	info->opened_time = rec->opened_time;
-	info->locks = rec->locks;
-	info->n_locks = rec->n_locks;
-	ctx->ptrs[ctx->n] = info;
-	ctx->recs[ctx->n++] = rec;
-	return 0;
-}
-
-static void read_list_sessions(struct service *s, struct conn *c, const Raftlock__Envelope *env,
-			       MDB_txn *txn)
-{
-	const Raftlock__ListSessionsRequest *req = env->list_sessions;
-	struct list_sessions_ctx ctx = {0};
-	ctx.store = &s->node->store;
-	ctx.txn = txn;
-	ctx.limit = page_limit(req->limit);
-	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
-	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
-	ctx.recs = calloc(ctx.limit, sizeof *ctx.recs);
-	if (!ctx.infos || !ctx.ptrs || !ctx.recs)
-		log_fatal("out of memory");
-	store_scan_sessions(&s->node->store, txn, req->after, list_sessions_visit, &ctx);
-	Raftlock__SessionList list = RAFTLOCK__SESSION_LIST__INIT;
-	list.sessions = ctx.ptrs;
-	list.n_sessions = ctx.n;
-	list.more = ctx.more;
-	list.cluster_time = store_now(s, txn);
-	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
-	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS;
-	resp.sessions = &list;
-	send_response(c, env->id, &resp);
-	for (size_t i = 0; i < ctx.n; i++)
-		raftlock__session_record__free_unpacked(ctx.recs[i], NULL);
-	free(ctx.infos);
-	free(ctx.ptrs);
-	free(ctx.recs);
-}
-
-static void read_check_token(struct service *s, struct conn *c, const Raftlock__Envelope *env,
-			     MDB_txn *txn)
-{
-	Raftlock__CheckTokenResult check = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
-	Raftlock__LockRecord *rec = store_get_lock(&s->node->store, txn, env->check_token->name);
-	if (rec != NULL) {
-		for (size_t i = 0; i < rec->n_holders; i++) {
-			uint64_t t = rec->holders[i]->token;
-			if (t == env->check_token->token)
-				check.current = true;
-			if (t > check.highest)
-				check.highest = t;
-		}
-		raftlock__lock_record__free_unpacked(rec, NULL);
-	}
-	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
-	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_CHECK;
-	resp.check = &check;
-	send_response(c, env->id, &resp);
-}
-
-static void serve_read(struct service *s, struct conn *c, const Raftlock__Envelope *env)
-{
-	MDB_txn *txn = store_begin(&s->node->store, false);
-	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: read_get_lock(s, c, env, txn); break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: read_list_locks(s, c, env, txn); break;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: read_list_sessions(s, c, env, txn); break;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: read_check_token(s, c, env, txn); break;
-	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a read"); break;
-	}
-	store_abort(txn);
-}
-
-static bool is_stale_read(const Raftlock__Envelope *env)
-{
-	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: return env->get_lock->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: return env->list_locks->stale;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: return env->list_sessions->stale;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return env->check_token->stale;
-	default: return false;
-	}
-}
-
-static void start_read_barrier(struct service *s);
-
-/* A committed barrier proves this node was leader after every read in the
- * batch arrived, and everything committed before is applied. */
-static void read_barrier_done(struct raft_barrier *req, int status)
-{
-	struct read_batch *b = req->data;
-	struct service *s = b->svc;
-	if (s->reads_inflight == b)
-		s->reads_inflight = NULL;
-	bool ok = status == 0 && s->node->ready;
-	for (struct pending *p = b->head, *next; p != NULL; p = next) {
-		next = p->next;
-		if (ok)
-			serve_read(s, p->conn, p->env);
-		else
-			send_status(s, p->conn, p->id,
-				    status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN
-							    : RAFTLOCK_ENOTLEADER,
-				    NULL);
-		pending_free(p);
-	}
-	free(b);
-	if (!s->closing)
-		start_read_barrier(s);
-}
-
-static void start_read_barrier(struct service *s)
-{
-	struct read_batch *b = s->reads_waiting;
-	if (b == NULL || s->reads_inflight != NULL)
-		return;
-	s->reads_waiting = NULL;
-	b->barrier.data = b;
-	if (raft_barrier(&s->node->raft, &b->barrier, read_barrier_done) != 0) {
-		for (struct pending *p = b->head, *next; p != NULL; p = next) {
-			next = p->next;
-			send_status(s, p->conn, p->id, RAFTLOCK_ENOTLEADER, NULL);
-			pending_free(p);
-		}
-		free(b);
-		return;
-	}
-	s->reads_inflight = b;
-}
-
-static void handle_read(struct service *s, struct conn *c, Raftlock__Envelope *env)
-{
-	struct pending *p = pending_new(c, env->id);
-	struct read_batch *b = s->reads_waiting;
-	if (b == NULL) {
-		b = calloc(1, sizeof *b);
-		if (b != NULL)
-			b->svc = s;
-	}
-	if (p == NULL || b == NULL) {
-		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
-		raftlock__envelope__free_unpacked(env, NULL);
-		if (p)
-			pending_free(p);
-		if (b != s->reads_waiting)
-			free(b);
-		return;
-	}
-	p->env = env;
-	p->next = b->head;
-	b->head = p;
-	s->reads_waiting = b;
-	start_read_barrier(s);
-}
-
 /* -------------------------------------------------------------- status -- */
 
-static void handle_status(struct service *s, struct conn *c, uint64_t id)
+static void handle_status(struct service *s, struct service_conn *c, uint64_t id)
 {
-	struct node *n = s->node;
+	struct status now;
+	status_read(s->node, &now);
 	Raftlock__StatusInfo st = RAFTLOCK__STATUS_INFO__INIT;
 	Raftlock__Member members[CONFIG_MAX_MEMBERS], *mptrs[CONFIG_MAX_MEMBERS];
 	st.node_id = s->cfg->id;
-	st.role = (char *)node_role(n);
-	st.term = raft_current_term(&n->raft);
-	st.commit_index = raft_commit_index(&n->raft);
-	st.applied_index = raft_last_applied(&n->raft);
-	st.last_index = raft_last_index(&n->raft);
-	const char *leader = node_leader_client_address(n, &st.leader_id);
-	st.leader_address = (char *)(leader ? leader : "");
-	st.ready = n->ready;
+	st.role = (char *)now.role;
+	st.term = now.term;
+	st.commit_index = now.commit_index;
+	st.applied_index = now.applied_index;
+	st.last_index = now.last_index;
+	st.leader_id = now.leader_id;
+	st.leader_address = (char *)now.leader_address;
+	st.ready = now.ready;
 	st.cluster = (char *)s->cfg->cluster;
 	for (unsigned i = 0; i < s->cfg->n_members; i++) {
 		raftlock__member__init(&members[i]);
@@ -985,23 +540,59 @@ static void handle_status(struct service *s, struct conn *c, uint64_t id)
 	}
 	st.members = mptrs;
 	st.n_members = s->cfg->n_members;
-	MDB_txn *txn = store_begin(&n->store, false);
-	Raftlock__Meta *m = store_get_meta(&n->store, txn);
-	st.cluster_time = n->ready ? node_cluster_now(n) : m->cluster_time;
-	st.next_token = m->next_token;
-	st.sessions = store_count_sessions(&n->store, txn);
-	st.locks = store_count_locks(&n->store, txn);
-	raftlock__meta__free_unpacked(m, NULL);
-	store_abort(txn);
+	st.cluster_time = now.cluster_time;
+	st.next_token = now.next_token;
+	st.sessions = now.sessions;
+	st.locks = now.locks;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO;
 	resp.status_info = &st;
 	send_response(c, id, &resp);
 }
 
+/* --------------------------------------------------------------- reads -- */
+
+static void reply_to(void *arg, const Raftlock__Response *resp)
+{
+	struct service_request *p = arg;
+	send_response(p->conn, p->id, (Raftlock__Response *)resp);
+}
+
+static void serve_read(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	struct service_request p = {.conn = c, .id = env->id};
+	reads_serve(&s->node->store, env, reply_to, &p);
+}
+
+static void read_ready(void *arg, int status)
+{
+	struct service_request *p = arg;
+	struct service *s = p->conn->svc;
+	if (status == 0)
+		serve_read(s, p->conn, p->env);
+	else
+		send_status(s, p->conn, p->id, status, NULL);
+	request_free(p);
+}
+
+static void handle_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
+{
+	struct service_request *p = request_new(c, env->id);
+	if (p == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	p->env = env;
+	if (reads_wait(&s->reads, read_ready, p) != 0) {
+		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		request_free(p);
+	}
+}
+
 /* ------------------------------------------------------------ dispatch -- */
 
-static void dispatch(struct service *s, struct conn *c, Raftlock__Envelope *env)
+static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
 		handle_status(s, c, env->id);
@@ -1014,11 +605,8 @@ static void dispatch(struct service *s, struct conn *c, Raftlock__Envelope *env)
 		conn_close(c);
 		return;
 	}
-	bool read = env->body_case == RAFTLOCK__ENVELOPE__BODY_GET_LOCK ||
-		    env->body_case == RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS ||
-		    env->body_case == RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS ||
-		    env->body_case == RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN;
-	if (read && is_stale_read(env)) {
+	bool read = reads_is_read(env);
+	if (read && reads_is_stale(env)) {
 		serve_read(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
@@ -1052,7 +640,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(slab, sizeof slab);
 }
 
-static void protocol_error(struct service *s, struct conn *c, const char *what)
+static void protocol_error(struct service *s, struct service_conn *c, const char *what)
 {
 	char peer[64] = "?";
 	struct sockaddr_storage ss;
@@ -1066,7 +654,7 @@ static void protocol_error(struct service *s, struct conn *c, const char *what)
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
-	struct conn *c = stream->data;
+	struct service_conn *c = stream->data;
 	struct service *s = c->svc;
 	if (nread < 0) {
 		conn_close(c);
@@ -1098,7 +686,7 @@ static void accept_cb(uv_stream_t *server, int status)
 	struct service *s = server->data;
 	if (status != 0 || s->closing)
 		return;
-	struct conn *c = calloc(1, sizeof *c);
+	struct service_conn *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return;
 	c->svc = s;
@@ -1106,10 +694,8 @@ static void accept_cb(uv_stream_t *server, int status)
 	frame_reader_init(&c->reader, RAFTLOCK_FRAME_MAX);
 	uv_tcp_init(s->loop, &c->tcp);
 	c->tcp.data = c;
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	list_init(&c->dirty);
+	list_add_tail(&s->conns, &c->link);
 	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
 		conn_close(c);
 		return;
@@ -1126,7 +712,10 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->cfg = cfg;
 	s->node = node;
 	s->leases = leases;
-	idmap_init(&s->pushes);
+	list_init(&s->conns);
+	list_init(&s->dirty);
+	pushes_init(&s->pushes);
+	reads_init(&s->reads, node);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1148,23 +737,8 @@ void service_on_ready(struct service *s, bool ready)
 	 * acquire wherever the leader is now (even here, if this node wins
 	 * again) and learn its outcome from the de-duplication table. Their
 	 * connections are collected first: closing one edits the targets. */
-	size_t n = 0, cap = 0;
-	struct conn **victims = NULL;
-	for (size_t i = 0; i < s->pushes.cap; i++) {
-		struct idmap_slot *slot = &s->pushes.slots[i];
-		if (slot->key == 0)
-			continue;
-		for (struct push_target *t = slot->ptr, *next; t; t = next) {
-			next = t->next;
-			if (t->conn != NULL && !t->conn->closing) {
-				if (grow(&victims, &cap, n + 1, 16, sizeof *victims) != 0)
-					log_fatal("out of memory");
-				victims[n++] = t->conn;
-			}
-			free(t);
-		}
-	}
-	idmap_clear(&s->pushes);
+	struct service_conn **victims;
+	size_t n = pushes_drop_all(&s->pushes, &victims);
 	for (size_t i = 0; i < n; i++)
 		conn_close(victims[i]); /* closing twice is a no-op */
 	free(victims);
@@ -1173,8 +747,9 @@ void service_on_ready(struct service *s, bool ready)
 unsigned service_connections(const struct service *s)
 {
 	unsigned n = 0;
-	for (const struct conn *c = s->conns; c != NULL; c = c->next)
-		n += !c->closing;
+	const struct list *l;
+	list_each (l, &s->conns)
+		n += !list_entry(l, const struct service_conn, link)->closing;
 	return n;
 }
 
@@ -1185,8 +760,10 @@ void service_close(struct service *s)
 	flush_all(s); /* the last answers go out before their connections close */
 	uv_close((uv_handle_t *)&s->flusher, NULL);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
-	for (struct conn *c = s->conns; c != NULL; c = c->next)
-		conn_close(c);
+	struct list *l;
+	list_each (l, &s->conns)
+		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
-	idmap_close(&s->pushes);
+	reads_close(&s->reads);
+	pushes_close(&s->pushes);
 }

@@ -17,12 +17,11 @@
 
 #include "config.h"
 #include "fsm.h"
-#include "idmap.h"
 #include "leases.h"
+#include "list.h"
 #include "node.h"
-
-struct conn;
-struct read_batch;
+#include "pushes.h"
+#include "reads.h"
 
 struct service {
 	uv_loop_t *loop;
@@ -30,13 +29,12 @@ struct service {
 	struct node *node;
 	struct leases *leases;
 	uv_tcp_t listener;
-	struct conn *conns;
-	struct conn *dirty;                /* connections with responses to write */
-	uv_prepare_t flusher;              /* writes them once per loop iteration */
-	uv_timer_t resume_timer;           /* reads again from paused connections */
-	struct idmap pushes;               /* session id -> list of push targets */
-	struct read_batch *reads_waiting;  /* arrived, no barrier yet */
-	struct read_batch *reads_inflight; /* waiting for its barrier */
+	struct list conns;       /* struct service_conn */
+	struct list dirty;       /* connections with responses to write */
+	uv_prepare_t flusher;    /* writes them once per loop iteration */
+	uv_timer_t resume_timer; /* reads again from paused connections */
+	struct pushes pushes;    /* where queued acquires' outcomes go */
+	struct reads reads;      /* linearizable reads waiting for a barrier */
 	bool closing;
 };
 

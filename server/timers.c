@@ -46,8 +46,8 @@ static bool same(const struct timer *tm, enum timer_kind kind, const char *name,
 static struct timer *find(struct timers *t, uint64_t key, enum timer_kind kind, const char *name,
 			  uint64_t session, uint64_t seq)
 {
-	struct idmap_slot *s = idmap_get(&t->index, key);
-	for (struct timer *tm = s ? s->ptr : NULL; tm != NULL; tm = tm->next)
+	struct timer **first = idmap_get(&t->index, key);
+	for (struct timer *tm = first ? *first : NULL; tm != NULL; tm = tm->next)
 		if (same(tm, kind, name, session, seq))
 			return tm;
 	return NULL;
@@ -55,12 +55,12 @@ static struct timer *find(struct timers *t, uint64_t key, enum timer_kind kind, 
 
 static void unindex(struct timers *t, struct timer *tm)
 {
-	struct idmap_slot *s = idmap_get(&t->index, tm->key);
-	struct timer **p = (struct timer **)&s->ptr;
+	struct timer **first = idmap_get(&t->index, tm->key);
+	struct timer **p = first;
 	while (*p != tm)
 		p = &(*p)->next;
 	*p = tm->next;
-	if (s->ptr == NULL)
+	if (*first == NULL)
 		idmap_del(&t->index, tm->key);
 }
 
@@ -126,7 +126,7 @@ static void heap_remove(struct timers *t, struct timer *tm)
 void timers_init(struct timers *t)
 {
 	memset(t, 0, sizeof *t);
-	idmap_init(&t->index);
+	idmap_init(&t->index, sizeof(struct timer *));
 }
 
 void timers_clear(struct timers *t)
@@ -162,8 +162,8 @@ int timers_set(struct timers *t, enum timer_kind kind, const char *name, uint64_
 		return RAFTLOCK_ENOMEM;
 	tm = calloc(1, sizeof *tm);
 	char *copy = strdup(name);
-	struct idmap_slot *s = tm && copy ? idmap_put(&t->index, key) : NULL;
-	if (s == NULL) {
+	struct timer **first = tm && copy ? idmap_put(&t->index, key) : NULL;
+	if (first == NULL) {
 		free(copy);
 		free(tm);
 		return RAFTLOCK_ENOMEM;
@@ -175,8 +175,8 @@ int timers_set(struct timers *t, enum timer_kind kind, const char *name, uint64_
 			     .deadline = deadline,
 			     .due = deadline,
 			     .key = key,
-			     .next = s->ptr};
-	s->ptr = tm;
+			     .next = *first};
+	*first = tm;
 	place(t, t->n++, tm);
 	sift_up(t, tm->slot);
 	return 0;

@@ -35,7 +35,7 @@ struct timer {
 struct timers {
 	struct timer **heap;
 	size_t n, cap;
-	struct idmap index; /* key -> ptr: first timer of that hash */
+	struct idmap index; /* key -> struct timer *: first timer of that hash */
 };
 
 void timers_init(struct timers *t);

@@ -6,97 +6,143 @@
 
 #include "raftlock.h"
 
+#define KEY_BYTES sizeof(uint64_t)
+
 static size_t slot_of(const struct idmap *m, uint64_t key)
 {
 	/* Fibonacci hashing spreads sequential ids. */
 	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (m->cap - 1);
 }
 
-void idmap_init(struct idmap *m)
+static unsigned char *at(const struct idmap *m, size_t i)
+{
+	return m->slots + i * m->stride;
+}
+
+static uint64_t key_at(const struct idmap *m, size_t i)
+{
+	uint64_t k;
+	memcpy(&k, at(m, i), sizeof k);
+	return k;
+}
+
+static void set_key(struct idmap *m, size_t i, uint64_t key)
+{
+	memcpy(at(m, i), &key, sizeof key);
+}
+
+void idmap_init(struct idmap *m, size_t value_size)
 {
 	memset(m, 0, sizeof *m);
+	m->value_size = value_size;
+	m->stride = KEY_BYTES + (value_size + 7) / 8 * 8;
 }
 
 void idmap_close(struct idmap *m)
 {
 	free(m->slots);
-	memset(m, 0, sizeof *m);
+	m->slots = NULL;
+	m->cap = m->len = 0;
 }
 
 void idmap_clear(struct idmap *m)
 {
 	if (m->slots != NULL)
-		memset(m->slots, 0, m->cap * sizeof *m->slots);
+		memset(m->slots, 0, m->cap * m->stride);
 	m->len = 0;
 }
 
-struct idmap_slot *idmap_get(struct idmap *m, uint64_t key)
+/* The index of key's slot, or cap when absent. */
+static size_t find(const struct idmap *m, uint64_t key)
 {
 	if (m->cap == 0 || key == 0)
-		return NULL;
+		return m->cap;
 	for (size_t i = slot_of(m, key);; i = (i + 1) & (m->cap - 1)) {
-		if (m->slots[i].key == key)
-			return &m->slots[i];
-		if (m->slots[i].key == 0)
-			return NULL;
+		uint64_t k = key_at(m, i);
+		if (k == key)
+			return i;
+		if (k == 0)
+			return m->cap;
 	}
 }
 
-/* Places a key known to be absent, with room for it. */
-static struct idmap_slot *place(struct idmap *m, uint64_t key)
+void *idmap_get(const struct idmap *m, uint64_t key)
+{
+	size_t i = find(m, key);
+	return i < m->cap ? at(m, i) + KEY_BYTES : NULL;
+}
+
+/* Places a key known to be absent, with room for it; its value zeroed. */
+static size_t place(struct idmap *m, uint64_t key)
 {
 	size_t i = slot_of(m, key);
-	while (m->slots[i].key != 0)
+	while (key_at(m, i) != 0)
 		i = (i + 1) & (m->cap - 1);
-	memset(&m->slots[i], 0, sizeof m->slots[i]);
-	m->slots[i].key = key;
+	memset(at(m, i), 0, m->stride);
+	set_key(m, i, key);
 	m->len++;
-	return &m->slots[i];
+	return i;
 }
 
 static int grow(struct idmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 64;
-	struct idmap_slot *slots = calloc(cap, sizeof *slots);
+	unsigned char *slots = calloc(cap, m->stride);
 	if (slots == NULL)
 		return RAFTLOCK_ENOMEM;
 	struct idmap old = *m;
 	m->slots = slots;
 	m->cap = cap;
 	m->len = 0;
-	for (size_t i = 0; i < old.cap; i++)
-		if (old.slots[i].key != 0)
-			*place(m, old.slots[i].key) = old.slots[i];
+	for (size_t i = 0; i < old.cap; i++) {
+		uint64_t k = key_at(&old, i);
+		if (k != 0)
+			memcpy(at(m, place(m, k)), at(&old, i), m->stride);
+	}
 	free(old.slots);
 	return 0;
 }
 
-struct idmap_slot *idmap_put(struct idmap *m, uint64_t key)
+void *idmap_put(struct idmap *m, uint64_t key)
 {
-	struct idmap_slot *s = idmap_get(m, key);
-	if (s != NULL)
-		return s;
+	void *v = idmap_get(m, key);
+	if (v != NULL)
+		return v;
 	if ((m->len + 1) * 4 > m->cap * 3 && grow(m) != 0)
 		return NULL;
-	return place(m, key);
+	return at(m, place(m, key)) + KEY_BYTES;
 }
 
 void idmap_del(struct idmap *m, uint64_t key)
 {
-	struct idmap_slot *s = idmap_get(m, key);
-	if (s == NULL)
+	size_t i = find(m, key);
+	if (i == m->cap)
 		return;
-	size_t i = (size_t)(s - m->slots);
-	m->slots[i].key = 0;
+	set_key(m, i, 0);
 	m->len--;
 	/* Backward-shift the cluster that follows so lookups stay correct. */
-	for (size_t j = (i + 1) & (m->cap - 1); m->slots[j].key != 0; j = (j + 1) & (m->cap - 1)) {
-		size_t home = slot_of(m, m->slots[j].key);
+	for (size_t j = (i + 1) & (m->cap - 1); key_at(m, j) != 0; j = (j + 1) & (m->cap - 1)) {
+		size_t home = slot_of(m, key_at(m, j));
 		/* Move j into the hole i if its home is not in (i, j]. */
 		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-			m->slots[i] = m->slots[j];
-			m->slots[j].key = 0;
+			memcpy(at(m, i), at(m, j), m->stride);
+			set_key(m, j, 0);
 			i = j;
 		}
 	}
+}
+
+void *idmap_next(const struct idmap *m, size_t *pos, uint64_t *key)
+{
+	for (size_t i = *pos; i < m->cap; i++) {
+		uint64_t k = key_at(m, i);
+		if (k != 0) {
+			*pos = i + 1;
+			if (key != NULL)
+				*key = k;
+			return at(m, i) + KEY_BYTES;
+		}
+	}
+	*pos = m->cap;
+	return NULL;
 }

@@ -21,8 +21,7 @@ static void values_are(struct list *head, const int *want, size_t n)
 {
 	struct list *l;
 	size_t i = 0;
-	list_each(l, head)
-	{
+	list_each (l, head) {
 		assert_true(i < n);
 		assert_int_equal(list_entry(l, struct item, link)->value, want[i]);
 		i++;
@@ -53,8 +52,7 @@ static void order_and_removal(void **state)
 	assert_true(list_linked(&it[2].link));
 
 	/* Removing every odd item while walking the list. */
-	list_each_safe(l, tmp, &head)
-	{
+	list_each_safe (l, tmp, &head) {
 		if (list_entry(l, struct item, link)->value % 2)
 			list_remove(l);
 	}

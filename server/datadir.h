@@ -1,0 +1,54 @@
+/*
+ * datadir.h: the data directory of one raftlockd (--data-dir): who may use
+ * it and whether its LMDB state can be trusted. Layout:
+ *   LOCK       flock()ed by the running raftlockd, holds its pid
+ *   IDENTITY   "cluster=NAME\nnode=ID\n": the cluster and node it belongs to
+ *   raft/      libraft's log and snapshots (raft_uv)
+ *   state/     LMDB (data.mdb), CLEAN (written at a clean stop, removed at
+ *              start) and BOOT_ID (the kernel boot of the last start)
+ * Files are written whole (temporary file, fsync, rename, fsync of the
+ * directory). No libuv loop needed; not thread-safe.
+ *
+ * Functions return 0 or RAFTLOCK_EIO / RAFTLOCK_EDATA with a message naming
+ * the file in err (errlen bytes, NUL-terminated).
+ */
+#ifndef RAFTLOCK_DATADIR_H
+#define RAFTLOCK_DATADIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATADIR_PATH_MAX 1024
+
+/* Writes dir/name into out (len bytes); aborts when it does not fit. */
+void datadir_path(char *out, size_t len, const char *dir, const char *name);
+
+/* Takes the directory for this process: one raftlockd per data directory
+ * (a second one would write into the first one's raft log). The lock lasts
+ * as long as the process. RAFTLOCK_EDATA when another process holds it
+ * (its pid in the message). */
+int datadir_lock(const char *data_dir, char *err, size_t errlen);
+
+/* Ties the directory to (cluster, id): writes IDENTITY when absent and the
+ * raft log directory raft_dir is empty; RAFTLOCK_EDATA when IDENTITY names
+ * another cluster or node, or is missing beside a raft log. */
+int datadir_check_identity(const char *data_dir, const char *cluster, uint64_t id,
+			   const char *raft_dir, char *err, size_t errlen);
+
+/* Creates state_dir if needed and decides whether its LMDB may be trusted:
+ * only after a clean stop (CLEAN) or in the same kernel boot (BOOT_ID);
+ * otherwise data.mdb is removed, to be rebuilt from the raft log. Removes
+ * CLEAN (durably) and records this boot. */
+int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
+
+/* All of the above, in order, after creating data_dir and its raft/ (path
+ * written into raft_dir) and state/ (into state_dir): both buffers hold
+ * DATADIR_PATH_MAX bytes. */
+int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
+		 char *state_dir, char *err, size_t errlen);
+
+/* Records a clean stop (state/CLEAN), after LMDB was synced.
+ * Returns 0 or RAFTLOCK_EIO. */
+int datadir_mark_clean(const char *data_dir);
+
+#endif

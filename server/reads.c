@@ -1,0 +1,404 @@
+/* reads.c: see reads.h. */
+#include "reads.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+#define READ_PAGE_DEFAULT 100
+#define READ_PAGE_MAX 1000
+
+struct reply {
+	reads_reply_cb cb;
+	void *arg;
+};
+
+static void reply_status(const struct reply *r, int status, const char *message)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.status = status;
+	resp.message = (char *)message;
+	resp.leader = "";
+	r->cb(r->arg, &resp);
+}
+
+/* ------------------------------------------------------ store to proto -- */
+
+static Raftlock__Owner *owner_of(struct store *st, MDB_txn *txn, uint64_t session,
+				 Raftlock__SessionRecord **keep)
+{
+	*keep = store_get_session(st, txn, session);
+	return *keep ? (*keep)->owner : NULL;
+}
+
+/* Fills a LockInfo from a record; the session records fetched for owner
+ * info are appended to *sessions for the caller to free. */
+struct lock_info_buf {
+	Raftlock__LockInfo info;
+	Raftlock__HolderInfo *holders;
+	Raftlock__HolderInfo **holder_ptrs;
+	Raftlock__WaiterInfo *waiters;
+	Raftlock__WaiterInfo **waiter_ptrs;
+	Raftlock__SessionRecord **sessions;
+	size_t n_sessions;
+	Raftlock__LockRecord *rec;
+};
+
+static void lock_info_fill(struct store *st, MDB_txn *txn, struct lock_info_buf *b,
+			   Raftlock__LockRecord *rec, uint64_t now)
+{
+	size_t nh = rec->n_holders, nw = rec->n_waiters;
+	raftlock__lock_info__init(&b->info);
+	b->rec = rec;
+	b->holders = calloc(nh + 1, sizeof *b->holders);
+	b->holder_ptrs = calloc(nh + 1, sizeof *b->holder_ptrs);
+	b->waiters = calloc(nw + 1, sizeof *b->waiters);
+	b->waiter_ptrs = calloc(nw + 1, sizeof *b->waiter_ptrs);
+	b->sessions = calloc(nh + nw + 1, sizeof *b->sessions);
+	if (!b->holders || !b->holder_ptrs || !b->waiters || !b->waiter_ptrs || !b->sessions)
+		log_fatal("out of memory");
+	b->n_sessions = 0;
+	b->info.name = rec->name;
+	b->info.kind = rec->kind;
+	b->info.limit = rec->limit;
+	b->info.delay_until = rec->delay_until;
+	b->info.lock_delay_ms = rec->lock_delay_ms;
+	b->info.cluster_time = now;
+	for (size_t i = 0; i < nh; i++) {
+		raftlock__holder_info__init(&b->holders[i]);
+		b->holders[i].holder = rec->holders[i];
+		b->holders[i].owner =
+			owner_of(st, txn, rec->holders[i]->session, &b->sessions[b->n_sessions++]);
+		b->holder_ptrs[i] = &b->holders[i];
+	}
+	for (size_t i = 0; i < nw; i++) {
+		raftlock__waiter_info__init(&b->waiters[i]);
+		b->waiters[i].waiter = rec->waiters[i];
+		b->waiters[i].owner =
+			owner_of(st, txn, rec->waiters[i]->session, &b->sessions[b->n_sessions++]);
+		b->waiter_ptrs[i] = &b->waiters[i];
+	}
+	b->info.holders = b->holder_ptrs;
+	b->info.n_holders = nh;
+	b->info.waiters = b->waiter_ptrs;
+	b->info.n_waiters = nw;
+}
+
+static void lock_info_free(struct lock_info_buf *b)
+{
+	for (size_t i = 0; i < b->n_sessions; i++)
+		if (b->sessions[i] != NULL)
+			raftlock__session_record__free_unpacked(b->sessions[i], NULL);
+	free(b->sessions);
+	free(b->holders);
+	free(b->holder_ptrs);
+	free(b->waiters);
+	free(b->waiter_ptrs);
+	if (b->rec != NULL)
+		raftlock__lock_record__free_unpacked(b->rec, NULL);
+}
+
+static uint64_t store_now(struct store *st, MDB_txn *txn)
+{
+	Raftlock__Meta *m = store_get_meta(st, txn);
+	uint64_t t = m->cluster_time;
+	raftlock__meta__free_unpacked(m, NULL);
+	return t;
+}
+
+static void read_get_lock(struct store *st, const struct reply *r, const Raftlock__Envelope *env,
+			  MDB_txn *txn)
+{
+	Raftlock__LockRecord *rec = store_get_lock(st, txn, env->get_lock->name);
+	if (rec == NULL) {
+		reply_status(r, RAFTLOCK_ENOTFOUND, "no such lock");
+		return;
+	}
+	struct lock_info_buf b;
+	lock_info_fill(st, txn, &b, rec, store_now(st, txn));
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
+	resp.lock = &b.info;
+	r->cb(r->arg, &resp);
+	lock_info_free(&b);
+}
+
+struct list_locks_ctx {
+	struct store *store;
+	MDB_txn *txn;
+	struct lock_info_buf *bufs;
+	size_t n, limit;
+	size_t bytes; /* encoded so far: a page stays well inside a frame */
+	bool more;
+	uint64_t now;
+};
+
+#define PAGE_BYTES_MAX (RAFTLOCK_FRAME_MAX / 2)
+
+static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
+{
+	struct list_locks_ctx *ctx = arg;
+	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
+		raftlock__lock_record__free_unpacked(rec, NULL);
+		ctx->more = true;
+		return 1;
+	}
+	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
+	lock_info_fill(ctx->store, ctx->txn, b, rec, ctx->now);
+	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
+	return 0;
+}
+
+static size_t page_limit(uint32_t asked)
+{
+	if (asked == 0)
+		return READ_PAGE_DEFAULT;
+	return asked > READ_PAGE_MAX ? READ_PAGE_MAX : asked;
+}
+
+static void read_list_locks(struct store *st, const struct reply *r, const Raftlock__Envelope *env,
+			    MDB_txn *txn)
+{
+	const Raftlock__ListLocksRequest *req = env->list_locks;
+	struct list_locks_ctx ctx = {.store = st,
+				     .txn = txn,
+				     .limit = page_limit(req->limit),
+				     .now = store_now(st, txn)};
+	ctx.bufs = calloc(ctx.limit, sizeof *ctx.bufs);
+	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
+	if (ctx.bufs == NULL || ptrs == NULL)
+		log_fatal("out of memory");
+	store_scan_locks(st, txn, req->prefix, req->after, list_locks_visit, &ctx);
+	for (size_t i = 0; i < ctx.n; i++)
+		ptrs[i] = &ctx.bufs[i].info;
+	Raftlock__LockList list = RAFTLOCK__LOCK_LIST__INIT;
+	list.locks = ptrs;
+	list.n_locks = ctx.n;
+	list.more = ctx.more;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCKS;
+	resp.locks = &list;
+	r->cb(r->arg, &resp);
+	for (size_t i = 0; i < ctx.n; i++)
+		lock_info_free(&ctx.bufs[i]);
+	free(ctx.bufs);
+	free(ptrs);
+}
+
+struct list_sessions_ctx {
+	struct store *store;
+	MDB_txn *txn;
+	Raftlock__SessionInfo *infos;
+	Raftlock__SessionInfo **ptrs;
+	Raftlock__SessionRecord **recs;
+	size_t n, limit;
+	size_t bytes;
+	bool more;
+};
+
+static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
+{
+	struct list_sessions_ctx *ctx = arg;
+	if (ctx->n == ctx->limit || ctx->bytes > PAGE_BYTES_MAX) {
+		raftlock__session_record__free_unpacked(rec, NULL);
+		ctx->more = true;
+		return 1;
+	}
+	ctx->bytes += raftlock__session_record__get_packed_size(rec);
+	Raftlock__SessionInfo *info = &ctx->infos[ctx->n];
+	raftlock__session_info__init(info);
+	info->id = rec->id;
+	info->ttl_ms = rec->ttl_ms;
+	uint32_t ttl;
+	if (!store_get_lease(ctx->store, ctx->txn, rec->id, &info->deadline, &ttl))
+		info->deadline = 0;
+	info->owner = rec->owner;
+	info->opened_time = rec->opened_time;
+	info->locks = rec->locks;
+	info->n_locks = rec->n_locks;
+	ctx->ptrs[ctx->n] = info;
+	ctx->recs[ctx->n++] = rec;
+	return 0;
+}
+
+static void read_list_sessions(struct store *st, const struct reply *r,
+			       const Raftlock__Envelope *env, MDB_txn *txn)
+{
+	const Raftlock__ListSessionsRequest *req = env->list_sessions;
+	struct list_sessions_ctx ctx = {0};
+	ctx.store = st;
+	ctx.txn = txn;
+	ctx.limit = page_limit(req->limit);
+	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
+	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
+	ctx.recs = calloc(ctx.limit, sizeof *ctx.recs);
+	if (!ctx.infos || !ctx.ptrs || !ctx.recs)
+		log_fatal("out of memory");
+	store_scan_sessions(st, txn, req->after, list_sessions_visit, &ctx);
+	Raftlock__SessionList list = RAFTLOCK__SESSION_LIST__INIT;
+	list.sessions = ctx.ptrs;
+	list.n_sessions = ctx.n;
+	list.more = ctx.more;
+	list.cluster_time = store_now(st, txn);
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS;
+	resp.sessions = &list;
+	r->cb(r->arg, &resp);
+	for (size_t i = 0; i < ctx.n; i++)
+		raftlock__session_record__free_unpacked(ctx.recs[i], NULL);
+	free(ctx.infos);
+	free(ctx.ptrs);
+	free(ctx.recs);
+}
+
+static void read_check_token(struct store *st, const struct reply *r, const Raftlock__Envelope *env,
+			     MDB_txn *txn)
+{
+	Raftlock__CheckTokenResult check = RAFTLOCK__CHECK_TOKEN_RESULT__INIT;
+	Raftlock__LockRecord *rec = store_get_lock(st, txn, env->check_token->name);
+	if (rec != NULL) {
+		for (size_t i = 0; i < rec->n_holders; i++) {
+			uint64_t t = rec->holders[i]->token;
+			if (t == env->check_token->token)
+				check.current = true;
+			if (t > check.highest)
+				check.highest = t;
+		}
+		raftlock__lock_record__free_unpacked(rec, NULL);
+	}
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_CHECK;
+	resp.check = &check;
+	r->cb(r->arg, &resp);
+}
+
+bool reads_is_read(const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return true;
+	default: return false;
+	}
+}
+
+bool reads_is_stale(const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: return env->get_lock->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: return env->list_locks->stale;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: return env->list_sessions->stale;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return env->check_token->stale;
+	default: return false;
+	}
+}
+
+void reads_serve(struct store *st, const Raftlock__Envelope *env, reads_reply_cb cb, void *arg)
+{
+	struct reply r = {cb, arg};
+	MDB_txn *txn = store_begin(st, false);
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: read_get_lock(st, &r, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: read_list_locks(st, &r, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: read_list_sessions(st, &r, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: read_check_token(st, &r, env, txn); break;
+	default: reply_status(&r, RAFTLOCK_EPROTO, "not a read"); break;
+	}
+	store_abort(txn);
+}
+
+/* ----------------------------------------------------- read barriers -- */
+
+struct reads_waiter {
+	reads_ready_cb cb;
+	void *arg;
+	struct reads_waiter *next;
+};
+
+struct reads_batch {
+	struct raft_barrier barrier;
+	struct reads *reads;
+	struct reads_waiter *head;
+};
+
+static void batch_finish(struct reads_batch *b, int status)
+{
+	for (struct reads_waiter *w = b->head, *next; w != NULL; w = next) {
+		next = w->next;
+		w->cb(w->arg, status);
+		free(w);
+	}
+	free(b);
+}
+
+static void start_barrier(struct reads *r);
+
+/* A committed barrier proves this node was leader after every read in the
+ * batch arrived, and everything committed before is applied. */
+static void barrier_done(struct raft_barrier *req, int status)
+{
+	struct reads_batch *b = req->data;
+	struct reads *r = b->reads;
+	if (r->inflight == b)
+		r->inflight = NULL;
+	int st = status == 0 && r->node->ready ? 0
+		 : status == RAFT_SHUTDOWN     ? RAFTLOCK_ESHUTDOWN
+					       : RAFTLOCK_ENOTLEADER;
+	batch_finish(b, st);
+	if (!r->closing)
+		start_barrier(r);
+}
+
+static void start_barrier(struct reads *r)
+{
+	struct reads_batch *b = r->waiting;
+	if (b == NULL || r->inflight != NULL)
+		return;
+	r->waiting = NULL;
+	b->barrier.data = b;
+	if (raft_barrier(&r->node->raft, &b->barrier, barrier_done) != 0) {
+		batch_finish(b, RAFTLOCK_ENOTLEADER);
+		return;
+	}
+	r->inflight = b;
+}
+
+void reads_init(struct reads *r, struct node *node)
+{
+	r->node = node;
+	r->waiting = r->inflight = NULL;
+	r->closing = false;
+}
+
+int reads_wait(struct reads *r, reads_ready_cb cb, void *arg)
+{
+	struct reads_waiter *w = calloc(1, sizeof *w);
+	struct reads_batch *b = r->waiting;
+	if (b == NULL) {
+		b = calloc(1, sizeof *b);
+		if (b != NULL)
+			b->reads = r;
+	}
+	if (w == NULL || b == NULL) {
+		free(w);
+		if (b != r->waiting)
+			free(b);
+		return RAFTLOCK_ENOMEM;
+	}
+	*w = (struct reads_waiter){cb, arg, b->head};
+	b->head = w;
+	r->waiting = b;
+	start_barrier(r);
+	return 0;
+}
+
+void reads_close(struct reads *r)
+{
+	r->closing = true;
+	struct reads_batch *b = r->waiting;
+	r->waiting = NULL;
+	if (b != NULL)
+		batch_finish(b, RAFTLOCK_ESHUTDOWN);
+}

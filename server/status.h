@@ -1,0 +1,36 @@
+/*
+ * status.h: this node's own view of itself, read once for the STATUS
+ * request (service.c) and the metrics exposition (metrics.c), so that the
+ * two always report the same figures the same way. Reads raft's state and
+ * one LMDB read transaction; no I/O, no side effect. Loop thread only.
+ */
+#ifndef RAFTLOCK_STATUS_H
+#define RAFTLOCK_STATUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "node.h"
+
+struct status {
+	const char *role;           /* node_role(): static string */
+	uint64_t term;              /* raft's current term */
+	uint64_t commit_index;      /* raft's */
+	uint64_t applied_index;     /* raft's last applied */
+	uint64_t last_index;        /* of the local raft log */
+	uint64_t leader_id;         /* 0: none known */
+	const char *leader_address; /* its client address, "" if unknown; borrowed from cfg */
+	bool ready;                 /* leader, and its post-election barrier applied */
+	/* From the store. */
+	uint64_t state_applied_index; /* applied to LMDB */
+	uint64_t applied_time;        /* cluster time of the last applied entry */
+	uint64_t cluster_time;        /* the leader's clock while ready, else applied_time */
+	uint64_t next_token;
+	uint64_t store_limit; /* 0: none */
+	uint64_t sessions, locks;
+};
+
+/* Fills *st. Never fails (the server aborts if LMDB cannot be read). */
+void status_read(struct node *n, struct status *st);
+
+#endif

@@ -1,0 +1,224 @@
+/* test_followers.c: the leader's lost-data check and its transfer back-off
+ * (server/followers.c, the real file) on a manual timebase, over fakes of
+ * libraft's leader state: the test decides what raft reports (term, match
+ * indexes, a transfer pending or not, still leader or not). Members have
+ * no usable client address, so no connection is ever opened; the loop is
+ * there for the handles and is closed cleanly at the end. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "followers.h"
+#include "raftlock.h"
+#include "timebase.h"
+
+/* -------------------------------------------------------- fake libraft */
+
+static raft_index match[4]; /* by member id */
+static raft_id transferee;
+static enum raft_state fake_role = RAFT_LEADER;
+static int transfers;
+static raft_id transfer_target;
+
+raft_term raft_current_term(const struct raft *r)
+{
+	(void)r;
+	return 5;
+}
+
+int raft_match_index(const struct raft *r, raft_id id, raft_index *index)
+{
+	(void)r;
+	*index = match[id];
+	return 0;
+}
+
+raft_id raft_transferee(const struct raft *r)
+{
+	(void)r;
+	return transferee;
+}
+
+enum raft_state raft_state(struct raft *r)
+{
+	(void)r;
+	return fake_role;
+}
+
+int raft_transfer(struct raft *r, struct raft_transfer *req, raft_id id, raft_transfer_cb cb)
+{
+	(void)req;
+	(void)cb;
+	transfers++;
+	transfer_target = id;
+	transferee = id;
+	r->leader_state.transferee = id;
+	r->leader_state.transfer_start = 100000; /* libraft's own clock */
+	return 0;
+}
+
+raft_index raft_last_applied(struct raft *r)
+{
+	(void)r;
+	return 100;
+}
+
+const char *raft_strerror(int errnum)
+{
+	(void)errnum;
+	return "fake";
+}
+
+void node_snapshot_soon(struct node *n)
+{
+	(void)n;
+}
+
+/* ------------------------------------------------------------- fixture */
+
+#define ET 1000 /* election timeout, ms */
+
+struct fx {
+	uv_loop_t loop;
+	struct timebase tb;
+	struct config cfg;
+	struct node node;
+	struct followers fw;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	timebase_init_manual(&f->tb, 50000);
+	f->cfg.id = 1;
+	f->cfg.election_timeout_ms = ET;
+	f->cfg.snapshot_threshold = 1000;
+	f->cfg.n_members = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		f->cfg.members[i].id = i + 1;
+		strcpy(f->cfg.members[i].client_address, "no-port"); /* never connected */
+	}
+	f->node.cfg = &f->cfg;
+	f->node.ready = true;
+	f->node.leader = true;
+	memset(match, 0, sizeof match);
+	match[2] = 100;
+	match[3] = 90;
+	transferee = 0;
+	fake_role = RAFT_LEADER;
+	transfers = 0;
+	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	followers_close(&f->fw);
+	assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+	free(f);
+	return 0;
+}
+
+/* Member 2 answers a STATUS whose raft log ends at last_index, to a
+ * request made in this term after reading its match index. */
+static void answer(struct fx *f, uint64_t last_index)
+{
+	struct follower *m = &f->fw.members[0];
+	assert_int_equal(m->member->id, 2);
+	m->term = 5;
+	m->matched = match[2];
+	Raftlock__StatusInfo st = RAFTLOCK__STATUS_INFO__INIT;
+	st.node_id = 2;
+	st.last_index = last_index;
+	st.applied_index = last_index;
+	followers_judge(m, &st);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_backoff_formula(void **state)
+{
+	(void)state;
+	assert_int_equal(followers_backoff_ms(1000, 1), 2000);
+	assert_int_equal(followers_backoff_ms(1000, 2), 4000);
+	assert_int_equal(followers_backoff_ms(1000, 5), 32000);
+	assert_int_equal(followers_backoff_ms(1000, 6), 60000); /* capped */
+	assert_int_equal(followers_backoff_ms(1000, 60), 60000);
+	assert_int_equal(followers_backoff_ms(40000, 1), 80000); /* never below the first */
+	assert_int_equal(followers_backoff_ms(40000, 3), 80000);
+}
+
+/* A member whose log ends below what this leader matched on it lost its
+ * data: leadership goes to the most up-to-date other voter, and libraft's
+ * transfer clock is started half an election timeout back, so that writes
+ * are refused (transfer pending) for at most one election timeout. A
+ * healthy answer moves nothing. */
+static void test_lost_member_hands_over(void **state)
+{
+	struct fx *f = *state;
+	answer(f, 100);
+	assert_int_equal(transfers, 0);
+	answer(f, 1);
+	assert_int_equal(transfers, 1);
+	assert_int_equal(transfer_target, 3);
+	assert_int_equal(f->node.raft.leader_state.transfer_start, 100000 - ET / 2);
+	/* one at a time */
+	answer(f, 1);
+	assert_int_equal(transfers, 1);
+}
+
+/* A hand-over that did not complete (still leader when libraft gave up)
+ * makes the next wait 2, then 4 election timeouts; one that completed
+ * resets the back-off. */
+static void test_backoff_after_failed_transfers(void **state)
+{
+	struct fx *f = *state;
+	answer(f, 1);
+	assert_int_equal(transfers, 1);
+	transferee = 0; /* libraft gave up; still leader */
+	timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	assert_int_equal(f->fw.failures, 1);
+	answer(f, 1);
+	assert_int_equal(transfers, 1); /* backing off */
+	timebase_advance(&f->tb, 2 * ET - 1);
+	answer(f, 1);
+	assert_int_equal(transfers, 1);
+	timebase_advance(&f->tb, 1);
+	answer(f, 1);
+	assert_int_equal(transfers, 2);
+	transferee = 0;
+	timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	assert_int_equal(f->fw.failures, 2);
+	timebase_advance(&f->tb, 4 * ET - FOLLOWERS_CHECK_MS - 1);
+	answer(f, 1);
+	assert_int_equal(transfers, 2);
+	timebase_advance(&f->tb, FOLLOWERS_CHECK_MS + 1); /* 4 ET after the check that saw it */
+	answer(f, 1);
+	assert_int_equal(transfers, 3);
+	/* this one hands over: no back-off left */
+	transferee = 0;
+	fake_role = RAFT_FOLLOWER;
+	timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	assert_int_equal(f->fw.failures, 0);
+	assert_int_equal(f->fw.next_transfer_ms, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backoff_formula),
+		cmocka_unit_test_setup_teardown(test_lost_member_hands_over, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backoff_after_failed_transfers, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

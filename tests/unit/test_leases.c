@@ -1,0 +1,378 @@
+/* test_leases.c: the leader's leases (server/leases.c, the real file) on a
+ * manual timebase, with a fake node underneath that records every proposed
+ * command and completes it when the test says so. Nothing here sleeps or
+ * opens a socket: time moves only in timebase_advance(). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster_clock.h"
+#include "leases.h"
+#include "raftlock.h"
+#include "timebase.h"
+
+/* ------------------------------------------------------------ fake node */
+
+#define MAX_PROPOSALS 256
+#define MAX_IDS 64
+
+struct proposed {
+	Raftlock__Command__OpCase op;
+	uint64_t session;      /* EXPIRE_SESSION */
+	uint64_t ids[MAX_IDS]; /* RENEW */
+	size_t n_ids;
+	node_done_cb cb;
+	void *arg;
+	uint64_t stamp; /* cluster time its entry would carry */
+};
+
+static struct proposed proposed[MAX_PROPOSALS];
+static size_t n_proposed;
+static int refuse; /* nonzero: node_propose fails with it */
+
+static int record(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	if (refuse != 0)
+		return refuse;
+	assert_true(n_proposed < MAX_PROPOSALS);
+	struct proposed *p = &proposed[n_proposed++];
+	memset(p, 0, sizeof *p);
+	p->op = cmd->op_case;
+	p->cb = cb;
+	p->arg = arg;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_EXPIRE_SESSION)
+		p->session = cmd->expire_session->session;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_RENEW) {
+		assert_true(cmd->renew->n_sessions <= MAX_IDS);
+		p->n_ids = cmd->renew->n_sessions;
+		if (p->n_ids > 0) /* an empty RENEW (a clock entry) has no array */
+			memcpy(p->ids, cmd->renew->sessions, p->n_ids * sizeof *p->ids);
+	}
+	/* As node.c's flush: the entry carries the cluster time. */
+	p->stamp = cluster_clock_stamp(&n->clock);
+	return 0;
+}
+
+int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	return record(n, cmd, cb, arg);
+}
+
+int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
+{
+	return record(n, cmd, NULL, NULL);
+}
+
+uint64_t node_cluster_now(struct node *n)
+{
+	return cluster_clock_now(&n->clock);
+}
+
+/* ------------------------------------------------------------- fixture */
+
+struct fx {
+	struct timebase tb;
+	struct config cfg;
+	struct node node;
+	struct leases leases;
+};
+
+/* Keepalive answers, as the service would get them. */
+struct answer {
+	int calls;
+	int status;
+	int32_t st[MAX_IDS];
+	uint32_t ttl[MAX_IDS];
+	size_t n;
+};
+
+static void keepalive_cb(void *arg, int status, const int32_t *st, const uint32_t *ttls, size_t n)
+{
+	struct answer *a = arg;
+	a->calls++;
+	a->status = status;
+	a->n = n;
+	if (st != NULL)
+		memcpy(a->st, st, n * sizeof *st);
+	if (ttls != NULL)
+		memcpy(a->ttl, ttls, n * sizeof *ttls);
+}
+
+#define START_MS 100000 /* the timebase's origin */
+#define APPLIED 5000    /* the highest cluster time in the log */
+#define WINDOW_MS 20
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	timebase_init_manual(&f->tb, START_MS);
+	f->cfg.keepalive_max_ids = 100;
+	f->node.cfg = &f->cfg;
+	f->node.leader = true;
+	f->node.ready = true;
+	cluster_clock_init(&f->node.clock, &f->tb);
+	cluster_clock_start(&f->node.clock, APPLIED);
+	leases_init(&f->leases, &f->tb, &f->node, WINDOW_MS);
+	leases_on_ready(&f->leases, true);
+	n_proposed = 0;
+	refuse = 0;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	leases_close(&f->leases);
+	free(f);
+	return 0;
+}
+
+static void session(struct fx *f, uint64_t id, uint64_t deadline, uint32_t ttl)
+{
+	struct fsm_event ev = {
+		.type = FSM_EV_SESSION, .session = id, .deadline = deadline, .ttl_ms = ttl};
+	leases_on_event(&f->leases, &ev);
+}
+
+static size_t count(Raftlock__Command__OpCase op, uint64_t session)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < n_proposed; i++)
+		n += proposed[i].op == op && (session == 0 || proposed[i].session == session);
+	return n;
+}
+
+static size_t clock_entries(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < n_proposed; i++)
+		n += proposed[i].op == RAFTLOCK__COMMAND__OP_RENEW && proposed[i].n_ids == 0;
+	return n;
+}
+
+/* --------------------------------------------------------------- tests */
+
+/* A session is proposed for expiry once cluster time reaches its deadline,
+ * not before; an unapplied proposal is retried after REPROPOSE_MS (1 s),
+ * not at every tick; a renewal (a new deadline) forgets it. */
+static void test_expiry_at_deadline(void **state)
+{
+	struct fx *f = *state;
+	session(f, 7, APPLIED + 1000, 1000);
+	session(f, 8, APPLIED + 5000, 5000);
+	timebase_advance(&f->tb, 990);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 0), 0);
+	timebase_advance(&f->tb, 60); /* the 50 ms tick after the deadline */
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 1);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 8), 0);
+	timebase_advance(&f->tb, 900);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 1);
+	timebase_advance(&f->tb, 150);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 2);
+	/* renewed in time after all: no expiry until the new deadline */
+	uint64_t now = cluster_clock_now(&f->node.clock);
+	session(f, 7, now + 1000, 1000);
+	timebase_advance(&f->tb, 900);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 2);
+	timebase_advance(&f->tb, 150);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 3);
+	/* gone: never proposed again */
+	struct fsm_event gone = {.type = FSM_EV_SESSION_GONE, .session = 7};
+	leases_on_event(&f->leases, &gone);
+	timebase_advance(&f->tb, 3000);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 7), 3);
+	assert_int_equal(leases_session_count(&f->leases), 1);
+}
+
+/* Keepalives of one window go out as one RENEW naming each known session
+ * once, in id order; unknown ids are answered ESESSION at once and never
+ * replicated; nobody is answered before the RENEW applied. */
+static void test_keepalive_batch(void **state)
+{
+	struct fx *f = *state;
+	session(f, 9, APPLIED + 10000, 3000);
+	session(f, 4, APPLIED + 10000, 2000);
+	struct leases_budget b1 = {0}, b2 = {0};
+	struct answer a1 = {0}, a2 = {0}, a3 = {0};
+	uint64_t ids1[] = {9, 9, 4, 99};
+	uint64_t ids2[] = {4};
+	uint64_t ids3[] = {12345};
+	assert_int_equal(leases_keepalive(&f->leases, &b1, ids1, 4, keepalive_cb, &a1), 0);
+	assert_int_equal(leases_keepalive(&f->leases, &b2, ids2, 1, keepalive_cb, &a2), 0);
+	/* only unknown ids: answered before the call returns */
+	assert_int_equal(leases_keepalive(&f->leases, &b2, ids3, 1, keepalive_cb, &a3), 0);
+	assert_int_equal(a3.calls, 1);
+	assert_int_equal(a3.st[0], RAFTLOCK_ESESSION);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 1);
+	struct proposed *p = &proposed[n_proposed - 1];
+	assert_int_equal(p->n_ids, 2);
+	assert_int_equal(p->ids[0], 4);
+	assert_int_equal(p->ids[1], 9);
+	assert_int_equal(a1.calls, 0); /* rule 3: acknowledged only once applied */
+	assert_int_equal(a2.calls, 0);
+	p->cb(p->arg, 0, NULL);
+	assert_int_equal(a1.calls, 1);
+	assert_int_equal(a1.status, 0);
+	assert_int_equal(a1.n, 4);
+	assert_int_equal(a1.st[0], 0);
+	assert_int_equal(a1.st[1], 0);
+	assert_int_equal(a1.st[2], 0);
+	assert_int_equal(a1.st[3], RAFTLOCK_ESESSION);
+	assert_int_equal(a1.ttl[0], 3000);
+	assert_int_equal(a1.ttl[2], 2000);
+	assert_int_equal(a2.calls, 1);
+	assert_int_equal(a2.st[0], 0);
+	assert_int_equal(f->leases.stats.ids_unknown, 2);
+	assert_int_equal(f->leases.stats.renew_ids, 2);
+}
+
+/* A RENEW that fails (leadership lost) answers every keepalive of the
+ * window with that status; losing readiness answers a window not yet
+ * proposed with ENOTLEADER. */
+static void test_keepalive_failures(void **state)
+{
+	struct fx *f = *state;
+	session(f, 3, APPLIED + 10000, 3000);
+	struct leases_budget b = {0};
+	struct answer a1 = {0}, a2 = {0};
+	uint64_t id = 3;
+	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a1), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, RAFTLOCK_EUNKNOWN, NULL);
+	assert_int_equal(a1.calls, 1);
+	assert_int_equal(a1.status, RAFTLOCK_EUNKNOWN);
+	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2), 0);
+	leases_on_ready(&f->leases, false);
+	assert_int_equal(a2.calls, 1);
+	assert_int_equal(a2.status, RAFTLOCK_ENOTLEADER);
+	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2),
+			 RAFTLOCK_EUNAVAILABLE);
+	f->node.leader = false;
+	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2),
+			 RAFTLOCK_ENOTLEADER);
+	assert_int_equal(a2.calls, 1); /* refused calls never call back */
+}
+
+/* A connection names at most keepalive_max_ids ids per second: the ids
+ * past it get ELIMIT, a request with the budget spent is refused whole,
+ * and the budget refills a second after the period began. */
+static void test_keepalive_budget(void **state)
+{
+	struct fx *f = *state;
+	f->cfg.keepalive_max_ids = 3;
+	session(f, 1, APPLIED + 10000, 3000);
+	session(f, 2, APPLIED + 10000, 3000);
+	struct leases_budget b = {0};
+	struct answer a = {0};
+	uint64_t ids[] = {1, 2, 1, 2};
+	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 4, keepalive_cb, &a), 0);
+	assert_true(leases_budget_spent(&f->leases, &b));
+	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 1, keepalive_cb, &a),
+			 RAFTLOCK_ELIMIT);
+	timebase_advance(&f->tb, WINDOW_MS);
+	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, 0, NULL);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.st[0], 0);
+	assert_int_equal(a.st[2], 0);
+	assert_int_equal(a.st[3], RAFTLOCK_ELIMIT);
+	assert_int_equal(f->leases.stats.ids_refused, 2);
+	timebase_advance(&f->tb, 1000 - WINDOW_MS - 1);
+	assert_true(leases_budget_spent(&f->leases, &b));
+	timebase_advance(&f->tb, 1);
+	assert_false(leases_budget_spent(&f->leases, &b));
+	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 2, keepalive_cb, &a), 0);
+	leases_on_ready(&f->leases, false); /* answers it before `a` goes */
+	assert_int_equal(a.calls, 2);
+	assert_int_equal(a.status, RAFTLOCK_ENOTLEADER);
+}
+
+/* While a deadline is pending the leader writes its clock into the log at
+ * least every 250 ms (an empty RENEW), so a leader that dies leaves at most
+ * that much cluster time unwritten; with nothing pending it writes none. */
+static void test_clock_entries(void **state)
+{
+	struct fx *f = *state;
+	timebase_advance(&f->tb, 2000);
+	assert_int_equal(clock_entries(), 0);
+	session(f, 5, APPLIED + 60000, 60000);
+	uint64_t from = cluster_clock_now(&f->node.clock);
+	timebase_advance(&f->tb, 1000);
+	assert_int_equal(clock_entries(), 4);
+	for (size_t i = 0; i < n_proposed; i++) {
+		uint64_t gap = proposed[i].stamp - (i ? proposed[i - 1].stamp : from);
+		assert_true(gap <= 250);
+	}
+}
+
+/* Without a ready leader cluster time stands still: nothing expires however
+ * long the pause, and a new leadership counts a deadline from where the log
+ * left the clock, not from the real time that passed. */
+static void test_time_stands_still_without_leader(void **state)
+{
+	struct fx *f = *state;
+	session(f, 6, APPLIED + 500, 500);
+	timebase_advance(&f->tb, 200);
+	f->node.ready = false;
+	leases_on_ready(&f->leases, false);
+	cluster_clock_stop(&f->node.clock);
+	uint64_t stood = cluster_clock_now(&f->node.clock);
+	assert_int_equal(stood, APPLIED + 200);
+	timebase_advance(&f->tb, 60000);
+	assert_int_equal(cluster_clock_now(&f->node.clock), stood);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 0), 0);
+	/* the next leader continues from the highest stamp applied */
+	f->node.ready = true;
+	cluster_clock_start(&f->node.clock, stood);
+	leases_on_ready(&f->leases, true);
+	timebase_advance(&f->tb, 250);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 6), 0);
+	timebase_advance(&f->tb, 100);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_EXPIRE_SESSION, 6), 1);
+}
+
+/* Lock-delays and server-side waits end by proposal when they are due. */
+static void test_timers_proposed(void **state)
+{
+	struct fx *f = *state;
+	struct fsm_event delay = {
+		.type = FSM_EV_LOCK_DELAY, .name = "a", .deadline = APPLIED + 300};
+	struct fsm_event wait = {.type = FSM_EV_WAIT_DEADLINE,
+				 .name = "b",
+				 .session = 2,
+				 .seq = 9,
+				 .deadline = APPLIED + 100};
+	leases_on_event(&f->leases, &delay);
+	leases_on_event(&f->leases, &wait);
+	timebase_advance(&f->tb, 150);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_WAIT_EXPIRE, 0), 1);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0), 0);
+	/* granted meanwhile: the wait's timer is dropped */
+	struct fsm_event push = {.type = FSM_EV_PUSH, .session = 2, .seq = 9};
+	leases_on_event(&f->leases, &push);
+	timebase_advance(&f->tb, 2000);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_WAIT_EXPIRE, 0), 1);
+	assert_true(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0) >= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_expiry_at_deadline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clock_entries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_time_stands_still_without_leader, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_timers_proposed, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

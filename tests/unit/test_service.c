@@ -1,0 +1,391 @@
+/* test_service.c: the client service (server/service.c and the files it
+ * dispatches to, the real ones) over a fake node that records proposals
+ * and completes them when the test says so, and fakes of the few libraft
+ * calls below. This test opens sockets: one listener on loopback and a
+ * plain client socket, driven by running the loop until an answer is read
+ * (bounded by a real-time limit, never a sleep). Every test closes the
+ * loop cleanly (uv_loop_close() returns 0). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "frame.h"
+#include "leases.h"
+#include "raftlock.h"
+#include "service.h"
+#include "timebase.h"
+
+/* ------------------------------------------------ fake node and libraft */
+
+#define MAX_PROPOSALS 5000
+
+struct proposed {
+	node_done_cb cb;
+	void *arg;
+	Raftlock__Command__OpCase op;
+};
+
+static struct proposed proposed[MAX_PROPOSALS];
+static size_t n_proposed;
+
+int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	if (n->stopping)
+		return RAFTLOCK_ESHUTDOWN;
+	if (!n->leader)
+		return RAFTLOCK_ENOTLEADER;
+	assert_true(n_proposed < MAX_PROPOSALS);
+	proposed[n_proposed++] = (struct proposed){cb, arg, cmd->op_case};
+	return 0;
+}
+
+int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
+{
+	return node_propose(n, cmd, NULL, NULL);
+}
+
+uint64_t node_cluster_now(struct node *n)
+{
+	return cluster_clock_now(&n->clock);
+}
+
+const char *node_role(struct node *n)
+{
+	return n->leader ? "leader" : "follower";
+}
+
+const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
+{
+	if (leader_id != NULL)
+		*leader_id = n->leader ? 1 : 2;
+	return n->leader ? "127.0.0.1:1" : "127.0.0.1:2";
+}
+
+raft_term raft_current_term(const struct raft *r)
+{
+	(void)r;
+	return 1;
+}
+
+raft_index raft_commit_index(const struct raft *r)
+{
+	(void)r;
+	return 0;
+}
+
+raft_index raft_last_applied(struct raft *r)
+{
+	(void)r;
+	return 0;
+}
+
+raft_index raft_last_index(struct raft *r)
+{
+	(void)r;
+	return 0;
+}
+
+int raft_barrier(struct raft *r, struct raft_barrier *req, raft_barrier_cb cb)
+{
+	(void)r;
+	(void)req;
+	(void)cb;
+	return RAFT_NOTLEADER;
+}
+
+/* ------------------------------------------------------------- fixture */
+
+struct fx {
+	uv_loop_t loop;
+	struct timebase tb;
+	struct config cfg;
+	struct node node;
+	struct leases leases;
+	struct service svc;
+	int sock; /* the test's client connection */
+	struct frame_reader reader;
+};
+
+/* A free loopback port (bound, read back, released). */
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	char err[256];
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	timebase_init_manual(&f->tb, 1000);
+	int port = free_port();
+	snprintf(f->cfg.client_address, sizeof f->cfg.client_address, "127.0.0.1:%d", port);
+	f->cfg.id = 1;
+	f->cfg.election_timeout_ms = 1000;
+	f->cfg.keepalive_max_ids = 100;
+	f->node.cfg = &f->cfg;
+	cluster_clock_init(&f->node.clock, &f->tb);
+	leases_init(&f->leases, &f->tb, &f->node, 20);
+	assert_int_equal(
+		service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases, err, sizeof err),
+		0);
+	f->sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(f->sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(f->sock, F_SETFL, O_NONBLOCK);
+	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	n_proposed = 0;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	/* Every request in flight gets its answer before the service closes. */
+	for (size_t i = 0; i < n_proposed; i++)
+		if (proposed[i].cb != NULL)
+			proposed[i].cb(proposed[i].arg, RAFTLOCK_ESHUTDOWN, NULL);
+	n_proposed = 0;
+	close(f->sock);
+	service_close(&f->svc);
+	leases_close(&f->leases);
+	assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+	frame_reader_close(&f->reader);
+	free(f);
+	return 0;
+}
+
+static void send_bytes(struct fx *f, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = write(f->sock, p, len);
+		if (n < 0 && errno == EAGAIN) {
+			uv_run(&f->loop, UV_RUN_NOWAIT);
+			continue;
+		}
+		assert_true(n > 0);
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void send_env(struct fx *f, const Raftlock__Envelope *env)
+{
+	uint8_t *out;
+	size_t len;
+	assert_int_equal(codec_frame_envelope(env, &out, &len), 0);
+	send_bytes(f, out, len);
+	free(out);
+}
+
+/* Runs the loop until an envelope arrives (returned, the caller frees it)
+ * or the connection is closed (NULL); fails after 5 s of real time. */
+static Raftlock__Envelope *next_env(struct fx *f)
+{
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	for (;;) {
+		const uint8_t *payload;
+		size_t n;
+		if (frame_reader_next(&f->reader, &payload, &n) == 1) {
+			Raftlock__Envelope *env;
+			assert_int_equal(codec_decode_envelope(payload, n, &env), 0);
+			return env;
+		}
+		char buf[65536];
+		ssize_t got = read(f->sock, buf, sizeof buf);
+		if (got == 0)
+			return NULL;
+		if (got > 0) {
+			assert_int_equal(frame_reader_feed(&f->reader, buf, (size_t)got), 0);
+			continue;
+		}
+		if (errno == ECONNRESET)
+			return NULL;
+		assert_int_equal(errno, EAGAIN);
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+}
+
+/* The next answer's status (its result payload when status 0). */
+static int next_status(struct fx *f, uint64_t *id)
+{
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_RESPONSE);
+	int status = env->response->status;
+	if (id != NULL)
+		*id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	return status;
+}
+
+static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
+{
+	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
+	acq.name = "a";
+	acq.owner = 1;
+	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	req.session = 5;
+	req.seq = seq;
+	req.acquire = &acq;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = id;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	env.acquire = &req;
+	send_env(f, &env);
+}
+
+static void lead(struct fx *f)
+{
+	f->node.leader = true;
+	f->node.ready = true;
+	cluster_clock_start(&f->node.clock, 0);
+	leases_on_ready(&f->leases, true);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* A frame whose payload is not an envelope gets EPROTO (id 0) and its
+ * connection is closed; nothing is proposed. */
+static void test_malformed_frame(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	const uint8_t junk[] = {0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff};
+	send_bytes(f, junk, sizeof junk);
+	uint64_t id = 99;
+	assert_int_equal(next_status(f, &id), RAFTLOCK_EPROTO);
+	assert_int_equal(id, 0);
+	assert_null(next_env(f));
+	assert_int_equal(n_proposed, 0);
+	assert_int_equal(service_connections(&f->svc), 0);
+}
+
+/* A length above the frame limit is refused before its payload arrives. */
+static void test_frame_too_long(void **state)
+{
+	struct fx *f = *state;
+	const uint8_t header[] = {0x7f, 0xff, 0xff, 0xff};
+	send_bytes(f, header, sizeof header);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPROTO);
+	assert_null(next_env(f));
+}
+
+/* A client that sends a response is not speaking the protocol. */
+static void test_response_from_client(void **state)
+{
+	struct fx *f = *state;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.message = "";
+	resp.leader = "";
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 3;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env.response = &resp;
+	send_env(f, &env);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPROTO);
+	assert_null(next_env(f));
+}
+
+/* A follower answers NOT_LEADER with the leader's address and proposes
+ * nothing; the connection stays open. */
+static void test_not_leader(void **state)
+{
+	struct fx *f = *state;
+	send_acquire(f, 7, 1);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->id, 7);
+	assert_int_equal(env->response->status, RAFTLOCK_ENOTLEADER);
+	assert_string_equal(env->response->leader, "127.0.0.1:2");
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_int_equal(n_proposed, 0);
+	assert_int_equal(service_connections(&f->svc), 1);
+}
+
+/* A session TTL below RAFTLOCK_TTL_ELECTION_FACTOR election timeouts is
+ * refused before the log, with a message naming the minimum. */
+static void test_ttl_below_minimum(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = RAFTLOCK_TTL_MIN_MS;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 1;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	req.open_session = &open;
+	send_env(f, &req);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, RAFTLOCK_EINVAL);
+	assert_non_null(strstr(env->response->message, "shortest this cluster allows"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_int_equal(n_proposed, 0);
+}
+
+/* A connection has at most 4,096 requests in flight: the next ones get
+ * EOVERLOAD (not executed, the client retries) while the others wait for
+ * their entries; once they apply, each gets its result. */
+static void test_inflight_limit(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	enum { SENT = 4100, LIMIT = 4096 };
+	for (uint64_t i = 1; i <= SENT; i++)
+		send_acquire(f, i, i);
+	size_t overloaded = 0;
+	for (size_t i = 0; i < SENT - LIMIT; i++) {
+		uint64_t id;
+		assert_int_equal(next_status(f, &id), RAFTLOCK_EOVERLOAD);
+		assert_true(id > LIMIT);
+		overloaded++;
+	}
+	assert_int_equal(n_proposed, LIMIT);
+	assert_int_equal(overloaded, SENT - LIMIT);
+	/* the entries apply: every proposed request is answered */
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	for (size_t i = 0; i < n_proposed; i++)
+		proposed[i].cb(proposed[i].arg, 0, &res);
+	n_proposed = 0;
+	for (size_t i = 0; i < LIMIT; i++)
+		assert_int_equal(next_status(f, NULL), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_malformed_frame, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_frame_too_long, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_response_from_client, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_leader, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
