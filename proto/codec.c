@@ -24,6 +24,9 @@ int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n
 int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, size_t *len,
 				size_t *cap)
 {
+	Raftlock__Envelope stamped = *env; /* shallow: only the protocol differs */
+	stamped.protocol = WIRE_PROTOCOL;
+	env = &stamped;
 	size_t size = raftlock__envelope__get_packed_size(env);
 	if (size > RAFTLOCK_FRAME_MAX)
 		return RAFTLOCK_ETOOBIG;

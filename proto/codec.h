@@ -18,15 +18,27 @@
  * of format 1 would ignore them and diverge, so it stops instead). */
 #define ENTRY_FORMAT 2
 
+/* The client protocol this code speaks, stamped on every envelope it
+ * frames (Envelope.protocol). 2: the sequence header of a mutating request
+ * travels once, in Envelope.sequence. A server reads the per-request
+ * fields of protocol 1 when the envelope has no sequence, so old clients
+ * keep working; a client refuses a server whose answers say less than
+ * WIRE_PROTOCOL_MIN_SERVER (0: older than protocol 2), which would not see
+ * its sequence header. Upgrade servers first, then clients. */
+#define WIRE_PROTOCOL 2
+#define WIRE_PROTOCOL_MIN_SERVER 2
+
 /*
- * Encodes env as one frame (header + payload) into a malloc'd buffer owned
+ * Encodes env as one frame (header + payload), its protocol field set to
+ * WIRE_PROTOCOL, into a malloc'd buffer owned
  * by the caller. Returns 0, RAFTLOCK_ETOOBIG (payload above
  * RAFTLOCK_FRAME_MAX) or RAFTLOCK_ENOMEM; *out is unchanged on failure.
  */
 int codec_frame_envelope(const Raftlock__Envelope *env, uint8_t **out, size_t *n);
 
 /*
- * Appends env as one frame to the growable buffer *buf (*len bytes used of
+ * Appends env as one frame (protocol field set to WIRE_PROTOCOL) to the
+ * growable buffer *buf (*len bytes used of
  * *cap; realloc'd as needed, owned by the caller; NULL/0/0 to start).
  * Returns 0, RAFTLOCK_ETOOBIG or RAFTLOCK_ENOMEM; on failure the buffer and
  * its contents are unchanged.

@@ -333,14 +333,40 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 /* Rule 8: every mutating request carries (session, seq, ack_below), and
  * the queued acquires it acknowledges (at most FSM_MAX_ACKED reach the
  * log; the client never sends more). */
-static void set_sequence(Raftlock__Command *cmd, uint64_t session, uint64_t seq, uint64_t ack_below,
-			 uint64_t *acked, size_t n_acked)
+static void set_sequence(Raftlock__Command *cmd, const Raftlock__Sequence *h)
 {
-	cmd->session = session;
-	cmd->seq = seq;
-	cmd->ack_below = ack_below;
-	cmd->acked = acked;
-	cmd->n_acked = n_acked < FSM_MAX_ACKED ? n_acked : FSM_MAX_ACKED;
+	cmd->session = h->session;
+	cmd->seq = h->seq;
+	cmd->ack_below = h->ack_below;
+	cmd->acked = h->acked;
+	cmd->n_acked = h->n_acked < FSM_MAX_ACKED ? h->n_acked : FSM_MAX_ACKED;
+}
+
+/* The sequence header of a mutation: the envelope's (protocol 2), or the
+ * fields a protocol 1 client put in the request itself, copied to *legacy. */
+static const Raftlock__Sequence *request_sequence(const Raftlock__Envelope *env,
+						  Raftlock__Sequence *legacy)
+{
+	if (env->sequence != NULL)
+		return env->sequence;
+	*legacy = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
+#define LEGACY(req)                                   \
+	do {                                          \
+		legacy->session = (req)->session;     \
+		legacy->seq = (req)->seq;             \
+		legacy->ack_below = (req)->ack_below; \
+		legacy->acked = (req)->acked;         \
+		legacy->n_acked = (req)->n_acked;     \
+	} while (0)
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: LEGACY(env->close_session); break;
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE: LEGACY(env->acquire); break;
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE: LEGACY(env->release); break;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT: LEGACY(env->cancel_wait); break;
+	default: break;
+	}
+#undef LEGACY
+	return legacy;
 }
 
 /* GUARANTEES rule 8: a TTL below RAFTLOCK_TTL_ELECTION_FACTOR election
@@ -374,6 +400,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__Acquire acquire;
 	Raftlock__Release release = RAFTLOCK__RELEASE__INIT;
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
+	Raftlock__Sequence legacy;
+	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	bool pushable = false;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
@@ -392,32 +420,26 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cmd.open_session = &open;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
-		set_sequence(&cmd, env->close_session->session, env->close_session->seq,
-			     env->close_session->ack_below, env->close_session->acked,
-			     env->close_session->n_acked);
+		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
-		set_sequence(&cmd, env->acquire->session, env->acquire->seq,
-			     env->acquire->ack_below, env->acquire->acked, env->acquire->n_acked);
+		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
-		set_sequence(&cmd, env->release->session, env->release->seq,
-			     env->release->ack_below, env->release->acked, env->release->n_acked);
+		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_RELEASE;
 		release.name = env->release->release->name;
 		release.owner = env->release->release->owner;
 		cmd.release = &release;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
-		set_sequence(&cmd, env->cancel_wait->session, env->cancel_wait->seq,
-			     env->cancel_wait->ack_below, env->cancel_wait->acked,
-			     env->cancel_wait->n_acked);
+		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_CANCEL_WAIT;
 		cancel.name = env->cancel_wait->cancel->name;
 		cancel.owner = env->cancel_wait->cancel->owner;

@@ -36,6 +36,8 @@ struct proposed {
 	node_done_cb cb;
 	void *arg;
 	Raftlock__Command__OpCase op;
+	uint64_t session, seq, ack_below, acked0; /* acked0: the first acked, or 0 */
+	size_t n_acked;
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -48,7 +50,14 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 	if (!n->leader)
 		return RAFTLOCK_ENOTLEADER;
 	assert_true(n_proposed < MAX_PROPOSALS);
-	proposed[n_proposed++] = (struct proposed){cb, arg, cmd->op_case};
+	proposed[n_proposed++] = (struct proposed){cb,
+						   arg,
+						   cmd->op_case,
+						   cmd->session,
+						   cmd->seq,
+						   cmd->ack_below,
+						   cmd->n_acked ? cmd->acked[0] : 0,
+						   cmd->n_acked};
 	return 0;
 }
 
@@ -244,17 +253,21 @@ static int next_status(struct fx *f, uint64_t *id)
 	return status;
 }
 
+/* An ACQUIRE of session 5 with the sequence header in the envelope
+ * (protocol 2). */
 static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 {
 	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
 	acq.name = "a";
 	acq.owner = 1;
 	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
-	req.session = 5;
-	req.seq = seq;
 	req.acquire = &acq;
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = 5;
+	h.seq = seq;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.id = id;
+	env.sequence = &h;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
 	env.acquire = &req;
 	send_env(f, &env);
@@ -377,6 +390,73 @@ static void test_inflight_limit(void **state)
 		assert_int_equal(next_status(f, NULL), 0);
 }
 
+/* The sequence header reaches the log from the envelope (protocol 2), and
+ * from the request's own fields when a protocol 1 client sent it there;
+ * when both are present the envelope's wins. Every answer says which
+ * protocol the server speaks. */
+static void test_sequence_header(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	uint64_t acked[] = {3};
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	rel.name = "a";
+	rel.owner = 1;
+	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
+	req.release = &rel;
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = 7;
+	h.seq = 9;
+	h.ack_below = 4;
+	h.acked = acked;
+	h.n_acked = 1;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &req;
+
+	env.id = 1; /* protocol 2 */
+	env.sequence = &h;
+	send_env(f, &env);
+	env.id = 2; /* protocol 1: the fields inside the request */
+	env.sequence = NULL;
+	req.session = 8;
+	req.seq = 10;
+	req.ack_below = 5;
+	send_env(f, &env);
+	env.id = 3; /* both: the envelope's */
+	env.sequence = &h;
+	send_env(f, &env);
+
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	while (n_proposed < 3) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	struct proposed want[] = {
+		{.session = 7, .seq = 9, .ack_below = 4, .acked0 = 3, .n_acked = 1},
+		{.session = 8, .seq = 10, .ack_below = 5},
+		{.session = 7, .seq = 9, .ack_below = 4, .acked0 = 3, .n_acked = 1},
+	};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(proposed[i].op, RAFTLOCK__COMMAND__OP_RELEASE);
+		assert_int_equal(proposed[i].session, want[i].session);
+		assert_int_equal(proposed[i].seq, want[i].seq);
+		assert_int_equal(proposed[i].ack_below, want[i].ack_below);
+		assert_int_equal(proposed[i].n_acked, want[i].n_acked);
+		assert_int_equal(proposed[i].acked0, want[i].acked0);
+		proposed[i].cb(proposed[i].arg, 0, &res);
+	}
+	n_proposed = 0;
+	for (int i = 0; i < 3; i++) {
+		Raftlock__Envelope *ans = next_env(f);
+		assert_non_null(ans);
+		assert_int_equal(ans->protocol, WIRE_PROTOCOL);
+		assert_int_equal(ans->response->status, 0);
+		raftlock__envelope__free_unpacked(ans, NULL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +466,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_leader, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
