@@ -138,7 +138,8 @@ static void samples_init(struct samples *s)
 					   .result = &s->result};
 
 	for (int i = 0; i < N_SAMPLES; i++)
-		s->env[i] = (Raftlock__Envelope){MSG(envelope), .id = 1000 + (uint64_t)i};
+		s->env[i] = (Raftlock__Envelope){MSG(envelope), .id = 1000 + (uint64_t)i,
+						 .protocol = WIRE_PROTOCOL};
 #define SAMPLE(idx, kind, field, value)                          \
 	s->env[idx].body_case = RAFTLOCK__ENVELOPE__BODY_##kind; \
 	s->env[idx].field = value
