@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -406,12 +407,52 @@ static void io_retry_later(raftlock_client *c, struct request *r, int err)
 	r->last_err = err;
 }
 
+/* An answer to a mutating request from a server older than protocol 2:
+ * it did not see the envelope's sequence header and read the request as
+ * one of no session, so nothing executed. The request ends with this
+ * EPROTO answer (a final status: its seq is settled), or, if there is no
+ * memory for it, is tried again later. */
+static void io_old_server(raftlock_client *c, struct request *r, Raftlock__Envelope *env)
+{
+	char msg[160];
+	snprintf(msg, sizeof msg,
+		 "the server speaks client protocol %u, older than %d: upgrade the servers "
+		 "before the clients",
+		 env->protocol, WIRE_PROTOCOL_MIN_SERVER);
+	uint64_t id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	Raftlock__Envelope *e = malloc(sizeof *e);
+	Raftlock__Response *resp = malloc(sizeof *resp);
+	char *text = strdup(msg);
+	if (e == NULL || resp == NULL || text == NULL) {
+		free(e);
+		free(resp);
+		free(text);
+		io_retry_later(c, r, RAFTLOCK_ENOMEM);
+		return;
+	}
+	/* Built with malloc like a decoded message, so that
+	 * raftlock__envelope__free_unpacked() frees it. */
+	*resp = (Raftlock__Response)RAFTLOCK__RESPONSE__INIT;
+	resp->status = RAFTLOCK_EPROTO;
+	resp->message = text;
+	*e = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	e->id = id;
+	e->body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	e->response = resp;
+	client_complete(c, r, e);
+}
+
 static void io_dispatch(raftlock_client *c, Raftlock__Envelope *env)
 {
 	struct request *r = client_find(c, env->id);
 	if (r == NULL || r->done || env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
 		/* a reply to a request its caller gave up on */
 		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (r->sequenced && env->protocol < WIRE_PROTOCOL_MIN_SERVER) {
+		io_old_server(c, r, env);
 		return;
 	}
 	const Raftlock__Response *resp = env->response;

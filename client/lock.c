@@ -178,7 +178,7 @@ static int lock_release_locked(raftlock_lock *l, unsigned timeout_ms, uint32_t *
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
 	lock_release_msg_init(&m, l->name, l->owner);
-	int rv = lock_send(l, SESSION_REQ(&m.env, &m.req), false, timeout_ms, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&m.env), false, timeout_ms, &reply, &res);
 	if (rv == RAFTLOCK_EUNKNOWN)
 		lock_release_unknown(l);
 	if (rv != 0)
@@ -270,7 +270,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 	cw.name = l->name;
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
-	int rv = lock_send(l, SESSION_REQ(&env, &req), false, timeout_ms, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&env), false, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
@@ -371,7 +371,7 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 	raftlock_client *c = s->client;
 	struct request *req;
 	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms : 0;
-	struct session_req sr = SESSION_REQ(&m->env, &m->req);
+	struct session_req sr = SESSION_REQ(&m->env);
 	sr.wait = true;
 	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
 	if (rv != 0)
@@ -379,7 +379,7 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 	rv = session_mutate_submit(s, &sr, &req);
 	if (rv != 0)
 		return rv;
-	uint64_t seq = m->req.seq;
+	uint64_t seq = req->seq;
 	lock_wait_push(c, s, req, deadline, false);
 	if (!req->done)
 		return lock_give_up(l, req, seq, clock_mono_ms() + lock_give_up_bound(c), token);
@@ -392,7 +392,7 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned ti
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, SESSION_REQ(&m->env, &m->req), true, timeout_ms, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&m->env), true, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -554,7 +554,7 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 		if (rv == 0)
 			rv = session_mutate_submit(s, &sr, &req);
 		if (rv == 0) {
-			op->seq = *sr.f_seq;
+			op->seq = req->seq;
 			client_on_done(c, req, lock_async_done, op, 0);
 		} else {
 			session_call_end(s);
@@ -574,7 +574,7 @@ RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *l, raftlock_lock_cb cb, 
 		return RAFTLOCK_EINVAL;
 	struct acquire_msg m;
 	acquire_msg_init(&m, l, RAFTLOCK_EXCLUSIVE, 1, 0);
-	return lock_async_submit(l, SESSION_REQ(&m.env, &m.req), true, cb, arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env), true, cb, arg);
 }
 
 RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
@@ -583,5 +583,5 @@ RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb 
 		return RAFTLOCK_EINVAL;
 	struct lock_release_msg m;
 	lock_release_msg_init(&m, l->name, l->owner);
-	return lock_async_submit(l, SESSION_REQ(&m.env, &m.req), false, cb, arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env), false, cb, arg);
 }

@@ -20,7 +20,7 @@ struct raftlock_lock {
 	uint32_t count; /* nesting depth */
 };
 
-/* A ReleaseRequest envelope, ready but for session, seq and ack_below.
+/* A ReleaseRequest envelope, ready but for its sequence header.
  * name is borrowed for the life of the message. */
 struct lock_release_msg {
 	Raftlock__Envelope env;

@@ -331,6 +331,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *     RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL, ...): the cluster
  *     executed the request with this result (or refused it whole, as for a
  *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG).
+ *     RAFTLOCK_EPROTO also comes from a server older than this library's
+ *     protocol, which cannot read the request's sequence number and so did
+ *     not execute it: upgrade the servers before the clients.
  *   - RAFTLOCK_EUNKNOWN: the request was sent but no result came within
  *     the call's time: it may or may not have executed, and it may still
  *     execute. The library keeps sending it in the background with the

@@ -168,7 +168,8 @@ int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result
 
 int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req)
 {
-	int rv = session_seq_begin(s, sr->wait, sr->f_seq, sr->f_ack_below);
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	int rv = session_seq_begin(s, sr->wait, &h.seq, &h.ack_below);
 	if (rv != 0)
 		return rv;
 	size_t n_acks = s->n_acks < SESSION_ACKS_MAX ? s->n_acks : SESSION_ACKS_MAX;
@@ -177,20 +178,20 @@ int session_mutate_submit(raftlock_session *s, const struct session_req *sr, str
 		memcpy(acks, s->acks, n_acks * sizeof *acks);
 	else
 		n_acks = 0; /* out of memory: on a later request */
-	*sr->f_session = s->id;
-	*sr->f_acked = acks;
-	*sr->f_n_acked = n_acks;
+	h.session = s->id;
+	h.acked = acks;
+	h.n_acked = n_acks;
+	sr->env->sequence = &h;
 	rv = client_submit(s->client, sr->env, sr->wait, req);
-	*sr->f_acked = NULL; /* encoded: the copy belongs to the request */
-	*sr->f_n_acked = 0;
+	sr->env->sequence = NULL; /* encoded: the acks copy belongs to the request */
 	if (rv != 0) {
 		free(acks);
-		session_seq_end(s, *sr->f_seq);
+		session_seq_end(s, h.seq);
 		return rv;
 	}
 	(*req)->sequenced = true;
 	(*req)->seq_session = s->id;
-	(*req)->seq = *sr->f_seq;
+	(*req)->seq = h.seq;
 	(*req)->acks = acks;
 	(*req)->n_acks = n_acks;
 	return 0;
@@ -223,7 +224,7 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 	int rv = session_mutate_submit(s, sr, &req);
 	if (rv != 0)
 		return rv;
-	uint64_t seq = *sr->f_seq;
+	uint64_t seq = req->seq;
 	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
 	rv = client_wait(c, req, clock_mono_ms() + timeout);
 	if (rv != 0)
@@ -296,12 +297,13 @@ static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 	struct lock_release_msg m;
 	struct request *r;
 	lock_release_msg_init(&m, o->name, o->owner);
-	struct session_req sr = SESSION_REQ(&m.env, &m.req);
+	struct session_req sr = SESSION_REQ(&m.env);
 	if (session_mutate_submit(s, &sr, &r) != 0)
 		return;
-	if (!orphan_add(s, r, m.req.seq, NULL, o->owner)) {
+	uint64_t seq = r->seq;
+	if (!orphan_add(s, r, seq, NULL, o->owner)) {
 		client_take(s->client, r, NULL); /* never sent: settled */
-		session_seq_end(s, m.req.seq);
+		session_seq_end(s, seq);
 	}
 }
 
@@ -453,7 +455,7 @@ static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 	const Raftlock__Result *res = NULL;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
-	struct session_req sr = SESSION_REQ(&env, &req);
+	struct session_req sr = SESSION_REQ(&env);
 	sr.timeout_ms = timeout_ms;
 	int rv = session_mutate(s, &sr, &reply, &res);
 	if (rv == 0) {

@@ -137,32 +137,22 @@ void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now);
  * caller records it in s->told before it runs them. */
 int session_event_due(const raftlock_session *s);
 
-/* One mutating request of a session. */
+/* One mutating request of a session: its envelope, whose sequence header
+ * (Envelope.sequence) the session fills in when it sends it. */
 struct session_req {
 	Raftlock__Envelope *env;
-	uint64_t *f_session; /* the request's fields inside env */
-	uint64_t *f_seq;
-	uint64_t *f_ack_below;
-	uint64_t **f_acked;
-	size_t *f_n_acked;
 	bool wait;              /* a blocking acquire (the push completes it) */
 	unsigned timeout_ms;    /* 0: the client's request timeout */
 	const char *grant_name; /* an acquire: what to release if it is */
 	uint64_t grant_owner;   /* granted after the caller gave up */
 };
 
-/* The session_req of envelope env whose request message is *msg. */
-#define SESSION_REQ(env_, msg)                                  \
-	((struct session_req){.env = (env_),                    \
-			      .f_session = &(msg)->session,     \
-			      .f_seq = &(msg)->seq,             \
-			      .f_ack_below = &(msg)->ack_below, \
-			      .f_acked = &(msg)->acked,         \
-			      .f_n_acked = &(msg)->n_acked})
+/* The session_req of envelope env. */
+#define SESSION_REQ(env_) ((struct session_req){.env = (env_)})
 
 /*
- * Sends one mutating request of s: sets its session, seq, ack_below and
- * acked, waits up to its timeout, and tracks the seq (an unanswered
+ * Sends one mutating request of s with its sequence header (session, seq,
+ * ack_below, acked), waits up to its timeout, and tracks the seq (an unanswered
  * request becomes an orphan). On 0 *result points into *reply (owned by
  * the caller) and holds the command's outcome; a result of
  * RAFTLOCK_ESESSION also marks s lost. Errors: EUNKNOWN (sent, no final

@@ -95,6 +95,11 @@ struct fake *fake_start(enum fake_role role);
 void fake_stop(struct fake *f);
 /* The leader address a FAKE_FOLLOWER names in its NOT_LEADER answers. */
 void fake_set_leader(struct fake *f, const char *addr);
+
+/* Every fake of the process answers as a server of protocol 1 would: its
+ * frames carry no protocol (it never reads Envelope.sequence either, which
+ * the fake does not emulate beyond that). */
+void fake_speak_protocol_1(bool on);
 /* How many requests of that kind it got so far. */
 int fake_count(struct fake *f, Raftlock__Envelope__BodyCase body);
 /* The k-th logged request of that kind (copied; zeroed if none). */

@@ -261,6 +261,30 @@ static void test_try_lock_busy(void **state)
 	rig_down(&r);
 }
 
+/* A server of protocol 1 would not see the sequence header in the
+ * envelope: a mutating request answered by one ends with EPROTO (nothing
+ * executed), the session is not lost, and once the server speaks protocol
+ * 2 the next request goes through with the first one's seq settled. */
+static void test_old_server_refused(void **state)
+{
+	(void)state;
+	struct rig r;
+	fake_speak_protocol_1(true);
+	rig_up(&r, "db/primary", 3000, NULL);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), RAFTLOCK_EPROTO);
+	assert_true(raftlock_session_valid(r.s));
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	fake_speak_protocol_1(false);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+	struct fake_entry a1 = fake_nth(r.f, ACQUIRE, 0);
+	struct fake_entry a2 = fake_nth(r.f, ACQUIRE, 1);
+	assert_int_equal(a1.seq, 1);
+	assert_int_equal(a2.seq, 2);
+	assert_int_equal(a2.ack_below, 2); /* seq 1 settled by its EPROTO */
+	raftlock_lock_free(r.l);
+	rig_down(&r);
+}
+
 static void test_lock_names(void **state)
 {
 	(void)state;
@@ -746,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_abandoned_acquire_is_settled_and_released),
 		cmocka_unit_test(test_unanswered_request_holds_ack_below),
 		cmocka_unit_test(test_try_lock_busy),
+		cmocka_unit_test(test_old_server_refused),
 		cmocka_unit_test(test_lock_names),
 		cmocka_unit_test(test_blocking_acquire_gets_pushed_grant),
 		cmocka_unit_test(test_blocking_acquire_timeout_cancels),
