@@ -77,11 +77,9 @@ int client_submit(raftlock_client *c, Raftlock__Envelope *env, bool wants_push,
 	pthread_cond_init(&r->cond, &c->condattr);
 	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
-	r->next = c->reqs;
-	if (c->reqs != NULL)
-		c->reqs->prev = r;
-	c->reqs = r;
-	if (r->next == NULL)
+	bool alone = list_empty(&c->reqs);
+	list_add_head(&c->reqs, &r->link);
+	if (alone)
 		client_send_now(c, r); /* nothing else in flight */
 	else
 		client_wake_io(c); /* sent with the others: fewer, larger writes */
@@ -122,7 +120,8 @@ void client_defer(raftlock_client *c, struct client_deferred *d)
 void client_wake_all(raftlock_client *c)
 {
 	pthread_cond_broadcast(&c->cond);
-	for (struct request *r = c->reqs; r != NULL; r = r->next)
+	struct request *r;
+	list_each_entry (r, &c->reqs, struct request, link)
 		if (r->wake == &r->cond)
 			pthread_cond_signal(&r->cond);
 }
@@ -134,12 +133,7 @@ void client_watch(raftlock_client *c, struct request *req)
 
 void client_take(raftlock_client *c, struct request *req, Raftlock__Envelope **reply)
 {
-	if (req->prev != NULL)
-		req->prev->next = req->next;
-	else
-		c->reqs = req->next;
-	if (req->next != NULL)
-		req->next->prev = req->prev;
+	list_remove(&req->link);
 	if (reply != NULL)
 		*reply = req->reply;
 	else if (req->reply != NULL)
@@ -174,7 +168,8 @@ int client_call(raftlock_client *c, Raftlock__Envelope *env, unsigned timeout_ms
 
 static struct request *client_find(raftlock_client *c, uint64_t id)
 {
-	for (struct request *r = c->reqs; r != NULL; r = r->next)
+	struct request *r;
+	list_each_entry (r, &c->reqs, struct request, link)
 		if (r->id == id)
 			return r;
 	return NULL;
@@ -310,7 +305,8 @@ void client_suspect(raftlock_client *c, struct request *req)
  * unanswered. Queued acquires wait for their push as long as they must. */
 static bool io_owes(raftlock_client *c, uint64_t older_than)
 {
-	for (struct request *r = c->reqs; r != NULL; r = r->next)
+	struct request *r;
+	list_each_entry (r, &c->reqs, struct request, link)
 		if (!r->done && !r->queued && r->sent_gen == c->conn_gen && r->sent_at < older_than)
 			return true;
 	return false;
@@ -347,7 +343,8 @@ static bool io_stalled(raftlock_client *c, uint64_t now)
 
 static void io_send_pending(raftlock_client *c, uint64_t now)
 {
-	for (struct request *r = c->reqs; r != NULL; r = r->next) {
+	struct request *r;
+	list_each_entry (r, &c->reqs, struct request, link) {
 		if (r->done || r->sent_gen == c->conn_gen || r->not_before > now)
 			continue;
 		if (!io_queue(c, r, now))
@@ -563,8 +560,9 @@ static void io_handle(raftlock_client *c, short revents)
 /* Asynchronous requests past their deadline end with their last error. */
 static void io_expire(raftlock_client *c, uint64_t now)
 {
-	for (struct request *r = c->reqs, *next; r != NULL; r = next) {
-		next = r->next;
+	struct list *l, *tmp;
+	list_each_safe (l, tmp, &c->reqs) {
+		struct request *r = list_entry(l, struct request, link);
 		if (r->on_done != NULL && !r->done && now >= r->deadline)
 			r->on_done(c, r, r->last_err);
 	}
@@ -587,11 +585,12 @@ static void io_run_deferred(raftlock_client *c)
 static int io_poll_timeout(raftlock_client *c, uint64_t now)
 {
 	uint64_t until = now + CLIENT_POLL_MAX_MS;
-	if (c->conn.state == CONN_CLOSED && c->reqs != NULL && c->reconnect_at < until)
+	if (c->conn.state == CONN_CLOSED && !list_empty(&c->reqs) && c->reconnect_at < until)
 		until = c->reconnect_at;
 	if (c->conn.state == CONN_CONNECTING && c->connect_deadline < until)
 		until = c->connect_deadline;
-	for (struct request *r = c->reqs; r != NULL; r = r->next) {
+	struct request *r;
+	list_each_entry (r, &c->reqs, struct request, link) {
 		if (!r->done && r->sent_gen != c->conn_gen && r->not_before < until)
 			until = r->not_before;
 		if (!r->done && r->on_done != NULL && r->deadline < until)
@@ -614,7 +613,7 @@ static void *io_main(void *arg)
 		}
 		if (c->drop_conn || (c->conn.state == CONN_OPEN && io_stalled(c, now)))
 			io_fail(c, false);
-		if (c->conn.state == CONN_CLOSED && c->reqs != NULL && now >= c->reconnect_at)
+		if (c->conn.state == CONN_CLOSED && !list_empty(&c->reqs) && now >= c->reconnect_at)
 			io_connect(c);
 		if (c->conn.state == CONN_CONNECTING && now >= c->connect_deadline)
 			io_fail(c, true);
@@ -659,8 +658,8 @@ static void *io_main(void *arg)
 
 static void client_free(raftlock_client *c)
 {
-	while (c->reqs != NULL)
-		client_take(c, c->reqs, NULL);
+	while (!list_empty(&c->reqs))
+		client_take(c, list_entry(c->reqs.next, struct request, link), NULL);
 	for (size_t i = 0; i < c->inbox.n; i++)
 		raftlock__envelope__free_unpacked(c->inbox.env[i], NULL);
 	free(c->inbox.env);
@@ -747,6 +746,8 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 		goto out;
 	}
 	pthread_mutex_init(&c->mu, NULL);
+	list_init(&c->reqs);
+	list_init(&c->sessions);
 	idmap_init(&c->session_ids, sizeof(raftlock_session *));
 	pthread_condattr_init(&c->condattr);
 	pthread_condattr_setclock(&c->condattr, CLOCK_MONOTONIC);

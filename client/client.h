@@ -24,11 +24,12 @@
 
 #include "conn.h"
 #include "idmap.h"
+#include "list.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
 
 struct request {
-	struct request *prev, *next;
+	struct list link; /* in raftlock_client.reqs, newest first */
 	uint64_t id;
 	uint8_t *frame; /* the encoded envelope, re-sent as is */
 	size_t frame_len;
@@ -115,11 +116,11 @@ struct raftlock_client {
 		uint64_t hash;  /* of an address that could not be reached */
 		uint64_t until; /* CLOCK_MONOTONIC ms */
 	} down[4];
-	struct request *reqs;
+	struct list reqs; /* struct request, newest first */
 	uint64_t next_id;
 
 	/* sessions and keepalives (session.c) */
-	struct raftlock_session *sessions;
+	struct list sessions;     /* raftlock_session, newest first */
 	struct idmap session_ids; /* id -> raftlock_session *, for keepalive answers */
 	pthread_t ka_thread;
 	bool ka_stop;

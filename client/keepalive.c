@@ -54,7 +54,7 @@ size_t keepalive_chunk_len(size_t n, size_t k)
 static unsigned keepalive_interval(raftlock_client *c)
 {
 	unsigned iv = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
+	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s))
 		if (!s->lost && (iv == 0 || s->ttl_ms / 3 < iv))
 			iv = s->ttl_ms / 3;
 	return iv;
@@ -133,14 +133,14 @@ static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f,
 	if (f->round >= KEEPALIVE_ROUNDS)
 		keepalive_drop_rounds(c, f, f->round - KEEPALIVE_ROUNDS + 1);
 	size_t n = 0;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next)
+	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s))
 		n += !s->lost;
-	raftlock_session *s = c->sessions;
+	raftlock_session *s = session_first(c);
 	size_t ahead = 0;
 	for (size_t k = 0; k < keepalive_chunks(n); k++) {
 		size_t len = keepalive_chunk_len(n, k);
 		struct keepalive *ka = calloc(1, sizeof *ka + len * sizeof ka->ids[0]);
-		for (size_t i = 0; i < len; s = s->next) {
+		for (size_t i = 0; i < len; s = session_after(c, s)) {
 			if (s->lost)
 				continue;
 			if (ka != NULL)
@@ -170,8 +170,8 @@ static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f,
 static bool keepalive_fire(raftlock_client *c)
 {
 	bool ran = false;
-	for (raftlock_session *s = c->sessions; s != NULL; s = c->cb_next) {
-		c->cb_next = s->next;
+	for (raftlock_session *s = session_first(c); s != NULL; s = c->cb_next) {
+		c->cb_next = session_after(c, s);
 		int ev = s->closing ? 0 : session_event_due(s);
 		if (ev == 0)
 			continue;
@@ -221,7 +221,7 @@ static uint64_t keepalive_wake_at(raftlock_client *c, const struct keepalive_fli
 			at = t;
 	if (interval != 0 && c->ka_next < at)
 		at = c->ka_next;
-	for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
+	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s)) {
 		uint64_t due = session_check_at(s);
 		uint64_t left = due > now_b ? due - now_b : 0;
 		if (now_m + left < at)
@@ -260,7 +260,7 @@ static void *keepalive_main(void *arg)
 	while (!c->ka_stop) {
 		keepalive_collect(c, &f);
 		uint64_t now_b = clock_boot_ms();
-		for (raftlock_session *s = c->sessions; s != NULL; s = s->next) {
+		for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s)) {
 			session_tick(s, now_b);
 			session_orphans_settle(s);
 		}

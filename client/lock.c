@@ -10,16 +10,6 @@
 
 #define LOCK_GIVE_UP_MAX_MS 1000 /* see lock_give_up_bound() */
 
-static void lock_unlink(struct raftlock_lock *l)
-{
-	if (l->prev != NULL)
-		l->prev->next = l->next;
-	else
-		l->session->locks = l->next;
-	if (l->next != NULL)
-		l->next->prev = l->prev;
-}
-
 static void lock_destroy(struct raftlock_lock *l)
 {
 	free(l->name);
@@ -28,9 +18,9 @@ static void lock_destroy(struct raftlock_lock *l)
 
 void lock_free_all(raftlock_session *s)
 {
-	while (s->locks != NULL) {
-		struct raftlock_lock *l = s->locks;
-		lock_unlink(l);
+	while (!list_empty(&s->locks)) {
+		struct raftlock_lock *l = list_entry(s->locks.next, struct raftlock_lock, link);
+		list_remove(&l->link);
 		lock_destroy(l);
 	}
 }
@@ -63,10 +53,7 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 	l->session = s;
 	pthread_mutex_lock(&c->mu);
 	l->owner = c->owner_base + ++c->owner_next;
-	l->next = s->locks;
-	if (s->locks != NULL)
-		s->locks->prev = l;
-	s->locks = l;
+	list_add_head(&s->locks, &l->link);
 	pthread_mutex_unlock(&c->mu);
 	*out = l;
 	return 0;
@@ -78,7 +65,7 @@ RAFTLOCK_API void raftlock_lock_free(raftlock_lock *l)
 		return;
 	raftlock_client *c = l->session->client;
 	pthread_mutex_lock(&c->mu);
-	lock_unlink(l);
+	list_remove(&l->link);
 	pthread_mutex_unlock(&c->mu);
 	lock_destroy(l);
 }

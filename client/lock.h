@@ -11,7 +11,7 @@
 #include "session.h"
 
 struct raftlock_lock {
-	struct raftlock_lock *prev, *next; /* in the session's list */
+	struct list link; /* in the session's locks */
 	raftlock_session *session;
 	char *name;
 	struct raftlock_lock_options opts;

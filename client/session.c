@@ -248,8 +248,7 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq, c
 	o->seq = seq;
 	o->owner = owner;
 	o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
-	o->next = s->orphans;
-	s->orphans = o;
+	list_add_head(&s->orphans, &o->link);
 	return true;
 }
 
@@ -271,7 +270,8 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq, cons
 bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend)
 {
 	bool found = false;
-	for (struct session_orphan *o = s->orphans; o != NULL; o = o->next) {
+	struct session_orphan *o;
+	list_each_entry (o, &s->orphans, struct session_orphan, link) {
 		if (o->owner != owner)
 			continue;
 		found = true;
@@ -310,10 +310,10 @@ static void orphan_release(raftlock_session *s, const struct session_orphan *o)
 /* Settles the orphans of s that got their answer (c->mu held). */
 void session_orphans_settle(raftlock_session *s)
 {
-	struct session_orphan **pp = &s->orphans;
+	struct list *l, *tmp;
 	bool settled = false;
-	while (*pp != NULL) {
-		struct session_orphan *o = *pp;
+	list_each_safe (l, tmp, &s->orphans) {
+		struct session_orphan *o = list_entry(l, struct session_orphan, link);
 		if (!o->req->done) {
 			uint64_t now = clock_mono_ms();
 			if (now >= o->resend_at) {
@@ -322,10 +322,9 @@ void session_orphans_settle(raftlock_session *s)
 				client_resend(s->client, o->req);
 				o->resend_at = now + s->client->request_timeout_ms;
 			}
-			pp = &o->next;
 			continue;
 		}
-		*pp = o->next;
+		list_remove(&o->link);
 		settled = true;
 		const Raftlock__Result *res;
 		session_seq_end(s, o->seq);
@@ -340,17 +339,24 @@ void session_orphans_settle(raftlock_session *s)
 
 /* ----------------------------------------------------------- open/close */
 
+raftlock_session *session_first(raftlock_client *c)
+{
+	struct list *l = list_first(&c->sessions);
+	return l != NULL ? list_entry(l, raftlock_session, link) : NULL;
+}
+
+raftlock_session *session_after(raftlock_client *c, raftlock_session *s)
+{
+	return s->link.next != &c->sessions ? list_entry(s->link.next, raftlock_session, link)
+					    : NULL;
+}
+
 static void session_unlink(raftlock_session *s)
 {
 	raftlock_client *c = s->client;
-	if (s->prev != NULL)
-		s->prev->next = s->next;
-	else
-		c->sessions = s->next;
-	if (s->next != NULL)
-		s->next->prev = s->prev;
 	if (c->cb_next == s)
-		c->cb_next = s->next; /* closed by an on_lost callback */
+		c->cb_next = session_after(c, s); /* closed by an on_lost callback */
+	list_remove(&s->link);
 	idmap_del(&c->session_ids, s->id);
 }
 
@@ -368,6 +374,8 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	raftlock_session *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session");
+	list_init(&s->locks);
+	list_init(&s->orphans);
 
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__OpenSessionRequest req = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
@@ -421,15 +429,13 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 		s->on_event = opts->on_event;
 		s->on_event_arg = opts->on_event_arg;
 	}
-	s->next = c->sessions;
-	if (c->sessions != NULL)
-		c->sessions->prev = s;
-	c->sessions = s;
+	bool alone = list_empty(&c->sessions);
+	list_add_head(&c->sessions, &s->link);
 	/* Wake the keepalive thread only if this session needs a keepalive
 	 * sooner than planned: each wake walks every session, and opening
 	 * many sessions must not cost a walk each. */
 	uint64_t next = clock_mono_ms() + s->ttl_ms / 3;
-	if (c->ka_next == 0 || s->next == NULL || next < c->ka_next) {
+	if (c->ka_next == 0 || alone || next < c->ka_next) {
 		c->ka_next = next;
 		pthread_cond_broadcast(&c->cond);
 	}
@@ -500,9 +506,9 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 			timeout_ms = SESSION_LOST_CLOSE_MS;
 		session_send_close(s, timeout_ms);
 	}
-	while (s->orphans != NULL) {
-		struct session_orphan *o = s->orphans;
-		s->orphans = o->next;
+	while (!list_empty(&s->orphans)) {
+		struct session_orphan *o = list_entry(s->orphans.next, struct session_orphan, link);
+		list_remove(&o->link);
 		orphan_free(c, o);
 	}
 	session_unlink(s);
@@ -528,12 +534,13 @@ void session_close_all(raftlock_client *c)
 {
 	pthread_mutex_lock(&c->mu);
 	uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
-	while (c->sessions != NULL) {
+	raftlock_session *s;
+	while ((s = session_first(c)) != NULL) {
 		uint64_t now = clock_mono_ms();
 		/* One request timeout for them all: past it, just free. */
 		if (now >= deadline)
-			c->sessions->lost = true;
-		session_close_locked(c->sessions, now < deadline ? (unsigned)(deadline - now) : 1);
+			s->lost = true;
+		session_close_locked(s, now < deadline ? (unsigned)(deadline - now) : 1);
 	}
 	pthread_mutex_unlock(&c->mu);
 }

@@ -50,7 +50,7 @@ struct session_seq {
 };
 
 struct session_orphan {
-	struct session_orphan *next;
+	struct list link; /* in the session's orphans */
 	struct request *req;
 	uint64_t seq;
 	char *name;         /* an acquire: the lock to release if it was granted */
@@ -59,7 +59,7 @@ struct session_orphan {
 };
 
 struct raftlock_session {
-	struct raftlock_session *prev, *next; /* in the client's list */
+	struct list link; /* in the client's sessions */
 	raftlock_client *client;
 	uint64_t id;
 	unsigned ttl_ms;
@@ -81,10 +81,10 @@ struct raftlock_session {
 	uint64_t *acks; /* queued acquires to acknowledge (acked) */
 	size_t n_acks;
 	size_t cap_acks;
-	struct raftlock_lock *locks; /* handles made on this session */
-	struct session_orphan *orphans;
-	unsigned calls; /* lock calls in progress on this session */
-	bool closing;   /* raftlock_session_close() has begun */
+	struct list locks;   /* struct raftlock_lock: handles made on it */
+	struct list orphans; /* struct session_orphan, newest first */
+	unsigned calls;      /* lock calls in progress on this session */
+	bool closing;        /* raftlock_session_close() has begun */
 };
 
 /*
@@ -132,6 +132,11 @@ uint64_t session_check_at(const raftlock_session *s);
  * brings valid_until past now. Not for lost sessions.
  */
 void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now);
+
+/* The client's first session, and the one after s: NULL at the end
+ * (c->mu held). */
+raftlock_session *session_first(raftlock_client *c);
+raftlock_session *session_after(raftlock_client *c, raftlock_session *s);
 
 /* The state change s owes its application's callbacks, 0 if none: the
  * caller records it in s->told before it runs them. */

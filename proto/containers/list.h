@@ -20,8 +20,9 @@ struct list {
 /* The struct of type `type` whose member `field` is at `link`. */
 #define list_entry(link, type, field) ((type *)((char *)(link)-offsetof(type, field)))
 
-/* Every link of the list at `head`, oldest first; `link` must not be
- * removed inside the loop (use list_each_safe). */
+/* Every link of the list at `head`, from the front (oldest first for a
+ * list fed by list_add_tail); `link` must not be removed inside the loop
+ * (use list_each_safe). */
 #define list_each(link, head) for ((link) = (head)->next; (link) != (head); (link) = (link)->next)
 
 /* As list_each, but `link` may be removed (or freed) inside the loop;
@@ -29,6 +30,12 @@ struct list {
 #define list_each_safe(link, tmp, head)                                     \
 	for ((link) = (head)->next, (tmp) = (link)->next; (link) != (head); \
 	     (link) = (tmp), (tmp) = (link)->next)
+
+/* Every struct of type `type` on the list at `head`, through its member
+ * `field`, from the front; `pos` (a type *) must not be removed inside. */
+#define list_each_entry(pos, head, type, field)                                      \
+	for ((pos) = list_entry((head)->next, type, field); &(pos)->field != (head); \
+	     (pos) = list_entry((pos)->field.next, type, field))
 
 static inline void list_init(struct list *l)
 {
