@@ -88,7 +88,7 @@ static bool dir_has_files(const char *path)
 /* One raftlockd per data directory: a second one would write into the
  * first one's raft log. The lock lasts as long as the process (the file
  * descriptor is never closed; the kernel drops the lock at exit). */
-int datadir_lock(const char *data_dir, char *err, size_t errlen)
+int datadir_lock(const char *data_dir, int *fd_out, char *err, size_t errlen)
 {
 	char path[DATADIR_PATH_MAX], pid[32] = "";
 	datadir_path(path, sizeof path, data_dir, "LOCK");
@@ -109,7 +109,14 @@ int datadir_lock(const char *data_dir, char *err, size_t errlen)
 	int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
 		log_warn("%s: could not record the pid", path);
+	*fd_out = fd;
 	return 0;
+}
+
+void datadir_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* releases the flock */
 }
 
 /* The identity file ties a data directory to one cluster and node id, so a
@@ -183,7 +190,7 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen)
 }
 
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
-		 char *state_dir, char *err, size_t errlen)
+		 char *state_dir, int *lock_fd, char *err, size_t errlen)
 {
 	int rv;
 	datadir_path(raft_dir, DATADIR_PATH_MAX, data_dir, "raft");
@@ -193,11 +200,16 @@ int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *r
 		snprintf(err, errlen, "%s: %s", data_dir, strerror(errno));
 		return RAFTLOCK_EIO;
 	}
-	if ((rv = datadir_lock(data_dir, err, errlen)) != 0)
+	int fd;
+	if ((rv = datadir_lock(data_dir, &fd, err, errlen)) != 0)
 		return rv;
-	if ((rv = datadir_check_identity(data_dir, cluster, id, raft_dir, err, errlen)) != 0)
+	if ((rv = datadir_check_identity(data_dir, cluster, id, raft_dir, err, errlen)) != 0 ||
+	    (rv = datadir_prepare_state(state_dir, err, errlen)) != 0) {
+		datadir_unlock(fd);
 		return rv;
-	return datadir_prepare_state(state_dir, err, errlen);
+	}
+	*lock_fd = fd;
+	return 0;
 }
 
 int datadir_mark_clean(const char *data_dir)

@@ -25,9 +25,12 @@ void datadir_path(char *out, size_t len, const char *dir, const char *name);
 
 /* Takes the directory for this process: one raftlockd per data directory
  * (a second one would write into the first one's raft log). The lock lasts
- * as long as the process. RAFTLOCK_EDATA when another process holds it
- * (its pid in the message). */
-int datadir_lock(const char *data_dir, char *err, size_t errlen);
+ * until datadir_unlock(*fd), or the end of the process. RAFTLOCK_EDATA when
+ * another holder has it (its pid in the message). */
+int datadir_lock(const char *data_dir, int *fd, char *err, size_t errlen);
+
+/* Gives the directory up (after the node's last write to it). */
+void datadir_unlock(int fd);
 
 /* Ties the directory to (cluster, id): writes IDENTITY when absent and the
  * raft log directory raft_dir is empty; RAFTLOCK_EDATA when IDENTITY names
@@ -45,7 +48,7 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
  * written into raft_dir) and state/ (into state_dir): both buffers hold
  * DATADIR_PATH_MAX bytes. */
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
-		 char *state_dir, char *err, size_t errlen);
+		 char *state_dir, int *lock_fd, char *err, size_t errlen);
 
 /* Records a clean stop (state/CLEAN), after LMDB was synced.
  * Returns 0 or RAFTLOCK_EIO. */

@@ -619,8 +619,9 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	n->tb = tb;
 	cluster_clock_init(&n->clock, tb);
 	list_init(&n->inflight);
-	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir, err,
-			       errlen)) != 0)
+	n->datadir_fd = -1;
+	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir,
+			       &n->datadir_fd, err, errlen)) != 0)
 		return rv;
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
 		return rv;
@@ -736,6 +737,8 @@ static void raft_closed(struct raft *r)
 	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
 	store_close(&n->store);
+	datadir_unlock(n->datadir_fd); /* nothing more is written there */
+	n->datadir_fd = -1;
 	free(n->batch);
 	if (n->stop_cb)
 		n->stop_cb(n);

@@ -102,6 +102,7 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
+	int datadir_fd; /* holds the data directory's LOCK until stopped */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);

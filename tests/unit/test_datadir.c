@@ -60,10 +60,15 @@ static void test_identity_and_lock(void **state)
 {
 	(void)state;
 	char raft[DATADIR_PATH_MAX], st[DATADIR_PATH_MAX], err[512];
-	assert_int_equal(datadir_open(root, "c1", 1, raft, st, err, sizeof err), 0);
+	int fd = -1, fd2 = -1;
+	assert_int_equal(datadir_open(root, "c1", 1, raft, st, &fd, err, sizeof err), 0);
 	assert_true(exists(root, "IDENTITY"));
-	assert_int_equal(datadir_lock(root, err, sizeof err), RAFTLOCK_EDATA);
+	assert_int_equal(datadir_lock(root, &fd2, err, sizeof err), RAFTLOCK_EDATA);
 	assert_non_null(strstr(err, "in use by another raftlockd"));
+	/* given up, it can be taken again */
+	datadir_unlock(fd);
+	assert_int_equal(datadir_lock(root, &fd2, err, sizeof err), 0);
+	datadir_unlock(fd2);
 	assert_int_equal(datadir_check_identity(root, "c1", 1, raft, err, sizeof err), 0);
 	assert_int_equal(datadir_check_identity(root, "c2", 1, raft, err, sizeof err),
 			 RAFTLOCK_EDATA);

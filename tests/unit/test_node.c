@@ -1,0 +1,254 @@
+/* test_node.c: the raft node (server/node.c) alone, with real libraft
+ * (raft_uv on a temporary directory, raft_uv_tcp on loopback) and a real
+ * libuv loop, as a one-voter cluster: it becomes ready after its INIT
+ * entry applies, commands proposed in one loop turn share one log entry
+ * and each gets its own result, a stop answers every accepted proposal
+ * exactly once and refuses new ones, the loop then closes cleanly, and a
+ * restart on the same directory comes back with what was applied. Waits
+ * run the loop until a condition holds, bounded by 10 s of real time. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "config.h"
+#include "node.h"
+#include "raftlock.h"
+#include "timebase.h"
+
+#define WAIT_MS 10000
+
+struct answers {
+	unsigned n;     /* callbacks run */
+	int status[8];  /* of the first ones */
+	uint64_t id[8]; /* OPEN_SESSION results: the new session ids */
+};
+
+struct fx {
+	char dir[64];
+	uv_loop_t loop;
+	struct timebase tb;
+	struct config cfg;
+	struct node node;
+	bool stopped;
+};
+
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static void done(void *arg, int status, const Raftlock__Result *result)
+{
+	struct answers *a = arg;
+	if (a->n < 8) {
+		a->status[a->n] = status;
+		a->id[a->n] = result != NULL ? result->session : 0;
+	}
+	a->n++;
+}
+
+static void stopped(struct node *n)
+{
+	struct fx *f = n->hooks.arg;
+	f->stopped = true;
+}
+
+/* Runs the loop until cond(f); fails after WAIT_MS of real time. */
+static void run_until(struct fx *f, bool (*cond)(struct fx *f))
+{
+	uint64_t until = uv_hrtime() / 1000000u + WAIT_MS;
+	while (!cond(f)) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_ONCE);
+	}
+}
+
+static bool is_stopped(struct fx *f)
+{
+	return f->stopped;
+}
+
+/* Ready (its post-election barrier applied) and INIT applied. */
+static bool is_serving(struct fx *f)
+{
+	return f->node.ready && !f->node.init_needed;
+}
+
+static void run_until_answered(struct fx *f, const struct answers *a, unsigned n)
+{
+	uint64_t until = uv_hrtime() / 1000000u + WAIT_MS;
+	while (a->n < n) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_ONCE);
+	}
+}
+
+static void start(struct fx *f)
+{
+	char err[512];
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	timebase_init_uv(&f->tb, &f->loop);
+	struct node_hooks hooks = {.arg = f};
+	f->stopped = false;
+	memset(&f->node, 0, sizeof f->node);
+	int rv = node_start(&f->node, &f->loop, &f->tb, &f->cfg, &hooks, err, sizeof err);
+	if (rv != 0)
+		fprintf(stderr, "node_start: %s\n", err);
+	assert_int_equal(rv, 0);
+	run_until(f, is_serving);
+}
+
+/* Stops the node, runs the loop out and closes it (0: no handle left). */
+static void stop(struct fx *f)
+{
+	node_stop(&f->node, stopped);
+	run_until(f, is_stopped);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	char raft[32], client[32], member[96], err[512];
+	snprintf(f->dir, sizeof f->dir, "/tmp/raftlock-test-node.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(raft, sizeof raft, "127.0.0.1:%d", free_port());
+	snprintf(client, sizeof client, "127.0.0.1:%d", free_port());
+	snprintf(member, sizeof member, "1,%s,%s", raft, client);
+	char *argv[] = {"raftlockd", "--id",
+			"1",         "--data-dir",
+			f->dir,      "--cluster",
+			"unit",      "--member",
+			member,      "--election-timeout",
+			"200",       "--heartbeat-timeout",
+			"50",        "--log-level",
+			"error",     NULL};
+	assert_int_equal(
+		config_parse(&f->cfg, (int)(sizeof argv / sizeof *argv) - 1, argv, err, sizeof err),
+		0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static Raftlock__Command open_session(Raftlock__OpenSession *o, uint64_t nonce)
+{
+	*o = (Raftlock__OpenSession)RAFTLOCK__OPEN_SESSION__INIT;
+	o->nonce = nonce;
+	o->ttl_ms = 10000;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
+	cmd.open_session = o;
+	return cmd;
+}
+
+/* A one-voter cluster leads, becomes ready and applies its INIT; three
+ * proposals of one loop turn are one entry, each answered with its own
+ * result. */
+static void test_ready_and_batching(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	assert_true(f->node.leader);
+	uint64_t entries = f->node.entries_proposed;
+	uint64_t commands = f->node.commands_proposed;
+	raft_index last = raft_last_index(&f->node.raft);
+
+	struct answers a = {0};
+	Raftlock__OpenSession o[3];
+	for (unsigned i = 0; i < 3; i++) {
+		Raftlock__Command cmd = open_session(&o[i], 100 + i);
+		assert_int_equal(node_propose(&f->node, &cmd, done, &a), 0);
+	}
+	run_until_answered(f, &a, 3);
+	assert_int_equal(a.n, 3);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(a.status[i], 0);
+	assert_true(a.id[0] != 0 && a.id[1] != a.id[0] && a.id[2] != a.id[1]);
+	assert_int_equal(f->node.entries_proposed, entries + 1);
+	assert_int_equal(f->node.commands_proposed, commands + 3);
+	assert_int_equal(raft_last_index(&f->node.raft), last + 1);
+	stop(f);
+}
+
+/* A stop answers every accepted proposal once and refuses new ones. */
+static void test_stop_answers_and_refuses(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	struct answers a = {0};
+	Raftlock__OpenSession o[2];
+	Raftlock__Command cmd = open_session(&o[0], 7);
+	assert_int_equal(node_propose(&f->node, &cmd, done, &a), 0);
+	node_stop(&f->node, stopped);
+	cmd = open_session(&o[1], 8);
+	assert_int_equal(node_propose(&f->node, &cmd, done, &a), RAFTLOCK_ESHUTDOWN);
+	run_until(f, is_stopped);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	assert_int_equal(a.n, 1); /* exactly once, the refused one never */
+	assert_true(a.status[0] == 0 || a.status[0] == RAFTLOCK_ESHUTDOWN);
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+/* A restart on the same directory finds what was applied. */
+static void test_restart_keeps_state(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	struct answers a = {0};
+	Raftlock__OpenSession o;
+	Raftlock__Command cmd = open_session(&o, 9);
+	assert_int_equal(node_propose(&f->node, &cmd, done, &a), 0);
+	run_until_answered(f, &a, 1);
+	assert_int_equal(a.status[0], 0);
+	raft_index applied = raft_last_applied(&f->node.raft);
+	stop(f);
+
+	start(f);
+	assert_true(raft_last_applied(&f->node.raft) >= applied);
+	/* the same nonce is answered from the record: the same session */
+	struct answers b = {0};
+	cmd = open_session(&o, 9);
+	assert_int_equal(node_propose(&f->node, &cmd, done, &b), 0);
+	run_until_answered(f, &b, 1);
+	assert_int_equal(b.status[0], 0);
+	assert_int_equal(b.id[0], a.id[0]);
+	stop(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_ready_and_batching, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop_answers_and_refuses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
