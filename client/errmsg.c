@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local const raftlock_client *errmsg_owner;
+static _Thread_local const struct transport *errmsg_owner;
 static _Thread_local char errmsg_text[ERRMSG_SIZE];
 
-int errmsg_set(const raftlock_client *client, int code, const char *detail, const char *fmt, ...)
+int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 {
 	char context[ERRMSG_SIZE / 2];
 	va_list ap;
@@ -25,14 +25,9 @@ int errmsg_set(const raftlock_client *client, int code, const char *detail, cons
 	return code;
 }
 
-const char *errmsg_get(const raftlock_client *client)
+const char *errmsg_get(const struct transport *client)
 {
 	if (errmsg_text[0] == '\0' || errmsg_owner != client)
 		return "no error";
 	return errmsg_text;
-}
-
-RAFTLOCK_API const char *raftlock_errmsg(const raftlock_client *client)
-{
-	return errmsg_get(client);
 }

@@ -2,13 +2,16 @@
  * errmsg.h: the per-thread error message of a client.
  *
  * Each thread keeps the message of its last failed call together with the
- * client it belongs to, so raftlock_errmsg(client) returns the calling
- * thread's last message on that client. Messages are truncated to fit.
+ * client it belongs to, named by the client's transport (every layer has
+ * it), so raftlock_errmsg(client) returns the calling thread's last message
+ * on that client. Messages are truncated to fit.
  */
 #ifndef RAFTLOCK_ERRMSG_H
 #define RAFTLOCK_ERRMSG_H
 
 #include "raftlock.h"
+
+struct transport;
 
 #define ERRMSG_SIZE 512
 
@@ -18,11 +21,11 @@
  * NULL: the message of a failed open). Returns code, so a failing path can
  * end with `return errmsg_set(...)`.
  */
-int errmsg_set(const raftlock_client *client, int code, const char *detail, const char *fmt, ...)
+int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* The calling thread's message for client; "no error" when its last
  * message is for another client or there was none. Never NULL. */
-const char *errmsg_get(const raftlock_client *client);
+const char *errmsg_get(const struct transport *client);
 
 #endif

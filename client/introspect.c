@@ -18,16 +18,16 @@ static char *introspect_dup(const char *s, bool *failed)
 
 /*
  * Sends a read through the client's leader connection and checks that the
- * answer carries `want`. c->mu is taken here. On 0 *reply is owned by the
+ * answer carries `want`. t.mu is taken here. On 0 *reply is owned by the
  * caller.
  */
 static int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 			   Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
 {
 	Raftlock__Envelope *r = NULL;
-	pthread_mutex_lock(&c->mu);
-	int rv = client_call(c, env, 0, &r);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&c->t.mu);
+	int rv = transport_call(&c->t, env, 0, &r);
+	pthread_mutex_unlock(&c->t.mu);
 	if (rv != 0)
 		return rv;
 	rv = r->response->status;
@@ -109,7 +109,7 @@ static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raft
 	int rv = codec_frame_envelope(&env, &frame, &n);
 	if (rv != 0)
 		return rv;
-	rv = conn_exchange(a, frame, n, env.id, c->request_timeout_ms, &reply);
+	rv = conn_exchange(a, frame, n, env.id, c->t.request_timeout_ms, &reply);
 	free(frame);
 	if (rv != 0)
 		return rv;
@@ -137,17 +137,18 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 		struct conn_addr a;
 		rv = conn_addr_parse(address, &a);
 		if (rv != 0)
-			return errmsg_set(c, rv, "expected host:port", "status of '%s'", address);
+			return errmsg_set(&c->t, rv, "expected host:port", "status of '%s'",
+					  address);
 		rv = status_ask(c, &a, &st);
 		conn_addr_free(&a);
 		if (rv != 0)
-			return errmsg_set(c, rv, NULL, "status of %s", address);
+			return errmsg_set(&c->t, rv, NULL, "status of %s", address);
 	} else {
 		rv = RAFTLOCK_ECONNECTION;
-		for (size_t i = 0; i < c->n_addrs && rv != 0; i++)
-			rv = status_ask(c, &c->addrs[i], &st);
+		for (size_t i = 0; i < c->t.n_addrs && rv != 0; i++)
+			rv = status_ask(c, &c->t.addrs[i], &st);
 		if (rv != 0)
-			return errmsg_set(c, rv, NULL, "status");
+			return errmsg_set(&c->t, rv, NULL, "status");
 	}
 	*out = st;
 	return 0;
@@ -255,7 +256,7 @@ RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool st
 		return RAFTLOCK_EINVAL;
 	int rv = codec_check_name(name);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "get lock: bad name");
+		return errmsg_set(&c->t, rv, NULL, "get lock: bad name");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__GetLockRequest req = RAFTLOCK__GET_LOCK_REQUEST__INIT;
 	Raftlock__Envelope *reply;
@@ -265,12 +266,12 @@ RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool st
 	req.stale = stale;
 	rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_LOCK, &reply);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "get lock '%s'", name);
+		return errmsg_set(&c->t, rv, NULL, "get lock '%s'", name);
 	struct raftlock_lock_info *info = malloc(sizeof *info);
 	if (info == NULL || !lock_info_from_pb(info, reply->response->lock)) {
 		free(info);
 		raftlock__envelope__free_unpacked(reply, NULL);
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "get lock '%s'", name);
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "get lock '%s'", name);
 	}
 	raftlock__envelope__free_unpacked(reply, NULL);
 	*out = info;
@@ -314,7 +315,7 @@ RAFTLOCK_API int raftlock_lock_list(raftlock_client *c, const char *prefix, cons
 	prefix = prefix != NULL ? prefix : "";
 	after = after != NULL ? after : "";
 	if (strlen(prefix) > RAFTLOCK_NAME_MAX || strlen(after) > RAFTLOCK_NAME_MAX)
-		return errmsg_set(c, RAFTLOCK_ETOOBIG, NULL, "list locks");
+		return errmsg_set(&c->t, RAFTLOCK_ETOOBIG, NULL, "list locks");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__ListLocksRequest req = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
 	Raftlock__Envelope *reply;
@@ -326,11 +327,11 @@ RAFTLOCK_API int raftlock_lock_list(raftlock_client *c, const char *prefix, cons
 	req.stale = stale;
 	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_LOCKS, &reply);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "list locks '%s*'", prefix);
+		return errmsg_set(&c->t, rv, NULL, "list locks '%s*'", prefix);
 	struct raftlock_lock_list *list = lock_list_from_pb(reply->response->locks);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	if (list == NULL)
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "list locks");
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "list locks");
 	*out = list;
 	return 0;
 }
@@ -406,11 +407,11 @@ RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after, uint3
 	req.stale = stale;
 	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS, &reply);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "list sessions");
+		return errmsg_set(&c->t, rv, NULL, "list sessions");
 	struct raftlock_session_list *list = session_list_from_pb(reply->response->sessions);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	if (list == NULL)
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "list sessions");
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "list sessions");
 	*out = list;
 	return 0;
 }
@@ -424,7 +425,7 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *c, const char *name, uint
 		return RAFTLOCK_EINVAL;
 	int rv = codec_check_name(name);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "check token: bad lock name");
+		return errmsg_set(&c->t, rv, NULL, "check token: bad lock name");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CheckTokenRequest req = RAFTLOCK__CHECK_TOKEN_REQUEST__INIT;
 	Raftlock__Envelope *reply;
@@ -434,7 +435,7 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *c, const char *name, uint
 	req.token = token;
 	rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_CHECK, &reply);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "check token %llu of '%s'",
+		return errmsg_set(&c->t, rv, NULL, "check token %llu of '%s'",
 				  (unsigned long long)token, name);
 	*current = reply->response->check->current;
 	raftlock__envelope__free_unpacked(reply, NULL);

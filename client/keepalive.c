@@ -3,9 +3,6 @@
 
 #include <stdlib.h>
 
-#include "clock.h"
-#include "session.h"
-
 #define KEEPALIVE_IDLE_WAKE_MS 1000
 /* Rounds in flight at once: a slow answer still counts while the next
  * round is already out. */
@@ -51,24 +48,24 @@ size_t keepalive_chunk_len(size_t n, size_t k)
 	return n / chunks + (k < n % chunks);
 }
 
-static unsigned keepalive_interval(raftlock_client *c)
+static unsigned keepalive_interval(struct sessions *ss)
 {
 	unsigned iv = 0;
-	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s))
+	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s))
 		if (!s->lost && (iv == 0 || s->ttl_ms / 3 < iv))
 			iv = s->ttl_ms / 3;
 	return iv;
 }
 
-static void keepalive_end(raftlock_client *c, struct keepalive *ka)
+static void keepalive_end(struct transport *t, struct keepalive *ka)
 {
 	if (ka->req != NULL)
-		client_take(c, ka->req, NULL);
+		transport_take(t, ka->req, NULL);
 	free(ka);
 }
 
 /* Applies an answered keepalive to the sessions it names. */
-static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
+static void keepalive_apply(struct sessions *ss, struct keepalive *ka)
 {
 	const Raftlock__Envelope *reply = ka->req->reply;
 	const Raftlock__Response *resp = reply->response;
@@ -76,7 +73,7 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 		return;
 	const Raftlock__KeepAliveResult *kr = resp->keepalive;
 	for (size_t i = 0; i < ka->n_ids && i < kr->n_statuses; i++) {
-		raftlock_session *s = session_find(c, ka->ids[i]);
+		raftlock_session *s = session_find(ss, ka->ids[i]);
 		if (s == NULL || s->lost)
 			continue;
 		if (kr->statuses[i] == RAFTLOCK_ESESSION) {
@@ -90,13 +87,13 @@ static void keepalive_apply(raftlock_client *c, struct keepalive *ka)
 		/* from the first time it went out: a lease renewed by it was
 		 * renewed after that. An answer that comes after validity ran
 		 * out (jeopardy) still counts: the server held the session. */
-		session_renewed(s, ka->req->first_sent_boot, clock_boot_ms());
+		session_renewed(s, ka->req->first_sent_boot, transport_boot_ms(ss->t));
 	}
 }
 
 /* Drops the requests of rounds older than `keep_from`: their sessions are
  * named again by a later round. */
-static void keepalive_drop_rounds(raftlock_client *c, struct keepalive_flight *f,
+static void keepalive_drop_rounds(struct transport *t, struct keepalive_flight *f,
 				  uint64_t keep_from)
 {
 	for (struct keepalive **pp = &f->head; *pp != NULL;) {
@@ -106,13 +103,13 @@ static void keepalive_drop_rounds(raftlock_client *c, struct keepalive_flight *f
 			continue;
 		}
 		*pp = ka->next;
-		keepalive_end(c, ka);
+		keepalive_end(t, ka);
 	}
 }
 
 /* Sends one request naming the sessions in ka->ids. False if it could not
  * be encoded or queued (its sessions wait for the next round). */
-static bool keepalive_submit(raftlock_client *c, struct keepalive *ka)
+static bool keepalive_submit(struct transport *t, struct keepalive *ka)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__KeepAliveRequest req = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
@@ -120,27 +117,27 @@ static bool keepalive_submit(raftlock_client *c, struct keepalive *ka)
 	env.keepalive = &req;
 	req.sessions = ka->ids;
 	req.n_sessions = ka->n_ids;
-	if (client_submit(c, &env, false, &ka->req) != 0)
+	if (transport_submit(t, &env, false, &ka->req) != 0)
 		return false;
-	client_watch(c, ka->req);
+	transport_watch(t, ka->req);
 	return true;
 }
 
 /* Sends a round: every live session named once, in chunks. */
-static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f, unsigned interval)
+static void keepalive_send_round(struct sessions *ss, struct keepalive_flight *f, unsigned interval)
 {
 	f->round++;
 	if (f->round >= KEEPALIVE_ROUNDS)
-		keepalive_drop_rounds(c, f, f->round - KEEPALIVE_ROUNDS + 1);
+		keepalive_drop_rounds(ss->t, f, f->round - KEEPALIVE_ROUNDS + 1);
 	size_t n = 0;
-	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s))
+	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s))
 		n += !s->lost;
-	raftlock_session *s = session_first(c);
+	raftlock_session *s = session_first(ss);
 	size_t ahead = 0;
 	for (size_t k = 0; k < keepalive_chunks(n); k++) {
 		size_t len = keepalive_chunk_len(n, k);
 		struct keepalive *ka = calloc(1, sizeof *ka + len * sizeof ka->ids[0]);
-		for (size_t i = 0; i < len; s = session_after(c, s)) {
+		for (size_t i = 0; i < len; s = session_after(ss, s)) {
 			if (s->lost)
 				continue;
 			if (ka != NULL)
@@ -153,7 +150,7 @@ static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f,
 		ka->round = f->round;
 		ahead += len;
 		ka->suspect_ms = keepalive_suspect_ms(interval, ahead);
-		if (!keepalive_submit(c, ka)) {
+		if (!keepalive_submit(ss->t, ka)) {
 			free(ka);
 			continue;
 		}
@@ -163,15 +160,15 @@ static void keepalive_send_round(raftlock_client *c, struct keepalive_flight *f,
 }
 
 /* Tells the application of each session's state change (on_event, then
- * on_lost for a loss) without the lock, in one walk over the sessions: a
- * callback may close sessions, and closing the one the walk goes to next
- * moves the walk on (session_unlink). A session being closed is told
- * nothing more. Returns true if it ran any callback. */
-static bool keepalive_fire(raftlock_client *c)
+ * on_lost for a loss) without the lock, in one walk over the sessions
+ * that a callback closing sessions does not break (sessions_walk_next). A
+ * session being closed is told nothing more. Returns true if it ran any
+ * callback. */
+static bool keepalive_fire(struct sessions *ss)
 {
+	struct transport *t = ss->t;
 	bool ran = false;
-	for (raftlock_session *s = session_first(c); s != NULL; s = c->cb_next) {
-		c->cb_next = session_after(c, s);
+	for (raftlock_session *s = sessions_walk_first(ss); s != NULL; s = sessions_walk_next(ss)) {
 		int ev = s->closing ? 0 : session_event_due(s);
 		if (ev == 0)
 			continue;
@@ -182,46 +179,50 @@ static bool keepalive_fire(raftlock_client *c)
 		int reason = ev == RAFTLOCK_SESSION_LOST       ? s->lost_reason
 			     : ev == RAFTLOCK_SESSION_JEOPARDY ? RAFTLOCK_ETIMEDOUT
 							       : 0;
-		c->cb_session = s;
-		pthread_mutex_unlock(&c->mu);
-		if (s->on_event != NULL)
-			s->on_event(s, (enum raftlock_session_event)ev, reason, s->on_event_arg);
+		/* s may be closed by its callback: on this thread only
+		 * (session_close waits for the callback in any other) */
+		raftlock_session_event_cb on_event = s->on_event;
+		void *event_arg = s->on_event_arg, *lost_arg = s->on_lost_arg;
+		ss->callback_session = s;
+		ss->callback_thread = pthread_self();
+		pthread_mutex_unlock(&t->mu);
+		if (on_event != NULL)
+			on_event(s, (enum raftlock_session_event)ev, reason, event_arg);
 		if (lost != NULL)
-			lost(s, reason, s->on_lost_arg);
-		pthread_mutex_lock(&c->mu);
-		c->cb_session = NULL;
-		pthread_cond_broadcast(&c->cond);
+			lost(s, reason, lost_arg);
+		pthread_mutex_lock(&t->mu);
+		ss->callback_session = NULL;
+		pthread_cond_broadcast(&t->cond);
 		ran = true;
 	}
-	c->cb_next = NULL;
 	return ran;
 }
 
 /* Whether ka went out on the current connection and may still be
  * suspected there; *at is when it will be. */
-static bool keepalive_watched(raftlock_client *c, const struct keepalive *ka, uint64_t *at)
+static bool keepalive_watched(struct transport *t, const struct keepalive *ka, uint64_t *at)
 {
 	const struct request *r = ka->req;
-	if (r->done || !r->ever_sent || r->sent_gen != c->conn_gen ||
-	    ka->suspected_gen == r->sent_gen)
+	if (r->done || !transport_sent_here(t, r) || ka->suspected_gen == r->sent_gen)
 		return false;
 	*at = r->sent_at + ka->suspect_ms;
 	return true;
 }
 
-/* The CLOCK_MONOTONIC time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(raftlock_client *c, const struct keepalive_flight *f,
+/* The transport_mono_ms time at which the keepalive thread must look again. */
+static uint64_t keepalive_wake_at(struct keepalives *k, const struct keepalive_flight *f,
 				  unsigned interval)
 {
-	uint64_t now_m = clock_mono_ms();
-	uint64_t now_b = clock_boot_ms();
-	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS, t;
+	struct transport *t = k->ss->t;
+	uint64_t now_m = transport_mono_ms(t);
+	uint64_t now_b = transport_boot_ms(t);
+	uint64_t at = now_m + KEEPALIVE_IDLE_WAKE_MS, w;
 	for (const struct keepalive *ka = f->head; ka != NULL; ka = ka->next)
-		if (keepalive_watched(c, ka, &t) && t < at)
-			at = t;
-	if (interval != 0 && c->ka_next < at)
-		at = c->ka_next;
-	for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s)) {
+		if (keepalive_watched(t, ka, &w) && w < at)
+			at = w;
+	if (interval != 0 && k->next < at)
+		at = k->next;
+	for (raftlock_session *s = session_first(k->ss); s != NULL; s = session_after(k->ss, s)) {
 		uint64_t due = session_check_at(s);
 		uint64_t left = due > now_b ? due - now_b : 0;
 		if (now_m + left < at)
@@ -231,21 +232,22 @@ static uint64_t keepalive_wake_at(raftlock_client *c, const struct keepalive_fli
 }
 
 /* Applies answered keepalives; leaves the node of one unanswered too long. */
-static void keepalive_collect(raftlock_client *c, struct keepalive_flight *f)
+static void keepalive_collect(struct sessions *ss, struct keepalive_flight *f)
 {
-	uint64_t now = clock_mono_ms(), at;
+	struct transport *t = ss->t;
+	uint64_t now = transport_mono_ms(t), at;
 	for (struct keepalive **pp = &f->head; *pp != NULL;) {
 		struct keepalive *ka = *pp;
 		if (ka->req->done) {
-			keepalive_apply(c, ka);
+			keepalive_apply(ss, ka);
 			*pp = ka->next;
-			keepalive_end(c, ka);
+			keepalive_end(t, ka);
 			continue;
 		}
-		if (keepalive_watched(c, ka, &at) && now >= at) {
+		if (keepalive_watched(t, ka, &at) && now >= at) {
 			/* paused, cut off or without a quorum: the request
 			 * goes to another node */
-			client_suspect(c, ka->req);
+			transport_suspect(t, ka->req);
 			ka->suspected_gen = ka->req->sent_gen;
 		}
 		pp = &ka->next;
@@ -254,47 +256,70 @@ static void keepalive_collect(raftlock_client *c, struct keepalive_flight *f)
 
 static void *keepalive_main(void *arg)
 {
-	raftlock_client *c = arg;
+	struct keepalives *k = arg;
+	struct sessions *ss = k->ss;
+	struct transport *t = ss->t;
 	struct keepalive_flight f = {0};
-	pthread_mutex_lock(&c->mu);
-	while (!c->ka_stop) {
-		keepalive_collect(c, &f);
-		uint64_t now_b = clock_boot_ms();
-		for (raftlock_session *s = session_first(c); s != NULL; s = session_after(c, s)) {
+	pthread_mutex_lock(&t->mu);
+	while (!k->stop) {
+		keepalive_collect(ss, &f);
+		uint64_t now_b = transport_boot_ms(t);
+		for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
 			session_tick(s, now_b);
 			session_orphans_settle(s);
 		}
-		if (keepalive_fire(c))
+		if (keepalive_fire(ss))
 			continue;
-		unsigned interval = keepalive_interval(c);
-		uint64_t now_m = clock_mono_ms();
-		if (interval != 0 && now_m >= c->ka_next) {
-			c->ka_next = now_m + interval;
-			keepalive_send_round(c, &f, interval);
+		unsigned interval = keepalive_interval(ss);
+		uint64_t now_m = transport_mono_ms(t);
+		if (interval != 0 && now_m >= k->next) {
+			k->next = now_m + interval;
+			keepalive_send_round(ss, &f, interval);
 		}
-		uint64_t at = keepalive_wake_at(c, &f, interval);
-		if (at > clock_mono_ms()) {
-			struct timespec ts = clock_mono_deadline(at);
-			pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+		uint64_t at = keepalive_wake_at(k, &f, interval);
+		if (at > transport_mono_ms(t)) {
+			struct timespec ts = transport_deadline(t, at);
+			pthread_cond_timedwait(&t->cond, &t->mu, &ts);
 		}
 	}
-	keepalive_drop_rounds(c, &f, UINT64_MAX);
-	pthread_mutex_unlock(&c->mu);
+	keepalive_drop_rounds(t, &f, UINT64_MAX);
+	pthread_mutex_unlock(&t->mu);
 	return NULL;
 }
 
-int keepalive_start(raftlock_client *c)
+/* The session hook: a new session. Wakes the thread only if this session
+ * needs a keepalive sooner than planned: each wake walks every session,
+ * and opening many sessions must not cost a walk each. */
+static void keepalive_opened(void *arg, raftlock_session *s)
 {
-	if (pthread_create(&c->ka_thread, NULL, keepalive_main, c) != 0)
+	struct keepalives *k = arg;
+	bool alone = session_first(k->ss) == s && session_after(k->ss, s) == NULL;
+	uint64_t next = transport_mono_ms(s->t) + s->ttl_ms / 3;
+	if (k->next == 0 || alone || next < k->next) {
+		k->next = next;
+		pthread_cond_broadcast(&s->t->cond);
+	}
+}
+
+int keepalive_start(struct keepalives *k, struct sessions *ss)
+{
+	*k = (struct keepalives){.ss = ss};
+	pthread_mutex_lock(&ss->t->mu);
+	ss->opened = keepalive_opened;
+	ss->opened_arg = k;
+	pthread_mutex_unlock(&ss->t->mu);
+	if (pthread_create(&k->thread, NULL, keepalive_main, k) != 0)
 		return RAFTLOCK_EINTERNAL;
 	return 0;
 }
 
-void keepalive_stop(raftlock_client *c)
+void keepalive_stop(struct keepalives *k)
 {
-	pthread_mutex_lock(&c->mu);
-	c->ka_stop = true;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->ka_thread, NULL);
+	struct transport *t = k->ss->t;
+	pthread_mutex_lock(&t->mu);
+	k->stop = true;
+	k->ss->opened = NULL;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(k->thread, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * keepalive.h: the keepalive thread of a client.
+ * keepalive.h: the keepalive thread of a client, on the session layer.
  *
  * One thread serves all sessions of the client: every min(TTL)/3 it sends
  * a round of KeepAliveRequests that name every live session once, split
@@ -15,7 +15,7 @@
  *
  * Up to two rounds are in flight, so that a slow answer still counts. A
  * request not answered within keepalive_suspect_ms() of being sent on the
- * current connection makes the client leave that node (client_suspect) and
+ * current connection makes the client leave that node (transport_suspect) and
  * go on asking elsewhere; the limit grows with the number of sessions the
  * node must renew before it can answer, so that a large round on a healthy
  * but busy leader is not taken for a dead connection.
@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "client.h"
+#include "session.h"
 
 /* Sessions one keepalive request names at most. The leader renews all
  * the sessions of a batching window in one entry, about a microsecond a
@@ -40,11 +40,20 @@
  * slower than measured, room for a loaded machine. */
 #define KEEPALIVE_SUSPECT_IDS_PER_MS 50
 
-/* Starts the thread (c->mu not held). RAFTLOCK_EINTERNAL if it cannot. */
-int keepalive_start(raftlock_client *c);
+/* The keepalive thread of a client's sessions. */
+struct keepalives {
+	struct sessions *ss;
+	pthread_t thread;
+	bool stop;
+	uint64_t next; /* transport_mono_ms: the next round is due */
+};
 
-/* Stops and joins it (c->mu not held, not from a callback). */
-void keepalive_stop(raftlock_client *c);
+/* Starts the thread for the sessions ss (t->mu not held), and hooks it to
+ * their opening. RAFTLOCK_EINTERNAL if it cannot. */
+int keepalive_start(struct keepalives *k, struct sessions *ss);
+
+/* Stops and joins it (t->mu not held, not from a callback). */
+void keepalive_stop(struct keepalives *k);
 
 /*
  * How long (ms) a keepalive request may go unanswered on a connection

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "codec.h"
 #include "errmsg.h"
 
@@ -18,8 +17,8 @@ static void lock_destroy(struct raftlock_lock *l)
 
 void lock_free_all(raftlock_session *s)
 {
-	while (!list_empty(&s->locks)) {
-		struct raftlock_lock *l = list_entry(s->locks.next, struct raftlock_lock, link);
+	while (!list_empty(&s->attached)) {
+		struct raftlock_lock *l = list_entry(s->attached.next, struct raftlock_lock, link);
 		list_remove(&l->link);
 		lock_destroy(l);
 	}
@@ -30,31 +29,31 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 {
 	if (s == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	int rv = codec_check_name(name);
 	if (rv != 0)
-		return errmsg_set(c, rv, NULL, "lock '%.64s': name must be 1..%d bytes",
+		return errmsg_set(t, rv, NULL, "lock '%.64s': name must be 1..%d bytes",
 				  name != NULL ? name : "(null)", RAFTLOCK_NAME_MAX);
 	if (opts != NULL && (opts->kind < 0 || opts->kind > RAFTLOCK_SEMAPHORE))
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL, "lock '%s': unknown kind %d", name,
+		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock '%s': unknown kind %d", name,
 				  opts->kind);
 	if (opts != NULL && opts->kind == RAFTLOCK_SEMAPHORE && opts->limit == 0)
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL, "lock '%s': a semaphore needs a limit",
+		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock '%s': a semaphore needs a limit",
 				  name);
 	struct raftlock_lock *l = calloc(1, sizeof *l);
 	if (l == NULL || (l->name = strdup(name)) == NULL) {
 		free(l);
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "lock '%s'", name);
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "lock '%s'", name);
 	}
 	if (opts != NULL)
 		l->opts = *opts;
 	if (l->opts.kind == 0)
 		l->opts.kind = RAFTLOCK_MUTEX;
 	l->session = s;
-	pthread_mutex_lock(&c->mu);
-	l->owner = c->owner_base + ++c->owner_next;
-	list_add_head(&s->locks, &l->link);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&t->mu);
+	l->owner = sessions_new_owner(s->ss);
+	list_add_head(&s->attached, &l->link);
+	pthread_mutex_unlock(&t->mu);
 	*out = l;
 	return 0;
 }
@@ -63,10 +62,10 @@ RAFTLOCK_API void raftlock_lock_free(raftlock_lock *l)
 {
 	if (l == NULL)
 		return;
-	raftlock_client *c = l->session->client;
-	pthread_mutex_lock(&c->mu);
+	struct transport *t = l->session->t;
+	pthread_mutex_lock(&t->mu);
 	list_remove(&l->link);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&t->mu);
 	lock_destroy(l);
 }
 
@@ -74,42 +73,76 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *l)
 {
 	if (l == NULL)
 		return 0;
-	pthread_mutex_lock(&l->session->client->mu);
+	pthread_mutex_lock(&l->session->t->mu);
 	/* A lost session holds nothing any more (its locks may be granted
 	 * to others now): the handle's token is void. */
 	uint64_t t = l->session->lost ? 0 : l->token;
-	pthread_mutex_unlock(&l->session->client->mu);
+	pthread_mutex_unlock(&l->session->t->mu);
 	return t;
 }
 
 /* ------------------------------------------------------------ release -- */
 
-/* Sends a mutating request of l's session with c->mu held. An acquire's
+/* A ReleaseRequest envelope, ready but for its sequence header. */
+struct lock_release_msg {
+	Raftlock__Envelope env;
+	Raftlock__ReleaseRequest req;
+	Raftlock__Release rel;
+};
+
+/* name is borrowed for the life of the message. */
+static void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner)
+{
+	*m = (struct lock_release_msg){
+		.env = RAFTLOCK__ENVELOPE__INIT,
+		.req = RAFTLOCK__RELEASE_REQUEST__INIT,
+		.rel = RAFTLOCK__RELEASE__INIT,
+	};
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	m->env.release = &m->req;
+	m->req.release = &m->rel;
+	m->rel.name = name;
+	m->rel.owner = owner;
+}
+
+/* Sends a mutating request of l's session with t->mu held. An acquire's
  * grant that comes after the caller gave up is released by the session. */
 static int lock_send(raftlock_lock *l, struct session_req sr, bool acquire, unsigned timeout_ms,
 		     Raftlock__Envelope **reply, const Raftlock__Result **res)
 {
-	sr.grant_name = acquire ? l->name : NULL;
-	sr.grant_owner = l->owner;
+	struct lock_release_msg undo;
+	lock_release_msg_init(&undo, l->name, l->owner);
+	sr.undo = acquire ? &undo.env : NULL;
+	sr.owner = l->owner;
 	sr.timeout_ms = timeout_ms;
 	return session_mutate(l->session, &sr, reply, res);
 }
 
-/* Waits (c->mu held) until the handle's earlier requests that are still
+/* Gives up waiting for a request of l (session_abandon), an acquire's
+ * late grant to be released. */
+static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire)
+{
+	struct lock_release_msg undo;
+	lock_release_msg_init(&undo, l->name, l->owner);
+	return session_abandon(l->session, req, seq, acquire ? &undo.env : NULL, l->owner);
+}
+
+/* Waits (t->mu held) until the handle's earlier requests that are still
  * being sent in the background (orphans) are settled, so that a new call
  * applies after them: a release that timed out, say, must not overtake
  * the acquire that follows it. 0, or RAFTLOCK_ESTATE at the deadline
- * (CLOCK_MONOTONIC ms): nothing was sent. */
+ * (transport_mono_ms): nothing was sent. */
 static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
 {
 	raftlock_session *s = l->session;
+	struct transport *t = s->t;
 	bool resend = true;
 	while (session_has_orphans(s, l->owner, resend) && !s->lost && !s->closing) {
 		resend = false;
-		if (clock_mono_ms() >= deadline)
+		if (transport_mono_ms(t) >= deadline)
 			return RAFTLOCK_ESTATE;
-		struct timespec ts = clock_mono_deadline(deadline);
-		pthread_cond_timedwait(&s->client->cond, &s->client->mu, &ts);
+		struct timespec ts = transport_deadline(t, deadline);
+		pthread_cond_timedwait(&t->cond, &t->mu, &ts);
 	}
 	return 0;
 }
@@ -125,20 +158,6 @@ static void lock_release_unknown(raftlock_lock *l)
 		l->count = 0;
 		l->token = 0;
 	}
-}
-
-void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner)
-{
-	*m = (struct lock_release_msg){
-		.env = RAFTLOCK__ENVELOPE__INIT,
-		.req = RAFTLOCK__RELEASE_REQUEST__INIT,
-		.rel = RAFTLOCK__RELEASE__INIT,
-	};
-	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
-	m->env.release = &m->req;
-	m->req.release = &m->rel;
-	m->rel.name = name;
-	m->rel.owner = owner;
 }
 
 /* Applies a release result to the handle. */
@@ -157,7 +176,7 @@ static int lock_released(raftlock_lock *l, const Raftlock__Result *res, uint32_t
 	return rv;
 }
 
-/* Releases one level with c->mu held, waiting up to timeout_ms; 0 or an
+/* Releases one level with t->mu held, waiting up to timeout_ms; 0 or an
  * error, *remaining set. */
 static int lock_release_locked(raftlock_lock *l, unsigned timeout_ms, uint32_t *remaining)
 {
@@ -219,21 +238,21 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 	return 0;
 }
 
-/* Waits for a blocking acquire with c->mu held, until it is done (or, with
+/* Waits for a blocking acquire with t->mu held, until it is done (or, with
  * until_queued, answered "queued"), deadline (CLOCK_MONOTONIC ms; 0:
  * none), or the session is lost or closing. */
-static void lock_wait_push(raftlock_client *c, raftlock_session *s, struct request *req,
+static void lock_wait_push(struct transport *t, raftlock_session *s, struct request *req,
 			   uint64_t deadline, bool until_queued)
 {
 	while (!req->done && !(until_queued && req->queued) && !s->lost && !s->closing) {
-		uint64_t now = clock_mono_ms();
+		uint64_t now = transport_mono_ms(t);
 		if (deadline != 0 && now >= deadline)
 			return;
 		uint64_t at = now + 1000;
 		if (deadline != 0 && deadline < at)
 			at = deadline;
-		struct timespec ts = clock_mono_deadline(at);
-		pthread_cond_timedwait(req->wake, &c->mu, &ts);
+		struct timespec ts = transport_deadline(t, at);
+		pthread_cond_timedwait(req->wake, &t->mu, &ts);
 	}
 }
 
@@ -274,9 +293,9 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 
 /* The bound past its timeout within which a blocking acquire establishes
  * that it is not queued (raftlock.h): min(request timeout, 1 s). */
-static unsigned lock_give_up_bound(const raftlock_client *c)
+static unsigned lock_give_up_bound(const struct transport *t)
 {
-	return c->request_timeout_ms < LOCK_GIVE_UP_MAX_MS ? c->request_timeout_ms
+	return t->request_timeout_ms < LOCK_GIVE_UP_MAX_MS ? t->request_timeout_ms
 							   : LOCK_GIVE_UP_MAX_MS;
 }
 
@@ -286,7 +305,7 @@ static int lock_acquire_final(raftlock_lock *l, struct request *req, uint64_t se
 	raftlock_session *s = l->session;
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	client_take(s->client, req, &reply);
+	transport_take(s->t, req, &reply);
 	session_seq_end(s, seq); /* only final answers complete a request */
 	int rv = session_reply_result(reply, &res);
 	if (rv == 0)
@@ -306,26 +325,26 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 			uint64_t *token)
 {
 	raftlock_session *s = l->session;
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	for (;;) {
 		if (req->done) {
 			int rv = lock_acquire_final(l, req, seq, token);
 			/* ended by the server's own wait deadline, or canceled */
 			return rv == RAFTLOCK_ECANCELED ? RAFTLOCK_ETIMEDOUT : rv;
 		}
-		uint64_t now = clock_mono_ms();
+		uint64_t now = transport_mono_ms(t);
 		if (s->lost || s->closing || now >= end)
 			break;
 		if (!req->queued) {
 			/* not answered yet: a cancel now could come first */
-			lock_wait_push(c, s, req, end, true);
+			lock_wait_push(t, s, req, end, true);
 			continue;
 		}
 		uint64_t granted = 0;
 		int rv = lock_cancel_wait(l, seq, (unsigned)(end - now), &granted);
 		if (rv == 0 || rv == 1) {
 			/* the acquire's record is final: canceled, or granted */
-			client_take(c, req, NULL);
+			transport_take(t, req, NULL);
 			session_seq_end(s, seq);
 			if (rv == 0)
 				return RAFTLOCK_ETIMEDOUT;
@@ -337,27 +356,27 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 		if (rv != 2)
 			break; /* ESESSION, or the cancel's own outcome is unknown */
 		/* ended otherwise: a retry of the acquire tells how */
-		client_resend(c, req);
-		lock_wait_push(c, s, req, end, false);
+		transport_resend(t, req);
+		lock_wait_push(t, s, req, end, false);
 	}
 	if (s->lost || s->closing) {
 		/* the server ends the wait with the session */
-		client_take(c, req, NULL);
+		transport_take(t, req, NULL);
 		return s->lost ? RAFTLOCK_ESESSION : RAFTLOCK_ECANCELED;
 	}
 	/* the session releases a grant that comes later (ECONNECTION: it
 	 * was never sent, nothing is queued) */
-	return session_abandon(s, req, seq, l->name, l->owner);
+	return lock_abandon(l, req, seq, true);
 }
 
-/* A blocking acquire with c->mu held. */
+/* A blocking acquire with t->mu held. */
 static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeout_ms,
 			     uint64_t *token)
 {
 	raftlock_session *s = l->session;
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	struct request *req;
-	uint64_t deadline = timeout_ms > 0 ? clock_mono_ms() + (uint64_t)timeout_ms : 0;
+	uint64_t deadline = timeout_ms > 0 ? transport_mono_ms(t) + (uint64_t)timeout_ms : 0;
 	struct session_req sr = SESSION_REQ(&m->env);
 	sr.wait = true;
 	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
@@ -367,13 +386,14 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 	if (rv != 0)
 		return rv;
 	uint64_t seq = req->seq;
-	lock_wait_push(c, s, req, deadline, false);
+	lock_wait_push(t, s, req, deadline, false);
 	if (!req->done)
-		return lock_give_up(l, req, seq, clock_mono_ms() + lock_give_up_bound(c), token);
+		return lock_give_up(l, req, seq, transport_mono_ms(t) + lock_give_up_bound(t),
+				    token);
 	return lock_acquire_final(l, req, seq, token);
 }
 
-/* A try-lock with c->mu held, waiting up to timeout_ms. */
+/* A try-lock with t->mu held, waiting up to timeout_ms. */
 static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned timeout_ms,
 			    uint64_t *token)
 {
@@ -402,8 +422,8 @@ struct lock_op {
  * as the client lock is let go. */
 static int lock_call(raftlock_lock *l, struct lock_op *op)
 {
-	raftlock_client *c = l->session->client;
-	pthread_mutex_lock(&c->mu);
+	struct transport *t = l->session->t;
+	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
 		if (op->m != NULL && op->timeout_ms != 0) {
@@ -411,9 +431,9 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 		} else {
 			/* one request timeout in all, the handle's orphans
 			 * included */
-			uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
+			uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
 			rv = lock_wait_orphans(l, deadline);
-			uint64_t now = clock_mono_ms();
+			uint64_t now = transport_mono_ms(t);
 			unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
 			if (rv == 0 && op->m == NULL)
 				rv = lock_release_locked(l, left, &op->left);
@@ -423,8 +443,8 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 		session_call_end(l->session);
 	}
 	if (rv != 0)
-		errmsg_set(c, rv, NULL, "%s '%s'", op->m ? "acquire" : "release", l->name);
-	pthread_mutex_unlock(&c->mu);
+		errmsg_set(t, rv, NULL, "%s '%s'", op->m ? "acquire" : "release", l->name);
+	pthread_mutex_unlock(&t->mu);
 	return rv;
 }
 
@@ -434,7 +454,7 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode
 	if (l == NULL)
 		return RAFTLOCK_EINVAL;
 	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
-		return errmsg_set(l->session->client, RAFTLOCK_EINVAL, NULL,
+		return errmsg_set(l->session->t, RAFTLOCK_EINVAL, NULL,
 				  "acquire '%s': unknown mode %d", l->name, mode);
 	struct acquire_msg m;
 	struct lock_op op = {.m = &m, .timeout_ms = timeout_ms};
@@ -464,7 +484,7 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)
 /* ------------------------------------------------------- asynchronous -- */
 
 struct lock_async {
-	struct client_deferred d; /* first: the deferred callback is the op */
+	struct transport_deferred d; /* first: the deferred callback is the op */
 	raftlock_lock *l;
 	raftlock_lock_cb cb;
 	void *arg;
@@ -474,23 +494,23 @@ struct lock_async {
 	uint64_t value;
 };
 
-/* The I/O thread, without c->mu: the application's callback. The call of
+/* The I/O thread, without t->mu: the application's callback. The call of
  * the session ends after it, so that a close waits for it. */
-static void lock_async_callback(struct client_deferred *d)
+static void lock_async_callback(struct transport_deferred *d)
 {
 	struct lock_async *op = (struct lock_async *)d;
 	raftlock_session *s = op->l->session; /* the callback may free the handle */
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	op->cb(op->l, op->status, op->value, op->arg);
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&t->mu);
 	session_call_end(s);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&t->mu);
 	free(op);
 }
 
-/* The I/O thread, c->mu held: the reply came (err 0), or the deadline
+/* The I/O thread, t->mu held: the reply came (err 0), or the deadline
  * passed (err: what a blocking call would report). */
-static void lock_async_done(raftlock_client *c, struct request *req, int err)
+static void lock_async_done(struct transport *t, struct request *req, int err)
 {
 	struct lock_async *op = req->op;
 	raftlock_lock *l = op->l;
@@ -498,8 +518,7 @@ static void lock_async_done(raftlock_client *c, struct request *req, int err)
 	if (err != 0) {
 		/* as a blocking call's timeout: a late grant is released, a
 		 * release executes later */
-		op->status = session_abandon(l->session, req, op->seq, op->acquire ? l->name : NULL,
-					     l->owner);
+		op->status = lock_abandon(l, req, op->seq, op->acquire);
 		if (op->status == RAFTLOCK_EUNKNOWN && !op->acquire)
 			lock_release_unknown(l);
 	} else {
@@ -517,22 +536,22 @@ static void lock_async_done(raftlock_client *c, struct request *req, int err)
 			raftlock__envelope__free_unpacked(reply, NULL);
 		}
 	}
-	client_defer(c, &op->d);
+	transport_defer(t, &op->d);
 }
 
 static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acquire,
 			     raftlock_lock_cb cb, void *arg)
 {
 	raftlock_session *s = l->session;
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	const char *what = acquire ? "try-lock" : "release";
 	struct lock_async *op = calloc(1, sizeof *op);
 	if (op == NULL)
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
 	*op = (struct lock_async){
 		.d.fn = lock_async_callback, .l = l, .cb = cb, .arg = arg, .acquire = acquire};
 	struct request *req;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(s);
 	if (rv == 0) {
 		/* an earlier request of the handle is still being sent: this
@@ -542,14 +561,14 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 			rv = session_mutate_submit(s, &sr, &req);
 		if (rv == 0) {
 			op->seq = req->seq;
-			client_on_done(c, req, lock_async_done, op, 0);
+			transport_on_done(t, req, lock_async_done, op, 0);
 		} else {
 			session_call_end(s);
 		}
 	}
 	if (rv != 0)
-		errmsg_set(c, rv, NULL, "%s '%s'", what, l->name);
-	pthread_mutex_unlock(&c->mu);
+		errmsg_set(t, rv, NULL, "%s '%s'", what, l->name);
+	pthread_mutex_unlock(&t->mu);
 	if (rv != 0)
 		free(op);
 	return rv;

@@ -1,7 +1,9 @@
 /*
- * lock.h: lock handles. A handle is an owner (DESIGN.md rule 9): its id is
- * the client's random base plus a counter, so two handles never share one.
- * Handles live on their session's list; closing the session frees them.
+ * lock.h: the lock layer, on the session layer: lock handles and the
+ * raftlock_lock_* calls. A handle is an owner (DESIGN.md rule 9): its id is
+ * the client's random base plus a counter (sessions_new_owner), so two
+ * handles never share one. Handles live on their session's `attached`
+ * list; closing the session frees them (lock_free_all, its freeing hook).
  */
 #ifndef RAFTLOCK_LOCK_H
 #define RAFTLOCK_LOCK_H
@@ -20,17 +22,8 @@ struct raftlock_lock {
 	uint32_t count; /* nesting depth */
 };
 
-/* A ReleaseRequest envelope, ready but for its sequence header.
- * name is borrowed for the life of the message. */
-struct lock_release_msg {
-	Raftlock__Envelope env;
-	Raftlock__ReleaseRequest req;
-	Raftlock__Release rel;
-};
-
-void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64_t owner);
-
-/* Frees every handle of s (c->mu held). */
+/* Frees every handle of s (t->mu held): the session layer's freeing
+ * hook. */
 void lock_free_all(raftlock_session *s);
 
 #endif

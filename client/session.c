@@ -6,9 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "errmsg.h"
-#include "lock.h"
 
 #define SESSION_TTL_DEFAULT_MS 10000
 #define SESSION_LOST_CLOSE_MS 1000 /* best-effort close of a lost session */
@@ -66,9 +64,12 @@ void session_seq_end(raftlock_session *s, uint64_t seq)
 	*q = s->inflight[--s->n_inflight];
 }
 
-void session_req_answered(raftlock_client *c, struct request *req, bool queued)
+/* The transport's hook: the I/O thread got, for the mutating request req,
+ * the answer "queued" (queued) or a result of apply: the first takes its
+ * seq out of ack_below, the second ends the acknowledgements it carried. */
+static void sessions_answered(void *arg, struct request *req, bool queued)
 {
-	raftlock_session *s = session_find(c, req->seq_session);
+	raftlock_session *s = session_find(arg, req->seq_session);
 	if (s == NULL)
 		return;
 	if (queued) {
@@ -101,7 +102,7 @@ int session_call_begin(raftlock_session *s)
 void session_call_end(raftlock_session *s)
 {
 	if (--s->calls == 0 && s->closing)
-		pthread_cond_broadcast(&s->client->cond);
+		pthread_cond_broadcast(&s->t->cond);
 }
 
 void session_mark_lost(raftlock_session *s, int reason)
@@ -112,7 +113,7 @@ void session_mark_lost(raftlock_session *s, int reason)
 	s->jeopardy = false;
 	s->lost_reason = reason;
 	s->valid_until = 0;
-	client_wake_all(s->client); /* blocked acquires end */
+	transport_wake_all(s->t); /* blocked acquires end */
 }
 
 uint64_t session_check_at(const raftlock_session *s)
@@ -182,7 +183,7 @@ int session_mutate_submit(raftlock_session *s, const struct session_req *sr, str
 	h.acked = acks;
 	h.n_acked = n_acks;
 	sr->env->sequence = &h;
-	rv = client_submit(s->client, sr->env, sr->wait, req);
+	rv = transport_submit(s->t, sr->env, sr->wait, req);
 	sr->env->sequence = NULL; /* encoded: the acks copy belongs to the request */
 	if (rv != 0) {
 		free(acks);
@@ -202,7 +203,7 @@ int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq
 {
 	Raftlock__Envelope *r = NULL;
 	const Raftlock__Result *res = NULL;
-	client_take(s->client, req, &r);
+	transport_take(s->t, req, &r);
 	session_seq_end(s, seq); /* only final answers complete a request */
 	int rv = session_reply_result(r, &res);
 	if (rv != 0) {
@@ -219,51 +220,57 @@ int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq
 int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__Envelope **reply,
 		   const Raftlock__Result **result)
 {
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	struct request *req;
 	int rv = session_mutate_submit(s, sr, &req);
 	if (rv != 0)
 		return rv;
 	uint64_t seq = req->seq;
-	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : c->request_timeout_ms;
-	rv = client_wait(c, req, clock_mono_ms() + timeout);
+	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : t->request_timeout_ms;
+	rv = transport_wait(t, req, transport_mono_ms(t) + timeout);
 	if (rv != 0)
-		return session_abandon(s, req, seq, sr->grant_name, sr->grant_owner);
+		return session_abandon(s, req, seq, sr->undo, sr->owner);
 	return session_mutate_finish(s, req, seq, reply, result);
 }
 
 /* -------------------------------------------------------------- orphans */
 
-/* Keeps req in the table as an orphan of s; false when out of memory. */
-static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
-		       uint64_t owner)
+/* Keeps req in the table as an orphan of s, with a packed copy of undo
+ * (may be NULL); false when out of memory. */
+static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
+		       const Raftlock__Envelope *undo, uint64_t owner)
 {
 	struct session_orphan *o = calloc(1, sizeof *o);
-	if (o == NULL || (name != NULL && (o->name = strdup(name)) == NULL)) {
-		free(o);
+	if (o == NULL)
 		return false;
+	if (undo != NULL) {
+		o->undo_len = raftlock__envelope__get_packed_size(undo);
+		if ((o->undo = malloc(o->undo_len ? o->undo_len : 1)) == NULL) {
+			free(o);
+			return false;
+		}
+		raftlock__envelope__pack(undo, o->undo);
 	}
-	client_watch(s->client, req); /* the keepalive thread settles it */
+	transport_watch(s->t, req); /* the keepalive thread settles it */
 	o->req = req;
 	o->seq = seq;
 	o->owner = owner;
-	o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
+	o->resend_at = transport_mono_ms(s->t) + s->t->request_timeout_ms;
 	list_add_head(&s->orphans, &o->link);
 	return true;
 }
 
-int session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
-		    uint64_t owner)
+int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		    const Raftlock__Envelope *undo, uint64_t owner)
 {
-	raftlock_client *c = s->client;
 	if (!req->ever_sent) {
 		int rv = req->last_err;
-		client_take(c, req, NULL); /* the server never saw it */
+		transport_take(s->t, req, NULL); /* the server never saw it */
 		session_seq_end(s, seq);
 		return rv;
 	}
-	if (!orphan_add(s, req, seq, name, owner))
-		client_take(c, req, NULL); /* its seq stays unknown for good */
+	if (!orphan_add(s, req, seq, undo, owner))
+		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
 	return RAFTLOCK_EUNKNOWN;
 }
 
@@ -276,33 +283,37 @@ bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend)
 			continue;
 		found = true;
 		if (resend && !o->req->done && !o->req->queued) {
-			client_resend(s->client, o->req);
-			o->resend_at = clock_mono_ms() + s->client->request_timeout_ms;
+			transport_resend(s->t, o->req);
+			o->resend_at = transport_mono_ms(s->t) + s->t->request_timeout_ms;
 		}
 	}
 	return found;
 }
 
-static void orphan_free(raftlock_client *c, struct session_orphan *o)
+static void orphan_free(struct transport *t, struct session_orphan *o)
 {
-	client_take(c, o->req, NULL);
-	free(o->name);
+	transport_take(t, o->req, NULL);
+	free(o->undo);
 	free(o);
 }
 
-/* Releases a grant nobody waits for, as an orphan of its own (of the
- * same handle: calls through it wait for the release). */
-static void orphan_release(raftlock_session *s, const struct session_orphan *o)
+/* Sends the undo of an orphan granted after its caller gave up (a
+ * release of a grant nobody waits for), as an orphan of its own of the
+ * same handle: calls through it wait for it. */
+static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
 {
-	struct lock_release_msg m;
+	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, o->undo_len, o->undo);
 	struct request *r;
-	lock_release_msg_init(&m, o->name, o->owner);
-	struct session_req sr = SESSION_REQ(&m.env);
-	if (session_mutate_submit(s, &sr, &r) != 0)
+	if (env == NULL)
+		return; /* out of memory: the grant stays until the session ends */
+	struct session_req sr = SESSION_REQ(env);
+	int rv = session_mutate_submit(s, &sr, &r);
+	raftlock__envelope__free_unpacked(env, NULL);
+	if (rv != 0)
 		return;
 	uint64_t seq = r->seq;
 	if (!orphan_add(s, r, seq, NULL, o->owner)) {
-		client_take(s->client, r, NULL); /* never sent: settled */
+		transport_take(s->t, r, NULL); /* never sent: settled */
 		session_seq_end(s, seq);
 	}
 }
@@ -315,12 +326,12 @@ void session_orphans_settle(raftlock_session *s)
 	list_each_safe (l, tmp, &s->orphans) {
 		struct session_orphan *o = list_entry(l, struct session_orphan, link);
 		if (!o->req->done) {
-			uint64_t now = clock_mono_ms();
+			uint64_t now = transport_mono_ms(s->t);
 			if (now >= o->resend_at) {
 				/* a retry with the same seq is answered from
 				 * the server's record */
-				client_resend(s->client, o->req);
-				o->resend_at = now + s->client->request_timeout_ms;
+				transport_resend(s->t, o->req);
+				o->resend_at = now + s->t->request_timeout_ms;
 			}
 			continue;
 		}
@@ -328,53 +339,100 @@ void session_orphans_settle(raftlock_session *s)
 		settled = true;
 		const Raftlock__Result *res;
 		session_seq_end(s, o->seq);
-		if (o->name != NULL && !s->lost && session_reply_result(o->req->reply, &res) == 0 &&
+		if (o->undo != NULL && !s->lost && session_reply_result(o->req->reply, &res) == 0 &&
 		    res->status == 0 && res->token != 0 && !res->queued)
-			orphan_release(s, o);
-		orphan_free(s->client, o);
+			orphan_undo(s, o);
+		orphan_free(s->t, o);
 	}
 	if (settled)
-		pthread_cond_broadcast(&s->client->cond); /* calls of its handle may go on */
+		pthread_cond_broadcast(&s->t->cond); /* calls of its handle may go on */
 }
 
-/* ----------------------------------------------------------- open/close */
+/* ------------------------------------------------------------ registry */
 
-raftlock_session *session_first(raftlock_client *c)
+int sessions_init(struct sessions *ss, struct transport *t, const char *client_name)
 {
-	struct list *l = list_first(&c->sessions);
+	*ss = (struct sessions){.t = t};
+	list_init(&ss->list);
+	idmap_init(&ss->ids, sizeof(raftlock_session *));
+	ss->client_name = strndup(client_name, RAFTLOCK_NAME_MAX);
+	if (ss->client_name == NULL)
+		return RAFTLOCK_ENOMEM;
+	if (gethostname(ss->host, sizeof ss->host - 1) != 0)
+		strcpy(ss->host, "unknown");
+	pthread_mutex_lock(&t->mu);
+	ss->owner_base = transport_random(t);
+	t->hooks = (struct transport_hooks){.answered = sessions_answered, .arg = ss};
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+void sessions_close(struct sessions *ss)
+{
+	idmap_close(&ss->ids);
+	free(ss->client_name);
+}
+
+uint64_t sessions_new_owner(struct sessions *ss)
+{
+	return ss->owner_base + ++ss->owner_next;
+}
+
+raftlock_session *session_first(struct sessions *ss)
+{
+	struct list *l = list_first(&ss->list);
 	return l != NULL ? list_entry(l, raftlock_session, link) : NULL;
 }
 
-raftlock_session *session_after(raftlock_client *c, raftlock_session *s)
+raftlock_session *session_after(struct sessions *ss, raftlock_session *s)
 {
-	return s->link.next != &c->sessions ? list_entry(s->link.next, raftlock_session, link)
-					    : NULL;
+	return s->link.next != &ss->list ? list_entry(s->link.next, raftlock_session, link) : NULL;
+}
+
+raftlock_session *sessions_walk_first(struct sessions *ss)
+{
+	raftlock_session *s = session_first(ss);
+	ss->walk_next = s != NULL ? session_after(ss, s) : NULL;
+	return s;
+}
+
+raftlock_session *sessions_walk_next(struct sessions *ss)
+{
+	raftlock_session *s = ss->walk_next;
+	ss->walk_next = s != NULL ? session_after(ss, s) : NULL;
+	return s;
+}
+
+raftlock_session *session_find(struct sessions *ss, uint64_t id)
+{
+	raftlock_session **slot = idmap_get(&ss->ids, id);
+	return slot != NULL ? *slot : NULL;
 }
 
 static void session_unlink(raftlock_session *s)
 {
-	raftlock_client *c = s->client;
-	if (c->cb_next == s)
-		c->cb_next = session_after(c, s); /* closed by an on_lost callback */
+	struct sessions *ss = s->ss;
+	if (ss->walk_next == s)
+		ss->walk_next = session_after(ss, s); /* closed during a walk */
 	list_remove(&s->link);
-	idmap_del(&c->session_ids, s->id);
+	idmap_del(&ss->ids, s->id);
 }
 
-RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
-				       const struct raftlock_session_options *opts,
-				       raftlock_session **out)
+/* ----------------------------------------------------------- open/close */
+
+int session_open(struct sessions *ss, const struct raftlock_session_options *opts,
+		 raftlock_session **out)
 {
+	struct transport *t = ss->t;
 	unsigned ttl = opts != NULL && opts->ttl_ms ? opts->ttl_ms : SESSION_TTL_DEFAULT_MS;
-	if (c == NULL || out == NULL)
-		return RAFTLOCK_EINVAL;
 	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl > RAFTLOCK_TTL_MAX_MS)
-		return errmsg_set(c, RAFTLOCK_EINVAL, NULL,
+		return errmsg_set(t, RAFTLOCK_EINVAL, NULL,
 				  "open session: ttl %u ms outside %u..%u", ttl,
 				  RAFTLOCK_TTL_MIN_MS, RAFTLOCK_TTL_MAX_MS);
 	raftlock_session *s = calloc(1, sizeof *s);
 	if (s == NULL)
-		return errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session");
-	list_init(&s->locks);
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "open session");
+	list_init(&s->attached);
 	list_init(&s->orphans);
 
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
@@ -387,35 +445,36 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 	req.ttl_ms = ttl;
 	req.owner = &owner;
 	req.acks_queued = true; /* GUARANTEES rule 6: acked */
-	owner.client_name = c->client_name;
-	owner.host = c->host;
+	owner.client_name = ss->client_name;
+	owner.host = ss->host;
 	owner.pid = (uint32_t)getpid();
 
-	pthread_mutex_lock(&c->mu);
-	req.nonce = client_random(c);
+	pthread_mutex_lock(&t->mu);
+	req.nonce = transport_random(t);
 	/* The lease starts no earlier than the first send of the request. */
-	uint64_t sent = clock_boot_ms();
-	int rv = client_call(c, &env, 0, &reply);
+	uint64_t sent = transport_boot_ms(t);
+	int rv = transport_call(t, &env, 0, &reply);
 	if (rv == 0)
 		rv = session_reply_result(reply, &res);
 	if (rv == 0)
 		rv = res->status;
-	if (rv == 0 && (res->session == 0 || idmap_get(&c->session_ids, res->session) != NULL))
+	if (rv == 0 && (res->session == 0 || idmap_get(&ss->ids, res->session) != NULL))
 		rv = RAFTLOCK_EPROTO;
 	if (rv != 0) {
-		errmsg_set(c, rv, reply != NULL ? reply->response->message : NULL,
+		errmsg_set(t, rv, reply != NULL ? reply->response->message : NULL,
 			   "open session (ttl %u ms)", ttl);
 		goto err;
 	}
 	/* Unindexed, the session would get no keepalives: the server lets
 	 * it expire. */
-	raftlock_session **slot = idmap_put(&c->session_ids, res->session);
+	raftlock_session **slot = idmap_put(&ss->ids, res->session);
 	if (slot == NULL) {
-		rv = errmsg_set(c, RAFTLOCK_ENOMEM, NULL, "open session (ttl %u ms)", ttl);
+		rv = errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "open session (ttl %u ms)", ttl);
 		goto err;
 	}
 	*slot = s;
-	s->client = c;
+	s->ss = ss;
+	s->t = t;
 	s->id = res->session;
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
 	s->valid_until = session_validity_ms(sent, s->ttl_ms);
@@ -429,30 +488,23 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 		s->on_event = opts->on_event;
 		s->on_event_arg = opts->on_event_arg;
 	}
-	bool alone = list_empty(&c->sessions);
-	list_add_head(&c->sessions, &s->link);
-	/* Wake the keepalive thread only if this session needs a keepalive
-	 * sooner than planned: each wake walks every session, and opening
-	 * many sessions must not cost a walk each. */
-	uint64_t next = clock_mono_ms() + s->ttl_ms / 3;
-	if (c->ka_next == 0 || alone || next < c->ka_next) {
-		c->ka_next = next;
-		pthread_cond_broadcast(&c->cond);
-	}
-	pthread_mutex_unlock(&c->mu);
+	list_add_head(&ss->list, &s->link);
+	if (ss->opened != NULL)
+		ss->opened(ss->opened_arg, s);
+	pthread_mutex_unlock(&t->mu);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	*out = s;
 	return 0;
 
 err:
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&t->mu);
 	if (reply != NULL)
 		raftlock__envelope__free_unpacked(reply, NULL);
 	free(s);
 	return rv;
 }
 
-/* Sends CloseSession for s (not lost) with c->mu held. */
+/* Sends CloseSession for s (not lost) with t->mu held. */
 static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
@@ -474,27 +526,26 @@ static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 	return rv == RAFTLOCK_ESESSION ? 0 : rv;
 }
 
-/* Closes and frees s with c->mu held, waiting up to timeout_ms (0: the
- * request timeout) for the server. */
-static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
+int session_close(raftlock_session *s, unsigned timeout_ms)
 {
-	raftlock_client *c = s->client;
+	struct transport *t = s->t;
 	/* Its on_lost may be running on the keepalive thread right now. */
-	while (c->cb_session == s && !pthread_equal(pthread_self(), c->ka_thread))
-		pthread_cond_wait(&c->cond, &c->mu);
+	while (s->ss->callback_session == s &&
+	       !pthread_equal(pthread_self(), s->ss->callback_thread))
+		pthread_cond_wait(&t->cond, &t->mu);
 	/* Calls in other threads end first: a blocked acquire gives up.
 	 * Nobody else needs waking: every wake costs the keepalive thread a
 	 * walk over the sessions, and closing many must not cost one each. */
 	s->closing = true;
 	if (s->calls > 0)
-		client_wake_all(c);
+		transport_wake_all(t);
 	while (s->calls > 0)
-		pthread_cond_wait(&c->cond, &c->mu);
+		pthread_cond_wait(&t->cond, &t->mu);
 	int rv = 0;
 	if (!s->lost) {
 		rv = session_send_close(s, timeout_ms);
 		if (rv != 0)
-			errmsg_set(c, rv, NULL, "close session %llu", (unsigned long long)s->id);
+			errmsg_set(t, rv, NULL, "close session %llu", (unsigned long long)s->id);
 		s->lost = true;
 		s->valid_until = 0;
 	} else if (s->lost_reason == RAFTLOCK_ETIMEDOUT) {
@@ -509,66 +560,29 @@ static int session_close_locked(raftlock_session *s, unsigned timeout_ms)
 	while (!list_empty(&s->orphans)) {
 		struct session_orphan *o = list_entry(s->orphans.next, struct session_orphan, link);
 		list_remove(&o->link);
-		orphan_free(c, o);
+		orphan_free(t, o);
 	}
 	session_unlink(s);
-	lock_free_all(s);
+	if (s->ss->freeing != NULL)
+		s->ss->freeing(s);
 	free(s->inflight);
 	free(s->acks);
 	free(s);
 	return rv;
 }
 
-RAFTLOCK_API int raftlock_session_close(raftlock_session *s)
+void sessions_close_all(struct sessions *ss)
 {
-	if (s == NULL)
-		return 0;
-	raftlock_client *c = s->client;
-	pthread_mutex_lock(&c->mu);
-	int rv = session_close_locked(s, 0);
-	pthread_mutex_unlock(&c->mu);
-	return rv;
-}
-
-void session_close_all(raftlock_client *c)
-{
-	pthread_mutex_lock(&c->mu);
-	uint64_t deadline = clock_mono_ms() + c->request_timeout_ms;
+	struct transport *t = ss->t;
+	pthread_mutex_lock(&t->mu);
+	uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
 	raftlock_session *s;
-	while ((s = session_first(c)) != NULL) {
-		uint64_t now = clock_mono_ms();
+	while ((s = session_first(ss)) != NULL) {
+		uint64_t now = transport_mono_ms(t);
 		/* One request timeout for them all: past it, just free. */
 		if (now >= deadline)
 			s->lost = true;
-		session_close_locked(s, now < deadline ? (unsigned)(deadline - now) : 1);
+		session_close(s, now < deadline ? (unsigned)(deadline - now) : 1);
 	}
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* -------------------------------------------------------------- access */
-
-RAFTLOCK_API uint64_t raftlock_session_id(const raftlock_session *s)
-{
-	return s != NULL ? s->id : 0;
-}
-
-RAFTLOCK_API uint64_t raftlock_session_valid_until(const raftlock_session *s)
-{
-	if (s == NULL)
-		return 0;
-	pthread_mutex_lock(&s->client->mu);
-	uint64_t v = s->valid_until;
-	pthread_mutex_unlock(&s->client->mu);
-	return v;
-}
-
-RAFTLOCK_API bool raftlock_session_valid(const raftlock_session *s)
-{
-	return raftlock_now_ms() < raftlock_session_valid_until(s);
-}
-
-raftlock_session *session_find(raftlock_client *c, uint64_t id)
-{
-	raftlock_session **slot = idmap_get(&c->session_ids, id);
-	return slot != NULL ? *slot : NULL;
+	pthread_mutex_unlock(&t->mu);
 }

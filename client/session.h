@@ -1,5 +1,9 @@
 /*
- * session.h: sessions, their sequence numbers, and the keepalive thread.
+ * session.h: the session layer, on the transport: sessions, their sequence
+ * numbers, validity and orphans, and the client's registry of them.
+ * keepalive.h sits on it (the thread that renews them); lock handles sit
+ * on both, and reach the layer above them only through the hooks it sets
+ * in struct sessions.
  *
  * Every mutating request of a session carries (session, seq, ack_below,
  * acked): seq counts from 1; ack_below is the lowest seq whose outcome the
@@ -15,7 +19,7 @@
  * Only a result produced by apply, or a status that proves the request
  * can never execute (EPROTO, EINVAL, ETOOBIG: the request itself is
  * refused, identically at every attempt), settles a seq; the I/O thread
- * retries every other status with the same seq (client.c).
+ * retries every other status with the same seq (transport.c).
  *
  * A mutating request whose caller stops waiting before its outcome is
  * known becomes an orphan of its session: it stays in the request table
@@ -26,8 +30,8 @@
  * caller was told RAFTLOCK_EUNKNOWN. Calls through a lock handle wait for
  * the handle's orphans first (lock.c), so that they apply in call order.
  *
- * Keepalives and loss detection are in keepalive.h. All functions here expect c->mu held unless
- * they say otherwise.
+ * Keepalives and loss detection are in keepalive.h. All functions here
+ * expect t->mu (the transport's lock) held unless they say otherwise.
  */
 #ifndef RAFTLOCK_SESSION_H
 #define RAFTLOCK_SESSION_H
@@ -35,9 +39,28 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "idmap.h"
+#include "transport.h"
 
-struct raftlock_lock;
+/* The sessions of one client. */
+struct sessions {
+	struct transport *t;
+	struct list list;                   /* raftlock_session, newest first */
+	struct idmap ids;                   /* id -> raftlock_session *, for keepalive answers */
+	raftlock_session *walk_next;        /* where sessions_walk_next() goes on */
+	raftlock_session *callback_session; /* whose application callback */
+	pthread_t callback_thread;          /* runs now, there, without t->mu */
+	char *client_name;                  /* who opens them (OpenSessionRequest.owner) */
+	char host[256];
+	uint64_t owner_base; /* random: owner ids differ across clients */
+	uint64_t owner_next;
+	/* Hooks of the layers above (may be NULL), called with t->mu held:
+	 * a session was opened; a session is about to be freed (its
+	 * `attached` objects must go). */
+	void (*opened)(void *arg, raftlock_session *s);
+	void *opened_arg;
+	void (*freeing)(raftlock_session *s);
+};
 
 /* Acknowledged queued acquires one request carries (FSM_MAX_ACKED). */
 #define SESSION_ACKS_MAX 256
@@ -53,17 +76,19 @@ struct session_orphan {
 	struct list link; /* in the session's orphans */
 	struct request *req;
 	uint64_t seq;
-	char *name;         /* an acquire: the lock to release if it was granted */
-	uint64_t owner;     /* and the handle id it was granted to */
-	uint64_t resend_at; /* CLOCK_MONOTONIC: ask again if still unanswered */
+	uint64_t owner;     /* the handle it was sent for */
+	uint8_t *undo;      /* an envelope to send should it turn out to have */
+	size_t undo_len;    /* been granted (packed), or NULL */
+	uint64_t resend_at; /* transport_mono_ms: ask again if still unanswered */
 };
 
 struct raftlock_session {
 	struct list link; /* in the client's sessions */
-	raftlock_client *client;
+	struct sessions *ss;
+	struct transport *t;
 	uint64_t id;
 	unsigned ttl_ms;
-	uint64_t valid_until; /* CLOCK_BOOTTIME ms; 0 once lost */
+	uint64_t valid_until; /* transport_boot_ms ms; 0 once lost */
 	unsigned grace_ms;    /* renewed in jeopardy this long past valid_until */
 	bool jeopardy;        /* validity ran out; still renewing */
 	bool lost;
@@ -81,15 +106,16 @@ struct raftlock_session {
 	uint64_t *acks; /* queued acquires to acknowledge (acked) */
 	size_t n_acks;
 	size_t cap_acks;
-	struct list locks;   /* struct raftlock_lock: handles made on it */
-	struct list orphans; /* struct session_orphan, newest first */
-	unsigned calls;      /* lock calls in progress on this session */
-	bool closing;        /* raftlock_session_close() has begun */
+	struct list attached; /* the layer above's objects made on it (lock
+				 handles): freed through ss->freeing */
+	struct list orphans;  /* struct session_orphan, newest first */
+	unsigned calls;       /* lock calls in progress on this session */
+	bool closing;         /* session_close() has begun */
 };
 
 /*
  * The end of validity of a lease whose renewal was sent at sent_ms
- * (CLOCK_BOOTTIME) with the given TTL: sent + ttl - (ttl * rho + margin),
+ * (transport_boot_ms) with the given TTL: sent + ttl - (ttl * rho + margin),
  * with rho = RAFTLOCK_CLOCK_RATE_PPM / 1e6 rounded up to whole ms, and
  * margin = RAFTLOCK_LEASE_MARGIN_MS. Pure; never below sent_ms.
  */
@@ -99,13 +125,24 @@ uint64_t session_validity_ms(uint64_t sent_ms, unsigned ttl_ms);
  * blocking acquire's seq is acknowledged on the next requests. */
 void session_seq_end(raftlock_session *s, uint64_t seq);
 
-/* The I/O thread (c->mu held) got, for the mutating request req, the
- * answer "queued" (queued) or a result of apply (applied): the first takes
- * its seq out of ack_below, the second ends the acknowledgements it
- * carried. */
-void session_req_answered(raftlock_client *c, struct request *req, bool queued);
+/* Sets up the registry of the sessions of t (t->mu not held; the
+ * transport's answered hook is set to this layer). Errors: ENOMEM. */
+int sessions_init(struct sessions *ss, struct transport *t, const char *client_name);
 
-/* Brackets a lock call on s (c->mu held), so that closing the session
+/* Frees the registry, which must be empty. */
+void sessions_close(struct sessions *ss);
+
+/* A new lock-handle id, never used before by this client (DESIGN.md rule
+ * 9: the client's random base plus a counter). */
+uint64_t sessions_new_owner(struct sessions *ss);
+
+/* A walk over the sessions, one at a time, that survives the closing of
+ * any session during it (by a callback run without t->mu): NULL at the
+ * end. One walk at a time. */
+raftlock_session *sessions_walk_first(struct sessions *ss);
+raftlock_session *sessions_walk_next(struct sessions *ss);
+
+/* Brackets a lock call on s (t->mu held), so that closing the session
  * waits for it: session_call_begin() returns RAFTLOCK_ECANCELED once the
  * session is closing. A blocking wait ends early when s->closing is set. */
 int session_call_begin(raftlock_session *s);
@@ -116,27 +153,27 @@ void session_call_end(raftlock_session *s);
 void session_mark_lost(raftlock_session *s, int reason);
 
 /*
- * Validity and loss as time passes (keepalive thread, c->mu held; now is
- * CLOCK_BOOTTIME ms): a session whose validity ran out enters jeopardy,
+ * Validity and loss as time passes (keepalive thread, t->mu held; now is
+ * transport_boot_ms): a session whose validity ran out enters jeopardy,
  * and one in jeopardy at valid_until + grace_ms is lost (RAFTLOCK_ETIMEDOUT).
  */
 void session_tick(raftlock_session *s, uint64_t now);
 
-/* When (CLOCK_BOOTTIME ms) session_tick() may next change s: UINT64_MAX
+/* When (transport_boot_ms ms) session_tick() may next change s: UINT64_MAX
  * for a lost session. Pure. */
 uint64_t session_check_at(const raftlock_session *s);
 
 /*
- * A keepalive first sent at sent_ms (CLOCK_BOOTTIME) renewed s on the
+ * A keepalive first sent at sent_ms (transport_boot_ms) renewed s on the
  * server: validity resumes from that send, and s leaves jeopardy if that
  * brings valid_until past now. Not for lost sessions.
  */
 void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now);
 
 /* The client's first session, and the one after s: NULL at the end
- * (c->mu held). */
-raftlock_session *session_first(raftlock_client *c);
-raftlock_session *session_after(raftlock_client *c, raftlock_session *s);
+ * (t->mu held). */
+raftlock_session *session_first(struct sessions *ss);
+raftlock_session *session_after(struct sessions *ss, raftlock_session *s);
 
 /* The state change s owes its application's callbacks, 0 if none: the
  * caller records it in s->told before it runs them. */
@@ -146,10 +183,11 @@ int session_event_due(const raftlock_session *s);
  * (Envelope.sequence) the session fills in when it sends it. */
 struct session_req {
 	Raftlock__Envelope *env;
-	bool wait;              /* a blocking acquire (the push completes it) */
-	unsigned timeout_ms;    /* 0: the client's request timeout */
-	const char *grant_name; /* an acquire: what to release if it is */
-	uint64_t grant_owner;   /* granted after the caller gave up */
+	bool wait;                      /* a blocking acquire (the push completes it) */
+	unsigned timeout_ms;            /* 0: the client's request timeout */
+	uint64_t owner;                 /* the handle it is sent for */
+	const Raftlock__Envelope *undo; /* sent if it is granted after the
+					   caller gave up (NULL: none) */
 };
 
 /* The session_req of envelope env. */
@@ -179,12 +217,13 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
  * Gives up waiting for req (a request of s with the given seq; taken over
  * from the caller). A request that never reached a connection is dropped
  * and its seq settled: returns its last transport error (it will not
- * execute). Any other becomes an orphan (see above): returns
- * RAFTLOCK_EUNKNOWN. name (may be NULL) and owner say what to release
- * should it turn out granted.
+ * execute). Any other becomes an orphan (see above) of the handle owner:
+ * returns RAFTLOCK_EUNKNOWN. undo (may be NULL; copied) is sent, as an
+ * orphan of the same handle, should req turn out granted (a Result with a
+ * token, not queued).
  */
-int session_abandon(raftlock_session *s, struct request *req, uint64_t seq, const char *name,
-		    uint64_t owner);
+int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
+		    const Raftlock__Envelope *undo, uint64_t owner);
 
 /* Whether s has orphans of the lock handle `owner` (still being sent, or
  * answered but not settled yet). With resend, those still unanswered are
@@ -197,14 +236,22 @@ bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend);
 int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result);
 
 /* Settles the orphans of s that got their answer, and asks again for
- * those unanswered for a request timeout (keepalive thread, c->mu held). */
+ * those unanswered for a request timeout (keepalive thread, t->mu held). */
 void session_orphans_settle(raftlock_session *s);
 
-/* The session of c with that id, or NULL. */
-raftlock_session *session_find(raftlock_client *c, uint64_t id);
+/* The session with that id, or NULL. */
+raftlock_session *session_find(struct sessions *ss, uint64_t id);
 
-/* Closes every session of c within one request timeout in total (called
- * without c->mu held). */
-void session_close_all(raftlock_client *c);
+/* Opens a session (t->mu not held): raftlock_session_open(). */
+int session_open(struct sessions *ss, const struct raftlock_session_options *opts,
+		 raftlock_session **out);
+
+/* Closes and frees s, waiting up to timeout_ms (0: the request timeout)
+ * for the server, with t->mu held: raftlock_session_close(). */
+int session_close(raftlock_session *s, unsigned timeout_ms);
+
+/* Closes every session within one request timeout in total (t->mu not
+ * held). */
+void sessions_close_all(struct sessions *ss);
 
 #endif

@@ -1,0 +1,789 @@
+/* transport.c: see transport.h. */
+#include "grow.h"
+#include "transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "errmsg.h"
+
+#define CLIENT_REQUEST_TIMEOUT_MS 10000
+#define CLIENT_CONNECT_TIMEOUT_MS 1000
+#define CLIENT_BACKOFF_MIN_MS 50
+#define CLIENT_BACKOFF_MAX_MS 250 /* a failover must not wait long */
+#define CLIENT_DOWN_MS 1000       /* no redirects to an unreachable node */
+#define CLIENT_STALL_MS 5000      /* an unanswered request: try elsewhere */
+#define CLIENT_RETRY_MIN_MS 50    /* EUNAVAILABLE: retry after 50..200 ms */
+#define CLIENT_RETRY_SPAN_MS 151
+#define CLIENT_OVERLOAD_MAX_MS 1000 /* EOVERLOAD: back-off doubles up to this */
+#define CLIENT_POLL_MAX_MS 1000
+
+uint64_t transport_random(struct transport *t)
+{
+	uint64_t v;
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+		return v;
+	/* xorshift64*, seeded at open: good enough for jitter and ids when
+	 * the kernel's pool is not ready. */
+	uint64_t x = t != NULL ? t->rng : clock_mono_ms() | 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	if (t != NULL)
+		t->rng = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* t->mu held. The I/O thread sends whatever is pending before it waits
+ * again, so it only needs a write to its eventfd while it waits. */
+static void transport_wake_io(struct transport *t)
+{
+	if (!t->io_polling || t->wake_sent)
+		return;
+	t->wake_sent = true;
+	uint64_t one = 1;
+	ssize_t rv = write(t->wake_fd, &one, sizeof one);
+	(void)rv; /* a full counter already means "wake up" */
+}
+
+/* ----------------------------------------------------------- requests -- */
+
+static void transport_send_now(struct transport *t, struct request *r);
+
+int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_push,
+		     struct request **out)
+{
+	struct request *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return RAFTLOCK_ENOMEM;
+	env->id = ++t->next_id;
+	int rv = codec_frame_envelope(env, &r->frame, &r->frame_len);
+	if (rv != 0) {
+		free(r);
+		return rv;
+	}
+	r->id = env->id;
+	r->wants_push = wants_push;
+	pthread_cond_init(&r->cond, &t->condattr);
+	r->wake = &r->cond;
+	r->last_err = RAFTLOCK_ECONNECTION;
+	bool alone = list_empty(&t->reqs);
+	list_add_head(&t->reqs, &r->link);
+	if (alone)
+		transport_send_now(t, r); /* nothing else in flight */
+	else
+		transport_wake_io(t); /* sent with the others: fewer, larger writes */
+	*out = r;
+	return 0;
+}
+
+int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
+{
+	while (!req->done) {
+		if (transport_mono_ms(t) >= deadline)
+			return req->last_err;
+		struct timespec ts = transport_deadline(t, deadline);
+		pthread_cond_timedwait(req->wake, &t->mu, &ts);
+	}
+	return 0;
+}
+
+void transport_on_done(struct transport *t, struct request *req,
+		       void (*on_done)(struct transport *t, struct request *req, int err), void *op,
+		       unsigned timeout_ms)
+{
+	req->on_done = on_done;
+	req->op = op;
+	req->deadline = transport_mono_ms(t) + (timeout_ms ? timeout_ms : t->request_timeout_ms);
+}
+
+void transport_defer(struct transport *t, struct transport_deferred *d)
+{
+	d->next = NULL;
+	if (t->deferred_tail != NULL)
+		t->deferred_tail->next = d;
+	else
+		t->deferred = d;
+	t->deferred_tail = d;
+}
+
+void transport_wake_all(struct transport *t)
+{
+	pthread_cond_broadcast(&t->cond);
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link)
+		if (r->wake == &r->cond)
+			pthread_cond_signal(&r->cond);
+}
+
+void transport_watch(struct transport *t, struct request *req)
+{
+	req->wake = &t->cond;
+}
+
+void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply)
+{
+	list_remove(&req->link);
+	if (reply != NULL)
+		*reply = req->reply;
+	else if (req->reply != NULL)
+		raftlock__envelope__free_unpacked(req->reply, NULL);
+	pthread_cond_destroy(&req->cond);
+	free(req->acks);
+	free(req->frame);
+	free(req);
+}
+
+void transport_resend(struct transport *t, struct request *req)
+{
+	req->sent_gen = 0;
+	req->not_before = 0;
+	transport_wake_io(t);
+}
+
+int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+		   Raftlock__Envelope **reply)
+{
+	struct request *r;
+	if (timeout_ms == 0)
+		timeout_ms = t->request_timeout_ms;
+	uint64_t deadline = transport_mono_ms(t) + timeout_ms;
+	int rv = transport_submit(t, env, false, &r);
+	if (rv != 0)
+		return rv;
+	rv = transport_wait(t, r, deadline);
+	transport_take(t, r, rv == 0 ? reply : NULL);
+	return rv;
+}
+
+static struct request *transport_find(struct transport *t, uint64_t id)
+{
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+static void transport_complete(struct transport *t, struct request *r, Raftlock__Envelope *env)
+{
+	r->reply = env;
+	r->done = true;
+	r->done_boot = transport_boot_ms(t);
+	if (r->on_done != NULL) {
+		r->on_done(t, r, 0);
+		return;
+	}
+	if (r->wake == &t->cond)
+		pthread_cond_broadcast(&t->cond);
+	else
+		pthread_cond_signal(&r->cond);
+}
+
+/* ---------------------------------------------------------- I/O thread -- */
+
+static uint64_t io_hash(const char *text)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+static bool io_is_down(struct transport *t, const char *text, uint64_t now)
+{
+	uint64_t h = io_hash(text);
+	for (size_t i = 0; i < sizeof t->down / sizeof t->down[0]; i++)
+		if (t->down[i].hash == h && t->down[i].until > now)
+			return true;
+	return false;
+}
+
+/* Remembers that the current address could not be reached (or did not
+ * answer), so that followers' redirects to it (a dead leader they still
+ * believe in) are not followed for a while, and other addresses are tried
+ * first. */
+static void io_note_down(struct transport *t, uint64_t now)
+{
+	if (t->conn_text == NULL)
+		return;
+	size_t oldest = 0, n = sizeof t->down / sizeof t->down[0];
+	for (size_t i = 1; i < n; i++)
+		if (t->down[i].until < t->down[oldest].until)
+			oldest = i;
+	t->down[oldest].hash = io_hash(t->conn_text);
+	t->down[oldest].until = now + CLIENT_DOWN_MS;
+}
+
+/* The connection is gone (or must go; unreachable: it never opened):
+ * every request in flight will be sent again on the next one, after a
+ * backoff once every address has failed. */
+static void io_fail(struct transport *t, bool unreachable)
+{
+	uint64_t now = transport_mono_ms(t);
+	if (unreachable)
+		io_note_down(t, now);
+	conn_close(&t->conn);
+	t->drop_conn = false;
+	t->hops++;
+	if (t->has_redirect && t->hops <= t->n_addrs + 1) {
+		t->reconnect_at = now;
+		return;
+	}
+	if (t->hops < t->n_addrs) {
+		t->reconnect_at = now;
+		return;
+	}
+	unsigned b = t->backoff_ms * 2;
+	if (b < CLIENT_BACKOFF_MIN_MS)
+		b = CLIENT_BACKOFF_MIN_MS;
+	if (b > CLIENT_BACKOFF_MAX_MS)
+		b = CLIENT_BACKOFF_MAX_MS;
+	t->backoff_ms = b;
+	t->reconnect_at = now + b / 2 + transport_random(t) % (b / 2 + 1);
+}
+
+static void io_connect(struct transport *t)
+{
+	struct conn_addr redirect = {0};
+	const struct conn_addr *a;
+	t->conn_gen++;
+	t->owed_since = 0;
+	if (t->has_redirect) {
+		redirect = t->redirect;
+		memset(&t->redirect, 0, sizeof t->redirect);
+		t->has_redirect = false;
+		a = &redirect;
+	} else {
+		/* the next address that is not known to be down, if any */
+		uint64_t now = transport_mono_ms(t);
+		for (size_t i = 0; i < t->n_addrs; i++) {
+			size_t k = (t->addr_next + i) % t->n_addrs;
+			if (!io_is_down(t, t->addrs[k].text, now)) {
+				t->addr_next = k;
+				break;
+			}
+		}
+		a = &t->addrs[t->addr_next];
+		t->addr_next = (t->addr_next + 1) % t->n_addrs;
+	}
+	free(t->conn_text);
+	t->conn_text = strdup(a->text); /* NULL: only loses the memory above */
+	/* Name resolution may block: not with the client locked. The conn
+	 * and the addresses are the I/O thread's alone. */
+	pthread_mutex_unlock(&t->mu);
+	int rv = conn_start(&t->conn, a);
+	pthread_mutex_lock(&t->mu);
+	conn_addr_free(&redirect);
+	if (rv != 0) {
+		io_fail(t, true);
+		return;
+	}
+	t->connect_deadline = transport_mono_ms(t) + t->connect_timeout_ms;
+}
+
+void transport_suspect(struct transport *t, struct request *req)
+{
+	if (req->sent_gen == t->conn_gen && t->conn.state == CONN_OPEN && !t->drop_conn) {
+		io_note_down(t, transport_mono_ms(t));
+		t->drop_conn = true;
+		transport_wake_io(t);
+	}
+}
+
+/* Whether a request sent on this connection before older_than is still
+ * unanswered. Queued acquires wait for their push as long as they must. */
+static bool io_owes(struct transport *t, uint64_t older_than)
+{
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link)
+		if (!r->done && !r->queued && r->sent_gen == t->conn_gen && r->sent_at < older_than)
+			return true;
+	return false;
+}
+
+/* Queues req on the connection; false when out of memory. */
+static bool io_queue(struct transport *t, struct request *r, uint64_t now)
+{
+	if (conn_queue(&t->conn, r->frame, r->frame_len) != 0)
+		return false;
+	if (!r->ever_sent)
+		r->first_sent_boot = transport_boot_ms(t);
+	if (t->owed_since == 0)
+		t->owed_since = now;
+	r->sent_gen = t->conn_gen;
+	r->sent_at = now;
+	r->ever_sent = true;
+	if (r->last_err == RAFTLOCK_ECONNECTION)
+		r->last_err = RAFTLOCK_ETIMEDOUT;
+	return true;
+}
+
+/* Whether a request sent on this connection has waited too long, or the
+ * node has said nothing for as long while it owed an answer. The second
+ * also counts requests whose callers gave up: calls shorter than
+ * CLIENT_STALL_MS would otherwise keep a client on a node whose loop is
+ * stuck (restoring a large snapshot, say) for as long as it is. */
+static bool io_stalled(struct transport *t, uint64_t now)
+{
+	if (t->owed_since != 0 && now - t->owed_since > CLIENT_STALL_MS)
+		return true;
+	return now > CLIENT_STALL_MS && io_owes(t, now - CLIENT_STALL_MS);
+}
+
+static void io_send_pending(struct transport *t, uint64_t now)
+{
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link) {
+		if (r->done || r->sent_gen == t->conn_gen || r->not_before > now)
+			continue;
+		if (!io_queue(t, r, now))
+			return; /* out of memory: try again on the next turn */
+	}
+}
+
+/* A lone request is sent by the calling thread itself when the connection
+ * is up and idle: a round trip then costs no wake-up of the I/O thread.
+ * Sending only appends to the socket; the I/O thread reads without the
+ * lock, and only it closes the connection. */
+static void transport_send_now(struct transport *t, struct request *r)
+{
+	if (t->conn.state != CONN_OPEN || t->drop_conn || conn_wants_write(&t->conn) ||
+	    !io_queue(t, r, transport_mono_ms(t))) {
+		transport_wake_io(t);
+		return;
+	}
+	if (conn_flush(&t->conn) != 0)
+		t->drop_conn = true;
+	if (t->drop_conn || conn_wants_write(&t->conn))
+		transport_wake_io(t); /* to fail the connection, or wait until writable */
+}
+
+static void io_redirect(struct transport *t, const char *leader)
+{
+	if (t->drop_conn)
+		return; /* one redirect per connection */
+	t->drop_conn = true;
+	if (leader == NULL || leader[0] == '\0' || io_is_down(t, leader, transport_mono_ms(t)))
+		return; /* the next address */
+	if (t->has_redirect)
+		conn_addr_free(&t->redirect);
+	t->has_redirect = conn_addr_parse(leader, &t->redirect) == 0;
+}
+
+/* Whether a status answering a mutating request of a session proves that
+ * it can never execute: the request itself is refused, identically at
+ * every attempt. Anything else (a refusal before the log, an outcome the
+ * node does not know) leaves it to be retried with its seq. */
+static bool io_final_status(int status)
+{
+	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL || status == RAFTLOCK_ETOOBIG;
+}
+
+/* Sends r again after a back-off that doubles with each refusal in a row
+ * (jittered, at most CLIENT_OVERLOAD_MAX_MS): the node was overloaded. */
+static void io_retry_later(struct transport *t, struct request *r, int err)
+{
+	unsigned shift = r->retries < 5 ? r->retries : 5;
+	unsigned b = CLIENT_RETRY_MIN_MS << shift;
+	if (b > CLIENT_OVERLOAD_MAX_MS)
+		b = CLIENT_OVERLOAD_MAX_MS;
+	r->retries++;
+	r->sent_gen = 0;
+	r->not_before = transport_mono_ms(t) + b / 2 + transport_random(t) % (b / 2 + 1);
+	r->last_err = err;
+}
+
+/* An answer to a mutating request from a server older than protocol 2:
+ * it did not see the envelope's sequence header and read the request as
+ * one of no session, so nothing executed. The request ends with this
+ * EPROTO answer (a final status: its seq is settled), or, if there is no
+ * memory for it, is tried again later. */
+static void io_old_server(struct transport *t, struct request *r, Raftlock__Envelope *env)
+{
+	char msg[160];
+	snprintf(msg, sizeof msg,
+		 "the server speaks client protocol %u, older than %d: upgrade the servers "
+		 "before the clients",
+		 env->protocol, WIRE_PROTOCOL_MIN_SERVER);
+	uint64_t id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	Raftlock__Envelope *e = malloc(sizeof *e);
+	Raftlock__Response *resp = malloc(sizeof *resp);
+	char *text = strdup(msg);
+	if (e == NULL || resp == NULL || text == NULL) {
+		free(e);
+		free(resp);
+		free(text);
+		io_retry_later(t, r, RAFTLOCK_ENOMEM);
+		return;
+	}
+	/* Built with malloc like a decoded message, so that
+	 * raftlock__envelope__free_unpacked() frees it. */
+	*resp = (Raftlock__Response)RAFTLOCK__RESPONSE__INIT;
+	resp->status = RAFTLOCK_EPROTO;
+	resp->message = text;
+	*e = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	e->id = id;
+	e->body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	e->response = resp;
+	transport_complete(t, r, e);
+}
+
+static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
+{
+	struct request *r = transport_find(t, env->id);
+	if (r == NULL || r->done || env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
+		/* a reply to a request its caller gave up on */
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (r->sequenced && env->protocol < WIRE_PROTOCOL_MIN_SERVER) {
+		io_old_server(t, r, env);
+		return;
+	}
+	const Raftlock__Response *resp = env->response;
+	bool result = resp->status == 0 && resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	if (resp->push) {
+		transport_complete(t, r, env);
+		return;
+	}
+	switch (resp->status) {
+	case RAFTLOCK_ENOTLEADER:
+		r->sent_gen = 0;
+		r->last_err = RAFTLOCK_EUNAVAILABLE;
+		io_redirect(t, resp->leader);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	case RAFTLOCK_EUNAVAILABLE:
+	case RAFTLOCK_EUNKNOWN:
+		r->sent_gen = 0;
+		r->not_before = transport_mono_ms(t) + CLIENT_RETRY_MIN_MS +
+				transport_random(t) % CLIENT_RETRY_SPAN_MS;
+		r->last_err = resp->status == RAFTLOCK_EUNAVAILABLE ? RAFTLOCK_EUNAVAILABLE
+								    : RAFTLOCK_ETIMEDOUT;
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	case RAFTLOCK_ESHUTDOWN:
+		r->sent_gen = 0;
+		t->drop_conn = true;
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	case RAFTLOCK_EOVERLOAD:
+		io_retry_later(t, r, RAFTLOCK_EOVERLOAD);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (r->sequenced && !result && !io_final_status(resp->status)) {
+		/* not applied (an older node's ELIMIT or ENOMEM, ...): the seq
+		 * is not settled; a Result carries any outcome of apply */
+		io_retry_later(t, r, RAFTLOCK_EOVERLOAD);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	t->hops = 0;
+	t->backoff_ms = 0;
+	r->retries = 0;
+	bool queued = result && r->wants_push && resp->result->queued;
+	if (r->sequenced && result && resp->result->status != RAFTLOCK_EUNAVAILABLE &&
+	    t->hooks.answered != NULL)
+		t->hooks.answered(t->hooks.arg, r, queued);
+	if (queued) {
+		r->queued = true;
+		raftlock__envelope__free_unpacked(env, NULL);
+		pthread_cond_broadcast(r->wake);
+		return;
+	}
+	transport_complete(t, r, env);
+}
+
+/* Reads and decodes what arrived, without t->mu: the connection is the
+ * I/O thread's alone, and user threads then wait for the lock only while
+ * the replies are handed out. */
+static void io_receive(struct transport *t)
+{
+	struct inbox *in = &t->inbox;
+	int rv = conn_read(&t->conn);
+	Raftlock__Envelope *env;
+	int nr;
+	while ((nr = conn_next(&t->conn, &env)) == 1) {
+		if (grow(&in->env, &in->cap, in->n + 1, 64, sizeof *in->env) != 0) {
+			raftlock__envelope__free_unpacked(env, NULL);
+			nr = RAFTLOCK_ENOMEM;
+			break;
+		}
+		in->env[in->n++] = env;
+	}
+	in->err = rv != 0 ? rv : nr < 0 ? nr : 0;
+}
+
+/* t->mu held; the replies were read by io_receive(). */
+static void io_handle(struct transport *t, short revents)
+{
+	struct inbox *in = &t->inbox;
+	for (size_t i = 0; i < in->n; i++)
+		io_dispatch(t, in->env[i]);
+	if (in->n > 0) {
+		/* the node spoke: it owes nothing, or owes since now */
+		uint64_t now = transport_mono_ms(t);
+		t->owed_since = io_owes(t, now + 1) ? now : 0;
+	}
+	in->n = 0;
+	if (in->err != 0) {
+		in->err = 0;
+		io_fail(t, false);
+		return;
+	}
+	if (t->conn.state == CONN_CONNECTING) {
+		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+			return;
+		if (conn_finish_connect(&t->conn) != 0) {
+			io_fail(t, true);
+			return;
+		}
+		/* anything already readable is reported by the next poll */
+		io_send_pending(t, transport_mono_ms(t));
+	}
+	if ((revents & POLLOUT) && conn_flush(&t->conn) != 0)
+		io_fail(t, false);
+}
+
+/* Asynchronous requests past their deadline end with their last error. */
+static void io_expire(struct transport *t, uint64_t now)
+{
+	struct list *l, *tmp;
+	list_each_safe (l, tmp, &t->reqs) {
+		struct request *r = list_entry(l, struct request, link);
+		if (r->on_done != NULL && !r->done && now >= r->deadline)
+			r->on_done(t, r, r->last_err);
+	}
+}
+
+/* Runs the deferred callbacks without t->mu (held on entry and return). */
+static void io_run_deferred(struct transport *t)
+{
+	struct transport_deferred *d = t->deferred;
+	t->deferred = t->deferred_tail = NULL;
+	pthread_mutex_unlock(&t->mu);
+	while (d != NULL) {
+		struct transport_deferred *next = d->next;
+		d->fn(d);
+		d = next;
+	}
+	pthread_mutex_lock(&t->mu);
+}
+
+static int io_poll_timeout(struct transport *t, uint64_t now)
+{
+	uint64_t until = now + CLIENT_POLL_MAX_MS;
+	if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && t->reconnect_at < until)
+		until = t->reconnect_at;
+	if (t->conn.state == CONN_CONNECTING && t->connect_deadline < until)
+		until = t->connect_deadline;
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link) {
+		if (!r->done && r->sent_gen != t->conn_gen && r->not_before < until)
+			until = r->not_before;
+		if (!r->done && r->on_done != NULL && r->deadline < until)
+			until = r->deadline;
+	}
+	return until > now ? (int)(until - now) : 0;
+}
+
+static void *io_main(void *arg)
+{
+	struct transport *t = arg;
+	pthread_mutex_lock(&t->mu);
+	while (!t->io_stop) {
+		uint64_t now = transport_mono_ms(t);
+		io_expire(t, now);
+		if (t->deferred != NULL) {
+			/* callbacks may submit: send what they did before waiting */
+			io_run_deferred(t);
+			continue;
+		}
+		if (t->drop_conn || (t->conn.state == CONN_OPEN && io_stalled(t, now)))
+			io_fail(t, false);
+		if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && now >= t->reconnect_at)
+			io_connect(t);
+		if (t->conn.state == CONN_CONNECTING && now >= t->connect_deadline)
+			io_fail(t, true);
+		if (t->conn.state == CONN_OPEN) {
+			io_send_pending(t, now);
+			if (conn_flush(&t->conn) != 0)
+				io_fail(t, false);
+		}
+		struct pollfd p[2] = {
+			{.fd = t->wake_fd, .events = POLLIN},
+			{.fd = t->conn.fd,
+			 .events = (short)(POLLIN | (conn_wants_write(&t->conn) ? POLLOUT : 0))},
+		};
+		int timeout = io_poll_timeout(t, now);
+		nfds_t n = t->conn.fd >= 0 ? 2 : 1;
+		t->io_polling = true;
+		pthread_mutex_unlock(&t->mu);
+		int pr = poll(p, n, timeout);
+		if (pr > 0 && n == 2 && t->conn.state == CONN_OPEN &&
+		    (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+			io_receive(t);
+		pthread_mutex_lock(&t->mu);
+		t->io_polling = false;
+		t->wake_sent = false;
+		if (pr <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			ssize_t rv = read(t->wake_fd, &v, sizeof v);
+			(void)rv;
+		}
+		if (n == 2 && p[1].revents != 0 && t->conn.fd == p[1].fd)
+			io_handle(t, p[1].revents);
+		if (t->drop_conn)
+			io_fail(t, false);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* -------------------------------------------------------------- time -- */
+
+uint64_t transport_mono_ms(const struct transport *t)
+{
+	return clock_mono_ms() + __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+}
+
+uint64_t transport_boot_ms(const struct transport *t)
+{
+	return clock_boot_ms() + __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+}
+
+struct timespec transport_deadline(const struct transport *t, uint64_t at_ms)
+{
+	uint64_t skew = __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+	return clock_mono_deadline(at_ms > skew ? at_ms - skew : 0);
+}
+
+void transport_clock_advance(struct transport *t, uint64_t ms)
+{
+	pthread_mutex_lock(&t->mu);
+	__atomic_add_fetch(&t->clock_skew_ms, ms, __ATOMIC_RELAXED);
+	transport_wake_all(t);
+	transport_wake_io(t);
+	pthread_mutex_unlock(&t->mu);
+}
+
+bool transport_sent_here(const struct transport *t, const struct request *req)
+{
+	return req->ever_sent && req->sent_gen == t->conn_gen;
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+/* Frees what t holds; the I/O thread is not running. */
+static void transport_free(struct transport *t)
+{
+	while (!list_empty(&t->reqs))
+		transport_take(t, list_entry(t->reqs.next, struct request, link), NULL);
+	for (size_t i = 0; i < t->inbox.n; i++)
+		raftlock__envelope__free_unpacked(t->inbox.env[i], NULL);
+	free(t->inbox.env);
+	conn_close(&t->conn);
+	frame_reader_close(&t->conn.reader);
+	if (t->has_redirect)
+		conn_addr_free(&t->redirect);
+	for (size_t i = 0; i < t->n_addrs; i++)
+		conn_addr_free(&t->addrs[i]);
+	free(t->addrs);
+	free(t->conn_text);
+	if (t->wake_fd >= 0)
+		close(t->wake_fd);
+	pthread_cond_destroy(&t->cond);
+	pthread_condattr_destroy(&t->condattr);
+	pthread_mutex_destroy(&t->mu);
+}
+
+int transport_check_options(const struct raftlock_client_options *opts)
+{
+	if (opts == NULL)
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL, "open client: no options");
+	if (opts->addresses == NULL || opts->n_addresses == 0)
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: no node address given");
+	for (size_t i = 0; i < opts->n_addresses; i++) {
+		struct conn_addr a;
+		int rv = conn_addr_parse(opts->addresses[i], &a);
+		if (rv != 0)
+			return errmsg_set(NULL, rv, "expected host:port",
+					  "open client: address '%s'",
+					  opts->addresses[i] ? opts->addresses[i] : "(null)");
+		conn_addr_free(&a);
+	}
+	return 0;
+}
+
+static int transport_init(struct transport *t, const struct raftlock_client_options *opts)
+{
+	t->wake_fd = -1;
+	conn_init(&t->conn);
+	t->addrs = calloc(opts->n_addresses, sizeof *t->addrs);
+	if (t->addrs == NULL)
+		return RAFTLOCK_ENOMEM;
+	for (size_t i = 0; i < opts->n_addresses; i++) {
+		int rv = conn_addr_parse(opts->addresses[i], &t->addrs[i]);
+		if (rv != 0)
+			return rv;
+		t->n_addrs++;
+	}
+	t->request_timeout_ms =
+		opts->request_timeout_ms ? opts->request_timeout_ms : CLIENT_REQUEST_TIMEOUT_MS;
+	t->connect_timeout_ms =
+		opts->connect_timeout_ms ? opts->connect_timeout_ms : CLIENT_CONNECT_TIMEOUT_MS;
+	t->rng = clock_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)t;
+	t->rng |= 1;
+	t->addr_next = (size_t)(transport_random(t) % t->n_addrs);
+	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->wake_fd < 0)
+		return RAFTLOCK_EINTERNAL;
+	return 0;
+}
+
+int transport_open(struct transport *t, const struct raftlock_client_options *opts)
+{
+	pthread_mutex_init(&t->mu, NULL);
+	list_init(&t->reqs);
+	pthread_condattr_init(&t->condattr);
+	pthread_condattr_setclock(&t->condattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &t->condattr);
+	int rv = transport_init(t, opts);
+	if (rv != 0) {
+		errmsg_set(NULL, rv, NULL, "open client");
+		goto err;
+	}
+	if (pthread_create(&t->io_thread, NULL, io_main, t) != 0) {
+		rv = errmsg_set(NULL, RAFTLOCK_EINTERNAL, NULL,
+				"open client: start the I/O thread");
+		goto err;
+	}
+	return 0;
+err:
+	transport_free(t);
+	return rv;
+}
+
+void transport_close(struct transport *t)
+{
+	pthread_mutex_lock(&t->mu);
+	t->io_stop = true;
+	transport_wake_io(t);
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->io_thread, NULL);
+	transport_free(t);
+}

@@ -1,0 +1,236 @@
+/*
+ * transport.h: the bottom layer of the client: its connection to the
+ * cluster, its I/O thread, its request table and its clocks.
+ *
+ * Callers submit requests (encoded envelopes with a client-wide unique id)
+ * into the table and wait on the client's condition variable. The I/O
+ * thread keeps one connection, to the leader as far as it knows: it sends
+ * every request that has not been sent on the current connection (so a
+ * reconnect re-sends in-flight requests byte for byte: same id, same seq),
+ * follows NOT_LEADER redirects, backs off on EUNAVAILABLE/EUNKNOWN and
+ * connection loss, and completes requests with their response.
+ *
+ * The transport knows nothing of sessions or locks: the layers above
+ * (session.h, lock.h, client.h) call down into it, and it calls up only
+ * through the hook they register (struct transport_hooks).
+ *
+ * Locking: one mutex (t->mu) guards the state of every layer, sessions
+ * and lock handles included; t->cond is broadcast on every change of
+ * shared state (a watched request done, keepalive wake, callback finished,
+ * a session lost or closing, stop); a caller waiting for its own request
+ * waits on the request's condition variable.
+ *
+ * Time: every layer reads the clocks through transport_mono_ms() and
+ * transport_boot_ms() and turns deadlines into waits with
+ * transport_deadline(), so that a test can move a client's time forward
+ * (transport_clock_advance) instead of sleeping.
+ */
+#ifndef RAFTLOCK_TRANSPORT_H
+#define RAFTLOCK_TRANSPORT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "conn.h"
+#include "list.h"
+#include "raftlock.h"
+#include "raftlock.pb-c.h"
+
+struct transport;
+
+struct request {
+	struct list link; /* in raftlock_client.reqs, newest first */
+	uint64_t id;
+	uint8_t *frame; /* the encoded envelope, re-sent as is */
+	size_t frame_len;
+	uint64_t sent_gen;        /* connection generation it was last sent on */
+	uint64_t not_before;      /* CLOCK_MONOTONIC ms: do not send before */
+	uint64_t sent_at;         /* CLOCK_MONOTONIC ms of the last send */
+	uint64_t first_sent_boot; /* CLOCK_BOOTTIME ms of the first send:
+				     nothing happened to it before */
+	bool wants_push;          /* a blocking acquire: "queued" is not final */
+	bool queued;              /* the server queued it; a push will follow */
+	bool ever_sent;           /* handed to a connection at least once */
+	bool done;
+	int last_err;       /* what a timeout reports: ECONNECTION, ... */
+	uint64_t done_boot; /* CLOCK_BOOTTIME ms of completion */
+	Raftlock__Envelope *reply;
+	/* Whom completion wakes: the request's own waiter (cond), also for a
+	 * blocking acquire, or, for requests the keepalive thread watches,
+	 * every waiter of t->cond. One waiter per request avoids waking every
+	 * thread of a busy client for each answer or pushed grant; a lost or
+	 * closing session wakes them all (transport_wake_all). */
+	pthread_cond_t cond;
+	pthread_cond_t *wake;
+	/* Asynchronous requests: nobody waits; the I/O thread calls on_done
+	 * (t->mu held) with 0 when done, or with last_err once deadline
+	 * (CLOCK_MONOTONIC ms) passes. on_done takes the request. */
+	void (*on_done)(struct transport *t, struct request *req, int err);
+	void *op;
+	uint64_t deadline;
+	/* A mutating request of a session: only a result of apply, or a
+	 * status proving it can never execute, completes it; every other
+	 * status is retried with back-off, with the same seq. The session
+	 * layer fills these in; the transport only frees acks. */
+	bool sequenced;
+	uint64_t seq_session, seq;
+	uint64_t *acks; /* the queued acquires it acknowledges (owned) */
+	size_t n_acks;
+	unsigned retries; /* refusals in a row (EOVERLOAD, ...): the back-off */
+};
+
+/* Work the I/O thread runs without t->mu: callbacks to the application. */
+struct transport_deferred {
+	void (*fn)(struct transport_deferred *d);
+	struct transport_deferred *next;
+};
+
+/* The hook of the layer above: the I/O thread (t->mu held) got, for the
+ * sequenced request req, the answer "queued" (queued) or a result of
+ * apply. */
+struct transport_hooks {
+	void (*answered)(void *arg, struct request *req, bool queued);
+	void *arg;
+};
+
+struct transport {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;         /* on CLOCK_MONOTONIC */
+	pthread_condattr_t condattr; /* CLOCK_MONOTONIC, for requests */
+	struct transport_hooks hooks;
+
+	struct conn_addr *addrs;
+	size_t n_addrs;
+	unsigned request_timeout_ms;
+	unsigned connect_timeout_ms;
+	uint64_t rng;
+	uint64_t clock_skew_ms; /* added to both clocks (tests) */
+
+	/* I/O thread */
+	pthread_t io_thread;
+	int wake_fd;
+	bool io_polling; /* the I/O thread waits in poll() and must be woken */
+	bool wake_sent;  /* ...and has been, since it went to wait */
+	bool io_stop;
+	struct inbox { /* replies read and decoded outside the lock */
+		Raftlock__Envelope **env;
+		size_t n, cap;
+		int err; /* the connection failed after these */
+	} inbox;
+	struct transport_deferred *deferred, *deferred_tail;
+	struct conn conn;
+	uint64_t conn_gen;
+	uint64_t connect_deadline;
+	size_t addr_next; /* next address to try */
+	struct conn_addr redirect;
+	bool has_redirect;
+	uint64_t reconnect_at; /* transport_mono_ms */
+	unsigned backoff_ms;
+	unsigned hops;       /* failures and redirects since a good reply */
+	bool drop_conn;      /* close after the frames in hand */
+	char *conn_text;     /* address of the current connection */
+	uint64_t owed_since; /* transport_mono_ms since which the connection
+				owes an answer and has sent nothing; 0: none owed */
+	struct {
+		uint64_t hash;  /* of an address that could not be reached */
+		uint64_t until; /* transport_mono_ms */
+	} down[4];
+	struct list reqs; /* struct request, newest first */
+	uint64_t next_id;
+};
+
+/*
+ * Sets up t from the client's options (already checked) and starts its I/O
+ * thread. Errors: RAFTLOCK_ENOMEM, RAFTLOCK_EINVAL, RAFTLOCK_EINTERNAL (t
+ * is then cleaned up). Without t->mu.
+ */
+int transport_open(struct transport *t, const struct raftlock_client_options *opts);
+
+/* Stops the I/O thread and frees everything t holds (without t->mu; no
+ * other thread may use t any more). */
+void transport_close(struct transport *t);
+
+/* Checks the options transport_open() reads; an error message is set. */
+int transport_check_options(const struct raftlock_client_options *opts);
+
+/* The client's clocks, in ms: CLOCK_MONOTONIC for timeouts and back-off,
+ * CLOCK_BOOTTIME for lease validity (clock.h), each plus the test skew.
+ * Any thread, with or without t->mu. */
+uint64_t transport_mono_ms(const struct transport *t);
+uint64_t transport_boot_ms(const struct transport *t);
+
+/* The absolute CLOCK_MONOTONIC time at which transport_mono_ms() reaches
+ * at_ms, for pthread_cond_timedwait on the client's condition variables. */
+struct timespec transport_deadline(const struct transport *t, uint64_t at_ms);
+
+/* Moves the client's time forward by ms, as if that long had passed at
+ * once, and wakes every thread of the client so that each looks at the
+ * new time (tests; t->mu not held). */
+void transport_clock_advance(struct transport *t, uint64_t ms);
+
+/* Whether req went out on the connection that is open now (t->mu held). */
+bool transport_sent_here(const struct transport *t, const struct request *req);
+
+/* A uniformly random 64-bit number (getrandom, else the client's
+ * generator). Call with t->mu held when t is not NULL. */
+uint64_t transport_random(struct transport *t);
+
+/*
+ * Encodes env (its id is set here) and adds it to the table; the I/O thread
+ * sends it. t->mu must be held. *out stays owned by the client: end it with
+ * transport_take(). Errors: RAFTLOCK_ENOMEM, RAFTLOCK_ETOOBIG.
+ */
+int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_push,
+		     struct request **out);
+
+/* Makes a submitted request asynchronous (t->mu held): see struct request. */
+void transport_on_done(struct transport *t, struct request *req,
+		       void (*on_done)(struct transport *t, struct request *req, int err), void *op,
+		       unsigned timeout_ms);
+
+/* Queues d to run on the I/O thread without t->mu (t->mu held). */
+void transport_defer(struct transport *t, struct transport_deferred *d);
+
+/* Wakes every waiter: those of t->cond and each request's own (t->mu
+ * held), when a session is lost or closes. */
+void transport_wake_all(struct transport *t);
+
+/* Completion of req wakes every waiter of t->cond from now on (t->mu
+ * held): for requests a background thread or a blocking acquire watches. */
+void transport_watch(struct transport *t, struct request *req);
+
+/* Waits, with t->mu held, until req is done or CLOCK_MONOTONIC passes
+ * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,
+ * ECONNECTION, EUNAVAILABLE). */
+int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
+
+/* Removes req from the table and frees it; its reply (NULL unless done) is
+ * handed to the caller through *reply if not NULL, else freed. t->mu held. */
+void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply);
+
+/* req went unanswered for longer than a healthy node takes: if it was
+ * sent on the current connection, the I/O thread drops that connection,
+ * avoids that node for a while, and sends everything again elsewhere (a
+ * paused or cut-off node keeps its TCP connections open). t->mu held. */
+void transport_suspect(struct transport *t, struct request *req);
+
+/* Makes the I/O thread send req again (to learn a recorded outcome). */
+void transport_resend(struct transport *t, struct request *req);
+
+/*
+ * submit + wait + take, with t->mu held. On 0, *reply is a RESPONSE
+ * envelope (owned by the caller) whose status may still be an error that
+ * the I/O thread does not retry (EINVAL, EPROTO, ...).
+ */
+int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+		   Raftlock__Envelope **reply);
+
+/* The envelope's response, as a code: the response status, or 0. */
+static inline int transport_reply_status(const Raftlock__Envelope *reply)
+{
+	return reply->response->status;
+}
+
+#endif
