@@ -279,6 +279,7 @@ static void *keepalive_main(void *arg)
 		uint64_t at = keepalive_wake_at(k, &f, interval);
 		if (at > transport_mono_ms(t)) {
 			struct timespec ts = transport_deadline(t, at);
+			k->epoch = t->clock_epoch;
 			pthread_cond_timedwait(&t->cond, &t->mu, &ts);
 		}
 	}

@@ -629,6 +629,7 @@ static void *io_main(void *arg)
 		int timeout = io_poll_timeout(t, now);
 		nfds_t n = t->conn.fd >= 0 ? 2 : 1;
 		t->io_polling = true;
+		t->io_epoch = t->clock_epoch;
 		pthread_mutex_unlock(&t->mu);
 		int pr = poll(p, n, timeout);
 		if (pr > 0 && n == 2 && t->conn.state == CONN_OPEN &&
@@ -657,24 +658,45 @@ static void *io_main(void *arg)
 
 uint64_t transport_mono_ms(const struct transport *t)
 {
-	return clock_mono_ms() + __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+	uint64_t skew = __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&t->clock_frozen, __ATOMIC_ACQUIRE))
+		return t->frozen_mono_ms + skew;
+	return clock_mono_ms() + skew;
 }
 
 uint64_t transport_boot_ms(const struct transport *t)
 {
-	return clock_boot_ms() + __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+	uint64_t skew = __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&t->clock_frozen, __ATOMIC_ACQUIRE))
+		return t->frozen_boot_ms + skew;
+	return clock_boot_ms() + skew;
 }
 
+/* As long from now, on the real clock, as at_ms is ahead of the client's:
+ * a stopped clock's waiter wakes after that long, finds its time not yet
+ * come and waits again, until transport_clock_advance() wakes it. */
 struct timespec transport_deadline(const struct transport *t, uint64_t at_ms)
 {
-	uint64_t skew = __atomic_load_n(&t->clock_skew_ms, __ATOMIC_RELAXED);
-	return clock_mono_deadline(at_ms > skew ? at_ms - skew : 0);
+	uint64_t now = transport_mono_ms(t), real = clock_mono_ms();
+	return clock_mono_deadline(at_ms > now ? real + (at_ms - now) : real);
+}
+
+void transport_clock_freeze(struct transport *t)
+{
+	pthread_mutex_lock(&t->mu);
+	if (!t->clock_frozen) {
+		t->frozen_mono_ms = clock_mono_ms();
+		t->frozen_boot_ms = clock_boot_ms();
+		__atomic_store_n(&t->clock_frozen, true, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&t->mu);
 }
 
 void transport_clock_advance(struct transport *t, uint64_t ms)
 {
 	pthread_mutex_lock(&t->mu);
 	__atomic_add_fetch(&t->clock_skew_ms, ms, __ATOMIC_RELAXED);
+	t->clock_epoch++;
 	transport_wake_all(t);
 	transport_wake_io(t);
 	pthread_mutex_unlock(&t->mu);

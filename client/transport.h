@@ -22,8 +22,9 @@
  *
  * Time: every layer reads the clocks through transport_mono_ms() and
  * transport_boot_ms() and turns deadlines into waits with
- * transport_deadline(), so that a test can move a client's time forward
- * (transport_clock_advance) instead of sleeping.
+ * transport_deadline(), so that a test can stop a client's clocks
+ * (transport_clock_freeze) and move them by hand (transport_clock_advance)
+ * instead of sleeping.
  */
 #ifndef RAFTLOCK_TRANSPORT_H
 #define RAFTLOCK_TRANSPORT_H
@@ -106,7 +107,14 @@ struct transport {
 	unsigned request_timeout_ms;
 	unsigned connect_timeout_ms;
 	uint64_t rng;
-	uint64_t clock_skew_ms; /* added to both clocks (tests) */
+	/* Tests: a clock that stands still (clock_frozen: both clocks are
+	 * their value at the freeze plus clock_skew_ms) or runs ahead of the
+	 * real one by clock_skew_ms; clock_epoch counts the steps, io_epoch is
+	 * the last one the I/O thread looked at before it went to wait. */
+	bool clock_frozen;
+	uint64_t frozen_mono_ms, frozen_boot_ms;
+	uint64_t clock_skew_ms;
+	uint64_t clock_epoch, io_epoch;
 
 	/* I/O thread */
 	pthread_t io_thread;
@@ -165,9 +173,13 @@ uint64_t transport_boot_ms(const struct transport *t);
  * at_ms, for pthread_cond_timedwait on the client's condition variables. */
 struct timespec transport_deadline(const struct transport *t, uint64_t at_ms);
 
+/* Tests: from now on the client's clocks stand still except when
+ * transport_clock_advance() moves them (t->mu not held). */
+void transport_clock_freeze(struct transport *t);
+
 /* Moves the client's time forward by ms, as if that long had passed at
- * once, and wakes every thread of the client so that each looks at the
- * new time (tests; t->mu not held). */
+ * once, counts a step (clock_epoch) and wakes every thread of the client
+ * so that each looks at the new time (tests; t->mu not held). */
 void transport_clock_advance(struct transport *t, uint64_t ms);
 
 /* Whether req went out on the connection that is open now (t->mu held). */

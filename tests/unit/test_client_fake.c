@@ -13,10 +13,12 @@
 
 #include <cmocka.h>
 
+#include "client.h"
 #include "client_fakeserver.h"
 #include "clock.h"
 #include "keepalive.h"
 #include "raftlock.h"
+#include "session.h"
 
 /* ------------------------------------------------------------ helpers -- */
 
@@ -48,6 +50,85 @@ static void rig_up(struct rig *r, const char *name, unsigned timeout_ms,
 {
 	r->f = fake_start(FAKE_LEADER);
 	r->c = client_for(r->f->addr, timeout_ms);
+	assert_int_equal(raftlock_session_open(r->c, so, &r->s), 0);
+	assert_int_equal(raftlock_lock_new(r->s, name, NULL, &r->l), 0);
+}
+
+/* ------------------------------------------------------ a stopped clock --
+ * The tests of time stop the client's clocks (transport_clock_freeze) and
+ * move them by hand: what the client does at each instant is then exact,
+ * whatever the machine's load, and no test sleeps through a TTL. */
+
+static uint64_t clock_now(raftlock_client *c)
+{
+	return transport_boot_ms(&c->t);
+}
+
+/* An answer the client still waits for gets this long (real time) before
+ * the clock moves on: a silent fake never answers. */
+#define CLOCK_ANSWER_WAIT_MS 30
+
+enum clock_state { CLOCK_BUSY, CLOCK_UNANSWERED, CLOCK_SETTLED };
+
+/* CLOCK_BUSY until the I/O and keepalive threads have looked at the last
+ * step and wait, and every answer that came is taken in; then
+ * CLOCK_UNANSWERED while a request sent on the connection awaits one. */
+static enum clock_state clock_state(raftlock_client *c)
+{
+	struct transport *t = &c->t;
+	enum clock_state st = CLOCK_SETTLED;
+	pthread_mutex_lock(&t->mu);
+	if (t->io_epoch != t->clock_epoch || c->ka.epoch != t->clock_epoch)
+		st = CLOCK_BUSY;
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link) {
+		if (r->done && r->wake == &t->cond)
+			st = CLOCK_BUSY; /* answered, not yet taken in */
+		else if (!r->done && transport_sent_here(t, r) && st == CLOCK_SETTLED)
+			st = CLOCK_UNANSWERED;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return st;
+}
+
+/* Moves c's stopped clock ms forward, then waits (on the real clock) until
+ * the client has done what is due at the new time. */
+static void clock_step(raftlock_client *c, uint64_t ms)
+{
+	transport_clock_advance(&c->t, ms);
+	uint64_t start = clock_mono_ms(), unanswered = 0;
+	for (;;) {
+		enum clock_state st = clock_state(c);
+		uint64_t now = clock_mono_ms();
+		assert_true(now - start < 5000); /* the client is stuck */
+		if (st == CLOCK_SETTLED)
+			return;
+		if (st == CLOCK_UNANSWERED) {
+			if (unanswered == 0)
+				unanswered = now;
+			if (now - unanswered >= CLOCK_ANSWER_WAIT_MS)
+				return;
+		} else {
+			unanswered = 0;
+		}
+		sleep_ms(1);
+	}
+}
+
+/* ms of the client's time, in steps of at most step ms. */
+static void clock_run(raftlock_client *c, uint64_t ms, uint64_t step)
+{
+	for (uint64_t done = 0; done < ms; done += step)
+		clock_step(c, ms - done < step ? ms - done : step);
+}
+
+/* rig_up() with the client's clocks stopped before the session opens. */
+static void rig_up_stopped(struct rig *r, const char *name, unsigned timeout_ms,
+			   const struct raftlock_session_options *so)
+{
+	r->f = fake_start(FAKE_LEADER);
+	r->c = client_for(r->f->addr, timeout_ms);
+	transport_clock_freeze(&r->c->t);
 	assert_int_equal(raftlock_session_open(r->c, so, &r->s), 0);
 	assert_int_equal(raftlock_lock_new(r->s, name, NULL, &r->l), 0);
 }
@@ -456,7 +537,7 @@ struct events_seen {
 	pthread_mutex_t mu;
 	int ev[16];
 	int reason[16];
-	uint64_t at[16];    /* raftlock_now_ms() when it ran */
+	uint64_t at[16];    /* the client's boot clock when it ran */
 	uint64_t valid[16]; /* valid_until then */
 	int n;
 };
@@ -469,7 +550,7 @@ static void on_event(raftlock_session *s, enum raftlock_session_event ev, int re
 	if (e->n < 16) {
 		e->ev[e->n] = ev;
 		e->reason[e->n] = reason;
-		e->at[e->n] = raftlock_now_ms();
+		e->at[e->n] = transport_boot_ms(s->t);
 		e->valid[e->n] = v;
 		e->n++;
 	}
@@ -484,15 +565,10 @@ static int events_count(struct events_seen *e)
 	return n;
 }
 
-static void events_wait(struct events_seen *e, int n, unsigned max_ms)
-{
-	for (unsigned i = 0; i < max_ms / 10 && events_count(e) < n; i++)
-		sleep_ms(10);
-}
-
 /* Validity runs out while keepalives go unanswered: the session is in
- * jeopardy (not valid, not lost, still renewed); the first acknowledged
- * keepalive makes it valid again, from that keepalive's send time. */
+ * jeopardy (not valid, not lost, still renewed) from the first instant its
+ * validity ends; the first acknowledged keepalive makes it valid again,
+ * from that keepalive's send time. */
 static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
 {
 	(void)state;
@@ -504,39 +580,49 @@ static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
 					      .on_lost_arg = &seen,
 					      .on_event = on_event,
 					      .on_event_arg = &ev};
-	rig_up(&r, "x", 3000, &so);
-	sleep_ms(500);
+	rig_up_stopped(&r, "x", 3000, &so);
+	uint64_t t0 = clock_now(r.c);
+	assert_int_equal(raftlock_session_valid_until(r.s), session_validity_ms(t0, 1000));
+	/* a keepalive is due every 333 ms: the one sent at 400 is answered */
+	clock_run(r.c, 500, 100);
+	assert_int_equal(fake_count(r.f, KEEPALIVE), 1);
+	assert_int_equal(raftlock_session_valid_until(r.s), session_validity_ms(t0 + 400, 1000));
 	assert_true(raftlock_session_valid(r.s));
+
 	FAKE_SET(r.f, keepalive_silent, true);
 	uint64_t last_valid = raftlock_session_valid_until(r.s);
-	events_wait(&ev, 1, 3000);
+	clock_run(r.c, last_valid - 1 - clock_now(r.c), 100);
+	assert_true(raftlock_session_valid(r.s));
+	assert_int_equal(events_count(&ev), 0);
+	clock_step(r.c, 1);
 	assert_int_equal(events_count(&ev), 1);
 	assert_int_equal(ev.ev[0], RAFTLOCK_SESSION_JEOPARDY);
 	assert_int_equal(ev.reason[0], RAFTLOCK_ETIMEDOUT);
-	assert_true(ev.at[0] >= last_valid);
+	assert_int_equal(ev.at[0], last_valid);
 	assert_int_equal(ev.valid[0], last_valid);
 	assert_false(raftlock_session_valid(r.s));
 	assert_int_equal(raftlock_session_valid_until(r.s), last_valid);
 	/* still renewed, and the handle still works */
 	int sent = fake_count(r.f, KEEPALIVE);
-	sleep_ms(800);
-	assert_true(fake_count(r.f, KEEPALIVE) > sent);
+	clock_run(r.c, 800, 100);
+	assert_true(fake_count(r.f, KEEPALIVE) >= sent + 2);
 	assert_int_equal(lost_calls(&seen), 0);
 	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
 
 	/* answers resume (a failover ended): valid again, told so */
-	uint64_t resumed = raftlock_now_ms();
+	uint64_t resumed = clock_now(r.c);
 	FAKE_SET(r.f, keepalive_silent, false);
-	events_wait(&ev, 2, 2000);
+	clock_run(r.c, 400, 100);
 	assert_int_equal(events_count(&ev), 2);
 	assert_int_equal(ev.ev[1], RAFTLOCK_SESSION_SAFE);
 	assert_int_equal(ev.reason[1], 0);
 	assert_true(ev.valid[1] > ev.at[1]);
 	assert_true(raftlock_session_valid(r.s));
-	/* from a keepalive sent after the answers resumed, or before */
-	assert_true(raftlock_session_valid_until(r.s) <= raftlock_now_ms() + 1000);
+	/* from a keepalive of the last two rounds: sent after the answers
+	 * resumed, or re-sent then */
+	assert_true(raftlock_session_valid_until(r.s) <= session_validity_ms(clock_now(r.c), 1000));
 	assert_true(raftlock_session_valid_until(r.s) > resumed);
-	sleep_ms(700);
+	clock_run(r.c, 700, 100);
 	assert_true(raftlock_session_valid(r.s));
 	assert_int_equal(lost_calls(&seen), 0);
 	assert_int_equal(events_count(&ev), 2);
@@ -545,8 +631,8 @@ static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
 	rig_down(&r);
 }
 
-/* A session in jeopardy is lost when its grace period passes without an
- * acknowledgement; a lost session stays lost. */
+/* A session in jeopardy is lost at the first instant its grace period has
+ * passed without an acknowledgement; a lost session stays lost. */
 static void test_silent_keepalives_lose_the_session(void **state)
 {
 	(void)state;
@@ -559,36 +645,38 @@ static void test_silent_keepalives_lose_the_session(void **state)
 					      .grace_ms = 600,
 					      .on_event = on_event,
 					      .on_event_arg = &ev};
-	uint64_t t0 = raftlock_now_ms();
-	rig_up(&r, "x", 3000, &so);
+	rig_up_stopped(&r, "x", 3000, &so);
+	uint64_t t0 = clock_now(r.c);
 	uint64_t v0 = raftlock_session_valid_until(r.s);
-	assert_true(v0 >= t0 + 1000 - 60 && v0 <= raftlock_now_ms() + 1000 - 60);
-	/* answered keepalives carry it past its first TTL */
-	sleep_ms(1300);
+	assert_int_equal(v0, session_validity_ms(t0, 1000));
+	/* answered keepalives (at 400, 800, 1200) carry it past its first TTL */
+	clock_run(r.c, 1300, 100);
 	assert_true(raftlock_session_valid(r.s));
-	assert_true(raftlock_session_valid_until(r.s) > v0 + 300);
-	assert_true(fake_count(r.f, KEEPALIVE) >= 3);
+	assert_int_equal(raftlock_session_valid_until(r.s), session_validity_ms(t0 + 1200, 1000));
+	assert_int_equal(fake_count(r.f, KEEPALIVE), 3);
 	assert_int_equal(lost_calls(&seen), 0);
 	assert_int_equal(events_count(&ev), 0);
 
 	FAKE_SET(r.f, keepalive_silent, true);
 	uint64_t last_valid = raftlock_session_valid_until(r.s);
-	lost_wait(&seen, 4000);
+	clock_run(r.c, last_valid + 600 - 1 - clock_now(r.c), 100);
+	assert_int_equal(lost_calls(&seen), 0);
+	assert_int_equal(events_count(&ev), 1);
+	assert_int_equal(ev.ev[0], RAFTLOCK_SESSION_JEOPARDY);
+	clock_step(r.c, 1);
 	assert_int_equal(lost_calls(&seen), 1);
-	assert_true(raftlock_now_ms() >= last_valid + 600);
 	assert_ptr_equal(seen.session, r.s);
 	assert_int_equal(seen.reason, RAFTLOCK_ETIMEDOUT);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	assert_false(raftlock_session_valid(r.s));
 	assert_int_equal(events_count(&ev), 2);
-	assert_int_equal(ev.ev[0], RAFTLOCK_SESSION_JEOPARDY);
 	assert_int_equal(ev.ev[1], RAFTLOCK_SESSION_LOST);
 	assert_int_equal(ev.reason[1], RAFTLOCK_ETIMEDOUT);
-	assert_true(ev.at[1] >= last_valid + 600);
+	assert_int_equal(ev.at[1], last_valid + 600);
 
 	/* answers resume: a lost session stays lost, the callbacks ran once */
 	FAKE_SET(r.f, keepalive_silent, false);
-	sleep_ms(600);
+	clock_run(r.c, 600, 100);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	assert_int_equal(lost_calls(&seen), 1);
 	assert_int_equal(events_count(&ev), 2);
@@ -614,6 +702,7 @@ static void test_paused_leader_is_left(void **state)
 		.addresses = addrs, .n_addresses = 2, .request_timeout_ms = 3000};
 	raftlock_client *c;
 	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	transport_clock_freeze(&c->t);
 	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct raftlock_session_options so = {
 		.ttl_ms = 1500, .on_lost = on_lost, .on_lost_arg = &seen};
@@ -623,10 +712,13 @@ static void test_paused_leader_is_left(void **state)
 	FAKE_SET(a, keepalive_silent, true);
 	FAKE_SET(b, next_session, 0);
 	FAKE_SET(b, role, FAKE_LEADER);
-	sleep_ms(2500);
+	uint64_t t0 = clock_now(c);
+	clock_run(c, 2500, 100);
 	assert_int_equal(lost_calls(&seen), 0);
 	assert_true(raftlock_session_valid(s));
 	assert_true(fake_count(b, KEEPALIVE) >= 2);
+	/* renewed by b: from a keepalive sent within the last round or two */
+	assert_true(raftlock_session_valid_until(s) >= session_validity_ms(t0 + 1500, 1500));
 	raftlock_client_close(c);
 	fake_stop(a);
 	fake_stop(b);
