@@ -7,6 +7,16 @@
 
 static _Thread_local const struct transport *errmsg_owner;
 static _Thread_local char errmsg_text[ERRMSG_SIZE];
+static _Thread_local const struct transport *errmsg_note_owner;
+static _Thread_local int errmsg_note_code;
+static _Thread_local char errmsg_note_text[ERRMSG_SIZE / 2];
+
+void errmsg_note(const struct transport *client, int code, const char *detail)
+{
+	snprintf(errmsg_note_text, sizeof errmsg_note_text, "%s", detail);
+	errmsg_note_owner = client;
+	errmsg_note_code = code;
+}
 
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 {
@@ -15,10 +25,14 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
 	va_start(ap, fmt);
 	vsnprintf(context, sizeof context, fmt, ap);
 	va_end(ap);
-	if (detail != NULL && detail[0] != '\0')
-		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
-			 raftlock_strerror(code), detail);
-	else
+	if ((detail == NULL || detail[0] == '\0') && errmsg_note_code == code && code != 0 &&
+	    errmsg_note_owner == client)
+		detail = errmsg_note_text;
+	if (detail != NULL && detail[0] != '\0') {
+		int n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
+				 raftlock_strerror(code), detail);
+		(void)n; /* a long detail is cut short */
+	} else
 		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
 			 raftlock_strerror(code));
 	errmsg_owner = client;
