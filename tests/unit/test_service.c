@@ -154,9 +154,9 @@ static int setup(void **state)
 	f->node.cfg = &f->cfg;
 	cluster_clock_init(&f->node.clock, &f->tb);
 	leases_init(&f->leases, &f->tb, &f->node, 20);
-	assert_int_equal(
-		service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases, err, sizeof err),
-		0);
+	assert_int_equal(service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases, NULL, err,
+				       sizeof err),
+			 0);
 	f->sock = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_port = htons((uint16_t)port),
