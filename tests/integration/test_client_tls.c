@@ -336,6 +336,17 @@ static void bad_settings(void **state)
 	expect_start("client port mutual TLS", 0,
 		     (const char *[]){"--client-tls", "mutual", "--client-tls-cert", cert,
 				      "--client-tls-key", key, "--client-tls-ca", ca, NULL});
+	/* The same keys in a config file. */
+	char conf[400];
+	snprintf(conf, sizeof conf, "%s/node.conf", dir);
+	FILE *f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"client-tls = server\nclient-tls-cert = %s\nclient-tls-key = %s\n"
+		"client-tls-ca = %s\ntls-handshake-timeout-ms = 2500\n",
+		cert, key, ca);
+	fclose(f);
+	expect_start("client port TLS", 0, (const char *[]){"--config", conf, NULL});
 	/* Issue 11, item 4: metrics on loopback unless said otherwise. */
 	expect_start("not a loopback address", 2,
 		     (const char *[]){"--metrics-address", "0.0.0.0:9464", NULL});
