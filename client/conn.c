@@ -122,9 +122,6 @@ static int conn_tls_asked(SSL *ssl, void *arg)
 	return 1; /* go on, with the certificate of the context if any */
 }
 
-static void conn_tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
-			 SSL *ssl, void *arg);
-
 /* A new SSL object of c on fd, expecting the peer to be host. */
 static int conn_tls_new(struct conn *c, int fd, const struct conn_tls *tls, const char *host)
 {
@@ -142,16 +139,12 @@ static int conn_tls_new(struct conn *c, int fd, const struct conn_tls *tls, cons
 		goto err;
 	SSL_set_connect_state(ssl);
 	SSL_set_cert_cb(ssl, conn_tls_asked, c);
-	SSL_set_msg_callback(ssl, conn_tls_msg);
-	SSL_set_msg_callback_arg(ssl, c);
 	c->ssl = ssl;
 	c->tls_rd = POLLIN;
 	c->tls_wr = POLLOUT;
 	c->tls_spoke = false;
 	c->tls_failed = false;
 	c->tls_asked = false;
-	c->tls_ticket = false;
-	c->tls_confirming = false;
 	return 0;
 err:
 	BIO_free(bio);
@@ -160,11 +153,22 @@ err:
 	return RAFTLOCK_ENOMEM;
 }
 
-/* Whether the node asked for a client certificate and got none: it then
- * refuses the connection, after the handshake in TLS 1.3. */
-static bool conn_tls_uncertified(const struct conn *c)
+/*
+ * Why a node that cut the connection off without a word (or with its word
+ * lost) did so. A node refusing the client's certificate does it after
+ * a TLS 1.3 handshake, and its alert may be lost if it closes with our
+ * first request unread (the reset that sends overtakes it). NULL: no
+ * telling (then it is a network failure).
+ */
+static const char *conn_tls_cut(const struct conn *c)
 {
-	return c->tls_asked && SSL_get_certificate(c->ssl) == NULL;
+	if (!c->tls_asked)
+		return c->state == CONN_HANDSHAKE ? "the node does not speak TLS on this port"
+						  : NULL;
+	if (SSL_get_certificate(c->ssl) == NULL)
+		return "the node requires a client certificate";
+	return "the node does not accept the client certificate (it asked for one, then closed "
+	       "the connection)";
 }
 
 /* The reason of a failed TLS call, in plain words where OpenSSL's are
@@ -197,13 +201,10 @@ static void conn_tls_why(struct conn *c)
 	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
 	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE: what = "the node refused the handshake"; break;
 	case SSL_R_WRONG_VERSION_NUMBER:
-	case SSL_R_PACKET_LENGTH_TOO_LONG:
+	case SSL_R_PACKET_LENGTH_TOO_LONG: what = "the node does not speak TLS on this port"; break;
 	case SSL_R_UNEXPECTED_EOF_WHILE_READING:
-		if (conn_tls_uncertified(c))
-			what = "the node requires a client certificate";
-		else if (c->state == CONN_HANDSHAKE)
-			what = "the node does not speak TLS on this port";
-		else
+		what = conn_tls_cut(c);
+		if (what == NULL)
 			what = "the node closed the connection after the handshake";
 		break;
 	}
@@ -217,8 +218,8 @@ static void conn_tls_why(struct conn *c)
 /* Maps the result r of a failed SSL call: 0 when it must wait (*wants:
  * the events it waits for), else the error. A failure before the node
  * sent any application data is a refusal (RAFTLOCK_ETLS) when OpenSSL
- * says why, or when the node asked for a client certificate and got none
- * (then it may just reset the connection, losing its alert). */
+ * says why, or when the node had asked for a client certificate (see
+ * conn_tls_cut). */
 static int conn_tls_result(struct conn *c, int r, short *wants)
 {
 	int saved = errno;
@@ -235,10 +236,9 @@ static int conn_tls_result(struct conn *c, int r, short *wants)
 		return RAFTLOCK_ETLS;
 	}
 	ERR_clear_error();
-	if (early && conn_tls_uncertified(c)) {
-		snprintf(c->why, sizeof c->why,
-			 "the node requires a client certificate (it asked for one and closed "
-			 "the connection)");
+	const char *cut = early && c->tls_asked ? conn_tls_cut(c) : NULL;
+	if (cut != NULL) {
+		snprintf(c->why, sizeof c->why, "%s", cut);
 		return RAFTLOCK_ETLS;
 	}
 	if (e == SSL_ERROR_SYSCALL && (saved == ENOMEM || saved == ENOBUFS))
@@ -246,60 +246,15 @@ static int conn_tls_result(struct conn *c, int r, short *wants)
 	return RAFTLOCK_ECONNECTION; /* also SSL_ERROR_ZERO_RETURN: closed by the peer */
 }
 
-/* Notes the node's session tickets: see conn_handshake(). */
-static void conn_tls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
-			 SSL *ssl, void *arg)
-{
-	(void)version;
-	(void)ssl;
-	if (!write_p && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
-	    ((const uint8_t *)buf)[0] == SSL3_MT_NEWSESSION_TICKET)
-		((struct conn *)arg)->tls_ticket = true;
-}
-
-static int conn_tls_open(struct conn *c)
-{
-	c->state = CONN_OPEN;
-	c->tls_confirming = false;
-	c->tls_wr = POLLOUT;
-	return 0;
-}
-
-/*
- * TLS 1.3 ends the client's side of the handshake before the node has
- * checked the client's certificate: a node that refuses it says so in an
- * alert afterwards, one that accepts it sends its session tickets. So
- * when the node asked for a certificate, the connection opens only at its
- * first word: a request sent earlier would be unread when a refusing node
- * closes, and the reset that close sends could overtake its alert.
- */
 int conn_handshake(struct conn *c)
 {
 	ERR_clear_error();
-	if (!c->tls_confirming) {
-		int r = SSL_do_handshake(c->ssl);
-		if (r != 1)
-			return conn_tls_result(c, r, &c->tls_wr);
-		if (SSL_version(c->ssl) != TLS1_3_VERSION || !c->tls_asked || c->tls_ticket)
-			return conn_tls_open(c);
-		c->tls_confirming = true;
-	}
-	uint8_t buf[4096];
-	int r = SSL_read(c->ssl, buf, sizeof buf);
-	if (r > 0) { /* not expected before a request; kept all the same */
-		c->tls_spoke = true;
-		int rv = frame_reader_feed(&c->reader, buf, (size_t)r);
-		return rv != 0 ? rv : conn_tls_open(c);
-	}
-	int rv = conn_tls_result(c, r, &c->tls_wr);
-	if (rv == 0 && c->tls_ticket)
-		return conn_tls_open(c);
-	return rv;
-}
-
-void conn_confirm_skip(struct conn *c)
-{
-	conn_tls_open(c);
+	int r = SSL_do_handshake(c->ssl);
+	if (r != 1)
+		return conn_tls_result(c, r, &c->tls_wr);
+	c->state = CONN_OPEN;
+	c->tls_wr = POLLOUT;
+	return 0;
 }
 
 /* Over TLS: conn_read() of what OpenSSL decrypts. */

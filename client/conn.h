@@ -79,9 +79,6 @@ struct conn {
 	bool tls_spoke;         /* the peer sent application data */
 	bool tls_failed;        /* a fatal TLS error: no close_notify */
 	bool tls_asked;         /* the peer asked for a client certificate */
-	bool tls_ticket;        /* the peer sent a TLS 1.3 session ticket */
-	bool tls_confirming;    /* handshake done, waiting for the peer's
-				   word on our certificate (conn_handshake) */
 	char why[CONN_WHY_MAX]; /* the reason of RAFTLOCK_ETLS */
 };
 
@@ -99,19 +96,8 @@ int conn_finish_connect(struct conn *c);
 
 /* Takes the TLS handshake one step further after its events polled ready.
  * 0: OPEN, or still HANDSHAKE. Errors: RAFTLOCK_ETLS (c->why says why),
- * RAFTLOCK_ECONNECTION. Over TLS 1.3, when the peer asked for a client
- * certificate, the handshake ends only when the peer accepts it by
- * sending a session ticket (or refuses it with an alert). */
+ * RAFTLOCK_ECONNECTION. */
 int conn_handshake(struct conn *c);
-
-/* Whether the handshake only waits for that word. A peer that sends no
- * session tickets never gives it: its owner opens the connection with
- * conn_confirm_skip() at the connect deadline instead of failing it. */
-static inline bool conn_confirming(const struct conn *c)
-{
-	return c->state == CONN_HANDSHAKE && c->tls_confirming;
-}
-void conn_confirm_skip(struct conn *c);
 
 /* Appends a whole frame (copied) to the write queue. */
 int conn_queue(struct conn *c, const uint8_t *frame, size_t n);

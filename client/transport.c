@@ -675,12 +675,8 @@ static void *io_main(void *arg)
 		if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && now >= t->reconnect_at)
 			io_connect(t);
 		if ((t->conn.state == CONN_CONNECTING || t->conn.state == CONN_HANDSHAKE) &&
-		    now >= t->connect_deadline) {
-			if (conn_confirming(&t->conn))
-				conn_confirm_skip(&t->conn); /* a node without tickets */
-			else
-				io_fail(t, true);
-		}
+		    now >= t->connect_deadline)
+			io_fail(t, true);
 		if (t->conn.state == CONN_OPEN) {
 			io_send_pending(t, now);
 			int err = conn_flush(&t->conn);
