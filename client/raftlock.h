@@ -154,8 +154,10 @@ struct raftlock_client_options {
 	 * waiting for a connection fail at once with RAFTLOCK_ETLS and
 	 * raftlock_errmsg() says which address and why ("certificate verify
 	 * failed: certificate has expired", "... hostname mismatch", "the
-	 * node requires a client certificate", ...). Later calls try again,
-	 * so a node whose certificate is fixed is used without a new client.
+	 * node requires a client certificate", ...); calls made in the
+	 * second after that fail so too without trying. Later calls try
+	 * again, so a node whose certificate is fixed is used without a new
+	 * client.
 	 */
 	bool tls;
 	const char *tls_ca_file;     /* CAs that sign the nodes' certificates */

@@ -77,6 +77,11 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 	pthread_cond_init(&r->cond, &t->condattr);
 	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
+	if (t->refused_until > transport_mono_ms(t)) {
+		/* every address refused TLS a moment ago: say so now */
+		r->last_err = RAFTLOCK_ETLS;
+		r->refused = true;
+	}
 	bool alone = list_empty(&t->reqs);
 	list_add_head(&t->reqs, &r->link);
 	if (alone)
@@ -260,7 +265,8 @@ static void io_fail(struct transport *t, bool unreachable)
  * our certificate), or we refused its certificate. That does not pass by
  * itself, so once every address has refused since the last answer, the
  * requests waiting now end their waits with RAFTLOCK_ETLS (see
- * transport_wait) and the next attempt waits CLIENT_REFUSED_MS. */
+ * transport_wait), and so do those submitted in the next
+ * CLIENT_REFUSED_MS, before the next attempt. */
 static void io_refused(struct transport *t)
 {
 	snprintf(t->tls_why, sizeof t->tls_why, "%s: %s", t->conn_text ? t->conn_text : "a node",
@@ -277,7 +283,7 @@ static void io_refused(struct transport *t)
 		r->refused = true;
 	}
 	transport_wake_all(t);
-	t->reconnect_at = transport_mono_ms(t) + CLIENT_REFUSED_MS;
+	t->reconnect_at = t->refused_until = transport_mono_ms(t) + CLIENT_REFUSED_MS;
 }
 
 /* A connection failed with rv: refused TLS, or like any network failure. */
@@ -537,6 +543,7 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	t->hops = 0;
 	t->backoff_ms = 0;
 	t->refusals = 0;
+	t->refused_until = 0;
 	r->retries = 0;
 	bool queued = result && r->wants_push && resp->result->queued;
 	if (r->sequenced && result && resp->result->status != RAFTLOCK_EUNAVAILABLE &&

@@ -16,8 +16,8 @@
  * A refused handshake is not a transient failure: when every address has
  * refused one since the last answer, the requests waiting then end their
  * waits with RAFTLOCK_ETLS (the background ones keep being sent), the
- * reason goes to the waiter's error message, and the next attempt waits
- * a second.
+ * reason goes to the waiter's error message, and for a second new
+ * requests end so too, before the next attempt.
  *
  * The transport knows nothing of sessions or locks: the layers above
  * (session.h, lock.h, client.h) call down into it, and it calls up only
@@ -89,8 +89,9 @@ struct request {
 	uint64_t *acks; /* the queued acquires it acknowledges (owned) */
 	size_t n_acks;
 	unsigned retries; /* refusals in a row (EOVERLOAD, ...): the back-off */
-	bool refused;     /* every address refused TLS since it was last sent:
-			     its waiter returns RAFTLOCK_ETLS now */
+	bool refused;     /* every address refused TLS since it was last sent
+			     (or just before it was submitted): its waiter
+			     returns RAFTLOCK_ETLS now */
 };
 
 /* Work the I/O thread runs without t->mu: callbacks to the application. */
@@ -120,6 +121,8 @@ struct transport {
 	struct conn_tls tls;             /* tls.ctx NULL: plain TCP; name and context owned */
 	char tls_why[CONN_WHY_MAX + 64]; /* the last refusal: address, reason */
 	size_t refusals;                 /* addresses that refused since an answer */
+	uint64_t refused_until;          /* transport_mono_ms: new requests end at
+					    once with RAFTLOCK_ETLS until then */
 	uint64_t rng;
 	/* Tests: a clock that stands still (clock_frozen: both clocks are
 	 * their value at the freeze plus clock_skew_ms) or runs ahead of the
