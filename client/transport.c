@@ -401,9 +401,10 @@ static void io_send_pending(struct transport *t, uint64_t now)
  * lock, and only it closes the connection. */
 static void transport_send_now(struct transport *t, struct request *r)
 {
-	if (t->conn.ssl != NULL) {
+	if (t->tls.ctx != NULL) {
 		/* OpenSSL's reads and writes of one connection must not run
-		 * at once: the I/O thread alone drives it */
+		 * at once: the I/O thread alone drives it (t->tls is set at
+		 * open; t->conn.ssl changes without t->mu) */
 		transport_wake_io(t);
 		return;
 	}
