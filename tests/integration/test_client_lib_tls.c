@@ -152,9 +152,10 @@ static void lock_over_tls(void **state)
 	raftlock_client_close(c);
 }
 
-/* Runs the CLI with args after `raftlock` (a shell line) and the TLS
- * settings in the environment; returns its exit status, stderr in err. */
-static int cli(const struct tls_as *as, const char *args, char *err, size_t errlen)
+/* Runs program with args (a shell line) and the TLS settings in the
+ * environment; returns its exit status, stderr in err. */
+static int run_as(const struct tls_as *as, const char *program, const char *args, char *err,
+		  size_t errlen)
 {
 	char errfile[400], cmd[2600];
 	snprintf(errfile, sizeof errfile, "%s/cli.err", dir);
@@ -174,7 +175,7 @@ static int cli(const struct tls_as *as, const char *args, char *err, size_t errl
 		setenv("RAFTLOCK_SERVER_NAME", as->server_name, 1);
 	else
 		unsetenv("RAFTLOCK_SERVER_NAME");
-	snprintf(cmd, sizeof cmd, "%s %s 2>%s", CLI, args, errfile);
+	snprintf(cmd, sizeof cmd, "%s %s 2>%s", program, args, errfile);
 	int st = system(cmd);
 	FILE *f = fopen(errfile, "r");
 	assert_non_null(f);
@@ -182,6 +183,11 @@ static int cli(const struct tls_as *as, const char *args, char *err, size_t errl
 	err[n] = '\0';
 	fclose(f);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int cli(const struct tls_as *as, const char *args, char *err, size_t errlen)
+{
+	return run_as(as, CLI, args, err, errlen);
 }
 
 /* Through the CLI, its settings from RAFTLOCK_CACERT, _CERT and _KEY: the
@@ -306,11 +312,41 @@ static void refusals(void **state)
 	raftlock_client_close(c);
 }
 
+/* The other programs that open clients take the same settings: an
+ * example from the environment, jepsen-worker from flags. */
+static void tools_over_tls(void **state)
+{
+	(void)state;
+	char err[2048], args[1200], out[400], text[2048];
+	int rc = run_as(&good, RAFTLOCK_BINARY_DIR "/examples/introspect", "tls/ >/dev/null", err,
+			sizeof err);
+	if (rc != 0)
+		fail_msg("examples/introspect: %d, %s", rc, err);
+	snprintf(out, sizeof out, "%s/worker.out", dir);
+	snprintf(args, sizeof args,
+		 "--id 1 --addresses %s --workload status --cacert %s --cert %s --key %s >%s",
+		 endpoints, file("certs", "ca.pem"), file("certs", "client-alice.pem"),
+		 file("certs", "client-alice.key"), out);
+	struct tls_as nothing = {.ca = "other"}; /* the flags win */
+	rc = run_as(&nothing, RAFTLOCK_BINARY_DIR "/bin/jepsen-worker", args, err, sizeof err);
+	FILE *f = fopen(out, "r");
+	assert_non_null(f);
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	if (rc != 0 || strstr(text, "\"role\":\"leader\"") == NULL || strstr(text, "error") != NULL)
+		fail_msg("jepsen-worker: %d, %s %s", rc, text, err);
+	unsetenv("RAFTLOCK_CACERT");
+	unsetenv("RAFTLOCK_CERT");
+	unsetenv("RAFTLOCK_KEY");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lock_over_tls),
 		cmocka_unit_test(cli_over_tls),
+		cmocka_unit_test(tools_over_tls),
 		cmocka_unit_test(refusals),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
