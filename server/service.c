@@ -11,6 +11,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "reads.h"
+#include "secret.h"
 #include "status.h"
 
 /* Bounds per connection: past this many requests in flight, more get
@@ -390,6 +391,65 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
+/* The refusal of a request from a client older than session secrets:
+ * EPROTO, which such a client takes as final (it would retry anything
+ * else), with a message that says what to do. */
+static void refuse_old_client(struct service *s, struct service_conn *c,
+			      const Raftlock__Envelope *env)
+{
+	char msg[200];
+	snprintf(msg, sizeof msg,
+		 "this cluster requires session secrets (client protocol %d); the client "
+		 "speaks protocol %u: upgrade the client library",
+		 WIRE_PROTOCOL_SECRETS, env->protocol);
+	send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
+}
+
+/* Rule 14: a session open brings a secret, of which the log gets only the
+ * digest (into *digest, pointed to by open->secret_digest). */
+static bool open_secret(struct service *s, struct service_conn *c, const Raftlock__Envelope *env,
+			Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
+{
+	const ProtobufCBinaryData *secret = &env->open_session->secret;
+	if (env->protocol < WIRE_PROTOCOL_SECRETS && secret->len == 0) {
+		refuse_old_client(s, c, env);
+		return false;
+	}
+	if (!secret_valid(secret)) {
+		char msg[120];
+		snprintf(msg, sizeof msg, "a session secret must be %d to %d bytes, not %zu",
+			 RAFTLOCK_SECRET_MIN, RAFTLOCK_SECRET_MAX, secret->len);
+		send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
+		return false;
+	}
+	secret_digest(secret, digest);
+	open->secret_digest.data = digest;
+	open->secret_digest.len = SECRET_DIGEST_LEN;
+	return true;
+}
+
+/* Rule 14: a mutating request acts on its session only with the session's
+ * secret. The check comes before the log, and so before the session's
+ * de-duplication table: a stranger can neither run nor settle a sequence
+ * of the session. A session this leader does not know goes on to apply,
+ * which answers ESESSION as before (a retried close learns it is done). */
+static bool mutation_allowed(struct service *s, struct service_conn *c,
+			     const Raftlock__Envelope *env, const Raftlock__Sequence *seq)
+{
+	if (env->protocol < WIRE_PROTOCOL_SECRETS && seq->secret.len == 0) {
+		refuse_old_client(s, c, env);
+		return false;
+	}
+	if (leases_check_secret(s->leases, seq->session, &seq->secret) != RAFTLOCK_EPERM)
+		return true;
+	char msg[160];
+	snprintf(msg, sizeof msg,
+		 "session %llu: the request does not carry the session's secret; nothing done",
+		 (unsigned long long)seq->session);
+	send_status(s, c, env->id, RAFTLOCK_EPERM, msg);
+	return false;
+}
+
 static void handle_mutation(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env)
 {
@@ -402,10 +462,14 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
+	uint8_t digest[SECRET_DIGEST_LEN];
 	bool pushable = false;
+	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
+	    !mutation_allowed(s, c, env, seq))
+		return;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		if (!ttl_allowed(s, c, env))
+		if (!ttl_allowed(s, c, env) || !open_secret(s, c, env, &open, digest))
 			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
@@ -520,8 +584,9 @@ static void handle_keepalive(struct service *s, struct service_conn *c,
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, &c->keepalive_budget, env->keepalive->sessions,
-				  env->keepalive->n_sessions, keepalive_done, p);
+	const Raftlock__KeepAliveRequest *ka = env->keepalive;
+	int rv = leases_keepalive(s->leases, &c->keepalive_budget, ka->sessions, ka->secrets,
+				  ka->n_secrets, ka->n_sessions, keepalive_done, p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv,
 			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "
