@@ -240,10 +240,15 @@ struct raftlock_session_options {
  * Opens a session (replicated through Raft before it returns) and starts
  * keeping it alive: a keepalive every TTL/3 from the client's keepalive
  * thread. *out is owned by the caller: free it with raftlock_session_close().
+ * The session gets a secret of RAFTLOCK_SECRET_MIN bytes from getrandom(),
+ * which the library keeps and sends with the session's every keepalive and
+ * lock request; only this process can act on the session (GUARANTEES rule
+ * 14). The secret is not shown through this API.
  * Errors: RAFTLOCK_EINVAL (ttl out of range, or below
  * RAFTLOCK_TTL_ELECTION_FACTOR times the cluster's election timeout: the
  * message names the minimum), RAFTLOCK_ETIMEDOUT,
- * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM.
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM,
+ * RAFTLOCK_EINTERNAL (the kernel gave no random bytes).
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 				       const struct raftlock_session_options *opts,
@@ -340,7 +345,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *   - 0 or an error of the lock's state (RAFTLOCK_EBUSY, RAFTLOCK_ENOTHOLDER,
  *     RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL, ...): the cluster
  *     executed the request with this result (or refused it whole, as for a
- *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG).
+ *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG;
+ *     or RAFTLOCK_EPERM: the cluster does not accept the session's secret,
+ *     as for a session opened before the cluster required secrets).
  *     RAFTLOCK_EPROTO also comes from a server older than this library's
  *     protocol, which cannot read the request's sequence number and so did
  *     not execute it: upgrade the servers before the clients.
