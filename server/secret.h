@@ -22,8 +22,7 @@
  * (RAFTLOCK_SECRET_MIN..RAFTLOCK_SECRET_MAX bytes). */
 bool secret_valid(const ProtobufCBinaryData *secret);
 
-/* out = SHA-256(secret). Aborts the server when libcrypto fails (it
- * fails only for want of memory). */
+/* out = SHA-256(secret). Aborts the server should libcrypto fail. */
 void secret_digest(const ProtobufCBinaryData *secret, uint8_t out[SECRET_DIGEST_LEN]);
 
 /*
