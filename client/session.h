@@ -7,11 +7,11 @@
  *
  * Every mutating request of a session carries (session, seq, ack_below,
  * acked, secret): the secret is the session's capability, drawn at open
- * (GUARANTEES rule 14); seq counts from 1; ack_below is the lowest seq whose outcome the
- * client does not know yet (the request's own seq if none is older), not
- * counting blocking acquires the server answered "queued": their records
- * stay on the server until the client lists them in `acked`, once it has
- * learned their final outcome (GUARANTEES rule 6). Such a seq goes on the
+ * (GUARANTEES rule 14); seq counts from 1; ack_below is the lowest seq
+ * whose outcome the client does not know yet (the request's own seq if
+ * none is older), not counting blocking acquires the server answered
+ * "queued": their records stay on the server until the client lists them
+ * in `acked`, once it has learned their final outcome (GUARANTEES rule 6). Such a seq goes on the
  * session's next mutating requests (at most SESSION_ACKS_MAX each) until
  * one that carried it has been applied. A seq whose outcome stays unknown
  * (a timeout) keeps ack_below where it is until the answer comes: the

@@ -9,12 +9,35 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <stdio.h>
+
+#include "codec.h"
 #include "log.h"
 #include "raftlock.h"
 
 bool secret_valid(const ProtobufCBinaryData *secret)
 {
 	return secret->len >= RAFTLOCK_SECRET_MIN && secret->len <= RAFTLOCK_SECRET_MAX;
+}
+
+int secret_refusal(uint32_t protocol, const ProtobufCBinaryData *secret, bool opening, char *msg,
+		   size_t len)
+{
+	if (protocol < WIRE_PROTOCOL_SECRETS && secret->len == 0) {
+		/* EPROTO: such a client takes it as final (it would retry
+		 * anything else), and reads the message. */
+		snprintf(msg, len,
+			 "this cluster requires session secrets (client protocol %d); the client "
+			 "speaks protocol %u: upgrade the client library",
+			 WIRE_PROTOCOL_SECRETS, protocol);
+		return RAFTLOCK_EPROTO;
+	}
+	if (opening && !secret_valid(secret)) {
+		snprintf(msg, len, "a session secret must be %d to %d bytes, not %zu",
+			 RAFTLOCK_SECRET_MIN, RAFTLOCK_SECRET_MAX, secret->len);
+		return RAFTLOCK_EPROTO;
+	}
+	return 0;
 }
 
 _Static_assert(SECRET_DIGEST_LEN == SHA256_DIGEST_LENGTH, "a digest is a SHA-256");

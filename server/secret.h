@@ -12,6 +12,7 @@
 #define RAFTLOCK_SECRET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -24,6 +25,17 @@ bool secret_valid(const ProtobufCBinaryData *secret);
 
 /* out = SHA-256(secret). Aborts the server should libcrypto fail. */
 void secret_digest(const ProtobufCBinaryData *secret, uint8_t out[SECRET_DIGEST_LEN]);
+
+/*
+ * The refusal, before any session is looked at, of a request framed by
+ * `protocol` that presents `secret` (a session open's when opening, else
+ * its sequence header's): RAFTLOCK_EPROTO for a sender older than client
+ * protocol 3 that brings none (msg says to upgrade the client), and for a
+ * session open whose secret is not of a valid length; 0 otherwise. msg
+ * gets at most len bytes, NUL-terminated, and never the secret.
+ */
+int secret_refusal(uint32_t protocol, const ProtobufCBinaryData *secret, bool opening, char *msg,
+		   size_t len);
 
 /*
  * Whether secret is the one whose digest is stored: false for a secret

@@ -391,63 +391,36 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
-/* The refusal of a request from a client older than session secrets:
- * EPROTO, which such a client takes as final (it would retry anything
- * else), with a message that says what to do. */
-static void refuse_old_client(struct service *s, struct service_conn *c,
-			      const Raftlock__Envelope *env)
-{
-	char msg[200];
-	snprintf(msg, sizeof msg,
-		 "this cluster requires session secrets (client protocol %d); the client "
-		 "speaks protocol %u: upgrade the client library",
-		 WIRE_PROTOCOL_SECRETS, env->protocol);
-	send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
-}
-
 /* Rule 14: a session open brings a secret, of which the log gets only the
- * digest (into *digest, pointed to by open->secret_digest). */
-static bool open_secret(struct service *s, struct service_conn *c, const Raftlock__Envelope *env,
-			Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
-{
-	const ProtobufCBinaryData *secret = &env->open_session->secret;
-	if (env->protocol < WIRE_PROTOCOL_SECRETS && secret->len == 0) {
-		refuse_old_client(s, c, env);
-		return false;
-	}
-	if (!secret_valid(secret)) {
-		char msg[120];
-		snprintf(msg, sizeof msg, "a session secret must be %d to %d bytes, not %zu",
-			 RAFTLOCK_SECRET_MIN, RAFTLOCK_SECRET_MAX, secret->len);
-		send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
-		return false;
-	}
-	secret_digest(secret, digest);
-	open->secret_digest.data = digest;
-	open->secret_digest.len = SECRET_DIGEST_LEN;
-	return true;
-}
-
-/* Rule 14: a mutating request acts on its session only with the session's
- * secret. The check comes before the log, and so before the session's
+ * digest (into digest, which open->secret_digest points to); any other
+ * mutating request acts on its session only with the session's secret.
+ * The check comes before the log, and so before the session's
  * de-duplication table: a stranger can neither run nor settle a sequence
  * of the session. A session this leader does not know goes on to apply,
  * which answers ESESSION as before (a retried close learns it is done). */
-static bool mutation_allowed(struct service *s, struct service_conn *c,
-			     const Raftlock__Envelope *env, const Raftlock__Sequence *seq)
+static bool secret_admitted(struct service *s, struct service_conn *c,
+			    const Raftlock__Envelope *env, const Raftlock__Sequence *seq,
+			    Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
 {
-	if (env->protocol < WIRE_PROTOCOL_SECRETS && seq->secret.len == 0) {
-		refuse_old_client(s, c, env);
-		return false;
-	}
-	if (leases_check_secret(s->leases, seq->session, &seq->secret) != RAFTLOCK_EPERM)
+	bool opening = env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	const ProtobufCBinaryData *secret = opening ? &env->open_session->secret : &seq->secret;
+	char msg[200];
+	int rv = secret_refusal(env->protocol, secret, opening, msg, sizeof msg);
+	if (rv == 0 && opening) {
+		secret_digest(secret, digest);
+		open->secret_digest = (ProtobufCBinaryData){SECRET_DIGEST_LEN, digest};
 		return true;
-	char msg[160];
-	snprintf(msg, sizeof msg,
-		 "session %llu: the request does not carry the session's secret; nothing done",
-		 (unsigned long long)seq->session);
-	send_status(s, c, env->id, RAFTLOCK_EPERM, msg);
-	return false;
+	}
+	if (rv == 0 && leases_check_secret(s->leases, seq->session, secret) == RAFTLOCK_EPERM) {
+		rv = RAFTLOCK_EPERM;
+		snprintf(msg, sizeof msg,
+			 "session %llu: the request does not carry the session's secret; nothing "
+			 "done",
+			 (unsigned long long)seq->session);
+	}
+	if (rv != 0)
+		send_status(s, c, env->id, rv, msg);
+	return rv == 0;
 }
 
 static void handle_mutation(struct service *s, struct service_conn *c,
@@ -465,11 +438,11 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	uint8_t digest[SECRET_DIGEST_LEN];
 	bool pushable = false;
 	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
-	    !mutation_allowed(s, c, env, seq))
+	    !secret_admitted(s, c, env, seq, NULL, NULL))
 		return;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		if (!ttl_allowed(s, c, env) || !open_secret(s, c, env, &open, digest))
+		if (!ttl_allowed(s, c, env) || !secret_admitted(s, c, env, seq, &open, digest))
 			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
