@@ -10,6 +10,7 @@
  * stranger would. */
 #include <ftw.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -466,6 +467,42 @@ static void stranger_cannot_keep_a_session_alive(void **state)
 	close(fs);
 }
 
+/* The digests outlive a whole-cluster kill -9 (LMDB and the log, read
+ * back when a leader first checks a session): after it, a stranger is
+ * still refused and the session's own secret still works. */
+static void secret_checked_after_restart(void **state)
+{
+	(void)state;
+	int L = tcluster_leader(&cl, 10000);
+	assert_true(L >= 0);
+	int fd = raw_connect(cl.client_port[L]);
+	assert_true(fd >= 0);
+	struct secret sr = draw(), wrong = draw();
+	uint64_t R;
+	assert_int_equal(open_session(fd, 0, bin(&sr), &R), 0);
+	assert_int_equal(acquire(fd, R, 1, bin(&sr), "restarted", 1, false, NULL, NULL), 0);
+	close(fd);
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGKILL);
+	for (int i = 0; i < cl.n; i++)
+		tcluster_restart(&cl, i);
+	L = tcluster_leader(&cl, 20000);
+	assert_true(L >= 0);
+	fd = raw_connect(cl.client_port[L]);
+	assert_true(fd >= 0);
+	uint64_t ids[] = {R, R};
+	ProtobufCBinaryData secrets[] = {bin(&wrong), bin(&sr)};
+	int32_t st[2];
+	keepalive(fd, ids, secrets, 2, st);
+	assert_int_equal(st[0], RAFTLOCK_EPERM);
+	assert_int_equal(st[1], 0);
+	assert_int_equal(release(fd, R, 2, bin(&wrong), "restarted", 1, NULL), RAFTLOCK_EPERM);
+	assert_int_equal(close_session(fd, R, 2, NONE), RAFTLOCK_EPERM);
+	assert_int_equal(release(fd, R, 2, bin(&sr), "restarted", 1, NULL), 0);
+	assert_int_equal(close_session(fd, R, 3, bin(&sr)), 0);
+	close(fd);
+}
+
 /* ------------------------------------------- the secret is never shown */
 
 static char secret_hex[2 * SECRET_LEN + 1], secret_HEX[2 * SECRET_LEN + 1];
@@ -603,6 +640,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(stranger_cannot_act),
 		cmocka_unit_test(stranger_cannot_keep_a_session_alive),
+		cmocka_unit_test(secret_checked_after_restart),
 		cmocka_unit_test(secret_never_shown),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
