@@ -78,8 +78,9 @@ static void keepalive_apply(struct sessions *ss, struct keepalive *ka)
 		raftlock_session *s = session_find(ss, ka->ids[i]);
 		if (s == NULL || s->lost)
 			continue;
-		if (kr->statuses[i] == RAFTLOCK_ESESSION) {
-			session_mark_lost(s, RAFTLOCK_ESESSION);
+		if (kr->statuses[i] == RAFTLOCK_ESESSION || kr->statuses[i] == RAFTLOCK_EPERM) {
+			/* gone, or its secret refused for good (rule 14) */
+			session_mark_lost(s, kr->statuses[i]);
 			continue;
 		}
 		if (kr->statuses[i] != 0)

@@ -183,7 +183,8 @@ typedef struct raftlock_session raftlock_session;
  *             lock handles keep their state. When a keepalive is
  *             acknowledged, validity resumes from that keepalive's send
  *             time: a new valid_until, and the session is valid again.
- *   lost      for good: the cluster said the session is gone, or the grace
+ *   lost      for good: the cluster said the session is gone (or that it
+ *             does not accept the session's secret), or the grace
  *             period (raftlock_session_options.grace_ms) passed in jeopardy
  *             without any acknowledgement. valid_until is 0, calls on the
  *             session fail with RAFTLOCK_ESESSION, nothing is renewed. A
@@ -198,10 +199,10 @@ enum raftlock_session_event {
 /*
  * Called once, from the client's keepalive thread, when the session is lost
  * (see above): the server said it expired (`reason` RAFTLOCK_ESESSION), or
- * the grace period passed without an acknowledged keepalive
- * (RAFTLOCK_ETIMEDOUT). The callback must not block for long and must not
- * close the client; it may call raftlock_session_close() on other sessions
- * only.
+ * that it does not accept the session's secret (RAFTLOCK_EPERM: a session
+ * opened before the cluster required secrets), or the grace period passed
+ * without an acknowledged keepalive (RAFTLOCK_ETIMEDOUT). The callback must not block for long and
+ * must not close the client; it may call raftlock_session_close() on other sessions only.
  */
 typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, void *arg);
 

@@ -187,7 +187,7 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 	int32_t *st = calloc(n + 1, sizeof *st);
 	assert_non_null(st);
 	for (size_t i = 0; i < n; i++)
-		st[i] = f->keepalive_gone ? RAFTLOCK_ESESSION : 0;
+		st[i] = f->keepalive_gone ? RAFTLOCK_ESESSION : f->keepalive_status;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	Raftlock__KeepAliveResult kr = RAFTLOCK__KEEP_ALIVE_RESULT__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE;

@@ -59,6 +59,7 @@ struct fake {
 	bool unknown_first_acquire; /* answer EUNKNOWN once */
 	bool keepalive_silent;      /* never answer keepalives */
 	bool keepalive_gone;        /* answer ESESSION */
+	int keepalive_status;       /* else answer every id this status */
 	int keepalive_delay_ms;     /* answer keepalives this much later */
 	bool busy;                  /* try-locks: EBUSY */
 	bool ignore_acquires;       /* log acquires, never answer them */

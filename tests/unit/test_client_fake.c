@@ -814,21 +814,30 @@ static void test_validity_counts_from_the_send(void **state)
 	rig_down(&r);
 }
 
-static void test_server_says_session_gone(void **state)
+/* The cluster says the session is gone, or refuses its secret (a session
+ * opened before the cluster required secrets): lost at once, with that
+ * reason. */
+static void keepalive_answer_loses_the_session(int status)
 {
-	(void)state;
 	struct rig r;
 	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct raftlock_session_options so = {
 		.ttl_ms = 3000, .on_lost = on_lost, .on_lost_arg = &seen};
 	rig_up(&r, "x", 3000, &so);
-	FAKE_SET(r.f, keepalive_gone, true);
+	FAKE_SET(r.f, keepalive_status, status);
 	/* well before validity ends: the next keepalive (after 1 s) says so */
 	lost_wait(&seen, 2000);
 	assert_int_equal(lost_calls(&seen), 1);
-	assert_int_equal(seen.reason, RAFTLOCK_ESESSION);
+	assert_int_equal(seen.reason, status);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	rig_down(&r);
+}
+
+static void test_server_says_session_gone(void **state)
+{
+	(void)state;
+	keepalive_answer_loses_the_session(RAFTLOCK_ESESSION);
+	keepalive_answer_loses_the_session(RAFTLOCK_EPERM);
 }
 
 /* More sessions than one keepalive request may name: a round goes out as
