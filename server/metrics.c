@@ -88,6 +88,12 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);
+	counter(&t, "client_connections_refused_total",
+		"Client connections refused: their address held max-connections-per-address.",
+		m->service->admission.refused);
+	counter(&t, "client_frame_timeouts_total",
+		"Client connections cut off: a frame not completed within frame-timeout-ms.",
+		m->service->frame_timeouts);
 	const struct leases_stats *ls = &m->service->leases->stats;
 	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
 		ls->renew_commands);
