@@ -53,6 +53,7 @@ extern "C" {
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
+#define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -66,32 +67,39 @@ extern "C" {
  * Error codes. The numbers are part of the wire protocol: never renumber.
  * X(name, value, message)
  */
-#define RAFTLOCK_ERRORS(X)                                                    \
-	X(EINVAL, -1, "invalid argument")                                     \
-	X(ENOMEM, -2, "out of memory")                                        \
-	X(ETIMEDOUT, -3, "timed out")                                         \
-	X(ECONNECTION, -4, "no cluster node could be reached")                \
-	X(ENOTLEADER, -5, "this node is not the leader")                      \
-	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                \
-	X(ESESSION, -7, "the session has expired or was closed")              \
-	X(EBUSY, -8, "the lock is held by another owner")                     \
-	X(ENOTHOLDER, -9, "the caller does not hold this lock")               \
-	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")  \
-	X(EPROTO, -11, "malformed or unexpected protocol message")            \
-	X(ETOOBIG, -12, "name or message exceeds its size limit")             \
-	X(ELIMIT, -13, "a server quota was reached")                          \
-	X(EUNKNOWN, -14, "the outcome of the request is unknown")             \
-	X(ECANCELED, -15, "the request was canceled")                         \
-	X(ENOTFOUND, -16, "no such lock or session")                          \
-	X(EKIND, -17, "the lock exists with another kind or limit")           \
-	X(ESHUTDOWN, -18, "the node is shutting down")                        \
-	X(EINTERNAL, -19, "internal error")                                   \
-	X(ESTATE, -20, "the call is not valid in the object's current state") \
-	X(EIO, -21, "input/output error")                                     \
-	X(ECONFIG, -22, "invalid configuration")                              \
-	X(EDATA, -23, "damaged or foreign data directory")                    \
-	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed")
-/* RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
+#define RAFTLOCK_ERRORS(X)                                                        \
+	X(EINVAL, -1, "invalid argument")                                         \
+	X(ENOMEM, -2, "out of memory")                                            \
+	X(ETIMEDOUT, -3, "timed out")                                             \
+	X(ECONNECTION, -4, "no cluster node could be reached")                    \
+	X(ENOTLEADER, -5, "this node is not the leader")                          \
+	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                    \
+	X(ESESSION, -7, "the session has expired or was closed")                  \
+	X(EBUSY, -8, "the lock is held by another owner")                         \
+	X(ENOTHOLDER, -9, "the caller does not hold this lock")                   \
+	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")      \
+	X(EPROTO, -11, "malformed or unexpected protocol message")                \
+	X(ETOOBIG, -12, "name or message exceeds its size limit")                 \
+	X(ELIMIT, -13, "a server quota was reached")                              \
+	X(EUNKNOWN, -14, "the outcome of the request is unknown")                 \
+	X(ECANCELED, -15, "the request was canceled")                             \
+	X(ENOTFOUND, -16, "no such lock or session")                              \
+	X(EKIND, -17, "the lock exists with another kind or limit")               \
+	X(ESHUTDOWN, -18, "the node is shutting down")                            \
+	X(EINTERNAL, -19, "internal error")                                       \
+	X(ESTATE, -20, "the call is not valid in the object's current state")     \
+	X(EIO, -21, "input/output error")                                         \
+	X(ECONFIG, -22, "invalid configuration")                                  \
+	X(EDATA, -23, "damaged or foreign data directory")                        \
+	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
+	X(EPERM, -25, "permission denied: the session's secret is missing or wrong")
+/* RAFTLOCK_EPERM is also the answer, with authentication on, to a request
+ * the connection's identity has no permission for, or to a connection
+ * that has not authenticated (the message names the identity, the
+ * permission and the name): refused before the log, nothing executed; the
+ * library does not retry it.
+ *
+ * RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
  * for want of room (too many requests in flight on the connection, a
  * proposal that failed for want of memory): the library retries it with
  * back-off; a caller sees it only as the last error of a read or session
