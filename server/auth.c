@@ -55,6 +55,84 @@ void auth_denied(char *buf, size_t len, const char *identity, uint32_t perm, con
 			 auth_perm_name(perm), name);
 }
 
+/* Whether session id (if it exists) belongs to identity; *exists says
+ * whether it does. */
+static bool session_of(const struct auth_view *v, uint64_t id, const char *identity, bool *exists)
+{
+	Raftlock__SessionRecord *rec = store_get_session(v->store, v->txn, id);
+	*exists = rec != NULL;
+	bool mine = rec != NULL && strcmp(rec->identity, identity) == 0;
+	if (rec != NULL)
+		raftlock__session_record__free_unpacked(rec, NULL);
+	return mine;
+}
+
+static int need(const struct auth_view *v, const char *identity, uint32_t perm, const char *name,
+		char *msg, size_t len)
+{
+	if (auth_allows(v, identity, perm, name))
+		return 0;
+	auth_denied(msg, len, identity, perm, name);
+	return RAFTLOCK_EPERM;
+}
+
+/* A lock request of session: the session's own identity, and lock. */
+static int need_lock(const struct auth_view *v, const char *identity, uint64_t session,
+		     const char *name, char *msg, size_t len)
+{
+	bool exists;
+	if (!session_of(v, session, identity, &exists) && exists) {
+		snprintf(msg, len, "session %llu belongs to another identity than '%s'",
+			 (unsigned long long)session, identity);
+		return RAFTLOCK_EPERM;
+	}
+	return need(v, identity, AUTH_LOCK, name, msg, len);
+}
+
+int auth_check_request(const struct auth_view *v, const char *identity,
+		       const Raftlock__Envelope *env, uint64_t session, char *msg, size_t len)
+{
+	if (identity == NULL || identity[0] == '\0') {
+		auth_denied(msg, len, identity, 0, "");
+		return RAFTLOCK_EPERM;
+	}
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		return need_lock(v, identity, session, env->acquire->acquire->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+		return need_lock(v, identity, session, env->release->release->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		return need_lock(v, identity, session, env->cancel_wait->cancel->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: {
+		bool exists;
+		if (session_of(v, session, identity, &exists) || !exists ||
+		    auth_allows(v, identity, AUTH_ADMIN, ""))
+			return 0;
+		snprintf(msg, len,
+			 "session %llu belongs to another identity: closing it takes 'admin' "
+			 "on every name, which '%s' has not",
+			 (unsigned long long)session, identity);
+		return RAFTLOCK_EPERM;
+	}
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
+		return need(v, identity, AUTH_READ, env->get_lock->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+		return need(v, identity, AUTH_READ, env->check_token->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
+		return need(v, identity, AUTH_ADMIN, env->acl_set->rule->prefix, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
+		return need(v, identity, AUTH_ADMIN, env->acl_delete->rule->prefix, msg, len);
+	default: return 0;
+	}
+}
+
+bool auth_sees_session(const struct auth_view *v, const char *identity,
+		       const Raftlock__SessionRecord *rec)
+{
+	return (identity != NULL && identity[0] != '\0' && strcmp(rec->identity, identity) == 0) ||
+	       auth_allows(v, identity, AUTH_READ, "");
+}
+
 /* ----------------------------------------------------------- tokens -- */
 
 static void sha256(const void *data, size_t len, uint8_t out[AUTH_DIGEST_SIZE])

@@ -61,6 +61,31 @@ const char *auth_perm_name(uint32_t perm);
  * "... on every name" for ""). */
 void auth_denied(char *buf, size_t len, const char *identity, uint32_t perm, const char *name);
 
+/*
+ * Whether identity may send env (a request other than STATUS and
+ * AUTHENTICATE), at the node that serves it, before anything is proposed
+ * or read. session is the session a mutation names (its sequence header),
+ * 0 for the others. The rules:
+ *   - without an identity nothing is allowed;
+ *   - OPEN_SESSION, KEEPALIVE, LIST_LOCKS, LIST_SESSIONS, ACL_LIST: any
+ *     identity (listings are filtered: reads.h);
+ *   - ACQUIRE, RELEASE, CANCEL_WAIT: the session was opened by identity,
+ *     and identity has lock on the name;
+ *   - CLOSE_SESSION: the session was opened by identity, or identity has
+ *     admin on every name ("");
+ *   - GET_LOCK, CHECK_TOKEN: read on the name;
+ *   - ACL_SET, ACL_DELETE: admin on the rule's prefix.
+ * A session that does not exist passes (the state machine answers
+ * ESESSION). Returns 0, or RAFTLOCK_EPERM with the reason in msg.
+ */
+int auth_check_request(const struct auth_view *v, const char *identity,
+		       const Raftlock__Envelope *env, uint64_t session, char *msg, size_t len);
+
+/* Whether identity may see the owners of session rec (introspection): its
+ * own sessions, or read on every name. */
+bool auth_sees_session(const struct auth_view *v, const char *identity,
+		       const Raftlock__SessionRecord *rec);
+
 /* ----------------------------------------------------------- tokens -- */
 
 #define AUTH_DIGEST_SIZE 32 /* SHA-256 */
