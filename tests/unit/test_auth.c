@@ -232,6 +232,89 @@ static void test_snapshot_carries_rules(void **state)
 	fx_image_free(&im);
 }
 
+/* auth_check_request on envelopes as the service gets them. */
+static int check(struct fx *f, const char *identity, const Raftlock__Envelope *env,
+		 uint64_t session, char *msg)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn, .root = "root"};
+	msg[0] = '\0';
+	int rv = auth_check_request(&v, identity, env, session, msg, 256);
+	store_abort(txn);
+	return rv;
+}
+
+static void test_check_request(void **state)
+{
+	struct fx *f = fx_ready(state);
+	char msg[256];
+	uint64_t mine =
+		DO(f, OPEN_SESSION, .nonce = 1, .ttl_ms = FX_TTL, .identity = "alice").session;
+	uint64_t theirs =
+		DO(f, OPEN_SESSION, .nonce = 2, .ttl_ms = FX_TTL, .identity = "bob").session;
+	set_rule(f, "alice", "db/", AUTH_LOCK);
+	set_rule(f, "bob", "db/", AUTH_LOCK);
+
+	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
+	acq.name = "db/x";
+	Raftlock__AcquireRequest areq = RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	areq.acquire = &acq;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	env.acquire = &areq;
+	assert_int_equal(check(f, "alice", &env, mine, msg), 0);
+	/* Another identity's session: refused even with lock on the name. */
+	assert_int_equal(check(f, "alice", &env, theirs, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "belongs to another identity"));
+	/* A session that does not exist passes: apply answers ESESSION. */
+	assert_int_equal(check(f, "alice", &env, 999, msg), 0);
+	acq.name = "other";
+	assert_int_equal(check(f, "alice", &env, mine, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'alice' has no 'lock' on 'other'");
+	assert_int_equal(check(f, NULL, &env, mine, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "not authenticated"));
+
+	/* Closing another identity's session takes admin on "". */
+	Raftlock__CloseSessionRequest creq = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
+	env.close_session = &creq;
+	assert_int_equal(check(f, "alice", &env, mine, msg), 0);
+	assert_int_equal(check(f, "alice", &env, theirs, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "'admin' on every name"));
+	assert_int_equal(check(f, "root", &env, theirs, msg), 0);
+	set_rule(f, "alice", "", AUTH_ADMIN);
+	assert_int_equal(check(f, "alice", &env, theirs, msg), 0);
+
+	/* Rules: admin on the rule's prefix. */
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "carol";
+	rule.prefix = "team/";
+	rule.perms = AUTH_LOCK;
+	Raftlock__AclSetRequest sreq = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	sreq.rule = &rule;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	env.acl_set = &sreq;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'admin' on 'team/'");
+	set_rule(f, "bob", "team/", AUTH_ADMIN);
+	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
+	rule.prefix = "team";
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+
+	/* Reads of one name take read; listings any identity. */
+	Raftlock__GetLockRequest g = RAFTLOCK__GET_LOCK_REQUEST__INIT;
+	g.name = "db/x";
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
+	env.get_lock = &g;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'read' on 'db/x'");
+	Raftlock__ListLocksRequest ll = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+	env.list_locks = &ll;
+	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
+	assert_int_equal(check(f, "", &env, 0, msg), RAFTLOCK_EPERM);
+}
+
 /* ------------------------------------------------------------ tokens -- */
 
 static void write_file(const char *path, const char *text)
@@ -298,15 +381,11 @@ static void test_tokens(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_deny_by_default),
-		T(test_prefixes),
-		T(test_union_and_anyone),
-		T(test_root),
-		T(test_set_replace_delete),
-		T(test_scan_order),
-		T(test_session_identity),
-		T(test_snapshot_carries_rules),
-		T(test_tokens),
+		T(test_deny_by_default),    T(test_prefixes),
+		T(test_union_and_anyone),   T(test_root),
+		T(test_set_replace_delete), T(test_scan_order),
+		T(test_session_identity),   T(test_snapshot_carries_rules),
+		T(test_check_request),      T(test_tokens),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
