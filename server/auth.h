@@ -74,7 +74,9 @@ void auth_denied(char *buf, size_t len, const char *identity, uint32_t perm, con
  *   - CLOSE_SESSION: the session was opened by identity, or identity has
  *     admin on every name ("");
  *   - GET_LOCK, CHECK_TOKEN: read on the name;
- *   - ACL_SET, ACL_DELETE: admin on the rule's prefix.
+ *   - ACL_SET, ACL_DELETE: admin on the rule's prefix;
+ *   - any other request (the membership and snapshot commands to come):
+ *     admin on every name.
  * A session that does not exist passes (the state machine answers
  * ESESSION). Returns 0, or RAFTLOCK_EPERM with the reason in msg.
  */

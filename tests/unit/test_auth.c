@@ -313,6 +313,15 @@ static void test_check_request(void **state)
 	env.list_locks = &ll;
 	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
 	assert_int_equal(check(f, "", &env, 0, msg), RAFTLOCK_EPERM);
+
+	/* A request the rules do not name is for admins of every name. */
+	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &st;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'admin' on every name");
+	assert_int_equal(check(f, "alice", &env, 0, msg), 0); /* admin on "" above */
+	assert_int_equal(check(f, "root", &env, 0, msg), 0);
 }
 
 /* ------------------------------------------------------------ tokens -- */
