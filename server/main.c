@@ -116,6 +116,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
+	    srv.cfg.n_members > 1)
+		log_warn("client-tls server without client-tls-ca: as leader this node verifies "
+			 "its followers' certificates against the system's CA store");
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&srv.loop);
 	/* Before anything starts: a SIGTERM that arrives during start-up is

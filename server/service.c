@@ -106,8 +106,10 @@ void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
 }
 
 struct write_req {
-	uv_write_t req;             /* plaintext */
-	struct tls_stream_write tw; /* TLS */
+	union {
+		uv_write_t req;             /* plaintext: first, see write_done */
+		struct tls_stream_write tw; /* TLS */
+	};
 	struct service_conn *conn;
 	uint8_t *buf;
 };
@@ -161,10 +163,13 @@ static void conn_flush(struct service_conn *c)
 	c->out_len = c->out_cap = 0;
 	w->conn = c;
 	c->refs++;
-	/* With TLS: the whole batch is one SSL_write. */
-	w->tw.data = w;
-	int rv = c->tls != NULL ? tls_stream_write(&w->tw, c->tls, &b, 1, tls_write_done)
-				: uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+	int rv;
+	if (c->tls != NULL) {
+		w->tw.data = w;
+		rv = tls_stream_write(&w->tw, c->tls, &b, 1, tls_write_done); /* one SSL_write */
+	} else {
+		rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+	}
 	if (rv != 0) {
 		free(w->buf);
 		free(w);
