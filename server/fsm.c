@@ -259,6 +259,11 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		uint64_t id = store_get_nonce(st, a->txn, op->nonce);
 		if (id != 0) {
 			Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+			if (sess != NULL && strcmp(sess->identity, op->identity) != 0) {
+				/* Another identity's nonce opens nothing of hers. */
+				raftlock__session_record__free_unpacked(sess, NULL);
+				return result_of(RAFTLOCK_EPERM);
+			}
 			if (sess != NULL) {
 				res.session = id;
 				res.ttl_ms = sess->ttl_ms;

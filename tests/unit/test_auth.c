@@ -179,6 +179,14 @@ static void test_session_identity(void **state)
 	s = fx_sess(f, b);
 	assert_string_equal(s->identity, "");
 	raftlock__session_record__free_unpacked(s, NULL);
+	/* A retried open is the same open only for the same identity. */
+	Raftlock__Result r = DO(f, OPEN_SESSION, .nonce = 5, .ttl_ms = FX_TTL, .identity = "alice");
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.session, a);
+	r = DO(f, OPEN_SESSION, .nonce = 5, .ttl_ms = FX_TTL, .identity = "mallory");
+	assert_int_equal(r.status, RAFTLOCK_EPERM);
+	assert_int_equal(r.session, 0);
+	assert_int_equal(fx_count_sessions(f), 2);
 }
 
 /* Replaces an image's magic and its checksum (FNV-1a 64, as store.c). */
