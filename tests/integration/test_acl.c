@@ -149,10 +149,26 @@ static int cli(char *out, size_t len, const char *token, const char *args)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* raftlock_auth_denied_total summed over the live nodes. */
+static unsigned long long denied_total(void)
+{
+	unsigned long long sum = 0;
+	for (int i = 0; i < cl.n; i++) {
+		char out[16384];
+		if (cl.pid[i] <= 0 || tcluster_http_get(&cl, i, "/metrics", out, sizeof out) != 0)
+			continue;
+		const char *p = strstr(out, "\nraftlock_auth_denied_total ");
+		assert_non_null(p);
+		sum += strtoull(p + strlen("\nraftlock_auth_denied_total "), NULL, 10);
+	}
+	return sum;
+}
+
 /* No identity, no service: nothing but STATUS. */
 static void test_unauthenticated(void **state)
 {
 	(void)state;
+	unsigned long long denied = denied_total();
 	raftlock_client *anon = client_as(NULL, "anon");
 	struct raftlock_session_options so = {.ttl_ms = 5000};
 	raftlock_session *s = NULL;
@@ -173,6 +189,7 @@ static void test_unauthenticated(void **state)
 	assert_non_null(si);
 	assert_int_equal(si->sessions, 0);
 	raftlock__status_info__free_unpacked(si, NULL);
+	assert_true(denied_total() >= denied + 3); /* an open, a listing, a token */
 }
 
 /* Deny by default: alice may open a session but not take a lock; the
