@@ -7,6 +7,14 @@
 
 static _Thread_local const struct transport *errmsg_owner;
 static _Thread_local char errmsg_text[ERRMSG_SIZE];
+static _Thread_local int errmsg_noted_code;
+static _Thread_local char errmsg_noted[ERRMSG_SIZE / 2];
+
+void errmsg_note_server(int code, const char *message)
+{
+	errmsg_noted_code = code;
+	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", message != NULL ? message : "");
+}
 
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 {
@@ -15,12 +23,18 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
 	va_start(ap, fmt);
 	vsnprintf(context, sizeof context, fmt, ap);
 	va_end(ap);
+	if ((detail == NULL || detail[0] == '\0') && code != 0 && code == errmsg_noted_code)
+		detail = errmsg_noted;
+	errmsg_noted_code = 0;
+	int n; /* truncated to fit */
 	if (detail != NULL && detail[0] != '\0')
-		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
-			 raftlock_strerror(code), detail);
+		n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
+			     raftlock_strerror(code), detail);
 	else
-		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
-			 raftlock_strerror(code));
+		n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
+			     raftlock_strerror(code));
+	if (n >= (int)sizeof errmsg_text) /* cut: say so */
+		memcpy(errmsg_text + sizeof errmsg_text - 4, "...", 4);
 	errmsg_owner = client;
 	return code;
 }

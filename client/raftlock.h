@@ -55,6 +55,7 @@ extern "C" {
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
 #define RAFTLOCK_SECRET_MAX 64        /* and at most */
+#define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -93,13 +94,18 @@ extern "C" {
 	X(ECONFIG, -22, "invalid configuration")                                  \
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
-	X(EPERM, -25, "permission denied: the session's secret is missing or wrong")
+	X(EPERM, -25, "permission denied")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
  * library does not retry it. A session opened by a library older than
  * client protocol 3 has no secret, and every request of it gets
  * RAFTLOCK_EPERM from an upgraded cluster (docs/GUARANTEES.md, rule 14).
+ * RAFTLOCK_EPERM is also the answer, with authentication on, to a request
+ * the connection's identity has no permission for, or to a connection
+ * that has not authenticated (the message names the identity, the
+ * permission and the name): refused before the log, nothing executed; the
+ * library does not retry it.
  *
  * RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
  * for want of room (too many requests in flight on the connection, a
@@ -134,6 +140,15 @@ struct raftlock_client_options {
 	unsigned request_timeout_ms;
 	/* Timeout of one TCP connect attempt; 0 = 1000 ms. */
 	unsigned connect_timeout_ms;
+	/* A bearer token (at most RAFTLOCK_TOKEN_MAX bytes, NUL-terminated),
+	 * sent first on every connection the client makes: a cluster with
+	 * auth = on then knows the client as the identity its auth-tokens
+	 * file gives this token (docs/GUARANTEES.md, authorization). NULL = no
+	 * token (a client certificate may identify the client instead).
+	 * Copied; the copy is wiped when the client closes. A token a node
+	 * does not know makes every request but status fail with
+	 * RAFTLOCK_EPERM, "this node knows no such token". */
+	const char *auth_token;
 };
 
 /*
@@ -589,6 +604,80 @@ struct raftlock_session_list {
 RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after, uint32_t limit,
 				       bool stale, struct raftlock_session_list **out);
 RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list);
+
+/* ------------------------------------------------------ access rules -- */
+
+/*
+ * With auth = on, a cluster lets an identity do only what its access rules
+ * grant (docs/GUARANTEES.md, authorization). A rule gives an identity
+ * (a name, or "*" for every authenticated identity) permissions on every
+ * lock name that starts with a prefix ("" = every name). Rules only grant:
+ * what an identity may do on a name is the union of its rules and of
+ * "*"'s rules whose prefix starts the name. Without one: RAFTLOCK_EPERM.
+ */
+enum raftlock_acl_perm {
+	RAFTLOCK_ACL_LOCK = 1,  /* acquire, release, cancel a wait */
+	RAFTLOCK_ACL_READ = 2,  /* read the lock, its holders and their owners */
+	RAFTLOCK_ACL_ADMIN = 4, /* change rules on the prefix; on "": close others'
+				   sessions, membership and snapshot commands */
+};
+
+struct raftlock_acl_rule {
+	char *identity;
+	char *prefix;
+	uint32_t perms; /* a mask of enum raftlock_acl_perm */
+};
+
+struct raftlock_acl_list {
+	size_t n_rules;
+	struct raftlock_acl_rule *rules;
+	bool more; /* another page follows: ask again after the last rule */
+};
+
+/*
+ * Creates or replaces the rule of (identity, prefix) with perms (a
+ * non-empty mask of enum raftlock_acl_perm), through the log: once this
+ * returns 0 every node decides with it. The caller's identity needs admin
+ * on the prefix. Thread-safe; blocks for at most the request timeout.
+ * Errors: RAFTLOCK_EPERM (no admin on the prefix, or authentication is off
+ * at the cluster; nothing changed), RAFTLOCK_EINVAL (empty identity,
+ * perms empty or unknown), RAFTLOCK_ETOOBIG (identity or prefix longer
+ * than RAFTLOCK_NAME_MAX), RAFTLOCK_ELIMIT (the cluster's store is full),
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE,
+ * RAFTLOCK_ENOMEM. A retry after a lost answer sets the same rule again.
+ */
+RAFTLOCK_API int raftlock_acl_set(raftlock_client *client, const char *identity, const char *prefix,
+				  uint32_t perms);
+
+/*
+ * Deletes the rule of (identity, prefix); same rules and errors as
+ * raftlock_acl_set, and RAFTLOCK_ENOTFOUND when there is no such rule (also
+ * when a retry after a lost answer finds it deleted by the first attempt).
+ */
+RAFTLOCK_API int raftlock_acl_delete(raftlock_client *client, const char *identity,
+				     const char *prefix);
+
+/*
+ * Lists the rules on prefixes the caller's identity has admin on (every
+ * rule with authentication off), in (identity, prefix) order, after the
+ * rule (after_identity, after_prefix) (NULL or "" = from the first), at
+ * most `limit` (0 = the server's default page). Linearizable unless
+ * `stale`. *out is owned by the caller: free it with
+ * raftlock_acl_list_free(). Thread-safe. Errors as raftlock_lock_list.
+ */
+RAFTLOCK_API int raftlock_acl_list(raftlock_client *client, const char *after_identity,
+				   const char *after_prefix, uint32_t limit, bool stale,
+				   struct raftlock_acl_list **out);
+RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
+
+/*
+ * Parses permissions written as a comma-separated list of lock, read and
+ * admin (or "all") into *perms. Returns 0 or RAFTLOCK_EINVAL. Thread-safe.
+ * raftlock_acl_perms_format writes the same form ("lock,read") into buf
+ * (at least 16 bytes) and returns buf.
+ */
+RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
+RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

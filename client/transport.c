@@ -132,6 +132,10 @@ void transport_watch(struct transport *t, struct request *req)
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply)
 {
 	list_remove(&req->link);
+	const Raftlock__Envelope *e = req->reply;
+	if (e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    e->response->status == RAFTLOCK_EPERM)
+		errmsg_note_server(e->response->status, e->response->message);
 	if (reply != NULL)
 		*reply = req->reply;
 	else if (req->reply != NULL)
@@ -310,9 +314,15 @@ static bool io_owes(struct transport *t, uint64_t older_than)
 	return false;
 }
 
-/* Queues req on the connection; false when out of memory. */
+/* Queues req on the connection, after the token the first time on this
+ * connection; false when out of memory. */
 static bool io_queue(struct transport *t, struct request *r, uint64_t now)
 {
+	if (t->auth_frame != NULL && t->auth_gen != t->conn_gen) {
+		if (conn_queue(&t->conn, t->auth_frame, t->auth_frame_len) != 0)
+			return false;
+		t->auth_gen = t->conn_gen; /* its answer (id 0) is not awaited */
+	}
 	if (conn_queue(&t->conn, r->frame, r->frame_len) != 0)
 		return false;
 	if (!r->ever_sent)
@@ -728,6 +738,9 @@ static void transport_free(struct transport *t)
 		conn_addr_free(&t->addrs[i]);
 	free(t->addrs);
 	free(t->conn_text);
+	if (t->auth_frame != NULL)
+		explicit_bzero(t->auth_frame, t->auth_frame_len);
+	free(t->auth_frame);
 	if (t->wake_fd >= 0)
 		close(t->wake_fd);
 	pthread_cond_destroy(&t->cond);
@@ -742,6 +755,12 @@ int transport_check_options(const struct raftlock_client_options *opts)
 	if (opts->addresses == NULL || opts->n_addresses == 0)
 		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
 				  "open client: no node address given");
+	if (opts->auth_token != NULL &&
+	    (opts->auth_token[0] == '\0' ||
+	     strnlen(opts->auth_token, RAFTLOCK_TOKEN_MAX + 1) > RAFTLOCK_TOKEN_MAX))
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: the token is empty or longer than %d bytes",
+				  RAFTLOCK_TOKEN_MAX);
 	for (size_t i = 0; i < opts->n_addresses; i++) {
 		struct conn_addr a;
 		int rv = conn_addr_parse(opts->addresses[i], &a);
@@ -771,6 +790,18 @@ static int transport_init(struct transport *t, const struct raftlock_client_opti
 		opts->request_timeout_ms ? opts->request_timeout_ms : CLIENT_REQUEST_TIMEOUT_MS;
 	t->connect_timeout_ms =
 		opts->connect_timeout_ms ? opts->connect_timeout_ms : CLIENT_CONNECT_TIMEOUT_MS;
+	t->auth_gen = UINT64_MAX; /* no connection yet */
+	if (opts->auth_token != NULL) {
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		Raftlock__AuthenticateRequest req = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+		req.token.data = (uint8_t *)opts->auth_token;
+		req.token.len = strlen(opts->auth_token);
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+		env.authenticate = &req;
+		int rv = codec_frame_envelope(&env, &t->auth_frame, &t->auth_frame_len);
+		if (rv != 0)
+			return rv;
+	}
 	t->rng = clock_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)t;
 	t->rng |= 1;
 	t->addr_next = (size_t)(transport_random(t) % t->n_addrs);

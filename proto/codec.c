@@ -63,6 +63,16 @@ static int check_keepalive(const Raftlock__KeepAliveRequest *ka)
 	return 0;
 }
 
+int codec_check_rule(const char *identity, const char *prefix)
+{
+	if (identity == NULL || identity[0] == '\0' || prefix == NULL)
+		return RAFTLOCK_EINVAL;
+	if (strnlen(identity, RAFTLOCK_NAME_MAX + 1) > RAFTLOCK_NAME_MAX ||
+	    strnlen(prefix, RAFTLOCK_NAME_MAX + 1) > RAFTLOCK_NAME_MAX)
+		return RAFTLOCK_ETOOBIG;
+	return 0;
+}
+
 /* Bounds that the decoder enforces on requests, so that the service never
  * proposes a command that apply() would have to refuse for its size. */
 static int check_request(const Raftlock__Envelope *env)
@@ -99,6 +109,26 @@ static int check_request(const Raftlock__Envelope *env)
 		return secret_too_long(&env->open_session->secret) ? RAFTLOCK_EPROTO : 0;
 	}
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: return check_keepalive(env->keepalive);
+	case RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE:
+		return env->authenticate->token.len > RAFTLOCK_TOKEN_MAX ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
+		if (env->acl_set->rule == NULL)
+			return RAFTLOCK_EPROTO;
+		return codec_check_rule(env->acl_set->rule->identity, env->acl_set->rule->prefix)
+			       ? RAFTLOCK_EPROTO
+			       : 0;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
+		if (env->acl_delete->rule == NULL)
+			return RAFTLOCK_EPROTO;
+		return codec_check_rule(env->acl_delete->rule->identity,
+					env->acl_delete->rule->prefix)
+			       ? RAFTLOCK_EPROTO
+			       : 0;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST:
+		if (strlen(env->acl_list->after_identity) > RAFTLOCK_NAME_MAX ||
+		    strlen(env->acl_list->after_prefix) > RAFTLOCK_NAME_MAX)
+			return RAFTLOCK_EPROTO;
+		return 0;
 	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
 	default: return 0;
 	}

@@ -17,7 +17,8 @@
 /* 2: Command.acked and OpenSession.acks_queued, which apply acts on (a node
  * of format 1 would ignore them and diverge, so it stops instead). */
 /* 3: OpenSession.secret_digest, which apply stores and checks a retried
- * open against (a node of format 2 would drop it and diverge). */
+ * open against, and AclSet, AclDelete and OpenSession.identity, which apply
+ * acts on (a node of format 2 would drop them and diverge). */
 #define ENTRY_FORMAT 3
 
 /* The client protocol this code speaks, stamped on every envelope it
@@ -97,5 +98,10 @@ int codec_batch_entry(uint64_t cluster_time, const uint8_t *batch, size_t len,
 /* Checks a lock name: non-empty, at most RAFTLOCK_NAME_MAX bytes, no NUL.
  * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
 int codec_check_name(const char *name);
+
+/* Whether (identity, prefix) can name an access rule: a non-empty identity
+ * and a prefix ("" allowed), each of at most RAFTLOCK_NAME_MAX bytes.
+ * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
+int codec_check_rule(const char *identity, const char *prefix);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "codec.h"
 #include "log.h"
 #include "raftlock.h"
@@ -265,6 +266,11 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		uint64_t id = store_get_nonce(st, a->txn, op->nonce);
 		if (id != 0) {
 			Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+			if (sess != NULL && strcmp(sess->identity, op->identity) != 0) {
+				/* Another identity's nonce opens nothing of hers. */
+				raftlock__session_record__free_unpacked(sess, NULL);
+				return result_of(RAFTLOCK_EPERM);
+			}
 			if (sess != NULL) {
 				/* Rule 14: a retry is the same open only with the
 				 * same secret; a replayed nonce learns nothing. */
@@ -293,6 +299,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	sess->nonce = op->nonce;
 	sess->acks_queued = op->acks_queued;
 	records_set_bytes(&sess->secret_digest, &op->secret_digest);
+	records_set_string(&sess->identity, op->identity);
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
@@ -711,6 +718,31 @@ static void do_store_limit(struct apply *a, const Raftlock__StoreLimit *op)
 			 FSM_STORE_LIMIT_SHARE);
 }
 
+/* ---------------------------------------------------------- access rules -- */
+
+/* The access rules (auth.h). Who may change them is decided by the leader
+ * before it proposes; apply checks only that the rule is well formed, so
+ * that every node stores the same rules. */
+static Raftlock__Result do_acl_set(struct apply *a, const Raftlock__AclSet *op)
+{
+	if (codec_check_rule(op->identity, op->prefix) != 0 || op->perms == 0 ||
+	    (op->perms & ~(uint32_t)AUTH_ALL) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	if (store_full(a))
+		return refuse_full(a);
+	store_put_acl(a->fsm->store, a->txn, op->identity, op->prefix, op->perms);
+	return result_of(0);
+}
+
+static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete *op)
+{
+	if (codec_check_rule(op->identity, op->prefix) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	if (!store_del_acl(a->fsm->store, a->txn, op->identity, op->prefix))
+		return result_of(RAFTLOCK_ENOTFOUND);
+	return result_of(0);
+}
+
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
@@ -722,6 +754,8 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END: do_lock_delay_end(a, cmd->lock_delay_end); break;
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
+	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:

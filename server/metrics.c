@@ -94,6 +94,10 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "client_frame_timeouts_total",
 		"Client connections cut off: a frame not completed within frame-timeout-ms.",
 		m->service->frame_timeouts);
+	counter(&t, "auth_denied_total",
+		"Client requests refused with EPERM for their identity (auth = on): not "
+		"authenticated, no permission, an unknown token.",
+		m->service->auth_denied);
 	const struct leases_stats *ls = &m->service->leases->stats;
 	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
 		ls->renew_commands);

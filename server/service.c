@@ -28,7 +28,8 @@ struct service_conn {
 	 * closing. Below "bytes in, bytes out" (conn_feed, conn_flush) nothing
 	 * knows whether it is there. */
 	struct tls_stream *tls;
-	char *identity; /* see service_conn_identity(); owned */
+	char *identity;     /* see service_conn_identity(); owned */
+	bool token_refused; /* it sent a token this node does not know */
 	struct service *svc;
 	struct frame_reader reader;
 	int refs; /* the handle itself, plus each request and write in flight */
@@ -103,6 +104,11 @@ static void conn_unref(struct service_conn *c)
 const char *service_conn_identity(const struct service_conn *c)
 {
 	return c->identity;
+}
+
+void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
+{
+	s->tokens = tokens;
 }
 
 struct write_req {
@@ -477,6 +483,38 @@ static bool secret_admitted(struct service *s, struct service_conn *c,
 	return rv == 0;
 }
 
+/* An access rule change (allowed by auth_check_request) as a command;
+ * false when it was answered instead. */
+static bool acl_change(struct service *s, struct service_conn *c, const Raftlock__Envelope *env,
+		       Raftlock__Command *cmd, Raftlock__AclSet *set, Raftlock__AclDelete *del)
+{
+	if (!s->cfg->auth) {
+		send_status(s, c, env->id, RAFTLOCK_EPERM,
+			    "authentication is off at this node (auth = off): turn it on to "
+			    "change the access rules");
+		return false;
+	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACL_DELETE) {
+		del->identity = env->acl_delete->rule->identity;
+		del->prefix = env->acl_delete->rule->prefix;
+		cmd->op_case = RAFTLOCK__COMMAND__OP_ACL_DELETE;
+		cmd->acl_delete = del;
+		return true;
+	}
+	const Raftlock__AclSet *rule = env->acl_set->rule;
+	if (rule->perms == 0 || (rule->perms & ~(uint32_t)AUTH_ALL) != 0) {
+		send_status(s, c, env->id, RAFTLOCK_EINVAL,
+			    "permissions are a non-empty set of lock, read and admin");
+		return false;
+	}
+	set->identity = rule->identity;
+	set->prefix = rule->prefix;
+	set->perms = rule->perms;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_ACL_SET;
+	cmd->acl_set = set;
+	return true;
+}
+
 static void handle_mutation(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env)
 {
@@ -487,6 +525,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__Acquire acquire;
 	Raftlock__Release release = RAFTLOCK__RELEASE__INIT;
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
+	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
+	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
@@ -507,6 +547,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 			owner.pid = env->open_session->owner->pid;
 			open.owner = &owner;
 		}
+		/* The session serves this identity only (auth.h). */
+		open.identity = (char *)(c->identity != NULL ? c->identity : "");
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -536,6 +578,11 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cancel.owner = env->cancel_wait->cancel->owner;
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
+		if (!acl_change(s, c, env, &cmd, &acl_set, &acl_delete))
+			return;
 		break;
 	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
@@ -691,7 +738,8 @@ static void reply_to(void *arg, const Raftlock__Response *resp)
 static void serve_read(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
 	struct service_request p = {.conn = c, .id = env->id};
-	reads_serve(&s->node->store, env, reply_to, &p);
+	struct reads_who who = {.identity = c->identity, .root = s->cfg->auth_admin};
+	reads_serve(&s->node->store, env, s->cfg->auth ? &who : NULL, reply_to, &p);
 }
 
 static void read_ready(void *arg, int status)
@@ -720,6 +768,82 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 	}
 }
 
+/* ------------------------------------------------------ authorization -- */
+
+static void conn_peer(struct service_conn *c, char *peer, size_t len);
+
+/* With auth on: whether the connection's identity may send env here and
+ * now (auth_check_request, on this node's applied state); when not, the
+ * client gets RAFTLOCK_EPERM naming what it lacks, and nothing is proposed
+ * or read. */
+static bool authorized(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	uint64_t session = 0;
+	Raftlock__Sequence legacy;
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		session = request_sequence(env, &legacy)->session;
+		break;
+	default: break;
+	}
+	struct store *st = &s->node->store;
+	struct auth_view v = {.store = st, .root = s->cfg->auth_admin};
+	char msg[2 * RAFTLOCK_NAME_MAX + 128];
+	int rv = RAFTLOCK_EPERM;
+	if (c->identity == NULL && c->token_refused) {
+		snprintf(msg, sizeof msg, "not authenticated: this node knows no such token");
+	} else {
+		v.txn = store_begin(st, false);
+		rv = auth_check_request(&v, c->identity, env, session, msg, sizeof msg);
+		store_abort(v.txn);
+	}
+	if (rv == 0)
+		return true;
+	s->auth_denied++;
+	log_debug("refused: %s", msg);
+	send_status(s, c, env->id, rv, msg);
+	return false;
+}
+
+/* Binds the connection to the identity of its token (auth-tokens). A
+ * connection keeps the first identity it proved. */
+static void handle_authenticate(struct service *s, struct service_conn *c,
+				const Raftlock__Envelope *env)
+{
+	const ProtobufCBinaryData *tok = &env->authenticate->token;
+	const char *name = s->tokens ? auth_tokens_check(s->tokens, tok->data, tok->len) : NULL;
+	char msg[RAFTLOCK_NAME_MAX + 128];
+	if (name == NULL && s->cfg->auth) {
+		char peer[64];
+		conn_peer(c, peer, sizeof peer);
+		log_warn("client %s: a token this node does not know", peer);
+		c->token_refused = true;
+		s->auth_denied++;
+		send_status(s, c, env->id, RAFTLOCK_EPERM, "this node knows no such token");
+		return;
+	}
+	if (name != NULL && c->identity != NULL && strcmp(c->identity, name) != 0) {
+		snprintf(msg, sizeof msg, "this connection is already identity '%s'", c->identity);
+		s->auth_denied++;
+		send_status(s, c, env->id, RAFTLOCK_EPERM, msg);
+		return;
+	}
+	if (name != NULL && c->identity == NULL && (c->identity = strdup(name)) == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	Raftlock__AuthResult res = RAFTLOCK__AUTH_RESULT__INIT;
+	res.identity = (char *)(c->identity != NULL ? c->identity : "");
+	res.required = s->cfg->auth;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_AUTH;
+	resp.auth = &res;
+	send_response(c, env->id, &resp);
+}
+
 /* ------------------------------------------------------------ dispatch -- */
 
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
@@ -735,9 +859,15 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		conn_close(c);
 		return;
 	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE) {
+		handle_authenticate(s, c, env);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
 	bool read = reads_is_read(env);
 	if (read && reads_is_stale(env)) {
-		serve_read(s, c, env);
+		if (!s->cfg->auth || authorized(s, c, env))
+			serve_read(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -751,6 +881,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 	} else if (!s->node->ready) {
 		send_status(s, c, env->id, RAFTLOCK_EUNAVAILABLE,
 			    "new leader not ready yet (its barrier has not applied)");
+	} else if (s->cfg->auth && !authorized(s, c, env)) {
+		/* answered: RAFTLOCK_EPERM */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
 		return;

@@ -521,6 +521,60 @@ static void test_other_request_bounds(void **state)
 	free(too_long);
 }
 
+/* The authentication and access-rule requests: a token of at most
+ * RAFTLOCK_TOKEN_MAX bytes, a rule with an identity and bounded names. */
+static void test_auth_request_bounds(void **state)
+{
+	(void)state;
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'p');
+	uint8_t token[RAFTLOCK_TOKEN_MAX + 1] = {0};
+	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+	auth.token.data = token;
+	auth.token.len = RAFTLOCK_TOKEN_MAX + 1;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+	env.authenticate = &auth;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	auth.token.len = RAFTLOCK_TOKEN_MAX;
+	assert_int_equal(frame_and_decode(&env), 0);
+
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "alice";
+	rule.prefix = "";
+	rule.perms = 1;
+	Raftlock__AclSetRequest set = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	env.acl_set = &set;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO); /* no rule */
+	set.rule = &rule;
+	assert_int_equal(frame_and_decode(&env), 0);
+	rule.identity = "";
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	rule.identity = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	rule.identity = "alice";
+	rule.prefix = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+
+	Raftlock__AclDelete del = RAFTLOCK__ACL_DELETE__INIT;
+	del.identity = "alice";
+	del.prefix = "db/";
+	Raftlock__AclDeleteRequest dreq = RAFTLOCK__ACL_DELETE_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_DELETE;
+	env.acl_delete = &dreq;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	dreq.rule = &del;
+	assert_int_equal(frame_and_decode(&env), 0);
+
+	Raftlock__AclListRequest list = RAFTLOCK__ACL_LIST_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_LIST;
+	env.acl_list = &list;
+	assert_int_equal(frame_and_decode(&env), 0);
+	list.after_prefix = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	free(too_long);
+}
+
 static void test_frame_too_big(void **state)
 {
 	struct samples s;
@@ -977,6 +1031,7 @@ int main(void)
 		cmocka_unit_test(test_lock_name_bounds),
 		cmocka_unit_test(test_missing_lock_submessage),
 		cmocka_unit_test(test_other_request_bounds),
+		cmocka_unit_test(test_auth_request_bounds),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
 		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),

@@ -215,6 +215,13 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* For a test that tears down itself (it must close the service before
+ * what the service borrows). */
+static int teardown_unless_done(void **state)
+{
+	return *state == NULL ? 0 : teardown(state);
+}
+
 static void send_bytes(struct fx *f, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -651,6 +658,129 @@ static void test_open_carries_digest_only(void **state)
 	assert_memory_not_equal(proposed[0].digest, secret_bytes, sizeof secret_bytes);
 }
 
+/* With auth = on: a connection without an identity, or whose identity
+ * lacks the permission, gets EPERM naming it and nothing is proposed; a
+ * token binds the connection to its name; the bootstrap admin's rule
+ * change and a session open (with the identity) are proposed. The
+ * service reads the rules from a real store in a temporary directory. */
+static void test_auth_refusals(void **state)
+{
+	struct fx *f = *state;
+	char dir[] = "/tmp/test_service.XXXXXX", path[64], err[256], hex[65];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(store_open(&f->node.store, dir, 16u << 20, err, sizeof err), 0);
+	snprintf(path, sizeof path, "%s/tokens", dir);
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	auth_digest_hex("tok-alice", 9, hex);
+	fprintf(fp, "alice %s\n", hex);
+	auth_digest_hex("tok-root", 8, hex);
+	fprintf(fp, "root %s\n", hex);
+	fclose(fp);
+	struct auth_tokens tokens;
+	assert_int_equal(auth_tokens_load(&tokens, path, err, sizeof err), 0);
+	f->cfg.auth = true;
+	strcpy(f->cfg.auth_admin, "root");
+	service_auth_tokens(&f->svc, &tokens);
+	lead(f);
+
+	/* No identity yet: EPERM, nothing proposed. */
+	send_acquire(f, 1, 1);
+	Raftlock__Envelope *env = next_env(f);
+	assert_int_equal(env->response->status, RAFTLOCK_EPERM);
+	assert_non_null(strstr(env->response->message, "not authenticated"));
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	/* An unknown token: EPERM, and the refusal is what later requests say. */
+	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+	auth.token.data = (uint8_t *)"tok-nobody";
+	auth.token.len = 10;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 2;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+	req.authenticate = &auth;
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	send_acquire(f, 3, 1);
+	env = next_env(f);
+	assert_non_null(strstr(env->response->message, "no such token"));
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	/* alice's token: she is alice, and has no rule. */
+	auth.token.data = (uint8_t *)"tok-alice";
+	auth.token.len = 9;
+	req.id = 4;
+	send_env(f, &req);
+	env = next_env(f);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_AUTH);
+	assert_string_equal(env->response->auth->identity, "alice");
+	assert_true(env->response->auth->required);
+	raftlock__envelope__free_unpacked(env, NULL);
+	send_acquire(f, 5, 1);
+	env = next_env(f);
+	assert_int_equal(env->response->status, RAFTLOCK_EPERM);
+	assert_string_equal(env->response->message, "identity 'alice' has no 'lock' on 'a'");
+	raftlock__envelope__free_unpacked(env, NULL);
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "alice";
+	rule.prefix = "";
+	rule.perms = 7;
+	Raftlock__AclSetRequest set = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	set.rule = &rule;
+	Raftlock__Envelope setenv = RAFTLOCK__ENVELOPE__INIT;
+	setenv.id = 6;
+	setenv.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	setenv.acl_set = &set;
+	send_env(f, &setenv);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	/* Another token does not change a connection's identity. */
+	auth.token.data = (uint8_t *)"tok-root";
+	auth.token.len = 8;
+	req.id = 7;
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	assert_int_equal(n_proposed, 0);
+
+	/* She may open a session; the command carries her identity. */
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = 10000;
+	open.secret = (ProtobufCBinaryData){sizeof secret_bytes, secret_bytes};
+	Raftlock__Envelope oenv = RAFTLOCK__ENVELOPE__INIT;
+	oenv.id = 8;
+	oenv.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	oenv.open_session = &open;
+	send_env(f, &oenv);
+	while (n_proposed < 1)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+
+	/* The bootstrap admin's rule change is proposed. */
+	int sock = f->sock;
+	f->sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	a.sin_port = htons((uint16_t)atoi(strchr(f->cfg.client_address, ':') + 1));
+	assert_int_equal(connect(f->sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(f->sock, F_SETFL, O_NONBLOCK);
+	send_env(f, &req); /* root's token */
+	assert_int_equal(next_status(f, NULL), 0);
+	send_env(f, &setenv);
+	while (n_proposed < 2)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(proposed[1].op, RAFTLOCK__COMMAND__OP_ACL_SET);
+	close(f->sock);
+	f->sock = sock;
+
+	struct store st = f->node.store; /* f goes with the teardown */
+	teardown(state);
+	*state = NULL;
+	store_close(&st);
+	auth_tokens_free(&tokens);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* ----------------------------------------------------------------- TLS */
 
 /* The test's TLS client: OpenSSL over memory BIOs, the bytes moved to and
@@ -907,6 +1037,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_connections_per_address, setup_limits,
