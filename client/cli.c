@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_acl.h"
 #include "cli_child.h"
 #include "cli_print.h"
 #include "raftlock.h"
@@ -34,11 +35,19 @@ static const char usage_text[] =
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
 	"  check NAME TOKEN                 is TOKEN a current grant of NAME?\n"
+	"  acl set IDENTITY PREFIX PERMS    grant PERMS (lock,read,admin or all) on\n"
+	"                                   names starting with PREFIX (\"\" = all)\n"
+	"  acl delete IDENTITY PREFIX       remove that rule\n"
+	"  acl list [--stale]               the rules (on prefixes you administer)\n"
+	"  acl token NAME                   a new bearer token for NAME and the\n"
+	"                                   auth-tokens line that names it\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
 	"                    else " CLI_DEFAULT_ENDPOINTS ")\n"
 	"  --timeout MS      timeout of each request, retries included (10000)\n"
+	"  --token TOKEN     bearer token (default: $RAFTLOCK_AUTH_TOKEN, which, unlike\n"
+	"                    the flag, other users cannot see in the process list)\n"
 	"  -h, --help        this text;  --version  the version\n"
 	"\n"
 	"TLS options (each flag wins over its variable; TLS is on with a CA file\n"
@@ -106,6 +115,7 @@ struct cli {
 	unsigned timeout_ms;
 	bool tls;
 	const char *cacert, *cert, *key, *server_name;
+	const char *token; /* --token or $RAFTLOCK_AUTH_TOKEN, or NULL */
 	raftlock_client *client;
 };
 
@@ -138,6 +148,7 @@ static int cli_connect(struct cli *cli)
 		.tls_cert_file = cli->cert,
 		.tls_key_file = cli->key,
 		.tls_server_name = cli->server_name,
+		.auth_token = cli->token,
 	};
 	const char *msg = NULL;
 	int rv = raftlock_client_open(&o, &cli->client, &msg);
@@ -183,6 +194,7 @@ enum {
 	OPT_KEY,
 	OPT_SERVER_NAME,
 	OPT_TLS,
+	OPT_AUTH_TOKEN,
 };
 
 /* Parses --json/--stale (as allowed) and collects min..max positional
@@ -365,6 +377,11 @@ static int cmd_check(struct cli *cli, int argc, char **argv)
 	return current ? CLI_EXIT_OK : CLI_EXIT_BUSY;
 }
 
+static int cmd_acl(struct cli *cli, int argc, char **argv)
+{
+	return cli_acl(cli->client, argc, argv);
+}
+
 /* lock and run: options, then NAME [--] CMD ARGS... */
 static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 {
@@ -464,7 +481,7 @@ static const struct {
 } commands[] = {
 	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},
+	{"check", cmd_check},     {"acl", cmd_acl},
 };
 
 /* An environment variable; NULL when unset or empty. */
@@ -487,6 +504,7 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 		{"key", required_argument, NULL, OPT_KEY},
 		{"server-name", required_argument, NULL, OPT_SERVER_NAME},
 		{"tls", no_argument, NULL, OPT_TLS},
+		{"token", required_argument, NULL, OPT_AUTH_TOKEN},
 		{NULL, 0, NULL, 0},
 	};
 	cli->cacert = cli_env("RAFTLOCK_CACERT");
@@ -494,6 +512,9 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 	cli->key = cli_env("RAFTLOCK_KEY");
 	cli->server_name = cli_env("RAFTLOCK_SERVER_NAME");
 	const char *endpoints = getenv("RAFTLOCK_ENDPOINTS");
+	/* Not RAFTLOCK_TOKEN: lock and run give their command the fencing
+	 * token under that name. */
+	cli->token = cli_env("RAFTLOCK_AUTH_TOKEN");
 	long v;
 	int ch;
 	if (endpoints == NULL || endpoints[0] == '\0')
@@ -501,6 +522,7 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_ENDPOINTS: endpoints = optarg; break;
+		case OPT_AUTH_TOKEN: cli->token = optarg; break;
 		case OPT_TIMEOUT:
 			if (!parse_ms(optarg, 1, INT_MAX, &v))
 				return usage("--timeout: milliseconds, at least 1");
@@ -542,6 +564,10 @@ int main(int argc, char **argv)
 			run = commands[i].run;
 	if (run == NULL) {
 		code = usage("unknown command");
+		goto out;
+	}
+	if (cli_acl_offline(argc - cmd, argv + cmd)) {
+		code = cli_acl_token(argc - cmd, argv + cmd);
 		goto out;
 	}
 	/* lock and run take their signals with sigwait: blocked in every

@@ -7,15 +7,13 @@
 
 static _Thread_local const struct transport *errmsg_owner;
 static _Thread_local char errmsg_text[ERRMSG_SIZE];
-static _Thread_local const struct transport *errmsg_note_owner;
-static _Thread_local int errmsg_note_code;
-static _Thread_local char errmsg_note_text[ERRMSG_SIZE / 2];
+static _Thread_local int errmsg_noted_code;
+static _Thread_local char errmsg_noted[ERRMSG_SIZE / 2];
 
-void errmsg_note(const struct transport *client, int code, const char *detail)
+void errmsg_note(int code, const char *detail)
 {
-	snprintf(errmsg_note_text, sizeof errmsg_note_text, "%s", detail);
-	errmsg_note_owner = client;
-	errmsg_note_code = code;
+	errmsg_noted_code = code;
+	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", detail != NULL ? detail : "");
 }
 
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
@@ -25,16 +23,18 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
 	va_start(ap, fmt);
 	vsnprintf(context, sizeof context, fmt, ap);
 	va_end(ap);
-	if ((detail == NULL || detail[0] == '\0') && errmsg_note_code == code && code != 0 &&
-	    errmsg_note_owner == client)
-		detail = errmsg_note_text;
-	if (detail != NULL && detail[0] != '\0') {
-		int n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
-				 raftlock_strerror(code), detail);
-		(void)n; /* a long detail is cut short */
-	} else
-		snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
-			 raftlock_strerror(code));
+	if ((detail == NULL || detail[0] == '\0') && code != 0 && code == errmsg_noted_code)
+		detail = errmsg_noted;
+	errmsg_noted_code = 0;
+	int n; /* truncated to fit */
+	if (detail != NULL && detail[0] != '\0')
+		n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s (%s)", context,
+			     raftlock_strerror(code), detail);
+	else
+		n = snprintf(errmsg_text, sizeof errmsg_text, "%s: %s", context,
+			     raftlock_strerror(code));
+	if (n >= (int)sizeof errmsg_text) /* cut: say so */
+		memcpy(errmsg_text + sizeof errmsg_text - 4, "...", 4);
 	errmsg_owner = client;
 	return code;
 }

@@ -24,13 +24,12 @@ struct transport;
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/*
- * Notes detail (copied) as what the calling thread's next errmsg_set() for
- * client with this code says when it is given no detail: a lower layer
- * knows why a wait failed (the TLS refusal of an address), the caller
- * knows what the call was.
- */
-void errmsg_note(const struct transport *client, int code, const char *detail);
+/* Notes why a call of the calling thread failed with code, as a lower
+ * layer knew it: the message a node sent with a RAFTLOCK_EPERM answer
+ * ("identity 'alice' has no 'lock' on 'db/x'"), the address and reason of
+ * a TLS refusal with RAFTLOCK_ETLS. The next errmsg_set of that code in
+ * this thread without a detail of its own gives it as the detail. */
+void errmsg_note(int code, const char *detail);
 
 /* The calling thread's message for client; "no error" when its last
  * message is for another client or there was none. Never NULL. */

@@ -16,13 +16,8 @@ static char *introspect_dup(const char *s, bool *failed)
 	return d;
 }
 
-/*
- * Sends a read through the client's leader connection and checks that the
- * answer carries `want`. t.mu is taken here. On 0 *reply is owned by the
- * caller.
- */
-static int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
-			   Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
+int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
+		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
 {
 	Raftlock__Envelope *r = NULL;
 	pthread_mutex_lock(&c->t.mu);

@@ -8,6 +8,16 @@
 #ifndef RAFTLOCK_INTROSPECT_H
 #define RAFTLOCK_INTROSPECT_H
 
+#include "client.h"
 #include "raftlock.h"
+#include "raftlock.pb-c.h"
+
+/*
+ * Sends a request through the client's leader connection and checks that
+ * the answer carries `want`. t.mu is taken here. On 0 *reply is owned by
+ * the caller. Also the access-rule calls (acl.c) use it.
+ */
+int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
+		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply);
 
 #endif

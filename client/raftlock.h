@@ -53,6 +53,9 @@ extern "C" {
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
+#define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
+#define RAFTLOCK_SECRET_MAX 64        /* and at most */
+#define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -91,12 +94,26 @@ extern "C" {
 	X(ECONFIG, -22, "invalid configuration")                                  \
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
-	X(ETLS, -25, "a TLS handshake failed")
-/* RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
+	X(EPERM, -25, "permission denied")                                        \
+	X(ETLS, -26, "a TLS handshake failed")
+/* RAFTLOCK_EPERM is a node's answer to a request naming a session without
+ * that session's secret (the library attaches it to each request of a
+ * session it opened): refused before the log, nothing executed; the
+ * library does not retry it. A session opened by a library older than
+ * client protocol 3 has no secret, and every request of it gets
+ * RAFTLOCK_EPERM from an upgraded cluster (docs/GUARANTEES.md, rule 14).
+ * RAFTLOCK_EPERM is also the answer, with authentication on, to a request
+ * the connection's identity has no permission for, or to a connection
+ * that has not authenticated (the message names the identity, the
+ * permission and the name): refused before the log, nothing executed; the
+ * library does not retry it.
+ *
+ * RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
  * for want of room (too many requests in flight on the connection, a
  * proposal that failed for want of memory): the library retries it with
  * back-off; a caller sees it only as the last error of a read or session
  * open that timed out while the node kept refusing.
+ *
  * RAFTLOCK_ETLS: no node would complete a TLS handshake with this client:
  * a certificate was refused (by the client: the node's certificate is not
  * signed by the CA, has expired or names another host; by the node: the
@@ -165,6 +182,16 @@ struct raftlock_client_options {
 	const char *tls_key_file;    /* its private key; required with it */
 	const char *tls_server_name; /* expected name of every node; NULL =
 					each address's host */
+
+	/* A bearer token (at most RAFTLOCK_TOKEN_MAX bytes, NUL-terminated),
+	 * sent first on every connection the client makes: a cluster with
+	 * auth = on then knows the client as the identity its auth-tokens
+	 * file gives this token (docs/GUARANTEES.md, authorization). NULL = no
+	 * token (a client certificate may identify the client instead).
+	 * Copied; the copy is wiped when the client closes. A token a node
+	 * does not know makes every request but status fail with
+	 * RAFTLOCK_EPERM, "this node knows no such token". */
+	const char *auth_token;
 };
 
 /*
@@ -218,7 +245,8 @@ typedef struct raftlock_session raftlock_session;
  *             lock handles keep their state. When a keepalive is
  *             acknowledged, validity resumes from that keepalive's send
  *             time: a new valid_until, and the session is valid again.
- *   lost      for good: the cluster said the session is gone, or the grace
+ *   lost      for good: the cluster said the session is gone (or that it
+ *             does not accept the session's secret), or the grace
  *             period (raftlock_session_options.grace_ms) passed in jeopardy
  *             without any acknowledgement. valid_until is 0, calls on the
  *             session fail with RAFTLOCK_ESESSION, nothing is renewed. A
@@ -233,10 +261,10 @@ enum raftlock_session_event {
 /*
  * Called once, from the client's keepalive thread, when the session is lost
  * (see above): the server said it expired (`reason` RAFTLOCK_ESESSION), or
- * the grace period passed without an acknowledged keepalive
- * (RAFTLOCK_ETIMEDOUT). The callback must not block for long and must not
- * close the client; it may call raftlock_session_close() on other sessions
- * only.
+ * that it does not accept the session's secret (RAFTLOCK_EPERM: a session
+ * opened before the cluster required secrets), or the grace period passed
+ * without an acknowledged keepalive (RAFTLOCK_ETIMEDOUT). The callback must not block for long and
+ * must not close the client; it may call raftlock_session_close() on other sessions only.
  */
 typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, void *arg);
 
@@ -275,11 +303,16 @@ struct raftlock_session_options {
  * Opens a session (replicated through Raft before it returns) and starts
  * keeping it alive: a keepalive every TTL/3 from the client's keepalive
  * thread. *out is owned by the caller: free it with raftlock_session_close().
+ * The session gets a secret of RAFTLOCK_SECRET_MIN bytes from getrandom(),
+ * which the library keeps and sends with the session's every keepalive and
+ * lock request; only this process can act on the session (GUARANTEES rule
+ * 14). The secret is not shown through this API.
  * Errors: RAFTLOCK_EINVAL (ttl out of range, or below
  * RAFTLOCK_TTL_ELECTION_FACTOR times the cluster's election timeout: the
  * message names the minimum), RAFTLOCK_ETIMEDOUT,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM,
- * RAFTLOCK_ETLS (every node refused TLS; see raftlock_client_options).
+ * RAFTLOCK_ETLS (every node refused TLS; see raftlock_client_options),
+ * RAFTLOCK_EINTERNAL (the kernel gave no random bytes).
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 				       const struct raftlock_session_options *opts,
@@ -376,7 +409,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *   - 0 or an error of the lock's state (RAFTLOCK_EBUSY, RAFTLOCK_ENOTHOLDER,
  *     RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL, ...): the cluster
  *     executed the request with this result (or refused it whole, as for a
- *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG).
+ *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG;
+ *     or RAFTLOCK_EPERM: the cluster does not accept the session's secret,
+ *     as for a session opened before the cluster required secrets).
  *     RAFTLOCK_EPROTO also comes from a server older than this library's
  *     protocol, which cannot read the request's sequence number and so did
  *     not execute it: upgrade the servers before the clients.
@@ -624,6 +659,80 @@ struct raftlock_session_list {
 RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after, uint32_t limit,
 				       bool stale, struct raftlock_session_list **out);
 RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list);
+
+/* ------------------------------------------------------ access rules -- */
+
+/*
+ * With auth = on, a cluster lets an identity do only what its access rules
+ * grant (docs/GUARANTEES.md, authorization). A rule gives an identity
+ * (a name, or "*" for every authenticated identity) permissions on every
+ * lock name that starts with a prefix ("" = every name). Rules only grant:
+ * what an identity may do on a name is the union of its rules and of
+ * "*"'s rules whose prefix starts the name. Without one: RAFTLOCK_EPERM.
+ */
+enum raftlock_acl_perm {
+	RAFTLOCK_ACL_LOCK = 1,  /* acquire, release, cancel a wait */
+	RAFTLOCK_ACL_READ = 2,  /* read the lock, its holders and their owners */
+	RAFTLOCK_ACL_ADMIN = 4, /* change rules on the prefix; on "": close others'
+				   sessions, membership and snapshot commands */
+};
+
+struct raftlock_acl_rule {
+	char *identity;
+	char *prefix;
+	uint32_t perms; /* a mask of enum raftlock_acl_perm */
+};
+
+struct raftlock_acl_list {
+	size_t n_rules;
+	struct raftlock_acl_rule *rules;
+	bool more; /* another page follows: ask again after the last rule */
+};
+
+/*
+ * Creates or replaces the rule of (identity, prefix) with perms (a
+ * non-empty mask of enum raftlock_acl_perm), through the log: once this
+ * returns 0 every node decides with it. The caller's identity needs admin
+ * on the prefix. Thread-safe; blocks for at most the request timeout.
+ * Errors: RAFTLOCK_EPERM (no admin on the prefix, or authentication is off
+ * at the cluster; nothing changed), RAFTLOCK_EINVAL (empty identity,
+ * perms empty or unknown), RAFTLOCK_ETOOBIG (identity or prefix longer
+ * than RAFTLOCK_NAME_MAX), RAFTLOCK_ELIMIT (the cluster's store is full),
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE,
+ * RAFTLOCK_ENOMEM. A retry after a lost answer sets the same rule again.
+ */
+RAFTLOCK_API int raftlock_acl_set(raftlock_client *client, const char *identity, const char *prefix,
+				  uint32_t perms);
+
+/*
+ * Deletes the rule of (identity, prefix); same rules and errors as
+ * raftlock_acl_set, and RAFTLOCK_ENOTFOUND when there is no such rule (also
+ * when a retry after a lost answer finds it deleted by the first attempt).
+ */
+RAFTLOCK_API int raftlock_acl_delete(raftlock_client *client, const char *identity,
+				     const char *prefix);
+
+/*
+ * Lists the rules on prefixes the caller's identity has admin on (every
+ * rule with authentication off), in (identity, prefix) order, after the
+ * rule (after_identity, after_prefix) (NULL or "" = from the first), at
+ * most `limit` (0 = the server's default page). Linearizable unless
+ * `stale`. *out is owned by the caller: free it with
+ * raftlock_acl_list_free(). Thread-safe. Errors as raftlock_lock_list.
+ */
+RAFTLOCK_API int raftlock_acl_list(raftlock_client *client, const char *after_identity,
+				   const char *after_prefix, uint32_t limit, bool stale,
+				   struct raftlock_acl_list **out);
+RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
+
+/*
+ * Parses permissions written as a comma-separated list of lock, read and
+ * admin (or "all") into *perms. Returns 0 or RAFTLOCK_EINVAL. Thread-safe.
+ * raftlock_acl_perms_format writes the same form ("lock,read") into buf
+ * (at least 16 bytes) and returns buf.
+ */
+RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
+RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -97,7 +97,7 @@ int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 	while (!req->done) {
 		if (req->refused || transport_mono_ms(t) >= deadline) {
 			if (req->last_err == RAFTLOCK_ETLS)
-				errmsg_note(t, RAFTLOCK_ETLS, t->tls_why);
+				errmsg_note(RAFTLOCK_ETLS, t->tls_why);
 			return req->last_err;
 		}
 		struct timespec ts = transport_deadline(t, deadline);
@@ -142,6 +142,10 @@ void transport_watch(struct transport *t, struct request *req)
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply)
 {
 	list_remove(&req->link);
+	const Raftlock__Envelope *e = req->reply;
+	if (e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    e->response->status == RAFTLOCK_EPERM)
+		errmsg_note(e->response->status, e->response->message);
 	if (reply != NULL)
 		*reply = req->reply;
 	else if (req->reply != NULL)
@@ -354,9 +358,15 @@ static bool io_owes(struct transport *t, uint64_t older_than)
 	return false;
 }
 
-/* Queues req on the connection; false when out of memory. */
+/* Queues req on the connection, after the token the first time on this
+ * connection; false when out of memory. */
 static bool io_queue(struct transport *t, struct request *r, uint64_t now)
 {
+	if (t->auth_frame != NULL && t->auth_gen != t->conn_gen) {
+		if (conn_queue(&t->conn, t->auth_frame, t->auth_frame_len) != 0)
+			return false;
+		t->auth_gen = t->conn_gen; /* its answer (id 0) is not awaited */
+	}
 	if (conn_queue(&t->conn, r->frame, r->frame_len) != 0)
 		return false;
 	if (!r->ever_sent)
@@ -433,11 +443,14 @@ static void io_redirect(struct transport *t, const char *leader)
 
 /* Whether a status answering a mutating request of a session proves that
  * it can never execute: the request itself is refused, identically at
- * every attempt. Anything else (a refusal before the log, an outcome the
- * node does not know) leaves it to be retried with its seq. */
+ * every attempt (EPERM: the session's secret is refused, and it is the
+ * same secret at every attempt). Anything else (a refusal before the log
+ * for want of room, an outcome the node does not know) leaves it to be
+ * retried with its seq. */
 static bool io_final_status(int status)
 {
-	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL || status == RAFTLOCK_ETOOBIG;
+	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL ||
+	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM;
 }
 
 /* Sends r again after a back-off that doubles with each refusal in a row
@@ -802,6 +815,9 @@ static void transport_free(struct transport *t)
 	free(t->conn_text);
 	SSL_CTX_free(t->tls.ctx);
 	free((char *)t->tls.server_name);
+	if (t->auth_frame != NULL)
+		explicit_bzero(t->auth_frame, t->auth_frame_len);
+	free(t->auth_frame);
 	if (t->wake_fd >= 0)
 		close(t->wake_fd);
 	pthread_cond_destroy(&t->cond);
@@ -816,6 +832,12 @@ int transport_check_options(const struct raftlock_client_options *opts)
 	if (opts->addresses == NULL || opts->n_addresses == 0)
 		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
 				  "open client: no node address given");
+	if (opts->auth_token != NULL &&
+	    (opts->auth_token[0] == '\0' ||
+	     strnlen(opts->auth_token, RAFTLOCK_TOKEN_MAX + 1) > RAFTLOCK_TOKEN_MAX))
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: the token is empty or longer than %d bytes",
+				  RAFTLOCK_TOKEN_MAX);
 	for (size_t i = 0; i < opts->n_addresses; i++) {
 		struct conn_addr a;
 		int rv = conn_addr_parse(opts->addresses[i], &a);
@@ -885,6 +907,18 @@ static int transport_init(struct transport *t, const struct raftlock_client_opti
 	int rv = transport_tls_init(t, opts, err, errlen);
 	if (rv != 0)
 		return rv;
+	t->auth_gen = UINT64_MAX; /* no connection yet */
+	if (opts->auth_token != NULL) {
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		Raftlock__AuthenticateRequest req = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+		req.token.data = (uint8_t *)opts->auth_token;
+		req.token.len = strlen(opts->auth_token);
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+		env.authenticate = &req;
+		rv = codec_frame_envelope(&env, &t->auth_frame, &t->auth_frame_len);
+		if (rv != 0)
+			return rv;
+	}
 	t->rng = clock_mono_ms() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)t;
 	t->rng |= 1;
 	t->addr_next = (size_t)(transport_random(t) % t->n_addrs);

@@ -162,6 +162,12 @@ struct transport {
 		uint64_t hash;  /* of an address that could not be reached */
 		uint64_t until; /* transport_mono_ms */
 	} down[4];
+	/* The AuthenticateRequest of the token (raftlock_client_options
+	 * auth_token), framed once, sent first on each connection: auth_gen
+	 * is the connection it was last queued on. Wiped when freed. */
+	uint8_t *auth_frame;
+	size_t auth_frame_len;
+	uint64_t auth_gen;
 	struct list reqs; /* struct request, newest first */
 	uint64_t next_id;
 };

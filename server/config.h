@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "raftlock.h"
+
 #define CONFIG_MAX_MEMBERS 9
 #define CONFIG_ADDR_MAX 64
 
@@ -60,8 +62,18 @@ struct config {
 	char client_tls_cert[CONFIG_PATH_MAX];
 	char client_tls_key[CONFIG_PATH_MAX];
 	char client_tls_ca[CONFIG_PATH_MAX];
-	unsigned tls_handshake_timeout_ms; /* a handshake not done by then fails */
-	bool check_only;                   /* --check-config: validate, print, exit */
+	unsigned tls_handshake_timeout_ms;    /* a handshake not done by then fails */
+	unsigned max_connections_per_address; /* client port; 0 = no limit */
+	unsigned frame_timeout_ms;            /* a frame begun must end by then; 0 = none */
+	/* Authentication and authorization (auth.h). With auth on, a client
+	 * connection is an identity (its certificate's CN with client-tls
+	 * mutual, or the name of the token it sent, from auth_tokens) and may
+	 * do only what the access rules grant it; auth_admin names the
+	 * identity that has every permission (the bootstrap admin). */
+	bool auth;
+	char auth_tokens[CONFIG_PATH_MAX]; /* "NAME SHA256HEX" lines; "" = none */
+	char auth_admin[RAFTLOCK_NAME_MAX + 1];
+	bool check_only; /* --check-config: validate, print, exit */
 };
 
 /*

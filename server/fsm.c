@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "codec.h"
 #include "log.h"
 #include "raftlock.h"
@@ -250,6 +251,13 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
 
+/* Digests are not secrets (SHA-256 does not give the secret back), so a
+ * plain comparison is fine here. */
+static bool same_digest(const ProtobufCBinaryData *x, const ProtobufCBinaryData *y)
+{
+	return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
+}
+
 static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSession *op)
 {
 	struct store *st = a->fsm->store;
@@ -258,9 +266,20 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		uint64_t id = store_get_nonce(st, a->txn, op->nonce);
 		if (id != 0) {
 			Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
+			if (sess != NULL && strcmp(sess->identity, op->identity) != 0) {
+				/* Another identity's nonce opens nothing of hers. */
+				raftlock__session_record__free_unpacked(sess, NULL);
+				return result_of(RAFTLOCK_EPERM);
+			}
 			if (sess != NULL) {
-				res.session = id;
-				res.ttl_ms = sess->ttl_ms;
+				/* Rule 14: a retry is the same open only with the
+				 * same secret; a replayed nonce learns nothing. */
+				if (same_digest(&sess->secret_digest, &op->secret_digest)) {
+					res.session = id;
+					res.ttl_ms = sess->ttl_ms;
+				} else {
+					res.status = RAFTLOCK_EPERM;
+				}
 				raftlock__session_record__free_unpacked(sess, NULL);
 				return res;
 			}
@@ -279,6 +298,8 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	sess->ttl_ms = op->ttl_ms;
 	sess->nonce = op->nonce;
 	sess->acks_queued = op->acks_queued;
+	records_set_bytes(&sess->secret_digest, &op->secret_digest);
+	records_set_string(&sess->identity, op->identity);
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
@@ -288,7 +309,10 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 				   .session = sess->id,
 				   .deadline = a->now + op->ttl_ms,
-				   .ttl_ms = sess->ttl_ms});
+				   .ttl_ms = sess->ttl_ms,
+				   .opened = true,
+				   .digest = sess->secret_digest.data,
+				   .digest_len = sess->secret_digest.len});
 	res.session = sess->id;
 	res.ttl_ms = sess->ttl_ms;
 	raftlock__session_record__free_unpacked(sess, NULL);
@@ -694,6 +718,31 @@ static void do_store_limit(struct apply *a, const Raftlock__StoreLimit *op)
 			 FSM_STORE_LIMIT_SHARE);
 }
 
+/* ---------------------------------------------------------- access rules -- */
+
+/* The access rules (auth.h). Who may change them is decided by the leader
+ * before it proposes; apply checks only that the rule is well formed, so
+ * that every node stores the same rules. */
+static Raftlock__Result do_acl_set(struct apply *a, const Raftlock__AclSet *op)
+{
+	if (codec_check_rule(op->identity, op->prefix) != 0 || op->perms == 0 ||
+	    (op->perms & ~(uint32_t)AUTH_ALL) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	if (store_full(a))
+		return refuse_full(a);
+	store_put_acl(a->fsm->store, a->txn, op->identity, op->prefix, op->perms);
+	return result_of(0);
+}
+
+static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete *op)
+{
+	if (codec_check_rule(op->identity, op->prefix) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	if (!store_del_acl(a->fsm->store, a->txn, op->identity, op->prefix))
+		return result_of(RAFTLOCK_ENOTFOUND);
+	return result_of(0);
+}
+
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
@@ -705,6 +754,8 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END: do_lock_delay_end(a, cmd->lock_delay_end); break;
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
+	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "client_tls.h"
 #include "config.h"
 #include "followers.h"
@@ -23,6 +24,7 @@ struct server {
 	struct timebase tb; /* the real clock */
 	struct config cfg;
 	struct client_tls tls;
+	struct auth_tokens tokens; /* auth-tokens */
 	struct node node;
 	struct leases leases;
 	struct service service;
@@ -96,13 +98,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: client-tls: %s\n", err);
 		return 2;
 	}
+	if (srv.cfg.auth_tokens[0] != '\0' &&
+	    auth_tokens_load(&srv.tokens, srv.cfg.auth_tokens, err, sizeof err) != 0) {
+		fprintf(stderr, "raftlockd: auth-tokens: %s\n", err);
+		client_tls_close(&srv.tls);
+		return 2;
+	}
 	static const char *tls_modes[] = {"plaintext", "TLS", "mutual TLS"};
 	if (srv.cfg.check_only) {
 		client_tls_close(&srv.tls);
 		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s, "
-		       "client port %s\n",
+		       "client port %s, authentication %s (%zu tokens)\n",
 		       (unsigned long long)srv.cfg.id, srv.cfg.cluster, srv.cfg.n_members,
-		       srv.cfg.data_dir, tls_modes[srv.cfg.client_tls]);
+		       srv.cfg.data_dir, tls_modes[srv.cfg.client_tls], srv.cfg.auth ? "on" : "off",
+		       srv.tokens.n);
+		auth_tokens_free(&srv.tokens);
 		return 0;
 	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
@@ -135,6 +145,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
 	}
+	service_auth_tokens(&srv.service, &srv.tokens);
 	rv = metrics_start(&srv.metrics, &srv.loop, &srv.cfg, &srv.node, &srv.service, err,
 			   sizeof err);
 	if (rv != 0) {
@@ -142,14 +153,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node, srv.tls.client);
-	log_info("serving clients on %s, %s (cluster '%s', %u members)", srv.cfg.client_address,
-		 tls_modes[srv.cfg.client_tls], srv.cfg.cluster, srv.cfg.n_members);
+	log_info("serving clients on %s, %s, authentication %s (cluster '%s', %u members)",
+		 srv.cfg.client_address, tls_modes[srv.cfg.client_tls], srv.cfg.auth ? "on" : "off",
+		 srv.cfg.cluster, srv.cfg.n_members);
 	uv_run(&srv.loop, UV_RUN_DEFAULT);
 	/* Let close callbacks run, then check nothing is left open. */
 	uv_run(&srv.loop, UV_RUN_NOWAIT);
 	if (uv_loop_close(&srv.loop) != 0)
 		log_warn("loop closed with handles still open");
 	client_tls_close(&srv.tls);
+	auth_tokens_free(&srv.tokens);
 	log_info("stopped");
 	return 0;
 }

@@ -88,6 +88,16 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);
+	counter(&t, "client_connections_refused_total",
+		"Client connections refused: their address held max-connections-per-address.",
+		m->service->admission.refused);
+	counter(&t, "client_frame_timeouts_total",
+		"Client connections cut off: a frame not completed within frame-timeout-ms.",
+		m->service->frame_timeouts);
+	counter(&t, "auth_denied_total",
+		"Client requests refused with EPERM for their identity (auth = on): not "
+		"authenticated, no permission, an unknown token.",
+		m->service->auth_denied);
 	const struct leases_stats *ls = &m->service->leases->stats;
 	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
 		ls->renew_commands);
@@ -101,6 +111,10 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "keepalive_refused_total",
 		"Keepalive ids refused (ELIMIT) past a connection's per-second budget.",
 		ls->ids_refused);
+	counter(&t, "secret_denied_total",
+		"Keepalive ids and mutating requests refused (EPERM) without their session's "
+		"secret: not replicated.",
+		ls->ids_denied);
 	MDB_envinfo info;
 	MDB_stat env_stat;
 	mdb_env_info(n->store.env, &info);

@@ -2,7 +2,9 @@
 #include "reads.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "auth.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -12,7 +14,15 @@
 struct reply {
 	reads_reply_cb cb;
 	void *arg;
+	const struct reads_who *who; /* NULL: nothing left out */
+	struct auth_view view;
 };
+
+/* Whether the reader may see perm on name. */
+static bool may(const struct reply *r, uint32_t perm, const char *name)
+{
+	return r->who == NULL || auth_allows(&r->view, r->who->identity, perm, name);
+}
 
 static void reply_status(const struct reply *r, int status, const char *message)
 {
@@ -125,6 +135,7 @@ static void read_get_lock(struct store *st, const struct reply *r, const Raftloc
 }
 
 struct list_locks_ctx {
+	const struct reply *reply;
 	struct store *store;
 	MDB_txn *txn;
 	struct lock_info_buf *bufs;
@@ -144,6 +155,10 @@ static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 		ctx->more = true;
 		return 1;
 	}
+	if (!may(ctx->reply, AUTH_READ, rec->name)) {
+		raftlock__lock_record__free_unpacked(rec, NULL);
+		return 0;
+	}
 	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
 	lock_info_fill(ctx->store, ctx->txn, b, rec, ctx->now);
 	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
@@ -161,7 +176,8 @@ static void read_list_locks(struct store *st, const struct reply *r, const Raftl
 			    MDB_txn *txn)
 {
 	const Raftlock__ListLocksRequest *req = env->list_locks;
-	struct list_locks_ctx ctx = {.store = st,
+	struct list_locks_ctx ctx = {.reply = r,
+				     .store = st,
 				     .txn = txn,
 				     .limit = page_limit(req->limit),
 				     .now = store_now(st, txn)};
@@ -187,11 +203,13 @@ static void read_list_locks(struct store *st, const struct reply *r, const Raftl
 }
 
 struct list_sessions_ctx {
+	const struct reply *reply;
 	struct store *store;
 	MDB_txn *txn;
 	Raftlock__SessionInfo *infos;
 	Raftlock__SessionInfo **ptrs;
 	Raftlock__SessionRecord **recs;
+	char ***shown; /* per session: the locks shown when filtered, or NULL */
 	size_t n, limit;
 	size_t bytes;
 	bool more;
@@ -217,6 +235,21 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 	info->opened_time = rec->opened_time;
 	info->locks = rec->locks;
 	info->n_locks = rec->n_locks;
+	const struct reply *r = ctx->reply;
+	if (r->who != NULL && !auth_sees_session(&r->view, r->who->identity, rec)) {
+		/* Someone else's session: no owner, only the locks it may read. */
+		info->owner = NULL;
+		char **shown = calloc(rec->n_locks + 1, sizeof *shown);
+		if (shown == NULL)
+			log_fatal("out of memory");
+		size_t n = 0;
+		for (size_t i = 0; i < rec->n_locks; i++)
+			if (may(r, AUTH_READ, rec->locks[i]))
+				shown[n++] = rec->locks[i];
+		info->locks = shown;
+		info->n_locks = n;
+		ctx->shown[ctx->n] = shown;
+	}
 	ctx->ptrs[ctx->n] = info;
 	ctx->recs[ctx->n++] = rec;
 	return 0;
@@ -227,13 +260,15 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 {
 	const Raftlock__ListSessionsRequest *req = env->list_sessions;
 	struct list_sessions_ctx ctx = {0};
+	ctx.reply = r;
 	ctx.store = st;
 	ctx.txn = txn;
 	ctx.limit = page_limit(req->limit);
 	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
 	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
 	ctx.recs = calloc(ctx.limit, sizeof *ctx.recs);
-	if (!ctx.infos || !ctx.ptrs || !ctx.recs)
+	ctx.shown = calloc(ctx.limit, sizeof *ctx.shown);
+	if (!ctx.infos || !ctx.ptrs || !ctx.recs || !ctx.shown)
 		log_fatal("out of memory");
 	store_scan_sessions(st, txn, req->after, list_sessions_visit, &ctx);
 	Raftlock__SessionList list = RAFTLOCK__SESSION_LIST__INIT;
@@ -245,8 +280,11 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS;
 	resp.sessions = &list;
 	r->cb(r->arg, &resp);
-	for (size_t i = 0; i < ctx.n; i++)
+	for (size_t i = 0; i < ctx.n; i++) {
 		raftlock__session_record__free_unpacked(ctx.recs[i], NULL);
+		free(ctx.shown[i]);
+	}
+	free(ctx.shown);
 	free(ctx.infos);
 	free(ctx.ptrs);
 	free(ctx.recs);
@@ -273,13 +311,67 @@ static void read_check_token(struct store *st, const struct reply *r, const Raft
 	r->cb(r->arg, &resp);
 }
 
+struct acl_list_ctx {
+	const struct reply *reply;
+	Raftlock__AclSet *rules;
+	Raftlock__AclSet **ptrs;
+	char (*names)[2][RAFTLOCK_NAME_MAX + 1];
+	size_t n, limit;
+	bool more;
+};
+
+static int acl_list_visit(void *arg, const char *identity, const char *prefix, uint32_t perms)
+{
+	struct acl_list_ctx *ctx = arg;
+	if (!may(ctx->reply, AUTH_ADMIN, prefix))
+		return 0;
+	if (ctx->n == ctx->limit) {
+		ctx->more = true;
+		return 1;
+	}
+	Raftlock__AclSet *rule = &ctx->rules[ctx->n];
+	raftlock__acl_set__init(rule);
+	strcpy(ctx->names[ctx->n][0], identity);
+	strcpy(ctx->names[ctx->n][1], prefix);
+	rule->identity = ctx->names[ctx->n][0];
+	rule->prefix = ctx->names[ctx->n][1];
+	rule->perms = perms;
+	ctx->ptrs[ctx->n++] = rule;
+	return 0;
+}
+
+static void read_acl_list(struct store *st, const struct reply *r, const Raftlock__Envelope *env,
+			  MDB_txn *txn)
+{
+	const Raftlock__AclListRequest *req = env->acl_list;
+	struct acl_list_ctx ctx = {.reply = r, .limit = page_limit(req->limit)};
+	ctx.rules = calloc(ctx.limit, sizeof *ctx.rules);
+	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
+	ctx.names = calloc(ctx.limit, sizeof *ctx.names);
+	if (!ctx.rules || !ctx.ptrs || !ctx.names)
+		log_fatal("out of memory");
+	store_scan_acls(st, txn, req->after_identity, req->after_prefix, acl_list_visit, &ctx);
+	Raftlock__AclList list = RAFTLOCK__ACL_LIST__INIT;
+	list.rules = ctx.ptrs;
+	list.n_rules = ctx.n;
+	list.more = ctx.more;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_ACLS;
+	resp.acls = &list;
+	r->cb(r->arg, &resp);
+	free(ctx.rules);
+	free(ctx.ptrs);
+	free(ctx.names);
+}
+
 bool reads_is_read(const Raftlock__Envelope *env)
 {
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return true;
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST: return true;
 	default: return false;
 	}
 }
@@ -291,19 +383,23 @@ bool reads_is_stale(const Raftlock__Envelope *env)
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: return env->list_locks->stale;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: return env->list_sessions->stale;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return env->check_token->stale;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST: return env->acl_list->stale;
 	default: return false;
 	}
 }
 
-void reads_serve(struct store *st, const Raftlock__Envelope *env, reads_reply_cb cb, void *arg)
+void reads_serve(struct store *st, const Raftlock__Envelope *env, const struct reads_who *who,
+		 reads_reply_cb cb, void *arg)
 {
-	struct reply r = {cb, arg};
+	struct reply r = {cb, arg, who, {0}};
 	MDB_txn *txn = store_begin(st, false);
+	r.view = (struct auth_view){.store = st, .txn = txn, .root = who ? who->root : NULL};
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: read_get_lock(st, &r, env, txn); break;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: read_list_locks(st, &r, env, txn); break;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: read_list_sessions(st, &r, env, txn); break;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: read_check_token(st, &r, env, txn); break;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST: read_acl_list(st, &r, env, txn); break;
 	default: reply_status(&r, RAFTLOCK_EPROTO, "not a read"); break;
 	}
 	store_abort(txn);

@@ -1,6 +1,6 @@
 /*
  * reads.h: the read requests (GET_LOCK, LIST_LOCKS, LIST_SESSIONS,
- * CHECK_TOKEN), served from LMDB without the log.
+ * CHECK_TOKEN, ACL_LIST), served from LMDB without the log.
  *
  * reads_serve() turns the store's records into the protobuf answer; it
  * does no I/O and knows nothing of connections. A linearizable read is
@@ -28,10 +28,22 @@ typedef void (*reads_reply_cb)(void *arg, const Raftlock__Response *resp);
 bool reads_is_read(const Raftlock__Envelope *env);
 bool reads_is_stale(const Raftlock__Envelope *env);
 
+/* Who reads, with authentication on (auth.h). Reads of one name were
+ * allowed before (auth_check_request); listings leave out what the
+ * identity may not see: locks it has no read on, the owner (host, pid,
+ * client name) of sessions not its own without read on every name and
+ * their locks it may not read, rules on prefixes it is not admin of. */
+struct reads_who {
+	const char *identity;
+	const char *root; /* auth-admin */
+};
+
 /* Serves env from the store as it is now: calls cb exactly once, before
  * returning, with a result payload, a status RAFTLOCK_ENOTFOUND (no such
- * lock) or RAFTLOCK_EPROTO (not a read). env is borrowed. */
-void reads_serve(struct store *st, const Raftlock__Envelope *env, reads_reply_cb cb, void *arg);
+ * lock) or RAFTLOCK_EPROTO (not a read). env and who (NULL: authentication
+ * off, nothing left out) are borrowed. */
+void reads_serve(struct store *st, const Raftlock__Envelope *env, const struct reads_who *who,
+		 reads_reply_cb cb, void *arg);
 
 /* Completion of reads_wait(): status 0 when the read may be served now,
  * else RAFTLOCK_ENOTLEADER or RAFTLOCK_ESHUTDOWN. */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "reads.h"
+#include "secret.h"
 #include "status.h"
 #include "tls_stream.h"
 
@@ -27,7 +28,8 @@ struct service_conn {
 	 * closing. Below "bytes in, bytes out" (conn_feed, conn_flush) nothing
 	 * knows whether it is there. */
 	struct tls_stream *tls;
-	char *identity; /* see service_conn_identity(); owned */
+	char *identity;     /* see service_conn_identity(); owned */
+	bool token_refused; /* it sent a token this node does not know */
 	struct service *svc;
 	struct frame_reader reader;
 	int refs; /* the handle itself, plus each request and write in flight */
@@ -40,7 +42,10 @@ struct service_conn {
 	size_t out_len, out_cap;
 	struct list dirty; /* on svc->dirty (holding a reference) while linked */
 	struct leases_budget keepalive_budget;
-	bool paused; /* reads stopped until the keepalive budget refills */
+	bool paused;            /* reads stopped until the keepalive budget refills */
+	uint64_t admission_key; /* counted in svc->admission; 0: not counted */
+	bool refused;           /* TLS: refused once its handshake is done */
+	uint64_t frame_started; /* loop ms when the pending frame began; 0: none */
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
@@ -75,6 +80,8 @@ static void conn_close(struct service_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	admission_leave(&c->svc->admission, c->admission_key);
+	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
@@ -97,6 +104,11 @@ static void conn_unref(struct service_conn *c)
 const char *service_conn_identity(const struct service_conn *c)
 {
 	return c->identity;
+}
+
+void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
+{
+	s->tokens = tokens;
 }
 
 struct write_req {
@@ -439,6 +451,70 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
+/* Rule 14: a session open brings a secret, of which the log gets only the
+ * digest (into digest, which open->secret_digest points to); any other
+ * mutating request acts on its session only with the session's secret.
+ * The check comes before the log, and so before the session's
+ * de-duplication table: a stranger can neither run nor settle a sequence
+ * of the session. A session this leader does not know goes on to apply,
+ * which answers ESESSION as before (a retried close learns it is done). */
+static bool secret_admitted(struct service *s, struct service_conn *c,
+			    const Raftlock__Envelope *env, const Raftlock__Sequence *seq,
+			    Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
+{
+	bool opening = env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	const ProtobufCBinaryData *secret = opening ? &env->open_session->secret : &seq->secret;
+	char msg[200];
+	int rv = secret_refusal(env->protocol, secret, opening, msg, sizeof msg);
+	if (rv == 0 && opening) {
+		secret_digest(secret, digest);
+		open->secret_digest = (ProtobufCBinaryData){SECRET_DIGEST_LEN, digest};
+		return true;
+	}
+	if (rv == 0 && leases_check_secret(s->leases, seq->session, secret) == RAFTLOCK_EPERM) {
+		rv = RAFTLOCK_EPERM;
+		snprintf(msg, sizeof msg,
+			 "session %llu: the request does not carry the session's secret; nothing "
+			 "done",
+			 (unsigned long long)seq->session);
+	}
+	if (rv != 0)
+		send_status(s, c, env->id, rv, msg);
+	return rv == 0;
+}
+
+/* An access rule change (allowed by auth_check_request) as a command;
+ * false when it was answered instead. */
+static bool acl_change(struct service *s, struct service_conn *c, const Raftlock__Envelope *env,
+		       Raftlock__Command *cmd, Raftlock__AclSet *set, Raftlock__AclDelete *del)
+{
+	if (!s->cfg->auth) {
+		send_status(s, c, env->id, RAFTLOCK_EPERM,
+			    "authentication is off at this node (auth = off): turn it on to "
+			    "change the access rules");
+		return false;
+	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACL_DELETE) {
+		del->identity = env->acl_delete->rule->identity;
+		del->prefix = env->acl_delete->rule->prefix;
+		cmd->op_case = RAFTLOCK__COMMAND__OP_ACL_DELETE;
+		cmd->acl_delete = del;
+		return true;
+	}
+	const Raftlock__AclSet *rule = env->acl_set->rule;
+	if (rule->perms == 0 || (rule->perms & ~(uint32_t)AUTH_ALL) != 0) {
+		send_status(s, c, env->id, RAFTLOCK_EINVAL,
+			    "permissions are a non-empty set of lock, read and admin");
+		return false;
+	}
+	set->identity = rule->identity;
+	set->prefix = rule->prefix;
+	set->perms = rule->perms;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_ACL_SET;
+	cmd->acl_set = set;
+	return true;
+}
+
 static void handle_mutation(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env)
 {
@@ -449,12 +525,18 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__Acquire acquire;
 	Raftlock__Release release = RAFTLOCK__RELEASE__INIT;
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
+	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
+	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
+	uint8_t digest[SECRET_DIGEST_LEN];
 	bool pushable = false;
+	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
+	    !secret_admitted(s, c, env, seq, NULL, NULL))
+		return;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		if (!ttl_allowed(s, c, env))
+		if (!ttl_allowed(s, c, env) || !secret_admitted(s, c, env, seq, &open, digest))
 			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
@@ -465,6 +547,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 			owner.pid = env->open_session->owner->pid;
 			open.owner = &owner;
 		}
+		/* The session serves this identity only (auth.h). */
+		open.identity = (char *)(c->identity != NULL ? c->identity : "");
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -494,6 +578,11 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cancel.owner = env->cancel_wait->cancel->owner;
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
+		if (!acl_change(s, c, env, &cmd, &acl_set, &acl_delete))
+			return;
 		break;
 	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
@@ -585,8 +674,9 @@ static void handle_keepalive(struct service *s, struct service_conn *c,
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, &c->keepalive_budget, env->keepalive->sessions,
-				  env->keepalive->n_sessions, keepalive_done, p);
+	const Raftlock__KeepAliveRequest *ka = env->keepalive;
+	int rv = leases_keepalive(s->leases, &c->keepalive_budget, ka->sessions, ka->secrets,
+				  ka->n_secrets, ka->n_sessions, keepalive_done, p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv,
 			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "
@@ -648,7 +738,8 @@ static void reply_to(void *arg, const Raftlock__Response *resp)
 static void serve_read(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
 	struct service_request p = {.conn = c, .id = env->id};
-	reads_serve(&s->node->store, env, reply_to, &p);
+	struct reads_who who = {.identity = c->identity, .root = s->cfg->auth_admin};
+	reads_serve(&s->node->store, env, s->cfg->auth ? &who : NULL, reply_to, &p);
 }
 
 static void read_ready(void *arg, int status)
@@ -677,6 +768,82 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 	}
 }
 
+/* ------------------------------------------------------ authorization -- */
+
+static void conn_peer(struct service_conn *c, char *peer, size_t len);
+
+/* With auth on: whether the connection's identity may send env here and
+ * now (auth_check_request, on this node's applied state); when not, the
+ * client gets RAFTLOCK_EPERM naming what it lacks, and nothing is proposed
+ * or read. */
+static bool authorized(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	uint64_t session = 0;
+	Raftlock__Sequence legacy;
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+		session = request_sequence(env, &legacy)->session;
+		break;
+	default: break;
+	}
+	struct store *st = &s->node->store;
+	struct auth_view v = {.store = st, .root = s->cfg->auth_admin};
+	char msg[2 * RAFTLOCK_NAME_MAX + 128];
+	int rv = RAFTLOCK_EPERM;
+	if (c->identity == NULL && c->token_refused) {
+		snprintf(msg, sizeof msg, "not authenticated: this node knows no such token");
+	} else {
+		v.txn = store_begin(st, false);
+		rv = auth_check_request(&v, c->identity, env, session, msg, sizeof msg);
+		store_abort(v.txn);
+	}
+	if (rv == 0)
+		return true;
+	s->auth_denied++;
+	log_debug("refused: %s", msg);
+	send_status(s, c, env->id, rv, msg);
+	return false;
+}
+
+/* Binds the connection to the identity of its token (auth-tokens). A
+ * connection keeps the first identity it proved. */
+static void handle_authenticate(struct service *s, struct service_conn *c,
+				const Raftlock__Envelope *env)
+{
+	const ProtobufCBinaryData *tok = &env->authenticate->token;
+	const char *name = s->tokens ? auth_tokens_check(s->tokens, tok->data, tok->len) : NULL;
+	char msg[RAFTLOCK_NAME_MAX + 128];
+	if (name == NULL && s->cfg->auth) {
+		char peer[64];
+		conn_peer(c, peer, sizeof peer);
+		log_warn("client %s: a token this node does not know", peer);
+		c->token_refused = true;
+		s->auth_denied++;
+		send_status(s, c, env->id, RAFTLOCK_EPERM, "this node knows no such token");
+		return;
+	}
+	if (name != NULL && c->identity != NULL && strcmp(c->identity, name) != 0) {
+		snprintf(msg, sizeof msg, "this connection is already identity '%s'", c->identity);
+		s->auth_denied++;
+		send_status(s, c, env->id, RAFTLOCK_EPERM, msg);
+		return;
+	}
+	if (name != NULL && c->identity == NULL && (c->identity = strdup(name)) == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	Raftlock__AuthResult res = RAFTLOCK__AUTH_RESULT__INIT;
+	res.identity = (char *)(c->identity != NULL ? c->identity : "");
+	res.required = s->cfg->auth;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_AUTH;
+	resp.auth = &res;
+	send_response(c, env->id, &resp);
+}
+
 /* ------------------------------------------------------------ dispatch -- */
 
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
@@ -692,9 +859,15 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		conn_close(c);
 		return;
 	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE) {
+		handle_authenticate(s, c, env);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
 	bool read = reads_is_read(env);
 	if (read && reads_is_stale(env)) {
-		serve_read(s, c, env);
+		if (!s->cfg->auth || authorized(s, c, env))
+			serve_read(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -708,6 +881,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 	} else if (!s->node->ready) {
 		send_status(s, c, env->id, RAFTLOCK_EUNAVAILABLE,
 			    "new leader not ready yet (its barrier has not applied)");
+	} else if (s->cfg->auth && !authorized(s, c, env)) {
+		/* answered: RAFTLOCK_EPERM */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
 		return;
@@ -761,16 +936,44 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 	const uint8_t *payload;
 	size_t len;
 	int rv;
+	bool whole = false;
 	while (!c->closing && (rv = frame_reader_next(&c->reader, &payload, &len)) == 1) {
 		Raftlock__Envelope *env;
+		whole = true;
 		if (codec_decode_envelope(payload, len, &env) != 0) {
 			protocol_error(s, c, "malformed or unknown message");
 			return;
 		}
 		dispatch(s, c, env);
 	}
-	if (rv == RAFTLOCK_ETOOBIG)
+	if (rv == RAFTLOCK_ETOOBIG) {
 		protocol_error(s, c, "frame length above the limit");
+		return;
+	}
+	/* The frame clock runs from the first byte of a frame to its last. */
+	if (frame_reader_pending(&c->reader) == 0)
+		c->frame_started = 0;
+	else if (whole || c->frame_started == 0)
+		c->frame_started = uv_now(s->loop) + 1; /* never 0 */
+}
+
+/* Cuts off the connections whose frame has been arriving for too long. */
+static void frame_timer_cb(uv_timer_t *h)
+{
+	struct service *s = h->data;
+	unsigned limit = s->cfg->frame_timeout_ms;
+	uint64_t now = uv_now(s->loop) + 1;
+	struct service_conn *c;
+	/* closing unlinks nothing until the close callback, which runs later */
+	list_each_entry (c, &s->conns, struct service_conn, link) {
+		if (c->closing || !admission_frame_overdue(c->frame_started, now, limit))
+			continue;
+		char what[96];
+		snprintf(what, sizeof what, "a frame not completed within %u ms (frame-timeout-ms)",
+			 limit);
+		s->frame_timeouts++;
+		protocol_error(s, c, what);
+	}
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -806,9 +1009,45 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		conn_feed(c, buf, (size_t)nread);
 }
 
+/* Tells a connection over its address's limit why it is closed. */
+static void refuse(struct service_conn *c)
+{
+	struct service *s = c->svc;
+	char peer[64], what[160];
+	conn_peer(c, peer, sizeof peer);
+	snprintf(what, sizeof what, "too many connections from %s (max-connections-per-address %u)",
+		 peer, s->cfg->max_connections_per_address);
+	uint64_t now = uv_now(s->loop);
+	if (now - s->refusal_logged_ms >= 1000 || s->refusal_logged_ms == 0) {
+		s->refusal_logged_ms = now;
+		log_warn("client %s: %s; refused (%llu refused in all)", peer, what,
+			 s->admission.refused);
+	}
+	send_status(s, c, 0, RAFTLOCK_ELIMIT, what);
+	conn_close(c);
+}
+
+/* Counts a new connection against its address's limit. */
+static bool admit(struct service *s, struct service_conn *c)
+{
+	struct sockaddr_storage ss;
+	int n = sizeof ss;
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) != 0)
+		return true;
+	uint64_t key = admission_key((struct sockaddr *)&ss);
+	if (!admission_enter(&s->admission, key))
+		return false;
+	c->admission_key = key;
+	return true;
+}
+
 static void tls_handshake_cb(struct tls_stream *ts)
 {
 	struct service_conn *c = ts->data;
+	if (c->refused) {
+		refuse(c);
+		return;
+	}
 	const char *cn = tls_stream_peer_cn(ts);
 	if (cn[0] != '\0')
 		c->identity = strdup(cn); /* NULL if out of memory: no identity */
@@ -834,10 +1073,16 @@ static void accept_cb(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	bool admitted = admit(s, c);
 	if (s->tls == NULL) {
+		if (!admitted) {
+			refuse(c);
+			return;
+		}
 		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 		return;
 	}
+	c->refused = !admitted; /* told once the handshake lets it hear */
 	struct tls_stream_options o = {
 		.role = TLS_ROLE_SERVER,
 		.handshake_timeout_ms = s->cfg->tls_handshake_timeout_ms,
@@ -876,6 +1121,14 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	uv_prepare_start(&s->flusher, flusher_cb);
 	uv_timer_init(loop, &s->resume_timer);
 	s->resume_timer.data = s;
+	admission_init(&s->admission, cfg->max_connections_per_address);
+	uv_timer_init(loop, &s->frame_timer);
+	s->frame_timer.data = s;
+	if (cfg->frame_timeout_ms != 0) {
+		uint64_t every =
+			cfg->frame_timeout_ms / 4 < 1000 ? cfg->frame_timeout_ms / 4 : 1000;
+		uv_timer_start(&s->frame_timer, frame_timer_cb, every, every);
+	}
 	return 0;
 }
 
@@ -911,10 +1164,12 @@ void service_close(struct service *s)
 	flush_all(s); /* the last answers go out before their connections close */
 	uv_close((uv_handle_t *)&s->flusher, NULL);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
+	uv_close((uv_handle_t *)&s->frame_timer, NULL);
 	struct list *l;
 	list_each (l, &s->conns)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
 	pushes_close(&s->pushes);
+	admission_close(&s->admission);
 }

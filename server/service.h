@@ -16,6 +16,8 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
+#include "admission.h"
+#include "auth.h"
 #include "config.h"
 #include "fsm.h"
 #include "leases.h"
@@ -38,6 +40,12 @@ struct service {
 	struct reads reads;              /* linearizable reads waiting for a barrier */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
+	struct admission admission;      /* connections per client address */
+	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
+	unsigned long long frame_timeouts;
+	uint64_t refusal_logged_ms;       /* refusals are logged at most once a second */
+	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
+	unsigned long long auth_denied;   /* requests refused for their identity */
 	bool closing;
 };
 
@@ -52,11 +60,15 @@ struct service_conn;
 int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
 		  struct leases *leases, SSL_CTX *tls, char *err, size_t errlen);
 
-/* The identity a client proved with its TLS certificate (its subject common
- * name), or NULL: no TLS, no client certificate, or a handshake not done
- * yet. Valid while the connection is. The hook for authorization (issue 11,
- * item 3): nothing uses it yet. */
+/* The identity a client proved: its TLS certificate's subject common name,
+ * or the name of the bearer token it sent (AuthenticateRequest), or NULL:
+ * neither yet. Valid while the connection is. With auth = on, what the
+ * connection may do is decided for this identity (auth.h). */
 const char *service_conn_identity(const struct service_conn *c);
+
+/* The bearer tokens this node knows (auth-tokens; borrowed until
+ * service_close, NULL for none). Set after service_start. */
+void service_auth_tokens(struct service *s, const struct auth_tokens *tokens);
 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);

@@ -10,11 +10,12 @@
 #include "log.h"
 #include "raftlock.h"
 
-#define SNAP_MAGIC "RLSNAP03" /* with the lease table */
+#define SNAP_MAGIC "RLSNAP04"    /* with the access rules */
+#define SNAP_MAGIC_03 "RLSNAP03" /* with the lease table: still loaded */
 #define SNAP_SUM_SIZE 8
 #define SNAP_END 0xff
 
-enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4, DB_LEASES = 5 };
+enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4, DB_LEASES = 5, DB_ACLS = 6 };
 
 static void check(int rc, const char *what)
 {
@@ -51,7 +52,8 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	    (rc = mdb_dbi_open(txn, "sessions", MDB_CREATE, &s->sessions)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "locks", MDB_CREATE, &s->locks)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0 ||
-	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0)
+	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "acls", MDB_CREATE, &s->acls)) != 0)
 		goto fail;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		txn = NULL;
@@ -408,6 +410,108 @@ void store_scan_leases(struct store *s, MDB_txn *txn,
 	mdb_cursor_close(cur);
 }
 
+/* ---------------------------------------------------------- access rules -- */
+
+/* The key of a rule: identity, a 0 byte, prefix. Both are at most
+ * RAFTLOCK_NAME_MAX bytes (codec_check_rule). */
+static MDB_val acl_key(uint8_t *buf, const char *identity, const char *prefix)
+{
+	size_t ni = strlen(identity), np = strlen(prefix);
+	memcpy(buf, identity, ni);
+	buf[ni] = 0;
+	memcpy(buf + ni + 1, prefix, np);
+	return (MDB_val){ni + 1 + np, buf};
+}
+
+#define ACL_KEY_MAX (2 * RAFTLOCK_NAME_MAX + 1)
+
+void store_put_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix,
+		   uint32_t perms)
+{
+	uint8_t k[ACL_KEY_MAX], v[8];
+	MDB_val key = acl_key(k, identity, prefix);
+	put_u64(v, perms);
+	MDB_val val = {4, v + 4};
+	put_raw(s, txn, s->acls, &key, &val, 0, "put acl");
+}
+
+bool store_del_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix)
+{
+	uint8_t k[ACL_KEY_MAX];
+	MDB_val key = acl_key(k, identity, prefix);
+	if (record_size(s, txn, s->acls, &key) == 0)
+		return false;
+	del_key(s, txn, s->acls, &key);
+	return true;
+}
+
+static uint32_t acl_value(const MDB_val *val)
+{
+	if (val->mv_size != 4)
+		log_fatal("lmdb access rule has %zu bytes: damaged store", val->mv_size);
+	const uint8_t *p = val->mv_data;
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, const char *name)
+{
+	uint8_t k[ACL_KEY_MAX];
+	MDB_val key = acl_key(k, identity, ""), val;
+	size_t head = key.mv_size, nlen = strlen(name);
+	uint32_t perms = 0;
+	MDB_cursor *cur;
+	check(mdb_cursor_open(txn, s->acls, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (key.mv_size < head || memcmp(key.mv_data, k, head) != 0)
+			break; /* past identity's rules */
+		size_t plen = key.mv_size - head;
+		if (plen <= nlen && memcmp((const uint8_t *)key.mv_data + head, name, plen) == 0)
+			perms |= acl_value(&val);
+	}
+	mdb_cursor_close(cur);
+	return perms;
+}
+
+void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
+		     const char *after_prefix,
+		     int (*visit)(void *arg, const char *identity, const char *prefix,
+				  uint32_t perms),
+		     void *arg)
+{
+	uint8_t k[ACL_KEY_MAX];
+	char ident[RAFTLOCK_NAME_MAX + 1], prefix[RAFTLOCK_NAME_MAX + 1];
+	bool after = after_identity != NULL && after_identity[0] != '\0';
+	MDB_val key, val;
+	MDB_cursor *cur;
+	int rc;
+	check(mdb_cursor_open(txn, s->acls, &cur), "cursor");
+	if (after) {
+		MDB_val from = acl_key(k, after_identity, after_prefix ? after_prefix : "");
+		key = from;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+		if (rc == 0 && key.mv_size == from.mv_size &&
+		    memcmp(key.mv_data, from.mv_data, from.mv_size) == 0)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	} else {
+		rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+	}
+	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		const uint8_t *zero = memchr(key.mv_data, 0, key.mv_size);
+		size_t ni = zero ? (size_t)(zero - (const uint8_t *)key.mv_data) : 0;
+		size_t np = key.mv_size - ni - 1;
+		if (zero == NULL || ni > RAFTLOCK_NAME_MAX || np > RAFTLOCK_NAME_MAX)
+			log_fatal("lmdb access rule key is damaged");
+		memcpy(ident, key.mv_data, ni);
+		ident[ni] = '\0';
+		memcpy(prefix, zero + 1, np);
+		prefix[np] = '\0';
+		if (visit(arg, ident, prefix, acl_value(&val)))
+			break;
+	}
+	mdb_cursor_close(cur);
+}
+
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_stat st;
@@ -534,10 +638,10 @@ static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces, s->leases};
-	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES, DB_LEASES};
+	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces, s->leases, s->acls};
+	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES, DB_LEASES, DB_ACLS};
 	size_t total = 16 + 1 + SNAP_SUM_SIZE;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		total += dbi_bytes(txn, dbis[i]);
 	uint8_t *buf = alloc(total);
 	if (buf == NULL) {
@@ -549,7 +653,7 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	put_u64(buf + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
 	uint8_t *p = buf + 16;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		dump_dbi(txn, dbis[i], tags[i], &p);
 	*p++ = SNAP_END;
 	put_u64(p, checksum(buf, (size_t)(p - buf)));
@@ -563,7 +667,8 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
-	if (n < 17 + SNAP_SUM_SIZE || memcmp(buf, SNAP_MAGIC, 8) != 0)
+	if (n < 17 + SNAP_SUM_SIZE ||
+	    (memcmp(buf, SNAP_MAGIC, 8) != 0 && memcmp(buf, SNAP_MAGIC_03, 8) != 0))
 		return RAFTLOCK_EDATA;
 	if (checksum(buf, n - SNAP_SUM_SIZE) != get_u64(buf + n - SNAP_SUM_SIZE))
 		return RAFTLOCK_EDATA;
@@ -578,6 +683,7 @@ static void drop_all(struct store *s, MDB_txn *txn)
 	check(mdb_drop(txn, s->locks, 0), "drop");
 	check(mdb_drop(txn, s->nonces, 0), "drop");
 	check(mdb_drop(txn, s->leases, 0), "drop");
+	check(mdb_drop(txn, s->acls, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -614,6 +720,7 @@ int store_load(struct store *s, const void *data, size_t n)
 		case DB_LOCKS: dbi = s->locks; break;
 		case DB_NONCES: dbi = s->nonces; break;
 		case DB_LEASES: dbi = s->leases; break;
+		case DB_ACLS: dbi = s->acls; break;
 		default: goto damaged;
 		}
 		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
@@ -643,9 +750,9 @@ void store_clear(struct store *s)
 static void count_records(struct store *s)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases};
+	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases, s->acls};
 	s->bytes = 0;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		MDB_cursor *cur;
 		MDB_val key, val;
 		check(mdb_cursor_open(txn, dbis[i], &cur), "cursor");

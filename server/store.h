@@ -9,6 +9,8 @@
  *   leases    8-byte big-endian session id -> deadline (8 bytes) + TTL (4)
  *             kept apart from the session record so that a renewal, the
  *             most frequent write by far, rewrites 12 bytes
+ *   acls      identity bytes, a 0 byte, prefix bytes -> permissions (4 bytes
+ *             BE, a mask of RAFTLOCK__ACL_PERM__*): the access rules
  *
  * Records are protobuf-c messages. Every part of a record returned by a get
  * is malloc'd, so callers may grow or shrink its repeated fields with
@@ -35,7 +37,7 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces, leases;
+	MDB_dbi meta, sessions, locks, nonces, leases, acls;
 	size_t map_size;
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
@@ -61,7 +63,7 @@ void store_abort(MDB_txn *txn);
 
 /*
  * Bytes of the records held: the sum of key and value sizes over sessions,
- * locks, nonces and leases (meta excluded), including the writes of the
+ * locks, nonces, leases and access rules (meta excluded), including the writes of the
  * open write transaction. A function of the content alone, so every node
  * that applied the same entries has the same figure (unlike LMDB's page
  * counts, which depend on the history of the B-trees): the store-full rule
@@ -122,6 +124,25 @@ void store_scan_leases(struct store *s, MDB_txn *txn,
 		       void (*visit)(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms),
 		       void *arg);
 
+/* Access rules (auth.h). put creates or replaces the rule of (identity,
+ * prefix); del returns whether there was one. */
+void store_put_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix,
+		   uint32_t perms);
+bool store_del_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix);
+
+/* The union of the permissions of identity's rules whose prefix starts
+ * name (prefix "" starts every name, "" included), from one cursor walk
+ * over identity's rules. */
+uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, const char *name);
+
+/* Visits rules after (after_identity, after_prefix) (both "" or NULL: from
+ * the first) in (identity, prefix) order until visit returns nonzero. */
+void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
+		     const char *after_prefix,
+		     int (*visit)(void *arg, const char *identity, const char *prefix,
+				  uint32_t perms),
+		     void *arg);
+
 uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
 uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 
@@ -136,7 +157,8 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP03", the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP04" (an "RLSNAP03" image, without access rules,
+ * still loads), the applied index (8 bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
  * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.

@@ -487,7 +487,91 @@ static void test_other_request_bounds(void **state)
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
 	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX;
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
+
+	/* Session secrets (rule 14): at most RAFTLOCK_SECRET_MAX bytes, in an
+	 * open, a sequence header or a keepalive; no more keepalive secrets
+	 * than sessions. Their checks against the session are the server's. */
+	uint8_t secret[RAFTLOCK_SECRET_MAX + 1] = {0};
+	ProtobufCBinaryData longest = {RAFTLOCK_SECRET_MAX, secret};
+	ProtobufCBinaryData too_long_secret = {RAFTLOCK_SECRET_MAX + 1, secret};
+	s.open_session.secret = too_long_secret;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), RAFTLOCK_EPROTO);
+	s.open_session.secret = longest;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), 0);
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = 1;
+	h.seq = 1;
+	h.secret = too_long_secret;
+	s.env[S_RELEASE].sequence = &h;
+	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), RAFTLOCK_EPROTO);
+	h.secret = longest;
+	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), 0);
+	s.env[S_RELEASE].sequence = NULL;
+	ProtobufCBinaryData secrets[3] = {longest, longest, too_long_secret};
+	s.keepalive.n_sessions = 2;
+	s.keepalive.secrets = secrets;
+	s.keepalive.n_secrets = 2;
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
+	s.keepalive.n_secrets = 3; /* more secrets than sessions */
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
+	s.keepalive.n_sessions = 3; /* a secret too long */
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
+	s.keepalive.n_secrets = 0;
 	free(many);
+	free(too_long);
+}
+
+/* The authentication and access-rule requests: a token of at most
+ * RAFTLOCK_TOKEN_MAX bytes, a rule with an identity and bounded names. */
+static void test_auth_request_bounds(void **state)
+{
+	(void)state;
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'p');
+	uint8_t token[RAFTLOCK_TOKEN_MAX + 1] = {0};
+	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+	auth.token.data = token;
+	auth.token.len = RAFTLOCK_TOKEN_MAX + 1;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+	env.authenticate = &auth;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	auth.token.len = RAFTLOCK_TOKEN_MAX;
+	assert_int_equal(frame_and_decode(&env), 0);
+
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "alice";
+	rule.prefix = "";
+	rule.perms = 1;
+	Raftlock__AclSetRequest set = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	env.acl_set = &set;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO); /* no rule */
+	set.rule = &rule;
+	assert_int_equal(frame_and_decode(&env), 0);
+	rule.identity = "";
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	rule.identity = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	rule.identity = "alice";
+	rule.prefix = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+
+	Raftlock__AclDelete del = RAFTLOCK__ACL_DELETE__INIT;
+	del.identity = "alice";
+	del.prefix = "db/";
+	Raftlock__AclDeleteRequest dreq = RAFTLOCK__ACL_DELETE_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_DELETE;
+	env.acl_delete = &dreq;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	dreq.rule = &del;
+	assert_int_equal(frame_and_decode(&env), 0);
+
+	Raftlock__AclListRequest list = RAFTLOCK__ACL_LIST_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_LIST;
+	env.acl_list = &list;
+	assert_int_equal(frame_and_decode(&env), 0);
+	list.after_prefix = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
 	free(too_long);
 }
 
@@ -947,6 +1031,7 @@ int main(void)
 		cmocka_unit_test(test_lock_name_bounds),
 		cmocka_unit_test(test_missing_lock_submessage),
 		cmocka_unit_test(test_other_request_bounds),
+		cmocka_unit_test(test_auth_request_bounds),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
 		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),

@@ -96,7 +96,11 @@ struct op {
 	uint64_t store_limit;  /* STORE_LIMIT: bytes */
 	const uint64_t *acked; /* client commands: queued acquires acknowledged */
 	size_t n_acked;
-	bool acks_queued; /* OPEN_SESSION */
+	bool acks_queued;     /* OPEN_SESSION */
+	const char *digest;   /* OPEN_SESSION: the secret's digest (32 bytes), or NULL */
+	const char *identity; /* OPEN_SESSION, ACL_SET, ACL_DELETE */
+	const char *prefix;   /* ACL_SET, ACL_DELETE */
+	uint32_t perms;       /* ACL_SET */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -118,6 +122,8 @@ struct cmd_buf {
 	Raftlock__LockDelayEnd delay_end;
 	Raftlock__WaitExpire wait_expire;
 	Raftlock__StoreLimit store_limit;
+	Raftlock__AclSet acl_set;
+	Raftlock__AclDelete acl_delete;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
@@ -152,6 +158,9 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->open.nonce = o->nonce;
 		b->open.ttl_ms = o->ttl_ms;
 		b->open.acks_queued = o->acks_queued;
+		if (o->digest != NULL)
+			b->open.secret_digest = (ProtobufCBinaryData){32, (uint8_t *)o->digest};
+		b->open.identity = (char *)(o->identity ? o->identity : "");
 		b->open.owner = &b->owner;
 		b->cmd.open_session = &b->open;
 		break;
@@ -212,6 +221,19 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		raftlock__store_limit__init(&b->store_limit);
 		b->store_limit.bytes = o->store_limit;
 		b->cmd.store_limit = &b->store_limit;
+		break;
+	case RAFTLOCK__COMMAND__OP_ACL_SET:
+		raftlock__acl_set__init(&b->acl_set);
+		b->acl_set.identity = (char *)(o->identity ? o->identity : "");
+		b->acl_set.prefix = (char *)(o->prefix ? o->prefix : "");
+		b->acl_set.perms = o->perms;
+		b->cmd.acl_set = &b->acl_set;
+		break;
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE:
+		raftlock__acl_delete__init(&b->acl_delete);
+		b->acl_delete.identity = (char *)(o->identity ? o->identity : "");
+		b->acl_delete.prefix = (char *)(o->prefix ? o->prefix : "");
+		b->cmd.acl_delete = &b->acl_delete;
 		break;
 	default: fail_msg("op type %d not supported by the harness", (int)o->type);
 	}

@@ -23,10 +23,12 @@
 
 #include <cmocka.h>
 
+#include "address.h"
 #include "codec.h"
 #include "frame.h"
 #include "leases.h"
 #include "raftlock.h"
+#include "secret.h"
 #include "service.h"
 #include "timebase.h"
 #include "tls_certs.h"
@@ -43,6 +45,8 @@ struct proposed {
 	Raftlock__Command__OpCase op;
 	uint64_t session, seq, ack_below, acked0; /* acked0: the first acked, or 0 */
 	size_t n_acked;
+	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
+	size_t digest_len;
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -62,7 +66,15 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 						   cmd->seq,
 						   cmd->ack_below,
 						   cmd->n_acked ? cmd->acked[0] : 0,
-						   cmd->n_acked};
+						   cmd->n_acked,
+						   {0},
+						   0};
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION) {
+		const ProtobufCBinaryData *d = &cmd->open_session->secret_digest;
+		assert_true(d->len <= SECRET_DIGEST_LEN);
+		memcpy(proposed[n_proposed - 1].digest, d->data, d->len);
+		proposed[n_proposed - 1].digest_len = d->len;
+	}
 	return 0;
 }
 
@@ -135,6 +147,8 @@ struct fx {
 };
 
 static bool with_tls; /* the next setup starts the service with TLS */
+/* The next setup's admission limits (0: none, as by default here). */
+static unsigned next_max_conns, next_frame_timeout_ms;
 
 /* A free loopback port (bound, read back, released). */
 static int free_port(void)
@@ -163,6 +177,8 @@ static int setup(void **state)
 	cluster_clock_init(&f->node.clock, &f->tb);
 	leases_init(&f->leases, &f->tb, &f->node, 20);
 	f->cfg.tls_handshake_timeout_ms = 5000;
+	f->cfg.max_connections_per_address = next_max_conns;
+	f->cfg.frame_timeout_ms = next_frame_timeout_ms;
 	if (with_tls)
 		f->server_tls = tls_certs_server_ctx(false);
 	assert_int_equal(service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases,
@@ -197,6 +213,13 @@ static int teardown(void **state)
 	SSL_CTX_free(f->server_tls);
 	free(f);
 	return 0;
+}
+
+/* For a test that tears down itself (it must close the service before
+ * what the service borrows). */
+static int teardown_unless_done(void **state)
+{
+	return *state == NULL ? 0 : teardown(state);
 }
 
 static void send_bytes(struct fx *f, const void *buf, size_t len)
@@ -275,33 +298,76 @@ static int next_status(struct fx *f, uint64_t *id)
 	return status;
 }
 
-/* Appends the frame of an ACQUIRE of session 5 with the sequence header in
- * the envelope (protocol 2) to buf. */
-static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
+/* The next answer has this status and a message that says `says`. */
+static void assert_answer(struct fx *f, int status, const char *says)
 {
-	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
-	acq.name = "a";
-	acq.owner = 1;
-	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
-	req.acquire = &acq;
-	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
-	h.session = 5;
-	h.seq = seq;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = id;
-	env.sequence = &h;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
-	env.acquire = &req;
-	assert_int_equal(codec_frame_envelope_append(&env, buf, len, cap), 0);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, status);
+	assert_non_null(strstr(env->response->message, says));
+	raftlock__envelope__free_unpacked(env, NULL);
 }
 
+/* An ACQUIRE of session 5 with the sequence header in the envelope and the
+ * given secret: the messages it points into live in m. */
+struct acquire_msg {
+	Raftlock__Acquire acq;
+	Raftlock__AcquireRequest req;
+	Raftlock__Sequence h;
+	Raftlock__Envelope env;
+};
+
+static Raftlock__Envelope *acquire_msg(struct acquire_msg *m, uint64_t id, uint64_t seq,
+				       ProtobufCBinaryData secret)
+{
+	m->acq = (Raftlock__Acquire)RAFTLOCK__ACQUIRE__INIT;
+	m->acq.name = "a";
+	m->acq.owner = 1;
+	m->req = (Raftlock__AcquireRequest)RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	m->req.acquire = &m->acq;
+	m->h = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
+	m->h.session = 5;
+	m->h.seq = seq;
+	m->h.secret = secret;
+	m->env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	m->env.id = id;
+	m->env.sequence = &m->h;
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	m->env.acquire = &m->req;
+	return &m->env;
+}
+
+/* Sends that ACQUIRE framed by the given protocol (packed by hand below
+ * WIRE_PROTOCOL). */
+static void send_acquire_as(struct fx *f, uint64_t id, uint64_t seq, ProtobufCBinaryData secret,
+			    uint32_t protocol)
+{
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, id, seq, secret);
+	if (protocol == WIRE_PROTOCOL) {
+		send_env(f, env);
+		return;
+	}
+	env->protocol = protocol;
+	uint8_t buf[512];
+	size_t n = raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
+	frame_put_header(buf, (uint32_t)n);
+	send_bytes(f, buf, FRAME_HEADER_SIZE + n);
+}
+
+/* Appends the frame of an ACQUIRE without a secret to buf. */
+static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
+{
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, id, seq, (ProtobufCBinaryData){0, NULL});
+	assert_int_equal(codec_frame_envelope_append(env, buf, len, cap), 0);
+}
+
+/* An ACQUIRE of session 5, a session the leader does not know (apply
+ * answers it). */
 static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 {
-	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0;
-	frame_acquire(id, seq, &buf, &len, &cap);
-	send_bytes(f, buf, len);
-	free(buf);
+	send_acquire_as(f, id, seq, (ProtobufCBinaryData){0, NULL}, WIRE_PROTOCOL);
 }
 
 static void lead(struct fx *f)
@@ -385,11 +451,7 @@ static void test_ttl_below_minimum(void **state)
 	req.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	req.open_session = &open;
 	send_env(f, &req);
-	Raftlock__Envelope *env = next_env(f);
-	assert_non_null(env);
-	assert_int_equal(env->response->status, RAFTLOCK_EINVAL);
-	assert_non_null(strstr(env->response->message, "shortest this cluster allows"));
-	raftlock__envelope__free_unpacked(env, NULL);
+	assert_answer(f, RAFTLOCK_EINVAL, "shortest this cluster allows");
 	assert_int_equal(n_proposed, 0);
 }
 
@@ -486,6 +548,237 @@ static void test_sequence_header(void **state)
 		assert_int_equal(ans->response->status, 0);
 		raftlock__envelope__free_unpacked(ans, NULL);
 	}
+}
+
+/* Runs the loop until n proposals were made (5 s of real time at most). */
+static void wait_proposed(struct fx *f, size_t n)
+{
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	while (n_proposed < n) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+}
+
+static uint8_t secret_bytes[RAFTLOCK_SECRET_MIN] = "the right secret";
+static uint8_t wrong_bytes[RAFTLOCK_SECRET_MIN] = "the wrong secret";
+
+/* Rule 14: a mutation without its session's secret is refused with EPERM
+ * before the log -- no proposal, so no sequence of the session is run or
+ * settled -- and one of an older protocol with EPROTO naming the upgrade;
+ * with the secret it is proposed. Keepalive ids without it are answered
+ * EPERM and not renewed. */
+static void test_session_secret_checked(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	ProtobufCBinaryData right = {sizeof secret_bytes, secret_bytes};
+	ProtobufCBinaryData wrong = {sizeof wrong_bytes, wrong_bytes};
+	ProtobufCBinaryData none = {0, NULL};
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&right, digest);
+	struct fsm_event opened = {.type = FSM_EV_SESSION,
+				   .session = 5,
+				   .deadline = 100000,
+				   .ttl_ms = 10000,
+				   .opened = true,
+				   .digest = digest,
+				   .digest_len = sizeof digest};
+	leases_on_event(&f->leases, &opened);
+
+	send_acquire_as(f, 1, 7, wrong, WIRE_PROTOCOL);
+	assert_answer(f, RAFTLOCK_EPERM, "secret");
+	send_acquire_as(f, 2, 7, none, WIRE_PROTOCOL);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	send_acquire_as(f, 3, 7, none, 2);
+	assert_answer(f, RAFTLOCK_EPROTO, "upgrade the client");
+	assert_int_equal(n_proposed, 0);
+	assert_int_equal(f->leases.stats.ids_denied, 2);
+
+	send_acquire_as(f, 4, 7, right, WIRE_PROTOCOL);
+	wait_proposed(f, 1);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_ACQUIRE);
+	assert_int_equal(proposed[0].seq, 7);
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	proposed[0].cb(proposed[0].arg, 0, &res);
+	n_proposed = 0;
+	assert_int_equal(next_status(f, NULL), 0);
+
+	/* keepalives: the id with the wrong secret is not renewed */
+	uint64_t ids[] = {5, 5};
+	ProtobufCBinaryData secrets[] = {wrong};
+	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
+	ka.sessions = ids;
+	ka.n_sessions = 2;
+	ka.secrets = secrets;
+	ka.n_secrets = 1;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 5;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
+	req.keepalive = &ka;
+	send_env(f, &req);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->keepalive->n_statuses, 2);
+	assert_int_equal(env->response->keepalive->statuses[0], RAFTLOCK_EPERM);
+	assert_int_equal(env->response->keepalive->statuses[1], RAFTLOCK_EPERM);
+	raftlock__envelope__free_unpacked(env, NULL);
+	timebase_advance(&f->tb, 100);
+	assert_int_equal(n_proposed, 0);
+}
+
+/* Rule 14: an open brings a secret of 16 to 64 bytes, of which the log
+ * gets only the SHA-256; without one, EPROTO (naming the upgrade for an
+ * older protocol), nothing proposed. */
+static void test_open_carries_digest_only(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = 10000;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 1;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	req.open_session = &open;
+	send_env(f, &req);
+	assert_answer(f, RAFTLOCK_EPROTO, "secret");
+	open.secret = (ProtobufCBinaryData){RAFTLOCK_SECRET_MIN - 1, secret_bytes};
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPROTO);
+	assert_int_equal(n_proposed, 0);
+
+	open.secret = (ProtobufCBinaryData){sizeof secret_bytes, secret_bytes};
+	send_env(f, &req);
+	wait_proposed(f, 1);
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&open.secret, digest);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+	assert_int_equal(proposed[0].digest_len, SECRET_DIGEST_LEN);
+	assert_memory_equal(proposed[0].digest, digest, SECRET_DIGEST_LEN);
+	assert_memory_not_equal(proposed[0].digest, secret_bytes, sizeof secret_bytes);
+}
+
+/* With auth = on: a connection without an identity, or whose identity
+ * lacks the permission, gets EPERM naming it and nothing is proposed; a
+ * token binds the connection to its name; the bootstrap admin's rule
+ * change and a session open (with the identity) are proposed. The
+ * service reads the rules from a real store in a temporary directory. */
+static void test_auth_refusals(void **state)
+{
+	struct fx *f = *state;
+	char dir[] = "/tmp/test_service.XXXXXX", path[64], err[256], hex[65];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(store_open(&f->node.store, dir, 16u << 20, err, sizeof err), 0);
+	snprintf(path, sizeof path, "%s/tokens", dir);
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	auth_digest_hex("tok-alice", 9, hex);
+	fprintf(fp, "alice %s\n", hex);
+	auth_digest_hex("tok-root", 8, hex);
+	fprintf(fp, "root %s\n", hex);
+	fclose(fp);
+	struct auth_tokens tokens;
+	assert_int_equal(auth_tokens_load(&tokens, path, err, sizeof err), 0);
+	f->cfg.auth = true;
+	strcpy(f->cfg.auth_admin, "root");
+	service_auth_tokens(&f->svc, &tokens);
+	lead(f);
+
+	/* No identity yet: EPERM, nothing proposed. */
+	send_acquire(f, 1, 1);
+	Raftlock__Envelope *env = next_env(f);
+	assert_int_equal(env->response->status, RAFTLOCK_EPERM);
+	assert_non_null(strstr(env->response->message, "not authenticated"));
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	/* An unknown token: EPERM, and the refusal is what later requests say. */
+	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+	auth.token.data = (uint8_t *)"tok-nobody";
+	auth.token.len = 10;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 2;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+	req.authenticate = &auth;
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	send_acquire(f, 3, 1);
+	env = next_env(f);
+	assert_non_null(strstr(env->response->message, "no such token"));
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	/* alice's token: she is alice, and has no rule. */
+	auth.token.data = (uint8_t *)"tok-alice";
+	auth.token.len = 9;
+	req.id = 4;
+	send_env(f, &req);
+	env = next_env(f);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_AUTH);
+	assert_string_equal(env->response->auth->identity, "alice");
+	assert_true(env->response->auth->required);
+	raftlock__envelope__free_unpacked(env, NULL);
+	send_acquire(f, 5, 1);
+	env = next_env(f);
+	assert_int_equal(env->response->status, RAFTLOCK_EPERM);
+	assert_string_equal(env->response->message, "identity 'alice' has no 'lock' on 'a'");
+	raftlock__envelope__free_unpacked(env, NULL);
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "alice";
+	rule.prefix = "";
+	rule.perms = 7;
+	Raftlock__AclSetRequest set = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	set.rule = &rule;
+	Raftlock__Envelope setenv = RAFTLOCK__ENVELOPE__INIT;
+	setenv.id = 6;
+	setenv.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	setenv.acl_set = &set;
+	send_env(f, &setenv);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	/* Another token does not change a connection's identity. */
+	auth.token.data = (uint8_t *)"tok-root";
+	auth.token.len = 8;
+	req.id = 7;
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	assert_int_equal(n_proposed, 0);
+
+	/* She may open a session; the command carries her identity. */
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = 10000;
+	open.secret = (ProtobufCBinaryData){sizeof secret_bytes, secret_bytes};
+	Raftlock__Envelope oenv = RAFTLOCK__ENVELOPE__INIT;
+	oenv.id = 8;
+	oenv.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	oenv.open_session = &open;
+	send_env(f, &oenv);
+	while (n_proposed < 1)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+
+	/* The bootstrap admin's rule change is proposed. */
+	int sock = f->sock;
+	f->sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	a.sin_port = htons((uint16_t)atoi(strchr(f->cfg.client_address, ':') + 1));
+	assert_int_equal(connect(f->sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(f->sock, F_SETFL, O_NONBLOCK);
+	send_env(f, &req); /* root's token */
+	assert_int_equal(next_status(f, NULL), 0);
+	send_env(f, &setenv);
+	while (n_proposed < 2)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(proposed[1].op, RAFTLOCK__COMMAND__OP_ACL_SET);
+	close(f->sock);
+	f->sock = sock;
+
+	struct store st = f->node.store; /* f goes with the teardown */
+	teardown(state);
+	*state = NULL;
+	store_close(&st);
+	auth_tokens_free(&tokens);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* ----------------------------------------------------------------- TLS */
@@ -622,6 +915,104 @@ static void test_tls_plaintext_refused(void **state)
 	assert_int_equal(n_proposed, 0);
 }
 
+/* ----------------------------------------------------------- admission */
+
+static int setup_limits(void **state)
+{
+	next_max_conns = 2;
+	next_frame_timeout_ms = 300;
+	int rv = setup(state);
+	next_max_conns = next_frame_timeout_ms = 0;
+	return rv;
+}
+
+/* Another connection from the test to the service. */
+static int connect_again(struct fx *f)
+{
+	char host[64], port[ADDRESS_PORT_MAX];
+	assert_int_equal(address_split(f->cfg.client_address, host, sizeof host, port), 0);
+	int sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)atoi(port)),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(sock, F_SETFL, O_NONBLOCK);
+	return sock;
+}
+
+/* Reads the next envelope from another connection (NULL: closed). */
+static Raftlock__Envelope *next_env_on(struct fx *f, int sock)
+{
+	int mine = f->sock;
+	struct frame_reader saved = f->reader;
+	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	f->sock = sock;
+	Raftlock__Envelope *env = next_env(f);
+	frame_reader_close(&f->reader);
+	f->reader = saved;
+	f->sock = mine;
+	return env;
+}
+
+/* Past max-connections-per-address, a connection from that address gets
+ * ELIMIT naming the limit and is closed; the ones admitted are untouched,
+ * and a closed one makes room again. */
+static void test_connections_per_address(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	int second = connect_again(f), third = connect_again(f);
+	Raftlock__Envelope *env = next_env_on(f, third);
+	assert_non_null(env);
+	assert_int_equal(env->id, 0);
+	assert_int_equal(env->response->status, RAFTLOCK_ELIMIT);
+	assert_non_null(strstr(env->response->message, "max-connections-per-address 2"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_null(next_env_on(f, third));
+	assert_int_equal(f->svc.admission.refused, 1);
+	assert_int_equal(service_connections(&f->svc), 2);
+	/* the first still serves */
+	send_acquire(f, 7, 1);
+	wait_proposed(f, 1);
+	close(third);
+	close(second);
+	for (uint64_t until = uv_hrtime() / 1000000u + 5000; service_connections(&f->svc) > 1;) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	int fourth = connect_again(f);
+	for (uint64_t until = uv_hrtime() / 1000000u + 5000; service_connections(&f->svc) < 2;) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	assert_int_equal(f->svc.admission.refused, 1);
+	close(fourth);
+}
+
+/* A frame that trickles in (its header, then nothing) is cut off after
+ * frame-timeout-ms with EPROTO naming the setting; a connection that idles
+ * between frames is not. */
+static void test_frame_timeout(void **state)
+{
+	struct fx *f = *state;
+	int idle = connect_again(f);
+	const uint8_t header[] = {0, 0, 0, 40, 1, 2};
+	uint64_t t0 = uv_hrtime() / 1000000u;
+	send_bytes(f, header, sizeof header);
+	Raftlock__Envelope *env = next_env(f);
+	uint64_t took = uv_hrtime() / 1000000u - t0;
+	assert_non_null(env);
+	assert_int_equal(env->response->status, RAFTLOCK_EPROTO);
+	assert_non_null(strstr(env->response->message, "frame-timeout-ms"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_null(next_env(f));
+	printf("a stalled frame was cut off after %llu ms (limit 300)\n", (unsigned long long)took);
+	assert_true(took >= 300 && took < 2000);
+	assert_int_equal(f->svc.frame_timeouts, 1);
+	assert_int_equal(service_connections(&f->svc), 1); /* the idle one stays */
+	close(idle);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -644,8 +1035,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
+		cmocka_unit_test_setup_teardown(test_connections_per_address, setup_limits,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

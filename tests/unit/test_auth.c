@@ -1,0 +1,408 @@
+/*
+ * test_auth.c: the access rules (server/auth.c) read from a state built by
+ * the state machine: deny by default, prefixes, the union of an identity's
+ * rules with those of "*", the bootstrap admin; ACL_SET and ACL_DELETE
+ * applied (replace, delete, refusals that store nothing), the session's
+ * identity kept, rules carried by a snapshot; the auth-tokens file.
+ */
+#include <openssl/evp.h>
+
+#include "auth.h"
+#include "test_fsm_harness.h"
+
+/* The permissions of identity on name, as a node decides them now. */
+static uint32_t perms_of(struct fx *f, const char *root, const char *identity, const char *name)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn, .root = root};
+	uint32_t p = auth_perms(&v, identity, name);
+	bool all = auth_allows(&v, identity, p, name);
+	store_abort(txn);
+	assert_true(p == 0 || all);
+	return p;
+}
+
+#define PERMS(f, id, name) perms_of((f), NULL, (id), (name))
+
+static void set_rule(struct fx *f, const char *identity, const char *prefix, uint32_t perms)
+{
+	Raftlock__Result r = DO(f, ACL_SET, .identity = identity, .prefix = prefix, .perms = perms);
+	assert_int_equal(r.status, 0);
+}
+
+static void test_deny_by_default(void **state)
+{
+	struct fx *f = fx_ready(state);
+	assert_int_equal(PERMS(f, "alice", "db/x"), 0);
+	assert_int_equal(PERMS(f, "alice", ""), 0);
+	set_rule(f, "bob", "", AUTH_ALL);
+	assert_int_equal(PERMS(f, "alice", "db/x"), 0);
+	/* Not authenticated: nothing, whatever the rules of "*". */
+	set_rule(f, AUTH_ANYONE, "", AUTH_READ);
+	assert_int_equal(PERMS(f, "", "db/x"), 0);
+	assert_int_equal(PERMS(f, NULL, "db/x"), 0);
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn};
+	assert_false(auth_allows(&v, "alice", AUTH_LOCK, "db/x"));
+	assert_true(auth_allows(&v, "alice", AUTH_READ, "db/x"));
+	assert_false(auth_allows(&v, "alice", 0, "db/x")); /* nothing asked: no */
+	store_abort(txn);
+}
+
+static void test_prefixes(void **state)
+{
+	struct fx *f = fx_ready(state);
+	set_rule(f, "alice", "db/", AUTH_LOCK);
+	assert_int_equal(PERMS(f, "alice", "db/x"), AUTH_LOCK);
+	assert_int_equal(PERMS(f, "alice", "db/"), AUTH_LOCK);
+	assert_int_equal(PERMS(f, "alice", "db/a/b/c"), AUTH_LOCK);
+	assert_int_equal(PERMS(f, "alice", "db"), 0);
+	assert_int_equal(PERMS(f, "alice", "dbx"), 0);
+	assert_int_equal(PERMS(f, "alice", "xdb/"), 0);
+	/* An identity that is a prefix of another shares none of its rules. */
+	assert_int_equal(PERMS(f, "alic", "db/x"), 0);
+	assert_int_equal(PERMS(f, "alice2", "db/x"), 0);
+	/* Prefix "" starts every name. */
+	set_rule(f, "carol", "", AUTH_READ);
+	assert_int_equal(PERMS(f, "carol", "anything"), AUTH_READ);
+	assert_int_equal(PERMS(f, "carol", ""), AUTH_READ);
+}
+
+static void test_union_and_anyone(void **state)
+{
+	struct fx *f = fx_ready(state);
+	set_rule(f, "alice", "", AUTH_READ);
+	set_rule(f, "alice", "db/", AUTH_LOCK);
+	set_rule(f, "alice", "db/admin/", AUTH_ADMIN);
+	set_rule(f, AUTH_ANYONE, "pub/", AUTH_LOCK | AUTH_READ);
+	/* Rules only grant: a longer prefix adds, never takes away. */
+	assert_int_equal(PERMS(f, "alice", "x"), AUTH_READ);
+	assert_int_equal(PERMS(f, "alice", "db/x"), AUTH_READ | AUTH_LOCK);
+	assert_int_equal(PERMS(f, "alice", "db/admin/1"), AUTH_ALL);
+	assert_int_equal(PERMS(f, "alice", "pub/1"), AUTH_READ | AUTH_LOCK);
+	/* "*" is every authenticated identity. */
+	assert_int_equal(PERMS(f, "zed", "pub/1"), AUTH_READ | AUTH_LOCK);
+	assert_int_equal(PERMS(f, "zed", "db/x"), 0);
+	assert_int_equal(PERMS(f, AUTH_ANYONE, "pub/1"), AUTH_READ | AUTH_LOCK);
+}
+
+static void test_root(void **state)
+{
+	struct fx *f = fx_ready(state);
+	assert_int_equal(perms_of(f, "root", "root", "db/x"), AUTH_ALL);
+	assert_int_equal(perms_of(f, "root", "root", ""), AUTH_ALL);
+	assert_int_equal(perms_of(f, "root", "alice", ""), 0);
+	assert_int_equal(perms_of(f, "", "", ""), 0); /* no auth-admin names no one */
+	char msg[128];
+	auth_denied(msg, sizeof msg, "alice", AUTH_LOCK, "db/x");
+	assert_string_equal(msg, "identity 'alice' has no 'lock' on 'db/x'");
+	auth_denied(msg, sizeof msg, "alice", AUTH_ADMIN, "");
+	assert_string_equal(msg, "identity 'alice' has no 'admin' on every name");
+}
+
+static void test_set_replace_delete(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t bytes = store_record_bytes(&f->store);
+	set_rule(f, "alice", "db/", AUTH_LOCK | AUTH_READ);
+	assert_true(store_record_bytes(&f->store) > bytes);
+	set_rule(f, "alice", "db/", AUTH_READ); /* replaces, not adds */
+	assert_int_equal(PERMS(f, "alice", "db/x"), AUTH_READ);
+	assert_int_equal(DO(f, ACL_DELETE, .identity = "alice", .prefix = "db/").status, 0);
+	assert_int_equal(PERMS(f, "alice", "db/x"), 0);
+	assert_int_equal(store_record_bytes(&f->store), bytes);
+	assert_int_equal(DO(f, ACL_DELETE, .identity = "alice", .prefix = "db/").status,
+			 RAFTLOCK_ENOTFOUND);
+
+	/* Malformed rules are refused and store nothing. */
+	struct fx_image before = fx_dump(f);
+	Raftlock__Meta *m = fx_meta(f);
+	uint64_t applied = m->applied_index;
+	raftlock__meta__free_unpacked(m, NULL);
+	assert_int_equal(DO(f, ACL_SET, .identity = "alice", .prefix = "a", .perms = 0).status,
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(DO(f, ACL_SET, .identity = "alice", .prefix = "a", .perms = 8).status,
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(DO(f, ACL_SET, .identity = "", .prefix = "a", .perms = 1).status,
+			 RAFTLOCK_EINVAL);
+	char longname[RAFTLOCK_NAME_MAX + 2];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	assert_int_equal(DO(f, ACL_SET, .identity = longname, .prefix = "a", .perms = 1).status,
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(DO(f, ACL_SET, .identity = "alice", .prefix = longname, .perms = 1).status,
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(DO(f, ACL_DELETE, .identity = "", .prefix = "").status, RAFTLOCK_EINVAL);
+	assert_int_equal(PERMS(f, "alice", "a"), 0);
+	/* Only the applied index moved. */
+	m = fx_meta(f);
+	assert_int_equal(m->applied_index, applied + 6);
+	raftlock__meta__free_unpacked(m, NULL);
+	assert_int_equal(store_record_bytes(&f->store), bytes);
+	fx_image_free(&before);
+}
+
+static int collect(void *arg, const char *identity, const char *prefix, uint32_t perms)
+{
+	char *out = arg;
+	char line[600];
+	snprintf(line, sizeof line, "%s|%s|%u;", identity, prefix, perms);
+	strcat(out, line);
+	return 0;
+}
+
+static void test_scan_order(void **state)
+{
+	struct fx *f = fx_ready(state);
+	set_rule(f, "bob", "x", AUTH_LOCK);
+	set_rule(f, "alice", "b", AUTH_READ);
+	set_rule(f, "alice", "", AUTH_ADMIN);
+	set_rule(f, "alice2", "", AUTH_ADMIN);
+	char out[512] = "";
+	MDB_txn *txn = store_begin(&f->store, false);
+	store_scan_acls(&f->store, txn, NULL, NULL, collect, out);
+	assert_string_equal(out, "alice||4;alice|b|2;alice2||4;bob|x|1;");
+	out[0] = '\0';
+	store_scan_acls(&f->store, txn, "alice", "b", collect, out);
+	assert_string_equal(out, "alice2||4;bob|x|1;");
+	store_abort(txn);
+}
+
+static void test_session_identity(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = DO(f, OPEN_SESSION, .nonce = 5, .ttl_ms = FX_TTL, .identity = "alice").session;
+	uint64_t b = DO(f, OPEN_SESSION, .nonce = 6, .ttl_ms = FX_TTL).session;
+	Raftlock__SessionRecord *s = fx_sess(f, a);
+	assert_string_equal(s->identity, "alice");
+	raftlock__session_record__free_unpacked(s, NULL);
+	s = fx_sess(f, b);
+	assert_string_equal(s->identity, "");
+	raftlock__session_record__free_unpacked(s, NULL);
+	/* A retried open is the same open only for the same identity. */
+	Raftlock__Result r = DO(f, OPEN_SESSION, .nonce = 5, .ttl_ms = FX_TTL, .identity = "alice");
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.session, a);
+	r = DO(f, OPEN_SESSION, .nonce = 5, .ttl_ms = FX_TTL, .identity = "mallory");
+	assert_int_equal(r.status, RAFTLOCK_EPERM);
+	assert_int_equal(r.session, 0);
+	assert_int_equal(fx_count_sessions(f), 2);
+}
+
+/* Replaces an image's magic and its checksum (FNV-1a 64, as store.c). */
+static void remagic(uint8_t *buf, size_t len, const char *magic)
+{
+	memcpy(buf, magic, 8);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < len - 8; i++)
+		h = (h ^ buf[i]) * 0x100000001b3ull;
+	for (int i = 7; i >= 0; i--, h >>= 8)
+		buf[len - 8 + (size_t)i] = (uint8_t)h;
+}
+
+static void test_snapshot_carries_rules(void **state)
+{
+	struct fx *f = fx_ready(state);
+	set_rule(f, "alice", "db/", AUTH_LOCK);
+	set_rule(f, AUTH_ANYONE, "pub/", AUTH_READ);
+	DO(f, OPEN_SESSION, .nonce = 9, .ttl_ms = FX_TTL, .identity = "alice");
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP04", 8);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(store_load(&g->store, im.buf, im.len), 0);
+	fx_assert_image(g, &im);
+	assert_int_equal(PERMS(g, "alice", "db/x"), AUTH_LOCK);
+	assert_int_equal(PERMS(g, "bob", "pub/x"), AUTH_READ);
+	assert_int_equal(store_record_bytes(&g->store), store_record_bytes(&f->store));
+	/* A restart counts the rules' bytes as the running count did. */
+	fx_restart(g);
+	assert_int_equal(store_record_bytes(&g->store), store_record_bytes(&f->store));
+	/* Both go on alike. */
+	g->index = f->index;
+	g->now = f->now;
+	DO(f, ACL_DELETE, .identity = "alice", .prefix = "db/");
+	DO(g, ACL_DELETE, .identity = "alice", .prefix = "db/");
+	fx_assert_same_state(f, g);
+
+	/* An image of the previous format (no rules) still loads. */
+	struct fx *h = fx_peer(f);
+	h->now = 100;
+	fx_init(h, 7);
+	fx_session(h);
+	struct fx_image old = fx_dump(h);
+	uint8_t *buf = fx_alloc(f, old.len);
+	memcpy(buf, old.buf, old.len);
+	remagic(buf, old.len, "RLSNAP03");
+	struct fx *k = fx_peer(f);
+	assert_int_equal(store_load(&k->store, buf, old.len), 0);
+	fx_assert_image(k, &old);
+	fx_image_free(&old);
+	fx_image_free(&im);
+}
+
+/* auth_check_request on envelopes as the service gets them. */
+static int check(struct fx *f, const char *identity, const Raftlock__Envelope *env,
+		 uint64_t session, char *msg)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn, .root = "root"};
+	msg[0] = '\0';
+	int rv = auth_check_request(&v, identity, env, session, msg, 256);
+	store_abort(txn);
+	return rv;
+}
+
+static void test_check_request(void **state)
+{
+	struct fx *f = fx_ready(state);
+	char msg[256];
+	uint64_t mine =
+		DO(f, OPEN_SESSION, .nonce = 1, .ttl_ms = FX_TTL, .identity = "alice").session;
+	uint64_t theirs =
+		DO(f, OPEN_SESSION, .nonce = 2, .ttl_ms = FX_TTL, .identity = "bob").session;
+	set_rule(f, "alice", "db/", AUTH_LOCK);
+	set_rule(f, "bob", "db/", AUTH_LOCK);
+
+	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
+	acq.name = "db/x";
+	Raftlock__AcquireRequest areq = RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	areq.acquire = &acq;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	env.acquire = &areq;
+	assert_int_equal(check(f, "alice", &env, mine, msg), 0);
+	/* Another identity's session: refused even with lock on the name. */
+	assert_int_equal(check(f, "alice", &env, theirs, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "belongs to another identity"));
+	/* A session that does not exist passes: apply answers ESESSION. */
+	assert_int_equal(check(f, "alice", &env, 999, msg), 0);
+	acq.name = "other";
+	assert_int_equal(check(f, "alice", &env, mine, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'alice' has no 'lock' on 'other'");
+	assert_int_equal(check(f, NULL, &env, mine, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "not authenticated"));
+
+	/* Closing another identity's session takes admin on "". */
+	Raftlock__CloseSessionRequest creq = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
+	env.close_session = &creq;
+	assert_int_equal(check(f, "alice", &env, mine, msg), 0);
+	assert_int_equal(check(f, "alice", &env, theirs, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "'admin' on every name"));
+	assert_int_equal(check(f, "root", &env, theirs, msg), 0);
+	set_rule(f, "alice", "", AUTH_ADMIN);
+	assert_int_equal(check(f, "alice", &env, theirs, msg), 0);
+
+	/* Rules: admin on the rule's prefix. */
+	Raftlock__AclSet rule = RAFTLOCK__ACL_SET__INIT;
+	rule.identity = "carol";
+	rule.prefix = "team/";
+	rule.perms = AUTH_LOCK;
+	Raftlock__AclSetRequest sreq = RAFTLOCK__ACL_SET_REQUEST__INIT;
+	sreq.rule = &rule;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_SET;
+	env.acl_set = &sreq;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'admin' on 'team/'");
+	set_rule(f, "bob", "team/", AUTH_ADMIN);
+	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
+	rule.prefix = "team";
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+
+	/* Reads of one name take read; listings any identity. */
+	Raftlock__GetLockRequest g = RAFTLOCK__GET_LOCK_REQUEST__INIT;
+	g.name = "db/x";
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
+	env.get_lock = &g;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'read' on 'db/x'");
+	Raftlock__ListLocksRequest ll = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+	env.list_locks = &ll;
+	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
+	assert_int_equal(check(f, "", &env, 0, msg), RAFTLOCK_EPERM);
+
+	/* A request the rules do not name is for admins of every name. */
+	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &st;
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'admin' on every name");
+	assert_int_equal(check(f, "alice", &env, 0, msg), 0); /* admin on "" above */
+	assert_int_equal(check(f, "root", &env, 0, msg), 0);
+}
+
+/* ------------------------------------------------------------ tokens -- */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+static void test_tokens(void **state)
+{
+	struct fx *f = *state;
+	char path[128], hex[2 * AUTH_DIGEST_SIZE + 1], hex2[sizeof hex], text[512], err[256];
+	snprintf(path, sizeof path, "%s/tokens", f->dir);
+	auth_digest_hex("s3cret-alice", 12, hex);
+	auth_digest_hex("s3cret-bob", 10, hex2);
+	/* The digest of "abc", from FIPS 180-2. */
+	char abc[sizeof hex];
+	auth_digest_hex("abc", 3, abc);
+	assert_string_equal(abc,
+			    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	snprintf(text, sizeof text, "# tokens\n\nalice %s\n  bob\t%s  \n", hex, hex2);
+	write_file(path, text);
+	struct auth_tokens t;
+	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), 0);
+	assert_int_equal(t.n, 2);
+	assert_string_equal(auth_tokens_check(&t, "s3cret-alice", 12), "alice");
+	assert_string_equal(auth_tokens_check(&t, "s3cret-bob", 10), "bob");
+	assert_null(auth_tokens_check(&t, "s3cret-bob", 9));
+	assert_null(auth_tokens_check(&t, "", 0));
+	assert_null(auth_tokens_check(&t, hex, strlen(hex))); /* the digest is no token */
+	auth_tokens_free(&t);
+
+	const char *bad[] = {
+		"alice 1234\n",         /* short digest */
+		"alice\n",              /* no digest */
+		"* %s\n",               /* "*" is not a name */
+		"alice %s extra\n",     /* trailing field */
+		"alice %s\nalice %s\n", /* twice */
+		"alice zz%s\n",         /* not hex (66 chars: also length) */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(text, sizeof text, bad[i], hex, hex);
+		write_file(path, text);
+		err[0] = '\0';
+		assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), RAFTLOCK_ECONFIG);
+		assert_non_null(strstr(err, path));
+		assert_null(t.v);
+	}
+	char nothex[sizeof hex];
+	memcpy(nothex, hex, sizeof hex);
+	nothex[10] = 'g';
+	snprintf(text, sizeof text, "alice %s\n", nothex);
+	write_file(path, text);
+	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), RAFTLOCK_ECONFIG);
+	assert_non_null(strstr(err, "hexadecimal"));
+	unlink(path);
+	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), RAFTLOCK_ECONFIG);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_deny_by_default),    T(test_prefixes),
+		T(test_union_and_anyone),   T(test_root),
+		T(test_set_replace_delete), T(test_scan_order),
+		T(test_session_identity),   T(test_snapshot_carries_rules),
+		T(test_check_request),      T(test_tokens),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
