@@ -63,6 +63,7 @@ struct tserver {
 	char peer_cn[64];     /* CN of the last client certificate */
 	size_t last_payload;  /* bytes of the last request's payload */
 	int answers_per_conn; /* hang up after that many answers; 0: never */
+	int first_body;       /* body case of the last connection's first request */
 };
 
 struct tconn {
@@ -86,7 +87,8 @@ static int tserver_get(struct tserver *s, const int *field)
 	return v;
 }
 
-static void tserver_answer(struct tserver *s, SSL *ssl, const Raftlock__Envelope *req, size_t n)
+static void tserver_answer(struct tserver *s, SSL *ssl, const Raftlock__Envelope *req, size_t n,
+			   bool first)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -98,6 +100,8 @@ static void tserver_answer(struct tserver *s, SSL *ssl, const Raftlock__Envelope
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
 	env.response = &resp;
 	pthread_mutex_lock(&s->mu);
+	if (first)
+		s->first_body = (int)req->body_case;
 	s->requests++;
 	s->last_payload = n;
 	pthread_mutex_unlock(&s->mu);
@@ -200,7 +204,7 @@ static void *tserver_conn(void *arg)
 			Raftlock__Envelope *env;
 			if (codec_decode_envelope(payload, len, &env) != 0)
 				break;
-			tserver_answer(s, ssl, env, len);
+			tserver_answer(s, ssl, env, len, answered == 0);
 			raftlock__envelope__free_unpacked(env, NULL);
 			answered++;
 			if (answered == tserver_get(s, &s->answers_per_conn))
@@ -361,6 +365,7 @@ struct copts {
 	const char *client_dir; /* client-<client>.pem of this set; NULL: none */
 	const char *client;
 	const char *server_name;
+	const char *token;
 };
 
 static raftlock_client *copen(const char *addr, const struct copts *co)
@@ -375,6 +380,7 @@ static raftlock_client *copen(const char *addr, const struct copts *co)
 		.connect_timeout_ms = CONNECT_MS,
 		.tls = true,
 		.tls_server_name = co->server_name,
+		.auth_token = co->token,
 	};
 	if (co->ca_dir != NULL)
 		o.tls_ca_file = path(ca, sizeof ca, co->ca_dir, "ca.pem");
@@ -594,9 +600,11 @@ static void test_mutual(void **state)
 {
 	(void)state;
 	struct tserver *s = tserver_start("good", true);
-	raftlock_client *c =
-		copen(s->addr,
-		      &(struct copts){.ca_dir = "good", .client_dir = "good", .client = "tester"});
+	/* with a token, sent first once the handshake is done */
+	raftlock_client *c = copen(s->addr, &(struct copts){.ca_dir = "good",
+							    .client_dir = "good",
+							    .client = "tester",
+							    .token = "t0ken"});
 	struct raftlock_lock_list *list = NULL;
 	int rv = raftlock_lock_list(c, "", NULL, 0, false, &list);
 	if (rv != 0)
@@ -605,6 +613,7 @@ static void test_mutual(void **state)
 	raftlock_lock_list_free(list);
 	pthread_mutex_lock(&s->mu);
 	assert_string_equal(s->peer_cn, "tester");
+	assert_int_equal(s->first_body, RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE);
 	pthread_mutex_unlock(&s->mu);
 	raftlock_client_close(c);
 	tserver_stop(s);
