@@ -21,6 +21,9 @@ static const char usage[] =
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
 	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there\n"
+	"  --peer-tls-cert FILE       mutual TLS between members on the raft port: this\n"
+	"  --peer-tls-key FILE        member's certificate (common name raftlock-node-ID)\n"
+	"  --peer-tls-ca FILE         and key, and the cluster's CA (all three, or none)\n"
 	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
 	"                             3 or 5 of them, this node included)\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
@@ -117,10 +120,28 @@ static int add_member(struct config *cfg, const char *value, char *err, size_t e
 	return 0;
 }
 
+/* The peer-tls-* keys: a file name each, checked when the node starts. */
+static int set_peer_tls(struct config *cfg, const char *key, const char *value, char *err,
+			size_t errlen)
+{
+	char *dst = strcmp(key, "peer-tls-cert") == 0  ? cfg->peer_tls_cert
+		    : strcmp(key, "peer-tls-key") == 0 ? cfg->peer_tls_key
+		    : strcmp(key, "peer-tls-ca") == 0  ? cfg->peer_tls_ca
+						       : NULL;
+	if (dst == NULL)
+		return fail(err, errlen, "unknown setting '%s'", key);
+	if (value[0] == '\0' || strlen(value) >= sizeof cfg->peer_tls_cert)
+		return fail(err, errlen, "%s: empty or too long", key);
+	strcpy(dst, value);
+	return 0;
+}
+
 /* Applies one setting; `from` names its source for messages. */
 static int set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
+	if (strncmp(key, "peer-tls-", 9) == 0)
+		return set_peer_tls(cfg, key, value, err, errlen);
 	if (strcmp(key, "id") == 0) {
 		if (parse_u64(value, 1, INT64_MAX, &cfg->id) != 0)
 			return fail(err, errlen, "id: '%s' is not a positive integer", value);
@@ -247,8 +268,29 @@ static void defaults(struct config *cfg)
 	cfg->log_level = LOG_INFO;
 }
 
+/* Peer TLS is on with all three files and off with none. */
+static int validate_peer_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *names[] = {"peer-tls-cert", "peer-tls-key", "peer-tls-ca"};
+	const char *values[] = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	char missing[64] = "";
+	int n_missing = 0;
+	for (int i = 0; i < 3; i++)
+		if (values[i][0] == '\0')
+			snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+				 "%s%s", n_missing++ > 0 ? ", " : "", names[i]);
+	if (n_missing == 0 || n_missing == 3)
+		return 0;
+	return fail(err, errlen,
+		    "peer TLS needs peer-tls-cert, peer-tls-key and peer-tls-ca together "
+		    "(missing: %s)",
+		    missing);
+}
+
 static int validate(struct config *cfg, char *err, size_t errlen)
 {
+	if (validate_peer_tls(cfg, err, errlen) != 0)
+		return RAFTLOCK_ECONFIG;
 	if (cfg->id == 0)
 		return fail(err, errlen, "id is required");
 	if (cfg->data_dir[0] == '\0')
@@ -285,6 +327,9 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
 		{"metrics-address", required_argument, NULL, 0},
+		{"peer-tls-cert", required_argument, NULL, 0},
+		{"peer-tls-key", required_argument, NULL, 0},
+		{"peer-tls-ca", required_argument, NULL, 0},
 		{"member", required_argument, NULL, 0},
 		{"cluster", required_argument, NULL, 0},
 		{"election-timeout", required_argument, NULL, 0},

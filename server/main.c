@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "quota.h"
 #include "node.h"
+#include "peer_tls.h"
 #include "raftlock.h"
 #include "service.h"
 
@@ -76,6 +77,19 @@ static void on_signal(uv_signal_t *h, int signum)
 	node_stop(&srv->node, node_stopped);
 }
 
+/* --check-config: the peer TLS files load and the key matches. */
+static int check_peer_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	struct raft_uv_transport t;
+	if (cfg->peer_tls_cert[0] == '\0')
+		return 0;
+	if (peer_tls_init(&t, NULL, &files, err, errlen) != 0)
+		return -1;
+	peer_tls_close(&t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct server srv;
@@ -88,9 +102,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (srv.cfg.check_only) {
-		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s\n",
+		if (check_peer_tls(&srv.cfg, err, sizeof err) != 0) {
+			fprintf(stderr, "raftlockd: %s\n", err);
+			return 2;
+		}
+		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s%s\n",
 		       (unsigned long long)srv.cfg.id, srv.cfg.cluster, srv.cfg.n_members,
-		       srv.cfg.data_dir);
+		       srv.cfg.data_dir, srv.cfg.peer_tls_cert[0] ? ", peer TLS on" : "");
 		return 0;
 	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
