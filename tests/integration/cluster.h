@@ -29,7 +29,8 @@ struct tcluster {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;         /* 0: the node's default */
 	unsigned map_size_mb[TCLUSTER_MAX]; /* --map-size of each node; 0: default */
-	const char *extra_args[8];          /* more raftlockd flags, NULL-terminated */
+	const char *extra_args[8];          /* more raftlockd flags, NULL-terminated;
+					       "{id}" in one is the node's id */
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */

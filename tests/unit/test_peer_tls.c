@@ -2,11 +2,9 @@
  * TLS engine under it, the real files) as libraft drives it: two or three
  * transports on one loop over loopback TCP, each listening with an accept
  * callback and connecting with raft_uv_connect requests; raft's side of a
- * connection is the stream the callbacks hand over. Certificates come from
- * deploy/make-certs, run once per test binary: cluster A (nodes 1..3),
- * cluster B (another CA, nodes 1..3) and, under faketime when installed,
- * node certificates of cluster A that have expired. Every test ends with
- * uv_loop_close() == 0. */
+ * connection is the stream the callbacks hand over. Certificates: see
+ * tests/peer_certs.h (cluster a, another CA b, expired ones of a). Every
+ * test ends with uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,60 +22,23 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "peer_certs.h"
 #include "peer_tls.h"
 
-#ifndef RAFTLOCK_SOURCE_DIR
-#define RAFTLOCK_SOURCE_DIR "."
-#endif
-
-static char dir[] = "/tmp/test_peer_tls.XXXXXX";
 static bool have_expired;
-
-static char *path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *path(const char *fmt, ...)
-{
-	static char buf[16][300];
-	static int next;
-	char *p = buf[next++ % 16];
-	int n = snprintf(p, 300, "%s/", dir);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(p + n, 300 - (size_t)n, fmt, ap);
-	va_end(ap);
-	return p;
-}
 
 static int make_certs(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
 	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0);
-	if (mkdtemp(dir) == NULL)
-		return -1;
-	char cmd[1024];
-	snprintf(cmd, sizeof cmd,
-		 "cd %s && %s/deploy/make-certs a --nodes 3 >make.log 2>&1 && "
-		 "%s/deploy/make-certs b --nodes 3 >>make.log 2>&1",
-		 dir, RAFTLOCK_SOURCE_DIR, RAFTLOCK_SOURCE_DIR);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "making certificates failed: see %s/make.log\n", dir);
-		return -1;
-	}
-	/* Signed by A's CA, valid for one day in 2020. */
-	snprintf(cmd, sizeof cmd,
-		 "cd %s && command -v faketime >/dev/null && faketime '2020-01-01 00:00:00' "
-		 "%s/deploy/make-certs expired --ca-from a --nodes 3 --days 1 >>make.log 2>&1",
-		 dir, RAFTLOCK_SOURCE_DIR);
-	have_expired = system(cmd) == 0;
-	return 0;
+	return peer_certs_make(3, &have_expired);
 }
 
 static int remove_certs(void **state)
 {
 	(void)state;
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return peer_certs_remove();
 }
 
 /* ------------------------------------------------------------ harness -- */
@@ -205,7 +166,8 @@ static void member_up(struct member *m, raft_id id, const char *cert, const char
 	memset(m, 0, sizeof *m);
 	m->id = id;
 	snprintf(m->address, sizeof m->address, "127.0.0.1:%d", free_port());
-	struct tls_files files = {path("%s.pem", cert), path("%s.key", cert), path("%s", ca)};
+	struct tls_files files = {peer_certs_path("%s.pem", cert), peer_certs_path("%s.key", cert),
+				  peer_certs_path("%s", ca)};
 	char err[512];
 	if (peer_tls_init(&m->tr, &loop, &files, err, sizeof err) != 0)
 		fail_msg("%s", err);
