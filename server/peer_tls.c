@@ -285,6 +285,11 @@ static void net_write_cb(struct tls_stream_write *req, int status)
 	}
 }
 
+static void drain_timeout(uv_timer_t *h)
+{
+	link_close(h->data);
+}
+
 static void pipe_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	(void)h;
@@ -303,12 +308,15 @@ static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		free(c);
 		if (nread == 0)
 			return;
-		/* raft closed its stream: send what it wrote, then close. */
+		/* raft closed its stream: send what it wrote (for at most the
+		 * setup deadline: the peer may not read), then close. */
 		uv_read_stop(s);
-		if (l->state == LINK_OPEN && tls_stream_write_queue_size(&l->tls) > 0)
+		if (l->state == LINK_OPEN && tls_stream_write_queue_size(&l->tls) > 0) {
 			l->draining = true;
-		else
+			uv_timer_start(&l->timer, drain_timeout, l->t->setup_ms, 0);
+		} else {
 			link_close(l);
+		}
 		return;
 	}
 	c->l = l;
@@ -543,6 +551,7 @@ static void link_start_tls(struct peer_link *l, SSL_CTX *ctx, enum tls_role role
 	l->state = LINK_HANDSHAKE;
 	int rv = tls_stream_start(&l->tls, (uv_stream_t *)&l->tcp, ctx, &o);
 	if (rv != 0) {
+		l->tcp.data = l; /* the engine may have taken it before failing */
 		link_refuse(l, LOG_WARN, "TLS: %s", uv_strerror(rv));
 		return;
 	}
