@@ -84,7 +84,7 @@ static int check_peer_tls(const struct config *cfg, char *err, size_t errlen)
 	struct raft_uv_transport t;
 	if (cfg->peer_tls_cert[0] == '\0')
 		return 0;
-	if (peer_tls_init(&t, NULL, &files, err, errlen) != 0)
+	if (peer_tls_init(&t, NULL, cfg->id, &files, err, errlen) != 0)
 		return -1;
 	peer_tls_close(&t);
 	return 0;

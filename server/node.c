@@ -653,7 +653,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	n->peer_tls = cfg->peer_tls_cert[0] != '\0';
 	if (n->peer_tls) {
 		struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
-		if (peer_tls_init(&n->transport, loop, &files, err, errlen) != 0) {
+		if (peer_tls_init(&n->transport, loop, cfg->id, &files, err, errlen) != 0) {
 			rv = RAFTLOCK_ECONFIG;
 			goto fail_store;
 		}

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/x509.h>
+
 #include "address.h"
 #include "list.h"
 #include "log.h"
@@ -719,8 +721,28 @@ static void transport_close(struct raft_uv_transport *tr, raft_uv_transport_clos
 	}
 }
 
-int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, const struct tls_files *files,
-		  char *err, size_t errlen)
+/* Whether ctx's own certificate is member id's (its peers would refuse
+ * it otherwise). */
+static int check_own_cn(SSL_CTX *ctx, const struct tls_files *files, raft_id id, char *err,
+			size_t errlen)
+{
+	char cn[256] = "", expect[64];
+	X509 *cert = SSL_CTX_get0_certificate(ctx);
+	if (cert != NULL)
+		X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn,
+					  sizeof cn);
+	snprintf(expect, sizeof expect, PEER_TLS_CN_PREFIX "%llu", (unsigned long long)id);
+	if (strcmp(cn, expect) == 0)
+		return 0;
+	snprintf(err, errlen,
+		 "peer-tls-cert %s has common name '%s', but member %llu's must be '%s' (its "
+		 "peers would refuse it)",
+		 files->cert, cn, (unsigned long long)id, expect);
+	return -1;
+}
+
+int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
+		  const struct tls_files *files, char *err, size_t errlen)
 {
 	if (files->cert == NULL || files->key == NULL || files->ca == NULL) {
 		snprintf(err, errlen, "peer TLS needs a certificate, its key and the cluster's CA");
@@ -733,6 +755,8 @@ int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, const struct tl
 	}
 	if (tls_ctx_new(&t->server_ctx, TLS_ROLE_SERVER, files, true, err, errlen) != 0)
 		goto fail;
+	if (check_own_cn(t->server_ctx, files, id, err, errlen) != 0)
+		goto fail_server;
 	if (tls_ctx_new(&t->client_ctx, TLS_ROLE_CLIENT, files, false, err, errlen) != 0)
 		goto fail_server;
 	t->transport = tr;

@@ -64,14 +64,15 @@ struct peer_tls_stats {
 };
 
 /*
- * Initializes t as a TLS transport on loop: its contexts are built from
- * files (all three needed: this member's certificate and key, the cluster's
- * CA) with tls_ctx_new. t->version is set; t->data is left to raft. Returns
- * 0, or -1 with a message naming the file in err (t then needs no close).
- * On success release it with peer_tls_close() once raft has closed it.
+ * Initializes t as the TLS transport of member id on loop: its contexts are
+ * built from files (all three needed: this member's certificate, whose
+ * common name must be PEER_TLS_CN_PREFIX "<id>", its key, the cluster's CA)
+ * with tls_ctx_new. t->version is set; t->data is left to raft. Returns 0,
+ * or -1 with a message naming the file in err (t then needs no close). On
+ * success release it with peer_tls_close() once raft has closed it.
  */
-int peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop, const struct tls_files *files,
-		  char *err, size_t errlen);
+int peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop, raft_id id,
+		  const struct tls_files *files, char *err, size_t errlen);
 
 /* Frees what peer_tls_init() allocated: after raft's close of the transport
  * completed (raft_close's callback), or when raft never used it. */

@@ -7,16 +7,20 @@
  * impostors_refused: with the cluster serving, processes that pose as a
  * member try the raft ports: a raftlockd configured as member 1 with a
  * certificate of another CA, one with an expired certificate of the
- * cluster's CA, one with a valid certificate of another member (node 4's:
- * it claims id 1 inside TLS), a TLS client without a certificate, random
- * bytes, and a ClientHello cut short. Every node logs refusals and keeps
+ * cluster's CA, a TLS client with a valid certificate of another identity
+ * (node 4's) whose hello claims id 1, a TLS client without a certificate,
+ * random bytes, and a ClientHello cut short. Every node logs refusals and keeps
  * serving; no node's term moves and the leader stays; a lock is still
  * granted afterwards.
+ *
+ * bad_settings: a partial set of peer-tls-* settings, and a certificate
+ * that is another member's, are refused by --check-config and at start.
  */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +178,25 @@ static void shell(const char *fmt, ...)
 	(void)rv; /* the TLS client's own verdict does not matter here */
 }
 
+/* A file holding the hello a member sends inside TLS (server/peer_tls.c:
+ * protocol, id and raft address, big-endian) with the given id. */
+static const char *hello_claiming(uint64_t id)
+{
+	static const char address[] = "127.0.0.1:1";
+	unsigned char b[24 + sizeof address];
+	uint64_t words[3] = {UINT64_C(0x524c504545520001), id, sizeof address};
+	for (int w = 0; w < 3; w++)
+		for (int k = 0; k < 8; k++)
+			b[w * 8 + k] = (unsigned char)(words[w] >> (56 - 8 * k));
+	memcpy(b + 24, address, sizeof address);
+	char *path = peer_certs_path("hello-%llu.bin", (unsigned long long)id);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, sizeof b, f), sizeof b);
+	fclose(f);
+	return path;
+}
+
 static void test_impostors_refused(void **state)
 {
 	(void)state;
@@ -201,11 +224,17 @@ static void test_impostors_refused(void **state)
 		assert_true(log_count(2, "certificate has expired") > 0);
 	}
 
-	/* A valid certificate of another identity, claiming member 1. */
-	run_impostor(peer_certs_path("a/node-4.pem"), peer_certs_path("a/node-4.key"), 2500, out,
-		     sizeof out);
-	assert_true(log_count(1, "claims to be member 1") + log_count(2, "claims to be member 1") >
-		    0);
+	/* A valid certificate of another identity (node 4's) whose hello claims
+	 * member 1: raftlockd itself refuses to start so, so a TLS client sends
+	 * the hello. */
+	for (int i = 1; i < 3; i++) {
+		shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
+		      "-CAfile %s <%s >/dev/null 2>&1",
+		      cl.raft_port[i], peer_certs_path("a/node-4.pem"),
+		      peer_certs_path("a/node-4.key"), peer_certs_path("a/ca.pem"),
+		      hello_claiming(1));
+		assert_true(log_count(i, "claims to be member 1") > 0);
+	}
 
 	/* No certificate at all; random bytes; a ClientHello cut short. */
 	char junk[2000];
@@ -243,12 +272,52 @@ static void test_impostors_refused(void **state)
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
+/* Partial settings and another member's certificate are refused by
+ * --check-config and at start, with messages that say why. */
+static void test_bad_settings(void **state)
+{
+	(void)state;
+	char out[4096], dir[] = "/tmp/raftlock-peer-tls-bad-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *argv[] = {"raftlockd",
+			"--id",
+			"1",
+			"--data-dir",
+			dir,
+			"--cluster",
+			"c",
+			"--member",
+			"1,127.0.0.1:1,127.0.0.1:2",
+			"--peer-tls-cert",
+			peer_certs_path("a/node-2.pem"),
+			"--check-config",
+			NULL,
+			NULL,
+			NULL,
+			NULL,
+			NULL};
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 2);
+	assert_non_null(strstr(out, "missing: peer-tls-key, peer-tls-ca"));
+	argv[11] = "--peer-tls-key";
+	argv[12] = peer_certs_path("a/node-2.key");
+	argv[13] = "--peer-tls-ca";
+	argv[14] = peer_certs_path("a/ca.pem");
+	argv[15] = "--check-config";
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 2);
+	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
+	argv[15] = NULL; /* start for real: refused as well */
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 1);
+	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
+	shell("rm -rf %s", dir);
+}
+
 int main(void)
 {
 	srand((unsigned)getpid());
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_serves_over_tls),
 		cmocka_unit_test(test_impostors_refused),
+		cmocka_unit_test(test_bad_settings),
 	};
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
 }

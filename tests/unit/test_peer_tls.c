@@ -160,8 +160,10 @@ static void on_connect(struct raft_uv_connect *req, uv_stream_t *stream, int sta
 		assert_null(stream);
 }
 
-/* Member id with the files of `cert` (e.g. "a/node-1") and `ca`. */
-static void member_up(struct member *m, raft_id id, const char *cert, const char *ca)
+/* A member whose certificate is `cert` (e.g. "a/node-1", member cert_id's)
+ * trusting `ca`, and whose hello claims id. */
+static void member_up_as(struct member *m, raft_id cert_id, raft_id id, const char *cert,
+			 const char *ca)
 {
 	memset(m, 0, sizeof *m);
 	m->id = id;
@@ -169,12 +171,17 @@ static void member_up(struct member *m, raft_id id, const char *cert, const char
 	struct tls_files files = {peer_certs_path("%s.pem", cert), peer_certs_path("%s.key", cert),
 				  peer_certs_path("%s", ca)};
 	char err[512];
-	if (peer_tls_init(&m->tr, &loop, &files, err, sizeof err) != 0)
+	if (peer_tls_init(&m->tr, &loop, cert_id, &files, err, sizeof err) != 0)
 		fail_msg("%s", err);
 	peer_tls_set_setup_timeout(&m->tr, 2000);
 	assert_int_equal(m->tr.init(&m->tr, id, m->address), 0);
 	assert_int_equal(m->tr.listen(&m->tr, on_accept), 0);
 	m->up = true;
+}
+
+static void member_up(struct member *m, raft_id id, const char *cert, const char *ca)
+{
+	member_up_as(m, id, id, cert, ca);
 }
 
 static void member_closed(struct raft_uv_transport *tr)
@@ -439,7 +446,7 @@ static void test_identity_mismatch_refused(void **state)
 {
 	(void)state;
 	struct member m[3];
-	member_up(&m[0], 1, "a/node-2", "a/ca.pem"); /* poses as 1 */
+	member_up_as(&m[0], 2, 1, "a/node-2", "a/ca.pem"); /* poses as 1 */
 	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
 	member_up(&m[2], 3, "a/node-3", "a/ca.pem");
 	expect_refused(&m[0], 3, &m[2], true);
@@ -590,6 +597,25 @@ static void test_close_cancels_connect(void **state)
 	finish(m, 2, d, 2);
 }
 
+/* A certificate that is not this member's is refused at init, with a
+ * message naming it. */
+static void test_own_certificate_checked(void **state)
+{
+	(void)state;
+	struct raft_uv_transport tr;
+	struct tls_files files = {peer_certs_path("a/node-2.pem"), peer_certs_path("a/node-2.key"),
+				  peer_certs_path("a/ca.pem")};
+	char err[512] = "";
+	assert_int_equal(peer_tls_init(&tr, &loop, 1, &files, err, sizeof err), -1);
+	assert_non_null(strstr(err, "'raftlock-node-2'"));
+	assert_non_null(strstr(err, "'raftlock-node-1'"));
+	assert_int_equal(peer_tls_init(&tr, &loop, 2, &files, err, sizeof err), 0);
+	peer_tls_close(&tr);
+	files.ca = NULL; /* all three are needed */
+	assert_int_equal(peer_tls_init(&tr, &loop, 2, &files, err, sizeof err), -1);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -600,6 +626,7 @@ int main(void)
 		cmocka_unit_test_setup(test_identity_mismatch_refused, setup),
 		cmocka_unit_test_setup(test_garbage_refused, setup),
 		cmocka_unit_test_setup(test_close_cancels_connect, setup),
+		cmocka_unit_test_setup(test_own_certificate_checked, setup),
 	};
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
 }
