@@ -20,7 +20,10 @@ static const char usage[] =
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
-	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there\n"
+	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there;\n"
+	"                             a loopback address unless --metrics-public yes\n"
+	"  --metrics-public yes|no    allow a metrics-address other than loopback (the\n"
+	"                             endpoint has no authentication); default no\n"
 	"  --peer-tls-cert FILE       mutual TLS between members on the raft port: this\n"
 	"  --peer-tls-key FILE        member's certificate (common name raftlock-node-ID)\n"
 	"  --peer-tls-ca FILE         and key, and the cluster's CA (all three, or none)\n"
@@ -46,6 +49,17 @@ static const char usage[] =
 	"  --keepalive-max-ids N      session ids one client connection may name in\n"
 	"                             keepalives per second, default 262144\n"
 	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
+	"  --client-tls MODE          TLS on the client port: off (default), server\n"
+	"                             (the node presents its certificate) or mutual\n"
+	"                             (clients must present one signed by the CA)\n"
+	"  --client-tls-cert FILE     the node's PEM certificate (chain); with the key,\n"
+	"                             also what the leader presents to its followers'\n"
+	"                             client ports (mutual: serverAuth and clientAuth)\n"
+	"  --client-tls-key FILE      its PEM private key\n"
+	"  --client-tls-ca FILE       PEM CA bundle: verifies client certificates and\n"
+	"                             the followers' certificates; required by mutual\n"
+	"  --tls-handshake-timeout-ms MS  a TLS handshake not done by then closes the\n"
+	"                             connection; 100..600000, default 10000\n"
 	"  --check-config             validate the settings, print them and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -91,6 +105,25 @@ static int set_raft_address(char *dst, const char *value, const char *key, char 
 			    "0.22.1 does not parse IPv6 literals; client addresses may use them)",
 			    key, value);
 	return set_address(dst, value, key, err, errlen);
+}
+
+static int set_path(char *dst, const char *value, const char *key, char *err, size_t errlen)
+{
+	if (value[0] == '\0' || strlen(value) >= CONFIG_PATH_MAX)
+		return fail(err, errlen, "%s: empty or too long", key);
+	strcpy(dst, value);
+	return 0;
+}
+
+static int set_yes_no(bool *dst, const char *value, const char *key, char *err, size_t errlen)
+{
+	if (strcmp(value, "yes") == 0)
+		*dst = true;
+	else if (strcmp(value, "no") == 0)
+		*dst = false;
+	else
+		return fail(err, errlen, "%s: '%s' is not yes or no", key, value);
+	return 0;
 }
 
 static int add_member(struct config *cfg, const char *value, char *err, size_t errlen)
@@ -155,6 +188,8 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		return set_address(cfg->client_address, value, key, err, errlen);
 	} else if (strcmp(key, "metrics-address") == 0) {
 		return set_address(cfg->metrics_address, value, key, err, errlen);
+	} else if (strcmp(key, "metrics-public") == 0) {
+		return set_yes_no(&cfg->metrics_public, value, key, err, errlen);
 	} else if (strcmp(key, "member") == 0) {
 		return add_member(cfg, value, err, errlen);
 	} else if (strcmp(key, "cluster") == 0) {
@@ -209,6 +244,25 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			}
 		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error",
 			    value);
+	} else if (strcmp(key, "client-tls") == 0) {
+		static const char *modes[] = {"off", "server", "mutual"};
+		for (int i = 0; i < 3; i++)
+			if (strcmp(value, modes[i]) == 0) {
+				cfg->client_tls = i;
+				return 0;
+			}
+		return fail(err, errlen, "client-tls: '%s' is not off, server or mutual", value);
+	} else if (strcmp(key, "client-tls-cert") == 0) {
+		return set_path(cfg->client_tls_cert, value, key, err, errlen);
+	} else if (strcmp(key, "client-tls-key") == 0) {
+		return set_path(cfg->client_tls_key, value, key, err, errlen);
+	} else if (strcmp(key, "client-tls-ca") == 0) {
+		return set_path(cfg->client_tls_ca, value, key, err, errlen);
+	} else if (strcmp(key, "tls-handshake-timeout-ms") == 0) {
+		if (parse_u64(value, 100, 600000, &v) != 0)
+			return fail(err, errlen,
+				    "tls-handshake-timeout-ms: '%s' not in 100..600000", value);
+		cfg->tls_handshake_timeout_ms = (unsigned)v;
 	} else {
 		return fail(err, errlen, "unknown setting '%s'", key);
 	}
@@ -266,6 +320,45 @@ static void defaults(struct config *cfg)
 	cfg->map_size = (size_t)4096 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
+	cfg->client_tls = CONFIG_TLS_OFF;
+	cfg->tls_handshake_timeout_ms = 10000;
+}
+
+/* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
+ * localhost (resolved by the node to loopback). */
+static bool loopback(const char *address)
+{
+	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
+	if (address_split(address, host, sizeof host, port) != 0)
+		return false;
+	return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+	       strcmp(host, "localhost") == 0;
+}
+
+static int validate_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	bool any = cfg->client_tls_cert[0] || cfg->client_tls_key[0] || cfg->client_tls_ca[0];
+	switch (cfg->client_tls) {
+	case CONFIG_TLS_OFF:
+		if (any)
+			return fail(err, errlen,
+				    "client-tls-cert, -key or -ca given but client-tls is off: "
+				    "set client-tls = server or mutual (or remove them)");
+		return 0;
+	case CONFIG_TLS_MUTUAL:
+		if (cfg->client_tls_ca[0] == '\0')
+			return fail(err, errlen,
+				    "client-tls mutual needs client-tls-ca (the CA that signs "
+				    "client certificates)");
+		/* fall through */
+	default:
+		if (cfg->client_tls_cert[0] == '\0' || cfg->client_tls_key[0] == '\0')
+			return fail(err, errlen,
+				    "client-tls %s needs client-tls-cert and "
+				    "client-tls-key",
+				    cfg->client_tls == CONFIG_TLS_MUTUAL ? "mutual" : "server");
+		return 0;
+	}
 }
 
 /* Peer TLS is on with all three files and off with none. */
@@ -315,7 +408,13 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 	if (cfg->heartbeat_timeout_ms * 2 > cfg->election_timeout_ms)
 		return fail(err, errlen,
 			    "heartbeat-timeout must be at most half the election-timeout");
-	return 0;
+	if (cfg->metrics_address[0] != '\0' && !cfg->metrics_public &&
+	    !loopback(cfg->metrics_address))
+		return fail(err, errlen,
+			    "metrics-address %s is not a loopback address: the metrics endpoint "
+			    "has no authentication; set metrics-public = yes to serve it there",
+			    cfg->metrics_address);
+	return validate_tls(cfg, err, errlen);
 }
 
 int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
@@ -342,6 +441,12 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"map-size", required_argument, NULL, 0},
 		{"keepalive-max-ids", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
+		{"metrics-public", required_argument, NULL, 0},
+		{"client-tls", required_argument, NULL, 0},
+		{"client-tls-cert", required_argument, NULL, 0},
+		{"client-tls-key", required_argument, NULL, 0},
+		{"client-tls-ca", required_argument, NULL, 0},
+		{"tls-handshake-timeout-ms", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},

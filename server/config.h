@@ -20,12 +20,22 @@ struct config_member {
 	char client_address[CONFIG_ADDR_MAX];
 };
 
+/* TLS on the client port (client-tls). */
+enum config_tls {
+	CONFIG_TLS_OFF,    /* plaintext */
+	CONFIG_TLS_SERVER, /* the node presents its certificate */
+	CONFIG_TLS_MUTUAL, /* ... and clients must present one signed by the CA */
+};
+
+#define CONFIG_PATH_MAX 512
+
 struct config {
 	uint64_t id;
 	char data_dir[512];
 	char raft_address[CONFIG_ADDR_MAX];
 	char client_address[CONFIG_ADDR_MAX];
 	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */
+	bool metrics_public;                   /* metrics-address may be other than loopback */
 	/* Mutual TLS on the raft port (server/peer_tls.h): this member's
 	 * certificate and key and the cluster's CA, all three or none. */
 	char peer_tls_cert[512], peer_tls_key[512], peer_tls_ca[512];
@@ -45,7 +55,16 @@ struct config {
 	size_t map_size;
 	size_t keepalive_max_ids; /* per client connection and second */
 	int log_level;            /* enum log_level */
-	bool check_only;          /* --check-config: validate, print, exit */
+	/* Client port TLS. The node's certificate and key also identify it
+	 * when, as leader, it asks its followers' client ports for their status
+	 * (followers.c), and client_tls_ca verifies them: in mutual mode a
+	 * node certificate needs both the serverAuth and clientAuth usages. */
+	int client_tls; /* enum config_tls */
+	char client_tls_cert[CONFIG_PATH_MAX];
+	char client_tls_key[CONFIG_PATH_MAX];
+	char client_tls_ca[CONFIG_PATH_MAX];
+	unsigned tls_handshake_timeout_ms; /* a handshake not done by then fails */
+	bool check_only;                   /* --check-config: validate, print, exit */
 };
 
 /*

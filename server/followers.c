@@ -53,12 +53,22 @@ static bool leading(const struct followers *fw)
 
 /* ------------------------------------------------------------ connection */
 
-static void tcp_closed(uv_handle_t *h)
+static void closed(struct follower *f)
 {
-	struct follower *f = h->data;
 	frame_reader_close(&f->reader);
 	f->asking = false;
+	f->tls_on = false;
 	set_state(f, FOLLOWER_IDLE);
+}
+
+static void tcp_closed(uv_handle_t *h)
+{
+	closed(h->data);
+}
+
+static void tls_closed(struct tls_stream *ts)
+{
+	closed(ts->data);
 }
 
 /* Closes the connection (if any); the next check opens a new one. A
@@ -67,19 +77,31 @@ static void drop(struct follower *f)
 {
 	if (f->state == FOLLOWER_CONNECTING || f->state == FOLLOWER_OPEN) {
 		set_state(f, FOLLOWER_CLOSING);
-		uv_close((uv_handle_t *)&f->tcp, tcp_closed);
+		if (f->tls_on)
+			tls_stream_close(&f->tls, tls_closed);
+		else
+			uv_close((uv_handle_t *)&f->tcp, tcp_closed);
 	} else if (f->state == FOLLOWER_RESOLVING) {
 		uv_cancel((uv_req_t *)&f->resolve);
 	}
 }
 
-static void write_done(uv_write_t *req, int status)
+static void written(struct follower *f, int status)
 {
-	struct follower *f = req->data;
 	free(f->out);
 	f->out = NULL;
 	if (status != 0 && f->state == FOLLOWER_OPEN)
 		drop(f);
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+	written(req->data, status);
+}
+
+static void tls_write_done(struct tls_stream_write *req, int status)
+{
+	written(req->data, status);
 }
 
 static void ask(struct follower *f)
@@ -101,7 +123,10 @@ static void ask(struct follower *f)
 		return;
 	uv_buf_t b = uv_buf_init((char *)f->out, (unsigned)len);
 	f->write.data = f;
-	if (uv_write(&f->write, (uv_stream_t *)&f->tcp, &b, 1, write_done) != 0) {
+	f->tls_write.data = f;
+	int rv = f->tls_on ? tls_stream_write(&f->tls_write, &f->tls, &b, 1, tls_write_done)
+			   : uv_write(&f->write, (uv_stream_t *)&f->tcp, &b, 1, write_done);
+	if (rv != 0) {
 		free(f->out);
 		f->out = NULL;
 		drop(f);
@@ -285,14 +310,10 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(f->in, sizeof f->in);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Bytes from the member, in clear or through TLS. */
+static void feed(struct follower *f, const char *bytes, size_t n)
 {
-	struct follower *f = s->data;
-	if (nread < 0) {
-		drop(f);
-		return;
-	}
-	if (frame_reader_feed(&f->reader, buf->base, (size_t)nread) != 0) {
+	if (frame_reader_feed(&f->reader, bytes, n) != 0) {
 		drop(f);
 		return;
 	}
@@ -306,18 +327,79 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		drop(f);
 }
 
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct follower *f = s->data;
+	if (nread < 0) {
+		drop(f);
+		return;
+	}
+	feed(f, buf->base, (size_t)nread);
+}
+
+static void tls_read(struct tls_stream *ts, ssize_t nread, const char *buf)
+{
+	struct follower *f = ts->data;
+	if (nread >= 0) {
+		feed(f, buf, (size_t)nread);
+		return;
+	}
+	if ((!tls_stream_established(ts) || nread == UV_EPROTO) && !f->tls_warned) {
+		log_warn("member %llu's client port %s: %s (said once until a handshake succeeds)",
+			 (unsigned long long)f->member->id, f->member->client_address,
+			 tls_stream_error(ts));
+		f->tls_warned = true;
+	}
+	drop(f);
+}
+
+static void tls_handshake(struct tls_stream *ts)
+{
+	struct follower *f = ts->data;
+	if (f->tls_warned)
+		log_info("member %llu's client port: TLS handshake succeeded again",
+			 (unsigned long long)f->member->id);
+	f->tls_warned = false;
+}
+
+/* Starts TLS on the connected tcp, expecting the host of the member's
+ * client address in its certificate. */
+static int start_tls(struct follower *f)
+{
+	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
+	if (address_split(f->member->client_address, host, sizeof host, port) != 0)
+		return -1;
+	struct tls_stream_options o = {
+		.role = TLS_ROLE_CLIENT,
+		.host = host,
+		.handshake_timeout_ms = f->fw->cfg->tls_handshake_timeout_ms,
+		.on_handshake = tls_handshake,
+		.on_read = tls_read,
+	};
+	if (tls_stream_start(&f->tls, (uv_stream_t *)&f->tcp, f->fw->tls, &o) != 0)
+		return -1;
+	f->tls.data = f;
+	f->tls_on = true;
+	return 0;
+}
+
 static void connect_cb(uv_connect_t *req, int status)
 {
 	struct follower *f = req->data;
 	if (f->state != FOLLOWER_CONNECTING)
 		return; /* closed meanwhile */
-	if (status != 0 || !leading(f->fw) ||
-	    uv_read_start((uv_stream_t *)&f->tcp, alloc_cb, read_cb) != 0) {
+	if (status != 0 || !leading(f->fw)) {
+		drop(f);
+		return;
+	}
+	int rv = f->fw->tls != NULL ? start_tls(f)
+				    : uv_read_start((uv_stream_t *)&f->tcp, alloc_cb, read_cb);
+	if (rv != 0) {
 		drop(f);
 		return;
 	}
 	set_state(f, FOLLOWER_OPEN);
-	ask(f);
+	ask(f); /* with TLS: sent once the handshake is done */
 }
 
 static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
@@ -379,9 +461,10 @@ static void check(struct timebase_timer *t)
 }
 
 void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
-		     const struct config *cfg, struct node *node)
+		     const struct config *cfg, struct node *node, SSL_CTX *tls)
 {
 	memset(fw, 0, sizeof *fw);
+	fw->tls = tls;
 	fw->loop = loop;
 	fw->tb = tb;
 	fw->cfg = cfg;

@@ -35,6 +35,7 @@
 #include "frame.h"
 #include "node.h"
 #include "timebase.h"
+#include "tls_stream.h"
 
 #define FOLLOWERS_CHECK_MS 500
 /* After a hand-over that did not complete: wait this many election timeouts,
@@ -60,7 +61,13 @@ struct follower {
 	uv_connect_t connect;
 	uv_tcp_t tcp;
 	uv_write_t write;
-	uint8_t *out; /* the request being written, owned until written */
+	/* client-tls on: the member's client port speaks TLS; the engine owns
+	 * tcp once the connection is made. */
+	struct tls_stream tls;
+	struct tls_stream_write tls_write;
+	bool tls_on;     /* the engine was started on tcp */
+	bool tls_warned; /* a failed handshake was logged (until one succeeds) */
+	uint8_t *out;    /* the request being written, owned until written */
 	struct frame_reader reader;
 	char in[4096];
 	/* The STATUS request in flight. */
@@ -78,6 +85,7 @@ struct followers {
 	struct timebase *tb; /* time and the check timer */
 	const struct config *cfg;
 	struct node *node;
+	SSL_CTX *tls; /* NULL: the client ports are plaintext */
 	struct timebase_timer timer;
 	struct follower members[CONFIG_MAX_MEMBERS];
 	unsigned n;
@@ -95,10 +103,15 @@ struct followers {
  * for each further failure, at most max(FOLLOWERS_BACKOFF_CAP_MS, first). */
 uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 
-/* Starts the periodic check, on tb's timers; connections on loop. Never
- * fails. */
+/* Starts the periodic check, on tb's timers; connections on loop. With tls
+ * (a client context, borrowed until followers_close; NULL: plaintext) the
+ * members' client ports are spoken to in TLS: the member's certificate must
+ * verify and carry the host of its client address, and this node presents
+ * the context's certificate (client-tls-cert: in mutual mode it needs the
+ * clientAuth usage). A handshake that fails is logged once until one
+ * succeeds. Never fails. */
 void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
-		     const struct config *cfg, struct node *node);
+		     const struct config *cfg, struct node *node, SSL_CTX *tls);
 
 /* Judges a member's STATUS answer to the request f made (in term f->term,
  * with f->matched read before asking): a raft log that ends below what

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "client_tls.h"
 #include "config.h"
 #include "followers.h"
 #include "leases.h"
@@ -22,6 +23,7 @@ struct server {
 	uv_loop_t loop;
 	struct timebase tb; /* the real clock */
 	struct config cfg;
+	struct client_tls tls;
 	struct node node;
 	struct leases leases;
 	struct service service;
@@ -101,17 +103,33 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 2;
 	}
+	/* Certificates are read now, --check-config included: a missing file
+	 * or a key that does not match stops the node before it serves. */
+	rv = client_tls_open(&srv.tls, &srv.cfg, err, sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: client-tls: %s\n", err);
+		return 2;
+	}
+	static const char *tls_modes[] = {"plaintext", "TLS", "mutual TLS"};
 	if (srv.cfg.check_only) {
 		if (check_peer_tls(&srv.cfg, err, sizeof err) != 0) {
+			client_tls_close(&srv.tls);
 			fprintf(stderr, "raftlockd: %s\n", err);
 			return 2;
 		}
-		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s%s\n",
+		client_tls_close(&srv.tls);
+		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s, "
+		       "client port %s%s\n",
 		       (unsigned long long)srv.cfg.id, srv.cfg.cluster, srv.cfg.n_members,
-		       srv.cfg.data_dir, srv.cfg.peer_tls_cert[0] ? ", peer TLS on" : "");
+		       srv.cfg.data_dir, tls_modes[srv.cfg.client_tls],
+		       srv.cfg.peer_tls_cert[0] ? ", raft port mutual TLS" : "");
 		return 0;
 	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
+	    srv.cfg.n_members > 1)
+		log_warn("client-tls server without client-tls-ca: as leader this node verifies "
+			 "its followers' certificates against the system's CA store");
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&srv.loop);
 	/* Before anything starts: a SIGTERM that arrives during start-up is
@@ -131,8 +149,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	leases_rebuild(&srv.leases);
-	rv = service_start(&srv.service, &srv.loop, &srv.cfg, &srv.node, &srv.leases, err,
-			   sizeof err);
+	rv = service_start(&srv.service, &srv.loop, &srv.cfg, &srv.node, &srv.leases,
+			   srv.tls.server, err, sizeof err);
 	if (rv != 0) {
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
@@ -143,14 +161,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "raftlockd: %s\n", err);
 		return 1;
 	}
-	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node);
-	log_info("serving clients on %s (cluster '%s', %u members)", srv.cfg.client_address,
-		 srv.cfg.cluster, srv.cfg.n_members);
+	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node, srv.tls.client);
+	log_info("serving clients on %s, %s (cluster '%s', %u members)", srv.cfg.client_address,
+		 tls_modes[srv.cfg.client_tls], srv.cfg.cluster, srv.cfg.n_members);
 	uv_run(&srv.loop, UV_RUN_DEFAULT);
 	/* Let close callbacks run, then check nothing is left open. */
 	uv_run(&srv.loop, UV_RUN_NOWAIT);
 	if (uv_loop_close(&srv.loop) != 0)
 		log_warn("loop closed with handles still open");
+	client_tls_close(&srv.tls);
 	log_info("stopped");
 	return 0;
 }

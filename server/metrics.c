@@ -85,6 +85,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->snapshots_restored);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
+	counter(&t, "client_tls_handshake_failures_total",
+		"Client connections whose TLS handshake failed or timed out (client-tls).",
+		m->service->tls_failures);
 	const struct leases_stats *ls = &m->service->leases->stats;
 	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
 		ls->renew_commands);

@@ -12,6 +12,7 @@
 #include "raftlock.h"
 #include "reads.h"
 #include "status.h"
+#include "tls_stream.h"
 
 /* Bounds per connection: past this many requests in flight, more get
  * RAFTLOCK_EOVERLOAD (not executed: the client retries); a connection whose unread responses pile
@@ -22,6 +23,11 @@
 
 struct service_conn {
 	uv_tcp_t tcp;
+	/* With client-tls on: the engine that owns tcp's reading, writing and
+	 * closing. Below "bytes in, bytes out" (conn_feed, conn_flush) nothing
+	 * knows whether it is there. */
+	struct tls_stream *tls;
+	char *identity; /* see service_conn_identity(); owned */
 	struct service *svc;
 	struct frame_reader reader;
 	int refs; /* the handle itself, plus each request and write in flight */
@@ -54,6 +60,11 @@ static void conn_closed(uv_handle_t *h)
 	conn_unref(h->data);
 }
 
+static void conn_tls_closed(struct tls_stream *ts)
+{
+	conn_unref(ts->data);
+}
+
 static void conn_flush(struct service_conn *c);
 
 static void conn_close(struct service_conn *c)
@@ -65,7 +76,10 @@ static void conn_close(struct service_conn *c)
 		return;
 	c->closing = true;
 	pushes_forget_conn(&c->svc->pushes, c);
-	uv_close((uv_handle_t *)&c->tcp, conn_closed);
+	if (c->tls != NULL)
+		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
+	else
+		uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
 static void conn_unref(struct service_conn *c)
@@ -75,18 +89,28 @@ static void conn_unref(struct service_conn *c)
 	list_remove(&c->link);
 	frame_reader_close(&c->reader);
 	free(c->out);
+	free(c->tls);
+	free(c->identity);
 	free(c);
 }
 
+const char *service_conn_identity(const struct service_conn *c)
+{
+	return c->identity;
+}
+
 struct write_req {
-	uv_write_t req;
+	union {
+		uv_write_t req;             /* plaintext: first, see write_done */
+		struct tls_stream_write tw; /* TLS */
+	};
+	struct service_conn *conn;
 	uint8_t *buf;
 };
 
-static void write_done(uv_write_t *req, int status)
+static void written(struct write_req *w, int status)
 {
-	struct write_req *w = (struct write_req *)req;
-	struct service_conn *c = req->data;
+	struct service_conn *c = w->conn;
 	free(w->buf);
 	free(w);
 	if (status != 0)
@@ -94,12 +118,30 @@ static void write_done(uv_write_t *req, int status)
 	conn_unref(c);
 }
 
+static void write_done(uv_write_t *req, int status)
+{
+	written((struct write_req *)req, status);
+}
+
+static void tls_write_done(struct tls_stream_write *req, int status)
+{
+	written(req->data, status);
+}
+
+/* Bytes handed over for this connection and not yet to the kernel. */
+static size_t conn_unsent(const struct service_conn *c)
+{
+	if (c->tls != NULL)
+		return tls_stream_write_queue_size(c->tls);
+	return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+}
+
 /* Hands what the connection has buffered to libuv in one write. */
 static void conn_flush(struct service_conn *c)
 {
 	if (c->closing || c->out_len == 0)
 		return;
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->out_len > CONN_MAX_UNSENT) {
+	if (conn_unsent(c) + c->out_len > CONN_MAX_UNSENT) {
 		log_warn("a client is not reading its responses; closing its connection");
 		conn_close(c);
 		return;
@@ -113,9 +155,16 @@ static void conn_flush(struct service_conn *c)
 	uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
 	c->out = NULL;
 	c->out_len = c->out_cap = 0;
-	w->req.data = c;
+	w->conn = c;
 	c->refs++;
-	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
+	int rv;
+	if (c->tls != NULL) {
+		w->tw.data = w;
+		rv = tls_stream_write(&w->tw, c->tls, &b, 1, tls_write_done); /* one SSL_write */
+	} else {
+		rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+	}
+	if (rv != 0) {
 		free(w->buf);
 		free(w);
 		c->refs--;
@@ -476,6 +525,22 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
+static void conn_read_start(struct service_conn *c)
+{
+	if (c->tls != NULL)
+		tls_stream_read_start(c->tls);
+	else
+		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+}
+
+static void conn_read_stop(struct service_conn *c)
+{
+	if (c->tls != NULL)
+		tls_stream_read_stop(c->tls);
+	else
+		uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
 /* Reads again from the connections whose keepalive budget refilled. */
 static void resume_cb(uv_timer_t *h)
 {
@@ -492,7 +557,7 @@ static void resume_cb(uv_timer_t *h)
 		}
 		c->paused = false;
 		log_debug("keepalive budget refilled: reading a paused connection again");
-		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+		conn_read_start(c);
 	}
 	if (!still)
 		uv_timer_stop(h);
@@ -507,7 +572,7 @@ static void pause_reads(struct service *s, struct service_conn *c)
 		return;
 	c->paused = true;
 	log_debug("keepalive budget spent: a connection is not read until it refills");
-	uv_read_stop((uv_stream_t *)&c->tcp);
+	conn_read_stop(c);
 	if (!uv_is_active((uv_handle_t *)&s->resume_timer))
 		uv_timer_start(&s->resume_timer, resume_cb, RESUME_TICK_MS, RESUME_TICK_MS);
 }
@@ -662,38 +727,43 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(slab, sizeof slab);
 }
 
+/* The client's address, for the log. */
+static void conn_peer(struct service_conn *c, char *peer, size_t len)
+{
+	struct sockaddr_storage ss;
+	int n = sizeof ss;
+	snprintf(peer, len, "?");
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) != 0)
+		return;
+	if (ss.ss_family == AF_INET6)
+		uv_ip6_name((struct sockaddr_in6 *)&ss, peer, len);
+	else
+		uv_ip4_name((struct sockaddr_in *)&ss, peer, len);
+}
+
 static void protocol_error(struct service *s, struct service_conn *c, const char *what)
 {
-	char peer[64] = "?";
-	struct sockaddr_storage ss;
-	int len = sizeof ss;
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-		uv_ip4_name((struct sockaddr_in *)&ss, peer, sizeof peer);
+	char peer[64];
+	conn_peer(c, peer, sizeof peer);
 	log_warn("client %s: %s; closing its connection", peer, what);
 	send_status(s, c, 0, RAFTLOCK_EPROTO, what);
 	conn_close(c);
 }
 
-static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+/* Bytes from the client, whether they came in clear or through TLS. */
+static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 {
-	struct service_conn *c = stream->data;
 	struct service *s = c->svc;
-	if (nread < 0) {
-		conn_close(c);
-		return;
-	}
-	if (nread == 0 || c->closing)
-		return;
-	if (frame_reader_feed(&c->reader, buf->base, (size_t)nread) != 0) {
+	if (frame_reader_feed(&c->reader, bytes, n) != 0) {
 		protocol_error(s, c, "out of memory buffering a frame");
 		return;
 	}
 	const uint8_t *payload;
-	size_t n;
+	size_t len;
 	int rv;
-	while (!c->closing && (rv = frame_reader_next(&c->reader, &payload, &n)) == 1) {
+	while (!c->closing && (rv = frame_reader_next(&c->reader, &payload, &len)) == 1) {
 		Raftlock__Envelope *env;
-		if (codec_decode_envelope(payload, n, &env) != 0) {
+		if (codec_decode_envelope(payload, len, &env) != 0) {
 			protocol_error(s, c, "malformed or unknown message");
 			return;
 		}
@@ -701,6 +771,47 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (rv == RAFTLOCK_ETOOBIG)
 		protocol_error(s, c, "frame length above the limit");
+}
+
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct service_conn *c = stream->data;
+	if (nread < 0) {
+		conn_close(c);
+		return;
+	}
+	if (nread == 0 || c->closing)
+		return;
+	conn_feed(c, buf->base, (size_t)nread);
+}
+
+static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
+{
+	struct service_conn *c = ts->data;
+	if (nread < 0) {
+		/* A refused or stalled handshake, or a corrupt record, is worth a
+		 * line; a client that leaves is not. */
+		if (!tls_stream_established(ts) || nread == UV_EPROTO) {
+			char peer[64];
+			conn_peer(c, peer, sizeof peer);
+			log_warn("client %s: %s; closing its connection", peer,
+				 tls_stream_error(ts));
+			if (!tls_stream_established(ts))
+				c->svc->tls_failures++;
+		}
+		conn_close(c);
+		return;
+	}
+	if (!c->closing)
+		conn_feed(c, buf, (size_t)nread);
+}
+
+static void tls_handshake_cb(struct tls_stream *ts)
+{
+	struct service_conn *c = ts->data;
+	const char *cn = tls_stream_peer_cn(ts);
+	if (cn[0] != '\0')
+		c->identity = strdup(cn); /* NULL if out of memory: no identity */
 }
 
 static void accept_cb(uv_stream_t *server, int status)
@@ -723,13 +834,31 @@ static void accept_cb(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+	if (s->tls == NULL) {
+		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+		return;
+	}
+	struct tls_stream_options o = {
+		.role = TLS_ROLE_SERVER,
+		.handshake_timeout_ms = s->cfg->tls_handshake_timeout_ms,
+		.on_handshake = tls_handshake_cb,
+		.on_read = tls_read_cb,
+	};
+	c->tls = calloc(1, sizeof *c->tls);
+	if (c->tls == NULL || tls_stream_start(c->tls, (uv_stream_t *)&c->tcp, s->tls, &o) != 0) {
+		free(c->tls);
+		c->tls = NULL;
+		conn_close(c);
+		return;
+	}
+	c->tls->data = c;
 }
 
 int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
-		  struct leases *leases, char *err, size_t errlen)
+		  struct leases *leases, SSL_CTX *tls, char *err, size_t errlen)
 {
 	memset(s, 0, sizeof *s);
+	s->tls = tls;
 	s->loop = loop;
 	s->cfg = cfg;
 	s->node = node;

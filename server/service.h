@@ -13,6 +13,7 @@
 #define RAFTLOCK_SERVICE_H
 
 #include <stdbool.h>
+#include <openssl/ssl.h>
 #include <uv.h>
 
 #include "config.h"
@@ -29,19 +30,33 @@ struct service {
 	struct node *node;
 	struct leases *leases;
 	uv_tcp_t listener;
-	struct list conns;       /* struct service_conn */
-	struct list dirty;       /* connections with responses to write */
-	uv_prepare_t flusher;    /* writes them once per loop iteration */
-	uv_timer_t resume_timer; /* reads again from paused connections */
-	struct pushes pushes;    /* where queued acquires' outcomes go */
-	struct reads reads;      /* linearizable reads waiting for a barrier */
+	struct list conns;               /* struct service_conn */
+	struct list dirty;               /* connections with responses to write */
+	uv_prepare_t flusher;            /* writes them once per loop iteration */
+	uv_timer_t resume_timer;         /* reads again from paused connections */
+	struct pushes pushes;            /* where queued acquires' outcomes go */
+	struct reads reads;              /* linearizable reads waiting for a barrier */
+	SSL_CTX *tls;                    /* client-tls on: every connection's context */
+	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	bool closing;
 };
 
-/* Binds the client address and starts accepting. Returns 0 or
- * RAFTLOCK_EIO with a message in err. */
+/* One client connection (service.c). */
+struct service_conn;
+
+/* Binds the client address and starts accepting. With tls (borrowed until
+ * service_close; NULL: plaintext) every connection speaks TLS, its
+ * handshake bounded by cfg->tls_handshake_timeout_ms; a handshake that
+ * fails closes that connection alone, with a warning naming the client and
+ * the reason. Returns 0 or RAFTLOCK_EIO with a message in err. */
 int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, struct node *node,
-		  struct leases *leases, char *err, size_t errlen);
+		  struct leases *leases, SSL_CTX *tls, char *err, size_t errlen);
+
+/* The identity a client proved with its TLS certificate (its subject common
+ * name), or NULL: no TLS, no client certificate, or a handshake not done
+ * yet. Valid while the connection is. The hook for authorization (issue 11,
+ * item 3): nothing uses it yet. */
+const char *service_conn_identity(const struct service_conn *c);
 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);

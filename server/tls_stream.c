@@ -333,10 +333,12 @@ int tls_stream_start(struct tls_stream *ts, uv_stream_t *stream, SSL_CTX *ctx,
 		SSL_set_num_tickets(ts->ssl, 0);
 		SSL_set_accept_state(ts->ssl);
 	}
+	void *owner = stream->data;
 	ts->stream = stream;
 	stream->data = ts;
 	int rv = uv_read_start(stream, stream_alloc, stream_read);
 	if (rv != 0) {
+		stream->data = owner;
 		SSL_free(ts->ssl);
 		return rv;
 	}

@@ -38,6 +38,10 @@
  * Loop thread only. Callbacks are never called from inside a tls_stream_*
  * call, only from the loop. The header is shared with the peer proxy:
  * changes are described here.
+ *
+ * Changes since the first version: the engine runs on any connected libuv
+ * stream, not only TCP (fuzz_tls_stream uses a pipe on a socket pair); when
+ * tls_stream_start() fails it leaves stream->data as it found it.
  */
 #ifndef RAFTLOCK_TLS_STREAM_H
 #define RAFTLOCK_TLS_STREAM_H

@@ -30,7 +30,7 @@ int peer_certs_make(int nodes, bool *have_expired)
 	if (mkdtemp(dir) == NULL)
 		return -1;
 	snprintf(cmd, sizeof cmd,
-		 "cd %s && %s/deploy/make-certs a --nodes %d >make.log 2>&1 && "
+		 "cd %s && %s/deploy/make-certs a --nodes %d --client harness >make.log 2>&1 && "
 		 "%s/deploy/make-certs b --nodes %d >>make.log 2>&1",
 		 dir, RAFTLOCK_SOURCE_DIR, nodes, RAFTLOCK_SOURCE_DIR, nodes);
 	if (system(cmd) != 0) {

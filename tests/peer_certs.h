@@ -2,7 +2,8 @@
  * peer_certs.h: the certificates of the peer TLS tests (unit and
  * integration), made once per test binary with deploy/make-certs in a new
  * temporary directory:
- *   a/        the cluster's CA and node-1..N (CN raftlock-node-I)
+ *   a/        the cluster's CA, node-1..N (CN raftlock-node-I) and
+ *             client-harness (for tests/integration/cluster.c's client TLS)
  *   b/        another CA and its own node-1..N
  *   expired/  node-1..N signed by a's CA, valid for one day in 2020 (made
  *             under faketime; absent when faketime is not installed)

@@ -19,17 +19,10 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "fuzz_check.h"
 #include "raftlock.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                 \
-		}                                                                                \
-	} while (0)
 
 /* Control byte: bits 0-3 the feed chunk size minus one; bit 4 a small frame
  * bound, so that RAFTLOCK_ETOOBIG is reached often. */

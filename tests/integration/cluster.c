@@ -13,13 +13,17 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+
 #include "codec.h"
 #include "frame.h"
 #include "raftlock.h"
+#include "tls_ctx.h"
 
 #ifndef RAFTLOCKD_BIN
 #error RAFTLOCKD_BIN must name the raftlockd binary
@@ -84,6 +88,7 @@ static void spawn(struct tcluster *c, int i)
 	char id[16], dir[300], raft[32], client[32], metrics[32], et[16], ht[16], st[16], tr[16];
 	char map[16];
 	char members[TCLUSTER_MAX][100];
+	char cert[300], key[300], ca[300];
 	char *argv[64];
 	int k = 0;
 	snprintf(id, sizeof id, "%d", i + 1);
@@ -121,6 +126,19 @@ static void spawn(struct tcluster *c, int i)
 	}
 	argv[k++] = "--log-level";
 	argv[k++] = getenv("RAFTLOCK_TEST_DEBUG") ? "debug" : "warn";
+	if (c->client_tls != NULL) {
+		snprintf(cert, sizeof cert, "%s/node-%d.pem", c->tls_dir, i + 1);
+		snprintf(key, sizeof key, "%s/node-%d.key", c->tls_dir, i + 1);
+		snprintf(ca, sizeof ca, "%s/ca.pem", c->tls_dir);
+		argv[k++] = "--client-tls";
+		argv[k++] = (char *)c->client_tls;
+		argv[k++] = "--client-tls-cert";
+		argv[k++] = cert;
+		argv[k++] = "--client-tls-key";
+		argv[k++] = key;
+		argv[k++] = "--client-tls-ca";
+		argv[k++] = ca;
+	}
 	char extra[8][300];
 	for (int e = 0; e < 8 && c->extra_args[e] != NULL; e++) {
 		/* after: they win; "{id}" stands for this node's id */
@@ -165,7 +183,10 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	memcpy(map, c->map_size_mb, sizeof map);
 	const char *extra[8];
 	memcpy(extra, c->extra_args, sizeof extra);
+	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir;
 	memset(c, 0, sizeof *c);
+	c->client_tls = client_tls;
+	c->tls_dir = tls_dir;
 	c->snapshot_threshold = snap;
 	c->snapshot_trailing = trailing;
 	memcpy(c->map_size_mb, map, sizeof map);
@@ -262,6 +283,19 @@ void tcluster_replace(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
+bool tcluster_log_has(struct tcluster *c, int i, const char *text)
+{
+	char path[320], line[1024];
+	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
+	FILE *f = fopen(path, "r");
+	bool found = false;
+	while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+		found = strstr(line, text) != NULL;
+	if (f != NULL)
+		fclose(f);
+	return found;
+}
+
 /* Counts sanitizer reports in node i's log (every start appends to it). */
 static int sanitizer_reports(struct tcluster *c, int i)
 {
@@ -340,28 +374,52 @@ int tcluster_leader(struct tcluster *c, int timeout_ms)
 	return -1;
 }
 
+/* A STATUS request. */
+static void status_request(Raftlock__Envelope *env, Raftlock__StatusRequest *req)
+{
+	raftlock__status_request__init(req);
+	raftlock__envelope__init(env);
+	env->id = 1;
+	env->body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env->status = req;
+}
+
+/* The StatusInfo of an answer (resp freed), or NULL. */
+static Raftlock__StatusInfo *status_answer(Raftlock__Envelope *resp)
+{
+	Raftlock__StatusInfo *out = NULL;
+	if (resp == NULL)
+		return NULL;
+	if (resp->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    resp->response->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
+		out = resp->response->status_info;
+		resp->response->status_info = NULL;
+		resp->response->payload_case = RAFTLOCK__RESPONSE__PAYLOAD__NOT_SET;
+	}
+	raftlock__envelope__free_unpacked(resp, NULL);
+	return out;
+}
+
 Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i)
 {
+	if (c->client_tls != NULL) {
+		char ca[300], cert[300], key[300], err[512];
+		bool mutual = strcmp(c->client_tls, "mutual") == 0;
+		snprintf(ca, sizeof ca, "%s/ca.pem", c->tls_dir);
+		snprintf(cert, sizeof cert, "%s/client-harness.pem", c->tls_dir);
+		snprintf(key, sizeof key, "%s/client-harness.key", c->tls_dir);
+		return raw_tls_status(c->client_port[i], ca, mutual ? cert : NULL,
+				      mutual ? key : NULL, err, sizeof err);
+	}
 	int fd = raw_connect(c->client_port[i]);
 	if (fd < 0)
 		return NULL;
-	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = 1;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
-	env.status = &req;
+	Raftlock__StatusRequest req;
+	Raftlock__Envelope env;
+	status_request(&env, &req);
 	Raftlock__StatusInfo *out = NULL;
-	if (raw_send_envelope(fd, &env) == 0) {
-		Raftlock__Envelope *resp = raw_recv_envelope(fd, 1000);
-		if (resp != NULL && resp->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
-		    resp->response->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
-			out = resp->response->status_info;
-			resp->response->status_info = NULL;
-			resp->response->payload_case = RAFTLOCK__RESPONSE__PAYLOAD__NOT_SET;
-		}
-		if (resp)
-			raftlock__envelope__free_unpacked(resp, NULL);
-	}
+	if (raw_send_envelope(fd, &env) == 0)
+		out = status_answer(raw_recv_envelope(fd, 1000));
 	close(fd);
 	return out;
 }
@@ -520,4 +578,128 @@ int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, si
 	out[got] = '\0';
 	close(fd);
 	return got > 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------- raw protocol, TLS */
+
+void raw_tls_close(struct raw_tls *t)
+{
+	if (t->ssl != NULL)
+		SSL_free(t->ssl);
+	if (t->ctx != NULL)
+		SSL_CTX_free(t->ctx);
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->reader != NULL) {
+		frame_reader_close(t->reader);
+		free(t->reader);
+	}
+	memset(t, 0, sizeof *t);
+	t->fd = -1;
+}
+
+int raw_tls_connect(struct raw_tls *t, int port, const char *ca, const char *cert, const char *key,
+		    char *err, size_t errlen)
+{
+	memset(t, 0, sizeof *t);
+	t->fd = -1;
+	struct tls_files files = {cert, key, ca};
+	SSL_CTX *ctx;
+	if (tls_ctx_new(&ctx, TLS_ROLE_CLIENT, &files, false, err, errlen) != 0)
+		return -1;
+	t->ctx = ctx;
+	t->reader = malloc(sizeof(struct frame_reader));
+	if (t->reader == NULL)
+		die("malloc");
+	frame_reader_init(t->reader, RAFTLOCK_FRAME_MAX);
+	t->fd = raw_connect(port);
+	if (t->fd < 0) {
+		snprintf(err, errlen, "connect: %s", strerror(errno));
+		raw_tls_close(t);
+		return -1;
+	}
+	struct timeval tv = {5, 0};
+	setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	SSL *ssl = SSL_new(ctx);
+	if (ssl == NULL)
+		die("SSL_new");
+	t->ssl = ssl;
+	if (tls_ctx_expect_host(ssl, "127.0.0.1") != 0 || SSL_set_fd(ssl, t->fd) != 1)
+		die("SSL set-up");
+	if (SSL_connect(ssl) != 1) {
+		tls_ctx_error(err, errlen, "TLS handshake");
+		raw_tls_close(t);
+		return -1;
+	}
+	return 0;
+}
+
+int raw_tls_send_envelope(struct raw_tls *t, const Raftlock__Envelope *env)
+{
+	uint8_t *buf;
+	size_t n;
+	if (codec_frame_envelope(env, &buf, &n) != 0)
+		return -1;
+	int rv = SSL_write(t->ssl, buf, (int)n) == (int)n ? 0 : -1;
+	free(buf);
+	return rv;
+}
+
+Raftlock__Envelope *raw_tls_recv_envelope(struct raw_tls *t, int timeout_ms, char *err,
+					  size_t errlen)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	snprintf(err, errlen, "no answer within %d ms", timeout_ms);
+	for (;;) {
+		const uint8_t *payload;
+		size_t n;
+		int rv = frame_reader_next(t->reader, &payload, &n);
+		if (rv == 1)
+			return raftlock__envelope__unpack(NULL, n, payload);
+		if (rv < 0) {
+			snprintf(err, errlen, "bad frame");
+			return NULL;
+		}
+		uint64_t now = tcluster_now_ms();
+		if (now >= end)
+			return NULL;
+		if (SSL_pending(t->ssl) == 0) {
+			struct pollfd p = {t->fd, POLLIN, 0};
+			if (poll(&p, 1, (int)(end - now)) <= 0)
+				continue;
+		}
+		char buf[4096];
+		ERR_clear_error();
+		int r = SSL_read(t->ssl, buf, sizeof buf);
+		if (r <= 0) {
+			int e = SSL_get_error(t->ssl, r);
+			if (e == SSL_ERROR_WANT_READ)
+				continue;
+			if (e == SSL_ERROR_ZERO_RETURN)
+				snprintf(err, errlen, "closed by the server (close_notify)");
+			else
+				tls_ctx_error(err, errlen, "TLS read");
+			return NULL;
+		}
+		frame_reader_feed(t->reader, buf, (size_t)r);
+	}
+}
+
+Raftlock__StatusInfo *raw_tls_status(int port, const char *ca, const char *cert, const char *key,
+				     char *err, size_t errlen)
+{
+	struct raw_tls t;
+	if (raw_tls_connect(&t, port, ca, cert, key, err, errlen) != 0)
+		return NULL;
+	Raftlock__StatusRequest req;
+	Raftlock__Envelope env;
+	status_request(&env, &req);
+	Raftlock__StatusInfo *out = NULL;
+	if (raw_tls_send_envelope(&t, &env) != 0)
+		tls_ctx_error(err, errlen, "TLS write");
+	else
+		out = status_answer(raw_tls_recv_envelope(&t, 2000, err, errlen));
+	raw_tls_close(&t);
+	return out;
 }

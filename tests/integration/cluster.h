@@ -31,6 +31,12 @@ struct tcluster {
 	unsigned map_size_mb[TCLUSTER_MAX]; /* --map-size of each node; 0: default */
 	const char *extra_args[8];          /* more raftlockd flags, NULL-terminated;
 					       "{id}" in one is the node's id */
+	/* client-tls of every node: NULL (off), "server" or "mutual". Then
+	 * tls_dir holds deploy/make-certs' output: ca.pem, node-I.pem/.key
+	 * for each node, and client-harness.pem/.key, which the harness
+	 * presents (tcluster_status) in mutual mode. */
+	const char *client_tls;
+	const char *tls_dir;
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
@@ -65,6 +71,9 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i);
  * (NUL-terminated). Returns 0, or -1 if the node did not answer. */
 int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len);
 
+/* Whether node i's log (every start appends to it) has a line with text. */
+bool tcluster_log_has(struct tcluster *c, int i, const char *text);
+
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t tcluster_now_ms(void);
 
@@ -84,5 +93,31 @@ int raw_send_envelope(int fd, const Raftlock__Envelope *env);
 Raftlock__Envelope *raw_recv_envelope(int fd, int timeout_ms);
 /* Whether the peer closed the connection within timeout_ms. */
 bool raw_closed(int fd, int timeout_ms);
+
+/* ---- the same over TLS (blocking OpenSSL, certificates from files) ---- */
+
+struct raw_tls {
+	int fd;
+	void *ctx, *ssl; /* SSL_CTX, SSL */
+	void *reader;    /* struct frame_reader */
+};
+
+/* Connects to 127.0.0.1:port and completes a TLS handshake, verifying the
+ * server against ca and the name 127.0.0.1, presenting cert/key unless
+ * NULL. Returns 0, or -1 with OpenSSL's reason in err (t then holds
+ * nothing). With TLS 1.3 a server that refuses the client's certificate
+ * says so after the handshake: see raw_tls_recv_envelope. */
+int raw_tls_connect(struct raw_tls *t, int port, const char *ca, const char *cert, const char *key,
+		    char *err, size_t errlen);
+int raw_tls_send_envelope(struct raw_tls *t, const Raftlock__Envelope *env);
+/* NULL on timeout, EOF, a TLS error (its reason in err) or a bad frame. */
+Raftlock__Envelope *raw_tls_recv_envelope(struct raw_tls *t, int timeout_ms, char *err,
+					  size_t errlen);
+void raw_tls_close(struct raw_tls *t);
+
+/* STATUS of the node at port over TLS as above; NULL with the reason in
+ * err when refused. */
+Raftlock__StatusInfo *raw_tls_status(int port, const char *ca, const char *cert, const char *key,
+				     char *err, size_t errlen);
 
 #endif

@@ -22,20 +22,6 @@
 #include "cluster.h"
 #include "lockutil.h"
 
-static bool log_has(struct tcluster *cl, int i, const char *text)
-{
-	char path[320], line[1024];
-	snprintf(path, sizeof path, "%s/n%d.log", cl->dir, i + 1);
-	FILE *f = fopen(path, "r");
-	bool found = false;
-	if (f == NULL)
-		return false;
-	while (!found && fgets(line, sizeof line, f) != NULL)
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
-}
-
 static void failed_restore_stops_the_node(void **state)
 {
 	(void)state;
@@ -72,8 +58,8 @@ static void failed_restore_stops_the_node(void **state)
 	assert_true(st != -1); /* it stopped */
 	cl.pid[victim] = 0;
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
-	assert_true(log_has(&cl, victim, "snapshot restore failed at index"));
-	assert_true(log_has(&cl, victim, "injected failure"));
+	assert_true(tcluster_log_has(&cl, victim, "snapshot restore failed at index"));
+	assert_true(tcluster_log_has(&cl, victim, "injected failure"));
 	/* Its supervisor starts it again: it rebuilds from its disk. */
 	tcluster_restart(&cl, victim);
 	raftlock_lock *l = tl_lock(s, "after");
@@ -117,7 +103,7 @@ static void lost_init_is_proposed_again(void **state)
 	       (unsigned long long)(tcluster_now_ms() - t0));
 	int dropped = 0;
 	for (int i = 0; i < cl.n; i++)
-		dropped += log_has(&cl, i, "dropping the first INIT");
+		dropped += tcluster_log_has(&cl, i, "dropping the first INIT");
 	assert_true(dropped >= 1);
 	raftlock_client *c = tl_client(&cl);
 	raftlock_session *s = tl_session(c, 10000);

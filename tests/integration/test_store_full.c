@@ -306,19 +306,6 @@ static void test_fill_refuse_free(void **state)
 	close(fd);
 }
 
-static bool grep_log(int i, const char *what)
-{
-	char path[320], line[1024];
-	snprintf(path, sizeof path, "%s/n%d.log", cl.dir, i + 1);
-	FILE *f = fopen(path, "r");
-	bool found = false;
-	while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
-		found = strstr(line, what) != NULL;
-	if (f != NULL)
-		fclose(f);
-	return found;
-}
-
 static void test_small_map_node_stops_alone(void **state)
 {
 	(void)state;
@@ -336,7 +323,7 @@ static void test_small_map_node_stops_alone(void **state)
 		usleep(50000);
 	}
 	/* It was told that its map is too small for the cluster's limit. */
-	assert_true(grep_log(2, "map-size"));
+	assert_true(tcluster_log_has(&cl, 2, "map-size"));
 
 	uint64_t sess[SESSIONS];
 	int fd = connect_sessions(L, sess);
@@ -353,8 +340,8 @@ static void test_small_map_node_stops_alone(void **state)
 	}
 	cl.pid[2] = 0;
 	assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_true(grep_log(2, "lmdb map full"));
-	assert_true(grep_log(2, "--map-size"));
+	assert_true(tcluster_log_has(&cl, 2, "lmdb map full"));
+	assert_true(tcluster_log_has(&cl, 2, "--map-size"));
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(kill(cl.pid[i], 0), 0);
 		wait_refusals(i, refused);

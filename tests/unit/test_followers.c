@@ -113,7 +113,7 @@ static int setup(void **state)
 	transferee = 0;
 	fake_role = RAFT_LEADER;
 	transfers = 0;
-	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node);
+	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node, NULL);
 	*state = f;
 	return 0;
 }

@@ -4,7 +4,9 @@
  * calls below. This test opens sockets: one listener on loopback and a
  * plain client socket, driven by running the loop until an answer is read
  * (bounded by a real-time limit, never a sleep). Every test closes the
- * loop cleanly (uv_loop_close() returns 0). */
+ * loop cleanly (uv_loop_close() returns 0). The TLS tests speak to the
+ * service through OpenSSL over memory BIOs, so that they can count the
+ * records it sends. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,9 @@
 #include "raftlock.h"
 #include "service.h"
 #include "timebase.h"
+#include "tls_certs.h"
+
+#include <openssl/err.h>
 
 /* ------------------------------------------------ fake node and libraft */
 
@@ -126,7 +131,10 @@ struct fx {
 	struct service svc;
 	int sock; /* the test's client connection */
 	struct frame_reader reader;
+	SSL_CTX *server_tls; /* client-tls on: the service's context */
 };
+
+static bool with_tls; /* the next setup starts the service with TLS */
 
 /* A free loopback port (bound, read back, released). */
 static int free_port(void)
@@ -154,9 +162,12 @@ static int setup(void **state)
 	f->node.cfg = &f->cfg;
 	cluster_clock_init(&f->node.clock, &f->tb);
 	leases_init(&f->leases, &f->tb, &f->node, 20);
-	assert_int_equal(
-		service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases, err, sizeof err),
-		0);
+	f->cfg.tls_handshake_timeout_ms = 5000;
+	if (with_tls)
+		f->server_tls = tls_certs_server_ctx(false);
+	assert_int_equal(service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases,
+				       f->server_tls, err, sizeof err),
+			 0);
 	f->sock = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_port = htons((uint16_t)port),
@@ -183,6 +194,7 @@ static int teardown(void **state)
 	assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
 	assert_int_equal(uv_loop_close(&f->loop), 0);
 	frame_reader_close(&f->reader);
+	SSL_CTX_free(f->server_tls);
 	free(f);
 	return 0;
 }
@@ -211,9 +223,13 @@ static void send_env(struct fx *f, const Raftlock__Envelope *env)
 	free(out);
 }
 
+struct tls_client;
+static ssize_t tls_read(struct fx *f, struct tls_client *t, char *buf, size_t len);
+
 /* Runs the loop until an envelope arrives (returned, the caller frees it)
- * or the connection is closed (NULL); fails after 5 s of real time. */
-static Raftlock__Envelope *next_env(struct fx *f)
+ * or the connection is closed (NULL), through TLS client t unless NULL;
+ * fails after 5 s of real time. */
+static Raftlock__Envelope *next_env_via(struct fx *f, struct tls_client *t)
 {
 	uint64_t until = uv_hrtime() / 1000000u + 5000;
 	for (;;) {
@@ -225,7 +241,8 @@ static Raftlock__Envelope *next_env(struct fx *f)
 			return env;
 		}
 		char buf[65536];
-		ssize_t got = read(f->sock, buf, sizeof buf);
+		ssize_t got = t != NULL ? tls_read(f, t, buf, sizeof buf)
+					: read(f->sock, buf, sizeof buf);
 		if (got == 0)
 			return NULL;
 		if (got > 0) {
@@ -238,6 +255,11 @@ static Raftlock__Envelope *next_env(struct fx *f)
 		assert_true(uv_hrtime() / 1000000u < until);
 		uv_run(&f->loop, UV_RUN_NOWAIT);
 	}
+}
+
+static Raftlock__Envelope *next_env(struct fx *f)
+{
+	return next_env_via(f, NULL);
 }
 
 /* The next answer's status (its result payload when status 0). */
@@ -253,9 +275,9 @@ static int next_status(struct fx *f, uint64_t *id)
 	return status;
 }
 
-/* An ACQUIRE of session 5 with the sequence header in the envelope
- * (protocol 2). */
-static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
+/* Appends the frame of an ACQUIRE of session 5 with the sequence header in
+ * the envelope (protocol 2) to buf. */
+static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
 {
 	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
 	acq.name = "a";
@@ -270,7 +292,16 @@ static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 	env.sequence = &h;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
 	env.acquire = &req;
-	send_env(f, &env);
+	assert_int_equal(codec_frame_envelope_append(&env, buf, len, cap), 0);
+}
+
+static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	frame_acquire(id, seq, &buf, &len, &cap);
+	send_bytes(f, buf, len);
+	free(buf);
 }
 
 static void lead(struct fx *f)
@@ -457,6 +488,152 @@ static void test_sequence_header(void **state)
 	}
 }
 
+/* ----------------------------------------------------------------- TLS */
+
+/* The test's TLS client: OpenSSL over memory BIOs, the bytes moved to and
+ * from the socket by the test, which counts the records the server sends. */
+struct tls_client {
+	SSL_CTX *ctx;
+	SSL *ssl;
+	BIO *in, *out;
+	uint8_t hdr[5];
+	size_t hdr_len;   /* bytes of the next record header seen */
+	size_t body_left; /* bytes of the current record still to come */
+	size_t app_records;
+};
+
+/* Moves OpenSSL's output to the socket and the socket's input to OpenSSL
+ * (counting application-data records), and runs the loop once. */
+static void pump(struct fx *f, struct tls_client *t)
+{
+	char buf[65536];
+	int n;
+	while ((n = BIO_read(t->out, buf, sizeof buf)) > 0)
+		send_bytes(f, buf, (size_t)n);
+	ssize_t got;
+	while ((got = read(f->sock, buf, sizeof buf)) > 0) {
+		for (ssize_t i = 0; i < got;) {
+			if (t->body_left > 0) {
+				size_t k = (size_t)(got - i) < t->body_left ? (size_t)(got - i)
+									    : t->body_left;
+				t->body_left -= k;
+				i += (ssize_t)k;
+				continue;
+			}
+			t->hdr[t->hdr_len++] = (uint8_t)buf[i++];
+			if (t->hdr_len == 5) {
+				t->app_records += t->hdr[0] == 23;
+				t->body_left = (size_t)t->hdr[3] << 8 | t->hdr[4];
+				t->hdr_len = 0;
+			}
+		}
+		assert_int_equal(BIO_write(t->in, buf, (int)got), (int)got);
+	}
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+static void tls_client_connect(struct fx *f, struct tls_client *t)
+{
+	memset(t, 0, sizeof *t);
+	t->ctx = tls_certs_client_ctx(NULL, "ca.pem");
+	t->ssl = SSL_new(t->ctx);
+	t->in = BIO_new(BIO_s_mem());
+	t->out = BIO_new(BIO_s_mem());
+	BIO_set_mem_eof_return(t->in, -1);
+	SSL_set_bio(t->ssl, t->in, t->out);
+	SSL_set_connect_state(t->ssl);
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	int r;
+	while ((r = SSL_do_handshake(t->ssl)) != 1) {
+		assert_int_equal(SSL_get_error(t->ssl, r), SSL_ERROR_WANT_READ);
+		assert_true(uv_hrtime() / 1000000u < until);
+		pump(f, t);
+	}
+	pump(f, t); /* our Finished */
+}
+
+static void tls_client_close(struct tls_client *t)
+{
+	SSL_free(t->ssl);
+	SSL_CTX_free(t->ctx);
+}
+
+/* Plaintext from the service: up to len bytes, or -1 with errno EAGAIN
+ * once the socket's bytes have been moved and the loop run once. */
+static ssize_t tls_read(struct fx *f, struct tls_client *t, char *buf, size_t len)
+{
+	int got = SSL_read(t->ssl, buf, (int)len);
+	if (got > 0)
+		return got;
+	assert_int_equal(SSL_get_error(t->ssl, got), SSL_ERROR_WANT_READ);
+	pump(f, t);
+	errno = EAGAIN;
+	return -1;
+}
+
+static int setup_tls(void **state)
+{
+	with_tls = true;
+	int rv = setup(state);
+	with_tls = false;
+	return rv;
+}
+
+/* With client-tls on, the same framing and dispatch answer through TLS,
+ * and the answers to requests that arrive together leave in one batch: one
+ * SSL_write, so one TLS record for a batch that fits one, not one per
+ * answer. */
+static void test_tls_batch(void **state)
+{
+	struct fx *f = *state;
+	struct tls_client t;
+	tls_client_connect(f, &t);
+	enum { N = 60 };
+	uint8_t *frames = NULL;
+	size_t len = 0, cap = 0;
+	for (uint64_t i = 1; i <= N; i++)
+		frame_acquire(i, i, &frames, &len, &cap);
+	/* One record from the client: every request arrives in one read. */
+	assert_int_equal(SSL_write(t.ssl, frames, (int)len), (int)len);
+	free(frames);
+	size_t before = t.app_records;
+	for (uint64_t i = 1; i <= N; i++) {
+		Raftlock__Envelope *env = next_env_via(f, &t);
+		assert_int_equal(env->id, i);
+		assert_int_equal(env->response->status, RAFTLOCK_ENOTLEADER);
+		assert_string_equal(env->response->leader, "127.0.0.1:2");
+		raftlock__envelope__free_unpacked(env, NULL);
+	}
+	size_t records = t.app_records - before;
+	printf("%d answers came in %zu TLS record(s)\n", N, records);
+	assert_int_equal(records, 1);
+	assert_int_equal(n_proposed, 0);
+	assert_int_equal(service_connections(&f->svc), 1);
+	tls_client_close(&t);
+}
+
+/* A client that speaks no TLS to a TLS port is closed; the service stays. */
+static void test_tls_plaintext_refused(void **state)
+{
+	struct fx *f = *state;
+	send_acquire(f, 7, 1);
+	assert_null(next_env(f));
+	assert_int_equal(f->svc.tls_failures, 1);
+	assert_int_equal(n_proposed, 0);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return tls_certs_make();
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return tls_certs_remove();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +644,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
+		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,9 +1,7 @@
 /* test_tls_stream.c: the TLS engine (server/tls_stream.c, the real file)
  * with real OpenSSL over real loopback TCP: a server and a client engine
- * (or a raw TCP client playing a broken one) on one loop. Certificates are
- * made once per run with the openssl command in a temporary directory: a
- * CA, a server and a client certificate it signs, and a second CA with a
- * client certificate of its own. Every test ends with uv_loop_close() == 0. */
+ * (or a raw TCP client playing a broken one) on one loop, with the
+ * certificates of tls_certs.h. Every test ends with uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,85 +13,9 @@
 
 #include <cmocka.h>
 
+#include "tls_certs.h"
 #include "tls_ctx.h"
 #include "tls_stream.h"
-
-static char dir[] = "/tmp/test_tls_stream.XXXXXX";
-
-static char *path(const char *name)
-{
-	static char buf[8][256];
-	static int next;
-	char *p = buf[next++ % 8];
-	snprintf(p, 256, "%s/%s", dir, name);
-	return p;
-}
-
-/* The commands, written to a script: make.sh. */
-static const char certs_script[] =
-	"set -e\n"
-	"key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $1; }\n"
-	"ca() { key $1.key; openssl req -x509 -new -key $1.key -out $1.pem -subj /CN=$1 -days 2; "
-	"}\n"
-	"cert() {\n"
-	"  key $2.key; openssl req -new -key $2.key -out $2.csr -subj /CN=$3\n"
-	"  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n"
-	"extendedKeyUsage=serverAuth,clientAuth\\n' > $2.ext\n"
-	"  openssl x509 -req -in $2.csr -CA $1.pem -CAkey $1.key -CAcreateserial -out $2.pem \\\n"
-	"    -days 2 -extfile $2.ext\n"
-	"}\n"
-	"ca ca; ca other-ca\n"
-	"cert ca server server; cert ca client client-a; cert other-ca stranger stranger\n";
-
-static int make_certs(void **state)
-{
-	(void)state;
-	if (mkdtemp(dir) == NULL)
-		return -1;
-	FILE *f = fopen(path("make.sh"), "w");
-	if (f == NULL)
-		return -1;
-	fputs(certs_script, f);
-	fclose(f);
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "cd %s && sh make.sh >make.log 2>&1", dir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "making certificates failed: see %s/make.log\n", dir);
-		return -1;
-	}
-	return 0;
-}
-
-static int remove_certs(void **state)
-{
-	(void)state;
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-static SSL_CTX *server_ctx(bool mutual)
-{
-	struct tls_files files = {path("server.pem"), path("server.key"), path("ca.pem")};
-	SSL_CTX *ctx = NULL;
-	char err[512];
-	if (tls_ctx_new(&ctx, TLS_ROLE_SERVER, &files, mutual, err, sizeof err) != 0)
-		fail_msg("%s", err);
-	return ctx;
-}
-
-static SSL_CTX *client_ctx(const char *who, const char *ca)
-{
-	char cert[64], key[64];
-	snprintf(cert, sizeof cert, "%s.pem", who);
-	snprintf(key, sizeof key, "%s.key", who);
-	struct tls_files files = {who ? path(cert) : NULL, who ? path(key) : NULL, path(ca)};
-	SSL_CTX *ctx = NULL;
-	char err[512];
-	if (tls_ctx_new(&ctx, TLS_ROLE_CLIENT, &files, false, err, sizeof err) != 0)
-		fail_msg("%s", err);
-	return ctx;
-}
 
 /* ---------------------------------------------------------------- peers */
 
@@ -111,6 +33,7 @@ struct peer {
 	char error[256]; /* tls_stream_error() then */
 	char cn[256];    /* tls_stream_peer_cn() at the handshake */
 	int writes_done, writes_failed;
+	uint64_t started_ns, handshake_ns; /* uv_hrtime() at start, at handshake */
 };
 
 static uv_loop_t loop;
@@ -202,6 +125,7 @@ static void on_handshake(struct tls_stream *ts)
 {
 	struct peer *p = ts->data;
 	p->handshook = true;
+	p->handshake_ns = uv_hrtime();
 	snprintf(p->cn, sizeof p->cn, "%s", tls_stream_peer_cn(ts));
 }
 
@@ -279,6 +203,7 @@ static void start_client(void)
 				       .host = "127.0.0.1",
 				       .on_handshake = on_handshake,
 				       .on_read = on_read};
+	cli.started_ns = uv_hrtime();
 	assert_int_equal(tls_stream_start(&cli.ts, (uv_stream_t *)&cli.tcp, cli_ctx, &o), 0);
 	cli.ts.data = &cli;
 }
@@ -337,8 +262,8 @@ static void check_echo(void)
 static void echo_odd_sizes(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(true);
-	cli_ctx = client_ctx("client", "ca.pem");
+	srv_ctx = tls_certs_server_ctx(true);
+	cli_ctx = tls_certs_client_ctx("client", "ca.pem");
 	srv.echo = true;
 	make_payload(300000);
 	client_connected = client_writes_odd_sizes;
@@ -346,6 +271,9 @@ static void echo_odd_sizes(void **state)
 	check_echo();
 	assert_string_equal(srv.cn, "client-a");
 	assert_string_equal(cli.cn, "server");
+	printf("measure: mutual TLS 1.3 handshake (P-256) on loopback, both ends on one loop: "
+	       "%.2f ms\n",
+	       (double)(cli.handshake_ns - cli.started_ns) / 1e6);
 	assert_true(cli.writes_done > 10);
 }
 
@@ -365,8 +293,8 @@ static void client_writes_big(void)
 static void large_payload(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(false);
-	cli_ctx = client_ctx(NULL, "ca.pem");
+	srv_ctx = tls_certs_server_ctx(false);
+	cli_ctx = tls_certs_client_ctx(NULL, "ca.pem");
 	srv.echo = true;
 	srv.pause_once = true;
 	make_payload(3u << 20);
@@ -381,8 +309,8 @@ static void large_payload(void **state)
 static void client_from_other_ca(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(true);
-	cli_ctx = client_ctx("stranger", "ca.pem");
+	srv_ctx = tls_certs_server_ctx(true);
+	cli_ctx = tls_certs_client_ctx("stranger", "ca.pem");
 	client_connected = start_client;
 	run();
 	assert_false(srv.handshook);
@@ -395,8 +323,8 @@ static void client_from_other_ca(void **state)
 static void client_without_cert(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(true);
-	cli_ctx = client_ctx(NULL, "ca.pem");
+	srv_ctx = tls_certs_server_ctx(true);
+	cli_ctx = tls_certs_client_ctx(NULL, "ca.pem");
 	client_connected = start_client;
 	run();
 	assert_false(srv.handshook);
@@ -409,8 +337,8 @@ static void client_without_cert(void **state)
 static void server_from_other_ca(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(false);
-	cli_ctx = client_ctx(NULL, "other-ca.pem");
+	srv_ctx = tls_certs_server_ctx(false);
+	cli_ctx = tls_certs_client_ctx(NULL, "other-ca.pem");
 	client_connected = start_client;
 	run();
 	assert_false(cli.handshook);
@@ -437,8 +365,8 @@ static void start_client_wrong_host(void)
 static void wrong_host(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(false);
-	cli_ctx = client_ctx(NULL, "ca.pem");
+	srv_ctx = tls_certs_server_ctx(false);
+	cli_ctx = tls_certs_client_ctx(NULL, "ca.pem");
 	client_connected = start_client_wrong_host;
 	run();
 	assert_int_equal(cli.end, UV_EPROTO);
@@ -498,7 +426,7 @@ static const char hello_start[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
 static void closed_mid_handshake(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(true);
+	srv_ctx = tls_certs_server_ctx(true);
 	raw_bytes = hello_start;
 	raw_len = sizeof hello_start - 1;
 	raw_close_after_write = true;
@@ -512,7 +440,7 @@ static void closed_mid_handshake(void **state)
 static void slow_loris(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(true);
+	srv_ctx = tls_certs_server_ctx(true);
 	srv_timeout_ms = 200;
 	raw_bytes = hello_start;
 	raw_len = sizeof hello_start - 1;
@@ -531,7 +459,7 @@ static void slow_loris(void **state)
 static void garbage(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(false);
+	srv_ctx = tls_certs_server_ctx(false);
 	raw_bytes = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 	raw_len = strlen(raw_bytes);
 	raw_close_after_write = false;
@@ -564,13 +492,25 @@ static void client_closes_at_once(void)
 static void cancel_on_close(void **state)
 {
 	(void)state;
-	srv_ctx = server_ctx(false);
-	cli_ctx = client_ctx(NULL, "ca.pem");
+	srv_ctx = tls_certs_server_ctx(false);
+	cli_ctx = tls_certs_client_ctx(NULL, "ca.pem");
 	client_connected = client_closes_at_once;
 	run();
 	assert_int_equal(cli.writes_failed, 3);
 	assert_int_equal(cli.writes_done, 0);
 	assert_int_not_equal(srv.end, 0);
+}
+
+static int tls_group_setup(void **state)
+{
+	(void)state;
+	return tls_certs_make();
+}
+
+static int tls_group_teardown(void **state)
+{
+	(void)state;
+	return tls_certs_remove();
 }
 
 int main(void)
@@ -587,5 +527,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(cancel_on_close, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, make_certs, remove_certs);
+	return cmocka_run_group_tests(tests, tls_group_setup, tls_group_teardown);
 }
