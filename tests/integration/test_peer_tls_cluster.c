@@ -168,6 +168,17 @@ static void run_impostor(const char *cert, const char *key, unsigned ms, char *o
 		fail_msg("the impostor exited (%d): %s", st, out);
 }
 
+/* raftlock_peer_tls_refused_total of node i. */
+static unsigned long long refused_metric(int i)
+{
+	static char out[65536];
+	static const char name[] = "\nraftlock_peer_tls_refused_total ";
+	assert_int_equal(tcluster_http_get(&cl, i, "/metrics", out, sizeof out), 0);
+	const char *at = strstr(out, name);
+	assert_non_null(at);
+	return strtoull(at + sizeof name - 1, NULL, 10);
+}
+
 struct view {
 	uint64_t term;
 	uint64_t leader;
@@ -280,6 +291,7 @@ static void test_impostors_refused(void **state)
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(waitpid(cl.pid[i], NULL, WNOHANG), 0);
 		assert_true(log_count(i, "refused") >= refused0[i] + 3);
+		assert_true(refused_metric(i) >= 3);
 	}
 	views(after);
 	for (int i = 0; i < 3; i++) {
