@@ -78,8 +78,7 @@ struct peer_link {
 	bool net_paused;             /* TLS not read: raft has too much queued */
 	size_t to_raft;              /* bytes written to the pipe and not yet taken */
 	struct raft_uv_connect *req; /* outbound, until its callback */
-	raft_uv_connect_cb cb;
-	raft_id peer_id; /* outbound: whom raft asked for; inbound: claimed */
+	raft_id peer_id;             /* outbound: whom raft asked for; inbound: claimed */
 	char peer_address[HELLO_ADDR_MAX];
 	char remote[64];                         /* the TCP peer, for the log */
 	uint8_t in[HELLO_HEAD + HELLO_ADDR_MAX]; /* hello or answer being read */
@@ -172,9 +171,9 @@ static void link_close(struct peer_link *l)
 }
 
 /* A connection refused before raft saw it: say why, then close it. */
-static void link_refuse(struct peer_link *l, enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void link_refuse(struct peer_link *l, enum log_level level, const char *fmt, ...)
+static void link_refuse(struct peer_link *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void link_refuse(struct peer_link *l, const char *fmt, ...)
 {
 	char why[512];
 	va_list ap;
@@ -182,10 +181,10 @@ static void link_refuse(struct peer_link *l, enum log_level level, const char *f
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
 	if (l->outbound)
-		log_msg(level, "raft connection to %llu (%s) refused: %s",
-			(unsigned long long)l->peer_id, l->peer_address, why);
+		log_warn("raft connection to %llu (%s) refused: %s", (unsigned long long)l->peer_id,
+			 l->peer_address, why);
 	else
-		log_msg(level, "raft connection from %s refused: %s", l->remote, why);
+		log_warn("raft connection from %s refused: %s", l->remote, why);
 	l->t->stats.refused++;
 	link_close(l);
 }
@@ -210,7 +209,7 @@ static struct peer_link *link_new(struct peer_tls *t, bool outbound)
 static void setup_timeout(uv_timer_t *h)
 {
 	struct peer_link *l = h->data;
-	link_refuse(l, LOG_WARN, "not set up within %u ms", l->t->setup_ms);
+	link_refuse(l, "not set up within %u ms", l->t->setup_ms);
 }
 
 /* ---------------------------------------------------------------- pump -- */
@@ -349,7 +348,7 @@ static void link_open(struct peer_link *l, const char *rest, size_t n)
 	struct peer_tls *t = l->t;
 	int fds[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-		link_refuse(l, LOG_WARN, "socketpair: %s", strerror(errno));
+		link_refuse(l, "socketpair: %s", strerror(errno));
 		return;
 	}
 	uv_pipe_t *theirs = raft_malloc(sizeof *theirs);
@@ -368,8 +367,7 @@ static void link_open(struct peer_link *l, const char *rest, size_t n)
 		close(fds[1]);
 	if (ours_rv != 0 || theirs_rv != 0) {
 		uv_close((uv_handle_t *)theirs, raft_stream_free);
-		link_refuse(l, LOG_WARN, "socket pair: %s",
-			    uv_strerror(ours_rv != 0 ? ours_rv : theirs_rv));
+		link_refuse(l, "socket pair: %s", uv_strerror(ours_rv != 0 ? ours_rv : theirs_rv));
 		return;
 	}
 	l->state = LINK_OPEN;
@@ -422,12 +420,12 @@ static bool hello_head_ok(struct peer_link *l)
 {
 	uint64_t protocol = get64(l->in), id = get64(l->in + 8), len = get64(l->in + 16);
 	if (protocol != HELLO_PROTOCOL) {
-		link_refuse(l, LOG_WARN, "not a raftlock peer hello (protocol %#llx)",
+		link_refuse(l, "not a raftlock peer hello (protocol %#llx)",
 			    (unsigned long long)protocol);
 		return false;
 	}
 	if (id == 0 || id > INT64_MAX || len < 2 || len > HELLO_ADDR_MAX) {
-		link_refuse(l, LOG_WARN, "malformed hello (id %llu, address of %llu bytes)",
+		link_refuse(l, "malformed hello (id %llu, address of %llu bytes)",
 			    (unsigned long long)id, (unsigned long long)len);
 		return false;
 	}
@@ -439,7 +437,7 @@ static void hello_done(struct peer_link *l, const char *rest, size_t n)
 {
 	if (l->outbound) {
 		if (get64(l->in) != HELLO_PROTOCOL) {
-			link_refuse(l, LOG_WARN, "not a raftlock peer answer");
+			link_refuse(l, "not a raftlock peer answer");
 			return;
 		}
 		link_open(l, rest, n);
@@ -449,12 +447,11 @@ static void hello_done(struct peer_link *l, const char *rest, size_t n)
 	size_t len = (size_t)get64(l->in + 16);
 	const char *address = (const char *)l->in + HELLO_HEAD;
 	if (memchr(address, '\0', len) != address + len - 1) {
-		link_refuse(l, LOG_WARN, "malformed hello (address)");
+		link_refuse(l, "malformed hello (address)");
 		return;
 	}
 	if (!cert_is_member(l, id)) {
-		link_refuse(l, LOG_WARN,
-			    "claims to be member %llu (%s) but its certificate is for '%s'",
+		link_refuse(l, "claims to be member %llu (%s) but its certificate is for '%s'",
 			    (unsigned long long)id, address, tls_stream_peer_cn(&l->tls));
 		return;
 	}
@@ -490,10 +487,9 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		if (l->state == LINK_OPEN || l->state == LINK_CLOSING)
 			link_close(l);
 		else if (l->outbound && l->state == LINK_HELLO)
-			link_refuse(l, LOG_WARN, "the peer did not accept this member's hello (%s)",
-				    why);
+			link_refuse(l, "the peer did not accept this member's hello (%s)", why);
 		else
-			link_refuse(l, LOG_WARN, "%s", why);
+			link_refuse(l, "%s", why);
 		return;
 	}
 	size_t n = (size_t)nread, used = 0;
@@ -527,7 +523,7 @@ static void tls_handshake_cb(struct tls_stream *ts)
 	if (!l->outbound)
 		return;
 	if (!cert_is_member(l, l->peer_id)) {
-		link_refuse(l, LOG_WARN, "its certificate is for '%s', not for member %llu",
+		link_refuse(l, "its certificate is for '%s', not for member %llu",
 			    tls_stream_peer_cn(ts), (unsigned long long)l->peer_id);
 		return;
 	}
@@ -554,7 +550,7 @@ static void link_start_tls(struct peer_link *l, SSL_CTX *ctx, enum tls_role role
 	int rv = tls_stream_start(&l->tls, (uv_stream_t *)&l->tcp, ctx, &o);
 	if (rv != 0) {
 		l->tcp.data = l; /* the engine may have taken it before failing */
-		link_refuse(l, LOG_WARN, "TLS: %s", uv_strerror(rv));
+		link_refuse(l, "TLS: %s", uv_strerror(rv));
 		return;
 	}
 	l->tls.data = l; /* tls_stream_start() clears the engine */
@@ -641,7 +637,7 @@ static void on_connection(uv_stream_t *server, int status)
 			 ntohs(((struct sockaddr_in *)&sa)->sin_port));
 	}
 	if (t->handshaking >= PEER_TLS_MAX_HANDSHAKES) {
-		link_refuse(l, LOG_WARN, "%u connections already setting up", t->handshaking);
+		link_refuse(l, "%u connections already setting up", t->handshaking);
 		return;
 	}
 	l->counted = true;
