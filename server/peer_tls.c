@@ -257,6 +257,8 @@ static void send_to_raft(struct peer_link *l, const char *buf, size_t n)
 		return;
 	}
 	l->to_raft += w->len;
+	if (l->to_raft > l->t->stats.peak_to_raft)
+		l->t->stats.peak_to_raft = l->to_raft;
 	if (!l->net_paused && l->to_raft >= PEER_TLS_HIGH_WATER) {
 		l->net_paused = true;
 		tls_stream_read_stop(&l->tls);
@@ -328,7 +330,10 @@ static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		link_close(l);
 		return;
 	}
-	if (tls_stream_write_queue_size(&l->tls) >= PEER_TLS_HIGH_WATER) {
+	size_t queued = tls_stream_write_queue_size(&l->tls);
+	if (queued > l->t->stats.peak_to_peer)
+		l->t->stats.peak_to_peer = queued;
+	if (queued >= PEER_TLS_HIGH_WATER) {
 		l->pipe_paused = true;
 		uv_read_stop(s);
 	}

@@ -61,6 +61,10 @@ struct peer_tls_stats {
 	uint64_t accepted;  /* inbound connections handed to raft */
 	uint64_t connected; /* outbound connections handed to raft */
 	uint64_t refused;   /* connections closed before raft saw them */
+	/* The most bytes one connection held at once for raft (decrypted, not
+	 * yet taken by raft) and for the peer (read from raft, not yet handed
+	 * to the kernel): back-pressure keeps them near PEER_TLS_HIGH_WATER. */
+	size_t peak_to_raft, peak_to_peer;
 };
 
 /*
