@@ -2,6 +2,7 @@
 #include "keepalive.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define KEEPALIVE_IDLE_WAKE_MS 1000
 /* Rounds in flight at once: a slow answer still counts while the next
@@ -18,7 +19,8 @@ struct keepalive {
 	unsigned suspect_ms;    /* after each send on a connection */
 	uint64_t suspected_gen; /* the connection it was suspected on */
 	size_t n_ids;
-	uint64_t ids[]; /* the sessions it names, in order */
+	uint8_t *secrets; /* n_ids secrets, parallel to ids, after them */
+	uint64_t ids[];   /* the sessions it names, in order */
 };
 
 /* The requests in flight, of the current round and the one before. */
@@ -76,8 +78,9 @@ static void keepalive_apply(struct sessions *ss, struct keepalive *ka)
 		raftlock_session *s = session_find(ss, ka->ids[i]);
 		if (s == NULL || s->lost)
 			continue;
-		if (kr->statuses[i] == RAFTLOCK_ESESSION) {
-			session_mark_lost(s, RAFTLOCK_ESESSION);
+		if (kr->statuses[i] == RAFTLOCK_ESESSION || kr->statuses[i] == RAFTLOCK_EPERM) {
+			/* gone, or its secret refused for good (rule 14) */
+			session_mark_lost(s, kr->statuses[i]);
 			continue;
 		}
 		if (kr->statuses[i] != 0)
@@ -117,7 +120,21 @@ static bool keepalive_submit(struct transport *t, struct keepalive *ka)
 	env.keepalive = &req;
 	req.sessions = ka->ids;
 	req.n_sessions = ka->n_ids;
-	if (transport_submit(t, &env, false, &ka->req) != 0)
+	/* Rule 14: each id with its session's secret. */
+	ProtobufCBinaryData *secrets = malloc((ka->n_ids ? ka->n_ids : 1) * sizeof *secrets);
+	if (secrets == NULL) {
+		explicit_bzero(ka->secrets, ka->n_ids * SESSION_SECRET_LEN);
+		return false;
+	}
+	for (size_t i = 0; i < ka->n_ids; i++)
+		secrets[i] = (ProtobufCBinaryData){SESSION_SECRET_LEN,
+						   ka->secrets + i * SESSION_SECRET_LEN};
+	req.secrets = secrets;
+	req.n_secrets = ka->n_ids;
+	int rv = transport_submit(t, &env, false, &ka->req); /* encodes it */
+	free(secrets);
+	explicit_bzero(ka->secrets, ka->n_ids * SESSION_SECRET_LEN);
+	if (rv != 0)
 		return false;
 	transport_watch(t, ka->req);
 	return true;
@@ -136,12 +153,18 @@ static void keepalive_send_round(struct sessions *ss, struct keepalive_flight *f
 	size_t ahead = 0;
 	for (size_t k = 0; k < keepalive_chunks(n); k++) {
 		size_t len = keepalive_chunk_len(n, k);
-		struct keepalive *ka = calloc(1, sizeof *ka + len * sizeof ka->ids[0]);
+		struct keepalive *ka =
+			calloc(1, sizeof *ka + len * (sizeof ka->ids[0] + SESSION_SECRET_LEN));
+		if (ka != NULL)
+			ka->secrets = (uint8_t *)&ka->ids[len];
 		for (size_t i = 0; i < len; s = session_after(ss, s)) {
 			if (s->lost)
 				continue;
-			if (ka != NULL)
+			if (ka != NULL) {
 				ka->ids[i] = s->id;
+				memcpy(ka->secrets + i * SESSION_SECRET_LEN, s->secret,
+				       SESSION_SECRET_LEN);
+			}
 			i++;
 		}
 		if (ka == NULL)

@@ -53,6 +53,8 @@ extern "C" {
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
+#define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
+#define RAFTLOCK_SECRET_MAX 64        /* and at most */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -66,32 +68,40 @@ extern "C" {
  * Error codes. The numbers are part of the wire protocol: never renumber.
  * X(name, value, message)
  */
-#define RAFTLOCK_ERRORS(X)                                                    \
-	X(EINVAL, -1, "invalid argument")                                     \
-	X(ENOMEM, -2, "out of memory")                                        \
-	X(ETIMEDOUT, -3, "timed out")                                         \
-	X(ECONNECTION, -4, "no cluster node could be reached")                \
-	X(ENOTLEADER, -5, "this node is not the leader")                      \
-	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                \
-	X(ESESSION, -7, "the session has expired or was closed")              \
-	X(EBUSY, -8, "the lock is held by another owner")                     \
-	X(ENOTHOLDER, -9, "the caller does not hold this lock")               \
-	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")  \
-	X(EPROTO, -11, "malformed or unexpected protocol message")            \
-	X(ETOOBIG, -12, "name or message exceeds its size limit")             \
-	X(ELIMIT, -13, "a server quota was reached")                          \
-	X(EUNKNOWN, -14, "the outcome of the request is unknown")             \
-	X(ECANCELED, -15, "the request was canceled")                         \
-	X(ENOTFOUND, -16, "no such lock or session")                          \
-	X(EKIND, -17, "the lock exists with another kind or limit")           \
-	X(ESHUTDOWN, -18, "the node is shutting down")                        \
-	X(EINTERNAL, -19, "internal error")                                   \
-	X(ESTATE, -20, "the call is not valid in the object's current state") \
-	X(EIO, -21, "input/output error")                                     \
-	X(ECONFIG, -22, "invalid configuration")                              \
-	X(EDATA, -23, "damaged or foreign data directory")                    \
-	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed")
-/* RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
+#define RAFTLOCK_ERRORS(X)                                                        \
+	X(EINVAL, -1, "invalid argument")                                         \
+	X(ENOMEM, -2, "out of memory")                                            \
+	X(ETIMEDOUT, -3, "timed out")                                             \
+	X(ECONNECTION, -4, "no cluster node could be reached")                    \
+	X(ENOTLEADER, -5, "this node is not the leader")                          \
+	X(EUNAVAILABLE, -6, "the cluster has no ready leader")                    \
+	X(ESESSION, -7, "the session has expired or was closed")                  \
+	X(EBUSY, -8, "the lock is held by another owner")                         \
+	X(ENOTHOLDER, -9, "the caller does not hold this lock")                   \
+	X(ESTALESEQ, -10, "request sequence is below the acknowledged mark")      \
+	X(EPROTO, -11, "malformed or unexpected protocol message")                \
+	X(ETOOBIG, -12, "name or message exceeds its size limit")                 \
+	X(ELIMIT, -13, "a server quota was reached")                              \
+	X(EUNKNOWN, -14, "the outcome of the request is unknown")                 \
+	X(ECANCELED, -15, "the request was canceled")                             \
+	X(ENOTFOUND, -16, "no such lock or session")                              \
+	X(EKIND, -17, "the lock exists with another kind or limit")               \
+	X(ESHUTDOWN, -18, "the node is shutting down")                            \
+	X(EINTERNAL, -19, "internal error")                                       \
+	X(ESTATE, -20, "the call is not valid in the object's current state")     \
+	X(EIO, -21, "input/output error")                                         \
+	X(ECONFIG, -22, "invalid configuration")                                  \
+	X(EDATA, -23, "damaged or foreign data directory")                        \
+	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
+	X(EPERM, -25, "permission denied: the session's secret is missing or wrong")
+/* RAFTLOCK_EPERM is a node's answer to a request naming a session without
+ * that session's secret (the library attaches it to each request of a
+ * session it opened): refused before the log, nothing executed; the
+ * library does not retry it. A session opened by a library older than
+ * client protocol 3 has no secret, and every request of it gets
+ * RAFTLOCK_EPERM from an upgraded cluster (docs/GUARANTEES.md, rule 14).
+ *
+ * RAFTLOCK_EOVERLOAD is a node's answer to a request it did not execute
  * for want of room (too many requests in flight on the connection, a
  * proposal that failed for want of memory): the library retries it with
  * back-off; a caller sees it only as the last error of a read or session
@@ -173,7 +183,8 @@ typedef struct raftlock_session raftlock_session;
  *             lock handles keep their state. When a keepalive is
  *             acknowledged, validity resumes from that keepalive's send
  *             time: a new valid_until, and the session is valid again.
- *   lost      for good: the cluster said the session is gone, or the grace
+ *   lost      for good: the cluster said the session is gone (or that it
+ *             does not accept the session's secret), or the grace
  *             period (raftlock_session_options.grace_ms) passed in jeopardy
  *             without any acknowledgement. valid_until is 0, calls on the
  *             session fail with RAFTLOCK_ESESSION, nothing is renewed. A
@@ -188,10 +199,10 @@ enum raftlock_session_event {
 /*
  * Called once, from the client's keepalive thread, when the session is lost
  * (see above): the server said it expired (`reason` RAFTLOCK_ESESSION), or
- * the grace period passed without an acknowledged keepalive
- * (RAFTLOCK_ETIMEDOUT). The callback must not block for long and must not
- * close the client; it may call raftlock_session_close() on other sessions
- * only.
+ * that it does not accept the session's secret (RAFTLOCK_EPERM: a session
+ * opened before the cluster required secrets), or the grace period passed
+ * without an acknowledged keepalive (RAFTLOCK_ETIMEDOUT). The callback must not block for long and
+ * must not close the client; it may call raftlock_session_close() on other sessions only.
  */
 typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, void *arg);
 
@@ -230,10 +241,15 @@ struct raftlock_session_options {
  * Opens a session (replicated through Raft before it returns) and starts
  * keeping it alive: a keepalive every TTL/3 from the client's keepalive
  * thread. *out is owned by the caller: free it with raftlock_session_close().
+ * The session gets a secret of RAFTLOCK_SECRET_MIN bytes from getrandom(),
+ * which the library keeps and sends with the session's every keepalive and
+ * lock request; only this process can act on the session (GUARANTEES rule
+ * 14). The secret is not shown through this API.
  * Errors: RAFTLOCK_EINVAL (ttl out of range, or below
  * RAFTLOCK_TTL_ELECTION_FACTOR times the cluster's election timeout: the
  * message names the minimum), RAFTLOCK_ETIMEDOUT,
- * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM.
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM,
+ * RAFTLOCK_EINTERNAL (the kernel gave no random bytes).
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 				       const struct raftlock_session_options *opts,
@@ -330,7 +346,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *   - 0 or an error of the lock's state (RAFTLOCK_EBUSY, RAFTLOCK_ENOTHOLDER,
  *     RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL, ...): the cluster
  *     executed the request with this result (or refused it whole, as for a
- *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG).
+ *     malformed request: RAFTLOCK_EPROTO, RAFTLOCK_EINVAL, RAFTLOCK_ETOOBIG;
+ *     or RAFTLOCK_EPERM: the cluster does not accept the session's secret,
+ *     as for a session opened before the cluster required secrets).
  *     RAFTLOCK_EPROTO also comes from a server older than this library's
  *     protocol, which cannot read the request's sequence number and so did
  *     not execute it: upgrade the servers before the clients.

@@ -2,8 +2,10 @@
 #include "grow.h"
 #include "session.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "errmsg.h"
@@ -182,6 +184,8 @@ int session_mutate_submit(raftlock_session *s, const struct session_req *sr, str
 	h.session = s->id;
 	h.acked = acks;
 	h.n_acked = n_acks;
+	h.secret.data = s->secret;
+	h.secret.len = sizeof s->secret;
 	sr->env->sequence = &h;
 	rv = transport_submit(s->t, sr->env, sr->wait, req);
 	sr->env->sequence = NULL; /* encoded: the acks copy belongs to the request */
@@ -420,6 +424,22 @@ static void session_unlink(raftlock_session *s)
 
 /* ----------------------------------------------------------- open/close */
 
+/* A session's secret, from the kernel's random source and nothing else
+ * (it waits for the pool at boot, as getrandom() does by default). */
+static int session_draw_secret(uint8_t *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = getrandom(buf + got, n - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return RAFTLOCK_EINTERNAL;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
 int session_open(struct sessions *ss, const struct raftlock_session_options *opts,
 		 raftlock_session **out)
 {
@@ -434,6 +454,11 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "open session");
 	list_init(&s->attached);
 	list_init(&s->orphans);
+	int rv = session_draw_secret(s->secret, sizeof s->secret);
+	if (rv != 0) {
+		free(s);
+		return errmsg_set(t, rv, NULL, "open session: no secret from getrandom()");
+	}
 
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__OpenSessionRequest req = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
@@ -445,6 +470,8 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 	req.ttl_ms = ttl;
 	req.owner = &owner;
 	req.acks_queued = true; /* GUARANTEES rule 6: acked */
+	req.secret.data = s->secret;
+	req.secret.len = sizeof s->secret;
 	owner.client_name = ss->client_name;
 	owner.host = ss->host;
 	owner.pid = (uint32_t)getpid();
@@ -453,7 +480,7 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 	req.nonce = transport_random(t);
 	/* The lease starts no earlier than the first send of the request. */
 	uint64_t sent = transport_boot_ms(t);
-	int rv = transport_call(t, &env, 0, &reply);
+	rv = transport_call(t, &env, 0, &reply);
 	if (rv == 0)
 		rv = session_reply_result(reply, &res);
 	if (rv == 0)
@@ -500,6 +527,7 @@ err:
 	pthread_mutex_unlock(&t->mu);
 	if (reply != NULL)
 		raftlock__envelope__free_unpacked(reply, NULL);
+	explicit_bzero(s->secret, sizeof s->secret);
 	free(s);
 	return rv;
 }
@@ -567,6 +595,7 @@ int session_close(raftlock_session *s, unsigned timeout_ms)
 		s->ss->freeing(s);
 	free(s->inflight);
 	free(s->acks);
+	explicit_bzero(s->secret, sizeof s->secret);
 	free(s);
 	return rv;
 }

@@ -6,11 +6,12 @@
  * in struct sessions.
  *
  * Every mutating request of a session carries (session, seq, ack_below,
- * acked): seq counts from 1; ack_below is the lowest seq whose outcome the
- * client does not know yet (the request's own seq if none is older), not
- * counting blocking acquires the server answered "queued": their records
- * stay on the server until the client lists them in `acked`, once it has
- * learned their final outcome (GUARANTEES rule 6). Such a seq goes on the
+ * acked, secret): the secret is the session's capability, drawn at open
+ * (GUARANTEES rule 14); seq counts from 1; ack_below is the lowest seq
+ * whose outcome the client does not know yet (the request's own seq if
+ * none is older), not counting blocking acquires the server answered
+ * "queued": their records stay on the server until the client lists them
+ * in `acked`, once it has learned their final outcome (GUARANTEES rule 6). Such a seq goes on the
  * session's next mutating requests (at most SESSION_ACKS_MAX each) until
  * one that carried it has been applied. A seq whose outcome stays unknown
  * (a timeout) keeps ack_below where it is until the answer comes: the
@@ -62,6 +63,9 @@ struct sessions {
 	void (*freeing)(raftlock_session *s);
 };
 
+/* Bytes of a session's secret: 128 bits. */
+#define SESSION_SECRET_LEN RAFTLOCK_SECRET_MIN
+
 /* Acknowledged queued acquires one request carries (FSM_MAX_ACKED). */
 #define SESSION_ACKS_MAX 256
 
@@ -87,6 +91,10 @@ struct raftlock_session {
 	struct sessions *ss;
 	struct transport *t;
 	uint64_t id;
+	/* The session's capability (GUARANTEES rule 14), from getrandom():
+	 * sent with its open, its keepalives and its mutating requests, never
+	 * shown; wiped when the session is freed. */
+	uint8_t secret[SESSION_SECRET_LEN];
 	unsigned ttl_ms;
 	uint64_t valid_until; /* transport_boot_ms ms; 0 once lost */
 	unsigned grace_ms;    /* renewed in jeopardy this long past valid_until */

@@ -381,11 +381,14 @@ static void io_redirect(struct transport *t, const char *leader)
 
 /* Whether a status answering a mutating request of a session proves that
  * it can never execute: the request itself is refused, identically at
- * every attempt. Anything else (a refusal before the log, an outcome the
- * node does not know) leaves it to be retried with its seq. */
+ * every attempt (EPERM: the session's secret is refused, and it is the
+ * same secret at every attempt). Anything else (a refusal before the log
+ * for want of room, an outcome the node does not know) leaves it to be
+ * retried with its seq. */
 static bool io_final_status(int status)
 {
-	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL || status == RAFTLOCK_ETOOBIG;
+	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL ||
+	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM;
 }
 
 /* Sends r again after a back-off that doubles with each refusal in a row

@@ -48,10 +48,27 @@ int codec_check_name(const char *name)
 	return 0;
 }
 
+static bool secret_too_long(const ProtobufCBinaryData *secret)
+{
+	return secret->len > RAFTLOCK_SECRET_MAX;
+}
+
+static int check_keepalive(const Raftlock__KeepAliveRequest *ka)
+{
+	if (ka->n_sessions > RAFTLOCK_KEEPALIVE_MAX || ka->n_secrets > ka->n_sessions)
+		return RAFTLOCK_EPROTO;
+	for (size_t i = 0; i < ka->n_secrets; i++)
+		if (secret_too_long(&ka->secrets[i]))
+			return RAFTLOCK_EPROTO;
+	return 0;
+}
+
 /* Bounds that the decoder enforces on requests, so that the service never
  * proposes a command that apply() would have to refuse for its size. */
 static int check_request(const Raftlock__Envelope *env)
 {
+	if (env->sequence != NULL && secret_too_long(&env->sequence->secret))
+		return RAFTLOCK_EPROTO;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (env->acquire->acquire == NULL)
@@ -79,10 +96,9 @@ static int check_request(const Raftlock__Envelope *env)
 		if (o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||
 				  strlen(o->host) > RAFTLOCK_NAME_MAX))
 			return RAFTLOCK_EPROTO;
-		return 0;
+		return secret_too_long(&env->open_session->secret) ? RAFTLOCK_EPROTO : 0;
 	}
-	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
-		return env->keepalive->n_sessions > RAFTLOCK_KEEPALIVE_MAX ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: return check_keepalive(env->keepalive);
 	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
 	default: return 0;
 	}

@@ -16,7 +16,9 @@
 #define ENTRY_HEADER_SIZE 8
 /* 2: Command.acked and OpenSession.acks_queued, which apply acts on (a node
  * of format 1 would ignore them and diverge, so it stops instead). */
-#define ENTRY_FORMAT 2
+/* 3: OpenSession.secret_digest, which apply stores and checks a retried
+ * open against (a node of format 2 would drop it and diverge). */
+#define ENTRY_FORMAT 3
 
 /* The client protocol this code speaks, stamped on every envelope it
  * frames (Envelope.protocol). 2: the sequence header of a mutating request
@@ -25,7 +27,12 @@
  * keep working; a client refuses a server whose answers say less than
  * WIRE_PROTOCOL_MIN_SERVER (0: older than protocol 2), which would not see
  * its sequence header. Upgrade servers first, then clients. */
-#define WIRE_PROTOCOL 2
+#define WIRE_PROTOCOL 3
+/* 3: session secrets (OpenSessionRequest.secret, Sequence.secret,
+ * KeepAliveRequest.secrets). A server refuses a session open or a
+ * mutating request from a sender of an older protocol with RAFTLOCK_EPROTO
+ * and a message that says to upgrade the client. */
+#define WIRE_PROTOCOL_SECRETS 3
 #define WIRE_PROTOCOL_MIN_SERVER 2
 
 /*

@@ -250,6 +250,13 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
 
+/* Digests are not secrets (SHA-256 does not give the secret back), so a
+ * plain comparison is fine here. */
+static bool same_digest(const ProtobufCBinaryData *x, const ProtobufCBinaryData *y)
+{
+	return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
+}
+
 static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSession *op)
 {
 	struct store *st = a->fsm->store;
@@ -259,8 +266,14 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 		if (id != 0) {
 			Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
 			if (sess != NULL) {
-				res.session = id;
-				res.ttl_ms = sess->ttl_ms;
+				/* Rule 14: a retry is the same open only with the
+				 * same secret; a replayed nonce learns nothing. */
+				if (same_digest(&sess->secret_digest, &op->secret_digest)) {
+					res.session = id;
+					res.ttl_ms = sess->ttl_ms;
+				} else {
+					res.status = RAFTLOCK_EPERM;
+				}
 				raftlock__session_record__free_unpacked(sess, NULL);
 				return res;
 			}
@@ -279,6 +292,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	sess->ttl_ms = op->ttl_ms;
 	sess->nonce = op->nonce;
 	sess->acks_queued = op->acks_queued;
+	records_set_bytes(&sess->secret_digest, &op->secret_digest);
 	sess->opened_time = a->now;
 	sess->opened_index = a->index;
 	store_put_session(st, a->txn, sess);
@@ -288,7 +302,10 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 				   .session = sess->id,
 				   .deadline = a->now + op->ttl_ms,
-				   .ttl_ms = sess->ttl_ms});
+				   .ttl_ms = sess->ttl_ms,
+				   .opened = true,
+				   .digest = sess->secret_digest.data,
+				   .digest_len = sess->secret_digest.len});
 	res.session = sess->id;
 	res.ttl_ms = sess->ttl_ms;
 	raftlock__session_record__free_unpacked(sess, NULL);

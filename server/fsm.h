@@ -14,6 +14,8 @@
 #ifndef RAFTLOCK_FSM_H
 #define RAFTLOCK_FSM_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "raftlock.pb-c.h"
@@ -58,6 +60,11 @@ struct fsm_event {
 	uint64_t seq;
 	uint64_t deadline;
 	uint32_t ttl_ms; /* FSM_EV_SESSION */
+	/* FSM_EV_SESSION of an open (opened): the session's secret digest
+	 * (GUARANTEES rule 14), digest_len 0 for a session without one. */
+	bool opened;
+	const uint8_t *digest;
+	size_t digest_len;
 	const char *name;
 	const Raftlock__Result *result;
 };

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "raftlock.h"
+#include "secret.h"
 
 #define EXPIRY_TICK_MS 50
 /* While any deadline is pending, the leader writes its clock into the log
@@ -16,12 +17,23 @@
  * bound of GUARANTEES rule 11. */
 #define CLOCK_ENTRY_MS 250
 #define REPROPOSE_MS 1000 /* a proposal that did not take effect is retried */
-/* What the leader knows of one live session (the value of l->sessions). */
+enum digest_state {
+	DIGEST_UNREAD, /* not read from the store yet (rebuilt from the lease table) */
+	DIGEST_KNOWN,  /* in digest */
+	DIGEST_NONE    /* a session opened without a secret: nothing acts on it */
+};
+
+/* What the leader knows of one live session (the value of l->sessions).
+ * The secret's digest is here so that checking a keepalive or a mutation
+ * costs no store read (rule 14); it never changes once the session is
+ * opened. */
 struct lease {
 	uint64_t deadline;        /* cluster ms */
 	uint64_t expire_proposed; /* cluster ms of this leader's EXPIRE proposal; 0: none */
 	uint64_t window;          /* the renew window that last named it (window_gen) */
 	uint32_t ttl_ms;
+	uint8_t digest_state; /* enum digest_state */
+	uint8_t digest[SECRET_DIGEST_LEN];
 };
 
 /* Sessions one RENEW command names at most: a window's renewals are split
@@ -74,7 +86,7 @@ static void add_timer(struct leases *l, enum timer_kind kind, const char *name, 
 		log_fatal("out of memory");
 }
 
-static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
+static struct lease *set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
 	struct lease *s = idmap_put(&l->sessions, id);
 	if (s == NULL)
@@ -84,6 +96,59 @@ static void set_session(struct leases *l, uint64_t id, uint64_t deadline, uint32
 	s->expire_proposed = 0; /* a moved deadline forgets an earlier EXPIRE proposal */
 	if (deadline < l->expiry_floor)
 		l->expiry_floor = deadline;
+	return s;
+}
+
+/* Records the digest an open event carries (ev->digest_len 0: none). */
+static void set_digest(struct lease *s, const uint8_t *digest, size_t len)
+{
+	if (len == SECRET_DIGEST_LEN) {
+		memcpy(s->digest, digest, SECRET_DIGEST_LEN);
+		s->digest_state = DIGEST_KNOWN;
+	} else {
+		s->digest_state = DIGEST_NONE;
+	}
+}
+
+/* The digest of a lease rebuilt from the store, read once; *txn is a
+ * read transaction the caller aborts (begun here if NULL). */
+static void load_digest(struct leases *l, uint64_t id, struct lease *s, MDB_txn **txn)
+{
+	struct store *st = &l->node->store;
+	if (*txn == NULL)
+		*txn = store_begin(st, false);
+	Raftlock__SessionRecord *rec = store_get_session(st, *txn, id);
+	if (rec == NULL) {
+		s->digest_state = DIGEST_NONE; /* cannot happen: a lease has a record */
+		return;
+	}
+	set_digest(s, rec->secret_digest.data, rec->secret_digest.len);
+	raftlock__session_record__free_unpacked(rec, NULL);
+}
+
+/* Whether secret is the one of session s (rule 14). */
+static bool lease_secret_matches(struct leases *l, uint64_t id, struct lease *s,
+				 const ProtobufCBinaryData *secret, MDB_txn **txn)
+{
+	if (s->digest_state == DIGEST_UNREAD)
+		load_digest(l, id, s, txn);
+	return s->digest_state == DIGEST_KNOWN &&
+	       secret_matches(secret, s->digest, SECRET_DIGEST_LEN);
+}
+
+int leases_check_secret(struct leases *l, uint64_t id, const ProtobufCBinaryData *secret)
+{
+	struct lease *s = idmap_get(&l->sessions, id);
+	if (s == NULL)
+		return RAFTLOCK_ESESSION;
+	MDB_txn *txn = NULL;
+	bool ok = lease_secret_matches(l, id, s, secret, &txn);
+	if (txn != NULL)
+		store_abort(txn);
+	if (ok)
+		return 0;
+	l->stats.ids_denied++;
+	return RAFTLOCK_EPERM;
 }
 
 static void rebuild_session(void *arg, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
@@ -119,7 +184,12 @@ void leases_rebuild(struct leases *l)
 void leases_on_event(struct leases *l, const struct fsm_event *ev)
 {
 	switch (ev->type) {
-	case FSM_EV_SESSION: set_session(l, ev->session, ev->deadline, ev->ttl_ms); break;
+	case FSM_EV_SESSION: {
+		struct lease *s = set_session(l, ev->session, ev->deadline, ev->ttl_ms);
+		if (ev->opened)
+			set_digest(s, ev->digest, ev->digest_len);
+		break;
+	}
 	case FSM_EV_SESSION_GONE: idmap_del(&l->sessions, ev->session); break;
 	case FSM_EV_LOCK_DELAY:
 		timers_drop_delay(&l->timers, ev->name);
@@ -360,7 +430,8 @@ bool leases_budget_spent(const struct leases *l, const struct leases_budget *bud
 	       budget->used >= l->node->cfg->keepalive_max_ids;
 }
 
-int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids,
+		     const ProtobufCBinaryData *secrets, size_t n_secrets, size_t n,
 		     leases_keepalive_cb cb, void *arg)
 {
 	if (!l->node->leader)
@@ -391,11 +462,20 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 	 * batch once, however often it is named. */
 	struct renew_batch *b = l->pending;
 	bool waits = false;
+	MDB_txn *txn = NULL;
+	static const ProtobufCBinaryData none = {0, NULL};
 	for (size_t i = 0; i < take; i++) {
 		struct lease *s = idmap_get(&l->sessions, ids[i]);
 		if (s == NULL) {
 			st[i] = RAFTLOCK_ESESSION;
 			l->stats.ids_unknown++;
+			continue;
+		}
+		/* Rule 14: without its secret, an id renews nothing. */
+		if (!lease_secret_matches(l, ids[i], s, i < n_secrets ? &secrets[i] : &none,
+					  &txn)) {
+			st[i] = RAFTLOCK_EPERM;
+			l->stats.ids_denied++;
 			continue;
 		}
 		st[i] = KA_RENEW;
@@ -405,6 +485,8 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 			b->ids[b->n_ids++] = ids[i];
 		}
 	}
+	if (txn != NULL)
+		store_abort(txn);
 	for (size_t i = take; i < n; i++)
 		st[i] = RAFTLOCK_ELIMIT;
 	l->stats.ids_refused += n - take;

@@ -43,6 +43,7 @@ struct leases_stats {
 	uint64_t renew_ids_max;  /* the most one of them named */
 	uint64_t ids_unknown;    /* keepalive ids answered ESESSION at once */
 	uint64_t ids_refused;    /* keepalive ids refused past a budget */
+	uint64_t ids_denied;     /* keepalive ids and mutations without their secret */
 };
 
 struct leases {
@@ -73,10 +74,14 @@ void leases_on_ready(struct leases *l, bool ready);
 
 /*
  * Renews the sessions (ids copied) for a connection whose budget is
- * *budget. Bounded work per request and per window (GUARANTEES, keepalive
- * limits):
+ * *budget; secrets (n_secrets of them, borrowed for the call) are
+ * parallel to ids. Bounded work per request and per window (GUARANTEES,
+ * keepalive limits):
  *   - an id this leader does not know (not in its applied state) gets
  *     RAFTLOCK_ESESSION at once and is never replicated;
+ *   - an id without its session's secret (missing, wrong, or a session
+ *     opened without one) gets RAFTLOCK_EPERM at once and is never
+ *     replicated (rule 14);
  *   - a session named several times in a window is renewed once;
  *   - the connection may name cfg->keepalive_max_ids ids per second: the
  *     ids past it get RAFTLOCK_ELIMIT, unreplicated; a request made with
@@ -88,8 +93,18 @@ void leases_on_ready(struct leases *l, bool ready);
  * (budget spent) / RAFTLOCK_ENOTLEADER / RAFTLOCK_EUNAVAILABLE /
  * RAFTLOCK_ENOMEM (cb not called).
  */
-int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids, size_t n,
+int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids,
+		     const ProtobufCBinaryData *secrets, size_t n_secrets, size_t n,
 		     leases_keepalive_cb cb, void *arg);
+
+/*
+ * Rule 14: whether secret (borrowed for the call) is the secret of
+ * session id, checked in constant time against the digest the session
+ * was opened with. Returns 0 (it is), RAFTLOCK_EPERM (missing, wrong, or
+ * a session opened without a secret) or RAFTLOCK_ESESSION (no such live
+ * session in the applied state: apply answers it).
+ */
+int leases_check_secret(struct leases *l, uint64_t id, const ProtobufCBinaryData *secret);
 
 /* Whether the budget is spent for the rest of its period (which begins
  * with the first keepalive after the previous one ended). */

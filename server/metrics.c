@@ -106,6 +106,10 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "keepalive_refused_total",
 		"Keepalive ids refused (ELIMIT) past a connection's per-second budget.",
 		ls->ids_refused);
+	counter(&t, "secret_denied_total",
+		"Keepalive ids and mutating requests refused (EPERM) without their session's "
+		"secret: not replicated.",
+		ls->ids_denied);
 	MDB_envinfo info;
 	MDB_stat env_stat;
 	mdb_env_info(n->store.env, &info);

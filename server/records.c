@@ -43,6 +43,18 @@ void records_set_string(char **field, const char *value)
 	*field = records_strdup(value);
 }
 
+void records_set_bytes(ProtobufCBinaryData *field, const ProtobufCBinaryData *value)
+{
+	free(field->data);
+	field->data = NULL;
+	field->len = 0;
+	if (value->len == 0)
+		return;
+	field->data = xmalloc(value->len);
+	memcpy(field->data, value->data, value->len);
+	field->len = value->len;
+}
+
 Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind, uint32_t limit)
 {
 	Raftlock__LockRecord *lock = xmalloc(sizeof *lock);

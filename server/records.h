@@ -21,6 +21,9 @@ char *records_strdup(const char *s);
  * empty default, never to be freed). */
 void records_set_string(char **field, const char *value);
 
+/* Replaces a bytes field of a record with a copy of value (empty: none). */
+void records_set_bytes(ProtobufCBinaryData *field, const ProtobufCBinaryData *value);
+
 Raftlock__LockRecord *records_new_lock(const char *name, Raftlock__LockKind kind, uint32_t limit);
 Raftlock__SessionRecord *records_new_session(const Raftlock__Owner *owner);
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "reads.h"
+#include "secret.h"
 #include "status.h"
 #include "tls_stream.h"
 
@@ -439,6 +440,38 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
+/* Rule 14: a session open brings a secret, of which the log gets only the
+ * digest (into digest, which open->secret_digest points to); any other
+ * mutating request acts on its session only with the session's secret.
+ * The check comes before the log, and so before the session's
+ * de-duplication table: a stranger can neither run nor settle a sequence
+ * of the session. A session this leader does not know goes on to apply,
+ * which answers ESESSION as before (a retried close learns it is done). */
+static bool secret_admitted(struct service *s, struct service_conn *c,
+			    const Raftlock__Envelope *env, const Raftlock__Sequence *seq,
+			    Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
+{
+	bool opening = env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	const ProtobufCBinaryData *secret = opening ? &env->open_session->secret : &seq->secret;
+	char msg[200];
+	int rv = secret_refusal(env->protocol, secret, opening, msg, sizeof msg);
+	if (rv == 0 && opening) {
+		secret_digest(secret, digest);
+		open->secret_digest = (ProtobufCBinaryData){SECRET_DIGEST_LEN, digest};
+		return true;
+	}
+	if (rv == 0 && leases_check_secret(s->leases, seq->session, secret) == RAFTLOCK_EPERM) {
+		rv = RAFTLOCK_EPERM;
+		snprintf(msg, sizeof msg,
+			 "session %llu: the request does not carry the session's secret; nothing "
+			 "done",
+			 (unsigned long long)seq->session);
+	}
+	if (rv != 0)
+		send_status(s, c, env->id, rv, msg);
+	return rv == 0;
+}
+
 static void handle_mutation(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env)
 {
@@ -451,10 +484,14 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
+	uint8_t digest[SECRET_DIGEST_LEN];
 	bool pushable = false;
+	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
+	    !secret_admitted(s, c, env, seq, NULL, NULL))
+		return;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		if (!ttl_allowed(s, c, env))
+		if (!ttl_allowed(s, c, env) || !secret_admitted(s, c, env, seq, &open, digest))
 			return;
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
@@ -585,8 +622,9 @@ static void handle_keepalive(struct service *s, struct service_conn *c,
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
 	}
-	int rv = leases_keepalive(s->leases, &c->keepalive_budget, env->keepalive->sessions,
-				  env->keepalive->n_sessions, keepalive_done, p);
+	const Raftlock__KeepAliveRequest *ka = env->keepalive;
+	int rv = leases_keepalive(s->leases, &c->keepalive_budget, ka->sessions, ka->secrets,
+				  ka->n_secrets, ka->n_sessions, keepalive_done, p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv,
 			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "

@@ -131,10 +131,15 @@ static int raw_status(const Raftlock__Envelope *env, bool *queued)
 	return resp->status;
 }
 
+/* The secret every session of this load opens with and sends (GUARANTEES
+ * rule 14); a load generator needs no secrecy. */
+static uint8_t load_secret[RAFTLOCK_SECRET_MIN] = "rawload secret!";
+
 static int open_session(struct raw *r, uint64_t *id)
 {
 	Raftlock__OpenSessionRequest op = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
 	op.ttl_ms = PARK_TTL_MS;
+	op.secret = (ProtobufCBinaryData){sizeof load_secret, load_secret};
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	env.open_session = &op;
@@ -159,10 +164,13 @@ static int send_acquire(struct raw *r, uint64_t session, uint64_t seq, uint64_t 
 	acq.wait = wait;
 	acq.wait_ms = wait ? PARK_WAIT_MS : 0;
 	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
-	req.session = session;
-	req.seq = seq;
 	req.acquire = &acq;
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = session;
+	h.seq = seq;
+	h.secret = (ProtobufCBinaryData){sizeof load_secret, load_secret};
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.sequence = &h;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
 	env.acquire = &req;
 	return raw_send(r, &env);

@@ -81,6 +81,8 @@ static void check_envelope(const uint8_t *payload, size_t n)
 		CHECK(codec_decode_envelope(frame + FRAME_HEADER_SIZE, frame_n - FRAME_HEADER_SIZE,
 					    &again) == 0);
 		CHECK(again->id == env->id && again->body_case == env->body_case);
+		CHECK(again->protocol == WIRE_PROTOCOL);
+		env->protocol = WIRE_PROTOCOL; /* framing stamps its own protocol */
 		check_same(&env->base, &again->base);
 		raftlock__envelope__free_unpacked(again, NULL);
 		free(frame);

@@ -1,9 +1,9 @@
 /*
  * fuzz_seeds.c: writes a seed corpus for fuzz_decode into a directory.
  *
- * Messages are filled from their descriptors (every field set, one member
- * of a oneof at a time), so a body or command added to raftlock.proto gets
- * its seed without a change here. Each seed starts with fuzz_decode's
+ * Messages are filled from their descriptors (every field set, bytes
+ * fields with a session secret's length, one member of a oneof at a time), so a body or command
+ * added to raftlock.proto gets its seed without a change here. Each seed starts with fuzz_decode's
  * control byte.
  *
  * Usage: fuzz_seeds DIR
@@ -60,6 +60,13 @@ static void fill_value(const ProtobufCFieldDescriptor *f, void *slot, int depth)
 		if (s == NULL)
 			exit(1);
 		*(char **)slot = s;
+		break;
+	}
+	case PROTOBUF_C_TYPE_BYTES: {
+		/* a session secret (or its digest) of the shortest length */
+		uint8_t *b = xcalloc(RAFTLOCK_SECRET_MIN);
+		memset(b, 0x5a, RAFTLOCK_SECRET_MIN);
+		*(ProtobufCBinaryData *)slot = (ProtobufCBinaryData){RAFTLOCK_SECRET_MIN, b};
 		break;
 	}
 	case PROTOBUF_C_TYPE_MESSAGE:

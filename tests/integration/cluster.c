@@ -495,6 +495,9 @@ int raw_send(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+static uint8_t raw_secret_bytes[RAFTLOCK_SECRET_MIN] = "raw-test-secret";
+const ProtobufCBinaryData raw_secret = {sizeof raw_secret_bytes, raw_secret_bytes};
+
 int raw_send_envelope(int fd, const Raftlock__Envelope *env)
 {
 	uint8_t *buf;

@@ -87,6 +87,9 @@ int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int tim
 int raw_connect(int port);
 /* Writes all bytes; 0 or -1. */
 int raw_send(int fd, const void *buf, size_t n);
+/* The secret the raw-protocol tests open their sessions with and put in
+ * their requests (RAFTLOCK_SECRET_MIN bytes). */
+extern const ProtobufCBinaryData raw_secret;
 /* Sends one envelope as a frame. */
 int raw_send_envelope(int fd, const Raftlock__Envelope *env);
 /* Reads one envelope (NULL on timeout, EOF or a bad frame). */

@@ -214,6 +214,22 @@ static void paused_leader_acks_nothing(void **state)
 	int leader = tcluster_leader(&cl, 5000);
 	int fd = raw_connect(cl.client_port[leader]);
 	assert_true(fd >= 0);
+	/* A session whose secret the test knows (the library keeps its own),
+	 * long enough to outlive the pause: the keepalive below must be one
+	 * the old leader would renew if it could. */
+	Raftlock__OpenSessionRequest op = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	op.ttl_ms = 60000;
+	op.secret = raw_secret;
+	Raftlock__Envelope open = RAFTLOCK__ENVELOPE__INIT;
+	open.id = 41;
+	open.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	open.open_session = &op;
+	assert_int_equal(raw_send_envelope(fd, &open), 0);
+	Raftlock__Envelope *opened = raw_recv_envelope(fd, 5000);
+	assert_non_null(opened);
+	assert_int_equal(opened->response->status, 0);
+	uint64_t id = opened->response->result->session;
+	raftlock__envelope__free_unpacked(opened, NULL);
 	tcluster_signal(&cl, leader, SIGSTOP);
 	tl_sleep_ms(ttl + 1000); /* paused past the TTL */
 	int other = tcluster_leader(&cl, 10000);
@@ -222,9 +238,11 @@ static void paused_leader_acks_nothing(void **state)
 	assert_true(other >= 0 && other != leader);
 	assert_true(valid);
 	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
-	uint64_t id = raftlock_session_id(s);
+	ProtobufCBinaryData secret = raw_secret;
 	ka.sessions = &id;
 	ka.n_sessions = 1;
+	ka.secrets = &secret;
+	ka.n_secrets = 1;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.id = 42;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;

@@ -68,11 +68,19 @@ static uint64_t term_of(int i)
 	return term;
 }
 
+/* A keepalive naming ids, the first 2 * KNOWN of them (the known sessions
+ * in the requests below) with their secret: the rest have none (which
+ * would fill more than a frame), and are refused alike. */
 static void send_keepalive(int fd, uint64_t id, uint64_t *ids, size_t n)
 {
+	static ProtobufCBinaryData secrets[2 * KNOWN];
+	for (size_t i = 0; i < 2 * KNOWN; i++)
+		secrets[i] = raw_secret;
 	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
 	ka.sessions = ids;
 	ka.n_sessions = n;
+	ka.secrets = secrets;
+	ka.n_secrets = n < 2 * KNOWN ? n : 2 * KNOWN;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.id = id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
@@ -136,6 +144,7 @@ static void open_sessions(int fd, uint64_t *ids)
 		for (size_t i = at; i < at + 2000; i++) {
 			Raftlock__OpenSessionRequest op = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
 			op.ttl_ms = TTL_KNOWN_MS;
+			op.secret = raw_secret;
 			Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 			env.id = 1000000 + i;
 			env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;

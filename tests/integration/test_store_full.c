@@ -100,6 +100,7 @@ static int open_session(int fd, uint64_t *id)
 {
 	Raftlock__OpenSessionRequest op = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
 	op.ttl_ms = TTL_MS;
+	op.secret = raw_secret;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	env.open_session = &op;
@@ -120,6 +121,16 @@ static void name_of(char *buf, unsigned session, unsigned i)
 	buf[NAME_LEN] = '\0';
 }
 
+/* The sequence header of a request of session, with its secret. */
+static Raftlock__Sequence sequence_of(uint64_t session, uint64_t seq)
+{
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = session;
+	h.seq = seq;
+	h.secret = raw_secret;
+	return h;
+}
+
 /* Sends an ACQUIRE (try, or wait) without reading its answer. */
 static void send_acquire(int fd, uint64_t id, uint64_t session, uint64_t seq, const char *name,
 			 bool wait)
@@ -129,10 +140,10 @@ static void send_acquire(int fd, uint64_t id, uint64_t session, uint64_t seq, co
 	acq.owner = 1;
 	acq.wait = wait;
 	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
-	req.session = session;
-	req.seq = seq;
 	req.acquire = &acq;
+	Raftlock__Sequence h = sequence_of(session, seq);
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.sequence = &h;
 	env.id = id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
 	env.acquire = &req;
@@ -162,10 +173,10 @@ static int release(int fd, uint64_t session, uint64_t seq, const char *name)
 	rel.name = (char *)name;
 	rel.owner = 1;
 	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
-	req.session = session;
-	req.seq = seq;
 	req.release = &rel;
+	Raftlock__Sequence h = sequence_of(session, seq);
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.sequence = &h;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
 	env.release = &req;
 	Raftlock__Envelope *keep;
@@ -177,9 +188,9 @@ static int release(int fd, uint64_t session, uint64_t seq, const char *name)
 static int close_session(int fd, uint64_t session, uint64_t seq)
 {
 	Raftlock__CloseSessionRequest req = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
-	req.session = session;
-	req.seq = seq;
+	Raftlock__Sequence h = sequence_of(session, seq);
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.sequence = &h;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
 	env.close_session = &req;
 	Raftlock__Envelope *keep;

@@ -38,6 +38,7 @@ static int probe(int fd, uint64_t id)
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	req.nonce = id;
 	req.ttl_ms = 60000;
+	req.secret = raw_secret;
 	env.id = id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	env.open_session = &req;

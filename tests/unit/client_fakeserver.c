@@ -81,11 +81,18 @@ static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 	fake_send_result(fd, id, 0, &res, true);
 }
 
+static void fake_copy_secret(struct fake_entry *e, const ProtobufCBinaryData *secret)
+{
+	e->secret_len = secret->len < sizeof e->secret ? secret->len : sizeof e->secret;
+	memcpy(e->secret, secret->data, e->secret_len);
+}
+
 /* Every mutating request carries its sequence header in the envelope. */
 static void fake_copy_seq(struct fake_entry *e, const Raftlock__Sequence *h)
 {
 	if (h == NULL)
 		return;
+	fake_copy_secret(e, &h->secret);
 	e->session = h->session;
 	e->seq = h->seq;
 	e->ack_below = h->ack_below;
@@ -105,7 +112,17 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	e->conn = serial;
 	e->at_boot = clock_boot_ms();
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: e->nonce = env->open_session->nonce; break;
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+		e->nonce = env->open_session->nonce;
+		fake_copy_secret(e, &env->open_session->secret);
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
+		e->n_secrets = env->keepalive->n_secrets;
+		if (env->keepalive->n_sessions > 0)
+			e->session = env->keepalive->sessions[0];
+		if (env->keepalive->n_secrets > 0)
+			fake_copy_secret(e, &env->keepalive->secrets[0]);
+		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		fake_copy_seq(e, env->sequence);
 		e->other = env->acquire->acquire->owner;
@@ -170,7 +187,7 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 	int32_t *st = calloc(n + 1, sizeof *st);
 	assert_non_null(st);
 	for (size_t i = 0; i < n; i++)
-		st[i] = f->keepalive_gone ? RAFTLOCK_ESESSION : 0;
+		st[i] = f->keepalive_gone ? RAFTLOCK_ESESSION : f->keepalive_status;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	Raftlock__KeepAliveResult kr = RAFTLOCK__KEEP_ALIVE_RESULT__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE;

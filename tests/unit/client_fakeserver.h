@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "frame.h"
+#include "raftlock.h"
 #include "raftlock.pb-c.h"
 
 #define FAKE_CONNS 8
@@ -31,11 +32,16 @@ struct fake_entry {
 	uint64_t ack_below;
 	uint64_t acked[4]; /* the first acknowledged queued acquires */
 	size_t n_acked;
-	uint64_t nonce;   /* open session */
-	uint64_t other;   /* acquire: owner; cancel: acquire_seq */
-	bool wait;        /* acquire */
-	int kind;         /* acquire: LockKind */
-	uint32_t limit;   /* acquire */
+	uint64_t nonce;                      /* open session */
+	uint64_t other;                      /* acquire: owner; cancel: acquire_seq */
+	bool wait;                           /* acquire */
+	int kind;                            /* acquire: LockKind */
+	uint32_t limit;                      /* acquire */
+	uint8_t secret[RAFTLOCK_SECRET_MAX]; /* open: its secret; a mutation:
+						the sequence's; a keepalive:
+						its first id's */
+	size_t secret_len;
+	size_t n_secrets; /* keepalive */
 	int conn;         /* serial number of the connection */
 	uint64_t at_boot; /* CLOCK_BOOTTIME ms when it arrived */
 };
@@ -53,6 +59,7 @@ struct fake {
 	bool unknown_first_acquire; /* answer EUNKNOWN once */
 	bool keepalive_silent;      /* never answer keepalives */
 	bool keepalive_gone;        /* answer ESESSION */
+	int keepalive_status;       /* else answer every id this status */
 	int keepalive_delay_ms;     /* answer keepalives this much later */
 	bool busy;                  /* try-locks: EBUSY */
 	bool ignore_acquires;       /* log acquires, never answer them */

@@ -257,6 +257,41 @@ static void test_seq_and_ack_below(void **state)
 	rig_down(&r);
 }
 
+/* Rule 14: each session's open brings a secret of 16 bytes of its own,
+ * and every request and keepalive of the session carries it. */
+static void test_requests_carry_the_session_secret(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct raftlock_session_options so = {.ttl_ms = RAFTLOCK_TTL_MIN_MS};
+	rig_up(&r, "a", 3000, &so);
+	raftlock_session *s2;
+	assert_int_equal(raftlock_session_open(r.c, &so, &s2), 0);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+	assert_int_equal(raftlock_lock_release(r.l, NULL), 0);
+	for (int i = 0; i < 500 && fake_count(r.f, KEEPALIVE) == 0; i++)
+		sleep_ms(10); /* keepalives every TTL/3 */
+	assert_true(fake_count(r.f, KEEPALIVE) > 0);
+	struct fake_entry ka = fake_nth(r.f, KEEPALIVE, 0);
+	assert_int_equal(raftlock_session_close(s2), 0);
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	struct fake_entry o1 = fake_nth(r.f, OPEN, 0), o2 = fake_nth(r.f, OPEN, 1);
+	assert_int_equal(o1.secret_len, 16);
+	assert_int_equal(o2.secret_len, 16);
+	assert_memory_not_equal(o1.secret, o2.secret, 16);
+	struct fake_entry mine[] = {fake_nth(r.f, ACQUIRE, 0), fake_nth(r.f, RELEASE, 0),
+				    fake_nth(r.f, CLOSE, 1)};
+	for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+		assert_int_equal(mine[i].secret_len, 16);
+		assert_memory_equal(mine[i].secret, o1.secret, 16);
+	}
+	struct fake_entry c2 = fake_nth(r.f, CLOSE, 0);
+	assert_memory_equal(c2.secret, o2.secret, 16);
+	assert_int_equal(ka.n_secrets, 2);
+	assert_memory_equal(ka.secret, ka.session == 1 ? o1.secret : o2.secret, 16);
+	rig_down(&r);
+}
+
 static void test_abandoned_acquire_is_settled_and_released(void **state)
 {
 	(void)state;
@@ -779,21 +814,30 @@ static void test_validity_counts_from_the_send(void **state)
 	rig_down(&r);
 }
 
-static void test_server_says_session_gone(void **state)
+/* The cluster says the session is gone, or refuses its secret (a session
+ * opened before the cluster required secrets): lost at once, with that
+ * reason. */
+static void keepalive_answer_loses_the_session(int status)
 {
-	(void)state;
 	struct rig r;
 	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct raftlock_session_options so = {
 		.ttl_ms = 3000, .on_lost = on_lost, .on_lost_arg = &seen};
 	rig_up(&r, "x", 3000, &so);
-	FAKE_SET(r.f, keepalive_gone, true);
+	FAKE_SET(r.f, keepalive_status, status);
 	/* well before validity ends: the next keepalive (after 1 s) says so */
 	lost_wait(&seen, 2000);
 	assert_int_equal(lost_calls(&seen), 1);
-	assert_int_equal(seen.reason, RAFTLOCK_ESESSION);
+	assert_int_equal(seen.reason, status);
 	assert_int_equal(raftlock_session_valid_until(r.s), 0);
 	rig_down(&r);
+}
+
+static void test_server_says_session_gone(void **state)
+{
+	(void)state;
+	keepalive_answer_loses_the_session(RAFTLOCK_ESESSION);
+	keepalive_answer_loses_the_session(RAFTLOCK_EPERM);
 }
 
 /* More sessions than one keepalive request may name: a round goes out as
@@ -859,6 +903,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_outcome_retried_with_same_seq),
 		cmocka_unit_test(test_client_close_closes_sessions),
 		cmocka_unit_test(test_seq_and_ack_below),
+		cmocka_unit_test(test_requests_carry_the_session_secret),
 		cmocka_unit_test(test_abandoned_acquire_is_settled_and_released),
 		cmocka_unit_test(test_unanswered_request_holds_ack_below),
 		cmocka_unit_test(test_try_lock_busy),

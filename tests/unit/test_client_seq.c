@@ -80,20 +80,27 @@ static void test_overload_is_retried_with_the_same_seq(void **state)
 	refused_then_granted(RAFTLOCK_ENOMEM);
 }
 
-/* A refusal of the request itself is final. */
-static void test_malformed_request_is_final(void **state)
+/* A refusal of the request itself is final: malformed (EPROTO), or
+ * without its session's secret (EPERM, the same at every attempt). */
+static void refused_for_good(int status)
 {
-	(void)state;
 	struct rig r;
 	rig_up(&r, 5000);
-	FAKE_SET(r.f, refuse_status, RAFTLOCK_EPROTO);
+	FAKE_SET(r.f, refuse_status, status);
 	FAKE_SET(r.f, refuse_acquires, 1);
-	assert_int_equal(raftlock_lock_try(r.l, NULL), RAFTLOCK_EPROTO);
+	assert_int_equal(raftlock_lock_try(r.l, NULL), status);
 	assert_int_equal(fake_count(r.f, ACQUIRE), 1);
 	/* settled: the next request's mark is past it */
 	assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
 	assert_int_equal(fake_nth(r.f, ACQUIRE, 1).ack_below, 2);
 	rig_down(&r);
+}
+
+static void test_malformed_request_is_final(void **state)
+{
+	(void)state;
+	refused_for_good(RAFTLOCK_EPROTO);
+	refused_for_good(RAFTLOCK_EPERM);
 }
 
 /* Refused until the caller's deadline: the outcome is unknown to the

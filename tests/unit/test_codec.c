@@ -487,6 +487,36 @@ static void test_other_request_bounds(void **state)
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
 	s.keepalive.n_sessions = RAFTLOCK_KEEPALIVE_MAX;
 	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
+
+	/* Session secrets (rule 14): at most RAFTLOCK_SECRET_MAX bytes, in an
+	 * open, a sequence header or a keepalive; no more keepalive secrets
+	 * than sessions. Their checks against the session are the server's. */
+	uint8_t secret[RAFTLOCK_SECRET_MAX + 1] = {0};
+	ProtobufCBinaryData longest = {RAFTLOCK_SECRET_MAX, secret};
+	ProtobufCBinaryData too_long_secret = {RAFTLOCK_SECRET_MAX + 1, secret};
+	s.open_session.secret = too_long_secret;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), RAFTLOCK_EPROTO);
+	s.open_session.secret = longest;
+	assert_int_equal(frame_and_decode(&s.env[S_OPEN_SESSION]), 0);
+	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
+	h.session = 1;
+	h.seq = 1;
+	h.secret = too_long_secret;
+	s.env[S_RELEASE].sequence = &h;
+	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), RAFTLOCK_EPROTO);
+	h.secret = longest;
+	assert_int_equal(frame_and_decode(&s.env[S_RELEASE]), 0);
+	s.env[S_RELEASE].sequence = NULL;
+	ProtobufCBinaryData secrets[3] = {longest, longest, too_long_secret};
+	s.keepalive.n_sessions = 2;
+	s.keepalive.secrets = secrets;
+	s.keepalive.n_secrets = 2;
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), 0);
+	s.keepalive.n_secrets = 3; /* more secrets than sessions */
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
+	s.keepalive.n_sessions = 3; /* a secret too long */
+	assert_int_equal(frame_and_decode(&s.env[S_KEEPALIVE]), RAFTLOCK_EPROTO);
+	s.keepalive.n_secrets = 0;
 	free(many);
 	free(too_long);
 }

@@ -429,6 +429,47 @@ static void test_open_session_nonce_is_idempotent(void **state)
 	assert_int_equal(fx_count_sessions(f), 2);
 }
 
+/* Rule 14: the session keeps the digest its open carried, and tells it
+ * in the open's event; a retried open (same nonce) is the same session
+ * only with the same digest: another digest, or none, gets EPERM and
+ * changes nothing. */
+static void test_open_session_keeps_secret_digest(void **state)
+{
+	struct fx *f = fx_ready(state);
+	const char *d1 = "0123456789abcdef0123456789abcdef";
+	const char *d2 = "0123456789abcdef0123456789abcdeX";
+	Raftlock__Result a = DO(f, OPEN_SESSION, .nonce = 77, .ttl_ms = 5000, .digest = d1);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(fx_count(f, FSM_EV_SESSION), 1);
+	Raftlock__SessionRecord *rec = fx_sess(f, a.session);
+	assert_non_null(rec);
+	assert_int_equal(rec->secret_digest.len, 32);
+	assert_memory_equal(rec->secret_digest.data, d1, 32);
+	raftlock__session_record__free_unpacked(rec, NULL);
+
+	Raftlock__Result b = DO(f, OPEN_SESSION, .nonce = 77, .ttl_ms = 5000, .digest = d1);
+	assert_int_equal(b.status, 0);
+	assert_int_equal(b.session, a.session);
+	Raftlock__Result c = DO(f, OPEN_SESSION, .nonce = 77, .ttl_ms = 5000, .digest = d2);
+	assert_int_equal(c.status, RAFTLOCK_EPERM);
+	assert_int_equal(c.session, 0);
+	Raftlock__Result d = DO(f, OPEN_SESSION, .nonce = 77, .ttl_ms = 5000);
+	assert_int_equal(d.status, RAFTLOCK_EPERM);
+	assert_int_equal(fx_count_sessions(f), 1);
+	rec = fx_sess(f, a.session);
+	assert_memory_equal(rec->secret_digest.data, d1, 32);
+	raftlock__session_record__free_unpacked(rec, NULL);
+
+	/* An open of entry format 2 (no digest) makes a session without one,
+	 * and its retries (no digest either) find it, as before. */
+	Raftlock__Result e = DO(f, OPEN_SESSION, .nonce = 78, .ttl_ms = 5000);
+	assert_int_equal(e.status, 0);
+	rec = fx_sess(f, e.session);
+	assert_int_equal(rec->secret_digest.len, 0);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	assert_int_equal(DO(f, OPEN_SESSION, .nonce = 78, .ttl_ms = 5000).session, e.session);
+}
+
 /* The seqs in the session's de-duplication table, in table order,
  * terminated by 0. */
 static void assert_outcomes(struct fx *f, uint64_t s, const uint64_t *want)
@@ -618,6 +659,7 @@ int main(void)
 		T(test_retry_returns_first_answer),
 		T(test_seq_below_mark_is_stale),
 		T(test_open_session_nonce_is_idempotent),
+		T(test_open_session_keeps_secret_digest),
 		T(test_prune_keeps_pending_outcome),
 		T(test_outcome_table_quota),
 		T(test_applied_entries_are_skipped),

@@ -96,7 +96,8 @@ struct op {
 	uint64_t store_limit;  /* STORE_LIMIT: bytes */
 	const uint64_t *acked; /* client commands: queued acquires acknowledged */
 	size_t n_acked;
-	bool acks_queued; /* OPEN_SESSION */
+	bool acks_queued;   /* OPEN_SESSION */
+	const char *digest; /* OPEN_SESSION: the secret's digest (32 bytes), or NULL */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -152,6 +153,8 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->open.nonce = o->nonce;
 		b->open.ttl_ms = o->ttl_ms;
 		b->open.acks_queued = o->acks_queued;
+		if (o->digest != NULL)
+			b->open.secret_digest = (ProtobufCBinaryData){32, (uint8_t *)o->digest};
 		b->open.owner = &b->owner;
 		b->cmd.open_session = &b->open;
 		break;

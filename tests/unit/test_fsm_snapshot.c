@@ -81,6 +81,30 @@ static void test_dump_load_round_trip(void **state)
 	fx_image_free(&im);
 }
 
+/* Rule 14: a session's secret digest goes through a snapshot: the
+ * restored store keeps it, and checks a retried open against it. */
+static void test_secret_digest_round_trip(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	const char *digest = "digest-of-a-secret-32-bytes-long";
+	uint64_t s = DO(f, OPEN_SESSION, .nonce = 9, .ttl_ms = 60000, .digest = digest).session;
+	struct fx_image im = fx_dump(f);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(store_load(&g->store, im.buf, im.len), 0);
+	Raftlock__SessionRecord *rec = fx_sess(g, s);
+	assert_non_null(rec);
+	assert_int_equal(rec->secret_digest.len, 32);
+	assert_memory_equal(rec->secret_digest.data, digest, 32);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	g->index = f->index;
+	g->now = f->now;
+	assert_int_equal(DO(g, OPEN_SESSION, .nonce = 9, .ttl_ms = 60000, .digest = digest).session,
+			 s);
+	assert_int_equal(DO(g, OPEN_SESSION, .nonce = 9, .ttl_ms = 60000).status, RAFTLOCK_EPERM);
+	fx_image_free(&im);
+}
+
 /* A target store with a state of its own, an image of another state, and
  * a scratch buffer one byte longer than the image. */
 struct damage {
@@ -194,9 +218,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-		T(test_dump_load_round_trip),
-		T(test_damaged_image_refused),
-		T(test_end_marker_must_end_the_image),
+		T(test_dump_load_round_trip),  T(test_secret_digest_round_trip),
+		T(test_damaged_image_refused), T(test_end_marker_must_end_the_image),
 		T(test_tag_bit_flip_refused),
 #undef T
 	};

@@ -14,6 +14,7 @@
 #include "cluster_clock.h"
 #include "leases.h"
 #include "raftlock.h"
+#include "secret.h"
 #include "timebase.h"
 
 /* ------------------------------------------------------------ fake node */
@@ -133,11 +134,43 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* The secret of the test's sessions, and another. */
+static uint8_t secret_bytes[RAFTLOCK_SECRET_MIN] = "0123456789abcdef";
+static uint8_t other_bytes[RAFTLOCK_SECRET_MIN] = "0123456789abcdeX";
+static const ProtobufCBinaryData SECRET = {sizeof secret_bytes, secret_bytes};
+static const ProtobufCBinaryData OTHER = {sizeof other_bytes, other_bytes};
+
+/* Session id opened (as apply reports it) with SECRET's digest, or with
+ * none (a session opened before secrets) when digest_len is 0. */
+static void session_opened(struct fx *f, uint64_t id, uint64_t deadline, uint32_t ttl,
+			   size_t digest_len)
+{
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&SECRET, digest);
+	struct fsm_event ev = {.type = FSM_EV_SESSION,
+			       .session = id,
+			       .deadline = deadline,
+			       .ttl_ms = ttl,
+			       .opened = true,
+			       .digest = digest,
+			       .digest_len = digest_len};
+	leases_on_event(&f->leases, &ev);
+}
+
 static void session(struct fx *f, uint64_t id, uint64_t deadline, uint32_t ttl)
 {
-	struct fsm_event ev = {
-		.type = FSM_EV_SESSION, .session = id, .deadline = deadline, .ttl_ms = ttl};
-	leases_on_event(&f->leases, &ev);
+	session_opened(f, id, deadline, ttl, SECRET_DIGEST_LEN);
+}
+
+/* A keepalive naming ids, each with SECRET, as the client library sends. */
+static int keepalive(struct fx *f, struct leases_budget *b, const uint64_t *ids, size_t n,
+		     leases_keepalive_cb cb, void *arg)
+{
+	ProtobufCBinaryData secrets[MAX_IDS];
+	assert_true(n <= MAX_IDS);
+	for (size_t i = 0; i < n; i++)
+		secrets[i] = SECRET;
+	return leases_keepalive(&f->leases, b, ids, secrets, n, n, cb, arg);
 }
 
 static size_t count(Raftlock__Command__OpCase op, uint64_t session)
@@ -203,10 +236,10 @@ static void test_keepalive_batch(void **state)
 	uint64_t ids1[] = {9, 9, 4, 99};
 	uint64_t ids2[] = {4};
 	uint64_t ids3[] = {12345};
-	assert_int_equal(leases_keepalive(&f->leases, &b1, ids1, 4, keepalive_cb, &a1), 0);
-	assert_int_equal(leases_keepalive(&f->leases, &b2, ids2, 1, keepalive_cb, &a2), 0);
+	assert_int_equal(keepalive(f, &b1, ids1, 4, keepalive_cb, &a1), 0);
+	assert_int_equal(keepalive(f, &b2, ids2, 1, keepalive_cb, &a2), 0);
 	/* only unknown ids: answered before the call returns */
-	assert_int_equal(leases_keepalive(&f->leases, &b2, ids3, 1, keepalive_cb, &a3), 0);
+	assert_int_equal(keepalive(f, &b2, ids3, 1, keepalive_cb, &a3), 0);
 	assert_int_equal(a3.calls, 1);
 	assert_int_equal(a3.st[0], RAFTLOCK_ESESSION);
 	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 0);
@@ -244,20 +277,18 @@ static void test_keepalive_failures(void **state)
 	struct leases_budget b = {0};
 	struct answer a1 = {0}, a2 = {0};
 	uint64_t id = 3;
-	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a1), 0);
+	assert_int_equal(keepalive(f, &b, &id, 1, keepalive_cb, &a1), 0);
 	timebase_advance(&f->tb, WINDOW_MS);
 	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, RAFTLOCK_EUNKNOWN, NULL);
 	assert_int_equal(a1.calls, 1);
 	assert_int_equal(a1.status, RAFTLOCK_EUNKNOWN);
-	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2), 0);
+	assert_int_equal(keepalive(f, &b, &id, 1, keepalive_cb, &a2), 0);
 	leases_on_ready(&f->leases, false);
 	assert_int_equal(a2.calls, 1);
 	assert_int_equal(a2.status, RAFTLOCK_ENOTLEADER);
-	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2),
-			 RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(keepalive(f, &b, &id, 1, keepalive_cb, &a2), RAFTLOCK_EUNAVAILABLE);
 	f->node.leader = false;
-	assert_int_equal(leases_keepalive(&f->leases, &b, &id, 1, keepalive_cb, &a2),
-			 RAFTLOCK_ENOTLEADER);
+	assert_int_equal(keepalive(f, &b, &id, 1, keepalive_cb, &a2), RAFTLOCK_ENOTLEADER);
 	assert_int_equal(a2.calls, 1); /* refused calls never call back */
 }
 
@@ -273,10 +304,9 @@ static void test_keepalive_budget(void **state)
 	struct leases_budget b = {0};
 	struct answer a = {0};
 	uint64_t ids[] = {1, 2, 1, 2};
-	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 4, keepalive_cb, &a), 0);
+	assert_int_equal(keepalive(f, &b, ids, 4, keepalive_cb, &a), 0);
 	assert_true(leases_budget_spent(&f->leases, &b));
-	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 1, keepalive_cb, &a),
-			 RAFTLOCK_ELIMIT);
+	assert_int_equal(keepalive(f, &b, ids, 1, keepalive_cb, &a), RAFTLOCK_ELIMIT);
 	timebase_advance(&f->tb, WINDOW_MS);
 	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, 0, NULL);
 	assert_int_equal(a.calls, 1);
@@ -288,10 +318,61 @@ static void test_keepalive_budget(void **state)
 	assert_true(leases_budget_spent(&f->leases, &b));
 	timebase_advance(&f->tb, 1);
 	assert_false(leases_budget_spent(&f->leases, &b));
-	assert_int_equal(leases_keepalive(&f->leases, &b, ids, 2, keepalive_cb, &a), 0);
+	assert_int_equal(keepalive(f, &b, ids, 2, keepalive_cb, &a), 0);
 	leases_on_ready(&f->leases, false); /* answers it before `a` goes */
 	assert_int_equal(a.calls, 2);
 	assert_int_equal(a.status, RAFTLOCK_ENOTLEADER);
+}
+
+/* Rule 14: a keepalive id without its session's secret (wrong, missing,
+ * or a session opened without one) is answered EPERM at once and never
+ * replicated; the same check answers a mutation's secret. */
+static void test_keepalive_secret(void **state)
+{
+	struct fx *f = *state;
+	session(f, 1, APPLIED + 10000, 3000);
+	session_opened(f, 2, APPLIED + 10000, 3000, 0); /* no secret */
+	struct leases_budget b = {0};
+	struct answer a = {0};
+	uint64_t ids[] = {1, 1, 2, 1};
+	ProtobufCBinaryData secrets[] = {OTHER, SECRET, SECRET}; /* the 4th: none */
+	assert_int_equal(leases_keepalive(&f->leases, &b, ids, secrets, 3, 4, keepalive_cb, &a), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 1);
+	struct proposed *p = &proposed[n_proposed - 1];
+	assert_int_equal(p->n_ids, 1);
+	assert_int_equal(p->ids[0], 1);
+	p->cb(p->arg, 0, NULL);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.st[0], RAFTLOCK_EPERM);
+	assert_int_equal(a.st[1], 0);
+	assert_int_equal(a.st[2], RAFTLOCK_EPERM);
+	assert_int_equal(a.st[3], RAFTLOCK_EPERM);
+	assert_int_equal(f->leases.stats.ids_denied, 3);
+
+	/* only refused ids: answered at once, nothing proposed */
+	struct answer a2 = {0};
+	uint64_t one = 1;
+	size_t before = n_proposed;
+	assert_int_equal(leases_keepalive(&f->leases, &b, &one, &OTHER, 1, 1, keepalive_cb, &a2),
+			 0);
+	assert_int_equal(a2.calls, 1);
+	assert_int_equal(a2.st[0], RAFTLOCK_EPERM);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(n_proposed, before);
+
+	assert_int_equal(leases_check_secret(&f->leases, 1, &SECRET), 0);
+	assert_int_equal(leases_check_secret(&f->leases, 1, &OTHER), RAFTLOCK_EPERM);
+	ProtobufCBinaryData empty = {0, NULL}, shorter = {RAFTLOCK_SECRET_MIN - 1, secret_bytes};
+	assert_int_equal(leases_check_secret(&f->leases, 1, &empty), RAFTLOCK_EPERM);
+	assert_int_equal(leases_check_secret(&f->leases, 1, &shorter), RAFTLOCK_EPERM);
+	assert_int_equal(leases_check_secret(&f->leases, 2, &SECRET), RAFTLOCK_EPERM);
+	assert_int_equal(leases_check_secret(&f->leases, 77, &SECRET), RAFTLOCK_ESESSION);
+	/* a renewal's event keeps the digest the open gave */
+	struct fsm_event renew = {
+		.type = FSM_EV_SESSION, .session = 1, .deadline = APPLIED + 20000, .ttl_ms = 3000};
+	leases_on_event(&f->leases, &renew);
+	assert_int_equal(leases_check_secret(&f->leases, 1, &SECRET), 0);
 }
 
 /* While a deadline is pending the leader writes its clock into the log at
@@ -369,6 +450,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_keepalive_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_time_stands_still_without_leader, setup,
 						teardown),

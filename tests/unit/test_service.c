@@ -27,6 +27,7 @@
 #include "frame.h"
 #include "leases.h"
 #include "raftlock.h"
+#include "secret.h"
 #include "service.h"
 #include "timebase.h"
 #include "tls_certs.h"
@@ -43,6 +44,8 @@ struct proposed {
 	Raftlock__Command__OpCase op;
 	uint64_t session, seq, ack_below, acked0; /* acked0: the first acked, or 0 */
 	size_t n_acked;
+	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
+	size_t digest_len;
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -62,7 +65,15 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 						   cmd->seq,
 						   cmd->ack_below,
 						   cmd->n_acked ? cmd->acked[0] : 0,
-						   cmd->n_acked};
+						   cmd->n_acked,
+						   {0},
+						   0};
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION) {
+		const ProtobufCBinaryData *d = &cmd->open_session->secret_digest;
+		assert_true(d->len <= SECRET_DIGEST_LEN);
+		memcpy(proposed[n_proposed - 1].digest, d->data, d->len);
+		proposed[n_proposed - 1].digest_len = d->len;
+	}
 	return 0;
 }
 
@@ -275,33 +286,76 @@ static int next_status(struct fx *f, uint64_t *id)
 	return status;
 }
 
-/* Appends the frame of an ACQUIRE of session 5 with the sequence header in
- * the envelope (protocol 2) to buf. */
-static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
+/* The next answer has this status and a message that says `says`. */
+static void assert_answer(struct fx *f, int status, const char *says)
 {
-	Raftlock__Acquire acq = RAFTLOCK__ACQUIRE__INIT;
-	acq.name = "a";
-	acq.owner = 1;
-	Raftlock__AcquireRequest req = RAFTLOCK__ACQUIRE_REQUEST__INIT;
-	req.acquire = &acq;
-	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
-	h.session = 5;
-	h.seq = seq;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = id;
-	env.sequence = &h;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
-	env.acquire = &req;
-	assert_int_equal(codec_frame_envelope_append(&env, buf, len, cap), 0);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, status);
+	assert_non_null(strstr(env->response->message, says));
+	raftlock__envelope__free_unpacked(env, NULL);
 }
 
+/* An ACQUIRE of session 5 with the sequence header in the envelope and the
+ * given secret: the messages it points into live in m. */
+struct acquire_msg {
+	Raftlock__Acquire acq;
+	Raftlock__AcquireRequest req;
+	Raftlock__Sequence h;
+	Raftlock__Envelope env;
+};
+
+static Raftlock__Envelope *acquire_msg(struct acquire_msg *m, uint64_t id, uint64_t seq,
+				       ProtobufCBinaryData secret)
+{
+	m->acq = (Raftlock__Acquire)RAFTLOCK__ACQUIRE__INIT;
+	m->acq.name = "a";
+	m->acq.owner = 1;
+	m->req = (Raftlock__AcquireRequest)RAFTLOCK__ACQUIRE_REQUEST__INIT;
+	m->req.acquire = &m->acq;
+	m->h = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
+	m->h.session = 5;
+	m->h.seq = seq;
+	m->h.secret = secret;
+	m->env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	m->env.id = id;
+	m->env.sequence = &m->h;
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+	m->env.acquire = &m->req;
+	return &m->env;
+}
+
+/* Sends that ACQUIRE framed by the given protocol (packed by hand below
+ * WIRE_PROTOCOL). */
+static void send_acquire_as(struct fx *f, uint64_t id, uint64_t seq, ProtobufCBinaryData secret,
+			    uint32_t protocol)
+{
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, id, seq, secret);
+	if (protocol == WIRE_PROTOCOL) {
+		send_env(f, env);
+		return;
+	}
+	env->protocol = protocol;
+	uint8_t buf[512];
+	size_t n = raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
+	frame_put_header(buf, (uint32_t)n);
+	send_bytes(f, buf, FRAME_HEADER_SIZE + n);
+}
+
+/* Appends the frame of an ACQUIRE without a secret to buf. */
+static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
+{
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, id, seq, (ProtobufCBinaryData){0, NULL});
+	assert_int_equal(codec_frame_envelope_append(env, buf, len, cap), 0);
+}
+
+/* An ACQUIRE of session 5, a session the leader does not know (apply
+ * answers it). */
 static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 {
-	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0;
-	frame_acquire(id, seq, &buf, &len, &cap);
-	send_bytes(f, buf, len);
-	free(buf);
+	send_acquire_as(f, id, seq, (ProtobufCBinaryData){0, NULL}, WIRE_PROTOCOL);
 }
 
 static void lead(struct fx *f)
@@ -385,11 +439,7 @@ static void test_ttl_below_minimum(void **state)
 	req.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	req.open_session = &open;
 	send_env(f, &req);
-	Raftlock__Envelope *env = next_env(f);
-	assert_non_null(env);
-	assert_int_equal(env->response->status, RAFTLOCK_EINVAL);
-	assert_non_null(strstr(env->response->message, "shortest this cluster allows"));
-	raftlock__envelope__free_unpacked(env, NULL);
+	assert_answer(f, RAFTLOCK_EINVAL, "shortest this cluster allows");
 	assert_int_equal(n_proposed, 0);
 }
 
@@ -486,6 +536,114 @@ static void test_sequence_header(void **state)
 		assert_int_equal(ans->response->status, 0);
 		raftlock__envelope__free_unpacked(ans, NULL);
 	}
+}
+
+/* Runs the loop until n proposals were made (5 s of real time at most). */
+static void wait_proposed(struct fx *f, size_t n)
+{
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	while (n_proposed < n) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+}
+
+static uint8_t secret_bytes[RAFTLOCK_SECRET_MIN] = "the right secret";
+static uint8_t wrong_bytes[RAFTLOCK_SECRET_MIN] = "the wrong secret";
+
+/* Rule 14: a mutation without its session's secret is refused with EPERM
+ * before the log -- no proposal, so no sequence of the session is run or
+ * settled -- and one of an older protocol with EPROTO naming the upgrade;
+ * with the secret it is proposed. Keepalive ids without it are answered
+ * EPERM and not renewed. */
+static void test_session_secret_checked(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	ProtobufCBinaryData right = {sizeof secret_bytes, secret_bytes};
+	ProtobufCBinaryData wrong = {sizeof wrong_bytes, wrong_bytes};
+	ProtobufCBinaryData none = {0, NULL};
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&right, digest);
+	struct fsm_event opened = {.type = FSM_EV_SESSION,
+				   .session = 5,
+				   .deadline = 100000,
+				   .ttl_ms = 10000,
+				   .opened = true,
+				   .digest = digest,
+				   .digest_len = sizeof digest};
+	leases_on_event(&f->leases, &opened);
+
+	send_acquire_as(f, 1, 7, wrong, WIRE_PROTOCOL);
+	assert_answer(f, RAFTLOCK_EPERM, "secret");
+	send_acquire_as(f, 2, 7, none, WIRE_PROTOCOL);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
+	send_acquire_as(f, 3, 7, none, 2);
+	assert_answer(f, RAFTLOCK_EPROTO, "upgrade the client");
+	assert_int_equal(n_proposed, 0);
+	assert_int_equal(f->leases.stats.ids_denied, 2);
+
+	send_acquire_as(f, 4, 7, right, WIRE_PROTOCOL);
+	wait_proposed(f, 1);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_ACQUIRE);
+	assert_int_equal(proposed[0].seq, 7);
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	proposed[0].cb(proposed[0].arg, 0, &res);
+	n_proposed = 0;
+	assert_int_equal(next_status(f, NULL), 0);
+
+	/* keepalives: the id with the wrong secret is not renewed */
+	uint64_t ids[] = {5, 5};
+	ProtobufCBinaryData secrets[] = {wrong};
+	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
+	ka.sessions = ids;
+	ka.n_sessions = 2;
+	ka.secrets = secrets;
+	ka.n_secrets = 1;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 5;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
+	req.keepalive = &ka;
+	send_env(f, &req);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->keepalive->n_statuses, 2);
+	assert_int_equal(env->response->keepalive->statuses[0], RAFTLOCK_EPERM);
+	assert_int_equal(env->response->keepalive->statuses[1], RAFTLOCK_EPERM);
+	raftlock__envelope__free_unpacked(env, NULL);
+	timebase_advance(&f->tb, 100);
+	assert_int_equal(n_proposed, 0);
+}
+
+/* Rule 14: an open brings a secret of 16 to 64 bytes, of which the log
+ * gets only the SHA-256; without one, EPROTO (naming the upgrade for an
+ * older protocol), nothing proposed. */
+static void test_open_carries_digest_only(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = 10000;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 1;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	req.open_session = &open;
+	send_env(f, &req);
+	assert_answer(f, RAFTLOCK_EPROTO, "secret");
+	open.secret = (ProtobufCBinaryData){RAFTLOCK_SECRET_MIN - 1, secret_bytes};
+	send_env(f, &req);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPROTO);
+	assert_int_equal(n_proposed, 0);
+
+	open.secret = (ProtobufCBinaryData){sizeof secret_bytes, secret_bytes};
+	send_env(f, &req);
+	wait_proposed(f, 1);
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&open.secret, digest);
+	assert_int_equal(proposed[0].op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+	assert_int_equal(proposed[0].digest_len, SECRET_DIGEST_LEN);
+	assert_memory_equal(proposed[0].digest, digest, SECRET_DIGEST_LEN);
+	assert_memory_not_equal(proposed[0].digest, secret_bytes, sizeof secret_bytes);
 }
 
 /* ----------------------------------------------------------------- TLS */
@@ -644,6 +802,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
 	};
