@@ -554,7 +554,6 @@ static void link_start_tls(struct peer_link *l, SSL_CTX *ctx, enum tls_role role
 	l->state = LINK_HANDSHAKE;
 	int rv = tls_stream_start(&l->tls, (uv_stream_t *)&l->tcp, ctx, &o);
 	if (rv != 0) {
-		l->tcp.data = l; /* the engine may have taken it before failing */
 		link_refuse(l, "TLS: %s", uv_strerror(rv));
 		return;
 	}

@@ -6,7 +6,7 @@
  *             client-harness (for tests/integration/cluster.c's client TLS)
  *   b/        another CA and its own node-1..N
  *   expired/  node-1..N signed by a's CA, valid for one day in 2020 (made
- *             under faketime; absent when faketime is not installed)
+ *             under libfaketime; absent when it is not installed)
  */
 #ifndef RAFTLOCK_TEST_PEER_CERTS_H
 #define RAFTLOCK_TEST_PEER_CERTS_H

@@ -431,9 +431,14 @@ def make_peer_certs(run_dir, nodes):
     d = os.path.join(run_dir, "certs")
     cmd = [os.path.join(REPO, "deploy", "make-certs"), d, "--nodes",
            str(nodes)]
-    if shutil.which("faketime"):
-        cmd = ["faketime", "4 days ago"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ)
+    lib = C.faketime_lib()
+    if lib is not None:
+        # libfaketime itself (the faketime wrapper's named semaphores
+        # collide between programs that use it at once).
+        env.update(LD_PRELOAD=lib, FAKETIME="-4d")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=env)
     if p.returncode != 0:
         raise SystemExit("make-certs failed:\n%s" % (p.stdout + p.stderr))
     return d
