@@ -64,3 +64,8 @@ void frame_put_header(uint8_t out[FRAME_HEADER_SIZE], uint32_t n)
 	out[2] = (uint8_t)(n >> 8);
 	out[3] = (uint8_t)n;
 }
+
+size_t frame_reader_pending(const struct frame_reader *r)
+{
+	return r->len - r->start;
+}

@@ -41,6 +41,10 @@ int frame_reader_feed(struct frame_reader *r, const void *data, size_t n);
  */
 int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n);
 
+/* Bytes buffered of a frame not yet whole (0: the reader stands between
+ * frames). */
+size_t frame_reader_pending(const struct frame_reader *r);
+
 /* Writes the 4-byte header for a payload of n bytes. */
 void frame_put_header(uint8_t out[FRAME_HEADER_SIZE], uint32_t n);
 

@@ -60,6 +60,11 @@ static const char usage[] =
 	"                             the followers' certificates; required by mutual\n"
 	"  --tls-handshake-timeout-ms MS  a TLS handshake not done by then closes the\n"
 	"                             connection; 100..600000, default 10000\n"
+	"  --max-connections-per-address N  client connections one address may hold\n"
+	"                             open at once; 0 = no limit, default 1024\n"
+	"  --frame-timeout-ms MS      a request frame begun must arrive whole within\n"
+	"                             MS (slow senders are cut off); 0 = no limit,\n"
+	"                             else 100..600000, default 30000\n"
 	"  --check-config             validate the settings, print them and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -263,6 +268,16 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			return fail(err, errlen,
 				    "tls-handshake-timeout-ms: '%s' not in 100..600000", value);
 		cfg->tls_handshake_timeout_ms = (unsigned)v;
+	} else if (strcmp(key, "max-connections-per-address") == 0) {
+		if (parse_u64(value, 0, 1000000, &v) != 0)
+			return fail(err, errlen,
+				    "max-connections-per-address: '%s' not in 0..1000000", value);
+		cfg->max_connections_per_address = (unsigned)v;
+	} else if (strcmp(key, "frame-timeout-ms") == 0) {
+		if (parse_u64(value, 0, 600000, &v) != 0 || (v != 0 && v < 100))
+			return fail(err, errlen, "frame-timeout-ms: '%s' not 0 or in 100..600000",
+				    value);
+		cfg->frame_timeout_ms = (unsigned)v;
 	} else {
 		return fail(err, errlen, "unknown setting '%s'", key);
 	}
@@ -322,6 +337,8 @@ static void defaults(struct config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->client_tls = CONFIG_TLS_OFF;
 	cfg->tls_handshake_timeout_ms = 10000;
+	cfg->max_connections_per_address = 1024;
+	cfg->frame_timeout_ms = 30000;
 }
 
 /* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
@@ -447,6 +464,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"client-tls-key", required_argument, NULL, 0},
 		{"client-tls-ca", required_argument, NULL, 0},
 		{"tls-handshake-timeout-ms", required_argument, NULL, 0},
+		{"max-connections-per-address", required_argument, NULL, 0},
+		{"frame-timeout-ms", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},

@@ -63,8 +63,10 @@ struct config {
 	char client_tls_cert[CONFIG_PATH_MAX];
 	char client_tls_key[CONFIG_PATH_MAX];
 	char client_tls_ca[CONFIG_PATH_MAX];
-	unsigned tls_handshake_timeout_ms; /* a handshake not done by then fails */
-	bool check_only;                   /* --check-config: validate, print, exit */
+	unsigned tls_handshake_timeout_ms;    /* a handshake not done by then fails */
+	unsigned max_connections_per_address; /* client port; 0 = no limit */
+	unsigned frame_timeout_ms;            /* a frame begun must end by then; 0 = none */
+	bool check_only;                      /* --check-config: validate, print, exit */
 };
 
 /*

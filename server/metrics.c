@@ -89,6 +89,12 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);
+	counter(&t, "client_connections_refused_total",
+		"Client connections refused: their address held max-connections-per-address.",
+		m->service->admission.refused);
+	counter(&t, "client_frame_timeouts_total",
+		"Client connections cut off: a frame not completed within frame-timeout-ms.",
+		m->service->frame_timeouts);
 	counter(&t, "peer_tls_refused_total",
 		"Raft port connections refused before raft saw them (peer-tls: no or a bad "
 		"certificate, an id that is not the certificate's, not TLS, too slow).",

@@ -41,7 +41,10 @@ struct service_conn {
 	size_t out_len, out_cap;
 	struct list dirty; /* on svc->dirty (holding a reference) while linked */
 	struct leases_budget keepalive_budget;
-	bool paused; /* reads stopped until the keepalive budget refills */
+	bool paused;            /* reads stopped until the keepalive budget refills */
+	uint64_t admission_key; /* counted in svc->admission; 0: not counted */
+	bool refused;           /* TLS: refused once its handshake is done */
+	uint64_t frame_started; /* loop ms when the pending frame began; 0: none */
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
@@ -76,6 +79,8 @@ static void conn_close(struct service_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	admission_leave(&c->svc->admission, c->admission_key);
+	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
@@ -799,16 +804,44 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 	const uint8_t *payload;
 	size_t len;
 	int rv;
+	bool whole = false;
 	while (!c->closing && (rv = frame_reader_next(&c->reader, &payload, &len)) == 1) {
 		Raftlock__Envelope *env;
+		whole = true;
 		if (codec_decode_envelope(payload, len, &env) != 0) {
 			protocol_error(s, c, "malformed or unknown message");
 			return;
 		}
 		dispatch(s, c, env);
 	}
-	if (rv == RAFTLOCK_ETOOBIG)
+	if (rv == RAFTLOCK_ETOOBIG) {
 		protocol_error(s, c, "frame length above the limit");
+		return;
+	}
+	/* The frame clock runs from the first byte of a frame to its last. */
+	if (frame_reader_pending(&c->reader) == 0)
+		c->frame_started = 0;
+	else if (whole || c->frame_started == 0)
+		c->frame_started = uv_now(s->loop) + 1; /* never 0 */
+}
+
+/* Cuts off the connections whose frame has been arriving for too long. */
+static void frame_timer_cb(uv_timer_t *h)
+{
+	struct service *s = h->data;
+	unsigned limit = s->cfg->frame_timeout_ms;
+	uint64_t now = uv_now(s->loop) + 1;
+	struct service_conn *c;
+	/* closing unlinks nothing until the close callback, which runs later */
+	list_each_entry (c, &s->conns, struct service_conn, link) {
+		if (c->closing || !admission_frame_overdue(c->frame_started, now, limit))
+			continue;
+		char what[96];
+		snprintf(what, sizeof what, "a frame not completed within %u ms (frame-timeout-ms)",
+			 limit);
+		s->frame_timeouts++;
+		protocol_error(s, c, what);
+	}
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -844,9 +877,45 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		conn_feed(c, buf, (size_t)nread);
 }
 
+/* Tells a connection over its address's limit why it is closed. */
+static void refuse(struct service_conn *c)
+{
+	struct service *s = c->svc;
+	char peer[64], what[160];
+	conn_peer(c, peer, sizeof peer);
+	snprintf(what, sizeof what, "too many connections from %s (max-connections-per-address %u)",
+		 peer, s->cfg->max_connections_per_address);
+	uint64_t now = uv_now(s->loop);
+	if (now - s->refusal_logged_ms >= 1000 || s->refusal_logged_ms == 0) {
+		s->refusal_logged_ms = now;
+		log_warn("client %s: %s; refused (%llu refused in all)", peer, what,
+			 s->admission.refused);
+	}
+	send_status(s, c, 0, RAFTLOCK_ELIMIT, what);
+	conn_close(c);
+}
+
+/* Counts a new connection against its address's limit. */
+static bool admit(struct service *s, struct service_conn *c)
+{
+	struct sockaddr_storage ss;
+	int n = sizeof ss;
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) != 0)
+		return true;
+	uint64_t key = admission_key((struct sockaddr *)&ss);
+	if (!admission_enter(&s->admission, key))
+		return false;
+	c->admission_key = key;
+	return true;
+}
+
 static void tls_handshake_cb(struct tls_stream *ts)
 {
 	struct service_conn *c = ts->data;
+	if (c->refused) {
+		refuse(c);
+		return;
+	}
 	const char *cn = tls_stream_peer_cn(ts);
 	if (cn[0] != '\0')
 		c->identity = strdup(cn); /* NULL if out of memory: no identity */
@@ -872,10 +941,16 @@ static void accept_cb(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	bool admitted = admit(s, c);
 	if (s->tls == NULL) {
+		if (!admitted) {
+			refuse(c);
+			return;
+		}
 		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 		return;
 	}
+	c->refused = !admitted; /* told once the handshake lets it hear */
 	struct tls_stream_options o = {
 		.role = TLS_ROLE_SERVER,
 		.handshake_timeout_ms = s->cfg->tls_handshake_timeout_ms,
@@ -914,6 +989,14 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	uv_prepare_start(&s->flusher, flusher_cb);
 	uv_timer_init(loop, &s->resume_timer);
 	s->resume_timer.data = s;
+	admission_init(&s->admission, cfg->max_connections_per_address);
+	uv_timer_init(loop, &s->frame_timer);
+	s->frame_timer.data = s;
+	if (cfg->frame_timeout_ms != 0) {
+		uint64_t every =
+			cfg->frame_timeout_ms / 4 < 1000 ? cfg->frame_timeout_ms / 4 : 1000;
+		uv_timer_start(&s->frame_timer, frame_timer_cb, every, every);
+	}
 	return 0;
 }
 
@@ -949,10 +1032,12 @@ void service_close(struct service *s)
 	flush_all(s); /* the last answers go out before their connections close */
 	uv_close((uv_handle_t *)&s->flusher, NULL);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
+	uv_close((uv_handle_t *)&s->frame_timer, NULL);
 	struct list *l;
 	list_each (l, &s->conns)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
 	pushes_close(&s->pushes);
+	admission_close(&s->admission);
 }

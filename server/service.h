@@ -16,6 +16,7 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
+#include "admission.h"
 #include "config.h"
 #include "fsm.h"
 #include "leases.h"
@@ -38,6 +39,10 @@ struct service {
 	struct reads reads;              /* linearizable reads waiting for a barrier */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
+	struct admission admission;      /* connections per client address */
+	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
+	unsigned long long frame_timeouts;
+	uint64_t refusal_logged_ms; /* refusals are logged at most once a second */
 	bool closing;
 };
 

@@ -54,6 +54,8 @@ static void bad_flags(void **state)
 			      NULL};
 	expect_refused(not_member, 2, "not among the members");
 	expect_flag_refused("--snapshot-trailing", "-1", "snapshot-trailing");
+	expect_flag_refused("--frame-timeout-ms", "50", "frame-timeout-ms");
+	expect_flag_refused("--max-connections-per-address", "x", "max-connections-per-address");
 	char *unknown[] = {"raftlockd", "--bogus", NULL};
 	expect_refused(unknown, 2, "unknown");
 	char *bad_port[] = {"raftlockd",  "--id",     "1",

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "address.h"
 #include "codec.h"
 #include "frame.h"
 #include "leases.h"
@@ -146,6 +147,8 @@ struct fx {
 };
 
 static bool with_tls; /* the next setup starts the service with TLS */
+/* The next setup's admission limits (0: none, as by default here). */
+static unsigned next_max_conns, next_frame_timeout_ms;
 
 /* A free loopback port (bound, read back, released). */
 static int free_port(void)
@@ -174,6 +177,8 @@ static int setup(void **state)
 	cluster_clock_init(&f->node.clock, &f->tb);
 	leases_init(&f->leases, &f->tb, &f->node, 20);
 	f->cfg.tls_handshake_timeout_ms = 5000;
+	f->cfg.max_connections_per_address = next_max_conns;
+	f->cfg.frame_timeout_ms = next_frame_timeout_ms;
 	if (with_tls)
 		f->server_tls = tls_certs_server_ctx(false);
 	assert_int_equal(service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases,
@@ -780,6 +785,104 @@ static void test_tls_plaintext_refused(void **state)
 	assert_int_equal(n_proposed, 0);
 }
 
+/* ----------------------------------------------------------- admission */
+
+static int setup_limits(void **state)
+{
+	next_max_conns = 2;
+	next_frame_timeout_ms = 300;
+	int rv = setup(state);
+	next_max_conns = next_frame_timeout_ms = 0;
+	return rv;
+}
+
+/* Another connection from the test to the service. */
+static int connect_again(struct fx *f)
+{
+	char host[64], port[ADDRESS_PORT_MAX];
+	assert_int_equal(address_split(f->cfg.client_address, host, sizeof host, port), 0);
+	int sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)atoi(port)),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(sock, F_SETFL, O_NONBLOCK);
+	return sock;
+}
+
+/* Reads the next envelope from another connection (NULL: closed). */
+static Raftlock__Envelope *next_env_on(struct fx *f, int sock)
+{
+	int mine = f->sock;
+	struct frame_reader saved = f->reader;
+	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	f->sock = sock;
+	Raftlock__Envelope *env = next_env(f);
+	frame_reader_close(&f->reader);
+	f->reader = saved;
+	f->sock = mine;
+	return env;
+}
+
+/* Past max-connections-per-address, a connection from that address gets
+ * ELIMIT naming the limit and is closed; the ones admitted are untouched,
+ * and a closed one makes room again. */
+static void test_connections_per_address(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	int second = connect_again(f), third = connect_again(f);
+	Raftlock__Envelope *env = next_env_on(f, third);
+	assert_non_null(env);
+	assert_int_equal(env->id, 0);
+	assert_int_equal(env->response->status, RAFTLOCK_ELIMIT);
+	assert_non_null(strstr(env->response->message, "max-connections-per-address 2"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_null(next_env_on(f, third));
+	assert_int_equal(f->svc.admission.refused, 1);
+	assert_int_equal(service_connections(&f->svc), 2);
+	/* the first still serves */
+	send_acquire(f, 7, 1);
+	wait_proposed(f, 1);
+	close(third);
+	close(second);
+	for (uint64_t until = uv_hrtime() / 1000000u + 5000; service_connections(&f->svc) > 1;) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	int fourth = connect_again(f);
+	for (uint64_t until = uv_hrtime() / 1000000u + 5000; service_connections(&f->svc) < 2;) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	assert_int_equal(f->svc.admission.refused, 1);
+	close(fourth);
+}
+
+/* A frame that trickles in (its header, then nothing) is cut off after
+ * frame-timeout-ms with EPROTO naming the setting; a connection that idles
+ * between frames is not. */
+static void test_frame_timeout(void **state)
+{
+	struct fx *f = *state;
+	int idle = connect_again(f);
+	const uint8_t header[] = {0, 0, 0, 40, 1, 2};
+	uint64_t t0 = uv_hrtime() / 1000000u;
+	send_bytes(f, header, sizeof header);
+	Raftlock__Envelope *env = next_env(f);
+	uint64_t took = uv_hrtime() / 1000000u - t0;
+	assert_non_null(env);
+	assert_int_equal(env->response->status, RAFTLOCK_EPROTO);
+	assert_non_null(strstr(env->response->message, "frame-timeout-ms"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	assert_null(next_env(f));
+	printf("a stalled frame was cut off after %llu ms (limit 300)\n", (unsigned long long)took);
+	assert_true(took >= 300 && took < 2000);
+	assert_int_equal(f->svc.frame_timeouts, 1);
+	assert_int_equal(service_connections(&f->svc), 1); /* the idle one stays */
+	close(idle);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -806,6 +909,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
+		cmocka_unit_test_setup_teardown(test_connections_per_address, setup_limits,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
