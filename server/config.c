@@ -24,6 +24,9 @@ static const char usage[] =
 	"                             a loopback address unless --metrics-public yes\n"
 	"  --metrics-public yes|no    allow a metrics-address other than loopback (the\n"
 	"                             endpoint has no authentication); default no\n"
+	"  --peer-tls-cert FILE       mutual TLS between members on the raft port: this\n"
+	"  --peer-tls-key FILE        member's certificate (common name raftlock-node-ID)\n"
+	"  --peer-tls-ca FILE         and key, and the cluster's CA (all three, or none)\n"
 	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
 	"                             3 or 5 of them, this node included)\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
@@ -161,10 +164,28 @@ static int add_member(struct config *cfg, const char *value, char *err, size_t e
 	return 0;
 }
 
+/* The peer-tls-* keys: a file name each, checked when the node starts. */
+static int set_peer_tls(struct config *cfg, const char *key, const char *value, char *err,
+			size_t errlen)
+{
+	char *dst = strcmp(key, "peer-tls-cert") == 0  ? cfg->peer_tls_cert
+		    : strcmp(key, "peer-tls-key") == 0 ? cfg->peer_tls_key
+		    : strcmp(key, "peer-tls-ca") == 0  ? cfg->peer_tls_ca
+						       : NULL;
+	if (dst == NULL)
+		return fail(err, errlen, "unknown setting '%s'", key);
+	if (value[0] == '\0' || strlen(value) >= sizeof cfg->peer_tls_cert)
+		return fail(err, errlen, "%s: empty or too long", key);
+	strcpy(dst, value);
+	return 0;
+}
+
 /* Applies one setting; `from` names its source for messages. */
 static int set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
+	if (strncmp(key, "peer-tls-", 9) == 0)
+		return set_peer_tls(cfg, key, value, err, errlen);
 	if (strcmp(key, "id") == 0) {
 		if (parse_u64(value, 1, INT64_MAX, &cfg->id) != 0)
 			return fail(err, errlen, "id: '%s' is not a positive integer", value);
@@ -375,8 +396,29 @@ static int validate_tls(const struct config *cfg, char *err, size_t errlen)
 	}
 }
 
+/* Peer TLS is on with all three files and off with none. */
+static int validate_peer_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *names[] = {"peer-tls-cert", "peer-tls-key", "peer-tls-ca"};
+	const char *values[] = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	char missing[64] = "";
+	int n_missing = 0;
+	for (int i = 0; i < 3; i++)
+		if (values[i][0] == '\0')
+			snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+				 "%s%s", n_missing++ > 0 ? ", " : "", names[i]);
+	if (n_missing == 0 || n_missing == 3)
+		return 0;
+	return fail(err, errlen,
+		    "peer TLS needs peer-tls-cert, peer-tls-key and peer-tls-ca together "
+		    "(missing: %s)",
+		    missing);
+}
+
 static int validate(struct config *cfg, char *err, size_t errlen)
 {
+	if (validate_peer_tls(cfg, err, errlen) != 0)
+		return RAFTLOCK_ECONFIG;
 	if (cfg->id == 0)
 		return fail(err, errlen, "id is required");
 	if (cfg->data_dir[0] == '\0')
@@ -423,6 +465,9 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
 		{"metrics-address", required_argument, NULL, 0},
+		{"peer-tls-cert", required_argument, NULL, 0},
+		{"peer-tls-key", required_argument, NULL, 0},
+		{"peer-tls-ca", required_argument, NULL, 0},
 		{"member", required_argument, NULL, 0},
 		{"cluster", required_argument, NULL, 0},
 		{"election-timeout", required_argument, NULL, 0},

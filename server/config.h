@@ -38,6 +38,9 @@ struct config {
 	char client_address[CONFIG_ADDR_MAX];
 	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */
 	bool metrics_public;                   /* metrics-address may be other than loopback */
+	/* Mutual TLS on the raft port (server/peer_tls.h): this member's
+	 * certificate and key and the cluster's CA, all three or none. */
+	char peer_tls_cert[512], peer_tls_key[512], peer_tls_ca[512];
 	char cluster[128];
 	struct config_member members[CONFIG_MAX_MEMBERS];
 	unsigned n_members;

@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "quota.h"
 #include "node.h"
+#include "peer_tls.h"
 #include "raftlock.h"
 #include "service.h"
 
@@ -80,6 +81,19 @@ static void on_signal(uv_signal_t *h, int signum)
 	node_stop(&srv->node, node_stopped);
 }
 
+/* --check-config: the peer TLS files load and the key matches. */
+static int check_peer_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	struct raft_uv_transport t;
+	if (cfg->peer_tls_cert[0] == '\0')
+		return 0;
+	if (peer_tls_init(&t, NULL, cfg->id, &files, err, errlen) != 0)
+		return -1;
+	peer_tls_close(&t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct server srv;
@@ -106,12 +120,18 @@ int main(int argc, char **argv)
 	}
 	static const char *tls_modes[] = {"plaintext", "TLS", "mutual TLS"};
 	if (srv.cfg.check_only) {
+		if (check_peer_tls(&srv.cfg, err, sizeof err) != 0) {
+			client_tls_close(&srv.tls);
+			fprintf(stderr, "raftlockd: %s\n", err);
+			return 2;
+		}
 		client_tls_close(&srv.tls);
 		printf("configuration OK: node %llu of cluster '%s', %u members, data in %s, "
-		       "client port %s, authentication %s (%zu tokens)\n",
+		       "client port %s%s, authentication %s (%zu tokens)\n",
 		       (unsigned long long)srv.cfg.id, srv.cfg.cluster, srv.cfg.n_members,
-		       srv.cfg.data_dir, tls_modes[srv.cfg.client_tls], srv.cfg.auth ? "on" : "off",
-		       srv.tokens.n);
+		       srv.cfg.data_dir, tls_modes[srv.cfg.client_tls],
+		       srv.cfg.peer_tls_cert[0] ? ", raft port mutual TLS" : "",
+		       srv.cfg.auth ? "on" : "off", srv.tokens.n);
 		auth_tokens_free(&srv.tokens);
 		return 0;
 	}

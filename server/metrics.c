@@ -8,6 +8,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "peer_tls.h"
 #include "raftlock.h"
 #include "status.h"
 
@@ -98,6 +99,10 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Client requests refused with EPERM for their identity (auth = on): not "
 		"authenticated, no permission, an unknown token.",
 		m->service->auth_denied);
+	counter(&t, "peer_tls_refused_total",
+		"Raft port connections refused before raft saw them (peer-tls: no or a bad "
+		"certificate, an id that is not the certificate's, not TLS, too slow).",
+		n->peer_tls ? peer_tls_stats(&n->transport).refused : 0);
 	const struct leases_stats *ls = &m->service->leases->stats;
 	counter(&t, "renew_commands_total", "RENEW commands proposed by this node as leader.",
 		ls->renew_commands);

@@ -15,6 +15,7 @@
 #include "datadir.h"
 #include "grow.h"
 #include "log.h"
+#include "peer_tls.h"
 #include "raftlock.h"
 
 #define BATCH_MAX_COMMANDS 1024
@@ -607,6 +608,15 @@ static unsigned test_faults(void)
 	return f;
 }
 
+/* Frees the raft transport once raft no longer uses it. */
+static void transport_close(struct node *n)
+{
+	if (n->peer_tls)
+		peer_tls_close(&n->transport);
+	else
+		raft_uv_tcp_close(&n->transport);
+}
+
 int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen)
 {
@@ -640,7 +650,14 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 
 	n->transport.version = 1; /* 0.22.1 refuses version 0 */
 	n->transport.data = NULL;
-	if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
+	n->peer_tls = cfg->peer_tls_cert[0] != '\0';
+	if (n->peer_tls) {
+		struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+		if (peer_tls_init(&n->transport, loop, cfg->id, &files, err, errlen) != 0) {
+			rv = RAFTLOCK_ECONFIG;
+			goto fail_store;
+		}
+	} else if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
 		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
 		goto fail_store;
 	}
@@ -716,7 +733,7 @@ fail_raft:
 fail_io:
 	raft_uv_close(&n->io);
 fail_transport:
-	raft_uv_tcp_close(&n->transport);
+	transport_close(n);
 fail_store:
 	store_close(&n->store);
 	return rv < 0 ? rv : RAFTLOCK_EIO;
@@ -733,7 +750,7 @@ static void raft_closed(struct raft *r)
 {
 	struct node *n = r->data;
 	raft_uv_close(&n->io);
-	raft_uv_tcp_close(&n->transport);
+	transport_close(n);
 	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
 	store_close(&n->store);

@@ -1,8 +1,8 @@
 /*
  * node.h: canonical raft wiring. Owns the raft instance (raft_uv on disk,
- * raft_uv_tcp between nodes), the store and the state machine; batches
- * proposed commands into log entries; tracks leadership; takes and restores
- * snapshots.
+ * raft_uv_tcp between nodes, or peer_tls.c's mutual TLS when configured),
+ * the store and the state machine; batches proposed commands into log
+ * entries; tracks leadership; takes and restores snapshots.
  *
  * Leadership (DESIGN.md rule 10): a node is "ready" only while it is leader
  * and the barrier it proposed after its election has been applied. Only a
@@ -60,6 +60,7 @@ struct node {
 	struct raft raft;
 	struct raft_io io;
 	struct raft_uv_transport transport;
+	bool peer_tls; /* transport is peer_tls.c's, not raft_uv_tcp */
 	struct raft_fsm raft_fsm;
 	bool raft_started;
 

@@ -102,6 +102,11 @@ class Node:
         for n in self.c.nodes:
             a += ["--member", "%d,%s,%s" % (n.i, n.raft_address,
                                             n.client_address)]
+        if self.c.peer_tls:
+            d = self.c.peer_tls
+            a += ["--peer-tls-cert", os.path.join(d, "node-%d.pem" % self.i),
+                  "--peer-tls-key", os.path.join(d, "node-%d.key" % self.i),
+                  "--peer-tls-ca", os.path.join(d, "ca.pem")]
         return a + self.c.server_extra
 
     def env(self):
@@ -163,8 +168,9 @@ class Node:
 
 class Cluster:
     def __init__(self, net, run_dir, raftlockd, worker, n_nodes,
-                 faketime=False, server_extra=None):
+                 faketime=False, server_extra=None, peer_tls=None):
         self.net = net
+        self.peer_tls = peer_tls  # certificates directory, or None
         self.run_dir = run_dir
         self.raftlockd = raftlockd
         self.worker_bin = worker

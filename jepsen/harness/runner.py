@@ -198,16 +198,18 @@ def run_one(args, nemeses, workload, seed):
     meta = {"seed": seed, "nemesis": nemeses, "workload": workload,
             "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl,
             "workers": args.workers, "run_id": run_id,
-            "build_dir": args.build_dir,
+            "build_dir": args.build_dir, "peer_tls": bool(args.peer_tls),
             "expect_violation": bool(args.expect_violation)}
     with open(os.path.join(run_dir, "run.json"), "w") as f:
         json.dump(meta, f, indent=2)
     hard_deadline = time.monotonic() + args.time + 240
     try:
         net.create()
+        certs = make_peer_certs(run_dir, args.nodes) if args.peer_tls \
+            else None
         cl = C.Cluster(net, run_dir, bins["raftlockd"], bins["worker"],
                        args.nodes, faketime="clock" in nemeses,
-                       server_extra=args.server_arg)
+                       server_extra=args.server_arg, peer_tls=certs)
         cl.start_register()
         cl.start_nodes()
         if not cl.wait_ready(60):
@@ -372,6 +374,9 @@ def parse(argv):
                     "none (default: the normal build)")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra raftlockd argument (repeatable)")
+    ap.add_argument("--peer-tls", action="store_true",
+                    help="mutual TLS between the nodes on the raft port "
+                    "(certificates from deploy/make-certs in RUN/certs)")
     ap.add_argument("--expect-violation", action="store_true",
                     help="succeed only if a safety checker fails")
     ap.add_argument("--broken-build", metavar="DIR",
@@ -416,6 +421,27 @@ def build_broken(build_dir, kind):
         if p.returncode != 0:
             raise SystemExit("%s failed:\n%s" % (
                 " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+
+
+def make_peer_certs(run_dir, nodes):
+    """The CA and node certificates for --peer-tls, in RUN/certs. They are
+    dated four days back: the clock nemesis moves a node's wall clock up to
+    three days either way, and a certificate that is not yet valid on a
+    node's clock would cut that node off (a partition it did not ask for)."""
+    d = os.path.join(run_dir, "certs")
+    cmd = [os.path.join(REPO, "deploy", "make-certs"), d, "--nodes",
+           str(nodes)]
+    env = dict(os.environ)
+    lib = C.faketime_lib()
+    if lib is not None:
+        # libfaketime itself (the faketime wrapper's named semaphores
+        # collide between programs that use it at once).
+        env.update(LD_PRELOAD=lib, FAKETIME="-4d")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=env)
+    if p.returncode != 0:
+        raise SystemExit("make-certs failed:\n%s" % (p.stdout + p.stderr))
+    return d
 
 
 def nemesis_list(text):

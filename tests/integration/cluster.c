@@ -139,8 +139,17 @@ static void spawn(struct tcluster *c, int i)
 		argv[k++] = "--client-tls-ca";
 		argv[k++] = ca;
 	}
-	for (int e = 0; e < 8 && c->extra_args[e] != NULL; e++)
-		argv[k++] = (char *)c->extra_args[e]; /* after: they win */
+	char extra[8][300];
+	for (int e = 0; e < 8 && c->extra_args[e] != NULL; e++) {
+		/* after: they win; "{id}" stands for this node's id */
+		const char *arg = c->extra_args[e], *at = strstr(arg, "{id}");
+		if (at != NULL)
+			snprintf(extra[e], sizeof extra[e], "%.*s%d%s", (int)(at - arg), arg, i + 1,
+				 at + 4);
+		else
+			snprintf(extra[e], sizeof extra[e], "%s", arg);
+		argv[k++] = extra[e];
+	}
 	for (int m = 0; m < c->n; m++) {
 		snprintf(members[m], sizeof members[m], "%d,127.0.0.1:%d,127.0.0.1:%d", m + 1,
 			 c->raft_port[m], c->client_port[m]);

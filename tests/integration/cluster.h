@@ -29,7 +29,8 @@ struct tcluster {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;         /* 0: the node's default */
 	unsigned map_size_mb[TCLUSTER_MAX]; /* --map-size of each node; 0: default */
-	const char *extra_args[8];          /* more raftlockd flags, NULL-terminated */
+	const char *extra_args[8];          /* more raftlockd flags, NULL-terminated;
+					       "{id}" in one is the node's id */
 	/* client-tls of every node: NULL (off), "server" or "mutual". Then
 	 * tls_dir holds deploy/make-certs' output: ca.pem, node-I.pem/.key
 	 * for each node, and client-harness.pem/.key, which the harness

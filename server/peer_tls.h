@@ -1,0 +1,92 @@
+/*
+ * peer_tls.h: mutual TLS between cluster members on the raft port, as a
+ * libraft transport (struct raft_uv_transport, raft/uv.h).
+ *
+ * libraft's own TCP transport hands raft a raw TCP stream. This one
+ * terminates TLS in raftlockd and hands raft one end of a socket pair
+ * instead, pumping bytes between its other end and the TLS connection on
+ * the node's loop (no thread):
+ *
+ *   raft <-> uv_pipe_t ==socketpair== uv_pipe_t <-> tls_stream <-> TCP peer
+ *
+ * Connecting: TCP connect, TLS handshake (the server's certificate must be
+ * signed by the cluster's CA and carry the common name
+ * "raftlock-node-<id>" of the member raft asked for), then inside TLS the
+ * identity hello (protocol, this node's id, its raft address), then the
+ * server's one-word acceptance; only then does raft get its stream.
+ *
+ * Accepting: TLS handshake that requires a client certificate signed by the
+ * cluster's CA, then the hello; the id it claims must be the one in the
+ * certificate's common name ("raftlock-node-<id>"), so that a member cannot
+ * pose as another. Only then is raft told (accept callback with that id and
+ * address). Anything else (no certificate, another CA, an expired one, a
+ * claimed id that is not the certificate's, a malformed hello, random bytes,
+ * silence past the handshake deadline) closes that connection with a log
+ * line that says why; the node goes on.
+ *
+ * Back-pressure: at most PEER_TLS_HIGH_WATER bytes wait in either direction
+ * before the pump stops reading the side that feeds them; raft's writes then
+ * wait in the socket pair, as they would in a TCP socket.
+ *
+ * Loop thread only.
+ */
+#ifndef RAFTLOCK_PEER_TLS_H
+#define RAFTLOCK_PEER_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "tls_ctx.h"
+
+/* Common name of member <id>'s certificate: PEER_TLS_CN_PREFIX "<id>". */
+#define PEER_TLS_CN_PREFIX "raftlock-node-"
+
+/* Bytes queued in one direction of one connection before the pump stops
+ * reading its source. */
+#define PEER_TLS_HIGH_WATER (256 * 1024)
+
+/* Inbound connections allowed in their handshake at once; more are closed
+ * as soon as they are accepted. */
+#define PEER_TLS_MAX_HANDSHAKES 64
+
+/* Default deadline from TCP connect/accept to a connection handed to raft
+ * (TLS handshake, hello and acceptance). */
+#define PEER_TLS_SETUP_MS 10000
+
+struct peer_tls_stats {
+	uint64_t accepted;  /* inbound connections handed to raft */
+	uint64_t connected; /* outbound connections handed to raft */
+	uint64_t refused;   /* connections closed before raft saw them */
+	/* The most bytes one connection held at once for raft (decrypted, not
+	 * yet taken by raft) and for the peer (read from raft, not yet handed
+	 * to the kernel): back-pressure keeps them near PEER_TLS_HIGH_WATER. */
+	size_t peak_to_raft, peak_to_peer;
+};
+
+/*
+ * Initializes t as the TLS transport of member id on loop: its contexts are
+ * built from files (all three needed: this member's certificate, whose
+ * common name must be PEER_TLS_CN_PREFIX "<id>", its key, the cluster's CA)
+ * with tls_ctx_new. t->version is set; t->data is left to raft. Returns 0,
+ * or -1 with a message naming the file in err (t then needs no close). On
+ * success release it with peer_tls_close() once raft has closed it.
+ */
+int peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop, raft_id id,
+		  const struct tls_files *files, char *err, size_t errlen);
+
+/* Frees what peer_tls_init() allocated: after raft's close of the transport
+ * completed (raft_close's callback), or when raft never used it. */
+void peer_tls_close(struct raft_uv_transport *t);
+
+/* Sets the setup deadline (PEER_TLS_SETUP_MS by default), for connections
+ * started afterwards. */
+void peer_tls_set_setup_timeout(struct raft_uv_transport *t, unsigned ms);
+
+/* Counters since init. */
+struct peer_tls_stats peer_tls_stats(const struct raft_uv_transport *t);
+
+#endif

@@ -1,0 +1,354 @@
+/*
+ * test_peer_tls_cluster.c: a real 3-node cluster with mutual TLS on its raft port
+ * (peer-tls-cert/key/ca, certificates from deploy/make-certs).
+ *
+ * serves_over_tls: the cluster elects a leader and serves a lock.
+ *
+ * both_ports: with client-tls = mutual too, a leader is elected and found.
+ *
+ * impostors_refused: with the cluster serving, processes that pose as a
+ * member try the raft ports: a raftlockd configured as member 1 with a
+ * certificate of another CA, one with an expired certificate of the
+ * cluster's CA, a TLS client with a valid certificate of another identity
+ * (node 4's) whose hello claims id 1, a TLS client without a certificate,
+ * random bytes, and a ClientHello cut short. Every node logs refusals and keeps
+ * serving; no node's term moves and the leader stays; a lock is still
+ * granted afterwards.
+ *
+ * bad_settings: a partial set of peer-tls-* settings, and a certificate
+ * that is another member's, are refused by --check-config and at start.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "lockutil.h"
+#include "peer_certs.h"
+
+#define ELECTION_MS 1000
+
+static struct tcluster cl;
+static bool have_expired;
+
+static int make_certs(void **state)
+{
+	(void)state;
+	return peer_certs_make(4, &have_expired);
+}
+
+static int remove_certs(void **state)
+{
+	(void)state;
+	return peer_certs_remove();
+}
+
+/* Three nodes with peer TLS, and client_tls on their client port (NULL:
+ * plaintext) with the same certificates. */
+static void start_cluster(const char *client_tls)
+{
+	memset(&cl, 0, sizeof cl);
+	if (client_tls != NULL) {
+		cl.client_tls = client_tls;
+		cl.tls_dir = peer_certs_path("a");
+	}
+	cl.extra_args[0] = "--peer-tls-cert";
+	cl.extra_args[1] = peer_certs_path("a/node-{id}.pem");
+	cl.extra_args[2] = "--peer-tls-key";
+	cl.extra_args[3] = peer_certs_path("a/node-{id}.key");
+	cl.extra_args[4] = "--peer-tls-ca";
+	cl.extra_args[5] = peer_certs_path("a/ca.pem");
+	tcluster_start(&cl, 3, ELECTION_MS);
+}
+
+static void take_a_lock(const char *name)
+{
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *s = tl_session(c, 5000);
+	raftlock_lock *l = tl_lock(s, name);
+	assert_true(tl_take(l) != 0);
+	raftlock_lock_free(l);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+}
+
+static void test_serves_over_tls(void **state)
+{
+	(void)state;
+	start_cluster(NULL);
+	take_a_lock("over-tls");
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* Both ports on mutual TLS, with the same certificates: a leader is
+ * elected and found through the client port. */
+static void test_both_ports(void **state)
+{
+	(void)state;
+	start_cluster("mutual");
+	assert_true(tcluster_leader(&cl, 10000) >= 0);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* Lines of node i's log that contain what. */
+static int log_count(int i, const char *what)
+{
+	char path[320], line[2048];
+	snprintf(path, sizeof path, "%s/n%d.log", cl.dir, i + 1);
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strstr(line, what) != NULL)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* A loopback port that is free now (the kernel's pick). */
+static int loopback_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* Runs a raftlockd that says it is member 1 (at a raft address of its own,
+ * the real members 2 and 3 beside it) with the given files, for ms; its
+ * log is returned in out. */
+static void run_impostor(const char *cert, const char *key, unsigned ms, char *out, size_t len)
+{
+	char dir[300], self[100], m2[100], m3[100];
+	snprintf(dir, sizeof dir, "%s/impostor-%d", cl.dir, rand());
+	snprintf(self, sizeof self, "1,127.0.0.1:%d,127.0.0.1:%d", loopback_port(),
+		 loopback_port());
+	snprintf(m2, sizeof m2, "2,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[1], cl.client_port[1]);
+	snprintf(m3, sizeof m3, "3,127.0.0.1:%d,127.0.0.1:%d", cl.raft_port[2], cl.client_port[2]);
+	char *argv[] = {"raftlockd",
+			"--id",
+			"1",
+			"--data-dir",
+			dir,
+			"--cluster",
+			cl.name,
+			"--election-timeout",
+			"1000",
+			"--peer-tls-cert",
+			(char *)cert,
+			"--peer-tls-key",
+			(char *)key,
+			"--peer-tls-ca",
+			peer_certs_path("a/ca.pem"),
+			"--member",
+			self,
+			"--member",
+			m2,
+			"--member",
+			m3,
+			NULL};
+	int st = tcluster_run_raftlockd(argv, out, len, (int)ms);
+	if (st != -2) /* it runs until stopped */
+		fail_msg("the impostor exited (%d): %s", st, out);
+}
+
+/* raftlock_peer_tls_refused_total of node i. */
+static unsigned long long refused_metric(int i)
+{
+	static char out[65536];
+	static const char name[] = "\nraftlock_peer_tls_refused_total ";
+	assert_int_equal(tcluster_http_get(&cl, i, "/metrics", out, sizeof out), 0);
+	const char *at = strstr(out, name);
+	assert_non_null(at);
+	return strtoull(at + sizeof name - 1, NULL, 10);
+}
+
+struct view {
+	uint64_t term;
+	uint64_t leader;
+};
+
+static void views(struct view v[3])
+{
+	for (int i = 0; i < 3; i++) {
+		Raftlock__StatusInfo *st = tcluster_status(&cl, i);
+		assert_non_null(st);
+		v[i].term = st->term;
+		v[i].leader = st->leader_id;
+		raftlock__status_info__free_unpacked(st, NULL);
+	}
+}
+
+static void shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void shell(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int rv = system(cmd);
+	(void)rv; /* the TLS client's own verdict does not matter here */
+}
+
+/* A file holding the hello a member sends inside TLS (server/peer_tls.c:
+ * protocol, id and raft address, big-endian) with the given id. */
+static const char *hello_claiming(uint64_t id)
+{
+	static const char address[] = "127.0.0.1:1";
+	unsigned char b[24 + sizeof address];
+	uint64_t words[3] = {UINT64_C(0x524c504545520001), id, sizeof address};
+	for (int w = 0; w < 3; w++)
+		for (int k = 0; k < 8; k++)
+			b[w * 8 + k] = (unsigned char)(words[w] >> (56 - 8 * k));
+	memcpy(b + 24, address, sizeof address);
+	char *path = peer_certs_path("hello-%llu.bin", (unsigned long long)id);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, sizeof b, f), sizeof b);
+	fclose(f);
+	return path;
+}
+
+static void test_impostors_refused(void **state)
+{
+	(void)state;
+	char out[65536];
+	start_cluster(NULL);
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	struct view before[3], after[3];
+	views(before);
+	int refused0[3];
+	for (int i = 0; i < 3; i++)
+		refused0[i] = log_count(i, "refused");
+
+	/* Another CA's certificate, though it trusts the cluster's CA. */
+	run_impostor(peer_certs_path("b/node-1.pem"), peer_certs_path("b/node-1.key"), 2500, out,
+		     sizeof out);
+	assert_non_null(strstr(out, "refused"));
+	assert_true(log_count(1, "unknown ca") + log_count(1, "certificate verify failed") > 0);
+
+	/* The cluster's CA, expired. */
+	if (have_expired) {
+		run_impostor(peer_certs_path("expired/node-1.pem"),
+			     peer_certs_path("expired/node-1.key"), 2500, out, sizeof out);
+		assert_non_null(strstr(out, "refused"));
+		assert_true(log_count(2, "certificate has expired") > 0);
+	}
+
+	/* A valid certificate of another identity (node 4's) whose hello claims
+	 * member 1: raftlockd itself refuses to start so, so a TLS client sends
+	 * the hello. */
+	for (int i = 1; i < 3; i++) {
+		shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
+		      "-CAfile %s <%s >/dev/null 2>&1",
+		      cl.raft_port[i], peer_certs_path("a/node-4.pem"),
+		      peer_certs_path("a/node-4.key"), peer_certs_path("a/ca.pem"),
+		      hello_claiming(1));
+		assert_true(log_count(i, "claims to be member 1") > 0);
+	}
+
+	/* No certificate at all; random bytes; a ClientHello cut short. */
+	char junk[2000];
+	for (size_t i = 0; i < sizeof junk; i++)
+		junk[i] = (char)rand();
+	static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00";
+	for (int i = 0; i < 3; i++) {
+		shell("echo hello | timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d "
+		      "-CAfile %s >/dev/null 2>&1",
+		      cl.raft_port[i], peer_certs_path("a/ca.pem"));
+		int fd = raw_connect(cl.raft_port[i]);
+		assert_true(fd >= 0);
+		assert_int_equal(raw_send(fd, junk, sizeof junk), 0);
+		assert_true(raw_closed(fd, 5000));
+		close(fd);
+		fd = raw_connect(cl.raft_port[i]);
+		assert_true(fd >= 0);
+		assert_int_equal(raw_send(fd, hello, sizeof hello - 1), 0);
+		tl_sleep_ms(100);
+		close(fd);
+	}
+
+	/* Every node refused something, is alive and saw no term change. */
+	tl_sleep_ms(500);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(waitpid(cl.pid[i], NULL, WNOHANG), 0);
+		assert_true(log_count(i, "refused") >= refused0[i] + 3);
+		assert_true(refused_metric(i) >= 3);
+	}
+	views(after);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(after[i].term, before[i].term);
+		assert_int_equal(after[i].leader, before[i].leader);
+	}
+	take_a_lock("after-impostors");
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* Partial settings and another member's certificate are refused by
+ * --check-config and at start, with messages that say why. */
+static void test_bad_settings(void **state)
+{
+	(void)state;
+	char out[4096], dir[] = "/tmp/raftlock-peer-tls-bad-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *argv[] = {"raftlockd",
+			"--id",
+			"1",
+			"--data-dir",
+			dir,
+			"--cluster",
+			"c",
+			"--member",
+			"1,127.0.0.1:1,127.0.0.1:2",
+			"--peer-tls-cert",
+			peer_certs_path("a/node-2.pem"),
+			"--check-config",
+			NULL,
+			NULL,
+			NULL,
+			NULL,
+			NULL};
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 2);
+	assert_non_null(strstr(out, "missing: peer-tls-key, peer-tls-ca"));
+	argv[11] = "--peer-tls-key";
+	argv[12] = peer_certs_path("a/node-2.key");
+	argv[13] = "--peer-tls-ca";
+	argv[14] = peer_certs_path("a/ca.pem");
+	argv[15] = "--check-config";
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 2);
+	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
+	argv[15] = NULL; /* start for real: refused as well */
+	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 1);
+	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
+	shell("rm -rf %s", dir);
+}
+
+int main(void)
+{
+	srand((unsigned)getpid());
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_serves_over_tls),
+		cmocka_unit_test(test_both_ports),
+		cmocka_unit_test(test_impostors_refused),
+		cmocka_unit_test(test_bad_settings),
+	};
+	return cmocka_run_group_tests(tests, make_certs, remove_certs);
+}
