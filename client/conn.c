@@ -462,17 +462,20 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 		return rv;
 	if (!conn_can_read(c, revents))
 		return 0;
-	if ((rv = conn_read(c)) != 0)
-		return rv;
+	int read_rv = conn_read(c); /* what came before an end is read first */
 	Raftlock__Envelope *env;
 	while ((rv = conn_next(c, &env)) == 1) {
-		if (env->id == id && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
+		/* id 0: the node refuses the connection itself (its limit on
+		 * connections from this address), with the reason */
+		bool response = env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+		bool refusal = response && env->id == 0 && env->response->status != 0;
+		if (response && (env->id == id || refusal)) {
 			*reply = env;
 			return 1;
 		}
 		raftlock__envelope__free_unpacked(env, NULL);
 	}
-	return rv;
+	return read_rv != 0 ? read_rv : rv;
 }
 
 int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,

@@ -155,7 +155,9 @@ void conn_close(struct conn *c);
 /*
  * One blocking exchange on a connection of its own (TLS when tls is not
  * NULL): connects to a, sends frame, and waits for the envelope with the
- * given id, all within timeout_ms. *reply is owned by the caller. Errors:
+ * given id, or for the node's refusal of the connection (a response with id
+ * 0 and a status, say ELIMIT for its limit on connections from this
+ * address), all within timeout_ms. *reply is owned by the caller. Errors:
  * RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the reason is copied into why, why_len bytes).
  */

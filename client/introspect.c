@@ -91,7 +91,8 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	return st;
 }
 
-/* Asks a on a connection of its own; why gets the reason of RAFTLOCK_ETLS. */
+/* Asks a on a connection of its own; why gets the reason of RAFTLOCK_ETLS
+ * or of the node's refusal. */
 static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raftlock_status **out,
 		      char *why, size_t why_len)
 {
@@ -114,6 +115,8 @@ static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raft
 		return rv;
 	const Raftlock__Response *resp = reply->response;
 	rv = resp->status;
+	if (rv != 0 && resp->message[0] != '\0')
+		snprintf(why, why_len, "%s: %s", a->text, resp->message);
 	if (rv == 0 && resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO)
 		rv = RAFTLOCK_EPROTO;
 	if (rv == 0) {

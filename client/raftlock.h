@@ -114,6 +114,12 @@ extern "C" {
  * back-off; a caller sees it only as the last error of a read or session
  * open that timed out while the node kept refusing.
  *
+ * RAFTLOCK_ELIMIT is also what every waiting call gets, at once, when every
+ * node has refused this client's connection because it holds as many from
+ * the client's address as it takes (--max-connections-per-address): the
+ * message names the node and the limit; nothing was sent. The library
+ * tries the nodes again after a second.
+ *
  * RAFTLOCK_ETLS: no node would complete a TLS handshake with this client:
  * a certificate was refused (by the client: the node's certificate is not
  * signed by the CA, has expired or names another host; by the node: the
@@ -568,7 +574,8 @@ struct raftlock_status {
  * Over TLS it connects as the client does, with the same checks.
  * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the handshake failed: the message names the address and
- * the reason).
+ * the reason), RAFTLOCK_ELIMIT (the node holds as many connections from
+ * this client's address as it takes: --max-connections-per-address).
  */
 RAFTLOCK_API int raftlock_status_get(raftlock_client *client, const char *address,
 				     struct raftlock_status **out);

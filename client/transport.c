@@ -78,8 +78,8 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
 	if (t->refused_until > transport_mono_ms(t)) {
-		/* every address refused TLS a moment ago: say so now */
-		r->last_err = RAFTLOCK_ETLS;
+		/* every address refused us a moment ago: say so now */
+		r->last_err = t->refused_err;
 		r->refused = true;
 	}
 	bool alone = list_empty(&t->reqs);
@@ -96,8 +96,8 @@ int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 {
 	while (!req->done) {
 		if (req->refused || transport_mono_ms(t) >= deadline) {
-			if (req->last_err == RAFTLOCK_ETLS)
-				errmsg_note(RAFTLOCK_ETLS, t->tls_why);
+			if (req->last_err == RAFTLOCK_ETLS || req->refused)
+				errmsg_note(req->last_err, t->refused_why);
 			return req->last_err;
 		}
 		struct timespec ts = transport_deadline(t, deadline);
@@ -265,16 +265,18 @@ static void io_fail(struct transport *t, bool unreachable)
 	t->reconnect_at = now + b / 2 + transport_random(t) % (b / 2 + 1);
 }
 
-/* The current address refused TLS: its node refused the handshake (or
- * our certificate), or we refused its certificate. That does not pass by
- * itself, so once every address has refused since the last answer, the
- * requests waiting now end their waits with RAFTLOCK_ETLS (see
+/* The current address refused us with err and why: its node refused the
+ * TLS handshake (or our certificate), we refused its certificate, or it
+ * holds as many connections from this address as it takes. That does not
+ * pass by itself, so once every address has refused since the last
+ * answer, the requests waiting now end their waits with err (see
  * transport_wait), and so do those submitted in the next
  * CLIENT_REFUSED_MS, before the next attempt. */
-static void io_refused(struct transport *t)
+static void io_refused(struct transport *t, int err, const char *why)
 {
-	snprintf(t->tls_why, sizeof t->tls_why, "%s: %s", t->conn_text ? t->conn_text : "a node",
-		 t->conn.why);
+	snprintf(t->refused_why, sizeof t->refused_why, "%s: %s",
+		 t->conn_text ? t->conn_text : "a node", why);
+	t->refused_err = err;
 	io_fail(t, true);
 	if (++t->refusals < t->n_addrs)
 		return;
@@ -283,7 +285,7 @@ static void io_refused(struct transport *t)
 	list_each_entry (r, &t->reqs, struct request, link) {
 		if (r->done)
 			continue;
-		r->last_err = RAFTLOCK_ETLS;
+		r->last_err = err;
 		r->refused = true;
 	}
 	transport_wake_all(t);
@@ -294,7 +296,7 @@ static void io_refused(struct transport *t)
 static void io_fail_with(struct transport *t, int rv, bool unreachable)
 {
 	if (rv == RAFTLOCK_ETLS)
-		io_refused(t);
+		io_refused(t, RAFTLOCK_ETLS, t->conn.why);
 	else
 		io_fail(t, unreachable);
 }
@@ -505,6 +507,14 @@ static void io_old_server(struct transport *t, struct request *r, Raftlock__Enve
 
 static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 {
+	if (env->id == 0 && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    env->response->status == RAFTLOCK_ELIMIT) {
+		/* the node holds as many connections from this address as it
+		 * takes, and closes ours: a refusal, as a TLS one is */
+		io_refused(t, RAFTLOCK_ELIMIT, env->response->message);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
 	struct request *r = transport_find(t, env->id);
 	if (r == NULL || r->done || env->body_case != RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
 		/* a reply to a request its caller gave up on */
@@ -604,6 +614,10 @@ static void io_handle(struct transport *t, short revents)
 		t->owed_since = io_owes(t, now + 1) ? now : 0;
 	}
 	in->n = 0;
+	if (t->conn.state == CONN_CLOSED) {
+		in->err = 0; /* a refusal read above closed it (io_dispatch) */
+		return;
+	}
 	if (in->err != 0) {
 		int err = in->err;
 		in->err = 0;

@@ -118,11 +118,14 @@ struct transport {
 	size_t n_addrs;
 	unsigned request_timeout_ms;
 	unsigned connect_timeout_ms;
-	struct conn_tls tls;             /* tls.ctx NULL: plain TCP; name and context owned */
-	char tls_why[CONN_WHY_MAX + 64]; /* the last refusal: address, reason */
-	size_t refusals;                 /* addresses that refused since an answer */
-	uint64_t refused_until;          /* transport_mono_ms: new requests end at
-					    once with RAFTLOCK_ETLS until then */
+	struct conn_tls tls; /* tls.ctx NULL: plain TCP; name and context owned */
+	/* A node that refuses the connection itself: its TLS (RAFTLOCK_ETLS),
+	 * or its limit on connections from this address (RAFTLOCK_ELIMIT). */
+	char refused_why[CONN_WHY_MAX + 64]; /* the last refusal: address, reason */
+	int refused_err;                     /* and its status */
+	size_t refusals;                     /* addresses that refused since an answer */
+	uint64_t refused_until;              /* transport_mono_ms: new requests end at
+						once with refused_err until then */
 	uint64_t rng;
 	/* Tests: a clock that stands still (clock_frozen: both clocks are
 	 * their value at the freeze plus clock_skew_ms) or runs ahead of the

@@ -1,0 +1,87 @@
+/*
+ * test_connection_limit: a node's limit on connections from one client
+ * address (--max-connections-per-address, GUARANTEES section 6) as the
+ * client library meets it. With every node holding its one connection from
+ * 127.0.0.1, a new client's calls end with RAFTLOCK_ELIMIT and a message
+ * naming the limit, well before their timeout, and nothing is created;
+ * once a node has room again, the same client works.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "lockutil.h"
+#include "raftlock.h"
+
+/* Opens a raw connection to port and waits for one STATUS answer on it, so
+ * that the node has counted it. */
+static int occupy(int port)
+{
+	int fd = raw_connect(port);
+	assert_true(fd >= 0);
+	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 1;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &st;
+	assert_int_equal(raw_send_envelope(fd, &env), 0);
+	Raftlock__Envelope *r = raw_recv_envelope(fd, 5000);
+	assert_non_null(r);
+	assert_int_equal(r->response->status, 0);
+	raftlock__envelope__free_unpacked(r, NULL);
+	return fd;
+}
+
+static void refused_until_room(void **state)
+{
+	(void)state;
+	static struct tcluster cl;
+	memset(&cl, 0, sizeof cl);
+	cl.extra_args[0] = "--max-connections-per-address";
+	cl.extra_args[1] = "1";
+	tcluster_start(&cl, 3, 1000);
+	assert_true(tcluster_leader(&cl, 10000) >= 0);
+	int fds[3];
+	for (int i = 0; i < 3; i++)
+		fds[i] = occupy(cl.client_port[i]);
+
+	raftlock_client *c = tl_client(&cl); /* request timeout 15 s */
+	raftlock_session *s = NULL;
+	uint64_t t0 = tcluster_now_ms();
+	int rv = raftlock_session_open(c, NULL, &s);
+	uint64_t took = tcluster_now_ms() - t0;
+	const char *msg = raftlock_errmsg(c);
+	printf("measure: refused with '%s' after %llu ms\n", msg, (unsigned long long)took);
+	assert_int_equal(rv, RAFTLOCK_ELIMIT);
+	assert_null(s);
+	assert_non_null(strstr(msg, "max-connections-per-address 1"));
+	assert_true(took < 5000);
+	struct raftlock_status *st = NULL;
+	assert_int_equal(raftlock_status_get(c, cl.addrs[0], &st), RAFTLOCK_ELIMIT);
+
+	/* Room again on every node: the same client opens its session. */
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	uint64_t until = tcluster_now_ms() + 10000;
+	while ((rv = raftlock_session_open(c, NULL, &s)) == RAFTLOCK_ELIMIT &&
+	       tcluster_now_ms() < until)
+		tl_sleep_ms(100);
+	assert_int_equal(rv, 0);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(refused_until_room),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
