@@ -20,7 +20,7 @@
 #define CLI_MAX_PAGES 100000
 
 static const char usage_text[] =
-	"usage: raftlock [--endpoints HOST:PORT,...] [--timeout MS] COMMAND ...\n"
+	"usage: raftlock [--endpoints HOST:PORT,...] [--timeout MS] [TLS options] COMMAND ...\n"
 	"\n"
 	"commands:\n"
 	"  status [--json]                  each endpoint's own view: role, term,\n"
@@ -49,6 +49,17 @@ static const char usage_text[] =
 	"  --token TOKEN     bearer token (default: $RAFTLOCK_AUTH_TOKEN, which, unlike\n"
 	"                    the flag, other users cannot see in the process list)\n"
 	"  -h, --help        this text;  --version  the version\n"
+	"\n"
+	"TLS options (each flag wins over its variable; TLS is on with a CA file\n"
+	"or --tls, and then the node's certificate must be signed by the CA, be\n"
+	"valid, and name the endpoint's host or IP address, or NAME):\n"
+	"  --cacert FILE     CA certificates that sign the nodes' ($RAFTLOCK_CACERT)\n"
+	"  --cert FILE       client certificate, for nodes with client-tls = mutual\n"
+	"                    ($RAFTLOCK_CERT)\n"
+	"  --key FILE        its private key ($RAFTLOCK_KEY)\n"
+	"  --server-name NAME  the name every node's certificate must carry\n"
+	"                    ($RAFTLOCK_SERVER_NAME)\n"
+	"  --tls             TLS without --cacert: the system's CA store\n"
 	"\n"
 	"lock and run: waits for the lock forever unless --wait MS or --no-wait;\n"
 	"the session TTL is --ttl MS (10000). The command gets RAFTLOCK_TOKEN (the\n"
@@ -102,6 +113,8 @@ struct cli {
 	const char *endpoints[CLI_MAX_ENDPOINTS];
 	size_t n_endpoints;
 	unsigned timeout_ms;
+	bool tls;
+	const char *cacert, *cert, *key, *server_name;
 	const char *token; /* --token or $RAFTLOCK_AUTH_TOKEN, or NULL */
 	raftlock_client *client;
 };
@@ -130,6 +143,11 @@ static int cli_connect(struct cli *cli)
 		.n_addresses = cli->n_endpoints,
 		.client_name = "raftlock",
 		.request_timeout_ms = cli->timeout_ms,
+		.tls = cli->tls,
+		.tls_ca_file = cli->cacert,
+		.tls_cert_file = cli->cert,
+		.tls_key_file = cli->key,
+		.tls_server_name = cli->server_name,
 		.auth_token = cli->token,
 	};
 	const char *msg = NULL;
@@ -171,6 +189,11 @@ enum {
 	OPT_ENDPOINTS,
 	OPT_TIMEOUT,
 	OPT_VERSION,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_SERVER_NAME,
+	OPT_TLS,
 	OPT_AUTH_TOKEN,
 };
 
@@ -461,6 +484,13 @@ static const struct {
 	{"check", cmd_check},     {"acl", cmd_acl},
 };
 
+/* An environment variable; NULL when unset or empty. */
+static const char *cli_env(const char *name)
+{
+	const char *v = getenv(name);
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
 /* Global options; *cmd is the index of the command word. */
 static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 {
@@ -469,15 +499,22 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
+		{"cacert", required_argument, NULL, OPT_CACERT},
+		{"cert", required_argument, NULL, OPT_CERT},
+		{"key", required_argument, NULL, OPT_KEY},
+		{"server-name", required_argument, NULL, OPT_SERVER_NAME},
+		{"tls", no_argument, NULL, OPT_TLS},
 		{"token", required_argument, NULL, OPT_AUTH_TOKEN},
 		{NULL, 0, NULL, 0},
 	};
+	cli->cacert = cli_env("RAFTLOCK_CACERT");
+	cli->cert = cli_env("RAFTLOCK_CERT");
+	cli->key = cli_env("RAFTLOCK_KEY");
+	cli->server_name = cli_env("RAFTLOCK_SERVER_NAME");
 	const char *endpoints = getenv("RAFTLOCK_ENDPOINTS");
 	/* Not RAFTLOCK_TOKEN: lock and run give their command the fencing
 	 * token under that name. */
-	cli->token = getenv("RAFTLOCK_AUTH_TOKEN");
-	if (cli->token != NULL && cli->token[0] == '\0')
-		cli->token = NULL;
+	cli->token = cli_env("RAFTLOCK_AUTH_TOKEN");
 	long v;
 	int ch;
 	if (endpoints == NULL || endpoints[0] == '\0')
@@ -491,6 +528,11 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 				return usage("--timeout: milliseconds, at least 1");
 			cli->timeout_ms = (unsigned)v;
 			break;
+		case OPT_CACERT: cli->cacert = optarg; break;
+		case OPT_CERT: cli->cert = optarg; break;
+		case OPT_KEY: cli->key = optarg; break;
+		case OPT_SERVER_NAME: cli->server_name = optarg; break;
+		case OPT_TLS: cli->tls = true; break;
 		case 'h': usage(NULL); return -1;
 		case OPT_VERSION:
 			printf("raftlock %d.%d.%d\n", RAFTLOCK_VERSION_MAJOR,
@@ -501,6 +543,9 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 	}
 	if (optind >= argc)
 		return usage("missing command");
+	if ((cli->cert != NULL || cli->key != NULL || cli->server_name != NULL) &&
+	    cli->cacert == NULL && !cli->tls)
+		return usage("--cert, --key and --server-name need --cacert FILE (or --tls)");
 	*cmd = optind;
 	return cli_split_endpoints(cli, endpoints);
 }

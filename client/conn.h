@@ -8,6 +8,18 @@
  * thread at a time. Errors: RAFTLOCK_ECONNECTION for anything the network
  * did (refused, reset, closed by the peer), RAFTLOCK_EPROTO/ETOOBIG for bytes
  * that are not a valid frame, RAFTLOCK_ENOMEM.
+ *
+ * TLS: a conn started with a struct conn_tls runs a TLS handshake after
+ * the TCP connect (state CONN_HANDSHAKE, driven by conn_handshake()) and
+ * then reads and writes through OpenSSL. The owner polls for
+ * conn_poll_events() and asks conn_can_read()/conn_can_write() what the
+ * events allow, since a TLS read may wait for writability and a write for
+ * readability, and bytes OpenSSL has already decrypted (conn_buffered())
+ * do not make the socket readable. A handshake the peer or this side
+ * refuses, or a TLS error before the peer sent any application data (the
+ * node refusing the client's certificate after a TLS 1.3 handshake), is
+ * RAFTLOCK_ETLS with the reason in c->why; a TLS error later is
+ * RAFTLOCK_ECONNECTION. Without TLS nothing of this costs a call.
  */
 #ifndef RAFTLOCK_CONN_H
 #define RAFTLOCK_CONN_H
@@ -15,6 +27,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <poll.h>
+
+#include <openssl/ssl.h>
 
 #include "frame.h"
 #include "raftlock.pb-c.h"
@@ -34,8 +50,19 @@ void conn_addr_free(struct conn_addr *a);
 enum conn_state {
 	CONN_CLOSED,
 	CONN_CONNECTING,
+	CONN_HANDSHAKE, /* TLS only: connected, handshake under way */
 	CONN_OPEN,
 };
+
+/* How a conn speaks TLS; borrowed by the conn from conn_start() until
+ * conn_close(). */
+struct conn_tls {
+	SSL_CTX *ctx;            /* a client context (tls_ctx_new) */
+	const char *server_name; /* the name the peer's certificate must
+				    carry; NULL: the address's host */
+};
+
+#define CONN_WHY_MAX 200
 
 struct conn {
 	int fd;
@@ -45,16 +72,32 @@ struct conn {
 	size_t out_len;
 	size_t out_cap;
 	struct frame_reader reader;
+	/* TLS; ssl is NULL for plain TCP */
+	SSL *ssl;
+	short tls_rd;           /* what the next read waits for: POLLIN or POLLOUT */
+	short tls_wr;           /* what the next write (or handshake step) waits for */
+	bool tls_spoke;         /* the peer sent application data */
+	bool tls_failed;        /* a fatal TLS error: no close_notify */
+	bool tls_asked;         /* the peer asked for a client certificate */
+	char why[CONN_WHY_MAX]; /* the reason of RAFTLOCK_ETLS */
 };
 
 void conn_init(struct conn *c);
 
-/* Starts connecting to a (name resolution blocks). On success the conn is
- * CONNECTING, or OPEN if the connect finished at once. */
-int conn_start(struct conn *c, const struct conn_addr *a);
+/* Starts connecting to a (name resolution blocks), over TLS when tls is
+ * not NULL. On success the conn is CONNECTING, or OPEN (TLS: HANDSHAKE) if
+ * the connect finished at once. Errors: RAFTLOCK_ECONNECTION,
+ * RAFTLOCK_ENOMEM (also when OpenSSL cannot make the connection object). */
+int conn_start(struct conn *c, const struct conn_addr *a, const struct conn_tls *tls);
 
-/* Completes a connect after the socket polled writable. 0: OPEN. */
+/* Completes a connect after the socket polled writable. 0: OPEN, or with
+ * TLS, HANDSHAKE (the handshake has begun). */
 int conn_finish_connect(struct conn *c);
+
+/* Takes the TLS handshake one step further after its events polled ready.
+ * 0: OPEN, or still HANDSHAKE. Errors: RAFTLOCK_ETLS (c->why says why),
+ * RAFTLOCK_ECONNECTION. */
+int conn_handshake(struct conn *c);
 
 /* Appends a whole frame (copied) to the write queue. */
 int conn_queue(struct conn *c, const uint8_t *frame, size_t n);
@@ -64,6 +107,38 @@ int conn_flush(struct conn *c);
 
 bool conn_wants_write(const struct conn *c);
 
+/* Events to poll the socket for. */
+static inline short conn_poll_events(const struct conn *c)
+{
+	if (c->ssl == NULL || c->state == CONN_CONNECTING)
+		return (short)(POLLIN | (conn_wants_write(c) ? POLLOUT : 0));
+	if (c->state == CONN_HANDSHAKE)
+		return c->tls_wr;
+	return (short)(c->tls_rd | (c->out_off < c->out_len ? c->tls_wr : 0));
+}
+
+/* Whether decrypted bytes wait inside OpenSSL: read them without polling. */
+static inline bool conn_buffered(const struct conn *c)
+{
+	return c->ssl != NULL && c->state == CONN_OPEN && SSL_has_pending(c->ssl) == 1;
+}
+
+/* Whether the polled events let conn_read() make progress. */
+static inline bool conn_can_read(const struct conn *c, short revents)
+{
+	if (c->ssl == NULL)
+		return revents & (POLLIN | POLLERR | POLLHUP);
+	return (revents & (c->tls_rd | POLLERR | POLLHUP)) || conn_buffered(c);
+}
+
+/* Whether the polled events let conn_flush() make progress. */
+static inline bool conn_can_write(const struct conn *c, short revents)
+{
+	if (c->ssl == NULL)
+		return revents & POLLOUT;
+	return revents & (c->tls_wr | POLLERR | POLLHUP);
+}
+
 /* Reads what the socket has now into the frame reader. */
 int conn_read(struct conn *c);
 
@@ -72,16 +147,20 @@ int conn_read(struct conn *c);
  * buffered, or a negative code (the connection must be closed). */
 int conn_next(struct conn *c, Raftlock__Envelope **env);
 
-/* Closes the socket and drops buffered bytes; the conn may start again. */
+/* Closes the socket (over TLS, after a close_notify if the connection is
+ * sound; its SSL object is freed) and drops buffered bytes; the conn may
+ * start again, also with another address or TLS setting. */
 void conn_close(struct conn *c);
 
 /*
- * One blocking exchange on a connection of its own: connects to a, sends
- * frame, and waits for the envelope with the given id, all within
- * timeout_ms. *reply is owned by the caller. Errors: RAFTLOCK_ECONNECTION,
- * RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM.
+ * One blocking exchange on a connection of its own (TLS when tls is not
+ * NULL): connects to a, sends frame, and waits for the envelope with the
+ * given id, all within timeout_ms. *reply is owned by the caller. Errors:
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM,
+ * RAFTLOCK_ETLS (the reason is copied into why, why_len bytes).
  */
-int conn_exchange(const struct conn_addr *a, const uint8_t *frame, size_t n, uint64_t id,
-		  unsigned timeout_ms, Raftlock__Envelope **reply);
+int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
+		  size_t n, uint64_t id, unsigned timeout_ms, Raftlock__Envelope **reply, char *why,
+		  size_t why_len);
 
 #endif

@@ -10,10 +10,10 @@ static _Thread_local char errmsg_text[ERRMSG_SIZE];
 static _Thread_local int errmsg_noted_code;
 static _Thread_local char errmsg_noted[ERRMSG_SIZE / 2];
 
-void errmsg_note_server(int code, const char *message)
+void errmsg_note(int code, const char *detail)
 {
 	errmsg_noted_code = code;
-	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", message != NULL ? message : "");
+	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", detail != NULL ? detail : "");
 }
 
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)

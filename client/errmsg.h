@@ -24,11 +24,12 @@ struct transport;
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* Notes the message a node sent with a RAFTLOCK_EPERM answer taken by the
- * calling thread ("identity 'alice' has no 'lock' on 'db/x'"): the next
- * errmsg_set of that code in this thread without a detail of its own
- * gives it as the detail. */
-void errmsg_note_server(int code, const char *message);
+/* Notes why a call of the calling thread failed with code, as a lower
+ * layer knew it: the message a node sent with a RAFTLOCK_EPERM answer
+ * ("identity 'alice' has no 'lock' on 'db/x'"), the address and reason of
+ * a TLS refusal with RAFTLOCK_ETLS. The next errmsg_set of that code in
+ * this thread without a detail of its own gives it as the detail. */
+void errmsg_note(int code, const char *detail);
 
 /* The calling thread's message for client; "no error" when its last
  * message is for another client or there was none. Never NULL. */

@@ -91,7 +91,9 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	return st;
 }
 
-static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raftlock_status **out)
+/* Asks a on a connection of its own; why gets the reason of RAFTLOCK_ETLS. */
+static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raftlock_status **out,
+		      char *why, size_t why_len)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
@@ -104,7 +106,9 @@ static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raft
 	int rv = codec_frame_envelope(&env, &frame, &n);
 	if (rv != 0)
 		return rv;
-	rv = conn_exchange(a, frame, n, env.id, c->t.request_timeout_ms, &reply);
+	/* c->t.tls is set at open and never changes */
+	rv = conn_exchange(a, c->t.tls.ctx != NULL ? &c->t.tls : NULL, frame, n, env.id,
+			   c->t.request_timeout_ms, &reply, why, why_len);
 	free(frame);
 	if (rv != 0)
 		return rv;
@@ -125,6 +129,7 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 				     struct raftlock_status **out)
 {
 	struct raftlock_status *st = NULL;
+	char why[CONN_WHY_MAX] = "";
 	int rv;
 	if (c == NULL || out == NULL)
 		return RAFTLOCK_EINVAL;
@@ -134,16 +139,17 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 		if (rv != 0)
 			return errmsg_set(&c->t, rv, "expected host:port", "status of '%s'",
 					  address);
-		rv = status_ask(c, &a, &st);
+		rv = status_ask(c, &a, &st, why, sizeof why);
 		conn_addr_free(&a);
 		if (rv != 0)
-			return errmsg_set(&c->t, rv, NULL, "status of %s", address);
+			return errmsg_set(&c->t, rv, why, "status of %s", address);
 	} else {
 		rv = RAFTLOCK_ECONNECTION;
-		for (size_t i = 0; i < c->t.n_addrs && rv != 0; i++)
-			rv = status_ask(c, &c->t.addrs[i], &st);
+		size_t i = 0;
+		for (; i < c->t.n_addrs && rv != 0; i++)
+			rv = status_ask(c, &c->t.addrs[i], &st, why, sizeof why);
 		if (rv != 0)
-			return errmsg_set(&c->t, rv, NULL, "status");
+			return errmsg_set(&c->t, rv, why, "status of %s", c->t.addrs[i - 1].text);
 	}
 	*out = st;
 	return 0;

@@ -94,7 +94,8 @@ extern "C" {
 	X(ECONFIG, -22, "invalid configuration")                                  \
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
-	X(EPERM, -25, "permission denied")
+	X(EPERM, -25, "permission denied")                                        \
+	X(ETLS, -26, "a TLS handshake failed")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
@@ -111,7 +112,14 @@ extern "C" {
  * for want of room (too many requests in flight on the connection, a
  * proposal that failed for want of memory): the library retries it with
  * back-off; a caller sees it only as the last error of a read or session
- * open that timed out while the node kept refusing. */
+ * open that timed out while the node kept refusing.
+ *
+ * RAFTLOCK_ETLS: no node would complete a TLS handshake with this client:
+ * a certificate was refused (by the client: the node's certificate is not
+ * signed by the CA, has expired or names another host; by the node: the
+ * client presented no certificate or one it does not trust), or the node
+ * does not speak TLS. Nothing was executed. raftlock_errmsg() names the
+ * address and the reason (see raftlock_client_options.tls_ca_file). */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,
@@ -138,8 +146,43 @@ struct raftlock_client_options {
 	const char *client_name;
 	/* Default timeout of a request, retries included; 0 = 10000 ms. */
 	unsigned request_timeout_ms;
-	/* Timeout of one TCP connect attempt; 0 = 1000 ms. */
+	/* Timeout of one connect attempt, TCP and TLS handshake; 0 = 1000 ms. */
 	unsigned connect_timeout_ms;
+
+	/*
+	 * TLS. It is on when tls_ca_file is set or tls is true, and then
+	 * every connection (to every address, and for raftlock_status_get)
+	 * is TLS 1.2 or later and verifies the node: its certificate must be
+	 * signed by a CA of tls_ca_file (the system's default CA store when
+	 * tls_ca_file is NULL and tls is true), be valid now, and name the
+	 * node's host: tls_server_name when set, else the host part of the
+	 * address ("db-1" of "db-1:7101"), matched against the certificate's
+	 * DNS names, or, for a numeric address ("127.0.0.1:7101", "[::1]:7101"),
+	 * against its IP address entries. With TLS off (the default) the
+	 * connections are plain TCP, and the other tls_* fields must be NULL.
+	 *
+	 * The files are PEM, read once by raftlock_client_open() (a renewed
+	 * certificate takes a new client); the strings are copied. A client
+	 * certificate (tls_cert_file, with its private key tls_key_file) is
+	 * presented to nodes that ask for one (client-tls=mutual).
+	 *
+	 * A node whose handshake fails is tried no more than any unreachable
+	 * one; when every address has refused the handshake, the calls
+	 * waiting for a connection fail at once with RAFTLOCK_ETLS and
+	 * raftlock_errmsg() says which address and why ("certificate verify
+	 * failed: certificate has expired", "... hostname mismatch", "the
+	 * node requires a client certificate", ...); calls made in the
+	 * second after that fail so too without trying. Later calls try
+	 * again, so a node whose certificate is fixed is used without a new
+	 * client.
+	 */
+	bool tls;
+	const char *tls_ca_file;     /* CAs that sign the nodes' certificates */
+	const char *tls_cert_file;   /* client certificate (chain); NULL = none */
+	const char *tls_key_file;    /* its private key; required with it */
+	const char *tls_server_name; /* expected name of every node; NULL =
+					each address's host */
+
 	/* A bearer token (at most RAFTLOCK_TOKEN_MAX bytes, NUL-terminated),
 	 * sent first on every connection the client makes: a cluster with
 	 * auth = on then knows the client as the identity its auth-tokens
@@ -157,7 +200,11 @@ struct raftlock_client_options {
  * calls that timed out meanwhile) is left for the next address.
  * Starts the client's I/O thread and keepalive thread.
  * *out is owned by the caller: close it with raftlock_client_close().
- * Errors: RAFTLOCK_EINVAL (no address, an address that does not parse),
+ * Errors: RAFTLOCK_EINVAL (no address, an address that does not parse, a
+ * tls_* field set with TLS off, a certificate without its key or a key
+ * without its certificate, an empty tls_server_name), RAFTLOCK_ECONFIG (a
+ * TLS file that cannot be read or used, or a key that does not match the
+ * certificate: the message names the file and OpenSSL's reason),
  * RAFTLOCK_ENOMEM, RAFTLOCK_EINTERNAL (a thread could not start).
  * On failure no errmsg object exists: the message goes to errmsg_out, if
  * not NULL (a static or thread-local string valid until the next call).
@@ -264,6 +311,7 @@ struct raftlock_session_options {
  * RAFTLOCK_TTL_ELECTION_FACTOR times the cluster's election timeout: the
  * message names the minimum), RAFTLOCK_ETIMEDOUT,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM,
+ * RAFTLOCK_ETLS (every node refused TLS; see raftlock_client_options),
  * RAFTLOCK_EINTERNAL (the kernel gave no random bytes).
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
@@ -375,6 +423,10 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *     that first (see each call for what the handle then holds).
  *   - RAFTLOCK_ECONNECTION: it was never sent (no node could be reached):
  *     nothing happened.
+ *   - RAFTLOCK_ETLS: every node refused TLS while the call waited for a
+ *     connection. Never sent, nothing happened, unless an earlier attempt
+ *     went out on a connection that has since been refused: then it is
+ *     RAFTLOCK_EUNKNOWN, as for a timeout.
  *   - RAFTLOCK_ESESSION: the session has ended: it holds nothing.
  *   - RAFTLOCK_ESTATE: an earlier request through this handle whose outcome
  *     was unknown is still being sent and did not settle within the
@@ -513,7 +565,10 @@ struct raftlock_status {
  * Asks one node for its own view (no quorum needed: works during an
  * outage). `address` names the node ("host:port"); NULL asks the first
  * reachable address of the client. *out is freed with raftlock_status_free().
- * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM.
+ * Over TLS it connects as the client does, with the same checks.
+ * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM,
+ * RAFTLOCK_ETLS (the handshake failed: the message names the address and
+ * the reason).
  */
 RAFTLOCK_API int raftlock_status_get(raftlock_client *client, const char *address,
 				     struct raftlock_status **out);

@@ -46,3 +46,5 @@ add_test(NAME unit_client_exports COMMAND sh -c
    done"
   sh $<TARGET_FILE:raftlock_shared> ${PROJECT_SOURCE_DIR}/client/raftlock.h)
 set_tests_properties(unit_client_exports PROPERTIES LABELS unit)
+# The TLS test makes its certificates with deploy/make-certs.
+target_compile_definitions(test_client_conn_tls PRIVATE RAFTLOCK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

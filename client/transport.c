@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "errmsg.h"
+#include "tls_ctx.h"
 
 #define CLIENT_REQUEST_TIMEOUT_MS 10000
 #define CLIENT_CONNECT_TIMEOUT_MS 1000
@@ -25,6 +26,7 @@
 #define CLIENT_RETRY_SPAN_MS 151
 #define CLIENT_OVERLOAD_MAX_MS 1000 /* EOVERLOAD: back-off doubles up to this */
 #define CLIENT_POLL_MAX_MS 1000
+#define CLIENT_REFUSED_MS 1000 /* every address refused TLS: try again after */
 
 uint64_t transport_random(struct transport *t)
 {
@@ -75,6 +77,11 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 	pthread_cond_init(&r->cond, &t->condattr);
 	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
+	if (t->refused_until > transport_mono_ms(t)) {
+		/* every address refused TLS a moment ago: say so now */
+		r->last_err = RAFTLOCK_ETLS;
+		r->refused = true;
+	}
 	bool alone = list_empty(&t->reqs);
 	list_add_head(&t->reqs, &r->link);
 	if (alone)
@@ -88,8 +95,11 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 {
 	while (!req->done) {
-		if (transport_mono_ms(t) >= deadline)
+		if (req->refused || transport_mono_ms(t) >= deadline) {
+			if (req->last_err == RAFTLOCK_ETLS)
+				errmsg_note(RAFTLOCK_ETLS, t->tls_why);
 			return req->last_err;
+		}
 		struct timespec ts = transport_deadline(t, deadline);
 		pthread_cond_timedwait(req->wake, &t->mu, &ts);
 	}
@@ -135,7 +145,7 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 	const Raftlock__Envelope *e = req->reply;
 	if (e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
 	    e->response->status == RAFTLOCK_EPERM)
-		errmsg_note_server(e->response->status, e->response->message);
+		errmsg_note(e->response->status, e->response->message);
 	if (reply != NULL)
 		*reply = req->reply;
 	else if (req->reply != NULL)
@@ -255,6 +265,40 @@ static void io_fail(struct transport *t, bool unreachable)
 	t->reconnect_at = now + b / 2 + transport_random(t) % (b / 2 + 1);
 }
 
+/* The current address refused TLS: its node refused the handshake (or
+ * our certificate), or we refused its certificate. That does not pass by
+ * itself, so once every address has refused since the last answer, the
+ * requests waiting now end their waits with RAFTLOCK_ETLS (see
+ * transport_wait), and so do those submitted in the next
+ * CLIENT_REFUSED_MS, before the next attempt. */
+static void io_refused(struct transport *t)
+{
+	snprintf(t->tls_why, sizeof t->tls_why, "%s: %s", t->conn_text ? t->conn_text : "a node",
+		 t->conn.why);
+	io_fail(t, true);
+	if (++t->refusals < t->n_addrs)
+		return;
+	t->refusals = 0;
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link) {
+		if (r->done)
+			continue;
+		r->last_err = RAFTLOCK_ETLS;
+		r->refused = true;
+	}
+	transport_wake_all(t);
+	t->reconnect_at = t->refused_until = transport_mono_ms(t) + CLIENT_REFUSED_MS;
+}
+
+/* A connection failed with rv: refused TLS, or like any network failure. */
+static void io_fail_with(struct transport *t, int rv, bool unreachable)
+{
+	if (rv == RAFTLOCK_ETLS)
+		io_refused(t);
+	else
+		io_fail(t, unreachable);
+}
+
 static void io_connect(struct transport *t)
 {
 	struct conn_addr redirect = {0};
@@ -284,7 +328,7 @@ static void io_connect(struct transport *t)
 	/* Name resolution may block: not with the client locked. The conn
 	 * and the addresses are the I/O thread's alone. */
 	pthread_mutex_unlock(&t->mu);
-	int rv = conn_start(&t->conn, a);
+	int rv = conn_start(&t->conn, a, t->tls.ctx != NULL ? &t->tls : NULL);
 	pthread_mutex_lock(&t->mu);
 	conn_addr_free(&redirect);
 	if (rv != 0) {
@@ -332,6 +376,7 @@ static bool io_queue(struct transport *t, struct request *r, uint64_t now)
 	r->sent_gen = t->conn_gen;
 	r->sent_at = now;
 	r->ever_sent = true;
+	r->refused = false;
 	if (r->last_err == RAFTLOCK_ECONNECTION)
 		r->last_err = RAFTLOCK_ETIMEDOUT;
 	return true;
@@ -366,6 +411,13 @@ static void io_send_pending(struct transport *t, uint64_t now)
  * lock, and only it closes the connection. */
 static void transport_send_now(struct transport *t, struct request *r)
 {
+	if (t->tls.ctx != NULL) {
+		/* OpenSSL's reads and writes of one connection must not run
+		 * at once: the I/O thread alone drives it (t->tls is set at
+		 * open; t->conn.ssl changes without t->mu) */
+		transport_wake_io(t);
+		return;
+	}
 	if (t->conn.state != CONN_OPEN || t->drop_conn || conn_wants_write(&t->conn) ||
 	    !io_queue(t, r, transport_mono_ms(t))) {
 		transport_wake_io(t);
@@ -504,6 +556,8 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	}
 	t->hops = 0;
 	t->backoff_ms = 0;
+	t->refusals = 0;
+	t->refused_until = 0;
 	r->retries = 0;
 	bool queued = result && r->wants_push && resp->result->queued;
 	if (r->sequenced && result && resp->result->status != RAFTLOCK_EUNAVAILABLE &&
@@ -551,22 +605,35 @@ static void io_handle(struct transport *t, short revents)
 	}
 	in->n = 0;
 	if (in->err != 0) {
+		int err = in->err;
 		in->err = 0;
-		io_fail(t, false);
+		io_fail_with(t, err, false);
 		return;
 	}
+	int rv;
 	if (t->conn.state == CONN_CONNECTING) {
 		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
 			return;
-		if (conn_finish_connect(&t->conn) != 0) {
-			io_fail(t, true);
+		if ((rv = conn_finish_connect(&t->conn)) != 0) {
+			io_fail_with(t, rv, true);
 			return;
 		}
+		if (t->conn.state == CONN_HANDSHAKE)
+			return; /* its first step is on its way */
 		/* anything already readable is reported by the next poll */
 		io_send_pending(t, transport_mono_ms(t));
+	} else if (t->conn.state == CONN_HANDSHAKE) {
+		if ((rv = conn_handshake(&t->conn)) != 0) {
+			io_fail_with(t, rv, true);
+			return;
+		}
+		if (t->conn.state != CONN_OPEN)
+			return;
+		io_send_pending(t, transport_mono_ms(t));
+		revents = POLLOUT;
 	}
-	if ((revents & POLLOUT) && conn_flush(&t->conn) != 0)
-		io_fail(t, false);
+	if (conn_can_write(&t->conn, revents) && (rv = conn_flush(&t->conn)) != 0)
+		io_fail_with(t, rv, false);
 }
 
 /* Asynchronous requests past their deadline end with their last error. */
@@ -575,7 +642,7 @@ static void io_expire(struct transport *t, uint64_t now)
 	struct list *l, *tmp;
 	list_each_safe (l, tmp, &t->reqs) {
 		struct request *r = list_entry(l, struct request, link);
-		if (r->on_done != NULL && !r->done && now >= r->deadline)
+		if (r->on_done != NULL && !r->done && (now >= r->deadline || r->refused))
 			r->on_done(t, r, r->last_err);
 	}
 }
@@ -599,7 +666,8 @@ static int io_poll_timeout(struct transport *t, uint64_t now)
 	uint64_t until = now + CLIENT_POLL_MAX_MS;
 	if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && t->reconnect_at < until)
 		until = t->reconnect_at;
-	if (t->conn.state == CONN_CONNECTING && t->connect_deadline < until)
+	if ((t->conn.state == CONN_CONNECTING || t->conn.state == CONN_HANDSHAKE) &&
+	    t->connect_deadline < until)
 		until = t->connect_deadline;
 	struct request *r;
 	list_each_entry (r, &t->reqs, struct request, link) {
@@ -627,26 +695,33 @@ static void *io_main(void *arg)
 			io_fail(t, false);
 		if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && now >= t->reconnect_at)
 			io_connect(t);
-		if (t->conn.state == CONN_CONNECTING && now >= t->connect_deadline)
+		if ((t->conn.state == CONN_CONNECTING || t->conn.state == CONN_HANDSHAKE) &&
+		    now >= t->connect_deadline)
 			io_fail(t, true);
 		if (t->conn.state == CONN_OPEN) {
 			io_send_pending(t, now);
-			if (conn_flush(&t->conn) != 0)
-				io_fail(t, false);
+			int err = conn_flush(&t->conn);
+			if (err != 0)
+				io_fail_with(t, err, false);
 		}
 		struct pollfd p[2] = {
 			{.fd = t->wake_fd, .events = POLLIN},
-			{.fd = t->conn.fd,
-			 .events = (short)(POLLIN | (conn_wants_write(&t->conn) ? POLLOUT : 0))},
+			{.fd = t->conn.fd, .events = conn_poll_events(&t->conn)},
 		};
-		int timeout = io_poll_timeout(t, now);
+		/* decrypted bytes in OpenSSL do not make the socket readable */
+		bool buffered = conn_buffered(&t->conn);
+		int timeout = buffered ? 0 : io_poll_timeout(t, now);
 		nfds_t n = t->conn.fd >= 0 ? 2 : 1;
 		t->io_polling = true;
 		t->io_epoch = t->clock_epoch;
 		pthread_mutex_unlock(&t->mu);
 		int pr = poll(p, n, timeout);
+		if (buffered && pr >= 0) {
+			pr += p[1].revents == 0;
+			p[1].revents |= POLLIN;
+		}
 		if (pr > 0 && n == 2 && t->conn.state == CONN_OPEN &&
-		    (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		    conn_can_read(&t->conn, p[1].revents))
 			io_receive(t);
 		pthread_mutex_lock(&t->mu);
 		t->io_polling = false;
@@ -738,6 +813,8 @@ static void transport_free(struct transport *t)
 		conn_addr_free(&t->addrs[i]);
 	free(t->addrs);
 	free(t->conn_text);
+	SSL_CTX_free(t->tls.ctx);
+	free((char *)t->tls.server_name);
 	if (t->auth_frame != NULL)
 		explicit_bzero(t->auth_frame, t->auth_frame_len);
 	free(t->auth_frame);
@@ -770,10 +847,47 @@ int transport_check_options(const struct raftlock_client_options *opts)
 					  opts->addresses[i] ? opts->addresses[i] : "(null)");
 		conn_addr_free(&a);
 	}
+	bool tls = opts->tls || opts->tls_ca_file != NULL;
+	const char *stray = opts->tls_cert_file != NULL     ? "tls_cert_file"
+			    : opts->tls_key_file != NULL    ? "tls_key_file"
+			    : opts->tls_server_name != NULL ? "tls_server_name"
+							    : NULL;
+	if (!tls && stray != NULL)
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, "set tls_ca_file, or tls",
+				  "open client: %s given with TLS off", stray);
+	if ((opts->tls_cert_file == NULL) != (opts->tls_key_file == NULL))
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: a TLS client certificate needs its key, and a key "
+				  "its certificate");
+	if (opts->tls_server_name != NULL && opts->tls_server_name[0] == '\0')
+		return errmsg_set(NULL, RAFTLOCK_EINVAL, NULL,
+				  "open client: empty tls_server_name");
 	return 0;
 }
 
-static int transport_init(struct transport *t, const struct raftlock_client_options *opts)
+/* The TLS context of the options; err gets a message naming the file. */
+static int transport_tls_init(struct transport *t, const struct raftlock_client_options *opts,
+			      char *err, size_t errlen)
+{
+	if (!opts->tls && opts->tls_ca_file == NULL)
+		return 0;
+	if (opts->tls_server_name != NULL) {
+		t->tls.server_name = strdup(opts->tls_server_name);
+		if (t->tls.server_name == NULL)
+			return RAFTLOCK_ENOMEM;
+	}
+	struct tls_files files = {
+		.cert = opts->tls_cert_file,
+		.key = opts->tls_key_file,
+		.ca = opts->tls_ca_file,
+	};
+	if (tls_ctx_new(&t->tls.ctx, TLS_ROLE_CLIENT, &files, false, err, errlen) != 0)
+		return RAFTLOCK_ECONFIG;
+	return 0;
+}
+
+static int transport_init(struct transport *t, const struct raftlock_client_options *opts,
+			  char *err, size_t errlen)
 {
 	t->wake_fd = -1;
 	conn_init(&t->conn);
@@ -790,6 +904,9 @@ static int transport_init(struct transport *t, const struct raftlock_client_opti
 		opts->request_timeout_ms ? opts->request_timeout_ms : CLIENT_REQUEST_TIMEOUT_MS;
 	t->connect_timeout_ms =
 		opts->connect_timeout_ms ? opts->connect_timeout_ms : CLIENT_CONNECT_TIMEOUT_MS;
+	int rv = transport_tls_init(t, opts, err, errlen);
+	if (rv != 0)
+		return rv;
 	t->auth_gen = UINT64_MAX; /* no connection yet */
 	if (opts->auth_token != NULL) {
 		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
@@ -798,7 +915,7 @@ static int transport_init(struct transport *t, const struct raftlock_client_opti
 		req.token.len = strlen(opts->auth_token);
 		env.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
 		env.authenticate = &req;
-		int rv = codec_frame_envelope(&env, &t->auth_frame, &t->auth_frame_len);
+		rv = codec_frame_envelope(&env, &t->auth_frame, &t->auth_frame_len);
 		if (rv != 0)
 			return rv;
 	}
@@ -818,9 +935,10 @@ int transport_open(struct transport *t, const struct raftlock_client_options *op
 	pthread_condattr_init(&t->condattr);
 	pthread_condattr_setclock(&t->condattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->cond, &t->condattr);
-	int rv = transport_init(t, opts);
+	char err[ERRMSG_SIZE / 2] = "";
+	int rv = transport_init(t, opts, err, sizeof err);
 	if (rv != 0) {
-		errmsg_set(NULL, rv, NULL, "open client");
+		errmsg_set(NULL, rv, err, "open client");
 		goto err;
 	}
 	if (pthread_create(&t->io_thread, NULL, io_main, t) != 0) {

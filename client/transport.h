@@ -10,6 +10,15 @@
  * follows NOT_LEADER redirects, backs off on EUNAVAILABLE/EUNKNOWN and
  * connection loss, and completes requests with their response.
  *
+ * TLS (when the options ask for it): every connection runs a handshake
+ * before the requests go out, and only the I/O thread touches it (a
+ * lone request is not written by its caller, as it is over plain TCP).
+ * A refused handshake is not a transient failure: when every address has
+ * refused one since the last answer, the requests waiting then end their
+ * waits with RAFTLOCK_ETLS (the background ones keep being sent), the
+ * reason goes to the waiter's error message, and for a second new
+ * requests end so too, before the next attempt.
+ *
  * The transport knows nothing of sessions or locks: the layers above
  * (session.h, lock.h, client.h) call down into it, and it calls up only
  * through the hook they register (struct transport_hooks).
@@ -80,6 +89,9 @@ struct request {
 	uint64_t *acks; /* the queued acquires it acknowledges (owned) */
 	size_t n_acks;
 	unsigned retries; /* refusals in a row (EOVERLOAD, ...): the back-off */
+	bool refused;     /* every address refused TLS since it was last sent
+			     (or just before it was submitted): its waiter
+			     returns RAFTLOCK_ETLS now */
 };
 
 /* Work the I/O thread runs without t->mu: callbacks to the application. */
@@ -106,6 +118,11 @@ struct transport {
 	size_t n_addrs;
 	unsigned request_timeout_ms;
 	unsigned connect_timeout_ms;
+	struct conn_tls tls;             /* tls.ctx NULL: plain TCP; name and context owned */
+	char tls_why[CONN_WHY_MAX + 64]; /* the last refusal: address, reason */
+	size_t refusals;                 /* addresses that refused since an answer */
+	uint64_t refused_until;          /* transport_mono_ms: new requests end at
+					    once with RAFTLOCK_ETLS until then */
 	uint64_t rng;
 	/* Tests: a clock that stands still (clock_frozen: both clocks are
 	 * their value at the freeze plus clock_skew_ms) or runs ahead of the
@@ -157,8 +174,9 @@ struct transport {
 
 /*
  * Sets up t from the client's options (already checked) and starts its I/O
- * thread. Errors: RAFTLOCK_ENOMEM, RAFTLOCK_EINVAL, RAFTLOCK_EINTERNAL (t
- * is then cleaned up). Without t->mu.
+ * thread; the TLS files are read here. Errors: RAFTLOCK_ENOMEM,
+ * RAFTLOCK_EINVAL, RAFTLOCK_ECONFIG (a TLS file), RAFTLOCK_EINTERNAL (t is
+ * then cleaned up; an error message is set). Without t->mu.
  */
 int transport_open(struct transport *t, const struct raftlock_client_options *opts);
 
@@ -221,7 +239,9 @@ void transport_watch(struct transport *t, struct request *req);
 
 /* Waits, with t->mu held, until req is done or CLOCK_MONOTONIC passes
  * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,
- * ECONNECTION, EUNAVAILABLE). */
+ * ECONNECTION, EUNAVAILABLE), or RAFTLOCK_ETLS before the deadline when
+ * every address refused TLS (the next error message of the calling thread
+ * on this client with that code then gives the address and reason). */
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
 
 /* Removes req from the table and frees it; its reply (NULL unless done) is

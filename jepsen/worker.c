@@ -711,7 +711,10 @@ static void usage(void)
 			"  [--prefix P]\n"
 			"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
 			"  [--out FILE] [--seed S] [--hold-ms MS]\n"
-			"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n");
+			"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n"
+			"  [--cacert FILE] [--cert FILE] [--key FILE] [--server-name NAME]\n"
+			"  (TLS, as for the raftlock command; default: $RAFTLOCK_CACERT,\n"
+			"  $RAFTLOCK_CERT, $RAFTLOCK_KEY, $RAFTLOCK_SERVER_NAME)\n");
 	exit(2);
 }
 
@@ -739,8 +742,14 @@ int main(int argc, char **argv)
 		{"acquire-timeout-ms", 1, 0, 'T'},
 		{"time", 1, 0, 'd'},
 		{"request-timeout-ms", 1, 0, 'R'},
+		{"cacert", 1, 0, 'C'},
+		{"cert", 1, 0, 'E'},
+		{"key", 1, 0, 'K'},
+		{"server-name", 1, 0, 'N'},
 		{0, 0, 0, 0},
 	};
+	const char *tls[4] = {getenv("RAFTLOCK_CACERT"), getenv("RAFTLOCK_CERT"),
+			      getenv("RAFTLOCK_KEY"), getenv("RAFTLOCK_SERVER_NAME")};
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -758,6 +767,10 @@ int main(int argc, char **argv)
 		case 'T': cfg.acquire_timeout_ms = atoi(optarg); break;
 		case 'd': cfg.time_s = (unsigned)atoi(optarg); break;
 		case 'R': cfg.request_timeout_ms = (unsigned)atoi(optarg); break;
+		case 'C': tls[0] = optarg; break;
+		case 'E': tls[1] = optarg; break;
+		case 'K': tls[2] = optarg; break;
+		case 'N': tls[3] = optarg; break;
 		default: usage();
 		}
 	}
@@ -798,6 +811,13 @@ int main(int argc, char **argv)
 		.request_timeout_ms = status ? 1000 : cfg.request_timeout_ms,
 		.connect_timeout_ms = status ? 500 : 1000,
 	};
+	for (int i = 0; i < 4; i++)
+		if (tls[i] != NULL && tls[i][0] == '\0')
+			tls[i] = NULL; /* an empty variable is unset */
+	co.tls_ca_file = tls[0];
+	co.tls_cert_file = tls[1];
+	co.tls_key_file = tls[2];
+	co.tls_server_name = tls[3];
 	const char *msg = NULL;
 	int rc = raftlock_client_open(&co, &client, &msg);
 	if (rc != 0) {

@@ -29,8 +29,18 @@ static void options_usage(FILE *f, const char *prog, const char *workloads)
 		"  --stop-cmd CMD      state: stops every node cleanly\n"
 		"  --wipe-cmd CMD      state: stops every node, removes LMDB files\n"
 		"  --start-cmd CMD     state: starts every node again\n"
-		"  --catchup-cmd CMD   state: adds a new member, prints its address\n",
+		"  --catchup-cmd CMD   state: adds a new member, prints its address\n"
+		"  --cacert FILE, --cert FILE, --key FILE, --server-name NAME\n"
+		"                      raftlock over TLS, as for the raftlock command\n"
+		"                      (default: $RAFTLOCK_CACERT, _CERT, _KEY, _SERVER_NAME)\n",
 		prog, workloads);
+}
+
+/* The variable's value; NULL when unset or empty. */
+static const char *options_env(const char *name)
+{
+	const char *v = getenv(name);
+	return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
 int options_parse(struct options *o, int argc, char **argv, const char *prog, const char *workloads)
@@ -45,6 +55,10 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 	o->conns = 1;
 	o->mode = "async";
 	o->ttl_ms = 10000;
+	o->cacert = options_env("RAFTLOCK_CACERT");
+	o->cert = options_env("RAFTLOCK_CERT");
+	o->key = options_env("RAFTLOCK_KEY");
+	o->server_name = options_env("RAFTLOCK_SERVER_NAME");
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--help") == 0) {
@@ -88,6 +102,14 @@ int options_parse(struct options *o, int argc, char **argv, const char *prog, co
 			o->start_cmd = v;
 		else if (strcmp(a, "--catchup-cmd") == 0)
 			o->catchup_cmd = v;
+		else if (strcmp(a, "--cacert") == 0)
+			o->cacert = v;
+		else if (strcmp(a, "--cert") == 0)
+			o->cert = v;
+		else if (strcmp(a, "--key") == 0)
+			o->key = v;
+		else if (strcmp(a, "--server-name") == 0)
+			o->server_name = v;
 		else
 			goto bad;
 	}

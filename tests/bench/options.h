@@ -31,6 +31,10 @@ struct options {
 	const char *start_cmd;   /* --start-cmd: starts every node again */
 	const char *catchup_cmd; /* --catchup-cmd: adds and starts a new empty
 				    member; prints its client address */
+	/* TLS of raftlock's clients, as for the raftlock command: --cacert,
+	 * --cert, --key, --server-name, else $RAFTLOCK_CACERT, $RAFTLOCK_CERT,
+	 * $RAFTLOCK_KEY, $RAFTLOCK_SERVER_NAME; NULL: not given */
+	const char *cacert, *cert, *key, *server_name;
 };
 
 /* Parses argv into *o (defaults first). Prints usage and returns -1 on a bad

@@ -49,6 +49,19 @@ struct rl_locks {
 	uint64_t index0, index1; /* the cluster's commit index around the window */
 };
 
+struct raftlock_client_options rlbench_client_options(const struct rlbench *b, const char *name)
+{
+	return (struct raftlock_client_options){
+		.addresses = b->addresses,
+		.n_addresses = b->n_addresses,
+		.client_name = name,
+		.tls_ca_file = b->o->cacert,
+		.tls_cert_file = b->o->cert,
+		.tls_key_file = b->o->key,
+		.tls_server_name = b->o->server_name,
+	};
+}
+
 uint64_t rlbench_commit_index(struct rlbench *b)
 {
 	uint64_t best = 0;
@@ -309,8 +322,7 @@ int main(int argc, char **argv)
 	b.addresses = rl_split(o.addresses, &b.n_addresses);
 	if (b.addresses == NULL || b.n_addresses == 0)
 		return 2;
-	struct raftlock_client_options co = {
-		.addresses = b.addresses, .n_addresses = b.n_addresses, .client_name = "rlbench"};
+	struct raftlock_client_options co = rlbench_client_options(&b, "rlbench");
 	const char *msg = NULL;
 	int rv = 1;
 	for (; b.n_conns < o.conns; b.n_conns++)

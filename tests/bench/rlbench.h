@@ -25,6 +25,9 @@ struct rlbench {
 	unsigned n_conns;
 };
 
+/* Client options for --addresses and the TLS options, named name. */
+struct raftlock_client_options rlbench_client_options(const struct rlbench *b, const char *name);
+
 /* The highest commit index any listed node reports, 0 if none answers. */
 uint64_t rlbench_commit_index(struct rlbench *b);
 

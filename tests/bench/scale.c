@@ -116,9 +116,7 @@ int scale_sessions(struct rlbench *b)
 	j.clients = calloc(j.n_clients, sizeof *j.clients);
 	if (j.sessions == NULL || j.clients == NULL)
 		goto out;
-	struct raftlock_client_options co = {.addresses = b->addresses,
-					     .n_addresses = b->n_addresses,
-					     .client_name = "rlbench-sessions"};
+	struct raftlock_client_options co = rlbench_client_options(b, "rlbench-sessions");
 	for (unsigned k = 0; k < j.n_clients; k++) {
 		const char *msg = NULL;
 		if (raftlock_client_open(&co, &j.clients[k], &msg) != 0) {
@@ -332,11 +330,9 @@ static double state_restart(struct rlbench *b, const char *stop_cmd, const char 
 	double t0 = stats_now();
 	if (system(b->o->start_cmd) != 0)
 		return -1;
-	struct raftlock_client_options co = {.addresses = b->addresses,
-					     .n_addresses = b->n_addresses,
-					     .client_name = "rlbench-restart",
-					     .request_timeout_ms = 2000,
-					     .connect_timeout_ms = 200};
+	struct raftlock_client_options co = rlbench_client_options(b, "rlbench-restart");
+	co.request_timeout_ms = 2000;
+	co.connect_timeout_ms = 200;
 	struct rlbench fresh = *b;
 	const char *msg = NULL;
 	if (raftlock_client_open(&co, &fresh.client, &msg) != 0)
@@ -543,9 +539,7 @@ int scale_logmem(struct rlbench *b)
 	j.clients = calloc(j.n_clients, sizeof *j.clients);
 	if (j.sessions == NULL || j.clients == NULL)
 		goto out;
-	struct raftlock_client_options co = {.addresses = b->addresses,
-					     .n_addresses = b->n_addresses,
-					     .client_name = "rlbench-logmem"};
+	struct raftlock_client_options co = rlbench_client_options(b, "rlbench-logmem");
 	for (unsigned k = 0; k < j.n_clients; k++) {
 		const char *msg = NULL;
 		if (raftlock_client_open(&co, &j.clients[k], &msg) != 0) {

@@ -71,6 +71,13 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i);
  * (NUL-terminated). Returns 0, or -1 if the node did not answer. */
 int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len);
 
+/* Makes the certificates of the TLS tests under dir (which exists) with
+ * deploy/make-certs: certs/ (the cluster's CA, node-1..3, clients harness
+ * and alice: a tls_dir), other/ (another CA and its client mallory) and
+ * old/ (client old of certs' CA, expired since 2020). Returns 0, or -1
+ * with the reason on stderr. */
+int tcluster_make_certs(const char *dir);
+
 /* Whether node i's log (every start appends to it) has a line with text. */
 bool tcluster_log_has(struct tcluster *c, int i, const char *text);
 

@@ -52,23 +52,8 @@ static int setup(void **state)
 	(void)state;
 	if (mkdtemp(dir) == NULL)
 		return -1;
-	char cmd[2048];
-	snprintf(cmd, sizeof cmd,
-		 "set -e; d=%s; s=%s/deploy/make-certs; "
-		 "$s $d/certs --nodes 3 --client harness --client alice; "
-		 "$s $d/other --nodes 0 --client mallory; "
-		 /* libfaketime itself: the faketime wrapper's named semaphores
-		  * collide in a /dev/shm shared with other test runs. */
-		 "lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 | head -n 1); "
-		 "LD_PRELOAD=$lib FAKETIME=\"@2020-01-01 00:00:00\" $s $d/old --ca-from $d/certs "
-		 "--nodes 0 --client old --days 30",
-		 dir, RAFTLOCK_SOURCE_DIR);
-	char full[2200];
-	snprintf(full, sizeof full, "sh -c '%s' >/dev/null", cmd);
-	if (system(full) != 0) {
-		fprintf(stderr, "deploy/make-certs failed\n");
+	if (tcluster_make_certs(dir) != 0)
 		return -1;
-	}
 	snprintf(certs, sizeof certs, "%s/certs", dir);
 	cl.client_tls = "mutual";
 	cl.tls_dir = certs;

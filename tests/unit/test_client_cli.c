@@ -189,6 +189,40 @@ static void test_usage_errors_exit_2(void **state)
 	assert_int_equal(cli_run(no_permits, 5000), 2);
 	assert_int_equal(cli_run(bad_ep, 5000), 2);
 	assert_int_equal(cli_run(help, 5000), 0);
+	/* TLS: a certificate, key or name without a CA (or --tls), here
+	 * also from the environment, is a usage error */
+	char *cert_only[] = {"raftlock", "--cert", "c.pem", "--key", "c.key", "status", NULL};
+	char *name_only[] = {"raftlock", "--server-name", "db-1", "status", NULL};
+	assert_int_equal(cli_run(cert_only, 5000), 2);
+	assert_int_equal(cli_run(name_only, 5000), 2);
+	setenv("RAFTLOCK_CERT", "c.pem", 1);
+	char *env_cert[] = {"raftlock", "status", NULL};
+	assert_int_equal(cli_run(env_cert, 5000), 2);
+	unsetenv("RAFTLOCK_CERT");
+}
+
+/* A TLS file that cannot be read: status 1 and the file named on stderr;
+ * the flag wins over its variable. */
+static void test_tls_file_errors_exit_1(void **state)
+{
+	(void)state;
+	char cmd[512], buf[512];
+	setenv("RAFTLOCK_CACERT", "/nonexistent/env-ca.pem", 1);
+	snprintf(cmd, sizeof cmd, "%s --endpoints 127.0.0.1:1 status 2>%s", RAFTLOCK_CLI_PATH,
+		 path_in_tmp("err"));
+	int st = system(cmd);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	assert_non_null(
+		strstr(slurp(path_in_tmp("err"), buf, sizeof buf), "/nonexistent/env-ca.pem"));
+	snprintf(cmd, sizeof cmd,
+		 "%s --cacert /nonexistent/flag-ca.pem --endpoints 127.0.0.1:1 "
+		 "status 2>%s",
+		 RAFTLOCK_CLI_PATH, path_in_tmp("err"));
+	st = system(cmd);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	assert_non_null(
+		strstr(slurp(path_in_tmp("err"), buf, sizeof buf), "/nonexistent/flag-ca.pem"));
+	unsetenv("RAFTLOCK_CACERT");
 }
 
 static void test_unreachable_cluster_exits_1(void **state)
@@ -357,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_run_takes_a_semaphore_permit),
 		cmocka_unit_test(test_usage_errors_exit_2),
 		cmocka_unit_test(test_unreachable_cluster_exits_1),
+		cmocka_unit_test(test_tls_file_errors_exit_1),
 		cmocka_unit_test(test_lost_session_stops_the_command),
 		cmocka_unit_test(test_signals_are_forwarded),
 		cmocka_unit_test(test_command_dies_with_the_cli),
