@@ -1,14 +1,24 @@
 """Tests of the harness parts that need no root and no cluster: the fenced
-register, the STATUS decoder and the shapes of the partitions."""
+register, the STATUS decoder (in plain and over mutual TLS), the shapes of
+the partitions, the security options and the authentication checks."""
 
 import io
 import json
+import os
 import random
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
 import tempfile
+import threading
 import unittest
 
 import register
+from harness import cluster as C
 from harness import nemesis as N
+from harness import runner
 from harness import status
 
 
@@ -159,6 +169,171 @@ class Partitions(unittest.TestCase):
         self.assertNotIn("ring", seen)
         cut, _ = seen["bridge"]
         self.assertEqual(len(cut), 2)
+
+
+class StatusOverTLS(unittest.TestCase):
+    """status.py against a one-shot mutual TLS server holding a node
+    certificate of deploy/make-certs."""
+
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which("openssl") is None:
+            raise unittest.SkipTest("no openssl command")
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.d = os.path.join(cls.tmp.name, "certs")
+        subprocess.run([os.path.join(runner.REPO, "deploy", "make-certs"),
+                        cls.d, "--nodes", "1", "--client", C.WORKER],
+                       check=True, capture_output=True, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def serve(self, answer):
+        """A server on 127.0.0.1 answering one STATUS; returns its
+        address and a list that gets the client certificate's CN."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.path.join(self.d, "node-1.pem"),
+                            os.path.join(self.d, "node-1.key"))
+        ctx.load_verify_locations(os.path.join(self.d, "ca.pem"))
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        lsock = socket.create_server(("127.0.0.1", 0))
+        seen = []
+
+        def run():
+            with lsock:
+                conn, _ = lsock.accept()
+                conn.settimeout(5)
+                try:
+                    with ctx.wrap_socket(conn, server_side=True) as s:
+                        subject = dict(x[0] for x in
+                                       s.getpeercert()["subject"])
+                        seen.append(subject["commonName"])
+                        n = struct.unpack(">I", s.recv(4))[0]
+                        s.recv(n)
+                        s.sendall(struct.pack(">I", len(answer)) + answer)
+                except (OSError, ValueError) as e:
+                    seen.append("error: %s" % e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        self.addCleanup(t.join, 10)
+        return "127.0.0.1:%d" % lsock.getsockname()[1], seen
+
+    def test_mutual_tls_status(self):
+        info = field(1, 0, 1) + field(2, 2, b"leader") + field(14, 0, 1)
+        addr, seen = self.serve(field(40, 2, field(11, 2, info)))
+        ctx = status.tls_context(os.path.join(self.d, "ca.pem"),
+                                 os.path.join(self.d, "client-%s.pem"
+                                              % C.WORKER),
+                                 os.path.join(self.d, "client-%s.key"
+                                              % C.WORKER))
+        st = status.ask_all([addr], timeout=5, ctx=ctx)[0]
+        self.assertEqual(st.get("role"), "leader", st)
+        self.assertEqual(seen, [C.WORKER])
+
+    def test_without_a_client_certificate_refused(self):
+        addr, seen = self.serve(b"")
+        ctx = status.tls_context(os.path.join(self.d, "ca.pem"))
+        st = status.ask(addr, timeout=5, ctx=ctx)
+        self.assertIn("error", st)
+        self.assertNotIn("role", st)
+
+
+class SecurityOptions(unittest.TestCase):
+    def test_secure_turns_everything_on(self):
+        a = runner.parse(["--secure"])
+        self.assertTrue(a.peer_tls and a.client_tls and a.auth)
+        a = runner.parse(["--auth"])
+        self.assertTrue(a.client_tls and a.auth)
+        self.assertFalse(a.peer_tls)
+        a = runner.parse([])
+        self.assertFalse(a.peer_tls or a.client_tls or a.auth)
+
+    def test_node_and_worker_arguments(self):
+        class Net:
+            run_id = "abcd"
+            client_ns = "c"
+
+            def node_ip(self, i):
+                return "10.77.1.%d" % (10 + i)
+
+            def exec_prefix(self, ns):
+                return []
+
+        with tempfile.TemporaryDirectory() as d:
+            cl = C.Cluster(Net(), d, "raftlockd", "worker", 3,
+                           client_tls="/certs", auth=True)
+            a = cl.nodes[1].args()
+            self.assertIn("--client-tls", a)
+            self.assertEqual(a[a.index("--client-tls") + 1], "mutual")
+            self.assertEqual(a[a.index("--client-tls-cert") + 1],
+                             "/certs/node-2.pem")
+            self.assertEqual(a[a.index("--auth-admin") + 1], C.ADMIN)
+            self.assertNotIn("--peer-tls-cert", a)
+            self.assertEqual(cl.tls_args(C.WORKER), [
+                "--cacert", "/certs/ca.pem",
+                "--cert", "/certs/client-%s.pem" % C.WORKER,
+                "--key", "/certs/client-%s.key" % C.WORKER])
+            plain = C.Cluster(Net(), d, "raftlockd", "worker", 3)
+            self.assertEqual(plain.tls_args(C.WORKER), [])
+            self.assertNotIn("--auth", plain.nodes[0].args())
+
+
+class FakeCli:
+    """Answers the raftlock command as a cluster with the grant would."""
+
+    def __init__(self, grant_works=True):
+        self.grant_works = grant_works
+        self.calls = []
+
+    def cli(self, who, argv):
+        self.calls.append((who, argv))
+        if argv[:2] == ["acl", "set"]:
+            return (0, "") if self.grant_works else (1, "raftlock: acl: "
+                                                     "permission denied")
+        if argv[:2] == ["acl", "list"]:
+            return 0, "%s\tjx/\tlock,read" % C.WORKER
+        allowed = self.grant_works and who == C.WORKER and \
+            argv[1].startswith("jx/")
+        if allowed:
+            return 3, "token 1 of '%s' is not current" % argv[1]
+        return 1, "raftlock: check: permission denied (identity '%s' has " \
+            "no 'read' on '%s')" % (who, argv[1])
+
+
+class AuthChecks(unittest.TestCase):
+    def test_probes_pass_with_the_grant(self):
+        fake = FakeCli()
+        checks = runner.grant_and_probe(fake, "jx/", timeout=0)
+        self.assertTrue(all(c["ok"] for c in checks), checks)
+        self.assertEqual(fake.calls[0], (C.ADMIN, ["acl", "set", C.WORKER,
+                                                   "jx/", "lock,read"]))
+
+    def test_probes_fail_without_it(self):
+        checks = runner.grant_and_probe(FakeCli(False), "jx/", timeout=0)
+        failed = [c["step"] for c in checks if not c["ok"]]
+        self.assertIn("grant", failed)
+        self.assertIn("worker reads its prefix", failed)
+
+    def test_a_worker_refused_fails_the_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            h = os.path.join(d, "history.jsonl")
+            with open(h, "w") as f:
+                for ev in ({"process": 1, "type": "info", "f": "open",
+                            "error": "ETLS", "time": 1},
+                           {"process": "nemesis", "type": "fail",
+                            "error": "EPERM", "time": 2}):
+                    f.write(json.dumps(ev) + "\n")
+            meta = {"auth_checks": [{"ok": True}]}
+            r = runner.security_check(h, meta)
+            self.assertTrue(r["valid"])
+            self.assertEqual(r["worker_refusals"], {"open ETLS": 1})
+            with open(h, "a") as f:
+                f.write(json.dumps({"process": 2, "type": "info",
+                                    "f": "acquire", "error": "EPERM",
+                                    "time": 3}) + "\n")
+            self.assertFalse(runner.security_check(h, meta)["valid"])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ from . import netns
 RAFT_PORT = 7001
 CLIENT_PORT = 7002
 REGISTER_PORT = 7070
+# Identities of a run with --auth (certificate CNs, deploy/make-certs
+# --client): the admin that grants, the workers, and one with no rules.
+ADMIN = "jepsen-admin"
+WORKER = "jepsen-worker"
+OUTSIDER = "jepsen-outsider"
 FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/faketime/libfaketimeMT.so.1")
@@ -107,6 +112,14 @@ class Node:
             a += ["--peer-tls-cert", os.path.join(d, "node-%d.pem" % self.i),
                   "--peer-tls-key", os.path.join(d, "node-%d.key" % self.i),
                   "--peer-tls-ca", os.path.join(d, "ca.pem")]
+        if self.c.client_tls:
+            d = self.c.client_tls
+            a += ["--client-tls", "mutual",
+                  "--client-tls-cert", os.path.join(d, "node-%d.pem" % self.i),
+                  "--client-tls-key", os.path.join(d, "node-%d.key" % self.i),
+                  "--client-tls-ca", os.path.join(d, "ca.pem")]
+        if self.c.auth:
+            a += ["--auth", "on", "--auth-admin", ADMIN]
         return a + self.c.server_extra
 
     def env(self):
@@ -168,9 +181,15 @@ class Node:
 
 class Cluster:
     def __init__(self, net, run_dir, raftlockd, worker, n_nodes,
-                 faketime=False, server_extra=None, peer_tls=None):
+                 faketime=False, server_extra=None, peer_tls=None,
+                 client_tls=None, auth=False, cli=None):
         self.net = net
         self.peer_tls = peer_tls  # certificates directory, or None
+        # Certificates directory for client-tls = mutual, or None; auth = on
+        # needs it (identities are client certificate CNs).
+        self.client_tls = client_tls
+        self.auth = auth
+        self.cli_bin = cli  # the raftlock command, for the grants
         self.run_dir = run_dir
         self.raftlockd = raftlockd
         self.worker_bin = worker
@@ -185,6 +204,29 @@ class Cluster:
 
     def addresses(self):
         return ",".join(n.client_address for n in self.nodes)
+
+    def tls_args(self, identity):
+        """The client's TLS flags presenting `identity`'s certificate (none
+        without client TLS)."""
+        if not self.client_tls:
+            return []
+        d = self.client_tls
+        return ["--cacert", os.path.join(d, "ca.pem"),
+                "--cert", os.path.join(d, "client-%s.pem" % identity),
+                "--key", os.path.join(d, "client-%s.key" % identity)]
+
+    def cli(self, identity, args, timeout=30):
+        """Runs the raftlock command as `identity` from the client
+        namespace: (exit status, stdout + stderr)."""
+        a = self.net.exec_prefix(self.net.client_ns) + [
+            self.cli_bin, "--endpoints", self.addresses(),
+            "--timeout", "5000"] + self.tls_args(identity) + args
+        try:
+            p = subprocess.run(a, capture_output=True, text=True,
+                               timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None, "timed out after %ds" % timeout
+        return p.returncode, (p.stdout + p.stderr).strip()
 
     def start_register(self):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -209,6 +251,7 @@ class Cluster:
             out = subprocess.run(
                 self.net.exec_prefix(self.net.client_ns) +
                 [sys.executable, os.path.join(here, "status.py")] +
+                self.tls_args(WORKER) +
                 [n.client_address for n in self.nodes],
                 capture_output=True, text=True, timeout=timeout)
             return json.loads(out.stdout)
@@ -237,7 +280,8 @@ class Cluster:
         a = self.net.exec_prefix(self.net.client_ns) + [
             self.worker_bin, "--id", str(wid), "--workload", workload,
             "--addresses", self.addresses(), "--out", out,
-            "--register", "127.0.0.1:%d" % REGISTER_PORT] + args
+            "--register", "127.0.0.1:%d" % REGISTER_PORT] + \
+            self.tls_args(WORKER) + args
         p = Proc("w%d" % wid, a, os.path.join(self.worker_dir,
                                                "w%d.log" % wid))
         p.history = out

@@ -56,6 +56,7 @@ def find_binaries(build_dir):
     cands = {
         "raftlockd": ["server/raftlockd", "raftlockd", "bin/raftlockd"],
         "worker": ["bin/jepsen-worker", "jepsen/jepsen-worker"],
+        "cli": ["bin/raftlock", "client/raftlock"],
     }
     found = {}
     for key, rels in cands.items():
@@ -170,18 +171,22 @@ def run_one(args, nemeses, workload, seed):
     os.makedirs(run_dir, exist_ok=True)
     ttl = args.ttl_ms
     bound = args.liveness_bound_s or (2 * ttl / 1000.0 + 10)
-    say("run %s: workload %s, nemesis %s, %d nodes, %ds, seed %d -> %s" % (
+    say("run %s: workload %s, nemesis %s, %d nodes, %ds, seed %d%s -> %s" % (
         run_id, workload, ",".join(nemeses) or "none", args.nodes,
-        args.time, seed, run_dir))
+        args.time, seed, security_note(args), run_dir))
 
     bins = find_binaries(args.build_dir)
-    if "worker" not in bins and args.worker_build_dir:
+    if args.worker_build_dir:
+        # The client programs (worker; raftlock, for the grants) from the
+        # normal build when --build-dir has none (a broken server's build).
         bins.update({k: v for k, v in
                      find_binaries(args.worker_build_dir).items()
-                     if k == "worker"})
-    if "raftlockd" not in bins or "worker" not in bins:
-        say("missing binaries in %s (need server/raftlockd and "
-            "jepsen/jepsen-worker): %s" % (args.build_dir, bins))
+                     if k in ("worker", "cli") and k not in bins})
+    need = ["raftlockd", "worker"] + (["cli"] if args.auth else [])
+    if any(k not in bins for k in need):
+        say("missing binaries in %s (need bin/raftlockd, bin/jepsen-worker%s)"
+            ": %s" % (args.build_dir, " and bin/raftlock" if args.auth
+                      else "", bins))
         return 2, None
     ok, why = netns.available()
     if not ok:
@@ -199,17 +204,28 @@ def run_one(args, nemeses, workload, seed):
             "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl,
             "workers": args.workers, "run_id": run_id,
             "build_dir": args.build_dir, "peer_tls": bool(args.peer_tls),
+            "client_tls": "mutual" if args.client_tls else "off",
+            "auth": "on" if args.auth else "off",
             "expect_violation": bool(args.expect_violation)}
-    with open(os.path.join(run_dir, "run.json"), "w") as f:
-        json.dump(meta, f, indent=2)
+    if args.auth:
+        meta.update(auth_admin=C.ADMIN, worker_identity=C.WORKER,
+                    worker_grant="lock,read on j%s/" % run_id)
+    write_meta(run_dir, meta)
     hard_deadline = time.monotonic() + args.time + 240
     try:
         net.create()
-        certs = make_peer_certs(run_dir, args.nodes) if args.peer_tls \
-            else None
+        certs = None
+        if args.peer_tls or args.client_tls:
+            certs = make_certs(
+                run_dir, args.nodes,
+                [net.node_ip(i) for i in range(1, args.nodes + 1)],
+                [C.ADMIN, C.WORKER, C.OUTSIDER] if args.client_tls else [])
         cl = C.Cluster(net, run_dir, bins["raftlockd"], bins["worker"],
                        args.nodes, faketime="clock" in nemeses,
-                       server_extra=args.server_arg, peer_tls=certs)
+                       server_extra=args.server_arg,
+                       peer_tls=certs if args.peer_tls else None,
+                       client_tls=certs if args.client_tls else None,
+                       auth=args.auth, cli=bins.get("cli"))
         cl.start_register()
         cl.start_nodes()
         if not cl.wait_ready(60):
@@ -217,8 +233,19 @@ def run_one(args, nemeses, workload, seed):
                 % run_dir)
             return 2, None
         say("cluster ready, leader n%s" % cl.leader())
+        prefix = "j%s/" % run_id
+        if args.auth:
+            checks = grant_and_probe(cl, prefix)
+            meta["auth_checks"] = checks
+            write_meta(run_dir, meta)
+            bad = [c for c in checks if not c["ok"]]
+            if bad:
+                say("authentication checks failed: %s" % json.dumps(bad))
+                return 1, None
+            say("granted %s lock,read on %s; refusals as expected"
+                % (C.WORKER, prefix))
         common = ["--ttl-ms", str(ttl), "--seed", str(seed),
-                  "--prefix", "j%s/" % run_id]
+                  "--prefix", prefix]
         for w in range(1, args.workers + 1):
             extra = ["--locks", str(args.locks), "--hold-ms", "60"]
             if workload == "semaphore":
@@ -304,6 +331,10 @@ def run_one(args, nemeses, workload, seed):
         # history says.
         res["summary"]["valid"] = False
     res["summary"]["liveness_bound_s"] = bound
+    if args.auth or args.client_tls:
+        res["auth"] = security_check(hist, meta)
+        if not res["auth"]["valid"]:
+            res["summary"]["valid"] = False
     plotted, why = plot(run_dir)
     res["summary"]["plots"] = ["latency.png", "throughput.png"] \
         if plotted else "not made: %s" % why
@@ -321,6 +352,11 @@ def run_one(args, nemeses, workload, seed):
                 r["drift_overlap_count"]
         say("  %-12s %s%s" % (name, "PASS" if r["valid"] else
                               "FAIL (%d)" % r["violation_count"], note))
+    if "auth" in res:
+        r = res["auth"]
+        say("  %-12s %s (refused to the workers: %s)" % (
+            "auth", "PASS" if r["valid"] else "FAIL", json.dumps(
+                r["worker_refusals"], sort_keys=True)))
     if crashes or bad_exits:
         say("  CRASHES: nodes %s, workers %s" % (crashes, bad_exits))
     say("  ops %d %s, nemesis actions %d, failures %d" % (
@@ -377,6 +413,18 @@ def parse(argv):
     ap.add_argument("--peer-tls", action="store_true",
                     help="mutual TLS between the nodes on the raft port "
                     "(certificates from deploy/make-certs in RUN/certs)")
+    ap.add_argument("--client-tls", action="store_true",
+                    help="client-tls = mutual on the nodes; the workers, the "
+                    "harness's STATUS probe and the raftlock command "
+                    "present client certificates from RUN/certs")
+    ap.add_argument("--auth", action="store_true",
+                    help="auth = on with identities from client "
+                    "certificates (implies --client-tls): %s grants %s "
+                    "lock,read on the run's prefix before the workload; "
+                    "%s, with no rules, must be refused" % (
+                        C.ADMIN, C.WORKER, C.OUTSIDER))
+    ap.add_argument("--secure", action="store_true",
+                    help="everything on: --peer-tls --client-tls --auth")
     ap.add_argument("--expect-violation", action="store_true",
                     help="succeed only if a safety checker fails")
     ap.add_argument("--broken-build", metavar="DIR",
@@ -394,6 +442,10 @@ def parse(argv):
                     "command executes again)")
     ap.add_argument("--suite", choices=sorted(SUITES))
     args = ap.parse_args(argv)
+    if args.secure:
+        args.peer_tls = args.client_tls = args.auth = True
+    if args.auth:
+        args.client_tls = True
     if args.build_broken:
         build_broken(os.path.abspath(args.build_broken), args.broken_kind)
         args.broken_build = args.build_broken
@@ -423,14 +475,88 @@ def build_broken(build_dir, kind):
                 " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
 
 
-def make_peer_certs(run_dir, nodes):
-    """The CA and node certificates for --peer-tls, in RUN/certs. They are
-    dated four days back: the clock nemesis moves a node's wall clock up to
-    three days either way, and a certificate that is not yet valid on a
-    node's clock would cut that node off (a partition it did not ask for)."""
+def security_note(args):
+    on = [name for name, flag in (("peer TLS", args.peer_tls),
+                                  ("client mutual TLS", args.client_tls),
+                                  ("auth", args.auth)) if flag]
+    return ", " + " + ".join(on) if on else ""
+
+
+def write_meta(run_dir, meta):
+    with open(os.path.join(run_dir, "run.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+
+
+def grant_and_probe(cl, prefix, timeout=60):
+    """With auth on: the admin grants the workers' identity lock,read on
+    the run's prefix, then the rules are shown to hold where they should
+    and refuse where they should (`raftlock check NAME 1`: exit 3, "not
+    current", when reading is allowed; exit 1 with EPERM's message when
+    not). Each step is retried until its answer is conclusive (a new
+    leader may still be settling). Returns one dict per step with "ok"."""
+    steps = [
+        ("grant", C.ADMIN, ["acl", "set", C.WORKER, prefix, "lock,read"], 0),
+        ("worker reads its prefix", C.WORKER,
+         ["check", prefix + "probe", "1"], 3),
+        ("worker refused beyond its prefix", C.WORKER,
+         ["check", "outside-" + prefix + "probe", "1"], "EPERM"),
+        ("identity without rules refused", C.OUTSIDER,
+         ["check", prefix + "probe", "1"], "EPERM"),
+        ("the rule is listed", C.ADMIN, ["acl", "list"],
+         "%s	%s	lock,read" % (C.WORKER, prefix)),
+    ]
+    out = []
+    deadline = time.monotonic() + timeout
+    for name, who, argv, want in steps:
+        while True:
+            rc, text = cl.cli(who, argv)
+            if want == "EPERM":
+                ok = rc == 1 and "permission denied" in text
+            elif isinstance(want, str):
+                ok = rc == 0 and want in text.splitlines()
+            else:
+                ok = rc == want
+            if ok or time.monotonic() >= deadline:
+                break
+            time.sleep(1)
+        out.append({"step": name, "identity": who,
+                    "command": "raftlock " + " ".join(argv),
+                    "exit": rc, "output": text[-300:], "ok": ok})
+    return out
+
+
+def security_check(hist, meta):
+    """The workers' identity holds lock,read on every name it uses: no
+    request of theirs may be refused for permission (EPERM); TLS refusals
+    (ETLS: a handshake cut by a node killed in its middle) are counted."""
+    refusals = {}
+    with open(hist) as f:
+        for line in f:
+            ev = json.loads(line)
+            if isinstance(ev.get("process"), int) and \
+                    ev.get("error") in ("EPERM", "ETLS"):
+                key = "%s %s" % (ev.get("f"), ev["error"])
+                refusals[key] = refusals.get(key, 0) + 1
+    eperm = sum(n for k, n in refusals.items() if k.endswith("EPERM"))
+    checks = meta.get("auth_checks", [])
+    return {"valid": eperm == 0 and all(c["ok"] for c in checks),
+            "worker_refusals": refusals, "checks": checks}
+
+
+def make_certs(run_dir, nodes, hosts, clients):
+    """The CA, node and client certificates for --peer-tls and
+    --client-tls, in RUN/certs. A node's certificate serves both ports and
+    names every node's address (the client port's certificate is checked
+    against the address dialled, by the workers and by a leader asking its
+    followers for their status). They are dated four days back: the clock
+    nemesis moves a node's wall clock up to three days either way, and a
+    certificate that is not yet valid on a node's clock would cut that node
+    off (a partition it did not ask for)."""
     d = os.path.join(run_dir, "certs")
     cmd = [os.path.join(REPO, "deploy", "make-certs"), d, "--nodes",
-           str(nodes)]
+           str(nodes), "--hosts", ",".join(hosts)]
+    for c in clients:
+        cmd += ["--client", c]
     env = dict(os.environ)
     lib = C.faketime_lib()
     if lib is not None:

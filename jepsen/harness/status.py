@@ -1,17 +1,25 @@
 """Asks raftlockd nodes for their own view (STATUS, no quorum needed), so
 the nemesis can find the leader without the client library.
 
-    python3 status.py HOST:PORT [HOST:PORT...]   -> JSON list on stdout
+    python3 status.py [--cacert F [--cert F --key F]] HOST:PORT [...]
+        -> JSON list on stdout, in the order given
 
 Speaks the client protocol directly: a 4-byte big-endian length, then one
 protobuf Envelope (proto/raftlock.proto). Only the few fields needed here
-are decoded.
+are decoded. With --cacert the connection is TLS: the node's certificate
+must be signed by that CA and carry the address's IP; --cert and --key
+present a client certificate (client-tls = mutual). STATUS needs no
+identity, even with auth = on (docs/GUARANTEES.md, rule 15). The nodes are
+asked at once, so that paused ones cost one timeout in all.
 """
 
+import contextlib
 import json
 import socket
+import ssl
 import struct
 import sys
+import threading
 
 # Envelope{id = 1, status = StatusRequest{}}
 STATUS_REQUEST = bytes([0x08, 0x01, 0x52, 0x00])
@@ -89,33 +97,80 @@ def decode_status(envelope):
     return out
 
 
-def ask(address, timeout=1.0):
+def tls_context(cacert, cert=None, key=None):
+    """A client context that verifies the node against `cacert` and the
+    address's host, presenting `cert`/`key` when given."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cacert)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def _exchange(s):
+    s.sendall(struct.pack(">I", len(STATUS_REQUEST)) + STATUS_REQUEST)
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        if not chunk:
+            raise OSError("closed")
+        head += chunk
+    n = struct.unpack(">I", head)[0]
+    if n > 1 << 20:
+        raise ValueError("frame too large")
+    body = b""
+    while len(body) < n:
+        chunk = s.recv(n - len(body))
+        if not chunk:
+            raise OSError("closed")
+        body += chunk
+    return body
+
+
+def ask(address, timeout=1.0, ctx=None):
     host, port = address.rsplit(":", 1)
     res = {"address": address}
     try:
-        with socket.create_connection((host, int(port)), timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(struct.pack(">I", len(STATUS_REQUEST)) + STATUS_REQUEST)
-            head = b""
-            while len(head) < 4:
-                chunk = s.recv(4 - len(head))
-                if not chunk:
-                    raise OSError("closed")
-                head += chunk
-            n = struct.unpack(">I", head)[0]
-            if n > 1 << 20:
-                raise ValueError("frame too large")
-            body = b""
-            while len(body) < n:
-                chunk = s.recv(n - len(body))
-                if not chunk:
-                    raise OSError("closed")
-                body += chunk
+        with socket.create_connection((host, int(port)), timeout) as raw:
+            raw.settimeout(timeout)
+            with (ctx.wrap_socket(raw, server_hostname=host) if ctx
+                  else contextlib.nullcontext(raw)) as s:
+                body = _exchange(s)
         res.update(decode_status(body))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
         res["error"] = str(e) or type(e).__name__
     return res
 
 
+def ask_all(addresses, timeout=1.0, ctx=None):
+    out = [None] * len(addresses)
+
+    def one(i):
+        out[i] = ask(addresses[i], timeout, ctx)
+
+    threads = [threading.Thread(target=one, args=(i,))
+               for i in range(len(addresses))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def main(argv):
+    opts = {}
+    while argv and argv[0] in ("--cacert", "--cert", "--key"):
+        if len(argv) < 2:
+            raise SystemExit("status.py: %s needs a file" % argv[0])
+        opts[argv[0][2:]] = argv[1]
+        argv = argv[2:]
+    ctx = None
+    if "cacert" in opts:
+        ctx = tls_context(opts["cacert"], opts.get("cert"), opts.get("key"))
+    elif opts:
+        raise SystemExit("status.py: --cert and --key need --cacert")
+    print(json.dumps(ask_all(argv, ctx=ctx)))
+
+
 if __name__ == "__main__":
-    print(json.dumps([ask(a) for a in sys.argv[1:]]))
+    main(sys.argv[1:])
