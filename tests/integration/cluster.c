@@ -347,6 +347,16 @@ int tcluster_destroy(struct tcluster *c)
 	return problems;
 }
 
+int tcluster_destroy_and_remove(struct tcluster *c, const char *dir)
+{
+	int problems = tcluster_destroy(c);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		problems++;
+	return problems;
+}
+
 int tcluster_leader(struct tcluster *c, int timeout_ms)
 {
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;

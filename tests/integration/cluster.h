@@ -47,6 +47,10 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms);
  * SIGTERM, and sanitizer reports in the node logs (then kept). */
 int tcluster_destroy(struct tcluster *c);
 
+/* tcluster_destroy(), then removes dir (a test's own scratch directory, the
+ * certificates say); the problems of both, counted. */
+int tcluster_destroy_and_remove(struct tcluster *c, const char *dir);
+
 /* Starts node i again with its data directory. */
 void tcluster_restart(struct tcluster *c, int i);
 

@@ -60,12 +60,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	int problems = tcluster_destroy(&cl);
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		problems++;
-	return problems == 0 ? 0 : -1;
+	return tcluster_destroy_and_remove(&cl, dir) == 0 ? 0 : -1;
 }
 
 /* TLS settings of a client: the CA it trusts (set `ca` of make-certs),

@@ -66,12 +66,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	int problems = tcluster_destroy(&cl);
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		problems++;
-	return problems == 0 ? 0 : -1;
+	return tcluster_destroy_and_remove(&cl, dir) == 0 ? 0 : -1;
 }
 
 /* The node answers a client with a good certificate. */

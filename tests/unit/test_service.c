@@ -162,6 +162,26 @@ static int free_port(void)
 	return ntohs(a.sin_port);
 }
 
+/* A nonblocking connection from the test to the service on port. */
+static int connect_port(int port)
+{
+	int sock = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(sock, (struct sockaddr *)&a, sizeof a), 0);
+	fcntl(sock, F_SETFL, O_NONBLOCK);
+	return sock;
+}
+
+/* Another connection from the test to the service. */
+static int connect_again(struct fx *f)
+{
+	char host[64], port[ADDRESS_PORT_MAX];
+	assert_int_equal(address_split(f->cfg.client_address, host, sizeof host, port), 0);
+	return connect_port(atoi(port));
+}
+
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
@@ -184,12 +204,7 @@ static int setup(void **state)
 	assert_int_equal(service_start(&f->svc, &f->loop, &f->cfg, &f->node, &f->leases,
 				       f->server_tls, err, sizeof err),
 			 0);
-	f->sock = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(f->sock, (struct sockaddr *)&a, sizeof a), 0);
-	fcntl(f->sock, F_SETFL, O_NONBLOCK);
+	f->sock = connect_port(port);
 	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
 	n_proposed = 0;
 	*state = f;
@@ -757,11 +772,7 @@ static void test_auth_refusals(void **state)
 
 	/* The bootstrap admin's rule change is proposed. */
 	int sock = f->sock;
-	f->sock = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	a.sin_port = htons((uint16_t)atoi(strchr(f->cfg.client_address, ':') + 1));
-	assert_int_equal(connect(f->sock, (struct sockaddr *)&a, sizeof a), 0);
-	fcntl(f->sock, F_SETFL, O_NONBLOCK);
+	f->sock = connect_again(f);
 	send_env(f, &req); /* root's token */
 	assert_int_equal(next_status(f, NULL), 0);
 	send_env(f, &setenv);
@@ -924,20 +935,6 @@ static int setup_limits(void **state)
 	int rv = setup(state);
 	next_max_conns = next_frame_timeout_ms = 0;
 	return rv;
-}
-
-/* Another connection from the test to the service. */
-static int connect_again(struct fx *f)
-{
-	char host[64], port[ADDRESS_PORT_MAX];
-	assert_int_equal(address_split(f->cfg.client_address, host, sizeof host, port), 0);
-	int sock = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)atoi(port)),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(sock, (struct sockaddr *)&a, sizeof a), 0);
-	fcntl(sock, F_SETFL, O_NONBLOCK);
-	return sock;
 }
 
 /* Reads the next envelope from another connection (NULL: closed). */
