@@ -71,7 +71,8 @@ static const char usage[] =
 	"                             the token's SHA-256; raftlock acl token NAME)\n"
 	"  --auth-admin NAME          an identity with every permission, to create\n"
 	"                             the first rules; the same on every node\n"
-	"  --check-config             validate the settings, print them and exit\n";
+	"  --check-config             validate the settings, print them and exit\n"
+	"  --version                  print the version and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -492,6 +493,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"auth-tokens", required_argument, NULL, 0},
 		{"auth-admin", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},
 	};
@@ -509,6 +511,9 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 			cfg->check_only = true;
 		else if (c == 'h') {
 			fputs(usage, stdout);
+			return 1;
+		} else if (c == 'V') {
+			printf("raftlockd %s\n", RAFTLOCK_VERSION_STRING);
 			return 1;
 		} else if (c == '?')
 			return fail(err, errlen, "unknown or incomplete option '%s'\n%s",

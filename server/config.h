@@ -81,8 +81,8 @@ struct config {
 
 /*
  * Fills cfg from argv (and the file named by --config). Returns 0, 1 when
- * --help was asked (usage printed), or RAFTLOCK_ECONFIG with a message that
- * names the problem in err.
+ * --help or --version was asked (usage or version printed), or
+ * RAFTLOCK_ECONFIG with a message that names the problem in err.
  */
 int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
 

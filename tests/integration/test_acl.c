@@ -243,6 +243,10 @@ static void test_admin_only_rules(void **state)
 	assert_string_equal(after, "*|app/|2;alice|app/|1;");
 	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl list"), 0);
 	assert_non_null(strstr(out, "alice\tapp/\tlock"));
+	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl list --json"), 0);
+	assert_non_null(strstr(out, "{\"identity\": \"alice\", \"prefix\": \"app/\", "
+				    "\"perms\": \"lock\"}"));
+	assert_true(out[0] == '[');
 
 	raftlock_session *s = tl_session(alice, 5000);
 	raftlock_lock *l = tl_lock(s, "app/one");

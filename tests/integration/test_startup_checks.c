@@ -89,6 +89,14 @@ static void bad_flags(void **state)
 		fail_msg("an IPv6 client address in brackets: exit %d: %s", st, out);
 }
 
+/* --version prints the CMake project's version and starts nothing. */
+static void version_flag(void **state)
+{
+	(void)state;
+	char *version[] = {"raftlockd", "--version", NULL};
+	expect_refused(version, 0, "raftlockd " RAFTLOCK_VERSION_STRING "\n");
+}
+
 static void bad_config_file(void **state)
 {
 	(void)state;
@@ -188,7 +196,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(bad_flags),        cmocka_unit_test(bad_config_file),
 		cmocka_unit_test(foreign_data_dir), cmocka_unit_test(example_configs),
-		cmocka_unit_test(data_dir_in_use),
+		cmocka_unit_test(data_dir_in_use),  cmocka_unit_test(version_flag),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
