@@ -3,12 +3,7 @@
 # lock NAME, the command to run, as bash would at the cursor.
 # usage: test_completion.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
-src=$1
-build=$2
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$(dirname "$0")/common.sh" "$@"
 [ -r /usr/share/bash-completion/bash_completion ] ||
 	fail "bash-completion is not installed (deploy/install-deps installs it)"
 

@@ -5,14 +5,9 @@
 # installed raftlock and raftlockd run.
 # usage: test_install.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
-src=$1
-build=$2
+. "$(dirname "$0")/common.sh" "$@"
 tmp=$(mktemp -d /tmp/raftlock-install-test-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
 
 DESTDIR=$tmp/root cmake --install "$build" >/dev/null
 prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")

@@ -3,12 +3,7 @@
 # documents every option its program's --help lists.
 # usage: test_man.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
-src=$1
-build=$2
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
+. "$(dirname "$0")/common.sh" "$@"
 for page in raftlock.1 raftlockd.8 libraftlock.3; do
 	f=$build/man/$page
 	[ -s "$f" ] || fail "$f missing"
