@@ -8,3 +8,8 @@ fail() {
 	echo "FAIL: $*" >&2
 	exit 1
 }
+
+# What tests/install/consumer prints when built against raftlock VERSION.
+consumer_output() {
+	echo "$1|the lock is held by another owner|1|message"
+}

@@ -44,7 +44,7 @@ grep -qx "ExecStart=$prefix/bin/raftlockd --config /etc/raftlock/raftlockd.conf"
 "$root/bin/raftlock" --version | grep -qx "raftlock $version" || fail "raftlock --version"
 "$root/bin/raftlockd" --version | grep -qx "raftlockd $version" || fail "raftlockd --version"
 
-want="$version|the lock is held by another owner|1|message"
+want=$(consumer_output "$version")
 # The CMake package.
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$root" \
 	>/dev/null || fail "find_package(raftlock)"

@@ -4,7 +4,8 @@
 # docs/PACKAGING.md), installed with dpkg -i into a fresh Debian 12 root
 # made by debootstrap (their dependencies from apt inside it), and then a
 # 3-node cluster run from the installed paths as the user the package
-# created, and `raftlock lock` against it, all on loopback.
+# created, and `raftlock lock` against it, all on loopback; programs build
+# against libraftlock-dev with pkg-config and with its CMake package.
 #
 # Needs root and the Debian mirror of this machine's apt sources (read
 # here, at run time). The debootstrap download is kept as a tarball in
@@ -113,6 +114,20 @@ in_root /usr/bin/raftlock --version | grep -qx "raftlock ${version#raftlockd }" 
 for p in $(pgrep -x raftlockd || true); do
 	[ "$(readlink "/proc/$p/root")" != "$root" ] || fail "the package started raftlockd"
 done
+
+echo "== programs built against libraftlock-dev (pkg-config, CMake package)"
+in_root apt-get install -y -q --no-install-recommends gcc libc6-dev pkgconf cmake make \
+	>>"$work/apt.log" 2>&1 || { tail "$work/apt.log"; fail "a compiler in the root"; }
+cp -r "$src/tests/install/consumer" "$root/tmp/consumer"
+want=$(consumer_output "${version#raftlockd }")
+got=$(in_root sh -c 'cd /tmp/consumer &&
+	cc -o pc consumer.c $(pkg-config --cflags --libs raftlock) && ./pc') ||
+	fail "pkg-config consumer: $got"
+[ "$got" = "$want" ] || fail "pkg-config consumer printed '$got'"
+got=$(in_root sh -c 'cmake -S /tmp/consumer -B /tmp/consumer/build >/dev/null &&
+	make -C /tmp/consumer/build >/dev/null && /tmp/consumer/build/consumer') ||
+	fail "CMake consumer: $got"
+[ "$got" = "$want" ] || fail "CMake consumer printed '$got'"
 
 echo "== a 3-node cluster from the installed paths"
 read -r -a port <<<"$(python3 -c '
