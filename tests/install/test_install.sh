@@ -40,6 +40,8 @@ bad=$(nm -D --defined-only "$root/$libdir/libraftlock.so.$version" | awk '$2 ~ /
 # The unit runs the installed daemon.
 grep -qx "ExecStart=$prefix/bin/raftlockd --config /etc/raftlock/raftlockd.conf" \
 	"$root/lib/systemd/system/raftlockd.service" || fail "unit ExecStart"
+grep -qx "Documentation=man:raftlockd(8) file://$prefix/share/doc/raftlock/README.md" \
+	"$root/lib/systemd/system/raftlockd.service" || fail "unit Documentation"
 
 "$root/bin/raftlock" --version | grep -qx "raftlock $version" || fail "raftlock --version"
 "$root/bin/raftlockd" --version | grep -qx "raftlockd $version" || fail "raftlockd --version"
