@@ -1,0 +1,205 @@
+/* Health, readiness and metrics on a real 3-node cluster (issue 13, item
+ * 4): GET /healthz answers while the process runs; GET /readyz is 200 on
+ * the leader and on followers that caught up, and 503 with the reason on a
+ * node that lost its quorum; /metrics carries the build, leadership, lock
+ * activity, the most contended prefixes and latency histograms, with the
+ * lock figures the same on every node (they come from apply). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "lockutil.h"
+
+static struct tcluster cl;
+static char page[1 << 17];
+
+static int setup(void **state)
+{
+	(void)state;
+	tcluster_start(&cl, 3, 1000);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return tcluster_destroy(&cl);
+}
+
+/* The HTTP status code of GET path on node i; the body stays in page. */
+static int get(int i, const char *path)
+{
+	if (tcluster_http_get(&cl, i, path, page, sizeof page) != 0)
+		return -1;
+	int code = 0;
+	if (sscanf(page, "HTTP/1.1 %d", &code) != 1)
+		return -1;
+	return code;
+}
+
+/* The value of a sample line "NAME VALUE" (NAME with its labels) on node
+ * i; fails the test when the line is missing. */
+static double sample(int i, const char *name)
+{
+	assert_int_equal(get(i, "/metrics"), 200);
+	char key[256];
+	snprintf(key, sizeof key, "\n%s ", name);
+	const char *p = strstr(page, key);
+	if (p == NULL)
+		fail_msg("node %d: no sample %s", i, name);
+	return strtod(p + strlen(key), NULL);
+}
+
+/* Waits until GET path on node i answers `code`. */
+static bool wait_code(int i, const char *path, int code, int timeout_ms)
+{
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	do {
+		if (get(i, path) == code)
+			return true;
+		tl_sleep_ms(50);
+	} while (tcluster_now_ms() < end);
+	return false;
+}
+
+static void health_and_readiness(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	for (int i = 0; i < cl.n; i++) {
+		assert_int_equal(get(i, "/healthz"), 200);
+		assert_non_null(strstr(page, "\r\n\r\nok\n"));
+		/* Followers: once the leader has told them how far it applied. */
+		assert_true(wait_code(i, "/readyz", 200, 5000));
+		assert_non_null(
+			strstr(page, i == leader ? "serving as leader" : "serving as follower"));
+		assert_int_equal(sample(i, "raftlock_serving"), 1);
+		assert_int_equal(sample(i, "raftlock_has_leader"), 1);
+		assert_int_equal(sample(i, "raftlock_is_leader"), i == leader);
+	}
+	assert_int_equal(get(leader, "/nothing"), 404);
+}
+
+struct releaser {
+	raftlock_lock *lock;
+	unsigned after_ms;
+};
+
+static void *release_later(void *arg)
+{
+	struct releaser *r = arg;
+	tl_sleep_ms(r->after_ms);
+	assert_int_equal(raftlock_lock_release(r->lock, NULL), 0);
+	return NULL;
+}
+
+static void lock_activity_and_latency(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	double grants0 = sample(leader, "raftlock_lock_grants_total");
+	double waits0 = sample(leader, "raftlock_lock_waits_total");
+	double waited0 = sample(leader, "raftlock_lock_wait_duration_seconds_count");
+	double held0 = sample(leader, "raftlock_lock_hold_duration_seconds_count");
+	double acquires0 =
+		sample(leader, "raftlock_request_duration_seconds_count{op=\"acquire\"}");
+
+	/* b waits behind a for about 300 ms, three times over. */
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "hotspot/orders", 10000);
+	for (int k = 0; k < 3; k++) {
+		tl_take(p.la);
+		struct releaser r = {p.la, 300};
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, release_later, &r), 0);
+		uint64_t token;
+		assert_int_equal(raftlock_lock_acquire(p.lb, RAFTLOCK_EXCLUSIVE, 1, 10000, &token),
+				 0);
+		pthread_join(t, NULL);
+		assert_int_equal(raftlock_lock_release(p.lb, NULL), 0);
+	}
+	tl_pair_close(&p);
+
+	assert_true(sample(leader, "raftlock_lock_grants_total") - grants0 >= 6);
+	assert_true(sample(leader, "raftlock_lock_waits_total") - waits0 >= 3);
+	assert_true(sample(leader, "raftlock_lock_wait_duration_seconds_count") - waited0 >= 3);
+	assert_true(sample(leader, "raftlock_lock_hold_duration_seconds_count") - held0 >= 6);
+	/* Waits of about 300 ms: none at or below 100 ms, all within 5 s. */
+	double fast = sample(leader, "raftlock_lock_wait_duration_seconds_bucket{le=\"0.1\"}");
+	double slow = sample(leader, "raftlock_lock_wait_duration_seconds_bucket{le=\"5\"}");
+	assert_true(slow - fast >= 3);
+	assert_true(sample(leader, "raftlock_lock_prefix_waits{prefix=\"hotspot\"}") >= 3);
+	assert_true(sample(leader, "raftlock_request_duration_seconds_count{op=\"acquire\"}") -
+			    acquires0 >=
+		    6);
+	assert_true(sample(leader, "raftlock_request_duration_seconds_count{op=\"keepalive\"}") >=
+		    0);
+	assert_true(sample(leader, "raftlock_disk_write_duration_seconds_count") > 0);
+	assert_true(sample(leader, "raftlock_apply_duration_seconds_count") > 0);
+	assert_non_null(strstr(page, "# TYPE raftlock_disk_write_duration_seconds histogram"));
+	assert_non_null(strstr(page, "raftlock_build_info{version=\""));
+	assert_non_null(strstr(page, "raft=\"0.22."));
+	/* Bounded: at most ten prefixes are shown. */
+	int prefixes = 0;
+	for (const char *q = page; (q = strstr(q, "\nraftlock_lock_prefix_waits{")) != NULL; q++)
+		prefixes++;
+	assert_true(prefixes >= 1 && prefixes <= 10);
+
+	/* Every node applied the same entries: the same lock figures. */
+	double grants = sample(leader, "raftlock_lock_grants_total");
+	for (int i = 0; i < cl.n; i++) {
+		if (i == leader)
+			continue;
+		uint64_t end = tcluster_now_ms() + 5000;
+		while (sample(i, "raftlock_lock_grants_total") < grants && tcluster_now_ms() < end)
+			tl_sleep_ms(50);
+		assert_int_equal(sample(i, "raftlock_lock_grants_total"), grants);
+		assert_true(sample(i, "raftlock_lock_prefix_waits{prefix=\"hotspot\"}") >= 3);
+	}
+}
+
+static void lost_quorum_is_not_ready(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	double changes = sample(leader, "raftlock_leader_changes_seen_total");
+	int survivor = (leader + 1) % cl.n;
+	for (int i = 0; i < cl.n; i++)
+		if (i != survivor)
+			tcluster_signal(&cl, i, SIGKILL);
+	/* It stops knowing a leader within a few election timeouts. */
+	assert_true(wait_code(survivor, "/readyz", 503, 10000));
+	assert_non_null(strstr(page, "no leader known"));
+	assert_int_equal(get(survivor, "/healthz"), 200);
+	assert_int_equal(sample(survivor, "raftlock_serving"), 0);
+	assert_int_equal(sample(survivor, "raftlock_has_leader"), 0);
+	/* Back with a majority: a leader again, and ready again. */
+	for (int i = 0; i < cl.n; i++)
+		if (i != survivor)
+			tcluster_restart(&cl, i);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+	for (int i = 0; i < cl.n; i++)
+		assert_true(wait_code(i, "/readyz", 200, 10000));
+	assert_true(sample(survivor, "raftlock_leader_changes_seen_total") >= changes);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(health_and_readiness),
+		cmocka_unit_test(lock_activity_and_latency),
+		cmocka_unit_test(lost_quorum_is_not_ready),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
