@@ -139,7 +139,8 @@ int main(int argc, char **argv)
 		auth_tokens_free(&srv.tokens);
 		return 0;
 	}
-	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id,
+		  (enum log_format)srv.cfg.log_format);
 	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
 	    srv.cfg.n_members > 1)
 		log_warn("client-tls server without client-tls-ca: as leader this node verifies "

@@ -3,7 +3,9 @@
  * the leader and on followers that caught up, and 503 with the reason on a
  * node that lost its quorum; /metrics carries the build, leadership, lock
  * activity, the most contended prefixes and latency histograms, with the
- * lock figures the same on every node (they come from apply). */
+ * lock figures the same on every node (they come from apply); and with
+ * --log-format json every line a node logs is one JSON object with the
+ * documented fields (issue 13, item 5). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +26,10 @@ static char page[1 << 17];
 static int setup(void **state)
 {
 	(void)state;
+	cl.extra_args[0] = "--log-format";
+	cl.extra_args[1] = "json";
+	cl.extra_args[2] = "--log-level"; /* the harness's warn leaves few lines */
+	cl.extra_args[3] = "info";
 	tcluster_start(&cl, 3, 1000);
 	return 0;
 }
@@ -194,12 +200,51 @@ static void lost_quorum_is_not_ready(void **state)
 	assert_true(sample(survivor, "raftlock_leader_changes_seen_total") >= changes);
 }
 
+/* Every line of node i's log: {"ts":"<RFC 3339 UTC, ms>","level":"...",
+ * "node":<id>,"msg":"..."}. Returns the number of lines. */
+static int json_lines(int i, bool *leader_ready)
+{
+	char path[320], line[8192], want[64];
+	snprintf(path, sizeof path, "%s/n%d.log", cl.dir, i + 1);
+	snprintf(want, sizeof want, "\",\"node\":%d,\"msg\":\"", i + 1);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	int n = 0;
+	while (fgets(line, sizeof line, f) != NULL) {
+		int y, mo, d, h, mi, se, ms, len = 0;
+		assert_int_equal(sscanf(line,
+					"{\"ts\":\"%4d-%2d-%2dT%2d:%2d:%2d.%3dZ\",\"level\":\"%n",
+					&y, &mo, &d, &h, &mi, &se, &ms, &len),
+				 7);
+		if (len == 0 || strstr(line, want) == NULL || strstr(line, "\"}\n") == NULL)
+			fail_msg("node %d: not a JSON log line: %s", i + 1, line);
+		assert_true(y >= 2024 && mo >= 1 && mo <= 12 && ms >= 0 && ms <= 999);
+		if (strstr(line, "\"level\":\"info\"") != NULL &&
+		    strstr(line, "\"msg\":\"leader ready (term ") != NULL)
+			*leader_ready = true;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static void logs_in_json(void **state)
+{
+	(void)state;
+	bool leader_ready = false;
+	for (int i = 0; i < cl.n; i++)
+		if (json_lines(i, &leader_ready) < 3)
+			fail_msg("node %d logged fewer than 3 lines", i + 1);
+	assert_true(leader_ready);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(health_and_readiness),
 		cmocka_unit_test(lock_activity_and_latency),
 		cmocka_unit_test(lost_quorum_is_not_ready),
+		cmocka_unit_test(logs_in_json),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
