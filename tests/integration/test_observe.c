@@ -5,7 +5,8 @@
  * activity, the most contended prefixes and latency histograms, with the
  * lock figures the same on every node (they come from apply); and with
  * --log-format json every line a node logs is one JSON object with the
- * documented fields (issue 13, item 5). */
+ * documented fields (issue 13, item 5); `raftlock top --once` shows the
+ * contended lock and its waiter. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -238,6 +239,74 @@ static void logs_in_json(void **state)
 	assert_true(leader_ready);
 }
 
+struct waiter {
+	raftlock_lock *lock;
+	int rv;
+};
+
+static void *wait_for_lock(void *arg)
+{
+	struct waiter *w = arg;
+	uint64_t token;
+	w->rv = raftlock_lock_acquire(w->lock, RAFTLOCK_EXCLUSIVE, 1, 20000, &token);
+	return NULL;
+}
+
+/* The output of `raftlock top --once ARGS` against the cluster. */
+static void run_top(const char *args, char *out, size_t len)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s/bin/raftlock --endpoints %s,%s,%s top --once %s",
+		 RAFTLOCK_BINARY_DIR, cl.addrs[0], cl.addrs[1], cl.addrs[2], args);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+}
+
+static void top_shows_contention(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "queue/jobs", 10000);
+	raftlock_lock *other = tl_lock(p.a, "other/x");
+	tl_take(other);
+	tl_take(p.la);
+	struct waiter w = {p.lb, -1};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, wait_for_lock, &w), 0);
+	char out[8192];
+	/* Until the acquire is queued. */
+	uint64_t end = tcluster_now_ms() + 5000;
+	do {
+		run_top("", out, sizeof out);
+	} while (strstr(out, "1 waiters") == NULL && tcluster_now_ms() < end);
+	assert_non_null(strstr(out, "2 locks, 1 contended, 1 waiters"));
+	/* The contended lock first, then the other; the waiter below. */
+	const char *jobs = strstr(out, "\nqueue/jobs ");
+	const char *x = strstr(out, "\nother/x ");
+	const char *waiters = strstr(out, "\nWAITER ");
+	assert_true(jobs != NULL && x != NULL && waiters != NULL && jobs < x && x < waiters);
+	int holders = 0, queued = 0;
+	assert_int_equal(sscanf(jobs, "\nqueue/jobs %*s %d %d", &holders, &queued), 2);
+	assert_int_equal(holders, 1);
+	assert_int_equal(queued, 1);
+	assert_non_null(strstr(waiters, "queue/jobs"));
+	/* A prefix keeps to its locks. */
+	run_top("queue --limit 5", out, sizeof out);
+	assert_non_null(strstr(out, "\nqueue/jobs "));
+	assert_null(strstr(out, "other/x"));
+
+	assert_int_equal(raftlock_lock_release(p.la, NULL), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(w.rv, 0);
+	assert_int_equal(raftlock_lock_release(p.lb, NULL), 0);
+	assert_int_equal(raftlock_lock_release(other, NULL), 0);
+	raftlock_lock_free(other);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +314,7 @@ int main(void)
 		cmocka_unit_test(lock_activity_and_latency),
 		cmocka_unit_test(lost_quorum_is_not_ready),
 		cmocka_unit_test(logs_in_json),
+		cmocka_unit_test(top_shows_contention),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
