@@ -51,10 +51,16 @@ bool status_serving(struct node *n, char *why, size_t len)
 			 (unsigned long long)id, term);
 		return false;
 	}
-	if (applied < n->leader_said_commit) {
+	/* Caught up once in this term, it stays so while it keeps within
+	 * STATUS_LAG_MAX entries: under load a follower is always a few
+	 * entries behind the leader's last report, and readiness must not
+	 * flicker with each one. */
+	uint64_t target = n->leader_said_commit;
+	if (applied >= target)
+		n->caught_up_term = term;
+	if (n->caught_up_term != term || target > applied + STATUS_LAG_MAX) {
 		snprintf(why, len, "catching up with leader %llu: applied %llu of %llu",
-			 (unsigned long long)id, applied,
-			 (unsigned long long)n->leader_said_commit);
+			 (unsigned long long)id, applied, (unsigned long long)target);
 		return false;
 	}
 	snprintf(why, len, "serving as follower of leader %llu (term %llu)", (unsigned long long)id,

@@ -35,11 +35,17 @@ struct status {
 /* Fills *st. Never fails (the server aborts if LMDB cannot be read). */
 void status_read(struct node *n, struct status *st);
 
+/* A follower that caught up stays ready while within this many entries of
+ * its leader's last report. */
+#define STATUS_LAG_MAX 1024
+
 /*
  * Whether this node can serve: it is the ready leader (its post-election
  * barrier applied), or it knows a leader and has applied at least as far
  * as that leader had applied when it last said so, in this term (so past
- * the leader's barrier). What the node waits for otherwise goes to why
+ * the leader's barrier); having done so once in a term, it stays ready
+ * while it keeps within STATUS_LAG_MAX entries of the leader's reports
+ * (remembered in the node). What the node waits for otherwise goes to why
  * (NUL-terminated, one line), for the readiness probe and systemd's
  * STATUS=; with true, why says what it serves as.
  */
