@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ctype.h>
+
 #include <cmocka.h>
 
 #include "cluster.h"
@@ -75,6 +77,82 @@ static bool wait_code(int i, const char *path, int code, int timeout_ms)
 		tl_sleep_ms(50);
 	} while (tcluster_now_ms() < end);
 	return false;
+}
+
+/* The family a sample belongs to: its name without a histogram suffix. */
+static void family_of(const char *name, size_t len, char *out, size_t outlen)
+{
+	static const char *suffixes[] = {"_bucket", "_sum", "_count"};
+	for (size_t k = 0; k < 3; k++) {
+		size_t sl = strlen(suffixes[k]);
+		if (len > sl && memcmp(name + len - sl, suffixes[k], sl) == 0) {
+			snprintf(out, outlen, "%.*s", (int)(len - sl), name);
+			return;
+		}
+	}
+	snprintf(out, outlen, "%.*s", (int)len, name);
+}
+
+/* The body of a /metrics answer is Prometheus text: every sample a
+ * metric name, optional labels, a number; its family TYPEd before it;
+ * bucket counts that never decrease and end, at +Inf, at _count. */
+static void check_exposition(const char *body)
+{
+	char typed[8192] = " ";
+	double prev = -1, inf = -1; /* the series' last bucket, its +Inf one */
+	for (const char *line = body; *line != '\0';) {
+		const char *end = strchr(line, '\n');
+		assert_non_null(end);
+		char l[1024];
+		snprintf(l, sizeof l, "%.*s", (int)(end - line), line);
+		line = end + 1;
+		if (strncmp(l, "# HELP ", 7) == 0)
+			continue;
+		char fam[256], type[32];
+		if (sscanf(l, "# TYPE %255s %31s", fam, type) == 2) {
+			assert_true(strcmp(type, "gauge") == 0 || strcmp(type, "counter") == 0 ||
+				    strcmp(type, "histogram") == 0);
+			strcat(typed, fam);
+			strcat(typed, " ");
+			continue;
+		}
+		size_t n = 0;
+		while (isalnum((unsigned char)l[n]) || l[n] == '_' || l[n] == ':')
+			n++;
+		if (n == 0 || isdigit((unsigned char)l[0]))
+			fail_msg("not a sample: %s", l);
+		char want[300];
+		family_of(l, n, fam, sizeof fam);
+		snprintf(want, sizeof want, " %s ", fam);
+		if (strstr(typed, want) == NULL)
+			fail_msg("no TYPE before: %s", l);
+		const char *v = l + n;
+		if (*v == '{') {
+			v = strstr(v, "} ");
+			if (v == NULL)
+				fail_msg("labels not closed: %s", l);
+			v++;
+		}
+		char *num_end;
+		assert_int_equal(*v, ' ');
+		double value = strtod(v + 1, &num_end);
+		if (num_end == v + 1 || *num_end != '\0')
+			fail_msg("not a number: %s", l);
+		bool count = strstr(l, "_count{") != NULL ||
+			     (n > 6 && strncmp(l + n - 6, "_count", 6) == 0);
+		if (strstr(l, "_bucket{") != NULL) {
+			if (prev >= 0 && value < prev)
+				fail_msg("bucket count decreases: %s", l);
+			bool last = strstr(l, "le=\"+Inf\"") != NULL;
+			prev = last ? -1 : value;
+			if (last)
+				inf = value;
+		} else if (count && inf >= 0) {
+			if (value != inf)
+				fail_msg("_count is not the +Inf bucket: %s", l);
+			inf = -1;
+		}
+	}
 }
 
 static void health_and_readiness(void **state)
@@ -154,6 +232,7 @@ static void lock_activity_and_latency(void **state)
 	assert_true(sample(leader, "raftlock_disk_write_duration_seconds_count") > 0);
 	assert_true(sample(leader, "raftlock_apply_duration_seconds_count") > 0);
 	assert_non_null(strstr(page, "# TYPE raftlock_disk_write_duration_seconds histogram"));
+	check_exposition(strstr(page, "\r\n\r\n") + 4);
 	assert_non_null(strstr(page, "raftlock_build_info{version=\""));
 	assert_non_null(strstr(page, "raft=\"0.22."));
 	/* Bounded: at most ten prefixes are shown. */
