@@ -318,6 +318,59 @@ static void logs_in_json(void **state)
 	assert_true(leader_ready);
 }
 
+struct churn {
+	struct tcluster *c;
+	volatile bool stop;
+	int pairs;
+};
+
+/* Acquire and release in a loop (bounded: 5,000 pairs or until told). */
+static void *churn_locks(void *arg)
+{
+	struct churn *ch = arg;
+	raftlock_client *c = tl_client(ch->c);
+	raftlock_session *s = tl_session(c, 10000);
+	raftlock_lock *l = tl_lock(s, "churn/x");
+	while (!ch->stop && ch->pairs < 5000) {
+		tl_take(l);
+		assert_int_equal(raftlock_lock_release(l, NULL), 0);
+		ch->pairs++;
+	}
+	raftlock_lock_free(l);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	return NULL;
+}
+
+/* Under a steady stream of writes a follower is always a few entries
+ * behind its leader's last report: it stays ready all along. */
+static void ready_under_load(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	for (int i = 0; i < cl.n; i++)
+		assert_true(wait_code(i, "/readyz", 200, 5000));
+	struct churn ch = {&cl, false, 0};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, churn_locks, &ch), 0);
+	int polls = 0, unready = 0;
+	uint64_t end = tcluster_now_ms() + 3000;
+	while (tcluster_now_ms() < end) {
+		for (int i = 0; i < cl.n; i++) {
+			if (i == leader)
+				continue;
+			polls++;
+			unready += get(i, "/readyz") != 200;
+		}
+	}
+	ch.stop = true;
+	pthread_join(t, NULL);
+	assert_true(ch.pairs >= 100);
+	assert_true(polls >= 100);
+	assert_int_equal(unready, 0);
+}
+
 struct waiter {
 	raftlock_lock *lock;
 	int rv;
@@ -389,11 +442,9 @@ static void top_shows_contention(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(health_and_readiness),
-		cmocka_unit_test(lock_activity_and_latency),
-		cmocka_unit_test(lost_quorum_is_not_ready),
-		cmocka_unit_test(logs_in_json),
-		cmocka_unit_test(top_shows_contention),
+		cmocka_unit_test(health_and_readiness), cmocka_unit_test(lock_activity_and_latency),
+		cmocka_unit_test(ready_under_load),     cmocka_unit_test(lost_quorum_is_not_ready),
+		cmocka_unit_test(logs_in_json),         cmocka_unit_test(top_shows_contention),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
