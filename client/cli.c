@@ -36,7 +36,7 @@ static const char usage_text[] =
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
 	"  check NAME TOKEN                 is TOKEN a current grant of NAME?\n"
-	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale]\n"
+	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale] [--json]\n"
 	"                                   the busiest locks and longest waiters,\n"
 	"                                   redrawn every interval (1000 ms)\n"
 	"  acl set IDENTITY PREFIX PERMS    grant PERMS (lock,read,admin or all) on\n"
@@ -487,6 +487,7 @@ static int cmd_top(struct cli *cli, int argc, char **argv)
 		{"interval", required_argument, NULL, OPT_INTERVAL},
 		{"limit", required_argument, NULL, OPT_LIMIT},
 		{"stale", no_argument, NULL, OPT_STALE},
+		{"json", no_argument, NULL, OPT_JSON},
 		{NULL, 0, NULL, 0},
 	};
 	struct cli_top_options o = {.prefix = "", .interval_ms = 1000, .limit = 20};
@@ -496,6 +497,7 @@ static int cmd_top(struct cli *cli, int argc, char **argv)
 		switch (ch) {
 		case OPT_ONCE: o.once = true; break;
 		case OPT_STALE: o.stale = true; break;
+		case OPT_JSON: o.json = true; break;
 		case OPT_INTERVAL:
 			if (!parse_ms(optarg, 100, 3600000, &o.interval_ms))
 				return usage("top --interval: milliseconds, 100 to 3600000");

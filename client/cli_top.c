@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli_child.h"
+#include "json.h"
 
 struct top_lock {
 	const struct raftlock_lock_info *li;
@@ -159,6 +160,47 @@ static const char *kind_name(enum raftlock_kind k)
 	return k == RAFTLOCK_SEMAPHORE ? "sem" : k == RAFTLOCK_RWLOCK ? "rwlock" : "mutex";
 }
 
+static void json_owner(const struct raftlock_owner *o)
+{
+	fputs("{\"host\":", stdout);
+	json_write_string(stdout, o->host);
+	printf(",\"pid\":%" PRIu32 ",\"client_name\":", o->pid);
+	json_write_string(stdout, o->client_name);
+	putchar('}');
+}
+
+static void view_print_json(const struct top_view *v, const struct cli_top_options *o,
+			    size_t contended)
+{
+	printf("{\"locks\":%zu,\"contended\":%zu,\"waiters\":%zu,\"truncated\":%s,\"top\":[",
+	       v->n_locks, contended, v->n_waiters, v->truncated ? "true" : "false");
+	for (size_t i = 0; i < v->n_locks && i < (size_t)o->limit; i++) {
+		const struct top_lock *l = &v->locks[i];
+		fputs(i ? ",{\"name\":" : "{\"name\":", stdout);
+		json_write_string(stdout, l->li->name);
+		printf(",\"kind\":\"%s\",\"holders\":%zu,\"waiters\":%zu,\"longest_wait_ms\":"
+		       "%" PRIu64 ",\"held_ms\":%" PRIu64 ",\"holder\":",
+		       kind_name(l->li->kind), l->li->n_holders, l->li->n_waiters, l->longest_wait,
+		       l->longest_hold);
+		if (l->li->n_holders > 0)
+			json_owner(&l->li->holders[0].who);
+		else
+			fputs("null", stdout);
+		putchar('}');
+	}
+	fputs("],\"longest_waiters\":[", stdout);
+	for (size_t i = 0; i < v->n_waiters && i < (size_t)o->limit; i++) {
+		const struct top_waiter *w = &v->waiters[i];
+		fputs(i ? ",{\"lock\":" : "{\"lock\":", stdout);
+		json_write_string(stdout, w->li->name);
+		printf(",\"waited_ms\":%" PRIu64 ",\"owner\":", w->waited);
+		json_owner(&w->w->who);
+		putchar('}');
+	}
+	fputs("]}\n", stdout);
+	fflush(stdout);
+}
+
 static void view_print(const struct top_view *v, const struct cli_top_options *o)
 {
 	char now[32], a[48], b[48], owner[160];
@@ -169,6 +211,10 @@ static void view_print(const struct top_view *v, const struct cli_top_options *o
 	size_t contended = 0;
 	for (size_t i = 0; i < v->n_locks; i++)
 		contended += v->locks[i].li->n_waiters > 0;
+	if (o->json) {
+		view_print_json(v, o, contended);
+		return;
+	}
 	printf("raftlock top  %s  prefix '%s'%s: %zu locks%s, %zu contended, %zu waiters\n\n", now,
 	       o->prefix, o->stale ? " (stale)" : "", v->n_locks, v->truncated ? "+" : "",
 	       contended, v->n_waiters);
@@ -205,13 +251,13 @@ int cli_top(raftlock_client *client, const struct cli_top_options *opts)
 			view_free(&v);
 			return CLI_EXIT_ERROR;
 		}
-		if (!o.once && tty)
+		if (!o.once && tty && !o.json)
 			fputs("\033[H\033[2J", stdout); /* home, clear: redraw in place */
 		view_print(&v, &o);
 		view_free(&v);
 		if (o.once)
 			return CLI_EXIT_OK;
-		if (!tty)
+		if (!tty && !o.json)
 			putchar('\n');
 		struct timespec ts = {o.interval_ms / 1000, (o.interval_ms % 1000) * 1000000};
 		nanosleep(&ts, NULL);

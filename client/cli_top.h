@@ -8,6 +8,12 @@
  * (by time waited). Durations are in cluster time, as each answer carries
  * it. --once prints one screen and exits (scripts, tests); otherwise the
  * screen is redrawn every --interval ms until the command is interrupted.
+ * --json prints each screen as one JSON object on a line of its own:
+ *   {"locks":N,"contended":N,"waiters":N,"truncated":false,
+ *    "top":[{"name":..,"kind":..,"holders":N,"waiters":N,
+ *            "longest_wait_ms":N,"held_ms":N,"holder":OWNER|null}],
+ *    "longest_waiters":[{"lock":..,"waited_ms":N,"owner":OWNER}]}
+ * with OWNER {"host":..,"pid":N,"client_name":..}.
  */
 #ifndef RAFTLOCK_CLI_TOP_H
 #define RAFTLOCK_CLI_TOP_H
@@ -22,6 +28,7 @@ struct cli_top_options {
 	const char *prefix; /* "" = every lock */
 	bool once;          /* one screen, then return */
 	bool stale;         /* read from any node (raftlock_lock_list's stale) */
+	bool json;          /* each screen as one JSON object on one line */
 	long interval_ms;   /* between screens */
 	long limit;         /* lines per section */
 };
