@@ -13,6 +13,7 @@
 #include "cli_acl.h"
 #include "cli_child.h"
 #include "cli_print.h"
+#include "cli_top.h"
 #include "json.h"
 #include "raftlock.h"
 
@@ -39,6 +40,9 @@ static const char usage_text[] =
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
 	"  check NAME TOKEN [--json]        is TOKEN a current grant of NAME?\n"
+	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale] [--json]\n"
+	"                                   the busiest locks and longest waiters,\n"
+	"                                   redrawn every interval (1000 ms)\n"
 	"  acl set IDENTITY PREFIX PERMS    grant PERMS (lock,read,admin or all) on\n"
 	"                                   names starting with PREFIX (\"\" = all)\n"
 	"  acl delete IDENTITY PREFIX       remove that rule\n"
@@ -552,13 +556,50 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
 	return cmd_hold(cli, argc, argv, true);
 }
 
+static int cmd_top(struct cli *cli, int argc, char **argv)
+{
+	enum { OPT_ONCE = 1, OPT_INTERVAL, OPT_LIMIT };
+	static const struct option opts[] = {
+		{"once", no_argument, NULL, OPT_ONCE},
+		{"interval", required_argument, NULL, OPT_INTERVAL},
+		{"limit", required_argument, NULL, OPT_LIMIT},
+		{"stale", no_argument, NULL, OPT_STALE},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli_top_options o = {.prefix = "", .interval_ms = 1000, .limit = 20};
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_ONCE: o.once = true; break;
+		case OPT_STALE: o.stale = true; break;
+		case OPT_JSON: o.json = true; break;
+		case OPT_INTERVAL:
+			if (!parse_ms(optarg, 100, 3600000, &o.interval_ms))
+				return usage("top --interval: milliseconds, 100 to 3600000");
+			break;
+		case OPT_LIMIT:
+			if (!parse_ms(optarg, 1, 100000, &o.limit))
+				return usage("top --limit: 1 to 100000");
+			break;
+		default: return usage("top: unknown option");
+		}
+	}
+	if (optind < argc)
+		o.prefix = argv[optind++];
+	if (optind < argc)
+		return usage("top: one PREFIX at most");
+	return cli_top(cli->client, &o);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
 	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},
+	{"check", cmd_check},     {"acl", cmd_acl},   {"top", cmd_top},
 };
 
 /* An environment variable; NULL when unset or empty. */

@@ -20,8 +20,9 @@ static const char usage[] =
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
-	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there;\n"
-	"                             a loopback address unless --metrics-public yes\n"
+	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics), and\n"
+	"                             GET /healthz and /readyz there; a loopback\n"
+	"                             address unless --metrics-public yes\n"
 	"  --metrics-public yes|no    allow a metrics-address other than loopback (the\n"
 	"                             endpoint has no authentication); default no\n"
 	"  --peer-tls-cert FILE       mutual TLS between members on the raft port: this\n"
@@ -49,6 +50,8 @@ static const char usage[] =
 	"  --keepalive-max-ids N      session ids one client connection may name in\n"
 	"                             keepalives per second, default 262144\n"
 	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
+	"  --log-format FORMAT        text (default) or json: one object a line with\n"
+	"                             ts, level, node and msg\n"
 	"  --client-tls MODE          TLS on the client port: off (default), server\n"
 	"                             (the node presents its certificate) or mutual\n"
 	"                             (clients must present one signed by the CA)\n"
@@ -256,6 +259,13 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			}
 		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error",
 			    value);
+	} else if (strcmp(key, "log-format") == 0) {
+		if (strcmp(value, "text") == 0 || strcmp(value, "json") == 0) {
+			cfg->log_format =
+				strcmp(value, "json") == 0 ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT;
+			return 0;
+		}
+		return fail(err, errlen, "log-format: '%s' is not text or json", value);
 	} else if (strcmp(key, "client-tls") == 0) {
 		static const char *modes[] = {"off", "server", "mutual"};
 		for (int i = 0; i < 3; i++)
@@ -354,6 +364,7 @@ static void defaults(struct config *cfg)
 	cfg->map_size = (size_t)4096 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
+	cfg->log_format = LOG_FORMAT_TEXT;
 	cfg->client_tls = CONFIG_TLS_OFF;
 	cfg->tls_handshake_timeout_ms = 10000;
 	cfg->max_connections_per_address = 1024;
@@ -481,6 +492,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"map-size", required_argument, NULL, 0},
 		{"keepalive-max-ids", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
+		{"log-format", required_argument, NULL, 0},
 		{"metrics-public", required_argument, NULL, 0},
 		{"client-tls", required_argument, NULL, 0},
 		{"client-tls-cert", required_argument, NULL, 0},

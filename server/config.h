@@ -57,6 +57,7 @@ struct config {
 	size_t map_size;
 	size_t keepalive_max_ids; /* per client connection and second */
 	int log_level;            /* enum log_level */
+	int log_format;           /* enum log_format */
 	/* Client port TLS. The node's certificate and key also identify it
 	 * when, as leader, it asks its followers' client ports for their status
 	 * (followers.c), and client_tls_ca verifies them: in mutual mode a

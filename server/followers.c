@@ -116,6 +116,8 @@ static void ask(struct follower *f)
 	if (raft_match_index(&n->raft, f->member->id, &f->matched) != 0)
 		return;
 	f->term = raft_current_term(&n->raft);
+	req.leader_term = f->term;
+	req.leader_applied = raft_last_applied(&n->raft);
 	env.id = ++f->request_id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
 	env.status = &req;

@@ -39,6 +39,23 @@ void fsm_init(struct fsm *f, struct store *store)
 {
 	f->store = store;
 	f->store_refusals = 0;
+	memset(&f->stats, 0, sizeof f->stats);
+	histogram_init(&f->stats.wait, &histogram_duration);
+	histogram_init(&f->stats.hold, &histogram_duration);
+	contention_init(&f->stats.contention);
+}
+
+/* Cluster-time milliseconds since `since`, in nanoseconds. */
+static uint64_t elapsed_ns(const struct apply *a, uint64_t since)
+{
+	return a->now > since ? (a->now - since) * 1000000ull : 0;
+}
+
+/* Removes holder i, counting how long it held. */
+static void remove_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
+{
+	histogram_observe(&a->fsm->stats.hold, elapsed_ns(a, lock->holders[i]->granted_time));
+	records_remove_holder(lock, i);
 }
 
 uint64_t fsm_store_limit(size_t map_size)
@@ -133,6 +150,7 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 	h->token = take_token(a);
 	h->granted_index = a->index;
 	h->granted_time = a->now;
+	a->fsm->stats.grants++;
 	return h;
 }
 
@@ -176,6 +194,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			break;
 		}
 		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
 		res.count = 1;
@@ -219,7 +238,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		bool held = false;
 		for (size_t j = lock->n_holders; j-- > 0;) {
 			if (lock->holders[j]->session == sess->id) {
-				records_remove_holder(lock, j);
+				remove_holder(a, lock, j);
 				held = true;
 			}
 		}
@@ -236,6 +255,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		}
 		if (expired && held && lock->lock_delay_ms > 0) {
 			lock->delay_until = a->now + lock->lock_delay_ms;
+			a->fsm->stats.lock_delays++;
 			emit(a, (struct fsm_event){.type = FSM_EV_LOCK_DELAY,
 						   .name = lock->name,
 						   .deadline = lock->delay_until});
@@ -248,6 +268,8 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		store_del_nonce(st, a->txn, sess->nonce);
 	store_del_lease(st, a->txn, sess->id);
 	store_del_session(st, a->txn, sess->id);
+	if (expired)
+		a->fsm->stats.expiries++;
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
 
@@ -490,6 +512,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
 		res.queued = true;
+		a->fsm->stats.waits++;
+		contention_count(&a->fsm->stats.contention, lock->name, a->now);
 		if (w->deadline != 0)
 			emit(a, (struct fsm_event){.type = FSM_EV_WAIT_DEADLINE,
 						   .name = lock->name,
@@ -521,7 +545,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 		res.count = lock->holders[i]->count;
 		res.token = lock->holders[i]->token;
 	} else {
-		records_remove_holder(lock, (size_t)i);
+		remove_holder(a, lock, (size_t)i);
 		forget_lock_if_done(sess, lock);
 		grant_waiters(a, lock, sess);
 	}

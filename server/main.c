@@ -19,6 +19,7 @@
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "service.h"
+#include "supervision.h"
 
 struct server {
 	uv_loop_t loop;
@@ -31,6 +32,7 @@ struct server {
 	struct service service;
 	struct metrics metrics;
 	struct followers followers;
+	struct supervision supervision; /* systemd: READY=1, STATUS=, WATCHDOG=1 */
 	uv_signal_t sigterm, sigint;
 	bool stopping;
 };
@@ -60,6 +62,7 @@ static void on_restore(void *arg)
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
+	supervision_stop(&srv->supervision);
 	followers_close(&srv->followers);
 	metrics_close(&srv->metrics);
 	service_close(&srv->service);
@@ -78,6 +81,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	 * that the requests in flight are answered while the node drains. */
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
+	supervision_stop(&srv->supervision);
 	node_stop(&srv->node, node_stopped);
 }
 
@@ -135,7 +139,8 @@ int main(int argc, char **argv)
 		auth_tokens_free(&srv.tokens);
 		return 0;
 	}
-	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id,
+		  (enum log_format)srv.cfg.log_format);
 	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
 	    srv.cfg.n_members > 1)
 		log_warn("client-tls server without client-tls-ca: as leader this node verifies "
@@ -173,6 +178,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node, srv.tls.client);
+	rv = supervision_start(&srv.supervision, &srv.loop, &srv.node, err, sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 1;
+	}
 	log_info("serving clients on %s, %s, authentication %s (cluster '%s', %u members)",
 		 srv.cfg.client_address, tls_modes[srv.cfg.client_tls], srv.cfg.auth ? "on" : "off",
 		 srv.cfg.cluster, srv.cfg.n_members);

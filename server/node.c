@@ -4,6 +4,7 @@
  * raft_last_applied() + 1) are in docs/RAFT-NOTES.md, section "Wiring". */
 #include "node.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,9 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 	struct node *n = f->data;
 	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
 	struct fsm_sink sink = {sink_emit, &ctx};
+	uint64_t start = uv_hrtime();
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
+	histogram_observe(&n->apply, uv_hrtime() - start);
 	*result = NULL; /* never allocated: raft does not free it on followers */
 	n->log_bytes_new += buf->len;
 	n->log_entries_new++;
@@ -526,6 +529,14 @@ static void watch_cb(uv_check_t *h)
 	struct node *n = h->data;
 	if (n->stopping)
 		return;
+	raft_id leader_id = 0;
+	const char *leader_addr;
+	raft_leader(&n->raft, &leader_id, &leader_addr);
+	if (leader_id != 0 && leader_id != n->leader_seen) {
+		if (n->leader_seen != 0)
+			n->leader_changes++;
+		n->leader_seen = leader_id;
+	}
 	bool leader = raft_state(&n->raft) == RAFT_LEADER;
 	raft_term term = raft_current_term(&n->raft);
 	if (leader && (!n->leader || term != n->term)) {
@@ -567,6 +578,14 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 }
 
 /* --------------------------------------------------------------- start -- */
+
+/* raft sets io->data to its instance, which lives in the node. */
+static int timed_append(struct raft_io *io, struct raft_io_append *req,
+			const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+	struct node *nd = (struct node *)((char *)io->data - offsetof(struct node, raft));
+	return io_timing_append(&nd->disk, io, req, entries, n, cb);
+}
 
 static int bootstrap(struct node *n, char *err, size_t errlen)
 {
@@ -636,6 +655,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
 		return rv;
 	fsm_init(&n->fsm, &n->store);
+	histogram_init(&n->apply, &histogram_latency);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
@@ -666,6 +686,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		goto fail_transport;
 	}
 	raft_uv_set_auto_recovery(&n->io, false);
+	io_timing_wrap(&n->disk, &n->io, timed_append);
 	n->raft_fsm.version = 1;
 	n->raft_fsm.data = n;
 	n->raft_fsm.apply = fsm_cb_apply;

@@ -22,6 +22,8 @@
 #include "cluster_clock.h"
 #include "config.h"
 #include "fsm.h"
+#include "histogram.h"
+#include "io_timing.h"
 #include "list.h"
 #include "store.h"
 
@@ -81,6 +83,18 @@ struct node {
 	unsigned batch_n;
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
+
+	/* observed for the metrics */
+	struct io_timing disk;   /* raft log appends (io_timing.h) */
+	struct histogram apply;  /* one log entry through the state machine */
+	raft_id leader_seen;     /* the last leader this node knew, 0: none yet */
+	uint64_t leader_changes; /* times the known leader became another */
+	/* The ready leader's commit index as it last told this node (the STATUS
+	 * that followers.c sends; status.c keeps it): a follower has caught up
+	 * once it has applied that far in the same term. */
+	raft_term leader_said_term;
+	uint64_t leader_said_commit;
+	raft_term caught_up_term; /* a follower reached that in this term */
 
 	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;

@@ -52,6 +52,8 @@ struct service_conn {
 struct service_request {
 	struct service_conn *conn;
 	uint64_t id;
+	enum service_op op;
+	uint64_t start_ns; /* uv_hrtime() when it arrived */
 	uint64_t session, seq;
 	Raftlock__Envelope *env; /* reads only: the request, owned */
 };
@@ -258,15 +260,27 @@ static void send_status(struct service *s, struct service_conn *c, uint64_t id, 
 	send_response(c, id, &resp);
 }
 
-static struct service_request *request_new(struct service_conn *c, uint64_t id)
+const char *const service_op_names[SERVICE_OPS] = {"open_session", "close_session", "acquire",
+						   "release",      "cancel_wait",   "acl",
+						   "keepalive",    "read"};
+
+static struct service_request *request_new(struct service_conn *c, uint64_t id, enum service_op op)
 {
 	struct service_request *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return NULL;
 	p->conn = c;
 	p->id = id;
+	p->op = op;
+	p->start_ns = uv_hrtime();
 	c->refs++;
 	return p;
+}
+
+/* Its answer is queued: how long it took. */
+static void request_observe(const struct service_request *p)
+{
+	histogram_observe(&p->conn->svc->latency[p->op], uv_hrtime() - p->start_ns);
 }
 
 static void request_free(struct service_request *p)
@@ -350,13 +364,26 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		resp.result = &res;
 		send_response(p->conn, p->id, &resp);
 	}
+	request_observe(p);
 	request_free(p);
+}
+
+static enum service_op op_of(const Raftlock__Command *cmd)
+{
+	switch (cmd->op_case) {
+	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: return SERVICE_OP_OPEN_SESSION;
+	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION: return SERVICE_OP_CLOSE_SESSION;
+	case RAFTLOCK__COMMAND__OP_ACQUIRE: return SERVICE_OP_ACQUIRE;
+	case RAFTLOCK__COMMAND__OP_RELEASE: return SERVICE_OP_RELEASE;
+	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT: return SERVICE_OP_CANCEL_WAIT;
+	default: return SERVICE_OP_ACL;
+	}
 }
 
 static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 			const Raftlock__Command *cmd, bool pushable)
 {
-	struct service_request *p = request_new(c, id);
+	struct service_request *p = request_new(c, id, op_of(cmd));
 	if (p == NULL) {
 		send_status(s, c, id, RAFTLOCK_EOVERLOAD, NULL);
 		return;
@@ -608,6 +635,7 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 		resp.keepalive = &ka;
 		send_response(p->conn, p->id, &resp);
 	}
+	request_observe(p);
 	request_free(p);
 }
 
@@ -669,7 +697,7 @@ static void pause_reads(struct service *s, struct service_conn *c)
 static void handle_keepalive(struct service *s, struct service_conn *c,
 			     const Raftlock__Envelope *env)
 {
-	struct service_request *p = request_new(c, env->id);
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_KEEPALIVE);
 	if (p == NULL) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
@@ -750,12 +778,13 @@ static void read_ready(void *arg, int status)
 		serve_read(s, p->conn, p->env);
 	else
 		send_status(s, p->conn, p->id, status, NULL);
+	request_observe(p);
 	request_free(p);
 }
 
 static void handle_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
-	struct service_request *p = request_new(c, env->id);
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_READ);
 	if (p == NULL) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		raftlock__envelope__free_unpacked(env, NULL);
@@ -849,6 +878,9 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
+		if (env->status->leader_term != 0)
+			status_note_leader(s->node, env->status->leader_term,
+					   env->status->leader_applied);
 		handle_status(s, c, env->id);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
@@ -1110,6 +1142,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->leases = leases;
 	list_init(&s->conns);
 	list_init(&s->dirty);
+	for (unsigned i = 0; i < SERVICE_OPS; i++)
+		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,

@@ -20,11 +20,30 @@
 #include "auth.h"
 #include "config.h"
 #include "fsm.h"
+#include "histogram.h"
 #include "leases.h"
 #include "list.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
+
+/* The requests whose latency is measured: from the frame read to the
+ * answer queued, for those that wait on the log, a keepalive batch or a
+ * barrier (STATUS, stale reads and refusals are answered at once). */
+enum service_op {
+	SERVICE_OP_OPEN_SESSION,
+	SERVICE_OP_CLOSE_SESSION,
+	SERVICE_OP_ACQUIRE, /* its answer: granted, refused or queued */
+	SERVICE_OP_RELEASE,
+	SERVICE_OP_CANCEL_WAIT,
+	SERVICE_OP_ACL,
+	SERVICE_OP_KEEPALIVE,
+	SERVICE_OP_READ, /* linearizable reads */
+	SERVICE_OPS
+};
+
+/* "open_session", "acquire", ...: the metric label of each op. */
+extern const char *const service_op_names[SERVICE_OPS];
 
 struct service {
 	uv_loop_t *loop;
@@ -46,6 +65,7 @@ struct service {
 	uint64_t refusal_logged_ms;       /* refusals are logged at most once a second */
 	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
 	unsigned long long auth_denied;   /* requests refused for their identity */
+	struct histogram latency[SERVICE_OPS];
 	bool closing;
 };
 

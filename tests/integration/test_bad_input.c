@@ -172,12 +172,12 @@ static void metrics_endpoint(void **state)
 	char out[16384];
 	assert_int_equal(tcluster_http_get(&cl, leader, "/metrics", out, sizeof out), 0);
 	assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
-	assert_non_null(strstr(out, "raftlock_leader 1"));
+	assert_non_null(strstr(out, "raftlock_is_leader 1"));
 	assert_non_null(strstr(out, "# TYPE raftlock_raft_term gauge"));
 	assert_non_null(strstr(out, "raftlock_next_token "));
 	int follower = (leader + 1) % cl.n;
 	assert_int_equal(tcluster_http_get(&cl, follower, "/metrics", out, sizeof out), 0);
-	assert_non_null(strstr(out, "raftlock_leader 0"));
+	assert_non_null(strstr(out, "raftlock_is_leader 0"));
 	assert_int_equal(tcluster_http_get(&cl, follower, "/nothing", out, sizeof out), 0);
 	assert_non_null(strstr(out, "404"));
 }

@@ -56,6 +56,7 @@ static void bad_flags(void **state)
 	expect_flag_refused("--snapshot-trailing", "-1", "snapshot-trailing");
 	expect_flag_refused("--frame-timeout-ms", "50", "frame-timeout-ms");
 	expect_flag_refused("--max-connections-per-address", "x", "max-connections-per-address");
+	expect_flag_refused("--log-format", "yaml", "log-format: 'yaml' is not text or json");
 	char *unknown[] = {"raftlockd", "--bogus", NULL};
 	expect_refused(unknown, 2, "unknown");
 	char *bad_port[] = {"raftlockd",  "--id",     "1",

@@ -31,7 +31,7 @@ static int make_certs(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0);
+	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0, LOG_FORMAT_TEXT);
 	return peer_certs_make(3, &have_expired);
 }
 
