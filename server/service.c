@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "limit_message.h"
 #include "listener.h"
 #include "log.h"
 #include "raftlock.h"
@@ -346,8 +347,12 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
 	} else {
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		char why[RAFTLOCK_NAME_MAX + 160];
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 		resp.result = &res;
+		if (res.status == RAFTLOCK_ELIMIT &&
+		    limit_message(&res, p->conn->identity, why, sizeof why))
+			resp.message = why;
 		send_response(p->conn, p->id, &resp);
 	}
 	request_free(p);
@@ -549,6 +554,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		}
 		/* The session serves this identity only (auth.h). */
 		open.identity = (char *)(c->identity != NULL ? c->identity : "");
+		if (s->cfg->auth)
+			open.max_sessions_per_identity = s->cfg->max_sessions_per_identity;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -561,6 +568,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
+		if (acquire.wait)
+			acquire.max_waiters = s->cfg->max_waiters_per_lock;
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
