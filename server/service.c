@@ -956,7 +956,11 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 		dispatch(s, c, env);
 	}
 	if (rv == RAFTLOCK_ETOOBIG) {
-		protocol_error(s, c, "frame length above the limit");
+		char what[96];
+		snprintf(what, sizeof what,
+			 "frame length above the limit of %u bytes (RAFTLOCK_FRAME_MAX)",
+			 (unsigned)RAFTLOCK_FRAME_MAX);
+		protocol_error(s, c, what);
 		return;
 	}
 	/* The frame clock runs from the first byte of a frame to its last. */

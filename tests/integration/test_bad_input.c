@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -54,20 +55,30 @@ static void assert_still_serving(int node)
 }
 
 /* Sends bytes on a new connection to node; expects an EPROTO answer (if
- * any) and the connection closed. */
-static void expect_rejected(int node, const void *bytes, size_t n)
+ * any; required when `says` is not NULL, with a message containing it) and
+ * the connection closed. */
+static void expect_refused(int node, const void *bytes, size_t n, const char *says)
 {
 	int fd = raw_connect(cl.client_port[node]);
 	assert_true(fd >= 0);
 	assert_int_equal(raw_send(fd, bytes, n), 0);
 	Raftlock__Envelope *env = raw_recv_envelope(fd, 2000);
+	if (says != NULL)
+		assert_non_null(env);
 	if (env != NULL) {
 		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_RESPONSE);
 		assert_int_equal(env->response->status, RAFTLOCK_EPROTO);
+		if (says != NULL && strstr(env->response->message, says) == NULL)
+			fail_msg("answer '%s' does not say '%s'", env->response->message, says);
 		raftlock__envelope__free_unpacked(env, NULL);
 	}
 	assert_true(raw_closed(fd, 3000));
 	close(fd);
+}
+
+static void expect_rejected(int node, const void *bytes, size_t n)
+{
+	expect_refused(node, bytes, n, NULL);
 }
 
 static void garbage_frame(void **state)
@@ -90,10 +101,17 @@ static void oversized_length(void **state)
 {
 	(void)state;
 	int leader = tcluster_leader(&cl, 5000);
+	struct snapshot before = state_of(leader);
 	uint8_t header[4];
 	frame_put_header(header, RAFTLOCK_FRAME_MAX + 1);
-	expect_rejected(leader, header, sizeof header);
+	char says[64];
+	snprintf(says, sizeof says, "above the limit of %u bytes", (unsigned)RAFTLOCK_FRAME_MAX);
+	expect_refused(leader, header, sizeof header, says);
 	assert_still_serving(leader);
+	struct snapshot after = state_of(leader);
+	assert_int_equal(after.next_token, before.next_token);
+	assert_int_equal(after.sessions, before.sessions);
+	assert_int_equal(after.locks, before.locks);
 }
 
 static void unknown_message_type(void **state)
