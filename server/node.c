@@ -608,6 +608,19 @@ static unsigned test_faults(void)
 	return f;
 }
 
+/* Whether a peer that proved id by its certificate is a member: one of
+ * the configured members, or of raft's current configuration. */
+static bool node_knows_member(void *arg, raft_id id)
+{
+	struct node *n = arg;
+	if (config_member_by_id(n->cfg, id) != NULL)
+		return true;
+	for (unsigned i = 0; i < n->raft.configuration.n; i++)
+		if (n->raft.configuration.servers[i].id == id)
+			return true;
+	return false;
+}
+
 /* Frees the raft transport once raft no longer uses it. */
 static void transport_close(struct node *n)
 {
@@ -657,6 +670,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 			rv = RAFTLOCK_ECONFIG;
 			goto fail_store;
 		}
+		peer_tls_set_members(&n->transport, node_knows_member, n);
 	} else if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
 		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
 		goto fail_store;

@@ -48,6 +48,8 @@ struct peer_tls {
 	uv_tcp_t listener;
 	bool listening;
 	raft_uv_accept_cb accept_cb;
+	peer_tls_member_fn is_member; /* NULL: no membership check */
+	void *member_arg;
 	struct list links;    /* struct peer_link, every one not yet freed */
 	unsigned handshaking; /* inbound links not yet open */
 	bool closing;
@@ -460,6 +462,11 @@ static void hello_done(struct peer_link *l, const char *rest, size_t n)
 			    (unsigned long long)id, address, tls_stream_peer_cn(&l->tls));
 		return;
 	}
+	if (l->t->is_member != NULL && !l->t->is_member(l->t->member_arg, id)) {
+		link_refuse(l, "member %llu (%s) is not a member of this node's cluster",
+			    (unsigned long long)id, address);
+		return;
+	}
 	l->peer_id = id;
 	memcpy(l->peer_address, address, len);
 	put64(l->out, HELLO_PROTOCOL);
@@ -791,6 +798,13 @@ void peer_tls_set_setup_timeout(struct raft_uv_transport *tr, unsigned ms)
 {
 	struct peer_tls *t = tr->impl;
 	t->setup_ms = ms;
+}
+
+void peer_tls_set_members(struct raft_uv_transport *tr, peer_tls_member_fn is_member, void *arg)
+{
+	struct peer_tls *t = tr->impl;
+	t->is_member = is_member;
+	t->member_arg = arg;
 }
 
 struct peer_tls_stats peer_tls_stats(const struct raft_uv_transport *tr)

@@ -473,6 +473,33 @@ static void test_identity_mismatch_refused(void **state)
 	finish(m, 3, &d, 1);
 }
 
+/* Members 1 and 2 only, for member 2's transport. */
+static bool one_or_two(void *arg, raft_id id)
+{
+	(void)arg;
+	return id == 1 || id == 2;
+}
+
+/* A valid certificate of the cluster's CA for an id the acceptor does not
+ * count among its members: refused, and raft never told; members go on. */
+static void test_non_member_refused(void **state)
+{
+	(void)state;
+	struct member m[3];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	member_up(&m[2], 3, "a/node-3", "a/ca.pem");
+	peer_tls_set_members(&m[1].tr, one_or_two, NULL);
+	expect_refused(&m[2], 2, &m[1], true);
+	struct dial d;
+	dial(&m[0], &d, 2, &m[1]);
+	assert_true(run_for(dial_done, &d, 5000));
+	assert_int_equal(d.status, 0);
+	assert_true(run_for(accepted, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 1);
+	finish(m, 3, &d, 1);
+}
+
 /* ----------------------------------------- garbage at the raft port -- */
 
 struct raw {
@@ -636,6 +663,7 @@ int main(void)
 		cmocka_unit_test_setup(test_other_ca_refused, setup),
 		cmocka_unit_test_setup(test_expired_refused, setup),
 		cmocka_unit_test_setup(test_identity_mismatch_refused, setup),
+		cmocka_unit_test_setup(test_non_member_refused, setup),
 		cmocka_unit_test_setup(test_garbage_refused, setup),
 		cmocka_unit_test_setup(test_close_cancels_connect, setup),
 		cmocka_unit_test_setup(test_own_certificate_checked, setup),
