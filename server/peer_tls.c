@@ -16,6 +16,7 @@
 #include "address.h"
 #include "list.h"
 #include "log.h"
+#include "log_rate.h"
 #include "tls_stream.h"
 
 /*
@@ -58,6 +59,10 @@ struct peer_tls {
 	uv_timer_t closer;
 	raft_uv_transport_close_cb close_cb;
 	struct peer_tls_stats stats;
+	/* Refusals are logged at a bounded rate (log_rate.h), by kind: an
+	 * inbound connection that failed TLS, or proved no member's identity;
+	 * an outbound one. */
+	struct log_rate log_inbound_tls, log_inbound_identity, log_outbound;
 };
 
 /* One connection, inbound or outbound, from TCP to its last handle closed. */
@@ -177,17 +182,21 @@ static void link_refuse(struct peer_link *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void link_refuse(struct peer_link *l, const char *fmt, ...)
 {
+	struct peer_tls *t = l->t;
 	char why[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
+	uint64_t now = uv_now(t->loop);
 	if (l->outbound)
-		log_warn("raft connection to %llu (%s) refused: %s", (unsigned long long)l->peer_id,
-			 l->peer_address, why);
+		log_rate_warn(&t->log_outbound, now, "raft connection to %llu (%s) refused: %s",
+			      (unsigned long long)l->peer_id, l->peer_address, why);
 	else
-		log_warn("raft connection from %s refused: %s", l->remote, why);
-	l->t->stats.refused++;
+		log_rate_warn(l->state == LINK_HELLO ? &t->log_inbound_identity
+						     : &t->log_inbound_tls,
+			      now, "raft connection from %s refused: %s", l->remote, why);
+	t->stats.refused++;
 	link_close(l);
 }
 

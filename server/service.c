@@ -828,7 +828,8 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	if (name == NULL && s->cfg->auth) {
 		char peer[64];
 		conn_peer(c, peer, sizeof peer);
-		log_warn("client %s: a token this node does not know", peer);
+		log_rate_warn(&s->log_auth, uv_now(s->loop),
+			      "client %s: a token this node does not know", peer);
 		c->token_refused = true;
 		s->auth_denied++;
 		send_status(s, c, env->id, RAFTLOCK_EPERM, "this node knows no such token");
@@ -929,7 +930,8 @@ static void protocol_error(struct service *s, struct service_conn *c, const char
 {
 	char peer[64];
 	conn_peer(c, peer, sizeof peer);
-	log_warn("client %s: %s; closing its connection", peer, what);
+	log_rate_warn(&s->log_protocol, uv_now(s->loop), "client %s: %s; closing its connection",
+		      peer, what);
 	send_status(s, c, 0, RAFTLOCK_EPROTO, what);
 	conn_close(c);
 }
@@ -1010,8 +1012,9 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		if (!tls_stream_established(ts) || nread == UV_EPROTO) {
 			char peer[64];
 			conn_peer(c, peer, sizeof peer);
-			log_warn("client %s: %s; closing its connection", peer,
-				 tls_stream_error(ts));
+			log_rate_warn(&c->svc->log_tls, uv_now(c->svc->loop),
+				      "client %s: %s; closing its connection", peer,
+				      tls_stream_error(ts));
 			if (!tls_stream_established(ts))
 				c->svc->tls_failures++;
 		}
@@ -1030,12 +1033,9 @@ static void refuse(struct service_conn *c)
 	conn_peer(c, peer, sizeof peer);
 	snprintf(what, sizeof what, "too many connections from %s (max-connections-per-address %u)",
 		 peer, s->cfg->max_connections_per_address);
-	uint64_t now = uv_now(s->loop);
-	if (now - s->refusal_logged_ms >= 1000 || s->refusal_logged_ms == 0) {
-		s->refusal_logged_ms = now;
-		log_warn("client %s: %s; refused (%llu refused in all)", peer, what,
-			 s->admission.refused);
-	}
+	log_rate_warn(&s->log_admission, uv_now(s->loop),
+		      "client %s: %s; refused (%llu refused in all)", peer, what,
+		      s->admission.refused);
 	send_status(s, c, 0, RAFTLOCK_ELIMIT, what);
 	conn_close(c);
 }

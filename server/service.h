@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "admission.h"
+#include "log_rate.h"
 #include "auth.h"
 #include "config.h"
 #include "fsm.h"
@@ -43,7 +44,9 @@ struct service {
 	struct admission admission;      /* connections per client address */
 	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
 	unsigned long long frame_timeouts;
-	uint64_t refusal_logged_ms;       /* refusals are logged at most once a second */
+	/* Refusals a stranger can cause at will are logged at a bounded rate,
+	 * each kind on its own (log_rate.h). */
+	struct log_rate log_tls, log_admission, log_auth, log_protocol;
 	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
 	unsigned long long auth_denied;   /* requests refused for their identity */
 	bool closing;

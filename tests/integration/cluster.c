@@ -283,17 +283,22 @@ void tcluster_replace(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
-bool tcluster_log_has(struct tcluster *c, int i, const char *text)
+int tcluster_log_count(struct tcluster *c, int i, const char *text)
 {
-	char path[320], line[1024];
+	char path[320], line[2048];
 	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
 	FILE *f = fopen(path, "r");
-	bool found = false;
-	while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
-		found = strstr(line, text) != NULL;
+	int n = 0;
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		n += strstr(line, text) != NULL;
 	if (f != NULL)
 		fclose(f);
-	return found;
+	return n;
+}
+
+bool tcluster_log_has(struct tcluster *c, int i, const char *text)
+{
+	return tcluster_log_count(c, i, text) > 0;
 }
 
 /* Counts sanitizer reports in node i's log (every start appends to it). */

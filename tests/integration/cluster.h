@@ -84,6 +84,8 @@ int tcluster_make_certs(const char *dir);
 
 /* Whether node i's log (every start appends to it) has a line with text. */
 bool tcluster_log_has(struct tcluster *c, int i, const char *text);
+/* The number of lines of node i's log that contain text. */
+int tcluster_log_count(struct tcluster *c, int i, const char *text);
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t tcluster_now_ms(void);

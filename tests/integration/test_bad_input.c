@@ -81,6 +81,32 @@ static void expect_rejected(int node, const void *bytes, size_t n)
 	expect_refused(node, bytes, n, NULL);
 }
 
+/* A stranger cannot flood the log: 60 garbage frames on a node that saw
+ * none give at most the burst of lines (10, server/log_rate.h) plus one a
+ * second, and the next line says how many were held back; the node goes
+ * on serving. */
+static void refusals_logged_at_a_bounded_rate(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	int node = (leader + 1) % 3;
+	static const char what[] = "malformed or unknown message";
+	int before = tcluster_log_count(&cl, node, what);
+	uint8_t frame[4 + 8] = {0, 0, 0, 8, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8};
+	uint64_t t0 = tcluster_now_ms();
+	for (int i = 0; i < 60; i++)
+		expect_rejected(node, frame, sizeof frame);
+	uint64_t seconds = (tcluster_now_ms() - t0) / 1000;
+	int lines = tcluster_log_count(&cl, node, what) - before;
+	assert_true(lines >= 1);
+	if ((uint64_t)lines > 10 + seconds + 1)
+		fail_msg("%d lines for 60 refusals in %llu s", lines, (unsigned long long)seconds);
+	usleep(1100 * 1000);
+	expect_rejected(node, frame, sizeof frame);
+	assert_true(tcluster_log_has(&cl, node, "more like it suppressed"));
+	assert_still_serving(node);
+}
+
 static void garbage_frame(void **state)
 {
 	(void)state;
@@ -203,9 +229,13 @@ static void metrics_endpoint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(garbage_frame),        cmocka_unit_test(oversized_length),
-		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
-		cmocka_unit_test(name_too_long),        cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(garbage_frame),
+		cmocka_unit_test(oversized_length),
+		cmocka_unit_test(unknown_message_type),
+		cmocka_unit_test(truncated_frame),
+		cmocka_unit_test(name_too_long),
+		cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(refusals_logged_at_a_bounded_rate),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

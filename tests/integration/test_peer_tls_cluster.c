@@ -104,20 +104,9 @@ static void test_both_ports(void **state)
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
-/* Lines of node i's log that contain what. */
 static int log_count(int i, const char *what)
 {
-	char path[320], line[2048];
-	snprintf(path, sizeof path, "%s/n%d.log", cl.dir, i + 1);
-	FILE *f = fopen(path, "r");
-	int n = 0;
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof line, f) != NULL)
-		if (strstr(line, what) != NULL)
-			n++;
-	fclose(f);
-	return n;
+	return tcluster_log_count(&cl, i, what);
 }
 
 /* A loopback port that is free now (the kernel's pick). */
@@ -312,7 +301,7 @@ static void test_impostors_refused(void **state)
 	tl_sleep_ms(500);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(waitpid(cl.pid[i], NULL, WNOHANG), 0);
-		assert_true(log_count(i, "refused") >= refused0[i] + 3);
+		assert_true(log_count(i, "refused") > refused0[i]); /* lines at a bounded rate */
 		assert_true(refused_metric(i) >= 3);
 	}
 	views(after);
