@@ -630,6 +630,15 @@ static void transport_close(struct node *n)
 		raft_uv_tcp_close(&n->transport);
 }
 
+int node_reload_peer_tls(struct node *n, char *err, size_t errlen)
+{
+	if (!n->peer_tls)
+		return 0;
+	const struct config *cfg = n->cfg;
+	struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	return peer_tls_reload(&n->transport, cfg->id, &files, err, errlen);
+}
+
 int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
 	       const struct node_hooks *hooks, char *err, size_t errlen)
 {

@@ -757,24 +757,38 @@ static int check_own_cn(SSL_CTX *ctx, const struct tls_files *files, raft_id id,
 	return -1;
 }
 
-int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
-		  const struct tls_files *files, char *err, size_t errlen)
+/* The server and client contexts of member id from files; on failure a
+ * message in err and nothing allocated. */
+static int contexts_new(const struct tls_files *files, raft_id id, SSL_CTX **server,
+			SSL_CTX **client, char *err, size_t errlen)
 {
 	if (files->cert == NULL || files->key == NULL || files->ca == NULL) {
 		snprintf(err, errlen, "peer TLS needs a certificate, its key and the cluster's CA");
 		return -1;
 	}
+	if (tls_ctx_new(server, TLS_ROLE_SERVER, files, true, err, errlen) != 0)
+		return -1;
+	if (check_own_cn(*server, files, id, err, errlen) != 0 ||
+	    tls_ctx_new(client, TLS_ROLE_CLIENT, files, false, err, errlen) != 0) {
+		SSL_CTX_free(*server);
+		*server = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
+		  const struct tls_files *files, char *err, size_t errlen)
+{
 	struct peer_tls *t = calloc(1, sizeof *t);
 	if (t == NULL) {
 		snprintf(err, errlen, "peer TLS: out of memory");
 		return -1;
 	}
-	if (tls_ctx_new(&t->server_ctx, TLS_ROLE_SERVER, files, true, err, errlen) != 0)
-		goto fail;
-	if (check_own_cn(t->server_ctx, files, id, err, errlen) != 0)
-		goto fail_server;
-	if (tls_ctx_new(&t->client_ctx, TLS_ROLE_CLIENT, files, false, err, errlen) != 0)
-		goto fail_server;
+	if (contexts_new(files, id, &t->server_ctx, &t->client_ctx, err, errlen) != 0) {
+		free(t);
+		return -1;
+	}
 	t->transport = tr;
 	t->loop = loop;
 	t->setup_ms = PEER_TLS_SETUP_MS;
@@ -787,11 +801,21 @@ int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
 	tr->connect = transport_connect;
 	tr->close = transport_close;
 	return 0;
-fail_server:
+}
+
+int peer_tls_reload(struct raft_uv_transport *tr, raft_id id, const struct tls_files *files,
+		    char *err, size_t errlen)
+{
+	struct peer_tls *t = tr->impl;
+	SSL_CTX *server, *client;
+	if (contexts_new(files, id, &server, &client, err, errlen) != 0)
+		return -1;
+	/* Connections set up or being set up hold their own references. */
 	SSL_CTX_free(t->server_ctx);
-fail:
-	free(t);
-	return -1;
+	SSL_CTX_free(t->client_ctx);
+	t->server_ctx = server;
+	t->client_ctx = client;
+	return 0;
 }
 
 void peer_tls_close(struct raft_uv_transport *tr)

@@ -81,6 +81,14 @@ struct peer_tls_stats {
 int peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop, raft_id id,
 		  const struct tls_files *files, char *err, size_t errlen);
 
+/* Reads the files again (as peer_tls_init does, for member id) and, once
+ * they load, sets up the connections started from then on with them;
+ * connections already set up, or being set up, keep what they started
+ * with. Returns 0, or -1 with a message naming the file in err, the
+ * contexts in use then unchanged. */
+int peer_tls_reload(struct raft_uv_transport *t, raft_id id, const struct tls_files *files,
+		    char *err, size_t errlen);
+
 /* Frees what peer_tls_init() allocated: after raft's close of the transport
  * completed (raft_close's callback), or when raft never used it. */
 void peer_tls_close(struct raft_uv_transport *t);

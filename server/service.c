@@ -107,6 +107,12 @@ const char *service_conn_identity(const struct service_conn *c)
 	return c->identity;
 }
 
+void service_set_tls(struct service *s, SSL_CTX *tls)
+{
+	if (s->tls != NULL && tls != NULL)
+		s->tls = tls;
+}
+
 void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
 {
 	s->tokens = tokens;

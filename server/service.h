@@ -69,6 +69,11 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
  * connection may do is decided for this identity (auth.h). */
 const char *service_conn_identity(const struct service_conn *c);
 
+/* Connections accepted from now on use tls (borrowed likewise): a reload of
+ * the node's certificate. Those already accepted keep the context they
+ * started with. Only when TLS was on at start. */
+void service_set_tls(struct service *s, SSL_CTX *tls);
+
 /* The bearer tokens this node knows (auth-tokens; borrowed until
  * service_close, NULL for none). Set after service_start. */
 void service_auth_tokens(struct service *s, const struct auth_tokens *tokens);

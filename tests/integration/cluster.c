@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,16 @@ void tcluster_replace(struct tcluster *c, int i)
 	if (system(cmd) != 0)
 		die("removing a data directory");
 	spawn(c, i);
+}
+
+int tcluster_shell(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
 }
 
 int tcluster_log_count(struct tcluster *c, int i, const char *text)

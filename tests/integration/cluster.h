@@ -84,6 +84,10 @@ int tcluster_make_certs(const char *dir);
 
 /* Whether node i's log (every start appends to it) has a line with text. */
 bool tcluster_log_has(struct tcluster *c, int i, const char *text);
+/* Runs a shell command made from a printf format; returns its exit status
+ * as system() does. */
+int tcluster_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The number of lines of node i's log that contain text. */
 int tcluster_log_count(struct tcluster *c, int i, const char *text);
 

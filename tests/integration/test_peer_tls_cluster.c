@@ -188,18 +188,6 @@ static void views(struct view v[3])
 	}
 }
 
-static void shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void shell(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	int rv = system(cmd);
-	(void)rv; /* the TLS client's own verdict does not matter here */
-}
-
 /* A file holding the hello a member sends inside TLS (server/peer_tls.c:
  * protocol, id and raft address, big-endian) with the given id. */
 static const char *hello_claiming(uint64_t id)
@@ -250,18 +238,21 @@ static void test_impostors_refused(void **state)
 	 * member 1: raftlockd itself refuses to start so, so a TLS client sends
 	 * the hello. */
 	for (int i = 1; i < 3; i++) {
-		shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
-		      "-CAfile %s <%s >/dev/null 2>&1",
-		      cl.raft_port[i], peer_certs_path("a/node-4.pem"),
-		      peer_certs_path("a/node-4.key"), peer_certs_path("a/ca.pem"),
-		      hello_claiming(1));
+		/* (the TLS client's own verdict does not matter here) */
+		tcluster_shell(
+			"timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
+			"-CAfile %s <%s >/dev/null 2>&1",
+			cl.raft_port[i], peer_certs_path("a/node-4.pem"),
+			peer_certs_path("a/node-4.key"), peer_certs_path("a/ca.pem"),
+			hello_claiming(1));
 		assert_true(log_count(i, "claims to be member 1") > 0);
 	}
 	/* Member 2's own certificate, claiming member 3. */
-	shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
-	      "-CAfile %s <%s >/dev/null 2>&1",
-	      cl.raft_port[0], peer_certs_path("a/node-2.pem"), peer_certs_path("a/node-2.key"),
-	      peer_certs_path("a/ca.pem"), hello_claiming(3));
+	tcluster_shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
+		       "-CAfile %s <%s >/dev/null 2>&1",
+		       cl.raft_port[0], peer_certs_path("a/node-2.pem"),
+		       peer_certs_path("a/node-2.key"), peer_certs_path("a/ca.pem"),
+		       hello_claiming(3));
 	assert_true(log_count(0, "claims to be member 3 (127.0.0.1:1) but its certificate is for "
 				 "'raftlock-node-2'") > 0);
 
@@ -282,9 +273,10 @@ static void test_impostors_refused(void **state)
 		junk[i] = (char)rand();
 	static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00";
 	for (int i = 0; i < 3; i++) {
-		shell("echo hello | timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d "
-		      "-CAfile %s >/dev/null 2>&1",
-		      cl.raft_port[i], peer_certs_path("a/ca.pem"));
+		tcluster_shell(
+			"echo hello | timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d "
+			"-CAfile %s >/dev/null 2>&1",
+			cl.raft_port[i], peer_certs_path("a/ca.pem"));
 		int fd = raw_connect(cl.raft_port[i]);
 		assert_true(fd >= 0);
 		assert_int_equal(raw_send(fd, junk, sizeof junk), 0);
@@ -349,7 +341,7 @@ static void test_bad_settings(void **state)
 	argv[15] = NULL; /* start for real: refused as well */
 	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 1);
 	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
-	shell("rm -rf %s", dir);
+	tcluster_shell("rm -rf %s", dir);
 }
 
 int main(void)
