@@ -359,6 +359,9 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		if (res.status == RAFTLOCK_ELIMIT &&
 		    limit_message(&res, p->conn->identity, why, sizeof why))
 			resp.message = why;
+		s->identity_sessions_refused +=
+			res.limit == RAFTLOCK__LIMIT__LIMIT_SESSIONS_PER_IDENTITY;
+		s->lock_waiters_refused += res.limit == RAFTLOCK__LIMIT__LIMIT_WAITERS_PER_LOCK;
 		send_response(p->conn, p->id, &resp);
 	}
 	request_free(p);

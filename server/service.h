@@ -49,6 +49,9 @@ struct service {
 	struct log_rate log_tls, log_admission, log_auth, log_protocol;
 	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
 	unsigned long long auth_denied;   /* requests refused for their identity */
+	/* Answers of this node as leader refused by max-sessions-per-identity
+	 * and by max-waiters-per-lock (fsm.c). */
+	unsigned long long identity_sessions_refused, lock_waiters_refused;
 	bool closing;
 };
 

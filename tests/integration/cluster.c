@@ -284,6 +284,17 @@ void tcluster_replace(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
+long long tcluster_metric(struct tcluster *c, int i, const char *name)
+{
+	static char out[65536];
+	char key[160];
+	if (tcluster_http_get(c, i, "/metrics", out, sizeof out) != 0)
+		return -1;
+	snprintf(key, sizeof key, "\n%s ", name);
+	const char *at = strstr(out, key);
+	return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
 int tcluster_shell(const char *fmt, ...)
 {
 	char cmd[4096];

@@ -75,6 +75,11 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i);
  * (NUL-terminated). Returns 0, or -1 if the node did not answer. */
 int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len);
 
+/* The value of metric `name` (a counter or gauge without labels) on node
+ * i's metrics endpoint; -1 if the node did not answer or has no such
+ * metric. */
+long long tcluster_metric(struct tcluster *c, int i, const char *name);
+
 /* Makes the certificates of the TLS tests under dir (which exists) with
  * deploy/make-certs: certs/ (the cluster's CA, node-1..3, clients harness
  * and alice: a tls_dir), other/ (another CA and its client mallory) and

@@ -72,6 +72,14 @@ static uint64_t cluster_sessions(void)
 	return n;
 }
 
+/* A counter of the leader's metrics. */
+static long long leader_metric(const char *name)
+{
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	return tcluster_metric(&cl, leader, name);
+}
+
 static void sessions_per_identity(void **state)
 {
 	(void)state;
@@ -87,6 +95,7 @@ static void sessions_per_identity(void **state)
 	tl_assert_errmsg_has(alice, "identity 'alice' already holds 2 sessions");
 	tl_assert_errmsg_has(alice, "max-sessions-per-identity");
 	assert_int_equal(cluster_sessions(), before);
+	assert_int_equal(leader_metric("raftlock_sessions_per_identity_refused_total"), 1);
 
 	/* Bob is not alice. */
 	raftlock_session *b1 = tl_session(bob, 10000);
@@ -170,6 +179,7 @@ static void waiters_per_lock(void **state)
 	tl_assert_errmsg_has(alice, "the lock already has 2 waiters");
 	tl_assert_errmsg_has(alice, "max-waiters-per-lock");
 	assert_int_equal(waiters_of(root, "lim/w"), 2);
+	assert_int_equal(leader_metric("raftlock_waiters_per_lock_refused_total"), 1);
 
 	/* The queued ones are served in turn. */
 	assert_int_equal(raftlock_lock_release(held, NULL), 0);

@@ -162,14 +162,9 @@ static void run_impostor(int id, const char *cert, const char *key, unsigned ms,
 }
 
 /* raftlock_peer_tls_refused_total of node i. */
-static unsigned long long refused_metric(int i)
+static long long refused_metric(int i)
 {
-	static char out[65536];
-	static const char name[] = "\nraftlock_peer_tls_refused_total ";
-	assert_int_equal(tcluster_http_get(&cl, i, "/metrics", out, sizeof out), 0);
-	const char *at = strstr(out, name);
-	assert_non_null(at);
-	return strtoull(at + sizeof name - 1, NULL, 10);
+	return tcluster_metric(&cl, i, "raftlock_peer_tls_refused_total");
 }
 
 struct view {
