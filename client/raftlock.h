@@ -114,6 +114,12 @@ extern "C" {
  * back-off; a caller sees it only as the last error of a read or session
  * open that timed out while the node kept refusing.
  *
+ * RAFTLOCK_ELIMIT from a session open or a lock call is a limit of the
+ * cluster's state that refused it (docs/GUARANTEES.md, section 6): the
+ * sessions one identity may hold (max-sessions-per-identity), the waiters
+ * one lock may queue (max-waiters-per-lock), the store's size, ...; the
+ * message names the limit and its value, and nothing changed.
+ *
  * RAFTLOCK_ELIMIT is also what every waiting call gets, at once, when every
  * node has refused this client's connection because it holds as many from
  * the client's address as it takes (--max-connections-per-address): the

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "address.h"
+#include "fsm.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -74,6 +75,11 @@ static const char usage[] =
 	"                             the token's SHA-256; raftlock acl token NAME)\n"
 	"  --auth-admin NAME          an identity with every permission, to create\n"
 	"                             the first rules; the same on every node\n"
+	"  --max-sessions-per-identity N  with auth on, sessions one identity may hold\n"
+	"                             at once (the leader's setting counts); 0 = no\n"
+	"                             limit, default 10000\n"
+	"  --max-waiters-per-lock N   waiters one lock may queue (the leader's setting\n"
+	"                             counts); 1..100000, default 100000\n"
 	"  --check-config             validate the settings, print them and exit\n"
 	"  --version                  print the version and exit\n";
 
@@ -299,6 +305,16 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return fail(err, errlen, "auth: '%s' is not on or off", value);
 		cfg->auth = strcmp(value, "on") == 0;
+	} else if (strcmp(key, "max-sessions-per-identity") == 0) {
+		if (parse_u64(value, 0, FSM_MAX_SESSIONS, &v) != 0)
+			return fail(err, errlen, "max-sessions-per-identity: '%s' not in 0..%u",
+				    value, FSM_MAX_SESSIONS);
+		cfg->max_sessions_per_identity = (unsigned)v;
+	} else if (strcmp(key, "max-waiters-per-lock") == 0) {
+		if (parse_u64(value, 1, FSM_MAX_WAITERS, &v) != 0)
+			return fail(err, errlen, "max-waiters-per-lock: '%s' not in 1..%u", value,
+				    FSM_MAX_WAITERS);
+		cfg->max_waiters_per_lock = (unsigned)v;
 	} else if (strcmp(key, "auth-tokens") == 0) {
 		return set_path(cfg->auth_tokens, value, key, err, errlen);
 	} else if (strcmp(key, "auth-admin") == 0) {
@@ -369,6 +385,8 @@ static void defaults(struct config *cfg)
 	cfg->tls_handshake_timeout_ms = 10000;
 	cfg->max_connections_per_address = 1024;
 	cfg->frame_timeout_ms = 30000;
+	cfg->max_sessions_per_identity = 10000;
+	cfg->max_waiters_per_lock = FSM_MAX_WAITERS;
 }
 
 /* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
@@ -504,6 +522,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"auth", required_argument, NULL, 0},
 		{"auth-tokens", required_argument, NULL, 0},
 		{"auth-admin", required_argument, NULL, 0},
+		{"max-sessions-per-identity", required_argument, NULL, 0},
+		{"max-waiters-per-lock", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"check-config", no_argument, NULL, 'k'},

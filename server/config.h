@@ -77,6 +77,11 @@ struct config {
 	bool auth;
 	char auth_tokens[CONFIG_PATH_MAX]; /* "NAME SHA256HEX" lines; "" = none */
 	char auth_admin[RAFTLOCK_NAME_MAX + 1];
+	/* Limits the leader writes into the entries it proposes, so that every
+	 * node applies the leader's (fsm.c): sessions one identity may hold
+	 * with auth on (0 = no limit), waiters one lock may queue. */
+	unsigned max_sessions_per_identity;
+	unsigned max_waiters_per_lock;
 	bool check_only; /* --check-config: validate, print, exit */
 };
 

@@ -483,6 +483,11 @@ void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 	timebase_timer_start(&fw->timer, check, FOLLOWERS_CHECK_MS, FOLLOWERS_CHECK_MS);
 }
 
+void followers_set_tls(struct followers *fw, SSL_CTX *tls)
+{
+	fw->tls = tls;
+}
+
 void followers_close(struct followers *fw)
 {
 	fw->closing = true;

@@ -24,10 +24,13 @@
 #include "store.h"
 
 /* Quotas, checked inside apply so every node decides alike. They are part
- * of the replicated semantics: changing them is a format change. */
+ * of the replicated semantics: changing them is a format change. The
+ * settings max-sessions-per-identity and max-waiters-per-lock are not:
+ * the proposing leader writes its own into the entry (OpenSession,
+ * Acquire), and apply uses what the entry says. */
 #define FSM_MAX_SESSIONS 1000000u
 #define FSM_MAX_LOCKS 10000000u
-#define FSM_MAX_WAITERS 100000u      /* per lock */
+#define FSM_MAX_WAITERS 100000u      /* per lock: the ceiling of max-waiters-per-lock */
 #define FSM_MAX_HOLDERS 100000u      /* per lock */
 #define FSM_MAX_OUTCOMES 4096u       /* remembered per session: acquires */
 #define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */

@@ -208,6 +208,14 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Client requests refused with EPERM for their identity (auth = on): not "
 		"authenticated, no permission, an unknown token.",
 		m->service->auth_denied);
+	counter(&t, "sessions_per_identity_refused_total",
+		"Session opens this node, as leader, answered ELIMIT: the identity held "
+		"max-sessions-per-identity sessions.",
+		m->service->identity_sessions_refused);
+	counter(&t, "waiters_per_lock_refused_total",
+		"Acquires this node, as leader, answered ELIMIT: the lock had "
+		"max-waiters-per-lock waiters.",
+		m->service->lock_waiters_refused);
 	counter(&t, "peer_tls_refused_total",
 		"Raft port connections refused before raft saw them (peer-tls: no or a bad "
 		"certificate, an id that is not the certificate's, not TLS, too slow).",

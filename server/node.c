@@ -627,6 +627,19 @@ static unsigned test_faults(void)
 	return f;
 }
 
+/* Whether a peer that proved id by its certificate is a member: one of
+ * the configured members, or of raft's current configuration. */
+static bool node_knows_member(void *arg, raft_id id)
+{
+	struct node *n = arg;
+	if (config_member_by_id(n->cfg, id) != NULL)
+		return true;
+	for (unsigned i = 0; i < n->raft.configuration.n; i++)
+		if (n->raft.configuration.servers[i].id == id)
+			return true;
+	return false;
+}
+
 /* Frees the raft transport once raft no longer uses it. */
 static void transport_close(struct node *n)
 {
@@ -634,6 +647,15 @@ static void transport_close(struct node *n)
 		peer_tls_close(&n->transport);
 	else
 		raft_uv_tcp_close(&n->transport);
+}
+
+int node_reload_peer_tls(struct node *n, char *err, size_t errlen)
+{
+	if (!n->peer_tls)
+		return 0;
+	const struct config *cfg = n->cfg;
+	struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	return peer_tls_reload(&n->transport, cfg->id, &files, err, errlen);
 }
 
 int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
@@ -677,6 +699,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 			rv = RAFTLOCK_ECONFIG;
 			goto fail_store;
 		}
+		peer_tls_set_members(&n->transport, node_knows_member, n);
 	} else if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
 		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
 		goto fail_store;

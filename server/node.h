@@ -149,6 +149,14 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);
 
 /*
+ * Reads the peer TLS files (peer-tls-cert, -key, -ca) again for the raft
+ * connections set up from now on (peer_tls_reload). Returns 0 (also when
+ * peer TLS is off: nothing to read), or -1 with a message in err and the
+ * material in use unchanged.
+ */
+int node_reload_peer_tls(struct node *n, char *err, size_t errlen);
+
+/*
  * Takes a snapshot at the next applied entry instead of waiting for the
  * snapshot threshold; a leader also proposes a barrier so that one comes.
  * For a follower far behind: it then gets a recent snapshot and a short log

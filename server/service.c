@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "limit_message.h"
 #include "listener.h"
 #include "log.h"
 #include "raftlock.h"
@@ -106,6 +107,12 @@ static void conn_unref(struct service_conn *c)
 const char *service_conn_identity(const struct service_conn *c)
 {
 	return c->identity;
+}
+
+void service_set_tls(struct service *s, SSL_CTX *tls)
+{
+	if (s->tls != NULL && tls != NULL)
+		s->tls = tls;
 }
 
 void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
@@ -360,8 +367,15 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
 	} else {
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		char why[RAFTLOCK_NAME_MAX + 160];
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 		resp.result = &res;
+		if (res.status == RAFTLOCK_ELIMIT &&
+		    limit_message(&res, p->conn->identity, why, sizeof why))
+			resp.message = why;
+		s->identity_sessions_refused +=
+			res.limit == RAFTLOCK__LIMIT__LIMIT_SESSIONS_PER_IDENTITY;
+		s->lock_waiters_refused += res.limit == RAFTLOCK__LIMIT__LIMIT_WAITERS_PER_LOCK;
 		send_response(p->conn, p->id, &resp);
 	}
 	request_observe(p);
@@ -576,6 +590,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		}
 		/* The session serves this identity only (auth.h). */
 		open.identity = (char *)(c->identity != NULL ? c->identity : "");
+		if (s->cfg->auth)
+			open.max_sessions_per_identity = s->cfg->max_sessions_per_identity;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -588,6 +604,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
+		if (acquire.wait)
+			acquire.max_waiters = s->cfg->max_waiters_per_lock;
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
@@ -848,7 +866,8 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	if (name == NULL && s->cfg->auth) {
 		char peer[64];
 		conn_peer(c, peer, sizeof peer);
-		log_warn("client %s: a token this node does not know", peer);
+		log_rate_warn(&s->log_auth, uv_now(s->loop),
+			      "client %s: a token this node does not know", peer);
 		c->token_refused = true;
 		s->auth_denied++;
 		send_status(s, c, env->id, RAFTLOCK_EPERM, "this node knows no such token");
@@ -952,7 +971,8 @@ static void protocol_error(struct service *s, struct service_conn *c, const char
 {
 	char peer[64];
 	conn_peer(c, peer, sizeof peer);
-	log_warn("client %s: %s; closing its connection", peer, what);
+	log_rate_warn(&s->log_protocol, uv_now(s->loop), "client %s: %s; closing its connection",
+		      peer, what);
 	send_status(s, c, 0, RAFTLOCK_EPROTO, what);
 	conn_close(c);
 }
@@ -979,7 +999,11 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 		dispatch(s, c, env);
 	}
 	if (rv == RAFTLOCK_ETOOBIG) {
-		protocol_error(s, c, "frame length above the limit");
+		char what[96];
+		snprintf(what, sizeof what,
+			 "frame length above the limit of %u bytes (RAFTLOCK_FRAME_MAX)",
+			 (unsigned)RAFTLOCK_FRAME_MAX);
+		protocol_error(s, c, what);
 		return;
 	}
 	/* The frame clock runs from the first byte of a frame to its last. */
@@ -1029,8 +1053,9 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		if (!tls_stream_established(ts) || nread == UV_EPROTO) {
 			char peer[64];
 			conn_peer(c, peer, sizeof peer);
-			log_warn("client %s: %s; closing its connection", peer,
-				 tls_stream_error(ts));
+			log_rate_warn(&c->svc->log_tls, uv_now(c->svc->loop),
+				      "client %s: %s; closing its connection", peer,
+				      tls_stream_error(ts));
 			if (!tls_stream_established(ts))
 				c->svc->tls_failures++;
 		}
@@ -1049,12 +1074,9 @@ static void refuse(struct service_conn *c)
 	conn_peer(c, peer, sizeof peer);
 	snprintf(what, sizeof what, "too many connections from %s (max-connections-per-address %u)",
 		 peer, s->cfg->max_connections_per_address);
-	uint64_t now = uv_now(s->loop);
-	if (now - s->refusal_logged_ms >= 1000 || s->refusal_logged_ms == 0) {
-		s->refusal_logged_ms = now;
-		log_warn("client %s: %s; refused (%llu refused in all)", peer, what,
-			 s->admission.refused);
-	}
+	log_rate_warn(&s->log_admission, uv_now(s->loop),
+		      "client %s: %s; refused (%llu refused in all)", peer, what,
+		      s->admission.refused);
 	send_status(s, c, 0, RAFTLOCK_ELIMIT, what);
 	conn_close(c);
 }

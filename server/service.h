@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "admission.h"
+#include "log_rate.h"
 #include "auth.h"
 #include "config.h"
 #include "fsm.h"
@@ -62,10 +63,15 @@ struct service {
 	struct admission admission;      /* connections per client address */
 	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
 	unsigned long long frame_timeouts;
-	uint64_t refusal_logged_ms;       /* refusals are logged at most once a second */
+	/* Refusals a stranger can cause at will are logged at a bounded rate,
+	 * each kind on its own (log_rate.h). */
+	struct log_rate log_tls, log_admission, log_auth, log_protocol;
 	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
 	unsigned long long auth_denied;   /* requests refused for their identity */
 	struct histogram latency[SERVICE_OPS];
+	/* Answers of this node as leader refused by max-sessions-per-identity
+	 * and by max-waiters-per-lock (fsm.c). */
+	unsigned long long identity_sessions_refused, lock_waiters_refused;
 	bool closing;
 };
 
@@ -85,6 +91,11 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
  * neither yet. Valid while the connection is. With auth = on, what the
  * connection may do is decided for this identity (auth.h). */
 const char *service_conn_identity(const struct service_conn *c);
+
+/* Connections accepted from now on use tls (borrowed likewise): a reload of
+ * the node's certificate. Those already accepted keep the context they
+ * started with. Only when TLS was on at start. */
+void service_set_tls(struct service *s, SSL_CTX *tls);
 
 /* The bearer tokens this node knows (auth-tokens; borrowed until
  * service_close, NULL for none). Set after service_start. */

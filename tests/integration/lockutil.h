@@ -10,6 +10,15 @@
 #include "raftlock.h"
 
 raftlock_client *tl_client(struct tcluster *c);
+/* A client of c that authenticates with token (auth = on) under the
+ * client name `name`. */
+raftlock_client *tl_client_token(struct tcluster *c, const char *token, const char *name);
+/* Writes an auth-tokens file at path: for each (name, token) pair of
+ * pairs (NULL-terminated), the line of identity name for that token.
+ * Returns 0, or -1 if the file cannot be written. */
+int tl_write_tokens(const char *path, const char *const *pairs);
+/* Fails the test unless the client's last error message contains text. */
+void tl_assert_errmsg_has(raftlock_client *c, const char *text);
 raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms);
 raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 /* Try-lock that must succeed; returns the token. */
