@@ -85,7 +85,7 @@ static void test_warn_lines(void **state)
 	assert_true(saved >= 0);
 	fflush(stderr);
 	dup2(fd, 2);
-	log_setup(LOG_INFO, 7);
+	log_setup(LOG_INFO, 7, LOG_FORMAT_TEXT);
 	struct log_rate r = {0};
 	for (int i = 0; i < 20; i++)
 		log_rate_warn(&r, 100, "client 10.0.0.%d: refused", i);
