@@ -2,9 +2,12 @@
  * queued from one thread are granted one by one in FIFO order with
  * increasing tokens, shared waiters together, semaphore permits; the
  * server's wait deadline ends a wait with RAFTLOCK_ETIMEDOUT; closing the
- * session ends a wait with RAFTLOCK_ECANCELED at once; bad arguments. */
+ * session ends a wait with RAFTLOCK_ECANCELED at once, losing it with
+ * RAFTLOCK_ESESSION; an unanswered wait is RAFTLOCK_EUNKNOWN and leaves no
+ * grant behind; bad arguments. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -226,6 +229,88 @@ static void test_close_ends_the_wait(void **state)
 	tl_pair_close(&p);
 }
 
+/* A session lost while its acquire waits (no majority: no keepalive is
+ * acknowledged, the grace period runs out) ends the wait with
+ * RAFTLOCK_ESESSION, without waiting for the cluster. */
+static void test_lost_session_ends_the_wait(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "async/lost", 5000);
+	tl_take(p.la);
+	struct raftlock_session_options so = {.ttl_ms = 2 * ELECTION_MS, .grace_ms = 1000};
+	raftlock_session *s;
+	raftlock_lock *l;
+	assert_int_equal(raftlock_session_open(p.c, &so, &s), 0);
+	l = tl_lock(s, "async/lost");
+	outcomes_reset();
+	assert_int_equal(raftlock_lock_acquire_async(l, RAFTLOCK_EXCLUSIVE, 1, -1, record, NULL),
+			 0);
+	tl_await_waiters(p.c, "async/lost", 1);
+	int leader = tcluster_leader(&cl, 5000), other = (leader + 1) % 3;
+	tcluster_signal(&cl, leader, SIGSTOP);
+	tcluster_signal(&cl, other, SIGSTOP);
+	int got = await_outcomes(1, 15000);
+	tcluster_signal(&cl, leader, SIGCONT);
+	tcluster_signal(&cl, other, SIGCONT);
+	assert_int_equal(got, 1);
+	assert_int_equal(out.status[0], RAFTLOCK_ESESSION);
+	assert_int_equal(raftlock_lock_token(l), 0);
+	assert_true(tcluster_leader(&cl, 20000) >= 0);
+	raftlock_session_close(s);
+	tl_pair_close(&p);
+}
+
+/* A wait the cluster does not answer within its timeout plus the request
+ * timeout (every node paused) ends with RAFTLOCK_EUNKNOWN, holding
+ * nothing; once the cluster runs again, no grant is left behind. */
+static void test_unanswered_wait_is_unknown(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "async/unknown", 10000);
+	tl_take(p.la);
+	struct raftlock_client_options o = {
+		.addresses = cl.addrs, .n_addresses = 3, .request_timeout_ms = 1000};
+	raftlock_client *c;
+	raftlock_session *s;
+	raftlock_lock *l;
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	s = tl_session(c, 10000);
+	l = tl_lock(s, "async/unknown");
+	outcomes_reset();
+	uint64_t start = tcluster_now_ms();
+	assert_int_equal(raftlock_lock_acquire_async(l, RAFTLOCK_EXCLUSIVE, 1, 800, record, NULL),
+			 0);
+	tl_await_waiters(p.c, "async/unknown", 1);
+	for (int i = 0; i < 3; i++)
+		tcluster_signal(&cl, i, SIGSTOP);
+	int got = await_outcomes(1, 10000);
+	for (int i = 0; i < 3; i++)
+		tcluster_signal(&cl, i, SIGCONT);
+	assert_int_equal(got, 1);
+	assert_int_equal(out.status[0], RAFTLOCK_EUNKNOWN);
+	assert_true(out.at[0] - start >= 800 + 1000);
+	assert_int_equal(raftlock_lock_token(l), 0);
+	assert_true(tcluster_leader(&cl, 20000) >= 0);
+	/* the holder lets go: nobody may be left holding */
+	assert_int_equal(raftlock_lock_release(p.la, NULL), 0);
+	uint64_t end = tcluster_now_ms() + 10000;
+	struct raftlock_lock_info *info = NULL;
+	int rv;
+	while ((rv = raftlock_lock_get(p.c, "async/unknown", false, &info)) == 0 &&
+	       tcluster_now_ms() < end) {
+		raftlock_lock_info_free(info);
+		tl_sleep_ms(50);
+	}
+	if (rv == 0)
+		raftlock_lock_info_free(info);
+	assert_int_equal(rv, RAFTLOCK_ENOTFOUND);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	tl_pair_close(&p);
+}
+
 static void test_bad_arguments(void **state)
 {
 	(void)state;
@@ -249,6 +334,8 @@ int main(void)
 		cmocka_unit_test(test_shared_and_semaphore_waiters),
 		cmocka_unit_test(test_wait_deadline),
 		cmocka_unit_test(test_close_ends_the_wait),
+		cmocka_unit_test(test_lost_session_ends_the_wait),
+		cmocka_unit_test(test_unanswered_wait_is_unknown),
 		cmocka_unit_test(test_bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
