@@ -5,19 +5,20 @@ import contextlib
 import ctypes
 import os
 import threading
-import weakref
 
 from . import _native
-from .errors import RaftlockError, Code, StateError, error_for
+from .errors import Code, StateError, error_for
 from .introspect import lock_info_from_c, session_info_from_c, status_from_c
 from .session import Session
 
 # The client addresses deploy/local-cluster gives a local cluster.
 DEFAULT_ENDPOINTS = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
 
-# Clients still open when the interpreter exits are closed first: their
-# threads would otherwise call back into a Python that is going away.
-_open_clients = weakref.WeakSet()
+# Clients not closed yet. Held strongly: the library's threads may call
+# back into a client's sessions until it is closed, so a client is never
+# collected while open; those still open when the interpreter exits are
+# closed first.
+_open_clients = set()
 
 
 @atexit.register
@@ -42,7 +43,7 @@ def _ms(seconds, name):
     if seconds is None:
         return 0
     if seconds < 0:
-        raise ValueError(f"{name} must not be negative")
+        raise error_for(Code.EINVAL, f"open client: {name} must not be negative")
     return max(1, int(seconds * 1000)) if seconds > 0 else 0
 
 
@@ -56,9 +57,10 @@ class Client:
     endpoints: "host:port" client addresses of any nodes, as a list or a
     comma-separated string. TLS is on when tls_ca is given or tls is true
     (then the system CA store verifies the nodes); cert and key are a client
-    certificate for clusters that ask for one; server_name is the name every
-    node's certificate must carry (default: each address's host). token is
-    a bearer token for clusters with authentication on.
+    certificate (required by client-tls = mutual; a certificate shown is
+    the client's identity for the access rules); server_name is the name
+    every node's certificate must carry (default: each address's host).
+    token is a bearer token for clusters with authentication on.
 
     The client does not connect until the first request. Close it (or use
     it as a context manager): closing closes its sessions, which releases
@@ -92,6 +94,7 @@ class Client:
         self._default_session = None
         self._default_mu = threading.Lock()
         self._closing = False
+        self._callback_thread = None  # where a session callback runs now
         _open_clients.add(self)
 
     @classmethod
@@ -236,6 +239,8 @@ class Client:
     def close(self):
         """Closes every session (releasing their locks) and the client.
         Must not be called from a callback of this client. Idempotent."""
+        if self._callback_thread == threading.get_ident():
+            raise StateError(Code.ESTATE, "close the client from its own callback")
         with self._mu:
             if self._closing:
                 return
@@ -258,5 +263,3 @@ class Client:
     def __repr__(self):
         return f"<raftlock.Client {'closed' if self.closed else 'open'}>"
 
-
-__all__ = ["Client", "RaftlockError"]

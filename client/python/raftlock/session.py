@@ -71,13 +71,14 @@ class Session:
     def _run_callback(self, fn, *args):
         if fn is None:
             return
-        self._callback_thread = threading.get_ident()
+        # The library runs one callback of a client at a time.
+        self._callback_thread = self._client._callback_thread = threading.get_ident()
         try:
             fn(*args)
         except Exception:  # a callback's bug must not reach the library
             traceback.print_exc()
         finally:
-            self._callback_thread = None
+            self._callback_thread = self._client._callback_thread = None
 
     # -- state --------------------------------------------------------------
 

@@ -40,10 +40,15 @@ def _free_port(taken):
 
 
 class Cluster:
-    def __init__(self, n=3, election_ms=300):
+    def __init__(self, n=3, election_ms=300, extra_args=(), client_options=None):
+        """extra_args: more raftlockd flags ("{id}" in one is the node's
+        id; "{dir}" the cluster's scratch directory); client_options: what
+        a client needs to talk to it (TLS files, token)."""
         self.n = n
         self.election_ms = election_ms
         self.dir = tempfile.mkdtemp(prefix="raftlock-py-")
+        self.extra_args = list(extra_args)
+        self.client_options = dict(client_options or {})
         taken = set()
         self.raft_ports = [_free_port(taken) for _ in range(n)]
         self.client_ports = [_free_port(taken) for _ in range(n)]
@@ -62,6 +67,8 @@ class Cluster:
                 "--metrics-address", f"127.0.0.1:{self.metrics_ports[i]}",
                 "--election-timeout", str(self.election_ms),
                 "--heartbeat-timeout", str(self.election_ms // 10), "--log-level", "warn"]
+        argv += [a.replace("{id}", str(i + 1)).replace("{dir}", self.dir)
+                 for a in self.extra_args]
         for m in range(self.n):
             argv += ["--member", f"{m + 1},127.0.0.1:{self.raft_ports[m]},"
                      f"127.0.0.1:{self.client_ports[m]}"]
@@ -80,7 +87,8 @@ class Cluster:
     def wait_ready(self, timeout=20.0):
         """Waits until some node is a ready leader (asked through the library)."""
         end = time.monotonic() + timeout
-        with raftlock.Client(self.endpoints, request_timeout=1, connect_timeout=0.5) as c:
+        with raftlock.Client(self.endpoints, request_timeout=1, connect_timeout=0.5,
+                             **self.client_options) as c:
             while time.monotonic() < end:
                 for addr in self.addresses:
                     try:
@@ -121,9 +129,9 @@ class Cluster:
             _running.remove(self)
 
 
-def start_for_module():
+def start_for_module(**options):
     """A started cluster that the test module's end stops (setUpModule)."""
-    c = Cluster()
+    c = Cluster(**options)
     unittest.addModuleCleanup(c.stop)
     return c.start()
 

@@ -62,6 +62,12 @@ class LostByGrace(unittest.TestCase):
         def on_lost(session, error):
             lost.error = error
             lost.thread = threading.current_thread()
+            lost.refused = []
+            for close in (session.close, session.client.close):  # would wait for itself
+                try:
+                    close()
+                except raftlock.StateError as e:
+                    lost.refused.append(e)
             lost.set()
 
         with raftlock.Client(cluster.endpoints, request_timeout=1) as c:
@@ -79,6 +85,8 @@ class LostByGrace(unittest.TestCase):
             self.assertIsInstance(lost.error, raftlock.Timeout)
             self.assertEqual(lost.error.code, raftlock.Code.ETIMEDOUT)
             self.assertIsNot(lost.thread, threading.main_thread())
+            self.assertEqual(len(lost.refused), 2, "close from a callback was not refused")
+            self.assertFalse(c.closed)
             self.assertEqual(events, [raftlock.SessionEvent.JEOPARDY,
                                       raftlock.SessionEvent.LOST])
             self.assertTrue(s.lost)
