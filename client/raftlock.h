@@ -341,7 +341,8 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * so does a session the server had already declared expired (nothing is
  * left to close).
  * Asynchronous calls on the session finish first: their callbacks have run
- * when this returns, so it must not be called from such a callback.
+ * when this returns (an asynchronous acquire that waits ends at once, with
+ * RAFTLOCK_ECANCELED), so it must not be called from such a callback.
  * NULL is a no-op returning 0.
  */
 RAFTLOCK_API int raftlock_session_close(raftlock_session *session);
