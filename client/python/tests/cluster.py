@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -110,23 +111,33 @@ class Cluster:
 
     def stop(self):
         """Stops every node (SIGCONT, SIGTERM, SIGKILL after 5 s) and removes
-        the data. Idempotent."""
+        the data. Idempotent. Raises, keeping the logs, when a node did not
+        exit 0 on SIGTERM or a log holds a sanitizer report."""
         for p in self.procs:
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGCONT)
                 p.terminate()
+        problems = []
         for i, p in enumerate(self.procs):
             if p is None:
                 continue
             try:
-                p.wait(5)
+                rc = p.wait(5)
             except subprocess.TimeoutExpired:
                 p.kill()
-                p.wait()
+                rc = p.wait()
+            if rc != 0:
+                problems.append(f"node {i + 1} exited with {rc}")
             self.procs[i] = None
-        shutil.rmtree(self.dir, ignore_errors=True)
+            with open(os.path.join(self.dir, f"n{i + 1}.log"), errors="replace") as log:
+                if any(m in log.read() for m in ("ERROR: AddressSanitizer", "runtime error:",
+                                                 "ERROR: LeakSanitizer")):
+                    problems.append(f"node {i + 1}: sanitizer report")
         if self in _running:
             _running.remove(self)
+        if problems:
+            raise RuntimeError(f"cluster: {'; '.join(problems)} (logs in {self.dir})")
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def start_for_module(**options):
@@ -139,4 +150,7 @@ def start_for_module(**options):
 @atexit.register
 def _stop_all():
     for c in list(_running):
-        c.stop()
+        try:
+            c.stop()
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
