@@ -189,6 +189,14 @@ class SessionList(Structure):
     ]
 
 
+class AclRule(Structure):
+    _fields_ = [("identity", c_char_p), ("prefix", c_char_p), ("perms", c_uint32)]
+
+
+class AclList(Structure):
+    _fields_ = [("n_rules", c_size_t), ("rules", POINTER(AclRule)), ("more", c_bool)]
+
+
 def _declare(name, restype, *argtypes):
     fn = getattr(lib, name)
     fn.restype = restype
@@ -237,3 +245,12 @@ lock_list_free = _declare("raftlock_lock_list_free", None, POINTER(LockList))
 session_list = _declare("raftlock_session_list", c_int, c_void_p, c_uint64, c_uint32, c_bool,
                         POINTER(POINTER(SessionList)))
 session_list_free = _declare("raftlock_session_list_free", None, POINTER(SessionList))
+
+acl_set = _declare("raftlock_acl_set", c_int, c_void_p, c_char_p, c_char_p, c_uint32)
+acl_delete = _declare("raftlock_acl_delete", c_int, c_void_p, c_char_p, c_char_p)
+acl_list = _declare("raftlock_acl_list", c_int, c_void_p, c_char_p, c_char_p, c_uint32, c_bool,
+                    POINTER(POINTER(AclList)))
+acl_list_free = _declare("raftlock_acl_list_free", None, POINTER(AclList))
+acl_perms_parse = _declare("raftlock_acl_perms_parse", c_int, c_char_p, POINTER(c_uint32))
+# buf: a caller's buffer of at least 16 bytes; returns buf
+acl_perms_format = _declare("raftlock_acl_perms_format", c_char_p, c_uint32, c_char_p, c_size_t)

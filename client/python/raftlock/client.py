@@ -8,7 +8,7 @@ import threading
 
 from . import _native
 from .errors import Code, StateError, error_for
-from .introspect import lock_info_from_c, session_info_from_c, status_from_c
+from .introspect import acl_rule_from_c, lock_info_from_c, session_info_from_c, status_from_c
 from .session import Session
 
 # The client addresses deploy/local-cluster gives a local cluster.
@@ -45,6 +45,21 @@ def _ms(seconds, name):
     if seconds < 0:
         raise error_for(Code.EINVAL, f"open client: {name} must not be negative")
     return max(1, int(seconds * 1000)) if seconds > 0 else 0
+
+
+def acl_perms(text):
+    """The permission mask of "lock,read" (raftlock_acl_perms_parse)."""
+    mask = ctypes.c_uint32()
+    rv = _native.acl_perms_parse(text.encode(), ctypes.byref(mask))
+    if rv != 0:
+        raise error_for(rv, f"permissions '{text}': expected lock, read, admin or all")
+    return mask.value
+
+
+def acl_perms_text(mask):
+    """The text of a permission mask (raftlock_acl_perms_format)."""
+    buf = ctypes.create_string_buffer(32)
+    return _native.acl_perms_format(mask, buf, len(buf)).decode()
 
 
 def _cstr(value):
@@ -229,6 +244,34 @@ class Client:
             finally:
                 _native.session_list_free(out)
         return _pages(page, 0, lambda info: info.id)
+
+    # -- access rules (clusters with auth = on) --------------------------
+
+    def acl_set(self, identity, prefix, perms):
+        """Creates or replaces the rule of (identity, prefix): perms is
+        "lock", "read", "admin", a comma-separated list of them, or "all".
+        Needs admin on the prefix (else PermissionDenied)."""
+        self._check(_native.acl_set(self._handle(), identity.encode(), prefix.encode(),
+                                    acl_perms(perms)))
+
+    def acl_delete(self, identity, prefix):
+        """Deletes the rule of (identity, prefix); NotFound if there is none."""
+        self._check(_native.acl_delete(self._handle(), identity.encode(), prefix.encode()))
+
+    def acl_rules(self, stale=False):
+        """The rules on prefixes this identity has admin on, in (identity,
+        prefix) order (all pages)."""
+        def page(after):
+            out = ctypes.POINTER(_native.AclList)()
+            self._check(_native.acl_list(self._handle(), _cstr(after[0]), _cstr(after[1]), 0,
+                                         stale, ctypes.byref(out)))
+            try:
+                lst = out.contents
+                return ([acl_rule_from_c(lst.rules[i], acl_perms_text)
+                         for i in range(lst.n_rules)], lst.more)
+            finally:
+                _native.acl_list_free(out)
+        return _pages(page, (None, None), lambda rule: (rule.identity, rule.prefix))
 
     # -- life -----------------------------------------------------------
 

@@ -97,6 +97,13 @@ class SessionInfo:
     locks: List[str]
 
 
+@dataclass(frozen=True)
+class AclRule:
+    identity: str  # a name, or "*" for every authenticated identity
+    prefix: str  # lock names it covers ("" = every name)
+    perms: str  # "lock,read", "admin", ...
+
+
 _KINDS = {1: "mutex", 2: "rwlock", 3: "semaphore"}
 _MODES = {0: "exclusive", 1: "shared"}
 
@@ -128,3 +135,7 @@ def lock_info_from_c(li):
 def session_info_from_c(si):
     return SessionInfo(si.id, si.ttl_ms, si.deadline, si.opened_time, _owner(si.who),
                        [_s(n) for n in _items(si.locks, si.n_locks)])
+
+
+def acl_rule_from_c(r, perms_text):
+    return AclRule(_s(r.identity), _s(r.prefix), perms_text(r.perms))

@@ -2,7 +2,7 @@
 cluster with client-tls = server and auth = on: the CA, the server name
 and a token take a lock; a client certificate is the client's identity;
 a certificate of another CA, another server name or an unknown token are
-refused with the library's reason."""
+refused with the library's reason; access rules set, listed and deleted."""
 
 import hashlib
 import os
@@ -68,6 +68,25 @@ class Secure(unittest.TestCase):
                 c.session(ttl=5)
         self.assertEqual(cm.exception.code, raftlock.Code.ETLS)
         self.assertIn("CA", str(cm.exception))
+
+    def test_access_rules(self):
+        alice = os.path.join(certs, "client-alice")
+        with client() as root, client(cert=alice + ".pem", key=alice + ".key") as c:
+            root.acl_set("alice", "secure/alice/", "lock,read")
+            self.assertIn(("alice", "secure/alice/", "lock,read"),
+                          [(r.identity, r.prefix, r.perms) for r in root.acl_rules()])
+            with c.lock("secure/alice/job", timeout=5) as token:
+                self.assertTrue(c.check_token("secure/alice/job", token))
+            with self.assertRaises(raftlock.PermissionDenied):
+                c.acl_set("alice", "", "admin")  # alice is no admin
+            with self.assertRaises(raftlock.InvalidArgument):
+                root.acl_set("alice", "secure/", "write")
+            root.acl_delete("alice", "secure/alice/")
+            with self.assertRaises(raftlock.NotFound):
+                root.acl_delete("alice", "secure/alice/")
+            with self.assertRaises(raftlock.PermissionDenied):
+                with c.lock("secure/alice/job", timeout=5):
+                    self.fail("the rule is gone")
 
     def test_another_server_name_is_refused(self):
         with client(server_name="not-a-node.example") as c:
