@@ -115,6 +115,12 @@ void transport_on_done(struct transport *t, struct request *req,
 	req->deadline = transport_mono_ms(t) + (timeout_ms ? timeout_ms : t->request_timeout_ms);
 }
 
+void transport_expire_now(struct transport *t, struct request *req)
+{
+	req->deadline = 0;
+	transport_wake_io(t);
+}
+
 void transport_defer(struct transport *t, struct transport_deferred *d)
 {
 	d->next = NULL;

@@ -138,3 +138,19 @@ pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 	close(fds[1]);
 	return child;
 }
+
+void tl_await_waiters(raftlock_client *c, const char *name, size_t n)
+{
+	uint64_t end = tcluster_now_ms() + 10000;
+	while (tcluster_now_ms() < end) {
+		struct raftlock_lock_info *info = NULL;
+		if (raftlock_lock_get(c, name, false, &info) == 0) {
+			size_t have = info->n_waiters;
+			raftlock_lock_info_free(info);
+			if (have == n)
+				return;
+		}
+		tl_sleep_ms(10);
+	}
+	fail_msg("'%s' never had %zu waiters", name, n);
+}

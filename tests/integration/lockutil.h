@@ -3,6 +3,7 @@
 #ifndef RAFTLOCK_TEST_LOCKUTIL_H
 #define RAFTLOCK_TEST_LOCKUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,6 +25,8 @@ raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 /* Try-lock that must succeed; returns the token. */
 uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
+/* Waits up to 10 s until `name` has n waiters (a linearizable read). */
+void tl_await_waiters(raftlock_client *c, const char *name, size_t n);
 
 /* Forks a process that opens a session of ttl_ms, takes `name` (created
  * with opts, which may be NULL) and then only waits: a holder the test can
