@@ -14,6 +14,7 @@
 #include "cli_child.h"
 #include "cli_print.h"
 #include "cli_top.h"
+#include "cli_events.h"
 #include "json.h"
 #include "raftlock.h"
 
@@ -40,6 +41,8 @@ static const char usage_text[] =
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
 	"  check NAME TOKEN [--json]        is TOKEN a current grant of NAME?\n"
+	"  watch PREFIX [--from POS] [--count N] [--json]   print every change of\n"
+	"                                   the locks under PREFIX as it happens\n"
 	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale] [--json]\n"
 	"                                   the busiest locks and longest waiters,\n"
 	"                                   redrawn every interval (1000 ms)\n"
@@ -593,6 +596,42 @@ static int cmd_top(struct cli *cli, int argc, char **argv)
 	return cli_top(cli->client, &o);
 }
 
+static int cmd_watch(struct cli *cli, int argc, char **argv)
+{
+	enum { OPT_FROM = 1, OPT_COUNT };
+	static const struct option opts[] = {
+		{"from", required_argument, NULL, OPT_FROM},
+		{"count", required_argument, NULL, OPT_COUNT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	struct raftlock_position from;
+	struct cli_events_options o = {.json = cli->json};
+	long count;
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_JSON: o.json = true; break;
+		case OPT_FROM:
+			if (raftlock_position_parse(optarg, &from) != 0)
+				return usage("watch --from: a position, INDEX.OFFSET or INDEX");
+			o.from = &from;
+			break;
+		case OPT_COUNT:
+			if (!parse_ms(optarg, 1, 1000000000, &count))
+				return usage("watch --count: 1 to 1000000000");
+			o.count = (uint64_t)count;
+			break;
+		default: return usage("watch: unknown option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage("watch: one PREFIX (\"\" for every lock)");
+	o.prefix = argv[optind];
+	return cli_events(cli->client, &o);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
@@ -600,6 +639,7 @@ static const struct {
 	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
 	{"check", cmd_check},     {"acl", cmd_acl},   {"top", cmd_top},
+	{"watch", cmd_watch},
 };
 
 /* An environment variable; NULL when unset or empty. */

@@ -577,6 +577,96 @@ RAFTLOCK_API void raftlock_lock_free(raftlock_lock *lock);
 RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name, uint64_t token,
 				      bool *current);
 
+/* ----------------------------------------------------------- watches -- */
+
+/* Where a change sits in the cluster's history: the raft index of the log
+ * entry that made it and its rank among that entry's changes (from 1).
+ * Positions are the same on every node and grow along the history. The
+ * state events (HOLDING, WAITING, CURRENT) carry offset
+ * RAFTLOCK_WATCH_OFFSET_END: "after the whole entry". */
+struct raftlock_position {
+	uint64_t index;
+	uint32_t offset;
+};
+#define RAFTLOCK_WATCH_OFFSET_END UINT32_MAX
+
+enum raftlock_watch_kind {
+	RAFTLOCK_WATCH_GRANTED = 1,      /* a holder was added; token is its token */
+	RAFTLOCK_WATCH_RELEASED = 2,     /* a holder let go, or its session was closed */
+	RAFTLOCK_WATCH_EXPIRED = 3,      /* a holder's session expired */
+	RAFTLOCK_WATCH_QUEUED = 4,       /* a waiter joined the queue */
+	RAFTLOCK_WATCH_DEQUEUED = 5,     /* a waiter left it ungranted: status says why
+					    (ECANCELED, ETIMEDOUT, ESESSION) */
+	RAFTLOCK_WATCH_REVOKED = 6,      /* a grant was taken away */
+	RAFTLOCK_WATCH_HISTORY_LOST = 7, /* the changes after `position` are no longer
+					    kept: the current state follows */
+	RAFTLOCK_WATCH_HOLDING = 8,      /* current state: a holder */
+	RAFTLOCK_WATCH_WAITING = 9,      /* current state: a waiter, in queue order */
+	RAFTLOCK_WATCH_CURRENT = 10,     /* the state just sent is the one at `position` */
+	RAFTLOCK_WATCH_ERROR = 11        /* the watch ended: status (EPERM, EINVAL, ...) */
+};
+
+/* One event. name, and the event, are borrowed for the callback only.
+ * A granted waiter shows as GRANTED alone (it left the queue). */
+struct raftlock_watch_event {
+	enum raftlock_watch_kind kind;
+	struct raftlock_position position;
+	const char *name; /* the lock; for HISTORY_LOST and CURRENT the prefix */
+	uint64_t session;
+	uint64_t owner; /* the holder's or waiter's lock-handle id */
+	uint64_t token;
+	enum raftlock_mode mode;
+	uint32_t permits;
+	int status;
+};
+
+typedef struct raftlock_watch_handle raftlock_watch_handle;
+typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *userdata);
+
+/*
+ * Watches the locks whose name starts with prefix ("" = every lock):
+ * grants, releases, expiries, queue changes and revocations, delivered in
+ * the order of the cluster's log, each with its position
+ * (docs/GUARANTEES.md, watches).
+ *
+ * from NULL: the current state first (HOLDING and WAITING events, then
+ * CURRENT with its position), then every change after it. from a position
+ * (one delivered earlier, say by another process): every change after it;
+ * when the cluster no longer keeps them all, HISTORY_LOST, then the
+ * current state and CURRENT, then the changes after that. The library
+ * remembers the last position delivered and, after a reconnect or a
+ * leader change, resumes from it on whichever node it reaches: no change
+ * is delivered twice or skipped, or HISTORY_LOST says so.
+ *
+ * cb runs on the client's I/O thread, one event at a time, in order; it
+ * must not block nor call the blocking functions of this client. An
+ * ERROR event (the node refused the watch: RAFTLOCK_EPERM without read
+ * permission on the prefix) is the last one. prefix and from are copied.
+ *
+ * Returns 0 and *out (owned by the caller: end it with
+ * raftlock_watch_cancel(), also after an ERROR), or RAFTLOCK_EINVAL (NULL
+ * client, prefix, cb or out, a prefix over RAFTLOCK_NAME_MAX bytes),
+ * RAFTLOCK_ENOMEM; cb then never runs. Any thread.
+ */
+RAFTLOCK_API int raftlock_watch(raftlock_client *client, const char *prefix,
+				const struct raftlock_position *from, raftlock_watch_cb cb,
+				void *userdata, raftlock_watch_handle **out);
+
+/*
+ * Ends the watch and frees it. From another thread: when this returns, cb
+ * is not running and will not run again. From cb itself (or another
+ * callback of the client): the running callback is the last. Every watch
+ * must be cancelled before raftlock_client_close(). NULL is a no-op.
+ */
+RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *watch);
+
+/* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END), as
+ * the CLI prints positions. Returns 0 or RAFTLOCK_EINVAL. */
+RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos);
+
+/* The name of a kind ("granted", "released", ...), "unknown" otherwise. */
+RAFTLOCK_API const char *raftlock_watch_kind_name(enum raftlock_watch_kind kind);
+
 /* ----------------------------------------------------- introspection -- */
 
 struct raftlock_member {

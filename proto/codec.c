@@ -101,6 +101,8 @@ static int check_request(const Raftlock__Envelope *env)
 		    strlen(env->list_locks->after) > RAFTLOCK_NAME_MAX)
 			return RAFTLOCK_EPROTO;
 		return 0;
+	case RAFTLOCK__ENVELOPE__BODY_WATCH:
+		return strlen(env->watch->prefix) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
 		const Raftlock__Owner *o = env->open_session->owner;
 		if (o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||

@@ -20,12 +20,48 @@ struct apply {
 	uint64_t now;   /* cluster time after this entry */
 	unsigned command;
 	const struct fsm_sink *sink;
+	uint32_t changes; /* FSM_EV_CHANGE events of this entry so far */
 };
 
 static void emit(struct apply *a, struct fsm_event ev)
 {
 	if (a->sink != NULL && a->sink->emit != NULL)
 		a->sink->emit(a->sink->arg, &ev);
+}
+
+/* Tells the watches (FSM_EV_CHANGE) that something happened to a holder
+ * or waiter of `name`: a position in the log, the same on every node. */
+static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name,
+			uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+			uint32_t permits, int status)
+{
+	Raftlock__WatchEvent c = RAFTLOCK__WATCH_EVENT__INIT;
+	c.index = a->index;
+	c.offset = ++a->changes;
+	c.kind = kind;
+	c.name = (char *)name;
+	c.session = session;
+	c.owner = owner;
+	c.token = token;
+	c.mode = mode;
+	c.permits = permits;
+	c.status = status;
+	emit(a, (struct fsm_event){.type = FSM_EV_CHANGE, .name = name, .change = &c});
+}
+
+static void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+			     Raftlock__WatchKind kind)
+{
+	const Raftlock__Holder *h = lock->holders[i];
+	note_change(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits, 0);
+}
+
+static void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+			     int status)
+{
+	const Raftlock__Waiter *w = lock->waiters[i];
+	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, lock->name, w->session, w->owner, 0,
+		    w->mode, w->permits, status);
 }
 
 static Raftlock__Result result_of(int status)
@@ -160,6 +196,8 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 	h->granted_index = a->index;
 	h->granted_time = a->now;
 	a->fsm->stats.grants++;
+	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner, h->token,
+		    mode, permits, 0);
 	return h;
 }
 
@@ -191,6 +229,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 		if (sess == NULL) {
 			/* Cannot happen: ending a session removes its waiters.
 			 * Dropping the waiter keeps rule 6 even so. */
+			note_waiter_gone(a, lock, 0, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, 0);
 			continue;
 		}
@@ -247,6 +286,9 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		bool held = false;
 		for (size_t j = lock->n_holders; j-- > 0;) {
 			if (lock->holders[j]->session == sess->id) {
+				note_holder_gone(a, lock, j,
+						 expired ? RAFTLOCK__WATCH_KIND__WATCH_EXPIRED
+							 : RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 				remove_holder(a, lock, j);
 				held = true;
 			}
@@ -260,6 +302,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 						   .session = sess->id,
 						   .seq = w->seq,
 						   .result = &res});
+			note_waiter_gone(a, lock, j, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, j);
 		}
 		if (expired && held && lock->lock_delay_ms > 0) {
@@ -537,6 +580,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->seq = cmd->seq;
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
+		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, lock->name, w->session, w->owner,
+			    0, w->mode, w->permits, 0);
 		res.queued = true;
 		a->fsm->stats.waits++;
 		contention_count(&a->fsm->stats.contention, lock->name, a->now);
@@ -571,6 +616,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 		res.count = lock->holders[i]->count;
 		res.token = lock->holders[i]->token;
 	} else {
+		note_holder_gone(a, lock, (size_t)i, RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 		remove_holder(a, lock, (size_t)i);
 		forget_lock_if_done(sess, lock);
 		grant_waiters(a, lock, sess);
@@ -594,6 +640,7 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
 	ssize_t i = lock ? records_find_waiter(lock, sess->id, op->owner) : -1;
 	if (i >= 0 && lock->waiters[i]->seq == op->acquire_seq) {
+		note_waiter_gone(a, lock, (size_t)i, RAFTLOCK_ECANCELED);
 		records_remove_waiter(lock, (size_t)i);
 		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
 		finish_wait(a, sess, op->acquire_seq, &canceled);
@@ -640,6 +687,7 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 		if (w->deadline == 0 || a->now < w->deadline)
 			break;
 		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, w->session);
+		note_waiter_gone(a, lock, i, RAFTLOCK_ETIMEDOUT);
 		records_remove_waiter(lock, i);
 		if (sess != NULL) {
 			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);

@@ -86,6 +86,7 @@ static void conn_close(struct service_conn *c)
 	admission_leave(&c->svc->admission, c->admission_key);
 	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
+	watches_forget_conn(&c->svc->watches, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
 	else
@@ -300,6 +301,10 @@ static void request_free(struct service_request *p)
 
 void service_on_event(struct service *s, const struct fsm_event *ev)
 {
+	if (ev->type == FSM_EV_CHANGE) {
+		watches_on_change(&s->watches, ev->change);
+		return;
+	}
 	if (ev->type == FSM_EV_SESSION_GONE) {
 		pushes_forget_session(&s->pushes, ev->session);
 		return;
@@ -892,6 +897,33 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	send_response(c, env->id, &resp);
 }
 
+/* ------------------------------------------------------------- watches -- */
+
+static void watch_send(void *arg, struct service_conn *c, uint64_t id,
+		       const Raftlock__WatchEvent *ev)
+{
+	(void)arg;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.push = true;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
+	resp.watch_event = (Raftlock__WatchEvent *)ev;
+	send_response(c, id, &resp);
+}
+
+/* Any node serves watches, from its own applies (watch.h): the answer
+ * first, then the events, in order on the connection. */
+static void handle_watch(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		bool found = watches_cancel(&s->watches, c, env->watch_cancel->watch);
+		send_status(s, c, env->id, found ? 0 : RAFTLOCK_ENOTFOUND,
+			    found ? "" : "no such watch on this connection");
+		return;
+	}
+	send_status(s, c, env->id, 0, "");
+	watches_add(&s->watches, c, env->id, env->watch);
+}
+
 /* ------------------------------------------------------------ dispatch -- */
 
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
@@ -912,6 +944,13 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 	}
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE) {
 		handle_authenticate(s, c, env);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH ||
+	    env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		if (!s->cfg->auth || authorized(s, c, env))
+			handle_watch(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -1168,6 +1207,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
+	watches_init(&s->watches, cfg->watch_history, &node->store, watch_send, s);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1204,6 +1244,11 @@ void service_on_ready(struct service *s, bool ready)
 	free(victims);
 }
 
+void service_on_restore(struct service *s)
+{
+	watches_restored(&s->watches);
+}
+
 unsigned service_connections(const struct service *s)
 {
 	unsigned n = 0;
@@ -1227,5 +1272,6 @@ void service_close(struct service *s)
 	service_on_ready(s, false);
 	reads_close(&s->reads);
 	pushes_close(&s->pushes);
+	watches_close(&s->watches);
 	admission_close(&s->admission);
 }
