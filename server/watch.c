@@ -46,12 +46,25 @@ static void ring_clear(struct watches *w)
 	w->first = w->n = 0;
 }
 
-static void ring_reset(struct watches *w)
+/* The ring's history starts where the store stood when the node began
+ * (or restored): read when first needed, so that setting up reads nothing.
+ * Inside an apply, the read sees the state before the entry (LMDB, opened
+ * MDB_NOTLS, lets a thread read beside its own write). */
+static void ring_base(struct watches *w)
 {
-	ring_clear(w);
+	if (w->based)
+		return;
 	MDB_txn *txn = store_begin(w->store, false);
 	w->base = (struct watch_pos){applied_index(w->store, txn), WATCH_OFFSET_END};
 	store_abort(txn);
+	w->based = true;
+}
+
+static void ring_reset(struct watches *w)
+{
+	ring_clear(w);
+	w->based = false;
+	ring_base(w);
 }
 
 void watches_init(struct watches *w, size_t cap, struct store *store, watch_send_cb send, void *arg)
@@ -60,7 +73,6 @@ void watches_init(struct watches *w, size_t cap, struct store *store, watch_send
 	w->ring = calloc(cap, sizeof *w->ring);
 	if (w->ring == NULL)
 		log_fatal("out of memory");
-	ring_reset(w);
 }
 
 static void sub_free(struct watch_sub *s)
@@ -172,6 +184,7 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 		return;
 	}
 	s->after = (struct watch_pos){req->after_index, req->after_offset};
+	ring_base(w);
 	if (pos_cmp(s->after, w->base) < 0) {
 		send_lost(w, s);
 		return;
@@ -218,6 +231,7 @@ void watches_forget_conn(struct watches *w, const struct service_conn *conn)
 
 void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 {
+	ring_base(w);
 	if (w->n == w->cap) {
 		Raftlock__WatchEvent *old = &w->ring[w->first];
 		w->base = pos_of(old); /* the changes after it are still here */

@@ -51,13 +51,15 @@ struct watches {
 	void *arg;
 	Raftlock__WatchEvent *ring; /* cap slots; names owned */
 	size_t cap, first, n;
-	/* Every change after base is in the ring. */
+	/* Every change after base is in the ring (once based). */
 	struct watch_pos base;
+	bool based;
 	struct watch_sub *subs;
 };
 
-/* Keeps up to cap changes; the store's applied index is where the ring's
- * history starts (entries at or below it were applied before). */
+/* Keeps up to cap changes; the store's applied index when the first
+ * change or watch comes is where the ring's history starts (entries at or
+ * below it were applied before). Reads nothing yet. */
 void watches_init(struct watches *w, size_t cap, struct store *store, watch_send_cb send,
 		  void *arg);
 void watches_close(struct watches *w);

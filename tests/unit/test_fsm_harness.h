@@ -47,6 +47,8 @@ struct fx_event {
 	char name[RAFTLOCK_NAME_MAX + 1];
 	bool has_result;
 	Raftlock__Result result;
+	bool has_change; /* FSM_EV_CHANGE: the change, its name in `name` */
+	Raftlock__WatchEvent change;
 };
 
 struct fx_entry {
@@ -280,6 +282,17 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 	if (ev->result != NULL) {
 		e->has_result = true;
 		e->result = *ev->result;
+	}
+	if (ev->change != NULL) {
+		e->has_change = true;
+		e->change = *ev->change;
+		e->change.name = e->name;
+		fx_trace(f, "@%llu change %llu.%u kind=%d s=%llu o=%llu tok=%llu st=%d\n",
+			 (unsigned long long)f->index, (unsigned long long)ev->change->index,
+			 ev->change->offset, (int)ev->change->kind,
+			 (unsigned long long)ev->change->session,
+			 (unsigned long long)ev->change->owner,
+			 (unsigned long long)ev->change->token, ev->change->status);
 	}
 	fx_trace(f,
 		 "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "
