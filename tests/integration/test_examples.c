@@ -69,6 +69,7 @@ static void examples_run(void **state)
 	expect("introspect ex/", 0, "ex/d: token");
 	expect("mutex ex/d", 0, "held by someone else");
 	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
+	expect("watch ex/w/ 3", 0, "saw 6 changes");
 }
 
 int main(void)
