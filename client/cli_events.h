@@ -33,4 +33,13 @@ struct cli_events_options {
  * thread of the process starts, or with those signals blocked already. */
 int cli_events(raftlock_client *client, const struct cli_events_options *o);
 
+/* `raftlock observe NAME [--count N] [--json]` (raftlock_observe): one
+ * line at each change of who leads NAME (o->prefix, a lock name):
+ *   POS leader session=S token=T value=V   or   POS no leader
+ * with " (history lost: read again)" when the changes in between were not
+ * kept; --json: {"position":..,"leader":true,"session":S,"token":T,
+ * "history_lost":false,"value":V}. The first line is the current state.
+ * --count N: exit after N lines. Same signal rules as cli_events. */
+int cli_observe(raftlock_client *client, const struct cli_events_options *o);
+
 #endif

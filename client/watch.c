@@ -23,6 +23,7 @@ struct watch_delivery {
 	struct transport_deferred d; /* first: the deferred callback is the op */
 	struct raftlock_watch_handle *w;
 	struct raftlock_watch_event ev;
+	char *value;
 	char name[];
 };
 
@@ -43,6 +44,7 @@ static void watch_deliver(struct transport_deferred *d)
 	pthread_mutex_unlock(&t->mu);
 	if (run)
 		w->cb(&dv->ev, w->userdata);
+	free(dv->value);
 	free(dv);
 	pthread_mutex_lock(&t->mu);
 	bool last = --w->pending == 0 && w->free_when_idle;
@@ -77,11 +79,17 @@ static bool watch_queue(struct raftlock_watch_handle *w, const struct raftlock_w
 	struct watch_delivery *dv = malloc(sizeof *dv + n);
 	if (dv == NULL)
 		return false;
+	dv->value = strdup(ev->value != NULL ? ev->value : "");
+	if (dv->value == NULL) {
+		free(dv);
+		return false;
+	}
 	dv->d.fn = watch_deliver;
 	dv->w = w;
 	dv->ev = *ev;
 	memcpy(dv->name, ev->name, n);
 	dv->ev.name = dv->name;
+	dv->ev.value = dv->value;
 	w->pending++;
 	transport_defer(w->t, &dv->d);
 	return true;
@@ -120,6 +128,7 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	ev.mode = e->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
 	ev.permits = e->permits;
 	ev.status = e->status;
+	ev.value = e->value;
 	if (watch_queue(w, &ev)) {
 		/* A state (HOLDING, WAITING) is complete only at its CURRENT:
 		 * a resume from inside it would miss the rest of it. */

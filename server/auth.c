@@ -103,6 +103,8 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need_lock(v, identity, session, env->release->release->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		return need_lock(v, identity, session, env->cancel_wait->cancel->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		return need_lock(v, identity, session, env->proclaim->proclaim->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: {
 		bool exists;
 		if (session_of(v, session, identity, &exists) || !exists ||

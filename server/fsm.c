@@ -31,11 +31,12 @@ static void emit(struct apply *a, struct fsm_event ev)
 
 /* Tells the watches (FSM_EV_CHANGE) that something happened to a holder
  * or waiter of `name`: a position in the log, the same on every node. */
-static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name,
-			uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
-			uint32_t permits, int status)
+static void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
+			      uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+			      uint32_t permits, int status, const char *value)
 {
 	Raftlock__WatchEvent c = RAFTLOCK__WATCH_EVENT__INIT;
+	c.value = (char *)value;
 	c.index = a->index;
 	c.offset = ++a->changes;
 	c.kind = kind;
@@ -49,11 +50,19 @@ static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *n
 	emit(a, (struct fsm_event){.type = FSM_EV_CHANGE, .name = name, .change = &c});
 }
 
+static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name,
+			uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+			uint32_t permits, int status)
+{
+	note_change_value(a, kind, name, session, owner, token, mode, permits, status, "");
+}
+
 static void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
 			     Raftlock__WatchKind kind)
 {
 	const Raftlock__Holder *h = lock->holders[i];
-	note_change(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits, 0);
+	note_change_value(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits,
+			  0, h->value);
 }
 
 static void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
@@ -184,7 +193,8 @@ static uint64_t take_token(struct apply *a)
 }
 
 static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
-			       uint64_t owner, Raftlock__Mode mode, uint32_t permits)
+			       uint64_t owner, Raftlock__Mode mode, uint32_t permits,
+			       const char *value)
 {
 	Raftlock__Holder *h = records_add_holder(lock);
 	h->session = session;
@@ -195,9 +205,11 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 	h->token = take_token(a);
 	h->granted_index = a->index;
 	h->granted_time = a->now;
+	if (value != NULL && value[0] != '\0')
+		records_set_string(&h->value, value);
 	a->fsm->stats.grants++;
-	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner, h->token,
-		    mode, permits, 0);
+	note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner,
+			  h->token, mode, permits, 0, h->value);
 	return h;
 }
 
@@ -241,7 +253,8 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 				raftlock__session_record__free_unpacked(sess, NULL);
 			break;
 		}
-		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		Raftlock__Holder *h =
+			grant(a, lock, w->session, w->owner, w->mode, w->permits, w->value);
 		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
@@ -482,7 +495,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	struct store *st = a->fsm->store;
 	if (codec_check_name(op->name) != 0)
 		return result_of(RAFTLOCK_EINVAL);
-	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED)
+	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED ||
+	    strlen(op->value) > RAFTLOCK_VALUE_MAX)
 		return result_of(RAFTLOCK_EINVAL);
 	uint32_t permits = op->permits ? op->permits : 1;
 
@@ -559,7 +573,7 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 			res = refuse_full(a);
 			goto out;
 		}
-		h = grant(a, lock, sess->id, op->owner, mode, permits);
+		h = grant(a, lock, sess->id, op->owner, mode, permits, op->value);
 		res.token = h->token;
 		res.count = 1;
 	} else if (!op->wait) {
@@ -580,6 +594,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->seq = cmd->seq;
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
+		if (op->value[0] != '\0')
+			records_set_string(&w->value, op->value);
 		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, lock->name, w->session, w->owner,
 			    0, w->mode, w->permits, 0);
 		res.queued = true;
@@ -703,6 +719,31 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 	raftlock__lock_record__free_unpacked(lock, NULL);
 }
 
+/* Elections: the holder whose grant carries op->token publishes a new
+ * value; fenced by the token, so a deposed leader's proclaim is refused. */
+static Raftlock__Result do_proclaim(struct apply *a, Raftlock__SessionRecord *sess,
+				    const Raftlock__Proclaim *op)
+{
+	if (codec_check_name(op->name) != 0 || strlen(op->value) > RAFTLOCK_VALUE_MAX)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return result_of(RAFTLOCK_ENOTHOLDER);
+	Raftlock__Result res = result_of(0);
+	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
+	if (h == NULL || h->token != op->token) {
+		res.status = RAFTLOCK_ENOTHOLDER;
+	} else {
+		records_set_string(&h->value, op->value);
+		res.token = h->token;
+		note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_PROCLAIMED, lock->name, h->session,
+				  h->owner, h->token, h->mode, h->permits, 0, h->value);
+		save_lock(a, lock);
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
+}
+
 /* ----------------------------------------------------- client commands -- */
 
 /*
@@ -787,6 +828,9 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
 			res = do_cancel_wait(a, sess, cmd->cancel_wait);
 			break;
+		case RAFTLOCK__COMMAND__OP_PROCLAIM:
+			res = do_proclaim(a, sess, cmd->proclaim);
+			break;
 		default: res = result_of(RAFTLOCK_EINVAL); break;
 		}
 		records_set_outcome(sess, cmd->seq, &res, pending);
@@ -857,6 +901,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
 	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
 		/* Rule 1 of the grant path: no grant before INIT set the
 		 * fencing counter's floor. */

@@ -435,6 +435,22 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->wait = src->wait;
 	dst->wait_ms = src->wait_ms;
 	dst->lock_delay_ms = src->lock_delay_ms;
+	dst->value = src->value;
+}
+
+/* Elections: PROCLAIM, rebuilt field by field like an acquire. The one
+ * place where the command is made, so that a cluster feature level can
+ * gate it. */
+static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
+			      const Raftlock__Proclaim *src)
+{
+	raftlock__proclaim__init(dst);
+	dst->name = src->name;
+	dst->owner = src->owner;
+	dst->token = src->token;
+	dst->value = src->value;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_PROCLAIM;
+	cmd->proclaim = dst;
 }
 
 /* Rule 8: every mutating request carries (session, seq, ack_below), and
@@ -573,6 +589,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
 	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
+	Raftlock__Proclaim proclaim;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
@@ -628,6 +645,10 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cancel.owner = env->cancel_wait->cancel->owner;
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		set_sequence(&cmd, seq);
+		election_proclaim(&cmd, &proclaim, env->proclaim->proclaim);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
@@ -837,6 +858,7 @@ static bool authorized(struct service *s, struct service_conn *c, const Raftlock
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
 		session = request_sequence(env, &legacy)->session;
 		break;
 	default: break;

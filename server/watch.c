@@ -39,10 +39,17 @@ static uint64_t applied_index(struct store *st, MDB_txn *txn)
 	return index;
 }
 
+static void slot_free(Raftlock__WatchEvent *slot)
+{
+	free(slot->name);
+	if (slot->value != protobuf_c_empty_string)
+		free(slot->value);
+}
+
 static void ring_clear(struct watches *w)
 {
 	for (size_t i = 0; i < w->n; i++)
-		free(w->ring[(w->first + i) % w->cap].name);
+		slot_free(&w->ring[(w->first + i) % w->cap]);
 	w->first = w->n = 0;
 }
 
@@ -121,6 +128,7 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		ev.token = h->token;
 		ev.mode = h->mode;
 		ev.permits = h->permits;
+		ev.value = h->value;
 		send_to(sw->w, sw->sub, &ev);
 	}
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_WAITING;
@@ -131,6 +139,7 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		ev.owner = q->owner;
 		ev.mode = q->mode;
 		ev.permits = q->permits;
+		ev.value = q->value;
 		send_to(sw->w, sw->sub, &ev);
 	}
 	raftlock__lock_record__free_unpacked(rec, NULL);
@@ -235,13 +244,15 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 	if (w->n == w->cap) {
 		Raftlock__WatchEvent *old = &w->ring[w->first];
 		w->base = pos_of(old); /* the changes after it are still here */
-		free(old->name);
+		slot_free(old);
 		w->first = (w->first + 1) % w->cap;
 		w->n--;
 	}
 	Raftlock__WatchEvent *slot = &w->ring[(w->first + w->n) % w->cap];
 	*slot = *ev;
-	if ((slot->name = strdup(ev->name)) == NULL)
+	slot->value = (char *)protobuf_c_empty_string;
+	if ((slot->name = strdup(ev->name)) == NULL ||
+	    (ev->value[0] != '\0' && (slot->value = strdup(ev->value)) == NULL))
 		log_fatal("out of memory");
 	w->n++;
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {

@@ -49,6 +49,7 @@ struct fx_event {
 	Raftlock__Result result;
 	bool has_change; /* FSM_EV_CHANGE: the change, its name in `name` */
 	Raftlock__WatchEvent change;
+	char value[RAFTLOCK_VALUE_MAX + 1]; /* the change's value */
 };
 
 struct fx_entry {
@@ -105,6 +106,8 @@ struct op {
 	uint32_t perms;        /* ACL_SET */
 	uint32_t max_sessions; /* OPEN_SESSION: per identity, as the leader carries it */
 	uint32_t max_waiters;  /* ACQUIRE: per lock, as the leader carries it */
+	const char *value;     /* ACQUIRE, PROCLAIM: the election value */
+	uint64_t token;        /* PROCLAIM */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -128,12 +131,14 @@ struct cmd_buf {
 	Raftlock__StoreLimit store_limit;
 	Raftlock__AclSet acl_set;
 	Raftlock__AclDelete acl_delete;
+	Raftlock__Proclaim proclaim;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
 	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
-	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
+	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION ||
+	       t == RAFTLOCK__COMMAND__OP_PROCLAIM;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -196,7 +201,16 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acquire.wait_ms = o->wait_ms;
 		b->acquire.lock_delay_ms = o->lock_delay_ms;
 		b->acquire.max_waiters = o->max_waiters;
+		b->acquire.value = (char *)(o->value ? o->value : "");
 		b->cmd.acquire = &b->acquire;
+		break;
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
+		raftlock__proclaim__init(&b->proclaim);
+		b->proclaim.name = name;
+		b->proclaim.owner = o->owner;
+		b->proclaim.token = o->token;
+		b->proclaim.value = (char *)(o->value ? o->value : "");
+		b->cmd.proclaim = &b->proclaim;
 		break;
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 		raftlock__release__init(&b->release);
@@ -287,6 +301,8 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 		e->has_change = true;
 		e->change = *ev->change;
 		e->change.name = e->name;
+		snprintf(e->value, sizeof e->value, "%s", ev->change->value);
+		e->change.value = e->value;
 		fx_trace(f, "@%llu change %llu.%u kind=%d s=%llu o=%llu tok=%llu st=%d\n",
 			 (unsigned long long)f->index, (unsigned long long)ev->change->index,
 			 ev->change->offset, (int)ev->change->kind,
