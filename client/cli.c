@@ -789,14 +789,16 @@ int main(int argc, char **argv)
 		code = cli_acl_token(argc - cmd, argv + cmd, cli.json);
 		goto out;
 	}
-	/* lock and run take their signals with sigwait: blocked in every
-	 * thread, so the client's threads start with them blocked. The
-	 * other commands keep the usual signal behaviour. */
+	/* lock, run and elect take their signals with sigwait (watch and
+	 * observe theirs with sigtimedwait): blocked in every thread, so the
+	 * client's threads start with them blocked. The other commands keep
+	 * the usual signal behaviour. */
 	sigset_t set;
 	cli_signal_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	code = cli_connect(&cli);
-	if (run != cmd_lock && run != cmd_run)
+	if (run != cmd_lock && run != cmd_run && run != cmd_elect && run != cmd_watch &&
+	    run != cmd_observe)
 		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (code != CLI_EXIT_OK)
 		goto out;

@@ -100,6 +100,10 @@ struct node {
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
 	uint64_t snapshots_restored; /* restores that replaced the store */
+	/* The store's applied index once raft started (after any restore it
+	 * made then): later entries are applied by this run, and report
+	 * their changes to the watches (watch.h). */
+	uint64_t start_applied;
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
 	uint64_t snapshots_taken;

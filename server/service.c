@@ -1229,7 +1229,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
-	watches_init(&s->watches, cfg->watch_history, &node->store, watch_send, s);
+	watches_init(&s->watches, cfg->watch_history, &node->store, node->start_applied, watch_send,
+		     s);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)

@@ -53,30 +53,20 @@ static void ring_clear(struct watches *w)
 	w->first = w->n = 0;
 }
 
-/* The ring's history starts where the store stood when the node began
- * (or restored): read when first needed, so that setting up reads nothing.
- * Inside an apply, the read sees the state before the entry (LMDB, opened
- * MDB_NOTLS, lets a thread read beside its own write). */
-static void ring_base(struct watches *w)
-{
-	if (w->based)
-		return;
-	MDB_txn *txn = store_begin(w->store, false);
-	w->base = (struct watch_pos){applied_index(w->store, txn), WATCH_OFFSET_END};
-	store_abort(txn);
-	w->based = true;
-}
-
+/* After a restore the history starts at the store's new applied index. */
 static void ring_reset(struct watches *w)
 {
 	ring_clear(w);
-	w->based = false;
-	ring_base(w);
+	MDB_txn *txn = store_begin(w->store, false);
+	w->base = (struct watch_pos){applied_index(w->store, txn), WATCH_OFFSET_END};
+	store_abort(txn);
 }
 
-void watches_init(struct watches *w, size_t cap, struct store *store, watch_send_cb send, void *arg)
+void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t start_index,
+		  watch_send_cb send, void *arg)
 {
 	*w = (struct watches){.store = store, .send = send, .arg = arg, .cap = cap};
+	w->base = (struct watch_pos){start_index, WATCH_OFFSET_END};
 	w->ring = calloc(cap, sizeof *w->ring);
 	if (w->ring == NULL)
 		log_fatal("out of memory");
@@ -193,7 +183,6 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 		return;
 	}
 	s->after = (struct watch_pos){req->after_index, req->after_offset};
-	ring_base(w);
 	if (pos_cmp(s->after, w->base) < 0) {
 		send_lost(w, s);
 		return;
@@ -240,7 +229,6 @@ void watches_forget_conn(struct watches *w, const struct service_conn *conn)
 
 void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 {
-	ring_base(w);
 	if (w->n == w->cap) {
 		Raftlock__WatchEvent *old = &w->ring[w->first];
 		w->base = pos_of(old); /* the changes after it are still here */
@@ -265,6 +253,8 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 
 void watches_restored(struct watches *w)
 {
+	if (w->ring == NULL)
+		return; /* a restore as the node starts, before the service */
 	ring_reset(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next)
 		if (pos_cmp(s->after, w->base) < 0)

@@ -51,17 +51,16 @@ struct watches {
 	void *arg;
 	Raftlock__WatchEvent *ring; /* cap slots; names owned */
 	size_t cap, first, n;
-	/* Every change after base is in the ring (once based). */
+	/* Every change after base is in the ring. */
 	struct watch_pos base;
-	bool based;
 	struct watch_sub *subs;
 };
 
-/* Keeps up to cap changes; the store's applied index when the first
- * change or watch comes is where the ring's history starts (entries at or
- * below it were applied before). Reads nothing yet. */
-void watches_init(struct watches *w, size_t cap, struct store *store, watch_send_cb send,
-		  void *arg);
+/* Keeps up to cap changes; the history starts after start_index (entries
+ * up to it were applied before this node started: node.h start_applied).
+ * Reads nothing yet. */
+void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t start_index,
+		  watch_send_cb send, void *arg);
 void watches_close(struct watches *w);
 
 /* Subscribes (conn, id) and sends what req asks for first (see above).

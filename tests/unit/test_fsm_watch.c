@@ -182,8 +182,8 @@ static void test_ring_resume_and_lost(void **state)
 	uint64_t a = fx_session(f);
 	struct sent got = {0};
 	struct watches w;
-	watches_init(&w, 4, &f->store, record_send, &got);
 	uint64_t start = f->index;
+	watches_init(&w, 4, &f->store, start, record_send, &got);
 
 	for (int i = 0; i < 3; i++) { /* 6 changes: the ring keeps the last 4 */
 		fx_take(f, a, 1, i == 1 ? "other" : "p/m");
