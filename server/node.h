@@ -100,10 +100,6 @@ struct node {
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
 	uint64_t snapshots_restored; /* restores that replaced the store */
-	/* The store's applied index once raft started (after any restore it
-	 * made then): later entries are applied by this run, and report
-	 * their changes to the watches (watch.h). */
-	uint64_t start_applied;
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
 	uint64_t snapshots_taken;
@@ -112,6 +108,10 @@ struct node {
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
 	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
+	/* The store's applied index once raft started (after any restore it
+	 * made then): later entries are applied by this run, and report
+	 * their changes to the watches (watch.h). */
+	uint64_t start_applied;
 	size_t state_bytes; /* size of the last snapshot image */
 	unsigned trailing;  /* trailing entries asked of libraft */
 	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
