@@ -64,6 +64,10 @@ class Planted(unittest.TestCase):
         whats = [v["what"] for v in res["observe"]["violations"]]
         self.assertIn("a leader token below an earlier leader's", whats)
 
+    def test_election_leader_never_granted(self):
+        self.caught("election_unknown_token.jsonl", "observe",
+                    "a leader token no campaigner was granted")
+
     def test_election_two_leaders(self):
         self.caught("election_two_leaders.jsonl", "lease",
                     "two holders of an exclusive lock overlap")
