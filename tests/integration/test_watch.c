@@ -245,11 +245,24 @@ static void test_state_then_changes(void **state)
 		assert_string_equal(ch[i].name, "st/a");
 	assert_true(pos_cmp(r->ev[cur].pos, ch[0].pos) < 0);
 
+	/* Every node keeps the changes (filled at apply), and one serves the
+	 * watch. */
+	long long subscribers = 0;
+	for (int i = 0; i < cl.n; i++) {
+		assert_true(tcluster_metric(&cl, i, "raftlock_watch_changes_kept") >= 5);
+		subscribers += tcluster_metric(&cl, i, "raftlock_watch_subscribers");
+	}
+	assert_int_equal(subscribers, 1);
+
 	raftlock_watch_cancel(w);
 	int seen = r->n;
 	assert_int_equal(raftlock_lock_release(p.lb, NULL), 0);
 	tl_sleep_ms(300);
 	assert_int_equal(r->n, seen); /* cancelled: nothing more */
+	subscribers = 0;
+	for (int i = 0; i < cl.n; i++)
+		subscribers += tcluster_metric(&cl, i, "raftlock_watch_subscribers");
+	assert_int_equal(subscribers, 0); /* the node was told */
 	recorder_free(r);
 	raftlock_lock_free(la2);
 	raftlock_lock_free(other);
