@@ -129,7 +129,12 @@ static void on_leader(const struct raftlock_leader_event *ev, void *arg)
 {
 	struct events_state *st = arg;
 	pthread_mutex_lock(&st->mu);
-	if (!st->done) {
+	if (!st->done && ev->status != 0) {
+		fprintf(stderr, "raftlock: observe '%s': %s\n", st->o->prefix,
+			raftlock_strerror(ev->status));
+		st->status = ev->status;
+		st->done = true;
+	} else if (!st->done) {
 		if (st->o->json) {
 			fputs("{\"position\":\"", stdout);
 			print_position(&ev->position);
@@ -171,5 +176,5 @@ int cli_observe(raftlock_client *client, const struct cli_events_options *o)
 	wait_done(&st, &stop);
 	raftlock_observe_cancel(obs);
 	pthread_mutex_destroy(&st.mu);
-	return 0;
+	return st.status != 0 ? 1 : 0;
 }

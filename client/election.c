@@ -112,7 +112,8 @@ static void observe_event(const struct raftlock_watch_event *ev, void *arg)
 {
 	struct raftlock_observer *o = arg;
 	if (ev->kind == RAFTLOCK_WATCH_ERROR) {
-		struct raftlock_leader_event none = {.value = "", .position = ev->position};
+		struct raftlock_leader_event none = {
+			.value = "", .position = ev->position, .status = ev->status};
 		o->cb(&none, o->userdata); /* the watch ended: nothing more comes */
 		return;
 	}

@@ -733,6 +733,8 @@ struct raftlock_leader_event {
 	struct raftlock_position position; /* where in the log this became true */
 	bool history_lost;                 /* changes in between were not kept: this is the
 					      current state, read again */
+	int status; /* non-zero: the node refused the observation (RAFTLOCK_EPERM,
+		       ...): this is the last event, and has_leader is false */
 };
 
 typedef struct raftlock_observer raftlock_observer;
