@@ -41,6 +41,8 @@ static const char usage_text[] =
 	"  acl list [--stale]               the rules (on prefixes you administer)\n"
 	"  acl token NAME                   a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
+	"  snapshot save FILE               a backup image of the whole state (admin;\n"
+	"                                   restore: raftlockd --restore FILE)\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
@@ -382,6 +384,19 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv);
 }
 
+/* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
+static int cmd_snapshot(struct cli *cli, int argc, char **argv)
+{
+	if (argc != 3 || strcmp(argv[1], "save") != 0 || argv[2][0] == '\0')
+		return usage("snapshot save FILE");
+	uint64_t index = 0;
+	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
+		return cli_fail(cli);
+	printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
+	       argv[2]);
+	return CLI_EXIT_OK;
+}
+
 /* lock and run: options, then NAME [--] CMD ARGS... */
 static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 {
@@ -481,7 +496,7 @@ static const struct {
 } commands[] = {
 	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},
+	{"check", cmd_check},     {"acl", cmd_acl},   {"snapshot", cmd_snapshot},
 };
 
 /* An environment variable; NULL when unset or empty. */

@@ -85,6 +85,7 @@ static void json_status(FILE *f, const char *endpoint, const struct raftlock_sta
 		", \"sessions\": %" PRIu64 ", \"locks\": %" PRIu64 ", \"cluster\": ",
 		st->cluster_time, st->next_token, st->sessions, st->locks);
 	json_write_string(f, st->cluster);
+	fprintf(f, ", \"cluster_id\": \"%016" PRIx64 "\"", st->cluster_id);
 	fputs(", \"members\": [", f);
 	for (size_t i = 0; i < st->n_members; i++) {
 		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ", i ? ", " : "",

@@ -70,6 +70,7 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	st->leader_address = introspect_dup(si->leader_address, &failed);
 	st->cluster_time = si->cluster_time;
 	st->next_token = si->next_token;
+	st->cluster_id = si->cluster_id;
 	st->sessions = si->sessions;
 	st->locks = si->locks;
 	st->cluster = introspect_dup(si->cluster, &failed);

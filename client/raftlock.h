@@ -565,6 +565,9 @@ struct raftlock_status {
 	char *cluster;
 	size_t n_members;
 	struct raftlock_member *members;
+	/* Random, drawn when the cluster started: a cluster restored from a
+	 * backup has a new one. 0 until the cluster's first entry applied. */
+	uint64_t cluster_id;
 };
 
 /*
@@ -740,6 +743,32 @@ RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
  */
 RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
 RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
+
+/* ------------------------------------------------------------- backups -- */
+
+/*
+ * Saves a backup image of the whole replicated state into the file at path
+ * (docs/OPERATIONS.md, "Backup and restore"; restored with raftlockd
+ * --restore). The leader takes the image after a read barrier, so it holds
+ * every write acknowledged before the call, and sends it in chunks (an
+ * image may be far larger than a frame). The bytes go to "<path>.tmp",
+ * which is synced, checked against the image's checksum and then renamed
+ * to path: path is replaced only by a whole, undamaged image. If the
+ * leader changes during the save, the save starts over (three times at
+ * most). With authentication on, the identity needs admin on every name.
+ *
+ * client: borrowed for the call; path: borrowed for the call. *index (if
+ * not NULL) gets the applied index the image holds. Thread-safe; blocks
+ * for the transfer (each chunk within the client's request timeout).
+ * Errors: RAFTLOCK_EINVAL (NULL argument), RAFTLOCK_EIO (the file: the
+ * message names it), RAFTLOCK_EDATA (the image arrived damaged),
+ * RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
+ * RAFTLOCK_ENOMEM, and the errors of any request (RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
+ * and path is unchanged.
+ */
+RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path,
+					uint64_t *index);
 
 #ifdef __cplusplus
 }

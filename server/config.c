@@ -18,6 +18,9 @@ static const char usage[] =
 	"  --config FILE              read settings from FILE (key = value lines)\n"
 	"  --id N                     this node's id (1..2^63), one of the members\n"
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
+	"  --restore FILE             start a NEW cluster from a backup image (raftlock\n"
+	"                             snapshot save) on an empty data-dir; give every\n"
+	"                             member the same FILE (docs/OPERATIONS.md)\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
 	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there;\n"
@@ -193,6 +196,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->data_dir)
 			return fail(err, errlen, "data-dir: empty or too long");
 		strcpy(cfg->data_dir, value);
+	} else if (strcmp(key, "restore") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->restore_file)
+			return fail(err, errlen, "restore: empty or too long");
+		strcpy(cfg->restore_file, value);
 	} else if (strcmp(key, "raft-address") == 0) {
 		return set_raft_address(cfg->raft_address, value, key, err, errlen);
 	} else if (strcmp(key, "client-address") == 0) {
@@ -462,6 +469,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"config", required_argument, NULL, 'c'},
 		{"id", required_argument, NULL, 0},
 		{"data-dir", required_argument, NULL, 0},
+		{"restore", required_argument, NULL, 0},
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
 		{"metrics-address", required_argument, NULL, 0},

@@ -7,6 +7,7 @@
 
 #include "auth.h"
 #include "codec.h"
+#include "grow.h"
 #include "log.h"
 #include "raftlock.h"
 #include "records.h"
@@ -700,10 +701,28 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 {
-	if (a->meta->next_token == 0) {
-		a->meta->next_token = op->token_floor ? op->token_floor : 1;
-		records_set_string(&a->meta->cluster, op->cluster);
-	}
+	if (a->meta->next_token != 0)
+		return result_of(0);
+	/* A cluster restored from a backup: every member must have built its
+	 * state from the same image (raftlockd --restore), or it would apply
+	 * this log to another state and diverge: stop instead. */
+	if (op->restored_from != a->meta->restored_from)
+		log_fatal("the cluster was started from backup image %016llx, this node's state "
+			  "from %016llx (0: none): start every member of a restored cluster with "
+			  "--restore and the same image, on an empty data directory",
+			  (unsigned long long)op->restored_from,
+			  (unsigned long long)a->meta->restored_from);
+	uint64_t floor = op->token_floor ? op->token_floor : 1;
+	/* Rule 7, and for a restore: above every token of the image too. */
+	if (a->meta->restore_floor > floor)
+		floor = a->meta->restore_floor;
+	a->meta->next_token = floor;
+	a->meta->cluster_id = op->cluster_id;
+	records_set_string(&a->meta->cluster, op->cluster);
+	/* A restored cluster's new sessions get ids that the cluster it was
+	 * copied from has not reached: above its bootstrap milliseconds. */
+	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))
+		a->meta->next_session = op->token_floor >> 20;
 	return result_of(0);
 }
 
@@ -812,4 +831,104 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 			  (unsigned long long)index, n);
 	fsm_apply(f, index, entry, sink);
 	raftlock__log_entry__free_unpacked(entry, NULL);
+}
+
+/* ------------------------------------------------------------- restore -- */
+
+struct name_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int collect_lock(void *arg, Raftlock__LockRecord *rec)
+{
+	struct name_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	if ((l->v[l->n++] = strdup(rec->name)) == NULL)
+		log_fatal("out of memory");
+	raftlock__lock_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+struct id_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect_session(void *arg, Raftlock__SessionRecord *rec)
+{
+	struct id_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	l->v[l->n++] = rec->id;
+	raftlock__session_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+/* The lock-delay a restored lock gets: its own, and at least the longest
+ * TTL of the sessions that held it, so that a holder of the copied
+ * cluster has seen its validity run out before the lock is granted again. */
+static uint64_t restored_delay(struct apply *a, const Raftlock__LockRecord *lock)
+{
+	uint64_t delay = lock->lock_delay_ms;
+	for (size_t i = 0; i < lock->n_holders; i++) {
+		uint64_t deadline;
+		uint32_t ttl = RAFTLOCK_TTL_MAX_MS;
+		store_get_lease(a->fsm->store, a->txn, lock->holders[i]->session, &deadline, &ttl);
+		if (ttl > delay)
+			delay = ttl;
+	}
+	return delay;
+}
+
+void fsm_restore_base(struct fsm *f, uint64_t image_sum)
+{
+	struct store *st = f->store;
+	struct apply a = {.fsm = f};
+	a.txn = store_begin(st, true);
+	a.meta = store_get_meta(st, a.txn);
+	a.now = a.meta->cluster_time;
+
+	struct name_list locks = {0};
+	store_scan_locks(st, a.txn, "", NULL, collect_lock, &locks);
+	for (size_t i = 0; i < locks.n; i++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a.txn, locks.v[i]);
+		if (lock->n_holders > 0) {
+			uint64_t until = a.now + restored_delay(&a, lock);
+			if (until > lock->delay_until)
+				lock->delay_until = until;
+		}
+		while (lock->n_holders > 0)
+			records_remove_holder(lock, lock->n_holders - 1);
+		while (lock->n_waiters > 0)
+			records_remove_waiter(lock, lock->n_waiters - 1);
+		save_lock(&a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+		free(locks.v[i]);
+	}
+	free(locks.v);
+
+	struct id_list sessions = {0};
+	store_scan_sessions(st, a.txn, 0, collect_session, &sessions);
+	for (size_t i = 0; i < sessions.n; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, a.txn, sessions.v[i]);
+		if (sess->nonce != 0)
+			store_del_nonce(st, a.txn, sess->nonce);
+		store_del_lease(st, a.txn, sess->id);
+		store_del_session(st, a.txn, sess->id);
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	free(sessions.v);
+
+	a.meta->restore_floor = a.meta->next_token ? a.meta->next_token : 1;
+	a.meta->next_token = 0; /* until the new cluster's INIT */
+	a.meta->restored_from = image_sum;
+	a.meta->cluster_id = 0;
+	a.meta->applied_index = 0; /* the new cluster's log starts afresh */
+	records_set_string(&a.meta->cluster, "");
+	a.meta->format = STORE_FORMAT;
+	store_put_meta(st, a.txn, a.meta);
+	raftlock__meta__free_unpacked(a.meta, NULL);
+	store_commit(a.txn);
 }

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "peer_tls.h"
 #include "raftlock.h"
+#include "restore.h"
 
 #define BATCH_MAX_COMMANDS 1024
 #define NODE_DRAIN_MS 1000 /* at shutdown, wait this long for answers */
@@ -468,6 +469,13 @@ static void propose_init(struct node *n)
 	Raftlock__Init init = RAFTLOCK__INIT__INIT;
 	init.token_floor = ms << 20;
 	init.cluster = (char *)n->cfg->cluster;
+	if (getrandom(&init.cluster_id, sizeof init.cluster_id, 0) != sizeof init.cluster_id)
+		init.cluster_id = uv_hrtime() ^ ms << 16 ^ n->cfg->id;
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *m = store_get_meta(&n->store, txn);
+	init.restored_from = m->restored_from; /* restore.h */
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_INIT;
 	cmd.init = &init;
@@ -630,11 +638,21 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	cluster_clock_init(&n->clock, tb);
 	list_init(&n->inflight);
 	n->datadir_fd = -1;
+	/* A backup image is checked before the data directory is touched. */
+	struct restore_image image = {0};
+	if (cfg->restore_file[0] != '\0' &&
+	    ((rv = restore_check_target(cfg->data_dir, err, errlen)) != 0 ||
+	     (rv = restore_read(cfg->restore_file, &image, err, errlen)) != 0))
+		return rv;
 	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir,
-			       &n->datadir_fd, err, errlen)) != 0)
+			       &n->datadir_fd, err, errlen)) != 0) {
+		restore_image_free(&image);
 		return rv;
-	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
+	}
+	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
+		restore_image_free(&image);
 		return rv;
+	}
 	fsm_init(&n->fsm, &n->store);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
@@ -647,6 +665,13 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 			 state_dir, format, STORE_FORMAT);
 		store_clear(&n->store);
 	}
+	if (image.buf != NULL)
+		rv = restore_install(cfg->data_dir, &n->store, &n->fsm, &image, err, errlen);
+	else
+		rv = restore_reload_base(cfg->data_dir, &n->store, err, errlen);
+	restore_image_free(&image);
+	if (rv != 0)
+		goto fail_store;
 
 	n->transport.version = 1; /* 0.22.1 refuses version 0 */
 	n->transport.data = NULL;

@@ -719,6 +719,7 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.n_members = s->cfg->n_members;
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
+	st.cluster_id = now.cluster_id;
 	st.sessions = now.sessions;
 	st.locks = now.locks;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -764,6 +765,67 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 	p->env = env;
 	if (reads_wait(&s->reads, read_ready, p) != 0) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		request_free(p);
+	}
+}
+
+/* ------------------------------------------------------------- backups -- */
+
+/* One chunk of image id (backup.h), or the error. */
+static void send_chunk(struct service *s, struct service_conn *c, uint64_t req_id, uint64_t image,
+		       uint64_t offset)
+{
+	Raftlock__SnapshotChunk chunk = RAFTLOCK__SNAPSHOT_CHUNK__INIT;
+	int rv = backup_chunk(&s->backup, image, offset, uv_now(s->loop), &chunk);
+	if (rv != 0) {
+		send_status(s, c, req_id, rv,
+			    rv == RAFTLOCK_ENOTFOUND
+				    ? "this node holds no such snapshot image (another leader, or "
+				      "idle too long): start the save again"
+				    : "offset past the end of the snapshot image");
+		return;
+	}
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SNAPSHOT_CHUNK;
+	resp.snapshot_chunk = &chunk;
+	send_response(c, req_id, &resp);
+}
+
+static void snapshot_ready(void *arg, int status)
+{
+	struct service_request *p = arg;
+	struct service *s = p->conn->svc;
+	uint64_t image = 0;
+	if (status == 0)
+		status = backup_take(&s->backup, &s->node->store, uv_now(s->loop), &image);
+	if (status == 0)
+		send_chunk(s, p->conn, p->id, image, 0);
+	else
+		send_status(s, p->conn, p->id, status,
+			    status == RAFTLOCK_EOVERLOAD ? "other snapshot saves are in progress"
+							 : NULL);
+	request_free(p);
+}
+
+/* SNAPSHOT_READ: a new image once a barrier proves this node has every
+ * acknowledged write (as a linearizable read), or a chunk of one it holds. */
+static void handle_snapshot_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
+{
+	const Raftlock__SnapshotReadRequest *req = env->snapshot_read;
+	if (req->image != 0) {
+		send_chunk(s, c, env->id, req->image, req->offset);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	uint64_t id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	struct service_request *p = request_new(c, id);
+	if (p == NULL) {
+		send_status(s, c, id, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	if (reads_wait(&s->reads, snapshot_ready, p) != 0) {
+		send_status(s, c, p->id, RAFTLOCK_ENOMEM, NULL);
 		request_free(p);
 	}
 }
@@ -885,6 +947,9 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		/* answered: RAFTLOCK_EPERM */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
+		return;
+	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_SNAPSHOT_READ) {
+		handle_snapshot_read(s, c, env); /* takes env */
 		return;
 	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE) {
 		handle_keepalive(s, c, env);
@@ -1112,6 +1177,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	list_init(&s->dirty);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
+	backup_init(&s->backup);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1170,6 +1236,7 @@ void service_close(struct service *s)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
+	backup_close(&s->backup);
 	pushes_close(&s->pushes);
 	admission_close(&s->admission);
 }

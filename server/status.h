@@ -26,6 +26,7 @@ struct status {
 	uint64_t applied_time;        /* cluster time of the last applied entry */
 	uint64_t cluster_time;        /* the leader's clock while ready, else applied_time */
 	uint64_t next_token;
+	uint64_t cluster_id; /* Meta.cluster_id: 0 until INIT */
 	uint64_t store_limit; /* 0: none */
 	uint64_t sessions, locks;
 };
