@@ -24,6 +24,8 @@
 #include "lockutil.h"
 
 #define TTL_MS 3000
+#define BULK_SESSIONS 50
+#define BULK_LOCKS 100 /* per session */
 #define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
 
 static struct tcluster cl;
@@ -31,6 +33,7 @@ static char scratch[128], image[256];
 static raftlock_client *old_client;
 static raftlock_session *old_session;
 static raftlock_lock *old_held;
+static raftlock_session *bulk[BULK_SESSIONS];
 static uint64_t old_token_max, old_next_token, old_cluster_id;
 
 static int setup(void **state)
@@ -51,6 +54,9 @@ static int teardown(void **state)
 		raftlock_lock_free(old_held);
 	if (old_session != NULL)
 		raftlock_session_close(old_session);
+	for (int i = 0; i < BULK_SESSIONS; i++)
+		if (bulk[i] != NULL)
+			raftlock_session_close(bulk[i]);
 	if (old_client != NULL)
 		raftlock_client_close(old_client);
 	return tcluster_destroy_and_remove(&cl, scratch);
@@ -93,13 +99,25 @@ static void save_image(void **state)
 	raftlock_lock_free(free_lock);
 	old_token_max = t > t2 ? t : t2;
 
+	/* Enough held locks for an image of several chunks (1 MiB each). */
+	char name[RAFTLOCK_NAME_MAX + 1];
+	for (int i = 0; i < BULK_SESSIONS; i++) {
+		bulk[i] = tl_session(old_client, TTL_MS);
+		for (int j = 0; j < BULK_LOCKS; j++) {
+			snprintf(name, sizeof name, "backup/bulk/%02d/%03d/%0*d", i, j, 220, 0);
+			raftlock_lock *l = tl_lock(bulk[i], name);
+			tl_take(l);
+			raftlock_lock_free(l); /* the handle goes, the grant stays */
+		}
+	}
+
 	char eps[256], cmd[1024];
 	endpoints(eps, sizeof eps);
 	snprintf(cmd, sizeof cmd, "%s --endpoints %s snapshot save %s", CLI, eps, image);
 	assert_int_equal(run(cmd), 0);
 	struct stat sb;
 	assert_int_equal(stat(image, &sb), 0);
-	assert_true(sb.st_size > 0);
+	assert_true(sb.st_size > 2 * (1 << 20)); /* three chunks at least */
 	char tmp[300];
 	snprintf(tmp, sizeof tmp, "%s.tmp", image);
 	assert_int_not_equal(access(tmp, F_OK), 0);
