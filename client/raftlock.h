@@ -95,7 +95,8 @@ extern "C" {
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
-	X(ETLS, -26, "a TLS handshake failed")
+	X(ETLS, -26, "a TLS handshake failed")                                   \
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the

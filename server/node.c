@@ -84,6 +84,8 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 	struct node *n = f->data;
 	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
 	struct fsm_sink sink = {sink_emit, &ctx};
+	if (n->cfg->disk_reserve != 0) /* never a write that fails half-way */
+		diskguard_wait_room(&n->disk, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
 	*result = NULL; /* never allocated: raft does not free it on followers */
 	n->log_bytes_new += buf->len;
@@ -649,6 +651,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		restore_image_free(&image);
 		return rv;
 	}
+	diskguard_init(&n->disk, tb, cfg->data_dir, cfg->disk_reserve);
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
 		restore_image_free(&image);
 		return rv;

@@ -21,6 +21,7 @@
 
 #include "cluster_clock.h"
 #include "config.h"
+#include "diskguard.h"
 #include "fsm.h"
 #include "list.h"
 #include "store.h"
@@ -103,7 +104,8 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	int datadir_fd; /* holds the data directory's LOCK until stopped */
+	struct diskguard disk; /* free space under the data directory */
+	int datadir_fd;        /* holds the data directory's LOCK until stopped */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);

@@ -908,6 +908,25 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 
 /* ------------------------------------------------------------ dispatch -- */
 
+/* Full disk (diskguard.h): the requests that make the state grow are
+ * refused before the log; letting go and renewing are not. */
+static bool refused_for_disk(struct service *s, struct service_conn *c,
+			     const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET: break;
+	default: return false;
+	}
+	if (!diskguard_full(&s->node->disk))
+		return false;
+	char msg[256];
+	diskguard_refusal(&s->node->disk, s->cfg->id, msg, sizeof msg);
+	send_status(s, c, env->id, RAFTLOCK_ENOSPC, msg);
+	return true;
+}
+
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
@@ -945,6 +964,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 			    "new leader not ready yet (its barrier has not applied)");
 	} else if (s->cfg->auth && !authorized(s, c, env)) {
 		/* answered: RAFTLOCK_EPERM */
+	} else if (refused_for_disk(s, c, env)) {
+		/* answered: RAFTLOCK_ENOSPC */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
 		return;
