@@ -28,6 +28,7 @@
 #define FS_MB 192
 #define RESERVE_MB "48"
 #define LOCKS 40
+#define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
 #define TTL_MS 30000 /* outlives the stalls below */
 
 static struct tcluster cl;
@@ -187,6 +188,18 @@ static void below_reserve_refused_then_resumes(void **state)
 	assert_int_equal(status, RAFTLOCK_ENOSPC);
 	if (strstr(msg, "disk full on node") == NULL || strstr(msg, "disk-reserve-mb") == NULL)
 		fail_msg("unclear refusal: %s", msg);
+	/* The CLI of docs/OPERATIONS.md, "Full disk", says why. */
+	char cmd[512], out[1024] = "";
+	snprintf(cmd, sizeof cmd,
+		 "%s --endpoints %s,%s,%s --timeout 1500 lock --no-wait disk/cli -- true 2>&1", CLI,
+		 cl.addrs[0], cl.addrs[1], cl.addrs[2]);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t got = fread(out, 1, sizeof out - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	if (st == 0 || strstr(out, "disk is full") == NULL)
+		fail_msg("raftlock lock on a full disk: status %d, output: %s", st, out);
 	assert_int_equal(metric(l, "disk_full"), 1);
 	assert_true(metric(l, "disk_refusals_total") >= 1);
 	/* A new lock is refused (retried by the library until its
