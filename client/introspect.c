@@ -28,6 +28,8 @@ int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 	rv = r->response->status;
 	if (rv == 0 && r->response->payload_case != want)
 		rv = RAFTLOCK_EPROTO;
+	else if (rv != 0 && r->response->message[0] != '\0')
+		errmsg_note(rv, r->response->message); /* the node's reason */
 	if (rv != 0) {
 		raftlock__envelope__free_unpacked(r, NULL);
 		return rv;

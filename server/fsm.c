@@ -7,6 +7,7 @@
 
 #include "auth.h"
 #include "codec.h"
+#include "feature_level.h"
 #include "grow.h"
 #include "log.h"
 #include "raftlock.h"
@@ -699,6 +700,19 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	return res;
 }
 
+/* feature_level.h: the cluster's level only rises, and only to one this build
+ * supports; past it, applying on would diverge from the others. */
+static void raise_feature_level(struct apply *a, uint32_t level)
+{
+	if (level > FEATURE_LEVEL)
+		log_fatal("log entry %llu raises the cluster to feature level %u; this raftlockd "
+			  "supports level %u: start a build of level %u or more on this data "
+			  "directory",
+			  (unsigned long long)a->index, level, FEATURE_LEVEL, level);
+	if (level > a->meta->feature_level)
+		a->meta->feature_level = level;
+}
+
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 {
 	if (a->meta->next_token != 0)
@@ -719,6 +733,8 @@ static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 	a->meta->next_token = floor;
 	a->meta->cluster_id = op->cluster_id;
 	records_set_string(&a->meta->cluster, op->cluster);
+	/* A new cluster runs at its first leader's level (feature_level.h). */
+	raise_feature_level(a, op->feature_level ? op->feature_level : 1u);
 	/* A restored cluster's new sessions get ids that the cluster it was
 	 * copied from has not reached: above its bootstrap milliseconds. */
 	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))
@@ -753,6 +769,7 @@ static Raftlock__Result do_acl_set(struct apply *a, const Raftlock__AclSet *op)
 	return result_of(0);
 }
 
+#if FEATURE_LEVEL >= 2
 static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete *op)
 {
 	if (codec_check_rule(op->identity, op->prefix) != 0)
@@ -761,10 +778,16 @@ static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete
 		return result_of(RAFTLOCK_ENOTFOUND);
 	return result_of(0);
 }
+#endif
 
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
+	if (features_command_level(cmd->op_case) > FEATURE_LEVEL)
+		log_fatal("log entry %llu holds a command of feature level %u; this raftlockd "
+			  "supports level %u: start a newer build on this data directory",
+			  (unsigned long long)a->index, features_command_level(cmd->op_case),
+			  FEATURE_LEVEL);
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;
@@ -774,7 +797,12 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
 	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
+#if FEATURE_LEVEL >= 2
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
+#endif
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
+		raise_feature_level(a, cmd->set_feature_level->level);
+		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:

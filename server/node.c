@@ -241,6 +241,16 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 				 rv == RAFTLOCK_EDATA ? "damaged image" : "store error");
 			return restore_failed(n, cause, index, buf->len);
 		}
+		uint32_t level = node_cluster_feature_level(n);
+		if (level > FEATURE_LEVEL) {
+			char cause[160];
+			snprintf(cause, sizeof cause,
+				 "the cluster runs at feature level %u; this raftlockd supports "
+				 "level %u: start a build of level %u or more",
+				 level, FEATURE_LEVEL, level);
+			store_clear(&n->store); /* nothing of a state it cannot run */
+			return restore_failed(n, cause, index, buf->len);
+		}
 		n->snapshots_restored++;
 		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
 			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
@@ -476,6 +486,7 @@ static void propose_init(struct node *n)
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *m = store_get_meta(&n->store, txn);
 	init.restored_from = m->restored_from; /* restore.h */
+	init.feature_level = FEATURE_LEVEL;
 	raftlock__meta__free_unpacked(m, NULL);
 	store_abort(txn);
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
@@ -541,7 +552,8 @@ static void watch_cb(uv_check_t *h)
 	if (leader && (!n->leader || term != n->term)) {
 		n->leader = true;
 		n->term = term;
-		n->barrier = NULL; /* an older term's barrier no longer counts */
+		n->barrier = NULL;            /* an older term's barrier no longer counts */
+		features_clear(&n->features); /* asked again in this term */
 		set_ready(n, false);
 		log_info("elected leader in term %llu", (unsigned long long)term);
 	} else if (!leader && n->leader) {
@@ -574,6 +586,51 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 		*leader_id = id;
 	const struct config_member *m = id ? config_member_by_id(n->cfg, id) : NULL;
 	return m ? m->client_address : NULL;
+}
+
+/* --------------------------------------------------------- feature level */
+
+uint32_t node_cluster_feature_level(struct node *n)
+{
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *m = store_get_meta(&n->store, txn);
+	uint32_t level = features_recorded(m->feature_level);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
+	return level;
+}
+
+static void level_done(void *arg, int status, const Raftlock__Result *result)
+{
+	(void)status;
+	(void)result;
+	struct node *n = arg;
+	n->level_inflight = false; /* a lost one is proposed again at the next report */
+}
+
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
+{
+	features_note(&n->features, id, level);
+	if (!n->ready || n->level_inflight)
+		return;
+	uint64_t voters[FEATURES_MAX_NODES];
+	unsigned nv = 0;
+	const struct raft_configuration *conf = &n->raft.configuration;
+	for (unsigned i = 0; i < conf->n && nv < FEATURES_MAX_NODES; i++)
+		if (conf->servers[i].role == RAFT_VOTER)
+			voters[nv++] = conf->servers[i].id;
+	uint32_t all = features_voters_level(&n->features, n->cfg->id, voters, nv);
+	if (all <= node_cluster_feature_level(n))
+		return;
+	Raftlock__SetFeatureLevel set = RAFTLOCK__SET_FEATURE_LEVEL__INIT;
+	set.level = all;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL;
+	cmd.set_feature_level = &set;
+	if (node_propose(n, &cmd, level_done, n) == 0) {
+		n->level_inflight = true;
+		log_info("every voter supports feature level %u: recording it", all);
+	}
 }
 
 /* --------------------------------------------------------------- start -- */
@@ -660,8 +717,20 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
+	uint32_t level = features_recorded(meta->feature_level);
 	raftlock__meta__free_unpacked(meta, NULL);
 	store_abort(txn);
+	if (level > FEATURE_LEVEL) {
+		snprintf(err, errlen,
+			 "%s/data.mdb: the cluster runs at feature level %u; this raftlockd "
+			 "supports "
+			 "level %u: start a build of level %u or more (docs/OPERATIONS.md, "
+			 "Upgrades)",
+			 state_dir, level, FEATURE_LEVEL, level);
+		rv = RAFTLOCK_EDATA;
+		restore_image_free(&image);
+		goto fail_store;
+	}
 	if (format != 0 && format != STORE_FORMAT) {
 		log_warn("%s/data.mdb has store format %u, this raftlockd writes %u: "
 			 "rebuilding it from the raft log",

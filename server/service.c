@@ -720,6 +720,8 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
 	st.cluster_id = now.cluster_id;
+	st.feature_level = now.feature_level;
+	st.cluster_feature_level = now.cluster_feature_level;
 	st.sessions = now.sessions;
 	st.locks = now.locks;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -908,6 +910,27 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 
 /* ------------------------------------------------------------ dispatch -- */
 
+/* Upgrades (feature_level.h): a request whose command needs a feature level
+ * that not every voter supports yet is refused before the log. */
+static bool refused_for_level(struct service *s, struct service_conn *c,
+			      const Raftlock__Envelope *env)
+{
+	Raftlock__Command__OpCase op = RAFTLOCK__COMMAND__OP__NOT_SET;
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACL_DELETE)
+		op = RAFTLOCK__COMMAND__OP_ACL_DELETE;
+	uint32_t need = features_command_level(op);
+	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
+	if (need <= have)
+		return false;
+	char msg[256];
+	snprintf(msg, sizeof msg,
+		 "this request needs cluster feature level %u; the cluster is at level %u until "
+		 "every voter runs a build that supports it (upgrade every node)",
+		 need, have);
+	send_status(s, c, env->id, RAFTLOCK_ESTATE, msg);
+	return true;
+}
+
 /* Full disk (diskguard.h): the requests that make the state grow are
  * refused before the log; letting go and renewing are not. */
 static bool refused_for_disk(struct service *s, struct service_conn *c,
@@ -964,8 +987,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 			    "new leader not ready yet (its barrier has not applied)");
 	} else if (s->cfg->auth && !authorized(s, c, env)) {
 		/* answered: RAFTLOCK_EPERM */
-	} else if (refused_for_disk(s, c, env)) {
-		/* answered: RAFTLOCK_ENOSPC */
+	} else if (refused_for_disk(s, c, env) || refused_for_level(s, c, env)) {
+		/* answered: RAFTLOCK_ENOSPC, RAFTLOCK_ESTATE */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
 		return;

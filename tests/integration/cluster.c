@@ -170,7 +170,7 @@ static void spawn(struct tcluster *c, int i)
 			dup2(fd, 1);
 			close(fd);
 		}
-		execv(RAFTLOCKD_BIN, argv);
+		execv(c->bin[i] != NULL ? c->bin[i] : RAFTLOCKD_BIN, argv);
 		_exit(127);
 	}
 	c->pid[i] = pid;
@@ -184,7 +184,10 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	const char *extra[8];
 	memcpy(extra, c->extra_args, sizeof extra);
 	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir, *base = c->base_dir;
+	const char *bin[TCLUSTER_MAX];
+	memcpy(bin, c->bin, sizeof bin);
 	memset(c, 0, sizeof *c);
+	memcpy(c->bin, bin, sizeof bin);
 	c->client_tls = client_tls;
 	c->tls_dir = tls_dir;
 	c->base_dir = base;

@@ -16,6 +16,10 @@ raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
 
+/* STATUS of the ready leader (waiting up to 20 s for one); fails the test
+ * when there is none. Free with raftlock__status_info__free_unpacked(). */
+Raftlock__StatusInfo *tl_leader_status(struct tcluster *c);
+
 /* Forks a process that opens a session of ttl_ms, takes `name` (created
  * with opts, which may be NULL) and then only waits: a holder the test can
  * stop or kill. Sets *token to its grant's token; returns its pid. */

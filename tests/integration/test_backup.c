@@ -76,15 +76,6 @@ static int run(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static Raftlock__StatusInfo *leader_status(void)
-{
-	int l = tcluster_leader(&cl, 20000);
-	assert_true(l >= 0);
-	Raftlock__StatusInfo *st = tcluster_status(&cl, l);
-	assert_non_null(st);
-	return st;
-}
-
 /* State in the old cluster, then `raftlock snapshot save FILE`. */
 static void save_image(void **state)
 {
@@ -130,7 +121,7 @@ static void save_image(void **state)
 	raftlock_lock_free(after);
 	if (t3 > old_token_max)
 		old_token_max = t3;
-	Raftlock__StatusInfo *st = leader_status();
+	Raftlock__StatusInfo *st = tl_leader_status(&cl);
 	old_next_token = st->next_token;
 	old_cluster_id = st->cluster_id;
 	assert_true(old_cluster_id != 0);
@@ -214,12 +205,12 @@ static void restore_cluster(void **state)
 		tcluster_restart(&cl, i);
 	cl.extra_args[0] = NULL;
 
-	Raftlock__StatusInfo *st = leader_status();
+	Raftlock__StatusInfo *st = tl_leader_status(&cl);
 	/* INIT applies just after the leader is ready */
 	for (int i = 0; i < 100 && st->next_token == 0; i++) {
 		raftlock__status_info__free_unpacked(st, NULL);
 		tl_sleep_ms(50);
-		st = leader_status();
+		st = tl_leader_status(&cl);
 	}
 	assert_true(st->cluster_id != 0 && st->cluster_id != old_cluster_id);
 	assert_true(st->next_token > old_token_max && st->next_token >= old_next_token);
@@ -287,7 +278,7 @@ static void restored_member_restarts(void **state)
 	snprintf(cmd, sizeof cmd, "rm -f '%s/state/data.mdb' '%s/state/CLEAN'", dir, dir);
 	assert_int_equal(run(cmd), 0);
 	tcluster_restart(&cl, 2);
-	Raftlock__StatusInfo *lead = leader_status(), *me = NULL;
+	Raftlock__StatusInfo *lead = tl_leader_status(&cl), *me = NULL;
 	for (int i = 0; i < 200; i++) {
 		if (me != NULL)
 			raftlock__status_info__free_unpacked(me, NULL);
