@@ -73,6 +73,8 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	st->cluster_time = si->cluster_time;
 	st->next_token = si->next_token;
 	st->cluster_id = si->cluster_id;
+	st->feature_level = si->feature_level;
+	st->cluster_feature_level = si->cluster_feature_level;
 	st->sessions = si->sessions;
 	st->locks = si->locks;
 	st->cluster = introspect_dup(si->cluster, &failed);

@@ -569,6 +569,11 @@ struct raftlock_status {
 	/* Random, drawn when the cluster started: a cluster restored from a
 	 * backup has a new one. 0 until the cluster's first entry applied. */
 	uint64_t cluster_id;
+	/* Upgrades (docs/OPERATIONS.md): the feature level of this node's
+	 * build, and the level the cluster records (every voter supports it).
+	 * 0 from a node older than feature levels. */
+	uint32_t feature_level;
+	uint32_t cluster_feature_level;
 };
 
 /*

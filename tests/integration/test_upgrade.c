@@ -216,6 +216,21 @@ static void rolling_upgrade(void **state)
 			tl_sleep_ms(100);
 	}
 	assert_int_equal(level, 2);
+	/* what docs/OPERATIONS.md, "Upgrades", says to look at */
+	char cmd[512], out[8192] = "";
+	snprintf(cmd, sizeof cmd, "%s --endpoints %s,%s,%s status --json",
+		 RAFTLOCK_BINARY_DIR "/bin/raftlock", cl.addrs[0], cl.addrs[1], cl.addrs[2]);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	out[fread(out, 1, sizeof out - 1, p)] = '\0';
+	assert_int_equal(pclose(p), 0);
+	const char *at = out;
+	for (int i = 0; i < cl.n; i++) {
+		at = strstr(at, "\"feature_level\": 2, \"cluster_feature_level\": 2");
+		if (at == NULL)
+			fail_msg("raftlock status --json: %s", out);
+		at++;
+	}
 	assert_int_equal(acl_delete(admin, msg, sizeof msg), RAFTLOCK_ENOTFOUND);
 	tl_sleep_ms(1000);
 
