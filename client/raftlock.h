@@ -95,7 +95,7 @@ extern "C" {
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
-	X(ETLS, -26, "a TLS handshake failed")                                   \
+	X(ETLS, -26, "a TLS handshake failed")                                    \
 	X(ENOSPC, -27, "a node's disk is full; the request was not executed")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
@@ -773,8 +773,7 @@ RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, si
  * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
  * and path is unchanged.
  */
-RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path,
-					uint64_t *index);
+RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
 
 #ifdef __cplusplus
 }
