@@ -126,7 +126,20 @@ extern "C" {
  * signed by the CA, has expired or names another host; by the node: the
  * client presented no certificate or one it does not trust), or the node
  * does not speak TLS. Nothing was executed. raftlock_errmsg() names the
- * address and the reason (see raftlock_client_options.tls_ca_file). */
+ * address and the reason (see raftlock_client_options.tls_ca_file).
+ *
+ * RAFTLOCK_ENOSPC is a node's answer, before the log, to a request that
+ * would make the state grow (a session open, an acquire, an access rule)
+ * while the free space under its data directory is below its
+ * --disk-reserve-mb: nothing executed. The library retries it with
+ * back-off, as RAFTLOCK_EOVERLOAD, until the call's deadline; a caller sees
+ * it as the last error of a call that timed out while the disk stayed full
+ * (docs/OPERATIONS.md, "Full disk").
+ *
+ * RAFTLOCK_ESTATE is also a node's answer, before the log, to a request
+ * whose command needs a feature level the cluster has not recorded yet
+ * (not every voter runs a build that supports it; docs/OPERATIONS.md,
+ * "Upgrades"): nothing executed, the message says which level. */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,

@@ -110,6 +110,17 @@ void store_commit(MDB_txn *txn)
 	int rc = mdb_txn_commit(txn);
 	if (rc == MDB_MAP_FULL && s != NULL)
 		map_full(s);
+	if (rc == ENOSPC) {
+		/* diskguard.h waits for room before an apply; this is a race
+		 * with another writer. Nothing of the transaction was kept. */
+		const char *path = "the data directory";
+		if (s != NULL)
+			mdb_env_get_path(s->env, &path);
+		log_fatal("lmdb txn commit: no space left on the device of %s: free space there "
+			  "and start the node again (what it had not applied comes from the raft "
+			  "log)",
+			  path);
+	}
 	check(rc, "txn commit");
 	if (s != NULL) {
 		s->bytes += (uint64_t)s->txn_bytes;
