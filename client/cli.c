@@ -13,6 +13,8 @@
 #include "cli_acl.h"
 #include "cli_child.h"
 #include "cli_print.h"
+#include "cli_top.h"
+#include "json.h"
 #include "raftlock.h"
 
 #define CLI_DEFAULT_ENDPOINTS "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
@@ -25,24 +27,41 @@ static const char usage_text[] =
 	"commands:\n"
 	"  status [--json]                  each endpoint's own view: role, term,\n"
 	"                                   commit and applied index, leader, members\n"
-	"  lock [--ttl MS] [--wait MS | --no-wait] [--shared] [--grace MS] [--lock-delay MS]\n"
-	"       NAME [--] CMD [ARGS...]     run CMD while holding NAME (a read-write\n"
+	"  lock [HOLD OPTIONS] [-s|--shared] NAME [--] CMD [ARGS...]\n"
+	"                                   run CMD while holding NAME (a read-write\n"
 	"                                   lock: exclusive, or shared with --shared)\n"
-	"  run --permits N [--ttl MS] [--wait MS | --no-wait] [--grace MS] [--lock-delay MS]\n"
-	"       NAME [--] CMD [ARGS...]     run CMD holding one of N permits of the\n"
-	"                                   semaphore NAME (N active, the rest wait)\n"
+	"  lock [HOLD OPTIONS] NAME -c 'SHELL COMMAND'   the same, through $SHELL -c\n"
+	"  lock [HOLD OPTIONS] NAME         no command: print the fencing token and\n"
+	"                                   hold NAME until SIGINT or SIGTERM (exit 0)\n"
+	"  run --permits N [HOLD OPTIONS] NAME [--] CMD [ARGS...] (or -c, or nothing)\n"
+	"                                   hold one of N permits of the semaphore\n"
+	"                                   NAME (N active, the rest wait)\n"
 	"  holders [PREFIX] [--json] [--stale]   who holds which lock\n"
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
-	"  check NAME TOKEN                 is TOKEN a current grant of NAME?\n"
+	"  check NAME TOKEN [--json]        is TOKEN a current grant of NAME?\n"
+	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale] [--json]\n"
+	"                                   the busiest locks and longest waiters,\n"
+	"                                   redrawn every interval (1000 ms)\n"
 	"  acl set IDENTITY PREFIX PERMS    grant PERMS (lock,read,admin or all) on\n"
 	"                                   names starting with PREFIX (\"\" = all)\n"
 	"  acl delete IDENTITY PREFIX       remove that rule\n"
-	"  acl list [--stale]               the rules (on prefixes you administer)\n"
-	"  acl token NAME                   a new bearer token for NAME and the\n"
+	"  acl list [--stale] [--json]      the rules (on prefixes you administer)\n"
+	"  acl token NAME [--json]          a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
 	"  snapshot save FILE               a backup image of the whole state (admin;\n"
 	"                                   restore: raftlockd --restore FILE)\n"
+	"\n"
+	"hold options (lock and run):\n"
+	"  --ttl MS          session TTL (10000)\n"
+	"  --wait MS         give up after MS;  -n, --no-wait  do not wait at all\n"
+	"  -E, --conflict-exit-code N   exit N (0..255) when the lock is busy (3)\n"
+	"  --child-exit-code     exit with the command's status (the default; also\n"
+	"                    spelt -child-exit-code)\n"
+	"  --no-child-exit-code  exit 0 once the command ran under the lock,\n"
+	"                    whatever its status; 1 if the lock was lost meanwhile\n"
+	"  --grace MS, --lock-delay MS  see below\n"
+	"  --json            without a command: the token as a JSON object\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
@@ -50,6 +69,7 @@ static const char usage_text[] =
 	"  --timeout MS      timeout of each request, retries included (10000)\n"
 	"  --token TOKEN     bearer token (default: $RAFTLOCK_AUTH_TOKEN, which, unlike\n"
 	"                    the flag, other users cannot see in the process list)\n"
+	"  --json            JSON output, for every command that prints\n"
 	"  -h, --help        this text;  --version  the version\n"
 	"\n"
 	"TLS options (each flag wins over its variable; TLS is on with a CA file\n"
@@ -82,11 +102,11 @@ static const char usage_text[] =
 	"\n"
 	"exit status:\n"
 	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
-	"      ended it)\n"
+	"      ended it; without a command, 0 after SIGINT or SIGTERM)\n"
 	"  1   error; a message on stderr names the problem\n"
 	"  2   usage error\n"
-	"  3   the lock is busy (--no-wait), or --wait ran out; check: the token\n"
-	"      is not current\n";
+	"  3   the lock is busy (--no-wait), or --wait ran out (-E N: N instead);\n"
+	"      check: the token is not current\n";
 
 static int usage(const char *problem)
 {
@@ -118,6 +138,7 @@ struct cli {
 	bool tls;
 	const char *cacert, *cert, *key, *server_name;
 	const char *token; /* --token or $RAFTLOCK_AUTH_TOKEN, or NULL */
+	bool json;         /* global --json: the default of every command */
 	raftlock_client *client;
 };
 
@@ -183,8 +204,6 @@ enum {
 	OPT_STALE,
 	OPT_TTL,
 	OPT_WAIT,
-	OPT_NO_WAIT,
-	OPT_SHARED,
 	OPT_GRACE,
 	OPT_PERMITS,
 	OPT_LOCK_DELAY,
@@ -197,12 +216,14 @@ enum {
 	OPT_SERVER_NAME,
 	OPT_TLS,
 	OPT_AUTH_TOKEN,
+	OPT_CHILD_EXIT_CODE,
+	OPT_NO_CHILD_EXIT_CODE,
 };
 
 /* Parses --json/--stale (as allowed) and collects min..max positional
  * arguments. */
-static int parse_read(int argc, char **argv, struct read_flags *rf, char **pos, int min, int max,
-		      int *n)
+static int parse_read(const struct cli *cli, int argc, char **argv, struct read_flags *rf,
+		      char **pos, int min, int max, int *n)
 {
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},
@@ -210,6 +231,7 @@ static int parse_read(int argc, char **argv, struct read_flags *rf, char **pos, 
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
+	rf->json = rf->allow_json && cli->json;
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (ch == OPT_JSON && rf->allow_json)
@@ -231,7 +253,7 @@ static int cmd_status(struct cli *cli, int argc, char **argv)
 {
 	struct read_flags rf = {.allow_json = true};
 	char *pos[1];
-	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
+	int n, code = parse_read(cli, argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
 		return code;
 	struct cli_out o;
@@ -303,7 +325,7 @@ static int cmd_holders(struct cli *cli, int argc, char **argv)
 {
 	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1] = {""};
-	int n, code = parse_read(argc, argv, &rf, pos, 0, 1, &n);
+	int n, code = parse_read(cli, argc, argv, &rf, pos, 0, 1, &n);
 	if (code != CLI_EXIT_OK)
 		return code;
 	struct holders_state hs = {.prefix = pos[0], .stale = rf.stale};
@@ -314,7 +336,7 @@ static int cmd_show(struct cli *cli, int argc, char **argv)
 {
 	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
-	int n, code = parse_read(argc, argv, &rf, pos, 1, 1, &n);
+	int n, code = parse_read(cli, argc, argv, &rf, pos, 1, 1, &n);
 	if (code != CLI_EXIT_OK)
 		return code;
 	struct raftlock_lock_info *li;
@@ -353,7 +375,7 @@ static int cmd_sessions(struct cli *cli, int argc, char **argv)
 {
 	struct read_flags rf = {.allow_json = true, .allow_stale = true};
 	char *pos[1];
-	int n, code = parse_read(argc, argv, &rf, pos, 0, 0, &n);
+	int n, code = parse_read(cli, argc, argv, &rf, pos, 0, 0, &n);
 	if (code != CLI_EXIT_OK)
 		return code;
 	struct sessions_state ss = {.stale = rf.stale};
@@ -362,9 +384,9 @@ static int cmd_sessions(struct cli *cli, int argc, char **argv)
 
 static int cmd_check(struct cli *cli, int argc, char **argv)
 {
-	struct read_flags rf = {0};
+	struct read_flags rf = {.allow_json = true};
 	char *pos[2];
-	int n, code = parse_read(argc, argv, &rf, pos, 2, 2, &n);
+	int n, code = parse_read(cli, argc, argv, &rf, pos, 2, 2, &n);
 	if (code != CLI_EXIT_OK)
 		return code;
 	char *end;
@@ -375,13 +397,20 @@ static int cmd_check(struct cli *cli, int argc, char **argv)
 	bool current = false;
 	if (raftlock_check_token(cli->client, pos[0], token, &current) != 0)
 		return cli_fail(cli);
-	printf("token %llu of '%s' is %s\n", token, pos[0], current ? "current" : "not current");
+	if (rf.json) {
+		fputs("{\"lock\": ", stdout);
+		json_write_string(stdout, pos[0]);
+		printf(", \"token\": %llu, \"current\": %s}\n", token, current ? "true" : "false");
+	} else {
+		printf("token %llu of '%s' is %s\n", token, pos[0],
+		       current ? "current" : "not current");
+	}
 	return current ? CLI_EXIT_OK : CLI_EXIT_BUSY;
 }
 
 static int cmd_acl(struct cli *cli, int argc, char **argv)
 {
-	return cli_acl(cli->client, argc, argv);
+	return cli_acl(cli->client, argc, argv, cli->json);
 }
 
 /* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
@@ -392,79 +421,137 @@ static int cmd_snapshot(struct cli *cli, int argc, char **argv)
 	uint64_t index = 0;
 	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
 		return cli_fail(cli);
-	printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
-	       argv[2]);
+	if (cli->json) {
+		fputs("{\"file\": ", stdout);
+		json_write_string(stdout, argv[2]);
+		printf(", \"index\": %llu}\n", (unsigned long long)index);
+	} else {
+		printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
+		       argv[2]);
+	}
 	return CLI_EXIT_OK;
 }
 
-/* lock and run: options, then NAME [--] CMD ARGS... */
-static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
+/* consul lock spells it -child-exit-code: taken as --child-exit-code (for
+ * getopt it would be -c with the argument "hild-exit-code"). */
+static void hold_accept_consul_spelling(int argc, char **argv)
+{
+	static char long_form[] = "--child-exit-code";
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-child-exit-code") == 0)
+			argv[i] = long_form;
+}
+
+/* Parses the hold options from optind on, stopping at the first word that
+ * is not one. */
+static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *h, long *permits,
+			const char **shell_command)
 {
 	static const struct option opts[] = {
 		{"ttl", required_argument, NULL, OPT_TTL},
 		{"wait", required_argument, NULL, OPT_WAIT},
-		{"no-wait", no_argument, NULL, OPT_NO_WAIT},
-		{"shared", no_argument, NULL, OPT_SHARED},
+		{"no-wait", no_argument, NULL, 'n'},
+		{"shared", no_argument, NULL, 's'},
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"permits", required_argument, NULL, OPT_PERMITS},
 		{"lock-delay", required_argument, NULL, OPT_LOCK_DELAY},
+		{"conflict-exit-code", required_argument, NULL, 'E'},
+		{"command", required_argument, NULL, 'c'},
+		{"child-exit-code", no_argument, NULL, OPT_CHILD_EXIT_CODE},
+		{"no-child-exit-code", no_argument, NULL, OPT_NO_CHILD_EXIT_CODE},
+		{"json", no_argument, NULL, OPT_JSON},
 		{NULL, 0, NULL, 0},
 	};
+	long v;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+nsE:c:", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_TTL:
+			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--ttl: milliseconds, 1000..600000");
+			h->ttl_ms = (unsigned)v;
+			break;
+		case OPT_WAIT:
+			if (!parse_ms(optarg, 1, INT_MAX, &v))
+				return usage("--wait: milliseconds, at least 1");
+			h->wait_ms = (int)v;
+			break;
+		case 'n': h->wait_ms = 0; break;
+		case 's':
+			if (semaphore)
+				return usage("--shared is for lock, not run");
+			h->mode = RAFTLOCK_SHARED;
+			break;
+		case OPT_GRACE:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--grace: milliseconds");
+			h->grace_ms = (unsigned)v;
+			break;
+		case OPT_PERMITS:
+			if (!semaphore || !parse_ms(optarg, 1, 1000000, permits))
+				return usage("--permits N (run only), N >= 1");
+			break;
+		case OPT_LOCK_DELAY:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--lock-delay: milliseconds");
+			h->lock_opts.lock_delay_ms = (unsigned)v;
+			break;
+		case 'E':
+			if (!parse_ms(optarg, 0, 255, &v))
+				return usage("--conflict-exit-code: a number, 0..255");
+			h->conflict_exit_code = (int)v;
+			break;
+		case 'c': *shell_command = optarg; break;
+		case OPT_CHILD_EXIT_CODE: h->child_exit_code = true; break;
+		case OPT_NO_CHILD_EXIT_CODE: h->child_exit_code = false; break;
+		case OPT_JSON: h->json = true; break;
+		default: return usage("unknown option");
+		}
+	}
+	return CLI_EXIT_OK;
+}
+
+/* lock and run: options, NAME, options again (flock puts -c after the
+ * file), then [--] CMD ARGS..., -c 'SHELL COMMAND', or nothing (hold until
+ * a signal). */
+static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
+{
 	struct cli_hold h = {
 		.mode = RAFTLOCK_EXCLUSIVE,
 		.permits = 1,
 		.wait_ms = -1,
 		.ttl_ms = 10000,
 		.grace_ms = 2000,
+		.conflict_exit_code = CLI_EXIT_BUSY,
+		.child_exit_code = true,
+		.json = cli->json,
 	};
-	long v, permits = 0;
-	int ch;
+	long permits = 0;
+	const char *shell_command = NULL;
+	hold_accept_consul_spelling(argc, argv);
 	optind = 0;
-	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-		switch (ch) {
-		case OPT_TTL:
-			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS, RAFTLOCK_TTL_MAX_MS, &v))
-				return usage("--ttl: milliseconds, 1000..600000");
-			h.ttl_ms = (unsigned)v;
-			break;
-		case OPT_WAIT:
-			if (!parse_ms(optarg, 1, INT_MAX, &v))
-				return usage("--wait: milliseconds, at least 1");
-			h.wait_ms = (int)v;
-			break;
-		case OPT_NO_WAIT: h.wait_ms = 0; break;
-		case OPT_SHARED:
-			if (semaphore)
-				return usage("--shared is for lock, not run");
-			h.mode = RAFTLOCK_SHARED;
-			break;
-		case OPT_GRACE:
-			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
-				return usage("--grace: milliseconds");
-			h.grace_ms = (unsigned)v;
-			break;
-		case OPT_PERMITS:
-			if (!semaphore || !parse_ms(optarg, 1, 1000000, &permits))
-				return usage("--permits N (run only), N >= 1");
-			break;
-		case OPT_LOCK_DELAY:
-			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
-				return usage("--lock-delay: milliseconds");
-			h.lock_opts.lock_delay_ms = (unsigned)v;
-			break;
-		default: return usage("unknown option");
-		}
-	}
-	if (semaphore && permits == 0)
-		return usage("run needs --permits N");
-	if (optind >= argc)
+	int code = hold_options(argc, argv, semaphore, &h, &permits, &shell_command);
+	if (code != CLI_EXIT_OK)
+		return code;
+	if (optind >= argc || strcmp(argv[optind], "--") == 0)
 		return usage("missing lock NAME");
 	h.name = argv[optind++];
-	if (optind < argc && strcmp(argv[optind], "--") == 0)
-		optind++;
-	if (optind >= argc)
-		return usage("missing the command to run");
-	h.argv = argv + optind;
+	code = hold_options(argc, argv, semaphore, &h, &permits, &shell_command);
+	if (code != CLI_EXIT_OK)
+		return code;
+	if (semaphore && permits == 0)
+		return usage("run needs --permits N");
+	char *shell_argv[4] = {NULL, "-c", (char *)shell_command, NULL};
+	if (shell_command != NULL) {
+		if (optind < argc)
+			return usage("-c 'SHELL COMMAND' or CMD [ARGS...], not both");
+		/* as flock(1): the user's shell, else sh */
+		const char *shell = getenv("SHELL");
+		shell_argv[0] = (char *)(shell != NULL && shell[0] != '\0' ? shell : "/bin/sh");
+		h.argv = shell_argv;
+	} else if (optind < argc) {
+		h.argv = argv + optind;
+	}
 	if (h.grace_ms > h.ttl_ms / 2)
 		h.grace_ms = h.ttl_ms / 2;
 	if (semaphore) {
@@ -490,13 +577,51 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
 	return cmd_hold(cli, argc, argv, true);
 }
 
+static int cmd_top(struct cli *cli, int argc, char **argv)
+{
+	enum { OPT_ONCE = 1, OPT_INTERVAL, OPT_LIMIT };
+	static const struct option opts[] = {
+		{"once", no_argument, NULL, OPT_ONCE},
+		{"interval", required_argument, NULL, OPT_INTERVAL},
+		{"limit", required_argument, NULL, OPT_LIMIT},
+		{"stale", no_argument, NULL, OPT_STALE},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli_top_options o = {.prefix = "", .interval_ms = 1000, .limit = 20};
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_ONCE: o.once = true; break;
+		case OPT_STALE: o.stale = true; break;
+		case OPT_JSON: o.json = true; break;
+		case OPT_INTERVAL:
+			if (!parse_ms(optarg, 100, 3600000, &o.interval_ms))
+				return usage("top --interval: milliseconds, 100 to 3600000");
+			break;
+		case OPT_LIMIT:
+			if (!parse_ms(optarg, 1, 100000, &o.limit))
+				return usage("top --limit: 1 to 100000");
+			break;
+		default: return usage("top: unknown option");
+		}
+	}
+	if (optind < argc)
+		o.prefix = argv[optind++];
+	if (optind < argc)
+		return usage("top: one PREFIX at most");
+	return cli_top(cli->client, &o);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
-	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},   {"snapshot", cmd_snapshot},
+	{"status", cmd_status},     {"lock", cmd_lock}, {"run", cmd_run},
+	{"holders", cmd_holders},   {"show", cmd_show}, {"sessions", cmd_sessions},
+	{"check", cmd_check},       {"acl", cmd_acl},   {"top", cmd_top},
+	{"snapshot", cmd_snapshot},
 };
 
 /* An environment variable; NULL when unset or empty. */
@@ -520,8 +645,10 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 		{"server-name", required_argument, NULL, OPT_SERVER_NAME},
 		{"tls", no_argument, NULL, OPT_TLS},
 		{"token", required_argument, NULL, OPT_AUTH_TOKEN},
+		{"json", no_argument, NULL, OPT_JSON},
 		{NULL, 0, NULL, 0},
 	};
+	bool version = false;
 	cli->cacert = cli_env("RAFTLOCK_CACERT");
 	cli->cert = cli_env("RAFTLOCK_CERT");
 	cli->key = cli_env("RAFTLOCK_KEY");
@@ -549,12 +676,18 @@ static int parse_globals(struct cli *cli, int argc, char **argv, int *cmd)
 		case OPT_SERVER_NAME: cli->server_name = optarg; break;
 		case OPT_TLS: cli->tls = true; break;
 		case 'h': usage(NULL); return -1;
-		case OPT_VERSION:
-			printf("raftlock %d.%d.%d\n", RAFTLOCK_VERSION_MAJOR,
-			       RAFTLOCK_VERSION_MINOR, RAFTLOCK_VERSION_PATCH);
-			return -1;
+		case OPT_JSON: cli->json = true; break;
+		case OPT_VERSION: version = true; break;
 		default: return usage("unknown option");
 		}
+	}
+	if (version) {
+		if (cli->json)
+			printf("{\"program\": \"raftlock\", \"version\": \"%s\"}\n",
+			       RAFTLOCK_VERSION_STRING);
+		else
+			printf("raftlock %s\n", RAFTLOCK_VERSION_STRING);
+		return -1;
 	}
 	if (optind >= argc)
 		return usage("missing command");
@@ -582,7 +715,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (cli_acl_offline(argc - cmd, argv + cmd)) {
-		code = cli_acl_token(argc - cmd, argv + cmd);
+		code = cli_acl_token(argc - cmd, argv + cmd, cli.json);
 		goto out;
 	}
 	/* lock and run take their signals with sigwait: blocked in every

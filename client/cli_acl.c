@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "cli_child.h"
+#include "json.h"
 
 #define TOKEN_BYTES 32 /* 256 bits from the kernel's random source */
 
@@ -17,8 +18,8 @@ static int acl_usage(const char *problem)
 		"raftlock: %s\n"
 		"usage: raftlock acl set IDENTITY PREFIX PERMS   (PERMS: lock,read,admin or all)\n"
 		"       raftlock acl delete IDENTITY PREFIX\n"
-		"       raftlock acl list [--stale]\n"
-		"       raftlock acl token NAME\n",
+		"       raftlock acl list [--stale] [--json]\n"
+		"       raftlock acl token NAME [--json]\n",
 		problem);
 	return CLI_EXIT_USAGE;
 }
@@ -29,19 +30,51 @@ static int acl_fail(raftlock_client *client)
 	return CLI_EXIT_ERROR;
 }
 
-static int acl_list(raftlock_client *client, bool stale)
+/* Takes every --json after the subcommand out of argv, setting *json. */
+static void acl_take_json(int *argc, char **argv, bool *json)
+{
+	int k = 2;
+	for (int i = 2; i < *argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			*json = true;
+		else
+			argv[k++] = argv[i];
+	}
+	*argc = k;
+}
+
+static void acl_print_rule(const struct raftlock_acl_rule *r, bool json, bool first)
+{
+	char perms[32];
+	raftlock_acl_perms_format(r->perms, perms, sizeof perms);
+	if (!json) {
+		printf("%s\t%s\t%s\n", r->identity, r->prefix[0] ? r->prefix : "\"\"", perms);
+		return;
+	}
+	fputs(first ? "\n  {\"identity\": " : ",\n  {\"identity\": ", stdout);
+	json_write_string(stdout, r->identity);
+	fputs(", \"prefix\": ", stdout);
+	json_write_string(stdout, r->prefix);
+	fputs(", \"perms\": ", stdout);
+	json_write_string(stdout, perms);
+	fputs("}", stdout);
+}
+
+static int acl_list(raftlock_client *client, bool stale, bool json)
 {
 	char after_id[RAFTLOCK_NAME_MAX + 1] = "", after_prefix[RAFTLOCK_NAME_MAX + 1] = "";
+	size_t printed = 0;
+	if (json)
+		fputs("[", stdout);
 	for (;;) {
 		struct raftlock_acl_list *list;
-		if (raftlock_acl_list(client, after_id, after_prefix, 0, stale, &list) != 0)
+		if (raftlock_acl_list(client, after_id, after_prefix, 0, stale, &list) != 0) {
+			if (json)
+				fputs("]\n", stdout); /* what was printed stays valid JSON */
 			return acl_fail(client);
-		for (size_t i = 0; i < list->n_rules; i++) {
-			const struct raftlock_acl_rule *r = &list->rules[i];
-			char perms[32];
-			printf("%s\t%s\t%s\n", r->identity, r->prefix[0] ? r->prefix : "\"\"",
-			       raftlock_acl_perms_format(r->perms, perms, sizeof perms));
 		}
+		for (size_t i = 0; i < list->n_rules; i++)
+			acl_print_rule(&list->rules[i], json, printed++ == 0);
 		bool more = list->more && list->n_rules > 0;
 		if (more) {
 			const struct raftlock_acl_rule *last = &list->rules[list->n_rules - 1];
@@ -49,12 +82,15 @@ static int acl_list(raftlock_client *client, bool stale)
 			snprintf(after_prefix, sizeof after_prefix, "%s", last->prefix);
 		}
 		raftlock_acl_list_free(list);
-		if (!more)
+		if (!more) {
+			if (json)
+				fputs(printed ? "\n]\n" : "]\n", stdout);
 			return CLI_EXIT_OK;
+		}
 	}
 }
 
-int cli_acl(raftlock_client *client, int argc, char **argv)
+int cli_acl(raftlock_client *client, int argc, char **argv, bool json)
 {
 	if (argc < 2)
 		return acl_usage("acl: missing subcommand");
@@ -77,10 +113,11 @@ int cli_acl(raftlock_client *client, int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (strcmp(sub, "list") == 0) {
+		acl_take_json(&argc, argv, &json);
 		bool stale = argc == 3 && strcmp(argv[2], "--stale") == 0;
 		if (argc > 3 || (argc == 3 && !stale))
-			return acl_usage("acl list: [--stale]");
-		return acl_list(client, stale);
+			return acl_usage("acl list: [--stale] [--json]");
+		return acl_list(client, stale, json);
 	}
 	return acl_usage("acl: unknown subcommand");
 }
@@ -90,8 +127,9 @@ bool cli_acl_offline(int argc, char **argv)
 	return argc >= 2 && strcmp(argv[0], "acl") == 0 && strcmp(argv[1], "token") == 0;
 }
 
-int cli_acl_token(int argc, char **argv)
+int cli_acl_token(int argc, char **argv, bool json)
 {
+	acl_take_json(&argc, argv, &json);
 	if (argc != 3 || argv[2][0] == '\0' || strlen(argv[2]) > RAFTLOCK_NAME_MAX ||
 	    strcmp(argv[2], "*") == 0 || strpbrk(argv[2], " \t\r\n") != NULL)
 		return acl_usage("acl token: NAME (no blanks, not '*')");
@@ -117,8 +155,19 @@ int cli_acl_token(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < dlen; i++)
 		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-	printf("token: %s\n", token);
-	printf("auth-tokens line: %s %s\n", argv[2], hex);
+	if (json) {
+		fputs("{\"name\": ", stdout);
+		json_write_string(stdout, argv[2]);
+		printf(", \"token\": \"%s\", \"sha256\": \"%s\", \"auth_tokens_line\": ", token,
+		       hex);
+		char line[RAFTLOCK_NAME_MAX + sizeof hex + 2];
+		snprintf(line, sizeof line, "%s %s", argv[2], hex);
+		json_write_string(stdout, line);
+		fputs("}\n", stdout);
+	} else {
+		printf("token: %s\n", token);
+		printf("auth-tokens line: %s %s\n", argv[2], hex);
+	}
 	fprintf(stderr,
 		"raftlock: give the token to '%s' only (RAFTLOCK_AUTH_TOKEN or --token); put "
 		"the line in the auth-tokens file of every node\n",

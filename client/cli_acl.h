@@ -7,14 +7,15 @@
 
 #include "raftlock.h"
 
-/* argv[0] is "acl". Returns a CLI_EXIT_* code. */
-int cli_acl(raftlock_client *client, int argc, char **argv);
+/* argv[0] is "acl". json: list prints JSON (also with its own --json).
+ * Returns a CLI_EXIT_* code. */
+int cli_acl(raftlock_client *client, int argc, char **argv, bool json);
 
 /* Whether argv (argv[0] "acl") is "acl token ...", run without a client. */
 bool cli_acl_offline(int argc, char **argv);
 
-/* raftlock acl token NAME: prints a new random token and the line of an
- * auth-tokens file that names it. */
-int cli_acl_token(int argc, char **argv);
+/* raftlock acl token NAME [--json]: prints a new random token and the line
+ * of an auth-tokens file that names it (as JSON with json or --json). */
+int cli_acl_token(int argc, char **argv, bool json);
 
 #endif

@@ -2,6 +2,7 @@
 #include "cli_child.h"
 
 #include "cli_watch.h"
+#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -112,9 +113,10 @@ static int exit_code_of(int status)
 	return CLI_EXIT_ERROR;
 }
 
-/* Runs the child under the session's lease; returns its wait status. */
+/* Runs the child under the session's lease; returns its wait status.
+ * *lost: the command was stopped because the lease was running out. */
 static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
-		     const sigset_t *set, struct cli_watch *w)
+		     const sigset_t *set, struct cli_watch *w, bool *lost)
 {
 	bool termed = false, killed = false;
 	uint64_t last_valid = raftlock_session_valid_until(s);
@@ -159,6 +161,7 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 					"suspended: resuming it\n");
 			kill(-child, SIGCONT);
 		} else if (done == child) {
+			*lost = termed || killed;
 			return status;
 		}
 	}
@@ -184,7 +187,7 @@ static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 	if (rv == RAFTLOCK_EBUSY || (rv == RAFTLOCK_ETIMEDOUT && h->wait_ms > 0)) {
 		fprintf(stderr, "raftlock: lock '%s' is busy%s\n", h->name,
 			h->wait_ms > 0 ? " (waited in vain)" : "");
-		return CLI_EXIT_BUSY;
+		return h->conflict_exit_code;
 	}
 	fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 	return CLI_EXIT_ERROR;
@@ -232,7 +235,14 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h, uint64_
 		kill(child, SIGKILL);
 	close(gate[1]);
 	gate[1] = -1;
-	code = exit_code_of(supervise(child, s, h, &set, &w));
+	bool lost = false;
+	int status = supervise(child, s, h, &set, &w, &lost);
+	if (h->child_exit_code)
+		code = exit_code_of(status);
+	else if (lost)
+		code = CLI_EXIT_ERROR; /* the command did not run under the lock */
+	else
+		code = CLI_EXIT_OK;
 	/* What the command left running must not outlive the lock. */
 	kill(-child, SIGKILL);
 	cli_watch_stop(&w);
@@ -243,6 +253,52 @@ out:
 		close(gate[1]);
 	child_env_free(env);
 	return code;
+}
+
+/* Prints the token of the lock just taken, flushed at once: a script
+ * reads it while the lock is held. */
+static void print_token(const raftlock_session *s, const struct cli_hold *h, uint64_t token)
+{
+	if (h->json) {
+		fputs("{\"lock\": ", stdout);
+		json_write_string(stdout, h->name);
+		printf(", \"token\": %" PRIu64 ", \"session\": %" PRIu64 "}\n", token,
+		       raftlock_session_id(s));
+	} else {
+		printf("%" PRIu64 "\n", token);
+	}
+	fflush(stdout);
+	fprintf(stderr,
+		"raftlock: holding '%s' with fencing token %" PRIu64 " (session %" PRIu64
+		") until SIGINT or SIGTERM\n",
+		h->name, token, raftlock_session_id(s));
+}
+
+/* No command: holds the lock until SIGINT, SIGTERM, SIGHUP or SIGQUIT
+ * (CLI_EXIT_OK), or until the session's validity ends (CLI_EXIT_ERROR:
+ * the lock may be someone else's from then on). */
+static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, uint64_t token)
+{
+	sigset_t set;
+	cli_signal_set(&set); /* blocked in every thread since main() */
+	print_token(s, h, token);
+	uint64_t last_valid = raftlock_session_valid_until(s);
+	for (;;) {
+		uint64_t v = raftlock_session_valid_until(s);
+		if (v != 0)
+			last_valid = v;
+		if (v == 0 || raftlock_now_ms() >= last_valid) {
+			fprintf(stderr,
+				"raftlock: session %" PRIu64 " %s: '%s' is no longer held\n",
+				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out",
+				h->name);
+			return CLI_EXIT_ERROR;
+		}
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = CLI_SUPERVISE_TICK_MS * 1000000L};
+		int sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
+			return CLI_EXIT_OK;
+	}
 }
 
 /*
@@ -341,7 +397,7 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	code = hold_exit_code(c, h, rv);
 	if (code != CLI_EXIT_OK)
 		goto out;
-	code = hold_run_child(s, h, token);
+	code = h->argv != NULL ? hold_run_child(s, h, token) : hold_until_signal(s, h, token);
 	if (raftlock_session_valid(s) && raftlock_lock_release(l, NULL) != 0)
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 out:

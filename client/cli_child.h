@@ -13,6 +13,9 @@
  * the CLI is stopped. When the command's leader exits, whatever is left of
  * its group is killed before the lock is released; a suspended command
  * (Ctrl-Z) is resumed, since a stopped holder would keep the lock.
+ *
+ * Without a command, the lock is held until SIGINT, SIGTERM or SIGHUP (as
+ * `etcdctl lock` does): its fencing token is printed on stdout first.
  */
 #ifndef RAFTLOCK_CLI_CHILD_H
 #define RAFTLOCK_CLI_CHILD_H
@@ -35,7 +38,10 @@ struct cli_hold {
 	int wait_ms; /* 0: do not wait; < 0: forever */
 	unsigned ttl_ms;
 	unsigned grace_ms;
-	char **argv; /* the command, NULL-terminated */
+	char **argv;            /* the command, NULL-terminated; NULL: hold until a signal */
+	int conflict_exit_code; /* the exit code when the lock is busy (CLI_EXIT_BUSY) */
+	bool child_exit_code;   /* exit with the command's status; else 0 once it ran */
+	bool json;              /* without a command: print the token as JSON */
 };
 
 /* The signals the supervisor waits for (SIGCHLD) or forwards (SIGINT,
@@ -46,12 +52,16 @@ void cli_signal_set(sigset_t *set);
 
 /*
  * Opens a session on c, takes the lock, runs the command and supervises
- * it, then releases the lock and closes the session. A signal while the
- * lock is awaited closes the session (leaving the server's queue) and ends
- * with 128 + the signal. Returns the exit code
- * of the raftlock command: the child's (128 + signal when a signal ended
- * it), CLI_EXIT_BUSY when the lock was not obtained in time, CLI_EXIT_ERROR
- * with a message on stderr.
+ * it (or, without a command, waits for a signal), then releases the lock
+ * and closes the session. A signal while the lock is awaited closes the
+ * session (leaving the server's queue) and ends with 128 + the signal.
+ * Returns the exit code of the raftlock command: the child's (128 + signal
+ * when a signal ended it) with child_exit_code, else 0 once the command
+ * ran with the lock held throughout; without a command, 0 after a signal
+ * released the lock; h->conflict_exit_code when the lock was not obtained
+ * in time; CLI_EXIT_ERROR with a message on stderr (also when the session
+ * was lost while the lock was held without a command, or, without
+ * child_exit_code, while the command ran).
  */
 int cli_hold_run(raftlock_client *c, const struct cli_hold *h);
 

@@ -30,6 +30,7 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 		errmsg_set(NULL, rv, NULL, "open client");
 		goto err_transport;
 	}
+	c->ss.ending = lock_end_waits;
 	c->ss.freeing = lock_free_all;
 	rv = keepalive_start(&c->ka, &c->ss);
 	if (rv != 0) {

@@ -26,7 +26,8 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
 
 /* Notes why a call of the calling thread failed with code, as a lower
  * layer knew it: the message a node sent with a RAFTLOCK_EPERM answer
- * ("identity 'alice' has no 'lock' on 'db/x'"), the address and reason of
+ * ("identity 'alice' has no 'lock' on 'db/x'") or with a result a limit
+ * refused (RAFTLOCK_ELIMIT, naming the limit), the address and reason of
  * a TLS refusal with RAFTLOCK_ETLS. The next errmsg_set of that code in
  * this thread without a detail of its own gives it as the detail. */
 void errmsg_note(int code, const char *detail);

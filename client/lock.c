@@ -489,6 +489,9 @@ struct lock_async {
 	raftlock_lock_cb cb;
 	void *arg;
 	bool acquire;
+	bool wait;           /* an acquire queued on the server (l->waiting) */
+	struct request *req; /* while it waits */
+	int ended;           /* ECANCELED or ESESSION: lock_end_waits ended it */
 	uint64_t seq;
 	int status;
 	uint64_t value;
@@ -515,7 +518,14 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	struct lock_async *op = req->op;
 	raftlock_lock *l = op->l;
 	req->on_done = NULL;
-	if (err != 0) {
+	if (op->wait)
+		l->waiting = NULL;
+	if (op->ended != 0) {
+		/* the session closes or was lost: the server ends the wait
+		 * with it, as for a blocking acquire */
+		transport_take(t, req, NULL);
+		op->status = op->ended;
+	} else if (err != 0) {
 		/* as a blocking call's timeout: a late grant is released, a
 		 * release executes later */
 		op->status = lock_abandon(l, req, op->seq, op->acquire);
@@ -529,6 +539,9 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 			uint32_t left = 0;
 			if (op->acquire) {
 				op->status = lock_granted(l, res, &op->value);
+				/* ended by the server's own wait deadline */
+				if (op->wait && op->status == RAFTLOCK_ECANCELED)
+					op->status = RAFTLOCK_ETIMEDOUT;
 			} else {
 				op->status = lock_released(l, res, &left);
 				op->value = left;
@@ -539,17 +552,38 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	transport_defer(t, &op->d);
 }
 
-static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acquire,
+void lock_end_waits(raftlock_session *s)
+{
+	int err = s->closing ? RAFTLOCK_ECANCELED : RAFTLOCK_ESESSION;
+	struct raftlock_lock *l;
+	list_each_entry (l, &s->attached, struct raftlock_lock, link) {
+		struct lock_async *op = l->waiting;
+		if (op != NULL && op->ended == 0) {
+			op->ended = err;
+			/* the I/O thread may be walking its requests: it ends
+			 * this one itself */
+			transport_expire_now(s->t, op->req);
+		}
+	}
+}
+
+/* Submits an asynchronous request of l; sr.wait: an acquire that waits
+ * up to timeout_ms (negative: without end). */
+static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acquire, int timeout_ms,
 			     raftlock_lock_cb cb, void *arg)
 {
 	raftlock_session *s = l->session;
 	struct transport *t = s->t;
-	const char *what = acquire ? "try-lock" : "release";
+	const char *what = sr.wait ? "acquire" : acquire ? "try-lock" : "release";
 	struct lock_async *op = calloc(1, sizeof *op);
 	if (op == NULL)
 		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
-	*op = (struct lock_async){
-		.d.fn = lock_async_callback, .l = l, .cb = cb, .arg = arg, .acquire = acquire};
+	*op = (struct lock_async){.d.fn = lock_async_callback,
+				  .l = l,
+				  .cb = cb,
+				  .arg = arg,
+				  .acquire = acquire,
+				  .wait = sr.wait};
 	struct request *req;
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(s);
@@ -557,11 +591,23 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 		/* an earlier request of the handle is still being sent: this
 		 * one must not overtake it, and an event loop cannot wait */
 		rv = session_has_orphans(s, l->owner, true) && !s->lost ? RAFTLOCK_ESTATE : 0;
+		if (rv == 0 && sr.wait && l->waiting != NULL)
+			rv = RAFTLOCK_ESTATE; /* one wait per handle */
 		if (rv == 0)
 			rv = session_mutate_submit(s, &sr, &req);
 		if (rv == 0) {
 			op->seq = req->seq;
-			transport_on_done(t, req, lock_async_done, op, 0);
+			/* a wait ends by the server's deadline; past it and a
+			 * request timeout, the outcome is unknown */
+			transport_on_done(
+				t, req, lock_async_done, op,
+				timeout_ms > 0 ? (unsigned)timeout_ms + t->request_timeout_ms : 0);
+			if (sr.wait) {
+				if (timeout_ms < 0)
+					req->deadline = UINT64_MAX;
+				op->req = req;
+				l->waiting = op;
+			}
 		} else {
 			session_call_end(s);
 		}
@@ -580,7 +626,23 @@ RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *l, raftlock_lock_cb cb, 
 		return RAFTLOCK_EINVAL;
 	struct acquire_msg m;
 	acquire_msg_init(&m, l, RAFTLOCK_EXCLUSIVE, 1, 0);
-	return lock_async_submit(l, SESSION_REQ(&m.env), true, cb, arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env), true, 0, cb, arg);
+}
+
+RAFTLOCK_API int raftlock_lock_acquire_async(raftlock_lock *l, enum raftlock_mode mode,
+					     uint32_t permits, int timeout_ms, raftlock_lock_cb cb,
+					     void *arg)
+{
+	if (l == NULL || cb == NULL)
+		return RAFTLOCK_EINVAL;
+	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
+		return errmsg_set(l->session->t, RAFTLOCK_EINVAL, NULL,
+				  "acquire '%s': unknown mode %d", l->name, mode);
+	struct acquire_msg m;
+	acquire_msg_init(&m, l, mode, permits, timeout_ms);
+	struct session_req sr = SESSION_REQ(&m.env);
+	sr.wait = timeout_ms != 0;
+	return lock_async_submit(l, sr, true, timeout_ms, cb, arg);
 }
 
 RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
@@ -589,5 +651,5 @@ RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb 
 		return RAFTLOCK_EINVAL;
 	struct lock_release_msg m;
 	lock_release_msg_init(&m, l->name, l->owner);
-	return lock_async_submit(l, SESSION_REQ(&m.env), false, cb, arg);
+	return lock_async_submit(l, SESSION_REQ(&m.env), false, 0, cb, arg);
 }

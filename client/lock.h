@@ -18,12 +18,18 @@ struct raftlock_lock {
 	char *name;
 	struct raftlock_lock_options opts;
 	uint64_t owner;
-	uint64_t token; /* 0 when holding nothing */
-	uint32_t count; /* nesting depth */
+	uint64_t token;             /* 0 when holding nothing */
+	uint32_t count;             /* nesting depth */
+	struct lock_async *waiting; /* its asynchronous acquire that waits, if any */
 };
 
 /* Frees every handle of s (t->mu held): the session layer's freeing
  * hook. */
 void lock_free_all(raftlock_session *s);
+
+/* Ends the asynchronous acquires of s that wait, with RAFTLOCK_ECANCELED
+ * when s is closing, else RAFTLOCK_ESESSION (t->mu held): the session
+ * layer's ending hook. Their callbacks run soon after on the I/O thread. */
+void lock_end_waits(raftlock_session *s);
 
 #endif

@@ -115,6 +115,12 @@ extern "C" {
  * back-off; a caller sees it only as the last error of a read or session
  * open that timed out while the node kept refusing.
  *
+ * RAFTLOCK_ELIMIT from a session open or a lock call is a limit of the
+ * cluster's state that refused it (docs/GUARANTEES.md, section 6): the
+ * sessions one identity may hold (max-sessions-per-identity), the waiters
+ * one lock may queue (max-waiters-per-lock), the store's size, ...; the
+ * message names the limit and its value, and nothing changed.
+ *
  * RAFTLOCK_ELIMIT is also what every waiting call gets, at once, when every
  * node has refused this client's connection because it holds as many from
  * the client's address as it takes (--max-connections-per-address): the
@@ -355,7 +361,8 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * so does a session the server had already declared expired (nothing is
  * left to close).
  * Asynchronous calls on the session finish first: their callbacks have run
- * when this returns, so it must not be called from such a callback.
+ * when this returns (an asynchronous acquire that waits ends at once, with
+ * RAFTLOCK_ECANCELED), so it must not be called from such a callback.
  * NULL is a no-op returning 0.
  */
 RAFTLOCK_API int raftlock_session_close(raftlock_session *session);
@@ -540,6 +547,36 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
 typedef void (*raftlock_lock_cb)(raftlock_lock *lock, int status, uint64_t value, void *arg);
 RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *lock, raftlock_lock_cb cb, void *arg);
 RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *lock, raftlock_lock_cb cb, void *arg);
+
+/*
+ * Asynchronous acquire that waits: raftlock_lock_acquire() (mode,
+ * permits, timeout_ms) whose wait sits in the server's FIFO queue while
+ * the caller's thread goes on; the grant is pushed, nothing polls. The
+ * rules of raftlock_lock_try_async() apply (cb exactly once on the I/O
+ * thread, value the token, threading, ownership, return value), and:
+ *   - status 0: the handle holds the lock; RAFTLOCK_EBUSY (timeout_ms 0
+ *     only), RAFTLOCK_EKIND, ...: as raftlock_lock_acquire();
+ *   - RAFTLOCK_ETIMEDOUT: the server ended the wait at timeout_ms (its
+ *     own deadline, counted from when it queued the acquire): the handle
+ *     neither holds nor waits;
+ *   - RAFTLOCK_EUNKNOWN: no final answer within timeout_ms plus the
+ *     client's request timeout (unreachable, failing over): the handle
+ *     does not hold the lock for the caller; a grant that comes later is
+ *     released by the library, and the server ends the wait at its
+ *     deadline;
+ *   - RAFTLOCK_ECANCELED: the session began to close (raftlock_session_close
+ *     ends the wait at once rather than waiting for it; the server drops
+ *     the session's waits with it); RAFTLOCK_ESESSION: the session was
+ *     lost while the acquire waited.
+ * A negative timeout_ms waits until granted or the session ends. One
+ * waiting acquire per handle at a time: another returns RAFTLOCK_ESTATE
+ * (and so does one while an earlier request of the handle whose outcome
+ * was unknown is still being sent). RAFTLOCK_EINVAL: NULL lock or cb, an
+ * unknown mode.
+ */
+RAFTLOCK_API int raftlock_lock_acquire_async(raftlock_lock *lock, enum raftlock_mode mode,
+					     uint32_t permits, int timeout_ms, raftlock_lock_cb cb,
+					     void *arg);
 
 /* Frees the handle. A held lock stays held until released or the session
  * ends: release first. NULL is a no-op. */

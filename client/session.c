@@ -116,6 +116,8 @@ void session_mark_lost(raftlock_session *s, int reason)
 	s->lost_reason = reason;
 	s->valid_until = 0;
 	transport_wake_all(s->t); /* blocked acquires end */
+	if (s->ss->ending != NULL)
+		s->ss->ending(s); /* and asynchronous ones */
 }
 
 uint64_t session_check_at(const raftlock_session *s)
@@ -567,6 +569,8 @@ int session_close(raftlock_session *s, unsigned timeout_ms)
 	s->closing = true;
 	if (s->calls > 0)
 		transport_wake_all(t);
+	if (s->ss->ending != NULL)
+		s->ss->ending(s);
 	while (s->calls > 0)
 		pthread_cond_wait(&t->cond, &t->mu);
 	int rv = 0;

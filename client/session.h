@@ -56,10 +56,12 @@ struct sessions {
 	uint64_t owner_base; /* random: owner ids differ across clients */
 	uint64_t owner_next;
 	/* Hooks of the layers above (may be NULL), called with t->mu held:
-	 * a session was opened; a session is about to be freed (its
-	 * `attached` objects must go). */
+	 * a session was opened; a session is lost or begins to close (what
+	 * waits on it without a thread must end); a session is about to be
+	 * freed (its `attached` objects must go). */
 	void (*opened)(void *arg, raftlock_session *s);
 	void *opened_arg;
+	void (*ending)(raftlock_session *s);
 	void (*freeing)(raftlock_session *s);
 };
 

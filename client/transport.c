@@ -115,6 +115,12 @@ void transport_on_done(struct transport *t, struct request *req,
 	req->deadline = transport_mono_ms(t) + (timeout_ms ? timeout_ms : t->request_timeout_ms);
 }
 
+void transport_expire_now(struct transport *t, struct request *req)
+{
+	req->deadline = 0;
+	transport_wake_io(t);
+}
+
 void transport_defer(struct transport *t, struct transport_deferred *d)
 {
 	d->next = NULL;
@@ -143,9 +149,15 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 {
 	list_remove(&req->link);
 	const Raftlock__Envelope *e = req->reply;
-	if (e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
-	    e->response->status == RAFTLOCK_EPERM)
-		errmsg_note(e->response->status, e->response->message);
+	const Raftlock__Response *resp =
+		e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE ? e->response : NULL;
+	if (resp != NULL && resp->status == RAFTLOCK_EPERM)
+		errmsg_note(resp->status, resp->message);
+	/* A refusal by apply names what refused it (a limit, ...). */
+	if (resp != NULL && resp->status == 0 &&
+	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT && resp->result->status != 0 &&
+	    resp->message != NULL && resp->message[0] != '\0')
+		errmsg_note(resp->result->status, resp->message);
 	if (reply != NULL)
 		*reply = req->reply;
 	else if (req->reply != NULL)

@@ -229,6 +229,10 @@ void transport_on_done(struct transport *t, struct request *req,
 		       void (*on_done)(struct transport *t, struct request *req, int err), void *op,
 		       unsigned timeout_ms);
 
+/* Makes the I/O thread end an asynchronous request now, as if its
+ * deadline had passed (t->mu held, any thread). */
+void transport_expire_now(struct transport *t, struct request *req);
+
 /* Queues d to run on the I/O thread without t->mu (t->mu held). */
 void transport_defer(struct transport *t, struct transport_deferred *d);
 

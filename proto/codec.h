@@ -19,7 +19,10 @@
 /* 3: OpenSession.secret_digest, which apply stores and checks a retried
  * open against, and AclSet, AclDelete and OpenSession.identity, which apply
  * acts on (a node of format 2 would drop them and diverge). */
-#define ENTRY_FORMAT 3
+/* 4: OpenSession.max_sessions_per_identity and Acquire.max_waiters, limits
+ * carried by the proposing leader that apply enforces (a node of format 3
+ * would not, and diverge). */
+#define ENTRY_FORMAT 4
 
 /* The client protocol this code speaks, stamped on every envelope it
  * frames (Envelope.protocol). 2: the sequence header of a mutating request

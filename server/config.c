@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "address.h"
+#include "fsm.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -26,8 +27,9 @@ static const char usage[] =
 	"                             rules are refused (ENOSPC); default 64, 0 = off\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
-	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics) there;\n"
-	"                             a loopback address unless --metrics-public yes\n"
+	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics), and\n"
+	"                             GET /healthz and /readyz there; a loopback\n"
+	"                             address unless --metrics-public yes\n"
 	"  --metrics-public yes|no    allow a metrics-address other than loopback (the\n"
 	"                             endpoint has no authentication); default no\n"
 	"  --peer-tls-cert FILE       mutual TLS between members on the raft port: this\n"
@@ -55,6 +57,8 @@ static const char usage[] =
 	"  --keepalive-max-ids N      session ids one client connection may name in\n"
 	"                             keepalives per second, default 262144\n"
 	"  --log-level LEVEL          debug, info, warn, error (default info)\n"
+	"  --log-format FORMAT        text (default) or json: one object a line with\n"
+	"                             ts, level, node and msg\n"
 	"  --client-tls MODE          TLS on the client port: off (default), server\n"
 	"                             (the node presents its certificate) or mutual\n"
 	"                             (clients must present one signed by the CA)\n"
@@ -77,7 +81,13 @@ static const char usage[] =
 	"                             the token's SHA-256; raftlock acl token NAME)\n"
 	"  --auth-admin NAME          an identity with every permission, to create\n"
 	"                             the first rules; the same on every node\n"
-	"  --check-config             validate the settings, print them and exit\n";
+	"  --max-sessions-per-identity N  with auth on, sessions one identity may hold\n"
+	"                             at once (the leader's setting counts); 0 = no\n"
+	"                             limit, default 10000\n"
+	"  --max-waiters-per-lock N   waiters one lock may queue (the leader's setting\n"
+	"                             counts); 1..100000, default 100000\n"
+	"  --check-config             validate the settings, print them and exit\n"
+	"  --version                  print the version and exit\n";
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -269,6 +279,13 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			}
 		return fail(err, errlen, "log-level: '%s' is not debug, info, warn or error",
 			    value);
+	} else if (strcmp(key, "log-format") == 0) {
+		if (strcmp(value, "text") == 0 || strcmp(value, "json") == 0) {
+			cfg->log_format =
+				strcmp(value, "json") == 0 ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT;
+			return 0;
+		}
+		return fail(err, errlen, "log-format: '%s' is not text or json", value);
 	} else if (strcmp(key, "client-tls") == 0) {
 		static const char *modes[] = {"off", "server", "mutual"};
 		for (int i = 0; i < 3; i++)
@@ -302,6 +319,16 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return fail(err, errlen, "auth: '%s' is not on or off", value);
 		cfg->auth = strcmp(value, "on") == 0;
+	} else if (strcmp(key, "max-sessions-per-identity") == 0) {
+		if (parse_u64(value, 0, FSM_MAX_SESSIONS, &v) != 0)
+			return fail(err, errlen, "max-sessions-per-identity: '%s' not in 0..%u",
+				    value, FSM_MAX_SESSIONS);
+		cfg->max_sessions_per_identity = (unsigned)v;
+	} else if (strcmp(key, "max-waiters-per-lock") == 0) {
+		if (parse_u64(value, 1, FSM_MAX_WAITERS, &v) != 0)
+			return fail(err, errlen, "max-waiters-per-lock: '%s' not in 1..%u", value,
+				    FSM_MAX_WAITERS);
+		cfg->max_waiters_per_lock = (unsigned)v;
 	} else if (strcmp(key, "auth-tokens") == 0) {
 		return set_path(cfg->auth_tokens, value, key, err, errlen);
 	} else if (strcmp(key, "auth-admin") == 0) {
@@ -368,10 +395,13 @@ static void defaults(struct config *cfg)
 	cfg->disk_reserve = (uint64_t)64 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
+	cfg->log_format = LOG_FORMAT_TEXT;
 	cfg->client_tls = CONFIG_TLS_OFF;
 	cfg->tls_handshake_timeout_ms = 10000;
 	cfg->max_connections_per_address = 1024;
 	cfg->frame_timeout_ms = 30000;
+	cfg->max_sessions_per_identity = 10000;
+	cfg->max_waiters_per_lock = FSM_MAX_WAITERS;
 }
 
 /* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
@@ -497,6 +527,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"map-size", required_argument, NULL, 0},
 		{"keepalive-max-ids", required_argument, NULL, 0},
 		{"log-level", required_argument, NULL, 0},
+		{"log-format", required_argument, NULL, 0},
 		{"metrics-public", required_argument, NULL, 0},
 		{"client-tls", required_argument, NULL, 0},
 		{"client-tls-cert", required_argument, NULL, 0},
@@ -508,7 +539,10 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"auth", required_argument, NULL, 0},
 		{"auth-tokens", required_argument, NULL, 0},
 		{"auth-admin", required_argument, NULL, 0},
+		{"max-sessions-per-identity", required_argument, NULL, 0},
+		{"max-waiters-per-lock", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{"check-config", no_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},
 	};
@@ -526,6 +560,9 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 			cfg->check_only = true;
 		else if (c == 'h') {
 			fputs(usage, stdout);
+			return 1;
+		} else if (c == 'V') {
+			printf("raftlockd %s\n", RAFTLOCK_VERSION_STRING);
 			return 1;
 		} else if (c == '?')
 			return fail(err, errlen, "unknown or incomplete option '%s'\n%s",

@@ -59,6 +59,7 @@ struct config {
 	size_t map_size;
 	size_t keepalive_max_ids; /* per client connection and second */
 	int log_level;            /* enum log_level */
+	int log_format;           /* enum log_format */
 	/* Client port TLS. The node's certificate and key also identify it
 	 * when, as leader, it asks its followers' client ports for their status
 	 * (followers.c), and client_tls_ca verifies them: in mutual mode a
@@ -78,13 +79,18 @@ struct config {
 	bool auth;
 	char auth_tokens[CONFIG_PATH_MAX]; /* "NAME SHA256HEX" lines; "" = none */
 	char auth_admin[RAFTLOCK_NAME_MAX + 1];
+	/* Limits the leader writes into the entries it proposes, so that every
+	 * node applies the leader's (fsm.c): sessions one identity may hold
+	 * with auth on (0 = no limit), waiters one lock may queue. */
+	unsigned max_sessions_per_identity;
+	unsigned max_waiters_per_lock;
 	bool check_only; /* --check-config: validate, print, exit */
 };
 
 /*
  * Fills cfg from argv (and the file named by --config). Returns 0, 1 when
- * --help was asked (usage printed), or RAFTLOCK_ECONFIG with a message that
- * names the problem in err.
+ * --help or --version was asked (usage or version printed), or
+ * RAFTLOCK_ECONFIG with a message that names the problem in err.
  */
 int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen);
 

@@ -116,6 +116,8 @@ static void ask(struct follower *f)
 	if (raft_match_index(&n->raft, f->member->id, &f->matched) != 0)
 		return;
 	f->term = raft_current_term(&n->raft);
+	req.leader_term = f->term;
+	req.leader_applied = raft_last_applied(&n->raft);
 	env.id = ++f->request_id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
 	env.status = &req;
@@ -480,6 +482,11 @@ void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 	}
 	timebase_timer_init(tb, &fw->timer, fw);
 	timebase_timer_start(&fw->timer, check, FOLLOWERS_CHECK_MS, FOLLOWERS_CHECK_MS);
+}
+
+void followers_set_tls(struct followers *fw, SSL_CTX *tls)
+{
+	fw->tls = tls;
 }
 
 void followers_close(struct followers *fw)

@@ -113,6 +113,10 @@ uint64_t followers_backoff_ms(unsigned election_timeout_ms, unsigned failures);
 void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 		     const struct config *cfg, struct node *node, SSL_CTX *tls);
 
+/* Connections started from now on use tls (borrowed likewise; NULL only if
+ * it was NULL at start: a reload changes certificates, not the mode). */
+void followers_set_tls(struct followers *fw, SSL_CTX *tls);
+
 /* Judges a member's STATUS answer to the request f made (in term f->term,
  * with f->matched read before asking): a raft log that ends below what
  * this leader matched on it means lost data, and leadership is handed

@@ -41,6 +41,23 @@ void fsm_init(struct fsm *f, struct store *store)
 {
 	f->store = store;
 	f->store_refusals = 0;
+	memset(&f->stats, 0, sizeof f->stats);
+	histogram_init(&f->stats.wait, &histogram_duration);
+	histogram_init(&f->stats.hold, &histogram_duration);
+	contention_init(&f->stats.contention);
+}
+
+/* Cluster-time milliseconds since `since`, in nanoseconds. */
+static uint64_t elapsed_ns(const struct apply *a, uint64_t since)
+{
+	return a->now > since ? (a->now - since) * 1000000ull : 0;
+}
+
+/* Removes holder i, counting how long it held. */
+static void remove_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
+{
+	histogram_observe(&a->fsm->stats.hold, elapsed_ns(a, lock->holders[i]->granted_time));
+	records_remove_holder(lock, i);
 }
 
 uint64_t fsm_store_limit(size_t map_size)
@@ -77,10 +94,19 @@ static bool store_full(struct apply *a)
 	       store_record_bytes(a->fsm->store) >= a->meta->store_limit;
 }
 
+/* RAFTLOCK_ELIMIT, naming the limit and its value for the answer. */
+static Raftlock__Result refuse_limit(Raftlock__Limit limit, uint64_t value)
+{
+	Raftlock__Result r = result_of(RAFTLOCK_ELIMIT);
+	r.limit = limit;
+	r.limit_value = value;
+	return r;
+}
+
 static Raftlock__Result refuse_full(struct apply *a)
 {
 	a->fsm->store_refusals++;
-	return result_of(RAFTLOCK_ELIMIT);
+	return refuse_limit(RAFTLOCK__LIMIT__LIMIT_STORE, a->meta->store_limit);
 }
 
 /* ------------------------------------------------------- grant rules -- */
@@ -135,6 +161,7 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 	h->token = take_token(a);
 	h->granted_index = a->index;
 	h->granted_time = a->now;
+	a->fsm->stats.grants++;
 	return h;
 }
 
@@ -178,6 +205,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 			break;
 		}
 		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
 		res.count = 1;
@@ -221,7 +249,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		bool held = false;
 		for (size_t j = lock->n_holders; j-- > 0;) {
 			if (lock->holders[j]->session == sess->id) {
-				records_remove_holder(lock, j);
+				remove_holder(a, lock, j);
 				held = true;
 			}
 		}
@@ -238,6 +266,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		}
 		if (expired && held && lock->lock_delay_ms > 0) {
 			lock->delay_until = a->now + lock->lock_delay_ms;
+			a->fsm->stats.lock_delays++;
 			emit(a, (struct fsm_event){.type = FSM_EV_LOCK_DELAY,
 						   .name = lock->name,
 						   .deadline = lock->delay_until});
@@ -248,8 +277,11 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	}
 	if (sess->nonce != 0)
 		store_del_nonce(st, a->txn, sess->nonce);
+	store_identity_sessions_add(st, a->txn, sess->identity, -1);
 	store_del_lease(st, a->txn, sess->id);
 	store_del_session(st, a->txn, sess->id);
+	if (expired)
+		a->fsm->stats.expiries++;
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION_GONE, .session = sess->id});
 }
 
@@ -290,7 +322,12 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	if (op->ttl_ms < RAFTLOCK_TTL_MIN_MS || op->ttl_ms > RAFTLOCK_TTL_MAX_MS)
 		return result_of(RAFTLOCK_EINVAL);
 	if (store_count_sessions(st, a->txn) >= FSM_MAX_SESSIONS)
-		return result_of(RAFTLOCK_ELIMIT);
+		return refuse_limit(RAFTLOCK__LIMIT__LIMIT_SESSIONS, FSM_MAX_SESSIONS);
+	/* The limit is the proposing leader's (the entry carries it), so
+	 * every node decides alike whatever its own setting. */
+	uint32_t per_identity = op->max_sessions_per_identity;
+	if (per_identity != 0 && store_identity_sessions(st, a->txn, op->identity) >= per_identity)
+		return refuse_limit(RAFTLOCK__LIMIT__LIMIT_SESSIONS_PER_IDENTITY, per_identity);
 	if (store_full(a))
 		return refuse_full(a);
 	Raftlock__SessionRecord *sess = records_new_session(op->owner);
@@ -308,6 +345,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	store_put_lease(st, a->txn, sess->id, a->now + op->ttl_ms, op->ttl_ms);
 	if (op->nonce != 0)
 		store_put_nonce(st, a->txn, op->nonce, sess->id);
+	store_identity_sessions_add(st, a->txn, sess->identity, +1);
 	emit(a, (struct fsm_event){.type = FSM_EV_SESSION,
 				   .session = sess->id,
 				   .deadline = a->now + op->ttl_ms,
@@ -387,6 +425,15 @@ static void do_expire_session(struct apply *a, const Raftlock__ExpireSession *op
 
 /* ---------------------------------------------------------------- locks -- */
 
+/* The waiters a lock may have for this acquire to queue: the proposing
+ * leader's setting, carried in the entry (0 in entries older than format
+ * 4), never above FSM_MAX_WAITERS. */
+static uint32_t max_waiters(const Raftlock__Acquire *op)
+{
+	return op->max_waiters != 0 && op->max_waiters < FSM_MAX_WAITERS ? op->max_waiters
+									 : FSM_MAX_WAITERS;
+}
+
 static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *sess,
 				   const Raftlock__Command *cmd)
 {
@@ -401,7 +448,7 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
 	if (lock == NULL) {
 		if (store_count_locks(st, a->txn) >= FSM_MAX_LOCKS)
-			return result_of(RAFTLOCK_ELIMIT);
+			return refuse_limit(RAFTLOCK__LIMIT__LIMIT_LOCKS, FSM_MAX_LOCKS);
 		Raftlock__LockKind kind = op->kind ? op->kind : RAFTLOCK__LOCK_KIND__MUTEX;
 		if (kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && op->limit == 0)
 			return result_of(RAFTLOCK_EINVAL);
@@ -457,13 +504,14 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		goto out;
 	}
 	if (sess->n_locks >= FSM_MAX_SESSION_LOCKS && !records_has_name(sess, op->name)) {
-		res.status = RAFTLOCK_ELIMIT;
+		res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_LOCKS_PER_SESSION, FSM_MAX_SESSION_LOCKS);
 		goto out;
 	}
 
 	if (lock->n_waiters == 0 && !delayed(a, lock) && compatible(lock, mode, permits)) {
 		if (lock->n_holders >= FSM_MAX_HOLDERS) {
-			res.status = RAFTLOCK_ELIMIT;
+			res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_HOLDERS_PER_LOCK,
+					   FSM_MAX_HOLDERS);
 			goto out;
 		}
 		if (store_full(a)) {
@@ -476,8 +524,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	} else if (!op->wait) {
 		res.status = RAFTLOCK_EBUSY;
 		goto out;
-	} else if (lock->n_waiters >= FSM_MAX_WAITERS) {
-		res.status = RAFTLOCK_ELIMIT;
+	} else if (lock->n_waiters >= max_waiters(op)) {
+		res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_WAITERS_PER_LOCK, max_waiters(op));
 		goto out;
 	} else if (store_full(a)) {
 		res = refuse_full(a);
@@ -492,6 +540,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
 		res.queued = true;
+		a->fsm->stats.waits++;
+		contention_count(&a->fsm->stats.contention, lock->name, a->now);
 		if (w->deadline != 0)
 			emit(a, (struct fsm_event){.type = FSM_EV_WAIT_DEADLINE,
 						   .name = lock->name,
@@ -523,7 +573,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 		res.count = lock->holders[i]->count;
 		res.token = lock->holders[i]->token;
 	} else {
-		records_remove_holder(lock, (size_t)i);
+		remove_holder(a, lock, (size_t)i);
 		forget_lock_if_done(sess, lock);
 		grant_waiters(a, lock, sess);
 	}
@@ -654,7 +704,7 @@ static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 	if (cmd->op_case != RAFTLOCK__COMMAND__OP_ACQUIRE)
 		limit += FSM_OUTCOME_HEADROOM; /* letting go is not refused first */
 	if (sess->n_outcomes >= limit) {
-		*res = result_of(RAFTLOCK_ELIMIT);
+		*res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_OUTCOMES, limit);
 		return true;
 	}
 	return false;

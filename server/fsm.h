@@ -18,14 +18,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contention.h"
+#include "histogram.h"
 #include "raftlock.pb-c.h"
 #include "store.h"
 
 /* Quotas, checked inside apply so every node decides alike. They are part
- * of the replicated semantics: changing them is a format change. */
+ * of the replicated semantics: changing them is a format change. The
+ * settings max-sessions-per-identity and max-waiters-per-lock are not:
+ * the proposing leader writes its own into the entry (OpenSession,
+ * Acquire), and apply uses what the entry says. */
 #define FSM_MAX_SESSIONS 1000000u
 #define FSM_MAX_LOCKS 10000000u
-#define FSM_MAX_WAITERS 100000u      /* per lock */
+#define FSM_MAX_WAITERS 100000u      /* per lock: the ceiling of max-waiters-per-lock */
 #define FSM_MAX_HOLDERS 100000u      /* per lock */
 #define FSM_MAX_OUTCOMES 4096u       /* remembered per session: acquires */
 #define FSM_MAX_SESSION_LOCKS 65536u /* locks held or awaited per session */
@@ -74,9 +79,24 @@ struct fsm_sink {
 	void *arg;
 };
 
+/* What this node's applies did, for the metrics: observed, never read
+ * back by apply (so they cannot make nodes diverge). Durations are in
+ * cluster time, the only time apply knows. Entries replayed at a start
+ * count again; a snapshot restore counts nothing. */
+struct fsm_stats {
+	uint64_t grants;              /* holders added (re-entries not counted) */
+	uint64_t waits;               /* acquires queued */
+	uint64_t expiries;            /* sessions expired (not closed) */
+	uint64_t lock_delays;         /* lock-delays started by an expiry */
+	struct histogram wait;        /* queued to granted */
+	struct histogram hold;        /* granted to released (or its session ended) */
+	struct contention contention; /* waits by lock name prefix */
+};
+
 struct fsm {
 	struct store *store;
 	uint64_t store_refusals; /* commands refused for the store limit */
+	struct fsm_stats stats;
 };
 
 void fsm_init(struct fsm *f, struct store *store);

@@ -4,40 +4,101 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+
+#define LINE_MAX_BYTES 4096
 
 static enum log_level min_level = LOG_INFO;
 static unsigned long long log_node;
+static enum log_format log_fmt = LOG_FORMAT_TEXT;
 
-void log_setup(enum log_level min, unsigned long long node_id)
+void log_setup(enum log_level min, unsigned long long node_id, enum log_format format)
 {
 	min_level = min;
 	log_node = node_id;
+	log_fmt = format;
 }
 
-static void log_vline(const char *tag, const char *fmt, va_list ap)
+/* 2026-11-25T15:04:05.123Z */
+static void rfc3339(const struct timespec *ts, char out[64])
+{
+	struct tm tm;
+	time_t sec = ts->tv_sec;
+	gmtime_r(&sec, &tm);
+	snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec / 1000000);
+}
+
+size_t log_format_line(char *out, size_t len, enum log_format format, const struct timespec *ts,
+		       const char *level, unsigned long long node, const char *msg)
+{
+	char when[64];
+	rfc3339(ts, when);
+	int head;
+	if (format == LOG_FORMAT_JSON)
+		head = snprintf(out, len,
+				"{\"ts\":\"%s\",\"level\":\"%s\",\"node\":%llu,\"msg\":\"", when,
+				level, node);
+	else
+		head = snprintf(out, len, "%s raftlockd[%llu] %s ", when, node, level);
+	if (head < 0 || (size_t)head >= len)
+		return 0;
+	size_t n = (size_t)head;
+	const char *tail = format == LOG_FORMAT_JSON ? "\"}\n" : "\n";
+	size_t room = len - 1 - strlen(tail); /* what the message may use */
+	for (const char *p = msg; *p != '\0'; p++) {
+		char esc[8];
+		const char *piece = p;
+		size_t plen = 1;
+		if (format == LOG_FORMAT_JSON) {
+			piece = json_char((unsigned char)*p, esc);
+			plen = strlen(piece);
+		} else if (*p == '\n') {
+			piece = " "; /* one event, one line */
+		}
+		if (n + plen > room)
+			break;
+		memcpy(out + n, piece, plen);
+		n += plen;
+	}
+	/* Never end inside a UTF-8 sequence that was cut. */
+	size_t k = n;
+	while (k > (size_t)head && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
+		k--;
+	if (k > (size_t)head && ((unsigned char)out[k - 1] & 0xC0) == 0xC0) {
+		unsigned char lead = (unsigned char)out[k - 1];
+		size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+		if (n - (k - 1) < need)
+			n = k - 1;
+	}
+	memcpy(out + n, tail, strlen(tail) + 1);
+	return n + strlen(tail);
+}
+
+static void log_vline(const char *level, const char *fmt, va_list ap)
 {
 	struct timespec ts;
-	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	char line[1024];
-	int n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld raftlockd[%llu] %s ", tm.tm_hour,
-			 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_node, tag);
-	if (n < 0)
+	char msg[LINE_MAX_BYTES], line[LINE_MAX_BYTES + 128];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = log_format_line(line, sizeof line, log_fmt, &ts, level, log_node, msg);
+	/* One write per line: lines of the loop and of libraft's threads, if
+	 * any, never interleave. */
+	if (n > 0 && write(STDERR_FILENO, line, n) < 0)
 		return;
-	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-	fprintf(stderr, "%s\n", line);
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-	static const char *tags[] = {"debug", "info", "warn", "error"};
+	static const char *levels[] = {"debug", "info", "warn", "error"};
 	if (level < min_level)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	log_vline(tags[level], fmt, ap);
+	log_vline(levels[level], fmt, ap);
 	va_end(ap);
 }
 
@@ -45,7 +106,7 @@ void log_fatal(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_vline("FATAL", fmt, ap);
+	log_vline("fatal", fmt, ap);
 	va_end(ap);
 	abort();
 }

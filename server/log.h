@@ -1,11 +1,27 @@
-/* log.h: the server's log lines, on stderr, with level and node id. */
+/*
+ * log.h: the server's log lines, on stderr (journald takes them under
+ * systemd), one line each, written with a single write.
+ *
+ *   text: 2026-11-25T15:04:05.123Z raftlockd[1] info leader ready (term 3)
+ *   json: {"ts":"2026-11-25T15:04:05.123Z","level":"info","node":1,
+ *          "msg":"leader ready (term 3)"}
+ *
+ * ts is RFC 3339 in UTC with milliseconds; level one of debug, info, warn,
+ * error, fatal; node the node id (0 before it is known). These names are
+ * stable: fields may be added, none renamed or removed.
+ */
 #ifndef RAFTLOCK_LOG_H
 #define RAFTLOCK_LOG_H
 
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+#include <stddef.h>
+#include <time.h>
 
-/* Sets the minimum level printed and the node id shown in every line. */
-void log_setup(enum log_level min, unsigned long long node_id);
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+
+/* Sets the minimum level printed, the node id shown in every line and the
+ * format. Before it is called: info, node 0, text. */
+void log_setup(enum log_level min, unsigned long long node_id, enum log_format format);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -17,5 +33,15 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 /* Logs and aborts: for states the server cannot continue from (out of
  * memory, LMDB map full, a write transaction that cannot commit). */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/*
+ * Formats one line (with its newline) into out, at most len bytes with a
+ * NUL: the wall-clock time ts, the level's name, the node id and the
+ * message. A message too long is cut (at a character, never inside a JSON
+ * escape), and a JSON line stays valid JSON. Returns the line's length.
+ * Exposed for the tests; no I/O.
+ */
+size_t log_format_line(char *out, size_t len, enum log_format format, const struct timespec *ts,
+		       const char *level, unsigned long long node, const char *msg);
 
 #endif

@@ -1,6 +1,7 @@
 /* main.c: raftlockd. Parses the configuration, starts the node, the leases
- * and the client service on one libuv loop, and stops them on SIGTERM or
- * SIGINT (a leader hands over leadership first). */
+ * and the client service on one libuv loop, reads its certificates and
+ * tokens again on SIGHUP, and stops on SIGTERM or SIGINT (a leader hands
+ * over leadership first). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "service.h"
+#include "supervision.h"
 
 struct server {
 	uv_loop_t loop;
@@ -31,7 +33,8 @@ struct server {
 	struct service service;
 	struct metrics metrics;
 	struct followers followers;
-	uv_signal_t sigterm, sigint;
+	struct supervision supervision; /* systemd: READY=1, STATUS=, WATCHDOG=1 */
+	uv_signal_t sigterm, sigint, sighup;
 	bool stopping;
 };
 
@@ -60,6 +63,7 @@ static void on_restore(void *arg)
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
+	supervision_stop(&srv->supervision);
 	followers_close(&srv->followers);
 	metrics_close(&srv->metrics);
 	service_close(&srv->service);
@@ -78,7 +82,48 @@ static void on_signal(uv_signal_t *h, int signum)
 	 * that the requests in flight are answered while the node drains. */
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
+	supervision_stop(&srv->supervision);
+	uv_close((uv_handle_t *)&srv->sighup, NULL);
 	node_stop(&srv->node, node_stopped);
+}
+
+/* SIGHUP: the client TLS certificate, key and CA, the peer TLS ones and
+ * the auth-tokens file are read again, from the paths of the
+ * configuration. Connections accepted or set up from then on use what was
+ * read; those already open go on as they were (an authenticated one keeps
+ * its identity). Each of the three is replaced only if all its files load:
+ * otherwise an error says why and the node keeps what it had. */
+static void on_reload(uv_signal_t *h, int signum)
+{
+	struct server *srv = h->data;
+	(void)signum;
+	char err[1024];
+	if (srv->cfg.client_tls != CONFIG_TLS_OFF) {
+		struct client_tls fresh;
+		if (client_tls_open(&fresh, &srv->cfg, err, sizeof err) != 0) {
+			log_error("reload: client-tls: %s; keeping the certificates in use", err);
+		} else {
+			service_set_tls(&srv->service, fresh.server);
+			followers_set_tls(&srv->followers, fresh.client);
+			client_tls_close(&srv->tls); /* connections hold their own references */
+			srv->tls = fresh;
+			log_info("reload: client-tls certificate, key and CA read again");
+		}
+	}
+	if (node_reload_peer_tls(&srv->node, err, sizeof err) != 0)
+		log_error("reload: peer-tls: %s; keeping the certificates in use", err);
+	else if (srv->cfg.peer_tls_cert[0] != '\0')
+		log_info("reload: peer-tls certificate, key and CA read again");
+	if (srv->cfg.auth_tokens[0] != '\0') {
+		struct auth_tokens fresh;
+		if (auth_tokens_load(&fresh, srv->cfg.auth_tokens, err, sizeof err) != 0) {
+			log_error("reload: auth-tokens: %s; keeping the tokens in use", err);
+		} else {
+			auth_tokens_free(&srv->tokens); /* the service points at srv->tokens */
+			srv->tokens = fresh;
+			log_info("reload: auth-tokens read again: %zu tokens", srv->tokens.n);
+		}
+	}
 }
 
 /* --check-config: the peer TLS files load and the key matches. */
@@ -135,7 +180,8 @@ int main(int argc, char **argv)
 		auth_tokens_free(&srv.tokens);
 		return 0;
 	}
-	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id);
+	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id,
+		  (enum log_format)srv.cfg.log_format);
 	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
 	    srv.cfg.n_members > 1)
 		log_warn("client-tls server without client-tls-ca: as leader this node verifies "
@@ -149,6 +195,9 @@ int main(int argc, char **argv)
 	srv.sigterm.data = srv.sigint.data = &srv;
 	uv_signal_start(&srv.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&srv.sigint, on_signal, SIGINT);
+	uv_signal_init(&srv.loop, &srv.sighup);
+	srv.sighup.data = &srv;
+	uv_signal_start(&srv.sighup, on_reload, SIGHUP);
 	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore};
 	/* The leases index must exist before raft starts replaying entries. */
 	timebase_init_uv(&srv.tb, &srv.loop);
@@ -173,6 +222,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	followers_start(&srv.followers, &srv.loop, &srv.tb, &srv.cfg, &srv.node, srv.tls.client);
+	rv = supervision_start(&srv.supervision, &srv.loop, &srv.node, err, sizeof err);
+	if (rv != 0) {
+		fprintf(stderr, "raftlockd: %s\n", err);
+		return 1;
+	}
 	log_info("serving clients on %s, %s, authentication %s (cluster '%s', %u members)",
 		 srv.cfg.client_address, tls_modes[srv.cfg.client_tls], srv.cfg.auth ? "on" : "off",
 		 srv.cfg.cluster, srv.cfg.n_members);

@@ -13,7 +13,9 @@
 #include "status.h"
 
 #define REQUEST_MAX 8192
-#define BODY_MAX 8192
+#define BODY_FIRST (64u << 10) /* grown (doubled) while the page does not fit */
+#define BODY_MAX (4u << 20)
+#define TOP_PREFIXES 10 /* labels of raftlock_lock_prefix_waits */
 
 struct scrape {
 	uv_tcp_t tcp;
@@ -28,52 +30,159 @@ struct scrape {
 struct text {
 	char *buf;
 	size_t len, cap;
+	bool full; /* something did not fit */
 };
 
 static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct text *t, const char *fmt, ...)
 {
-	if (t->len >= t->cap)
+	if (t->full)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		t->len += (size_t)n < t->cap - t->len ? (size_t)n : t->cap - t->len - 1;
+	if (n < 0 || (size_t)n >= t->cap - t->len) {
+		t->full = true;
+		t->buf[t->len] = '\0';
+		return;
+	}
+	t->len += (size_t)n;
+}
+
+static void head(struct text *t, const char *name, const char *type, const char *help)
+{
+	put(t, "# HELP raftlock_%s %s\n# TYPE raftlock_%s %s\n", name, help, name, type);
 }
 
 static void gauge(struct text *t, const char *name, const char *help, unsigned long long v)
 {
-	put(t, "# HELP raftlock_%s %s\n# TYPE raftlock_%s gauge\nraftlock_%s %llu\n", name, help,
-	    name, name, v);
+	head(t, name, "gauge", help);
+	put(t, "raftlock_%s %llu\n", name, v);
 }
 
 static void counter(struct text *t, const char *name, const char *help, unsigned long long v)
 {
-	put(t, "# HELP raftlock_%s %s\n# TYPE raftlock_%s counter\nraftlock_%s %llu\n", name, help,
-	    name, name, v);
+	head(t, name, "counter", help);
+	put(t, "raftlock_%s %llu\n", name, v);
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label(struct text *t, const char *v)
+{
+	for (; *v != '\0'; v++) {
+		if (*v == '\\' || *v == '"')
+			put(t, "\\%c", *v);
+		else if (*v == '\n')
+			put(t, "\\n");
+		else
+			put(t, "%c", *v);
+	}
+}
+
+/* One histogram's series; `label` is "" or `key="value",`. */
+static void series(struct text *t, const char *name, const char *label, const struct histogram *h)
+{
+	const struct histogram_layout *l = h->layout;
+	for (unsigned i = 0; i < l->n; i++)
+		put(t, "raftlock_%s_bucket{%sle=\"%g\"} %llu\n", name, label,
+		    (double)l->bound_ns[i] / 1e9, (unsigned long long)histogram_cumulative(h, i));
+	put(t, "raftlock_%s_bucket{%sle=\"+Inf\"} %llu\n", name, label,
+	    (unsigned long long)h->count);
+	size_t n = strlen(label);
+	/* Without the trailing comma inside the braces, or no braces at all. */
+	if (n > 0) {
+		put(t, "raftlock_%s_sum{%.*s} %.9f\n", name, (int)n - 1, label,
+		    (double)h->sum_ns / 1e9);
+		put(t, "raftlock_%s_count{%.*s} %llu\n", name, (int)n - 1, label,
+		    (unsigned long long)h->count);
+	} else {
+		put(t, "raftlock_%s_sum %.9f\n", name, (double)h->sum_ns / 1e9);
+		put(t, "raftlock_%s_count %llu\n", name, (unsigned long long)h->count);
+	}
+}
+
+static void histogram(struct text *t, const char *name, const char *help, const struct histogram *h)
+{
+	head(t, name, "histogram", help);
+	series(t, name, "", h);
+}
+
+static void render_locks(struct text *t, const struct fsm_stats *fs, uint64_t now_ms)
+{
+	counter(t, "lock_grants_total", "Lock grants applied (re-entries not counted).",
+		fs->grants);
+	counter(t, "lock_waits_total", "Acquires queued behind other holders.", fs->waits);
+	counter(t, "session_expiries_total",
+		"Sessions expired (their lease ran out), not closed by their client.",
+		fs->expiries);
+	counter(t, "lock_delays_total", "Lock-delays started by the expiry of a holder's session.",
+		fs->lock_delays);
+	histogram(t, "lock_wait_duration_seconds",
+		  "Time from an acquire queued to its grant, in cluster time.", &fs->wait);
+	histogram(t, "lock_hold_duration_seconds",
+		  "Time from a grant to its release or its session's end, in cluster time.",
+		  &fs->hold);
+	struct contention_entry top[TOP_PREFIXES];
+	size_t n = contention_top(&fs->contention, now_ms, top, TOP_PREFIXES);
+	head(t, "lock_prefix_waits", "gauge",
+	     "Waits over the last one to two minutes of cluster time on the most contended "
+	     "lock name prefixes (up to the first '/'); at most 10 prefixes.");
+	for (size_t i = 0; i < n; i++) {
+		put(t, "raftlock_lock_prefix_waits{prefix=\"");
+		put_label(t, top[i].prefix);
+		put(t, "\"} %llu\n", (unsigned long long)top[i].count);
+	}
+}
+
+static void render_latency(struct text *t, struct metrics *m)
+{
+	head(t, "request_duration_seconds", "histogram",
+	     "Client requests that wait on the log, a keepalive batch or a barrier, from "
+	     "arrival to answer, by operation.");
+	for (unsigned i = 0; i < SERVICE_OPS; i++) {
+		char label[64];
+		snprintf(label, sizeof label, "op=\"%s\",", service_op_names[i]);
+		series(t, "request_duration_seconds", label, &m->service->latency[i]);
+	}
+	histogram(t, "apply_duration_seconds", "One log entry applied to the state (LMDB).",
+		  &m->node->apply);
+	histogram(t, "disk_write_duration_seconds",
+		  "One raft log append, from issue to written and synced.", &m->node->disk.writes);
 }
 
 size_t metrics_render(struct metrics *m, char *buf, size_t len)
 {
-	struct text t = {buf, 0, len};
+	struct text t = {buf, 0, len, false};
 	struct node *n = m->node;
 	struct status st;
 	status_read(n, &st);
-	put(&t,
-	    "# HELP raftlock_node_info This node.\n# TYPE raftlock_node_info gauge\n"
-	    "raftlock_node_info{id=\"%llu\",cluster=\"%s\",role=\"%s\"} 1\n",
-	    (unsigned long long)m->cfg->id, m->cfg->cluster, st.role);
-	gauge(&t, "leader", "1 if this node is the leader and ready to serve.", st.ready);
+	head(&t, "build_info", "gauge",
+	     "The version of raftlockd and of the libraries it runs on.");
+	put(&t, "raftlock_build_info{version=\"%d.%d.%d\",raft=\"%d.%d.%d\",libuv=\"%s\"} 1\n",
+	    RAFTLOCK_VERSION_MAJOR, RAFTLOCK_VERSION_MINOR, RAFTLOCK_VERSION_PATCH,
+	    RAFT_VERSION_MAJOR, RAFT_VERSION_MINOR, RAFT_VERSION_RELEASE, uv_version_string());
+	head(&t, "node_info", "gauge", "This node.");
+	put(&t, "raftlock_node_info{id=\"%llu\",cluster=\"", (unsigned long long)m->cfg->id);
+	put_label(&t, m->cfg->cluster);
+	put(&t, "\",role=\"%s\"} 1\n", st.role);
+	gauge(&t, "is_leader", "1 if this node is the leader and ready to serve.", st.ready);
+	gauge(&t, "has_leader", "1 if this node knows a leader.", st.leader_id != 0);
+	gauge(&t, "serving",
+	      "1 if this node can serve (GET /readyz): the ready leader, or a follower that has "
+	      "applied as far as its leader had.",
+	      st.serving);
 	gauge(&t, "leader_id", "Id of the leader this node knows, 0 if none.", st.leader_id);
+	counter(&t, "leader_changes_seen_total",
+		"Times the leader this node knows became another member.", n->leader_changes);
 	gauge(&t, "raft_term", "Current Raft term.", st.term);
 	gauge(&t, "raft_commit_index", "Raft commit index.", st.commit_index);
 	gauge(&t, "raft_applied_index", "Raft last applied index.", st.applied_index);
 	gauge(&t, "raft_last_index", "Index of the last entry in the log.", st.last_index);
 	gauge(&t, "state_applied_index", "Last index applied to the LMDB state.",
 	      st.state_applied_index);
-	gauge(&t, "cluster_time_ms", "Cluster time of the last applied entry.", st.applied_time);
+	head(&t, "cluster_time_seconds", "gauge", "Cluster time of the last applied entry.");
+	put(&t, "raftlock_cluster_time_seconds %.3f\n", (double)st.applied_time / 1e3);
 	gauge(&t, "next_token", "Next fencing token.", st.next_token);
 	gauge(&t, "sessions", "Live sessions.", st.sessions);
 	gauge(&t, "locks", "Locks held, awaited or in lock-delay.", st.locks);
@@ -85,13 +194,13 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);
 	gauge(&t, "disk_full", "1 while free space under the data directory is below the reserve.",
-	      diskguard_full(&n->disk) ? 1 : 0);
+	      diskguard_full(&n->disk_space) ? 1 : 0);
 	gauge(&t, "disk_free_bytes", "Free space under the data directory at the last check.",
-	      n->disk.free_bytes);
+	      n->disk_space.free_bytes);
 	counter(&t, "disk_refusals_total", "Requests refused with ENOSPC for a full disk.",
-		n->disk.refusals);
+		n->disk_space.refusals);
 	counter(&t, "disk_apply_waits_total", "Entries whose apply waited for space on the disk.",
-		n->disk.apply_waits);
+		n->disk_space.apply_waits);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
 	counter(&t, "client_tls_handshake_failures_total",
@@ -107,6 +216,14 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Client requests refused with EPERM for their identity (auth = on): not "
 		"authenticated, no permission, an unknown token.",
 		m->service->auth_denied);
+	counter(&t, "sessions_per_identity_refused_total",
+		"Session opens this node, as leader, answered ELIMIT: the identity held "
+		"max-sessions-per-identity sessions.",
+		m->service->identity_sessions_refused);
+	counter(&t, "waiters_per_lock_refused_total",
+		"Acquires this node, as leader, answered ELIMIT: the lock had "
+		"max-waiters-per-lock waiters.",
+		m->service->lock_waiters_refused);
 	counter(&t, "peer_tls_refused_total",
 		"Raft port connections refused before raft saw them (peer-tls: no or a bad "
 		"certificate, an id that is not the certificate's, not TLS, too slow).",
@@ -144,7 +261,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	gauge(&t, "lmdb_map_bytes", "This node's LMDB map size (--map-size).", info.me_mapsize);
 	gauge(&t, "lmdb_used_bytes", "LMDB pages in use up to the highest one, in bytes.",
 	      (unsigned long long)(info.me_last_pgno + 1) * env_stat.ms_psize);
-	return t.len;
+	render_locks(&t, &n->fsm.stats, st.applied_time);
+	render_latency(&t, m);
+	return t.full ? 0 : t.len;
 }
 
 static void scrape_closed(uv_handle_t *h)
@@ -168,19 +287,49 @@ static void scrape_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init(s->req + s->len, (unsigned)(sizeof s->req - s->len));
 }
 
-static void scrape_answer(struct scrape *s)
+/* The page for the request line, as a malloc'd body in *body. */
+static const char *route(struct scrape *s, char **body, size_t *blen)
 {
-	char body[BODY_MAX];
+	char why[160];
 	const char *status = "200 OK";
-	size_t blen;
+	*body = NULL;
 	if (strncmp(s->req, "GET /metrics ", 13) == 0 || strncmp(s->req, "GET / ", 6) == 0) {
-		blen = metrics_render(s->m, body, sizeof body);
+		for (size_t cap = BODY_FIRST; cap <= BODY_MAX; cap *= 2) {
+			free(*body);
+			if ((*body = malloc(cap)) == NULL)
+				return NULL;
+			if ((*blen = metrics_render(s->m, *body, cap)) > 0)
+				return status;
+		}
+		status = "500 Internal Server Error";
+		snprintf(*body, BODY_MAX, "the metrics page is larger than %u bytes\n", BODY_MAX);
+	} else if (strncmp(s->req, "GET /healthz ", 13) == 0) {
+		/* Answered by the loop: the process runs and serves requests. */
+		snprintf(why, sizeof why, "ok");
+	} else if (strncmp(s->req, "GET /readyz ", 12) == 0) {
+		if (!status_serving(s->m->node, why, sizeof why))
+			status = "503 Service Unavailable";
 	} else {
 		status = "404 Not Found";
-		blen = (size_t)snprintf(body, sizeof body, "try GET /metrics\n");
+		snprintf(why, sizeof why, "try GET /metrics, /healthz or /readyz");
 	}
-	s->out = malloc(blen + 256);
+	if (*body == NULL) {
+		if ((*body = malloc(sizeof why + 1)) == NULL)
+			return NULL;
+		snprintf(*body, sizeof why + 1, "%s\n", why);
+	}
+	*blen = strlen(*body);
+	return status;
+}
+
+static void scrape_answer(struct scrape *s)
+{
+	char *body;
+	size_t blen = 0;
+	const char *status = route(s, &body, &blen);
+	s->out = status ? malloc(blen + 256) : NULL;
 	if (s->out == NULL) {
+		free(body);
 		uv_close((uv_handle_t *)&s->tcp, scrape_closed);
 		return;
 	}
@@ -189,6 +338,7 @@ static void scrape_answer(struct scrape *s)
 			    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
 			    status, blen);
 	memcpy(s->out + hlen, body, blen);
+	free(body);
 	uv_buf_t b = uv_buf_init(s->out, (unsigned)(hlen + (int)blen));
 	s->write.data = s;
 	s->answered = true;

@@ -1,7 +1,12 @@
 /*
- * metrics.h: Prometheus text exposition over HTTP (GET /metrics) on an
- * optional address: role, term, indexes, sessions, locks, batching and
- * connection figures of this node. Loop thread only.
+ * metrics.h: the HTTP endpoint on an optional address (metrics-address):
+ *   GET /metrics  Prometheus text exposition: role, term, indexes, sessions,
+ *                 locks, batching, connections, lock activity, latency
+ *                 histograms (names and units: docs/OPERATIONS.md);
+ *   GET /healthz  200 "ok" while the loop answers;
+ *   GET /readyz   200 when this node can serve (status_serving), else 503,
+ *                 with the reason in one line.
+ * One request per connection. Loop thread only.
  */
 #ifndef RAFTLOCK_METRICS_H
 #define RAFTLOCK_METRICS_H

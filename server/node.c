@@ -4,6 +4,7 @@
  * raft_last_applied() + 1) are in docs/RAFT-NOTES.md, section "Wiring". */
 #include "node.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +86,10 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
 	struct fsm_sink sink = {sink_emit, &ctx};
 	if (n->cfg->disk_reserve != 0) /* never a write that fails half-way */
-		diskguard_wait_room(&n->disk, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
+		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
+	uint64_t start = uv_hrtime();
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
+	histogram_observe(&n->apply, uv_hrtime() - start);
 	*result = NULL; /* never allocated: raft does not free it on followers */
 	n->log_bytes_new += buf->len;
 	n->log_entries_new++;
@@ -547,6 +550,14 @@ static void watch_cb(uv_check_t *h)
 	struct node *n = h->data;
 	if (n->stopping)
 		return;
+	raft_id leader_id = 0;
+	const char *leader_addr;
+	raft_leader(&n->raft, &leader_id, &leader_addr);
+	if (leader_id != 0 && leader_id != n->leader_seen) {
+		if (n->leader_seen != 0)
+			n->leader_changes++;
+		n->leader_seen = leader_id;
+	}
 	bool leader = raft_state(&n->raft) == RAFT_LEADER;
 	raft_term term = raft_current_term(&n->raft);
 	if (leader && (!n->leader || term != n->term)) {
@@ -635,6 +646,14 @@ void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
 
 /* --------------------------------------------------------------- start -- */
 
+/* raft sets io->data to its instance, which lives in the node. */
+static int timed_append(struct raft_io *io, struct raft_io_append *req,
+			const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+	struct node *nd = (struct node *)((char *)io->data - offsetof(struct node, raft));
+	return io_timing_append(&nd->disk, io, req, entries, n, cb);
+}
+
 static int bootstrap(struct node *n, char *err, size_t errlen)
 {
 	struct raft_configuration conf;
@@ -675,6 +694,19 @@ static unsigned test_faults(void)
 	return f;
 }
 
+/* Whether a peer that proved id by its certificate is a member: one of
+ * the configured members, or of raft's current configuration. */
+static bool node_knows_member(void *arg, raft_id id)
+{
+	struct node *n = arg;
+	if (config_member_by_id(n->cfg, id) != NULL)
+		return true;
+	for (unsigned i = 0; i < n->raft.configuration.n; i++)
+		if (n->raft.configuration.servers[i].id == id)
+			return true;
+	return false;
+}
+
 /* Frees the raft transport once raft no longer uses it. */
 static void transport_close(struct node *n)
 {
@@ -682,6 +714,15 @@ static void transport_close(struct node *n)
 		peer_tls_close(&n->transport);
 	else
 		raft_uv_tcp_close(&n->transport);
+}
+
+int node_reload_peer_tls(struct node *n, char *err, size_t errlen)
+{
+	if (!n->peer_tls)
+		return 0;
+	const struct config *cfg = n->cfg;
+	struct tls_files files = {cfg->peer_tls_cert, cfg->peer_tls_key, cfg->peer_tls_ca};
+	return peer_tls_reload(&n->transport, cfg->id, &files, err, errlen);
 }
 
 int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struct config *cfg,
@@ -708,12 +749,13 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		restore_image_free(&image);
 		return rv;
 	}
-	diskguard_init(&n->disk, tb, cfg->data_dir, cfg->disk_reserve);
+	diskguard_init(&n->disk_space, tb, cfg->data_dir, cfg->disk_reserve);
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
 		restore_image_free(&image);
 		return rv;
 	}
 	fsm_init(&n->fsm, &n->store);
+	histogram_init(&n->apply, &histogram_latency);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
@@ -754,6 +796,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 			rv = RAFTLOCK_ECONFIG;
 			goto fail_store;
 		}
+		peer_tls_set_members(&n->transport, node_knows_member, n);
 	} else if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
 		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
 		goto fail_store;
@@ -763,6 +806,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		goto fail_transport;
 	}
 	raft_uv_set_auto_recovery(&n->io, false);
+	io_timing_wrap(&n->disk, &n->io, timed_append);
 	n->raft_fsm.version = 1;
 	n->raft_fsm.data = n;
 	n->raft_fsm.apply = fsm_cb_apply;

@@ -24,6 +24,8 @@
 #include "diskguard.h"
 #include "feature_level.h"
 #include "fsm.h"
+#include "histogram.h"
+#include "io_timing.h"
 #include "list.h"
 #include "store.h"
 
@@ -84,6 +86,18 @@ struct node {
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
 
+	/* observed for the metrics */
+	struct io_timing disk;   /* raft log appends (io_timing.h) */
+	struct histogram apply;  /* one log entry through the state machine */
+	raft_id leader_seen;     /* the last leader this node knew, 0: none yet */
+	uint64_t leader_changes; /* times the known leader became another */
+	/* The ready leader's commit index as it last told this node (the STATUS
+	 * that followers.c sends; status.c keeps it): a follower has caught up
+	 * once it has applied that far in the same term. */
+	raft_term leader_said_term;
+	uint64_t leader_said_commit;
+	raft_term caught_up_term; /* a follower reached that in this term */
+
 	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;
 	uint64_t entries_proposed, commands_proposed;
@@ -105,10 +119,10 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	struct diskguard disk;    /* free space under the data directory */
-	struct features features; /* the voters' levels, heard as leader */
-	bool level_inflight;      /* a SET_FEATURE_LEVEL proposed, not applied */
-	int datadir_fd;           /* holds the data directory's LOCK until stopped */
+	struct diskguard disk_space; /* free space under the data directory */
+	struct features features;    /* the voters' levels, heard as leader */
+	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;              /* holds the data directory's LOCK until stopped */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
@@ -138,6 +152,14 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 
 /* Proposes a command whose result nobody waits for (leader housekeeping). */
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);
+
+/*
+ * Reads the peer TLS files (peer-tls-cert, -key, -ca) again for the raft
+ * connections set up from now on (peer_tls_reload). Returns 0 (also when
+ * peer TLS is off: nothing to read), or -1 with a message in err and the
+ * material in use unchanged.
+ */
+int node_reload_peer_tls(struct node *n, char *err, size_t errlen);
 
 /*
  * Takes a snapshot at the next applied entry instead of waiting for the

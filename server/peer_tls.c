@@ -16,6 +16,7 @@
 #include "address.h"
 #include "list.h"
 #include "log.h"
+#include "log_rate.h"
 #include "tls_stream.h"
 
 /*
@@ -48,6 +49,8 @@ struct peer_tls {
 	uv_tcp_t listener;
 	bool listening;
 	raft_uv_accept_cb accept_cb;
+	peer_tls_member_fn is_member; /* NULL: no membership check */
+	void *member_arg;
 	struct list links;    /* struct peer_link, every one not yet freed */
 	unsigned handshaking; /* inbound links not yet open */
 	bool closing;
@@ -56,6 +59,10 @@ struct peer_tls {
 	uv_timer_t closer;
 	raft_uv_transport_close_cb close_cb;
 	struct peer_tls_stats stats;
+	/* Refusals are logged at a bounded rate (log_rate.h), by kind: an
+	 * inbound connection that failed TLS, or proved no member's identity;
+	 * an outbound one. */
+	struct log_rate log_inbound_tls, log_inbound_identity, log_outbound;
 };
 
 /* One connection, inbound or outbound, from TCP to its last handle closed. */
@@ -175,17 +182,21 @@ static void link_refuse(struct peer_link *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void link_refuse(struct peer_link *l, const char *fmt, ...)
 {
+	struct peer_tls *t = l->t;
 	char why[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
+	uint64_t now = uv_now(t->loop);
 	if (l->outbound)
-		log_warn("raft connection to %llu (%s) refused: %s", (unsigned long long)l->peer_id,
-			 l->peer_address, why);
+		log_rate_warn(&t->log_outbound, now, "raft connection to %llu (%s) refused: %s",
+			      (unsigned long long)l->peer_id, l->peer_address, why);
 	else
-		log_warn("raft connection from %s refused: %s", l->remote, why);
-	l->t->stats.refused++;
+		log_rate_warn(l->state == LINK_HELLO ? &t->log_inbound_identity
+						     : &t->log_inbound_tls,
+			      now, "raft connection from %s refused: %s", l->remote, why);
+	t->stats.refused++;
 	link_close(l);
 }
 
@@ -458,6 +469,11 @@ static void hello_done(struct peer_link *l, const char *rest, size_t n)
 	if (!cert_is_member(l, id)) {
 		link_refuse(l, "claims to be member %llu (%s) but its certificate is for '%s'",
 			    (unsigned long long)id, address, tls_stream_peer_cn(&l->tls));
+		return;
+	}
+	if (l->t->is_member != NULL && !l->t->is_member(l->t->member_arg, id)) {
+		link_refuse(l, "member %llu (%s) is not a member of this node's cluster",
+			    (unsigned long long)id, address);
 		return;
 	}
 	l->peer_id = id;
@@ -741,24 +757,38 @@ static int check_own_cn(SSL_CTX *ctx, const struct tls_files *files, raft_id id,
 	return -1;
 }
 
-int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
-		  const struct tls_files *files, char *err, size_t errlen)
+/* The server and client contexts of member id from files; on failure a
+ * message in err and nothing allocated. */
+static int contexts_new(const struct tls_files *files, raft_id id, SSL_CTX **server,
+			SSL_CTX **client, char *err, size_t errlen)
 {
 	if (files->cert == NULL || files->key == NULL || files->ca == NULL) {
 		snprintf(err, errlen, "peer TLS needs a certificate, its key and the cluster's CA");
 		return -1;
 	}
+	if (tls_ctx_new(server, TLS_ROLE_SERVER, files, true, err, errlen) != 0)
+		return -1;
+	if (check_own_cn(*server, files, id, err, errlen) != 0 ||
+	    tls_ctx_new(client, TLS_ROLE_CLIENT, files, false, err, errlen) != 0) {
+		SSL_CTX_free(*server);
+		*server = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
+		  const struct tls_files *files, char *err, size_t errlen)
+{
 	struct peer_tls *t = calloc(1, sizeof *t);
 	if (t == NULL) {
 		snprintf(err, errlen, "peer TLS: out of memory");
 		return -1;
 	}
-	if (tls_ctx_new(&t->server_ctx, TLS_ROLE_SERVER, files, true, err, errlen) != 0)
-		goto fail;
-	if (check_own_cn(t->server_ctx, files, id, err, errlen) != 0)
-		goto fail_server;
-	if (tls_ctx_new(&t->client_ctx, TLS_ROLE_CLIENT, files, false, err, errlen) != 0)
-		goto fail_server;
+	if (contexts_new(files, id, &t->server_ctx, &t->client_ctx, err, errlen) != 0) {
+		free(t);
+		return -1;
+	}
 	t->transport = tr;
 	t->loop = loop;
 	t->setup_ms = PEER_TLS_SETUP_MS;
@@ -771,11 +801,21 @@ int peer_tls_init(struct raft_uv_transport *tr, uv_loop_t *loop, raft_id id,
 	tr->connect = transport_connect;
 	tr->close = transport_close;
 	return 0;
-fail_server:
+}
+
+int peer_tls_reload(struct raft_uv_transport *tr, raft_id id, const struct tls_files *files,
+		    char *err, size_t errlen)
+{
+	struct peer_tls *t = tr->impl;
+	SSL_CTX *server, *client;
+	if (contexts_new(files, id, &server, &client, err, errlen) != 0)
+		return -1;
+	/* Connections set up or being set up hold their own references. */
 	SSL_CTX_free(t->server_ctx);
-fail:
-	free(t);
-	return -1;
+	SSL_CTX_free(t->client_ctx);
+	t->server_ctx = server;
+	t->client_ctx = client;
+	return 0;
 }
 
 void peer_tls_close(struct raft_uv_transport *tr)
@@ -791,6 +831,13 @@ void peer_tls_set_setup_timeout(struct raft_uv_transport *tr, unsigned ms)
 {
 	struct peer_tls *t = tr->impl;
 	t->setup_ms = ms;
+}
+
+void peer_tls_set_members(struct raft_uv_transport *tr, peer_tls_member_fn is_member, void *arg)
+{
+	struct peer_tls *t = tr->impl;
+	t->is_member = is_member;
+	t->member_arg = arg;
 }
 
 struct peer_tls_stats peer_tls_stats(const struct raft_uv_transport *tr)

@@ -18,11 +18,13 @@
  * Accepting: TLS handshake that requires a client certificate signed by the
  * cluster's CA, then the hello; the id it claims must be the one in the
  * certificate's common name ("raftlock-node-<id>"), so that a member cannot
- * pose as another. Only then is raft told (accept callback with that id and
+ * pose as another, and a member this node knows (peer_tls_set_members), so
+ * that a certificate of the cluster's CA for an id outside the cluster
+ * admits nothing. Only then is raft told (accept callback with that id and
  * address). Anything else (no certificate, another CA, an expired one, a
- * claimed id that is not the certificate's, a malformed hello, random bytes,
- * silence past the handshake deadline) closes that connection with a log
- * line that says why; the node goes on.
+ * claimed id that is not the certificate's, an id that is no member, a
+ * malformed hello, random bytes, silence past the handshake deadline)
+ * closes that connection with a log line that says why; the node goes on.
  *
  * Back-pressure: at most PEER_TLS_HIGH_WATER bytes wait in either direction
  * before the pump stops reading the side that feeds them; raft's writes then
@@ -33,6 +35,7 @@
 #ifndef RAFTLOCK_PEER_TLS_H
 #define RAFTLOCK_PEER_TLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +81,14 @@ struct peer_tls_stats {
 int peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop, raft_id id,
 		  const struct tls_files *files, char *err, size_t errlen);
 
+/* Reads the files again (as peer_tls_init does, for member id) and, once
+ * they load, sets up the connections started from then on with them;
+ * connections already set up, or being set up, keep what they started
+ * with. Returns 0, or -1 with a message naming the file in err, the
+ * contexts in use then unchanged. */
+int peer_tls_reload(struct raft_uv_transport *t, raft_id id, const struct tls_files *files,
+		    char *err, size_t errlen);
+
 /* Frees what peer_tls_init() allocated: after raft's close of the transport
  * completed (raft_close's callback), or when raft never used it. */
 void peer_tls_close(struct raft_uv_transport *t);
@@ -85,6 +96,15 @@ void peer_tls_close(struct raft_uv_transport *t);
 /* Sets the setup deadline (PEER_TLS_SETUP_MS by default), for connections
  * started afterwards. */
 void peer_tls_set_setup_timeout(struct raft_uv_transport *t, unsigned ms);
+
+/* Whether id is a member this node knows; called on the loop thread for
+ * every inbound connection, once its certificate proved the id. */
+typedef bool (*peer_tls_member_fn)(void *arg, raft_id id);
+
+/* Refuses inbound connections from ids for which is_member(arg, id) is
+ * false. Without it (the default) every id the certificate proves is let
+ * through. */
+void peer_tls_set_members(struct raft_uv_transport *t, peer_tls_member_fn is_member, void *arg);
 
 /* Counters since init. */
 struct peer_tls_stats peer_tls_stats(const struct raft_uv_transport *t);

@@ -204,6 +204,10 @@ void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raft
 		o->result = xmalloc(sizeof *o->result);
 	*o->result = *res;
 	o->result->queued = pending;
+	/* The table keeps what older nodes keep: a limit is named in the live
+	 * answer only (the record bytes must not differ between versions). */
+	o->result->limit = RAFTLOCK__LIMIT__LIMIT_UNSPECIFIED;
+	o->result->limit_value = 0;
 	o->pending = pending;
 }
 

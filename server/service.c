@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "limit_message.h"
 #include "listener.h"
 #include "log.h"
 #include "raftlock.h"
@@ -52,6 +53,8 @@ struct service_conn {
 struct service_request {
 	struct service_conn *conn;
 	uint64_t id;
+	enum service_op op;
+	uint64_t start_ns; /* uv_hrtime() when it arrived */
 	uint64_t session, seq;
 	Raftlock__Envelope *env; /* reads only: the request, owned */
 };
@@ -104,6 +107,12 @@ static void conn_unref(struct service_conn *c)
 const char *service_conn_identity(const struct service_conn *c)
 {
 	return c->identity;
+}
+
+void service_set_tls(struct service *s, SSL_CTX *tls)
+{
+	if (s->tls != NULL && tls != NULL)
+		s->tls = tls;
 }
 
 void service_auth_tokens(struct service *s, const struct auth_tokens *tokens)
@@ -258,15 +267,27 @@ static void send_status(struct service *s, struct service_conn *c, uint64_t id, 
 	send_response(c, id, &resp);
 }
 
-static struct service_request *request_new(struct service_conn *c, uint64_t id)
+const char *const service_op_names[SERVICE_OPS] = {"open_session", "close_session", "acquire",
+						   "release",      "cancel_wait",   "acl",
+						   "keepalive",    "read"};
+
+static struct service_request *request_new(struct service_conn *c, uint64_t id, enum service_op op)
 {
 	struct service_request *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return NULL;
 	p->conn = c;
 	p->id = id;
+	p->op = op;
+	p->start_ns = uv_hrtime();
 	c->refs++;
 	return p;
+}
+
+/* Its answer is queued: how long it took. */
+static void request_observe(const struct service_request *p)
+{
+	histogram_observe(&p->conn->svc->latency[p->op], uv_hrtime() - p->start_ns);
 }
 
 static void request_free(struct service_request *p)
@@ -346,17 +367,37 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
 	} else {
 		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		char why[RAFTLOCK_NAME_MAX + 160];
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 		resp.result = &res;
+		if (res.status == RAFTLOCK_ELIMIT &&
+		    limit_message(&res, p->conn->identity, why, sizeof why))
+			resp.message = why;
+		s->identity_sessions_refused +=
+			res.limit == RAFTLOCK__LIMIT__LIMIT_SESSIONS_PER_IDENTITY;
+		s->lock_waiters_refused += res.limit == RAFTLOCK__LIMIT__LIMIT_WAITERS_PER_LOCK;
 		send_response(p->conn, p->id, &resp);
 	}
+	request_observe(p);
 	request_free(p);
+}
+
+static enum service_op op_of(const Raftlock__Command *cmd)
+{
+	switch (cmd->op_case) {
+	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: return SERVICE_OP_OPEN_SESSION;
+	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION: return SERVICE_OP_CLOSE_SESSION;
+	case RAFTLOCK__COMMAND__OP_ACQUIRE: return SERVICE_OP_ACQUIRE;
+	case RAFTLOCK__COMMAND__OP_RELEASE: return SERVICE_OP_RELEASE;
+	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT: return SERVICE_OP_CANCEL_WAIT;
+	default: return SERVICE_OP_ACL;
+	}
 }
 
 static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 			const Raftlock__Command *cmd, bool pushable)
 {
-	struct service_request *p = request_new(c, id);
+	struct service_request *p = request_new(c, id, op_of(cmd));
 	if (p == NULL) {
 		send_status(s, c, id, RAFTLOCK_EOVERLOAD, NULL);
 		return;
@@ -549,6 +590,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		}
 		/* The session serves this identity only (auth.h). */
 		open.identity = (char *)(c->identity != NULL ? c->identity : "");
+		if (s->cfg->auth)
+			open.max_sessions_per_identity = s->cfg->max_sessions_per_identity;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_OPEN_SESSION;
 		cmd.open_session = &open;
 		break;
@@ -561,6 +604,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
+		if (acquire.wait)
+			acquire.max_waiters = s->cfg->max_waiters_per_lock;
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		break;
@@ -608,6 +653,7 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 		resp.keepalive = &ka;
 		send_response(p->conn, p->id, &resp);
 	}
+	request_observe(p);
 	request_free(p);
 }
 
@@ -669,7 +715,7 @@ static void pause_reads(struct service *s, struct service_conn *c)
 static void handle_keepalive(struct service *s, struct service_conn *c,
 			     const Raftlock__Envelope *env)
 {
-	struct service_request *p = request_new(c, env->id);
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_KEEPALIVE);
 	if (p == NULL) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		return;
@@ -753,12 +799,13 @@ static void read_ready(void *arg, int status)
 		serve_read(s, p->conn, p->env);
 	else
 		send_status(s, p->conn, p->id, status, NULL);
+	request_observe(p);
 	request_free(p);
 }
 
 static void handle_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
-	struct service_request *p = request_new(c, env->id);
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_READ);
 	if (p == NULL) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		raftlock__envelope__free_unpacked(env, NULL);
@@ -821,7 +868,7 @@ static void handle_snapshot_read(struct service *s, struct service_conn *c, Raft
 	}
 	uint64_t id = env->id;
 	raftlock__envelope__free_unpacked(env, NULL);
-	struct service_request *p = request_new(c, id);
+	struct service_request *p = request_new(c, id, SERVICE_OP_READ);
 	if (p == NULL) {
 		send_status(s, c, id, RAFTLOCK_ENOMEM, NULL);
 		return;
@@ -883,7 +930,8 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	if (name == NULL && s->cfg->auth) {
 		char peer[64];
 		conn_peer(c, peer, sizeof peer);
-		log_warn("client %s: a token this node does not know", peer);
+		log_rate_warn(&s->log_auth, uv_now(s->loop),
+			      "client %s: a token this node does not know", peer);
 		c->token_refused = true;
 		s->auth_denied++;
 		send_status(s, c, env->id, RAFTLOCK_EPERM, "this node knows no such token");
@@ -942,10 +990,10 @@ static bool refused_for_disk(struct service *s, struct service_conn *c,
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET: break;
 	default: return false;
 	}
-	if (!diskguard_full(&s->node->disk))
+	if (!diskguard_full(&s->node->disk_space))
 		return false;
 	char msg[256];
-	diskguard_refusal(&s->node->disk, s->cfg->id, msg, sizeof msg);
+	diskguard_refusal(&s->node->disk_space, s->cfg->id, msg, sizeof msg);
 	send_status(s, c, env->id, RAFTLOCK_ENOSPC, msg);
 	return true;
 }
@@ -953,6 +1001,9 @@ static bool refused_for_disk(struct service *s, struct service_conn *c,
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
+		if (env->status->leader_term != 0)
+			status_note_leader(s->node, env->status->leader_term,
+					   env->status->leader_applied);
 		handle_status(s, c, env->id);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
@@ -1029,7 +1080,8 @@ static void protocol_error(struct service *s, struct service_conn *c, const char
 {
 	char peer[64];
 	conn_peer(c, peer, sizeof peer);
-	log_warn("client %s: %s; closing its connection", peer, what);
+	log_rate_warn(&s->log_protocol, uv_now(s->loop), "client %s: %s; closing its connection",
+		      peer, what);
 	send_status(s, c, 0, RAFTLOCK_EPROTO, what);
 	conn_close(c);
 }
@@ -1056,7 +1108,11 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 		dispatch(s, c, env);
 	}
 	if (rv == RAFTLOCK_ETOOBIG) {
-		protocol_error(s, c, "frame length above the limit");
+		char what[96];
+		snprintf(what, sizeof what,
+			 "frame length above the limit of %u bytes (RAFTLOCK_FRAME_MAX)",
+			 (unsigned)RAFTLOCK_FRAME_MAX);
+		protocol_error(s, c, what);
 		return;
 	}
 	/* The frame clock runs from the first byte of a frame to its last. */
@@ -1106,8 +1162,9 @@ static void tls_read_cb(struct tls_stream *ts, ssize_t nread, const char *buf)
 		if (!tls_stream_established(ts) || nread == UV_EPROTO) {
 			char peer[64];
 			conn_peer(c, peer, sizeof peer);
-			log_warn("client %s: %s; closing its connection", peer,
-				 tls_stream_error(ts));
+			log_rate_warn(&c->svc->log_tls, uv_now(c->svc->loop),
+				      "client %s: %s; closing its connection", peer,
+				      tls_stream_error(ts));
 			if (!tls_stream_established(ts))
 				c->svc->tls_failures++;
 		}
@@ -1126,12 +1183,9 @@ static void refuse(struct service_conn *c)
 	conn_peer(c, peer, sizeof peer);
 	snprintf(what, sizeof what, "too many connections from %s (max-connections-per-address %u)",
 		 peer, s->cfg->max_connections_per_address);
-	uint64_t now = uv_now(s->loop);
-	if (now - s->refusal_logged_ms >= 1000 || s->refusal_logged_ms == 0) {
-		s->refusal_logged_ms = now;
-		log_warn("client %s: %s; refused (%llu refused in all)", peer, what,
-			 s->admission.refused);
-	}
+	log_rate_warn(&s->log_admission, uv_now(s->loop),
+		      "client %s: %s; refused (%llu refused in all)", peer, what,
+		      s->admission.refused);
 	send_status(s, c, 0, RAFTLOCK_ELIMIT, what);
 	conn_close(c);
 }
@@ -1219,6 +1273,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->leases = leases;
 	list_init(&s->conns);
 	list_init(&s->dirty);
+	for (unsigned i = 0; i < SERVICE_OPS; i++)
+		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
 	backup_init(&s->backup);

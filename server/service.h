@@ -17,15 +17,35 @@
 #include <uv.h>
 
 #include "admission.h"
+#include "log_rate.h"
 #include "auth.h"
 #include "backup.h"
 #include "config.h"
 #include "fsm.h"
+#include "histogram.h"
 #include "leases.h"
 #include "list.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
+
+/* The requests whose latency is measured: from the frame read to the
+ * answer queued, for those that wait on the log, a keepalive batch or a
+ * barrier (STATUS, stale reads and refusals are answered at once). */
+enum service_op {
+	SERVICE_OP_OPEN_SESSION,
+	SERVICE_OP_CLOSE_SESSION,
+	SERVICE_OP_ACQUIRE, /* its answer: granted, refused or queued */
+	SERVICE_OP_RELEASE,
+	SERVICE_OP_CANCEL_WAIT,
+	SERVICE_OP_ACL,
+	SERVICE_OP_KEEPALIVE,
+	SERVICE_OP_READ, /* linearizable reads */
+	SERVICE_OPS
+};
+
+/* "open_session", "acquire", ...: the metric label of each op. */
+extern const char *const service_op_names[SERVICE_OPS];
 
 struct service {
 	uv_loop_t *loop;
@@ -45,9 +65,15 @@ struct service {
 	struct admission admission;      /* connections per client address */
 	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
 	unsigned long long frame_timeouts;
-	uint64_t refusal_logged_ms;       /* refusals are logged at most once a second */
+	/* Refusals a stranger can cause at will are logged at a bounded rate,
+	 * each kind on its own (log_rate.h). */
+	struct log_rate log_tls, log_admission, log_auth, log_protocol;
 	const struct auth_tokens *tokens; /* auth-tokens, or NULL */
 	unsigned long long auth_denied;   /* requests refused for their identity */
+	struct histogram latency[SERVICE_OPS];
+	/* Answers of this node as leader refused by max-sessions-per-identity
+	 * and by max-waiters-per-lock (fsm.c). */
+	unsigned long long identity_sessions_refused, lock_waiters_refused;
 	bool closing;
 };
 
@@ -67,6 +93,11 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
  * neither yet. Valid while the connection is. With auth = on, what the
  * connection may do is decided for this identity (auth.h). */
 const char *service_conn_identity(const struct service_conn *c);
+
+/* Connections accepted from now on use tls (borrowed likewise): a reload of
+ * the node's certificate. Those already accepted keep the context they
+ * started with. Only when TLS was on at start. */
+void service_set_tls(struct service *s, SSL_CTX *tls);
 
 /* The bearer tokens this node knows (auth-tokens; borrowed until
  * service_close, NULL for none). Set after service_start. */

@@ -1,6 +1,8 @@
 /* status.c: see status.h. */
 #include "status.h"
 
+#include <stdio.h>
+
 void status_read(struct node *n, struct status *st)
 {
 	st->role = node_role(n);
@@ -11,6 +13,8 @@ void status_read(struct node *n, struct status *st)
 	const char *leader = node_leader_client_address(n, &st->leader_id);
 	st->leader_address = leader ? leader : "";
 	st->ready = n->ready;
+	char why[128];
+	st->serving = status_serving(n, why, sizeof why);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *m = store_get_meta(&n->store, txn);
 	st->state_applied_index = m->applied_index;
@@ -25,4 +29,50 @@ void status_read(struct node *n, struct status *st)
 	st->locks = store_count_locks(&n->store, txn);
 	raftlock__meta__free_unpacked(m, NULL);
 	store_abort(txn);
+}
+
+bool status_serving(struct node *n, char *why, size_t len)
+{
+	unsigned long long term = raft_current_term(&n->raft);
+	unsigned long long applied = raft_last_applied(&n->raft);
+	uint64_t id = 0;
+	node_leader_client_address(n, &id);
+	if (n->ready) {
+		snprintf(why, len, "serving as leader (term %llu)", term);
+		return true;
+	}
+	if (n->leader) {
+		snprintf(why, len, "elected in term %llu, waiting for its barrier to apply", term);
+		return false;
+	}
+	if (id == 0) {
+		snprintf(why, len, "no leader known (%s, term %llu)", node_role(n), term);
+		return false;
+	}
+	if (n->leader_said_term != term) {
+		snprintf(why, len, "leader %llu known, waiting for it to report (term %llu)",
+			 (unsigned long long)id, term);
+		return false;
+	}
+	/* Caught up once in this term, it stays so while it keeps within
+	 * STATUS_LAG_MAX entries: under load a follower is always a few
+	 * entries behind the leader's last report, and readiness must not
+	 * flicker with each one. */
+	uint64_t target = n->leader_said_commit;
+	if (applied >= target)
+		n->caught_up_term = term;
+	if (n->caught_up_term != term || target > applied + STATUS_LAG_MAX) {
+		snprintf(why, len, "catching up with leader %llu: applied %llu of %llu",
+			 (unsigned long long)id, applied, (unsigned long long)target);
+		return false;
+	}
+	snprintf(why, len, "serving as follower of leader %llu (term %llu)", (unsigned long long)id,
+		 term);
+	return true;
+}
+
+void status_note_leader(struct node *n, uint64_t term, uint64_t applied)
+{
+	n->leader_said_term = term;
+	n->leader_said_commit = applied;
 }

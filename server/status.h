@@ -8,6 +8,7 @@
 #define RAFTLOCK_STATUS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "node.h"
@@ -21,6 +22,7 @@ struct status {
 	uint64_t leader_id;         /* 0: none known */
 	const char *leader_address; /* its client address, "" if unknown; borrowed from cfg */
 	bool ready;                 /* leader, and its post-election barrier applied */
+	bool serving;               /* status_serving() */
 	/* From the store. */
 	uint64_t state_applied_index; /* applied to LMDB */
 	uint64_t applied_time;        /* cluster time of the last applied entry */
@@ -35,5 +37,27 @@ struct status {
 
 /* Fills *st. Never fails (the server aborts if LMDB cannot be read). */
 void status_read(struct node *n, struct status *st);
+
+/* A follower that caught up stays ready while within this many entries of
+ * its leader's last report. */
+#define STATUS_LAG_MAX 1024
+
+/*
+ * Whether this node can serve: it is the ready leader (its post-election
+ * barrier applied), or it knows a leader and has applied at least as far
+ * as that leader had applied when it last said so, in this term (so past
+ * the leader's barrier); having done so once in a term, it stays ready
+ * while it keeps within STATUS_LAG_MAX entries of the leader's reports
+ * (remembered in the node). What the node waits for otherwise goes to why
+ * (NUL-terminated, one line), for the readiness probe and systemd's
+ * STATUS=; with true, why says what it serves as.
+ */
+bool status_serving(struct node *n, char *why, size_t len);
+
+/* The ready leader's term and applied index, carried by the STATUS
+ * requests it sends (followers.c) every FOLLOWERS_CHECK_MS. The latest
+ * wins: anyone on the client port can send one, which at worst delays
+ * readiness until the leader's next. */
+void status_note_leader(struct node *n, uint64_t term, uint64_t applied);
 
 #endif

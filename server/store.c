@@ -54,7 +54,8 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	    (rc = mdb_dbi_open(txn, "locks", MDB_CREATE, &s->locks)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0 ||
-	    (rc = mdb_dbi_open(txn, "acls", MDB_CREATE, &s->acls)) != 0)
+	    (rc = mdb_dbi_open(txn, "acls", MDB_CREATE, &s->acls)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "identities", MDB_CREATE, &s->identities)) != 0)
 		goto fail;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		txn = NULL;
@@ -171,12 +172,19 @@ static void map_full(const struct store *s)
 		  s->map_size >> 20, (unsigned long long)store_record_bytes(s));
 }
 
+/* Whether store_record_bytes() counts the records of dbi: not meta, not
+ * the derived identities index. */
+static bool counted(const struct store *s, MDB_dbi dbi)
+{
+	return dbi != s->meta && dbi != s->identities;
+}
+
 /* The size of the record at key, as store_record_bytes() counts it (key
- * and value; meta not counted), 0 if there is none. */
+ * and value), 0 if there is none or dbi is not counted. */
 static uint64_t record_size(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 {
 	MDB_val old;
-	if (dbi == s->meta)
+	if (!counted(s, dbi))
 		return 0;
 	int rc = mdb_get(txn, dbi, key, &old);
 	if (rc == MDB_NOTFOUND)
@@ -193,7 +201,7 @@ static void put_raw(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MD
 	if (rc == MDB_MAP_FULL)
 		map_full(s);
 	check(rc, what);
-	if (dbi != s->meta)
+	if (counted(s, dbi))
 		s->txn_bytes += (int64_t)(key->mv_size + val->mv_size) - (int64_t)before;
 }
 
@@ -524,6 +532,58 @@ void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
 	mdb_cursor_close(cur);
 }
 
+uint64_t store_identity_sessions(struct store *s, MDB_txn *txn, const char *identity)
+{
+	MDB_val key = {strlen(identity), (void *)identity}, val;
+	if (key.mv_size == 0)
+		return 0;
+	int rc = mdb_get(txn, s->identities, &key, &val);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	check(rc, "get identity");
+	if (val.mv_size != 8)
+		log_fatal("identities index entry of %zu bytes: damaged store", val.mv_size);
+	return get_u64(val.mv_data);
+}
+
+void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *identity, int delta)
+{
+	MDB_val key = {strlen(identity), (void *)identity};
+	if (key.mv_size == 0)
+		return;
+	uint64_t n = store_identity_sessions(s, txn, identity);
+	if (delta < 0 && n < (uint64_t)-delta)
+		log_fatal("identity '%s' ends more sessions than it held: damaged store", identity);
+	n += (uint64_t)(int64_t)delta;
+	if (n == 0) {
+		del_key(s, txn, s->identities, &key);
+		return;
+	}
+	uint8_t v[8];
+	put_u64(v, n);
+	MDB_val val = {8, v};
+	put_raw(s, txn, s->identities, &key, &val, 0, "put identity");
+}
+
+/* Counts every session of the sessions table in the identities index,
+ * which must be empty: after a snapshot is loaded. */
+static void index_identities(struct store *s, MDB_txn *txn)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		Raftlock__SessionRecord *rec =
+			raftlock__session_record__unpack(NULL, val.mv_size, val.mv_data);
+		if (rec == NULL)
+			log_fatal("session record does not decode: damaged store");
+		store_identity_sessions_add(s, txn, rec->identity, +1);
+		raftlock__session_record__free_unpacked(rec, NULL);
+	}
+	mdb_cursor_close(cur);
+}
+
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_stat st;
@@ -685,6 +745,7 @@ static void drop_all(struct store *s, MDB_txn *txn)
 	check(mdb_drop(txn, s->nonces, 0), "drop");
 	check(mdb_drop(txn, s->leases, 0), "drop");
 	check(mdb_drop(txn, s->acls, 0), "drop");
+	check(mdb_drop(txn, s->identities, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -732,6 +793,7 @@ int store_load(struct store *s, const void *data, size_t n)
 	}
 	if (p != end || *p != SNAP_END)
 		goto damaged;
+	index_identities(s, txn);
 	store_commit(txn);
 	count_records(s);
 	return 0;

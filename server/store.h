@@ -11,6 +11,12 @@
  *             most frequent write by far, rewrites 12 bytes
  *   acls      identity bytes, a 0 byte, prefix bytes -> permissions (4 bytes
  *             BE, a mask of RAFTLOCK__ACL_PERM__*): the access rules
+ *   identities identity bytes -> sessions it holds (8 bytes BE), for every
+ *             identity that holds one: an index derived from the sessions,
+ *             so that the limit of sessions per identity costs one lookup.
+ *             Not in snapshots (rebuilt when one is loaded) and not counted
+ *             in store_record_bytes() (the store-full rule reads records
+ *             only, as older nodes do)
  *
  * Records are protobuf-c messages. Every part of a record returned by a get
  * is malloc'd, so callers may grow or shrink its repeated fields with
@@ -33,11 +39,11 @@
 
 /* Version of the layout above, recorded in Meta.format. A node finding
  * another version in a trusted LMDB rebuilds it from the raft log. */
-#define STORE_FORMAT 2
+#define STORE_FORMAT 3 /* 3: the identities index */
 
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces, leases, acls;
+	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities;
 	size_t map_size;
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
@@ -143,6 +149,15 @@ void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
 				  uint32_t perms),
 		     void *arg);
 
+/* Sessions held by identity (the identities index); 0 for "" and for an
+ * identity that holds none. */
+uint64_t store_identity_sessions(struct store *s, MDB_txn *txn, const char *identity);
+
+/* Moves the count of identity's sessions by +1 (a session opened) or -1 (one
+ * ended); does nothing for "". The caller keeps it in step with the session
+ * records: the state machine, on open and on end. */
+void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *identity, int delta);
+
 uint64_t store_count_sessions(struct store *s, MDB_txn *txn);
 uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 
@@ -169,7 +184,8 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
  * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);
 
-/* Replaces the whole content with a snapshot image, in one transaction.
+/* Replaces the whole content with a snapshot image, in one transaction,
+ * and rebuilds the identities index from its sessions.
  * Returns 0 or RAFTLOCK_EDATA (damaged image: nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 

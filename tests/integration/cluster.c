@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,17 +288,43 @@ void tcluster_replace(struct tcluster *c, int i)
 	spawn(c, i);
 }
 
-bool tcluster_log_has(struct tcluster *c, int i, const char *text)
+long long tcluster_metric(struct tcluster *c, int i, const char *name)
 {
-	char path[320], line[1024];
+	static char out[65536];
+	char key[160];
+	if (tcluster_http_get(c, i, "/metrics", out, sizeof out) != 0)
+		return -1;
+	snprintf(key, sizeof key, "\n%s ", name);
+	const char *at = strstr(out, key);
+	return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
+int tcluster_shell(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+int tcluster_log_count(struct tcluster *c, int i, const char *text)
+{
+	char path[320], line[2048];
 	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
 	FILE *f = fopen(path, "r");
-	bool found = false;
-	while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
-		found = strstr(line, text) != NULL;
+	int n = 0;
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		n += strstr(line, text) != NULL;
 	if (f != NULL)
 		fclose(f);
-	return found;
+	return n;
+}
+
+bool tcluster_log_has(struct tcluster *c, int i, const char *text)
+{
+	return tcluster_log_count(c, i, text) > 0;
 }
 
 /* Counts sanitizer reports in node i's log (every start appends to it). */

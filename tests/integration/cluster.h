@@ -80,6 +80,11 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i);
  * (NUL-terminated). Returns 0, or -1 if the node did not answer. */
 int tcluster_http_get(struct tcluster *c, int i, const char *path, char *out, size_t len);
 
+/* The value of metric `name` (a counter or gauge without labels) on node
+ * i's metrics endpoint; -1 if the node did not answer or has no such
+ * metric. */
+long long tcluster_metric(struct tcluster *c, int i, const char *name);
+
 /* Makes the certificates of the TLS tests under dir (which exists) with
  * deploy/make-certs: certs/ (the cluster's CA, node-1..3, clients harness
  * and alice: a tls_dir), other/ (another CA and its client mallory) and
@@ -89,6 +94,12 @@ int tcluster_make_certs(const char *dir);
 
 /* Whether node i's log (every start appends to it) has a line with text. */
 bool tcluster_log_has(struct tcluster *c, int i, const char *text);
+/* Runs a shell command made from a printf format; returns its exit status
+ * as system() does. */
+int tcluster_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The number of lines of node i's log that contain text. */
+int tcluster_log_count(struct tcluster *c, int i, const char *text);
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t tcluster_now_ms(void);

@@ -4,26 +4,62 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 raftlock_client *tl_client(struct tcluster *c)
+{
+	return tl_client_token(c, NULL, "integration-test");
+}
+
+raftlock_client *tl_client_token(struct tcluster *c, const char *token, const char *name)
 {
 	struct raftlock_client_options o = {0};
 	o.addresses = c->addrs;
 	o.n_addresses = (size_t)c->n;
-	o.client_name = "integration-test";
+	o.client_name = name;
 	o.request_timeout_ms = 15000;
+	o.auth_token = token;
 	raftlock_client *cl = NULL;
 	const char *err = NULL;
 	int rv = raftlock_client_open(&o, &cl, &err);
 	if (rv != 0)
 		fail_msg("client_open: %s", err ? err : raftlock_strerror(rv));
 	return cl;
+}
+
+int tl_write_tokens(const char *path, const char *const *pairs)
+{
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return -1;
+	fprintf(f, "# NAME SHA256HEX\n");
+	for (size_t i = 0; pairs[i] != NULL && pairs[i + 1] != NULL; i += 2) {
+		unsigned char d[EVP_MAX_MD_SIZE];
+		unsigned n = 0;
+		assert_int_equal(
+			EVP_Digest(pairs[i + 1], strlen(pairs[i + 1]), d, &n, EVP_sha256(), NULL),
+			1);
+		fprintf(f, "%s ", pairs[i]);
+		for (unsigned k = 0; k < n; k++)
+			fprintf(f, "%02x", d[k]);
+		fprintf(f, "\n");
+	}
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+void tl_assert_errmsg_has(raftlock_client *c, const char *text)
+{
+	const char *m = raftlock_errmsg(c);
+	if (strstr(m, text) == NULL)
+		fail_msg("error message '%s' does not say '%s'", m, text);
 }
 
 raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms)
@@ -110,4 +146,20 @@ pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 	close(fds[0]);
 	close(fds[1]);
 	return child;
+}
+
+void tl_await_waiters(raftlock_client *c, const char *name, size_t n)
+{
+	uint64_t end = tcluster_now_ms() + 10000;
+	while (tcluster_now_ms() < end) {
+		struct raftlock_lock_info *info = NULL;
+		if (raftlock_lock_get(c, name, false, &info) == 0) {
+			size_t have = info->n_waiters;
+			raftlock_lock_info_free(info);
+			if (have == n)
+				return;
+		}
+		tl_sleep_ms(10);
+	}
+	fail_msg("'%s' never had %zu waiters", name, n);
 }

@@ -3,6 +3,7 @@
 #ifndef RAFTLOCK_TEST_LOCKUTIL_H
 #define RAFTLOCK_TEST_LOCKUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -10,11 +11,22 @@
 #include "raftlock.h"
 
 raftlock_client *tl_client(struct tcluster *c);
+/* A client of c that authenticates with token (auth = on) under the
+ * client name `name`. */
+raftlock_client *tl_client_token(struct tcluster *c, const char *token, const char *name);
+/* Writes an auth-tokens file at path: for each (name, token) pair of
+ * pairs (NULL-terminated), the line of identity name for that token.
+ * Returns 0, or -1 if the file cannot be written. */
+int tl_write_tokens(const char *path, const char *const *pairs);
+/* Fails the test unless the client's last error message contains text. */
+void tl_assert_errmsg_has(raftlock_client *c, const char *text);
 raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms);
 raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 /* Try-lock that must succeed; returns the token. */
 uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
+/* Waits up to 10 s until `name` has n waiters (a linearizable read). */
+void tl_await_waiters(raftlock_client *c, const char *name, size_t n);
 
 /* STATUS of the ready leader (waiting up to 20 s for one); fails the test
  * when there is none. Free with raftlock__status_info__free_unpacked(). */

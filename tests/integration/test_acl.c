@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <openssl/evp.h>
 
 #include "cluster.h"
 #include "lockutil.h"
@@ -33,31 +32,15 @@ static struct tcluster cl;
 #define TOKEN_ALICE "alice-token-0a9e61d2c7b84f55"
 #define TOKEN_BOB "bob-token-93c5e0f1a2d64b78"
 
-static void digest_line(FILE *f, const char *name, const char *token)
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-	assert_int_equal(EVP_Digest(token, strlen(token), d, &n, EVP_sha256(), NULL), 1);
-	fprintf(f, "%s ", name);
-	for (unsigned i = 0; i < n; i++)
-		fprintf(f, "%02x", d[i]);
-	fprintf(f, "\n");
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	if (mkdtemp(dir) == NULL)
 		return -1;
 	snprintf(tokens_path, sizeof tokens_path, "%s/tokens", dir);
-	FILE *f = fopen(tokens_path, "w");
-	if (f == NULL)
+	const char *tokens[] = {"root", TOKEN_ROOT, "alice", TOKEN_ALICE, "bob", TOKEN_BOB, NULL};
+	if (tl_write_tokens(tokens_path, tokens) != 0)
 		return -1;
-	fprintf(f, "# NAME SHA256HEX\n");
-	digest_line(f, "root", TOKEN_ROOT);
-	digest_line(f, "alice", TOKEN_ALICE);
-	digest_line(f, "bob", TOKEN_BOB);
-	fclose(f);
 	static const char *args[8];
 	args[0] = "--auth";
 	args[1] = "on";
@@ -79,24 +62,7 @@ static int teardown(void **state)
 
 static raftlock_client *client_as(const char *token, const char *name)
 {
-	struct raftlock_client_options o = {0};
-	o.addresses = cl.addrs;
-	o.n_addresses = (size_t)cl.n;
-	o.client_name = name;
-	o.request_timeout_ms = 15000;
-	o.auth_token = token;
-	raftlock_client *c = NULL;
-	const char *err = NULL;
-	if (raftlock_client_open(&o, &c, &err) != 0)
-		fail_msg("client_open: %s", err);
-	return c;
-}
-
-static void assert_errmsg_has(raftlock_client *c, const char *text)
-{
-	const char *m = raftlock_errmsg(c);
-	if (strstr(m, text) == NULL)
-		fail_msg("error message '%s' does not say '%s'", m, text);
+	return tl_client_token(&cl, token, name);
 }
 
 /* The rules as the bootstrap admin sees them, one "id|prefix|perms;" each. */
@@ -168,7 +134,7 @@ static void test_unauthenticated(void **state)
 	struct raftlock_session_options so = {.ttl_ms = 5000};
 	raftlock_session *s = NULL;
 	assert_int_equal(raftlock_session_open(anon, &so, &s), RAFTLOCK_EPERM);
-	assert_errmsg_has(anon, "not authenticated");
+	tl_assert_errmsg_has(anon, "not authenticated");
 	struct raftlock_lock_list *ll = NULL;
 	assert_int_equal(raftlock_lock_list(anon, "", NULL, 0, false, &ll), RAFTLOCK_EPERM);
 	struct raftlock_status *st = NULL;
@@ -178,7 +144,7 @@ static void test_unauthenticated(void **state)
 
 	raftlock_client *wrong = client_as("not-a-known-token", "wrong");
 	assert_int_equal(raftlock_session_open(wrong, &so, &s), RAFTLOCK_EPERM);
-	assert_errmsg_has(wrong, "no such token");
+	tl_assert_errmsg_has(wrong, "no such token");
 	raftlock_client_close(wrong);
 	Raftlock__StatusInfo *si = tcluster_status(&cl, tcluster_leader(&cl, 10000));
 	assert_non_null(si);
@@ -197,7 +163,7 @@ static void test_denied_acquire(void **state)
 	raftlock_lock *l = tl_lock(s, "denied/x");
 	uint64_t token = 0;
 	assert_int_equal(raftlock_lock_try(l, &token), RAFTLOCK_EPERM);
-	assert_errmsg_has(alice, "identity 'alice' has no 'lock' on 'denied/x'");
+	tl_assert_errmsg_has(alice, "identity 'alice' has no 'lock' on 'denied/x'");
 	assert_int_equal(token, 0);
 	assert_false(lock_exists("denied/x"));
 	/* A blocking acquire is refused as well, not queued. */
@@ -207,7 +173,7 @@ static void test_denied_acquire(void **state)
 	/* Reading it takes read. */
 	struct raftlock_lock_info *info = NULL;
 	assert_int_equal(raftlock_lock_get(alice, "denied/x", false, &info), RAFTLOCK_EPERM);
-	assert_errmsg_has(alice, "has no 'read' on 'denied/x'");
+	tl_assert_errmsg_has(alice, "has no 'read' on 'denied/x'");
 	raftlock_lock_free(l);
 	assert_int_equal(raftlock_session_close(s), 0);
 	raftlock_client_close(alice);
@@ -222,7 +188,7 @@ static void test_admin_only_rules(void **state)
 	rules_text(before, sizeof before);
 	raftlock_client *alice = client_as(TOKEN_ALICE, "alice-app");
 	assert_int_equal(raftlock_acl_set(alice, "alice", "", RAFTLOCK_ACL_ADMIN), RAFTLOCK_EPERM);
-	assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
+	tl_assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
 	assert_int_equal(raftlock_acl_delete(alice, "alice", "app/"), RAFTLOCK_EPERM);
 	struct raftlock_acl_list *list = NULL;
 	assert_int_equal(raftlock_acl_list(alice, NULL, NULL, 0, false, &list), 0);
@@ -238,7 +204,7 @@ static void test_admin_only_rules(void **state)
 	char image[300];
 	snprintf(image, sizeof image, "%s/alice.snap", dir);
 	assert_int_equal(raftlock_snapshot_save(alice, image, NULL), RAFTLOCK_EPERM);
-	assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
+	tl_assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
 	assert_int_not_equal(access(image, F_OK), 0);
 
 	/* The admin grants lock on app/ to alice, read on app/ to everyone. */
@@ -251,6 +217,10 @@ static void test_admin_only_rules(void **state)
 	assert_string_equal(after, "*|app/|2;alice|app/|1;");
 	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl list"), 0);
 	assert_non_null(strstr(out, "alice\tapp/\tlock"));
+	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl list --json"), 0);
+	assert_non_null(strstr(out, "{\"identity\": \"alice\", \"prefix\": \"app/\", "
+				    "\"perms\": \"lock\"}"));
+	assert_true(out[0] == '[');
 
 	raftlock_session *s = tl_session(alice, 5000);
 	raftlock_lock *l = tl_lock(s, "app/one");

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -54,20 +55,56 @@ static void assert_still_serving(int node)
 }
 
 /* Sends bytes on a new connection to node; expects an EPROTO answer (if
- * any) and the connection closed. */
-static void expect_rejected(int node, const void *bytes, size_t n)
+ * any; required when `says` is not NULL, with a message containing it) and
+ * the connection closed. */
+static void expect_refused(int node, const void *bytes, size_t n, const char *says)
 {
 	int fd = raw_connect(cl.client_port[node]);
 	assert_true(fd >= 0);
 	assert_int_equal(raw_send(fd, bytes, n), 0);
 	Raftlock__Envelope *env = raw_recv_envelope(fd, 2000);
+	if (says != NULL)
+		assert_non_null(env);
 	if (env != NULL) {
 		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_RESPONSE);
 		assert_int_equal(env->response->status, RAFTLOCK_EPROTO);
+		if (says != NULL && strstr(env->response->message, says) == NULL)
+			fail_msg("answer '%s' does not say '%s'", env->response->message, says);
 		raftlock__envelope__free_unpacked(env, NULL);
 	}
 	assert_true(raw_closed(fd, 3000));
 	close(fd);
+}
+
+static void expect_rejected(int node, const void *bytes, size_t n)
+{
+	expect_refused(node, bytes, n, NULL);
+}
+
+/* A stranger cannot flood the log: 60 garbage frames on a node that saw
+ * none give at most the burst of lines (10, server/log_rate.h) plus one a
+ * second, and the next line says how many were held back; the node goes
+ * on serving. */
+static void refusals_logged_at_a_bounded_rate(void **state)
+{
+	(void)state;
+	int leader = tcluster_leader(&cl, 5000);
+	int node = (leader + 1) % 3;
+	static const char what[] = "malformed or unknown message";
+	int before = tcluster_log_count(&cl, node, what);
+	uint8_t frame[4 + 8] = {0, 0, 0, 8, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8};
+	uint64_t t0 = tcluster_now_ms();
+	for (int i = 0; i < 60; i++)
+		expect_rejected(node, frame, sizeof frame);
+	uint64_t seconds = (tcluster_now_ms() - t0) / 1000;
+	int lines = tcluster_log_count(&cl, node, what) - before;
+	assert_true(lines >= 1);
+	if ((uint64_t)lines > 10 + seconds + 1)
+		fail_msg("%d lines for 60 refusals in %llu s", lines, (unsigned long long)seconds);
+	usleep(1100 * 1000);
+	expect_rejected(node, frame, sizeof frame);
+	assert_true(tcluster_log_has(&cl, node, "more like it suppressed"));
+	assert_still_serving(node);
 }
 
 static void garbage_frame(void **state)
@@ -90,10 +127,17 @@ static void oversized_length(void **state)
 {
 	(void)state;
 	int leader = tcluster_leader(&cl, 5000);
+	struct snapshot before = state_of(leader);
 	uint8_t header[4];
 	frame_put_header(header, RAFTLOCK_FRAME_MAX + 1);
-	expect_rejected(leader, header, sizeof header);
+	char says[64];
+	snprintf(says, sizeof says, "above the limit of %u bytes", (unsigned)RAFTLOCK_FRAME_MAX);
+	expect_refused(leader, header, sizeof header, says);
 	assert_still_serving(leader);
+	struct snapshot after = state_of(leader);
+	assert_int_equal(after.next_token, before.next_token);
+	assert_int_equal(after.sessions, before.sessions);
+	assert_int_equal(after.locks, before.locks);
 }
 
 static void unknown_message_type(void **state)
@@ -172,12 +216,12 @@ static void metrics_endpoint(void **state)
 	char out[16384];
 	assert_int_equal(tcluster_http_get(&cl, leader, "/metrics", out, sizeof out), 0);
 	assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
-	assert_non_null(strstr(out, "raftlock_leader 1"));
+	assert_non_null(strstr(out, "raftlock_is_leader 1"));
 	assert_non_null(strstr(out, "# TYPE raftlock_raft_term gauge"));
 	assert_non_null(strstr(out, "raftlock_next_token "));
 	int follower = (leader + 1) % cl.n;
 	assert_int_equal(tcluster_http_get(&cl, follower, "/metrics", out, sizeof out), 0);
-	assert_non_null(strstr(out, "raftlock_leader 0"));
+	assert_non_null(strstr(out, "raftlock_is_leader 0"));
 	assert_int_equal(tcluster_http_get(&cl, follower, "/nothing", out, sizeof out), 0);
 	assert_non_null(strstr(out, "404"));
 }
@@ -185,9 +229,13 @@ static void metrics_endpoint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(garbage_frame),        cmocka_unit_test(oversized_length),
-		cmocka_unit_test(unknown_message_type), cmocka_unit_test(truncated_frame),
-		cmocka_unit_test(name_too_long),        cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(garbage_frame),
+		cmocka_unit_test(oversized_length),
+		cmocka_unit_test(unknown_message_type),
+		cmocka_unit_test(truncated_frame),
+		cmocka_unit_test(name_too_long),
+		cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(refusals_logged_at_a_bounded_rate),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

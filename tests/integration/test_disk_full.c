@@ -111,17 +111,6 @@ static void fill_leaving(uint64_t leave)
 	close(fd);
 }
 
-static unsigned long long metric(int i, const char *name)
-{
-	static char buf[65536];
-	char key[128];
-	if (tcluster_http_get(&cl, i, "/metrics", buf, sizeof buf) != 0)
-		return ~0ull;
-	snprintf(key, sizeof key, "\nraftlock_%s ", name);
-	const char *p = strstr(buf, key);
-	return p ? strtoull(p + strlen(key), NULL, 10) : ~0ull;
-}
-
 /* OPEN_SESSION over the raw protocol: its status and message. */
 static int raw_open(int port, char *msg, size_t len)
 {
@@ -200,8 +189,8 @@ static void below_reserve_refused_then_resumes(void **state)
 	int st = pclose(p);
 	if (st == 0 || strstr(out, "disk is full") == NULL)
 		fail_msg("raftlock lock on a full disk: status %d, output: %s", st, out);
-	assert_int_equal(metric(l, "disk_full"), 1);
-	assert_true(metric(l, "disk_refusals_total") >= 1);
+	assert_int_equal(tcluster_metric(&cl, l, "raftlock_disk_full"), 1);
+	assert_true(tcluster_metric(&cl, l, "raftlock_disk_refusals_total") >= 1);
 	/* A new lock is refused (retried by the library until its
 	 * deadline); letting go still works. */
 	raftlock_lock *extra = tl_lock(session, "disk/extra");

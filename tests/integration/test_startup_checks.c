@@ -56,6 +56,7 @@ static void bad_flags(void **state)
 	expect_flag_refused("--snapshot-trailing", "-1", "snapshot-trailing");
 	expect_flag_refused("--frame-timeout-ms", "50", "frame-timeout-ms");
 	expect_flag_refused("--max-connections-per-address", "x", "max-connections-per-address");
+	expect_flag_refused("--log-format", "yaml", "log-format: 'yaml' is not text or json");
 	char *unknown[] = {"raftlockd", "--bogus", NULL};
 	expect_refused(unknown, 2, "unknown");
 	char *bad_port[] = {"raftlockd",  "--id",     "1",
@@ -87,6 +88,14 @@ static void bad_flags(void **state)
 	int st = tcluster_run_raftlockd(v6_client, out, sizeof out, 5000);
 	if (st != 0 || strstr(out, "configuration OK") == NULL)
 		fail_msg("an IPv6 client address in brackets: exit %d: %s", st, out);
+}
+
+/* --version prints the CMake project's version and starts nothing. */
+static void version_flag(void **state)
+{
+	(void)state;
+	char *version[] = {"raftlockd", "--version", NULL};
+	expect_refused(version, 0, "raftlockd " RAFTLOCK_VERSION_STRING "\n");
 }
 
 static void bad_config_file(void **state)
@@ -188,7 +197,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(bad_flags),        cmocka_unit_test(bad_config_file),
 		cmocka_unit_test(foreign_data_dir), cmocka_unit_test(example_configs),
-		cmocka_unit_test(data_dir_in_use),
+		cmocka_unit_test(data_dir_in_use),  cmocka_unit_test(version_flag),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

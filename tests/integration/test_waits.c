@@ -74,23 +74,6 @@ static void waiter_start(struct waiter *w, raftlock_lock *lock, enum raftlock_mo
 	assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
 }
 
-/* Waits until `name` has n waiters (a linearizable read). */
-static void await_waiters(raftlock_client *c, const char *name, size_t n)
-{
-	uint64_t end = tcluster_now_ms() + 10000;
-	while (tcluster_now_ms() < end) {
-		struct raftlock_lock_info *info = NULL;
-		if (raftlock_lock_get(c, name, false, &info) == 0) {
-			size_t have = info->n_waiters;
-			raftlock_lock_info_free(info);
-			if (have == n)
-				return;
-		}
-		tl_sleep_ms(10);
-	}
-	fail_msg("'%s' never had %zu waiters", name, n);
-}
-
 static void fifo_grants_are_pushed(void **state)
 {
 	(void)state;
@@ -104,9 +87,9 @@ static void fifo_grants_are_pushed(void **state)
 	uint64_t t0 = tl_take(l[0]);
 	struct waiter w1, w2;
 	waiter_start(&w1, l[1], RAFTLOCK_EXCLUSIVE, 20000);
-	await_waiters(c, "fifo", 1);
+	tl_await_waiters(c, "fifo", 1);
 	waiter_start(&w2, l[2], RAFTLOCK_EXCLUSIVE, 20000);
-	await_waiters(c, "fifo", 2);
+	tl_await_waiters(c, "fifo", 2);
 	assert_int_equal(raftlock_lock_release(l[0], NULL), 0);
 	pthread_join(w1.thread, NULL);
 	assert_int_equal(w1.rv, 0);
@@ -161,11 +144,11 @@ static void waiter_survives_leader_kill(void **state)
 	uint64_t t0 = tl_take(la);
 	struct waiter w;
 	waiter_start(&w, lb, RAFTLOCK_EXCLUSIVE, 30000);
-	await_waiters(c, "kill-wait", 1);
+	tl_await_waiters(c, "kill-wait", 1);
 	int leader = tcluster_leader(&cl, 5000);
 	tcluster_signal(&cl, leader, SIGKILL);
 	assert_true(tcluster_leader(&cl, 15000) >= 0);
-	await_waiters(c, "kill-wait", 1);
+	tl_await_waiters(c, "kill-wait", 1);
 	assert_int_equal(raftlock_lock_release(la, NULL), 0);
 	pthread_join(w.thread, NULL);
 	assert_int_equal(w.rv, 0);
@@ -194,10 +177,10 @@ static void rwlock_readers_share_writer_waits(void **state)
 	/* A writer queues; a later reader queues behind it (no starvation). */
 	struct waiter writer, reader;
 	waiter_start(&writer, l[2], RAFTLOCK_EXCLUSIVE, 20000);
-	await_waiters(c, "rw", 1);
+	tl_await_waiters(c, "rw", 1);
 	assert_int_equal(raftlock_lock_acquire(l[3], RAFTLOCK_SHARED, 1, 0, &tok), RAFTLOCK_EBUSY);
 	waiter_start(&reader, l[3], RAFTLOCK_SHARED, 20000);
-	await_waiters(c, "rw", 2);
+	tl_await_waiters(c, "rw", 2);
 	assert_int_equal(raftlock_lock_release(l[0], NULL), 0);
 	assert_int_equal(raftlock_lock_release(l[1], NULL), 0);
 	pthread_join(writer.thread, NULL);

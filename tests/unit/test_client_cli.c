@@ -177,7 +177,7 @@ static void test_run_takes_a_semaphore_permit(void **state)
 static void test_usage_errors_exit_2(void **state)
 {
 	(void)state;
-	char *no_cmd[] = {"raftlock", "--endpoints", "127.0.0.1:1", "lock", "x", NULL};
+	char *no_cmd[] = {"raftlock", "--endpoints", "127.0.0.1:1", "lock", "--no-wait", NULL};
 	char *bogus[] = {"raftlock", "frobnicate", NULL};
 	char *bad_ttl[] = {"raftlock", "lock", "--ttl", "5", "x", "true", NULL};
 	char *no_permits[] = {"raftlock", "run", "x", "true", NULL};
@@ -189,6 +189,11 @@ static void test_usage_errors_exit_2(void **state)
 	assert_int_equal(cli_run(no_permits, 5000), 2);
 	assert_int_equal(cli_run(bad_ep, 5000), 2);
 	assert_int_equal(cli_run(help, 5000), 0);
+	/* -c and a command, -E out of range */
+	char *both[] = {"raftlock", "lock", "x", "-c", "true", "true", NULL};
+	char *bad_e[] = {"raftlock", "lock", "-E", "256", "x", "true", NULL};
+	assert_int_equal(cli_run(both, 5000), 2);
+	assert_int_equal(cli_run(bad_e, 5000), 2);
 	/* TLS: a certificate, key or name without a CA (or --tls), here
 	 * also from the environment, is a usage error */
 	char *cert_only[] = {"raftlock", "--cert", "c.pem", "--key", "c.key", "status", NULL};
@@ -383,6 +388,168 @@ static void test_json_listings(void **state)
 	fake_stop(f);
 }
 
+/* Runs the CLI until its session has been renewed, then silences the
+ * fake's keepalives; returns the CLI's exit code. */
+static int cli_exit_once_silent(struct fake *f, char *const argv[])
+{
+	pid_t pid = cli_spawn(argv);
+	sleep_ms(300);
+	FAKE_SET(f, keepalive_silent, true);
+	return cli_wait(pid, 5000);
+}
+
+/* What a running CLI printed, once it printed something (5 s at most). */
+static const char *first_output(const char *path, char *buf, size_t n)
+{
+	for (int i = 0; i < 1000 && slurp(path, buf, n)[0] == '\0'; i++)
+		sleep_ms(5);
+	return buf;
+}
+
+/* flock -E: the exit code of a conflict (--no-wait, or --wait ran out). */
+static void test_conflict_exit_code(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, busy, true);
+	char *short_e[] = {"raftlock", "--endpoints", f->addr, "lock", "-n",
+			   "-E",       "42",          "x",     "true", NULL};
+	assert_int_equal(cli_run(short_e, 10000), 42);
+	char *long_e[] = {"raftlock",  "--endpoints", f->addr,     "run",
+			  "--permits", "2",           "--no-wait", "--conflict-exit-code=0",
+			  "x",         "true",        NULL};
+	assert_int_equal(cli_run(long_e, 10000), 0);
+	/* without -E: 3; a command's own status is not a conflict */
+	char *plain[] = {"raftlock", "--endpoints", f->addr, "lock", "-n", "x", "true", NULL};
+	assert_int_equal(cli_run(plain, 10000), 3);
+	FAKE_SET(f, busy, false);
+	char *ran[] = {"raftlock", "--endpoints", f->addr, "lock", "-n",     "-E",
+		       "42",       "x",           "sh",    "-c",   "exit 3", NULL};
+	assert_int_equal(cli_run(ran, 10000), 3);
+	fake_stop(f);
+}
+
+/* flock -c: the string goes to $SHELL -c (sh when unset), after NAME as
+ * flock writes it, or before it. */
+static void test_shell_command(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, next_token, 500);
+	char script[256], buf[256];
+	snprintf(script, sizeof script, "echo \"$RAFTLOCK_TOKEN $RAFTLOCK_LOCK\" > %s; exit 6",
+		 path_in_tmp("shell"));
+	setenv("SHELL", "/bin/sh", 1);
+	char *after[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait",
+			 "jobs/c",   "-c",          script,  NULL};
+	assert_int_equal(cli_run(after, 10000), 6);
+	assert_string_equal(slurp(path_in_tmp("shell"), buf, sizeof buf), "501 jobs/c\n");
+	char *before[] = {"raftlock", "--endpoints", f->addr,  "lock", "-c",
+			  "exit 9",   "-n",          "jobs/d", NULL};
+	assert_int_equal(cli_run(before, 10000), 9);
+	/* $SHELL is what runs it */
+	setenv("SHELL", "/nonexistent/shell", 1);
+	assert_int_equal(cli_run(before, 10000), 127);
+	unsetenv("SHELL");
+	assert_int_equal(cli_run(before, 10000), 9);
+	fake_stop(f);
+}
+
+/* consul lock -child-exit-code: the command's status is the CLI's (our
+ * default); --no-child-exit-code: 0 once it ran under the lock, 1 when the
+ * lock was lost while it ran. */
+static void test_child_exit_code(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char *deflt[] = {"raftlock", "--endpoints", f->addr,  "lock", "-n",
+			 "x",        "-c",          "exit 5", NULL};
+	assert_int_equal(cli_run(deflt, 10000), 5);
+	char *consul[] = {"raftlock", "--endpoints",      f->addr, "lock",   "-n",
+			  "x",        "-child-exit-code", "-c",    "exit 5", NULL};
+	assert_int_equal(cli_run(consul, 10000), 5);
+	char *off[] = {"raftlock", "--endpoints",          f->addr, "lock",   "-n",
+		       "x",        "--no-child-exit-code", "-c",    "exit 5", NULL};
+	assert_int_equal(cli_run(off, 10000), 0);
+	/* the lock lost while the command ran: an error, whatever the flag */
+	char *lost[] = {"raftlock", "--endpoints",          f->addr, "lock", "--ttl",    "1000",
+			"-n",       "--no-child-exit-code", "x",     "-c",   "sleep 30", NULL};
+	assert_int_equal(cli_exit_once_silent(f, lost), 1);
+	fake_stop(f);
+}
+
+/* etcdctl lock: no command holds the lock until a signal, with the token
+ * on stdout; SIGTERM releases it and exits 0. */
+static void test_lock_without_command_holds(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, next_token, 70);
+	FAKE_SET(f, next_session, 3);
+	char buf[256];
+	char *argv[] = {"raftlock", "--endpoints", f->addr, "lock", "--no-wait", "held", NULL};
+	pid_t pid = cli_spawn_to(argv, path_in_tmp("held.out"));
+	assert_string_equal(first_output(path_in_tmp("held.out"), buf, sizeof buf), "71\n");
+	sleep_ms(1200); /* held past a keepalive round, not released */
+	assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+	assert_int_equal(fake_count(f, RELEASE), 0);
+	kill(pid, SIGTERM);
+	assert_int_equal(cli_wait(pid, 5000), 0);
+	assert_int_equal(fake_count(f, RELEASE), 1);
+	assert_int_equal(fake_count(f, CLOSE), 1);
+
+	/* --json (global or the command's), and SIGINT as well */
+	char *json[] = {"raftlock", "--json", "--endpoints", f->addr, "lock", "-n", "held", NULL};
+	pid = cli_spawn_to(json, path_in_tmp("held.json"));
+	assert_string_equal(first_output(path_in_tmp("held.json"), buf, sizeof buf),
+			    "{\"lock\": \"held\", \"token\": 72, \"session\": 5}\n");
+	kill(pid, SIGINT);
+	assert_int_equal(cli_wait(pid, 5000), 0);
+	assert_int_equal(fake_count(f, RELEASE), 2);
+
+	/* the session lost: the hold ends with an error */
+	char *lost[] = {"raftlock", "--endpoints", f->addr, "lock", "--ttl",
+			"1000",     "-n",          "held",  NULL};
+	assert_int_equal(cli_exit_once_silent(f, lost), 1);
+	fake_stop(f);
+}
+
+/* --json on the commands that print outside the listings, and --version. */
+static void test_json_everywhere(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char buf[4096];
+	char *check[] = {"raftlock", "--endpoints", f->addr, "check", "a/1", "900", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(check, path_in_tmp("c.json")), 5000), 0);
+	assert_string_equal(slurp(path_in_tmp("c.json"), buf, sizeof buf),
+			    "{\"lock\": \"a/1\", \"token\": 900, \"current\": true}\n");
+	char *global[] = {"raftlock", "--json", "--endpoints", f->addr,
+			  "check",    "a/1",    "899",         NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(global, path_in_tmp("c2.json")), 5000), 3);
+	assert_string_equal(slurp(path_in_tmp("c2.json"), buf, sizeof buf),
+			    "{\"lock\": \"a/1\", \"token\": 899, \"current\": false}\n");
+	char *status[] = {"raftlock", "--json", "--endpoints", f->addr, "status", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")), 5000), 0);
+	assert_non_null(
+		strstr(slurp(path_in_tmp("st.json"), buf, sizeof buf), "\"role\": \"leader\""));
+	char *token[] = {"raftlock", "acl", "token", "ci-job", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(token, path_in_tmp("t.json")), 5000), 0);
+	slurp(path_in_tmp("t.json"), buf, sizeof buf);
+	assert_true(strncmp(buf, "{\"name\": \"ci-job\", \"token\": \"", 29) == 0);
+	assert_non_null(strstr(buf, "\"auth_tokens_line\": \"ci-job "));
+	char *version[] = {"raftlock", "--version", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(version, path_in_tmp("v")), 5000), 0);
+	assert_string_equal(slurp(path_in_tmp("v"), buf, sizeof buf),
+			    "raftlock " RAFTLOCK_VERSION_STRING "\n");
+	char *jversion[] = {"raftlock", "--json", "--version", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(jversion, path_in_tmp("v.json")), 5000), 0);
+	assert_string_equal(slurp(path_in_tmp("v.json"), buf, sizeof buf),
+			    "{\"program\": \"raftlock\", \"version\": \"" RAFTLOCK_VERSION_STRING
+			    "\"}\n");
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +564,11 @@ int main(void)
 		cmocka_unit_test(test_command_dies_with_the_cli),
 		cmocka_unit_test(test_signal_while_waiting_leaves_the_queue),
 		cmocka_unit_test(test_json_listings),
+		cmocka_unit_test(test_conflict_exit_code),
+		cmocka_unit_test(test_shell_command),
+		cmocka_unit_test(test_child_exit_code),
+		cmocka_unit_test(test_lock_without_command_holds),
+		cmocka_unit_test(test_json_everywhere),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -98,11 +98,13 @@ struct op {
 	uint64_t store_limit;  /* STORE_LIMIT: bytes */
 	const uint64_t *acked; /* client commands: queued acquires acknowledged */
 	size_t n_acked;
-	bool acks_queued;     /* OPEN_SESSION */
-	const char *digest;   /* OPEN_SESSION: the secret's digest (32 bytes), or NULL */
-	const char *identity; /* OPEN_SESSION, ACL_SET, ACL_DELETE */
-	const char *prefix;   /* ACL_SET, ACL_DELETE */
-	uint32_t perms;       /* ACL_SET */
+	bool acks_queued;      /* OPEN_SESSION */
+	const char *digest;    /* OPEN_SESSION: the secret's digest (32 bytes), or NULL */
+	const char *identity;  /* OPEN_SESSION, ACL_SET, ACL_DELETE */
+	const char *prefix;    /* ACL_SET, ACL_DELETE */
+	uint32_t perms;        /* ACL_SET */
+	uint32_t max_sessions; /* OPEN_SESSION: per identity, as the leader carries it */
+	uint32_t max_waiters;  /* ACQUIRE: per lock, as the leader carries it */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -172,6 +174,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		if (o->digest != NULL)
 			b->open.secret_digest = (ProtobufCBinaryData){32, (uint8_t *)o->digest};
 		b->open.identity = (char *)(o->identity ? o->identity : "");
+		b->open.max_sessions_per_identity = o->max_sessions;
 		b->open.owner = &b->owner;
 		b->cmd.open_session = &b->open;
 		break;
@@ -201,6 +204,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acquire.wait = o->wait;
 		b->acquire.wait_ms = o->wait_ms;
 		b->acquire.lock_delay_ms = o->lock_delay_ms;
+		b->acquire.max_waiters = o->max_waiters;
 		b->cmd.acquire = &b->acquire;
 		break;
 	case RAFTLOCK__COMMAND__OP_RELEASE:

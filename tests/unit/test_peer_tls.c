@@ -31,7 +31,7 @@ static int make_certs(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
-	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0);
+	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0, LOG_FORMAT_TEXT);
 	return peer_certs_make(3, &have_expired);
 }
 
@@ -473,6 +473,71 @@ static void test_identity_mismatch_refused(void **state)
 	finish(m, 3, &d, 1);
 }
 
+/* Members 1 and 2 only, for member 2's transport. */
+static bool one_or_two(void *arg, raft_id id)
+{
+	(void)arg;
+	return id == 1 || id == 2;
+}
+
+/* A valid certificate of the cluster's CA for an id the acceptor does not
+ * count among its members: refused, and raft never told; members go on. */
+static void test_non_member_refused(void **state)
+{
+	(void)state;
+	struct member m[3];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	member_up(&m[2], 3, "a/node-3", "a/ca.pem");
+	peer_tls_set_members(&m[1].tr, one_or_two, NULL);
+	expect_refused(&m[2], 2, &m[1], true);
+	struct dial d;
+	dial(&m[0], &d, 2, &m[1]);
+	assert_true(run_for(dial_done, &d, 5000));
+	assert_int_equal(d.status, 0);
+	assert_true(run_for(accepted, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 1);
+	finish(m, 3, &d, 1);
+}
+
+/* A reload: member 2 moves to another CA's certificate and trust (b).
+ * Connections set up afterwards use them (member 1, still of a, is refused;
+ * member 3, moved to b too, is accepted); a reload with files that do not
+ * do (missing, or another member's certificate) fails with a message and
+ * leaves the material in use. */
+static void test_reload(void **state)
+{
+	(void)state;
+	struct member m[3];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	member_up(&m[2], 3, "b/node-3", "b/ca.pem");
+	expect_refused(&m[2], 2, &m[1], true); /* not yet */
+
+	char err[512] = "";
+	struct tls_files missing = {peer_certs_path("b/node-2.pem"), peer_certs_path("b/none.key"),
+				    peer_certs_path("b/ca.pem")};
+	assert_int_equal(peer_tls_reload(&m[1].tr, 2, &missing, err, sizeof err), -1);
+	assert_non_null(strstr(err, "none.key"));
+	struct tls_files other = {peer_certs_path("b/node-3.pem"), peer_certs_path("b/node-3.key"),
+				  peer_certs_path("b/ca.pem")};
+	assert_int_equal(peer_tls_reload(&m[1].tr, 2, &other, err, sizeof err), -1);
+	assert_non_null(strstr(err, "raftlock-node-2"));
+	expect_refused(&m[2], 2, &m[1], true); /* still a's */
+
+	struct tls_files b = {peer_certs_path("b/node-2.pem"), peer_certs_path("b/node-2.key"),
+			      peer_certs_path("b/ca.pem")};
+	assert_int_equal(peer_tls_reload(&m[1].tr, 2, &b, err, sizeof err), 0);
+	expect_refused(&m[0], 2, &m[1], true);
+	struct dial d;
+	dial(&m[2], &d, 2, &m[1]);
+	assert_true(run_for(dial_done, &d, 5000));
+	assert_int_equal(d.status, 0);
+	assert_true(run_for(accepted, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 3);
+	finish(m, 3, &d, 1);
+}
+
 /* ----------------------------------------- garbage at the raft port -- */
 
 struct raw {
@@ -636,6 +701,8 @@ int main(void)
 		cmocka_unit_test_setup(test_other_ca_refused, setup),
 		cmocka_unit_test_setup(test_expired_refused, setup),
 		cmocka_unit_test_setup(test_identity_mismatch_refused, setup),
+		cmocka_unit_test_setup(test_non_member_refused, setup),
+		cmocka_unit_test_setup(test_reload, setup),
 		cmocka_unit_test_setup(test_garbage_refused, setup),
 		cmocka_unit_test_setup(test_close_cancels_connect, setup),
 		cmocka_unit_test_setup(test_own_certificate_checked, setup),

@@ -1,0 +1,142 @@
+"""asyncio on libraftlock's asynchronous calls.
+
+raftlock_lock_acquire_async and raftlock_lock_release_async only send the
+request; the library calls back once, on its I/O thread, when the cluster
+answers (a grant is pushed: nothing polls). The callback here does no more
+than hand the result to the waiting coroutine's event loop with
+loop.call_soon_threadsafe, so a thousand waiters cost a thousand futures,
+not a thousand threads.
+
+    async with session.lock_async("jobs/nightly", timeout=30) as lock:
+        await run(lock.token)
+"""
+
+import asyncio
+import itertools
+import threading
+
+from . import _native
+from .errors import error_for, strerror
+from .lock import _DEFAULT, Lock, timeout_ms
+
+# Calls in flight: id -> (loop, future). The library gets the id as its
+# callback argument, never a Python object.
+_pending = {}
+_pending_mu = threading.Lock()
+_ids = itertools.count(1)
+
+
+def _settle(fut, status, value):
+    if not fut.done():
+        fut.set_result((status, value))
+
+
+@_native.LOCK_CB
+def _on_done(_lock, status, value, arg):
+    """The library's I/O thread: hand over to the loop and return at once."""
+    with _pending_mu:
+        loop, fut = _pending.pop(arg)
+    try:
+        loop.call_soon_threadsafe(_settle, fut, status, value)
+    except RuntimeError:  # the loop is closed: nobody waits any more
+        pass
+
+
+def _submit(submit, ptr, *args):
+    """Submits one asynchronous call: (0, future of (status, value)), or
+    (error, None) when the library refused it (its callback never runs)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    op = next(_ids)
+    with _pending_mu:
+        _pending[op] = (loop, fut)
+    rv = submit(ptr, *args, _on_done, op)
+    if rv != 0:
+        with _pending_mu:
+            _pending.pop(op, None)
+        return rv, None
+    return 0, fut
+
+
+class AsyncLock(Lock):
+    """A Lock whose acquire and release are coroutines; made by
+    Session.lock_async(), async_read_lock(), async_write_lock() or
+    async_semaphore(), used with `async with`.
+
+    The handle stays alive while a call of it is in flight (the library
+    calls back into it): close() then waits for that call to end.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._inflight = 0
+        self._close_when_idle = False
+
+    async def _run(self, what, submit, *args, acquiring=False):
+        rv, fut = _submit(submit, self._handle(), *args)
+        if rv != 0:
+            # refused in this thread: the library's message says why
+            raise error_for(rv, self.session.client._message(), acquiring)
+        self._inflight += 1
+        fut.add_done_callback(self._call_ended)
+        try:
+            status, value = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if what == "acquire":
+                # a grant that still comes is released
+                fut.add_done_callback(self._release_late_grant)
+            raise
+        if status != 0:
+            raise error_for(status, f"{what} '{self.name}': {strerror(status)}", acquiring)
+        return value
+
+    def _call_ended(self, _fut):
+        self._inflight -= 1
+        if self._inflight == 0 and self._close_when_idle:
+            super().close()
+
+    def _release_late_grant(self, fut):
+        if fut.cancelled() or fut.result()[0] != 0 or self._ptr is None:
+            return
+        try:
+            rv, rel = _submit(_native.lock_release_async, self._ptr)
+        except Exception:  # noqa: BLE001 - the session's end releases it anyway
+            return
+        if rv == 0:
+            self._inflight += 1
+            rel.add_done_callback(self._call_ended)
+
+    async def acquire_async(self, timeout=_DEFAULT, mode=None, permits=None):
+        """Takes the lock, waiting in the cluster's FIFO queue up to
+        `timeout` seconds (None: until granted or the session ends; 0: not
+        at all). Returns the fencing token; raises as Lock.acquire. If the
+        awaiting task is cancelled, a grant that comes later is released."""
+        t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
+        return await self._run("acquire", _native.lock_acquire_async,
+                               self._mode if mode is None else mode,
+                               self._permits if permits is None else permits, t,
+                               acquiring=True)
+
+    async def release_async(self):
+        """Releases one level; returns the levels still held."""
+        return await self._run("release", _native.lock_release_async)
+
+    def close(self):
+        """Frees the handle now, or once its call in flight has ended."""
+        if self._inflight > 0:
+            self._close_when_idle = True
+        else:
+            super().close()
+
+    async def __aenter__(self):
+        try:
+            await self.acquire_async()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        with self._block_end(exc_type):
+            if self.held:
+                await self.release_async()

@@ -1,0 +1,308 @@
+"""raftlock.Client: one connection to a cluster (raftlock_client)."""
+
+import atexit
+import contextlib
+import ctypes
+import os
+import threading
+
+from . import _native
+from .errors import Code, StateError, error_for
+from .introspect import acl_rule_from_c, lock_info_from_c, session_info_from_c, status_from_c
+from .session import Session
+
+# The client addresses deploy/local-cluster gives a local cluster.
+DEFAULT_ENDPOINTS = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+
+# Clients not closed yet. Held strongly: the library's threads may call
+# back into a client's sessions until it is closed, so a client is never
+# collected while open; those still open when the interpreter exits are
+# closed first.
+_open_clients = set()
+
+
+@atexit.register
+def _close_all():
+    for client in list(_open_clients):
+        client.close()
+
+
+def _pages(fetch, start, key):
+    """The items of every page: fetch(after) gives (items, more); the next
+    page starts after key(last item)."""
+    after = start
+    while True:
+        items, more = fetch(after)
+        yield from items
+        if not more or not items:
+            return
+        after = key(items[-1])
+
+
+def _ms(seconds, name):
+    if seconds is None:
+        return 0
+    if seconds < 0:
+        raise error_for(Code.EINVAL, f"open client: {name} must not be negative")
+    return max(1, int(seconds * 1000)) if seconds > 0 else 0
+
+
+def acl_perms(text):
+    """The permission mask of "lock,read" (raftlock_acl_perms_parse)."""
+    mask = ctypes.c_uint32()
+    rv = _native.acl_perms_parse(text.encode(), ctypes.byref(mask))
+    if rv != 0:
+        raise error_for(rv, f"permissions '{text}': expected lock, read, admin or all")
+    return mask.value
+
+
+def acl_perms_text(mask):
+    """The text of a permission mask (raftlock_acl_perms_format)."""
+    buf = ctypes.create_string_buffer(32)
+    return _native.acl_perms_format(mask, buf, len(buf)).decode()
+
+
+def _cstr(value):
+    return value.encode() if value is not None else None
+
+
+class Client:
+    """A client of one raftlock cluster; thread-safe.
+
+    endpoints: "host:port" client addresses of any nodes, as a list or a
+    comma-separated string. TLS is on when tls_ca is given or tls is true
+    (then the system CA store verifies the nodes); cert and key are a client
+    certificate (required by client-tls = mutual; a certificate shown is
+    the client's identity for the access rules); server_name is the name
+    every node's certificate must carry (default: each address's host).
+    token is a bearer token for clusters with authentication on.
+
+    The client does not connect until the first request. Close it (or use
+    it as a context manager): closing closes its sessions, which releases
+    their locks.
+    """
+
+    def __init__(self, endpoints, *, tls=False, tls_ca=None, cert=None, key=None,
+                 server_name=None, token=None, client_name=None, request_timeout=None,
+                 connect_timeout=None):
+        if isinstance(endpoints, str):
+            endpoints = [e for e in endpoints.split(",") if e]
+        addrs = [e.encode() for e in endpoints]
+        if not addrs:
+            raise error_for(Code.EINVAL, "open client: no endpoint given")
+        arr = (ctypes.c_char_p * len(addrs))(*addrs)
+        opts = _native.ClientOptions(
+            addresses=arr, n_addresses=len(addrs), client_name=_cstr(client_name),
+            request_timeout_ms=_ms(request_timeout, "request_timeout"),
+            connect_timeout_ms=_ms(connect_timeout, "connect_timeout"),
+            tls=bool(tls), tls_ca_file=_cstr(tls_ca), tls_cert_file=_cstr(cert),
+            tls_key_file=_cstr(key), tls_server_name=_cstr(server_name),
+            auth_token=_cstr(token))
+        ptr = ctypes.c_void_p()
+        msg = ctypes.c_char_p()
+        rv = _native.client_open(ctypes.byref(opts), ctypes.byref(ptr), ctypes.byref(msg))
+        if rv != 0:
+            raise error_for(rv, msg.value.decode(errors="replace") if msg.value else None)
+        self._ptr = ptr.value
+        self._mu = threading.Lock()
+        self._sessions = set()
+        self._default_session = None
+        self._default_mu = threading.Lock()
+        self._closing = False
+        self._callback_thread = None  # where a session callback runs now
+        _open_clients.add(self)
+
+    @classmethod
+    def from_env(cls, **options):
+        """A client configured as the raftlock command is: RAFTLOCK_ENDPOINTS
+        (default: the local cluster of deploy/local-cluster), RAFTLOCK_CACERT,
+        RAFTLOCK_CERT, RAFTLOCK_KEY, RAFTLOCK_SERVER_NAME and
+        RAFTLOCK_AUTH_TOKEN; keyword options override them."""
+        def env(name):
+            return os.environ.get(name) or None
+        conf = dict(tls_ca=env("RAFTLOCK_CACERT"), cert=env("RAFTLOCK_CERT"),
+                    key=env("RAFTLOCK_KEY"), server_name=env("RAFTLOCK_SERVER_NAME"),
+                    token=env("RAFTLOCK_AUTH_TOKEN"))
+        conf.update(options)
+        return cls(env("RAFTLOCK_ENDPOINTS") or DEFAULT_ENDPOINTS, **conf)
+
+    # -- plumbing for the other modules --------------------------------
+
+    def _handle(self):
+        ptr = self._ptr
+        if ptr is None:
+            raise StateError(Code.ESTATE, "the client is closed")
+        return ptr
+
+    def _message(self):
+        """The library's message of this thread's last error on the client
+        (raftlock_errmsg: valid until the thread's next call), or None."""
+        ptr = self._ptr
+        msg = _native.errmsg(ptr).decode(errors="replace") if ptr is not None else "no error"
+        return None if msg == "no error" else msg
+
+    def _check(self, rv, acquiring=False):
+        """Raises the exception of rv, with its message: call right after
+        the failed call, in the same thread."""
+        if rv != 0:
+            raise error_for(rv, self._message(), acquiring)
+
+    def _forget(self, session):
+        with self._mu:
+            self._sessions.discard(session)
+
+    # -- sessions and locks --------------------------------------------
+
+    def session(self, ttl=10.0, *, on_lost=None, on_event=None, grace=None):
+        """Opens a session (a lease kept alive in the background).
+
+        ttl: lease length in seconds. on_lost(session, error) runs once,
+        on a library thread, when the session is lost for good; error is a
+        SessionLost (expired or closed by the cluster), PermissionDenied or
+        Timeout (the grace period passed without an acknowledged keepalive).
+        on_event(session, event, error) runs at each state change
+        (SessionEvent.JEOPARDY, SAFE, LOST). Callbacks must be short and
+        must not close the client. grace: seconds a session in jeopardy is
+        renewed before it counts as lost (default: 3 TTLs).
+        """
+        s = Session(self, ttl, grace, on_lost, on_event)
+        with self._mu:
+            self._sessions.add(s)
+        return s
+
+    def _default(self):
+        """The client's own session for client.lock(), opened on first use
+        and again after it was lost."""
+        with self._default_mu:
+            s = self._default_session
+            if s is None or s.lost:
+                if s is not None:
+                    s.close_quietly()
+                s = self.session()
+                self._default_session = s
+            return s
+
+    @contextlib.contextmanager
+    def lock(self, name, timeout=None, **options):
+        """`with client.lock("db/migrate") as token:` holds the exclusive
+        lock `name` in the client's own session and yields its fencing
+        token; raises LockNotAcquired (LockTimeout, LockBusy) or another
+        RaftlockError when the lock is not taken. options as Session.lock."""
+        with self._default().lock(name, timeout=timeout, **options) as held:
+            yield held.token
+
+    # -- reads ----------------------------------------------------------
+
+    def check_token(self, name, token):
+        """Whether `token` belongs to a current holder of `name`."""
+        current = ctypes.c_bool()
+        self._check(_native.check_token(self._handle(), name.encode(), token,
+                                        ctypes.byref(current)))
+        return current.value
+
+    def status(self, address=None):
+        """One node's own view (`address`: "host:port"; None: the first
+        that answers). Works without a quorum."""
+        out = ctypes.POINTER(_native.Status)()
+        self._check(_native.status_get(self._handle(), _cstr(address), ctypes.byref(out)))
+        try:
+            return status_from_c(out.contents)
+        finally:
+            _native.status_free(out)
+
+    def lock_info(self, name, stale=False):
+        """Holders and waiters of one lock; NotFound if nobody holds or waits."""
+        out = ctypes.POINTER(_native.LockInfo)()
+        self._check(_native.lock_get(self._handle(), name.encode(), stale, ctypes.byref(out)))
+        try:
+            return lock_info_from_c(out.contents)
+        finally:
+            _native.lock_info_free(out)
+
+    def locks(self, prefix="", stale=False):
+        """Every lock whose name starts with prefix, in name order (all pages)."""
+        def page(after):
+            out = ctypes.POINTER(_native.LockList)()
+            self._check(_native.lock_list(self._handle(), prefix.encode(), _cstr(after), 0,
+                                          stale, ctypes.byref(out)))
+            try:
+                lst = out.contents
+                return [lock_info_from_c(lst.locks[i]) for i in range(lst.n_locks)], lst.more
+            finally:
+                _native.lock_list_free(out)
+        return _pages(page, None, lambda info: info.name)
+
+    def sessions(self, stale=False):
+        """Every session of the cluster, by id (all pages)."""
+        def page(after):
+            out = ctypes.POINTER(_native.SessionList)()
+            self._check(_native.session_list(self._handle(), after, 0, stale, ctypes.byref(out)))
+            try:
+                lst = out.contents
+                return ([session_info_from_c(lst.sessions[i]) for i in range(lst.n_sessions)],
+                        lst.more)
+            finally:
+                _native.session_list_free(out)
+        return _pages(page, 0, lambda info: info.id)
+
+    # -- access rules (clusters with auth = on) --------------------------
+
+    def acl_set(self, identity, prefix, perms):
+        """Creates or replaces the rule of (identity, prefix): perms is
+        "lock", "read", "admin", a comma-separated list of them, or "all".
+        Needs admin on the prefix (else PermissionDenied)."""
+        self._check(_native.acl_set(self._handle(), identity.encode(), prefix.encode(),
+                                    acl_perms(perms)))
+
+    def acl_delete(self, identity, prefix):
+        """Deletes the rule of (identity, prefix); NotFound if there is none."""
+        self._check(_native.acl_delete(self._handle(), identity.encode(), prefix.encode()))
+
+    def acl_rules(self, stale=False):
+        """The rules on prefixes this identity has admin on, in (identity,
+        prefix) order (all pages)."""
+        def page(after):
+            out = ctypes.POINTER(_native.AclList)()
+            self._check(_native.acl_list(self._handle(), _cstr(after[0]), _cstr(after[1]), 0,
+                                         stale, ctypes.byref(out)))
+            try:
+                lst = out.contents
+                return ([acl_rule_from_c(lst.rules[i], acl_perms_text)
+                         for i in range(lst.n_rules)], lst.more)
+            finally:
+                _native.acl_list_free(out)
+        return _pages(page, (None, None), lambda rule: (rule.identity, rule.prefix))
+
+    # -- life -----------------------------------------------------------
+
+    @property
+    def closed(self):
+        return self._ptr is None
+
+    def close(self):
+        """Closes every session (releasing their locks) and the client.
+        Must not be called from a callback of this client. Idempotent."""
+        if self._callback_thread == threading.get_ident():
+            raise StateError(Code.ESTATE, "close the client from its own callback")
+        with self._mu:
+            if self._closing:
+                return
+            self._closing = True
+            ptr = self._ptr
+            sessions, self._sessions = list(self._sessions), set()
+            self._default_session = None
+        for s in sessions:
+            s.close_quietly()
+        self._ptr = None
+        _native.client_close(ptr)
+        _open_clients.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<raftlock.Client {'closed' if self.closed else 'open'}>"
+

@@ -1,0 +1,139 @@
+"""raftlock.Lock: a lock handle (raftlock_lock), an owner of one lock name.
+
+Acquiring twice through one handle nests (same token, two releases);
+another handle, even in the same thread, is another owner.
+"""
+
+import contextlib
+import ctypes
+
+from . import _native
+from .errors import Code, Canceled, LockBusy, RaftlockError, error_for
+
+_DEFAULT = object()
+
+
+def timeout_ms(seconds):
+    """Seconds (None: wait without end) as the library's timeout_ms."""
+    if seconds is None:
+        return -1
+    if seconds < 0:
+        raise error_for(Code.EINVAL, "timeout must be None or at least 0")
+    if seconds == 0:
+        return 0
+    return min(max(1, int(seconds * 1000)), 2**31 - 1)
+
+
+class Lock:
+    """A handle on one lock name in one session; made by Session.lock(),
+    read_lock(), write_lock(), semaphore() or try_lock().
+
+    In a `with` block it is acquired on entry with the options it was made
+    with (LockNotAcquired or another RaftlockError when not taken: the
+    block does not run), released on exit and then freed.
+    """
+
+    def __init__(self, session, session_ptr, name, kind, limit, lock_delay, *, timeout=None,
+                 mode=_native.EXCLUSIVE, permits=1):
+        self.session = session
+        self.name = name
+        self._timeout = timeout
+        self._mode = mode
+        self._permits = permits
+        opts = _native.LockOptions(kind=kind, limit=limit,
+                                   lock_delay_ms=int((lock_delay or 0) * 1000))
+        ptr = ctypes.c_void_p()
+        self._client = session.client
+        self._client._check(_native.lock_new(session_ptr, name.encode(), ctypes.byref(opts),
+                                             ctypes.byref(ptr)))
+        self._ptr = ptr.value
+
+    def _handle(self):
+        ptr = self._ptr
+        if ptr is None:
+            raise Canceled(Code.ECANCELED, f"lock '{self.name}': its handle or session is closed")
+        return ptr
+
+    def _freed_with_session(self):
+        self._ptr = None
+
+    @property
+    def token(self):
+        """The fencing token of the current grant; 0 when this handle holds
+        nothing (never acquired, released, or its session lost)."""
+        ptr = self._ptr
+        return _native.lock_token(ptr) if ptr is not None else 0
+
+    @property
+    def held(self):
+        return self.token != 0
+
+    def acquire(self, timeout=_DEFAULT, mode=None, permits=None):
+        """Takes the lock, waiting in the cluster's FIFO queue up to
+        `timeout` seconds (None: until granted or the session ends; 0: not
+        at all). Returns the fencing token. Raises LockTimeout, LockBusy
+        (timeout 0) or another RaftlockError: then this handle holds
+        nothing new."""
+        t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
+        token = ctypes.c_uint64()
+        rv = _native.lock_acquire(self._handle(), self._mode if mode is None else mode,
+                                  self._permits if permits is None else permits, t,
+                                  ctypes.byref(token))
+        self._client._check(rv, acquiring=True)
+        return token.value
+
+    def try_acquire(self):
+        """Takes the lock if it is free now: its token, or None when another
+        owner holds it. Other failures raise."""
+        try:
+            return self.acquire(timeout=0)
+        except LockBusy:
+            return None
+
+    def release(self):
+        """Releases one level of nesting (all permits for a semaphore);
+        returns the levels still held (0: the lock is free for others)."""
+        left = ctypes.c_uint32()
+        self._client._check(_native.lock_release(self._handle(), ctypes.byref(left)))
+        return left.value
+
+    def close(self):
+        """Frees the handle (a held lock stays held until its session
+        ends: release first). Idempotent."""
+        ptr = self._ptr
+        if ptr is not None:
+            self.session._forget_lock(self, lambda: _native.lock_free(ptr))
+            self._ptr = None
+
+    def __enter__(self):
+        try:
+            self.acquire()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        with self._block_end(exc_type):
+            if self.held:
+                self.release()
+
+    @contextlib.contextmanager
+    def _block_end(self, exc_type):
+        """Around the release at the end of a `with` block: a session lost
+        while the block ran is raised (it ran without the lock for part of
+        its time), but never in place of the block's own exception; the
+        handle is freed."""
+        try:
+            lost = self._ptr is not None and not self.held and self.session.lost
+            yield
+            if lost:
+                raise self.session.lost_error or error_for(Code.ESESSION)
+        except RaftlockError:
+            if exc_type is None:
+                raise
+        finally:
+            self.close()
+
+    def __repr__(self):
+        return f"<raftlock.Lock {self.name!r} token={self.token}>"

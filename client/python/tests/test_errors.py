@@ -1,0 +1,99 @@
+"""The error model without a cluster: the codes are the header's, every
+code has its exception class, and bad input fails with a clear error
+before anything is sent."""
+
+import os
+import re
+import unittest
+
+import raftlock
+from raftlock.errors import _CLASSES
+
+from cluster import REPO
+
+
+def header_errors():
+    """(name, value, message) of the RAFTLOCK_ERRORS X-macro of raftlock.h."""
+    with open(os.path.join(REPO, "client", "raftlock.h")) as f:
+        text = f.read()
+    return [(m[0], int(m[1]), m[2])
+            for m in re.findall(r'X\((E[A-Z]+), (-\d+), "([^"]*)"\)', text)]
+
+
+class ErrorCodes(unittest.TestCase):
+    def test_codes_are_the_headers(self):
+        codes = header_errors()
+        self.assertGreaterEqual(len(codes), 26)
+        self.assertEqual({n: v for n, v, _ in codes},
+                         {c.name: c.value for c in raftlock.Code})
+        for name, value, message in codes:
+            self.assertEqual(raftlock.strerror(value), message)
+
+    def test_every_code_has_its_class_and_keeps_its_message(self):
+        for code in raftlock.Code:
+            self.assertIn(code, _CLASSES, code.name)
+            e = raftlock.error_for(code, f"context: {code.name}")
+            self.assertIsInstance(e, raftlock.RaftlockError)
+            self.assertIs(e.code, code)
+            self.assertEqual(e.name, code.name)
+            self.assertEqual(str(e), f"context: {code.name}")
+        self.assertEqual(str(raftlock.error_for(raftlock.Code.EBUSY)),
+                         "the lock is held by another owner")
+
+    def test_the_hierarchy(self):
+        E = raftlock.error_for
+        self.assertIsInstance(E(-8), raftlock.LockBusy)
+        self.assertIsInstance(E(-8), raftlock.LockNotAcquired)
+        self.assertIsInstance(E(-3), raftlock.Timeout)
+        self.assertIsInstance(E(-3), TimeoutError)
+        self.assertNotIsInstance(E(-3), raftlock.LockNotAcquired)
+        timed_out = E(-3, acquiring=True)
+        self.assertIsInstance(timed_out, raftlock.LockTimeout)
+        self.assertIsInstance(timed_out, raftlock.LockNotAcquired)
+        self.assertIsInstance(timed_out, raftlock.Timeout)
+        self.assertIsInstance(E(-7), raftlock.SessionLost)
+        self.assertIsInstance(E(-1), ValueError)
+        self.assertIsInstance(E(-25), PermissionError)
+        self.assertIsInstance(E(-4), ConnectionError)
+        self.assertIsInstance(E(-16), LookupError)
+        unknown = E(-999)
+        self.assertIs(type(unknown), raftlock.RaftlockError)
+        self.assertEqual(str(unknown), "unknown error")
+
+
+class BadInput(unittest.TestCase):
+    def test_a_client_needs_an_address_that_parses(self):
+        with self.assertRaises(raftlock.InvalidArgument):
+            raftlock.Client([])
+        with self.assertRaises(raftlock.InvalidArgument) as cm:
+            raftlock.Client("no-port-here")
+        self.assertEqual(cm.exception.code, raftlock.Code.EINVAL)
+        self.assertIn("no-port-here", str(cm.exception))
+
+    def test_tls_files_that_cannot_be_read(self):
+        with self.assertRaises(raftlock.ConfigError) as cm:
+            raftlock.Client("127.0.0.1:1", tls_ca="/nonexistent/ca.pem")
+        self.assertIn("/nonexistent/ca.pem", str(cm.exception))
+        with self.assertRaises(raftlock.InvalidArgument):
+            raftlock.Client("127.0.0.1:1", cert="/nonexistent/c.pem")  # TLS off
+
+    def test_nothing_to_reach(self):
+        with raftlock.Client("127.0.0.1:1", request_timeout=0.3, connect_timeout=0.1) as c:
+            with self.assertRaises((raftlock.ConnectionFailed, raftlock.Timeout)):
+                c.session(ttl=2)
+            with self.assertRaises(raftlock.RaftlockError):
+                c.status()
+        with self.assertRaises(raftlock.StateError):
+            c.status()  # closed
+
+    def test_bad_timeouts(self):
+        with self.assertRaises(raftlock.InvalidArgument):
+            raftlock.lock.timeout_ms(-1)
+        self.assertEqual(raftlock.lock.timeout_ms(None), -1)
+        self.assertEqual(raftlock.lock.timeout_ms(0), 0)
+        self.assertEqual(raftlock.lock.timeout_ms(0.0001), 1)
+        self.assertEqual(raftlock.lock.timeout_ms(1e9), 2**31 - 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
