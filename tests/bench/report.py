@@ -14,9 +14,12 @@ import shutil
 import subprocess
 import sys
 
-SYSTEMS = ["raftlock", "raftlock-threads", "etcd", "redis"]
+SYSTEMS = ["raftlock", "raftlock-threads", "raftlock-tls", "etcd", "redis"]
 # One colour per system in every plot.
-COLORS = {"raftlock": "#1f77b4", "raftlock-threads": "#17becf", "etcd": "#d62728", "redis": "#2ca02c"}
+COLORS = {"raftlock": "#1f77b4", "raftlock-threads": "#17becf", "raftlock-tls": "#9467bd",
+          "etcd": "#d62728", "redis": "#2ca02c"}
+# Rows only some points have.
+OPTIONAL = ("raftlock-threads", "raftlock-tls")
 LOCK_ORDER = ["uncontended", "contended", "rwlock", "semaphore"]
 # What a peer does not have, said in the table instead of a number.
 PEER_LACKS = {
@@ -81,11 +84,12 @@ def lock_table(runs):
     for wl, n in points:
         rl = find(runs, "raftlock", wl, n)
         rt = find(runs, "raftlock-threads", wl, n)
+        rs = find(runs, "raftlock-tls", wl, n)
         et = find(runs, "etcd", wl, n)
         rd = find(runs, "redis", wl, n)
-        for sysname, r in (("raftlock", rl), ("raftlock-threads", rt), ("etcd", et),
-                           ("redis", rd)):
-            if r is None and sysname == "raftlock-threads":
+        for sysname, r in (("raftlock", rl), ("raftlock-threads", rt), ("raftlock-tls", rs),
+                           ("etcd", et), ("redis", rd)):
+            if r is None and sysname in OPTIONAL:
                 continue
             if r is None:
                 lack = PEER_LACKS.get(sysname, {}).get(wl)
@@ -212,6 +216,44 @@ def targets(runs):
     return ["", "### Targets (issue 4)", "", "| target | measured | |", "|---|---|---|"] + rows
 
 
+def tls_cost(runs):
+    """The TLS point against the plaintext cluster in the same run, and
+    issue 11's targets."""
+    rows, goals = [], []
+    for n in sorted({r["clients"] for r in runs if r.get("system") == "raftlock-tls"
+                     and r.get("workload") == "uncontended"}):
+        p, t = find(runs, "raftlock", "uncontended", n), find(runs, "raftlock-tls", "uncontended", n)
+        if not (ok(p) and ok(t)) or not p["pairs_per_s"]:
+            rows.append("| {} | {} | {} | | | | |".format(
+                n, "ok" if ok(p) else "plaintext failed", "ok" if ok(t) else "TLS failed"))
+            continue
+        x = t["pairs_per_s"] / p["pairs_per_s"]
+        d50 = t["p50_ms"] - p["p50_ms"]
+        rows.append("| {} | {} / {} | {:.2f}x | {:.3f} / {:.3f} | {:+.3f} | {:.2f} / {:.2f} "
+                    "| {} / {} |".format(
+                        n, fmt(p["pairs_per_s"]), fmt(t["pairs_per_s"]), x, p["p50_ms"],
+                        t["p50_ms"], d50, p["p99_ms"], t["p99_ms"],
+                        fmt(p["server_cpu_s_per_1k"], 3), fmt(t["server_cpu_s_per_1k"], 3)))
+        if n == 64:
+            goals.append("| 64 clients: TLS pairs/s at least 0.85x plaintext | {:.2f}x | {} |".format(
+                x, "met" if x >= 0.85 else "NOT met"))
+        if n == 1:
+            goals.append("| 1 client: TLS acquire p50 at most 0.05 ms above plaintext | "
+                         "{:+.3f} ms | {} |".format(d50, "met" if d50 <= 0.05 else "NOT met"))
+    if not rows:
+        return []
+    out = ["", "### TLS cost (issue 11)", "",
+           "The same uncontended workload on a second 3-node cluster with mutual TLS on both "
+           "ports (peer TLS between members, `client-tls = mutual`, the client presenting "
+           "its own certificate), right after the plaintext cluster.", "",
+           "| clients | pairs/s plaintext / TLS | TLS/plaintext | p50 ms plaintext / TLS "
+           "| p50 difference ms | p99 ms plaintext / TLS | server CPU s / 1k pairs plaintext / TLS |",
+           "|---:|---:|---:|---:|---:|---:|---:|"] + rows
+    if goals:
+        out += ["", "| target | measured | |", "|---|---|---|"] + goals
+    return out
+
+
 def notes(d, runs):
     """Plain statements about things in this run a reader should not miss."""
     out = []
@@ -293,9 +335,12 @@ def plots(d, runs):
         for name in sorted(os.listdir(cdfdir)):
             if not name.endswith(".txt"):
                 continue
-            s, rest = name[:-4].split("-", 1)
-            if s in SYSTEMS:
-                groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+            # the longest system name that prefixes it: raftlock-tls-... is not raftlock's
+            for s in sorted(SYSTEMS, key=len, reverse=True):
+                if name.startswith(s + "-"):
+                    rest = name[len(s) + 1:-4]
+                    groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+                    break
     for rest, files in sorted(groups.items()):
         png = os.path.join(d, "cdf-{}.png".format(rest))
         files.sort(key=lambda sf: SYSTEMS.index(sf[0]))
@@ -368,6 +413,7 @@ def main():
     md += lock_table(runs)
     md += scale_tables(runs)
     md += targets(runs)
+    md += tls_cost(runs)
     md += notes(d, runs)
     if pngs:
         md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]
