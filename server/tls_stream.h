@@ -41,7 +41,9 @@
  *
  * Changes since the first version: the engine runs on any connected libuv
  * stream, not only TCP (fuzz_tls_stream uses a pipe on a socket pair); when
- * tls_stream_start() fails it leaves stream->data as it found it.
+ * tls_stream_start() fails it leaves stream->data as it found it. A write
+ * the kernel takes at once completes from the loop without a uv_write
+ * request; the contract above is unchanged.
  */
 #ifndef RAFTLOCK_TLS_STREAM_H
 #define RAFTLOCK_TLS_STREAM_H
@@ -116,7 +118,9 @@ struct tls_stream {
 	uv_timer_t timer; /* handshake deadline, then deferred work */
 	SSL *ssl;
 	BIO *net_in;  /* ciphertext read from the stream, for OpenSSL */
-	BIO *net_out; /* ciphertext from OpenSSL, for the stream */
+	BIO *net_out; /* writes OpenSSL's ciphertext to out */
+	char *out;    /* ciphertext not yet handed to the stream */
+	size_t out_len, out_cap;
 	tls_stream_read_cb on_read;
 	tls_stream_handshake_cb on_handshake;
 	tls_stream_close_cb on_close;
@@ -127,12 +131,11 @@ struct tls_stream {
 	bool reported;    /* ... and has been */
 	bool closing;
 	bool peer_eof;
-	int error;                                      /* the end to report, 0 while open */
-	int handles;                                    /* stream and timer not yet closed */
-	struct tls_stream_write *queue, **queue_tail;   /* not encrypted yet */
-	struct tls_stream_write *failed, **failed_tail; /* to call back */
+	int error;                                          /* the end to report, 0 while open */
+	int handles;                                        /* stream and timer not yet closed */
+	struct tls_stream_write *queue, **queue_tail;       /* not encrypted yet */
+	struct tls_stream_write *finished, **finished_tail; /* to call back */
 	size_t queued_bytes;
-	size_t in_flight; /* network writes not completed */
 	char errmsg[256];
 	char peer_cn[256];
 };
