@@ -70,7 +70,7 @@ static long out_ctrl(BIO *b, int cmd, long num, void *ptr)
 	(void)ptr;
 	if (cmd == BIO_CTRL_FLUSH)
 		return 1; /* flush_net() runs after every call that writes */
-	if (cmd == BIO_CTRL_WPENDING || cmd == BIO_CTRL_PENDING) {
+	if (cmd == BIO_CTRL_WPENDING) {
 		struct tls_stream *ts = BIO_get_data(b);
 		return ts != NULL ? (long)ts->out_len : 0;
 	}
@@ -203,8 +203,8 @@ static void flush_failed(struct tls_stream *ts, struct tls_stream_write *req, in
 	defer(ts);
 }
 
-/* Moves OpenSSL's output to the stream; req (if any) completes with it. */
-static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
+/* Hands ts->out to the stream; req (if any) completes with it. */
+static void flush_out(struct tls_stream *ts, struct tls_stream_write *req)
 {
 	size_t n = ts->out_len, done = 0;
 	ts->out_len = 0;
@@ -237,6 +237,20 @@ static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
 	if (rv != 0) {
 		free(nw);
 		flush_failed(ts, req, rv);
+	}
+}
+
+/* ts->out keeps its room between writes, unless a burst made it large. */
+#define OUT_KEEP (256 * 1024)
+
+/* Moves OpenSSL's output to the stream; req (if any) completes with it. */
+static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
+{
+	flush_out(ts, req);
+	if (ts->out_cap > OUT_KEEP) {
+		free(ts->out);
+		ts->out = NULL;
+		ts->out_cap = 0;
 	}
 }
 
