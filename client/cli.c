@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_acl.h"
+#include "cli_member.h"
 #include "cli_child.h"
 #include "cli_print.h"
 #include "raftlock.h"
@@ -41,6 +42,11 @@ static const char usage_text[] =
 	"  acl list [--stale]               the rules (on prefixes you administer)\n"
 	"  acl token NAME                   a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
+	"  member list                      members, roles and match indexes (leader)\n"
+	"  member add ID RAFTADDR CLIENTADDR  add a standby (then: raftlockd --join)\n"
+	"  member remove ID                 remove a member (the leader hands over first)\n"
+	"  member promote ID                make a standby a voter now\n"
+	"  member replace OLDID NEWID RAFTADDR CLIENTADDR  remove OLDID, add NEWID\n"
 	"\n"
 	"global options:\n"
 	"  --endpoints LIST  cluster client addresses (default: $RAFTLOCK_ENDPOINTS,\n"
@@ -382,6 +388,11 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv);
 }
 
+static int cmd_member(struct cli *cli, int argc, char **argv)
+{
+	return cli_member(cli->client, argc, argv);
+}
+
 /* lock and run: options, then NAME [--] CMD ARGS... */
 static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 {
@@ -481,7 +492,7 @@ static const struct {
 } commands[] = {
 	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},
+	{"check", cmd_check},     {"acl", cmd_acl},   {"member", cmd_member},
 };
 
 /* An environment variable; NULL when unset or empty. */

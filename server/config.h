@@ -77,6 +77,14 @@ struct config {
 	char auth_tokens[CONFIG_PATH_MAX]; /* "NAME SHA256HEX" lines; "" = none */
 	char auth_admin[RAFTLOCK_NAME_MAX + 1];
 	bool check_only; /* --check-config: validate, print, exit */
+	/* How a node with an empty data directory starts (docs/OPERATIONS.md):
+	 * bootstrap (--bootstrap, command line only) creates a new cluster of
+	 * the members listed; join (--join) names client addresses of a
+	 * running cluster whose leader has added this id; with neither, an
+	 * empty data directory is refused. A data directory that holds a raft
+	 * log ignores both. */
+	bool bootstrap;
+	char join[512]; /* "HOST:PORT[,HOST:PORT...]"; "" = not joining */
 };
 
 /*

@@ -8,6 +8,7 @@
 #include "auth.h"
 #include "codec.h"
 #include "log.h"
+#include "member_book.h"
 #include "raftlock.h"
 #include "records.h"
 
@@ -756,6 +757,17 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
 	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
+	/* Membership (member_book.h): who may change it is decided by the
+	 * leader before it proposes, like the access rules. */
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+		res = result_of(member_book_add(a->meta, cmd->member_add));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+		res = result_of(member_book_remove(a->meta, cmd->member_remove));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN:
+		res = result_of(member_book_join(a->meta, cmd->member_join));
+		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:

@@ -708,15 +708,29 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.leader_address = (char *)now.leader_address;
 	st.ready = now.ready;
 	st.cluster = (char *)s->cfg->cluster;
-	for (unsigned i = 0; i < s->cfg->n_members; i++) {
-		raftlock__member__init(&members[i]);
-		members[i].id = s->cfg->members[i].id;
-		members[i].raft_address = (char *)s->cfg->members[i].raft_address;
-		members[i].client_address = (char *)s->cfg->members[i].client_address;
-		mptrs[i] = &members[i];
+	/* The raft configuration as this node knows it (members come and go:
+	 * docs/OPERATIONS.md); before it has one, the --member list. */
+	const struct raft_configuration *conf = &s->node->raft.configuration;
+	char client_addrs[CONFIG_MAX_MEMBERS][CONFIG_ADDR_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < conf->n && n < CONFIG_MAX_MEMBERS; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = conf->servers[i].id;
+		members[n].raft_address = conf->servers[i].address;
+		const char *ca = node_member_client_address(s->node, conf->servers[i].id);
+		snprintf(client_addrs[n], sizeof client_addrs[n], "%s", ca ? ca : "");
+		members[n].client_address = client_addrs[n];
+		mptrs[n] = &members[n];
+	}
+	for (unsigned i = 0; conf->n == 0 && i < s->cfg->n_members; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = s->cfg->members[i].id;
+		members[n].raft_address = (char *)s->cfg->members[i].raft_address;
+		members[n].client_address = (char *)s->cfg->members[i].client_address;
+		mptrs[n] = &members[n];
 	}
 	st.members = mptrs;
-	st.n_members = s->cfg->n_members;
+	st.n_members = n;
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
 	st.sessions = now.sessions;
@@ -766,6 +780,25 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
 		request_free(p);
 	}
+}
+
+/* ---------------------------------------------------------- membership -- */
+
+static void member_reply(void *arg, const Raftlock__Response *resp)
+{
+	struct service_request *p = arg;
+	send_response(p->conn, p->id, (Raftlock__Response *)resp);
+	request_free(p);
+}
+
+static void handle_member(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	struct service_request *p = request_new(c, env->id);
+	if (p == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_EOVERLOAD, NULL);
+		return;
+	}
+	members_handle(&s->members, env, member_reply, p);
 }
 
 /* ------------------------------------------------------ authorization -- */
@@ -888,6 +921,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		return;
 	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE) {
 		handle_keepalive(s, c, env);
+	} else if (members_is_request(env)) {
+		handle_member(s, c, env);
 	} else {
 		handle_mutation(s, c, env);
 	}
@@ -1116,6 +1151,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 				accept_cb, err, errlen);
 	if (rv != 0)
 		return rv;
+	members_start(&s->members, node->tb, node);
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;
 	uv_prepare_start(&s->flusher, flusher_cb);
@@ -1170,6 +1206,7 @@ void service_close(struct service *s)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
+	members_close(&s->members);
 	pushes_close(&s->pushes);
 	admission_close(&s->admission);
 }

@@ -22,6 +22,7 @@
 #include "fsm.h"
 #include "leases.h"
 #include "list.h"
+#include "members.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
@@ -38,6 +39,7 @@ struct service {
 	uv_timer_t resume_timer;         /* reads again from paused connections */
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
+	struct members members;          /* membership requests, promotions */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */

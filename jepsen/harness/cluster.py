@@ -103,7 +103,7 @@ class Node:
         a = [self.c.raftlockd, "--id", str(self.i), "--data-dir", self.data,
              "--raft-address", self.raft_address,
              "--client-address", self.client_address,
-             "--cluster", "jepsen-" + self.c.net.run_id]
+             "--cluster", "jepsen-" + self.c.net.run_id, "--bootstrap"]
         for n in self.c.nodes:
             a += ["--member", "%d,%s,%s" % (n.i, n.raft_address,
                                             n.client_address)]
