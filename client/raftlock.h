@@ -786,9 +786,11 @@ RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list);
  * A retry with the same id and addresses after a lost answer succeeds.
  * Errors: RAFTLOCK_EINVAL (id 0, a bad address, or an id used before in
  * this cluster: ids are never reused, the message names the highest),
- * RAFTLOCK_EPERM, RAFTLOCK_ETIMEDOUT (another membership change, such as
- * a promotion waiting for its member to catch up, kept it from starting),
- * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ENOMEM.
+ * RAFTLOCK_EPERM, RAFTLOCK_EUNAVAILABLE (no leader, or another membership
+ * change, such as a promotion waiting for its member to catch up, kept it
+ * from starting until the request timeout), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ENOMEM. raftlock_errmsg() has the
+ * cluster's reason when it gave one.
  */
 RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const char *raft_address,
 				     const char *client_address);
@@ -806,8 +808,10 @@ RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
 /*
  * Makes standby id a voter now rather than waiting for the leader to do
  * it; the leader still lets it catch up first (a few rounds of
- * replication, each under an election timeout). 0 once it votes (also when
- * it already did). Errors as raftlock_member_add, and RAFTLOCK_ENOTFOUND.
+ * replication, the last under an election timeout). 0 once it votes (also
+ * when it already did). Errors as raftlock_member_add, RAFTLOCK_ENOTFOUND,
+ * and RAFTLOCK_ETIMEDOUT when the member did not catch up within a few
+ * seconds (its node is not running, or too slow): it stays a standby.
  */
 RAFTLOCK_API int raftlock_member_promote(raftlock_client *client, uint64_t id);
 

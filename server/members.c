@@ -96,6 +96,9 @@ static void op_done(struct member_op *op, int status, const char *fmt, ...)
 {
 	if (status == 0)
 		log_info("member %s %llu: done", op_name(op), (unsigned long long)op->id);
+	else
+		log_info("member %s %llu: %s", op_name(op), (unsigned long long)op->id,
+			 raftlock_strerror(status));
 	va_list ap;
 	va_start(ap, fmt);
 	answer_v(op->reply, op->arg, status, fmt, ap);
@@ -111,18 +114,24 @@ static int change_status(int rv)
 	case RAFT_LEADERSHIPLOST: return RAFTLOCK_EUNKNOWN;
 	case RAFT_NOTLEADER: return RAFTLOCK_ENOTLEADER;
 	case RAFT_SHUTDOWN: return RAFTLOCK_ESHUTDOWN;
+	case RAFT_NOCONNECTION: return RAFTLOCK_ETIMEDOUT; /* final: say why */
 	default: return RAFTLOCK_EUNAVAILABLE;
 	}
 }
 
 static void change_failed(struct member_op *op, int rv)
 {
-	op_done(op, change_status(rv),
-		rv == RAFT_CANTCHANGE
-			? "another membership change is in progress (a promotion waits for its "
-			  "member to catch up): retry"
-			: "raft: %s",
-		raft_strerror(rv));
+	if (rv == RAFT_CANTCHANGE)
+		op_done(op, change_status(rv),
+			"another membership change is in progress (a promotion waits for its "
+			"member to catch up): retry");
+	else if (rv == RAFT_NOCONNECTION)
+		op_done(op, change_status(rv),
+			"member %llu did not catch up with the leader's log in time: is its node "
+			"running (raftlockd --join)?",
+			(unsigned long long)op->id);
+	else
+		op_done(op, change_status(rv), "raft: %s", raft_strerror(rv));
 }
 
 /* ------------------------------------------------------- raft changes -- */
