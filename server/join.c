@@ -1,6 +1,7 @@
 /* join.c: see join.h. */
 #include "join.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +57,12 @@ int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t
 		snprintf(err, errlen, "join %s: %s", cfg->join, why ? why : raftlock_strerror(rv));
 		return RAFTLOCK_ECONFIG;
 	}
+	/* Nothing is running yet that a clean stop would have to finish: while
+	 * the node waits for the cluster, SIGTERM and SIGINT stop it at once
+	 * (the loop that handles them otherwise does not run yet). */
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, old_term, old_int;
+	sigaction(SIGTERM, &dfl, &old_term);
+	sigaction(SIGINT, &dfl, &old_int);
 	uint64_t until = mono_ms() + JOIN_TRY_MS;
 	log_info("joining the cluster at %s as member %llu", cfg->join,
 		 (unsigned long long)cfg->id);
@@ -67,6 +74,8 @@ int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t
 		struct timespec pause = {0, 500 * 1000000L};
 		nanosleep(&pause, NULL);
 	}
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGINT, &old_int, NULL);
 	if (rv != 0)
 		snprintf(err, errlen, "%s", raftlock_errmsg(c));
 	raftlock_client_close(c);

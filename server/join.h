@@ -7,7 +7,8 @@
  * raft, without bootstrapping: the leader sends it the log (it is a
  * standby) and promotes it once it caught up.
  *
- * Blocking, before the loop runs; not thread-safe.
+ * Blocking, before the loop runs; not thread-safe. While it waits, SIGTERM
+ * and SIGINT end the process (their default action).
  */
 #ifndef RAFTLOCK_JOIN_H
 #define RAFTLOCK_JOIN_H

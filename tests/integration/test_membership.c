@@ -306,7 +306,7 @@ static void test_replace_killed_node(void **state)
 	raftlock_lock_free(l);
 	raftlock_session_close(s);
 	raftlock_client_close(cl);
-	tcluster_destroy(&c);
+	assert_int_equal(tcluster_destroy(&c), 0);
 }
 
 /* Starts raftlockd as slot i with id and one more flag (NULL: none; value
@@ -383,7 +383,63 @@ static void test_wiped_node_refused(void **state)
 	/* The cluster still serves with its two remaining originals. */
 	assert_serves(cl, "still-serving");
 	raftlock_client_close(cl);
-	tcluster_destroy(&c);
+	assert_int_equal(tcluster_destroy(&c), 0);
+}
+
+static uint64_t applied_of(struct tcluster *c, int i)
+{
+	Raftlock__StatusInfo *st = tcluster_status(c, i);
+	uint64_t v = st != NULL ? st->applied_index : 0;
+	if (st != NULL)
+		raftlock__status_info__free_unpacked(st, NULL);
+	return v;
+}
+
+/* followers.c follows the configuration: a member added at run time whose
+ * data directory goes back to an older copy (its log then ends below what
+ * the leader matched on it, and libraft 0.22.1 would never send it an
+ * entry) makes the leader hand over, and the member catches up. */
+static void test_stale_copy_of_added_member(void **state)
+{
+	(void)state;
+	static struct tcluster c;
+	char cmd[1024];
+	tcluster_start(&c, 3, ELECTION_MS);
+	raftlock_client *cl = tl_client(&c);
+	int slot = grow(&c, cl, -1, 4);
+	assert_int_equal(tcluster_stop(&c, slot), 0);
+	snprintf(cmd, sizeof cmd, "cp -a '%s/n%d' '%s/old'", c.dir, slot + 1, c.dir);
+	assert_int_equal(system(cmd), 0);
+	tcluster_restart(&c, slot);
+	raftlock_session *s = tl_session(cl, 10000);
+	for (int i = 0; i < 200; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "stale/%d", i);
+		raftlock_lock *l = tl_lock(s, name);
+		tl_take(l);
+		raftlock_lock_free(l);
+	}
+	int leader = tcluster_leader(&c, 10000);
+	uint64_t target = applied_of(&c, leader);
+	uint64_t end = tcluster_now_ms() + 10000;
+	while (applied_of(&c, slot) < target && tcluster_now_ms() < end)
+		tl_sleep_ms(50); /* the leader has matched it there */
+	assert_true(applied_of(&c, slot) >= target);
+	assert_int_equal(tcluster_stop(&c, slot), 0);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/n%d' && mv '%s/old' '%s/n%d'", c.dir, slot + 1, c.dir,
+		 c.dir, slot + 1);
+	assert_int_equal(system(cmd), 0);
+	tcluster_restart(&c, slot);
+	end = tcluster_now_ms() + 15000;
+	while (applied_of(&c, slot) < target && tcluster_now_ms() < end)
+		tl_sleep_ms(100);
+	if (applied_of(&c, slot) < target)
+		fail_msg("member 4 stuck at %llu below %llu",
+			 (unsigned long long)applied_of(&c, slot), (unsigned long long)target);
+	assert_serves(cl, "after-stale-copy");
+	assert_int_equal(raftlock_session_close(s), 0);
+	raftlock_client_close(cl);
+	assert_int_equal(tcluster_destroy(&c), 0);
 }
 
 int main(void)
@@ -393,6 +449,7 @@ int main(void)
 		cmocka_unit_test(test_remove_leader),
 		cmocka_unit_test(test_replace_killed_node),
 		cmocka_unit_test(test_wiped_node_refused),
+		cmocka_unit_test(test_stale_copy_of_added_member),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
