@@ -786,6 +786,7 @@ RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list);
  * A retry with the same id and addresses after a lost answer succeeds.
  * Errors: RAFTLOCK_EINVAL (id 0, a bad address, or an id used before in
  * this cluster: ids are never reused, the message names the highest),
+ * RAFTLOCK_ELIMIT (the cluster has 9 members already),
  * RAFTLOCK_EPERM, RAFTLOCK_EUNAVAILABLE (no leader, or another membership
  * change, such as a promotion waiting for its member to catch up, kept it
  * from starting until the request timeout), RAFTLOCK_ETIMEDOUT,

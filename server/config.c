@@ -17,6 +17,7 @@ static const char usage[] =
 	"usage: raftlockd [options]\n"
 	"  --config FILE              read settings from FILE (key = value lines)\n"
 	"  --id N                     this node's id (1..2^63), one of the members\n"
+	"                             (with --join: the id it was added under)\n"
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"

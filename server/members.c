@@ -322,6 +322,11 @@ static void handle_add(struct members *m, const Raftlock__MemberAdd *req, member
 		       (unsigned long long)req->id);
 		return;
 	}
+	if (!recorded && m->node->raft.configuration.n >= CONFIG_MAX_MEMBERS) {
+		answer(reply, arg, RAFTLOCK_ELIMIT,
+		       "the cluster has %d members, the most it may have", CONFIG_MAX_MEMBERS);
+		return;
+	}
 	struct member_op *op = op_new(m, OP_ADD, req->id, reply, arg);
 	if (op == NULL)
 		return;
