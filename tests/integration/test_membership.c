@@ -337,7 +337,9 @@ static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, co
 			NULL};
 	if (flag == NULL)
 		argv[11] = NULL;
-	return tcluster_run_raftlockd(argv, out, len, 15000);
+	int rv = tcluster_run_raftlockd(argv, out, len, 15000);
+	assert_null(strstr(out, "Sanitizer")); /* a refusal leaks nothing either */
+	return rv;
 }
 
 static void test_wiped_node_refused(void **state)
