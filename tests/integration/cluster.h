@@ -62,7 +62,9 @@ int tcluster_destroy_and_remove(struct tcluster *c, const char *dir);
 void tcluster_restart(struct tcluster *c, int i);
 
 /* Stops node i, deletes its whole data directory and starts it again empty
- * with the same id and members, as when its machine is replaced. */
+ * with the same id, members and --bootstrap: the mistake that followers.c
+ * still copes with (a lost machine comes back under a new id instead:
+ * tcluster_add_slot, docs/OPERATIONS.md). */
 void tcluster_replace(struct tcluster *c, int i);
 
 /* A new slot (index returned) with fresh ports and member id `id`, for a
