@@ -29,10 +29,11 @@ int member_book_add(Raftlock__Meta *m, const Raftlock__MemberAdd *op)
 	const Raftlock__MemberRecord *r = member_book_find(m, op->id);
 	if (r != NULL)
 		return strcmp(r->raft_address, op->raft_address) == 0 &&
-				       strcmp(r->client_address, op->client_address) == 0
+				       strcmp(r->client_address, op->client_address) == 0 &&
+				       r->founding == op->founding
 			       ? 0
 			       : RAFTLOCK_EINVAL;
-	if (op->id <= m->max_member_id)
+	if (op->id <= m->max_member_id && !op->founding)
 		return RAFTLOCK_EINVAL;
 	Raftlock__MemberRecord **grown =
 		realloc(m->members, (m->n_members + 1) * sizeof *m->members);
@@ -44,8 +45,10 @@ int member_book_add(Raftlock__Meta *m, const Raftlock__MemberAdd *op)
 	rec->id = op->id;
 	rec->raft_address = records_strdup(op->raft_address);
 	rec->client_address = records_strdup(op->client_address);
+	rec->founding = op->founding;
 	m->members[m->n_members++] = rec;
-	m->max_member_id = op->id;
+	if (op->id > m->max_member_id)
+		m->max_member_id = op->id;
 	return 0;
 }
 
@@ -70,6 +73,8 @@ int member_book_join(Raftlock__Meta *m, const Raftlock__MemberJoin *op)
 	Raftlock__MemberRecord *r = (Raftlock__MemberRecord *)member_book_find(m, op->id);
 	if (r == NULL || op->incarnation == 0)
 		return r == NULL ? RAFTLOCK_ENOTFOUND : RAFTLOCK_EINVAL;
+	if (r->founding)
+		return RAFTLOCK_EPERM; /* it started with the cluster */
 	if (r->incarnation == 0)
 		r->incarnation = op->incarnation;
 	return r->incarnation == op->incarnation ? 0 : RAFTLOCK_EPERM;

@@ -467,6 +467,41 @@ void members_handle(struct members *m, const Raftlock__Envelope *env, members_re
 	}
 }
 
+/* ---------------------------------------------- founding members' book -- */
+
+static void founding_recorded(void *arg, int status, const Raftlock__Result *result)
+{
+	(void)status;
+	(void)result;
+	struct members *m = arg;
+	m->recording--; /* recorded, or tried again at a later check */
+}
+
+/* Records the addresses of the members of the bootstrap configuration that
+ * the book lacks, from this leader's --member list: members that joined
+ * later have no such list, and redirect clients by the book. */
+static void record_founding(struct members *m, const Raftlock__Meta *meta)
+{
+	struct raft *r = &m->node->raft;
+	for (unsigned i = 0; i < r->configuration.n; i++) {
+		const struct raft_server *s = &r->configuration.servers[i];
+		const struct config_member *cm = config_member_by_id(m->node->cfg, s->id);
+		if (member_book_find(meta, s->id) != NULL || cm == NULL ||
+		    strcmp(cm->raft_address, s->address) != 0)
+			continue;
+		Raftlock__MemberAdd add = RAFTLOCK__MEMBER_ADD__INIT;
+		add.id = s->id;
+		add.raft_address = s->address;
+		add.client_address = (char *)cm->client_address;
+		add.founding = true;
+		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+		cmd.op_case = RAFTLOCK__COMMAND__OP_MEMBER_ADD;
+		cmd.member_add = &add;
+		if (node_propose(m->node, &cmd, founding_recorded, m) == 0)
+			m->recording++;
+	}
+}
+
 /* ------------------------------------------------- automatic promotion -- */
 
 static void promoted(struct raft_change *req, int status)
@@ -484,7 +519,14 @@ static void check(struct timebase_timer *t)
 	struct members *m = t->data;
 	struct node *n = m->node;
 	struct raft *r = &n->raft;
-	if (!n->ready || n->stopping || m->promoting || m->busy > 0)
+	if (!n->ready || n->stopping)
+		return;
+	if (m->recording == 0) {
+		Raftlock__Meta *meta = read_meta(n);
+		record_founding(m, meta);
+		raftlock__meta__free_unpacked(meta, NULL);
+	}
+	if (m->promoting || m->busy > 0)
 		return;
 	raft_index last = raft_last_index(r);
 	Raftlock__Meta *meta = NULL;

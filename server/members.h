@@ -17,7 +17,10 @@
  *            data directory's incarnation.
  * Automatic promotion: every MEMBERS_CHECK_MS the ready leader makes a
  * standby that has joined a voter once its match index is within
- * MEMBERS_PROMOTE_GAP entries of the leader's last index.
+ * MEMBERS_PROMOTE_GAP entries of the leader's last index. At the same
+ * pace it records in the member book the addresses of the members of the
+ * bootstrap configuration that its --member list knows and the book lacks
+ * (member_book.h).
  *
  * Every request is answered exactly once through its reply callback (also
  * when leadership is lost or the node stops: libraft calls every change
@@ -46,6 +49,7 @@ struct members {
 	uint64_t promotee;
 	struct raft_transfer transfer; /* handing over before removing this node */
 	unsigned busy;                 /* requests of ours in a raft change */
+	unsigned recording;            /* founding members' records in flight */
 	uint64_t promotions;           /* automatic promotions done */
 };
 

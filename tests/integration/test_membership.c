@@ -251,13 +251,35 @@ static void test_grow_and_shrink_under_load(void **state)
 	assert_int_equal(tcluster_destroy(&c), 0);
 }
 
+/* A member that joined (it has no --member list) knows every member's
+ * client address, the founding ones included (the leader records them in
+ * the member book): its STATUS names the leader's, and it can redirect. */
+static void assert_knows_addresses(struct tcluster *c, int slot)
+{
+	uint64_t end = tcluster_now_ms() + 5000;
+	for (;;) {
+		Raftlock__StatusInfo *st = tcluster_status(c, slot);
+		bool all = st != NULL && st->n_members > 0 && st->leader_address[0] != '\0';
+		for (size_t i = 0; all && i < st->n_members; i++)
+			all = st->members[i]->client_address[0] != '\0';
+		if (st != NULL)
+			raftlock__status_info__free_unpacked(st, NULL);
+		if (all)
+			return;
+		if (tcluster_now_ms() > end)
+			fail_msg("slot %d does not know every member's client address", slot);
+		tl_sleep_ms(100);
+	}
+}
+
 static void test_remove_leader(void **state)
 {
 	(void)state;
 	static struct tcluster c;
 	tcluster_start(&c, 3, ELECTION_MS);
 	raftlock_client *cl = tl_client(&c);
-	grow(&c, cl, -1, 4);
+	int s4 = grow(&c, cl, -1, 4);
+	assert_knows_addresses(&c, s4);
 	int leader = tcluster_leader(&c, 10000);
 	assert_true(leader >= 0);
 	uint64_t old = tcluster_id(&c, leader);
@@ -361,9 +383,17 @@ static void test_wiped_node_refused(void **state)
 	int st = run_node(&c, lost, lost_id, "--member", self, out, sizeof out);
 	assert_true(st > 0); /* it stopped by itself, with an error */
 	assert_non_null(strstr(out, "has never been a member"));
-	/* With --join under its old id: refused by the cluster. */
+	/* With --join under its old id: refused by the cluster (a founding
+	 * member started with the cluster; until the leader recorded the
+	 * founding members' addresses, its id is not one waiting to join). */
 	st = run_node(&c, lost, lost_id, "--join", NULL, out, sizeof out);
 	assert_true(st > 0); /* it stopped by itself, with an error */
+	assert_true(strstr(out, "already started once with another data directory") != NULL ||
+		    strstr(out, "is not waiting to join") != NULL);
+	/* ... as under an id that was never added. */
+	tcluster_wipe(&c, lost); /* its IDENTITY names the old id */
+	st = run_node(&c, lost, 77, "--join", NULL, out, sizeof out);
+	assert_true(st > 0);
 	assert_non_null(strstr(out, "is not waiting to join"));
 	/* A member added at run time, wiped after its first start, is
 	 * refused too: another data directory already started under its id.

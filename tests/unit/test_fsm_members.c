@@ -23,6 +23,16 @@ static int add(Raftlock__Meta *m, uint64_t id, const char *raft, const char *cli
 	return member_book_add(m, &op);
 }
 
+static int founding(Raftlock__Meta *m, uint64_t id, const char *raft, const char *client)
+{
+	Raftlock__MemberAdd op = RAFTLOCK__MEMBER_ADD__INIT;
+	op.id = id;
+	op.raft_address = (char *)raft;
+	op.client_address = (char *)client;
+	op.founding = true;
+	return member_book_add(m, &op);
+}
+
 static int removed(Raftlock__Meta *m, uint64_t id)
 {
 	Raftlock__MemberRemove op = RAFTLOCK__MEMBER_REMOVE__INIT;
@@ -94,11 +104,32 @@ static void test_one_incarnation_per_id(void **state)
 	free_book(&m);
 }
 
+/* A founding member's record gives its addresses to members that joined
+ * later; it is not held to max_member_id, never joins, and its id is not
+ * added again. */
+static void test_founding_members(void **state)
+{
+	(void)state;
+	Raftlock__Meta m = RAFTLOCK__META__INIT;
+	assert_int_equal(add(&m, 4, "h4:7200", "h4:7100"), 0);
+	assert_int_equal(founding(&m, 2, "h2:7200", "h2:7100"), 0);
+	assert_int_equal(founding(&m, 2, "h2:7200", "h2:7100"), 0); /* again: the same */
+	assert_int_equal(m.max_member_id, 4);
+	assert_string_equal(member_book_find(&m, 2)->client_address, "h2:7100");
+	assert_int_equal(join(&m, 2, 99), RAFTLOCK_EPERM);
+	assert_int_equal(add(&m, 2, "h2:7200", "h2:7100"), RAFTLOCK_EINVAL);
+	assert_int_equal(founding(&m, 7, "h7:7200", "h7:7100"), 0);
+	assert_int_equal(m.max_member_id, 7);
+	assert_int_equal(add(&m, 6, "h6:7200", "h6:7100"), RAFTLOCK_EINVAL);
+	free_book(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ids_never_reused),
 		cmocka_unit_test(test_one_incarnation_per_id),
+		cmocka_unit_test(test_founding_members),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
