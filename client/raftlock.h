@@ -831,8 +831,10 @@ RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_i
  * named cluster. 0 when the claim holds (also on a retry with the same
  * incarnation). Errors: RAFTLOCK_ENOTFOUND (the id was not added, or was
  * removed), RAFTLOCK_EPERM (a node already started under this id with
- * another data directory: a machine that lost its data comes back under a
- * new id), RAFTLOCK_EINVAL (another cluster), and the transport errors.
+ * another data directory, or it is a member the cluster started with: a
+ * machine that lost its data comes back under a new id), RAFTLOCK_EINVAL
+ * (another cluster), and the transport errors.
+ * cluster is copied. Thread-safe; blocks for at most the request timeout.
  */
 RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,
 				      const char *cluster);
