@@ -15,9 +15,12 @@
  * that meets a SET_FEATURE_LEVEL above its own, or a command above it,
  * stops at that entry with a message (fsm.c).
  *
- * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE.
- * A build made with -DRAFTLOCK_FEATURE_LEVEL=1 (the test build
- * raftlockd-level1) has level 1 and no ACL_DELETE.
+ * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE
+ * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN). A build
+ * made with -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has
+ * level 1: no ACL_DELETE, and it never proposes a membership command (a
+ * level-1 cluster refuses `member add`, `remove` and `--join` before the
+ * log, like any request of a higher level).
  */
 #ifndef RAFTLOCK_FEATURE_LEVEL_H
 #define RAFTLOCK_FEATURE_LEVEL_H
@@ -37,7 +40,13 @@
 /* The level a command needs. */
 static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 {
-	return op == RAFTLOCK__COMMAND__OP_ACL_DELETE ? 2u : 1u;
+	switch (op) {
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
+	default: return 1u;
+	}
 }
 
 /* A recorded level: none (0) is level 1. */

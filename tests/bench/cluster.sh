@@ -66,7 +66,7 @@ rl_node_start() {
 	mkdir -p "$RL_WORK/n$i"
 	# shellcheck disable=SC2046
 	"$RL_BIN" --id "$i" --data-dir "$RL_WORK/n$i" --cluster "$RL_NAME" \
-		--raft-address "${!raft}" --client-address "${!client}" \
+		--raft-address "${!raft}" --client-address "${!client}" --bootstrap \
 		$(rl_member_flags "$members") $(rl_tls_flags "$i") >>"$RL_WORK/n$i.log" 2>&1 &
 	echo $! >"$RL_WORK/n$i.pid"
 	peers_track $! raftlockd
