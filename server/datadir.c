@@ -239,7 +239,7 @@ int datadir_mark_clean(const char *data_dir)
 
 bool datadir_has_raft_log(const char *raft_dir)
 {
-	return dir_has_files(raft_dir);
+	return datadir_has_files(raft_dir);
 }
 
 int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen)
