@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_acl.h"
+#include "cli_member.h"
 #include "cli_child.h"
 #include "cli_print.h"
 #include "cli_top.h"
@@ -56,6 +57,13 @@ static const char usage_text[] =
 	"  acl list [--stale] [--json]      the rules (on prefixes you administer)\n"
 	"  acl token NAME [--json]          a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
+	"  snapshot save FILE               a backup image of the whole state (admin;\n"
+	"                                   restore: raftlockd --restore FILE)\n"
+	"  member list                      members, roles and match indexes (leader)\n"
+	"  member add ID RAFTADDR CLIENTADDR  add a standby (then: raftlockd --join)\n"
+	"  member remove ID                 remove a member (the leader hands over first)\n"
+	"  member promote ID                make a standby a voter now\n"
+	"  member replace OLDID NEWID RAFTADDR CLIENTADDR  remove OLDID, add NEWID\n"
 	"\n"
 	"hold options (lock and run):\n"
 	"  --ttl MS          session TTL (10000)\n"
@@ -419,6 +427,30 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv, cli->json);
 }
 
+static int cmd_member(struct cli *cli, int argc, char **argv)
+{
+	return cli_member(cli->client, argc, argv);
+}
+
+/* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
+static int cmd_snapshot(struct cli *cli, int argc, char **argv)
+{
+	if (argc != 3 || strcmp(argv[1], "save") != 0 || argv[2][0] == '\0')
+		return usage("snapshot save FILE");
+	uint64_t index = 0;
+	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
+		return cli_fail(cli);
+	if (cli->json) {
+		fputs("{\"file\": ", stdout);
+		json_write_string(stdout, argv[2]);
+		printf(", \"index\": %llu}\n", (unsigned long long)index);
+	} else {
+		printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
+		       argv[2]);
+	}
+	return CLI_EXIT_OK;
+}
+
 /* consul lock spells it -child-exit-code: taken as --child-exit-code (for
  * getopt it would be -c with the argument "hild-exit-code"). */
 static void hold_accept_consul_spelling(int argc, char **argv)
@@ -689,10 +721,11 @@ static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},   {"lock", cmd_lock},   {"run", cmd_run},
-	{"holders", cmd_holders}, {"show", cmd_show},   {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},     {"top", cmd_top},
-	{"watch", cmd_watch},     {"elect", cmd_elect}, {"observe", cmd_observe},
+	{"status", cmd_status},     {"lock", cmd_lock},   {"run", cmd_run},
+	{"holders", cmd_holders},   {"show", cmd_show},   {"sessions", cmd_sessions},
+	{"check", cmd_check},       {"acl", cmd_acl},     {"top", cmd_top},
+	{"snapshot", cmd_snapshot}, {"member", cmd_member}, {"watch", cmd_watch},
+	{"elect", cmd_elect},       {"observe", cmd_observe},
 };
 
 /* An environment variable; NULL when unset or empty. */

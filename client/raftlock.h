@@ -96,7 +96,8 @@ extern "C" {
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
-	X(ETLS, -26, "a TLS handshake failed")
+	X(ETLS, -26, "a TLS handshake failed")                                    \
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
@@ -132,7 +133,20 @@ extern "C" {
  * signed by the CA, has expired or names another host; by the node: the
  * client presented no certificate or one it does not trust), or the node
  * does not speak TLS. Nothing was executed. raftlock_errmsg() names the
- * address and the reason (see raftlock_client_options.tls_ca_file). */
+ * address and the reason (see raftlock_client_options.tls_ca_file).
+ *
+ * RAFTLOCK_ENOSPC is a node's answer, before the log, to a request that
+ * would make the state grow (a session open, an acquire, an access rule)
+ * while the free space under its data directory is below its
+ * --disk-reserve-mb: nothing executed. The library retries it with
+ * back-off, as RAFTLOCK_EOVERLOAD, until the call's deadline; a caller sees
+ * it as the last error of a call that timed out while the disk stayed full
+ * (docs/OPERATIONS.md, "Full disk").
+ *
+ * RAFTLOCK_ESTATE is also a node's answer, before the log, to a request
+ * whose command needs a feature level the cluster has not recorded yet
+ * (not every voter runs a build that supports it; docs/OPERATIONS.md,
+ * "Upgrades"): nothing executed, the message says which level. */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,
@@ -782,6 +796,14 @@ struct raftlock_status {
 	char *cluster;
 	size_t n_members;
 	struct raftlock_member *members;
+	/* Random, drawn when the cluster started: a cluster restored from a
+	 * backup has a new one. 0 until the cluster's first entry applied. */
+	uint64_t cluster_id;
+	/* Upgrades (docs/OPERATIONS.md): the feature level of this node's
+	 * build, and the level the cluster records (every voter supports it).
+	 * 0 from a node older than feature levels. */
+	uint32_t feature_level;
+	uint32_t cluster_feature_level;
 };
 
 /*
@@ -957,6 +979,129 @@ RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
  */
 RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
 RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
+
+/* ------------------------------------------------------------- backups -- */
+
+/*
+ * Saves a backup image of the whole replicated state into the file at path
+ * (docs/OPERATIONS.md, "Backup and restore"; restored with raftlockd
+ * --restore). The leader takes the image after a read barrier, so it holds
+ * every write acknowledged before the call, and sends it in chunks (an
+ * image may be far larger than a frame). The bytes go to "<path>.tmp",
+ * which is synced, checked against the image's checksum and then renamed
+ * to path: path is replaced only by a whole, undamaged image. If the
+ * leader changes during the save, the save starts over (three times at
+ * most). With authentication on, the identity needs admin on every name.
+ *
+ * client: borrowed for the call; path: borrowed for the call. *index (if
+ * not NULL) gets the applied index the image holds. Thread-safe; blocks
+ * for the transfer (each chunk within the client's request timeout).
+ * Errors: RAFTLOCK_EINVAL (NULL argument), RAFTLOCK_EIO (the file: the
+ * message names it), RAFTLOCK_EDATA (the image arrived damaged),
+ * RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
+ * RAFTLOCK_ENOMEM, and the errors of any request (RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
+ * and path is unchanged.
+ */
+RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
+
+/* -------------------------------------------------------- membership -- */
+
+/*
+ * Membership (docs/OPERATIONS.md, "Membership"). A member is a raftlockd
+ * node: an id (never reused in a cluster), the address other members
+ * reach it on (raft) and the one clients do. A member added at run time
+ * starts as a standby (it receives the log, it does not vote); the leader
+ * promotes it to voter by itself once its log is within a few entries of
+ * the leader's, or at once with raftlock_member_promote().
+ */
+struct raftlock_member_info {
+	uint64_t id;
+	char *raft_address;
+	char *client_address; /* "" when the answering node does not know it */
+	char *role;           /* "voter", "standby" or "spare" */
+	uint64_t match_index; /* answered by the leader: the member's last
+				 entry it knows; 0 otherwise */
+	bool joined;          /* added at run time, and its node has started */
+};
+
+struct raftlock_member_list {
+	size_t n_members;
+	struct raftlock_member_info *members;
+	uint64_t leader_id;  /* 0 when the answering node knows no leader */
+	uint64_t last_index; /* the answering node's last log index */
+};
+
+/*
+ * The members in the raft configuration, as the leader knows it (with
+ * each member's match index). *out is owned by the caller: free it with
+ * raftlock_member_list_free(). Thread-safe. Errors: RAFTLOCK_EPERM,
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE (no
+ * leader; `raftlock status` answers without one), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_member_list(raftlock_client *client, struct raftlock_member_list **out);
+RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list);
+
+/*
+ * Adds member id as a standby, through the leader: returns 0 once the raft
+ * configuration has it; then start that node with `raftlockd --join`. The
+ * caller's identity needs admin on "" (with auth on). Addresses are
+ * HOST:PORT, copied. Thread-safe; blocks for at most the request timeout.
+ * A retry with the same id and addresses after a lost answer succeeds.
+ * Errors: RAFTLOCK_EINVAL (id 0, a bad address, or an id used before in
+ * this cluster: ids are never reused, the message names the highest),
+ * RAFTLOCK_ELIMIT (the cluster has 9 members already),
+ * RAFTLOCK_EPERM, RAFTLOCK_EUNAVAILABLE (no leader, or another membership
+ * change, such as a promotion waiting for its member to catch up, kept it
+ * from starting until the request timeout), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ENOMEM. raftlock_errmsg() has the
+ * cluster's reason when it gave one.
+ */
+RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const char *raft_address,
+				     const char *client_address);
+
+/*
+ * Removes member id; its id is never used again. When id is the leader, it
+ * first hands leadership to another voter, which then removes it. Returns
+ * 0 once the configuration without it is committed (also when a retry
+ * finds it removed). Same rules as raftlock_member_add; errors as there,
+ * and RAFTLOCK_ENOTFOUND (no such member, ever), RAFTLOCK_EINVAL (the
+ * last voter).
+ */
+RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
+
+/*
+ * Makes standby id a voter now rather than waiting for the leader to do
+ * it; the leader still lets it catch up first (a few rounds of
+ * replication, the last under an election timeout). 0 once it votes (also
+ * when it already did). Errors as raftlock_member_add, RAFTLOCK_ENOTFOUND,
+ * and RAFTLOCK_ETIMEDOUT when the member did not catch up within a few
+ * seconds (its node is not running, or too slow): it stays a standby.
+ */
+RAFTLOCK_API int raftlock_member_promote(raftlock_client *client, uint64_t id);
+
+/*
+ * Replaces member old_id (typically a dead machine) by a new member
+ * new_id: removes old_id, then adds new_id (as raftlock_member_remove and
+ * raftlock_member_add). Retrying after a failure is safe: a removal
+ * already done counts as done. Errors as those two.
+ */
+RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_id, uint64_t new_id,
+					 const char *raft_address, const char *client_address);
+
+/*
+ * Used by `raftlockd --join`: claims member id (added, never started) for
+ * the data directory whose random incarnation is given, in the cluster
+ * named cluster. 0 when the claim holds (also on a retry with the same
+ * incarnation). Errors: RAFTLOCK_ENOTFOUND (the id was not added, or was
+ * removed), RAFTLOCK_EPERM (a node already started under this id with
+ * another data directory, or it is a member the cluster started with: a
+ * machine that lost its data comes back under a new id), RAFTLOCK_EINVAL
+ * (another cluster), and the transport errors.
+ * cluster is copied. Thread-safe; blocks for at most the request timeout.
+ */
+RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,
+				      const char *cluster);
 
 #ifdef __cplusplus
 }

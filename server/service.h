@@ -19,11 +19,13 @@
 #include "admission.h"
 #include "log_rate.h"
 #include "auth.h"
+#include "backup.h"
 #include "config.h"
 #include "fsm.h"
 #include "histogram.h"
 #include "leases.h"
 #include "list.h"
+#include "members.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
@@ -41,6 +43,7 @@ enum service_op {
 	SERVICE_OP_ACL,
 	SERVICE_OP_KEEPALIVE,
 	SERVICE_OP_READ, /* linearizable reads */
+	SERVICE_OP_MEMBER,
 	SERVICE_OPS
 };
 
@@ -59,6 +62,8 @@ struct service {
 	uv_timer_t resume_timer;         /* reads again from paused connections */
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
+	struct backup backup;            /* images read by snapshot saves */
+	struct members members;          /* membership requests, promotions */
 	struct watches watches;          /* watch subscriptions and recent changes */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
