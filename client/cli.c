@@ -721,10 +721,10 @@ static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},     {"lock", cmd_lock},   {"run", cmd_run},
-	{"holders", cmd_holders},   {"show", cmd_show},   {"sessions", cmd_sessions},
-	{"check", cmd_check},       {"acl", cmd_acl},     {"top", cmd_top},
-	{"snapshot", cmd_snapshot}, {"member", cmd_member}, {"watch", cmd_watch},
+	{"status", cmd_status},     {"lock", cmd_lock},       {"run", cmd_run},
+	{"holders", cmd_holders},   {"show", cmd_show},       {"sessions", cmd_sessions},
+	{"check", cmd_check},       {"acl", cmd_acl},         {"top", cmd_top},
+	{"snapshot", cmd_snapshot}, {"member", cmd_member},   {"watch", cmd_watch},
 	{"elect", cmd_elect},       {"observe", cmd_observe},
 };
 

@@ -123,10 +123,10 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	struct diskguard disk_space; /* free space under the data directory */
-	struct features features;    /* the voters' levels, heard as leader */
-	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
-	int datadir_fd;              /* holds the data directory's LOCK until stopped */
+	struct diskguard disk_space;          /* free space under the data directory */
+	struct features features;             /* the voters' levels, heard as leader */
+	bool level_inflight;                  /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;                       /* holds the data directory's LOCK until stopped */
 	char member_address[CONFIG_ADDR_MAX]; /* node_member_client_address's answer */
 	bool stopping;
 	bool closing_raft;

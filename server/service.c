@@ -1054,7 +1054,9 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE: op = RAFTLOCK__COMMAND__OP_ACL_DELETE; break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: op = RAFTLOCK__COMMAND__OP_MEMBER_ADD; break;
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE: op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE; break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE:
+		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
+		break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
 	default: break;
 	}
