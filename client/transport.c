@@ -181,7 +181,7 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 	const Raftlock__Envelope *e = req->reply;
 	const Raftlock__Response *resp =
 		e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE ? e->response : NULL;
-	if (resp != NULL && resp->status == RAFTLOCK_EPERM)
+	if (resp != NULL && (resp->status == RAFTLOCK_EPERM || resp->status == RAFTLOCK_ESTATE))
 		errmsg_note(resp->status, resp->message);
 	/* A refusal by apply names what refused it (a limit, ...). */
 	if (resp != NULL && resp->status == 0 &&
@@ -488,13 +488,15 @@ static void io_redirect(struct transport *t, const char *leader)
 /* Whether a status answering a mutating request of a session proves that
  * it can never execute: the request itself is refused, identically at
  * every attempt (EPERM: the session's secret is refused, and it is the
- * same secret at every attempt). Anything else (a refusal before the log
- * for want of room, an outcome the node does not know) leaves it to be
- * retried with its seq. */
+ * same secret at every attempt; ESTATE: the cluster's feature level is
+ * below what the request needs, until every node is upgraded, so the
+ * caller hears it now rather than at its timeout). Anything else (a
+ * refusal before the log for want of room, an outcome the node does not
+ * know) leaves it to be retried with its seq. */
 static bool io_final_status(int status)
 {
 	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL ||
-	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM;
+	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM || status == RAFTLOCK_ESTATE;
 }
 
 /* Sends r again after a back-off that doubles with each refusal in a row

@@ -926,11 +926,10 @@ static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
-	if (features_command_level(cmd->op_case) > FEATURE_LEVEL)
+	if (features_level_of(cmd) > FEATURE_LEVEL)
 		log_fatal("log entry %llu holds a command of feature level %u; this raftlockd "
 			  "supports level %u: start a newer build on this data directory",
-			  (unsigned long long)a->index, features_command_level(cmd->op_case),
-			  FEATURE_LEVEL);
+			  (unsigned long long)a->index, features_level_of(cmd), FEATURE_LEVEL);
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;

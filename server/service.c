@@ -1058,9 +1058,13 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
 	default: break;
 	}
 	uint32_t need = features_command_level(op);
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE &&
+	    env->acquire->acquire->value[0] != '\0' && need < 3u)
+		need = 3u; /* elections (feature_level.h) */
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
 		return false;

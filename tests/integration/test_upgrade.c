@@ -26,6 +26,10 @@
 
 #define LEVEL1 RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1"
 #define LEVEL2 RAFTLOCK_BINARY_DIR "/bin/raftlockd"
+/* The level of the current build (server/feature_level.h), which the
+ * upgraded cluster records; ACL_DELETE itself needs level 2. */
+#define NEW_LEVEL 3u
+#define NEW_LEVEL_TEXT "3"
 #define CLIENTS 16
 #define TTL_MS 10000
 #define CALL_MS 10000
@@ -190,6 +194,12 @@ static void rolling_upgrade(void **state)
 	assert_int_equal(acl_delete(admin, msg, sizeof msg), RAFTLOCK_ESTATE);
 	if (strstr(msg, "feature level 2") == NULL)
 		fail_msg("unclear refusal: %s", msg);
+	/* An election publishes a value: level 3, refused at once before. */
+	raftlock_session *es = tl_session(admin, TTL_MS);
+	raftlock_leader *ld = NULL;
+	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), RAFTLOCK_ESTATE);
+	tl_assert_errmsg_has(admin, "feature level " NEW_LEVEL_TEXT);
+	assert_null(ld);
 
 	for (int i = 0; i < cl.n; i++) {
 		int st = tcluster_stop(&cl, i);
@@ -207,15 +217,15 @@ static void rolling_upgrade(void **state)
 		}
 	}
 	uint32_t level = 0;
-	for (int k = 0; k < 100 && level != 2; k++) {
+	for (int k = 0; k < 100 && level != NEW_LEVEL; k++) {
 		Raftlock__StatusInfo *lead = tl_leader_status(&cl);
 		level = lead->cluster_feature_level;
-		assert_int_equal(lead->feature_level, 2);
+		assert_int_equal(lead->feature_level, NEW_LEVEL);
 		raftlock__status_info__free_unpacked(lead, NULL);
-		if (level != 2)
+		if (level != NEW_LEVEL)
 			tl_sleep_ms(100);
 	}
-	assert_int_equal(level, 2);
+	assert_int_equal(level, NEW_LEVEL);
 	/* what docs/OPERATIONS.md, "Upgrades", says to look at */
 	char cmd[512], out[8192] = "";
 	snprintf(cmd, sizeof cmd, "%s --endpoints %s,%s,%s status --json",
@@ -226,12 +236,19 @@ static void rolling_upgrade(void **state)
 	assert_int_equal(pclose(p), 0);
 	const char *at = out;
 	for (int i = 0; i < cl.n; i++) {
-		at = strstr(at, "\"feature_level\": 2, \"cluster_feature_level\": 2");
+		char want[80];
+		snprintf(want, sizeof want, "\"feature_level\": %u, \"cluster_feature_level\": %u",
+			 NEW_LEVEL, NEW_LEVEL);
+		at = strstr(at, want);
 		if (at == NULL)
 			fail_msg("raftlock status --json: %s", out);
 		at++;
 	}
 	assert_int_equal(acl_delete(admin, msg, sizeof msg), RAFTLOCK_ENOTFOUND);
+	/* and elections work at the new level */
+	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), 0);
+	assert_int_equal(raftlock_resign(ld), 0);
+	assert_int_equal(raftlock_session_close(es), 0);
 	tl_sleep_ms(1000);
 
 	atomic_store(&stop, true);
@@ -260,8 +277,8 @@ static void lower_build_refused(void **state)
 	bool said = false;
 	for (int k = 0; k < 200 && !said; k++) {
 		said = tcluster_log_has(&cl, 2,
-					"the cluster runs at feature level 2; this "
-					"raftlockd supports level 1");
+					"the cluster runs at feature level " NEW_LEVEL_TEXT
+					"; this raftlockd supports level 1");
 		if (!said)
 			tl_sleep_ms(50);
 	}
@@ -277,8 +294,10 @@ static void lower_build_refused(void **state)
 	tcluster_restart(&cl, 2);
 	bool stopped = false;
 	for (int k = 0; k < 200 && !stopped; k++) {
-		stopped = tcluster_log_has(&cl, 2, "raises the cluster to feature level 2") ||
-			  tcluster_log_has(&cl, 2, "the cluster runs at feature level 2");
+		stopped = tcluster_log_has(&cl, 2,
+					   "raises the cluster to feature level " NEW_LEVEL_TEXT) ||
+			  tcluster_log_has(&cl, 2,
+					   "the cluster runs at feature level " NEW_LEVEL_TEXT);
 		if (!stopped)
 			tl_sleep_ms(50);
 	}
