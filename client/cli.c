@@ -59,7 +59,7 @@ static const char usage_text[] =
 	"                                   auth-tokens line that names it\n"
 	"  snapshot save FILE               a backup image of the whole state (admin;\n"
 	"                                   restore: raftlockd --restore FILE)\n"
-	"  member list                      members, roles and match indexes (leader)\n"
+	"  member list [--json]             members, roles and match indexes (leader)\n"
 	"  member add ID RAFTADDR CLIENTADDR  add a standby (then: raftlockd --join)\n"
 	"  member remove ID                 remove a member (the leader hands over first)\n"
 	"  member promote ID                make a standby a voter now\n"
@@ -429,7 +429,7 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 
 static int cmd_member(struct cli *cli, int argc, char **argv)
 {
-	return cli_member(cli->client, argc, argv);
+	return cli_member(cli->client, cli->json, argc, argv);
 }
 
 /* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */

@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "cli_child.h"
+#include "json.h"
 
 static int member_usage(const char *problem)
 {
 	fprintf(stderr,
 		"raftlock: %s\n"
-		"usage: raftlock member list\n"
+		"usage: raftlock member list [--json]\n"
 		"       raftlock member add ID RAFTADDR CLIENTADDR\n"
 		"       raftlock member remove ID\n"
 		"       raftlock member promote ID\n"
@@ -39,11 +40,34 @@ static bool parse_id(const char *text, uint64_t *id)
 	return true;
 }
 
-static int member_list(raftlock_client *client)
+static void member_list_json(const struct raftlock_member_list *list)
+{
+	printf("{\"leader_id\": %" PRIu64 ", \"last_index\": %" PRIu64 ", \"members\": [",
+	       list->leader_id, list->last_index);
+	for (size_t i = 0; i < list->n_members; i++) {
+		const struct raftlock_member_info *m = &list->members[i];
+		printf("%s{\"id\": %" PRIu64 ", \"role\": ", i ? ", " : "", m->id);
+		json_write_string(stdout, m->role);
+		fputs(", \"raft_address\": ", stdout);
+		json_write_string(stdout, m->raft_address);
+		fputs(", \"client_address\": ", stdout);
+		json_write_string(stdout, m->client_address);
+		printf(", \"match_index\": %" PRIu64 ", \"joined\": %s}", m->match_index,
+		       m->joined ? "true" : "false");
+	}
+	fputs("]}\n", stdout);
+}
+
+static int member_list(raftlock_client *client, bool json)
 {
 	struct raftlock_member_list *list;
 	if (raftlock_member_list(client, &list) != 0)
 		return member_fail(client);
+	if (json) {
+		member_list_json(list);
+		raftlock_member_list_free(list);
+		return CLI_EXIT_OK;
+	}
 	printf("ID\tROLE\tRAFT\tCLIENT\tMATCH\n");
 	for (size_t i = 0; i < list->n_members; i++) {
 		const struct raftlock_member_info *m = &list->members[i];
@@ -55,7 +79,7 @@ static int member_list(raftlock_client *client)
 	return CLI_EXIT_OK;
 }
 
-int cli_member(raftlock_client *client, int argc, char **argv)
+int cli_member(raftlock_client *client, bool json, int argc, char **argv)
 {
 	if (argc < 2)
 		return member_usage("member: missing subcommand");
@@ -63,9 +87,11 @@ int cli_member(raftlock_client *client, int argc, char **argv)
 	uint64_t id = 0, id2 = 0;
 	int rv;
 	if (strcmp(sub, "list") == 0) {
-		if (argc != 2)
-			return member_usage("member list takes no argument");
-		return member_list(client);
+		if (argc == 3 && strcmp(argv[2], "--json") == 0)
+			json = true;
+		else if (argc != 2)
+			return member_usage("member list takes no argument but --json");
+		return member_list(client, json);
 	} else if (strcmp(sub, "add") == 0) {
 		if (argc != 5 || !parse_id(argv[2], &id))
 			return member_usage(
@@ -85,7 +111,10 @@ int cli_member(raftlock_client *client, int argc, char **argv)
 	}
 	if (rv != 0)
 		return member_fail(client);
-	if (strcmp(sub, "add") == 0 || strcmp(sub, "replace") == 0)
+	if (json)
+		printf("{\"member\": %" PRIu64 ", \"done\": \"%s\"}\n",
+		       strcmp(sub, "replace") == 0 ? id2 : id, sub);
+	else if (strcmp(sub, "add") == 0 || strcmp(sub, "replace") == 0)
 		printf("member %" PRIu64 " added as a standby: start it with raftlockd --join; the "
 		       "leader makes it a voter once it has caught up\n",
 		       strcmp(sub, "add") == 0 ? id : id2);

@@ -5,9 +5,11 @@
 #ifndef RAFTLOCK_CLI_MEMBER_H
 #define RAFTLOCK_CLI_MEMBER_H
 
+#include <stdbool.h>
+
 #include "raftlock.h"
 
 /* argv[0] is "member". Returns a CLI_EXIT_* code. */
-int cli_member(raftlock_client *client, int argc, char **argv);
+int cli_member(raftlock_client *client, bool json, int argc, char **argv);
 
 #endif

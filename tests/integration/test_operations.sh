@@ -137,6 +137,12 @@ rm -rf "$work/data-3"
 run_step "${steps[4]}"
 wait_role 6 voter
 [ "$(raftlock member list | awk 'NR > 1' | wc -l)" = 3 ] || fail "not 3 members"
+raftlock --json member list | tee "$work/members.json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ids = sorted(m["id"] for m in d["members"] if m["role"] == "voter")
+assert ids == [1, 2, 6] and d["leader_id"] in ids, d
+' || fail "member list --json: $(cat "$work/members.json")"
 
 # Member 6 votes: without node 2 the cluster still answers, and the lock
 # taken at the start is held with its token.
