@@ -56,6 +56,7 @@ extern "C" {
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
 #define RAFTLOCK_SECRET_MAX 64        /* and at most */
 #define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
+#define RAFTLOCK_MULTI_MAX 64         /* locks in one atomic multi-acquire */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -95,7 +96,8 @@ extern "C" {
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
-	X(ETLS, -26, "a TLS handshake failed")
+	X(ETLS, -26, "a TLS handshake failed")                                    \
+	X(EDEADLK, -27, "the wait would close a cycle of waiting sessions")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the

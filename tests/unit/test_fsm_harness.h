@@ -47,6 +47,7 @@ struct fx_event {
 	char name[RAFTLOCK_NAME_MAX + 1];
 	bool has_result;
 	Raftlock__Result result;
+	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* result.tokens points here */
 };
 
 struct fx_entry {
@@ -103,6 +104,12 @@ struct op {
 	uint32_t perms;        /* ACL_SET */
 	uint32_t max_sessions; /* OPEN_SESSION: per identity, as the leader carries it */
 	uint32_t max_waiters;  /* ACQUIRE: per lock, as the leader carries it */
+	/* MULTI_ACQUIRE: the names of the set (n_names; `name` unused) and
+	 * each one's mode (NULL: all `mode`); kind, permits, limit, owner,
+	 * wait, wait_ms as for ACQUIRE, for every item. */
+	const char *const *names;
+	size_t n_names;
+	const Raftlock__Mode *modes;
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -126,12 +133,16 @@ struct cmd_buf {
 	Raftlock__StoreLimit store_limit;
 	Raftlock__AclSet acl_set;
 	Raftlock__AclDelete acl_delete;
+	Raftlock__MultiAcquire multi;
+	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
+	Raftlock__MultiItem *item_ptrs[RAFTLOCK_MULTI_MAX + 1];
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
 	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
-	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
+	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION ||
+	       t == RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -239,6 +250,28 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acl_delete.prefix = (char *)(o->prefix ? o->prefix : "");
 		b->cmd.acl_delete = &b->acl_delete;
 		break;
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
+		raftlock__multi_acquire__init(&b->multi);
+		assert_true(o->n_names <= RAFTLOCK_MULTI_MAX + 1);
+		for (size_t i = 0; i < o->n_names; i++) {
+			Raftlock__MultiItem *it = &b->items[i];
+			raftlock__multi_item__init(it);
+			it->name = (char *)o->names[i];
+			it->kind = o->kind;
+			it->mode = o->modes ? o->modes[i] : o->mode;
+			it->permits = o->permits;
+			it->limit = o->limit;
+			it->lock_delay_ms = o->lock_delay_ms;
+			b->item_ptrs[i] = it;
+		}
+		b->multi.items = b->item_ptrs;
+		b->multi.n_items = o->n_names;
+		b->multi.owner = o->owner;
+		b->multi.wait = o->wait;
+		b->multi.wait_ms = o->wait_ms;
+		b->multi.max_waiters = o->max_waiters;
+		b->cmd.multi_acquire = &b->multi;
+		break;
 	default: fail_msg("op type %d not supported by the harness", (int)o->type);
 	}
 }
@@ -280,6 +313,10 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 	if (ev->result != NULL) {
 		e->has_result = true;
 		e->result = *ev->result;
+		assert_true(e->result.n_tokens <= RAFTLOCK_MULTI_MAX);
+		if (e->result.n_tokens > 0)
+			memcpy(e->tokens, e->result.tokens, e->result.n_tokens * sizeof *e->tokens);
+		e->result.tokens = e->tokens;
 	}
 	fx_trace(f,
 		 "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "

@@ -17,7 +17,7 @@ checkout's build/lib. See README.md, "Python client".
 
 from . import _native
 from .client import Client
-from .errors import (Canceled, Code, ConfigError, ConnectionFailed, InternalError,
+from .errors import (Canceled, Code, ConfigError, ConnectionFailed, Deadlock, InternalError,
                      InvalidArgument, KindMismatch, LimitReached, LockBusy, LockNotAcquired,
                      LockTimeout, NotFound, NotHolder, OutcomeUnknown, PermissionDenied,
                      ProtocolError, RaftlockError, SessionLost, StateError, Timeout, TLSError,
@@ -43,5 +43,5 @@ __all__ = [
     "Timeout", "ConnectionFailed", "Unavailable", "TLSError", "PermissionDenied", "SessionLost",
     "Canceled", "OutcomeUnknown", "NotHolder", "NotFound", "KindMismatch", "LimitReached",
     "StateError", "ProtocolError", "InternalError", "LockNotAcquired", "LockBusy",
-    "LockTimeout",
+    "LockTimeout", "Deadlock",
 ]

@@ -44,6 +44,7 @@ class Code(enum.IntEnum):
     EOVERLOAD = -24
     EPERM = -25
     ETLS = -26
+    EDEADLK = -27
 
 
 class RaftlockError(Exception):
@@ -136,6 +137,11 @@ class LockTimeout(LockNotAcquired, Timeout):
     """ETIMEDOUT of an acquire: not granted in time, no longer queued."""
 
 
+class Deadlock(LockNotAcquired):
+    """EDEADLK: the wait would close a cycle of sessions waiting on each
+    other; nothing was queued. Release what the session holds, then retry."""
+
+
 _CLASSES = {
     Code.EINVAL: InvalidArgument,
     Code.ETOOBIG: InvalidArgument,
@@ -147,6 +153,7 @@ _CLASSES = {
     Code.ESHUTDOWN: Unavailable,
     Code.EOVERLOAD: Unavailable,
     Code.ETLS: TLSError,
+    Code.EDEADLK: Deadlock,
     Code.EPERM: PermissionDenied,
     Code.ESESSION: SessionLost,
     Code.ECANCELED: Canceled,
