@@ -21,7 +21,21 @@ struct raftlock_lock {
 	uint64_t token;             /* 0 when holding nothing */
 	uint32_t count;             /* nesting depth */
 	struct lock_async *waiting; /* its asynchronous acquire that waits, if any */
+	/* A set (multi.c): its first handle leads it and lists all its
+	 * handles, in name order, itself first; they share one owner. A
+	 * grant to the leader gives each handle its token; a late grant
+	 * nobody waits for is undone by releasing every lock of the set. */
+	raftlock_lock *const *set;
+	size_t n_set;
 };
+
+/* raftlock_lock_acquire() and raftlock_lock_acquire_async() with the
+ * request's envelope made by the caller (an AcquireRequest, or the
+ * MultiAcquireRequest of the set l leads); env is borrowed for the call.
+ * t->mu not held. */
+int lock_acquire_env(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms, uint64_t *token);
+int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
+			   raftlock_lock_cb cb, void *arg);
 
 /* Frees every handle of s (t->mu held): the session layer's freeing
  * hook. */

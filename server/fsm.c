@@ -626,9 +626,11 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 		grant_waiters(a, lock, sess); /* a removed writer may unblock readers */
 	} else {
 		const Raftlock__Outcome *o = records_find_outcome(sess, op->acquire_seq);
-		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending)
+		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending) {
 			res.token = o->result->token;
-		else
+			res.tokens = o->result->tokens; /* a set's: each lock's */
+			res.n_tokens = o->result->n_tokens;
+		} else
 			res.status = RAFTLOCK_ENOTFOUND;
 	}
 	if (lock != NULL) {
