@@ -36,7 +36,8 @@ SUITES = {
         ("restart-all,partition", "mutex"),
         ("kill,pause,partition,clock,restart-all", "mutex"),
         ("partition,pause,kill", "semaphore"),
-        ("partition,kill,restart-all", "rwlock")]),
+        ("partition,kill,restart-all", "rwlock"),
+        ("partition,kill,pause", "pairs")]),
 }
 
 
@@ -385,7 +386,7 @@ def parse(argv):
                     help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
     ap.add_argument("--workload", default="mutex",
                     choices=["mutex", "semaphore", "rwlock", "reentrant",
-                             "waiters"])
+                             "waiters", "pairs"])
     ap.add_argument("--time", type=int, default=60,
                     help="seconds of faults (setup and recovery come on top)")
     ap.add_argument("--seed", type=int)
