@@ -342,12 +342,15 @@ def run_one(args, nemeses, workload, seed):
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(res, f, indent=2, sort_keys=True, default=str)
     s = res["summary"]
-    for name in SAFETY + ("liveness",):
+    for name in SAFETY + ("liveness", "waits"):
         r = res[name]
         note = ""
         if name == "liveness":
             note = " max %ss (bound %ss, %d heals)" % (
                 r["max_seconds"], r["bound_seconds"], r["heals"])
+        if name == "waits":
+            note = " max %ss past the timeout (bound %ss, %d waits)" % (
+                r["max_over_seconds"], r["bound_seconds"], r["checked"])
         if name == "lease" and r["drift_overlap_count"]:
             note = " (%d overlaps under clock rate beyond rho, kept)" % \
                 r["drift_overlap_count"]
