@@ -10,7 +10,8 @@
 #include "log.h"
 #include "raftlock.h"
 
-#define SNAP_MAGIC "RLSNAP04"    /* with the access rules */
+#define SNAP_MAGIC "RLSNAP05"    /* its records may hold lock sets */
+#define SNAP_MAGIC_04 "RLSNAP04" /* with the access rules: still loaded */
 #define SNAP_MAGIC_03 "RLSNAP03" /* with the lease table: still loaded */
 #define SNAP_SUM_SIZE 8
 #define SNAP_END 0xff
@@ -728,7 +729,8 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
 	if (n < 17 + SNAP_SUM_SIZE ||
-	    (memcmp(buf, SNAP_MAGIC, 8) != 0 && memcmp(buf, SNAP_MAGIC_03, 8) != 0))
+	    (memcmp(buf, SNAP_MAGIC, 8) != 0 && memcmp(buf, SNAP_MAGIC_04, 8) != 0 &&
+	     memcmp(buf, SNAP_MAGIC_03, 8) != 0))
 		return RAFTLOCK_EDATA;
 	if (checksum(buf, n - SNAP_SUM_SIZE) != get_u64(buf + n - SNAP_SUM_SIZE))
 		return RAFTLOCK_EDATA;
