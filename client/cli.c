@@ -53,6 +53,8 @@ static const char usage_text[] =
 	"  acl list [--stale] [--json]      the rules (on prefixes you administer)\n"
 	"  acl token NAME [--json]          a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
+	"  snapshot save FILE               a backup image of the whole state (admin;\n"
+	"                                   restore: raftlockd --restore FILE)\n"
 	"\n"
 	"hold options (lock and run):\n"
 	"  --ttl MS          session TTL (10000)\n"
@@ -417,6 +419,25 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv, cli->json);
 }
 
+/* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
+static int cmd_snapshot(struct cli *cli, int argc, char **argv)
+{
+	if (argc != 3 || strcmp(argv[1], "save") != 0 || argv[2][0] == '\0')
+		return usage("snapshot save FILE");
+	uint64_t index = 0;
+	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
+		return cli_fail(cli);
+	if (cli->json) {
+		fputs("{\"file\": ", stdout);
+		json_write_string(stdout, argv[2]);
+		printf(", \"index\": %llu}\n", (unsigned long long)index);
+	} else {
+		printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
+		       argv[2]);
+	}
+	return CLI_EXIT_OK;
+}
+
 /* consul lock spells it -child-exit-code: taken as --child-exit-code (for
  * getopt it would be -c with the argument "hild-exit-code"). */
 static void hold_accept_consul_spelling(int argc, char **argv)
@@ -609,9 +630,10 @@ static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
-	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},   {"top", cmd_top},
+	{"status", cmd_status},     {"lock", cmd_lock}, {"run", cmd_run},
+	{"holders", cmd_holders},   {"show", cmd_show}, {"sessions", cmd_sessions},
+	{"check", cmd_check},       {"acl", cmd_acl},   {"top", cmd_top},
+	{"snapshot", cmd_snapshot},
 };
 
 /* An environment variable; NULL when unset or empty. */

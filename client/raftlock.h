@@ -97,7 +97,8 @@ extern "C" {
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
 	X(ETLS, -26, "a TLS handshake failed")                                    \
-	X(EDEADLK, -27, "the wait would close a cycle of waiting sessions")
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")                    \
+	X(EDEADLK, -28, "the wait would close a cycle of waiting sessions")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
@@ -133,7 +134,20 @@ extern "C" {
  * signed by the CA, has expired or names another host; by the node: the
  * client presented no certificate or one it does not trust), or the node
  * does not speak TLS. Nothing was executed. raftlock_errmsg() names the
- * address and the reason (see raftlock_client_options.tls_ca_file). */
+ * address and the reason (see raftlock_client_options.tls_ca_file).
+ *
+ * RAFTLOCK_ENOSPC is a node's answer, before the log, to a request that
+ * would make the state grow (a session open, an acquire, an access rule)
+ * while the free space under its data directory is below its
+ * --disk-reserve-mb: nothing executed. The library retries it with
+ * back-off, as RAFTLOCK_EOVERLOAD, until the call's deadline; a caller sees
+ * it as the last error of a call that timed out while the disk stayed full
+ * (docs/OPERATIONS.md, "Full disk").
+ *
+ * RAFTLOCK_ESTATE is also a node's answer, before the log, to a request
+ * whose command needs a feature level the cluster has not recorded yet
+ * (not every voter runs a build that supports it; docs/OPERATIONS.md,
+ * "Upgrades"): nothing executed, the message says which level. */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,
@@ -683,6 +697,14 @@ struct raftlock_status {
 	char *cluster;
 	size_t n_members;
 	struct raftlock_member *members;
+	/* Random, drawn when the cluster started: a cluster restored from a
+	 * backup has a new one. 0 until the cluster's first entry applied. */
+	uint64_t cluster_id;
+	/* Upgrades (docs/OPERATIONS.md): the feature level of this node's
+	 * build, and the level the cluster records (every voter supports it).
+	 * 0 from a node older than feature levels. */
+	uint32_t feature_level;
+	uint32_t cluster_feature_level;
 };
 
 /*
@@ -858,6 +880,31 @@ RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
  */
 RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
 RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
+
+/* ------------------------------------------------------------- backups -- */
+
+/*
+ * Saves a backup image of the whole replicated state into the file at path
+ * (docs/OPERATIONS.md, "Backup and restore"; restored with raftlockd
+ * --restore). The leader takes the image after a read barrier, so it holds
+ * every write acknowledged before the call, and sends it in chunks (an
+ * image may be far larger than a frame). The bytes go to "<path>.tmp",
+ * which is synced, checked against the image's checksum and then renamed
+ * to path: path is replaced only by a whole, undamaged image. If the
+ * leader changes during the save, the save starts over (three times at
+ * most). With authentication on, the identity needs admin on every name.
+ *
+ * client: borrowed for the call; path: borrowed for the call. *index (if
+ * not NULL) gets the applied index the image holds. Thread-safe; blocks
+ * for the transfer (each chunk within the client's request timeout).
+ * Errors: RAFTLOCK_EINVAL (NULL argument), RAFTLOCK_EIO (the file: the
+ * message names it), RAFTLOCK_EDATA (the image arrived damaged),
+ * RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
+ * RAFTLOCK_ENOMEM, and the errors of any request (RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
+ * and path is unchanged.
+ */
+RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
 
 #ifdef __cplusplus
 }

@@ -565,7 +565,8 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	case RAFTLOCK_EOVERLOAD:
-		io_retry_later(t, r, RAFTLOCK_EOVERLOAD);
+	case RAFTLOCK_ENOSPC: /* not executed; there may be room again soon */
+		io_retry_later(t, r, resp->status);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}

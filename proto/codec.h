@@ -22,10 +22,7 @@
 /* 4: OpenSession.max_sessions_per_identity and Acquire.max_waiters, limits
  * carried by the proposing leader that apply enforces (a node of format 3
  * would not, and diverge). */
-/* 5: MultiAcquire (Command.multi_acquire, Waiter.multi,
- * SessionRecord.multi_waits) and the deadlock check of a new wait (an
- * Acquire that a node of format 4 would queue may be refused EDEADLK). */
-#define ENTRY_FORMAT 5
+#define ENTRY_FORMAT 4
 
 /* The client protocol this code speaks, stamped on every envelope it
  * frames (Envelope.protocol). 2: the sequence header of a mutating request

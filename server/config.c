@@ -19,6 +19,12 @@ static const char usage[] =
 	"  --config FILE              read settings from FILE (key = value lines)\n"
 	"  --id N                     this node's id (1..2^63), one of the members\n"
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
+	"  --restore FILE             start a NEW cluster from a backup image (raftlock\n"
+	"                             snapshot save) on an empty data-dir; give every\n"
+	"                             member the same FILE (docs/OPERATIONS.md)\n"
+	"  --disk-reserve-mb MB       below this much free space under data-dir the\n"
+	"                             disk counts as full: new sessions, locks and\n"
+	"                             rules are refused (ENOSPC); default 64, 0 = off\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
 	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics), and\n"
@@ -203,6 +209,14 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->data_dir)
 			return fail(err, errlen, "data-dir: empty or too long");
 		strcpy(cfg->data_dir, value);
+	} else if (strcmp(key, "disk-reserve-mb") == 0) {
+		if (parse_u64(value, 0, 1u << 20, &v) != 0)
+			return fail(err, errlen, "disk-reserve-mb: '%s' MB not in 0..2^20", value);
+		cfg->disk_reserve = v << 20;
+	} else if (strcmp(key, "restore") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->restore_file)
+			return fail(err, errlen, "restore: empty or too long");
+		strcpy(cfg->restore_file, value);
 	} else if (strcmp(key, "raft-address") == 0) {
 		return set_raft_address(cfg->raft_address, value, key, err, errlen);
 	} else if (strcmp(key, "client-address") == 0) {
@@ -378,6 +392,7 @@ static void defaults(struct config *cfg)
 	cfg->snapshot_log_ratio = 50;
 	cfg->renew_window_ms = 10;
 	cfg->map_size = (size_t)4096 << 20;
+	cfg->disk_reserve = (uint64_t)64 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
 	cfg->log_format = LOG_FORMAT_TEXT;
@@ -492,6 +507,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"config", required_argument, NULL, 'c'},
 		{"id", required_argument, NULL, 0},
 		{"data-dir", required_argument, NULL, 0},
+		{"restore", required_argument, NULL, 0},
+		{"disk-reserve-mb", required_argument, NULL, 0},
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
 		{"metrics-address", required_argument, NULL, 0},

@@ -34,6 +34,8 @@ enum config_tls {
 struct config {
 	uint64_t id;
 	char data_dir[512];
+	char restore_file[CONFIG_PATH_MAX]; /* --restore: "" = none (restore.h) */
+	uint64_t disk_reserve;              /* bytes; 0 = no full-disk guard (diskguard.h) */
 	char raft_address[CONFIG_ADDR_MAX];
 	char client_address[CONFIG_ADDR_MAX];
 	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */

@@ -55,22 +55,38 @@ static int sync_dir_of(const char *path)
 	return rv;
 }
 
-static int write_small(const char *path, const char *text)
+int datadir_write_file(const char *path, const void *buf, size_t len)
 {
 	char tmp[DATADIR_PATH_MAX + 8];
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640);
 	if (fd < 0)
 		return -1;
-	size_t len = strlen(text);
-	int ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
+	const char *p = buf;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, p + done, len - done);
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	int ok = done == len && fsync(fd) == 0;
+	int saved = errno;
 	close(fd);
-	if (!ok || rename(tmp, path) != 0)
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		errno = ok ? errno : saved;
 		return -1;
+	}
 	return sync_dir_of(path);
 }
 
-static bool dir_has_files(const char *path)
+static int write_small(const char *path, const char *text)
+{
+	return datadir_write_file(path, text, strlen(text));
+}
+
+bool datadir_has_files(const char *path)
 {
 	uv_fs_t req;
 	uv_dirent_t ent;
@@ -138,7 +154,7 @@ int datadir_check_identity(const char *data_dir, const char *cluster, uint64_t i
 		}
 		return 0;
 	}
-	if (dir_has_files(raft_dir)) {
+	if (datadir_has_files(raft_dir)) {
 		snprintf(err, errlen,
 			 "%s is missing but %s holds a raft log: "
 			 "not a data directory of this raftlockd",

@@ -3,6 +3,8 @@
  * it and whether its LMDB state can be trusted. Layout:
  *   LOCK       flock()ed by the running raftlockd, holds its pid
  *   IDENTITY   "cluster=NAME\nnode=ID\n": the cluster and node it belongs to
+ *   RESTORE-BASE  the state a cluster restored from a backup started from
+ *              (restore.h), when it was
  *   raft/      libraft's log and snapshots (raft_uv)
  *   state/     LMDB (data.mdb), CLEAN (written at a clean stop, removed at
  *              start) and BOOT_ID (the kernel boot of the last start)
@@ -15,6 +17,7 @@
 #ifndef RAFTLOCK_DATADIR_H
 #define RAFTLOCK_DATADIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +25,13 @@
 
 /* Writes dir/name into out (len bytes); aborts when it does not fit. */
 void datadir_path(char *out, size_t len, const char *dir, const char *name);
+
+/* Writes len bytes to path whole: a temporary file, fsync, rename, fsync
+ * of the directory. Returns 0, or -1 with errno set (path unchanged). */
+int datadir_write_file(const char *path, const void *buf, size_t len);
+
+/* Whether the directory at path exists and holds any entry. */
+bool datadir_has_files(const char *path);
 
 /* Takes the directory for this process: one raftlockd per data directory
  * (a second one would write into the first one's raft log). The lock lasts

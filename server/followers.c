@@ -277,6 +277,7 @@ void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 		return; /* the match index read belongs to another term */
 	if (st->node_id != f->member->id)
 		return;
+	node_note_feature_level(n, st->node_id, st->feature_level);
 	if (st->last_index >= f->matched) {
 		catch_up(fw, f, st);
 		return;

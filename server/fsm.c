@@ -7,6 +7,8 @@
 
 #include "auth.h"
 #include "codec.h"
+#include "feature_level.h"
+#include "grow.h"
 #include "log.h"
 #include "raftlock.h"
 #include "fsm_rules.h"
@@ -548,7 +550,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	} else if (store_full(a)) {
 		res = refuse_full(a);
 		goto out;
-	} else if (deadlock_would_close_cycle(a, sess->id, &lock, 1)) {
+	} else if (features_recorded(a->meta->feature_level) >= FEATURES_DEADLOCK_CHECK &&
+		   deadlock_would_close_cycle(a, sess->id, &lock, 1)) {
 		res.status = RAFTLOCK_EDEADLK;
 		goto out;
 	} else {
@@ -782,12 +785,45 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	return res;
 }
 
+/* feature_level.h: the cluster's level only rises, and only to one this build
+ * supports; past it, applying on would diverge from the others. */
+static void raise_feature_level(struct apply *a, uint32_t level)
+{
+	if (level > FEATURE_LEVEL)
+		log_fatal("log entry %llu raises the cluster to feature level %u; this raftlockd "
+			  "supports level %u: start a build of level %u or more on this data "
+			  "directory",
+			  (unsigned long long)a->index, level, FEATURE_LEVEL, level);
+	if (level > a->meta->feature_level)
+		a->meta->feature_level = level;
+}
+
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 {
-	if (a->meta->next_token == 0) {
-		a->meta->next_token = op->token_floor ? op->token_floor : 1;
-		records_set_string(&a->meta->cluster, op->cluster);
-	}
+	if (a->meta->next_token != 0)
+		return result_of(0);
+	/* A cluster restored from a backup: every member must have built its
+	 * state from the same image (raftlockd --restore), or it would apply
+	 * this log to another state and diverge: stop instead. */
+	if (op->restored_from != a->meta->restored_from)
+		log_fatal("the cluster was started from backup image %016llx, this node's state "
+			  "from %016llx (0: none): start every member of a restored cluster with "
+			  "--restore and the same image, on an empty data directory",
+			  (unsigned long long)op->restored_from,
+			  (unsigned long long)a->meta->restored_from);
+	uint64_t floor = op->token_floor ? op->token_floor : 1;
+	/* Rule 7, and for a restore: above every token of the image too. */
+	if (a->meta->restore_floor > floor)
+		floor = a->meta->restore_floor;
+	a->meta->next_token = floor;
+	a->meta->cluster_id = op->cluster_id;
+	records_set_string(&a->meta->cluster, op->cluster);
+	/* A new cluster runs at its first leader's level (feature_level.h). */
+	raise_feature_level(a, op->feature_level ? op->feature_level : 1u);
+	/* A restored cluster's new sessions get ids that the cluster it was
+	 * copied from has not reached: above its bootstrap milliseconds. */
+	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))
+		a->meta->next_session = op->token_floor >> 20;
 	return result_of(0);
 }
 
@@ -818,6 +854,7 @@ static Raftlock__Result do_acl_set(struct apply *a, const Raftlock__AclSet *op)
 	return result_of(0);
 }
 
+#if FEATURE_LEVEL >= 2
 static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete *op)
 {
 	if (codec_check_rule(op->identity, op->prefix) != 0)
@@ -826,10 +863,16 @@ static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete
 		return result_of(RAFTLOCK_ENOTFOUND);
 	return result_of(0);
 }
+#endif
 
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
+	if (features_command_level(cmd->op_case) > FEATURE_LEVEL)
+		log_fatal("log entry %llu holds a command of feature level %u; this raftlockd "
+			  "supports level %u: start a newer build on this data directory",
+			  (unsigned long long)a->index, features_command_level(cmd->op_case),
+			  FEATURE_LEVEL);
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;
@@ -839,7 +882,12 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
 	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
+#if FEATURE_LEVEL >= 2
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
+#endif
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
+		raise_feature_level(a, cmd->set_feature_level->level);
+		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
@@ -900,4 +948,104 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 			  (unsigned long long)index, n);
 	fsm_apply(f, index, entry, sink);
 	raftlock__log_entry__free_unpacked(entry, NULL);
+}
+
+/* ------------------------------------------------------------- restore -- */
+
+struct name_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int collect_lock(void *arg, Raftlock__LockRecord *rec)
+{
+	struct name_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	if ((l->v[l->n++] = strdup(rec->name)) == NULL)
+		log_fatal("out of memory");
+	raftlock__lock_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+struct id_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect_session(void *arg, Raftlock__SessionRecord *rec)
+{
+	struct id_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	l->v[l->n++] = rec->id;
+	raftlock__session_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+/* The lock-delay a restored lock gets: its own, and at least the longest
+ * TTL of the sessions that held it, so that a holder of the copied
+ * cluster has seen its validity run out before the lock is granted again. */
+static uint64_t restored_delay(struct apply *a, const Raftlock__LockRecord *lock)
+{
+	uint64_t delay = lock->lock_delay_ms;
+	for (size_t i = 0; i < lock->n_holders; i++) {
+		uint64_t deadline;
+		uint32_t ttl = RAFTLOCK_TTL_MAX_MS;
+		store_get_lease(a->fsm->store, a->txn, lock->holders[i]->session, &deadline, &ttl);
+		if (ttl > delay)
+			delay = ttl;
+	}
+	return delay;
+}
+
+void fsm_restore_base(struct fsm *f, uint64_t image_sum)
+{
+	struct store *st = f->store;
+	struct apply a = {.fsm = f};
+	a.txn = store_begin(st, true);
+	a.meta = store_get_meta(st, a.txn);
+	a.now = a.meta->cluster_time;
+
+	struct name_list locks = {0};
+	store_scan_locks(st, a.txn, "", NULL, collect_lock, &locks);
+	for (size_t i = 0; i < locks.n; i++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a.txn, locks.v[i]);
+		if (lock->n_holders > 0) {
+			uint64_t until = a.now + restored_delay(&a, lock);
+			if (until > lock->delay_until)
+				lock->delay_until = until;
+		}
+		while (lock->n_holders > 0)
+			records_remove_holder(lock, lock->n_holders - 1);
+		while (lock->n_waiters > 0)
+			records_remove_waiter(lock, lock->n_waiters - 1);
+		save_lock(&a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+		free(locks.v[i]);
+	}
+	free(locks.v);
+
+	struct id_list sessions = {0};
+	store_scan_sessions(st, a.txn, 0, collect_session, &sessions);
+	for (size_t i = 0; i < sessions.n; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, a.txn, sessions.v[i]);
+		if (sess->nonce != 0)
+			store_del_nonce(st, a.txn, sess->nonce);
+		store_del_lease(st, a.txn, sess->id);
+		store_del_session(st, a.txn, sess->id);
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	free(sessions.v);
+
+	a.meta->restore_floor = a.meta->next_token ? a.meta->next_token : 1;
+	a.meta->next_token = 0; /* until the new cluster's INIT */
+	a.meta->restored_from = image_sum;
+	a.meta->cluster_id = 0;
+	a.meta->applied_index = 0; /* the new cluster's log starts afresh */
+	records_set_string(&a.meta->cluster, "");
+	a.meta->format = STORE_FORMAT;
+	store_put_meta(st, a.txn, a.meta);
+	raftlock__meta__free_unpacked(a.meta, NULL);
+	store_commit(a.txn);
 }

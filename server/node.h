@@ -21,6 +21,8 @@
 
 #include "cluster_clock.h"
 #include "config.h"
+#include "diskguard.h"
+#include "feature_level.h"
 #include "fsm.h"
 #include "histogram.h"
 #include "io_timing.h"
@@ -117,7 +119,10 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	int datadir_fd; /* holds the data directory's LOCK until stopped */
+	struct diskguard disk_space; /* free space under the data directory */
+	struct features features;    /* the voters' levels, heard as leader */
+	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;              /* holds the data directory's LOCK until stopped */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
@@ -172,6 +177,16 @@ void node_snapshot_soon(struct node *n);
  * capped to a quarter of it.
  */
 uint64_t node_log_limit(const struct node *n);
+
+/*
+ * As leader: voter id reports feature level `level` (feature_level.h). Once
+ * every voter has reported a level above the one the cluster records, the
+ * ready leader proposes the lowest of them.
+ */
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level);
+
+/* The feature level the cluster records (its applied state). */
+uint32_t node_cluster_feature_level(struct node *n);
 
 /* The leader's cluster time now, in ms (cluster_clock.h). Only meaningful
  * while ready. */

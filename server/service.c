@@ -441,10 +441,10 @@ struct multi_acquire_buf {
 	Raftlock__MultiItem *ptrs[RAFTLOCK_MULTI_MAX];
 };
 
-/* The one place a MULTI_ACQUIRE command (entry format 5) is made: rebuilt
- * field by field, as copy_acquire() does, with the leader's waiter limit.
- * The request was checked by the decoder (at most RAFTLOCK_MULTI_MAX
- * items, valid names). */
+/* The one place a MULTI_ACQUIRE command (feature level 3, checked by
+ * refused_for_level() first) is made: rebuilt field by field, as
+ * copy_acquire() does, with the leader's waiter limit. The request was
+ * checked by the decoder (at most RAFTLOCK_MULTI_MAX items, valid names). */
 static void multi_acquire_command(struct service *s, const Raftlock__MultiAcquire *src,
 				  struct multi_acquire_buf *b, Raftlock__Command *cmd)
 {
@@ -810,6 +810,9 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.n_members = s->cfg->n_members;
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
+	st.cluster_id = now.cluster_id;
+	st.feature_level = now.feature_level;
+	st.cluster_feature_level = now.cluster_feature_level;
 	st.sessions = now.sessions;
 	st.locks = now.locks;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -856,6 +859,67 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 	p->env = env;
 	if (reads_wait(&s->reads, read_ready, p) != 0) {
 		send_status(s, c, env->id, RAFTLOCK_ENOMEM, NULL);
+		request_free(p);
+	}
+}
+
+/* ------------------------------------------------------------- backups -- */
+
+/* One chunk of image id (backup.h), or the error. */
+static void send_chunk(struct service *s, struct service_conn *c, uint64_t req_id, uint64_t image,
+		       uint64_t offset)
+{
+	Raftlock__SnapshotChunk chunk = RAFTLOCK__SNAPSHOT_CHUNK__INIT;
+	int rv = backup_chunk(&s->backup, image, offset, uv_now(s->loop), &chunk);
+	if (rv != 0) {
+		send_status(s, c, req_id, rv,
+			    rv == RAFTLOCK_ENOTFOUND
+				    ? "this node holds no such snapshot image (another leader, or "
+				      "idle too long): start the save again"
+				    : "offset past the end of the snapshot image");
+		return;
+	}
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SNAPSHOT_CHUNK;
+	resp.snapshot_chunk = &chunk;
+	send_response(c, req_id, &resp);
+}
+
+static void snapshot_ready(void *arg, int status)
+{
+	struct service_request *p = arg;
+	struct service *s = p->conn->svc;
+	uint64_t image = 0;
+	if (status == 0)
+		status = backup_take(&s->backup, &s->node->store, uv_now(s->loop), &image);
+	if (status == 0)
+		send_chunk(s, p->conn, p->id, image, 0);
+	else
+		send_status(s, p->conn, p->id, status,
+			    status == RAFTLOCK_EOVERLOAD ? "other snapshot saves are in progress"
+							 : NULL);
+	request_free(p);
+}
+
+/* SNAPSHOT_READ: a new image once a barrier proves this node has every
+ * acknowledged write (as a linearizable read), or a chunk of one it holds. */
+static void handle_snapshot_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
+{
+	const Raftlock__SnapshotReadRequest *req = env->snapshot_read;
+	if (req->image != 0) {
+		send_chunk(s, c, env->id, req->image, req->offset);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	uint64_t id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	struct service_request *p = request_new(c, id, SERVICE_OP_READ);
+	if (p == NULL) {
+		send_status(s, c, id, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	if (reads_wait(&s->reads, snapshot_ready, p) != 0) {
+		send_status(s, c, p->id, RAFTLOCK_ENOMEM, NULL);
 		request_free(p);
 	}
 }
@@ -940,6 +1004,49 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 
 /* ------------------------------------------------------------ dispatch -- */
 
+/* Upgrades (feature_level.h): a request whose command needs a feature level
+ * that not every voter supports yet is refused before the log. */
+static bool refused_for_level(struct service *s, struct service_conn *c,
+			      const Raftlock__Envelope *env)
+{
+	Raftlock__Command__OpCase op = RAFTLOCK__COMMAND__OP__NOT_SET;
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACL_DELETE)
+		op = RAFTLOCK__COMMAND__OP_ACL_DELETE;
+	else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE)
+		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
+	uint32_t need = features_command_level(op);
+	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
+	if (need <= have)
+		return false;
+	char msg[256];
+	snprintf(msg, sizeof msg,
+		 "this request needs cluster feature level %u; the cluster is at level %u until "
+		 "every voter runs a build that supports it (upgrade every node)",
+		 need, have);
+	send_status(s, c, env->id, RAFTLOCK_ESTATE, msg);
+	return true;
+}
+
+/* Full disk (diskguard.h): the requests that make the state grow are
+ * refused before the log; letting go and renewing are not. */
+static bool refused_for_disk(struct service *s, struct service_conn *c,
+			     const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET: break;
+	default: return false;
+	}
+	if (!diskguard_full(&s->node->disk_space))
+		return false;
+	char msg[256];
+	diskguard_refusal(&s->node->disk_space, s->cfg->id, msg, sizeof msg);
+	send_status(s, c, env->id, RAFTLOCK_ENOSPC, msg);
+	return true;
+}
+
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
@@ -980,8 +1087,13 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 			    "new leader not ready yet (its barrier has not applied)");
 	} else if (s->cfg->auth && !authorized(s, c, env)) {
 		/* answered: RAFTLOCK_EPERM */
+	} else if (refused_for_disk(s, c, env) || refused_for_level(s, c, env)) {
+		/* answered: RAFTLOCK_ENOSPC, RAFTLOCK_ESTATE */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
+		return;
+	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_SNAPSHOT_READ) {
+		handle_snapshot_read(s, c, env); /* takes env */
 		return;
 	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE) {
 		handle_keepalive(s, c, env);
@@ -1214,6 +1326,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
+	backup_init(&s->backup);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1272,6 +1385,7 @@ void service_close(struct service *s)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
+	backup_close(&s->backup);
 	pushes_close(&s->pushes);
 	admission_close(&s->admission);
 }

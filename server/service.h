@@ -19,6 +19,7 @@
 #include "admission.h"
 #include "log_rate.h"
 #include "auth.h"
+#include "backup.h"
 #include "config.h"
 #include "fsm.h"
 #include "histogram.h"
@@ -58,6 +59,7 @@ struct service {
 	uv_timer_t resume_timer;         /* reads again from paused connections */
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
+	struct backup backup;            /* images read by snapshot saves */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */

@@ -172,10 +172,8 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP05" (its records may hold lock sets:
- * Waiter.multi, SessionRecord.multi_waits, which a node of an older
- * format would drop, so it refuses the image; an "RLSNAP04" image, and an
- * "RLSNAP03" one without access rules, still load; the layout is the same), the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP04" (an "RLSNAP03" image, without access rules,
+ * still loads), the applied index (8 bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
  * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.

@@ -171,7 +171,7 @@ static void spawn(struct tcluster *c, int i)
 			dup2(fd, 1);
 			close(fd);
 		}
-		execv(RAFTLOCKD_BIN, argv);
+		execv(c->bin[i] != NULL ? c->bin[i] : RAFTLOCKD_BIN, argv);
 		_exit(127);
 	}
 	c->pid[i] = pid;
@@ -184,17 +184,21 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	memcpy(map, c->map_size_mb, sizeof map);
 	const char *extra[8];
 	memcpy(extra, c->extra_args, sizeof extra);
-	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir;
+	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir, *base = c->base_dir;
+	const char *bin[TCLUSTER_MAX];
+	memcpy(bin, c->bin, sizeof bin);
 	memset(c, 0, sizeof *c);
+	memcpy(c->bin, bin, sizeof bin);
 	c->client_tls = client_tls;
 	c->tls_dir = tls_dir;
+	c->base_dir = base;
 	c->snapshot_threshold = snap;
 	c->snapshot_trailing = trailing;
 	memcpy(c->map_size_mb, map, sizeof map);
 	memcpy(c->extra_args, extra, sizeof extra);
 	c->n = n;
 	c->election_ms = election_ms;
-	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");
+	snprintf(c->dir, sizeof c->dir, "%s/raftlock-test-XXXXXX", base ? base : "/tmp");
 	if (mkdtemp(c->dir) == NULL)
 		die("mkdtemp");
 	snprintf(c->name, sizeof c->name, "test-%d", (int)getpid());

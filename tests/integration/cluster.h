@@ -37,6 +37,11 @@ struct tcluster {
 	 * presents (tcluster_status) in mutual mode. */
 	const char *client_tls;
 	const char *tls_dir;
+	/* Where the cluster's directory is made (NULL: /tmp), e.g. a small
+	 * file system of the test's own. */
+	const char *base_dir;
+	/* The raftlockd executable of each node (NULL: the build's). */
+	const char *bin[TCLUSTER_MAX];
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */

@@ -200,9 +200,17 @@ static void test_admin_only_rules(void **state)
 		fail_msg("raftlock acl set said: %s", out);
 	rules_text(after, sizeof after);
 	assert_string_equal(before, after);
+	/* A backup image is the admin's alone too. */
+	char image[300];
+	snprintf(image, sizeof image, "%s/alice.snap", dir);
+	assert_int_equal(raftlock_snapshot_save(alice, image, NULL), RAFTLOCK_EPERM);
+	tl_assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
+	assert_int_not_equal(access(image, F_OK), 0);
 
 	/* The admin grants lock on app/ to alice, read on app/ to everyone. */
 	raftlock_client *root = client_as(TOKEN_ROOT, "root-app");
+	assert_int_equal(raftlock_snapshot_save(root, image, NULL), 0);
+	assert_int_equal(access(image, F_OK), 0);
 	assert_int_equal(raftlock_acl_set(root, "alice", "app/", RAFTLOCK_ACL_LOCK), 0);
 	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl set '*' app/ read"), 0);
 	rules_text(after, sizeof after);

@@ -79,6 +79,13 @@ void node_snapshot_soon(struct node *n)
 	(void)n;
 }
 
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
+{
+	(void)n;
+	(void)id;
+	(void)level;
+}
+
 /* ------------------------------------------------------------- fixture */
 
 #define ET 1000 /* election timeout, ms */

@@ -90,8 +90,10 @@ struct op {
 	uint64_t nonce;
 	uint32_t ttl_ms;
 	uint64_t floor;
-	uint64_t target;      /* EXPIRE_SESSION, WAIT_EXPIRE: whose */
-	uint64_t acquire_seq; /* CANCEL_WAIT, WAIT_EXPIRE */
+	uint64_t restored_from; /* INIT: the backup image's checksum */
+	uint32_t level;         /* INIT, SET_FEATURE_LEVEL */
+	uint64_t target;        /* EXPIRE_SESSION, WAIT_EXPIRE: whose */
+	uint64_t acquire_seq;   /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
 	uint64_t store_limit;  /* STORE_LIMIT: bytes */
@@ -133,6 +135,7 @@ struct cmd_buf {
 	Raftlock__StoreLimit store_limit;
 	Raftlock__AclSet acl_set;
 	Raftlock__AclDelete acl_delete;
+	Raftlock__SetFeatureLevel set_level;
 	Raftlock__MultiAcquire multi;
 	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
 	Raftlock__MultiItem *item_ptrs[RAFTLOCK_MULTI_MAX + 1];
@@ -160,7 +163,15 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		raftlock__init__init(&b->init);
 		b->init.token_floor = o->floor;
 		b->init.cluster = (char *)"test";
+		b->init.cluster_id = 77;
+		b->init.restored_from = o->restored_from;
+		b->init.feature_level = o->level;
 		b->cmd.init = &b->init;
+		break;
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
+		raftlock__set_feature_level__init(&b->set_level);
+		b->set_level.level = o->level;
+		b->cmd.set_feature_level = &b->set_level;
 		break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION:
 		raftlock__open_session__init(&b->open);

@@ -9,6 +9,15 @@
 	(const char *const[]){__VA_ARGS__}, \
 		.n_names = sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
 
+/* A fresh fixture at cluster feature level 3: lock sets and the deadlock
+ * check (feature_level.h). */
+static struct fx *ready(void **state)
+{
+	struct fx *f = fx_ready(state);
+	DO(f, SET_FEATURE_LEVEL, .level = 3);
+	return f;
+}
+
 /* A multi-acquire that waits and must queue; returns its sequence. */
 static uint64_t multi_enqueue(struct fx *f, struct op o)
 {
@@ -41,7 +50,7 @@ static size_t listed(struct fx *f, uint64_t id, enum listed what)
 
 static void test_free_set_granted_at_once(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f);
 	uint64_t next = fx_next_token(f);
 	Raftlock__Result r =
@@ -66,7 +75,7 @@ static void test_free_set_granted_at_once(void **state)
 
 static void test_all_or_nothing(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f);
 	fx_take(f, s2, 1, "b");
 	/* Without wait: refused whole, "a" not taken. */
@@ -102,7 +111,7 @@ static void test_all_or_nothing(void **state)
 
 static void test_fifo_with_single_waiters(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f), s4 = fx_session(f);
 	fx_take(f, s2, 1, "a");
 	uint64_t q3 = fx_enqueue(f, OP(ACQUIRE, .session = s3, .owner = 3, .name = "a"));
@@ -128,7 +137,7 @@ static void test_fifo_with_single_waiters(void **state)
  * its other locks too, in the same apply. */
 static void test_shared_items_and_followers(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f);
 	fx_take(f, s2, 1, "b");
 	const Raftlock__Mode shared[] = {RAFTLOCK__MODE__SHARED, RAFTLOCK__MODE__SHARED};
@@ -149,7 +158,7 @@ static void test_shared_items_and_followers(void **state)
 
 static void test_bad_sets_refused(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f);
 	Raftlock__Result r;
 	r = DO(f, MULTI_ACQUIRE, .session = s1, .owner = 7, .names = NAMES("b", "a"));
@@ -190,7 +199,7 @@ static void test_bad_sets_refused(void **state)
 
 static void test_timeout_leaves_nothing(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f);
 	fx_take(f, s2, 1, "b");
 	uint64_t q = multi_enqueue(f, OP(MULTI_ACQUIRE, .session = s1, .owner = 7, .wait_ms = 500,
@@ -218,7 +227,7 @@ static void test_timeout_leaves_nothing(void **state)
 
 static void test_cancel_leaves_nothing(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f);
 	fx_take(f, s2, 1, "a");
 	uint64_t q = multi_enqueue(
@@ -240,7 +249,7 @@ static void test_cancel_leaves_nothing(void **state)
 
 static void test_session_end_drops_sets(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f);
 	fx_take(f, s2, 1, "a");
 	uint64_t q = multi_enqueue(
@@ -257,7 +266,7 @@ static void test_session_end_drops_sets(void **state)
  * the same state on a node that replays the log. */
 static void test_retry_and_replay(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f);
 	fx_take(f, s2, 1, "b");
 	uint64_t q = multi_enqueue(
@@ -315,23 +324,23 @@ static void ring(struct fx *f, size_t n)
 
 static void test_cycle_of_2(void **state)
 {
-	ring(fx_ready(state), 2);
+	ring(ready(state), 2);
 }
 
 static void test_cycle_of_3(void **state)
 {
-	ring(fx_ready(state), 3);
+	ring(ready(state), 3);
 }
 
 static void test_cycle_of_50(void **state)
 {
-	ring(fx_ready(state), 50);
+	ring(ready(state), 50);
 }
 
 /* A chain is no cycle, nor is a session waiting for itself. */
 static void test_no_false_cycles(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f), s3 = fx_session(f);
 	fx_take(f, s1, 1, "a");
 	fx_take(f, s2, 2, "b");
@@ -352,7 +361,7 @@ static void test_no_false_cycles(void **state)
  * s1's "a"; s1 queuing on "l" behind it would wait forever. */
 static void test_cycle_through_queue_order(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f);
 	fx_take(f, s1, 1, "a");
 	multi_enqueue(f, OP(MULTI_ACQUIRE, .session = s2, .owner = 2, .names = NAMES("a", "l")));
@@ -361,10 +370,22 @@ static void test_cycle_through_queue_order(void **state)
 	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
 }
 
+/* Below level 3 (a cluster not fully upgraded) apply queues the wait as a
+ * node of level 2 does, so that both decide alike. */
+static void test_no_check_below_level_3(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t s1 = fx_session(f), s2 = fx_session(f);
+	fx_take(f, s1, 1, "a");
+	fx_take(f, s2, 2, "b");
+	fx_enqueue(f, OP(ACQUIRE, .session = s1, .owner = 11, .name = "b"));
+	fx_enqueue(f, OP(ACQUIRE, .session = s2, .owner = 12, .name = "a"));
+}
+
 /* A set whose wait would close a cycle is refused whole. */
 static void test_set_closing_cycle(void **state)
 {
-	struct fx *f = fx_ready(state);
+	struct fx *f = ready(state);
 	uint64_t s1 = fx_session(f), s2 = fx_session(f);
 	fx_take(f, s1, 1, "a");
 	fx_take(f, s2, 2, "b");
@@ -399,6 +420,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cycle_through_queue_order, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_set_closing_cycle, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_check_below_level_3, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

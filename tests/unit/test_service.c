@@ -88,6 +88,12 @@ uint64_t node_cluster_now(struct node *n)
 	return cluster_clock_now(&n->clock);
 }
 
+uint32_t node_cluster_feature_level(struct node *n)
+{
+	(void)n;
+	return FEATURE_LEVEL;
+}
+
 const char *node_role(struct node *n)
 {
 	return n->leader ? "leader" : "follower";

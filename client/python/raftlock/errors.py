@@ -44,7 +44,8 @@ class Code(enum.IntEnum):
     EOVERLOAD = -24
     EPERM = -25
     ETLS = -26
-    EDEADLK = -27
+    ENOSPC = -27
+    EDEADLK = -28
 
 
 class RaftlockError(Exception):
@@ -74,6 +75,11 @@ class ConnectionFailed(RaftlockError, ConnectionError):
 
 class Unavailable(RaftlockError):
     """EUNAVAILABLE, ESHUTDOWN, EOVERLOAD: the cluster cannot serve now."""
+
+
+class DiskFull(RaftlockError):
+    """ENOSPC: a node's disk is full; the request was not executed (the
+    library retried it until the call's deadline)."""
 
 
 class TLSError(RaftlockError, ConnectionError):
@@ -153,6 +159,7 @@ _CLASSES = {
     Code.ESHUTDOWN: Unavailable,
     Code.EOVERLOAD: Unavailable,
     Code.ETLS: TLSError,
+    Code.ENOSPC: DiskFull,
     Code.EDEADLK: Deadlock,
     Code.EPERM: PermissionDenied,
     Code.ESESSION: SessionLost,
