@@ -2,7 +2,8 @@
  * cluster: a set is granted whole or not at all and waits in FIFO order
  * with single waiters; its timeout leaves nothing queued; two sessions
  * that would wait on each other get RAFTLOCK_EDEADLK at once, and the
- * wait that was first is granted once the other lets go; bad sets. */
+ * wait that was first is granted once the other lets go; the asynchronous
+ * acquire; bad sets. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -177,6 +178,56 @@ static void test_deadlock_refused_at_once(void **state)
 	tl_pair_close(&p);
 }
 
+/* The outcome of an asynchronous set acquire. */
+static struct {
+	pthread_mutex_t mu;
+	int calls, status;
+	raftlock_multi *set;
+} async_out = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void async_done(raftlock_multi *set, int status, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&async_out.mu);
+	async_out.calls++;
+	async_out.status = status;
+	async_out.set = set;
+	pthread_mutex_unlock(&async_out.mu);
+}
+
+static int async_calls(void)
+{
+	pthread_mutex_lock(&async_out.mu);
+	int n = async_out.calls;
+	pthread_mutex_unlock(&async_out.mu);
+	return n;
+}
+
+/* raftlock_multi_acquire_async: queued without a thread, the callback
+ * runs once when the set is granted, with every token in place. */
+static void test_set_async(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "mla/b", 5000);
+	tl_take(p.la);
+	raftlock_multi *m = set_of(p.b, (const char *const[]){"mla/a", "mla/b"}, 2);
+	assert_int_equal(raftlock_multi_acquire_async(m, 20000, async_done, NULL), 0);
+	tl_await_waiters(p.c, "mla/a", 1);
+	assert_int_equal(async_calls(), 0);
+	assert_int_equal(raftlock_lock_release(p.la, NULL), 0);
+	for (int i = 0; i < 1000 && async_calls() == 0; i++)
+		tl_sleep_ms(10);
+	assert_int_equal(async_calls(), 1);
+	assert_int_equal(async_out.status, 0);
+	assert_ptr_equal(async_out.set, m);
+	assert_true(raftlock_multi_token(m, 0) != 0);
+	assert_int_equal(raftlock_multi_token(m, 1), raftlock_multi_token(m, 0) + 1);
+	assert_int_equal(raftlock_multi_release(m), 0);
+	raftlock_multi_free(m);
+	tl_pair_close(&p);
+}
+
 static void test_bad_sets(void **state)
 {
 	(void)state;
@@ -202,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_set_whole_or_nothing),
 		cmocka_unit_test(test_set_timeout_leaves_nothing),
 		cmocka_unit_test(test_deadlock_refused_at_once),
+		cmocka_unit_test(test_set_async),
 		cmocka_unit_test(test_bad_sets),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
