@@ -211,6 +211,18 @@ RAFTLOCK_API int raftlock_multi_acquire_async(raftlock_multi *m, int timeout_ms,
 	return rv;
 }
 
+/* Whether the handle holds its lock as far as it knows, its session lost
+ * or not: a release then tells the caller what the cluster says
+ * (RAFTLOCK_ESESSION for a lost session), as raftlock_lock_release() does. */
+static bool multi_lock_held(raftlock_lock *l)
+{
+	struct transport *t = l->session->t;
+	pthread_mutex_lock(&t->mu);
+	bool held = l->token != 0;
+	pthread_mutex_unlock(&t->mu);
+	return held;
+}
+
 RAFTLOCK_API int raftlock_multi_release(raftlock_multi *m)
 {
 	if (m == NULL)
@@ -218,7 +230,7 @@ RAFTLOCK_API int raftlock_multi_release(raftlock_multi *m)
 	int first = 0;
 	bool any = false;
 	for (size_t k = m->n; k-- > 0;) {
-		if (raftlock_lock_token(m->locks[k]) == 0)
+		if (!multi_lock_held(m->locks[k]))
 			continue;
 		any = true;
 		int rv = raftlock_lock_release(m->locks[k], NULL);
