@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_acl.h"
+#include "cli_member.h"
 #include "cli_child.h"
 #include "cli_print.h"
 #include "cli_top.h"
@@ -55,6 +56,11 @@ static const char usage_text[] =
 	"                                   auth-tokens line that names it\n"
 	"  snapshot save FILE               a backup image of the whole state (admin;\n"
 	"                                   restore: raftlockd --restore FILE)\n"
+	"  member list                      members, roles and match indexes (leader)\n"
+	"  member add ID RAFTADDR CLIENTADDR  add a standby (then: raftlockd --join)\n"
+	"  member remove ID                 remove a member (the leader hands over first)\n"
+	"  member promote ID                make a standby a voter now\n"
+	"  member replace OLDID NEWID RAFTADDR CLIENTADDR  remove OLDID, add NEWID\n"
 	"\n"
 	"hold options (lock and run):\n"
 	"  --ttl MS          session TTL (10000)\n"
@@ -419,6 +425,11 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv, cli->json);
 }
 
+static int cmd_member(struct cli *cli, int argc, char **argv)
+{
+	return cli_member(cli->client, argc, argv);
+}
+
 /* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
 static int cmd_snapshot(struct cli *cli, int argc, char **argv)
 {
@@ -633,7 +644,7 @@ static const struct {
 	{"status", cmd_status},     {"lock", cmd_lock}, {"run", cmd_run},
 	{"holders", cmd_holders},   {"show", cmd_show}, {"sessions", cmd_sessions},
 	{"check", cmd_check},       {"acl", cmd_acl},   {"top", cmd_top},
-	{"snapshot", cmd_snapshot},
+	{"snapshot", cmd_snapshot}, {"member", cmd_member},
 };
 
 /* An environment variable; NULL when unset or empty. */

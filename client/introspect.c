@@ -8,7 +8,7 @@
 #include "codec.h"
 #include "errmsg.h"
 
-static char *introspect_dup(const char *s, bool *failed)
+char *introspect_dup(const char *s, bool *failed)
 {
 	char *d = strdup(s != NULL ? s : "");
 	if (d == NULL)

@@ -906,6 +906,104 @@ RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, si
  */
 RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
 
+/* -------------------------------------------------------- membership -- */
+
+/*
+ * Membership (docs/OPERATIONS.md, "Membership"). A member is a raftlockd
+ * node: an id (never reused in a cluster), the address other members
+ * reach it on (raft) and the one clients do. A member added at run time
+ * starts as a standby (it receives the log, it does not vote); the leader
+ * promotes it to voter by itself once its log is within a few entries of
+ * the leader's, or at once with raftlock_member_promote().
+ */
+struct raftlock_member_info {
+	uint64_t id;
+	char *raft_address;
+	char *client_address; /* "" when the answering node does not know it */
+	char *role;           /* "voter", "standby" or "spare" */
+	uint64_t match_index; /* answered by the leader: the member's last
+				 entry it knows; 0 otherwise */
+	bool joined;          /* added at run time, and its node has started */
+};
+
+struct raftlock_member_list {
+	size_t n_members;
+	struct raftlock_member_info *members;
+	uint64_t leader_id;  /* 0 when the answering node knows no leader */
+	uint64_t last_index; /* the answering node's last log index */
+};
+
+/*
+ * The members in the raft configuration, as the leader knows it (with
+ * each member's match index). *out is owned by the caller: free it with
+ * raftlock_member_list_free(). Thread-safe. Errors: RAFTLOCK_EPERM,
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE (no
+ * leader; `raftlock status` answers without one), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_member_list(raftlock_client *client, struct raftlock_member_list **out);
+RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list);
+
+/*
+ * Adds member id as a standby, through the leader: returns 0 once the raft
+ * configuration has it; then start that node with `raftlockd --join`. The
+ * caller's identity needs admin on "" (with auth on). Addresses are
+ * HOST:PORT, copied. Thread-safe; blocks for at most the request timeout.
+ * A retry with the same id and addresses after a lost answer succeeds.
+ * Errors: RAFTLOCK_EINVAL (id 0, a bad address, or an id used before in
+ * this cluster: ids are never reused, the message names the highest),
+ * RAFTLOCK_ELIMIT (the cluster has 9 members already),
+ * RAFTLOCK_EPERM, RAFTLOCK_EUNAVAILABLE (no leader, or another membership
+ * change, such as a promotion waiting for its member to catch up, kept it
+ * from starting until the request timeout), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ENOMEM. raftlock_errmsg() has the
+ * cluster's reason when it gave one.
+ */
+RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const char *raft_address,
+				     const char *client_address);
+
+/*
+ * Removes member id; its id is never used again. When id is the leader, it
+ * first hands leadership to another voter, which then removes it. Returns
+ * 0 once the configuration without it is committed (also when a retry
+ * finds it removed). Same rules as raftlock_member_add; errors as there,
+ * and RAFTLOCK_ENOTFOUND (no such member, ever), RAFTLOCK_EINVAL (the
+ * last voter).
+ */
+RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
+
+/*
+ * Makes standby id a voter now rather than waiting for the leader to do
+ * it; the leader still lets it catch up first (a few rounds of
+ * replication, the last under an election timeout). 0 once it votes (also
+ * when it already did). Errors as raftlock_member_add, RAFTLOCK_ENOTFOUND,
+ * and RAFTLOCK_ETIMEDOUT when the member did not catch up within a few
+ * seconds (its node is not running, or too slow): it stays a standby.
+ */
+RAFTLOCK_API int raftlock_member_promote(raftlock_client *client, uint64_t id);
+
+/*
+ * Replaces member old_id (typically a dead machine) by a new member
+ * new_id: removes old_id, then adds new_id (as raftlock_member_remove and
+ * raftlock_member_add). Retrying after a failure is safe: a removal
+ * already done counts as done. Errors as those two.
+ */
+RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_id, uint64_t new_id,
+					 const char *raft_address, const char *client_address);
+
+/*
+ * Used by `raftlockd --join`: claims member id (added, never started) for
+ * the data directory whose random incarnation is given, in the cluster
+ * named cluster. 0 when the claim holds (also on a retry with the same
+ * incarnation). Errors: RAFTLOCK_ENOTFOUND (the id was not added, or was
+ * removed), RAFTLOCK_EPERM (a node already started under this id with
+ * another data directory, or it is a member the cluster started with: a
+ * machine that lost its data comes back under a new id), RAFTLOCK_EINVAL
+ * (another cluster), and the transport errors.
+ * cluster is copied. Thread-safe; blocks for at most the request timeout.
+ */
+RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,
+				      const char *cluster);
+
 #ifdef __cplusplus
 }
 #endif

@@ -143,6 +143,15 @@ static int check_request(const Raftlock__Envelope *env)
 		    strlen(env->acl_list->after_prefix) > RAFTLOCK_NAME_MAX)
 			return RAFTLOCK_EPROTO;
 		return 0;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: {
+		const Raftlock__MemberAdd *m = env->member_add->member;
+		if (m == NULL || strlen(m->raft_address) > RAFTLOCK_NAME_MAX ||
+		    strlen(m->client_address) > RAFTLOCK_NAME_MAX)
+			return RAFTLOCK_EPROTO;
+		return 0;
+	}
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN:
+		return strlen(env->member_join->cluster) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
 	default: return 0;
 	}

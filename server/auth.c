@@ -136,7 +136,11 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST: return 0;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST:
+	/* The member list says no more than STATUS; a join only claims an id
+	 * an admin added for a node that has not started (members.h). */
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST:
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: return 0;
 	default:
 		/* Requests this list does not name (membership and snapshot
 		 * commands, as they come) are for admins of every name. */

@@ -18,6 +18,7 @@ static const char usage[] =
 	"usage: raftlockd [options]\n"
 	"  --config FILE              read settings from FILE (key = value lines)\n"
 	"  --id N                     this node's id (1..2^63), one of the members\n"
+	"                             (with --join: the id it was added under)\n"
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
 	"  --restore FILE             start a NEW cluster from a backup image (raftlock\n"
 	"                             snapshot save) on an empty data-dir; give every\n"
@@ -37,6 +38,14 @@ static const char usage[] =
 	"  --peer-tls-ca FILE         and key, and the cluster's CA (all three, or none)\n"
 	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
 	"                             3 or 5 of them, this node included)\n"
+	"  --bootstrap                with an empty data directory: create a new\n"
+	"                             cluster of the members listed (command line\n"
+	"                             only; ignored once the data directory has a log)\n"
+	"  --join HOST:PORT[,...]     with an empty data directory: join the running\n"
+	"                             cluster at these client addresses, as the member\n"
+	"                             'raftlock member add' created with this id (an\n"
+	"                             empty data directory without --bootstrap or\n"
+	"                             --join is refused)\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
 	"  --election-timeout MS      default 1000\n"
 	"  --heartbeat-timeout MS     default 100\n"
@@ -227,6 +236,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		return set_yes_no(&cfg->metrics_public, value, key, err, errlen);
 	} else if (strcmp(key, "member") == 0) {
 		return add_member(cfg, value, err, errlen);
+	} else if (strcmp(key, "join") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->join)
+			return fail(err, errlen, "join: empty or too long");
+		strcpy(cfg->join, value);
 	} else if (strcmp(key, "cluster") == 0) {
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->cluster)
 			return fail(err, errlen, "cluster: empty or too long");
@@ -460,6 +473,24 @@ static int validate_peer_tls(const struct config *cfg, char *err, size_t errlen)
 		    missing);
 }
 
+static int validate_common(struct config *cfg, char *err, size_t errlen);
+
+/* A joining node needs its own addresses (from --member, or given) and
+ * none of the bootstrap rules: its members come from the cluster. */
+static int validate_join(struct config *cfg, char *err, size_t errlen)
+{
+	if (cfg->bootstrap)
+		return fail(err, errlen, "--bootstrap and join exclude each other");
+	const struct config_member *self = config_member_by_id(cfg, cfg->id);
+	if (cfg->raft_address[0] == '\0' && self != NULL)
+		strcpy(cfg->raft_address, self->raft_address);
+	if (cfg->client_address[0] == '\0' && self != NULL)
+		strcpy(cfg->client_address, self->client_address);
+	if (cfg->raft_address[0] == '\0' || cfg->client_address[0] == '\0')
+		return fail(err, errlen, "join: raft-address and client-address are required");
+	return validate_common(cfg, err, errlen);
+}
+
 static int validate(struct config *cfg, char *err, size_t errlen)
 {
 	if (validate_peer_tls(cfg, err, errlen) != 0)
@@ -470,6 +501,8 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 		return fail(err, errlen, "data-dir is required");
 	if (cfg->cluster[0] == '\0')
 		return fail(err, errlen, "cluster is required");
+	if (cfg->join[0] != '\0')
+		return validate_join(cfg, err, errlen);
 	if (cfg->n_members == 0)
 		return fail(err, errlen, "no member given (--member ID,RAFTADDR,CLIENTADDR)");
 	if (cfg->n_members % 2 == 0)
@@ -485,6 +518,11 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 	if (strcmp(cfg->raft_address, self->raft_address) != 0)
 		return fail(err, errlen, "raft-address %s differs from member %llu's %s",
 			    cfg->raft_address, (unsigned long long)cfg->id, self->raft_address);
+	return validate_common(cfg, err, errlen);
+}
+
+static int validate_common(struct config *cfg, char *err, size_t errlen)
+{
 	if (cfg->heartbeat_timeout_ms * 2 > cfg->election_timeout_ms)
 		return fail(err, errlen,
 			    "heartbeat-timeout must be at most half the election-timeout");
@@ -517,6 +555,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"peer-tls-ca", required_argument, NULL, 0},
 		{"member", required_argument, NULL, 0},
 		{"cluster", required_argument, NULL, 0},
+		{"join", required_argument, NULL, 0},
+		{"bootstrap", no_argument, NULL, 'b'},
 		{"election-timeout", required_argument, NULL, 0},
 		{"heartbeat-timeout", required_argument, NULL, 0},
 		{"snapshot-threshold", required_argument, NULL, 0},
@@ -558,6 +598,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 			file = optarg;
 		else if (c == 'k')
 			cfg->check_only = true;
+		else if (c == 'b')
+			cfg->bootstrap = true; /* never from the file: see config.h */
 		else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;

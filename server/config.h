@@ -85,6 +85,14 @@ struct config {
 	unsigned max_sessions_per_identity;
 	unsigned max_waiters_per_lock;
 	bool check_only; /* --check-config: validate, print, exit */
+	/* How a node with an empty data directory starts (docs/OPERATIONS.md):
+	 * bootstrap (--bootstrap, command line only) creates a new cluster of
+	 * the members listed; join (--join) names client addresses of a
+	 * running cluster whose leader has added this id; with neither, an
+	 * empty data directory is refused. A data directory that holds a raft
+	 * log ignores both. */
+	bool bootstrap;
+	char join[512]; /* "HOST:PORT[,HOST:PORT...]"; "" = not joining */
 };
 
 /*

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -234,4 +235,33 @@ int datadir_mark_clean(const char *data_dir)
 	datadir_path(state_dir, sizeof state_dir, data_dir, "state");
 	datadir_path(clean, sizeof clean, state_dir, "CLEAN");
 	return write_small(clean, "clean\n") == 0 ? 0 : RAFTLOCK_EIO;
+}
+
+bool datadir_has_raft_log(const char *raft_dir)
+{
+	return datadir_has_files(raft_dir);
+}
+
+int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen)
+{
+	char path[DATADIR_PATH_MAX], text[64] = "";
+	datadir_path(path, sizeof path, data_dir, "INCARNATION");
+	unsigned long long v = 0;
+	if (read_small(path, text, sizeof text) == 0 && sscanf(text, "%llx", &v) == 1 && v != 0) {
+		*out = v;
+		return 0;
+	}
+	uint64_t r = 0;
+	while (r == 0)
+		if (getrandom(&r, sizeof r, 0) != sizeof r) {
+			snprintf(err, errlen, "getrandom: %s", strerror(errno));
+			return RAFTLOCK_EIO;
+		}
+	snprintf(text, sizeof text, "%016llx\n", (unsigned long long)r);
+	if (write_small(path, text) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	*out = r;
+	return 0;
 }

@@ -5,6 +5,7 @@
  *   IDENTITY   "cluster=NAME\nnode=ID\n": the cluster and node it belongs to
  *   RESTORE-BASE  the state a cluster restored from a backup started from
  *              (restore.h), when it was
+ *   INCARNATION  a random number, written by the first --join start
  *   raft/      libraft's log and snapshots (raft_uv)
  *   state/     LMDB (data.mdb), CLEAN (written at a clean stop, removed at
  *              start) and BOOT_ID (the kernel boot of the last start)
@@ -59,6 +60,17 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
  * DATADIR_PATH_MAX bytes. */
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
 		 char *state_dir, int *lock_fd, char *err, size_t errlen);
+
+/* Whether raft_dir (datadir_open's) holds anything: a node whose raft
+ * directory is empty has never been part of a cluster (docs/OPERATIONS.md:
+ * it needs --bootstrap or --join). */
+bool datadir_has_raft_log(const char *raft_dir);
+
+/* The random number that names this data directory's life as a member
+ * (INCARNATION, created on first use, written whole): a node that joins
+ * claims its id with it, and a wiped directory gets another one, which
+ * the cluster refuses under the same id. Returns 0 or RAFTLOCK_EIO. */
+int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen);
 
 /* Records a clean stop (state/CLEAN), after LMDB was synced.
  * Returns 0 or RAFTLOCK_EIO. */

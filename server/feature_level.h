@@ -15,12 +15,15 @@
  * that meets a SET_FEATURE_LEVEL above its own, or a command above it,
  * stops at that entry with a message (fsm.c).
  *
- * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE;
- * 3, MULTI_ACQUIRE (lock sets, multilock.h) and the deadlock check of a
- * new wait (deadlock.h), which apply runs only once level 3 is recorded:
- * a node of level 2 would queue the wait, and diverge.
- * A build made with -DRAFTLOCK_FEATURE_LEVEL=1 (the test build
- * raftlockd-level1) has level 1 and no ACL_DELETE.
+ * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE
+ * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN); 3,
+ * MULTI_ACQUIRE (lock sets, multilock.h) and the deadlock check of a new
+ * wait (deadlock.h), which apply runs only once level 3 is recorded: a
+ * node of level 2 would queue the wait, and diverge. A build made with
+ * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level 1:
+ * no ACL_DELETE, and it never proposes a membership command (a level-1
+ * cluster refuses `member add`, `remove` and `--join` before the log, like
+ * any request of a higher level).
  */
 #ifndef RAFTLOCK_FEATURE_LEVEL_H
 #define RAFTLOCK_FEATURE_LEVEL_H
@@ -44,7 +47,10 @@
 static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 {
 	switch (op) {
-	case RAFTLOCK__COMMAND__OP_ACL_DELETE: return 2u;
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
 	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE: return 3u;
 	default: return 1u;
 	}

@@ -10,6 +10,7 @@
 #include "feature_level.h"
 #include "grow.h"
 #include "log.h"
+#include "member_book.h"
 #include "raftlock.h"
 #include "fsm_rules.h"
 #include "deadlock.h"
@@ -887,6 +888,17 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 #endif
 	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
 		raise_feature_level(a, cmd->set_feature_level->level);
+		break;
+	/* Membership (member_book.h): who may change it is decided by the
+	 * leader before it proposes, like the access rules. */
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+		res = result_of(member_book_add(a->meta, cmd->member_add));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+		res = result_of(member_book_remove(a->meta, cmd->member_remove));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN:
+		res = result_of(member_book_join(a->meta, cmd->member_join));
 		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:

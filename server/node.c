@@ -15,7 +15,9 @@
 #include "codec.h"
 #include "datadir.h"
 #include "grow.h"
+#include "join.h"
 #include "log.h"
+#include "member_book.h"
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "restore.h"
@@ -129,9 +131,9 @@ static uint64_t leader_lag(struct node *n)
 	if (raft_state(&n->raft) != RAFT_LEADER)
 		return 0;
 	uint64_t applied = raft_last_applied(&n->raft), lag = 0;
-	for (unsigned i = 0; i < n->cfg->n_members; i++) {
+	for (unsigned i = 0; i < n->raft.configuration.n; i++) {
 		raft_index m;
-		uint64_t id = n->cfg->members[i].id;
+		uint64_t id = n->raft.configuration.servers[i].id;
 		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
 		    applied - m > lag)
 			lag = applied - m;
@@ -612,8 +614,25 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 	raft_leader(&n->raft, &id, &addr);
 	if (leader_id != NULL)
 		*leader_id = id;
-	const struct config_member *m = id ? config_member_by_id(n->cfg, id) : NULL;
-	return m ? m->client_address : NULL;
+	return id ? node_member_client_address(n, id) : NULL;
+}
+
+const char *node_member_client_address(struct node *n, uint64_t id)
+{
+	const struct config_member *m = config_member_by_id(n->cfg, id);
+	if (m != NULL)
+		return m->client_address;
+	if (id == n->cfg->id)
+		return n->cfg->client_address;
+	/* Added at run time: the replicated member book has it. */
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
+	const Raftlock__MemberRecord *r = member_book_find(meta, id);
+	if (r != NULL)
+		snprintf(n->member_address, sizeof n->member_address, "%s", r->client_address);
+	raftlock__meta__free_unpacked(meta, NULL);
+	store_abort(txn);
+	return r != NULL ? n->member_address : NULL;
 }
 
 /* --------------------------------------------------------- feature level */
@@ -669,6 +688,49 @@ static int timed_append(struct raft_io *io, struct raft_io_append *req,
 {
 	struct node *nd = (struct node *)((char *)io->data - offsetof(struct node, raft));
 	return io_timing_append(&nd->disk, io, req, entries, n, cb);
+}
+
+/* How a node whose raft directory is empty (it has never been a member)
+ * starts: it creates a new cluster only when told to (--bootstrap), joins
+ * one when told to (--join: it claims its id first, join.h), and is
+ * refused otherwise. This is what keeps a machine whose data directory was
+ * lost from coming back as a member with an empty log, and voting, under
+ * its old id (docs/GUARANTEES.md, membership). */
+static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap, char *err,
+		       size_t errlen)
+{
+	const struct config *cfg = n->cfg;
+	*do_bootstrap = false;
+	if (datadir_has_raft_log(raft_dir))
+		return 0;
+	if (cfg->bootstrap || cfg->restore_file[0] != '\0') { /* a restore makes a new cluster */
+		*do_bootstrap = true;
+		return 0;
+	}
+	if (cfg->join[0] == '\0') {
+		snprintf(err, errlen,
+			 "%s is empty: this node has never been a member. Start it with "
+			 "--bootstrap to create a new cluster, or add it to the running one "
+			 "(raftlock member add ID RAFTADDR CLIENTADDR) and start it with --join; a "
+			 "member whose data was lost comes back under a new id "
+			 "(docs/OPERATIONS.md)",
+			 raft_dir);
+		return RAFTLOCK_ECONFIG;
+	}
+	uint64_t incarnation;
+	int rv = datadir_incarnation(cfg->data_dir, &incarnation, err, errlen);
+	if (rv != 0)
+		return rv;
+	char why[512];
+	rv = join_claim(cfg, incarnation, why, sizeof why);
+	if (rv != 0) {
+		snprintf(err, errlen, "join refused: %s", why);
+		return rv;
+	}
+	log_info("member %llu claimed (incarnation %016llx): starting without a log; the "
+		 "leader sends it",
+		 (unsigned long long)cfg->id, (unsigned long long)incarnation);
+	return 0;
 }
 
 static int bootstrap(struct node *n, char *err, size_t errlen)
@@ -766,6 +828,12 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		restore_image_free(&image);
 		return rv;
 	}
+	bool do_bootstrap;
+	if ((rv = first_start(n, raft_dir, &do_bootstrap, err, errlen)) != 0) {
+		datadir_unlock(n->datadir_fd);
+		restore_image_free(&image);
+		return rv;
+	}
 	diskguard_init(&n->disk_space, tb, cfg->data_dir, cfg->disk_reserve);
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
 		restore_image_free(&image);
@@ -850,7 +918,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
 	n->trailing = cfg->snapshot_trailing;
 	n->faults = test_faults();
-	if ((rv = bootstrap(n, err, errlen)) != 0)
+	if (do_bootstrap && (rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
 		snprintf(err, errlen,

@@ -123,6 +123,7 @@ struct node {
 	struct features features;    /* the voters' levels, heard as leader */
 	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
 	int datadir_fd;              /* holds the data directory's LOCK until stopped */
+	char member_address[CONFIG_ADDR_MAX]; /* node_member_client_address's answer */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
@@ -197,6 +198,11 @@ const char *node_role(struct node *n);
 
 /* The client address of the leader as this node knows it, or NULL. */
 const char *node_leader_client_address(struct node *n, uint64_t *leader_id);
+
+/* The client address of member id: from the --member list, or, for a
+ * member added at run time, from the replicated member book; NULL when
+ * unknown. Valid until the next call. */
+const char *node_member_client_address(struct node *n, uint64_t id);
 
 /*
  * Stops: no new proposals; the commands already proposed get their answers

@@ -269,7 +269,7 @@ static void send_status(struct service *s, struct service_conn *c, uint64_t id, 
 
 const char *const service_op_names[SERVICE_OPS] = {"open_session", "close_session", "acquire",
 						   "release",      "cancel_wait",   "acl",
-						   "keepalive",    "read"};
+						   "keepalive",    "read",          "member"};
 
 static struct service_request *request_new(struct service_conn *c, uint64_t id, enum service_op op)
 {
@@ -799,15 +799,29 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.leader_address = (char *)now.leader_address;
 	st.ready = now.ready;
 	st.cluster = (char *)s->cfg->cluster;
-	for (unsigned i = 0; i < s->cfg->n_members; i++) {
-		raftlock__member__init(&members[i]);
-		members[i].id = s->cfg->members[i].id;
-		members[i].raft_address = (char *)s->cfg->members[i].raft_address;
-		members[i].client_address = (char *)s->cfg->members[i].client_address;
-		mptrs[i] = &members[i];
+	/* The raft configuration as this node knows it (members come and go:
+	 * docs/OPERATIONS.md); before it has one, the --member list. */
+	const struct raft_configuration *conf = &s->node->raft.configuration;
+	char client_addrs[CONFIG_MAX_MEMBERS][CONFIG_ADDR_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < conf->n && n < CONFIG_MAX_MEMBERS; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = conf->servers[i].id;
+		members[n].raft_address = conf->servers[i].address;
+		const char *ca = node_member_client_address(s->node, conf->servers[i].id);
+		snprintf(client_addrs[n], sizeof client_addrs[n], "%s", ca ? ca : "");
+		members[n].client_address = client_addrs[n];
+		mptrs[n] = &members[n];
+	}
+	for (unsigned i = 0; conf->n == 0 && i < s->cfg->n_members; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = s->cfg->members[i].id;
+		members[n].raft_address = (char *)s->cfg->members[i].raft_address;
+		members[n].client_address = (char *)s->cfg->members[i].client_address;
+		mptrs[n] = &members[n];
 	}
 	st.members = mptrs;
-	st.n_members = s->cfg->n_members;
+	st.n_members = n;
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
 	st.cluster_id = now.cluster_id;
@@ -924,6 +938,25 @@ static void handle_snapshot_read(struct service *s, struct service_conn *c, Raft
 	}
 }
 
+/* ---------------------------------------------------------- membership -- */
+
+static void member_reply(void *arg, const Raftlock__Response *resp)
+{
+	struct service_request *p = arg;
+	send_response(p->conn, p->id, (Raftlock__Response *)resp);
+	request_free(p);
+}
+
+static void handle_member(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_MEMBER);
+	if (p == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_EOVERLOAD, NULL);
+		return;
+	}
+	members_handle(&s->members, env, member_reply, p);
+}
+
 /* ------------------------------------------------------ authorization -- */
 
 static void conn_peer(struct service_conn *c, char *peer, size_t len);
@@ -1010,10 +1043,18 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 			      const Raftlock__Envelope *env)
 {
 	Raftlock__Command__OpCase op = RAFTLOCK__COMMAND__OP__NOT_SET;
-	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACL_DELETE)
-		op = RAFTLOCK__COMMAND__OP_ACL_DELETE;
-	else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE)
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE: op = RAFTLOCK__COMMAND__OP_ACL_DELETE; break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: op = RAFTLOCK__COMMAND__OP_MEMBER_ADD; break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE:
+		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
+		break;
+	default: break;
+	}
 	uint32_t need = features_command_level(op);
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
@@ -1097,6 +1138,8 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		return;
 	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE) {
 		handle_keepalive(s, c, env);
+	} else if (members_is_request(env)) {
+		handle_member(s, c, env);
 	} else {
 		handle_mutation(s, c, env);
 	}
@@ -1331,6 +1374,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 				accept_cb, err, errlen);
 	if (rv != 0)
 		return rv;
+	members_start(&s->members, node->tb, node);
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;
 	uv_prepare_start(&s->flusher, flusher_cb);
@@ -1386,6 +1430,7 @@ void service_close(struct service *s)
 	service_on_ready(s, false);
 	reads_close(&s->reads);
 	backup_close(&s->backup);
+	members_close(&s->members);
 	pushes_close(&s->pushes);
 	admission_close(&s->admission);
 }

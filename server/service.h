@@ -25,6 +25,7 @@
 #include "histogram.h"
 #include "leases.h"
 #include "list.h"
+#include "members.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
@@ -41,6 +42,7 @@ enum service_op {
 	SERVICE_OP_ACL,
 	SERVICE_OP_KEEPALIVE,
 	SERVICE_OP_READ, /* linearizable reads */
+	SERVICE_OP_MEMBER,
 	SERVICE_OPS
 };
 
@@ -60,6 +62,7 @@ struct service {
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
 	struct backup backup;            /* images read by snapshot saves */
+	struct members members;          /* membership requests, promotions */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */
