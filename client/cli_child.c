@@ -208,8 +208,10 @@ struct held {
 static int held_new(raftlock_session *s, const struct cli_hold *h, struct held *x)
 {
 	memset(x, 0, sizeof *x);
-	if (!h->all)
-		return raftlock_lock_new(s, h->name, &h->lock_opts, &x->lock);
+	if (!h->all) {
+		int rv = raftlock_lock_new(s, h->name, &h->lock_opts, &x->lock);
+		return rv != 0 ? rv : raftlock_lock_set_value(x->lock, h->value);
+	}
 	struct raftlock_multi_item items[RAFTLOCK_MULTI_MAX + 1];
 	if ((x->names = strdup(h->name)) == NULL)
 		return RAFTLOCK_ENOMEM;

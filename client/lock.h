@@ -27,6 +27,7 @@ struct raftlock_lock {
 	 * nobody waits for is undone by releasing every lock of the set. */
 	raftlock_lock *const *set;
 	size_t n_set;
+	char *value; /* elections: published with each grant; NULL: none */
 };
 
 /* raftlock_lock_acquire() and raftlock_lock_acquire_async() with the
@@ -36,6 +37,11 @@ struct raftlock_lock {
 int lock_acquire_env(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms, uint64_t *token);
 int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
 			   raftlock_lock_cb cb, void *arg);
+
+/* Elections: publishes value on the handle's current grant (PROCLAIM,
+ * fenced by its token), as a call of its session. 0, or RAFTLOCK_ENOTHOLDER
+ * (the grant is gone), or the errors of a release. Without t->mu. */
+int lock_proclaim(raftlock_lock *l, const char *value);
 
 /* Frees every handle of s (t->mu held): the session layer's freeing
  * hook. */

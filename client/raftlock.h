@@ -51,6 +51,7 @@ extern "C" {
 
 /* Bounds enforced by server and client alike. */
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
+#define RAFTLOCK_VALUE_MAX 4096       /* bytes in an election value */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
@@ -97,7 +98,7 @@ extern "C" {
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
 	X(ETLS, -26, "a TLS handshake failed")                                    \
-	X(ENOSPC, -27, "a node's disk is full; the request was not executed")                    \
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")     \
 	X(EDEADLK, -28, "the wait would close a cycle of waiting sessions")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
@@ -671,6 +672,185 @@ RAFTLOCK_API void raftlock_multi_free(raftlock_multi *set);
  */
 RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name, uint64_t token,
 				      bool *current);
+
+/* ----------------------------------------------------------- watches -- */
+
+/* Where a change sits in the cluster's history: the raft index of the log
+ * entry that made it and its rank among that entry's changes (from 1).
+ * Positions are the same on every node and grow along the history. The
+ * state events (HOLDING, WAITING, CURRENT) carry offset
+ * RAFTLOCK_WATCH_OFFSET_END: "after the whole entry". */
+struct raftlock_position {
+	uint64_t index;
+	uint32_t offset;
+};
+#define RAFTLOCK_WATCH_OFFSET_END UINT32_MAX
+
+enum raftlock_watch_kind {
+	RAFTLOCK_WATCH_GRANTED = 1,      /* a holder was added; token is its token */
+	RAFTLOCK_WATCH_RELEASED = 2,     /* a holder let go, or its session was closed */
+	RAFTLOCK_WATCH_EXPIRED = 3,      /* a holder's session expired */
+	RAFTLOCK_WATCH_QUEUED = 4,       /* a waiter joined the queue */
+	RAFTLOCK_WATCH_DEQUEUED = 5,     /* a waiter left it ungranted: status says why
+					    (ECANCELED, ETIMEDOUT, ESESSION) */
+	RAFTLOCK_WATCH_REVOKED = 6,      /* a grant was taken away */
+	RAFTLOCK_WATCH_HISTORY_LOST = 7, /* the changes after `position` are no longer
+					    kept: the current state follows */
+	RAFTLOCK_WATCH_HOLDING = 8,      /* current state: a holder */
+	RAFTLOCK_WATCH_WAITING = 9,      /* current state: a waiter, in queue order */
+	RAFTLOCK_WATCH_CURRENT = 10,     /* the state just sent is the one at `position` */
+	RAFTLOCK_WATCH_PROCLAIMED = 11,  /* a holder published a new value (elections) */
+	RAFTLOCK_WATCH_ERROR = 12        /* the watch ended: status (EPERM, EINVAL, ...) */
+};
+
+/* One event. name, and the event, are borrowed for the callback only.
+ * A granted waiter shows as GRANTED alone (it left the queue). */
+struct raftlock_watch_event {
+	enum raftlock_watch_kind kind;
+	struct raftlock_position position;
+	const char *name; /* the lock; for HISTORY_LOST and CURRENT the prefix */
+	uint64_t session;
+	uint64_t owner; /* the holder's or waiter's lock-handle id */
+	uint64_t token;
+	enum raftlock_mode mode;
+	uint32_t permits;
+	int status;
+	const char *value; /* elections: the holder's published value ("" none) */
+};
+
+typedef struct raftlock_watch_handle raftlock_watch_handle;
+typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *userdata);
+
+/*
+ * Watches the locks whose name starts with prefix ("" = every lock):
+ * grants, releases, expiries, queue changes and revocations, delivered in
+ * the order of the cluster's log, each with its position
+ * (docs/GUARANTEES.md, watches).
+ *
+ * from NULL: the current state first (HOLDING and WAITING events, then
+ * CURRENT with its position), then every change after it. from a position
+ * (one delivered earlier, say by another process): every change after it;
+ * when the cluster no longer keeps them all, HISTORY_LOST, then the
+ * current state and CURRENT, then the changes after that. The library
+ * remembers the last position delivered and, after a reconnect or a
+ * leader change, resumes from it on whichever node it reaches: no change
+ * is delivered twice or skipped, or HISTORY_LOST says so.
+ *
+ * cb runs on the client's I/O thread, one event at a time, in order; it
+ * must not block nor call the blocking functions of this client. An
+ * ERROR event (the node refused the watch: RAFTLOCK_EPERM without read
+ * permission on the prefix) is the last one. prefix and from are copied.
+ *
+ * Returns 0 and *out (owned by the caller: end it with
+ * raftlock_watch_cancel(), also after an ERROR), or RAFTLOCK_EINVAL (NULL
+ * client, prefix, cb or out, a prefix over RAFTLOCK_NAME_MAX bytes),
+ * RAFTLOCK_ENOMEM; cb then never runs. Any thread.
+ */
+RAFTLOCK_API int raftlock_watch(raftlock_client *client, const char *prefix,
+				const struct raftlock_position *from, raftlock_watch_cb cb,
+				void *userdata, raftlock_watch_handle **out);
+
+/*
+ * Ends the watch and frees it. From another thread: when this returns, cb
+ * is not running and will not run again. From cb itself (or another
+ * callback of the client): the running callback is the last. Every watch
+ * must be cancelled before raftlock_client_close(). NULL is a no-op.
+ */
+RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *watch);
+
+/* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END), as
+ * the CLI prints positions. Returns 0 or RAFTLOCK_EINVAL. */
+RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos);
+
+/* The name of a kind ("granted", "released", ...), "unknown" otherwise. */
+RAFTLOCK_API const char *raftlock_watch_kind_name(enum raftlock_watch_kind kind);
+
+/* --------------------------------------------------------- elections -- */
+
+/* A leadership won by raftlock_campaign(). */
+typedef struct raftlock_leader raftlock_leader;
+
+/*
+ * Campaigns for `name` (a mutex with a published value) and blocks until
+ * this session leads it, or timeout_ms passes (negative: no limit; 0: only
+ * if nobody leads, else RAFTLOCK_EBUSY at once). The
+ * value (at most RAFTLOCK_VALUE_MAX bytes, "" allowed) is stored with the
+ * grant in the replicated state, so observers see the new leader and its
+ * value as one change. The token (raftlock_leader_token) is the grant's
+ * fencing token: unique and increasing over the life of the cluster, it
+ * fences what the leader writes. The leader leads while its session is
+ * valid (raftlock_session_valid_until): past that, another may lead.
+ * *out is owned by the caller until raftlock_resign(); it must not outlive
+ * its session. Errors: those of raftlock_lock_new() and
+ * raftlock_lock_acquire() (RAFTLOCK_ETIMEDOUT: not elected in time, and
+ * not campaigning any more), RAFTLOCK_EINVAL (NULL argument, a value too
+ * long). Blocking; any thread but the client's callbacks.
+ */
+RAFTLOCK_API int raftlock_campaign(raftlock_session *session, const char *name, const char *value,
+				   int timeout_ms, raftlock_leader **out);
+
+/*
+ * Elections underneath: from now on every grant of this handle publishes
+ * value (copied; NULL or "": none) in the replicated state, where watches
+ * and observers see it (RAFTLOCK_WATCH_GRANTED's value).
+ * raftlock_campaign() is a mutex handle with a value. Errors:
+ * RAFTLOCK_EINVAL (NULL lock, a value over RAFTLOCK_VALUE_MAX bytes),
+ * RAFTLOCK_ENOMEM. Any thread.
+ */
+RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *lock, const char *value);
+
+/* The fencing token of the leadership. */
+RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
+
+/*
+ * Publishes a new value (copied; at most RAFTLOCK_VALUE_MAX bytes) for the
+ * leadership, fenced by its token: RAFTLOCK_ENOTHOLDER when it was lost
+ * (session expired, or a revocation), and the value is then not published.
+ * Other errors: as raftlock_lock_release(). Blocking.
+ */
+RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
+
+/*
+ * Gives the leadership up (the next campaigner is elected) and frees the
+ * handle, whatever the outcome: 0, or the errors of
+ * raftlock_lock_release() (RAFTLOCK_EUNKNOWN: the release is still being
+ * sent; the session's end releases it in any case). NULL is a no-op.
+ */
+RAFTLOCK_API int raftlock_resign(raftlock_leader *leader);
+
+/* Who leads `name`, as an observer learns it. value is borrowed for the
+ * callback. */
+struct raftlock_leader_event {
+	bool has_leader;                   /* false: nobody leads now */
+	uint64_t session;                  /* the leader's session */
+	uint64_t token;                    /* its leadership's fencing token */
+	const char *value;                 /* its published value ("" when none) */
+	struct raftlock_position position; /* where in the log this became true */
+	bool history_lost;                 /* changes in between were not kept: this is the
+					      current state, read again */
+	int status; /* non-zero: the node refused the observation (RAFTLOCK_EPERM,
+		       ...): this is the last event, and has_leader is false */
+};
+
+typedef struct raftlock_observer raftlock_observer;
+typedef void (*raftlock_observe_cb)(const struct raftlock_leader_event *ev, void *userdata);
+
+/*
+ * Observes the leadership of `name`: cb gets the current (leader, value,
+ * token) first, then every change of it in log order — a new leader, a
+ * proclaimed value, no leader — with no change missed across reconnects
+ * and leader changes (raftlock_watch underneath; when the cluster no
+ * longer keeps the changes in between, history_lost and the current
+ * state). Tokens of successive leaders increase. cb runs on the client's
+ * I/O thread (the rules of raftlock_watch apply). *out is owned by the
+ * caller: end it with raftlock_observe_cancel(). Errors: RAFTLOCK_EINVAL
+ * (NULL argument, a name that is not a lock name), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_observe(raftlock_client *client, const char *name, raftlock_observe_cb cb,
+				  void *userdata, raftlock_observer **out);
+
+/* Ends the observation and frees it (as raftlock_watch_cancel). */
+RAFTLOCK_API void raftlock_observe_cancel(raftlock_observer *observer);
 
 /* ----------------------------------------------------- introspection -- */
 

@@ -113,6 +113,8 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		}
 		return 0;
 	}
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		return need_lock(v, identity, session, env->proclaim->proclaim->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: {
 		bool exists;
 		if (session_of(v, session, identity, &exists) || !exists ||
@@ -128,6 +130,9 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need(v, identity, AUTH_READ, env->get_lock->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
 		return need(v, identity, AUTH_READ, env->check_token->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_WATCH:
+		return need(v, identity, AUTH_READ, env->watch->prefix, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL: return 0; /* its own watches only */
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 		return need(v, identity, AUTH_ADMIN, env->acl_set->rule->prefix, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:

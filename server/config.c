@@ -95,6 +95,8 @@ static const char usage[] =
 	"                             limit, default 10000\n"
 	"  --max-waiters-per-lock N   waiters one lock may queue (the leader's setting\n"
 	"                             counts); 1..100000, default 100000\n"
+	"  --watch-history N          lock changes kept in memory for watches to\n"
+	"                             resume from; 16..10000000, default 100000\n"
 	"  --check-config             validate the settings, print them and exit\n"
 	"  --version                  print the version and exit\n";
 
@@ -342,6 +344,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			return fail(err, errlen, "max-waiters-per-lock: '%s' not in 1..%u", value,
 				    FSM_MAX_WAITERS);
 		cfg->max_waiters_per_lock = (unsigned)v;
+	} else if (strcmp(key, "watch-history") == 0) {
+		if (parse_u64(value, 16, 10000000, &v) != 0)
+			return fail(err, errlen, "watch-history: '%s' not in 16..10000000", value);
+		cfg->watch_history = (unsigned)v;
 	} else if (strcmp(key, "auth-tokens") == 0) {
 		return set_path(cfg->auth_tokens, value, key, err, errlen);
 	} else if (strcmp(key, "auth-admin") == 0) {
@@ -415,6 +421,7 @@ static void defaults(struct config *cfg)
 	cfg->frame_timeout_ms = 30000;
 	cfg->max_sessions_per_identity = 10000;
 	cfg->max_waiters_per_lock = FSM_MAX_WAITERS;
+	cfg->watch_history = 100000;
 }
 
 /* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
@@ -581,6 +588,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"auth-admin", required_argument, NULL, 0},
 		{"max-sessions-per-identity", required_argument, NULL, 0},
 		{"max-waiters-per-lock", required_argument, NULL, 0},
+		{"watch-history", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"check-config", no_argument, NULL, 'k'},

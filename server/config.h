@@ -84,6 +84,8 @@ struct config {
 	 * with auth on (0 = no limit), waiters one lock may queue. */
 	unsigned max_sessions_per_identity;
 	unsigned max_waiters_per_lock;
+	/* Changes kept for watches to resume from (watch.h). */
+	unsigned watch_history;
 	bool check_only; /* --check-config: validate, print, exit */
 	/* How a node with an empty data directory starts (docs/OPERATIONS.md):
 	 * bootstrap (--bootstrap, command line only) creates a new cluster of

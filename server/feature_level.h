@@ -17,13 +17,15 @@
  *
  * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE
  * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN); 3,
- * MULTI_ACQUIRE (lock sets, multilock.h) and the deadlock check of a new
+ * MULTI_ACQUIRE (lock sets, multilock.h), the deadlock check of a new
  * wait (deadlock.h), which apply runs only once level 3 is recorded: a
- * node of level 2 would queue the wait, and diverge. A build made with
- * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level 1:
- * no ACL_DELETE, and it never proposes a membership command (a level-1
- * cluster refuses `member add`, `remove` and `--join` before the log, like
- * any request of a higher level).
+ * node of level 2 would queue the wait, and diverge; and elections:
+ * PROCLAIM and an ACQUIRE that publishes a value (Acquire.value, which an
+ * older build would drop). A build made with -DRAFTLOCK_FEATURE_LEVEL=1
+ * (the test build raftlockd-level1) has level 1: no ACL_DELETE, and it
+ * never proposes a membership command (a level-1 cluster refuses `member
+ * add`, `remove` and `--join` before the log, like any request of a higher
+ * level).
  */
 #ifndef RAFTLOCK_FEATURE_LEVEL_H
 #define RAFTLOCK_FEATURE_LEVEL_H
@@ -52,8 +54,20 @@ static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
 	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
 	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE: return 3u;
+	case RAFTLOCK__COMMAND__OP_PROCLAIM: return 3u;
 	default: return 1u;
 	}
+}
+
+/* The level a whole command needs: its kind's, or more for a field that
+ * an older build would not see (an election value). */
+static inline uint32_t features_level_of(const Raftlock__Command *cmd)
+{
+	uint32_t level = features_command_level(cmd->op_case);
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE && cmd->acquire->value[0] != '\0' &&
+	    level < 3u)
+		level = 3u;
+	return level;
 }
 
 /* A recorded level: none (0) is level 1. */

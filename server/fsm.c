@@ -23,6 +23,46 @@ void emit(struct apply *a, struct fsm_event ev)
 		a->sink->emit(a->sink->arg, &ev);
 }
 
+void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
+		       uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+		       uint32_t permits, int status, const char *value)
+{
+	Raftlock__WatchEvent c = RAFTLOCK__WATCH_EVENT__INIT;
+	c.value = (char *)value;
+	c.index = a->index;
+	c.offset = ++a->changes;
+	c.kind = kind;
+	c.name = (char *)name;
+	c.session = session;
+	c.owner = owner;
+	c.token = token;
+	c.mode = mode;
+	c.permits = permits;
+	c.status = status;
+	emit(a, (struct fsm_event){.type = FSM_EV_CHANGE, .name = name, .change = &c});
+}
+
+void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name, uint64_t session,
+		 uint64_t owner, uint64_t token, Raftlock__Mode mode, uint32_t permits, int status)
+{
+	note_change_value(a, kind, name, session, owner, token, mode, permits, status, "");
+}
+
+void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+		      Raftlock__WatchKind kind)
+{
+	const Raftlock__Holder *h = lock->holders[i];
+	note_change_value(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits,
+			  0, h->value);
+}
+
+void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i, int status)
+{
+	const Raftlock__Waiter *w = lock->waiters[i];
+	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, lock->name, w->session, w->owner, 0,
+		    w->mode, w->permits, status);
+}
+
 Raftlock__Result result_of(int status)
 {
 	Raftlock__Result r = RAFTLOCK__RESULT__INIT;
@@ -143,7 +183,7 @@ static uint64_t take_token(struct apply *a)
 }
 
 Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
-			uint64_t owner, Raftlock__Mode mode, uint32_t permits)
+			uint64_t owner, Raftlock__Mode mode, uint32_t permits, const char *value)
 {
 	Raftlock__Holder *h = records_add_holder(lock);
 	h->session = session;
@@ -154,7 +194,11 @@ Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t se
 	h->token = take_token(a);
 	h->granted_index = a->index;
 	h->granted_time = a->now;
+	if (value != NULL && value[0] != '\0')
+		records_set_string(&h->value, value);
 	a->fsm->stats.grants++;
+	note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner,
+			  h->token, mode, permits, 0, h->value);
 	return h;
 }
 
@@ -185,6 +229,7 @@ void grant_waiters(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessio
 		if (sess == NULL) {
 			/* Cannot happen: ending a session removes its waiters.
 			 * Dropping the waiter keeps rule 6 even so. */
+			note_waiter_gone(a, lock, 0, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, 0);
 			continue;
 		}
@@ -209,7 +254,8 @@ void grant_waiters(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessio
 				break;
 			continue;
 		}
-		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		Raftlock__Holder *h =
+			grant(a, lock, w->session, w->owner, w->mode, w->permits, w->value);
 		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
@@ -254,6 +300,9 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		bool held = false;
 		for (size_t j = lock->n_holders; j-- > 0;) {
 			if (lock->holders[j]->session == sess->id) {
+				note_holder_gone(a, lock, j,
+						 expired ? RAFTLOCK__WATCH_KIND__WATCH_EXPIRED
+							 : RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 				remove_holder(a, lock, j);
 				held = true;
 			}
@@ -267,6 +316,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 						   .session = sess->id,
 						   .seq = w->seq,
 						   .result = &res});
+			note_waiter_gone(a, lock, j, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, j);
 		}
 		if (expired && held && lock->lock_delay_ms > 0) {
@@ -446,7 +496,8 @@ Raftlock__Result open_lock(struct apply *a, const Raftlock__Acquire *op,
 	*lockp = NULL;
 	if (codec_check_name(op->name) != 0)
 		return result_of(RAFTLOCK_EINVAL);
-	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED)
+	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED ||
+	    strlen(op->value) > RAFTLOCK_VALUE_MAX)
 		return result_of(RAFTLOCK_EINVAL);
 	uint32_t permits = op->permits ? op->permits : 1;
 
@@ -539,7 +590,7 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 			res = refuse_full(a);
 			goto out;
 		}
-		h = grant(a, lock, sess->id, op->owner, mode, permits);
+		h = grant(a, lock, sess->id, op->owner, mode, permits, op->value);
 		res.token = h->token;
 		res.count = 1;
 	} else if (!op->wait) {
@@ -564,6 +615,10 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->seq = cmd->seq;
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
+		if (op->value[0] != '\0')
+			records_set_string(&w->value, op->value);
+		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, lock->name, w->session, w->owner,
+			    0, w->mode, w->permits, 0);
 		res.queued = true;
 		a->fsm->stats.waits++;
 		contention_count(&a->fsm->stats.contention, lock->name, a->now);
@@ -598,6 +653,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 		res.count = lock->holders[i]->count;
 		res.token = lock->holders[i]->token;
 	} else {
+		note_holder_gone(a, lock, (size_t)i, RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 		remove_holder(a, lock, (size_t)i);
 		forget_lock_if_done(sess, lock);
 		grant_waiters(a, lock, sess);
@@ -621,8 +677,9 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
 	ssize_t i = lock ? records_find_waiter(lock, sess->id, op->owner) : -1;
 	if (i >= 0 && lock->waiters[i]->seq == op->acquire_seq) {
+		note_waiter_gone(a, lock, (size_t)i, RAFTLOCK_ECANCELED);
 		if (lock->waiters[i]->multi)
-			multilock_drop(a, lock, sess, op->acquire_seq);
+			multilock_drop(a, lock, sess, op->acquire_seq, RAFTLOCK_ECANCELED);
 		records_remove_waiter(lock, (size_t)i);
 		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
 		finish_wait(a, sess, op->acquire_seq, &canceled);
@@ -671,8 +728,9 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 		if (w->deadline == 0 || a->now < w->deadline)
 			break;
 		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, w->session);
+		note_waiter_gone(a, lock, i, RAFTLOCK_ETIMEDOUT);
 		if (sess != NULL && w->multi)
-			multilock_drop(a, lock, sess, op->acquire_seq);
+			multilock_drop(a, lock, sess, op->acquire_seq, RAFTLOCK_ETIMEDOUT);
 		records_remove_waiter(lock, i);
 		if (sess != NULL) {
 			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);
@@ -686,6 +744,31 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 		break;
 	}
 	raftlock__lock_record__free_unpacked(lock, NULL);
+}
+
+/* Elections: the holder whose grant carries op->token publishes a new
+ * value; fenced by the token, so a deposed leader's proclaim is refused. */
+static Raftlock__Result do_proclaim(struct apply *a, Raftlock__SessionRecord *sess,
+				    const Raftlock__Proclaim *op)
+{
+	if (codec_check_name(op->name) != 0 || strlen(op->value) > RAFTLOCK_VALUE_MAX)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return result_of(RAFTLOCK_ENOTHOLDER);
+	Raftlock__Result res = result_of(0);
+	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
+	if (h == NULL || h->token != op->token) {
+		res.status = RAFTLOCK_ENOTHOLDER;
+	} else {
+		records_set_string(&h->value, op->value);
+		res.token = h->token;
+		note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_PROCLAIMED, lock->name, h->session,
+				  h->owner, h->token, h->mode, h->permits, 0, h->value);
+		save_lock(a, lock);
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
 }
 
 /* ----------------------------------------------------- client commands -- */
@@ -775,6 +858,9 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
 			res = multilock_acquire(a, sess, cmd);
 			pending = res.queued;
+			break;
+		case RAFTLOCK__COMMAND__OP_PROCLAIM:
+			res = do_proclaim(a, sess, cmd->proclaim);
 			break;
 		default: res = result_of(RAFTLOCK_EINVAL); break;
 		}
@@ -869,11 +955,10 @@ static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
-	if (features_command_level(cmd->op_case) > FEATURE_LEVEL)
+	if (features_level_of(cmd) > FEATURE_LEVEL)
 		log_fatal("log entry %llu holds a command of feature level %u; this raftlockd "
 			  "supports level %u: start a newer build on this data directory",
-			  (unsigned long long)a->index, features_command_level(cmd->op_case),
-			  FEATURE_LEVEL);
+			  (unsigned long long)a->index, features_level_of(cmd), FEATURE_LEVEL);
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;
@@ -903,6 +988,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
 	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
 	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
 		/* Rule 1 of the grant path: no grant before INIT set the

@@ -55,6 +55,7 @@ enum fsm_event_type {
 	FSM_EV_SESSION,      /* session's deadline is now `deadline` */
 	FSM_EV_SESSION_GONE, /* session closed or expired */
 	FSM_EV_LOCK_DELAY,   /* lock `name` is delayed until `deadline` (0: ended) */
+	FSM_EV_CHANGE,       /* a change of lock `name` for watches: `change` */
 	FSM_EV_WAIT_DEADLINE /* waiter (name, session, seq) times out at deadline */
 };
 
@@ -72,6 +73,9 @@ struct fsm_event {
 	size_t digest_len;
 	const char *name;
 	const Raftlock__Result *result;
+	/* FSM_EV_CHANGE: the change at its log position (index, offset);
+	 * its name points at `name`. Emitted on every node, in log order. */
+	const Raftlock__WatchEvent *change;
 };
 
 struct fsm_sink {

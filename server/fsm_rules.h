@@ -29,9 +29,23 @@ struct apply {
 	unsigned command;
 	const struct fsm_sink *sink;
 	struct multilock_state multi; /* multilock.h */
+	uint32_t changes;             /* FSM_EV_CHANGE events of this entry so far */
 };
 
 void emit(struct apply *a, struct fsm_event ev);
+
+/* Tells the watches (FSM_EV_CHANGE) that something happened to a holder
+ * or waiter of `name`: a position in the log, the same on every node.
+ * note_change has no value; the _gone forms describe holder or waiter i
+ * of lock, before the caller removes it. */
+void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
+		       uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+		       uint32_t permits, int status, const char *value);
+void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name, uint64_t session,
+		 uint64_t owner, uint64_t token, Raftlock__Mode mode, uint32_t permits, int status);
+void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+		      Raftlock__WatchKind kind);
+void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i, int status);
 Raftlock__Result result_of(int status);
 uint64_t elapsed_ns(const struct apply *a, uint64_t since);
 
@@ -51,9 +65,10 @@ uint32_t max_waiters(const Raftlock__Acquire *op);
 bool delayed(const struct apply *a, const Raftlock__LockRecord *lock);
 bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, uint32_t permits);
 
-/* Adds a holder with a new fencing token. */
+/* Adds a holder with a new fencing token and the published value (NULL or
+ * "": none), and tells the watches. */
 Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
-			uint64_t owner, Raftlock__Mode mode, uint32_t permits);
+			uint64_t owner, Raftlock__Mode mode, uint32_t permits, const char *value);
 
 /* Records the final outcome of the queued acquire seq and pushes it. */
 void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,

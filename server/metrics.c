@@ -203,6 +203,11 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->disk_space.apply_waits);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
+	gauge(&t, "watch_subscribers", "Watches this node serves (raftlock watch, observe).",
+	      watches_subscribers(&m->service->watches));
+	gauge(&t, "watch_changes_kept",
+	      "Lock changes kept for watches to resume from (at most watch-history).",
+	      watches_kept(&m->service->watches));
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);

@@ -157,7 +157,8 @@ bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sess
 		for (size_t i = 0; i < n; i++) {
 			const Raftlock__Waiter *w = locks[i]->waiters[0];
 			tokens[i] =
-				grant(a, locks[i], sess->id, w->owner, w->mode, w->permits)->token;
+				grant(a, locks[i], sess->id, w->owner, w->mode, w->permits, NULL)
+					->token;
 			histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 			records_remove_waiter(locks[i], 0);
 		}
@@ -182,7 +183,7 @@ bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sess
 }
 
 void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *sess,
-		    uint64_t seq)
+		    uint64_t seq, int status)
 {
 	ssize_t k = find_set(sess, seq);
 	if (k < 0)
@@ -196,6 +197,7 @@ void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessi
 			continue;
 		ssize_t j = waiter_index(l, sess->id, seq);
 		if (j >= 0) {
+			note_waiter_gone(a, l, (size_t)j, status);
 			records_remove_waiter(l, (size_t)j);
 			forget_lock_if_done(sess, l);
 			if (j == 0)
@@ -250,6 +252,8 @@ static void queue_set(struct apply *a, Raftlock__SessionRecord *sess, const Raft
 		w->queued_time = a->now;
 		w->deadline = deadline;
 		w->multi = true;
+		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, locks[i]->name, w->session,
+			    w->owner, 0, w->mode, w->permits, 0);
 		records_add_name(sess, locks[i]->name);
 		contention_count(&a->fsm->stats.contention, locks[i]->name, a->now);
 	}
@@ -272,7 +276,7 @@ static void grant_set(struct apply *a, Raftlock__SessionRecord *sess,
 {
 	for (size_t i = 0; i < op->n_items; i++) {
 		a->multi.tokens[i] =
-			grant(a, locks[i], sess->id, op->owner, modes[i], permits[i])->token;
+			grant(a, locks[i], sess->id, op->owner, modes[i], permits[i], NULL)->token;
 		records_add_name(sess, locks[i]->name);
 	}
 	res->token = a->multi.tokens[0];

@@ -56,10 +56,12 @@ Raftlock__Result multilock_acquire(struct apply *a, Raftlock__SessionRecord *ses
 bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *sess);
 
 /* The set's waiter (sess, seq) on `lock` is leaving (cancel, timeout):
- * removes its waiters from the set's other locks and the set from the
- * session. The caller removes the one on `lock` and records the outcome. */
+ * removes its waiters from the set's other locks, telling the watches
+ * they left with status (RAFTLOCK_ECANCELED, RAFTLOCK_ETIMEDOUT), and the
+ * set from the session. The caller removes the one on `lock` and records
+ * the outcome. */
 void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *sess,
-		    uint64_t seq);
+		    uint64_t seq, int status);
 
 /* Runs the queues of the locks noted during the command (end of each
  * command). */

@@ -929,6 +929,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	}
 	n->raft_started = true;
 	uint64_t applied = fsm_applied_index(&n->fsm);
+	n->start_applied = applied;
 	if (applied > raft_last_index(&n->raft)) {
 		/* libraft applies an entry once the cluster has committed it,
 		 * even if this node's own append of it has not completed; a

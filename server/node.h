@@ -110,6 +110,10 @@ struct node {
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
 	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
+	/* The store's applied index once raft started (after any restore it
+	 * made then): later entries are applied by this run, and report
+	 * their changes to the watches (watch.h). */
+	uint64_t start_applied;
 	size_t state_bytes; /* size of the last snapshot image */
 	unsigned trailing;  /* trailing entries asked of libraft */
 	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
@@ -119,10 +123,10 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	struct diskguard disk_space; /* free space under the data directory */
-	struct features features;    /* the voters' levels, heard as leader */
-	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
-	int datadir_fd;              /* holds the data directory's LOCK until stopped */
+	struct diskguard disk_space;          /* free space under the data directory */
+	struct features features;             /* the voters' levels, heard as leader */
+	bool level_inflight;                  /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;                       /* holds the data directory's LOCK until stopped */
 	char member_address[CONFIG_ADDR_MAX]; /* node_member_client_address's answer */
 	bool stopping;
 	bool closing_raft;

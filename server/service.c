@@ -86,6 +86,7 @@ static void conn_close(struct service_conn *c)
 	admission_leave(&c->svc->admission, c->admission_key);
 	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
+	watches_forget_conn(&c->svc->watches, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
 	else
@@ -300,6 +301,10 @@ static void request_free(struct service_request *p)
 
 void service_on_event(struct service *s, const struct fsm_event *ev)
 {
+	if (ev->type == FSM_EV_CHANGE) {
+		watches_on_change(&s->watches, ev->change);
+		return;
+	}
 	if (ev->type == FSM_EV_SESSION_GONE) {
 		pushes_forget_session(&s->pushes, ev->session);
 		return;
@@ -432,6 +437,22 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->wait = src->wait;
 	dst->wait_ms = src->wait_ms;
 	dst->lock_delay_ms = src->lock_delay_ms;
+	dst->value = src->value;
+}
+
+/* Elections: PROCLAIM, rebuilt field by field like an acquire. The one
+ * place where the command is made, so that a cluster feature level can
+ * gate it. */
+static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
+			      const Raftlock__Proclaim *src)
+{
+	raftlock__proclaim__init(dst);
+	dst->name = src->name;
+	dst->owner = src->owner;
+	dst->token = src->token;
+	dst->value = src->value;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_PROCLAIM;
+	cmd->proclaim = dst;
 }
 
 /* The storage of a MULTI_ACQUIRE command built from a request. */
@@ -608,6 +629,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
 	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
 	struct multi_acquire_buf multi;
+	Raftlock__Proclaim proclaim;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
@@ -668,6 +690,10 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cancel.owner = env->cancel_wait->cancel->owner;
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		set_sequence(&cmd, seq);
+		election_proclaim(&cmd, &proclaim, env->proclaim->proclaim);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
@@ -975,6 +1001,7 @@ static bool authorized(struct service *s, struct service_conn *c, const Raftlock
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
 		session = request_sequence(env, &legacy)->session;
 		break;
 	default: break;
@@ -1035,6 +1062,33 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	send_response(c, env->id, &resp);
 }
 
+/* ------------------------------------------------------------- watches -- */
+
+static void watch_send(void *arg, struct service_conn *c, uint64_t id,
+		       const Raftlock__WatchEvent *ev)
+{
+	(void)arg;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.push = true;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
+	resp.watch_event = (Raftlock__WatchEvent *)ev;
+	send_response(c, id, &resp);
+}
+
+/* Any node serves watches, from its own applies (watch.h): the answer
+ * first, then the events, in order on the connection. */
+static void handle_watch(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		bool found = watches_cancel(&s->watches, c, env->watch_cancel->watch);
+		send_status(s, c, env->id, found ? 0 : RAFTLOCK_ENOTFOUND,
+			    found ? "" : "no such watch on this connection");
+		return;
+	}
+	send_status(s, c, env->id, 0, "");
+	watches_add(&s->watches, c, env->id, env->watch);
+}
+
 /* ------------------------------------------------------------ dispatch -- */
 
 /* Upgrades (feature_level.h): a request whose command needs a feature level
@@ -1053,9 +1107,13 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
 		break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
 	default: break;
 	}
 	uint32_t need = features_command_level(op);
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE &&
+	    env->acquire->acquire->value[0] != '\0' && need < 3u)
+		need = 3u; /* elections (feature_level.h) */
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
 		return false;
@@ -1106,6 +1164,13 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 	}
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE) {
 		handle_authenticate(s, c, env);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH ||
+	    env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		if (!s->cfg->auth || authorized(s, c, env))
+			handle_watch(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -1370,6 +1435,8 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	pushes_init(&s->pushes);
 	reads_init(&s->reads, node);
 	backup_init(&s->backup);
+	watches_init(&s->watches, cfg->watch_history, &node->store, node->start_applied, watch_send,
+		     s);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
@@ -1407,6 +1474,11 @@ void service_on_ready(struct service *s, bool ready)
 	free(victims);
 }
 
+void service_on_restore(struct service *s)
+{
+	watches_restored(&s->watches);
+}
+
 unsigned service_connections(const struct service *s)
 {
 	unsigned n = 0;
@@ -1432,5 +1504,6 @@ void service_close(struct service *s)
 	backup_close(&s->backup);
 	members_close(&s->members);
 	pushes_close(&s->pushes);
+	watches_close(&s->watches);
 	admission_close(&s->admission);
 }

@@ -29,6 +29,7 @@
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
+#include "watch.h"
 
 /* The requests whose latency is measured: from the frame read to the
  * answer queued, for those that wait on the log, a keepalive batch or a
@@ -63,6 +64,7 @@ struct service {
 	struct reads reads;              /* linearizable reads waiting for a barrier */
 	struct backup backup;            /* images read by snapshot saves */
 	struct members members;          /* membership requests, promotions */
+	struct watches watches;          /* watch subscriptions and recent changes */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */
@@ -108,6 +110,8 @@ void service_auth_tokens(struct service *s, const struct auth_tokens *tokens);
 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);
+/* The store was replaced by a snapshot (watches lose their history). */
+void service_on_restore(struct service *s);
 
 /* Number of open client connections. */
 unsigned service_connections(const struct service *s);

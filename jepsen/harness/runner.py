@@ -39,7 +39,8 @@ SUITES = {
         ("partition,pause,kill", "semaphore"),
         ("partition,kill,restart-all", "rwlock"),
         ("membership,kill,partition", "mutex"),
-        ("partition,kill,pause", "pairs")]),
+        ("partition,kill,pause", "pairs"),
+        ("partition,pause,kill", "election")]),
 }
 
 
@@ -349,7 +350,7 @@ def run_one(args, nemeses, workload, seed):
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(res, f, indent=2, sort_keys=True, default=str)
     s = res["summary"]
-    for name in SAFETY + ("liveness", "waits"):
+    for name in SAFETY + ("liveness", "waits", "observe"):
         r = res[name]
         note = ""
         if name == "liveness":
@@ -358,6 +359,8 @@ def run_one(args, nemeses, workload, seed):
         if name == "waits":
             note = " max %ss past the timeout (bound %ss, %d waits)" % (
                 r["max_over_seconds"], r["bound_seconds"], r["checked"])
+        if name == "observe":
+            note = " %d observations" % r["observations"]
         if name == "lease" and r["drift_overlap_count"]:
             note = " (%d overlaps under clock rate beyond rho, kept)" % \
                 r["drift_overlap_count"]
@@ -396,7 +399,7 @@ def parse(argv):
                     help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
     ap.add_argument("--workload", default="mutex",
                     choices=["mutex", "semaphore", "rwlock", "reentrant",
-                             "waiters", "pairs"])
+                             "waiters", "pairs", "election"])
     ap.add_argument("--time", type=int, default=60,
                     help="seconds of faults (setup and recovery come on top)")
     ap.add_argument("--seed", type=int)

@@ -27,7 +27,8 @@
 #define LEVEL1 RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1"
 #define LEVEL2 RAFTLOCK_BINARY_DIR "/bin/raftlockd"
 /* The level of that build (server/feature_level.h): 2 brought ACL_DELETE,
- * 3 lock sets; the upgraded cluster records the lowest its voters report. */
+ * 3 lock sets, the deadlock check and elections; the upgraded cluster
+ * records the lowest its voters report. */
 #define FULL "3"
 #define FULL_LEVEL 3
 #define CLIENTS 16
@@ -194,6 +195,12 @@ static void rolling_upgrade(void **state)
 	assert_int_equal(acl_delete(admin, msg, sizeof msg), RAFTLOCK_ESTATE);
 	if (strstr(msg, "feature level 2") == NULL)
 		fail_msg("unclear refusal: %s", msg);
+	/* An election publishes a value: level 3, refused at once before. */
+	raftlock_session *es = tl_session(admin, TTL_MS);
+	raftlock_leader *ld = NULL;
+	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), RAFTLOCK_ESTATE);
+	tl_assert_errmsg_has(admin, "feature level " FULL);
+	assert_null(ld);
 
 	for (int i = 0; i < cl.n; i++) {
 		int st = tcluster_stop(&cl, i);
@@ -236,6 +243,10 @@ static void rolling_upgrade(void **state)
 		at++;
 	}
 	assert_int_equal(acl_delete(admin, msg, sizeof msg), RAFTLOCK_ENOTFOUND);
+	/* and elections work at the new level */
+	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), 0);
+	assert_int_equal(raftlock_resign(ld), 0);
+	assert_int_equal(raftlock_session_close(es), 0);
 	tl_sleep_ms(1000);
 
 	atomic_store(&stop, true);

@@ -34,7 +34,9 @@
 #include "store.h"
 
 #define FX_MAP_SIZE (64u << 20)
-#define FX_MAX_EVENTS 64
+/* One apply's events: a set's grant or wait tells the watches of each
+ * of its locks, besides the outcome. */
+#define FX_MAX_EVENTS (2 * RAFTLOCK_MULTI_MAX + 64)
 #define FX_TTL 10000u
 /* A floor the size INIT carries in production: wall-clock ms << 20. */
 #define FX_FLOOR (UINT64_C(1700000000000) << 20)
@@ -48,6 +50,9 @@ struct fx_event {
 	bool has_result;
 	Raftlock__Result result;
 	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* result.tokens points here */
+	bool has_change;                     /* FSM_EV_CHANGE: the change, its name in `name` */
+	Raftlock__WatchEvent change;
+	char value[RAFTLOCK_VALUE_MAX + 1]; /* the change's value */
 };
 
 struct fx_entry {
@@ -112,6 +117,8 @@ struct op {
 	const char *const *names;
 	size_t n_names;
 	const Raftlock__Mode *modes;
+	const char *value; /* ACQUIRE, PROCLAIM: the election value */
+	uint64_t token;    /* PROCLAIM */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -139,13 +146,14 @@ struct cmd_buf {
 	Raftlock__MultiAcquire multi;
 	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
 	Raftlock__MultiItem *item_ptrs[RAFTLOCK_MULTI_MAX + 1];
+	Raftlock__Proclaim proclaim;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
 	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
 	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION ||
-	       t == RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
+	       t == RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE || t == RAFTLOCK__COMMAND__OP_PROCLAIM;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -216,7 +224,16 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acquire.wait_ms = o->wait_ms;
 		b->acquire.lock_delay_ms = o->lock_delay_ms;
 		b->acquire.max_waiters = o->max_waiters;
+		b->acquire.value = (char *)(o->value ? o->value : "");
 		b->cmd.acquire = &b->acquire;
+		break;
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
+		raftlock__proclaim__init(&b->proclaim);
+		b->proclaim.name = name;
+		b->proclaim.owner = o->owner;
+		b->proclaim.token = o->token;
+		b->proclaim.value = (char *)(o->value ? o->value : "");
+		b->cmd.proclaim = &b->proclaim;
 		break;
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 		raftlock__release__init(&b->release);
@@ -328,6 +345,19 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 		if (e->result.n_tokens > 0)
 			memcpy(e->tokens, e->result.tokens, e->result.n_tokens * sizeof *e->tokens);
 		e->result.tokens = e->tokens;
+	}
+	if (ev->change != NULL) {
+		e->has_change = true;
+		e->change = *ev->change;
+		e->change.name = e->name;
+		snprintf(e->value, sizeof e->value, "%s", ev->change->value);
+		e->change.value = e->value;
+		fx_trace(f, "@%llu change %llu.%u kind=%d s=%llu o=%llu tok=%llu st=%d\n",
+			 (unsigned long long)f->index, (unsigned long long)ev->change->index,
+			 ev->change->offset, (int)ev->change->kind,
+			 (unsigned long long)ev->change->session,
+			 (unsigned long long)ev->change->owner,
+			 (unsigned long long)ev->change->token, ev->change->status);
 	}
 	fx_trace(f,
 		 "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "

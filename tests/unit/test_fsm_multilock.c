@@ -398,6 +398,54 @@ static void test_set_closing_cycle(void **state)
 	assert_int_equal(session_sets(f, s2), 0);
 }
 
+/* ------------------------------------------------------------ watches -- */
+
+/* The watch changes (FSM_EV_CHANGE) of the last apply of this kind on
+ * `name` with this status. */
+static size_t changes(const struct fx *f, Raftlock__WatchKind kind, const char *name, int status)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_events; i++) {
+		const struct fx_event *e = &f->events[i];
+		n += e->has_change && e->change.kind == kind && strcmp(e->name, name) == 0 &&
+		     e->change.status == status;
+	}
+	return n;
+}
+
+/* A set's wait, its timeout, its cancel and its grant reach the watches
+ * on every lock of the set (docs/GUARANTEES.md, watches). */
+static void test_set_changes_reach_watches(void **state)
+{
+	struct fx *f = ready(state);
+	uint64_t s1 = fx_session(f), s2 = fx_session(f);
+	fx_take(f, s2, 1, "b");
+	uint64_t q = multi_enqueue(f, OP(MULTI_ACQUIRE, .session = s1, .owner = 7, .wait_ms = 500,
+					 .names = NAMES("a", "b")));
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, "a", 0), 1);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, "b", 0), 1);
+	f->now += 500;
+	DO(f, WAIT_EXPIRE, .name = "a", .target = s1, .acquire_seq = q);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, "a", RAFTLOCK_ETIMEDOUT),
+			 1);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, "b", RAFTLOCK_ETIMEDOUT),
+			 1);
+
+	q = multi_enqueue(f,
+			  OP(MULTI_ACQUIRE, .session = s1, .owner = 7, .names = NAMES("a", "b")));
+	DO(f, CANCEL_WAIT, .session = s1, .owner = 7, .name = "a", .acquire_seq = q);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, "a", RAFTLOCK_ECANCELED),
+			 1);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, "b", RAFTLOCK_ECANCELED),
+			 1);
+
+	multi_enqueue(f, OP(MULTI_ACQUIRE, .session = s1, .owner = 7, .names = NAMES("a", "b")));
+	assert_int_equal(DO(f, RELEASE, .session = s2, .owner = 1, .name = "b").status, 0);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_RELEASED, "b", 0), 1);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, "a", 0), 1);
+	assert_int_equal(changes(f, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, "b", 0), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +457,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shared_items_and_followers, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_sets_refused, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_set_changes_reach_watches, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_leaves_nothing, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_leaves_nothing, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_session_end_drops_sets, fx_setup, fx_teardown),
