@@ -35,6 +35,10 @@ static const char usage_text[] =
 	"  lock [HOLD OPTIONS] NAME -c 'SHELL COMMAND'   the same, through $SHELL -c\n"
 	"  lock [HOLD OPTIONS] NAME         no command: print the fencing token and\n"
 	"                                   hold NAME until SIGINT or SIGTERM (exit 0)\n"
+	"  lock --all [HOLD OPTIONS] NAME,NAME,... [--] CMD [ARGS...] (or -c, or nothing)\n"
+	"                                   the same with up to 64 locks taken at\n"
+	"                                   once, all or none (RAFTLOCK_TOKEN lists\n"
+	"                                   their tokens in the order given)\n"
 	"  run --permits N [HOLD OPTIONS] NAME [--] CMD [ARGS...] (or -c, or nothing)\n"
 	"                                   hold one of N permits of the semaphore\n"
 	"                                   NAME (N active, the rest wait)\n"
@@ -116,7 +120,8 @@ static const char usage_text[] =
 	"exit status:\n"
 	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
 	"      ended it; without a command, 0 after SIGINT or SIGTERM)\n"
-	"  1   error; a message on stderr names the problem\n"
+	"  1   error; a message on stderr names the problem (also a wait refused\n"
+	"      because it would close a cycle of waiting sessions: EDEADLK)\n"
 	"  2   usage error\n"
 	"  3   the lock is busy (--no-wait), or --wait ran out (-E N: N instead);\n"
 	"      check: the token is not current\n";
@@ -232,6 +237,7 @@ enum {
 	OPT_AUTH_TOKEN,
 	OPT_CHILD_EXIT_CODE,
 	OPT_NO_CHILD_EXIT_CODE,
+	OPT_ALL,
 };
 
 /* Parses --json/--stale (as allowed) and collects min..max positional
@@ -479,6 +485,7 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 		{"child-exit-code", no_argument, NULL, OPT_CHILD_EXIT_CODE},
 		{"no-child-exit-code", no_argument, NULL, OPT_NO_CHILD_EXIT_CODE},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"all", no_argument, NULL, OPT_ALL},
 		{"value", required_argument, NULL, OPT_VALUE},
 		{NULL, 0, NULL, 0},
 	};
@@ -525,6 +532,11 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 		case OPT_CHILD_EXIT_CODE: h->child_exit_code = true; break;
 		case OPT_NO_CHILD_EXIT_CODE: h->child_exit_code = false; break;
 		case OPT_JSON: h->json = true; break;
+		case OPT_ALL:
+			if (semaphore)
+				return usage("--all is for lock, not run");
+			h->all = true;
+			break;
 		case OPT_VALUE:
 			if (h->lock_opts.kind != RAFTLOCK_MUTEX ||
 			    strlen(optarg) > RAFTLOCK_VALUE_MAX)

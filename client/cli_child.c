@@ -23,7 +23,7 @@ extern char **environ;
 
 /* environ plus the three RAFTLOCK_* variables (replacing older ones).
  * Built before fork: the child of a threaded process must not allocate. */
-static char **child_env(const char *name, uint64_t token, uint64_t session)
+static char **child_env(const char *name, const char *token, uint64_t session)
 {
 	size_t n = 0;
 	while (environ[n] != NULL)
@@ -38,7 +38,7 @@ static char **child_env(const char *name, uint64_t token, uint64_t session)
 		    strncmp(environ[i], "RAFTLOCK_SESSION=", 17) != 0)
 			env[k++] = environ[i];
 	char *vars[3] = {NULL, NULL, NULL};
-	if (asprintf(&vars[0], "RAFTLOCK_TOKEN=%" PRIu64, token) < 0 ||
+	if (asprintf(&vars[0], "RAFTLOCK_TOKEN=%s", token) < 0 ||
 	    asprintf(&vars[1], "RAFTLOCK_LOCK=%s", name) < 0 ||
 	    asprintf(&vars[2], "RAFTLOCK_SESSION=%" PRIu64, session) < 0) {
 		for (int i = 0; i < 3; i++)
@@ -193,11 +193,75 @@ static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 	return CLI_EXIT_ERROR;
 }
 
-static int hold_run_child(raftlock_session *s, const struct cli_hold *h, uint64_t token)
+/* What the command holds: the lock, or the set of --all. */
+struct held {
+	raftlock_lock *lock;
+	raftlock_multi *set;
+	char *names; /* --all: h->name, its commas made NULs */
+	size_t n;
+	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* in the order of the names */
+	char text[RAFTLOCK_MULTI_MAX * 21];  /* RAFTLOCK_TOKEN: "T" or "T1,T2,..." */
+};
+
+/* The handle of the lock or the set (--all: NAME is a comma-separated
+ * list). 0, or an error with the client's message set. */
+static int held_new(raftlock_session *s, const struct cli_hold *h, struct held *x)
+{
+	memset(x, 0, sizeof *x);
+	if (!h->all) {
+		int rv = raftlock_lock_new(s, h->name, &h->lock_opts, &x->lock);
+		return rv != 0 ? rv : raftlock_lock_set_value(x->lock, h->value);
+	}
+	struct raftlock_multi_item items[RAFTLOCK_MULTI_MAX + 1];
+	if ((x->names = strdup(h->name)) == NULL)
+		return RAFTLOCK_ENOMEM;
+	for (char *p = x->names, *next; p != NULL && x->n <= RAFTLOCK_MULTI_MAX; p = next) {
+		next = strchr(p, ',');
+		if (next != NULL)
+			*next++ = '\0';
+		items[x->n++] = (struct raftlock_multi_item){
+			.name = p, .mode = h->mode, .permits = h->permits, .opts = &h->lock_opts};
+	}
+	return raftlock_multi_new(s, items, x->n, &x->set);
+}
+
+static int held_acquire(struct held *x, const struct cli_hold *h)
+{
+	int rv;
+	if (x->set == NULL) {
+		x->n = 1;
+		rv = raftlock_lock_acquire(x->lock, h->mode, h->permits, h->wait_ms, &x->tokens[0]);
+	} else {
+		rv = raftlock_multi_acquire(x->set, h->wait_ms);
+		for (size_t i = 0; rv == 0 && i < x->n; i++)
+			x->tokens[i] = raftlock_multi_token(x->set, i);
+	}
+	size_t at = 0;
+	for (size_t i = 0; rv == 0 && i < x->n; i++)
+		at += (size_t)snprintf(x->text + at, sizeof x->text - at, "%s%" PRIu64,
+				       i ? "," : "", x->tokens[i]);
+	return rv;
+}
+
+static int held_release(struct held *x)
+{
+	return x->set != NULL ? raftlock_multi_release(x->set)
+			      : raftlock_lock_release(x->lock, NULL);
+}
+
+/* Frees the handles (the session is closed after: what is held goes). */
+static void held_free(struct held *x)
+{
+	raftlock_multi_free(x->set);
+	raftlock_lock_free(x->lock);
+	free(x->names);
+}
+
+static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	sigset_t set;
 	int gate[2];
-	char **env = child_env(h->name, token, raftlock_session_id(s));
+	char **env = child_env(h->name, x->text, raftlock_session_id(s));
 	if (env == NULL) {
 		fprintf(stderr, "raftlock: out of memory\n");
 		return CLI_EXIT_ERROR;
@@ -255,33 +319,36 @@ out:
 	return code;
 }
 
-/* Prints the token of the lock just taken, flushed at once: a script
- * reads it while the lock is held. */
-static void print_token(const raftlock_session *s, const struct cli_hold *h, uint64_t token)
+/* Prints the token of the lock just taken (of each lock of a set, in the
+ * order of the names), flushed at once: a script reads it while the lock
+ * is held. */
+static void print_token(const raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	if (h->json) {
 		fputs("{\"lock\": ", stdout);
 		json_write_string(stdout, h->name);
-		printf(", \"token\": %" PRIu64 ", \"session\": %" PRIu64 "}\n", token,
-		       raftlock_session_id(s));
+		printf(", \"token\": %" PRIu64, x->tokens[0]);
+		if (x->set != NULL)
+			printf(", \"tokens\": [%s]", x->text);
+		printf(", \"session\": %" PRIu64 "}\n", raftlock_session_id(s));
 	} else {
-		printf("%" PRIu64 "\n", token);
+		printf("%s\n", x->text);
 	}
 	fflush(stdout);
 	fprintf(stderr,
-		"raftlock: holding '%s' with fencing token %" PRIu64 " (session %" PRIu64
+		"raftlock: holding '%s' with fencing token %s (session %" PRIu64
 		") until SIGINT or SIGTERM\n",
-		h->name, token, raftlock_session_id(s));
+		h->name, x->text, raftlock_session_id(s));
 }
 
 /* No command: holds the lock until SIGINT, SIGTERM, SIGHUP or SIGQUIT
  * (CLI_EXIT_OK), or until the session's validity ends (CLI_EXIT_ERROR:
  * the lock may be someone else's from then on). */
-static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, uint64_t token)
+static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	sigset_t set;
 	cli_signal_set(&set); /* blocked in every thread since main() */
-	print_token(s, h, token);
+	print_token(s, h, x);
 	uint64_t last_valid = raftlock_session_valid_until(s);
 	for (;;) {
 		uint64_t v = raftlock_session_valid_until(s);
@@ -365,8 +432,7 @@ static bool guard_stop(struct wait_guard *g)
 int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 {
 	raftlock_session *s = NULL;
-	raftlock_lock *l = NULL;
-	uint64_t token = 0;
+	struct held x;
 	struct wait_guard g;
 	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms};
 	if (guard_start(&g) != CLI_EXIT_OK)
@@ -377,31 +443,35 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		return CLI_EXIT_ERROR;
 	}
 	int code = CLI_EXIT_ERROR;
-	if (raftlock_lock_new(s, h->name, &h->lock_opts, &l) != 0 ||
-	    raftlock_lock_set_value(l, h->value) != 0) {
+	if (held_new(s, h, &x) != 0) {
 		guard_stop(&g);
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+		held_free(&x);
 		goto out;
 	}
 	pthread_mutex_lock(&g.mu);
 	g.s = s;
 	pthread_mutex_unlock(&g.mu);
-	int rv = raftlock_lock_acquire(l, h->mode, h->permits, h->wait_ms, &token);
-	if (guard_stop(&g))
+	int rv = held_acquire(&x, h);
+	if (guard_stop(&g)) {
+		free(x.names);         /* the handles went with s */
 		return 128 + g.signal; /* left the queue; s is gone */
+	}
 	if (g.signal != 0) {
 		code = 128 + g.signal; /* came as the lock was granted */
 		if (rv == 0)
-			raftlock_lock_release(l, NULL);
+			held_release(&x);
+		held_free(&x);
 		goto out;
 	}
 	code = hold_exit_code(c, h, rv);
-	if (code != CLI_EXIT_OK)
-		goto out;
-	code = h->argv != NULL ? hold_run_child(s, h, token) : hold_until_signal(s, h, token);
-	if (raftlock_session_valid(s) && raftlock_lock_release(l, NULL) != 0)
-		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+	if (code == CLI_EXIT_OK) {
+		code = h->argv != NULL ? hold_run_child(s, h, &x) : hold_until_signal(s, h, &x);
+		if (raftlock_session_valid(s) && held_release(&x) != 0)
+			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+	}
+	held_free(&x);
 out:
-	raftlock_session_close(s); /* frees the handle too */
+	raftlock_session_close(s);
 	return code;
 }

@@ -16,6 +16,10 @@
  *
  * Without a command, the lock is held until SIGINT, SIGTERM or SIGHUP (as
  * `etcdctl lock` does): its fencing token is printed on stdout first.
+ *
+ * With `all`, NAME lists several locks taken as one set (raftlock_multi_*):
+ * all at once or none; RAFTLOCK_TOKEN then lists their tokens,
+ * comma-separated, in the order of the names.
  */
 #ifndef RAFTLOCK_CLI_CHILD_H
 #define RAFTLOCK_CLI_CHILD_H
@@ -31,7 +35,8 @@
 #define CLI_EXIT_BUSY 3
 
 struct cli_hold {
-	const char *name;
+	const char *name; /* with all: a comma-separated list of names */
+	bool all;         /* take every lock of name as one set, atomically */
 	struct raftlock_lock_options lock_opts;
 	enum raftlock_mode mode;
 	uint32_t permits;

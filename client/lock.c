@@ -106,26 +106,80 @@ static void lock_release_msg_init(struct lock_release_msg *m, char *name, uint64
 	m->rel.owner = owner;
 }
 
+/* The releases that undo a grant of l that nobody waits for: one, or one
+ * per lock of l's set (then malloc'd). */
+struct lock_undo {
+	struct lock_release_msg one;
+	const Raftlock__Envelope *one_env;
+	struct lock_release_msg *msgs;
+	const Raftlock__Envelope **envs;
+	size_t n;
+};
+
+/* 0 or RAFTLOCK_ENOMEM; u is used in place (it points into itself). */
+static int lock_undo_init(raftlock_lock *l, struct lock_undo *u)
+{
+	u->msgs = NULL;
+	if (l->n_set == 0) {
+		lock_release_msg_init(&u->one, l->name, l->owner);
+		u->one_env = &u->one.env;
+		u->envs = &u->one_env;
+		u->n = 1;
+		return 0;
+	}
+	u->msgs = calloc(l->n_set, sizeof *u->msgs);
+	u->envs = calloc(l->n_set, sizeof *u->envs);
+	if (u->msgs == NULL || u->envs == NULL) {
+		free(u->msgs);
+		free(u->envs);
+		return RAFTLOCK_ENOMEM;
+	}
+	for (size_t i = 0; i < l->n_set; i++) {
+		lock_release_msg_init(&u->msgs[i], l->set[i]->name, l->owner);
+		u->envs[i] = &u->msgs[i].env;
+	}
+	u->n = l->n_set;
+	return 0;
+}
+
+static void lock_undo_end(struct lock_undo *u)
+{
+	if (u->msgs != NULL) {
+		free(u->msgs);
+		free(u->envs);
+	}
+}
+
 /* Sends a mutating request of l's session with t->mu held. An acquire's
  * grant that comes after the caller gave up is released by the session. */
 static int lock_send(raftlock_lock *l, struct session_req sr, bool acquire, unsigned timeout_ms,
 		     Raftlock__Envelope **reply, const Raftlock__Result **res)
 {
-	struct lock_release_msg undo;
-	lock_release_msg_init(&undo, l->name, l->owner);
-	sr.undo = acquire ? &undo.env : NULL;
+	struct lock_undo undo;
+	if (acquire && lock_undo_init(l, &undo) != 0)
+		return RAFTLOCK_ENOMEM; /* nothing sent */
+	sr.undo = acquire ? undo.envs : NULL;
+	sr.n_undo = acquire ? undo.n : 0;
 	sr.owner = l->owner;
 	sr.timeout_ms = timeout_ms;
-	return session_mutate(l->session, &sr, reply, res);
+	int rv = session_mutate(l->session, &sr, reply, res);
+	if (acquire)
+		lock_undo_end(&undo);
+	return rv;
 }
 
 /* Gives up waiting for a request of l (session_abandon), an acquire's
- * late grant to be released. */
+ * late grant to be released (unless out of memory: then the session's
+ * end releases it). */
 static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire)
 {
-	struct lock_release_msg undo;
-	lock_release_msg_init(&undo, l->name, l->owner);
-	return session_abandon(l->session, req, seq, acquire ? &undo.env : NULL, l->owner);
+	struct lock_undo undo;
+	bool with_undo = acquire && lock_undo_init(l, &undo) == 0;
+	int rv = session_abandon(l->session, req, seq, with_undo ? undo.envs : NULL,
+				 with_undo ? undo.n : 0, l->owner);
+	if (with_undo)
+		lock_undo_end(&undo);
+	return rv;
 }
 
 /* Waits (t->mu held) until the handle's earlier requests that are still
@@ -226,6 +280,20 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftl
 	m->acq.value = l->value != NULL ? l->value : (char *)"";
 }
 
+/* The handle holds what res granted at nesting depth count; the handles
+ * of its set, if it leads one, each the token of its lock. */
+static void lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
+{
+	l->token = res->token;
+	l->count = count;
+	if (l->n_set > 0 && res->n_tokens == l->n_set) {
+		for (size_t i = 0; i < l->n_set; i++) {
+			l->set[i]->token = res->tokens[i];
+			l->set[i]->count = 1;
+		}
+	}
+}
+
 /* Applies a final acquire result to the handle. */
 static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t *token)
 {
@@ -234,8 +302,7 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 			session_mark_lost(l->session, RAFTLOCK_ESESSION);
 		return res->status;
 	}
-	l->token = res->token;
-	l->count = res->count ? res->count : l->count + 1;
+	lock_hold(l, res, res->count ? res->count : l->count + 1);
 	*token = res->token;
 	return 0;
 }
@@ -282,6 +349,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
+		lock_hold(l, res, 1); /* a queued acquire is never a nested one */
 		*granted = res->token;
 		rv = 1;
 	} else if (res->status == 0) {
@@ -350,8 +418,6 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 			session_seq_end(s, seq);
 			if (rv == 0)
 				return RAFTLOCK_ETIMEDOUT;
-			l->token = granted;
-			l->count = 1; /* a queued acquire is never a nested one */
 			*token = granted;
 			return 0;
 		}
@@ -372,14 +438,14 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 }
 
 /* A blocking acquire with t->mu held. */
-static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeout_ms,
+static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
 			     uint64_t *token)
 {
 	raftlock_session *s = l->session;
 	struct transport *t = s->t;
 	struct request *req;
 	uint64_t deadline = timeout_ms > 0 ? transport_mono_ms(t) + (uint64_t)timeout_ms : 0;
-	struct session_req sr = SESSION_REQ(&m->env);
+	struct session_req sr = SESSION_REQ(env);
 	sr.wait = true;
 	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
 	if (rv != 0)
@@ -396,12 +462,12 @@ static int lock_acquire_wait(raftlock_lock *l, struct acquire_msg *m, int timeou
 }
 
 /* A try-lock with t->mu held, waiting up to timeout_ms. */
-static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned timeout_ms,
+static int lock_acquire_now(raftlock_lock *l, Raftlock__Envelope *env, unsigned timeout_ms,
 			    uint64_t *token)
 {
 	Raftlock__Envelope *reply = NULL;
 	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, SESSION_REQ(&m->env), true, timeout_ms, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(env), true, timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	rv = lock_granted(l, res, token);
@@ -411,9 +477,9 @@ static int lock_acquire_now(raftlock_lock *l, struct acquire_msg *m, unsigned ti
 
 /* ---------------------------------------------------------------- calls -- */
 
-/* One acquire (m set) or release, with its results. */
+/* One acquire (its envelope set) or release, with its results. */
 struct lock_op {
-	struct acquire_msg *m;
+	Raftlock__Envelope *acquire;
 	int timeout_ms;
 	uint64_t token;
 	uint32_t left;
@@ -428,8 +494,8 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
-		if (op->m != NULL && op->timeout_ms != 0) {
-			rv = lock_acquire_wait(l, op->m, op->timeout_ms, &op->token);
+		if (op->acquire != NULL && op->timeout_ms != 0) {
+			rv = lock_acquire_wait(l, op->acquire, op->timeout_ms, &op->token);
 		} else {
 			/* one request timeout in all, the handle's orphans
 			 * included */
@@ -437,15 +503,15 @@ static int lock_call(raftlock_lock *l, struct lock_op *op)
 			rv = lock_wait_orphans(l, deadline);
 			uint64_t now = transport_mono_ms(t);
 			unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
-			if (rv == 0 && op->m == NULL)
+			if (rv == 0 && op->acquire == NULL)
 				rv = lock_release_locked(l, left, &op->left);
 			else if (rv == 0)
-				rv = lock_acquire_now(l, op->m, left, &op->token);
+				rv = lock_acquire_now(l, op->acquire, left, &op->token);
 		}
 		session_call_end(l->session);
 	}
 	if (rv != 0)
-		errmsg_set(t, rv, NULL, "%s '%s'", op->m ? "acquire" : "release", l->name);
+		errmsg_set(t, rv, NULL, "%s '%s'", op->acquire ? "acquire" : "release", l->name);
 	pthread_mutex_unlock(&t->mu);
 	return rv;
 }
@@ -459,8 +525,13 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *l, enum raftlock_mode mode
 		return errmsg_set(l->session->t, RAFTLOCK_EINVAL, NULL,
 				  "acquire '%s': unknown mode %d", l->name, mode);
 	struct acquire_msg m;
-	struct lock_op op = {.m = &m, .timeout_ms = timeout_ms};
 	acquire_msg_init(&m, l, mode, permits, timeout_ms);
+	return lock_acquire_env(l, &m.env, timeout_ms, token);
+}
+
+int lock_acquire_env(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms, uint64_t *token)
+{
+	struct lock_op op = {.acquire = env, .timeout_ms = timeout_ms};
 	int rv = lock_call(l, &op);
 	if (rv == 0 && token != NULL)
 		*token = op.token;
@@ -700,7 +771,13 @@ RAFTLOCK_API int raftlock_lock_acquire_async(raftlock_lock *l, enum raftlock_mod
 				  "acquire '%s': unknown mode %d", l->name, mode);
 	struct acquire_msg m;
 	acquire_msg_init(&m, l, mode, permits, timeout_ms);
-	struct session_req sr = SESSION_REQ(&m.env);
+	return lock_acquire_env_async(l, &m.env, timeout_ms, cb, arg);
+}
+
+int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
+			   raftlock_lock_cb cb, void *arg)
+{
+	struct session_req sr = SESSION_REQ(env);
 	sr.wait = timeout_ms != 0;
 	return lock_async_submit(l, sr, true, timeout_ms, cb, arg);
 }

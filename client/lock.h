@@ -21,8 +21,22 @@ struct raftlock_lock {
 	uint64_t token;             /* 0 when holding nothing */
 	uint32_t count;             /* nesting depth */
 	struct lock_async *waiting; /* its asynchronous acquire that waits, if any */
-	char *value;                /* elections: published with each grant; NULL: none */
+	/* A set (multi.c): its first handle leads it and lists all its
+	 * handles, in name order, itself first; they share one owner. A
+	 * grant to the leader gives each handle its token; a late grant
+	 * nobody waits for is undone by releasing every lock of the set. */
+	raftlock_lock *const *set;
+	size_t n_set;
+	char *value; /* elections: published with each grant; NULL: none */
 };
+
+/* raftlock_lock_acquire() and raftlock_lock_acquire_async() with the
+ * request's envelope made by the caller (an AcquireRequest, or the
+ * MultiAcquireRequest of the set l leads); env is borrowed for the call.
+ * t->mu not held. */
+int lock_acquire_env(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms, uint64_t *token);
+int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
+			   raftlock_lock_cb cb, void *arg);
 
 /* Elections: publishes value on the handle's current grant (PROCLAIM,
  * fenced by its token), as a call of its session. 0, or RAFTLOCK_ENOTHOLDER

@@ -57,6 +57,7 @@ extern "C" {
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
 #define RAFTLOCK_SECRET_MAX 64        /* and at most */
 #define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
+#define RAFTLOCK_MULTI_MAX 64         /* locks in one atomic multi-acquire */
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -97,7 +98,8 @@ extern "C" {
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
 	X(ETLS, -26, "a TLS handshake failed")                                    \
-	X(ENOSPC, -27, "a node's disk is full; the request was not executed")
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")     \
+	X(EDEADLK, -28, "the wait would close a cycle of waiting sessions")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
@@ -582,6 +584,85 @@ RAFTLOCK_API int raftlock_lock_acquire_async(raftlock_lock *lock, enum raftlock_
 /* Frees the handle. A held lock stays held until released or the session
  * ends: release first. NULL is a no-op. */
 RAFTLOCK_API void raftlock_lock_free(raftlock_lock *lock);
+
+/* ------------------------------------------------------- lock sets -- */
+
+/*
+ * A set of locks taken atomically (docs/GUARANTEES.md, multi-acquire):
+ * the cluster grants every lock of the set in one step, or none. A set
+ * that waits queues on every lock at once, FIFO with the other waiters of
+ * each, and is granted when it heads every queue (no starvation). Each
+ * lock gets its own fencing token.
+ */
+typedef struct raftlock_multi raftlock_multi;
+
+struct raftlock_multi_item {
+	const char *name;                         /* copied */
+	enum raftlock_mode mode;                  /* as raftlock_lock_acquire() */
+	uint32_t permits;                         /* semaphores; 0 means 1 */
+	const struct raftlock_lock_options *opts; /* NULL: a mutex; copied */
+};
+
+/*
+ * Makes a handle on a set of n items (1..RAFTLOCK_MULTI_MAX) of this
+ * session. The items may come in any order (the set is kept sorted by
+ * name, the order the cluster takes tokens in); a name given twice is
+ * RAFTLOCK_EINVAL. The set is one owner: it is acquired and released as
+ * a whole. No request is sent. *out is owned by the caller: free it with
+ * raftlock_multi_free(); it must not outlive its session.
+ * Errors: RAFTLOCK_EINVAL (NULL arguments, n out of range, a name twice,
+ * an item raftlock_lock_new() refuses), RAFTLOCK_ETOOBIG, RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_multi_new(raftlock_session *session,
+				    const struct raftlock_multi_item *items, size_t n,
+				    raftlock_multi **out);
+
+/*
+ * Takes every lock of the set, waiting in the server's queues up to
+ * timeout_ms (0: do not wait, RAFTLOCK_EBUSY unless all are free now;
+ * negative: until granted or the session ends). Blocks the calling
+ * thread; the grant is pushed. Returns what raftlock_lock_acquire()
+ * returns, for the whole set: 0, the set holds every lock
+ * (raftlock_multi_token() gives each token); RAFTLOCK_ETIMEDOUT, the set
+ * holds nothing and waits nowhere; RAFTLOCK_EDEADLK, the wait would close
+ * a cycle of sessions waiting on each other (deadlock.h): nothing was
+ * queued, release what the session holds and try again; RAFTLOCK_EBUSY,
+ * RAFTLOCK_EKIND, RAFTLOCK_ELIMIT, RAFTLOCK_EINVAL: refused whole (EBUSY
+ * also when the set holds its locks already: sets do not nest);
+ * RAFTLOCK_EUNKNOWN: the set does not hold anything for the caller, and
+ * should the cluster grant it later the library releases every lock;
+ * RAFTLOCK_ESTATE: an earlier request of the set is still being sent;
+ * RAFTLOCK_ESESSION, RAFTLOCK_ECONNECTION: as for one lock.
+ */
+RAFTLOCK_API int raftlock_multi_acquire(raftlock_multi *set, int timeout_ms);
+
+/*
+ * raftlock_multi_acquire() without blocking: cb runs once on the client's
+ * I/O thread with the status raftlock_multi_acquire() would return (value:
+ * the token of the first lock by name). The rules of
+ * raftlock_lock_acquire_async() apply (threading, ownership, errors).
+ */
+typedef void (*raftlock_multi_cb)(raftlock_multi *set, int status, void *arg);
+RAFTLOCK_API int raftlock_multi_acquire_async(raftlock_multi *set, int timeout_ms,
+					      raftlock_multi_cb cb, void *arg);
+
+/* The number of items of the set, and the token of item i (in the order
+ * they were given to raftlock_multi_new()), 0 while the set holds
+ * nothing or its session is lost. */
+RAFTLOCK_API size_t raftlock_multi_size(const raftlock_multi *set);
+RAFTLOCK_API uint64_t raftlock_multi_token(const raftlock_multi *set, size_t i);
+
+/*
+ * Releases every lock the set holds, one request per lock (a release need
+ * not be atomic). Returns 0, or the first error of those releases (each
+ * as raftlock_lock_release() says); the others are still sent.
+ * RAFTLOCK_ENOTHOLDER when the set holds nothing.
+ */
+RAFTLOCK_API int raftlock_multi_release(raftlock_multi *set);
+
+/* Frees the handle. Held locks stay held until released or the session
+ * ends: release first. NULL is a no-op. */
+RAFTLOCK_API void raftlock_multi_free(raftlock_multi *set);
 
 /*
  * Asks the service whether `token` belongs to a current holder of `name`

@@ -235,27 +235,37 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 	unsigned timeout = sr->timeout_ms ? sr->timeout_ms : t->request_timeout_ms;
 	rv = transport_wait(t, req, transport_mono_ms(t) + timeout);
 	if (rv != 0)
-		return session_abandon(s, req, seq, sr->undo, sr->owner);
+		return session_abandon(s, req, seq, sr->undo, sr->n_undo, sr->owner);
 	return session_mutate_finish(s, req, seq, reply, result);
 }
 
 /* -------------------------------------------------------------- orphans */
 
-/* Keeps req in the table as an orphan of s, with a packed copy of undo
- * (may be NULL); false when out of memory. */
+/* Keeps req in the table as an orphan of s, with a packed copy of the
+ * n_undo envelopes of undo (each behind its 4-byte big-endian length);
+ * false when out of memory. */
 static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
-		       const Raftlock__Envelope *undo, uint64_t owner)
+		       const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner)
 {
 	struct session_orphan *o = calloc(1, sizeof *o);
 	if (o == NULL)
 		return false;
-	if (undo != NULL) {
-		o->undo_len = raftlock__envelope__get_packed_size(undo);
-		if ((o->undo = malloc(o->undo_len ? o->undo_len : 1)) == NULL) {
+	for (size_t i = 0; i < n_undo; i++)
+		o->undo_len += 4 + raftlock__envelope__get_packed_size(undo[i]);
+	if (n_undo > 0) {
+		if ((o->undo = malloc(o->undo_len)) == NULL) {
 			free(o);
 			return false;
 		}
-		raftlock__envelope__pack(undo, o->undo);
+		uint8_t *p = o->undo;
+		for (size_t i = 0; i < n_undo; i++) {
+			size_t n = raftlock__envelope__pack(undo[i], p + 4);
+			p[0] = (uint8_t)(n >> 24);
+			p[1] = (uint8_t)(n >> 16);
+			p[2] = (uint8_t)(n >> 8);
+			p[3] = (uint8_t)n;
+			p += 4 + n;
+		}
 	}
 	transport_watch(s->t, req); /* the keepalive thread settles it */
 	o->req = req;
@@ -267,7 +277,7 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 }
 
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
-		    const Raftlock__Envelope *undo, uint64_t owner)
+		    const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner)
 {
 	if (!req->ever_sent) {
 		int rv = req->last_err;
@@ -275,7 +285,7 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		session_seq_end(s, seq);
 		return rv;
 	}
-	if (!orphan_add(s, req, seq, undo, owner))
+	if (!orphan_add(s, req, seq, undo, n_undo, owner))
 		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
 	return RAFTLOCK_EUNKNOWN;
 }
@@ -303,12 +313,11 @@ static void orphan_free(struct transport *t, struct session_orphan *o)
 	free(o);
 }
 
-/* Sends the undo of an orphan granted after its caller gave up (a
- * release of a grant nobody waits for), as an orphan of its own of the
- * same handle: calls through it wait for it. */
-static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
+/* Sends one packed undo envelope as an orphan of its own of the handle
+ * owner: calls through it wait for it. */
+static void orphan_undo_one(raftlock_session *s, const uint8_t *buf, size_t len, uint64_t owner)
 {
-	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, o->undo_len, o->undo);
+	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, len, buf);
 	struct request *r;
 	if (env == NULL)
 		return; /* out of memory: the grant stays until the session ends */
@@ -318,9 +327,23 @@ static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
 	if (rv != 0)
 		return;
 	uint64_t seq = r->seq;
-	if (!orphan_add(s, r, seq, NULL, o->owner)) {
+	if (!orphan_add(s, r, seq, NULL, 0, owner)) {
 		transport_take(s->t, r, NULL); /* never sent: settled */
 		session_seq_end(s, seq);
+	}
+}
+
+/* Sends the undo of an orphan granted after its caller gave up (the
+ * releases of a grant nobody waits for). */
+static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
+{
+	const uint8_t *p = o->undo, *end = o->undo + o->undo_len;
+	while (end - p >= 4) {
+		size_t n = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+		if ((size_t)(end - p - 4) < n)
+			return;
+		orphan_undo_one(s, p + 4, n, o->owner);
+		p += 4 + n;
 	}
 }
 

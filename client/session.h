@@ -193,11 +193,13 @@ int session_event_due(const raftlock_session *s);
  * (Envelope.sequence) the session fills in when it sends it. */
 struct session_req {
 	Raftlock__Envelope *env;
-	bool wait;                      /* a blocking acquire (the push completes it) */
-	unsigned timeout_ms;            /* 0: the client's request timeout */
-	uint64_t owner;                 /* the handle it is sent for */
-	const Raftlock__Envelope *undo; /* sent if it is granted after the
-					   caller gave up (NULL: none) */
+	bool wait;           /* a blocking acquire (the push completes it) */
+	unsigned timeout_ms; /* 0: the client's request timeout */
+	uint64_t owner;      /* the handle it is sent for */
+	/* sent if it is granted after the caller gave up (n_undo 0: none):
+	 * one release, or one per lock of a set */
+	const Raftlock__Envelope *const *undo;
+	size_t n_undo;
 };
 
 /* The session_req of envelope env. */
@@ -228,12 +230,12 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
  * from the caller). A request that never reached a connection is dropped
  * and its seq settled: returns its last transport error (it will not
  * execute). Any other becomes an orphan (see above) of the handle owner:
- * returns RAFTLOCK_EUNKNOWN. undo (may be NULL; copied) is sent, as an
+ * returns RAFTLOCK_EUNKNOWN. The n_undo envelopes of undo (copied) are sent, as
  * orphan of the same handle, should req turn out granted (a Result with a
  * token, not queued).
  */
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
-		    const Raftlock__Envelope *undo, uint64_t owner);
+		    const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner);
 
 /* Whether s has orphans of the lock handle `owner` (still being sent, or
  * answered but not settled yet). With resend, those still unanswered are

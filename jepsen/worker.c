@@ -19,6 +19,10 @@
  *              token expected) and releasing twice.
  *   waiters    the mutex round on a single lock, waiting up to 5 s in the
  *              server's queue, across failovers.
+ *   pairs      two of --locks locks in random order, each round either as
+ *              one set (raftlock_multi_*) or one after the other, which
+ *              may deadlock with another worker: EDEADLK, then let go of
+ *              the first and go on. The mutex read-modify-write on each.
  *   election   campaign for one election (raftlock_campaign, logged as an
  *              acquire of a mutex, so the lease checker sees two leaders),
  *              proclaim, do the mutex read-modify-write as leader, resign;
@@ -184,6 +188,9 @@ struct event {
 	const char *kind;
 	unsigned limit;
 	const char *mode;
+	const char *locks_json;  /* a set: its names, ["a","b"] (lock: the first) */
+	const char *tokens_json; /* a set: its tokens, in the order of locks */
+	int timeout_ms;          /* acquire invocations: the wait asked for */
 };
 
 static void emit(const struct event *ev)
@@ -222,6 +229,12 @@ static void emit(const struct event *ev)
 	}
 	if (ev->value_json)
 		buf_add(&b, ",\"value\":%s", ev->value_json);
+	if (ev->locks_json)
+		buf_add(&b, ",\"locks\":%s", ev->locks_json);
+	if (ev->tokens_json)
+		buf_add(&b, ",\"tokens\":%s", ev->tokens_json);
+	if (ev->timeout_ms)
+		buf_add(&b, ",\"timeout_ms\":%d", ev->timeout_ms);
 	buf_add(&b, "}\n");
 	/* One write per line: lines of a paused or killed worker stay whole. */
 	size_t off = 0;
@@ -260,6 +273,7 @@ static bool error_definite(int rc)
 	case RAFTLOCK_EINVAL:
 	case RAFTLOCK_ETOOBIG:
 	case RAFTLOCK_ENOTFOUND:
+	case RAFTLOCK_EDEADLK:
 	case RAFTLOCK_ESTALESEQ: return true;
 	default: return false;
 	}
@@ -568,7 +582,8 @@ static bool round_trip(const struct round *r)
 		.lock = r->name,
 		.kind = kind_name(r->lo->kind),
 		.limit = r->lo->kind == RAFTLOCK_SEMAPHORE ? r->lo->limit : 0,
-		.mode = r->lo->kind == RAFTLOCK_RWLOCK ? (shared ? "shared" : "exclusive") : NULL};
+		.mode = r->lo->kind == RAFTLOCK_RWLOCK ? (shared ? "shared" : "exclusive") : NULL,
+		.timeout_ms = r->timeout_ms};
 	emit(&ev);
 	uint64_t token = 0;
 	int rc = raftlock_lock_acquire(lk, r->mode, 1, r->timeout_ms, &token);
@@ -618,6 +633,128 @@ static void foreign_release(const char *name, const struct raftlock_lock_options
 		return;
 	logged_release(lk, "release", name, 0);
 	raftlock_lock_free(lk);
+}
+
+/* ------------------------------------------------------------ pairs -- */
+
+/* The fenced read-modify-write of each of n locks held (tokens), spanning
+ * one hold of up to --hold-ms, as the mutex round does for one. */
+static void pairs_fenced_hold(char *const *names, const uint64_t *tokens, size_t n)
+{
+	int64_t value[2] = {0, 0};
+	bool have[2] = {false, false};
+	for (size_t i = 0; i < n; i++)
+		have[i] = session_usable() &&
+			  fenced_access(false, false, names[i], tokens[i], &value[i]) == 0;
+	sleep_ms(rand_below(cfg.hold_ms + 1));
+	for (size_t i = 0; i < n; i++) {
+		if (have[i]) {
+			value[i]++;
+			fenced_access(true, false, names[i], tokens[i], &value[i]);
+		}
+	}
+}
+
+/* Both locks as one set: one acquire of both, one release of both.
+ * Returns false when the session turned out lost. */
+static bool pairs_set(char *const *names)
+{
+	struct raftlock_lock_options lo = {.kind = RAFTLOCK_MUTEX};
+	struct raftlock_multi_item items[2] = {{.name = names[0], .opts = &lo},
+					       {.name = names[1], .opts = &lo}};
+	raftlock_multi *set = NULL;
+	if (raftlock_multi_new(session, items, 2, &set) != 0)
+		return false;
+	char lj[2 * RAFTLOCK_NAME_MAX + 16], tj[64];
+	snprintf(lj, sizeof lj, "[\"%s\",\"%s\"]", names[0], names[1]);
+	struct event ev = {.type = "invoke",
+			   .f = "acquire",
+			   .lock = names[0],
+			   .kind = "mutex",
+			   .locks_json = lj,
+			   .timeout_ms = cfg.acquire_timeout_ms};
+	emit(&ev);
+	int rc = raftlock_multi_acquire(set, cfg.acquire_timeout_ms);
+	uint64_t tokens[2] = {raftlock_multi_token(set, 0), raftlock_multi_token(set, 1)};
+	snprintf(tj, sizeof tj, "[%" PRIu64 ",%" PRIu64 "]", tokens[0], tokens[1]);
+	ev = (struct event){.lock = names[0],
+			    .token = rc == 0 ? tokens[0] : 0,
+			    .locks_json = lj,
+			    .tokens_json = rc == 0 ? tj : NULL};
+	ev.type = rc == 0 ? "ok" : error_definite(rc) || rc == RAFTLOCK_ETIMEDOUT ? "fail" : "info";
+	ev.f = "acquire";
+	ev.error = rc == 0 ? NULL : error_name(rc);
+	emit(&ev);
+	bool alive = rc != RAFTLOCK_ESESSION;
+	if (rc == 0) {
+		pairs_fenced_hold(names, tokens, 2);
+		ev = (struct event){.type = "invoke",
+				    .f = "release",
+				    .lock = names[0],
+				    .token = tokens[0],
+				    .locks_json = lj,
+				    .tokens_json = tj};
+		emit(&ev);
+		rc = raftlock_multi_release(set);
+		ev.type = rc == 0 ? "ok" : error_definite(rc) ? "fail" : "info";
+		ev.error = rc == 0 ? NULL : error_name(rc);
+		ev.value_json = rc == 0 ? "0" : NULL;
+		emit(&ev);
+		alive = rc != RAFTLOCK_ESESSION;
+	}
+	raftlock_multi_free(set);
+	return alive;
+}
+
+/* The locks one after the other, each with its own handle and wait: two
+ * workers taking them in opposite orders close a cycle, refused with
+ * EDEADLK for the later wait, which lets go of its first lock. */
+static bool pairs_in_turn(char *const *names)
+{
+	struct raftlock_lock_options lo = {.kind = RAFTLOCK_MUTEX};
+	raftlock_lock *lk[2] = {NULL, NULL};
+	uint64_t tokens[2] = {0, 0};
+	size_t held = 0;
+	int rc = 0;
+	for (; held < 2; held++) {
+		if (raftlock_lock_new(session, names[held], &lo, &lk[held]) != 0)
+			break;
+		struct event ev = {.type = "invoke",
+				   .f = "acquire",
+				   .lock = names[held],
+				   .kind = "mutex",
+				   .timeout_ms = cfg.acquire_timeout_ms};
+		emit(&ev);
+		rc = raftlock_lock_acquire(lk[held], RAFTLOCK_EXCLUSIVE, 1, cfg.acquire_timeout_ms,
+					   &tokens[held]);
+		emit_result("acquire", names[held], rc, rc == 0 ? tokens[held] : 0, NULL);
+		if (rc != 0) {
+			raftlock_lock_free(lk[held]);
+			lk[held] = NULL;
+			break;
+		}
+	}
+	bool alive = rc != RAFTLOCK_ESESSION;
+	if (held == 2)
+		pairs_fenced_hold(names, tokens, 2);
+	while (held-- > 0) {
+		if (logged_release(lk[held], "release", names[held], tokens[held]) ==
+		    RAFTLOCK_ESESSION)
+			alive = false;
+		raftlock_lock_free(lk[held]);
+	}
+	return alive;
+}
+
+static bool pairs_round(void)
+{
+	static char a[RAFTLOCK_NAME_MAX], b[RAFTLOCK_NAME_MAX];
+	unsigned n = cfg.locks < 2 ? 2 : (unsigned)cfg.locks;
+	unsigned i = rand_below(n), j = (i + 1 + rand_below(n - 1)) % n;
+	snprintf(a, sizeof a, "%slock-%u", cfg.prefix, i);
+	snprintf(b, sizeof b, "%slock-%u", cfg.prefix, j);
+	char *names[2] = {a, b};
+	return rand_below(2) ? pairs_set(names) : pairs_in_turn(names);
 }
 
 /* ------------------------------------------------------- elections -- */
@@ -727,7 +864,9 @@ static void run_workload(void)
 		}
 		if (strcmp(w, "mutex") == 0 && rand_below(20) == 0)
 			foreign_release(name, &lo);
-		bool alive = election ? election_round(leader_name) : round_trip(&r);
+		bool alive = election                  ? election_round(leader_name)
+			     : strcmp(w, "pairs") == 0 ? pairs_round()
+						       : round_trip(&r);
 		if (strcmp(w, "durable") == 0 && !stop_flag)
 			read_holders();
 		if (!alive)
@@ -774,7 +913,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
-		"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|election|status]\n"
+		"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|pairs|election|\n"
+		"   status]\n"
 		"  [--prefix P]\n"
 		"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
 		"  [--out FILE] [--seed S] [--hold-ms MS]\n"
@@ -845,7 +985,8 @@ int main(int argc, char **argv)
 		usage();
 	bool status = strcmp(cfg.workload, "status") == 0;
 	static const char *const workloads[] = {
-		"mutex", "semaphore", "rwlock", "reentrant", "waiters", "durable", "election",
+		"mutex",   "semaphore", "rwlock", "reentrant",
+		"waiters", "durable",   "pairs",  "election",
 	};
 	bool known = status;
 	for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++)

@@ -73,6 +73,19 @@ int codec_check_rule(const char *identity, const char *prefix)
 	return 0;
 }
 
+/* A set of 1..RAFTLOCK_MULTI_MAX valid names (their order is the state
+ * machine's to check: EINVAL). */
+static int check_multi_acquire(const Raftlock__MultiAcquireRequest *req)
+{
+	const Raftlock__MultiAcquire *m = req->acquire;
+	if (m == NULL || m->n_items == 0 || m->n_items > RAFTLOCK_MULTI_MAX)
+		return RAFTLOCK_EPROTO;
+	for (size_t i = 0; i < m->n_items; i++)
+		if (m->items[i] == NULL || codec_check_name(m->items[i]->name) != 0)
+			return RAFTLOCK_EPROTO;
+	return 0;
+}
+
 /* Bounds that the decoder enforces on requests, so that the service never
  * proposes a command that apply() would have to refuse for its size. */
 static int check_request(const Raftlock__Envelope *env)
@@ -86,6 +99,7 @@ static int check_request(const Raftlock__Envelope *env)
 		if (strlen(env->acquire->acquire->value) > RAFTLOCK_VALUE_MAX)
 			return RAFTLOCK_EPROTO;
 		return codec_check_name(env->acquire->acquire->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE: return check_multi_acquire(env->multi_acquire);
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		if (env->release->release == NULL)
 			return RAFTLOCK_EPROTO;

@@ -103,6 +103,16 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need_lock(v, identity, session, env->release->release->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		return need_lock(v, identity, session, env->cancel_wait->cancel->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE: {
+		/* lock on every name of the set */
+		const Raftlock__MultiAcquire *m = env->multi_acquire->acquire;
+		for (size_t i = 0; i < m->n_items; i++) {
+			int rv = need_lock(v, identity, session, m->items[i]->name, msg, len);
+			if (rv != 0)
+				return rv;
+		}
+		return 0;
+	}
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
 		return need_lock(v, identity, session, env->proclaim->proclaim->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: {

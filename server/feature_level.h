@@ -17,12 +17,15 @@
  *
  * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE
  * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN); 3,
- * elections: PROCLAIM and an ACQUIRE that publishes a value
- * (Acquire.value, which an older build would drop). A build
- * made with -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has
- * level 1: no ACL_DELETE, and it never proposes a membership command (a
- * level-1 cluster refuses `member add`, `remove` and `--join` before the
- * log, like any request of a higher level).
+ * MULTI_ACQUIRE (lock sets, multilock.h), the deadlock check of a new
+ * wait (deadlock.h), which apply runs only once level 3 is recorded: a
+ * node of level 2 would queue the wait, and diverge; and elections:
+ * PROCLAIM and an ACQUIRE that publishes a value (Acquire.value, which an
+ * older build would drop). A build made with -DRAFTLOCK_FEATURE_LEVEL=1
+ * (the test build raftlockd-level1) has level 1: no ACL_DELETE, and it
+ * never proposes a membership command (a level-1 cluster refuses `member
+ * add`, `remove` and `--join` before the log, like any request of a higher
+ * level).
  */
 #ifndef RAFTLOCK_FEATURE_LEVEL_H
 #define RAFTLOCK_FEATURE_LEVEL_H
@@ -39,6 +42,9 @@
 
 #define FEATURES_MAX_NODES 16
 
+/* The level from which apply refuses a wait that would close a cycle. */
+#define FEATURES_DEADLOCK_CHECK 3u
+
 /* The level a command needs. */
 static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 {
@@ -47,6 +53,7 @@ static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
 	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE: return 3u;
 	case RAFTLOCK__COMMAND__OP_PROCLAIM: return 3u;
 	default: return 1u;
 	}

@@ -12,31 +12,20 @@
 #include "log.h"
 #include "member_book.h"
 #include "raftlock.h"
+#include "fsm_rules.h"
+#include "deadlock.h"
+#include "multilock.h"
 #include "records.h"
 
-/* Everything one apply needs, passed to every command. */
-struct apply {
-	struct fsm *fsm;
-	MDB_txn *txn;
-	Raftlock__Meta *meta;
-	uint64_t index; /* log index of the entry */
-	uint64_t now;   /* cluster time after this entry */
-	unsigned command;
-	const struct fsm_sink *sink;
-	uint32_t changes; /* FSM_EV_CHANGE events of this entry so far */
-};
-
-static void emit(struct apply *a, struct fsm_event ev)
+void emit(struct apply *a, struct fsm_event ev)
 {
 	if (a->sink != NULL && a->sink->emit != NULL)
 		a->sink->emit(a->sink->arg, &ev);
 }
 
-/* Tells the watches (FSM_EV_CHANGE) that something happened to a holder
- * or waiter of `name`: a position in the log, the same on every node. */
-static void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
-			      uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
-			      uint32_t permits, int status, const char *value)
+void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
+		       uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+		       uint32_t permits, int status, const char *value)
 {
 	Raftlock__WatchEvent c = RAFTLOCK__WATCH_EVENT__INIT;
 	c.value = (char *)value;
@@ -53,30 +42,28 @@ static void note_change_value(struct apply *a, Raftlock__WatchKind kind, const c
 	emit(a, (struct fsm_event){.type = FSM_EV_CHANGE, .name = name, .change = &c});
 }
 
-static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name,
-			uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
-			uint32_t permits, int status)
+void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name, uint64_t session,
+		 uint64_t owner, uint64_t token, Raftlock__Mode mode, uint32_t permits, int status)
 {
 	note_change_value(a, kind, name, session, owner, token, mode, permits, status, "");
 }
 
-static void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
-			     Raftlock__WatchKind kind)
+void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+		      Raftlock__WatchKind kind)
 {
 	const Raftlock__Holder *h = lock->holders[i];
 	note_change_value(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits,
 			  0, h->value);
 }
 
-static void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
-			     int status)
+void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i, int status)
 {
 	const Raftlock__Waiter *w = lock->waiters[i];
 	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, lock->name, w->session, w->owner, 0,
 		    w->mode, w->permits, status);
 }
 
-static Raftlock__Result result_of(int status)
+Raftlock__Result result_of(int status)
 {
 	Raftlock__Result r = RAFTLOCK__RESULT__INIT;
 	r.status = status;
@@ -94,7 +81,7 @@ void fsm_init(struct fsm *f, struct store *store)
 }
 
 /* Cluster-time milliseconds since `since`, in nanoseconds. */
-static uint64_t elapsed_ns(const struct apply *a, uint64_t since)
+uint64_t elapsed_ns(const struct apply *a, uint64_t since)
 {
 	return a->now > since ? (a->now - since) * 1000000ull : 0;
 }
@@ -122,7 +109,7 @@ uint64_t fsm_applied_index(struct fsm *f)
 }
 
 /* Rule 6: a session is live until the cluster time reaches its deadline. */
-static bool session_live(struct apply *a, uint64_t id)
+bool session_live(struct apply *a, uint64_t id)
 {
 	uint64_t deadline;
 	uint32_t ttl;
@@ -134,14 +121,14 @@ static bool session_live(struct apply *a, uint64_t id)
  * to new holders, new waiters -- while everything that frees space still
  * applies. Both sides are the same on every node: the limit comes from the
  * log, the bytes are a function of the records (store_record_bytes). */
-static bool store_full(struct apply *a)
+bool store_full(struct apply *a)
 {
 	return a->meta->store_limit != 0 &&
 	       store_record_bytes(a->fsm->store) >= a->meta->store_limit;
 }
 
 /* RAFTLOCK_ELIMIT, naming the limit and its value for the answer. */
-static Raftlock__Result refuse_limit(Raftlock__Limit limit, uint64_t value)
+Raftlock__Result refuse_limit(Raftlock__Limit limit, uint64_t value)
 {
 	Raftlock__Result r = result_of(RAFTLOCK_ELIMIT);
 	r.limit = limit;
@@ -149,7 +136,7 @@ static Raftlock__Result refuse_limit(Raftlock__Limit limit, uint64_t value)
 	return r;
 }
 
-static Raftlock__Result refuse_full(struct apply *a)
+Raftlock__Result refuse_full(struct apply *a)
 {
 	a->fsm->store_refusals++;
 	return refuse_limit(RAFTLOCK__LIMIT__LIMIT_STORE, a->meta->store_limit);
@@ -157,13 +144,13 @@ static Raftlock__Result refuse_full(struct apply *a)
 
 /* ------------------------------------------------------- grant rules -- */
 
-static bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
+bool delayed(const struct apply *a, const Raftlock__LockRecord *lock)
 {
 	return lock->delay_until != 0 && a->now < lock->delay_until;
 }
 
 /* Whether a request of (mode, permits) is compatible with the holders. */
-static bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, uint32_t permits)
+bool compatible(const Raftlock__LockRecord *lock, Raftlock__Mode mode, uint32_t permits)
 {
 #ifdef RAFTLOCK_BROKEN_FENCING
 	/* Test-only build (CMake option RAFTLOCK_BROKEN_FENCING): grants
@@ -195,9 +182,8 @@ static uint64_t take_token(struct apply *a)
 #endif
 }
 
-static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
-			       uint64_t owner, Raftlock__Mode mode, uint32_t permits,
-			       const char *value)
+Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
+			uint64_t owner, Raftlock__Mode mode, uint32_t permits, const char *value)
 {
 	Raftlock__Holder *h = records_add_holder(lock);
 	h->session = session;
@@ -218,8 +204,8 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 
 /* Records the final outcome of a queued acquire in its session and tells
  * the service, which pushes it to the waiting client. */
-static void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,
-			const Raftlock__Result *res)
+void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,
+		 const Raftlock__Result *res)
 {
 	records_set_outcome(sess, seq, res, false);
 	emit(a, (struct fsm_event){
@@ -229,8 +215,7 @@ static void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t
 /* Grants waiters from the head of the queue while they fit: FIFO, so a
  * waiting writer blocks the readers behind it; consecutive readers (and
  * semaphore requests that fit) are granted together, in this apply. */
-static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
-			  Raftlock__SessionRecord *current)
+void grant_waiters(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *current)
 {
 	struct store *st = a->fsm->store;
 	while (lock->n_waiters > 0 && !delayed(a, lock)) {
@@ -256,6 +241,19 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 				raftlock__session_record__free_unpacked(sess, NULL);
 			break;
 		}
+		if (w->multi) {
+			/* One lock of a set: granted with all the others, or
+			 * it stays at the head and holds the queue (FIFO). */
+			bool granted = multilock_grant(a, lock, sess);
+			if (!own) {
+				if (granted)
+					store_put_session(st, a->txn, sess);
+				raftlock__session_record__free_unpacked(sess, NULL);
+			}
+			if (!granted)
+				break;
+			continue;
+		}
 		Raftlock__Holder *h =
 			grant(a, lock, w->session, w->owner, w->mode, w->permits, w->value);
 		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
@@ -273,7 +271,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 }
 
 /* Stores the lock, or deletes it when nothing refers to it any more. */
-static void save_lock(struct apply *a, Raftlock__LockRecord *lock)
+void save_lock(struct apply *a, Raftlock__LockRecord *lock)
 {
 	if (lock->n_holders == 0 && lock->n_waiters == 0 && lock->delay_until == 0)
 		store_del_lock(a->fsm->store, a->txn, lock->name);
@@ -282,7 +280,7 @@ static void save_lock(struct apply *a, Raftlock__LockRecord *lock)
 }
 
 /* Drops `name` from the session's list once it neither holds nor awaits it. */
-static void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockRecord *lock)
+void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockRecord *lock)
 {
 	if (!records_session_on_lock(lock, sess->id))
 		records_remove_name(sess, lock->name);
@@ -485,17 +483,17 @@ static void do_expire_session(struct apply *a, const Raftlock__ExpireSession *op
 /* The waiters a lock may have for this acquire to queue: the proposing
  * leader's setting, carried in the entry (0 in entries older than format
  * 4), never above FSM_MAX_WAITERS. */
-static uint32_t max_waiters(const Raftlock__Acquire *op)
+uint32_t max_waiters(const Raftlock__Acquire *op)
 {
 	return op->max_waiters != 0 && op->max_waiters < FSM_MAX_WAITERS ? op->max_waiters
 									 : FSM_MAX_WAITERS;
 }
 
-static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *sess,
-				   const Raftlock__Command *cmd)
+Raftlock__Result open_lock(struct apply *a, const Raftlock__Acquire *op,
+			   Raftlock__LockRecord **lockp, Raftlock__Mode *modep, uint32_t *permitsp)
 {
-	const Raftlock__Acquire *op = cmd->acquire;
 	struct store *st = a->fsm->store;
+	*lockp = NULL;
 	if (codec_check_name(op->name) != 0)
 		return result_of(RAFTLOCK_EINVAL);
 	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED ||
@@ -534,10 +532,26 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		permits = 1;
 	if (((lock->kind == RAFTLOCK__LOCK_KIND__MUTEX || op->kind == RAFTLOCK__LOCK_KIND__MUTEX) &&
 	     op->mode != RAFTLOCK__MODE__EXCLUSIVE) ||
-	    (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && permits > lock->limit)) {
+	    (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && permits > lock->limit))
 		res.status = RAFTLOCK_EINVAL;
+	*lockp = lock;
+	*modep = mode;
+	*permitsp = permits;
+	return res;
+}
+
+static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *sess,
+				   const Raftlock__Command *cmd)
+{
+	const Raftlock__Acquire *op = cmd->acquire;
+	Raftlock__LockRecord *lock;
+	Raftlock__Mode mode;
+	uint32_t permits;
+	Raftlock__Result res = open_lock(a, op, &lock, &mode, &permits);
+	if (lock == NULL)
+		return res;
+	if (res.status != 0)
 		goto out;
-	}
 
 	/* Re-entry through the same handle nests and keeps its token. */
 	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
@@ -587,6 +601,10 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		goto out;
 	} else if (store_full(a)) {
 		res = refuse_full(a);
+		goto out;
+	} else if (features_recorded(a->meta->feature_level) >= FEATURES_DEADLOCK_CHECK &&
+		   deadlock_would_close_cycle(a, sess->id, &lock, 1)) {
+		res.status = RAFTLOCK_EDEADLK;
 		goto out;
 	} else {
 		Raftlock__Waiter *w = records_add_waiter(lock);
@@ -660,6 +678,8 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 	ssize_t i = lock ? records_find_waiter(lock, sess->id, op->owner) : -1;
 	if (i >= 0 && lock->waiters[i]->seq == op->acquire_seq) {
 		note_waiter_gone(a, lock, (size_t)i, RAFTLOCK_ECANCELED);
+		if (lock->waiters[i]->multi)
+			multilock_drop(a, lock, sess, op->acquire_seq, RAFTLOCK_ECANCELED);
 		records_remove_waiter(lock, (size_t)i);
 		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
 		finish_wait(a, sess, op->acquire_seq, &canceled);
@@ -667,9 +687,11 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 		grant_waiters(a, lock, sess); /* a removed writer may unblock readers */
 	} else {
 		const Raftlock__Outcome *o = records_find_outcome(sess, op->acquire_seq);
-		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending)
+		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending) {
 			res.token = o->result->token;
-		else
+			res.tokens = o->result->tokens; /* a set's: each lock's */
+			res.n_tokens = o->result->n_tokens;
+		} else
 			res.status = RAFTLOCK_ENOTFOUND;
 	}
 	if (lock != NULL) {
@@ -707,6 +729,8 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 			break;
 		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, w->session);
 		note_waiter_gone(a, lock, i, RAFTLOCK_ETIMEDOUT);
+		if (sess != NULL && w->multi)
+			multilock_drop(a, lock, sess, op->acquire_seq, RAFTLOCK_ETIMEDOUT);
 		records_remove_waiter(lock, i);
 		if (sess != NULL) {
 			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);
@@ -831,6 +855,10 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
 			res = do_cancel_wait(a, sess, cmd->cancel_wait);
 			break;
+		case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
+			res = multilock_acquire(a, sess, cmd);
+			pending = res.queued;
+			break;
 		case RAFTLOCK__COMMAND__OP_PROCLAIM:
 			res = do_proclaim(a, sess, cmd->proclaim);
 			break;
@@ -838,6 +866,7 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		}
 		records_set_outcome(sess, cmd->seq, &res, pending);
 	}
+	multilock_keep_tokens(a, &res); /* a recorded answer's point into sess */
 	store_put_session(st, a->txn, sess);
 	raftlock__session_record__free_unpacked(sess, NULL);
 	return res;
@@ -961,6 +990,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
 	case RAFTLOCK__COMMAND__OP_PROCLAIM:
 	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
 		/* Rule 1 of the grant path: no grant before INIT set the
 		 * fencing counter's floor. */
 		if (a->meta->next_token == 0)
@@ -970,6 +1000,7 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 		break;
 	default: res = result_of(RAFTLOCK_EINVAL); break;
 	}
+	multilock_run_queues(a);
 	emit(a, (struct fsm_event){.type = FSM_EV_RESULT, .command = a->command, .result = &res});
 }
 
@@ -977,6 +1008,7 @@ void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
 	       const struct fsm_sink *sink)
 {
 	struct apply a = {.fsm = f, .index = index, .sink = sink};
+	multilock_init(&a.multi);
 	a.txn = store_begin(f->store, true);
 	a.meta = store_get_meta(f->store, a.txn);
 	if (index <= a.meta->applied_index) {
@@ -992,6 +1024,7 @@ void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
 		a.command = (unsigned)i;
 		apply_command(&a, entry->commands[i]);
 	}
+	multilock_free(&a.multi);
 	a.meta->applied_index = index;
 	a.meta->format = STORE_FORMAT;
 	store_put_meta(f->store, a.txn, a.meta);

@@ -66,6 +66,21 @@ static struct proposal *find_inflight(struct node *n, uint64_t index)
 	return NULL;
 }
 
+/* Keeps a command's result until raft confirms the entry, with its own
+ * copy of a set's tokens (they point into the apply's memory). */
+static void keep_result(Raftlock__Result *dst, const Raftlock__Result *src)
+{
+	free(dst->tokens);
+	*dst = *src;
+	dst->tokens = NULL;
+	if (src->n_tokens == 0)
+		return;
+	dst->tokens = malloc(src->n_tokens * sizeof *dst->tokens);
+	if (dst->tokens == NULL)
+		log_fatal("out of memory");
+	memcpy(dst->tokens, src->tokens, src->n_tokens * sizeof *dst->tokens);
+}
+
 static void sink_emit(void *arg, const struct fsm_event *ev)
 {
 	struct apply_ctx *ctx = arg;
@@ -75,7 +90,7 @@ static void sink_emit(void *arg, const struct fsm_event *ev)
 		 * then confirms that this index was our entry (status 0). */
 		struct proposal *p = find_inflight(n, ctx->index);
 		if (p != NULL && ev->command < p->n)
-			p->results[ev->command] = *ev->result;
+			keep_result(&p->results[ev->command], ev->result);
 		return;
 	}
 	if (n->hooks.on_event != NULL)
@@ -333,6 +348,8 @@ static void apply_done(struct raft_apply *req, int status, void *result)
 		fail_waiters(p->waiters, p->n, map_raft_error(status));
 	}
 	free(p->waiters);
+	for (unsigned i = 0; i < p->n; i++)
+		free(p->results[i].tokens);
 	free(p->results);
 	free(p);
 }

@@ -2,6 +2,7 @@
 #include "pushes.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "grow.h"
 #include "log.h"
@@ -66,6 +67,27 @@ struct push_target *pushes_take(struct pushes *p, uint64_t session, uint64_t seq
 	return NULL;
 }
 
+void pushes_keep_result(struct push_target *t, const Raftlock__Result *res)
+{
+	free(t->result.tokens);
+	t->result = *res;
+	t->result.tokens = NULL;
+	t->have_result = true;
+	if (res->n_tokens == 0)
+		return;
+	t->result.tokens = malloc(res->n_tokens * sizeof *res->tokens);
+	if (t->result.tokens == NULL)
+		log_fatal("out of memory");
+	memcpy(t->result.tokens, res->tokens, res->n_tokens * sizeof *res->tokens);
+}
+
+void pushes_target_free(struct push_target *t)
+{
+	if (t != NULL)
+		free(t->result.tokens);
+	free(t);
+}
+
 void pushes_forget_session(struct pushes *p, uint64_t session)
 {
 	struct push_target **first = idmap_get(&p->by_session, session);
@@ -73,7 +95,7 @@ void pushes_forget_session(struct pushes *p, uint64_t session)
 		return;
 	for (struct push_target *t = *first, *next; t != NULL; t = next) {
 		next = t->next;
-		free(t);
+		pushes_target_free(t);
 	}
 	idmap_del(&p->by_session, session);
 }
@@ -100,7 +122,7 @@ size_t pushes_drop_all(struct pushes *p, struct service_conn ***conns)
 					log_fatal("out of memory");
 				out[n++] = t->conn;
 			}
-			free(t);
+			pushes_target_free(t);
 		}
 	}
 	idmap_clear(&p->by_session);

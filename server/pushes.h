@@ -29,8 +29,8 @@ struct push_target {
 	uint64_t id;               /* the request id on that connection */
 	bool answered;             /* the acquire's own answer went out */
 	bool have_result;          /* an outcome arrived before that */
-	Raftlock__Result result;
-	struct push_target *next; /* the session's other targets */
+	Raftlock__Result result;   /* its tokens owned by the target */
+	struct push_target *next;  /* the session's other targets */
 };
 
 struct pushes {
@@ -51,8 +51,14 @@ void pushes_set(struct pushes *p, uint64_t session, uint64_t seq, struct service
 struct push_target *pushes_find(struct pushes *p, uint64_t session, uint64_t seq);
 
 /* Removes the target of (session, seq) and returns it (the caller frees
- * it with free()), or NULL. */
+ * it with pushes_target_free()), or NULL. */
 struct push_target *pushes_take(struct pushes *p, uint64_t session, uint64_t seq);
+
+/* Keeps an outcome in the target (copying a set's tokens). */
+void pushes_keep_result(struct push_target *t, const Raftlock__Result *res);
+
+/* Frees a target that was taken. NULL is a no-op. */
+void pushes_target_free(struct push_target *t);
 
 /* Frees every target of the session (it ended). */
 void pushes_forget_session(struct pushes *p, uint64_t session);

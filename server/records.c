@@ -202,7 +202,15 @@ void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raft
 	}
 	if (o->result == NULL)
 		o->result = xmalloc(sizeof *o->result);
+	else
+		free(o->result->tokens);
 	*o->result = *res;
+	o->result->tokens = NULL;
+	if (res->n_tokens > 0) {
+		/* a set's tokens (multilock.h): the record owns its copy */
+		o->result->tokens = xmalloc(res->n_tokens * sizeof *res->tokens);
+		memcpy(o->result->tokens, res->tokens, res->n_tokens * sizeof *res->tokens);
+	}
 	o->result->queued = pending;
 	/* The table keeps what older nodes keep: a limit is named in the live
 	 * answer only (the record bytes must not differ between versions). */

@@ -316,8 +316,7 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 		return;
 	if (!t->answered) {
 		/* The acquire's own answer has not gone out: it carries this. */
-		t->result = *ev->result;
-		t->have_result = true;
+		pushes_keep_result(t, ev->result);
 		return;
 	}
 	t = pushes_take(&s->pushes, ev->session, ev->seq);
@@ -331,7 +330,7 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 		resp.result = &res;
 		send_response(t->conn, t->id, &resp);
 	}
-	free(t);
+	pushes_target_free(t);
 }
 
 /* ----------------------------------------------------------- mutations -- */
@@ -361,12 +360,13 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		t = NULL;
 	Raftlock__Result res = status == 0 ? *result : (Raftlock__Result)RAFTLOCK__RESULT__INIT;
 	if (status == 0 && t != NULL && t->have_result)
-		res = t->result; /* granted (or ended) before we could answer */
+		res = t->result;          /* granted (or ended) before we could answer */
+	struct push_target *taken = NULL; /* freed once res is sent: its tokens */
 	if (t != NULL) {
 		if (status == 0 && res.queued && !p->conn->closing)
 			t->answered = true;
 		else
-			free(pushes_take(&s->pushes, p->session, p->seq));
+			taken = pushes_take(&s->pushes, p->session, p->seq);
 	}
 	if (status != 0) {
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
@@ -383,6 +383,7 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		s->lock_waiters_refused += res.limit == RAFTLOCK__LIMIT__LIMIT_WAITERS_PER_LOCK;
 		send_response(p->conn, p->id, &resp);
 	}
+	pushes_target_free(taken);
 	request_observe(p);
 	request_free(p);
 }
@@ -392,7 +393,8 @@ static enum service_op op_of(const Raftlock__Command *cmd)
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: return SERVICE_OP_OPEN_SESSION;
 	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION: return SERVICE_OP_CLOSE_SESSION;
-	case RAFTLOCK__COMMAND__OP_ACQUIRE: return SERVICE_OP_ACQUIRE;
+	case RAFTLOCK__COMMAND__OP_ACQUIRE:
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE: return SERVICE_OP_ACQUIRE;
 	case RAFTLOCK__COMMAND__OP_RELEASE: return SERVICE_OP_RELEASE;
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT: return SERVICE_OP_CANCEL_WAIT;
 	default: return SERVICE_OP_ACL;
@@ -414,7 +416,7 @@ static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 	int rv = node_propose(s->node, cmd, mutation_done, p);
 	if (rv != 0) {
 		if (p->seq != 0)
-			free(pushes_take(&s->pushes, p->session, p->seq));
+			pushes_target_free(pushes_take(&s->pushes, p->session, p->seq));
 		send_status(s, c, id, unapplied_status(rv), NULL);
 		request_free(p);
 	}
@@ -451,6 +453,43 @@ static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
 	dst->value = src->value;
 	cmd->op_case = RAFTLOCK__COMMAND__OP_PROCLAIM;
 	cmd->proclaim = dst;
+}
+
+/* The storage of a MULTI_ACQUIRE command built from a request. */
+struct multi_acquire_buf {
+	Raftlock__MultiAcquire op;
+	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX];
+	Raftlock__MultiItem *ptrs[RAFTLOCK_MULTI_MAX];
+};
+
+/* The one place a MULTI_ACQUIRE command (feature level 3, checked by
+ * refused_for_level() first) is made: rebuilt field by field, as
+ * copy_acquire() does, with the leader's waiter limit. The request was
+ * checked by the decoder (at most RAFTLOCK_MULTI_MAX items, valid names). */
+static void multi_acquire_command(struct service *s, const Raftlock__MultiAcquire *src,
+				  struct multi_acquire_buf *b, Raftlock__Command *cmd)
+{
+	raftlock__multi_acquire__init(&b->op);
+	for (size_t i = 0; i < src->n_items; i++) {
+		const Raftlock__MultiItem *it = src->items[i];
+		raftlock__multi_item__init(&b->items[i]);
+		b->items[i].name = it->name;
+		b->items[i].kind = it->kind;
+		b->items[i].mode = it->mode;
+		b->items[i].permits = it->permits;
+		b->items[i].limit = it->limit;
+		b->items[i].lock_delay_ms = it->lock_delay_ms;
+		b->ptrs[i] = &b->items[i];
+	}
+	b->op.items = b->ptrs;
+	b->op.n_items = src->n_items;
+	b->op.owner = src->owner;
+	b->op.wait = src->wait;
+	b->op.wait_ms = src->wait_ms;
+	if (src->wait)
+		b->op.max_waiters = s->cfg->max_waiters_per_lock;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
+	cmd->multi_acquire = &b->op;
 }
 
 /* Rule 8: every mutating request carries (session, seq, ack_below), and
@@ -589,6 +628,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__CancelWait cancel = RAFTLOCK__CANCEL_WAIT__INIT;
 	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
 	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
+	struct multi_acquire_buf multi;
 	Raftlock__Proclaim proclaim;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
@@ -630,6 +670,11 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 			acquire.max_waiters = s->cfg->max_waiters_per_lock;
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+		set_sequence(&cmd, seq);
+		multi_acquire_command(s, env->multi_acquire->acquire, &multi, &cmd);
+		pushable = env->multi_acquire->acquire->wait;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		set_sequence(&cmd, seq);
@@ -955,6 +1000,7 @@ static bool authorized(struct service *s, struct service_conn *c, const Raftlock
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
 		session = request_sequence(env, &legacy)->session;
 		break;
@@ -1058,6 +1104,9 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
+		break;
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
 	default: break;
 	}
@@ -1085,6 +1134,7 @@ static bool refused_for_disk(struct service *s, struct service_conn *c,
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET: break;
 	default: return false;
 	}

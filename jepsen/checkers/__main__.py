@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from . import counter, durability, fencing, history, lease, linear, liveness, observe
+from . import counter, durability, fencing, history, lease, linear, liveness, observe, waits
 
 
 def drift_windows(events, rho, ttl_ms):
@@ -50,6 +50,7 @@ def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01):
         "durability": durability.check(events, ops, wins),
         "counter": counter.check(events, ops),
         "liveness": liveness.check(events, ops, liveness_bound_s),
+        "waits": waits.check(events, ops),
         "observe": observe.check(events, ops),
     }
     failed_nemesis = [ev for ev in nem if ev["type"] == "fail"]
@@ -103,12 +104,15 @@ def main(argv=None):
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     for name in ("fencing", "lease", "linearizable", "durability",
-                 "counter", "liveness"):
+                 "counter", "liveness", "waits"):
         r = res[name]
         extra = ""
         if name == "liveness":
             extra = " max %ss bound %ss" % (r["max_seconds"],
                                             r["bound_seconds"])
+        if name == "waits":
+            extra = " max %ss over the timeout, bound %ss" % (
+                r["max_over_seconds"], r["bound_seconds"])
         if name == "lease" and r["drift_overlap_count"]:
             extra = " (%d overlaps under clock drift beyond rho)" % \
                 r["drift_overlap_count"]

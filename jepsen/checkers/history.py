@@ -14,7 +14,7 @@ INF = float("inf")
 # Errors after which an operation certainly did not take effect.
 DEFINITE_ERRORS = {
     "EBUSY", "ESESSION", "ENOTHOLDER", "EKIND", "ELIMIT", "EINVAL",
-    "ETOOBIG", "ENOTFOUND", "ESTALESEQ", "REFUSED",
+    "ETOOBIG", "ENOTFOUND", "ESTALESEQ", "REFUSED", "EDEADLK",
 }
 
 # Errors that the header makes definite for one operation only: an acquire
@@ -64,7 +64,7 @@ class Op:
 
     __slots__ = ("process", "f", "lock", "inv", "cmp", "type", "token",
                  "value", "error", "session", "kind", "limit", "index",
-                 "valid_until", "mode")
+                 "valid_until", "mode", "timeout_ms", "part")
 
     def __init__(self, inv, index):
         self.process = inv["process"]
@@ -82,6 +82,8 @@ class Op:
         self.mode = inv.get("mode") or "exclusive"
         self.index = index
         self.valid_until = None
+        self.timeout_ms = inv.get("timeout_ms")
+        self.part = None  # a lock set's operation: this lock's position
 
     def complete(self, ev):
         self.cmp = ev["time"]
@@ -89,6 +91,8 @@ class Op:
         self.error = ev.get("error")
         if ev.get("token") is not None:
             self.token = ev["token"]
+        if self.part is not None and ev.get("tokens"):
+            self.token = ev["tokens"][self.part]
         if "value" in ev:
             self.value = ev["value"]
         if ev.get("session") is not None:
@@ -122,7 +126,10 @@ def pair(events):
     """Returns the client operations in invocation order.
 
     A completion without an open invocation is an error in the history.
-    Invocations never completed stay "info" with cmp = INF.
+    Invocations never completed stay "info" with cmp = INF. An operation
+    on a lock set ("locks": its names, "tokens": theirs) is one operation
+    per lock, each with the set's times: the set is granted, or released,
+    in one step.
     """
     ops = []
     open_ops = {}
@@ -135,18 +142,26 @@ def pair(events):
             if p in open_ops:
                 raise ValueError("line %d: process %s invokes while an "
                                  "operation is open" % (ev["_line"], p))
-            op = Op(ev, len(ops))
-            ops.append(op)
-            open_ops[p] = op
+            parts = []
+            for i, name in enumerate(ev.get("locks") or [None]):
+                op = Op(ev, len(ops))
+                if name is not None:
+                    op.lock, op.part = name, i
+                    if ev.get("tokens"):
+                        op.token = ev["tokens"][i]
+                ops.append(op)
+                parts.append(op)
+            open_ops[p] = parts
         elif t in ("ok", "fail", "info"):
-            op = open_ops.pop(p, None)
-            if op is None:
+            parts = open_ops.pop(p, None)
+            if parts is None:
                 raise ValueError("line %d: completion of process %s without "
                                  "an invocation" % (ev["_line"], p))
-            if op.f != ev.get("f", op.f):
+            if parts[0].f != ev.get("f", parts[0].f):
                 raise ValueError("line %d: completion %s of an invocation %s"
-                                 % (ev["_line"], ev.get("f"), op.f))
-            op.complete(ev)
+                                 % (ev["_line"], ev.get("f"), parts[0].f))
+            for op in parts:
+                op.complete(ev)
         elif t == "note":
             # Observations that are no operation (valid_until samples).
             continue

@@ -143,6 +143,73 @@ class Planted(unittest.TestCase):
         self.assertTrue(any("refused as not holding" in w for w in whats),
                         whats)
 
+    def set_history(self, intruder_token=None):
+        """Process 1 takes the set {a, b} (tokens 7, 8) and releases it;
+        with intruder_token, process 2 is granted b meanwhile."""
+        lines = [
+            {"f": "acquire", "lock": "a", "locks": ["a", "b"], "process": 1,
+             "session": 1, "time": 10**9, "type": "invoke", "timeout_ms": 1000},
+            {"f": "acquire", "lock": "a", "locks": ["a", "b"], "process": 1,
+             "session": 1, "time": 2 * 10**9, "type": "ok", "token": 7,
+             "tokens": [7, 8], "valid_until": 9 * 10**9},
+            {"f": "release", "lock": "a", "locks": ["a", "b"], "process": 1,
+             "session": 1, "time": 3 * 10**9, "type": "invoke", "token": 7,
+             "tokens": [7, 8]},
+            {"f": "release", "lock": "a", "locks": ["a", "b"], "process": 1,
+             "session": 1, "time": 4 * 10**9, "type": "ok", "value": 0}]
+        if intruder_token is not None:
+            lines += [
+                {"f": "acquire", "lock": "b", "process": 2, "session": 2,
+                 "time": 2100000000, "type": "invoke"},
+                {"f": "acquire", "lock": "b", "process": 2, "session": 2,
+                 "time": 2200000000, "type": "ok", "token": intruder_token,
+                 "valid_until": 9 * 10**9}]
+        return history.loads(lines)
+
+    def test_lock_set_is_one_operation_per_lock(self):
+        ops = history.pair(self.set_history())
+        grants = [(o.lock, o.token, o.type) for o in ops if o.f == "acquire"]
+        self.assertEqual(grants, [("a", 7, "ok"), ("b", 8, "ok")])
+        releases = [(o.lock, o.token) for o in ops if o.f == "release"]
+        self.assertEqual(releases, [("a", 7), ("b", 8)])
+        res = main.run(self.set_history(), ttl_ms=3000, liveness_bound_s=5.0)
+        for c in ("fencing", "lease", "linearizable", "waits"):
+            self.assertTrue(res[c]["valid"], c)
+
+    def test_lock_set_overlap_is_caught(self):
+        res = main.run(self.set_history(intruder_token=9), ttl_ms=3000,
+                       liveness_bound_s=5.0)
+        self.assertFalse(res["lease"]["valid"])
+        self.assertFalse(res["linearizable"]["valid"])
+
+    def waits_history(self, took_s, paused=False):
+        lines = [
+            {"f": "acquire", "lock": "a", "process": 1, "time": 10**9,
+             "type": "invoke", "timeout_ms": 1000},
+            {"f": "acquire", "lock": "a", "process": 1,
+             "time": int((1 + took_s) * 10**9), "type": "fail",
+             "error": "ETIMEDOUT"}]
+        if paused:
+            lines += [
+                {"process": "nemesis", "f": "pause", "type": "start",
+                 "targets": ["w1"], "time": 15 * 10**8},
+                {"process": "nemesis", "f": "pause", "type": "end",
+                 "time": 5 * 10**9}]
+        return history.loads(lines)
+
+    def test_waits_past_timeout_and_bound(self):
+        from . import waits
+        evs = self.waits_history(1.5)
+        self.assertTrue(waits.check(evs, history.pair(evs))["valid"])
+        evs = self.waits_history(5.0)
+        res = waits.check(evs, history.pair(evs))
+        self.assertFalse(res["valid"])
+        self.assertIn("past its timeout", res["violations"][0]["what"])
+        evs = self.waits_history(5.0, paused=True)
+        res = waits.check(evs, history.pair(evs))
+        self.assertTrue(res["valid"])
+        self.assertEqual(res["excused"], 1)
+
     def test_timed_out_acquire_is_definite(self):
         ops = history.pair(history.loads([
             {"f": "acquire", "lock": "a", "process": 1, "time": 1,

@@ -39,6 +39,7 @@ SUITES = {
         ("partition,pause,kill", "semaphore"),
         ("partition,kill,restart-all", "rwlock"),
         ("membership,kill,partition", "mutex"),
+        ("partition,kill,pause", "pairs"),
         ("partition,pause,kill", "election")]),
 }
 
@@ -349,12 +350,15 @@ def run_one(args, nemeses, workload, seed):
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(res, f, indent=2, sort_keys=True, default=str)
     s = res["summary"]
-    for name in SAFETY + ("liveness", "observe"):
+    for name in SAFETY + ("liveness", "waits", "observe"):
         r = res[name]
         note = ""
         if name == "liveness":
             note = " max %ss (bound %ss, %d heals)" % (
                 r["max_seconds"], r["bound_seconds"], r["heals"])
+        if name == "waits":
+            note = " max %ss past the timeout (bound %ss, %d waits)" % (
+                r["max_over_seconds"], r["bound_seconds"], r["checked"])
         if name == "observe":
             note = " %d observations" % r["observations"]
         if name == "lease" and r["drift_overlap_count"]:
@@ -395,7 +399,7 @@ def parse(argv):
                     help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
     ap.add_argument("--workload", default="mutex",
                     choices=["mutex", "semaphore", "rwlock", "reentrant",
-                             "waiters", "election"])
+                             "waiters", "pairs", "election"])
     ap.add_argument("--time", type=int, default=60,
                     help="seconds of faults (setup and recovery come on top)")
     ap.add_argument("--seed", type=int)

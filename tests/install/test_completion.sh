@@ -46,6 +46,8 @@ expect "raftlock --endpoints 127.0.0.1:7101 ho" holders
 expect "raftlock lock --con" --conflict-exit-code
 expect "raftlock lock --" --shared
 refuse "raftlock run --" --shared
+expect "raftlock lock --" --all
+refuse "raftlock run --" --all
 expect "raftlock run --" --permits
 expect "raftlock lock -n db/migrate -" --child-exit-code
 # after NAME: the command to run, and then that command's own arguments

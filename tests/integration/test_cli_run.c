@@ -125,6 +125,50 @@ static void lock_runs_command_with_token(void **state)
 	assert_int_equal(WEXITSTATUS(st), 7);
 }
 
+/* `raftlock lock --all`: a set taken at once, the tokens in the order
+ * given; with one of its locks held, --no-wait takes none of them. */
+static void lock_all_takes_a_set(void **state)
+{
+	(void)state;
+	char script[1024];
+	snprintf(script, sizeof script, "echo $RAFTLOCK_TOKEN > %s/all.token", work);
+	char *args[] = {"raftlock", "lock", "--all", "cli/set-b,cli/set-a", "--", "sh",
+			"-c",       script, NULL};
+	pid_t pid = cli_start("all", args);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	char path[400];
+	snprintf(path, sizeof path, "%s/all.token", work);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	unsigned long long tb = 0, ta = 0;
+	assert_int_equal(fscanf(f, "%llu,%llu", &tb, &ta), 2);
+	fclose(f);
+	assert_true(ta > 0);
+	assert_int_equal(tb, ta + 1); /* tokens are taken in name order */
+	char *hold[] = {"raftlock", "lock", "cli/set-b", "--", "sleep", "3", NULL};
+	pid_t holder = cli_start("all-holder", hold);
+	char *busy[] = {"raftlock", "lock", "--all", "--no-wait", "cli/set-a,cli/set-b",
+			"--",       "true", NULL};
+	int code = 0;
+	for (int i = 0; i < 50; i++) { /* until the holder has it */
+		pid = cli_start("all-busy", busy);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		code = WEXITSTATUS(st);
+		if (code == 3)
+			break;
+		usleep(50 * 1000);
+	}
+	assert_int_equal(code, 3);
+	char *free_a[] = {"raftlock", "lock", "--no-wait", "cli/set-a", "--", "true", NULL};
+	pid = cli_start("all-free-a", free_a);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(WEXITSTATUS(st), 0); /* the refused set took nothing */
+	kill(holder, SIGTERM);
+	waitpid(holder, &st, 0);
+}
+
 /* An instance of `raftlock run` whose command records when it starts. */
 static pid_t run_instance(const char *tag, const char *ttl)
 {
@@ -358,6 +402,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lock_runs_command_with_token),
+		cmocka_unit_test(lock_all_takes_a_set),
 		cmocka_unit_test(run_hands_over_after_kill),
 		cmocka_unit_test(lost_session_stops_command),
 		cmocka_unit_test(lost_validity_kills_the_whole_command),

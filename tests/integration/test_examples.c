@@ -69,6 +69,7 @@ static void examples_run(void **state)
 	expect("introspect ex/", 0, "ex/d: token");
 	expect("mutex ex/d", 0, "held by someone else");
 	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
+	expect("multilock ex/acct/2 ex/acct/1", 0, "holding ex/acct/2 (token");
 	expect("watch ex/w/ 3", 0, "saw 6 changes");
 	expect("election ex/e primary", 0, "leader: session");
 	expect("election ex/e primary", 0, "value 'primary (busy)'");

@@ -26,10 +26,11 @@
 
 #define LEVEL1 RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1"
 #define LEVEL2 RAFTLOCK_BINARY_DIR "/bin/raftlockd"
-/* The level of the current build (server/feature_level.h), which the
- * upgraded cluster records; ACL_DELETE itself needs level 2. */
-#define NEW_LEVEL 3u
-#define NEW_LEVEL_TEXT "3"
+/* The level of that build (server/feature_level.h): 2 brought ACL_DELETE,
+ * 3 lock sets, the deadlock check and elections; the upgraded cluster
+ * records the lowest its voters report. */
+#define FULL "3"
+#define FULL_LEVEL 3
 #define CLIENTS 16
 #define TTL_MS 10000
 #define CALL_MS 10000
@@ -198,7 +199,7 @@ static void rolling_upgrade(void **state)
 	raftlock_session *es = tl_session(admin, TTL_MS);
 	raftlock_leader *ld = NULL;
 	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), RAFTLOCK_ESTATE);
-	tl_assert_errmsg_has(admin, "feature level " NEW_LEVEL_TEXT);
+	tl_assert_errmsg_has(admin, "feature level " FULL);
 	assert_null(ld);
 
 	for (int i = 0; i < cl.n; i++) {
@@ -217,15 +218,15 @@ static void rolling_upgrade(void **state)
 		}
 	}
 	uint32_t level = 0;
-	for (int k = 0; k < 100 && level != NEW_LEVEL; k++) {
+	for (int k = 0; k < 100 && level != FULL_LEVEL; k++) {
 		Raftlock__StatusInfo *lead = tl_leader_status(&cl);
 		level = lead->cluster_feature_level;
-		assert_int_equal(lead->feature_level, NEW_LEVEL);
+		assert_int_equal(lead->feature_level, FULL_LEVEL);
 		raftlock__status_info__free_unpacked(lead, NULL);
-		if (level != NEW_LEVEL)
+		if (level != FULL_LEVEL)
 			tl_sleep_ms(100);
 	}
-	assert_int_equal(level, NEW_LEVEL);
+	assert_int_equal(level, FULL_LEVEL);
 	/* what docs/OPERATIONS.md, "Upgrades", says to look at */
 	char cmd[512], out[8192] = "";
 	snprintf(cmd, sizeof cmd, "%s --endpoints %s,%s,%s status --json",
@@ -236,10 +237,7 @@ static void rolling_upgrade(void **state)
 	assert_int_equal(pclose(p), 0);
 	const char *at = out;
 	for (int i = 0; i < cl.n; i++) {
-		char want[80];
-		snprintf(want, sizeof want, "\"feature_level\": %u, \"cluster_feature_level\": %u",
-			 NEW_LEVEL, NEW_LEVEL);
-		at = strstr(at, want);
+		at = strstr(at, "\"feature_level\": " FULL ", \"cluster_feature_level\": " FULL);
 		if (at == NULL)
 			fail_msg("raftlock status --json: %s", out);
 		at++;
@@ -277,8 +275,8 @@ static void lower_build_refused(void **state)
 	bool said = false;
 	for (int k = 0; k < 200 && !said; k++) {
 		said = tcluster_log_has(&cl, 2,
-					"the cluster runs at feature level " NEW_LEVEL_TEXT
-					"; this raftlockd supports level 1");
+					"the cluster runs at feature level " FULL "; this "
+					"raftlockd supports level 1");
 		if (!said)
 			tl_sleep_ms(50);
 	}
@@ -294,10 +292,8 @@ static void lower_build_refused(void **state)
 	tcluster_restart(&cl, 2);
 	bool stopped = false;
 	for (int k = 0; k < 200 && !stopped; k++) {
-		stopped = tcluster_log_has(&cl, 2,
-					   "raises the cluster to feature level " NEW_LEVEL_TEXT) ||
-			  tcluster_log_has(&cl, 2,
-					   "the cluster runs at feature level " NEW_LEVEL_TEXT);
+		stopped = tcluster_log_has(&cl, 2, "raises the cluster to feature level " FULL) ||
+			  tcluster_log_has(&cl, 2, "the cluster runs at feature level " FULL);
 		if (!stopped)
 			tl_sleep_ms(50);
 	}

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -521,6 +522,42 @@ static void test_other_request_bounds(void **state)
 	free(too_long);
 }
 
+/* A lock set: 1..RAFTLOCK_MULTI_MAX items, each with a valid name (their
+ * order is the state machine's to check). */
+static void test_multi_acquire_bounds(void **state)
+{
+	(void)state;
+	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
+	Raftlock__MultiItem *ptrs[RAFTLOCK_MULTI_MAX + 1];
+	char names[RAFTLOCK_MULTI_MAX + 1][8];
+	for (size_t i = 0; i <= RAFTLOCK_MULTI_MAX; i++) {
+		raftlock__multi_item__init(&items[i]);
+		snprintf(names[i], sizeof names[i], "m%03zu", i);
+		items[i].name = names[i];
+		ptrs[i] = &items[i];
+	}
+	Raftlock__MultiAcquire acq = RAFTLOCK__MULTI_ACQUIRE__INIT;
+	Raftlock__MultiAcquireRequest req = RAFTLOCK__MULTI_ACQUIRE_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 1;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE;
+	env.multi_acquire = &req;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO); /* no set */
+	req.acquire = &acq;
+	acq.items = ptrs;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO); /* empty */
+	acq.n_items = RAFTLOCK_MULTI_MAX + 1;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	acq.n_items = RAFTLOCK_MULTI_MAX;
+	assert_int_equal(frame_and_decode(&env), 0);
+	items[3].name = "";
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'p');
+	items[3].name = too_long;
+	assert_int_equal(frame_and_decode(&env), RAFTLOCK_EPROTO);
+	free(too_long);
+}
+
 /* The authentication and access-rule requests: a token of at most
  * RAFTLOCK_TOKEN_MAX bytes, a rule with an identity and bounded names. */
 static void test_auth_request_bounds(void **state)
@@ -1032,6 +1069,7 @@ int main(void)
 		cmocka_unit_test(test_missing_lock_submessage),
 		cmocka_unit_test(test_other_request_bounds),
 		cmocka_unit_test(test_auth_request_bounds),
+		cmocka_unit_test(test_multi_acquire_bounds),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
 		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),

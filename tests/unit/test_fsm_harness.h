@@ -34,7 +34,9 @@
 #include "store.h"
 
 #define FX_MAP_SIZE (64u << 20)
-#define FX_MAX_EVENTS 64
+/* One apply's events: a set's grant or wait tells the watches of each
+ * of its locks, besides the outcome. */
+#define FX_MAX_EVENTS (2 * RAFTLOCK_MULTI_MAX + 64)
 #define FX_TTL 10000u
 /* A floor the size INIT carries in production: wall-clock ms << 20. */
 #define FX_FLOOR (UINT64_C(1700000000000) << 20)
@@ -47,7 +49,8 @@ struct fx_event {
 	char name[RAFTLOCK_NAME_MAX + 1];
 	bool has_result;
 	Raftlock__Result result;
-	bool has_change; /* FSM_EV_CHANGE: the change, its name in `name` */
+	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* result.tokens points here */
+	bool has_change;                     /* FSM_EV_CHANGE: the change, its name in `name` */
 	Raftlock__WatchEvent change;
 	char value[RAFTLOCK_VALUE_MAX + 1]; /* the change's value */
 };
@@ -108,8 +111,14 @@ struct op {
 	uint32_t perms;        /* ACL_SET */
 	uint32_t max_sessions; /* OPEN_SESSION: per identity, as the leader carries it */
 	uint32_t max_waiters;  /* ACQUIRE: per lock, as the leader carries it */
-	const char *value;     /* ACQUIRE, PROCLAIM: the election value */
-	uint64_t token;        /* PROCLAIM */
+	/* MULTI_ACQUIRE: the names of the set (n_names; `name` unused) and
+	 * each one's mode (NULL: all `mode`); kind, permits, limit, owner,
+	 * wait, wait_ms as for ACQUIRE, for every item. */
+	const char *const *names;
+	size_t n_names;
+	const Raftlock__Mode *modes;
+	const char *value; /* ACQUIRE, PROCLAIM: the election value */
+	uint64_t token;    /* PROCLAIM */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -134,6 +143,9 @@ struct cmd_buf {
 	Raftlock__AclSet acl_set;
 	Raftlock__AclDelete acl_delete;
 	Raftlock__SetFeatureLevel set_level;
+	Raftlock__MultiAcquire multi;
+	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
+	Raftlock__MultiItem *item_ptrs[RAFTLOCK_MULTI_MAX + 1];
 	Raftlock__Proclaim proclaim;
 };
 
@@ -141,7 +153,7 @@ static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
 	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
 	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION ||
-	       t == RAFTLOCK__COMMAND__OP_PROCLAIM;
+	       t == RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE || t == RAFTLOCK__COMMAND__OP_PROCLAIM;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -266,6 +278,28 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acl_delete.prefix = (char *)(o->prefix ? o->prefix : "");
 		b->cmd.acl_delete = &b->acl_delete;
 		break;
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
+		raftlock__multi_acquire__init(&b->multi);
+		assert_true(o->n_names <= RAFTLOCK_MULTI_MAX + 1);
+		for (size_t i = 0; i < o->n_names; i++) {
+			Raftlock__MultiItem *it = &b->items[i];
+			raftlock__multi_item__init(it);
+			it->name = (char *)o->names[i];
+			it->kind = o->kind;
+			it->mode = o->modes ? o->modes[i] : o->mode;
+			it->permits = o->permits;
+			it->limit = o->limit;
+			it->lock_delay_ms = o->lock_delay_ms;
+			b->item_ptrs[i] = it;
+		}
+		b->multi.items = b->item_ptrs;
+		b->multi.n_items = o->n_names;
+		b->multi.owner = o->owner;
+		b->multi.wait = o->wait;
+		b->multi.wait_ms = o->wait_ms;
+		b->multi.max_waiters = o->max_waiters;
+		b->cmd.multi_acquire = &b->multi;
+		break;
 	default: fail_msg("op type %d not supported by the harness", (int)o->type);
 	}
 }
@@ -307,6 +341,10 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 	if (ev->result != NULL) {
 		e->has_result = true;
 		e->result = *ev->result;
+		assert_true(e->result.n_tokens <= RAFTLOCK_MULTI_MAX);
+		if (e->result.n_tokens > 0)
+			memcpy(e->tokens, e->result.tokens, e->result.n_tokens * sizeof *e->tokens);
+		e->result.tokens = e->tokens;
 	}
 	if (ev->change != NULL) {
 		e->has_change = true;

@@ -45,6 +45,7 @@ class Code(enum.IntEnum):
     EPERM = -25
     ETLS = -26
     ENOSPC = -27
+    EDEADLK = -28
 
 
 class RaftlockError(Exception):
@@ -142,6 +143,11 @@ class LockTimeout(LockNotAcquired, Timeout):
     """ETIMEDOUT of an acquire: not granted in time, no longer queued."""
 
 
+class Deadlock(LockNotAcquired):
+    """EDEADLK: the wait would close a cycle of sessions waiting on each
+    other; nothing was queued. Release what the session holds, then retry."""
+
+
 _CLASSES = {
     Code.EINVAL: InvalidArgument,
     Code.ETOOBIG: InvalidArgument,
@@ -154,6 +160,7 @@ _CLASSES = {
     Code.EOVERLOAD: Unavailable,
     Code.ETLS: TLSError,
     Code.ENOSPC: DiskFull,
+    Code.EDEADLK: Deadlock,
     Code.EPERM: PermissionDenied,
     Code.ESESSION: SessionLost,
     Code.ECANCELED: Canceled,

@@ -1,0 +1,34 @@
+/*
+ * deadlock.h: the wait-for graph check of a new wait, part of apply
+ * (fsm_rules.h; docs/GUARANTEES.md, deadlock detection).
+ *
+ * Nodes are sessions. A session that waits on a lock waits for every
+ * other session that holds that lock, and for every other session with a
+ * waiter ahead of its own in that queue (FIFO: those go first). A
+ * session's handles count as one party (the server cannot tell its
+ * threads apart), and a session never waits for itself. A new wait that
+ * would close a cycle is refused at once with RAFTLOCK_EDEADLK: no waiter
+ * is added, nothing else changes. The graph is read from the records
+ * only, so every node decides alike.
+ *
+ * Cost: a depth-first walk from the sessions the new wait would wait for;
+ * each session is visited once, and only a session with a queued acquire
+ * (a pending outcome) has its locks read. Run on a new wait only.
+ */
+#ifndef RAFTLOCK_DEADLOCK_H
+#define RAFTLOCK_DEADLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raftlock.pb-c.h"
+
+struct apply;
+
+/* Whether session `session` queuing a waiter at the tail of each of the
+ * n locks (as in memory, not yet changed) would close a cycle. */
+bool deadlock_would_close_cycle(struct apply *a, uint64_t session,
+				Raftlock__LockRecord *const *locks, size_t n);
+
+#endif
