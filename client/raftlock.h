@@ -64,6 +64,12 @@ extern "C" {
 #define RAFTLOCK_TTL_ELECTION_FACTOR 2
 /* The default grace period of a session in jeopardy, in TTLs. */
 #define RAFTLOCK_GRACE_TTLS 3
+/* Crash-fast release (raftlock_session_options.bind_grace_ms): how long
+ * after the connection that keeps a bound session closes the cluster ends
+ * it, unless another connection takes it over: default and bounds. */
+#define RAFTLOCK_BIND_GRACE_DEFAULT_MS 200
+#define RAFTLOCK_BIND_GRACE_MIN_MS 50
+#define RAFTLOCK_BIND_GRACE_MAX_MS 10000
 
 /*
  * Error codes. The numbers are part of the wire protocol: never renumber.
