@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,26 @@
 #include <unistd.h>
 
 #define CLI_SUPERVISE_TICK_MS 50
+
+/* Lock events of the held lock, from the library's I/O thread: a bit
+ * (1 << enum raftlock_lock_event) each. Revoked is taken as a lost lease;
+ * a request to release as the stop of a cooperative holder. */
+static atomic_uint lock_events;
+
+static void on_lock_event(raftlock_session *s, enum raftlock_lock_event ev, const char *name,
+			  uint64_t token, void *arg)
+{
+	(void)s;
+	(void)name;
+	(void)token;
+	(void)arg;
+	atomic_fetch_or(&lock_events, 1u << ev);
+}
+
+static bool lock_event_seen(enum raftlock_lock_event ev)
+{
+	return (atomic_load(&lock_events) & (1u << ev)) != 0;
+}
 
 extern char **environ;
 
@@ -125,6 +146,20 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		uint64_t v = raftlock_session_valid_until(s);
 		if (v != 0)
 			last_valid = v;
+		if (!killed && lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
+			fprintf(stderr,
+				"raftlock: lock '%s' revoked: killing the command (SIGKILL)\n",
+				h->name);
+			kill(-child, SIGKILL);
+			killed = true;
+		} else if (!termed && !killed && lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED)) {
+			fprintf(stderr,
+				"raftlock: release of '%s' requested: stopping the command "
+				"(SIGTERM)\n",
+				h->name);
+			kill(-child, SIGTERM);
+			termed = true;
+		}
 		if (!killed && (v == 0 || now >= last_valid)) {
 			/* Jeopardy or loss alike: the lock may go to another
 			 * from now on, so the command stops here. */
@@ -287,6 +322,13 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, uint
 		uint64_t v = raftlock_session_valid_until(s);
 		if (v != 0)
 			last_valid = v;
+		if (lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
+			fprintf(stderr, "raftlock: '%s' was revoked: it is no longer held\n",
+				h->name);
+			return CLI_EXIT_ERROR;
+		}
+		if (lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED))
+			return CLI_EXIT_OK; /* a cooperative holder lets go */
 		if (v == 0 || raftlock_now_ms() >= last_valid) {
 			fprintf(stderr,
 				"raftlock: session %" PRIu64 " %s: '%s' is no longer held\n",
@@ -368,7 +410,10 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	raftlock_lock *l = NULL;
 	uint64_t token = 0;
 	struct wait_guard g;
-	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms};
+	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms,
+					      .on_lock_event = on_lock_event,
+					      .bind_to_connection = h->bind,
+					      .bind_grace_ms = h->bind_grace_ms};
 	if (guard_start(&g) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	if (raftlock_session_open(c, &so, &s) != 0) {
@@ -398,7 +443,8 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	if (code != CLI_EXIT_OK)
 		goto out;
 	code = h->argv != NULL ? hold_run_child(s, h, token) : hold_until_signal(s, h, token);
-	if (raftlock_session_valid(s) && raftlock_lock_release(l, NULL) != 0)
+	if (raftlock_session_valid(s) && raftlock_lock_token(l) != 0 &&
+	    raftlock_lock_release(l, NULL) != 0)
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 out:
 	raftlock_session_close(s); /* frees the handle too */

@@ -481,6 +481,8 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->wait = src->wait;
 	dst->wait_ms = src->wait_ms;
 	dst->lock_delay_ms = src->lock_delay_ms;
+	dst->max_hold_ms = src->max_hold_ms;
+	dst->revoke_grace_ms = src->revoke_grace_ms;
 }
 
 /* Rule 8: every mutating request carries (session, seq, ack_below), and
