@@ -33,6 +33,10 @@ void tl_await_waiters(raftlock_client *c, const char *name, size_t n);
  * stop or kill. Sets *token to its grant's token; returns its pid. */
 pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 		     const struct raftlock_lock_options *opts, uint64_t *token);
+/* The same with the session's options (so, borrowed). */
+pid_t tl_fork_holder_with(struct tcluster *c, const char *name,
+			  const struct raftlock_session_options *so,
+			  const struct raftlock_lock_options *opts, uint64_t *token);
 
 /* Two sessions of one client, each with a handle on the same lock name:
  * the cast of most contention tests. */

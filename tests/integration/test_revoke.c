@@ -279,31 +279,11 @@ static void cli_command_stopped_on_revoke(void **state)
 	raftlock_client_close(c);
 }
 
-/* A child that opens a bound session, takes name and waits; its token
- * comes back through a pipe. */
+/* A child holding name through a bound session. */
 static pid_t fork_bound_holder(const char *name, uint64_t *token)
 {
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	pid_t child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		raftlock_client *c = tl_client(&cl);
-		struct raftlock_session_options o = {.ttl_ms = TTL_MS, .bind_to_connection = true};
-		raftlock_session *s = NULL;
-		if (raftlock_session_open(c, &o, &s) != 0)
-			_exit(1);
-		uint64_t t = tl_take(tl_lock(s, name));
-		if (write(fds[1], &t, sizeof t) != sizeof t)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	assert_int_equal(read(fds[0], token, sizeof *token), (ssize_t)sizeof *token);
-	close(fds[0]);
-	close(fds[1]);
-	return child;
+	struct raftlock_session_options o = {.ttl_ms = TTL_MS, .bind_to_connection = true};
+	return tl_fork_holder_with(&cl, name, &o, NULL, token);
 }
 
 static void bound_session_released_on_kill(void **state)
