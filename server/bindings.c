@@ -1,7 +1,10 @@
 /* bindings.c: see bindings.h. */
 #include "bindings.h"
 
+#include "config.h"
 #include "log.h"
+
+#define WARM_MS_DEFAULT 50
 
 struct binding {
 	void *conn;   /* NULL once it closed */
@@ -18,6 +21,18 @@ void bindings_init(struct bindings *b, struct timebase *clock, struct node *node
 	b->drops = 0;
 	idmap_init(&b->sessions, sizeof(struct binding));
 	timebase_timer_init(clock, &b->timer, b);
+	timebase_timer_init(clock, &b->warm_timer, b);
+}
+
+/* An empty RENEW (it renews nothing, like the leader's clock entries). */
+static void warm_cb(struct timebase_timer *h)
+{
+	struct bindings *b = h->data;
+	Raftlock__Renew op = RAFTLOCK__RENEW__INIT;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_RENEW;
+	cmd.renew = &op;
+	(void)node_propose_quiet(b->node, &cmd); /* else the next tick tries */
 }
 
 static void arm(struct bindings *b);
@@ -59,10 +74,16 @@ static void arm(struct bindings *b)
 			first = x->due;
 	if (first == UINT64_MAX) {
 		timebase_timer_stop(&b->timer);
+		timebase_timer_stop(&b->warm_timer);
 		return;
 	}
 	uint64_t now = timebase_now(b->clock);
 	timebase_timer_start(&b->timer, due_cb, first > now ? first - now : 0, 0);
+	if (!timebase_timer_active(&b->warm_timer)) {
+		unsigned every = b->node->cfg != NULL ? b->node->cfg->heartbeat_timeout_ms / 2
+						      : WARM_MS_DEFAULT;
+		timebase_timer_start(&b->warm_timer, warm_cb, 0, every ? every : 1);
+	}
 }
 
 bool bindings_note(struct bindings *b, uint64_t session, void *conn, uint32_t grace_ms)
@@ -119,11 +140,13 @@ void bindings_on_ready(struct bindings *b, bool ready)
 	b->ready = ready;
 	idmap_clear(&b->sessions);
 	timebase_timer_stop(&b->timer);
+	timebase_timer_stop(&b->warm_timer);
 }
 
 void bindings_close(struct bindings *b)
 {
 	bindings_on_ready(b, false);
 	timebase_timer_close(&b->timer);
+	timebase_timer_close(&b->warm_timer);
 	idmap_close(&b->sessions);
 }

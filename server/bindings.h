@@ -6,6 +6,11 @@
  * connection closes and no other connection takes it over within the
  * grace: the leader proposes DROP_BOUND (fsm.c ends it as an expiry).
  *
+ * While an end is pending the leader proposes an empty RENEW every half
+ * heartbeat: libraft 0.22.1 puts an idle follower back to probing, where a
+ * new entry waits for the next heartbeat (up to 100 ms more); the steady
+ * trickle keeps replication streaming, so the drop commits at once.
+ *
  * Soft state of this leader only: dropped when it stops being the ready
  * leader. A new leader learns a binding from the session's next keepalive;
  * until then a bound session lives by its TTL alone. Clients talk to the
@@ -32,6 +37,7 @@ struct bindings {
 	struct timebase *clock;
 	struct idmap sessions; /* id -> struct binding (bindings.c) */
 	struct timebase_timer timer;
+	struct timebase_timer warm_timer; /* keeps replication streaming */
 	bool ready;
 	uint64_t drops; /* DROP_BOUND commands proposed */
 };

@@ -14,6 +14,11 @@ import time
 from . import cluster as C
 
 ALL = ("kill", "pause", "partition", "clock", "restart-all")
+# Opt-in (not in "all"): SIGKILL of a worker that holds a lock, which is
+# then replaced by a new worker (a new process id in the history); meant
+# for workers in bound sessions (--bind-ms), whose locks pass on within
+# the grace.
+EXTRA = ("worker-kill",)
 
 
 def mono_ns():
@@ -299,6 +304,31 @@ class Nemesis:
                       "rate": rate,
                       "paused": ["w%d" % w.wid for w in paused]}
 
+    def _worker_kill(self):
+        holders = []
+        for _ in range(40):  # up to ~4 s for a worker to hold a lock
+            holders = self.c.holding_workers()
+            if holders:
+                break
+            time.sleep(0.1)
+        mode = "holding"
+        if not holders:
+            mode = "not-holding"
+            holders = [w for w in self.c.workers
+                       if w.running() and not w.paused and w.workload != "durable"]
+        if not holders:
+            raise NemesisError("no worker to kill")
+        w = self.rng.choice(holders)
+        at = mono_ns()  # it acts no more from here (checkers cap its lease)
+        w.killed = True
+        w.kill()
+        if w.running():
+            raise NemesisError("w%d survived SIGKILL" % w.wid)
+
+        def undo():
+            self.c.replace_worker(w)
+        return undo, {"mode": mode, "targets": ["w%d" % w.wid], "at": at}
+
     def _restart_all(self):
         for n in self.c.nodes:
             n.kill()
@@ -311,7 +341,8 @@ class Nemesis:
         return undo, {"targets": ["n%d" % n.i for n in self.c.nodes]}
 
     ACTIONS = {"kill": _kill, "pause": _pause, "partition": _partition,
-               "clock": _clock, "restart-all": _restart_all}
+               "clock": _clock, "restart-all": _restart_all,
+               "worker-kill": _worker_kill}
 
     # ------------------------------------------------------ interface --
 

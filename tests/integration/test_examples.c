@@ -69,6 +69,9 @@ static void examples_run(void **state)
 	expect("introspect ex/", 0, "ex/d: token");
 	expect("mutex ex/d", 0, "held by someone else");
 	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
+	expect("revoke ex/rv/", 0, "cooperative revoke: released in time");
+	expect("revoke ex/rv2/", 0, "max hold: revoked");
+	expect("revoke ex/rv3/", 0, "well within");
 }
 
 int main(void)
