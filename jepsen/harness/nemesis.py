@@ -97,6 +97,16 @@ class Nemesis:
     def _node(self, i):
         return self.c.nodes[i - 1]
 
+    def _holding_workers_soon(self):
+        """The workers holding a lock, waiting up to ~4 s for one."""
+        holders = []
+        for _ in range(40):
+            holders = self.c.holding_workers()
+            if holders:
+                break
+            time.sleep(0.1)
+        return holders
+
     def hold_seconds(self, name):
         ttl = self.ttl_ms / 1000.0
         if name == "pause":
@@ -137,12 +147,7 @@ class Nemesis:
     def _pause(self):
         mode = self.rng.choice(["leader", "node", "worker", "worker"])
         if mode.startswith("worker"):
-            holders = []
-            for _ in range(40):  # up to ~4 s for a worker to hold a lock
-                holders = self.c.holding_workers()
-                if holders:
-                    break
-                time.sleep(0.1)
+            holders = self._holding_workers_soon()
             if holders:
                 procs = [self.rng.choice(holders)]
                 label = ["w%d" % procs[0].wid]
@@ -305,12 +310,7 @@ class Nemesis:
                       "paused": ["w%d" % w.wid for w in paused]}
 
     def _worker_kill(self):
-        holders = []
-        for _ in range(40):  # up to ~4 s for a worker to hold a lock
-            holders = self.c.holding_workers()
-            if holders:
-                break
-            time.sleep(0.1)
+        holders = self._holding_workers_soon()
         mode = "holding"
         if not holders:
             mode = "not-holding"
