@@ -342,8 +342,16 @@ static void bound_session_survives_leader_kill(void **state)
 	assert_true(raftlock_session_valid(s));
 	assert_true(token_current(c, "rv/failover", token));
 	raftlock_session_close(s);
-	raftlock_client_close(c);
+	/* The killed node back, answering, before the next test (or the
+	 * teardown) asks anything of it. */
 	tcluster_restart(&cl, leader);
+	struct raftlock_status *st = NULL;
+	end = tcluster_now_ms() + 15000;
+	while (raftlock_status_get(c, cl.client_addr[leader], &st) != 0 && tcluster_now_ms() < end)
+		tl_sleep_ms(50);
+	assert_non_null(st);
+	raftlock_status_free(st);
+	raftlock_client_close(c);
 }
 
 int main(void)
