@@ -169,6 +169,19 @@ def killed_at(events):
     return out
 
 
+def revoked_at(events):
+    """Maps (lock, token) of each grant the revoke nemesis revoked to the
+    moment just before it asked: the grant ends there for the checkers
+    (its holder may still believe in its lease; fencing protects)."""
+    out = {}
+    for ev in events:
+        if ev.get("process") == "nemesis" and ev.get("f") == "revoke" \
+                and ev.get("type") == "start" and ev.get("revoked"):
+            out.setdefault((ev.get("lock"), ev.get("token")),
+                           ev.get("at", ev["time"]))
+    return out
+
+
 def session_validity(events):
     """Maps (process, session) to the sorted list of (time, valid_until)
     samples the process reported, valid_until > 0 only; a killed worker's

@@ -86,6 +86,20 @@ class Planted(unittest.TestCase):
             self.assertEqual(res["lease"]["valid"], valid, json.dumps(
                 res["lease"]["violations"]))
 
+    def test_revoked_grant_ends_at_its_revocation(self):
+        # An admin revoked p1's grant (token 1000) before p2's grant: the
+        # overlap is gone; a revocation after p2's grant does not excuse it.
+        path = os.path.join(DATA, "lease_overlap.jsonl")
+        for at, valid in ((150000000, True), (300000000, False)):
+            evs = history.load(path)
+            evs.append({"time": at + 1000000, "at": at, "process": "nemesis",
+                        "type": "start", "f": "revoke", "targets": ["w1"],
+                        "lock": "a", "token": 1000, "revoked": True})
+            evs.sort(key=lambda e: e["time"])
+            res = main.run(evs, liveness_bound_s=1.0)
+            self.assertEqual(res["lease"]["valid"], valid, json.dumps(
+                res["lease"]["violations"]))
+
     def test_lease_semaphore(self):
         self.caught("lease_semaphore.jsonl", "lease", "more holders")
 

@@ -342,6 +342,11 @@ class Cluster:
             self.register.stop(5)
 
 
+def last_event(path):
+    """The last event a worker logged, or None."""
+    return _last_line(path)
+
+
 def _last_line(path):
     try:
         with open(path, "rb") as f:

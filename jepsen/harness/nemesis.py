@@ -18,7 +18,9 @@ ALL = ("kill", "pause", "partition", "clock", "restart-all")
 # then replaced by a new worker (a new process id in the history); meant
 # for workers in bound sessions (--bind-ms), whose locks pass on within
 # the grace.
-EXTRA = ("worker-kill",)
+# "revoke": an admin revokes the grant a worker holds (`raftlock revoke
+# LOCK --token T`); the checkers end that grant at the revocation.
+EXTRA = ("worker-kill", "revoke")
 
 
 def mono_ns():
@@ -329,6 +331,24 @@ class Nemesis:
             self.c.replace_worker(w)
         return undo, {"mode": mode, "targets": ["w%d" % w.wid], "at": at}
 
+    def _revoke(self):
+        holders = self._holding_workers_soon()
+        if not holders:
+            raise NemesisError("no worker holds a lock to revoke")
+        w = self.rng.choice(holders)
+        last = C.last_event(w.history) or {}
+        lock, token = last.get("lock"), last.get("token")
+        if not lock or not token:
+            raise NemesisError("w%d's log names no grant" % w.wid)
+        at = mono_ns()  # the revocation takes effect after this
+        code, out = self.c.cli(C.ADMIN, ["revoke", lock, "--token",
+                                         str(token)])
+        if code not in (0, 3):  # 3: released meanwhile, nothing revoked
+            raise NemesisError("raftlock revoke: %s" % out)
+        return (lambda: None), {"targets": ["w%d" % w.wid], "lock": lock,
+                                "token": token, "at": at,
+                                "revoked": code == 0}
+
     def _restart_all(self):
         for n in self.c.nodes:
             n.kill()
@@ -342,7 +362,7 @@ class Nemesis:
 
     ACTIONS = {"kill": _kill, "pause": _pause, "partition": _partition,
                "clock": _clock, "restart-all": _restart_all,
-               "worker-kill": _worker_kill}
+               "worker-kill": _worker_kill, "revoke": _revoke}
 
     # ------------------------------------------------------ interface --
 

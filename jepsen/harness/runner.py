@@ -38,7 +38,9 @@ SUITES = {
         ("partition,pause,kill", "semaphore"),
         ("partition,kill,restart-all", "rwlock"),
         # Crash-fast release: bound sessions, workers killed and paused.
-        ("worker-kill,pause,kill", "mutex", {"bind_ms": 200})]),
+        ("worker-kill,pause,kill", "mutex", {"bind_ms": 200}),
+        # Revocation: token order and the register across revocations.
+        ("revoke,kill", "mutex")]),
 }
 
 
@@ -184,7 +186,8 @@ def run_one(args, nemeses, workload, seed):
         bins.update({k: v for k, v in
                      find_binaries(args.worker_build_dir).items()
                      if k in ("worker", "cli") and k not in bins})
-    need = ["raftlockd", "worker"] + (["cli"] if args.auth else [])
+    need = ["raftlockd", "worker"] + (
+        ["cli"] if args.auth or "revoke" in nemeses else [])
     if any(k not in bins for k in need):
         say("missing binaries in %s (need bin/raftlockd, bin/jepsen-worker%s)"
             ": %s" % (args.build_dir, " and bin/raftlock" if args.auth
@@ -251,7 +254,9 @@ def run_one(args, nemeses, workload, seed):
         if args.bind_ms:
             common += ["--bind-ms", str(args.bind_ms)]
         for w in range(1, args.workers + 1):
-            extra = ["--locks", str(args.locks), "--hold-ms", "60"]
+            # Long enough holds for the revoke nemesis to find one.
+            hold = "400" if "revoke" in nemeses else "60"
+            extra = ["--locks", str(args.locks), "--hold-ms", hold]
             if workload == "semaphore":
                 extra += ["--permits", str(args.permits)]
             cl.start_worker(w, workload, common + extra)
