@@ -230,6 +230,9 @@ static void max_hold_time_revokes(void **state)
 	assert_int_equal(raftlock_lock_get(c, "rv/max", false, &info), 0);
 	assert_int_equal(info->max_hold_ms, 800);
 	raftlock_lock_info_free(info);
+	/* Every node applied the revocations so far (three tests' worth). */
+	for (int i = 0; i < cl.n; i++)
+		assert_true(tcluster_metric(&cl, i, "raftlock_lock_revocations_total") >= 3);
 	raftlock_session_close(a);
 	raftlock_session_close(b);
 	raftlock_client_close(c);
@@ -315,6 +318,7 @@ static void bound_session_released_on_kill(void **state)
 	assert_true(took >= RAFTLOCK_BIND_GRACE_DEFAULT_MS - 5);
 	assert_true(took < RAFTLOCK_BIND_GRACE_DEFAULT_MS + 300); /* a TTL is 3000 */
 	assert_true(w.token > token);
+	assert_true(tcluster_metric(&cl, 0, "raftlock_bound_sessions_dropped_total") >= 1);
 	raftlock_session_close(b);
 	raftlock_client_close(c);
 }
