@@ -116,6 +116,16 @@ static void waiter_start(struct waiter *w, raftlock_lock *l)
 	assert_int_equal(pthread_create(&w->thread, NULL, waiter_main, w), 0);
 }
 
+/* Whether node i's metric reaches at least min within 5 s (a follower
+ * applies a moment after the leader). */
+static bool await_metric(int i, const char *name, long long min)
+{
+	uint64_t end = tcluster_now_ms() + 5000;
+	while (tcluster_metric(&cl, i, name) < min && tcluster_now_ms() < end)
+		tl_sleep_ms(20);
+	return tcluster_metric(&cl, i, name) >= min;
+}
+
 static bool token_current(raftlock_client *c, const char *name, uint64_t token)
 {
 	bool current = false;
@@ -230,9 +240,9 @@ static void max_hold_time_revokes(void **state)
 	assert_int_equal(raftlock_lock_get(c, "rv/max", false, &info), 0);
 	assert_int_equal(info->max_hold_ms, 800);
 	raftlock_lock_info_free(info);
-	/* Every node applied the revocations so far (three tests' worth). */
+	/* Every node applies the revocations so far (three tests' worth). */
 	for (int i = 0; i < cl.n; i++)
-		assert_true(tcluster_metric(&cl, i, "raftlock_lock_revocations_total") >= 3);
+		assert_true(await_metric(i, "raftlock_lock_revocations_total", 3));
 	raftlock_session_close(a);
 	raftlock_session_close(b);
 	raftlock_client_close(c);
@@ -318,7 +328,7 @@ static void bound_session_released_on_kill(void **state)
 	assert_true(took >= RAFTLOCK_BIND_GRACE_DEFAULT_MS - 5);
 	assert_true(took < RAFTLOCK_BIND_GRACE_DEFAULT_MS + 300); /* a TTL is 3000 */
 	assert_true(w.token > token);
-	assert_true(tcluster_metric(&cl, 0, "raftlock_bound_sessions_dropped_total") >= 1);
+	assert_true(await_metric(0, "raftlock_bound_sessions_dropped_total", 1));
 	raftlock_session_close(b);
 	raftlock_client_close(c);
 }
