@@ -12,9 +12,11 @@
 
 #include "cli_acl.h"
 #include "cli_revoke.h"
+#include "cli_member.h"
 #include "cli_child.h"
 #include "cli_print.h"
 #include "cli_top.h"
+#include "cli_events.h"
 #include "json.h"
 #include "raftlock.h"
 
@@ -41,6 +43,12 @@ static const char usage_text[] =
 	"  show NAME [--json] [--stale]     one lock with its holders and waiters\n"
 	"  sessions [--json] [--stale]      open sessions and their locks\n"
 	"  check NAME TOKEN [--json]        is TOKEN a current grant of NAME?\n"
+	"  elect NAME --value V [lock options] [--] CMD   run CMD while leading\n"
+	"                                   NAME, with V published as its value\n"
+	"  observe NAME [--count N] [--json]  print who leads NAME, its value and\n"
+	"                                   token, at each change\n"
+	"  watch PREFIX [--from POS] [--count N] [--json]   print every change of\n"
+	"                                   the locks under PREFIX as it happens\n"
 	"  top [PREFIX] [--once] [--interval MS] [--limit N] [--stale] [--json]\n"
 	"                                   the busiest locks and longest waiters,\n"
 	"                                   redrawn every interval (1000 ms)\n"
@@ -54,6 +62,13 @@ static const char usage_text[] =
 	"                                   take NAME (or the grant of token T) from\n"
 	"                                   its holders; with --grace, ask them to\n"
 	"                                   release first (admin on NAME)\n"
+	"  snapshot save FILE               a backup image of the whole state (admin;\n"
+	"                                   restore: raftlockd --restore FILE)\n"
+	"  member list                      members, roles and match indexes (leader)\n"
+	"  member add ID RAFTADDR CLIENTADDR  add a standby (then: raftlockd --join)\n"
+	"  member remove ID                 remove a member (the leader hands over first)\n"
+	"  member promote ID                make a standby a voter now\n"
+	"  member replace OLDID NEWID RAFTADDR CLIENTADDR  remove OLDID, add NEWID\n"
 	"\n"
 	"hold options (lock and run):\n"
 	"  --ttl MS          session TTL (10000)\n"
@@ -221,6 +236,7 @@ enum {
 	OPT_REVOKE_GRACE,
 	OPT_BIND,
 	OPT_BIND_GRACE,
+	OPT_VALUE,
 	OPT_ENDPOINTS,
 	OPT_TIMEOUT,
 	OPT_VERSION,
@@ -432,6 +448,30 @@ static int cmd_revoke(struct cli *cli, int argc, char **argv)
 	return cli_revoke(cli->client, argc, argv, cli->json);
 }
 
+static int cmd_member(struct cli *cli, int argc, char **argv)
+{
+	return cli_member(cli->client, argc, argv);
+}
+
+/* snapshot save FILE: a backup image of the cluster (raftlockd --restore). */
+static int cmd_snapshot(struct cli *cli, int argc, char **argv)
+{
+	if (argc != 3 || strcmp(argv[1], "save") != 0 || argv[2][0] == '\0')
+		return usage("snapshot save FILE");
+	uint64_t index = 0;
+	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
+		return cli_fail(cli);
+	if (cli->json) {
+		fputs("{\"file\": ", stdout);
+		json_write_string(stdout, argv[2]);
+		printf(", \"index\": %llu}\n", (unsigned long long)index);
+	} else {
+		printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,
+		       argv[2]);
+	}
+	return CLI_EXIT_OK;
+}
+
 /* consul lock spells it -child-exit-code: taken as --child-exit-code (for
  * getopt it would be -c with the argument "hild-exit-code"). */
 static void hold_accept_consul_spelling(int argc, char **argv)
@@ -464,6 +504,7 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 		{"child-exit-code", no_argument, NULL, OPT_CHILD_EXIT_CODE},
 		{"no-child-exit-code", no_argument, NULL, OPT_NO_CHILD_EXIT_CODE},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"value", required_argument, NULL, OPT_VALUE},
 		{NULL, 0, NULL, 0},
 	};
 	long v;
@@ -527,6 +568,12 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 		case OPT_CHILD_EXIT_CODE: h->child_exit_code = true; break;
 		case OPT_NO_CHILD_EXIT_CODE: h->child_exit_code = false; break;
 		case OPT_JSON: h->json = true; break;
+		case OPT_VALUE:
+			if (h->lock_opts.kind != RAFTLOCK_MUTEX ||
+			    strlen(optarg) > RAFTLOCK_VALUE_MAX)
+				return usage("--value V: elect only, at most 4096 bytes");
+			h->value = optarg;
+			break;
 		default: return usage("unknown option");
 		}
 	}
@@ -536,9 +583,10 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 /* lock and run: options, NAME, options again (flock puts -c after the
  * file), then [--] CMD ARGS..., -c 'SHELL COMMAND', or nothing (hold until
  * a signal). */
-static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
+static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore, bool elect)
 {
 	struct cli_hold h = {
+		.lock_opts.kind = elect ? RAFTLOCK_MUTEX : 0,
 		.mode = RAFTLOCK_EXCLUSIVE,
 		.permits = 1,
 		.wait_ms = -1,
@@ -576,7 +624,11 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 	}
 	if (h.grace_ms > h.ttl_ms / 2)
 		h.grace_ms = h.ttl_ms / 2;
-	if (semaphore) {
+	if (elect) {
+		if (h.mode == RAFTLOCK_SHARED)
+			return usage("elect: a leader is exclusive (no --shared)");
+		/* an election is a mutex whose grant publishes the value */
+	} else if (semaphore) {
 		h.lock_opts.kind = RAFTLOCK_SEMAPHORE;
 		h.lock_opts.limit = (uint32_t)permits;
 	} else {
@@ -591,12 +643,19 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore)
 
 static int cmd_lock(struct cli *cli, int argc, char **argv)
 {
-	return cmd_hold(cli, argc, argv, false);
+	return cmd_hold(cli, argc, argv, false, false);
 }
 
 static int cmd_run(struct cli *cli, int argc, char **argv)
 {
-	return cmd_hold(cli, argc, argv, true);
+	return cmd_hold(cli, argc, argv, true, false);
+}
+
+/* elect NAME --value V [--] CMD: lock's options, on a mutex whose grant
+ * publishes V (raftlock_campaign). */
+static int cmd_elect(struct cli *cli, int argc, char **argv)
+{
+	return cmd_hold(cli, argc, argv, false, true);
 }
 
 static int cmd_top(struct cli *cli, int argc, char **argv)
@@ -636,13 +695,80 @@ static int cmd_top(struct cli *cli, int argc, char **argv)
 	return cli_top(cli->client, &o);
 }
 
+static int cmd_watch(struct cli *cli, int argc, char **argv)
+{
+	enum { OPT_FROM = 1, OPT_COUNT };
+	static const struct option opts[] = {
+		{"from", required_argument, NULL, OPT_FROM},
+		{"count", required_argument, NULL, OPT_COUNT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	struct raftlock_position from;
+	struct cli_events_options o = {.json = cli->json};
+	long count;
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_JSON: o.json = true; break;
+		case OPT_FROM:
+			if (raftlock_position_parse(optarg, &from) != 0)
+				return usage("watch --from: a position, INDEX.OFFSET or INDEX");
+			o.from = &from;
+			break;
+		case OPT_COUNT:
+			if (!parse_ms(optarg, 1, 1000000000, &count))
+				return usage("watch --count: 1 to 1000000000");
+			o.count = (uint64_t)count;
+			break;
+		default: return usage("watch: unknown option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage("watch: one PREFIX (\"\" for every lock)");
+	o.prefix = argv[optind];
+	return cli_events(cli->client, &o);
+}
+
+static int cmd_observe(struct cli *cli, int argc, char **argv)
+{
+	enum { OPT_COUNT = 1 };
+	static const struct option opts[] = {
+		{"count", required_argument, NULL, OPT_COUNT},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	struct cli_events_options o = {.json = cli->json};
+	long count;
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_JSON: o.json = true; break;
+		case OPT_COUNT:
+			if (!parse_ms(optarg, 1, 1000000000, &count))
+				return usage("observe --count: 1 to 1000000000");
+			o.count = (uint64_t)count;
+			break;
+		default: return usage("observe: unknown option");
+		}
+	}
+	if (optind + 1 != argc)
+		return usage("observe: one election NAME");
+	o.prefix = argv[optind];
+	return cli_observe(cli->client, &o);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct cli *, int, char **);
 } commands[] = {
-	{"status", cmd_status},   {"lock", cmd_lock}, {"run", cmd_run},
-	{"holders", cmd_holders}, {"show", cmd_show}, {"sessions", cmd_sessions},
-	{"check", cmd_check},     {"acl", cmd_acl},   {"top", cmd_top},
+	{"status", cmd_status},     {"lock", cmd_lock},       {"run", cmd_run},
+	{"holders", cmd_holders},   {"show", cmd_show},       {"sessions", cmd_sessions},
+	{"check", cmd_check},       {"acl", cmd_acl},         {"top", cmd_top},
+	{"snapshot", cmd_snapshot}, {"member", cmd_member},   {"watch", cmd_watch},
+	{"elect", cmd_elect},       {"observe", cmd_observe},
 	{"revoke", cmd_revoke},
 };
 
@@ -740,14 +866,16 @@ int main(int argc, char **argv)
 		code = cli_acl_token(argc - cmd, argv + cmd, cli.json);
 		goto out;
 	}
-	/* lock and run take their signals with sigwait: blocked in every
-	 * thread, so the client's threads start with them blocked. The
-	 * other commands keep the usual signal behaviour. */
+	/* lock, run and elect take their signals with sigwait (watch and
+	 * observe theirs with sigtimedwait): blocked in every thread, so the
+	 * client's threads start with them blocked. The other commands keep
+	 * the usual signal behaviour. */
 	sigset_t set;
 	cli_signal_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	code = cli_connect(&cli);
-	if (run != cmd_lock && run != cmd_run)
+	if (run != cmd_lock && run != cmd_run && run != cmd_elect && run != cmd_watch &&
+	    run != cmd_observe)
 		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (code != CLI_EXIT_OK)
 		goto out;

@@ -422,7 +422,8 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		return CLI_EXIT_ERROR;
 	}
 	int code = CLI_EXIT_ERROR;
-	if (raftlock_lock_new(s, h->name, &h->lock_opts, &l) != 0) {
+	if (raftlock_lock_new(s, h->name, &h->lock_opts, &l) != 0 ||
+	    raftlock_lock_set_value(l, h->value) != 0) {
 		guard_stop(&g);
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 		goto out;

@@ -44,6 +44,7 @@ struct cli_hold {
 	int conflict_exit_code; /* the exit code when the lock is busy (CLI_EXIT_BUSY) */
 	bool child_exit_code;   /* exit with the command's status; else 0 once it ran */
 	bool json;              /* without a command: print the token as JSON */
+	const char *value;      /* elect: the value published with the grant */
 };
 
 /* The signals the supervisor waits for (SIGCHLD) or forwards (SIGINT,

@@ -85,6 +85,10 @@ static void json_status(FILE *f, const char *endpoint, const struct raftlock_sta
 		", \"sessions\": %" PRIu64 ", \"locks\": %" PRIu64 ", \"cluster\": ",
 		st->cluster_time, st->next_token, st->sessions, st->locks);
 	json_write_string(f, st->cluster);
+	fprintf(f,
+		", \"cluster_id\": \"%016" PRIx64
+		"\", \"feature_level\": %u, \"cluster_feature_level\": %u",
+		st->cluster_id, st->feature_level, st->cluster_feature_level);
 	fputs(", \"members\": [", f);
 	for (size_t i = 0; i < st->n_members; i++) {
 		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ", i ? ", " : "",

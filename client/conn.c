@@ -84,6 +84,8 @@ static int conn_bio_read(BIO *b, char *buf, int n)
 	do
 		r = recv((int)BIO_get_fd(b, NULL), buf, (size_t)n, 0);
 	while (r < 0 && errno == EINTR);
+	/* Less than asked: the socket had no more (see conn_tls_read). */
+	((struct conn *)BIO_get_data(b))->tls_short = r >= 0 && r < n;
 	BIO_clear_retry_flags(b);
 	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		BIO_set_retry_read(b);
@@ -133,11 +135,15 @@ static int conn_tls_new(struct conn *c, int fd, const struct conn_tls *tls, cons
 	if (ssl == NULL || bio == NULL)
 		goto err;
 	BIO_set_fd(bio, fd, BIO_NOCLOSE);
+	BIO_set_data(bio, c);       /* the socket BIO's methods do not use it */
 	SSL_set_bio(ssl, bio, bio); /* ssl owns bio */
 	bio = NULL;
 	if (tls_ctx_expect_host(ssl, tls->server_name != NULL ? tls->server_name : host) != 0)
 		goto err;
 	SSL_set_connect_state(ssl);
+	/* One recv takes whatever has arrived, not a record header and then
+	 * its body: conn_buffered() asks SSL_has_pending(), which counts it. */
+	SSL_set_read_ahead(ssl, 1);
 	SSL_set_cert_cb(ssl, conn_tls_asked, c);
 	c->ssl = ssl;
 	c->tls_rd = POLLIN;
@@ -248,7 +254,7 @@ static int conn_tls_result(struct conn *c, int r, short *wants)
 
 int conn_handshake(struct conn *c)
 {
-	ERR_clear_error();
+	tls_clear_errors();
 	int r = SSL_do_handshake(c->ssl);
 	if (r != 1)
 		return conn_tls_result(c, r, &c->tls_wr);
@@ -262,8 +268,9 @@ static int conn_tls_read(struct conn *c)
 {
 	uint8_t buf[16384];
 	c->tls_rd = POLLIN;
+	c->tls_short = false;
 	for (int i = 0; i < 64; i++) {
-		ERR_clear_error();
+		tls_clear_errors();
 		int r = SSL_read(c->ssl, buf, sizeof buf);
 		if (r <= 0)
 			return conn_tls_result(c, r, &c->tls_rd);
@@ -271,6 +278,11 @@ static int conn_tls_read(struct conn *c)
 		int rv = frame_reader_feed(&c->reader, buf, (size_t)r);
 		if (rv != 0)
 			return rv;
+		/* The last recv drained the socket and OpenSSL holds nothing:
+		 * another SSL_read would only recv EAGAIN (poll says when
+		 * more comes). */
+		if (c->tls_short && SSL_has_pending(c->ssl) == 0)
+			return 0;
 	}
 	return 0; /* more may be buffered: conn_buffered() says so */
 }
@@ -281,7 +293,7 @@ static int conn_tls_flush(struct conn *c)
 	c->tls_wr = POLLOUT;
 	while (c->out_off < c->out_len) {
 		size_t left = c->out_len - c->out_off;
-		ERR_clear_error();
+		tls_clear_errors();
 		int w = SSL_write(c->ssl, c->out + c->out_off,
 				  left > INT_MAX ? INT_MAX : (int)left);
 		if (w <= 0)

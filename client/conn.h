@@ -79,6 +79,7 @@ struct conn {
 	bool tls_spoke;         /* the peer sent application data */
 	bool tls_failed;        /* a fatal TLS error: no close_notify */
 	bool tls_asked;         /* the peer asked for a client certificate */
+	bool tls_short;         /* the last recv got less than it asked for */
 	char why[CONN_WHY_MAX]; /* the reason of RAFTLOCK_ETLS */
 };
 

@@ -8,7 +8,7 @@
 #include "codec.h"
 #include "errmsg.h"
 
-static char *introspect_dup(const char *s, bool *failed)
+char *introspect_dup(const char *s, bool *failed)
 {
 	char *d = strdup(s != NULL ? s : "");
 	if (d == NULL)
@@ -28,6 +28,8 @@ int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 	rv = r->response->status;
 	if (rv == 0 && r->response->payload_case != want)
 		rv = RAFTLOCK_EPROTO;
+	else if (rv != 0 && r->response->message[0] != '\0')
+		errmsg_note(rv, r->response->message); /* the node's reason */
 	if (rv != 0) {
 		raftlock__envelope__free_unpacked(r, NULL);
 		return rv;
@@ -70,6 +72,9 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 	st->leader_address = introspect_dup(si->leader_address, &failed);
 	st->cluster_time = si->cluster_time;
 	st->next_token = si->next_token;
+	st->cluster_id = si->cluster_id;
+	st->feature_level = si->feature_level;
+	st->cluster_feature_level = si->cluster_feature_level;
 	st->sessions = si->sessions;
 	st->locks = si->locks;
 	st->cluster = introspect_dup(si->cluster, &failed);

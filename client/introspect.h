@@ -20,4 +20,8 @@
 int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply);
 
+/* strdup(s) ("" for NULL); sets *failed when out of memory (then NULL).
+ * Also the member list (member.c) uses it. */
+char *introspect_dup(const char *s, bool *failed);
+
 #endif

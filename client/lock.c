@@ -12,6 +12,7 @@
 static void lock_destroy(struct raftlock_lock *l)
 {
 	free(l->name);
+	free(l->value);
 	free(l);
 }
 
@@ -224,6 +225,7 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftl
 	m->acq.lock_delay_ms = l->opts.lock_delay_ms;
 	m->acq.max_hold_ms = l->opts.max_hold_ms;
 	m->acq.revoke_grace_ms = l->opts.revoke_grace_ms;
+	m->acq.value = l->value != NULL ? l->value : (char *)"";
 }
 
 /* Applies a final acquire result to the handle. */
@@ -481,6 +483,64 @@ RAFTLOCK_API int raftlock_lock_release(raftlock_lock *l, uint32_t *remaining)
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)
 {
 	return raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 0, token);
+}
+
+/* ------------------------------------------------------------ elections -- */
+
+RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *l, const char *value)
+{
+	if (l == NULL || (value != NULL && strlen(value) > RAFTLOCK_VALUE_MAX))
+		return RAFTLOCK_EINVAL;
+	char *copy = NULL;
+	if (value != NULL && value[0] != '\0' && (copy = strdup(value)) == NULL)
+		return RAFTLOCK_ENOMEM;
+	struct transport *t = l->session->t;
+	pthread_mutex_lock(&t->mu);
+	free(l->value);
+	l->value = copy;
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+int lock_proclaim(raftlock_lock *l, const char *value)
+{
+	if (strlen(value) > RAFTLOCK_VALUE_MAX)
+		return RAFTLOCK_EINVAL;
+	struct transport *t = l->session->t;
+	pthread_mutex_lock(&t->mu);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		if (l->token == 0) {
+			rv = RAFTLOCK_ENOTHOLDER;
+		} else {
+			Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+			Raftlock__ProclaimRequest req = RAFTLOCK__PROCLAIM_REQUEST__INIT;
+			Raftlock__Proclaim pr = RAFTLOCK__PROCLAIM__INIT;
+			env.body_case = RAFTLOCK__ENVELOPE__BODY_PROCLAIM;
+			env.proclaim = &req;
+			req.proclaim = &pr;
+			pr.name = l->name;
+			pr.owner = l->owner;
+			pr.token = l->token;
+			pr.value = (char *)value;
+			Raftlock__Envelope *reply = NULL;
+			const Raftlock__Result *res = NULL;
+			rv = lock_send(l, SESSION_REQ(&env), false, 0, &reply, &res);
+			if (rv == 0) {
+				rv = res->status;
+				raftlock__envelope__free_unpacked(reply, NULL);
+			}
+		}
+		if (rv == 0) {
+			free(l->value);
+			l->value = strdup(value); /* later grants publish it too */
+		}
+		session_call_end(l->session);
+	}
+	if (rv != 0)
+		errmsg_set(t, rv, NULL, "proclaim '%s'", l->name);
+	pthread_mutex_unlock(&t->mu);
+	return rv;
 }
 
 /* ------------------------------------------------------- asynchronous -- */

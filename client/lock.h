@@ -21,7 +21,13 @@ struct raftlock_lock {
 	uint64_t token;             /* 0 when holding nothing */
 	uint32_t count;             /* nesting depth */
 	struct lock_async *waiting; /* its asynchronous acquire that waits, if any */
+	char *value;                /* elections: published with each grant; NULL: none */
 };
+
+/* Elections: publishes value on the handle's current grant (PROCLAIM,
+ * fenced by its token), as a call of its session. 0, or RAFTLOCK_ENOTHOLDER
+ * (the grant is gone), or the errors of a release. Without t->mu. */
+int lock_proclaim(raftlock_lock *l, const char *value);
 
 /* Frees every handle of s (t->mu held): the session layer's freeing
  * hook. */

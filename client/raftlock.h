@@ -51,6 +51,7 @@ extern "C" {
 
 /* Bounds enforced by server and client alike. */
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
+#define RAFTLOCK_VALUE_MAX 4096       /* bytes in an election value */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
 #define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
@@ -101,7 +102,8 @@ extern "C" {
 	X(EDATA, -23, "damaged or foreign data directory")                        \
 	X(EOVERLOAD, -24, "the node is overloaded; the request was not executed") \
 	X(EPERM, -25, "permission denied")                                        \
-	X(ETLS, -26, "a TLS handshake failed")
+	X(ETLS, -26, "a TLS handshake failed")                                    \
+	X(ENOSPC, -27, "a node's disk is full; the request was not executed")
 /* RAFTLOCK_EPERM is a node's answer to a request naming a session without
  * that session's secret (the library attaches it to each request of a
  * session it opened): refused before the log, nothing executed; the
@@ -137,7 +139,20 @@ extern "C" {
  * signed by the CA, has expired or names another host; by the node: the
  * client presented no certificate or one it does not trust), or the node
  * does not speak TLS. Nothing was executed. raftlock_errmsg() names the
- * address and the reason (see raftlock_client_options.tls_ca_file). */
+ * address and the reason (see raftlock_client_options.tls_ca_file).
+ *
+ * RAFTLOCK_ENOSPC is a node's answer, before the log, to a request that
+ * would make the state grow (a session open, an acquire, an access rule)
+ * while the free space under its data directory is below its
+ * --disk-reserve-mb: nothing executed. The library retries it with
+ * back-off, as RAFTLOCK_EOVERLOAD, until the call's deadline; a caller sees
+ * it as the last error of a call that timed out while the disk stayed full
+ * (docs/OPERATIONS.md, "Full disk").
+ *
+ * RAFTLOCK_ESTATE is also a node's answer, before the log, to a request
+ * whose command needs a feature level the cluster has not recorded yet
+ * (not every voter runs a build that supports it; docs/OPERATIONS.md,
+ * "Upgrades"): nothing executed, the message says which level. */
 
 enum raftlock_error {
 	RAFTLOCK_OK = 0,
@@ -658,6 +673,185 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
 RAFTLOCK_API int raftlock_revoke(raftlock_client *client, const char *name, uint64_t token,
 				 unsigned grace_ms, uint32_t *count);
 
+/* ----------------------------------------------------------- watches -- */
+
+/* Where a change sits in the cluster's history: the raft index of the log
+ * entry that made it and its rank among that entry's changes (from 1).
+ * Positions are the same on every node and grow along the history. The
+ * state events (HOLDING, WAITING, CURRENT) carry offset
+ * RAFTLOCK_WATCH_OFFSET_END: "after the whole entry". */
+struct raftlock_position {
+	uint64_t index;
+	uint32_t offset;
+};
+#define RAFTLOCK_WATCH_OFFSET_END UINT32_MAX
+
+enum raftlock_watch_kind {
+	RAFTLOCK_WATCH_GRANTED = 1,      /* a holder was added; token is its token */
+	RAFTLOCK_WATCH_RELEASED = 2,     /* a holder let go, or its session was closed */
+	RAFTLOCK_WATCH_EXPIRED = 3,      /* a holder's session expired */
+	RAFTLOCK_WATCH_QUEUED = 4,       /* a waiter joined the queue */
+	RAFTLOCK_WATCH_DEQUEUED = 5,     /* a waiter left it ungranted: status says why
+					    (ECANCELED, ETIMEDOUT, ESESSION) */
+	RAFTLOCK_WATCH_REVOKED = 6,      /* a grant was taken away */
+	RAFTLOCK_WATCH_HISTORY_LOST = 7, /* the changes after `position` are no longer
+					    kept: the current state follows */
+	RAFTLOCK_WATCH_HOLDING = 8,      /* current state: a holder */
+	RAFTLOCK_WATCH_WAITING = 9,      /* current state: a waiter, in queue order */
+	RAFTLOCK_WATCH_CURRENT = 10,     /* the state just sent is the one at `position` */
+	RAFTLOCK_WATCH_PROCLAIMED = 11,  /* a holder published a new value (elections) */
+	RAFTLOCK_WATCH_ERROR = 12        /* the watch ended: status (EPERM, EINVAL, ...) */
+};
+
+/* One event. name, and the event, are borrowed for the callback only.
+ * A granted waiter shows as GRANTED alone (it left the queue). */
+struct raftlock_watch_event {
+	enum raftlock_watch_kind kind;
+	struct raftlock_position position;
+	const char *name; /* the lock; for HISTORY_LOST and CURRENT the prefix */
+	uint64_t session;
+	uint64_t owner; /* the holder's or waiter's lock-handle id */
+	uint64_t token;
+	enum raftlock_mode mode;
+	uint32_t permits;
+	int status;
+	const char *value; /* elections: the holder's published value ("" none) */
+};
+
+typedef struct raftlock_watch_handle raftlock_watch_handle;
+typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *userdata);
+
+/*
+ * Watches the locks whose name starts with prefix ("" = every lock):
+ * grants, releases, expiries, queue changes and revocations, delivered in
+ * the order of the cluster's log, each with its position
+ * (docs/GUARANTEES.md, watches).
+ *
+ * from NULL: the current state first (HOLDING and WAITING events, then
+ * CURRENT with its position), then every change after it. from a position
+ * (one delivered earlier, say by another process): every change after it;
+ * when the cluster no longer keeps them all, HISTORY_LOST, then the
+ * current state and CURRENT, then the changes after that. The library
+ * remembers the last position delivered and, after a reconnect or a
+ * leader change, resumes from it on whichever node it reaches: no change
+ * is delivered twice or skipped, or HISTORY_LOST says so.
+ *
+ * cb runs on the client's I/O thread, one event at a time, in order; it
+ * must not block nor call the blocking functions of this client. An
+ * ERROR event (the node refused the watch: RAFTLOCK_EPERM without read
+ * permission on the prefix) is the last one. prefix and from are copied.
+ *
+ * Returns 0 and *out (owned by the caller: end it with
+ * raftlock_watch_cancel(), also after an ERROR), or RAFTLOCK_EINVAL (NULL
+ * client, prefix, cb or out, a prefix over RAFTLOCK_NAME_MAX bytes),
+ * RAFTLOCK_ENOMEM; cb then never runs. Any thread.
+ */
+RAFTLOCK_API int raftlock_watch(raftlock_client *client, const char *prefix,
+				const struct raftlock_position *from, raftlock_watch_cb cb,
+				void *userdata, raftlock_watch_handle **out);
+
+/*
+ * Ends the watch and frees it. From another thread: when this returns, cb
+ * is not running and will not run again. From cb itself (or another
+ * callback of the client): the running callback is the last. Every watch
+ * must be cancelled before raftlock_client_close(). NULL is a no-op.
+ */
+RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *watch);
+
+/* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END), as
+ * the CLI prints positions. Returns 0 or RAFTLOCK_EINVAL. */
+RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos);
+
+/* The name of a kind ("granted", "released", ...), "unknown" otherwise. */
+RAFTLOCK_API const char *raftlock_watch_kind_name(enum raftlock_watch_kind kind);
+
+/* --------------------------------------------------------- elections -- */
+
+/* A leadership won by raftlock_campaign(). */
+typedef struct raftlock_leader raftlock_leader;
+
+/*
+ * Campaigns for `name` (a mutex with a published value) and blocks until
+ * this session leads it, or timeout_ms passes (negative: no limit; 0: only
+ * if nobody leads, else RAFTLOCK_EBUSY at once). The
+ * value (at most RAFTLOCK_VALUE_MAX bytes, "" allowed) is stored with the
+ * grant in the replicated state, so observers see the new leader and its
+ * value as one change. The token (raftlock_leader_token) is the grant's
+ * fencing token: unique and increasing over the life of the cluster, it
+ * fences what the leader writes. The leader leads while its session is
+ * valid (raftlock_session_valid_until): past that, another may lead.
+ * *out is owned by the caller until raftlock_resign(); it must not outlive
+ * its session. Errors: those of raftlock_lock_new() and
+ * raftlock_lock_acquire() (RAFTLOCK_ETIMEDOUT: not elected in time, and
+ * not campaigning any more), RAFTLOCK_EINVAL (NULL argument, a value too
+ * long). Blocking; any thread but the client's callbacks.
+ */
+RAFTLOCK_API int raftlock_campaign(raftlock_session *session, const char *name, const char *value,
+				   int timeout_ms, raftlock_leader **out);
+
+/*
+ * Elections underneath: from now on every grant of this handle publishes
+ * value (copied; NULL or "": none) in the replicated state, where watches
+ * and observers see it (RAFTLOCK_WATCH_GRANTED's value).
+ * raftlock_campaign() is a mutex handle with a value. Errors:
+ * RAFTLOCK_EINVAL (NULL lock, a value over RAFTLOCK_VALUE_MAX bytes),
+ * RAFTLOCK_ENOMEM. Any thread.
+ */
+RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *lock, const char *value);
+
+/* The fencing token of the leadership. */
+RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
+
+/*
+ * Publishes a new value (copied; at most RAFTLOCK_VALUE_MAX bytes) for the
+ * leadership, fenced by its token: RAFTLOCK_ENOTHOLDER when it was lost
+ * (session expired, or a revocation), and the value is then not published.
+ * Other errors: as raftlock_lock_release(). Blocking.
+ */
+RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
+
+/*
+ * Gives the leadership up (the next campaigner is elected) and frees the
+ * handle, whatever the outcome: 0, or the errors of
+ * raftlock_lock_release() (RAFTLOCK_EUNKNOWN: the release is still being
+ * sent; the session's end releases it in any case). NULL is a no-op.
+ */
+RAFTLOCK_API int raftlock_resign(raftlock_leader *leader);
+
+/* Who leads `name`, as an observer learns it. value is borrowed for the
+ * callback. */
+struct raftlock_leader_event {
+	bool has_leader;                   /* false: nobody leads now */
+	uint64_t session;                  /* the leader's session */
+	uint64_t token;                    /* its leadership's fencing token */
+	const char *value;                 /* its published value ("" when none) */
+	struct raftlock_position position; /* where in the log this became true */
+	bool history_lost;                 /* changes in between were not kept: this is the
+					      current state, read again */
+	int status; /* non-zero: the node refused the observation (RAFTLOCK_EPERM,
+		       ...): this is the last event, and has_leader is false */
+};
+
+typedef struct raftlock_observer raftlock_observer;
+typedef void (*raftlock_observe_cb)(const struct raftlock_leader_event *ev, void *userdata);
+
+/*
+ * Observes the leadership of `name`: cb gets the current (leader, value,
+ * token) first, then every change of it in log order — a new leader, a
+ * proclaimed value, no leader — with no change missed across reconnects
+ * and leader changes (raftlock_watch underneath; when the cluster no
+ * longer keeps the changes in between, history_lost and the current
+ * state). Tokens of successive leaders increase. cb runs on the client's
+ * I/O thread (the rules of raftlock_watch apply). *out is owned by the
+ * caller: end it with raftlock_observe_cancel(). Errors: RAFTLOCK_EINVAL
+ * (NULL argument, a name that is not a lock name), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_observe(raftlock_client *client, const char *name, raftlock_observe_cb cb,
+				  void *userdata, raftlock_observer **out);
+
+/* Ends the observation and frees it (as raftlock_watch_cancel). */
+RAFTLOCK_API void raftlock_observe_cancel(raftlock_observer *observer);
+
 /* ----------------------------------------------------- introspection -- */
 
 struct raftlock_member {
@@ -683,6 +877,14 @@ struct raftlock_status {
 	char *cluster;
 	size_t n_members;
 	struct raftlock_member *members;
+	/* Random, drawn when the cluster started: a cluster restored from a
+	 * backup has a new one. 0 until the cluster's first entry applied. */
+	uint64_t cluster_id;
+	/* Upgrades (docs/OPERATIONS.md): the feature level of this node's
+	 * build, and the level the cluster records (every voter supports it).
+	 * 0 from a node older than feature levels. */
+	uint32_t feature_level;
+	uint32_t cluster_feature_level;
 };
 
 /*
@@ -860,6 +1062,129 @@ RAFTLOCK_API void raftlock_acl_list_free(struct raftlock_acl_list *list);
  */
 RAFTLOCK_API int raftlock_acl_perms_parse(const char *text, uint32_t *perms);
 RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, size_t len);
+
+/* ------------------------------------------------------------- backups -- */
+
+/*
+ * Saves a backup image of the whole replicated state into the file at path
+ * (docs/OPERATIONS.md, "Backup and restore"; restored with raftlockd
+ * --restore). The leader takes the image after a read barrier, so it holds
+ * every write acknowledged before the call, and sends it in chunks (an
+ * image may be far larger than a frame). The bytes go to "<path>.tmp",
+ * which is synced, checked against the image's checksum and then renamed
+ * to path: path is replaced only by a whole, undamaged image. If the
+ * leader changes during the save, the save starts over (three times at
+ * most). With authentication on, the identity needs admin on every name.
+ *
+ * client: borrowed for the call; path: borrowed for the call. *index (if
+ * not NULL) gets the applied index the image holds. Thread-safe; blocks
+ * for the transfer (each chunk within the client's request timeout).
+ * Errors: RAFTLOCK_EINVAL (NULL argument), RAFTLOCK_EIO (the file: the
+ * message names it), RAFTLOCK_EDATA (the image arrived damaged),
+ * RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
+ * RAFTLOCK_ENOMEM, and the errors of any request (RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
+ * and path is unchanged.
+ */
+RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
+
+/* -------------------------------------------------------- membership -- */
+
+/*
+ * Membership (docs/OPERATIONS.md, "Membership"). A member is a raftlockd
+ * node: an id (never reused in a cluster), the address other members
+ * reach it on (raft) and the one clients do. A member added at run time
+ * starts as a standby (it receives the log, it does not vote); the leader
+ * promotes it to voter by itself once its log is within a few entries of
+ * the leader's, or at once with raftlock_member_promote().
+ */
+struct raftlock_member_info {
+	uint64_t id;
+	char *raft_address;
+	char *client_address; /* "" when the answering node does not know it */
+	char *role;           /* "voter", "standby" or "spare" */
+	uint64_t match_index; /* answered by the leader: the member's last
+				 entry it knows; 0 otherwise */
+	bool joined;          /* added at run time, and its node has started */
+};
+
+struct raftlock_member_list {
+	size_t n_members;
+	struct raftlock_member_info *members;
+	uint64_t leader_id;  /* 0 when the answering node knows no leader */
+	uint64_t last_index; /* the answering node's last log index */
+};
+
+/*
+ * The members in the raft configuration, as the leader knows it (with
+ * each member's match index). *out is owned by the caller: free it with
+ * raftlock_member_list_free(). Thread-safe. Errors: RAFTLOCK_EPERM,
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE (no
+ * leader; `raftlock status` answers without one), RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_member_list(raftlock_client *client, struct raftlock_member_list **out);
+RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list);
+
+/*
+ * Adds member id as a standby, through the leader: returns 0 once the raft
+ * configuration has it; then start that node with `raftlockd --join`. The
+ * caller's identity needs admin on "" (with auth on). Addresses are
+ * HOST:PORT, copied. Thread-safe; blocks for at most the request timeout.
+ * A retry with the same id and addresses after a lost answer succeeds.
+ * Errors: RAFTLOCK_EINVAL (id 0, a bad address, or an id used before in
+ * this cluster: ids are never reused, the message names the highest),
+ * RAFTLOCK_ELIMIT (the cluster has 9 members already),
+ * RAFTLOCK_EPERM, RAFTLOCK_EUNAVAILABLE (no leader, or another membership
+ * change, such as a promotion waiting for its member to catch up, kept it
+ * from starting until the request timeout), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_ENOMEM. raftlock_errmsg() has the
+ * cluster's reason when it gave one.
+ */
+RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const char *raft_address,
+				     const char *client_address);
+
+/*
+ * Removes member id; its id is never used again. When id is the leader, it
+ * first hands leadership to another voter, which then removes it. Returns
+ * 0 once the configuration without it is committed (also when a retry
+ * finds it removed). Same rules as raftlock_member_add; errors as there,
+ * and RAFTLOCK_ENOTFOUND (no such member, ever), RAFTLOCK_EINVAL (the
+ * last voter).
+ */
+RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
+
+/*
+ * Makes standby id a voter now rather than waiting for the leader to do
+ * it; the leader still lets it catch up first (a few rounds of
+ * replication, the last under an election timeout). 0 once it votes (also
+ * when it already did). Errors as raftlock_member_add, RAFTLOCK_ENOTFOUND,
+ * and RAFTLOCK_ETIMEDOUT when the member did not catch up within a few
+ * seconds (its node is not running, or too slow): it stays a standby.
+ */
+RAFTLOCK_API int raftlock_member_promote(raftlock_client *client, uint64_t id);
+
+/*
+ * Replaces member old_id (typically a dead machine) by a new member
+ * new_id: removes old_id, then adds new_id (as raftlock_member_remove and
+ * raftlock_member_add). Retrying after a failure is safe: a removal
+ * already done counts as done. Errors as those two.
+ */
+RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_id, uint64_t new_id,
+					 const char *raft_address, const char *client_address);
+
+/*
+ * Used by `raftlockd --join`: claims member id (added, never started) for
+ * the data directory whose random incarnation is given, in the cluster
+ * named cluster. 0 when the claim holds (also on a retry with the same
+ * incarnation). Errors: RAFTLOCK_ENOTFOUND (the id was not added, or was
+ * removed), RAFTLOCK_EPERM (a node already started under this id with
+ * another data directory, or it is a member the cluster started with: a
+ * machine that lost its data comes back under a new id), RAFTLOCK_EINVAL
+ * (another cluster), and the transport errors.
+ * cluster is copied. Thread-safe; blocks for at most the request timeout.
+ */
+RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,
+				      const char *cluster);
 
 #ifdef __cplusplus
 }

@@ -115,6 +115,36 @@ void transport_on_done(struct transport *t, struct request *req,
 	req->deadline = transport_mono_ms(t) + (timeout_ms ? timeout_ms : t->request_timeout_ms);
 }
 
+void transport_on_stream(struct transport *t, struct request *req,
+			 void (*on_stream)(struct transport *t, struct request *req,
+					   Raftlock__Envelope *env),
+			 void *op)
+{
+	(void)t;
+	req->on_stream = on_stream;
+	req->op = op;
+}
+
+int transport_reframe(struct transport *t, struct request *req, Raftlock__Envelope *env)
+{
+	(void)t;
+	uint8_t *frame;
+	size_t len;
+	env->id = req->id;
+	int rv = codec_frame_envelope(env, &frame, &len);
+	if (rv != 0)
+		return rv;
+	free(req->frame);
+	req->frame = frame;
+	req->frame_len = len;
+	return 0;
+}
+
+bool transport_on_io_thread(const struct transport *t)
+{
+	return pthread_equal(pthread_self(), t->io_thread) != 0;
+}
+
 void transport_expire_now(struct transport *t, struct request *req)
 {
 	req->deadline = 0;
@@ -151,7 +181,7 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 	const Raftlock__Envelope *e = req->reply;
 	const Raftlock__Response *resp =
 		e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE ? e->response : NULL;
-	if (resp != NULL && resp->status == RAFTLOCK_EPERM)
+	if (resp != NULL && (resp->status == RAFTLOCK_EPERM || resp->status == RAFTLOCK_ESTATE))
 		errmsg_note(resp->status, resp->message);
 	/* A refusal by apply names what refused it (a limit, ...). */
 	if (resp != NULL && resp->status == 0 &&
@@ -461,13 +491,15 @@ static void io_redirect(struct transport *t, const char *leader)
 /* Whether a status answering a mutating request of a session proves that
  * it can never execute: the request itself is refused, identically at
  * every attempt (EPERM: the session's secret is refused, and it is the
- * same secret at every attempt). Anything else (a refusal before the log
- * for want of room, an outcome the node does not know) leaves it to be
- * retried with its seq. */
+ * same secret at every attempt; ESTATE: the cluster's feature level is
+ * below what the request needs, until every node is upgraded, so the
+ * caller hears it now rather than at its timeout). Anything else (a
+ * refusal before the log for want of room, an outcome the node does not
+ * know) leaves it to be retried with its seq. */
 static bool io_final_status(int status)
 {
 	return status == RAFTLOCK_EPROTO || status == RAFTLOCK_EINVAL ||
-	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM;
+	       status == RAFTLOCK_ETOOBIG || status == RAFTLOCK_EPERM || status == RAFTLOCK_ESTATE;
 }
 
 /* Sends r again after a back-off that doubles with each refusal in a row
@@ -549,6 +581,10 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	}
 	const Raftlock__Response *resp = env->response;
 	bool result = resp->status == 0 && resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	if (resp->push && r->on_stream != NULL) {
+		r->on_stream(t, r, env);
+		return;
+	}
 	if (resp->push) {
 		transport_complete(t, r, env);
 		return;
@@ -575,7 +611,8 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	case RAFTLOCK_EOVERLOAD:
-		io_retry_later(t, r, RAFTLOCK_EOVERLOAD);
+	case RAFTLOCK_ENOSPC: /* not executed; there may be room again soon */
+		io_retry_later(t, r, resp->status);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -591,6 +628,11 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	t->refusals = 0;
 	t->refused_until = 0;
 	r->retries = 0;
+	if (r->on_stream != NULL) {
+		r->queued = true; /* answered: what follows comes when it comes */
+		r->on_stream(t, r, env);
+		return;
+	}
 	bool queued = result && r->wants_push && resp->result->queued;
 	if (r->sequenced && result && resp->result->status != RAFTLOCK_EUNAVAILABLE &&
 	    t->hooks.answered != NULL)

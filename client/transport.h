@@ -92,6 +92,11 @@ struct request {
 	bool refused;     /* every address refused TLS since it was last sent
 			     (or just before it was submitted): its waiter
 			     returns RAFTLOCK_ETLS now */
+	/* A stream (a watch): never done; each push, and the answer once
+	 * the transport's own retries (redirects, back-offs) are past, goes
+	 * to on_stream (I/O thread, t->mu held), which takes env. It is sent
+	 * again on every new connection, as its latest frame says. */
+	void (*on_stream)(struct transport *t, struct request *req, Raftlock__Envelope *env);
 };
 
 /* Work the I/O thread runs without t->mu: callbacks to the application. */
@@ -232,6 +237,20 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 void transport_on_done(struct transport *t, struct request *req,
 		       void (*on_done)(struct transport *t, struct request *req, int err), void *op,
 		       unsigned timeout_ms);
+
+/* Makes a submitted request a stream (t->mu held): see struct request. */
+void transport_on_stream(struct transport *t, struct request *req,
+			 void (*on_stream)(struct transport *t, struct request *req,
+					   Raftlock__Envelope *env),
+			 void *op);
+
+/* Replaces what req sends on the next connection by env (its id is set
+ * to req's; t->mu held). Errors: RAFTLOCK_ENOMEM, RAFTLOCK_ETOOBIG (req
+ * is unchanged). */
+int transport_reframe(struct transport *t, struct request *req, Raftlock__Envelope *env);
+
+/* Whether the calling thread is the client's I/O thread. */
+bool transport_on_io_thread(const struct transport *t);
 
 /* Makes the I/O thread end an asynchronous request now, as if its
  * deadline had passed (t->mu held, any thread). */

@@ -17,6 +17,7 @@ import unittest
 
 import register
 from harness import cluster as C
+from harness import membership as M
 from harness import nemesis as N
 from harness import runner
 from harness import status
@@ -101,16 +102,21 @@ class Status(unittest.TestCase):
 
 class FakeNode:
     def __init__(self, i):
-        self.i = i
+        self.i = i   # slot (namespace)
+        self.id = i  # member id
 
 
 class FakeCluster:
     def __init__(self, n, leader):
         self.nodes = [FakeNode(i) for i in range(1, n + 1)]
+        self.spares = []
         self._leader = leader
 
     def leader(self):
         return self._leader
+
+    def node_by_id(self, member_id):
+        return next(n for n in self.nodes if n.id == member_id)
 
 
 class FakeNet:
@@ -300,6 +306,43 @@ class FakeCli:
             return 3, "token 1 of '%s' is not current" % argv[1]
         return 1, "raftlock: check: permission denied (identity '%s' has " \
             "no 'read' on '%s')" % (who, argv[1])
+
+
+class Membership(unittest.TestCase):
+    """The membership nemesis reads `raftlock member list` and fails a step
+    that does not come out."""
+
+    class Cli:
+        def __init__(self, out, rc=0):
+            self.out, self.rc = out, rc
+
+        def cli(self, who, argv, timeout=30, request_ms=5000):
+            assert who == C.ADMIN and argv == ["member", "list"]
+            return self.rc, self.out
+
+    def test_reads_roles(self):
+        out = ("ID\tROLE\tRAFT\tCLIENT\tMATCH\n"
+               "1\tvoter\t10.77.1.11:7001\t10.77.1.11:7002\t90\t(leader)\n"
+               "6\tstandby\t10.77.1.14:7001\t10.77.1.14:7002\t0\n")
+        self.assertEqual(M.members(self.Cli(out)), {1: "voter", 6: "standby"})
+
+    def test_a_step_that_does_not_come_out_fails(self):
+        cl = self.Cli("ID\tROLE\tRAFT\tCLIENT\tMATCH\n"
+                      "6\tstandby\ta:1\tb:2\t0\n")
+        with self.assertRaises(M.MembershipError):
+            M.wait_role(cl, 6, "voter", timeout=0.5)
+        with self.assertRaises(M.MembershipError):
+            M.members(self.Cli("raftlock: member list: timed out", rc=1))
+
+    def test_modes_take_turns(self):
+        # Every mode comes within one round, whatever the seed.
+        for seed in range(5):
+            nem = N.Nemesis(FakeCluster(3, 1), FakeNet(), random.Random(seed),
+                            None, 3000)
+            turns = [N.MEMBERSHIP_MODES[(nem.membership_turn + k) %
+                                        len(N.MEMBERSHIP_MODES)]
+                     for k in range(len(N.MEMBERSHIP_MODES))]
+            self.assertEqual(sorted(turns), sorted(N.MEMBERSHIP_MODES))
 
 
 class AuthChecks(unittest.TestCase):

@@ -19,6 +19,11 @@
  *              token expected) and releasing twice.
  *   waiters    the mutex round on a single lock, waiting up to 5 s in the
  *              server's queue, across failovers.
+ *   election   campaign for one election (raftlock_campaign, logged as an
+ *              acquire of a mutex, so the lease checker sees two leaders),
+ *              proclaim, do the mutex read-modify-write as leader, resign;
+ *              an observer (raftlock_observe) logs every change it is told
+ *              of as process "observer-ID" (the observe checker).
  *   durable    hold a lock of its own for seconds, reading the whole lock
  *              and session table meanwhile (the durability checker's reads).
  *   status     print each node's status as JSON on stdout and exit.
@@ -619,6 +624,60 @@ static void foreign_release(const char *name, const struct raftlock_lock_options
 	raftlock_lock_free(lk);
 }
 
+/* ------------------------------------------------------- elections -- */
+
+/* The I/O thread: one line per change, O_APPEND writes keep it whole. */
+static void observed(const struct raftlock_leader_event *ev, void *arg)
+{
+	const char *name = arg;
+	struct buf b = {0};
+	buf_add(&b,
+		"{\"time\":%" PRIu64 ",\"process\":\"observer-%d\",\"type\":\"observe\","
+		"\"lock\":",
+		mono_ns(), cfg.id);
+	buf_str(&b, name);
+	buf_add(&b,
+		",\"leader\":%s,\"session\":%" PRIu64 ",\"token\":%" PRIu64 ",\"index\":%" PRIu64
+		",\"offset\":%" PRIu32 ",\"lost\":%s}\n",
+		ev->has_leader ? "true" : "false", ev->session, ev->token, ev->position.index,
+		ev->position.offset, ev->history_lost ? "true" : "false");
+	if (b.p != NULL && write(out_fd, b.p, b.len) < 0)
+		perror("worker: observe");
+	free(b.p);
+}
+
+/* Campaign, proclaim, lead (the fenced read-modify-write), resign.
+ * Returns false when the session turned out lost. */
+static bool election_round(const char *name)
+{
+	struct event ev = {.type = "invoke", .f = "acquire", .lock = name, .kind = "mutex"};
+	emit(&ev);
+	raftlock_leader *leader = NULL;
+	int rc = raftlock_campaign(session, name, "", cfg.acquire_timeout_ms, &leader);
+	uint64_t token = rc == 0 ? raftlock_leader_token(leader) : 0;
+	emit_result("acquire", name, rc, token, NULL);
+	if (rc != 0)
+		return rc != RAFTLOCK_ESESSION;
+	char value[64];
+	snprintf(value, sizeof value, "worker-%d-%" PRIu64, cfg.id, token);
+	ev = (struct event){.type = "invoke", .f = "proclaim", .lock = name, .token = token};
+	emit(&ev);
+	emit_result("proclaim", name, raftlock_proclaim(leader, value), token, NULL);
+	int64_t counter = 0;
+	bool have_read =
+		session_usable() && fenced_access(false, false, name, token, &counter) == 0;
+	sleep_ms(rand_below(cfg.hold_ms + 1));
+	if (have_read) {
+		counter++;
+		fenced_access(true, false, name, token, &counter);
+	}
+	ev = (struct event){.type = "invoke", .f = "release", .lock = name, .token = token};
+	emit(&ev);
+	rc = raftlock_resign(leader);
+	emit_result("release", name, rc, token, rc == 0 ? "0" : NULL);
+	return rc != RAFTLOCK_ESESSION;
+}
+
 static void run_workload(void)
 {
 	uint64_t deadline = mono_ns() + (uint64_t)cfg.time_s * 1000000000u;
@@ -631,6 +690,12 @@ static void run_workload(void)
 		lo.kind = RAFTLOCK_RWLOCK;
 	}
 	char name[RAFTLOCK_NAME_MAX];
+	bool election = strcmp(w, "election") == 0;
+	static char leader_name[RAFTLOCK_NAME_MAX];
+	snprintf(leader_name, sizeof leader_name, "%sleader", cfg.prefix);
+	raftlock_observer *obs = NULL;
+	if (election && raftlock_observe(client, leader_name, observed, leader_name, &obs) != 0)
+		fprintf(stderr, "worker: observe: %s\n", raftlock_errmsg(client));
 	for (unsigned long iter = 0; !stop_flag && mono_ns() < deadline && iter < 100000000ul;
 	     iter++) {
 		if (!session_usable()) {
@@ -666,13 +731,14 @@ static void run_workload(void)
 		}
 		if (strcmp(w, "mutex") == 0 && rand_below(20) == 0)
 			foreign_release(name, &lo);
-		bool alive = round_trip(&r);
+		bool alive = election ? election_round(leader_name) : round_trip(&r);
 		if (strcmp(w, "durable") == 0 && !stop_flag)
 			read_holders();
 		if (!alive)
 			atomic_store(&session_lost, 1);
 		sleep_ms(rand_below(20));
 	}
+	raftlock_observe_cancel(obs);
 	session_end();
 }
 
@@ -710,15 +776,16 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
-			"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|status]\n"
-			"  [--prefix P]\n"
-			"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
-			"  [--out FILE] [--seed S] [--hold-ms MS] [--bind-ms MS]\n"
-			"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n"
-			"  [--cacert FILE] [--cert FILE] [--key FILE] [--server-name NAME]\n"
-			"  (TLS, as for the raftlock command; default: $RAFTLOCK_CACERT,\n"
-			"  $RAFTLOCK_CERT, $RAFTLOCK_KEY, $RAFTLOCK_SERVER_NAME)\n");
+	fprintf(stderr,
+		"usage: jepsen-worker --id N --addresses H:P[,H:P...]\n"
+		"  [--workload mutex|semaphore|rwlock|reentrant|waiters|durable|election|status]\n"
+		"  [--prefix P]\n"
+		"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
+		"  [--out FILE] [--seed S] [--hold-ms MS] [--bind-ms MS]\n"
+		"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n"
+		"  [--cacert FILE] [--cert FILE] [--key FILE] [--server-name NAME]\n"
+		"  (TLS, as for the raftlock command; default: $RAFTLOCK_CACERT,\n"
+		"  $RAFTLOCK_CERT, $RAFTLOCK_KEY, $RAFTLOCK_SERVER_NAME)\n");
 	exit(2);
 }
 
@@ -774,7 +841,7 @@ int main(int argc, char **argv)
 		usage();
 	bool status = strcmp(cfg.workload, "status") == 0;
 	static const char *const workloads[] = {
-		"mutex", "semaphore", "rwlock", "reentrant", "waiters", "durable",
+		"mutex", "semaphore", "rwlock", "reentrant", "waiters", "durable", "election",
 	};
 	bool known = status;
 	for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++)

@@ -83,6 +83,8 @@ static int check_request(const Raftlock__Envelope *env)
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (env->acquire->acquire == NULL)
 			return RAFTLOCK_EPROTO;
+		if (strlen(env->acquire->acquire->value) > RAFTLOCK_VALUE_MAX)
+			return RAFTLOCK_EPROTO;
 		return codec_check_name(env->acquire->acquire->name) ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		if (env->release->release == NULL)
@@ -101,6 +103,13 @@ static int check_request(const Raftlock__Envelope *env)
 		    strlen(env->list_locks->after) > RAFTLOCK_NAME_MAX)
 			return RAFTLOCK_EPROTO;
 		return 0;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		if (env->proclaim->proclaim == NULL ||
+		    strlen(env->proclaim->proclaim->value) > RAFTLOCK_VALUE_MAX)
+			return RAFTLOCK_EPROTO;
+		return codec_check_name(env->proclaim->proclaim->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_WATCH:
+		return strlen(env->watch->prefix) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
 		const Raftlock__Owner *o = env->open_session->owner;
 		if (o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||
@@ -129,6 +138,15 @@ static int check_request(const Raftlock__Envelope *env)
 		    strlen(env->acl_list->after_prefix) > RAFTLOCK_NAME_MAX)
 			return RAFTLOCK_EPROTO;
 		return 0;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: {
+		const Raftlock__MemberAdd *m = env->member_add->member;
+		if (m == NULL || strlen(m->raft_address) > RAFTLOCK_NAME_MAX ||
+		    strlen(m->client_address) > RAFTLOCK_NAME_MAX)
+			return RAFTLOCK_EPROTO;
+		return 0;
+	}
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN:
+		return strlen(env->member_join->cluster) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
 	default: return 0;
 	}

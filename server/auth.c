@@ -103,6 +103,8 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need_lock(v, identity, session, env->release->release->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		return need_lock(v, identity, session, env->cancel_wait->cancel->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		return need_lock(v, identity, session, env->proclaim->proclaim->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: {
 		bool exists;
 		if (session_of(v, session, identity, &exists) || !exists ||
@@ -118,6 +120,9 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need(v, identity, AUTH_READ, env->get_lock->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
 		return need(v, identity, AUTH_READ, env->check_token->name, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_WATCH:
+		return need(v, identity, AUTH_READ, env->watch->prefix, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL: return 0; /* its own watches only */
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 		return need(v, identity, AUTH_ADMIN, env->acl_set->rule->prefix, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
@@ -128,7 +133,11 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
-	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST: return 0;
+	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST:
+	/* The member list says no more than STATUS; a join only claims an id
+	 * an admin added for a node that has not started (members.h). */
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST:
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: return 0;
 	default:
 		/* Requests this list does not name (membership and snapshot
 		 * commands, as they come) are for admins of every name. */

@@ -18,7 +18,14 @@ static const char usage[] =
 	"usage: raftlockd [options]\n"
 	"  --config FILE              read settings from FILE (key = value lines)\n"
 	"  --id N                     this node's id (1..2^63), one of the members\n"
+	"                             (with --join: the id it was added under)\n"
 	"  --data-dir DIR             raft log, snapshots and LMDB state\n"
+	"  --restore FILE             start a NEW cluster from a backup image (raftlock\n"
+	"                             snapshot save) on an empty data-dir; give every\n"
+	"                             member the same FILE (docs/OPERATIONS.md)\n"
+	"  --disk-reserve-mb MB       below this much free space under data-dir the\n"
+	"                             disk counts as full: new sessions, locks and\n"
+	"                             rules are refused (ENOSPC); default 64, 0 = off\n"
 	"  --raft-address HOST:PORT   where the other nodes reach this one\n"
 	"  --client-address HOST:PORT where clients reach this node\n"
 	"  --metrics-address HOST:PORT  serve Prometheus metrics (GET /metrics), and\n"
@@ -31,6 +38,14 @@ static const char usage[] =
 	"  --peer-tls-ca FILE         and key, and the cluster's CA (all three, or none)\n"
 	"  --member ID,RAFTADDR,CLIENTADDR   a voter of the initial cluster (repeat:\n"
 	"                             3 or 5 of them, this node included)\n"
+	"  --bootstrap                with an empty data directory: create a new\n"
+	"                             cluster of the members listed (command line\n"
+	"                             only; ignored once the data directory has a log)\n"
+	"  --join HOST:PORT[,...]     with an empty data directory: join the running\n"
+	"                             cluster at these client addresses, as the member\n"
+	"                             'raftlock member add' created with this id (an\n"
+	"                             empty data directory without --bootstrap or\n"
+	"                             --join is refused)\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
 	"  --election-timeout MS      default 1000\n"
 	"  --heartbeat-timeout MS     default 100\n"
@@ -80,6 +95,8 @@ static const char usage[] =
 	"                             limit, default 10000\n"
 	"  --max-waiters-per-lock N   waiters one lock may queue (the leader's setting\n"
 	"                             counts); 1..100000, default 100000\n"
+	"  --watch-history N          lock changes kept in memory for watches to\n"
+	"                             resume from; 16..10000000, default 100000\n"
 	"  --check-config             validate the settings, print them and exit\n"
 	"  --version                  print the version and exit\n";
 
@@ -203,6 +220,14 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->data_dir)
 			return fail(err, errlen, "data-dir: empty or too long");
 		strcpy(cfg->data_dir, value);
+	} else if (strcmp(key, "disk-reserve-mb") == 0) {
+		if (parse_u64(value, 0, 1u << 20, &v) != 0)
+			return fail(err, errlen, "disk-reserve-mb: '%s' MB not in 0..2^20", value);
+		cfg->disk_reserve = v << 20;
+	} else if (strcmp(key, "restore") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->restore_file)
+			return fail(err, errlen, "restore: empty or too long");
+		strcpy(cfg->restore_file, value);
 	} else if (strcmp(key, "raft-address") == 0) {
 		return set_raft_address(cfg->raft_address, value, key, err, errlen);
 	} else if (strcmp(key, "client-address") == 0) {
@@ -213,6 +238,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		return set_yes_no(&cfg->metrics_public, value, key, err, errlen);
 	} else if (strcmp(key, "member") == 0) {
 		return add_member(cfg, value, err, errlen);
+	} else if (strcmp(key, "join") == 0) {
+		if (value[0] == '\0' || strlen(value) >= sizeof cfg->join)
+			return fail(err, errlen, "join: empty or too long");
+		strcpy(cfg->join, value);
 	} else if (strcmp(key, "cluster") == 0) {
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->cluster)
 			return fail(err, errlen, "cluster: empty or too long");
@@ -315,6 +344,10 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			return fail(err, errlen, "max-waiters-per-lock: '%s' not in 1..%u", value,
 				    FSM_MAX_WAITERS);
 		cfg->max_waiters_per_lock = (unsigned)v;
+	} else if (strcmp(key, "watch-history") == 0) {
+		if (parse_u64(value, 16, 10000000, &v) != 0)
+			return fail(err, errlen, "watch-history: '%s' not in 16..10000000", value);
+		cfg->watch_history = (unsigned)v;
 	} else if (strcmp(key, "auth-tokens") == 0) {
 		return set_path(cfg->auth_tokens, value, key, err, errlen);
 	} else if (strcmp(key, "auth-admin") == 0) {
@@ -378,6 +411,7 @@ static void defaults(struct config *cfg)
 	cfg->snapshot_log_ratio = 50;
 	cfg->renew_window_ms = 10;
 	cfg->map_size = (size_t)4096 << 20;
+	cfg->disk_reserve = (uint64_t)64 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;
 	cfg->log_format = LOG_FORMAT_TEXT;
@@ -387,6 +421,7 @@ static void defaults(struct config *cfg)
 	cfg->frame_timeout_ms = 30000;
 	cfg->max_sessions_per_identity = 10000;
 	cfg->max_waiters_per_lock = FSM_MAX_WAITERS;
+	cfg->watch_history = 100000;
 }
 
 /* Whether HOST:PORT names this machine's loopback: 127.0.0.0/8, ::1 or
@@ -445,6 +480,24 @@ static int validate_peer_tls(const struct config *cfg, char *err, size_t errlen)
 		    missing);
 }
 
+static int validate_common(struct config *cfg, char *err, size_t errlen);
+
+/* A joining node needs its own addresses (from --member, or given) and
+ * none of the bootstrap rules: its members come from the cluster. */
+static int validate_join(struct config *cfg, char *err, size_t errlen)
+{
+	if (cfg->bootstrap)
+		return fail(err, errlen, "--bootstrap and join exclude each other");
+	const struct config_member *self = config_member_by_id(cfg, cfg->id);
+	if (cfg->raft_address[0] == '\0' && self != NULL)
+		strcpy(cfg->raft_address, self->raft_address);
+	if (cfg->client_address[0] == '\0' && self != NULL)
+		strcpy(cfg->client_address, self->client_address);
+	if (cfg->raft_address[0] == '\0' || cfg->client_address[0] == '\0')
+		return fail(err, errlen, "join: raft-address and client-address are required");
+	return validate_common(cfg, err, errlen);
+}
+
 static int validate(struct config *cfg, char *err, size_t errlen)
 {
 	if (validate_peer_tls(cfg, err, errlen) != 0)
@@ -455,6 +508,8 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 		return fail(err, errlen, "data-dir is required");
 	if (cfg->cluster[0] == '\0')
 		return fail(err, errlen, "cluster is required");
+	if (cfg->join[0] != '\0')
+		return validate_join(cfg, err, errlen);
 	if (cfg->n_members == 0)
 		return fail(err, errlen, "no member given (--member ID,RAFTADDR,CLIENTADDR)");
 	if (cfg->n_members % 2 == 0)
@@ -470,6 +525,11 @@ static int validate(struct config *cfg, char *err, size_t errlen)
 	if (strcmp(cfg->raft_address, self->raft_address) != 0)
 		return fail(err, errlen, "raft-address %s differs from member %llu's %s",
 			    cfg->raft_address, (unsigned long long)cfg->id, self->raft_address);
+	return validate_common(cfg, err, errlen);
+}
+
+static int validate_common(struct config *cfg, char *err, size_t errlen)
+{
 	if (cfg->heartbeat_timeout_ms * 2 > cfg->election_timeout_ms)
 		return fail(err, errlen,
 			    "heartbeat-timeout must be at most half the election-timeout");
@@ -492,6 +552,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"config", required_argument, NULL, 'c'},
 		{"id", required_argument, NULL, 0},
 		{"data-dir", required_argument, NULL, 0},
+		{"restore", required_argument, NULL, 0},
+		{"disk-reserve-mb", required_argument, NULL, 0},
 		{"raft-address", required_argument, NULL, 0},
 		{"client-address", required_argument, NULL, 0},
 		{"metrics-address", required_argument, NULL, 0},
@@ -500,6 +562,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"peer-tls-ca", required_argument, NULL, 0},
 		{"member", required_argument, NULL, 0},
 		{"cluster", required_argument, NULL, 0},
+		{"join", required_argument, NULL, 0},
+		{"bootstrap", no_argument, NULL, 'b'},
 		{"election-timeout", required_argument, NULL, 0},
 		{"heartbeat-timeout", required_argument, NULL, 0},
 		{"snapshot-threshold", required_argument, NULL, 0},
@@ -524,6 +588,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"auth-admin", required_argument, NULL, 0},
 		{"max-sessions-per-identity", required_argument, NULL, 0},
 		{"max-waiters-per-lock", required_argument, NULL, 0},
+		{"watch-history", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{"check-config", no_argument, NULL, 'k'},
@@ -541,6 +606,8 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 			file = optarg;
 		else if (c == 'k')
 			cfg->check_only = true;
+		else if (c == 'b')
+			cfg->bootstrap = true; /* never from the file: see config.h */
 		else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;

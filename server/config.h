@@ -34,6 +34,8 @@ enum config_tls {
 struct config {
 	uint64_t id;
 	char data_dir[512];
+	char restore_file[CONFIG_PATH_MAX]; /* --restore: "" = none (restore.h) */
+	uint64_t disk_reserve;              /* bytes; 0 = no full-disk guard (diskguard.h) */
 	char raft_address[CONFIG_ADDR_MAX];
 	char client_address[CONFIG_ADDR_MAX];
 	char metrics_address[CONFIG_ADDR_MAX]; /* "" = no metrics endpoint */
@@ -82,7 +84,17 @@ struct config {
 	 * with auth on (0 = no limit), waiters one lock may queue. */
 	unsigned max_sessions_per_identity;
 	unsigned max_waiters_per_lock;
+	/* Changes kept for watches to resume from (watch.h). */
+	unsigned watch_history;
 	bool check_only; /* --check-config: validate, print, exit */
+	/* How a node with an empty data directory starts (docs/OPERATIONS.md):
+	 * bootstrap (--bootstrap, command line only) creates a new cluster of
+	 * the members listed; join (--join) names client addresses of a
+	 * running cluster whose leader has added this id; with neither, an
+	 * empty data directory is refused. A data directory that holds a raft
+	 * log ignores both. */
+	bool bootstrap;
+	char join[512]; /* "HOST:PORT[,HOST:PORT...]"; "" = not joining */
 };
 
 /*

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -55,22 +56,38 @@ static int sync_dir_of(const char *path)
 	return rv;
 }
 
-static int write_small(const char *path, const char *text)
+int datadir_write_file(const char *path, const void *buf, size_t len)
 {
 	char tmp[DATADIR_PATH_MAX + 8];
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640);
 	if (fd < 0)
 		return -1;
-	size_t len = strlen(text);
-	int ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
+	const char *p = buf;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, p + done, len - done);
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	int ok = done == len && fsync(fd) == 0;
+	int saved = errno;
 	close(fd);
-	if (!ok || rename(tmp, path) != 0)
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		errno = ok ? errno : saved;
 		return -1;
+	}
 	return sync_dir_of(path);
 }
 
-static bool dir_has_files(const char *path)
+static int write_small(const char *path, const char *text)
+{
+	return datadir_write_file(path, text, strlen(text));
+}
+
+bool datadir_has_files(const char *path)
 {
 	uv_fs_t req;
 	uv_dirent_t ent;
@@ -138,7 +155,7 @@ int datadir_check_identity(const char *data_dir, const char *cluster, uint64_t i
 		}
 		return 0;
 	}
-	if (dir_has_files(raft_dir)) {
+	if (datadir_has_files(raft_dir)) {
 		snprintf(err, errlen,
 			 "%s is missing but %s holds a raft log: "
 			 "not a data directory of this raftlockd",
@@ -218,4 +235,33 @@ int datadir_mark_clean(const char *data_dir)
 	datadir_path(state_dir, sizeof state_dir, data_dir, "state");
 	datadir_path(clean, sizeof clean, state_dir, "CLEAN");
 	return write_small(clean, "clean\n") == 0 ? 0 : RAFTLOCK_EIO;
+}
+
+bool datadir_has_raft_log(const char *raft_dir)
+{
+	return datadir_has_files(raft_dir);
+}
+
+int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen)
+{
+	char path[DATADIR_PATH_MAX], text[64] = "";
+	datadir_path(path, sizeof path, data_dir, "INCARNATION");
+	unsigned long long v = 0;
+	if (read_small(path, text, sizeof text) == 0 && sscanf(text, "%llx", &v) == 1 && v != 0) {
+		*out = v;
+		return 0;
+	}
+	uint64_t r = 0;
+	while (r == 0)
+		if (getrandom(&r, sizeof r, 0) != sizeof r) {
+			snprintf(err, errlen, "getrandom: %s", strerror(errno));
+			return RAFTLOCK_EIO;
+		}
+	snprintf(text, sizeof text, "%016llx\n", (unsigned long long)r);
+	if (write_small(path, text) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return RAFTLOCK_EIO;
+	}
+	*out = r;
+	return 0;
 }

@@ -3,6 +3,9 @@
  * it and whether its LMDB state can be trusted. Layout:
  *   LOCK       flock()ed by the running raftlockd, holds its pid
  *   IDENTITY   "cluster=NAME\nnode=ID\n": the cluster and node it belongs to
+ *   RESTORE-BASE  the state a cluster restored from a backup started from
+ *              (restore.h), when it was
+ *   INCARNATION  a random number, written by the first --join start
  *   raft/      libraft's log and snapshots (raft_uv)
  *   state/     LMDB (data.mdb), CLEAN (written at a clean stop, removed at
  *              start) and BOOT_ID (the kernel boot of the last start)
@@ -15,6 +18,7 @@
 #ifndef RAFTLOCK_DATADIR_H
 #define RAFTLOCK_DATADIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +26,13 @@
 
 /* Writes dir/name into out (len bytes); aborts when it does not fit. */
 void datadir_path(char *out, size_t len, const char *dir, const char *name);
+
+/* Writes len bytes to path whole: a temporary file, fsync, rename, fsync
+ * of the directory. Returns 0, or -1 with errno set (path unchanged). */
+int datadir_write_file(const char *path, const void *buf, size_t len);
+
+/* Whether the directory at path exists and holds any entry. */
+bool datadir_has_files(const char *path);
 
 /* Takes the directory for this process: one raftlockd per data directory
  * (a second one would write into the first one's raft log). The lock lasts
@@ -49,6 +60,17 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
  * DATADIR_PATH_MAX bytes. */
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
 		 char *state_dir, int *lock_fd, char *err, size_t errlen);
+
+/* Whether raft_dir (datadir_open's) holds anything: a node whose raft
+ * directory is empty has never been part of a cluster (docs/OPERATIONS.md:
+ * it needs --bootstrap or --join). */
+bool datadir_has_raft_log(const char *raft_dir);
+
+/* The random number that names this data directory's life as a member
+ * (INCARNATION, created on first use, written whole): a node that joins
+ * claims its id with it, and a wiped directory gets another one, which
+ * the cluster refuses under the same id. Returns 0 or RAFTLOCK_EIO. */
+int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen);
 
 /* Records a clean stop (state/CLEAN), after LMDB was synced.
  * Returns 0 or RAFTLOCK_EIO. */

@@ -113,7 +113,7 @@ static void ask(struct follower *f)
 	if (f->out != NULL)
 		return; /* the previous request is still being written */
 	/* Read before asking: the answer must then be at least this. */
-	if (raft_match_index(&n->raft, f->member->id, &f->matched) != 0)
+	if (raft_match_index(&n->raft, f->member.id, &f->matched) != 0)
 		return;
 	f->term = raft_current_term(&n->raft);
 	req.leader_term = f->term;
@@ -201,7 +201,9 @@ static void hand_over(struct followers *fw, uint64_t lost)
 		return; /* backing off after a transfer that did not complete */
 	for (unsigned i = 0; i < fw->n; i++) {
 		raft_index m;
-		uint64_t id = fw->members[i].member->id;
+		uint64_t id = fw->members[i].member.id;
+		if (!fw->members[i].used)
+			continue;
 		if (id != lost && raft_match_index(&n->raft, id, &m) == 0 && m >= best) {
 			best = m;
 			target = id;
@@ -244,7 +246,7 @@ static void hand_over(struct followers *fw, uint64_t lost)
 static void catch_up(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct node *n = fw->node;
-	uint64_t id = f->member->id, last_index = st->last_index;
+	uint64_t id = f->member.id, last_index = st->last_index;
 	uint64_t applied = raft_last_applied(&n->raft);
 	/* A member that applies entries takes snapshots of its own, and
 	 * libraft 0.22.1 crashes a member that is sent one while it writes
@@ -275,17 +277,18 @@ void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 	struct node *n = fw->node;
 	if (!leading(fw) || raft_current_term(&n->raft) != f->term)
 		return; /* the match index read belongs to another term */
-	if (st->node_id != f->member->id)
+	if (st->node_id != f->member.id)
 		return;
+	node_note_feature_level(n, st->node_id, st->feature_level);
 	if (st->last_index >= f->matched) {
 		catch_up(fw, f, st);
 		return;
 	}
 	log_warn("member %llu's raft log ends at %llu, below the %llu this leader replicated "
 		 "to it: it lost its data (a replaced machine?)",
-		 (unsigned long long)f->member->id, (unsigned long long)st->last_index,
+		 (unsigned long long)f->member.id, (unsigned long long)st->last_index,
 		 (unsigned long long)f->matched);
-	hand_over(fw, f->member->id);
+	hand_over(fw, f->member.id);
 }
 
 static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
@@ -348,7 +351,7 @@ static void tls_read(struct tls_stream *ts, ssize_t nread, const char *buf)
 	}
 	if ((!tls_stream_established(ts) || nread == UV_EPROTO) && !f->tls_warned) {
 		log_warn("member %llu's client port %s: %s (said once until a handshake succeeds)",
-			 (unsigned long long)f->member->id, f->member->client_address,
+			 (unsigned long long)f->member.id, f->member.client_address,
 			 tls_stream_error(ts));
 		f->tls_warned = true;
 	}
@@ -360,7 +363,7 @@ static void tls_handshake(struct tls_stream *ts)
 	struct follower *f = ts->data;
 	if (f->tls_warned)
 		log_info("member %llu's client port: TLS handshake succeeded again",
-			 (unsigned long long)f->member->id);
+			 (unsigned long long)f->member.id);
 	f->tls_warned = false;
 }
 
@@ -369,7 +372,7 @@ static void tls_handshake(struct tls_stream *ts)
 static int start_tls(struct follower *f)
 {
 	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
-	if (address_split(f->member->client_address, host, sizeof host, port) != 0)
+	if (address_split(f->member.client_address, host, sizeof host, port) != 0)
 		return -1;
 	struct tls_stream_options o = {
 		.role = TLS_ROLE_CLIENT,
@@ -426,7 +429,7 @@ static void resolve(struct follower *f)
 {
 	char host[CONFIG_ADDR_MAX], port[ADDRESS_PORT_MAX];
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	if (address_split(f->member->client_address, host, sizeof host, port) != 0)
+	if (address_split(f->member.client_address, host, sizeof host, port) != 0)
 		return;
 	f->resolve.data = f;
 	if (uv_getaddrinfo(f->fw->loop, &f->resolve, resolve_cb, host, port, &hints) == 0)
@@ -435,17 +438,74 @@ static void resolve(struct follower *f)
 
 /* ----------------------------------------------------------------- check */
 
+static bool in_configuration(const struct raft_configuration *conf, uint64_t id)
+{
+	for (unsigned i = 0; i < conf->n; i++)
+		if (conf->servers[i].id == id)
+			return true;
+	return false;
+}
+
+/* Members come and go (docs/OPERATIONS.md): follow the raft configuration
+ * (until raft has one, the --member list). A slot whose member left is
+ * freed once its connection is closed; a new member is checked once its
+ * client address is known. */
+static void sync_members(struct followers *fw)
+{
+	const struct raft_configuration *conf = &fw->node->raft.configuration;
+	if (conf->n == 0)
+		return;
+	for (unsigned i = 0; i < fw->n; i++) {
+		struct follower *f = &fw->members[i];
+		if (!f->used || in_configuration(conf, f->member.id))
+			continue;
+		if (f->state == FOLLOWER_IDLE)
+			f->used = false;
+		else
+			drop(f);
+	}
+	for (unsigned k = 0; k < conf->n; k++) {
+		uint64_t id = conf->servers[k].id;
+		bool known = id == fw->cfg->id;
+		for (unsigned i = 0; i < fw->n && !known; i++)
+			known = fw->members[i].used && fw->members[i].member.id == id;
+		const char *client = known ? NULL : node_member_client_address(fw->node, id);
+		if (client == NULL)
+			continue;
+		for (unsigned i = 0; i < CONFIG_MAX_MEMBERS; i++) {
+			struct follower *f = &fw->members[i];
+			if (f->used || (i < fw->n && f->state != FOLLOWER_IDLE))
+				continue;
+			memset(f, 0, sizeof *f);
+			f->fw = fw;
+			f->used = true;
+			f->member.id = id;
+			snprintf(f->member.raft_address, sizeof f->member.raft_address, "%s",
+				 conf->servers[k].address);
+			snprintf(f->member.client_address, sizeof f->member.client_address, "%s",
+				 client);
+			set_state(f, FOLLOWER_IDLE);
+			if (i >= fw->n)
+				fw->n = i + 1;
+			break;
+		}
+	}
+}
+
 static void check(struct timebase_timer *t)
 {
 	struct followers *fw = t->data;
 	uint64_t now = now_ms(fw);
 	transfer_watch(fw);
+	sync_members(fw);
 	if (!leading(fw) && !fw->transferring) {
 		fw->failures = 0; /* a new leadership starts without back-off */
 		fw->next_transfer_ms = 0;
 	}
 	for (unsigned i = 0; i < fw->n; i++) {
 		struct follower *f = &fw->members[i];
+		if (!f->used)
+			continue;
 		if (!leading(fw)) {
 			drop(f);
 			continue;
@@ -476,7 +536,8 @@ void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 			continue;
 		struct follower *f = &fw->members[fw->n++];
 		f->fw = fw;
-		f->member = &cfg->members[i];
+		f->used = true;
+		f->member = cfg->members[i];
 		set_state(f, FOLLOWER_IDLE);
 	}
 	timebase_timer_init(tb, &fw->timer, fw);
@@ -493,5 +554,6 @@ void followers_close(struct followers *fw)
 	fw->closing = true;
 	timebase_timer_close(&fw->timer);
 	for (unsigned i = 0; i < fw->n; i++)
-		drop(&fw->members[i]);
+		if (fw->members[i].used)
+			drop(&fw->members[i]);
 }

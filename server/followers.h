@@ -2,24 +2,24 @@
  * followers.h: the leader's check that every follower still holds the log
  * that raft believes it has replicated to it.
  *
- * A member whose data directory was lost (a replaced machine, a wiped disk)
- * comes back with the same id and an empty log. Raft assumes a server never
- * loses what it acknowledged, and libraft 0.22.1 keeps the match index it
- * had for the old incarnation: it then never sends the new one any entry
- * (see followers.c). While this node is the ready leader it asks each other
- * member's STATUS every FOLLOWERS_CHECK_MS over the client protocol; a
- * member whose raft log ends below the index this leader had matched on it
- * (read before asking, in the same term) has lost its data. The leader then
- * hands leadership to the most up-to-date other voter: a new leader starts
- * with fresh replication state and brings the member back by snapshot and
- * log. libraft refuses writes while a transfer is pending: one lasts at
- * most an election timeout, and after one that did not hand over the next
- * waits, backing off exponentially (followers_backoff_ms). A member that
- * lags by more than the snapshot threshold while this leader's last
- * snapshot is as old makes it take a new snapshot first
- * (node_snapshot_soon), so that the member restores a recent state instead
- * of replaying a long log; but not while the member's applied index moves
- * (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
+ * A member whose log went back in time (its data directory restored from
+ * an older copy, or wiped and started again with --bootstrap by mistake:
+ * a node with an empty data directory is otherwise refused, and a lost
+ * machine comes back under a new id, docs/OPERATIONS.md). Raft assumes a
+ * server never loses what it acknowledged, and libraft 0.22.1 keeps the
+ * match index it had for the old incarnation: it then never sends the
+ * new one any entry (see followers.c). The members checked are those of
+ * the raft configuration (they change with `raftlock member`). While this node is the ready leader
+ * it asks each other member's STATUS every FOLLOWERS_CHECK_MS over the client protocol; a member
+ * whose raft log ends below the index this leader had matched on it (read before asking, in the
+ * same term) has lost its data. The leader then hands leadership to the most up-to-date other
+ * voter: a new leader starts with fresh replication state and brings the member back by snapshot
+ * and log. libraft refuses writes while a transfer is pending: one lasts at most an election
+ * timeout, and after one that did not hand over the next waits, backing off exponentially
+ * (followers_backoff_ms). A member that lags by more than the snapshot threshold while this
+ * leader's last snapshot is as old makes it take a new snapshot first (node_snapshot_soon), so that
+ * the member restores a recent state instead of replaying a long log; but not while the member's
+ * applied index moves (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
  *
  * Loop thread only. Every handle and request is released by
  * followers_close(); the loop can be closed after its close callbacks ran.
@@ -45,10 +45,12 @@
 
 struct followers;
 
-/* One other member, reached on its client address. */
+/* One other member, reached on its client address; a slot of
+ * followers.members, free when !used. */
 struct follower {
 	struct followers *fw;
-	const struct config_member *member;
+	bool used;
+	struct config_member member; /* copied: members come and go */
 	enum {
 		FOLLOWER_IDLE,
 		FOLLOWER_RESOLVING,

@@ -7,7 +7,10 @@
 
 #include "auth.h"
 #include "codec.h"
+#include "feature_level.h"
+#include "grow.h"
 #include "log.h"
+#include "member_book.h"
 #include "raftlock.h"
 #include "records.h"
 
@@ -20,12 +23,57 @@ struct apply {
 	uint64_t now;   /* cluster time after this entry */
 	unsigned command;
 	const struct fsm_sink *sink;
+	uint32_t changes; /* FSM_EV_CHANGE events of this entry so far */
 };
 
 static void emit(struct apply *a, struct fsm_event ev)
 {
 	if (a->sink != NULL && a->sink->emit != NULL)
 		a->sink->emit(a->sink->arg, &ev);
+}
+
+/* Tells the watches (FSM_EV_CHANGE) that something happened to a holder
+ * or waiter of `name`: a position in the log, the same on every node. */
+static void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *name,
+			      uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+			      uint32_t permits, int status, const char *value)
+{
+	Raftlock__WatchEvent c = RAFTLOCK__WATCH_EVENT__INIT;
+	c.value = (char *)value;
+	c.index = a->index;
+	c.offset = ++a->changes;
+	c.kind = kind;
+	c.name = (char *)name;
+	c.session = session;
+	c.owner = owner;
+	c.token = token;
+	c.mode = mode;
+	c.permits = permits;
+	c.status = status;
+	emit(a, (struct fsm_event){.type = FSM_EV_CHANGE, .name = name, .change = &c});
+}
+
+static void note_change(struct apply *a, Raftlock__WatchKind kind, const char *name,
+			uint64_t session, uint64_t owner, uint64_t token, Raftlock__Mode mode,
+			uint32_t permits, int status)
+{
+	note_change_value(a, kind, name, session, owner, token, mode, permits, status, "");
+}
+
+static void note_holder_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+			     Raftlock__WatchKind kind)
+{
+	const Raftlock__Holder *h = lock->holders[i];
+	note_change_value(a, kind, lock->name, h->session, h->owner, h->token, h->mode, h->permits,
+			  0, h->value);
+}
+
+static void note_waiter_gone(struct apply *a, const Raftlock__LockRecord *lock, size_t i,
+			     int status)
+{
+	const Raftlock__Waiter *w = lock->waiters[i];
+	note_change(a, RAFTLOCK__WATCH_KIND__WATCH_DEQUEUED, lock->name, w->session, w->owner, 0,
+		    w->mode, w->permits, status);
 }
 
 static Raftlock__Result result_of(int status)
@@ -148,7 +196,8 @@ static uint64_t take_token(struct apply *a)
 }
 
 static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t session,
-			       uint64_t owner, Raftlock__Mode mode, uint32_t permits)
+			       uint64_t owner, Raftlock__Mode mode, uint32_t permits,
+			       const char *value)
 {
 	Raftlock__Holder *h = records_add_holder(lock);
 	h->session = session;
@@ -159,6 +208,8 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 	h->token = take_token(a);
 	h->granted_index = a->index;
 	h->granted_time = a->now;
+	if (value != NULL && value[0] != '\0')
+		records_set_string(&h->value, value);
 	a->fsm->stats.grants++;
 	if (lock->max_hold_ms > 0) {
 		h->revoke_at = a->now + lock->max_hold_ms;
@@ -169,6 +220,8 @@ static Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint
 					   .token = h->token,
 					   .deadline = h->revoke_at});
 	}
+	note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner,
+			  h->token, mode, permits, 0, h->value);
 	return h;
 }
 
@@ -200,6 +253,7 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 		if (sess == NULL) {
 			/* Cannot happen: ending a session removes its waiters.
 			 * Dropping the waiter keeps rule 6 even so. */
+			note_waiter_gone(a, lock, 0, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, 0);
 			continue;
 		}
@@ -211,7 +265,8 @@ static void grant_waiters(struct apply *a, Raftlock__LockRecord *lock,
 				raftlock__session_record__free_unpacked(sess, NULL);
 			break;
 		}
-		Raftlock__Holder *h = grant(a, lock, w->session, w->owner, w->mode, w->permits);
+		Raftlock__Holder *h =
+			grant(a, lock, w->session, w->owner, w->mode, w->permits, w->value);
 		histogram_observe(&a->fsm->stats.wait, elapsed_ns(a, w->queued_time));
 		Raftlock__Result res = result_of(0);
 		res.token = h->token;
@@ -256,6 +311,9 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		bool held = false;
 		for (size_t j = lock->n_holders; j-- > 0;) {
 			if (lock->holders[j]->session == sess->id) {
+				note_holder_gone(a, lock, j,
+						 expired ? RAFTLOCK__WATCH_KIND__WATCH_EXPIRED
+							 : RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 				remove_holder(a, lock, j);
 				held = true;
 			}
@@ -269,6 +327,7 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 						   .session = sess->id,
 						   .seq = w->seq,
 						   .result = &res});
+			note_waiter_gone(a, lock, j, RAFTLOCK_ESESSION);
 			records_remove_waiter(lock, j);
 		}
 		if (expired && held && lock->lock_delay_ms > 0) {
@@ -453,7 +512,8 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	struct store *st = a->fsm->store;
 	if (codec_check_name(op->name) != 0)
 		return result_of(RAFTLOCK_EINVAL);
-	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED)
+	if (op->kind > RAFTLOCK__LOCK_KIND__SEMAPHORE || op->mode > RAFTLOCK__MODE__SHARED ||
+	    strlen(op->value) > RAFTLOCK_VALUE_MAX)
 		return result_of(RAFTLOCK_EINVAL);
 	uint32_t permits = op->permits ? op->permits : 1;
 
@@ -532,7 +592,7 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 			res = refuse_full(a);
 			goto out;
 		}
-		h = grant(a, lock, sess->id, op->owner, mode, permits);
+		h = grant(a, lock, sess->id, op->owner, mode, permits, op->value);
 		res.token = h->token;
 		res.count = 1;
 	} else if (!op->wait) {
@@ -553,6 +613,10 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		w->seq = cmd->seq;
 		w->queued_time = a->now;
 		w->deadline = op->wait_ms ? a->now + op->wait_ms : 0;
+		if (op->value[0] != '\0')
+			records_set_string(&w->value, op->value);
+		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, lock->name, w->session, w->owner,
+			    0, w->mode, w->permits, 0);
 		res.queued = true;
 		a->fsm->stats.waits++;
 		contention_count(&a->fsm->stats.contention, lock->name, a->now);
@@ -587,6 +651,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 		res.count = lock->holders[i]->count;
 		res.token = lock->holders[i]->token;
 	} else {
+		note_holder_gone(a, lock, (size_t)i, RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 		remove_holder(a, lock, (size_t)i);
 		forget_lock_if_done(sess, lock);
 		grant_waiters(a, lock, sess);
@@ -610,6 +675,7 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 	Raftlock__LockRecord *lock = store_get_lock(st, a->txn, op->name);
 	ssize_t i = lock ? records_find_waiter(lock, sess->id, op->owner) : -1;
 	if (i >= 0 && lock->waiters[i]->seq == op->acquire_seq) {
+		note_waiter_gone(a, lock, (size_t)i, RAFTLOCK_ECANCELED);
 		records_remove_waiter(lock, (size_t)i);
 		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
 		finish_wait(a, sess, op->acquire_seq, &canceled);
@@ -656,6 +722,7 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 		if (w->deadline == 0 || a->now < w->deadline)
 			break;
 		Raftlock__SessionRecord *sess = store_get_session(st, a->txn, w->session);
+		note_waiter_gone(a, lock, i, RAFTLOCK_ETIMEDOUT);
 		records_remove_waiter(lock, i);
 		if (sess != NULL) {
 			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);
@@ -805,6 +872,31 @@ static void do_drop_bound(struct apply *a, const Raftlock__DropBound *op)
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
 
+/* Elections: the holder whose grant carries op->token publishes a new
+ * value; fenced by the token, so a deposed leader's proclaim is refused. */
+static Raftlock__Result do_proclaim(struct apply *a, Raftlock__SessionRecord *sess,
+				    const Raftlock__Proclaim *op)
+{
+	if (codec_check_name(op->name) != 0 || strlen(op->value) > RAFTLOCK_VALUE_MAX)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return result_of(RAFTLOCK_ENOTHOLDER);
+	Raftlock__Result res = result_of(0);
+	Raftlock__Holder *h = records_find_holder(lock, sess->id, op->owner);
+	if (h == NULL || h->token != op->token) {
+		res.status = RAFTLOCK_ENOTHOLDER;
+	} else {
+		records_set_string(&h->value, op->value);
+		res.token = h->token;
+		note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_PROCLAIMED, lock->name, h->session,
+				  h->owner, h->token, h->mode, h->permits, 0, h->value);
+		save_lock(a, lock);
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
+}
+
 /* ----------------------------------------------------- client commands -- */
 
 /*
@@ -889,6 +981,9 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
 			res = do_cancel_wait(a, sess, cmd->cancel_wait);
 			break;
+		case RAFTLOCK__COMMAND__OP_PROCLAIM:
+			res = do_proclaim(a, sess, cmd->proclaim);
+			break;
 		default: res = result_of(RAFTLOCK_EINVAL); break;
 		}
 		records_set_outcome(sess, cmd->seq, &res, pending);
@@ -898,12 +993,45 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 	return res;
 }
 
+/* feature_level.h: the cluster's level only rises, and only to one this build
+ * supports; past it, applying on would diverge from the others. */
+static void raise_feature_level(struct apply *a, uint32_t level)
+{
+	if (level > FEATURE_LEVEL)
+		log_fatal("log entry %llu raises the cluster to feature level %u; this raftlockd "
+			  "supports level %u: start a build of level %u or more on this data "
+			  "directory",
+			  (unsigned long long)a->index, level, FEATURE_LEVEL, level);
+	if (level > a->meta->feature_level)
+		a->meta->feature_level = level;
+}
+
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 {
-	if (a->meta->next_token == 0) {
-		a->meta->next_token = op->token_floor ? op->token_floor : 1;
-		records_set_string(&a->meta->cluster, op->cluster);
-	}
+	if (a->meta->next_token != 0)
+		return result_of(0);
+	/* A cluster restored from a backup: every member must have built its
+	 * state from the same image (raftlockd --restore), or it would apply
+	 * this log to another state and diverge: stop instead. */
+	if (op->restored_from != a->meta->restored_from)
+		log_fatal("the cluster was started from backup image %016llx, this node's state "
+			  "from %016llx (0: none): start every member of a restored cluster with "
+			  "--restore and the same image, on an empty data directory",
+			  (unsigned long long)op->restored_from,
+			  (unsigned long long)a->meta->restored_from);
+	uint64_t floor = op->token_floor ? op->token_floor : 1;
+	/* Rule 7, and for a restore: above every token of the image too. */
+	if (a->meta->restore_floor > floor)
+		floor = a->meta->restore_floor;
+	a->meta->next_token = floor;
+	a->meta->cluster_id = op->cluster_id;
+	records_set_string(&a->meta->cluster, op->cluster);
+	/* A new cluster runs at its first leader's level (feature_level.h). */
+	raise_feature_level(a, op->feature_level ? op->feature_level : 1u);
+	/* A restored cluster's new sessions get ids that the cluster it was
+	 * copied from has not reached: above its bootstrap milliseconds. */
+	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))
+		a->meta->next_session = op->token_floor >> 20;
 	return result_of(0);
 }
 
@@ -934,6 +1062,7 @@ static Raftlock__Result do_acl_set(struct apply *a, const Raftlock__AclSet *op)
 	return result_of(0);
 }
 
+#if FEATURE_LEVEL >= 2
 static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete *op)
 {
 	if (codec_check_rule(op->identity, op->prefix) != 0)
@@ -942,10 +1071,15 @@ static Raftlock__Result do_acl_delete(struct apply *a, const Raftlock__AclDelete
 		return result_of(RAFTLOCK_ENOTFOUND);
 	return result_of(0);
 }
+#endif
 
 static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 {
 	Raftlock__Result res = result_of(0);
+	if (features_level_of(cmd) > FEATURE_LEVEL)
+		log_fatal("log entry %llu holds a command of feature level %u; this raftlockd "
+			  "supports level %u: start a newer build on this data directory",
+			  (unsigned long long)a->index, features_level_of(cmd), FEATURE_LEVEL);
 	switch (cmd->op_case) {
 	case RAFTLOCK__COMMAND__OP_INIT: res = do_init(a, cmd->init); break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION: res = do_open_session(a, cmd->open_session); break;
@@ -955,13 +1089,30 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE: do_wait_expire(a, cmd->wait_expire); break;
 	case RAFTLOCK__COMMAND__OP_STORE_LIMIT: do_store_limit(a, cmd->store_limit); break;
 	case RAFTLOCK__COMMAND__OP_ACL_SET: res = do_acl_set(a, cmd->acl_set); break;
+#if FEATURE_LEVEL >= 2
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
+#endif
 	case RAFTLOCK__COMMAND__OP_REVOKE: res = do_revoke(a, cmd->revoke); break;
 	case RAFTLOCK__COMMAND__OP_REVOKE_DUE: do_revoke_due(a, cmd->revoke_due); break;
 	case RAFTLOCK__COMMAND__OP_DROP_BOUND: do_drop_bound(a, cmd->drop_bound); break;
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
+		raise_feature_level(a, cmd->set_feature_level->level);
+		break;
+	/* Membership (member_book.h): who may change it is decided by the
+	 * leader before it proposes, like the access rules. */
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+		res = result_of(member_book_add(a->meta, cmd->member_add));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+		res = result_of(member_book_remove(a->meta, cmd->member_remove));
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN:
+		res = result_of(member_book_join(a->meta, cmd->member_join));
+		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
 	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
 		/* Rule 1 of the grant path: no grant before INIT set the
 		 * fencing counter's floor. */
@@ -1015,4 +1166,104 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 			  (unsigned long long)index, n);
 	fsm_apply(f, index, entry, sink);
 	raftlock__log_entry__free_unpacked(entry, NULL);
+}
+
+/* ------------------------------------------------------------- restore -- */
+
+struct name_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int collect_lock(void *arg, Raftlock__LockRecord *rec)
+{
+	struct name_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	if ((l->v[l->n++] = strdup(rec->name)) == NULL)
+		log_fatal("out of memory");
+	raftlock__lock_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+struct id_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect_session(void *arg, Raftlock__SessionRecord *rec)
+{
+	struct id_list *l = arg;
+	if (grow(&l->v, &l->cap, l->n + 1, 1024, sizeof *l->v) != 0)
+		log_fatal("out of memory");
+	l->v[l->n++] = rec->id;
+	raftlock__session_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+/* The lock-delay a restored lock gets: its own, and at least the longest
+ * TTL of the sessions that held it, so that a holder of the copied
+ * cluster has seen its validity run out before the lock is granted again. */
+static uint64_t restored_delay(struct apply *a, const Raftlock__LockRecord *lock)
+{
+	uint64_t delay = lock->lock_delay_ms;
+	for (size_t i = 0; i < lock->n_holders; i++) {
+		uint64_t deadline;
+		uint32_t ttl = RAFTLOCK_TTL_MAX_MS;
+		store_get_lease(a->fsm->store, a->txn, lock->holders[i]->session, &deadline, &ttl);
+		if (ttl > delay)
+			delay = ttl;
+	}
+	return delay;
+}
+
+void fsm_restore_base(struct fsm *f, uint64_t image_sum)
+{
+	struct store *st = f->store;
+	struct apply a = {.fsm = f};
+	a.txn = store_begin(st, true);
+	a.meta = store_get_meta(st, a.txn);
+	a.now = a.meta->cluster_time;
+
+	struct name_list locks = {0};
+	store_scan_locks(st, a.txn, "", NULL, collect_lock, &locks);
+	for (size_t i = 0; i < locks.n; i++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a.txn, locks.v[i]);
+		if (lock->n_holders > 0) {
+			uint64_t until = a.now + restored_delay(&a, lock);
+			if (until > lock->delay_until)
+				lock->delay_until = until;
+		}
+		while (lock->n_holders > 0)
+			records_remove_holder(lock, lock->n_holders - 1);
+		while (lock->n_waiters > 0)
+			records_remove_waiter(lock, lock->n_waiters - 1);
+		save_lock(&a, lock);
+		raftlock__lock_record__free_unpacked(lock, NULL);
+		free(locks.v[i]);
+	}
+	free(locks.v);
+
+	struct id_list sessions = {0};
+	store_scan_sessions(st, a.txn, 0, collect_session, &sessions);
+	for (size_t i = 0; i < sessions.n; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, a.txn, sessions.v[i]);
+		if (sess->nonce != 0)
+			store_del_nonce(st, a.txn, sess->nonce);
+		store_del_lease(st, a.txn, sess->id);
+		store_del_session(st, a.txn, sess->id);
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	free(sessions.v);
+
+	a.meta->restore_floor = a.meta->next_token ? a.meta->next_token : 1;
+	a.meta->next_token = 0; /* until the new cluster's INIT */
+	a.meta->restored_from = image_sum;
+	a.meta->cluster_id = 0;
+	a.meta->applied_index = 0; /* the new cluster's log starts afresh */
+	records_set_string(&a.meta->cluster, "");
+	a.meta->format = STORE_FORMAT;
+	store_put_meta(st, a.txn, a.meta);
+	raftlock__meta__free_unpacked(a.meta, NULL);
+	store_commit(a.txn);
 }

@@ -61,6 +61,7 @@ enum fsm_event_type {
 	FSM_EV_REVOKE_DEADLINE,
 	FSM_EV_REVOKED,
 	FSM_EV_RELEASE_REQUESTED,
+	FSM_EV_CHANGE,       /* a change of lock `name` for watches: `change` */
 	FSM_EV_WAIT_DEADLINE /* waiter (name, session, seq) times out at deadline */
 };
 
@@ -81,6 +82,9 @@ struct fsm_event {
 	uint64_t owner, token; /* the revocation events */
 	/* FSM_EV_SESSION of an open: the session's bind grace (0: not bound). */
 	uint32_t bind_grace_ms;
+	/* FSM_EV_CHANGE: the change at its log position (index, offset);
+	 * its name points at `name`. Emitted on every node, in log order. */
+	const Raftlock__WatchEvent *change;
 };
 
 struct fsm_sink {
@@ -130,6 +134,19 @@ void fsm_apply(struct fsm *f, uint64_t index, const Raftlock__LogEntry *entry,
  */
 void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 		   const struct fsm_sink *sink);
+
+/*
+ * Turns the state just loaded from a backup image (image_sum: its
+ * checksum) into the base of a new cluster, in one transaction: every
+ * session is gone (with its lease, nonce, outcomes and waits), every lock
+ * that had a holder has none and is under lock-delay for its own delay
+ * and at least the longest TTL of its holders' sessions, counted from the
+ * image's cluster time; the image's next_token becomes the floor that the
+ * new cluster's INIT starts the counter at or above; the applied index is
+ * 0, the cluster's name and id are unset until INIT. Deterministic: the
+ * same image gives every member the same base.
+ */
+void fsm_restore_base(struct fsm *f, uint64_t image_sum);
 
 /* The applied index recorded in the store. */
 uint64_t fsm_applied_index(struct fsm *f);

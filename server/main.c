@@ -58,6 +58,7 @@ static void on_restore(void *arg)
 {
 	struct server *srv = arg;
 	leases_rebuild(&srv->leases);
+	service_on_restore(&srv->service);
 }
 
 static void node_stopped(struct node *n)

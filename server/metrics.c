@@ -200,8 +200,21 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "snapshots_restored_total",
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);
+	gauge(&t, "disk_full", "1 while free space under the data directory is below the reserve.",
+	      diskguard_full(&n->disk_space) ? 1 : 0);
+	gauge(&t, "disk_free_bytes", "Free space under the data directory at the last check.",
+	      n->disk_space.free_bytes);
+	counter(&t, "disk_refusals_total", "Requests refused with ENOSPC for a full disk.",
+		n->disk_space.refusals);
+	counter(&t, "disk_apply_waits_total", "Entries whose apply waited for space on the disk.",
+		n->disk_space.apply_waits);
 	gauge(&t, "client_connections", "Open client connections.",
 	      service_connections(m->service));
+	gauge(&t, "watch_subscribers", "Watches this node serves (raftlock watch, observe).",
+	      watches_subscribers(&m->service->watches));
+	gauge(&t, "watch_changes_kept",
+	      "Lock changes kept for watches to resume from (at most watch-history).",
+	      watches_kept(&m->service->watches));
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);

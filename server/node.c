@@ -15,9 +15,12 @@
 #include "codec.h"
 #include "datadir.h"
 #include "grow.h"
+#include "join.h"
 #include "log.h"
+#include "member_book.h"
 #include "peer_tls.h"
 #include "raftlock.h"
+#include "restore.h"
 
 #define BATCH_MAX_COMMANDS 1024
 #define NODE_DRAIN_MS 1000 /* at shutdown, wait this long for answers */
@@ -84,6 +87,8 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 	struct node *n = f->data;
 	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
 	struct fsm_sink sink = {sink_emit, &ctx};
+	if (n->cfg->disk_reserve != 0) /* never a write that fails half-way */
+		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
 	uint64_t start = uv_hrtime();
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
 	histogram_observe(&n->apply, uv_hrtime() - start);
@@ -111,9 +116,9 @@ static uint64_t leader_lag(struct node *n)
 	if (raft_state(&n->raft) != RAFT_LEADER)
 		return 0;
 	uint64_t applied = raft_last_applied(&n->raft), lag = 0;
-	for (unsigned i = 0; i < n->cfg->n_members; i++) {
+	for (unsigned i = 0; i < n->raft.configuration.n; i++) {
 		raft_index m;
-		uint64_t id = n->cfg->members[i].id;
+		uint64_t id = n->raft.configuration.servers[i].id;
 		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
 		    applied - m > lag)
 			lag = applied - m;
@@ -239,6 +244,16 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 			char cause[96];
 			snprintf(cause, sizeof cause, "loading it into the store failed (%s)",
 				 rv == RAFTLOCK_EDATA ? "damaged image" : "store error");
+			return restore_failed(n, cause, index, buf->len);
+		}
+		uint32_t level = node_cluster_feature_level(n);
+		if (level > FEATURE_LEVEL) {
+			char cause[160];
+			snprintf(cause, sizeof cause,
+				 "the cluster runs at feature level %u; this raftlockd supports "
+				 "level %u: start a build of level %u or more",
+				 level, FEATURE_LEVEL, level);
+			store_clear(&n->store); /* nothing of a state it cannot run */
 			return restore_failed(n, cause, index, buf->len);
 		}
 		n->snapshots_restored++;
@@ -471,6 +486,14 @@ static void propose_init(struct node *n)
 	Raftlock__Init init = RAFTLOCK__INIT__INIT;
 	init.token_floor = ms << 20;
 	init.cluster = (char *)n->cfg->cluster;
+	if (getrandom(&init.cluster_id, sizeof init.cluster_id, 0) != sizeof init.cluster_id)
+		init.cluster_id = uv_hrtime() ^ ms << 16 ^ n->cfg->id;
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *m = store_get_meta(&n->store, txn);
+	init.restored_from = m->restored_from; /* restore.h */
+	init.feature_level = FEATURE_LEVEL;
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_INIT;
 	cmd.init = &init;
@@ -542,7 +565,8 @@ static void watch_cb(uv_check_t *h)
 	if (leader && (!n->leader || term != n->term)) {
 		n->leader = true;
 		n->term = term;
-		n->barrier = NULL; /* an older term's barrier no longer counts */
+		n->barrier = NULL;            /* an older term's barrier no longer counts */
+		features_clear(&n->features); /* asked again in this term */
 		set_ready(n, false);
 		log_info("elected leader in term %llu", (unsigned long long)term);
 	} else if (!leader && n->leader) {
@@ -573,8 +597,70 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 	raft_leader(&n->raft, &id, &addr);
 	if (leader_id != NULL)
 		*leader_id = id;
-	const struct config_member *m = id ? config_member_by_id(n->cfg, id) : NULL;
-	return m ? m->client_address : NULL;
+	return id ? node_member_client_address(n, id) : NULL;
+}
+
+const char *node_member_client_address(struct node *n, uint64_t id)
+{
+	const struct config_member *m = config_member_by_id(n->cfg, id);
+	if (m != NULL)
+		return m->client_address;
+	if (id == n->cfg->id)
+		return n->cfg->client_address;
+	/* Added at run time: the replicated member book has it. */
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
+	const Raftlock__MemberRecord *r = member_book_find(meta, id);
+	if (r != NULL)
+		snprintf(n->member_address, sizeof n->member_address, "%s", r->client_address);
+	raftlock__meta__free_unpacked(meta, NULL);
+	store_abort(txn);
+	return r != NULL ? n->member_address : NULL;
+}
+
+/* --------------------------------------------------------- feature level */
+
+uint32_t node_cluster_feature_level(struct node *n)
+{
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *m = store_get_meta(&n->store, txn);
+	uint32_t level = features_recorded(m->feature_level);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
+	return level;
+}
+
+static void level_done(void *arg, int status, const Raftlock__Result *result)
+{
+	(void)status;
+	(void)result;
+	struct node *n = arg;
+	n->level_inflight = false; /* a lost one is proposed again at the next report */
+}
+
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
+{
+	features_note(&n->features, id, level);
+	if (!n->ready || n->level_inflight)
+		return;
+	uint64_t voters[FEATURES_MAX_NODES];
+	unsigned nv = 0;
+	const struct raft_configuration *conf = &n->raft.configuration;
+	for (unsigned i = 0; i < conf->n && nv < FEATURES_MAX_NODES; i++)
+		if (conf->servers[i].role == RAFT_VOTER)
+			voters[nv++] = conf->servers[i].id;
+	uint32_t all = features_voters_level(&n->features, n->cfg->id, voters, nv);
+	if (all <= node_cluster_feature_level(n))
+		return;
+	Raftlock__SetFeatureLevel set = RAFTLOCK__SET_FEATURE_LEVEL__INIT;
+	set.level = all;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL;
+	cmd.set_feature_level = &set;
+	if (node_propose(n, &cmd, level_done, n) == 0) {
+		n->level_inflight = true;
+		log_info("every voter supports feature level %u: recording it", all);
+	}
 }
 
 /* --------------------------------------------------------------- start -- */
@@ -585,6 +671,49 @@ static int timed_append(struct raft_io *io, struct raft_io_append *req,
 {
 	struct node *nd = (struct node *)((char *)io->data - offsetof(struct node, raft));
 	return io_timing_append(&nd->disk, io, req, entries, n, cb);
+}
+
+/* How a node whose raft directory is empty (it has never been a member)
+ * starts: it creates a new cluster only when told to (--bootstrap), joins
+ * one when told to (--join: it claims its id first, join.h), and is
+ * refused otherwise. This is what keeps a machine whose data directory was
+ * lost from coming back as a member with an empty log, and voting, under
+ * its old id (docs/GUARANTEES.md, membership). */
+static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap, char *err,
+		       size_t errlen)
+{
+	const struct config *cfg = n->cfg;
+	*do_bootstrap = false;
+	if (datadir_has_raft_log(raft_dir))
+		return 0;
+	if (cfg->bootstrap || cfg->restore_file[0] != '\0') { /* a restore makes a new cluster */
+		*do_bootstrap = true;
+		return 0;
+	}
+	if (cfg->join[0] == '\0') {
+		snprintf(err, errlen,
+			 "%s is empty: this node has never been a member. Start it with "
+			 "--bootstrap to create a new cluster, or add it to the running one "
+			 "(raftlock member add ID RAFTADDR CLIENTADDR) and start it with --join; a "
+			 "member whose data was lost comes back under a new id "
+			 "(docs/OPERATIONS.md)",
+			 raft_dir);
+		return RAFTLOCK_ECONFIG;
+	}
+	uint64_t incarnation;
+	int rv = datadir_incarnation(cfg->data_dir, &incarnation, err, errlen);
+	if (rv != 0)
+		return rv;
+	char why[512];
+	rv = join_claim(cfg, incarnation, why, sizeof why);
+	if (rv != 0) {
+		snprintf(err, errlen, "join refused: %s", why);
+		return rv;
+	}
+	log_info("member %llu claimed (incarnation %016llx): starting without a log; the "
+		 "leader sends it",
+		 (unsigned long long)cfg->id, (unsigned long long)incarnation);
+	return 0;
 }
 
 static int bootstrap(struct node *n, char *err, size_t errlen)
@@ -671,24 +800,60 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	cluster_clock_init(&n->clock, tb);
 	list_init(&n->inflight);
 	n->datadir_fd = -1;
+	/* A backup image is checked before the data directory is touched. */
+	struct restore_image image = {0};
+	if (cfg->restore_file[0] != '\0' &&
+	    ((rv = restore_check_target(cfg->data_dir, err, errlen)) != 0 ||
+	     (rv = restore_read(cfg->restore_file, &image, err, errlen)) != 0))
+		return rv;
 	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir,
-			       &n->datadir_fd, err, errlen)) != 0)
+			       &n->datadir_fd, err, errlen)) != 0) {
+		restore_image_free(&image);
 		return rv;
-	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0)
+	}
+	bool do_bootstrap;
+	if ((rv = first_start(n, raft_dir, &do_bootstrap, err, errlen)) != 0) {
+		datadir_unlock(n->datadir_fd);
+		restore_image_free(&image);
 		return rv;
+	}
+	diskguard_init(&n->disk_space, tb, cfg->data_dir, cfg->disk_reserve);
+	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
+		restore_image_free(&image);
+		return rv;
+	}
 	fsm_init(&n->fsm, &n->store);
 	histogram_init(&n->apply, &histogram_latency);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
+	uint32_t level = features_recorded(meta->feature_level);
 	raftlock__meta__free_unpacked(meta, NULL);
 	store_abort(txn);
+	if (level > FEATURE_LEVEL) {
+		snprintf(err, errlen,
+			 "%s/data.mdb: the cluster runs at feature level %u; this raftlockd "
+			 "supports "
+			 "level %u: start a build of level %u or more (docs/OPERATIONS.md, "
+			 "Upgrades)",
+			 state_dir, level, FEATURE_LEVEL, level);
+		rv = RAFTLOCK_EDATA;
+		restore_image_free(&image);
+		goto fail_store;
+	}
 	if (format != 0 && format != STORE_FORMAT) {
 		log_warn("%s/data.mdb has store format %u, this raftlockd writes %u: "
 			 "rebuilding it from the raft log",
 			 state_dir, format, STORE_FORMAT);
 		store_clear(&n->store);
 	}
+	if (image.buf != NULL)
+		rv = restore_install(cfg->data_dir, &n->store, &n->fsm, &image, err, errlen);
+	else
+		rv = restore_reload_base(cfg->data_dir, &n->store, err, errlen);
+	restore_image_free(&image);
+	if (rv != 0)
+		goto fail_store;
 
 	n->transport.version = 1; /* 0.22.1 refuses version 0 */
 	n->transport.data = NULL;
@@ -736,7 +901,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
 	n->trailing = cfg->snapshot_trailing;
 	n->faults = test_faults();
-	if ((rv = bootstrap(n, err, errlen)) != 0)
+	if (do_bootstrap && (rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
 		snprintf(err, errlen,
@@ -747,6 +912,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	}
 	n->raft_started = true;
 	uint64_t applied = fsm_applied_index(&n->fsm);
+	n->start_applied = applied;
 	if (applied > raft_last_index(&n->raft)) {
 		/* libraft applies an entry once the cluster has committed it,
 		 * even if this node's own append of it has not completed; a

@@ -21,6 +21,8 @@
 
 #include "cluster_clock.h"
 #include "config.h"
+#include "diskguard.h"
+#include "feature_level.h"
 #include "fsm.h"
 #include "histogram.h"
 #include "io_timing.h"
@@ -108,6 +110,10 @@ struct node {
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
 	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
+	/* The store's applied index once raft started (after any restore it
+	 * made then): later entries are applied by this run, and report
+	 * their changes to the watches (watch.h). */
+	uint64_t start_applied;
 	size_t state_bytes; /* size of the last snapshot image */
 	unsigned trailing;  /* trailing entries asked of libraft */
 	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
@@ -117,7 +123,11 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	int datadir_fd; /* holds the data directory's LOCK until stopped */
+	struct diskguard disk_space;          /* free space under the data directory */
+	struct features features;             /* the voters' levels, heard as leader */
+	bool level_inflight;                  /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;                       /* holds the data directory's LOCK until stopped */
+	char member_address[CONFIG_ADDR_MAX]; /* node_member_client_address's answer */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
@@ -173,6 +183,16 @@ void node_snapshot_soon(struct node *n);
  */
 uint64_t node_log_limit(const struct node *n);
 
+/*
+ * As leader: voter id reports feature level `level` (feature_level.h). Once
+ * every voter has reported a level above the one the cluster records, the
+ * ready leader proposes the lowest of them.
+ */
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level);
+
+/* The feature level the cluster records (its applied state). */
+uint32_t node_cluster_feature_level(struct node *n);
+
 /* The leader's cluster time now, in ms (cluster_clock.h). Only meaningful
  * while ready. */
 uint64_t node_cluster_now(struct node *n);
@@ -182,6 +202,11 @@ const char *node_role(struct node *n);
 
 /* The client address of the leader as this node knows it, or NULL. */
 const char *node_leader_client_address(struct node *n, uint64_t *leader_id);
+
+/* The client address of member id: from the --member list, or, for a
+ * member added at run time, from the replicated member book; NULL when
+ * unknown. Valid until the next call. */
+const char *node_member_client_address(struct node *n, uint64_t id);
 
 /*
  * Stops: no new proposals; the commands already proposed get their answers

@@ -94,11 +94,12 @@ struct peer_link {
 	struct tls_stream_write out_req;
 };
 
-/* Plaintext from raft, read from the pipe, until TLS has sent it. */
+/* A write of plaintext from raft, until TLS has sent it. The bytes are
+ * read into one slab: the link is open, so tls_stream_write() encrypts
+ * them before it returns (tls_stream.h). */
 struct to_net {
 	struct tls_stream_write req;
 	struct peer_link *l;
-	char data[];
 };
 
 /* Plaintext for raft that the pipe did not take at once. */
@@ -307,19 +308,16 @@ static void drain_timeout(uv_timer_t *h)
 static void pipe_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	(void)h;
-	struct to_net *c = malloc(sizeof *c + suggested);
-	*buf = c != NULL ? uv_buf_init(c->data, (unsigned)suggested) : uv_buf_init(NULL, 0);
+	(void)suggested;
+	static _Thread_local char slab[65536]; /* encrypted at once: pipe_read_cb */
+	*buf = uv_buf_init(slab, sizeof slab);
 }
 
 /* Plaintext from raft, for the peer. */
 static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct peer_link *l = s->data;
-	struct to_net *c = buf->base != NULL
-				   ? (struct to_net *)(buf->base - offsetof(struct to_net, data))
-				   : NULL;
 	if (nread <= 0) {
-		free(c);
 		if (nread == 0)
 			return;
 		/* raft closed its stream: send what it wrote (for at most the
@@ -333,9 +331,12 @@ static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		}
 		return;
 	}
+	struct to_net *c = malloc(sizeof *c);
+	if (c == NULL)
+		log_fatal("out of memory");
 	c->l = l;
 	c->req.data = c;
-	uv_buf_t b = uv_buf_init(c->data, (unsigned)nread);
+	uv_buf_t b = uv_buf_init(buf->base, (unsigned)nread);
 	if (tls_stream_write(&c->req, &l->tls, &b, 1, net_write_cb) != 0) {
 		free(c);
 		link_close(l);

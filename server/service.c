@@ -91,6 +91,7 @@ static void conn_close(struct service_conn *c)
 	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
 	bindings_closed(&c->svc->bindings, c, c->kept, c->n_kept);
+	watches_forget_conn(&c->svc->watches, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
 	else
@@ -275,7 +276,7 @@ static void send_status(struct service *s, struct service_conn *c, uint64_t id, 
 
 const char *const service_op_names[SERVICE_OPS] = {"open_session", "close_session", "acquire",
 						   "release",      "cancel_wait",   "acl",
-						   "keepalive",    "read"};
+						   "keepalive",    "read",          "member"};
 
 static struct service_request *request_new(struct service_conn *c, uint64_t id, enum service_op op)
 {
@@ -344,6 +345,10 @@ static void push_session_event(struct service *s, const struct fsm_event *ev)
 
 void service_on_event(struct service *s, const struct fsm_event *ev)
 {
+	if (ev->type == FSM_EV_CHANGE) {
+		watches_on_change(&s->watches, ev->change);
+		return;
+	}
 	if (ev->type == FSM_EV_SESSION_GONE) {
 		pushes_forget_session(&s->pushes, ev->session);
 		bindings_forget(&s->bindings, ev->session);
@@ -483,6 +488,22 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->lock_delay_ms = src->lock_delay_ms;
 	dst->max_hold_ms = src->max_hold_ms;
 	dst->revoke_grace_ms = src->revoke_grace_ms;
+	dst->value = src->value;
+}
+
+/* Elections: PROCLAIM, rebuilt field by field like an acquire. The one
+ * place where the command is made, so that a cluster feature level can
+ * gate it. */
+static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
+			      const Raftlock__Proclaim *src)
+{
+	raftlock__proclaim__init(dst);
+	dst->name = src->name;
+	dst->owner = src->owner;
+	dst->token = src->token;
+	dst->value = src->value;
+	cmd->op_case = RAFTLOCK__COMMAND__OP_PROCLAIM;
+	cmd->proclaim = dst;
 }
 
 /* Rule 8: every mutating request carries (session, seq, ack_below), and
@@ -622,6 +643,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
 	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
 	Raftlock__Revoke revoke = RAFTLOCK__REVOKE__INIT;
+	Raftlock__Proclaim proclaim;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
@@ -678,6 +700,10 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cancel.owner = env->cancel_wait->cancel->owner;
 		cancel.acquire_seq = env->cancel_wait->cancel->acquire_seq;
 		cmd.cancel_wait = &cancel;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		set_sequence(&cmd, seq);
+		election_proclaim(&cmd, &proclaim, env->proclaim->proclaim);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
@@ -823,17 +849,34 @@ static void handle_status(struct service *s, struct service_conn *c, uint64_t id
 	st.leader_address = (char *)now.leader_address;
 	st.ready = now.ready;
 	st.cluster = (char *)s->cfg->cluster;
-	for (unsigned i = 0; i < s->cfg->n_members; i++) {
-		raftlock__member__init(&members[i]);
-		members[i].id = s->cfg->members[i].id;
-		members[i].raft_address = (char *)s->cfg->members[i].raft_address;
-		members[i].client_address = (char *)s->cfg->members[i].client_address;
-		mptrs[i] = &members[i];
+	/* The raft configuration as this node knows it (members come and go:
+	 * docs/OPERATIONS.md); before it has one, the --member list. */
+	const struct raft_configuration *conf = &s->node->raft.configuration;
+	char client_addrs[CONFIG_MAX_MEMBERS][CONFIG_ADDR_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < conf->n && n < CONFIG_MAX_MEMBERS; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = conf->servers[i].id;
+		members[n].raft_address = conf->servers[i].address;
+		const char *ca = node_member_client_address(s->node, conf->servers[i].id);
+		snprintf(client_addrs[n], sizeof client_addrs[n], "%s", ca ? ca : "");
+		members[n].client_address = client_addrs[n];
+		mptrs[n] = &members[n];
+	}
+	for (unsigned i = 0; conf->n == 0 && i < s->cfg->n_members; i++, n++) {
+		raftlock__member__init(&members[n]);
+		members[n].id = s->cfg->members[i].id;
+		members[n].raft_address = (char *)s->cfg->members[i].raft_address;
+		members[n].client_address = (char *)s->cfg->members[i].client_address;
+		mptrs[n] = &members[n];
 	}
 	st.members = mptrs;
-	st.n_members = s->cfg->n_members;
+	st.n_members = n;
 	st.cluster_time = now.cluster_time;
 	st.next_token = now.next_token;
+	st.cluster_id = now.cluster_id;
+	st.feature_level = now.feature_level;
+	st.cluster_feature_level = now.cluster_feature_level;
 	st.sessions = now.sessions;
 	st.locks = now.locks;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -884,6 +927,86 @@ static void handle_read(struct service *s, struct service_conn *c, Raftlock__Env
 	}
 }
 
+/* ------------------------------------------------------------- backups -- */
+
+/* One chunk of image id (backup.h), or the error. */
+static void send_chunk(struct service *s, struct service_conn *c, uint64_t req_id, uint64_t image,
+		       uint64_t offset)
+{
+	Raftlock__SnapshotChunk chunk = RAFTLOCK__SNAPSHOT_CHUNK__INIT;
+	int rv = backup_chunk(&s->backup, image, offset, uv_now(s->loop), &chunk);
+	if (rv != 0) {
+		send_status(s, c, req_id, rv,
+			    rv == RAFTLOCK_ENOTFOUND
+				    ? "this node holds no such snapshot image (another leader, or "
+				      "idle too long): start the save again"
+				    : "offset past the end of the snapshot image");
+		return;
+	}
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SNAPSHOT_CHUNK;
+	resp.snapshot_chunk = &chunk;
+	send_response(c, req_id, &resp);
+}
+
+static void snapshot_ready(void *arg, int status)
+{
+	struct service_request *p = arg;
+	struct service *s = p->conn->svc;
+	uint64_t image = 0;
+	if (status == 0)
+		status = backup_take(&s->backup, &s->node->store, uv_now(s->loop), &image);
+	if (status == 0)
+		send_chunk(s, p->conn, p->id, image, 0);
+	else
+		send_status(s, p->conn, p->id, status,
+			    status == RAFTLOCK_EOVERLOAD ? "other snapshot saves are in progress"
+							 : NULL);
+	request_free(p);
+}
+
+/* SNAPSHOT_READ: a new image once a barrier proves this node has every
+ * acknowledged write (as a linearizable read), or a chunk of one it holds. */
+static void handle_snapshot_read(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
+{
+	const Raftlock__SnapshotReadRequest *req = env->snapshot_read;
+	if (req->image != 0) {
+		send_chunk(s, c, env->id, req->image, req->offset);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	uint64_t id = env->id;
+	raftlock__envelope__free_unpacked(env, NULL);
+	struct service_request *p = request_new(c, id, SERVICE_OP_READ);
+	if (p == NULL) {
+		send_status(s, c, id, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	if (reads_wait(&s->reads, snapshot_ready, p) != 0) {
+		send_status(s, c, p->id, RAFTLOCK_ENOMEM, NULL);
+		request_free(p);
+	}
+}
+
+/* ---------------------------------------------------------- membership -- */
+
+static void member_reply(void *arg, const Raftlock__Response *resp)
+{
+	struct service_request *p = arg;
+	send_response(p->conn, p->id, (Raftlock__Response *)resp);
+	request_free(p);
+}
+
+static void handle_member(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	struct service_request *p = request_new(c, env->id, SERVICE_OP_MEMBER);
+	if (p == NULL) {
+		send_status(s, c, env->id, RAFTLOCK_EOVERLOAD, NULL);
+		return;
+	}
+	members_handle(&s->members, env, member_reply, p);
+}
+
 /* ------------------------------------------------------ authorization -- */
 
 static void conn_peer(struct service_conn *c, char *peer, size_t len);
@@ -901,6 +1024,7 @@ static bool authorized(struct service *s, struct service_conn *c, const Raftlock
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
 		session = request_sequence(env, &legacy)->session;
 		break;
 	default: break;
@@ -961,7 +1085,85 @@ static void handle_authenticate(struct service *s, struct service_conn *c,
 	send_response(c, env->id, &resp);
 }
 
+/* ------------------------------------------------------------- watches -- */
+
+static void watch_send(void *arg, struct service_conn *c, uint64_t id,
+		       const Raftlock__WatchEvent *ev)
+{
+	(void)arg;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.push = true;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
+	resp.watch_event = (Raftlock__WatchEvent *)ev;
+	send_response(c, id, &resp);
+}
+
+/* Any node serves watches, from its own applies (watch.h): the answer
+ * first, then the events, in order on the connection. */
+static void handle_watch(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		bool found = watches_cancel(&s->watches, c, env->watch_cancel->watch);
+		send_status(s, c, env->id, found ? 0 : RAFTLOCK_ENOTFOUND,
+			    found ? "" : "no such watch on this connection");
+		return;
+	}
+	send_status(s, c, env->id, 0, "");
+	watches_add(&s->watches, c, env->id, env->watch);
+}
+
 /* ------------------------------------------------------------ dispatch -- */
+
+/* Upgrades (feature_level.h): a request whose command needs a feature level
+ * that not every voter supports yet is refused before the log. */
+static bool refused_for_level(struct service *s, struct service_conn *c,
+			      const Raftlock__Envelope *env)
+{
+	Raftlock__Command__OpCase op = RAFTLOCK__COMMAND__OP__NOT_SET;
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE: op = RAFTLOCK__COMMAND__OP_ACL_DELETE; break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: op = RAFTLOCK__COMMAND__OP_MEMBER_ADD; break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE:
+		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
+		break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
+	default: break;
+	}
+	uint32_t need = features_command_level(op);
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE &&
+	    env->acquire->acquire->value[0] != '\0' && need < 3u)
+		need = 3u; /* elections (feature_level.h) */
+	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
+	if (need <= have)
+		return false;
+	char msg[256];
+	snprintf(msg, sizeof msg,
+		 "this request needs cluster feature level %u; the cluster is at level %u until "
+		 "every voter runs a build that supports it (upgrade every node)",
+		 need, have);
+	send_status(s, c, env->id, RAFTLOCK_ESTATE, msg);
+	return true;
+}
+
+/* Full disk (diskguard.h): the requests that make the state grow are
+ * refused before the log; letting go and renewing are not. */
+static bool refused_for_disk(struct service *s, struct service_conn *c,
+			     const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_ACL_SET: break;
+	default: return false;
+	}
+	if (!diskguard_full(&s->node->disk_space))
+		return false;
+	char msg[256];
+	diskguard_refusal(&s->node->disk_space, s->cfg->id, msg, sizeof msg);
+	send_status(s, c, env->id, RAFTLOCK_ENOSPC, msg);
+	return true;
+}
 
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
@@ -984,6 +1186,13 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH ||
+	    env->body_case == RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL) {
+		if (!s->cfg->auth || authorized(s, c, env))
+			handle_watch(s, c, env);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
 	bool read = reads_is_read(env);
 	if (read && reads_is_stale(env)) {
 		if (!s->cfg->auth || authorized(s, c, env))
@@ -1003,11 +1212,18 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 			    "new leader not ready yet (its barrier has not applied)");
 	} else if (s->cfg->auth && !authorized(s, c, env)) {
 		/* answered: RAFTLOCK_EPERM */
+	} else if (refused_for_disk(s, c, env) || refused_for_level(s, c, env)) {
+		/* answered: RAFTLOCK_ENOSPC, RAFTLOCK_ESTATE */
 	} else if (read) {
 		handle_read(s, c, env); /* takes env */
 		return;
+	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_SNAPSHOT_READ) {
+		handle_snapshot_read(s, c, env); /* takes env */
+		return;
 	} else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE) {
 		handle_keepalive(s, c, env);
+	} else if (members_is_request(env)) {
+		handle_member(s, c, env);
 	} else {
 		handle_mutation(s, c, env);
 	}
@@ -1238,10 +1454,14 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	pushes_init(&s->pushes);
 	bindings_init(&s->bindings, leases->clock, node);
 	reads_init(&s->reads, node);
+	backup_init(&s->backup);
+	watches_init(&s->watches, cfg->watch_history, &node->store, node->start_applied, watch_send,
+		     s);
 	int rv = listener_start(loop, &s->listener, s, "client-address", cfg->client_address, 511,
 				accept_cb, err, errlen);
 	if (rv != 0)
 		return rv;
+	members_start(&s->members, node->tb, node);
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;
 	uv_prepare_start(&s->flusher, flusher_cb);
@@ -1275,6 +1495,11 @@ void service_on_ready(struct service *s, bool ready)
 	free(victims);
 }
 
+void service_on_restore(struct service *s)
+{
+	watches_restored(&s->watches);
+}
+
 unsigned service_connections(const struct service *s)
 {
 	unsigned n = 0;
@@ -1297,7 +1522,10 @@ void service_close(struct service *s)
 		conn_close(list_entry(l, struct service_conn, link));
 	service_on_ready(s, false);
 	reads_close(&s->reads);
+	backup_close(&s->backup);
+	members_close(&s->members);
 	pushes_close(&s->pushes);
 	bindings_close(&s->bindings);
+	watches_close(&s->watches);
 	admission_close(&s->admission);
 }

@@ -20,14 +20,17 @@
 #include "log_rate.h"
 #include "auth.h"
 #include "bindings.h"
+#include "backup.h"
 #include "config.h"
 #include "fsm.h"
 #include "histogram.h"
 #include "leases.h"
 #include "list.h"
+#include "members.h"
 #include "node.h"
 #include "pushes.h"
 #include "reads.h"
+#include "watch.h"
 
 /* The requests whose latency is measured: from the frame read to the
  * answer queued, for those that wait on the log, a keepalive batch or a
@@ -41,6 +44,7 @@ enum service_op {
 	SERVICE_OP_ACL,
 	SERVICE_OP_KEEPALIVE,
 	SERVICE_OP_READ, /* linearizable reads */
+	SERVICE_OP_MEMBER,
 	SERVICE_OPS
 };
 
@@ -60,6 +64,9 @@ struct service {
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct bindings bindings;        /* which connection keeps each session */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
+	struct backup backup;            /* images read by snapshot saves */
+	struct members members;          /* membership requests, promotions */
+	struct watches watches;          /* watch subscriptions and recent changes */
 	SSL_CTX *tls;                    /* client-tls on: every connection's context */
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */
@@ -105,6 +112,8 @@ void service_auth_tokens(struct service *s, const struct auth_tokens *tokens);
 
 void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);
+/* The store was replaced by a snapshot (watches lose their history). */
+void service_on_restore(struct service *s);
 
 /* Number of open client connections. */
 unsigned service_connections(const struct service *s);

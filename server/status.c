@@ -21,6 +21,9 @@ void status_read(struct node *n, struct status *st)
 	st->applied_time = m->cluster_time;
 	st->cluster_time = n->ready ? node_cluster_now(n) : m->cluster_time;
 	st->next_token = m->next_token;
+	st->cluster_id = m->cluster_id;
+	st->feature_level = FEATURE_LEVEL;
+	st->cluster_feature_level = features_recorded(m->feature_level);
 	st->store_limit = m->store_limit;
 	st->sessions = store_count_sessions(&n->store, txn);
 	st->locks = store_count_locks(&n->store, txn);

@@ -28,7 +28,10 @@ struct status {
 	uint64_t applied_time;        /* cluster time of the last applied entry */
 	uint64_t cluster_time;        /* the leader's clock while ready, else applied_time */
 	uint64_t next_token;
-	uint64_t store_limit; /* 0: none */
+	uint64_t cluster_id;            /* Meta.cluster_id: 0 until INIT */
+	uint32_t feature_level;         /* this build's (feature_level.h) */
+	uint32_t cluster_feature_level; /* what the cluster records */
+	uint64_t store_limit;           /* 0: none */
 	uint64_t sessions, locks;
 };
 

@@ -7,12 +7,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "image.h"
 #include "log.h"
 #include "raftlock.h"
 
 #define SNAP_MAGIC "RLSNAP04"    /* with the access rules */
 #define SNAP_MAGIC_03 "RLSNAP03" /* with the lease table: still loaded */
-#define SNAP_SUM_SIZE 8
+#define SNAP_SUM_SIZE IMAGE_SUM_SIZE
 #define SNAP_END 0xff
 
 enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4, DB_LEASES = 5, DB_ACLS = 6 };
@@ -110,6 +111,17 @@ void store_commit(MDB_txn *txn)
 	int rc = mdb_txn_commit(txn);
 	if (rc == MDB_MAP_FULL && s != NULL)
 		map_full(s);
+	if (rc == ENOSPC) {
+		/* diskguard.h waits for room before an apply; this is a race
+		 * with another writer. Nothing of the transaction was kept. */
+		const char *path = "the data directory";
+		if (s != NULL)
+			mdb_env_get_path(s->env, &path);
+		log_fatal("lmdb txn commit: no space left on the device of %s: free space there "
+			  "and start the node again (what it had not applied comes from the raft "
+			  "log)",
+			  path);
+	}
 	check(rc, "txn commit");
 	if (s != NULL) {
 		s->bytes += (uint64_t)s->txn_bytes;
@@ -648,15 +660,6 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 
 /* ------------------------------------------------------------ snapshots -- */
 
-/* FNV-1a, 64 bits: catches a damaged image (a flipped tag still sorts). */
-static uint64_t checksum(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static uint64_t dbi_bytes(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_cursor *cur;
@@ -716,7 +719,7 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	for (int i = 0; i < 6; i++)
 		dump_dbi(txn, dbis[i], tags[i], &p);
 	*p++ = SNAP_END;
-	put_u64(p, checksum(buf, (size_t)(p - buf)));
+	put_u64(p, image_sum(IMAGE_SUM_INIT, buf, (size_t)(p - buf)));
 	p += SNAP_SUM_SIZE;
 	store_abort(txn);
 	*out = buf;
@@ -727,10 +730,8 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
-	if (n < 17 + SNAP_SUM_SIZE ||
+	if (!image_sum_ok(buf, n) ||
 	    (memcmp(buf, SNAP_MAGIC, 8) != 0 && memcmp(buf, SNAP_MAGIC_03, 8) != 0))
-		return RAFTLOCK_EDATA;
-	if (checksum(buf, n - SNAP_SUM_SIZE) != get_u64(buf + n - SNAP_SUM_SIZE))
 		return RAFTLOCK_EDATA;
 	*index = get_u64(buf + 8);
 	return 0;

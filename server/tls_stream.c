@@ -1,12 +1,21 @@
 /* tls_stream.c: see tls_stream.h.
  *
  * Data flow: stream bytes -> net_in (memory BIO) -> SSL_read -> on_read;
- * tls_stream_write -> SSL_write -> net_out (memory BIO) -> one uv_write per
- * plaintext write (or per handshake flight). Memory BIOs never block, so
- * OpenSSL only ever asks for more input (SSL_ERROR_WANT_READ); its output
- * is moved to the stream after every call that may produce some. */
+ * tls_stream_write -> SSL_write -> ts->out (the output BIO below) -> the
+ * stream, once per plaintext write (or per handshake flight). The BIOs
+ * never block, so OpenSSL only ever asks for more input
+ * (SSL_ERROR_WANT_READ); its output is moved to the stream after every
+ * call that may produce some.
+ *
+ * Cost, per record: the ciphertext is handed to the kernel with
+ * uv_try_write straight from ts->out; only what the kernel does not take
+ * at once is copied into a uv_write request. A write done at once
+ * completes from the loop through the engine's timer (no uv_write request:
+ * no malloc, no copy, no poll-interest change, no write callback). OpenSSL's
+ * error queue is cleared only when it holds something (tls_clear_errors). */
 #include "tls_stream.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +27,75 @@
 /* What OpenSSL may return from one SSL_read: a record's plaintext. */
 #define PLAIN_MAX 16384
 
-/* Ciphertext for the stream, with the plaintext write it completes. */
+/* Ciphertext the kernel did not take at once, with the plaintext write it
+ * completes. */
 struct net_write {
 	uv_write_t req;
 	struct tls_stream *ts;
 	struct tls_stream_write *done; /* NULL for handshake and alerts */
 	char buf[];
 };
+
+/* ------------------------------------------------------- output BIO -- */
+
+/* OpenSSL writes its records here: appended to ts->out, which
+ * flush_net() hands to the stream. A memory BIO would cost a copy in and
+ * another out. */
+static BIO_METHOD *out_method;
+static pthread_once_t out_once = PTHREAD_ONCE_INIT;
+
+static int out_write(BIO *b, const char *data, int len)
+{
+	struct tls_stream *ts = BIO_get_data(b);
+	if (len <= 0)
+		return 0;
+	if (ts->out_len + (size_t)len > ts->out_cap) {
+		size_t cap = ts->out_cap ? ts->out_cap : 4096;
+		while (cap < ts->out_len + (size_t)len)
+			cap *= 2;
+		char *p = realloc(ts->out, cap);
+		if (p == NULL)
+			return -1; /* OpenSSL fails the call: fail_tls */
+		ts->out = p;
+		ts->out_cap = cap;
+	}
+	memcpy(ts->out + ts->out_len, data, (size_t)len);
+	ts->out_len += (size_t)len;
+	return len;
+}
+
+static long out_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)num;
+	(void)ptr;
+	if (cmd == BIO_CTRL_FLUSH)
+		return 1; /* flush_net() runs after every call that writes */
+	if (cmd == BIO_CTRL_WPENDING) {
+		struct tls_stream *ts = BIO_get_data(b);
+		return ts != NULL ? (long)ts->out_len : 0;
+	}
+	return 0;
+}
+
+static int out_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+static void out_make(void)
+{
+	BIO_METHOD *m =
+		BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "raftlock TLS output");
+	if (m == NULL)
+		return;
+	if (BIO_meth_set_write(m, out_write) != 1 || BIO_meth_set_ctrl(m, out_ctrl) != 1 ||
+	    BIO_meth_set_create(m, out_create) != 1) {
+		BIO_meth_free(m);
+		return;
+	}
+	out_method = m;
+}
 
 static void stream_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
@@ -76,22 +147,23 @@ static void defer(struct tls_stream *ts)
 		uv_timer_start(&ts->timer, timer_cb, 0, 0);
 }
 
+/* req's callback, with status, from the loop. */
 static void finish_later(struct tls_stream *ts, struct tls_stream_write *req, int status)
 {
 	req->status = status;
 	req->next = NULL;
-	*ts->failed_tail = req;
-	ts->failed_tail = &req->next;
+	*ts->finished_tail = req;
+	ts->finished_tail = &req->next;
 	defer(ts);
 }
 
-static void call_back_failed(struct tls_stream *ts)
+static void call_back_finished(struct tls_stream *ts)
 {
 	struct tls_stream_write *req;
-	while ((req = ts->failed) != NULL) {
-		ts->failed = req->next;
-		if (ts->failed == NULL)
-			ts->failed_tail = &ts->failed;
+	while ((req = ts->finished) != NULL) {
+		ts->finished = req->next;
+		if (ts->finished == NULL)
+			ts->finished_tail = &ts->finished;
 		req->cb(req, req->status);
 	}
 }
@@ -112,7 +184,6 @@ static void net_written(uv_write_t *w, int status)
 	struct tls_stream *ts = nw->ts;
 	struct tls_stream_write *req = nw->done;
 	free(nw);
-	ts->in_flight--;
 	if (status < 0 && !ts->closing)
 		fail(ts, status, "writing to the peer: %s", uv_strerror(status));
 	if (req != NULL)
@@ -120,42 +191,67 @@ static void net_written(uv_write_t *w, int status)
 	report(ts);
 }
 
-/* Moves OpenSSL's output to the stream; req (if any) completes with it. */
-static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
+/* The write failed with code: the connection ends, req (if any) too. */
+static void flush_failed(struct tls_stream *ts, struct tls_stream_write *req, int code)
 {
-	size_t n = BIO_ctrl_pending(ts->net_out);
-	if (n == 0 && req == NULL)
+	if (code == UV_ENOMEM)
+		fail(ts, code, "out of memory writing to the peer");
+	else
+		fail(ts, code, "writing to the peer: %s", uv_strerror(code));
+	if (req != NULL)
+		finish_later(ts, req, code);
+	defer(ts);
+}
+
+/* Hands ts->out to the stream; req (if any) completes with it. */
+static void flush_out(struct tls_stream *ts, struct tls_stream_write *req)
+{
+	size_t n = ts->out_len, done = 0;
+	ts->out_len = 0;
+	if (n > 0) {
+		/* UV_EAGAIN also while earlier writes wait in libuv's queue:
+		 * the order of the bytes is kept. */
+		uv_buf_t b = uv_buf_init(ts->out, (unsigned)n);
+		int w = uv_try_write(ts->stream, &b, 1);
+		if (w < 0 && w != UV_EAGAIN) {
+			flush_failed(ts, req, w);
+			return;
+		}
+		done = w > 0 ? (size_t)w : 0;
+	}
+	if (done == n) {
+		if (req != NULL)
+			finish_later(ts, req, 0);
 		return;
-	struct net_write *nw = malloc(sizeof *nw + n);
+	}
+	struct net_write *nw = malloc(sizeof *nw + (n - done));
 	if (nw == NULL) {
-		(void)BIO_reset(ts->net_out);
-		fail(ts, UV_ENOMEM, "out of memory writing to the peer");
-		if (req != NULL)
-			finish_later(ts, req, UV_ENOMEM);
-		defer(ts);
+		flush_failed(ts, req, UV_ENOMEM);
 		return;
 	}
-	if (n > 0 && BIO_read(ts->net_out, nw->buf, (int)n) != (int)n) {
-		free(nw);
-		fail(ts, UV_EPROTO, "TLS: lost output");
-		if (req != NULL)
-			finish_later(ts, req, UV_EPROTO);
-		defer(ts);
-		return;
-	}
+	memcpy(nw->buf, ts->out + done, n - done);
 	nw->ts = ts;
 	nw->done = req;
-	uv_buf_t b = uv_buf_init(nw->buf, (unsigned)n);
+	uv_buf_t b = uv_buf_init(nw->buf, (unsigned)(n - done));
 	int rv = uv_write(&nw->req, ts->stream, &b, 1, net_written);
 	if (rv != 0) {
 		free(nw);
-		fail(ts, rv, "writing to the peer: %s", uv_strerror(rv));
-		if (req != NULL)
-			finish_later(ts, req, rv);
-		defer(ts);
-		return;
+		flush_failed(ts, req, rv);
 	}
-	ts->in_flight++;
+}
+
+/* ts->out keeps its room between writes, unless a burst made it large. */
+#define OUT_KEEP (256 * 1024)
+
+/* Moves OpenSSL's output to the stream; req (if any) completes with it. */
+static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
+{
+	flush_out(ts, req);
+	if (ts->out_cap > OUT_KEEP) {
+		free(ts->out);
+		ts->out = NULL;
+		ts->out_cap = 0;
+	}
 }
 
 static void free_bufs(struct tls_stream_write *req)
@@ -170,7 +266,7 @@ static void free_bufs(struct tls_stream_write *req)
 static void send_req(struct tls_stream *ts, struct tls_stream_write *req)
 {
 	int rv = 0;
-	ERR_clear_error();
+	tls_clear_errors();
 	for (unsigned i = 0; i < req->nbufs && rv == 0; i++) {
 		const char *p = req->bufs[i].base;
 		size_t left = req->bufs[i].len;
@@ -216,7 +312,7 @@ static void established(struct tls_stream *ts)
 /* One step of the handshake with what net_in holds. */
 static void handshake(struct tls_stream *ts)
 {
-	ERR_clear_error();
+	tls_clear_errors();
 	int r = SSL_do_handshake(ts->ssl);
 	if (r == 1) {
 		flush_net(ts, NULL); /* the last flight, before any data */
@@ -234,7 +330,11 @@ static void deliver(struct tls_stream *ts)
 {
 	char plain[PLAIN_MAX];
 	while (!ts->paused && !ts->closing && !ts->ended) {
-		ERR_clear_error();
+		/* Nothing to decrypt: no SSL_read just to hear "want read"
+		 * (at the end of the stream it says how the peer left). */
+		if (!ts->peer_eof && BIO_ctrl_pending(ts->net_in) == 0 && SSL_pending(ts->ssl) == 0)
+			break;
+		tls_clear_errors();
 		int r = SSL_read(ts->ssl, plain, sizeof plain);
 		if (r > 0) {
 			ts->on_read(ts, r, plain);
@@ -297,7 +397,7 @@ static void timer_cb(uv_timer_t *t)
 		return;
 	if (!ts->established && !ts->ended)
 		fail(ts, UV_ETIMEDOUT, "TLS handshake not done within %u ms", ts->timeout_ms);
-	call_back_failed(ts);
+	call_back_finished(ts);
 	if (ts->established && !ts->ended && !ts->paused && !ts->closing)
 		deliver(ts);
 	report(ts);
@@ -308,18 +408,22 @@ int tls_stream_start(struct tls_stream *ts, uv_stream_t *stream, SSL_CTX *ctx,
 {
 	if (opts->on_read == NULL)
 		return UV_EINVAL;
+	pthread_once(&out_once, out_make);
+	if (out_method == NULL)
+		return UV_ENOMEM;
 	memset(ts, 0, sizeof *ts);
 	ts->queue_tail = &ts->queue;
-	ts->failed_tail = &ts->failed;
+	ts->finished_tail = &ts->finished;
 	ts->on_read = opts->on_read;
 	ts->on_handshake = opts->on_handshake;
 	ts->timeout_ms = opts->handshake_timeout_ms ? opts->handshake_timeout_ms
 						    : TLS_STREAM_HANDSHAKE_TIMEOUT_MS;
 	ts->ssl = SSL_new(ctx);
 	ts->net_in = BIO_new(BIO_s_mem());
-	ts->net_out = BIO_new(BIO_s_mem());
+	ts->net_out = BIO_new(out_method);
 	if (ts->ssl == NULL || ts->net_in == NULL || ts->net_out == NULL)
 		goto nomem;
+	BIO_set_data(ts->net_out, ts);
 	BIO_set_mem_eof_return(ts->net_in, -1);        /* empty: "retry", not EOF */
 	SSL_set_bio(ts->ssl, ts->net_in, ts->net_out); /* the SSL owns them now */
 	if (opts->role == TLS_ROLE_CLIENT) {
@@ -430,9 +534,12 @@ static void handle_closed(uv_handle_t *h)
 	}
 	ts->queue_tail = &ts->queue;
 	ts->queued_bytes = 0;
-	call_back_failed(ts);
+	call_back_finished(ts);
 	SSL_free(ts->ssl);
 	ts->ssl = NULL;
+	free(ts->out);
+	ts->out = NULL;
+	ts->out_len = ts->out_cap = 0;
 	if (ts->on_close != NULL)
 		ts->on_close(ts);
 }
@@ -442,7 +549,7 @@ void tls_stream_close(struct tls_stream *ts, tls_stream_close_cb close_cb)
 	if (ts->closing)
 		return;
 	if (ts->established && ts->error != UV_EPROTO) {
-		ERR_clear_error();
+		tls_clear_errors();
 		if (SSL_shutdown(ts->ssl) >= 0)
 			flush_net(ts, NULL); /* one attempt: libuv writes at once */
 		ERR_clear_error();

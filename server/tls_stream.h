@@ -1,9 +1,10 @@
 /*
  * tls_stream.h: TLS on a libuv TCP stream, for raftlockd's client port, the
  * leader's STATUS connections to its followers and the peer (raft port)
- * proxy. OpenSSL runs over two memory BIOs: the engine reads ciphertext
- * from the stream, feeds it to OpenSSL and hands its owner the plaintext;
- * the owner's plaintext is encrypted and written to the stream. The owner
+ * proxy. The engine reads ciphertext from the stream, feeds it to OpenSSL
+ * through a memory BIO and hands its owner the plaintext; the owner's
+ * plaintext is encrypted into the engine's output buffer and written to the
+ * stream. The owner
  * never sees a record: partial records, several records in one read and
  * records split over many reads are the engine's business.
  *
@@ -41,7 +42,10 @@
  *
  * Changes since the first version: the engine runs on any connected libuv
  * stream, not only TCP (fuzz_tls_stream uses a pipe on a socket pair); when
- * tls_stream_start() fails it leaves stream->data as it found it.
+ * tls_stream_start() fails it leaves stream->data as it found it. A write
+ * the kernel takes at once completes from the loop without a uv_write
+ * request; once the handshake is done, tls_stream_write() borrows the bytes
+ * only while it runs.
  */
 #ifndef RAFTLOCK_TLS_STREAM_H
 #define RAFTLOCK_TLS_STREAM_H
@@ -116,7 +120,9 @@ struct tls_stream {
 	uv_timer_t timer; /* handshake deadline, then deferred work */
 	SSL *ssl;
 	BIO *net_in;  /* ciphertext read from the stream, for OpenSSL */
-	BIO *net_out; /* ciphertext from OpenSSL, for the stream */
+	BIO *net_out; /* writes OpenSSL's ciphertext to out */
+	char *out;    /* ciphertext not yet handed to the stream */
+	size_t out_len, out_cap;
 	tls_stream_read_cb on_read;
 	tls_stream_handshake_cb on_handshake;
 	tls_stream_close_cb on_close;
@@ -127,12 +133,11 @@ struct tls_stream {
 	bool reported;    /* ... and has been */
 	bool closing;
 	bool peer_eof;
-	int error;                                      /* the end to report, 0 while open */
-	int handles;                                    /* stream and timer not yet closed */
-	struct tls_stream_write *queue, **queue_tail;   /* not encrypted yet */
-	struct tls_stream_write *failed, **failed_tail; /* to call back */
+	int error;                                          /* the end to report, 0 while open */
+	int handles;                                        /* stream and timer not yet closed */
+	struct tls_stream_write *queue, **queue_tail;       /* not encrypted yet */
+	struct tls_stream_write *finished, **finished_tail; /* to call back */
 	size_t queued_bytes;
-	size_t in_flight; /* network writes not completed */
 	char errmsg[256];
 	char peer_cn[256];
 };
@@ -150,10 +155,11 @@ int tls_stream_start(struct tls_stream *ts, uv_stream_t *stream, SSL_CTX *ctx,
 
 /*
  * Writes the plaintext of bufs[0..nbufs) (the array is copied, the bytes
- * are borrowed until cb). Each buffer is one SSL_write (records of up to
- * 16 KiB): batch small replies into one buffer. Returns 0 (cb will be
- * called exactly once), or UV_EPIPE once the connection ended or is
- * closing, UV_ENOMEM: then cb is never called.
+ * are borrowed until cb; once tls_stream_established(), they are encrypted
+ * before this returns and borrowed only during the call). Each buffer is
+ * one SSL_write (records of up to 16 KiB): batch small replies into one
+ * buffer. Returns 0 (cb will be called exactly once), or UV_EPIPE once the
+ * connection ended or is closing, UV_ENOMEM: then cb is never called.
  */
 int tls_stream_write(struct tls_stream_write *req, struct tls_stream *ts, const uv_buf_t bufs[],
 		     unsigned nbufs, tls_stream_write_cb cb);

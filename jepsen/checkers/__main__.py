@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from . import counter, durability, fencing, history, lease, linear, liveness
+from . import counter, durability, fencing, history, lease, linear, liveness, observe
 
 
 def drift_windows(events, rho, ttl_ms):
@@ -50,6 +50,7 @@ def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01):
         "durability": durability.check(events, ops, wins),
         "counter": counter.check(events, ops),
         "liveness": liveness.check(events, ops, liveness_bound_s),
+        "observe": observe.check(events, ops),
     }
     failed_nemesis = [ev for ev in nem if ev["type"] == "fail"]
     # A server that exited on its own is a bug whatever the history says.

@@ -13,7 +13,7 @@ from . import history
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 CHECKERS = ("fencing", "lease", "linearizable", "durability", "counter",
-            "liveness")
+            "liveness", "observe")
 
 
 def run(name, **kw):
@@ -25,7 +25,8 @@ class Clean(unittest.TestCase):
     def test_clean_history_passes_every_checker(self):
         for name in ("clean.jsonl", "durability_clean.jsonl",
                      "linear_busy_info.jsonl", "rwlock_clean.jsonl",
-                     "reentrant_clean.jsonl", "waiters_clean.jsonl"):
+                     "reentrant_clean.jsonl", "waiters_clean.jsonl",
+                     "election_clean.jsonl"):
             res = run(name)
             for c in CHECKERS:
                 self.assertTrue(res[c]["valid"], "%s %s: %s" % (
@@ -55,6 +56,21 @@ class Planted(unittest.TestCase):
         self.assertTrue(any(what in w for w in whats),
                         "%s: %r not in %r" % (name, what, whats))
         return res
+
+    def test_election_observer_out_of_order(self):
+        self.caught("election_observe_order.jsonl", "observe",
+                    "at or before the previous one")
+        res = run("election_observe_order.jsonl")
+        whats = [v["what"] for v in res["observe"]["violations"]]
+        self.assertIn("a leader token below an earlier leader's", whats)
+
+    def test_election_leader_never_granted(self):
+        self.caught("election_unknown_token.jsonl", "observe",
+                    "a leader token no campaigner was granted")
+
+    def test_election_two_leaders(self):
+        self.caught("election_two_leaders.jsonl", "lease",
+                    "two holders of an exclusive lock overlap")
 
     def test_fencing_register_lower_token(self):
         self.caught("fencing_register.jsonl", "fencing", "lower token")

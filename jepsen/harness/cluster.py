@@ -4,6 +4,7 @@ these PIDs are ever signalled."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,9 +80,15 @@ class Proc:
 
 
 class Node:
+    """One slot: a namespace and address (i), and the member that runs
+    there (id: i at first; a new one each time the slot is reused, since
+    member ids are never reused)."""
+
     def __init__(self, cluster, i):
         self.c = cluster
         self.i = i
+        self.id = i
+        self.joining = False  # added at run time: starts with --join
         self.dir = os.path.join(cluster.run_dir, "nodes", "n%d" % i)
         self.data = os.path.join(self.dir, "data")
         os.makedirs(self.data, exist_ok=True)
@@ -100,23 +107,30 @@ class Node:
         return "%s:%d" % (self.c.net.node_ip(self.i), CLIENT_PORT)
 
     def args(self):
-        a = [self.c.raftlockd, "--id", str(self.i), "--data-dir", self.data,
+        a = [self.c.raftlockd, "--id", str(self.id), "--data-dir", self.data,
              "--raft-address", self.raft_address,
              "--client-address", self.client_address,
              "--cluster", "jepsen-" + self.c.net.run_id]
-        for n in self.c.nodes:
-            a += ["--member", "%d,%s,%s" % (n.i, n.raft_address,
-                                            n.client_address)]
+        if self.joining:
+            # A member added at run time (docs/OPERATIONS.md): after its
+            # first start, --join is ignored.
+            a += ["--join", ",".join(n.client_address for n in self.c.nodes
+                                     if n is not self)]
+        else:
+            a += ["--bootstrap"]  # ignored once the data directory has a log
+            for n in self.c.boot:
+                a += ["--member", "%d,%s,%s" % (n.id, n.raft_address,
+                                                n.client_address)]
         if self.c.peer_tls:
             d = self.c.peer_tls
-            a += ["--peer-tls-cert", os.path.join(d, "node-%d.pem" % self.i),
-                  "--peer-tls-key", os.path.join(d, "node-%d.key" % self.i),
+            a += ["--peer-tls-cert", os.path.join(d, "node-%d.pem" % self.id),
+                  "--peer-tls-key", os.path.join(d, "node-%d.key" % self.id),
                   "--peer-tls-ca", os.path.join(d, "ca.pem")]
         if self.c.client_tls:
             d = self.c.client_tls
             a += ["--client-tls", "mutual",
-                  "--client-tls-cert", os.path.join(d, "node-%d.pem" % self.i),
-                  "--client-tls-key", os.path.join(d, "node-%d.key" % self.i),
+                  "--client-tls-cert", os.path.join(d, "node-%d.pem" % self.id),
+                  "--client-tls-key", os.path.join(d, "node-%d.key" % self.id),
                   "--client-tls-ca", os.path.join(d, "ca.pem")]
         if self.c.auth:
             a += ["--auth", "on", "--auth-admin", ADMIN]
@@ -176,13 +190,26 @@ class Node:
 
     def stop(self):
         if self.proc is not None:
+            self.check_crash()
+            self.proc.reaped = True
             self.proc.stop(10)
+
+    def wipe(self, new_id):
+        """The machine is replaced: the data directory is gone, and the
+        slot's next member is new_id, started with --join."""
+        self.kill()
+        shutil.rmtree(self.data, ignore_errors=True)
+        os.makedirs(self.data, exist_ok=True)
+        self.id = new_id
+        self.joining = True
+        with open(os.path.join(self.dir, "raftlockd.log"), "a") as f:
+            f.write("\n=== harness: data wiped; member %d next ===\n" % new_id)
 
 
 class Cluster:
     def __init__(self, net, run_dir, raftlockd, worker, n_nodes,
                  faketime=False, server_extra=None, peer_tls=None,
-                 client_tls=None, auth=False, cli=None):
+                 client_tls=None, auth=False, cli=None, spares=0):
         self.net = net
         self.peer_tls = peer_tls  # certificates directory, or None
         # Certificates directory for client-tls = mutual, or None; auth = on
@@ -195,8 +222,14 @@ class Cluster:
         self.worker_bin = worker
         self.faketime = faketime
         self.server_extra = server_extra or []
-        self.nodes = []
-        self.nodes = [Node(self, i) for i in range(1, n_nodes + 1)]
+        # Every slot; the members now (nodes, in the raft configuration) and
+        # the slots free for the membership nemesis (spares); the members
+        # that bootstrapped the cluster (boot, their --member list).
+        self.slots = [Node(self, i) for i in range(1, n_nodes + spares + 1)]
+        self.nodes = self.slots[:n_nodes]
+        self.spares = self.slots[n_nodes:]
+        self.boot = list(self.nodes)
+        self.next_id = n_nodes + spares + 1  # ids are never reused
         self.workers = []
         self.register = None
         self.worker_dir = os.path.join(run_dir, "workers")
@@ -204,6 +237,17 @@ class Cluster:
 
     def addresses(self):
         return ",".join(n.client_address for n in self.nodes)
+
+    def node_by_id(self, member_id):
+        for n in self.nodes:
+            if n.id == member_id:
+                return n
+        raise KeyError("no member %s" % member_id)
+
+    def new_id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
 
     def tls_args(self, identity):
         """The client's TLS flags presenting `identity`'s certificate (none
@@ -215,12 +259,12 @@ class Cluster:
                 "--cert", os.path.join(d, "client-%s.pem" % identity),
                 "--key", os.path.join(d, "client-%s.key" % identity)]
 
-    def cli(self, identity, args, timeout=30):
+    def cli(self, identity, args, timeout=30, request_ms=5000):
         """Runs the raftlock command as `identity` from the client
         namespace: (exit status, stdout + stderr)."""
         a = self.net.exec_prefix(self.net.client_ns) + [
             self.cli_bin, "--endpoints", self.addresses(),
-            "--timeout", "5000"] + self.tls_args(identity) + args
+            "--timeout", str(request_ms)] + self.tls_args(identity) + args
         try:
             p = subprocess.run(a, capture_output=True, text=True,
                                timeout=timeout, stdin=subprocess.DEVNULL)
@@ -336,7 +380,7 @@ class Cluster:
     def teardown(self):
         for w in self.workers:
             w.kill()
-        for n in self.nodes:
+        for n in self.slots:
             n.kill()
         if self.register is not None:
             self.register.stop(5)

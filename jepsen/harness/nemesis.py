@@ -12,8 +12,15 @@ import signal
 import time
 
 from . import cluster as C
+from . import membership as M
 
-ALL = ("kill", "pause", "partition", "clock", "restart-all")
+ALL = ("kill", "pause", "partition", "clock", "restart-all", "membership")
+# What the membership nemesis does, in turn (from a seeded starting point),
+# each verified: grow by one member and shrink back (alone, while another
+# member is killed, or while the leader is partitioned away); replace a
+# member whose machine is lost; remove the leader and add a new member.
+MEMBERSHIP_MODES = ("replace", "grow+kill", "remove-leader", "grow+partition",
+                    "grow")
 # Opt-in (not in "all"): SIGKILL of a worker that holds a lock, which is
 # then replaced by a new worker (a new process id in the history); meant
 # for workers in bound sessions (--bind-ms), whose locks pass on within
@@ -84,11 +91,13 @@ class Nemesis:
         self.active = None  # (name, undo, fields)
         self.clock_modes = ["jump", "rate"]
         self.clock_rates = [0.5, 0.9, 0.995, 1.005, 1.1, 2.0]
+        self.membership_turn = rng.randrange(len(MEMBERSHIP_MODES))
 
     # -------------------------------------------------------- helpers --
 
     def _ids(self):
-        return [n.i for n in self.c.nodes]
+        """The member ids (a slot's member changes with membership)."""
+        return [n.id for n in self.c.nodes]
 
     def _leader_or_random(self):
         lid = self.c.leader()
@@ -97,7 +106,7 @@ class Nemesis:
         return lid, True
 
     def _node(self, i):
-        return self.c.nodes[i - 1]
+        return self.c.node_by_id(i)
 
     def _holding_workers_soon(self):
         """The workers holding a lock, waiting up to ~4 s for one."""
@@ -225,8 +234,10 @@ class Nemesis:
             groups = [[ids[(p - 1) % n], ids[p], ids[(p + 1) % n]]
                       for p in range(n)]
         cut = {i: s for i, s in cut.items() if s}
+        slot = {i: self._node(i).i for i in ids}  # namespaces are slots
         try:
-            self.net.partition(cut)
+            self.net.partition({slot[i]: {slot[j] for j in s}
+                                for i, s in cut.items()})
         except Exception:
             self.net.heal()
             raise
@@ -360,8 +371,63 @@ class Nemesis:
                 n.start()
         return undo, {"targets": ["n%d" % n.i for n in self.c.nodes]}
 
+    def _membership(self):
+        """Membership changes (docs/OPERATIONS.md), each verified through
+        `raftlock member list`; see MEMBERSHIP_MODES."""
+        mode = MEMBERSHIP_MODES[self.membership_turn % len(MEMBERSHIP_MODES)]
+        self.membership_turn += 1
+        if mode.startswith("grow") and not self.c.spares:
+            mode = "replace"
+        fields = {"mode": mode}
+        if mode == "replace":
+            victim = self.rng.choice(self.c.nodes)
+            old, new = M.replace(self.c, victim)
+            fields.update(targets=["n%d" % old], added=["n%d" % new])
+            return (lambda: None), fields
+        if mode == "remove-leader":
+            lid, known = self._leader_or_random()
+            node = self._node(lid)
+            if not known:
+                fields["mode"] = "remove-random"
+            M.remove(self.c, node)
+
+            def undo():
+                M.add(self.c, node)
+            fields.update(targets=["n%d" % lid])
+            return undo, fields
+        # grow: one member more for the hold, with another fault meanwhile
+        companion_undo = None
+        if mode == "grow+kill":
+            lid = self.c.leader()
+            victim = self.rng.choice([i for i in self._ids() if i != lid])
+            self._node(victim).kill()
+            fields["killed"] = ["n%d" % victim]
+
+            def companion_undo():
+                self._node(victim).start()
+        elif mode == "grow+partition":
+            lid, known = self._leader_or_random()
+            others = [i for i in self._ids() if i != lid]
+            slot = {i: self._node(i).i for i in self._ids()}
+            self.net.partition({slot[lid]: {slot[i] for i in others},
+                                **{slot[i]: {slot[lid]} for i in others}})
+            fields["isolated"] = ["n%d" % lid]
+            companion_undo = self.net.heal
+        try:
+            slot = self.c.spares[0]
+            new = M.add(self.c, slot)
+        finally:
+            if companion_undo is not None:
+                companion_undo()
+        fields.update(targets=["n%d" % new])
+
+        def undo():
+            M.remove(self.c, self.c.node_by_id(new))
+        return undo, fields
+
     ACTIONS = {"kill": _kill, "pause": _pause, "partition": _partition,
                "clock": _clock, "restart-all": _restart_all,
+               "membership": _membership,
                "worker-kill": _worker_kill, "revoke": _revoke}
 
     # ------------------------------------------------------ interface --

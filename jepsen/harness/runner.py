@@ -29,7 +29,8 @@ SUITES = {
         ("kill", "mutex"), ("pause", "mutex"), ("partition", "mutex"),
         ("clock", "mutex"), ("restart-all", "mutex"),
         ("partition", "semaphore"), ("kill", "rwlock"),
-        ("pause", "reentrant"), ("partition", "waiters")]),
+        ("pause", "reentrant"), ("partition", "waiters"),
+        ("membership", "mutex")]),
     # 5 nodes, 10 minutes per mix.
     "long": dict(nodes=5, time=600, runs=[
         ("partition,kill", "mutex"), ("pause,clock", "mutex"),
@@ -37,6 +38,8 @@ SUITES = {
         ("kill,pause,partition,clock,restart-all", "mutex"),
         ("partition,pause,kill", "semaphore"),
         ("partition,kill,restart-all", "rwlock"),
+        ("membership,kill,partition", "mutex"),
+        ("partition,pause,kill", "election"),
         # Crash-fast release: bound sessions, workers killed and paused.
         ("worker-kill,pause,kill", "mutex", {"bind_ms": 200}),
         # Revocation: token order and the register across revocations.
@@ -136,7 +139,7 @@ class LockProgress:
 
 def note_crashes(cl, nlog):
     """Logs every node that exited without the harness killing it."""
-    for n in cl.nodes:
+    for n in cl.slots:
         crash = n.check_crash()
         if crash:
             say("n%d exited on its own: %s" % (n.i, crash))
@@ -186,8 +189,9 @@ def run_one(args, nemeses, workload, seed):
         bins.update({k: v for k, v in
                      find_binaries(args.worker_build_dir).items()
                      if k in ("worker", "cli") and k not in bins})
+    membership = "membership" in nemeses
     need = ["raftlockd", "worker"] + (
-        ["cli"] if args.auth or "revoke" in nemeses else [])
+        ["cli"] if args.auth or membership or "revoke" in nemeses else [])
     if any(k not in bins for k in need):
         say("missing binaries in %s (need bin/raftlockd, bin/jepsen-worker%s)"
             ": %s" % (args.build_dir, " and bin/raftlock" if args.auth
@@ -200,7 +204,9 @@ def run_one(args, nemeses, workload, seed):
         return 1, None
 
     netns.cleanup_stale(say)
-    net = netns.Network(run_id, args.nodes)
+    # Free slots (namespaces) for the members the membership nemesis adds.
+    spares = 2 if membership else 0
+    net = netns.Network(run_id, args.nodes + spares)
     cl = None
     nlog = N.Log(run_dir)
     nem = None
@@ -221,16 +227,17 @@ def run_one(args, nemeses, workload, seed):
         net.create()
         certs = None
         if args.peer_tls or args.client_tls:
+            # A certificate per member id; membership uses new ids.
             certs = make_certs(
-                run_dir, args.nodes,
-                [net.node_ip(i) for i in range(1, args.nodes + 1)],
+                run_dir, args.nodes + spares + (40 if membership else 0),
+                [net.node_ip(i) for i in range(1, args.nodes + spares + 1)],
                 [C.ADMIN, C.WORKER, C.OUTSIDER] if args.client_tls else [])
         cl = C.Cluster(net, run_dir, bins["raftlockd"], bins["worker"],
                        args.nodes, faketime="clock" in nemeses,
                        server_extra=args.server_arg,
                        peer_tls=certs if args.peer_tls else None,
                        client_tls=certs if args.client_tls else None,
-                       auth=args.auth, cli=bins.get("cli"))
+                       auth=args.auth, cli=bins.get("cli"), spares=spares)
         cl.start_register()
         cl.start_nodes()
         if not cl.wait_ready(60):
@@ -330,7 +337,7 @@ def run_one(args, nemeses, workload, seed):
     res = checkers.run(history.load(hist), ttl_ms=ttl,
                        liveness_bound_s=bound, rho=args.rho)
     res["summary"].update(meta)
-    crashes = [c for n in cl.nodes for c in n.crashes]
+    crashes = [c for n in cl.slots for c in n.crashes]
     exits = cl.worker_exits()
     bad_exits = {w: rc for w, rc in exits.items() if rc != 0}
     res["summary"]["node_crashes"] = res["summary"]["node_crashes"] or crashes
@@ -350,12 +357,14 @@ def run_one(args, nemeses, workload, seed):
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(res, f, indent=2, sort_keys=True, default=str)
     s = res["summary"]
-    for name in SAFETY + ("liveness",):
+    for name in SAFETY + ("liveness", "observe"):
         r = res[name]
         note = ""
         if name == "liveness":
             note = " max %ss (bound %ss, %d heals)" % (
                 r["max_seconds"], r["bound_seconds"], r["heals"])
+        if name == "observe":
+            note = " %d observations" % r["observations"]
         if name == "lease" and r["drift_overlap_count"]:
             note = " (%d overlaps under clock rate beyond rho, kept)" % \
                 r["drift_overlap_count"]
@@ -394,7 +403,7 @@ def parse(argv):
                     help="comma list of %s, 'all' or 'none'" % ",".join(N.ALL))
     ap.add_argument("--workload", default="mutex",
                     choices=["mutex", "semaphore", "rwlock", "reentrant",
-                             "waiters"])
+                             "waiters", "election"])
     ap.add_argument("--time", type=int, default=60,
                     help="seconds of faults (setup and recovery come on top)")
     ap.add_argument("--seed", type=int)

@@ -7,13 +7,16 @@
 #   bash -c '. tests/bench/peers/lib.sh; . tests/bench/cluster.sh;
 #            rl_load WORK; rl_cluster_stop'
 
-# rl_init WORK N RAFTLOCKD: picks ports and data dirs for N nodes.
+# rl_init WORK N RAFTLOCKD [CERTS]: picks ports and data dirs for N nodes.
+# With CERTS (a directory made by deploy/make-certs), the nodes speak mutual
+# TLS on both ports: peer TLS between members, client-tls mutual.
 rl_init() {
-	local work=$1 n=$2 bin=$3 i
+	local work=$1 n=$2 bin=$3 certs=${4:-} i
 	mkdir -p "$work"
 	{
 		echo "RL_WORK='$work'"
 		echo "RL_BIN='$bin'"
+		echo "RL_CERTS='$certs'"
 		echo "RL_N=$n"
 		echo "RL_NAME='bench-$$'"
 		echo "PEERS_PIDFILE='$PEERS_PIDFILE'"
@@ -48,14 +51,23 @@ rl_member_flags() {
 	done
 }
 
+# The TLS flags of node I when the cluster has certificates (none else).
+rl_tls_flags() {
+	local c=$RL_CERTS i=$1
+	[ -n "$c" ] || return 0
+	printf -- '--%s %s ' peer-tls-cert "$c/node-$i.pem" peer-tls-key "$c/node-$i.key" \
+		peer-tls-ca "$c/ca.pem" client-tls mutual client-tls-cert "$c/node-$i.pem" \
+		client-tls-key "$c/node-$i.key" client-tls-ca "$c/ca.pem"
+}
+
 # rl_node_start I [MEMBERS]: starts node I (its data dir kept if present).
 rl_node_start() {
 	local i=$1 members=${2:-3} raft=RL_RAFT_$1 client=RL_CLIENT_$1
 	mkdir -p "$RL_WORK/n$i"
 	# shellcheck disable=SC2046
 	"$RL_BIN" --id "$i" --data-dir "$RL_WORK/n$i" --cluster "$RL_NAME" \
-		--raft-address "${!raft}" --client-address "${!client}" \
-		$(rl_member_flags "$members") >>"$RL_WORK/n$i.log" 2>&1 &
+		--raft-address "${!raft}" --client-address "${!client}" --bootstrap \
+		$(rl_member_flags "$members") $(rl_tls_flags "$i") >>"$RL_WORK/n$i.log" 2>&1 &
 	echo $! >"$RL_WORK/n$i.pid"
 	peers_track $! raftlockd
 }

@@ -2,10 +2,11 @@
 """Turns a tests/bench/run result directory into results.json, results.md
 and PNG plots (through gnuplot, when it is installed).
 
-usage: report.py RESULT_DIR [--publish BENCH_DIR]
+usage: report.py RESULT_DIR [--publish BENCH_DIR | --tls-summary CLIENTS]
 Reads RESULT_DIR/limits.json, RESULT_DIR/results.jsonl and RESULT_DIR/cdf/.
 --publish also writes BENCH_DIR/RESULTS.md and copies the plots to
 BENCH_DIR/plots/, so that the table kept in the repository shows them.
+--tls-summary prints one line: the TLS point at CLIENTS so far.
 """
 import datetime
 import json
@@ -14,9 +15,10 @@ import shutil
 import subprocess
 import sys
 
-SYSTEMS = ["raftlock", "raftlock-threads", "etcd", "redis"]
+SYSTEMS = ["raftlock", "raftlock-threads", "raftlock-tls", "etcd", "redis"]
 # One colour per system in every plot.
-COLORS = {"raftlock": "#1f77b4", "raftlock-threads": "#17becf", "etcd": "#d62728", "redis": "#2ca02c"}
+COLORS = {"raftlock": "#1f77b4", "raftlock-threads": "#17becf", "raftlock-tls": "#9467bd",
+          "etcd": "#d62728", "redis": "#2ca02c"}
 LOCK_ORDER = ["uncontended", "contended", "rwlock", "semaphore"]
 # What a peer does not have, said in the table instead of a number.
 PEER_LACKS = {
@@ -212,6 +214,89 @@ def targets(runs):
     return ["", "### Targets (issue 4)", "", "| target | measured | |", "|---|---|---|"] + rows
 
 
+def median(values):
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2.0
+
+
+def tls_point(runs, n):
+    """The TLS point at n clients: the rounds of the plaintext and TLS
+    clusters (alternating), the medians of each side, and the medians of
+    the rounds' pairs/s ratios and p50 differences (a round compares two
+    windows next to each other), which the targets are judged by; None
+    when a side has no successful round."""
+    def rounds(system):
+        return [r for r in runs if r.get("system") == system
+                and r.get("workload") == "uncontended" and r.get("clients") == n and ok(r)]
+    p, t = rounds("raftlock-plain"), rounds("raftlock-tls")
+    if not p or not t:
+        return None
+    m = {k: (median([r[k] for r in p]), median([r[k] for r in t]))
+         for k in ("pairs_per_s", "p50_ms", "p99_ms", "server_cpu_s_per_1k")}
+    pairs = [(a, b) for a, b in zip(p, t) if a["pairs_per_s"]]
+    if not pairs:
+        return None
+    return {"plain": p, "tls": t, "median": m,
+            "ratio": median([b["pairs_per_s"] / a["pairs_per_s"] for a, b in pairs]),
+            "p50_diff": median([b["p50_ms"] - a["p50_ms"] for a, b in pairs])}
+
+
+def tls_summary(runs, n):
+    pt = tls_point(runs, n)
+    if pt is None:
+        return "[bench] TLS point at {} clients: no successful round on one side".format(n)
+    rounds = ", ".join("{:.2f}x/{:+.3f} ms".format(t["pairs_per_s"] / p["pairs_per_s"],
+                                                  t["p50_ms"] - p["p50_ms"])
+                       for p, t in zip(pt["plain"], pt["tls"]) if p["pairs_per_s"])
+    return ("[bench] TLS/plaintext at {} clients (medians of {} rounds): pairs/s {:.2f}x, "
+            "p50 {:+.3f} ms; rounds (pairs/s ratio/p50 difference): {}".format(
+                n, min(len(pt["plain"]), len(pt["tls"])), pt["ratio"], pt["p50_diff"], rounds))
+
+
+def tls_cost(runs):
+    """The TLS point against the plaintext cluster in the same run, and
+    issue 11's targets."""
+    rows, goals = [], []
+    for n in sorted({r["clients"] for r in runs if r.get("system") == "raftlock-tls"}):
+        pt = tls_point(runs, n)
+        if pt is None:
+            rows.append("| {} | a side failed: see results.jsonl | | | | | | |".format(n))
+            continue
+        m = pt["median"]
+        each = "; ".join("{:.2f}x, {:+.3f}".format(t["pairs_per_s"] / p["pairs_per_s"],
+                                                 t["p50_ms"] - p["p50_ms"])
+                         for p, t in zip(pt["plain"], pt["tls"]) if p["pairs_per_s"])
+        rows.append("| {} | {} / {} | {:.2f}x | {:.3f} / {:.3f} | {:+.3f} | {:.2f} / {:.2f} "
+                    "| {} / {} | {} |".format(
+                        n, fmt(m["pairs_per_s"][0]), fmt(m["pairs_per_s"][1]), pt["ratio"],
+                        m["p50_ms"][0], m["p50_ms"][1], pt["p50_diff"], m["p99_ms"][0],
+                        m["p99_ms"][1], fmt(m["server_cpu_s_per_1k"][0], 3),
+                        fmt(m["server_cpu_s_per_1k"][1], 3), each))
+        if n == 64:
+            goals.append("| 64 clients: TLS pairs/s at least 0.85x plaintext | {:.2f}x | {} |".format(
+                pt["ratio"], "met" if pt["ratio"] >= 0.85 else "NOT met"))
+        if n == 1:
+            goals.append("| 1 client: TLS acquire p50 at most 0.05 ms above plaintext | "
+                         "{:+.3f} ms | {} |".format(pt["p50_diff"],
+                                                    "met" if pt["p50_diff"] <= 0.05 else "NOT met"))
+    if not rows:
+        return []
+    out = ["", "### TLS cost (issue 11)", "",
+           "The uncontended workload alternately on the plaintext cluster and on a second "
+           "3-node cluster with mutual TLS on both ports (peer TLS between members, "
+           "`client-tls = mutual`, the client presenting its own certificate). Each round "
+           "runs one window on each cluster, back to back; the ratio and the p50 difference "
+           "are the medians of the rounds' (the targets are judged by them), the other "
+           "figures the medians of each side.", "",
+           "| clients | pairs/s plaintext / TLS | TLS/plaintext | p50 ms plaintext / TLS "
+           "| p50 difference ms | p99 ms plaintext / TLS | server CPU s / 1k pairs "
+           "plaintext / TLS | rounds: ratio, p50 difference ms |",
+           "|---:|---:|---:|---:|---:|---:|---:|---|"] + rows
+    if goals:
+        out += ["", "| target | measured | |", "|---|---|---|"] + goals
+    return out
+
+
 def notes(d, runs):
     """Plain statements about things in this run a reader should not miss."""
     out = []
@@ -293,9 +378,12 @@ def plots(d, runs):
         for name in sorted(os.listdir(cdfdir)):
             if not name.endswith(".txt"):
                 continue
-            s, rest = name[:-4].split("-", 1)
-            if s in SYSTEMS:
-                groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+            # the longest system name that prefixes it: raftlock-tls-... is not raftlock's
+            for s in sorted(SYSTEMS, key=len, reverse=True):
+                if name.startswith(s + "-"):
+                    rest = name[len(s) + 1:-4]
+                    groups.setdefault(rest, []).append((s, os.path.join(cdfdir, name)))
+                    break
     for rest, files in sorted(groups.items()):
         png = os.path.join(d, "cdf-{}.png".format(rest))
         files.sort(key=lambda sf: SYSTEMS.index(sf[0]))
@@ -337,6 +425,9 @@ def gnuplot_terms():
 
 def main():
     args = sys.argv[1:]
+    if len(args) == 3 and args[1] == "--tls-summary":
+        print(tls_summary(load(os.path.join(args[0], "results.jsonl")), int(args[2])))
+        return 0
     publish = None
     if len(args) == 3 and args[1] == "--publish":
         publish = args[2]
@@ -368,6 +459,7 @@ def main():
     md += lock_table(runs)
     md += scale_tables(runs)
     md += targets(runs)
+    md += tls_cost(runs)
     md += notes(d, runs)
     if pngs:
         md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]

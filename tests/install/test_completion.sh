@@ -54,4 +54,6 @@ expect "raftlock lock db/migrate -- ech" echo
 expect "raftlock acl " token
 expect "raftlock acl list --" --json
 expect "raftlock status --" --json
+expect "raftlock snap" snapshot
+expect "raftlock snapshot " save
 echo "bash completion OK"

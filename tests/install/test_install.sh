@@ -38,7 +38,7 @@ bad=$(nm -D --defined-only "$root/$libdir/libraftlock.so.$version" | awk '$2 ~ /
 [ -z "$bad" ] || fail "exported without the raftlock_ prefix: $bad"
 
 # The unit runs the installed daemon.
-grep -qx "ExecStart=$prefix/bin/raftlockd --config /etc/raftlock/raftlockd.conf" \
+grep -qx "ExecStart=$prefix/bin/raftlockd --config /etc/raftlock/raftlockd.conf \$RAFTLOCKD_START" \
 	"$root/lib/systemd/system/raftlockd.service" || fail "unit ExecStart"
 grep -qx "Documentation=man:raftlockd(8) file://$prefix/share/doc/raftlock/README.md" \
 	"$root/lib/systemd/system/raftlockd.service" || fail "unit Documentation"

@@ -154,7 +154,7 @@ for i in 1 2 3; do
 	in_root /usr/bin/raftlockd --config "/etc/raftlock/node$i.conf" --check-config >/dev/null ||
 		fail "node$i.conf: $(in_root /usr/bin/raftlockd --config "/etc/raftlock/node$i.conf" --check-config 2>&1)"
 	chroot --userspec=raftlock:raftlock "$root" /usr/bin/raftlockd \
-		--config "/etc/raftlock/node$i.conf" >"$work/node$i.log" 2>&1 &
+		--config "/etc/raftlock/node$i.conf" --bootstrap >"$work/node$i.log" 2>&1 &
 	pids+=($!)
 done
 rl() { in_root /usr/bin/raftlock --endpoints "$endpoints" --timeout 3000 "$@"; }

@@ -92,7 +92,7 @@ static void spawn(struct tcluster *c, int i)
 	char cert[300], key[300], ca[300];
 	char *argv[64];
 	int k = 0;
-	snprintf(id, sizeof id, "%d", i + 1);
+	snprintf(id, sizeof id, "%llu", (unsigned long long)tcluster_id(c, i));
 	snprintf(dir, sizeof dir, "%s/n%d", c->dir, i + 1);
 	snprintf(raft, sizeof raft, "127.0.0.1:%d", c->raft_port[i]);
 	snprintf(client, sizeof client, "127.0.0.1:%d", c->client_port[i]);
@@ -151,11 +151,30 @@ static void spawn(struct tcluster *c, int i)
 			snprintf(extra[e], sizeof extra[e], "%s", arg);
 		argv[k++] = extra[e];
 	}
-	for (int m = 0; m < c->n; m++) {
-		snprintf(members[m], sizeof members[m], "%d,127.0.0.1:%d,127.0.0.1:%d", m + 1,
-			 c->raft_port[m], c->client_port[m]);
-		argv[k++] = "--member";
-		argv[k++] = members[m];
+	char join[TCLUSTER_MAX * 24] = "";
+	if (c->joining[i]) {
+		/* A node added at run time: its own addresses, and where the
+		 * cluster answers (every other slot; the client follows
+		 * redirects to the leader). */
+		for (int m = 0; m < c->n; m++)
+			if (m != i)
+				snprintf(join + strlen(join), sizeof join - strlen(join), "%s%s",
+					 join[0] ? "," : "", c->client_addr[m]);
+		argv[k++] = "--join";
+		argv[k++] = join;
+		argv[k++] = "--raft-address";
+		argv[k++] = raft;
+		argv[k++] = "--client-address";
+		argv[k++] = client;
+	} else {
+		argv[k++] = "--bootstrap"; /* ignored once the data directory has a log */
+		for (int m = 0; m < c->n_boot; m++) {
+			snprintf(members[m], sizeof members[m], "%llu,127.0.0.1:%d,127.0.0.1:%d",
+				 (unsigned long long)tcluster_id(c, m), c->raft_port[m],
+				 c->client_port[m]);
+			argv[k++] = "--member";
+			argv[k++] = members[m];
+		}
 	}
 	argv[k] = NULL;
 	pid_t pid = fork();
@@ -171,7 +190,7 @@ static void spawn(struct tcluster *c, int i)
 			dup2(fd, 1);
 			close(fd);
 		}
-		execv(RAFTLOCKD_BIN, argv);
+		execv(c->bin[i] != NULL ? c->bin[i] : RAFTLOCKD_BIN, argv);
 		_exit(127);
 	}
 	c->pid[i] = pid;
@@ -184,17 +203,22 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	memcpy(map, c->map_size_mb, sizeof map);
 	const char *extra[8];
 	memcpy(extra, c->extra_args, sizeof extra);
-	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir;
+	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir, *base = c->base_dir;
+	const char *bin[TCLUSTER_MAX];
+	memcpy(bin, c->bin, sizeof bin);
 	memset(c, 0, sizeof *c);
+	memcpy(c->bin, bin, sizeof bin);
 	c->client_tls = client_tls;
 	c->tls_dir = tls_dir;
+	c->base_dir = base;
 	c->snapshot_threshold = snap;
 	c->snapshot_trailing = trailing;
 	memcpy(c->map_size_mb, map, sizeof map);
 	memcpy(c->extra_args, extra, sizeof extra);
 	c->n = n;
+	c->n_boot = n;
 	c->election_ms = election_ms;
-	snprintf(c->dir, sizeof c->dir, "/tmp/raftlock-test-XXXXXX");
+	snprintf(c->dir, sizeof c->dir, "%s/raftlock-test-XXXXXX", base ? base : "/tmp");
 	if (mkdtemp(c->dir) == NULL)
 		die("mkdtemp");
 	snprintf(c->name, sizeof c->name, "test-%d", (int)getpid());
@@ -282,6 +306,52 @@ void tcluster_replace(struct tcluster *c, int i)
 	if (system(cmd) != 0)
 		die("removing a data directory");
 	spawn(c, i);
+}
+
+uint64_t tcluster_id(const struct tcluster *c, int i)
+{
+	return c->id[i] != 0 ? c->id[i] : (uint64_t)i + 1;
+}
+
+const char *tcluster_raft_addr(struct tcluster *c, int i)
+{
+	static char addr[TCLUSTER_MAX][32];
+	snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", c->raft_port[i]);
+	return addr[i];
+}
+
+int tcluster_add_slot(struct tcluster *c, int reuse, uint64_t id)
+{
+	int i = reuse;
+	if (i < 0) {
+		if (c->n >= TCLUSTER_MAX)
+			die("tcluster_add_slot: no slot left");
+		i = c->n++;
+	}
+	if (c->pid[i] > 0)
+		tcluster_signal(c, i, SIGKILL);
+	char cmd[320];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/n%d'", c->dir, i + 1);
+	if (system(cmd) != 0)
+		die("removing a data directory");
+	c->raft_port[i] = free_port();
+	c->client_port[i] = free_port();
+	c->metrics_port[i] = free_port();
+	snprintf(c->client_addr[i], sizeof c->client_addr[i], "127.0.0.1:%d", c->client_port[i]);
+	c->addrs[i] = c->client_addr[i];
+	c->id[i] = id;
+	c->joining[i] = true;
+	return i;
+}
+
+void tcluster_wipe(struct tcluster *c, int i)
+{
+	char cmd[320];
+	if (c->pid[i] > 0)
+		tcluster_signal(c, i, SIGKILL);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s/n%d'", c->dir, i + 1);
+	if (system(cmd) != 0)
+		die("removing a data directory");
 }
 
 long long tcluster_metric(struct tcluster *c, int i, const char *name)

@@ -37,6 +37,18 @@ struct tcluster {
 	 * presents (tcluster_status) in mutual mode. */
 	const char *client_tls;
 	const char *tls_dir;
+	/* Where the cluster's directory is made (NULL: /tmp), e.g. a small
+	 * file system of the test's own. */
+	const char *base_dir;
+	/* The raftlockd executable of each node (NULL: the build's). */
+	const char *bin[TCLUSTER_MAX];
+	/* Membership (docs/OPERATIONS.md): the first n_boot slots bootstrap
+	 * the cluster (--bootstrap, --member for each); a slot added later
+	 * (tcluster_add_slot) starts with --join. id[i] is slot i's member id
+	 * (0: i + 1); its data directory and log are named after the slot. */
+	int n_boot;
+	uint64_t id[TCLUSTER_MAX];
+	bool joining[TCLUSTER_MAX];
 };
 
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
@@ -55,8 +67,26 @@ int tcluster_destroy_and_remove(struct tcluster *c, const char *dir);
 void tcluster_restart(struct tcluster *c, int i);
 
 /* Stops node i, deletes its whole data directory and starts it again empty
- * with the same id and members, as when its machine is replaced. */
+ * with the same id, members and --bootstrap: the mistake that followers.c
+ * still copes with (a lost machine comes back under a new id instead:
+ * tcluster_add_slot, docs/OPERATIONS.md). */
 void tcluster_replace(struct tcluster *c, int i);
+
+/* A new slot (index returned) with fresh ports and member id `id`, for a
+ * node that joins the running cluster: add it (raftlock_member_add with
+ * tcluster_raft_addr/client_addr), then tcluster_restart() starts it with
+ * --join. Also reuses a slot whose node was removed (its data directory is
+ * deleted): pass that index as `reuse` (-1: a new slot). */
+int tcluster_add_slot(struct tcluster *c, int reuse, uint64_t id);
+
+/* Slot i's member id and raft address ("127.0.0.1:PORT", static storage
+ * per slot). */
+uint64_t tcluster_id(const struct tcluster *c, int i);
+const char *tcluster_raft_addr(struct tcluster *c, int i);
+
+/* Stops node i (SIGKILL) and deletes its data directory, as when its
+ * machine is lost; it is not started again. */
+void tcluster_wipe(struct tcluster *c, int i);
 
 /* Sends sig to node i; SIGKILL also reaps it. */
 void tcluster_signal(struct tcluster *c, int i, int sig);

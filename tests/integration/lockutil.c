@@ -95,6 +95,15 @@ void tl_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+Raftlock__StatusInfo *tl_leader_status(struct tcluster *c)
+{
+	int l = tcluster_leader(c, 20000);
+	assert_true(l >= 0);
+	Raftlock__StatusInfo *st = tcluster_status(c, l);
+	assert_non_null(st);
+	return st;
+}
+
 void tl_pair_open(struct tl_pair *p, struct tcluster *cl, const char *name, unsigned ttl_ms)
 {
 	p->c = tl_client(cl);

@@ -28,6 +28,10 @@ void tl_sleep_ms(unsigned ms);
 /* Waits up to 10 s until `name` has n waiters (a linearizable read). */
 void tl_await_waiters(raftlock_client *c, const char *name, size_t n);
 
+/* STATUS of the ready leader (waiting up to 20 s for one); fails the test
+ * when there is none. Free with raftlock__status_info__free_unpacked(). */
+Raftlock__StatusInfo *tl_leader_status(struct tcluster *c);
+
 /* Forks a process that opens a session of ttl_ms, takes `name` (created
  * with opts, which may be NULL) and then only waits: a holder the test can
  * stop or kill. Sets *token to its grant's token; returns its pid. */

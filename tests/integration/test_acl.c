@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cmocka.h>
 
 #include "cluster.h"
@@ -179,6 +181,85 @@ static void test_denied_acquire(void **state)
 	raftlock_client_close(alice);
 }
 
+/* What a watch or an observation was told last. */
+struct told {
+	pthread_mutex_t mu;
+	int kind, status, n;
+};
+
+static void on_watch(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct told *t = arg;
+	pthread_mutex_lock(&t->mu);
+	t->kind = ev->kind;
+	t->status = ev->status;
+	t->n++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void on_observe(const struct raftlock_leader_event *ev, void *arg)
+{
+	struct told *t = arg;
+	pthread_mutex_lock(&t->mu);
+	t->status = ev->status;
+	t->n++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void await_told(struct told *t)
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&t->mu);
+		int n = t->n;
+		pthread_mutex_unlock(&t->mu);
+		if (n > 0)
+			return;
+		tl_sleep_ms(20);
+	}
+	fail_msg("nothing told");
+}
+
+/* A watch takes read on its prefix: without it, the watch ends with
+ * EPERM (an observation too); with it, the state comes. */
+static void test_watch_needs_read(void **state)
+{
+	(void)state;
+	raftlock_client *alice = client_as(TOKEN_ALICE, "alice-watch");
+	struct told w1 = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(alice, "nowatch/", NULL, on_watch, &w1, &w), 0);
+	await_told(&w1);
+	assert_int_equal(w1.kind, RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(w1.status, RAFTLOCK_EPERM);
+	raftlock_watch_cancel(w);
+
+	struct told o1 = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_observer *obs;
+	assert_int_equal(raftlock_observe(alice, "nowatch/e", on_observe, &o1, &obs), 0);
+	await_told(&o1);
+	assert_int_equal(o1.status, RAFTLOCK_EPERM);
+	raftlock_observe_cancel(obs);
+
+	raftlock_client *root = client_as(TOKEN_ROOT, "root-watch");
+	assert_int_equal(raftlock_acl_set(root, "alice", "seen/", RAFTLOCK_ACL_READ), 0);
+	/* The node that serves the watch decides on its own applied rules:
+	 * a follower may take a moment to apply the new one. */
+	struct told w2 = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	for (int i = 0; i < 50; i++) {
+		w2.n = 0;
+		assert_int_equal(raftlock_watch(alice, "seen/", NULL, on_watch, &w2, &w), 0);
+		await_told(&w2);
+		raftlock_watch_cancel(w);
+		if (w2.kind != RAFTLOCK_WATCH_ERROR)
+			break;
+		tl_sleep_ms(100);
+	}
+	assert_int_equal(w2.kind, RAFTLOCK_WATCH_CURRENT);
+	assert_int_equal(raftlock_acl_delete(root, "alice", "seen/"), 0);
+	raftlock_client_close(root);
+	raftlock_client_close(alice);
+}
+
 /* A non-admin's rule change is refused and the rules stay as they were;
  * the bootstrap admin's grants, and only adds. */
 static void test_admin_only_rules(void **state)
@@ -200,9 +281,17 @@ static void test_admin_only_rules(void **state)
 		fail_msg("raftlock acl set said: %s", out);
 	rules_text(after, sizeof after);
 	assert_string_equal(before, after);
+	/* A backup image is the admin's alone too. */
+	char image[300];
+	snprintf(image, sizeof image, "%s/alice.snap", dir);
+	assert_int_equal(raftlock_snapshot_save(alice, image, NULL), RAFTLOCK_EPERM);
+	tl_assert_errmsg_has(alice, "identity 'alice' has no 'admin' on every name");
+	assert_int_not_equal(access(image, F_OK), 0);
 
 	/* The admin grants lock on app/ to alice, read on app/ to everyone. */
 	raftlock_client *root = client_as(TOKEN_ROOT, "root-app");
+	assert_int_equal(raftlock_snapshot_save(root, image, NULL), 0);
+	assert_int_equal(access(image, F_OK), 0);
 	assert_int_equal(raftlock_acl_set(root, "alice", "app/", RAFTLOCK_ACL_LOCK), 0);
 	assert_int_equal(cli(out, sizeof out, TOKEN_ROOT, "acl set '*' app/ read"), 0);
 	rules_text(after, sizeof after);
@@ -387,6 +476,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unauthenticated),
 		cmocka_unit_test(test_denied_acquire),
+		cmocka_unit_test(test_watch_needs_read),
 		cmocka_unit_test(test_admin_only_rules),
 		cmocka_unit_test(test_introspection_hides_owners),
 		cmocka_unit_test(test_rules_survive_leader_kill),

@@ -72,6 +72,10 @@ static void examples_run(void **state)
 	expect("revoke ex/rv/", 0, "cooperative revoke: released in time");
 	expect("revoke ex/rv2/", 0, "max hold: revoked");
 	expect("revoke ex/rv3/", 0, "well within");
+	expect("watch ex/w/ 3", 0, "saw 6 changes");
+	expect("election ex/e primary", 0, "leader: session");
+	expect("election ex/e primary", 0, "value 'primary (busy)'");
+	expect("election ex/e primary", 0, "resigned; the observer saw 4 changes");
 }
 
 int main(void)

@@ -149,6 +149,7 @@ static void run_impostor(int id, const char *cert, const char *key, unsigned ms,
 			(char *)key,
 			"--peer-tls-ca",
 			peer_certs_path("a/ca.pem"),
+			"--bootstrap",
 			"--member",
 			self,
 			"--member",
@@ -333,7 +334,7 @@ static void test_bad_settings(void **state)
 	argv[15] = "--check-config";
 	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 2);
 	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
-	argv[15] = NULL; /* start for real: refused as well */
+	argv[15] = "--bootstrap"; /* start for real: refused as well */
 	assert_int_equal(tcluster_run_raftlockd(argv, out, sizeof out, 10000), 1);
 	assert_non_null(strstr(out, "common name 'raftlock-node-2'"));
 	tcluster_shell("rm -rf %s", dir);

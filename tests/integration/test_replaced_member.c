@@ -1,5 +1,6 @@
-/* A member whose machine is replaced (its data directory lost, started again
- * empty with the same id and members) catches up with the cluster: by
+/* A member whose log goes back in time (here: its data directory lost and
+ * the node started again empty with the same id, members and --bootstrap,
+ * which docs/OPERATIONS.md says not to do) catches up with the cluster: by
  * InstallSnapshot, since the leader's log no longer reaches back to its
  * start, then by the log entries after the snapshot; and it keeps up
  * afterwards. */

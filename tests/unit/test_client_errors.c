@@ -52,6 +52,7 @@ static void test_codes_are_stable(void **state)
 	assert_int_equal(RAFTLOCK_EOVERLOAD, -24);
 	assert_int_equal(RAFTLOCK_EPERM, -25);
 	assert_int_equal(RAFTLOCK_ETLS, -26);
+	assert_int_equal(RAFTLOCK_ENOSPC, -27);
 }
 
 static void test_errmsg_without_error(void **state)

@@ -393,13 +393,13 @@ static void test_envelope_without_body(void **state)
 
 static void test_unknown_body_field(void **state)
 {
-	/* id = 7, then field 30 (length-delimited, empty): a body this
+	/* id = 7, then field 39 (length-delimited, empty): a body this
 	 * version does not know. */
-	static const uint8_t unknown_msg[] = {0x08, 0x07, 0xf2, 0x01, 0x00};
+	static const uint8_t unknown_msg[] = {0x08, 0x07, 0xba, 0x02, 0x00};
 	/* id = 7, then field 41 (varint 1). */
 	static const uint8_t unknown_varint[] = {0x08, 0x07, 0xc8, 0x02, 0x01};
 	/* A known body (status, field 10) next to an unknown field is fine. */
-	static const uint8_t known_and_unknown[] = {0x52, 0x00, 0xf2, 0x01, 0x00};
+	static const uint8_t known_and_unknown[] = {0x52, 0x00, 0xba, 0x02, 0x00};
 	Raftlock__Envelope *env = NULL;
 	assert_int_equal(codec_decode_envelope(unknown_msg, sizeof unknown_msg, &env),
 			 RAFTLOCK_EPROTO);

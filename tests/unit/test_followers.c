@@ -79,6 +79,21 @@ void node_snapshot_soon(struct node *n)
 	(void)n;
 }
 
+void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
+{
+	(void)n;
+	(void)id;
+	(void)level;
+}
+
+/* The fake raft has no configuration: the --member list is followed. */
+const char *node_member_client_address(struct node *n, uint64_t id)
+{
+	(void)n;
+	(void)id;
+	return NULL;
+}
+
 /* ------------------------------------------------------------- fixture */
 
 #define ET 1000 /* election timeout, ms */
@@ -133,7 +148,7 @@ static int teardown(void **state)
 static void answer(struct fx *f, uint64_t last_index)
 {
 	struct follower *m = &f->fw.members[0];
-	assert_int_equal(m->member->id, 2);
+	assert_int_equal(m->member.id, 2);
 	m->term = 5;
 	m->matched = match[2];
 	Raftlock__StatusInfo st = RAFTLOCK__STATUS_INFO__INIT;

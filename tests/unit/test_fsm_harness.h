@@ -47,6 +47,9 @@ struct fx_event {
 	char name[RAFTLOCK_NAME_MAX + 1];
 	bool has_result;
 	Raftlock__Result result;
+	bool has_change; /* FSM_EV_CHANGE: the change, its name in `name` */
+	Raftlock__WatchEvent change;
+	char value[RAFTLOCK_VALUE_MAX + 1]; /* the change's value */
 };
 
 struct fx_entry {
@@ -89,8 +92,10 @@ struct op {
 	uint64_t nonce;
 	uint32_t ttl_ms;
 	uint64_t floor;
-	uint64_t target;      /* EXPIRE_SESSION, WAIT_EXPIRE: whose */
-	uint64_t acquire_seq; /* CANCEL_WAIT, WAIT_EXPIRE */
+	uint64_t restored_from; /* INIT: the backup image's checksum */
+	uint32_t level;         /* INIT, SET_FEATURE_LEVEL */
+	uint64_t target;        /* EXPIRE_SESSION, WAIT_EXPIRE: whose */
+	uint64_t acquire_seq;   /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
 	uint64_t store_limit;  /* STORE_LIMIT: bytes */
@@ -103,6 +108,8 @@ struct op {
 	uint32_t perms;        /* ACL_SET */
 	uint32_t max_sessions; /* OPEN_SESSION: per identity, as the leader carries it */
 	uint32_t max_waiters;  /* ACQUIRE: per lock, as the leader carries it */
+	const char *value;     /* ACQUIRE, PROCLAIM: the election value */
+	uint64_t token;        /* PROCLAIM */
 };
 
 #define OP(t, ...) ((struct op){.type = RAFTLOCK__COMMAND__OP_##t, __VA_ARGS__})
@@ -126,12 +133,15 @@ struct cmd_buf {
 	Raftlock__StoreLimit store_limit;
 	Raftlock__AclSet acl_set;
 	Raftlock__AclDelete acl_delete;
+	Raftlock__SetFeatureLevel set_level;
+	Raftlock__Proclaim proclaim;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
 {
 	return t == RAFTLOCK__COMMAND__OP_ACQUIRE || t == RAFTLOCK__COMMAND__OP_RELEASE ||
-	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION;
+	       t == RAFTLOCK__COMMAND__OP_CANCEL_WAIT || t == RAFTLOCK__COMMAND__OP_CLOSE_SESSION ||
+	       t == RAFTLOCK__COMMAND__OP_PROCLAIM;
 }
 
 static inline void cmd_build(struct cmd_buf *b, const struct op *o)
@@ -149,7 +159,15 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		raftlock__init__init(&b->init);
 		b->init.token_floor = o->floor;
 		b->init.cluster = (char *)"test";
+		b->init.cluster_id = 77;
+		b->init.restored_from = o->restored_from;
+		b->init.feature_level = o->level;
 		b->cmd.init = &b->init;
+		break;
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
+		raftlock__set_feature_level__init(&b->set_level);
+		b->set_level.level = o->level;
+		b->cmd.set_feature_level = &b->set_level;
 		break;
 	case RAFTLOCK__COMMAND__OP_OPEN_SESSION:
 		raftlock__open_session__init(&b->open);
@@ -194,7 +212,16 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->acquire.wait_ms = o->wait_ms;
 		b->acquire.lock_delay_ms = o->lock_delay_ms;
 		b->acquire.max_waiters = o->max_waiters;
+		b->acquire.value = (char *)(o->value ? o->value : "");
 		b->cmd.acquire = &b->acquire;
+		break;
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
+		raftlock__proclaim__init(&b->proclaim);
+		b->proclaim.name = name;
+		b->proclaim.owner = o->owner;
+		b->proclaim.token = o->token;
+		b->proclaim.value = (char *)(o->value ? o->value : "");
+		b->cmd.proclaim = &b->proclaim;
 		break;
 	case RAFTLOCK__COMMAND__OP_RELEASE:
 		raftlock__release__init(&b->release);
@@ -280,6 +307,19 @@ static inline void fx_emit(void *arg, const struct fsm_event *ev)
 	if (ev->result != NULL) {
 		e->has_result = true;
 		e->result = *ev->result;
+	}
+	if (ev->change != NULL) {
+		e->has_change = true;
+		e->change = *ev->change;
+		e->change.name = e->name;
+		snprintf(e->value, sizeof e->value, "%s", ev->change->value);
+		e->change.value = e->value;
+		fx_trace(f, "@%llu change %llu.%u kind=%d s=%llu o=%llu tok=%llu st=%d\n",
+			 (unsigned long long)f->index, (unsigned long long)ev->change->index,
+			 ev->change->offset, (int)ev->change->kind,
+			 (unsigned long long)ev->change->session,
+			 (unsigned long long)ev->change->owner,
+			 (unsigned long long)ev->change->token, ev->change->status);
 	}
 	fx_trace(f,
 		 "@%llu ev=%d cmd=%u s=%llu seq=%llu dl=%llu ttl=%u name=%s "

@@ -140,7 +140,8 @@ static int setup(void **state)
 			member,      "--election-timeout",
 			"200",       "--heartbeat-timeout",
 			"50",        "--log-level",
-			"error",     NULL};
+			"error",     "--bootstrap",
+			NULL};
 	assert_int_equal(
 		config_parse(&f->cfg, (int)(sizeof argv / sizeof *argv) - 1, argv, err, sizeof err),
 		0);

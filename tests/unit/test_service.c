@@ -88,6 +88,12 @@ uint64_t node_cluster_now(struct node *n)
 	return cluster_clock_now(&n->clock);
 }
 
+uint32_t node_cluster_feature_level(struct node *n)
+{
+	(void)n;
+	return FEATURE_LEVEL;
+}
+
 const char *node_role(struct node *n)
 {
 	return n->leader ? "leader" : "follower";
@@ -98,6 +104,42 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 	if (leader_id != NULL)
 		*leader_id = n->leader ? 1 : 2;
 	return n->leader ? "127.0.0.1:1" : "127.0.0.1:2";
+}
+
+const char *node_member_client_address(struct node *n, uint64_t id)
+{
+	(void)n;
+	return id == 1 ? "127.0.0.1:1" : NULL;
+}
+
+/* Membership (members.c, tested by test_membership over real nodes): the
+ * service only routes member requests to it; here it answers that no
+ * change can be made, which the routing test checks. */
+void members_start(struct members *m, struct timebase *tb, struct node *node)
+{
+	(void)tb;
+	m->node = node;
+}
+
+void members_close(struct members *m)
+{
+	(void)m;
+}
+
+bool members_is_request(const Raftlock__Envelope *env)
+{
+	return env->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+}
+
+void members_handle(struct members *m, const Raftlock__Envelope *env, members_reply_cb reply,
+		    void *arg)
+{
+	(void)m;
+	(void)env;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.status = RAFTLOCK_EUNAVAILABLE;
+	resp.message = "members";
+	reply(arg, &resp);
 }
 
 raft_term raft_current_term(const struct raft *r)
@@ -451,6 +493,28 @@ static void test_not_leader(void **state)
 	raftlock__envelope__free_unpacked(env, NULL);
 	assert_int_equal(n_proposed, 0);
 	assert_int_equal(service_connections(&f->svc), 1);
+}
+
+/* Member requests go to members.c on the ready leader only: a follower
+ * redirects them like a mutation, the leader hands them over and sends
+ * back what members.c answered. */
+static void test_member_requests_routed(void **state)
+{
+	struct fx *f = *state;
+	Raftlock__MemberListRequest list = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 3;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+	req.member_list = &list;
+	send_env(f, &req);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, RAFTLOCK_ENOTLEADER);
+	raftlock__envelope__free_unpacked(env, NULL);
+	lead(f);
+	send_env(f, &req);
+	assert_answer(f, RAFTLOCK_EUNAVAILABLE, "members");
+	assert_int_equal(n_proposed, 0);
 }
 
 /* A session TTL below RAFTLOCK_TTL_ELECTION_FACTOR election timeouts is
@@ -1029,6 +1093,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_frame_too_long, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_response_from_client, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_leader, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_member_requests_routed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),

@@ -17,7 +17,7 @@ checkout's build/lib. See README.md, "Python client".
 
 from . import _native
 from .client import Client
-from .errors import (Canceled, Code, ConfigError, ConnectionFailed, InternalError,
+from .errors import (Canceled, Code, ConfigError, ConnectionFailed, DiskFull, InternalError,
                      InvalidArgument, KindMismatch, LimitReached, LockBusy, LockNotAcquired,
                      LockTimeout, NotFound, NotHolder, OutcomeUnknown, PermissionDenied,
                      ProtocolError, RaftlockError, SessionLost, StateError, Timeout, TLSError,
@@ -40,7 +40,7 @@ def now_ms():
 __all__ = [
     "Client", "Session", "SessionEvent", "Lock", "AsyncLock", "EXCLUSIVE", "SHARED", "now_ms",
     "Code", "strerror", "error_for", "RaftlockError", "InvalidArgument", "ConfigError",
-    "Timeout", "ConnectionFailed", "Unavailable", "TLSError", "PermissionDenied", "SessionLost",
+    "Timeout", "ConnectionFailed", "Unavailable", "DiskFull", "TLSError", "PermissionDenied", "SessionLost",
     "Canceled", "OutcomeUnknown", "NotHolder", "NotFound", "KindMismatch", "LimitReached",
     "StateError", "ProtocolError", "InternalError", "LockNotAcquired", "LockBusy",
     "LockTimeout",

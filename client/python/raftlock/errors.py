@@ -44,6 +44,7 @@ class Code(enum.IntEnum):
     EOVERLOAD = -24
     EPERM = -25
     ETLS = -26
+    ENOSPC = -27
 
 
 class RaftlockError(Exception):
@@ -73,6 +74,11 @@ class ConnectionFailed(RaftlockError, ConnectionError):
 
 class Unavailable(RaftlockError):
     """EUNAVAILABLE, ESHUTDOWN, EOVERLOAD: the cluster cannot serve now."""
+
+
+class DiskFull(RaftlockError):
+    """ENOSPC: a node's disk is full; the request was not executed (the
+    library retried it until the call's deadline)."""
 
 
 class TLSError(RaftlockError, ConnectionError):
@@ -147,6 +153,7 @@ _CLASSES = {
     Code.ESHUTDOWN: Unavailable,
     Code.EOVERLOAD: Unavailable,
     Code.ETLS: TLSError,
+    Code.ENOSPC: DiskFull,
     Code.EPERM: PermissionDenied,
     Code.ESESSION: SessionLost,
     Code.ECANCELED: Canceled,

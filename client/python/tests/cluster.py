@@ -67,7 +67,8 @@ class Cluster:
                 os.path.join(self.dir, f"n{i + 1}"), "--cluster", self.name,
                 "--metrics-address", f"127.0.0.1:{self.metrics_ports[i]}",
                 "--election-timeout", str(self.election_ms),
-                "--heartbeat-timeout", str(self.election_ms // 10), "--log-level", "warn"]
+                "--heartbeat-timeout", str(self.election_ms // 10), "--log-level", "warn",
+                "--bootstrap"]  # a new cluster on first start; ignored after
         argv += [a.replace("{id}", str(i + 1)).replace("{dir}", self.dir)
                  for a in self.extra_args]
         for m in range(self.n):

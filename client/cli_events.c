@@ -1,0 +1,180 @@
+/* cli_events.c: see cli_events.h. */
+#include "cli_events.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "json.h"
+
+struct events_state {
+	const struct cli_events_options *o;
+	pthread_mutex_t mu;
+	uint64_t printed;
+	int status; /* the ERROR event's */
+	bool done;
+};
+
+static bool is_state(enum raftlock_watch_kind k)
+{
+	return k == RAFTLOCK_WATCH_HOLDING || k == RAFTLOCK_WATCH_WAITING ||
+	       k == RAFTLOCK_WATCH_CURRENT || k == RAFTLOCK_WATCH_HISTORY_LOST;
+}
+
+static void print_position(const struct raftlock_position *p)
+{
+	if (p->offset == RAFTLOCK_WATCH_OFFSET_END)
+		printf("%" PRIu64, p->index);
+	else
+		printf("%" PRIu64 ".%" PRIu32, p->index, p->offset);
+}
+
+static void print_event(const struct raftlock_watch_event *ev, bool json)
+{
+	const char *mode = ev->mode == RAFTLOCK_SHARED ? "shared" : "exclusive";
+	if (json) {
+		fputs("{\"position\":\"", stdout);
+		print_position(&ev->position);
+		printf("\",\"index\":%" PRIu64 ",\"offset\":%" PRIu32 ",\"kind\":\"%s\",\"name\":",
+		       ev->position.index, ev->position.offset, raftlock_watch_kind_name(ev->kind));
+		json_write_string(stdout, ev->name);
+		printf(",\"session\":%" PRIu64 ",\"owner\":%" PRIu64 ",\"token\":%" PRIu64
+		       ",\"mode\":\"%s\",\"permits\":%" PRIu32 ",\"status\":%d,\"value\":",
+		       ev->session, ev->owner, ev->token, mode, ev->permits, ev->status);
+		json_write_string(stdout, ev->value);
+		fputs("}\n", stdout);
+	} else {
+		print_position(&ev->position);
+		printf(" %s %s", raftlock_watch_kind_name(ev->kind), ev->name);
+		if (ev->session != 0)
+			printf(" session=%" PRIu64 " owner=%" PRIu64 " token=%" PRIu64
+			       " mode=%s permits=%" PRIu32,
+			       ev->session, ev->owner, ev->token, mode, ev->permits);
+		if (ev->status != 0)
+			printf(" status=%s", raftlock_strerror(ev->status));
+		if (ev->value[0] != '\0')
+			printf(" value=%s", ev->value);
+		putchar('\n');
+	}
+	fflush(stdout);
+}
+
+static void on_event(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct events_state *st = arg;
+	pthread_mutex_lock(&st->mu);
+	if (!st->done) {
+		if (ev->kind == RAFTLOCK_WATCH_ERROR) {
+			fprintf(stderr, "raftlock: watch '%s': %s\n", ev->name,
+				raftlock_strerror(ev->status));
+			st->status = ev->status;
+			st->done = true;
+		} else {
+			print_event(ev, st->o->json);
+			if (!is_state(ev->kind) && st->o->count != 0 &&
+			    ++st->printed >= st->o->count)
+				st->done = true;
+		}
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+static void block_stop_signals(sigset_t *stop)
+{
+	sigemptyset(stop);
+	sigaddset(stop, SIGINT);
+	sigaddset(stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, stop, NULL);
+}
+
+/* Until st is done or SIGINT/SIGTERM comes. */
+static void wait_done(struct events_state *st, const sigset_t *stop)
+{
+	for (;;) {
+		pthread_mutex_lock(&st->mu);
+		bool done = st->done;
+		pthread_mutex_unlock(&st->mu);
+		if (done)
+			return;
+		struct timespec tick = {0, 100 * 1000 * 1000};
+		if (sigtimedwait(stop, NULL, &tick) > 0)
+			return;
+	}
+}
+
+int cli_events(raftlock_client *client, const struct cli_events_options *o)
+{
+	sigset_t stop;
+	block_stop_signals(&stop);
+	struct events_state st = {.o = o};
+	pthread_mutex_init(&st.mu, NULL);
+	raftlock_watch_handle *w;
+	int rv = raftlock_watch(client, o->prefix, o->from, on_event, &st, &w);
+	if (rv != 0) {
+		fprintf(stderr, "raftlock: watch '%s': %s\n", o->prefix, raftlock_strerror(rv));
+		pthread_mutex_destroy(&st.mu);
+		return 1;
+	}
+	wait_done(&st, &stop);
+	raftlock_watch_cancel(w);
+	pthread_mutex_destroy(&st.mu);
+	return st.status != 0 ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ observe -- */
+
+static void on_leader(const struct raftlock_leader_event *ev, void *arg)
+{
+	struct events_state *st = arg;
+	pthread_mutex_lock(&st->mu);
+	if (!st->done && ev->status != 0) {
+		fprintf(stderr, "raftlock: observe '%s': %s\n", st->o->prefix,
+			raftlock_strerror(ev->status));
+		st->status = ev->status;
+		st->done = true;
+	} else if (!st->done) {
+		if (st->o->json) {
+			fputs("{\"position\":\"", stdout);
+			print_position(&ev->position);
+			printf("\",\"leader\":%s,\"session\":%" PRIu64 ",\"token\":%" PRIu64
+			       ",\"history_lost\":%s,\"value\":",
+			       ev->has_leader ? "true" : "false", ev->session, ev->token,
+			       ev->history_lost ? "true" : "false");
+			json_write_string(stdout, ev->value);
+			fputs("}\n", stdout);
+		} else {
+			print_position(&ev->position);
+			if (ev->has_leader)
+				printf(" leader session=%" PRIu64 " token=%" PRIu64 " value=%s",
+				       ev->session, ev->token, ev->value);
+			else
+				fputs(" no leader", stdout);
+			puts(ev->history_lost ? " (history lost: read again)" : "");
+		}
+		fflush(stdout);
+		if (st->o->count != 0 && ++st->printed >= st->o->count)
+			st->done = true;
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+int cli_observe(raftlock_client *client, const struct cli_events_options *o)
+{
+	sigset_t stop;
+	block_stop_signals(&stop);
+	struct events_state st = {.o = o};
+	pthread_mutex_init(&st.mu, NULL);
+	raftlock_observer *obs;
+	int rv = raftlock_observe(client, o->prefix, on_leader, &st, &obs);
+	if (rv != 0) {
+		fprintf(stderr, "raftlock: observe '%s': %s\n", o->prefix, raftlock_strerror(rv));
+		pthread_mutex_destroy(&st.mu);
+		return 1;
+	}
+	wait_done(&st, &stop);
+	raftlock_observe_cancel(obs);
+	pthread_mutex_destroy(&st.mu);
+	return st.status != 0 ? 1 : 0;
+}

@@ -1,0 +1,189 @@
+/* election.c: see election.h. */
+#include "election.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "lock.h"
+
+struct raftlock_leader {
+	raftlock_lock *lock;
+	uint64_t token;
+};
+
+RAFTLOCK_API int raftlock_campaign(raftlock_session *s, const char *name, const char *value,
+				   int timeout_ms, raftlock_leader **out)
+{
+	if (s == NULL || name == NULL || value == NULL || out == NULL ||
+	    strlen(value) > RAFTLOCK_VALUE_MAX)
+		return RAFTLOCK_EINVAL;
+	struct raftlock_leader *ld = calloc(1, sizeof *ld);
+	if (ld == NULL)
+		return RAFTLOCK_ENOMEM;
+	int rv = raftlock_lock_new(s, name, NULL, &ld->lock);
+	if (rv == 0 && (rv = raftlock_lock_set_value(ld->lock, value)) == 0) {
+		rv = raftlock_lock_acquire(ld->lock, RAFTLOCK_EXCLUSIVE, 1, timeout_ms, &ld->token);
+	}
+	if (rv != 0) {
+		raftlock_lock_free(ld->lock);
+		free(ld);
+		return rv;
+	}
+	*out = ld;
+	return 0;
+}
+
+RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *ld)
+{
+	return ld != NULL ? ld->token : 0;
+}
+
+RAFTLOCK_API int raftlock_proclaim(raftlock_leader *ld, const char *value)
+{
+	if (ld == NULL || value == NULL)
+		return RAFTLOCK_EINVAL;
+	return lock_proclaim(ld->lock, value);
+}
+
+RAFTLOCK_API int raftlock_resign(raftlock_leader *ld)
+{
+	if (ld == NULL)
+		return 0;
+	int rv = raftlock_lock_release(ld->lock, NULL);
+	raftlock_lock_free(ld->lock);
+	free(ld);
+	return rv;
+}
+
+/* ------------------------------------------------------------ observe -- */
+
+struct raftlock_observer {
+	raftlock_watch_handle *watch;
+	raftlock_observe_cb cb;
+	void *userdata;
+	char *name;
+	/* What was last reported, and the state being read (HOLDING events
+	 * up to CURRENT) after a start or a HISTORY_LOST. */
+	bool reported, has_leader, lost;
+	uint64_t session, token;
+	char *value;
+	bool reading;
+	bool next_has;
+	uint64_t next_session, next_token;
+	char *next_value;
+};
+
+static void set_text(char **field, const char *value)
+{
+	char *copy = strdup(value != NULL ? value : "");
+	if (copy == NULL)
+		return; /* out of memory: keeps the old text */
+	free(*field);
+	*field = copy;
+}
+
+/* Reports (has, session, token, value) at pos if it differs from the last
+ * report (the callback is the last thing done: it may cancel). */
+static void observe_report(struct raftlock_observer *o, bool has, uint64_t session, uint64_t token,
+			   const char *value, struct raftlock_position pos)
+{
+	if (o->reported && !o->lost && has == o->has_leader && session == o->session &&
+	    token == o->token && strcmp(value, o->value != NULL ? o->value : "") == 0)
+		return;
+	struct raftlock_leader_event ev = {
+		.has_leader = has,
+		.session = has ? session : 0,
+		.token = has ? token : 0,
+		.position = pos,
+		.history_lost = o->lost,
+	};
+	o->reported = true;
+	o->lost = false;
+	o->has_leader = has;
+	o->session = ev.session;
+	o->token = ev.token;
+	set_text(&o->value, has ? value : "");
+	ev.value = o->value != NULL ? o->value : "";
+	o->cb(&ev, o->userdata);
+}
+
+static void observe_event(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct raftlock_observer *o = arg;
+	if (ev->kind == RAFTLOCK_WATCH_ERROR) {
+		struct raftlock_leader_event none = {
+			.value = "", .position = ev->position, .status = ev->status};
+		o->cb(&none, o->userdata); /* the watch ended: nothing more comes */
+		return;
+	}
+	if (ev->kind == RAFTLOCK_WATCH_HISTORY_LOST) {
+		o->lost = true;
+		o->reading = true;
+		o->next_has = false;
+		return;
+	}
+	if (ev->kind == RAFTLOCK_WATCH_CURRENT) {
+		bool has = o->next_has;
+		o->reading = false;
+		o->next_has = false;
+		observe_report(o, has, o->next_session, o->next_token,
+			       o->next_value != NULL ? o->next_value : "", ev->position);
+		return;
+	}
+	if (strcmp(ev->name, o->name) != 0) /* another lock under the prefix */
+		return;
+	switch (ev->kind) {
+	case RAFTLOCK_WATCH_HOLDING:
+		o->next_has = true;
+		o->next_session = ev->session;
+		o->next_token = ev->token;
+		set_text(&o->next_value, ev->value);
+		return;
+	case RAFTLOCK_WATCH_GRANTED:
+	case RAFTLOCK_WATCH_PROCLAIMED:
+		observe_report(o, true, ev->session, ev->token, ev->value, ev->position);
+		return;
+	case RAFTLOCK_WATCH_RELEASED:
+	case RAFTLOCK_WATCH_EXPIRED:
+	case RAFTLOCK_WATCH_REVOKED:
+		if (o->has_leader && ev->token == o->token)
+			observe_report(o, false, 0, 0, "", ev->position);
+		return;
+	default: return; /* queue changes do not change the leader */
+	}
+}
+
+RAFTLOCK_API int raftlock_observe(raftlock_client *c, const char *name, raftlock_observe_cb cb,
+				  void *userdata, raftlock_observer **out)
+{
+	if (c == NULL || cb == NULL || out == NULL || codec_check_name(name) != 0)
+		return RAFTLOCK_EINVAL;
+	struct raftlock_observer *o = calloc(1, sizeof *o);
+	if (o == NULL || (o->name = strdup(name)) == NULL) {
+		free(o);
+		return RAFTLOCK_ENOMEM;
+	}
+	o->cb = cb;
+	o->userdata = userdata;
+	o->reading = true;
+	int rv = raftlock_watch(c, name, NULL, observe_event, o, &o->watch);
+	if (rv != 0) {
+		free(o->name);
+		free(o);
+		return rv;
+	}
+	*out = o;
+	return 0;
+}
+
+RAFTLOCK_API void raftlock_observe_cancel(raftlock_observer *o)
+{
+	if (o == NULL)
+		return;
+	raftlock_watch_cancel(o->watch);
+	free(o->name);
+	free(o->value);
+	free(o->next_value);
+	free(o);
+}

@@ -1,0 +1,171 @@
+/* member.c: the membership calls of raftlock.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "errmsg.h"
+#include "introspect.h"
+
+/* Sends a membership request through the leader: 0 once it answered 0, or
+ * its status, with its message kept for raftlock_errmsg(). */
+static int member_call(raftlock_client *c, Raftlock__Envelope *env, const char *what,
+		       unsigned long long id)
+{
+	Raftlock__Envelope *reply = NULL;
+	pthread_mutex_lock(&c->t.mu);
+	int rv = transport_call(&c->t, env, 0, &reply);
+	pthread_mutex_unlock(&c->t.mu);
+	if (rv != 0)
+		return errmsg_set(&c->t, rv, NULL, "member %s %llu", what, id);
+	rv = reply->response->status;
+	char detail[256] = "";
+	if (rv != 0 && reply->response->message != NULL)
+		snprintf(detail, sizeof detail, "%s", reply->response->message);
+	raftlock__envelope__free_unpacked(reply, NULL);
+	if (rv != 0)
+		return errmsg_set(&c->t, rv, detail, "member %s %llu", what, id);
+	return 0;
+}
+
+static bool address_ok(const char *a)
+{
+	return a != NULL && a[0] != '\0' && strlen(a) < 64 && strchr(a, ':') != NULL;
+}
+
+RAFTLOCK_API int raftlock_member_add(raftlock_client *c, uint64_t id, const char *raft_address,
+				     const char *client_address)
+{
+	if (c == NULL)
+		return RAFTLOCK_EINVAL;
+	if (id == 0 || !address_ok(raft_address) || !address_ok(client_address))
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				  "member add: an id above 0 and two HOST:PORT addresses");
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__MemberAddRequest req = RAFTLOCK__MEMBER_ADD_REQUEST__INIT;
+	Raftlock__MemberAdd m = RAFTLOCK__MEMBER_ADD__INIT;
+	m.id = id;
+	m.raft_address = (char *)raft_address;
+	m.client_address = (char *)client_address;
+	req.member = &m;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD;
+	env.member_add = &req;
+	return member_call(c, &env, "add", (unsigned long long)id);
+}
+
+/* REMOVE and PROMOTE: a request naming one member. */
+static int member_id_call(raftlock_client *c, uint64_t id, bool remove)
+{
+	const char *what = remove ? "remove" : "promote";
+	if (c == NULL)
+		return RAFTLOCK_EINVAL;
+	if (id == 0)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "member %s: id 0", what);
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__MemberRemoveRequest rm = RAFTLOCK__MEMBER_REMOVE_REQUEST__INIT;
+	Raftlock__MemberPromoteRequest pr = RAFTLOCK__MEMBER_PROMOTE_REQUEST__INIT;
+	rm.id = pr.id = id;
+	if (remove) {
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE;
+		env.member_remove = &rm;
+	} else {
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_PROMOTE;
+		env.member_promote = &pr;
+	}
+	return member_call(c, &env, what, (unsigned long long)id);
+}
+
+RAFTLOCK_API int raftlock_member_remove(raftlock_client *c, uint64_t id)
+{
+	return member_id_call(c, id, true);
+}
+
+RAFTLOCK_API int raftlock_member_promote(raftlock_client *c, uint64_t id)
+{
+	return member_id_call(c, id, false);
+}
+
+RAFTLOCK_API int raftlock_member_replace(raftlock_client *c, uint64_t old_id, uint64_t new_id,
+					 const char *raft_address, const char *client_address)
+{
+	if (c == NULL)
+		return RAFTLOCK_EINVAL;
+	if (old_id == new_id)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				  "member replace: the new member needs a new id (ids are never "
+				  "reused)");
+	int rv = raftlock_member_remove(c, old_id);
+	if (rv != 0)
+		return rv;
+	return raftlock_member_add(c, new_id, raft_address, client_address);
+}
+
+RAFTLOCK_API int raftlock_member_join(raftlock_client *c, uint64_t id, uint64_t incarnation,
+				      const char *cluster)
+{
+	if (c == NULL || cluster == NULL)
+		return RAFTLOCK_EINVAL;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__MemberJoinRequest req = RAFTLOCK__MEMBER_JOIN_REQUEST__INIT;
+	req.id = id;
+	req.incarnation = incarnation;
+	req.cluster = (char *)cluster;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN;
+	env.member_join = &req;
+	return member_call(c, &env, "join", (unsigned long long)id);
+}
+
+RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list)
+{
+	if (list == NULL)
+		return;
+	for (size_t i = 0; i < list->n_members; i++) {
+		free(list->members[i].raft_address);
+		free(list->members[i].client_address);
+		free(list->members[i].role);
+	}
+	free(list->members);
+	free(list);
+}
+
+RAFTLOCK_API int raftlock_member_list(raftlock_client *c, struct raftlock_member_list **out)
+{
+	if (c == NULL || out == NULL)
+		return RAFTLOCK_EINVAL;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__MemberListRequest req = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+	env.member_list = &req;
+	Raftlock__Envelope *reply;
+	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST, &reply);
+	if (rv != 0)
+		return errmsg_set(&c->t, rv, NULL, "member list");
+	const Raftlock__MemberList *ml = reply->response->member_list;
+	struct raftlock_member_list *list = calloc(1, sizeof *list);
+	bool failed = list == NULL;
+	if (!failed && ml->n_members > 0) {
+		list->members = calloc(ml->n_members, sizeof *list->members);
+		failed = list->members == NULL;
+	}
+	for (size_t i = 0; !failed && i < ml->n_members; i++) {
+		const Raftlock__MemberInfo *mi = ml->members[i];
+		struct raftlock_member_info *m = &list->members[i];
+		m->id = mi->id;
+		m->match_index = mi->match_index;
+		m->joined = mi->joined;
+		m->raft_address = introspect_dup(mi->raft_address, &failed);
+		m->client_address = introspect_dup(mi->client_address, &failed);
+		m->role = introspect_dup(mi->role, &failed);
+		list->n_members++;
+	}
+	if (list != NULL) {
+		list->leader_id = ml->leader_id;
+		list->last_index = ml->last_index;
+	}
+	raftlock__envelope__free_unpacked(reply, NULL);
+	if (failed) {
+		raftlock_member_list_free(list);
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "member list");
+	}
+	*out = list;
+	return 0;
+}

@@ -1,0 +1,264 @@
+/* watch.c: see watch.h. */
+#include "watch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+struct raftlock_watch_handle {
+	struct transport *t;
+	raftlock_watch_cb cb;
+	void *userdata;
+	char *prefix;
+	struct request *req; /* NULL once ended (ERROR) or cancelled */
+	unsigned pending;    /* events deferred, not yet run */
+	bool cancelled;      /* no callback runs any more */
+	bool free_when_idle; /* cancelled on the I/O thread while pending */
+};
+
+/* One event on its way to the application. */
+struct watch_delivery {
+	struct transport_deferred d; /* first: the deferred callback is the op */
+	struct raftlock_watch_handle *w;
+	struct raftlock_watch_event ev;
+	char *value;
+	char name[];
+};
+
+static void watch_free(struct raftlock_watch_handle *w)
+{
+	free(w->prefix);
+	free(w);
+}
+
+/* The I/O thread, without t->mu. */
+static void watch_deliver(struct transport_deferred *d)
+{
+	struct watch_delivery *dv = (struct watch_delivery *)d;
+	struct raftlock_watch_handle *w = dv->w;
+	struct transport *t = w->t;
+	pthread_mutex_lock(&t->mu);
+	bool run = !w->cancelled;
+	pthread_mutex_unlock(&t->mu);
+	if (run)
+		w->cb(&dv->ev, w->userdata);
+	free(dv->value);
+	free(dv);
+	pthread_mutex_lock(&t->mu);
+	bool last = --w->pending == 0 && w->free_when_idle;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->mu);
+	if (last)
+		watch_free(w);
+}
+
+/* Encodes the request: from the start (state first), or after pos. */
+static int watch_frame(struct raftlock_watch_handle *w, const struct raftlock_position *pos,
+		       Raftlock__Envelope *env, Raftlock__WatchRequest *req)
+{
+	*req = (Raftlock__WatchRequest)RAFTLOCK__WATCH_REQUEST__INIT;
+	req->prefix = w->prefix;
+	if (pos != NULL) {
+		req->resume = true;
+		req->after_index = pos->index;
+		req->after_offset = pos->offset;
+	}
+	*env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	env->body_case = RAFTLOCK__ENVELOPE__BODY_WATCH;
+	env->watch = req;
+	return 0;
+}
+
+/* t->mu held: queue ev for the application (dropped when out of memory:
+ * the frame is then not advanced either, so a reconnect would resend). */
+static bool watch_queue(struct raftlock_watch_handle *w, const struct raftlock_watch_event *ev)
+{
+	size_t n = strlen(ev->name) + 1;
+	struct watch_delivery *dv = malloc(sizeof *dv + n);
+	if (dv == NULL)
+		return false;
+	dv->value = strdup(ev->value != NULL ? ev->value : "");
+	if (dv->value == NULL) {
+		free(dv);
+		return false;
+	}
+	dv->d.fn = watch_deliver;
+	dv->w = w;
+	dv->ev = *ev;
+	memcpy(dv->name, ev->name, n);
+	dv->ev.name = dv->name;
+	dv->ev.value = dv->value;
+	w->pending++;
+	transport_defer(w->t, &dv->d);
+	return true;
+}
+
+/* The I/O thread, t->mu held: an answer or an event of the stream. */
+static void watch_on_stream(struct transport *t, struct request *req, Raftlock__Envelope *env)
+{
+	struct raftlock_watch_handle *w = req->op;
+	const Raftlock__Response *resp = env->response;
+	struct raftlock_watch_event ev = {.name = w->prefix};
+	if (!resp->push) {
+		if (resp->status == 0) { /* subscribed: events follow */
+			raftlock__envelope__free_unpacked(env, NULL);
+			return;
+		}
+		ev.kind = RAFTLOCK_WATCH_ERROR;
+		ev.status = resp->status;
+		w->req = NULL;
+		transport_take(t, req, NULL);
+		watch_queue(w, &ev);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	const Raftlock__WatchEvent *e = resp->watch_event;
+	if (resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT || e == NULL) {
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	ev.kind = (enum raftlock_watch_kind)e->kind;
+	ev.position = (struct raftlock_position){e->index, e->offset};
+	ev.name = e->name;
+	ev.session = e->session;
+	ev.owner = e->owner;
+	ev.token = e->token;
+	ev.mode = e->mode == RAFTLOCK__MODE__SHARED ? RAFTLOCK_SHARED : RAFTLOCK_EXCLUSIVE;
+	ev.permits = e->permits;
+	ev.status = e->status;
+	ev.value = e->value;
+	if (watch_queue(w, &ev)) {
+		/* A state (HOLDING, WAITING) is complete only at its CURRENT:
+		 * a resume from inside it would miss the rest of it. */
+		bool state = ev.kind == RAFTLOCK_WATCH_HOLDING ||
+			     ev.kind == RAFTLOCK_WATCH_WAITING ||
+			     ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
+		if (!state) {
+			Raftlock__Envelope next;
+			Raftlock__WatchRequest wr;
+			watch_frame(w, &ev.position, &next, &wr);
+			transport_reframe(t, req, &next);
+		}
+	}
+	raftlock__envelope__free_unpacked(env, NULL);
+}
+
+RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
+				const struct raftlock_position *from, raftlock_watch_cb cb,
+				void *userdata, raftlock_watch_handle **out)
+{
+	if (c == NULL || prefix == NULL || cb == NULL || out == NULL ||
+	    strlen(prefix) > RAFTLOCK_NAME_MAX)
+		return RAFTLOCK_EINVAL;
+	struct raftlock_watch_handle *w = calloc(1, sizeof *w);
+	if (w == NULL || (w->prefix = strdup(prefix)) == NULL) {
+		free(w);
+		return RAFTLOCK_ENOMEM;
+	}
+	w->t = &c->t;
+	w->cb = cb;
+	w->userdata = userdata;
+	Raftlock__Envelope env;
+	Raftlock__WatchRequest req;
+	watch_frame(w, from, &env, &req);
+	pthread_mutex_lock(&c->t.mu);
+	int rv = transport_submit(&c->t, &env, false, &w->req);
+	if (rv == 0)
+		transport_on_stream(&c->t, w->req, watch_on_stream, w);
+	pthread_mutex_unlock(&c->t.mu);
+	if (rv != 0) {
+		watch_free(w);
+		return rv;
+	}
+	*out = w;
+	return 0;
+}
+
+/* The I/O thread, t->mu held: the answer to a cancel; nobody waits. */
+static void watch_cancel_done(struct transport *t, struct request *req, int err)
+{
+	(void)err;
+	req->on_done = NULL;
+	transport_take(t, req, NULL);
+}
+
+RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
+{
+	if (w == NULL)
+		return;
+	struct transport *t = w->t;
+	pthread_mutex_lock(&t->mu);
+	w->cancelled = true;
+	if (w->req != NULL) {
+		/* Tell the node (best effort: a closed connection ends its
+		 * watches anyway). */
+		uint64_t id = w->req->id;
+		bool sent_here = transport_sent_here(t, w->req);
+		transport_take(t, w->req, NULL);
+		w->req = NULL;
+		Raftlock__WatchCancelRequest cr = RAFTLOCK__WATCH_CANCEL_REQUEST__INIT;
+		cr.watch = id;
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL;
+		env.watch_cancel = &cr;
+		struct request *r;
+		if (sent_here && transport_submit(t, &env, false, &r) == 0)
+			transport_on_done(t, r, watch_cancel_done, NULL, 0);
+	}
+	bool now = w->pending == 0;
+	if (!now && transport_on_io_thread(t)) {
+		w->free_when_idle = true; /* the last delivery frees it */
+		pthread_mutex_unlock(&t->mu);
+		return;
+	}
+	while (w->pending > 0)
+		pthread_cond_wait(&t->cond, &t->mu);
+	pthread_mutex_unlock(&t->mu);
+	watch_free(w);
+}
+
+RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos)
+{
+	if (text == NULL || pos == NULL)
+		return RAFTLOCK_EINVAL;
+	char *end;
+	if (text[0] < '0' || text[0] > '9')
+		return RAFTLOCK_EINVAL;
+	unsigned long long index = strtoull(text, &end, 10);
+	unsigned long long offset = RAFTLOCK_WATCH_OFFSET_END;
+	if (*end == '.') {
+		const char *o = end + 1;
+		if (o[0] < '0' || o[0] > '9')
+			return RAFTLOCK_EINVAL;
+		offset = strtoull(o, &end, 10);
+		if (offset > RAFTLOCK_WATCH_OFFSET_END)
+			return RAFTLOCK_EINVAL;
+	}
+	if (*end != '\0')
+		return RAFTLOCK_EINVAL;
+	pos->index = index;
+	pos->offset = (uint32_t)offset;
+	return 0;
+}
+
+RAFTLOCK_API const char *raftlock_watch_kind_name(enum raftlock_watch_kind kind)
+{
+	static const char *const names[] = {
+		[RAFTLOCK_WATCH_GRANTED] = "granted",
+		[RAFTLOCK_WATCH_RELEASED] = "released",
+		[RAFTLOCK_WATCH_EXPIRED] = "expired",
+		[RAFTLOCK_WATCH_QUEUED] = "queued",
+		[RAFTLOCK_WATCH_DEQUEUED] = "dequeued",
+		[RAFTLOCK_WATCH_REVOKED] = "revoked",
+		[RAFTLOCK_WATCH_HISTORY_LOST] = "history-lost",
+		[RAFTLOCK_WATCH_HOLDING] = "holding",
+		[RAFTLOCK_WATCH_WAITING] = "waiting",
+		[RAFTLOCK_WATCH_CURRENT] = "current",
+		[RAFTLOCK_WATCH_ERROR] = "error",
+	};
+	if ((unsigned)kind < sizeof names / sizeof names[0] && names[kind] != NULL)
+		return names[kind];
+	return "unknown";
+}

@@ -1,0 +1,71 @@
+"""Checker 7: elections seen by observers (docs/GUARANTEES.md rule 20).
+
+Observers (process "observer-N", type "observe") log each change of an
+election's (leader, value, token) that raftlock_observe() reports, with
+its log position (index, offset) and whether the history was read again
+(lost). Per observer and election:
+  - positions strictly increase (changes in log order, none twice);
+  - the tokens of successive leaders never decrease (a new leader has a
+    higher token; a proclaim keeps the token);
+  - every leader token seen is one some campaigner was granted, or may
+    have been: per election, the tokens seen that no acknowledged acquire
+    returned are at most the acquires whose outcome is unknown (info: the
+    worker never learned their token).
+That no two campaigners believed they led with valid leases at once is the
+lease checker's, on the campaigners' acquire/release operations.
+"""
+
+MAX_REPORTED = 20
+
+
+def is_observation(ev):
+    return ev.get("type") == "observe" and str(ev.get("process", "")).startswith(
+        "observer")
+
+
+def check(events, ops):
+    granted = {op.token for op in ops
+               if op.f == "acquire" and op.token and op.type == "ok"}
+    unknown = {}
+    for op in ops:
+        if op.f == "acquire" and op.type == "info":
+            unknown[op.lock] = unknown.get(op.lock, 0) + 1
+    unexplained = {}
+    last = {}
+    violations = []
+    seen = 0
+    for ev in events:
+        if not is_observation(ev):
+            continue
+        seen += 1
+        key = (ev["process"], ev.get("lock"))
+        pos = (ev.get("index", 0), ev.get("offset", 0))
+        token = ev.get("token", 0) if ev.get("leader") else 0
+        prev = last.get(key)
+        if prev is not None:
+            ppos, ptoken = prev
+            if pos <= ppos:
+                violations.append({"what": "a change at or before the previous one",
+                                   "observer": ev["process"], "lock": ev.get("lock"),
+                                   "position": list(pos), "previous": list(ppos),
+                                   "time": ev["time"]})
+            if token and ptoken and token < ptoken:
+                violations.append({"what": "a leader token below an earlier leader's",
+                                   "observer": ev["process"], "lock": ev.get("lock"),
+                                   "token": token, "previous": ptoken,
+                                   "time": ev["time"]})
+        if token and token not in granted:
+            unexplained.setdefault(ev.get("lock"), set()).add(token)
+        last[key] = (pos, token or (prev[1] if prev else 0))
+    for lock, tokens in unexplained.items():
+        if len(tokens) > unknown.get(lock, 0):
+            violations.append({"what": "a leader token no campaigner was granted",
+                               "lock": lock, "tokens": sorted(tokens),
+                               "unknown_acquires": unknown.get(lock, 0)})
+    return {
+        "valid": not violations,
+        "observations": seen,
+        "tokens_of_unknown_acquires": sum(len(t) for t in unexplained.values()),
+        "violations": violations[:MAX_REPORTED],
+        "violation_count": len(violations),
+    }

@@ -1,0 +1,95 @@
+/*
+ * feature_level.h: feature levels, for upgrades one node at a time
+ * (docs/OPERATIONS.md, "Upgrades").
+ *
+ * Each build supports the commands up to its FEATURE_LEVEL. The cluster
+ * records in its log the level every voter supports (Meta.feature_level;
+ * none recorded reads as 1): a new cluster starts at its first leader's
+ * level (INIT; start a new cluster with one build), and later a leader learns each
+ * voter's level from its STATUS (followers.c asks every voter), and once
+ * all of them, itself included, report a level above the recorded one it
+ * proposes the lowest of them. A command is proposed only when its level
+ * is at or below the recorded one, so a node never meets in its log a
+ * command it cannot apply while the cluster is being upgraded. A node
+ * whose build lacks the recorded level refuses to start (node.c), and one
+ * that meets a SET_FEATURE_LEVEL above its own, or a command above it,
+ * stops at that entry with a message (fsm.c).
+ *
+ * Levels: 1, every command up to the access rules' ACL_SET; 2, ACL_DELETE
+ * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN); 3,
+ * elections: PROCLAIM and an ACQUIRE that publishes a value
+ * (Acquire.value, which an older build would drop). A build
+ * made with -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has
+ * level 1: no ACL_DELETE, and it never proposes a membership command (a
+ * level-1 cluster refuses `member add`, `remove` and `--join` before the
+ * log, like any request of a higher level).
+ */
+#ifndef RAFTLOCK_FEATURE_LEVEL_H
+#define RAFTLOCK_FEATURE_LEVEL_H
+
+#include <stdint.h>
+
+#include "raftlock.pb-c.h"
+
+#ifdef RAFTLOCK_FEATURE_LEVEL
+#define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
+#else
+#define FEATURE_LEVEL 3u
+#endif
+
+#define FEATURES_MAX_NODES 16
+
+/* The level a command needs. */
+static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
+{
+	switch (op) {
+	case RAFTLOCK__COMMAND__OP_ACL_DELETE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
+	case RAFTLOCK__COMMAND__OP_PROCLAIM: return 3u;
+	default: return 1u;
+	}
+}
+
+/* The level a whole command needs: its kind's, or more for a field that
+ * an older build would not see (an election value). */
+static inline uint32_t features_level_of(const Raftlock__Command *cmd)
+{
+	uint32_t level = features_command_level(cmd->op_case);
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE && cmd->acquire->value[0] != '\0' &&
+	    level < 3u)
+		level = 3u;
+	return level;
+}
+
+/* A recorded level: none (0) is level 1. */
+static inline uint32_t features_recorded(uint32_t meta_level)
+{
+	return meta_level ? meta_level : 1u;
+}
+
+/* What a leader heard from the voters, by node id. */
+struct features {
+	struct {
+		uint64_t id;
+		uint32_t level;
+	} heard[FEATURES_MAX_NODES];
+	unsigned n;
+};
+
+/* Notes that node id reports level. */
+void features_note(struct features *f, uint64_t id, uint32_t level);
+
+/* Forgets every report (a new term: reports are asked again). */
+void features_clear(struct features *f);
+
+/*
+ * The level every voter of (ids, n_voters) supports, from the reports
+ * (self's own: FEATURE_LEVEL): the lowest, or 0 while a voter has not
+ * reported.
+ */
+uint32_t features_voters_level(const struct features *f, uint64_t self, const uint64_t *ids,
+			       unsigned n_voters);
+
+#endif

@@ -1,0 +1,85 @@
+/* join.c: see join.h. */
+#include "join.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "raftlock.h"
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Splits cfg->join ("A,B,C") into buf and addrs; returns the count. */
+static size_t split_addresses(const char *list, char *buf, size_t len, const char **addrs,
+			      size_t max)
+{
+	snprintf(buf, len, "%s", list);
+	size_t n = 0;
+	for (char *save = NULL, *a = strtok_r(buf, ",", &save); a != NULL && n < max;
+	     a = strtok_r(NULL, ",", &save))
+		if (a[0] != '\0')
+			addrs[n++] = a;
+	return n;
+}
+
+static bool final(int rv)
+{
+	return rv == RAFTLOCK_ENOTFOUND || rv == RAFTLOCK_EPERM || rv == RAFTLOCK_EINVAL;
+}
+
+int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t errlen)
+{
+	char buf[sizeof cfg->join];
+	const char *addrs[CONFIG_MAX_MEMBERS * 2];
+	struct raftlock_client_options o = {0};
+	o.n_addresses =
+		split_addresses(cfg->join, buf, sizeof buf, addrs, sizeof addrs / sizeof addrs[0]);
+	o.addresses = addrs;
+	o.client_name = "raftlockd-join";
+	o.request_timeout_ms = 5000;
+	if (cfg->client_tls != CONFIG_TLS_OFF) {
+		o.tls = true;
+		o.tls_ca_file = cfg->client_tls_ca[0] ? cfg->client_tls_ca : NULL;
+		o.tls_cert_file = cfg->client_tls_cert;
+		o.tls_key_file = cfg->client_tls_key;
+	}
+	raftlock_client *c = NULL;
+	const char *why = NULL;
+	int rv = raftlock_client_open(&o, &c, &why);
+	if (rv != 0) {
+		snprintf(err, errlen, "join %s: %s", cfg->join, why ? why : raftlock_strerror(rv));
+		return RAFTLOCK_ECONFIG;
+	}
+	/* Nothing is running yet that a clean stop would have to finish: while
+	 * the node waits for the cluster, SIGTERM and SIGINT stop it at once
+	 * (the loop that handles them otherwise does not run yet). */
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, old_term, old_int;
+	sigaction(SIGTERM, &dfl, &old_term);
+	sigaction(SIGINT, &dfl, &old_int);
+	uint64_t until = mono_ms() + JOIN_TRY_MS;
+	log_info("joining the cluster at %s as member %llu", cfg->join,
+		 (unsigned long long)cfg->id);
+	for (;;) {
+		rv = raftlock_member_join(c, cfg->id, incarnation, cfg->cluster);
+		if (rv == 0 || final(rv) || mono_ms() >= until)
+			break;
+		log_warn("join: %s; asking again", raftlock_errmsg(c));
+		struct timespec pause = {0, 500 * 1000000L};
+		nanosleep(&pause, NULL);
+	}
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGINT, &old_int, NULL);
+	if (rv != 0)
+		snprintf(err, errlen, "%s", raftlock_errmsg(c));
+	raftlock_client_close(c);
+	if (rv == 0)
+		return 0;
+	return final(rv) ? RAFTLOCK_ECONFIG : RAFTLOCK_EUNAVAILABLE;
+}

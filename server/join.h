@@ -1,0 +1,33 @@
+/*
+ * join.h: the first start of a node given --join (docs/OPERATIONS.md).
+ * Before raft starts on an empty data directory, the node claims its id at
+ * the cluster's leader (MEMBER_JOIN, through the client protocol, with the
+ * client library): the id must have been added by `raftlock member add`
+ * and never started with another data directory. Only then does it start
+ * raft, without bootstrapping: the leader sends it the log (it is a
+ * standby) and promotes it once it caught up.
+ *
+ * Blocking, before the loop runs; not thread-safe. While it waits, SIGTERM
+ * and SIGINT end the process (their default action).
+ */
+#ifndef RAFTLOCK_JOIN_H
+#define RAFTLOCK_JOIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define JOIN_TRY_MS 60000 /* keep asking this long while no leader answers */
+
+/*
+ * Claims cfg->id for incarnation at the addresses of cfg->join (client TLS
+ * settings as the node's own: its certificate and CA). Returns 0, or
+ * RAFTLOCK_ECONFIG (the cluster refused: the id was not added, was
+ * removed, or already started with another data directory; another
+ * cluster) or RAFTLOCK_EUNAVAILABLE (no leader answered within
+ * JOIN_TRY_MS), with the reason in err.
+ */
+int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t errlen);
+
+#endif

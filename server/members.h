@@ -1,0 +1,71 @@
+/*
+ * members.h: membership on the leader (docs/OPERATIONS.md, "Membership").
+ * Serves the member requests of the client protocol and promotes caught-up
+ * standbys:
+ *   LIST     the raft configuration with each member's addresses, role and
+ *            (on the leader) match index.
+ *   ADD      MEMBER_ADD through the log (member_book.h: ids are never
+ *            reused), then raft_add (a spare) and raft_assign to standby:
+ *            the new member receives the log without voting.
+ *   REMOVE   the leader itself: hand leadership over first (raft_transfer)
+ *            and answer "unavailable", so that the client retries at the
+ *            new leader. Another member: MEMBER_REMOVE (its id is never
+ *            used again), then raft_remove.
+ *   PROMOTE  raft_assign to voter (libraft lets the member catch up first:
+ *            rounds of replication, the last under an election timeout).
+ *   JOIN     MEMBER_JOIN: a new node's first start claims its id for its
+ *            data directory's incarnation.
+ * Automatic promotion: every MEMBERS_CHECK_MS the ready leader makes a
+ * standby that has joined a voter once its match index is within
+ * MEMBERS_PROMOTE_GAP entries of the leader's last index. At the same
+ * pace it records in the member book the addresses of the members of the
+ * bootstrap configuration that its --member list knows and the book lacks
+ * (member_book.h).
+ *
+ * Every request is answered exactly once through its reply callback (also
+ * when leadership is lost or the node stops: libraft calls every change
+ * back when it closes). Loop thread only.
+ */
+#ifndef RAFTLOCK_MEMBERS_H
+#define RAFTLOCK_MEMBERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "node.h"
+#include "timebase.h"
+
+#define MEMBERS_CHECK_MS 200
+#define MEMBERS_PROMOTE_GAP 64
+
+/* Called once per request with the answer (borrowed for the call). */
+typedef void (*members_reply_cb)(void *arg, const Raftlock__Response *resp);
+
+struct members {
+	struct node *node;
+	struct timebase_timer timer;
+	struct raft_change promotion; /* the automatic one, while promoting */
+	bool promoting;
+	uint64_t promotee;
+	struct raft_transfer transfer; /* handing over before removing this node */
+	unsigned busy;                 /* requests of ours in a raft change */
+	unsigned recording;            /* founding members' records in flight */
+	uint64_t promotions;           /* automatic promotions done */
+};
+
+/* Whether env is a member request (its body is MEMBER_*). */
+bool members_is_request(const Raftlock__Envelope *env);
+
+/* Starts the promotion check on tb. Never fails. */
+void members_start(struct members *m, struct timebase *tb, struct node *node);
+
+/* Serves a member request on the ready leader (the caller checked it);
+ * env is borrowed for the call. reply(arg, ...) is called exactly once,
+ * possibly before this returns. */
+void members_handle(struct members *m, const Raftlock__Envelope *env, members_reply_cb reply,
+		    void *arg);
+
+/* Stops the check (its timer is closed). */
+void members_close(struct members *m);
+
+#endif

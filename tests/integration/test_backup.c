@@ -1,0 +1,309 @@
+/* Backup and restore (docs/OPERATIONS.md, "Backup and restore"): the
+ * command sequences of that section, on real nodes. `raftlock snapshot
+ * save FILE` from a running cluster; a damaged or truncated image is
+ * refused by `raftlockd --restore` with a clear error and creates nothing;
+ * the cluster restored from the image (on the same addresses, while a
+ * client of the old cluster still runs) has a new identity, tokens above
+ * every token of the old cluster, no session of the image (the old
+ * client's session is lost: never a grant under it), and every lock that
+ * was held under lock-delay; a member whose LMDB is rebuilt starts again
+ * from the restored base. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "lockutil.h"
+
+#define TTL_MS 3000
+#define BULK_SESSIONS 50
+#define BULK_LOCKS 100 /* per session */
+#define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
+
+static struct tcluster cl;
+static char scratch[128], image[256];
+static raftlock_client *old_client;
+static raftlock_session *old_session;
+static raftlock_lock *old_held;
+static raftlock_session *bulk[BULK_SESSIONS];
+static uint64_t old_token_max, old_next_token, old_cluster_id;
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(scratch, sizeof scratch, "/tmp/raftlock-backup-XXXXXX");
+	if (mkdtemp(scratch) == NULL)
+		return -1;
+	snprintf(image, sizeof image, "%s/cluster.snap", scratch);
+	tcluster_start(&cl, 3, 1000);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (old_held != NULL)
+		raftlock_lock_free(old_held);
+	if (old_session != NULL)
+		raftlock_session_close(old_session);
+	for (int i = 0; i < BULK_SESSIONS; i++)
+		if (bulk[i] != NULL)
+			raftlock_session_close(bulk[i]);
+	if (old_client != NULL)
+		raftlock_client_close(old_client);
+	return tcluster_destroy_and_remove(&cl, scratch);
+}
+
+static void endpoints(char *out, size_t len)
+{
+	out[0] = '\0';
+	for (int i = 0; i < cl.n; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? "," : "", cl.addrs[i]);
+}
+
+/* Runs a shell command line; its exit status. */
+static int run(const char *cmd)
+{
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* State in the old cluster, then `raftlock snapshot save FILE`. */
+static void save_image(void **state)
+{
+	(void)state;
+	old_client = tl_client(&cl);
+	old_session = tl_session(old_client, TTL_MS);
+	old_held = tl_lock(old_session, "backup/held");
+	uint64_t t = tl_take(old_held);
+	raftlock_lock *free_lock = tl_lock(old_session, "backup/free");
+	uint64_t t2 = tl_take(free_lock);
+	assert_int_equal(raftlock_lock_release(free_lock, NULL), 0);
+	raftlock_lock_free(free_lock);
+	old_token_max = t > t2 ? t : t2;
+
+	/* Enough held locks for an image of several chunks (1 MiB each). */
+	char name[RAFTLOCK_NAME_MAX + 1];
+	for (int i = 0; i < BULK_SESSIONS; i++) {
+		bulk[i] = tl_session(old_client, TTL_MS);
+		for (int j = 0; j < BULK_LOCKS; j++) {
+			snprintf(name, sizeof name, "backup/bulk/%02d/%03d/%0*d", i, j, 220, 0);
+			raftlock_lock *l = tl_lock(bulk[i], name);
+			tl_take(l);
+			raftlock_lock_free(l); /* the handle goes, the grant stays */
+		}
+	}
+
+	char eps[256], cmd[1024];
+	endpoints(eps, sizeof eps);
+	snprintf(cmd, sizeof cmd, "%s --endpoints %s snapshot save %s", CLI, eps, image);
+	assert_int_equal(run(cmd), 0);
+	struct stat sb;
+	assert_int_equal(stat(image, &sb), 0);
+	assert_true(sb.st_size > 2 * (1 << 20)); /* three chunks at least */
+	char tmp[300];
+	snprintf(tmp, sizeof tmp, "%s.tmp", image);
+	assert_int_not_equal(access(tmp, F_OK), 0);
+
+	/* The old cluster goes on after the save: its later tokens must be
+	 * below the restored cluster's too (the bootstrap floor). */
+	raftlock_lock *after = tl_lock(old_session, "backup/after");
+	uint64_t t3 = tl_take(after);
+	assert_int_equal(raftlock_lock_release(after, NULL), 0);
+	raftlock_lock_free(after);
+	if (t3 > old_token_max)
+		old_token_max = t3;
+	Raftlock__StatusInfo *st = tl_leader_status(&cl);
+	old_next_token = st->next_token;
+	old_cluster_id = st->cluster_id;
+	assert_true(old_cluster_id != 0);
+	raftlock__status_info__free_unpacked(st, NULL);
+}
+
+/* raftlockd --restore FILE on dir; its exit status and stderr. */
+static int restore_on(const char *file, const char *dir, char *out, size_t len)
+{
+	char member[3][100];
+	for (int i = 0; i < 3; i++)
+		snprintf(member[i], sizeof member[i], "%d,127.0.0.1:%d,127.0.0.1:%d", i + 1,
+			 cl.raft_port[i], cl.client_port[i]);
+	char *argv[] = {"raftlockd",  "--id",      "3",       "--data-dir",
+			(char *)dir,  "--cluster", cl.name,   "--restore",
+			(char *)file, "--member",  member[0], "--member",
+			member[1],    "--member",  member[2], NULL};
+	return tcluster_run_raftlockd(argv, out, len, 10000);
+}
+
+static void copy_damaged(const char *to, long flip_at, long cut)
+{
+	FILE *in = fopen(image, "rb"), *out = fopen(to, "wb");
+	assert_non_null(in);
+	assert_non_null(out);
+	fseek(in, 0, SEEK_END);
+	long size = ftell(in);
+	fseek(in, 0, SEEK_SET);
+	for (long i = 0; i < size - cut; i++) {
+		int ch = fgetc(in);
+		fputc(i == flip_at ? ch ^ 0x01 : ch, out);
+	}
+	fclose(in);
+	fclose(out);
+}
+
+/* A damaged image (one flipped bit), a truncated one and a file that is
+ * no image: refused, naming the file, and nothing is created. */
+static void damaged_images_refused(void **state)
+{
+	(void)state;
+	char bad[300], cut[300], other[300], dir[300], out[4096];
+	snprintf(bad, sizeof bad, "%s/flipped.snap", scratch);
+	snprintf(cut, sizeof cut, "%s/truncated.snap", scratch);
+	snprintf(other, sizeof other, "%s/other.snap", scratch);
+	snprintf(dir, sizeof dir, "%s/never", scratch);
+	struct stat sb;
+	assert_int_equal(stat(image, &sb), 0);
+	copy_damaged(bad, (long)sb.st_size / 2, 0);
+	copy_damaged(cut, -1, 100);
+	FILE *f = fopen(other, "w");
+	fputs("not an image at all\n", f);
+	fclose(f);
+	const char *files[] = {bad, cut, other};
+	for (int i = 0; i < 3; i++) {
+		int st = restore_on(files[i], dir, out, sizeof out);
+		assert_int_equal(st, 1);
+		if (strstr(out, "is not a whole raftlock snapshot image") == NULL ||
+		    strstr(out, files[i]) == NULL || strstr(out, "nothing restored") == NULL)
+			fail_msg("unclear refusal of %s: %s", files[i], out);
+		assert_int_not_equal(access(dir, F_OK), 0);
+	}
+}
+
+/* Stops every node and starts a new cluster from the image on the same
+ * addresses, with fresh data directories; the old client keeps running. */
+static void restore_cluster(void **state)
+{
+	(void)state;
+	for (int i = 0; i < cl.n; i++)
+		assert_int_equal(tcluster_stop(&cl, i), 0);
+	char cmd[1024];
+	for (int i = 0; i < cl.n; i++) {
+		snprintf(cmd, sizeof cmd, "mv '%s/n%d' '%s/old-n%d'", cl.dir, i + 1, cl.dir, i + 1);
+		assert_int_equal(run(cmd), 0);
+	}
+	cl.extra_args[0] = "--restore";
+	cl.extra_args[1] = image;
+	cl.extra_args[2] = NULL;
+	for (int i = 0; i < cl.n; i++)
+		tcluster_restart(&cl, i);
+	cl.extra_args[0] = NULL;
+
+	Raftlock__StatusInfo *st = tl_leader_status(&cl);
+	/* INIT applies just after the leader is ready */
+	for (int i = 0; i < 100 && st->next_token == 0; i++) {
+		raftlock__status_info__free_unpacked(st, NULL);
+		tl_sleep_ms(50);
+		st = tl_leader_status(&cl);
+	}
+	assert_true(st->cluster_id != 0 && st->cluster_id != old_cluster_id);
+	assert_true(st->next_token > old_token_max && st->next_token >= old_next_token);
+	assert_int_equal(st->sessions, 0);
+	raftlock__status_info__free_unpacked(st, NULL);
+
+	/* The old client's session is lost, and nothing is granted under it. */
+	raftlock_lock *probe = tl_lock(old_session, "backup/probe");
+	int rv = -1;
+	for (int i = 0; i < 300 && rv != RAFTLOCK_ESESSION; i++) {
+		rv = raftlock_lock_try(probe, NULL);
+		if (rv == 0 || raftlock_lock_try(old_held, NULL) == 0)
+			fail_msg("a grant under a session of the old cluster");
+		if (rv != RAFTLOCK_ESESSION)
+			tl_sleep_ms(50);
+	}
+	assert_int_equal(rv, RAFTLOCK_ESESSION);
+	assert_false(raftlock_session_valid(old_session));
+	raftlock_lock_free(probe);
+
+	/* The held lock is under lock-delay, with no holder; then it is
+	 * granted, above every token of the old cluster. */
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *s = tl_session(c, TTL_MS);
+	struct raftlock_lock_info *info = NULL;
+	assert_int_equal(raftlock_lock_get(c, "backup/held", false, &info), 0);
+	assert_int_equal(info->n_holders, 0);
+	assert_true(info->delay_until > info->cluster_time);
+	raftlock_lock_info_free(info);
+	raftlock_lock *held = tl_lock(s, "backup/held");
+	uint64_t t0 = tcluster_now_ms(), token = 0;
+	assert_int_equal(raftlock_lock_try(held, &token), RAFTLOCK_EBUSY);
+	while ((rv = raftlock_lock_try(held, &token)) == RAFTLOCK_EBUSY &&
+	       tcluster_now_ms() - t0 < 20000)
+		tl_sleep_ms(100);
+	assert_int_equal(rv, 0);
+	assert_true(token > old_token_max);
+	raftlock_lock *fresh = tl_lock(s, "backup/free");
+	assert_true(tl_take(fresh) > token);
+	struct raftlock_session_list *list = NULL;
+	assert_int_equal(raftlock_session_list(c, 0, 0, false, &list), 0);
+	assert_int_equal(list->n_sessions, 1);
+	raftlock_session_list_free(list);
+	raftlock_lock_free(fresh);
+	raftlock_lock_free(held);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+}
+
+/* --restore on a data directory that holds a raft log is refused; a
+ * member whose LMDB is rebuilt starts from the restored base again. */
+static void restored_member_restarts(void **state)
+{
+	(void)state;
+	char dir[300], out[4096], cmd[700];
+	assert_int_equal(tcluster_stop(&cl, 2), 0);
+	snprintf(dir, sizeof dir, "%s/n3", cl.dir);
+	int st = restore_on(image, dir, out, sizeof out);
+	assert_int_equal(st, 1);
+	if (strstr(out, "already holds a raft log") == NULL)
+		fail_msg("unclear refusal: %s", out);
+	/* and it changed nothing: the clean-stop marker is still there */
+	snprintf(cmd, sizeof cmd, "%s/state/CLEAN", dir);
+	assert_int_equal(access(cmd, F_OK), 0);
+	snprintf(cmd, sizeof cmd, "rm -f '%s/state/data.mdb' '%s/state/CLEAN'", dir, dir);
+	assert_int_equal(run(cmd), 0);
+	tcluster_restart(&cl, 2);
+	/* Compared at one applied index: lock-delays still end meanwhile. */
+	bool same = false;
+	for (int i = 0; i < 400 && !same; i++) {
+		Raftlock__StatusInfo *lead = tl_leader_status(&cl), *me = tcluster_status(&cl, 2);
+		if (me != NULL && me->applied_index == lead->applied_index) {
+			assert_int_equal(me->next_token, lead->next_token);
+			assert_int_equal(me->locks, lead->locks);
+			assert_int_equal(me->cluster_id, lead->cluster_id);
+			same = true;
+		}
+		if (me != NULL)
+			raftlock__status_info__free_unpacked(me, NULL);
+		raftlock__status_info__free_unpacked(lead, NULL);
+		if (!same)
+			tl_sleep_ms(50);
+	}
+	assert_true(same);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(save_image),
+		cmocka_unit_test(damaged_images_refused),
+		cmocka_unit_test(restore_cluster),
+		cmocka_unit_test(restored_member_restarts),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

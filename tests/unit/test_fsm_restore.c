@@ -1,0 +1,140 @@
+/*
+ * test_fsm_restore.c: the base of a cluster restored from a backup image
+ * (fsm_restore_base, docs/OPERATIONS.md) and the INIT that starts it; and
+ * the cluster's recorded feature level (server/feature_level.h).
+ */
+#include "test_fsm_harness.h"
+#include "feature_level.h"
+
+#define SUM UINT64_C(0x1234567890abcdef)
+
+/* A state with held locks (one with its own lock-delay), a waiter, and a
+ * lock under lock-delay without holder. */
+static void build_state(struct fx *f, uint64_t *a, uint64_t *b)
+{
+	f->now = 1000;
+	fx_init(f, FX_FLOOR);
+	*a = fx_session_ttl(f, 5000);
+	*b = fx_session_ttl(f, 20000);
+	DO(f, ACQUIRE, .session = *a, .owner = 1, .name = "own-delay", .lock_delay_ms = 30000);
+	fx_take(f, *b, 1, "held");
+	fx_enqueue(f, OP(ACQUIRE, .session = *a, .owner = 2, .name = "held"));
+	fx_take(f, *a, 3, "gone-by-expiry");
+	DO(f, ACQUIRE, .session = *b, .owner = 4, .name = "sem",
+	   .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE, .limit = 4, .permits = 2);
+	fx_enqueue(f, OP(ACQUIRE, .session = *a, .owner = 5, .name = "sem", .permits = 3,
+			 .kind = RAFTLOCK__LOCK_KIND__SEMAPHORE, .limit = 4));
+}
+
+/* Loads f's image into a peer and turns it into a restored base. */
+static struct fx *restored(struct fx *f)
+{
+	struct fx_image im = fx_dump(f);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(store_load(&g->store, im.buf, im.len), 0);
+	fx_image_free(&im);
+	fsm_restore_base(&g->fsm, SUM);
+	return g;
+}
+
+static void test_base_has_no_session_and_delays_held_locks(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b;
+	build_state(f, &a, &b);
+	uint64_t next = fx_next_token(f);
+	uint64_t now = f->now;
+	struct fx *g = restored(f);
+
+	assert_int_equal(fx_count_sessions(g), 0);
+	Raftlock__Meta *m = fx_meta(g);
+	assert_int_equal(m->next_token, 0);
+	assert_int_equal(m->restore_floor, next);
+	assert_int_equal(m->restored_from, SUM);
+	assert_int_equal(m->applied_index, 0);
+	assert_string_equal(m->cluster, "");
+	raftlock__meta__free_unpacked(m, NULL);
+
+	/* Held: no holder, no waiter, delayed for max(own delay, holders'
+	 * TTL) from the image's cluster time. */
+	const char *names[] = {"own-delay", "held", "gone-by-expiry", "sem"};
+	uint64_t until[] = {now + 30000, now + 20000, now + 5000, now + 20000};
+	for (int i = 0; i < 4; i++) {
+		Raftlock__LockRecord *l = fx_lock(g, names[i]);
+		assert_non_null(l);
+		assert_int_equal(l->n_holders, 0);
+		assert_int_equal(l->n_waiters, 0);
+		assert_int_equal(l->delay_until, until[i]);
+		raftlock__lock_record__free_unpacked(l, NULL);
+	}
+
+	/* The same image gives every member the same base. */
+	struct fx *h = restored(f);
+	fx_assert_same_state(g, h);
+}
+
+static void test_init_after_restore(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b;
+	build_state(f, &a, &b);
+	uint64_t next = fx_next_token(f);
+	struct fx *g = restored(f);
+	g->index = 0;
+	g->now = f->now;
+
+	/* No grant before INIT; INIT with a floor below the image's counter
+	 * starts the counter at the image's. */
+	uint64_t s = fx_session(g);
+	assert_true(s > b);
+	assert_int_equal(DO(g, ACQUIRE, .session = s, .owner = 1, .name = "x").status,
+			 RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(DO(g, INIT, .floor = 1, .restored_from = SUM).status, 0);
+	assert_int_equal(fx_next_token(g), next);
+	assert_true(fx_take(g, s, 1, "x") >= next);
+
+	/* A floor above it wins, and new sessions start above its ms. */
+	struct fx *h = restored(f);
+	h->index = 0;
+	h->now = f->now;
+	uint64_t floor = FX_FLOOR + (UINT64_C(1000) << 20);
+	assert_int_equal(DO(h, INIT, .floor = floor, .restored_from = SUM).status, 0);
+	assert_int_equal(fx_next_token(h), floor);
+	assert_true(fx_session(h) >= floor >> 20);
+
+	/* Held locks stay delayed until their lock-delay ends. */
+	uint64_t t = fx_session(h);
+	assert_int_equal(DO(h, ACQUIRE, .session = t, .owner = 1, .name = "held").status,
+			 RAFTLOCK_EBUSY);
+	h->now = f->now + 20000;
+	DO(h, LOCK_DELAY_END, .name = "held");
+	assert_true(fx_take(h, fx_session(h), 1, "held") >= floor);
+}
+
+static void test_feature_level(void **state)
+{
+	struct fx *f = *state;
+	f->now = 1000;
+	/* INIT of a level-1 proposer, then the leader raises it. */
+	assert_int_equal(DO(f, INIT, .floor = FX_FLOOR, .level = 1).status, 0);
+	Raftlock__Meta *m = fx_meta(f);
+	assert_int_equal(m->feature_level, 1);
+	raftlock__meta__free_unpacked(m, NULL);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURE_LEVEL);
+	DO(f, SET_FEATURE_LEVEL, .level = 1); /* never goes down */
+	m = fx_meta(f);
+	assert_int_equal(m->feature_level, FEATURE_LEVEL);
+	raftlock__meta__free_unpacked(m, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
+		T(test_base_has_no_session_and_delays_held_locks),
+		T(test_init_after_restore),
+		T(test_feature_level),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

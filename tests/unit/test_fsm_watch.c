@@ -1,0 +1,261 @@
+/*
+ * test_fsm_watch.c: the changes apply reports for watches (FSM_EV_CHANGE)
+ * and the ring that keeps them (server/watch.c): every grant, release,
+ * expiry and queue change, at (index, rank in the entry), alike on a node
+ * that replays the log; resuming from a position in the ring, past it
+ * (HISTORY_LOST and the current state), and after a restore.
+ */
+#include "test_fsm_harness.h"
+#include "watch.h"
+
+#define K(x) RAFTLOCK__WATCH_KIND__WATCH_##x
+
+/* The changes of the last entry, in order. */
+static size_t changes(const struct fx *f, const Raftlock__WatchEvent **out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_events && n < max; i++)
+		if (f->events[i].type == FSM_EV_CHANGE) {
+			assert_true(f->events[i].has_change);
+			out[n++] = &f->events[i].change;
+		}
+	return n;
+}
+
+static void assert_change(const Raftlock__WatchEvent *c, Raftlock__WatchKind kind, uint64_t index,
+			  uint32_t offset, uint64_t session, const char *name)
+{
+	assert_int_equal(c->kind, kind);
+	assert_int_equal(c->index, index);
+	assert_int_equal(c->offset, offset);
+	assert_int_equal(c->session, session);
+	assert_string_equal(c->name, name);
+}
+
+static void test_grant_release_queue(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f), b = fx_session(f), c = fx_session(f);
+	const Raftlock__WatchEvent *ch[8];
+
+	uint64_t ta = fx_take(f, a, 1, "m");
+	assert_int_equal(changes(f, ch, 8), 1);
+	assert_change(ch[0], K(GRANTED), f->index, 1, a, "m");
+	assert_int_equal(ch[0]->token, ta);
+	assert_int_equal(ch[0]->owner, 1);
+
+	/* A nested acquire and a refused one change nothing. */
+	assert_int_equal(DO(f, ACQUIRE, .session = a, .owner = 1, .name = "m").count, 2);
+	assert_int_equal(changes(f, ch, 8), 0);
+	assert_int_equal(DO(f, ACQUIRE, .session = b, .owner = 1, .name = "m").status,
+			 RAFTLOCK_EBUSY);
+	assert_int_equal(changes(f, ch, 8), 0);
+	fx_release_ok(f, a, 1, "m", 1);
+	assert_int_equal(changes(f, ch, 8), 0);
+
+	uint64_t sb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 2, .name = "m"));
+	assert_int_equal(changes(f, ch, 8), 1);
+	assert_change(ch[0], K(QUEUED), f->index, 1, b, "m");
+	assert_int_equal(ch[0]->owner, 2);
+	uint64_t sc = fx_enqueue(f, OP(ACQUIRE, .session = c, .owner = 3, .name = "m"));
+	(void)sc;
+
+	/* Release and the grant it makes: one entry, ranks 1 and 2. */
+	fx_release_ok(f, a, 1, "m", 0);
+	uint64_t tb = fx_pushed_grant(f, b, sb);
+	assert_int_equal(changes(f, ch, 8), 2);
+	assert_change(ch[0], K(RELEASED), f->index, 1, a, "m");
+	assert_int_equal(ch[0]->token, ta);
+	assert_change(ch[1], K(GRANTED), f->index, 2, b, "m");
+	assert_int_equal(ch[1]->token, tb);
+
+	/* A cancelled wait leaves the queue: ECANCELED. */
+	assert_int_equal(
+		DO(f, CANCEL_WAIT, .session = c, .owner = 3, .name = "m", .acquire_seq = sc).status,
+		0);
+	assert_int_equal(changes(f, ch, 8), 1);
+	assert_change(ch[0], K(DEQUEUED), f->index, 1, c, "m");
+	assert_int_equal(ch[0]->status, RAFTLOCK_ECANCELED);
+
+	/* A wait past its server-side deadline: ETIMEDOUT. */
+	uint64_t sw =
+		fx_enqueue(f, OP(ACQUIRE, .session = c, .owner = 3, .name = "m", .wait_ms = 100));
+	f->now += 100;
+	DO(f, WAIT_EXPIRE, .name = "m", .target = c, .acquire_seq = sw);
+	assert_int_equal(changes(f, ch, 8), 1);
+	assert_change(ch[0], K(DEQUEUED), f->index, 1, c, "m");
+	assert_int_equal(ch[0]->status, RAFTLOCK_ETIMEDOUT);
+}
+
+/* An expiry: the holder EXPIRED, its other waits DEQUEUED (ESESSION), the
+ * next waiter GRANTED, all at one index in that order; a close is a
+ * RELEASE. */
+static void test_expiry_and_close(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session_ttl(f, 1000), b = fx_session(f);
+	const Raftlock__WatchEvent *ch[8];
+	fx_take(f, a, 1, "x");
+	fx_take(f, b, 1, "y");
+	fx_enqueue(f, OP(ACQUIRE, .session = a, .owner = 2, .name = "y"));
+	uint64_t sb = fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 2, .name = "x"));
+	f->now += 1000;
+	DO(f, EXPIRE_SESSION, .target = a);
+	fx_pushed_grant(f, b, sb);
+	size_t n = changes(f, ch, 8);
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ch[i]->index, f->index);
+		assert_int_equal(ch[i]->offset, i + 1);
+	}
+	/* The session's locks in its own order: x (held), then y (awaited). */
+	assert_change(ch[0], K(EXPIRED), f->index, 1, a, "x");
+	assert_change(ch[1], K(GRANTED), f->index, 2, b, "x");
+	assert_change(ch[2], K(DEQUEUED), f->index, 3, a, "y");
+	assert_int_equal(ch[2]->status, RAFTLOCK_ESESSION);
+
+	DO(f, CLOSE_SESSION, .session = b);
+	n = changes(f, ch, 8);
+	assert_int_equal(n, 2);
+	assert_int_equal(ch[0]->kind, K(RELEASED));
+	assert_int_equal(ch[1]->kind, K(RELEASED));
+}
+
+/* A node that replays the same log reports the same changes at the same
+ * positions; a replay of entries already applied reports nothing. */
+static void test_replay_same_changes(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f), b = fx_session(f);
+	fx_take(f, a, 1, "m");
+	fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "m"));
+	fx_release_ok(f, a, 1, "m", 0);
+	DO(f, CLOSE_SESSION, .session = b);
+	assert_non_null(strstr(f->trace, " change "));
+
+	struct fx *g = fx_peer(f);
+	fx_replay(g, f, 0, f->n_log);
+	assert_string_equal(g->trace, f->trace);
+
+	size_t before = g->trace_len;
+	fx_replay(g, f, 0, f->n_log);
+	assert_int_equal(g->trace_len, before);
+}
+
+/* ----------------------------------------------------------- the ring -- */
+
+struct sent {
+	size_t n;
+	Raftlock__WatchKind kind[64];
+	uint64_t index[64];
+	uint32_t offset[64];
+	char name[64][32];
+};
+
+static void record_send(void *arg, struct service_conn *conn, uint64_t id,
+			const Raftlock__WatchEvent *ev)
+{
+	(void)conn;
+	(void)id;
+	struct sent *s = arg;
+	assert_true(s->n < 64);
+	s->kind[s->n] = ev->kind;
+	s->index[s->n] = ev->index;
+	s->offset[s->n] = ev->offset;
+	snprintf(s->name[s->n], sizeof s->name[s->n], "%s", ev->name);
+	s->n++;
+}
+
+/* Feeds the last entry's changes to the ring. */
+static void feed(struct fx *f, struct watches *w)
+{
+	for (size_t i = 0; i < f->n_events; i++)
+		if (f->events[i].type == FSM_EV_CHANGE)
+			watches_on_change(w, &f->events[i].change);
+}
+
+static struct service_conn *const CONN = (struct service_conn *)0x1;
+
+static void test_ring_resume_and_lost(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	struct sent got = {0};
+	struct watches w;
+	uint64_t start = f->index;
+	watches_init(&w, 4, &f->store, start, record_send, &got);
+
+	for (int i = 0; i < 3; i++) { /* 6 changes: the ring keeps the last 4 */
+		fx_take(f, a, 1, i == 1 ? "other" : "p/m");
+		feed(f, &w);
+		fx_release_ok(f, a, 1, i == 1 ? "other" : "p/m", 0);
+		feed(f, &w);
+	}
+	assert_int_equal(watches_kept(&w), 4);
+	fx_take(f, a, 7, "p/held"); /* the state a lost watch gets */
+	feed(f, &w);
+
+	/* From inside the ring: only what follows, of the prefix. */
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	req.resume = true;
+	req.after_index = start + 4; /* the second release of "other" */
+	req.after_offset = 1;
+	watches_add(&w, CONN, 1, &req);
+	assert_int_equal(got.n, 3);
+	assert_int_equal(got.kind[0], K(GRANTED));
+	assert_int_equal(got.index[0], start + 5);
+	assert_int_equal(got.kind[1], K(RELEASED));
+	assert_int_equal(got.kind[2], K(GRANTED));
+	assert_string_equal(got.name[2], "p/held");
+	assert_true(watches_cancel(&w, CONN, 1));
+	assert_false(watches_cancel(&w, CONN, 1));
+
+	/* From before the ring: HISTORY_LOST, the state, CURRENT. */
+	got.n = 0;
+	req.after_index = start + 1;
+	watches_add(&w, CONN, 2, &req);
+	assert_int_equal(got.n, 3);
+	assert_int_equal(got.kind[0], K(HISTORY_LOST));
+	assert_int_equal(got.index[0], start + 1);
+	assert_int_equal(got.kind[1], K(HOLDING));
+	assert_string_equal(got.name[1], "p/held");
+	assert_int_equal(got.kind[2], K(CURRENT));
+	assert_int_equal(got.index[2], f->index);
+	assert_int_equal(got.offset[2], WATCH_OFFSET_END);
+
+	/* Live: a change of the prefix goes out at once, others do not. */
+	got.n = 0;
+	fx_take(f, a, 1, "other");
+	feed(f, &w);
+	assert_int_equal(got.n, 0);
+	fx_take(f, a, 1, "p/m");
+	feed(f, &w);
+	assert_int_equal(got.n, 1);
+	assert_int_equal(got.index[0], f->index);
+
+	/* A restore drops the history: a watch behind it is told. */
+	got.n = 0;
+	f->index += 10;
+	DO(f, RELEASE, .session = a, .owner = 1, .name = "p/m"); /* not fed: missed */
+	watches_restored(&w);
+	assert_int_equal(watches_kept(&w), 0);
+	assert_int_equal(got.kind[0], K(HISTORY_LOST));
+	assert_int_equal(got.kind[got.n - 1], K(CURRENT));
+	assert_int_equal(got.index[got.n - 1], f->index);
+	assert_int_equal(watches_subscribers(&w), 1);
+	watches_forget_conn(&w, CONN);
+	assert_int_equal(watches_subscribers(&w), 0);
+	watches_close(&w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_grant_release_queue, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_and_close, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_replay_same_changes, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
