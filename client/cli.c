@@ -768,8 +768,7 @@ static const struct {
 	{"holders", cmd_holders},   {"show", cmd_show},       {"sessions", cmd_sessions},
 	{"check", cmd_check},       {"acl", cmd_acl},         {"top", cmd_top},
 	{"snapshot", cmd_snapshot}, {"member", cmd_member},   {"watch", cmd_watch},
-	{"elect", cmd_elect},       {"observe", cmd_observe},
-	{"revoke", cmd_revoke},
+	{"elect", cmd_elect},       {"observe", cmd_observe}, {"revoke", cmd_revoke},
 };
 
 /* An environment variable; NULL when unset or empty. */

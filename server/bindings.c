@@ -52,6 +52,11 @@ static void due_cb(struct timebase_timer *h)
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_DROP_BOUND;
 		cmd.drop_bound = &op;
+		if (!node_level_admits(b->node, &cmd)) {
+			/* Cannot be bound below level 3: its TTL ends it. */
+			x->proposed = true;
+			continue;
+		}
 		if (node_propose_quiet(b->node, &cmd) != 0) {
 			x->due = now + 100; /* try again soon */
 			continue;

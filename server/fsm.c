@@ -761,6 +761,7 @@ static void revoke_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
 	struct store *st = a->fsm->store;
 	const Raftlock__Holder *h = lock->holders[i];
 	uint64_t session = h->session, owner = h->owner, token = h->token;
+	note_holder_gone(a, lock, i, RAFTLOCK__WATCH_KIND__WATCH_REVOKED);
 	remove_holder(a, lock, i);
 	a->fsm->stats.revocations++;
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, session);

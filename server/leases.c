@@ -301,7 +301,9 @@ static void expire_timers(struct leases *l, uint64_t now)
 			cmd.op_case = RAFTLOCK__COMMAND__OP_WAIT_EXPIRE;
 			cmd.wait_expire = &wait;
 		}
-		if (node_propose_quiet(l->node, &cmd) != 0)
+		/* A revocation deadline exists only if a level-3 acquire was
+		 * applied; still, nothing above the recorded level is proposed. */
+		if (node_level_admits(l->node, &cmd) && node_propose_quiet(l->node, &cmd) != 0)
 			return;
 		timers_postpone(&l->timers, t, now + REPROPOSE_MS);
 	}

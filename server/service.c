@@ -1128,12 +1128,17 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE: op = RAFTLOCK__COMMAND__OP_REVOKE; break;
 	default: break;
 	}
 	uint32_t need = features_command_level(op);
-	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE &&
-	    env->acquire->acquire->value[0] != '\0' && need < 3u)
-		need = 3u; /* elections (feature_level.h) */
+	/* Fields an older build would drop (feature_level.h): an election
+	 * value, a revocation limit, a session bound to its connection. */
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE)
+		need = features_acquire_level(env->acquire->acquire);
+	else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
+		 env->open_session->bind_grace_ms != 0)
+		need = 3u;
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
 		return false;

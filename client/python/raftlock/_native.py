@@ -125,6 +125,9 @@ class Status(Structure):
         ("cluster", c_char_p),
         ("n_members", c_size_t),
         ("members", POINTER(Member)),
+        ("cluster_id", c_uint64),
+        ("feature_level", c_uint32),
+        ("cluster_feature_level", c_uint32),
     ]
 
 
