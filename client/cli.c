@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_acl.h"
+#include "cli_revoke.h"
 #include "cli_member.h"
 #include "cli_child.h"
 #include "cli_print.h"
@@ -61,6 +62,10 @@ static const char usage_text[] =
 	"  acl list [--stale] [--json]      the rules (on prefixes you administer)\n"
 	"  acl token NAME [--json]          a new bearer token for NAME and the\n"
 	"                                   auth-tokens line that names it\n"
+	"  revoke NAME [--token T] [--grace MS] [--json]\n"
+	"                                   take NAME (or the grant of token T) from\n"
+	"                                   its holders; with --grace, ask them to\n"
+	"                                   release first (admin on NAME)\n"
 	"  snapshot save FILE               a backup image of the whole state (admin;\n"
 	"                                   restore: raftlockd --restore FILE)\n"
 	"  member list [--json]             members, roles and match indexes (leader)\n"
@@ -78,6 +83,11 @@ static const char usage_text[] =
 	"  --no-child-exit-code  exit 0 once the command ran under the lock,\n"
 	"                    whatever its status; 1 if the lock was lost meanwhile\n"
 	"  --grace MS, --lock-delay MS  see below\n"
+	"  --max-hold MS     (when the lock is created) revoke each grant MS after\n"
+	"                    it was made;  --revoke-grace MS  ask the holder to\n"
+	"                    release (SIGTERM to the command) that long before\n"
+	"  --bind            crash-fast: the session ends 200 ms after this\n"
+	"                    process's connection closes;  --bind-grace MS  other\n"
 	"  --json            without a command: the token as a JSON object\n"
 	"\n"
 	"global options:\n"
@@ -116,6 +126,8 @@ static const char usage_text[] =
 	"--lock-delay MS (when the lock is created): if a holder's session\n"
 	"expires, the lock stays unavailable that long, for in-flight writes of\n"
 	"the dead holder to land; a clean release frees it at once.\n"
+	"A revoked grant (raftlock revoke, --max-hold) is taken as a lost lease:\n"
+	"the command gets SIGKILL; a request to release gets it SIGTERM.\n"
 	"\n"
 	"exit status:\n"
 	"  0   success (lock, run: the command's own status, 128+N if signal N\n"
@@ -225,6 +237,10 @@ enum {
 	OPT_GRACE,
 	OPT_PERMITS,
 	OPT_LOCK_DELAY,
+	OPT_MAX_HOLD,
+	OPT_REVOKE_GRACE,
+	OPT_BIND,
+	OPT_BIND_GRACE,
 	OPT_VALUE,
 	OPT_ENDPOINTS,
 	OPT_TIMEOUT,
@@ -433,6 +449,11 @@ static int cmd_acl(struct cli *cli, int argc, char **argv)
 	return cli_acl(cli->client, argc, argv, cli->json);
 }
 
+static int cmd_revoke(struct cli *cli, int argc, char **argv)
+{
+	return cli_revoke(cli->client, argc, argv, cli->json);
+}
+
 static int cmd_member(struct cli *cli, int argc, char **argv)
 {
 	return cli_member(cli->client, cli->json, argc, argv);
@@ -480,6 +501,10 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"permits", required_argument, NULL, OPT_PERMITS},
 		{"lock-delay", required_argument, NULL, OPT_LOCK_DELAY},
+		{"max-hold", required_argument, NULL, OPT_MAX_HOLD},
+		{"revoke-grace", required_argument, NULL, OPT_REVOKE_GRACE},
+		{"bind", no_argument, NULL, OPT_BIND},
+		{"bind-grace", required_argument, NULL, OPT_BIND_GRACE},
 		{"conflict-exit-code", required_argument, NULL, 'E'},
 		{"command", required_argument, NULL, 'c'},
 		{"child-exit-code", no_argument, NULL, OPT_CHILD_EXIT_CODE},
@@ -522,6 +547,24 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
 				return usage("--lock-delay: milliseconds");
 			h->lock_opts.lock_delay_ms = (unsigned)v;
+			break;
+		case OPT_MAX_HOLD:
+			if (!parse_ms(optarg, 1, INT_MAX, &v))
+				return usage("--max-hold: milliseconds, at least 1");
+			h->lock_opts.max_hold_ms = (unsigned)v;
+			break;
+		case OPT_REVOKE_GRACE:
+			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+				return usage("--revoke-grace: milliseconds");
+			h->lock_opts.revoke_grace_ms = (unsigned)v;
+			break;
+		case OPT_BIND: h->bind = true; break;
+		case OPT_BIND_GRACE:
+			if (!parse_ms(optarg, RAFTLOCK_BIND_GRACE_MIN_MS,
+				      RAFTLOCK_BIND_GRACE_MAX_MS, &v))
+				return usage("--bind-grace: milliseconds, 50..10000");
+			h->bind = true;
+			h->bind_grace_ms = (unsigned)v;
 			break;
 		case 'E':
 			if (!parse_ms(optarg, 0, 255, &v))
@@ -737,7 +780,7 @@ static const struct {
 	{"holders", cmd_holders},   {"show", cmd_show},       {"sessions", cmd_sessions},
 	{"check", cmd_check},       {"acl", cmd_acl},         {"top", cmd_top},
 	{"snapshot", cmd_snapshot}, {"member", cmd_member},   {"watch", cmd_watch},
-	{"elect", cmd_elect},       {"observe", cmd_observe},
+	{"elect", cmd_elect},       {"observe", cmd_observe}, {"revoke", cmd_revoke},
 };
 
 /* An environment variable; NULL when unset or empty. */

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,26 @@
 #include <unistd.h>
 
 #define CLI_SUPERVISE_TICK_MS 50
+
+/* Lock events of the held lock, from the library's I/O thread: a bit
+ * (1 << enum raftlock_lock_event) each. Revoked is taken as a lost lease;
+ * a request to release as the stop of a cooperative holder. */
+static atomic_uint lock_events;
+
+static void on_lock_event(raftlock_session *s, enum raftlock_lock_event ev, const char *name,
+			  uint64_t token, void *arg)
+{
+	(void)s;
+	(void)name;
+	(void)token;
+	(void)arg;
+	atomic_fetch_or(&lock_events, 1u << ev);
+}
+
+static bool lock_event_seen(enum raftlock_lock_event ev)
+{
+	return (atomic_load(&lock_events) & (1u << ev)) != 0;
+}
 
 extern char **environ;
 
@@ -125,6 +146,20 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		uint64_t v = raftlock_session_valid_until(s);
 		if (v != 0)
 			last_valid = v;
+		if (!killed && lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
+			fprintf(stderr,
+				"raftlock: lock '%s' revoked: killing the command (SIGKILL)\n",
+				h->name);
+			kill(-child, SIGKILL);
+			killed = true;
+		} else if (!termed && !killed && lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED)) {
+			fprintf(stderr,
+				"raftlock: release of '%s' requested: stopping the command "
+				"(SIGTERM)\n",
+				h->name);
+			kill(-child, SIGTERM);
+			termed = true;
+		}
 		if (!killed && (v == 0 || now >= last_valid)) {
 			/* Jeopardy or loss alike: the lock may go to another
 			 * from now on, so the command stops here. */
@@ -354,6 +389,13 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, cons
 		uint64_t v = raftlock_session_valid_until(s);
 		if (v != 0)
 			last_valid = v;
+		if (lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
+			fprintf(stderr, "raftlock: '%s' was revoked: it is no longer held\n",
+				h->name);
+			return CLI_EXIT_ERROR;
+		}
+		if (lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED))
+			return CLI_EXIT_OK; /* a cooperative holder lets go */
 		if (v == 0 || raftlock_now_ms() >= last_valid) {
 			fprintf(stderr,
 				"raftlock: session %" PRIu64 " %s: '%s' is no longer held\n",
@@ -434,7 +476,10 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	raftlock_session *s = NULL;
 	struct held x;
 	struct wait_guard g;
-	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms};
+	struct raftlock_session_options so = {.ttl_ms = h->ttl_ms,
+					      .on_lock_event = on_lock_event,
+					      .bind_to_connection = h->bind,
+					      .bind_grace_ms = h->bind_grace_ms};
 	if (guard_start(&g) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	if (raftlock_session_open(c, &so, &s) != 0) {
@@ -467,7 +512,9 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	code = hold_exit_code(c, h, rv);
 	if (code == CLI_EXIT_OK) {
 		code = h->argv != NULL ? hold_run_child(s, h, &x) : hold_until_signal(s, h, &x);
-		if (raftlock_session_valid(s) && held_release(&x) != 0)
+		/* A revoked grant (its token is 0) has nothing left to release. */
+		bool revoked = x.set == NULL && raftlock_lock_token(x.lock) == 0;
+		if (raftlock_session_valid(s) && !revoked && held_release(&x) != 0)
 			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 	}
 	held_free(&x);

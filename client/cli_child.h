@@ -43,6 +43,8 @@ struct cli_hold {
 	int wait_ms; /* 0: do not wait; < 0: forever */
 	unsigned ttl_ms;
 	unsigned grace_ms;
+	bool bind;              /* crash-fast: the session is bound to its connection */
+	unsigned bind_grace_ms; /* 0: the default */
 	char **argv;            /* the command, NULL-terminated; NULL: hold until a signal */
 	int conflict_exit_code; /* the exit code when the lock is busy (CLI_EXIT_BUSY) */
 	bool child_exit_code;   /* exit with the command's status; else 0 once it ran */

@@ -32,6 +32,7 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 	}
 	c->ss.ending = lock_end_waits;
 	c->ss.freeing = lock_free_all;
+	c->ss.revoked = lock_revoked;
 	rv = keepalive_start(&c->ka, &c->ss);
 	if (rv != 0) {
 		errmsg_set(NULL, rv, NULL, "open client: start the keepalive thread");

@@ -230,6 +230,8 @@ static bool lock_info_from_pb(struct raftlock_lock_info *info, const Raftlock__L
 	info->limit = li->limit;
 	info->delay_until = li->delay_until;
 	info->lock_delay_ms = li->lock_delay_ms;
+	info->max_hold_ms = li->max_hold_ms;
+	info->revoke_grace_ms = li->revoke_grace_ms;
 	info->cluster_time = li->cluster_time;
 	if (li->n_holders > 0 &&
 	    (info->holders = calloc(li->n_holders, sizeof *info->holders)) == NULL)

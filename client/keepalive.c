@@ -295,6 +295,10 @@ static void *keepalive_main(void *arg)
 			continue;
 		unsigned interval = keepalive_interval(ss);
 		uint64_t now_m = transport_mono_ms(t);
+		if (ss->renew_now) {
+			ss->renew_now = false; /* bound sessions lost their connection */
+			k->next = now_m;
+		}
 		if (interval != 0 && now_m >= k->next) {
 			k->next = now_m + interval;
 			keepalive_send_round(ss, &f, interval);

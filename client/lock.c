@@ -277,6 +277,8 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftl
 	m->acq.wait = timeout_ms != 0;
 	m->acq.wait_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
 	m->acq.lock_delay_ms = l->opts.lock_delay_ms;
+	m->acq.max_hold_ms = l->opts.max_hold_ms;
+	m->acq.revoke_grace_ms = l->opts.revoke_grace_ms;
 	m->acq.value = l->value != NULL ? l->value : (char *)"";
 }
 
@@ -681,6 +683,17 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 		}
 	}
 	transport_defer(t, &op->d);
+}
+
+void lock_revoked(raftlock_session *s, uint64_t owner, uint64_t token)
+{
+	struct raftlock_lock *l;
+	list_each_entry (l, &s->attached, struct raftlock_lock, link) {
+		if (l->owner == owner && l->token == token) {
+			l->token = 0;
+			l->count = 0;
+		}
+	}
 }
 
 void lock_end_waits(raftlock_session *s)

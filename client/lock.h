@@ -52,4 +52,8 @@ void lock_free_all(raftlock_session *s);
  * layer's ending hook. Their callbacks run soon after on the I/O thread. */
 void lock_end_waits(raftlock_session *s);
 
+/* The grant of s through handle owner with token was revoked: that handle
+ * holds nothing any more (t->mu held): the session layer's revoked hook. */
+void lock_revoked(raftlock_session *s, uint64_t owner, uint64_t token);
+
 #endif

@@ -66,6 +66,12 @@ extern "C" {
 #define RAFTLOCK_TTL_ELECTION_FACTOR 2
 /* The default grace period of a session in jeopardy, in TTLs. */
 #define RAFTLOCK_GRACE_TTLS 3
+/* Crash-fast release (raftlock_session_options.bind_grace_ms): how long
+ * after the connection that keeps a bound session closes the cluster ends
+ * it, unless another connection takes it over: default and bounds. */
+#define RAFTLOCK_BIND_GRACE_DEFAULT_MS 200
+#define RAFTLOCK_BIND_GRACE_MIN_MS 50
+#define RAFTLOCK_BIND_GRACE_MAX_MS 10000
 
 /*
  * Error codes. The numbers are part of the wire protocol: never renumber.
@@ -313,6 +319,34 @@ typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, 
 typedef void (*raftlock_session_event_cb)(raftlock_session *session,
 					  enum raftlock_session_event event, int reason, void *arg);
 
+/* What the cluster tells a holder about one of its grants
+ * (docs/GUARANTEES.md, revocation). */
+enum raftlock_lock_event {
+	/* The grant was revoked (raftlock_revoke, or the lock's maximum hold
+	 * time): the handle holds nothing any more, its token is no longer
+	 * current, and the lock has passed on. Stop acting on it now. */
+	RAFTLOCK_LOCK_REVOKED = 1,
+	/* The holder is asked to release the lock (a cooperative revocation,
+	 * or a maximum hold time with a revoke grace): the grant is revoked
+	 * at the cluster's deadline unless released first. */
+	RAFTLOCK_LOCK_RELEASE_REQUESTED = 2,
+};
+
+/*
+ * Called on the client's I/O thread, without the client lock, when the
+ * leader pushes a lock event for one of the session's grants: name (valid
+ * for the call) and token say which; raftlock_lock_token() of the handle
+ * that held it is already 0 for RAFTLOCK_LOCK_REVOKED. Events go to the
+ * connection that keeps the session: one pushed while the client is
+ * between connections is not repeated (the token is superseded all the
+ * same; raftlock_check_token() says so). Rules of the asynchronous lock
+ * callbacks: keep it short, call no blocking function of the client, do
+ * not close the session or the client (raftlock_lock_release_async may be
+ * called). None runs once raftlock_session_close() has begun.
+ */
+typedef void (*raftlock_lock_event_cb)(raftlock_session *session, enum raftlock_lock_event event,
+				       const char *name, uint64_t token, void *arg);
+
 struct raftlock_session_options {
 	unsigned ttl_ms;                  /* lease length; 0 = 10000 ms. Range TTL_MIN..MAX,
 					     and at least RAFTLOCK_TTL_ELECTION_FACTOR times
@@ -326,6 +360,25 @@ struct raftlock_session_options {
 	unsigned grace_ms;
 	raftlock_session_event_cb on_event; /* may be NULL */
 	void *on_event_arg;
+	raftlock_lock_event_cb on_lock_event; /* may be NULL */
+	void *on_lock_event_arg;
+	/*
+	 * Crash-fast release (docs/GUARANTEES.md rule 10b): when true, the
+	 * session is bound to the connection that keeps it (the leader's):
+	 * when that connection closes -- the process died, the kernel closed
+	 * its socket -- the cluster ends the session bind_grace_ms later
+	 * (0 = RAFTLOCK_BIND_GRACE_DEFAULT_MS; RAFTLOCK_BIND_GRACE_MIN_MS ..
+	 * RAFTLOCK_BIND_GRACE_MAX_MS, else raftlock_session_open returns
+	 * RAFTLOCK_EINVAL) unless another connection of this client takes it
+	 * over first, and its locks pass on as on expiry (lock-delays run).
+	 * So the library treats a lost connection as a lost lease at once:
+	 * validity ends (RAFTLOCK_SESSION_JEOPARDY) and comes back only when
+	 * a keepalive on a new connection is acknowledged, which proves the
+	 * cluster still holds the session. A paused process whose
+	 * connection stays open keeps the TTL rule.
+	 */
+	bool bind_to_connection;
+	unsigned bind_grace_ms;
 };
 
 /*
@@ -415,7 +468,14 @@ struct raftlock_lock_options {
 	enum raftlock_kind kind; /* 0 = RAFTLOCK_MUTEX */
 	uint32_t limit;          /* semaphores: number of permits */
 	unsigned lock_delay_ms;  /* unavailable this long after its holder's
-				    session expires; 0 = none */
+				    session expires (or its grant is revoked);
+				    0 = none */
+	/* The creator's, like lock_delay_ms: every grant of the lock is
+	 * revoked max_hold_ms after it was made (0 = no limit); with
+	 * revoke_grace_ms, the holder is first asked to release
+	 * (RAFTLOCK_LOCK_RELEASE_REQUESTED) and revoked that much later. */
+	unsigned max_hold_ms;
+	unsigned revoke_grace_ms;
 };
 
 /*
@@ -672,6 +732,27 @@ RAFTLOCK_API void raftlock_multi_free(raftlock_multi *set);
  */
 RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name, uint64_t token,
 				      bool *current);
+
+/*
+ * Revokes grants of `name` (docs/GUARANTEES.md, revocation): the grant
+ * whose token is `token`, or every current grant when token is 0. With
+ * grace_ms 0 each is revoked at once: it ends whatever its nesting, its
+ * token is no longer current, its holder's library gets
+ * RAFTLOCK_LOCK_REVOKED, and the lock passes on (after its lock-delay, if
+ * it has one). With grace_ms > 0 (cooperative) each holder is first asked
+ * to release (RAFTLOCK_LOCK_RELEASE_REQUESTED) and what it still holds
+ * grace_ms later is revoked. With authentication on the caller needs
+ * admin on the name. *count (if not NULL) is the number of grants revoked
+ * or asked. Thread-safe; blocks for at most the request timeout. A retry
+ * after a lost answer executes again: with token 0 it may revoke the
+ * next holder too, so name the token to revoke one grant only.
+ * Errors: RAFTLOCK_ENOTFOUND (no such lock, or no current grant with that
+ * token: nothing changed), RAFTLOCK_EPERM, RAFTLOCK_EINVAL (empty name),
+ * RAFTLOCK_ETOOBIG, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
+ * RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ENOMEM.
+ */
+RAFTLOCK_API int raftlock_revoke(raftlock_client *client, const char *name, uint64_t token,
+				 unsigned grace_ms, uint32_t *count);
 
 /* ----------------------------------------------------------- watches -- */
 
@@ -939,6 +1020,8 @@ struct raftlock_lock_info {
 	struct raftlock_holder *holders;
 	size_t n_waiters;
 	struct raftlock_waiter *waiters;
+	uint32_t max_hold_ms;     /* 0 = no limit */
+	uint32_t revoke_grace_ms; /* asked to release this long before revoked */
 };
 
 struct raftlock_lock_list {

@@ -69,6 +69,79 @@ void session_seq_end(raftlock_session *s, uint64_t seq)
 /* The transport's hook: the I/O thread got, for the mutating request req,
  * the answer "queued" (queued) or a result of apply: the first takes its
  * seq out of ack_below, the second ends the acknowledgements it carried. */
+/* A lock event for the application, run on the I/O thread without t->mu;
+ * the session's close waits for it (a call of the session). */
+struct session_lock_event {
+	struct transport_deferred d; /* first: the deferred callback is the event */
+	raftlock_session *s;
+	enum raftlock_lock_event kind;
+	uint64_t token;
+	char name[RAFTLOCK_NAME_MAX + 1];
+};
+
+static void session_lock_event_run(struct transport_deferred *d)
+{
+	struct session_lock_event *e = (struct session_lock_event *)d;
+	raftlock_session *s = e->s;
+	s->on_lock_event(s, e->kind, e->name, e->token, s->on_lock_event_arg);
+	pthread_mutex_lock(&s->t->mu);
+	session_call_end(s);
+	pthread_mutex_unlock(&s->t->mu);
+	free(e);
+}
+
+/* The transport's event hook: a revocation (or a request to release) for
+ * one of our sessions' grants. The handle lets go first (ss->revoked),
+ * then the application hears of it. */
+static void sessions_event(void *arg, const Raftlock__SessionEvent *ev)
+{
+	struct sessions *ss = arg;
+	raftlock_session **slot = idmap_get(&ss->ids, ev->session);
+	raftlock_session *s = slot != NULL ? *slot : NULL;
+	if (s == NULL || s->lost || s->closing || ev->name == NULL ||
+	    strlen(ev->name) > RAFTLOCK_NAME_MAX)
+		return;
+	bool revoked = ev->kind == RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED;
+	if (!revoked && ev->kind != RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_RELEASE_REQUESTED)
+		return; /* a kind this library does not know */
+	if (revoked && ss->revoked != NULL)
+		ss->revoked(s, ev->owner, ev->token);
+	if (s->on_lock_event == NULL)
+		return;
+	struct session_lock_event *e = calloc(1, sizeof *e);
+	if (e == NULL || session_call_begin(s) != 0) {
+		free(e); /* out of memory: the event is lost, the token superseded all the same */
+		return;
+	}
+	e->d.fn = session_lock_event_run;
+	e->s = s;
+	e->kind = revoked ? RAFTLOCK_LOCK_REVOKED : RAFTLOCK_LOCK_RELEASE_REQUESTED;
+	e->token = ev->token;
+	strcpy(e->name, ev->name);
+	transport_defer(s->t, &e->d);
+}
+
+/* The transport's conn_lost hook. Crash-fast release: the node that kept
+ * a bound session on that connection ends it after its grace unless a
+ * keepalive on another connection takes it over; so its validity ends
+ * now, and the keepalive thread asks at once on the next connection. */
+static void sessions_conn_lost(void *arg)
+{
+	struct sessions *ss = arg;
+	uint64_t now = transport_boot_ms(ss->t);
+	bool any = false;
+	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
+		if (s->bind_grace_ms == 0 || s->lost || s->valid_until <= now)
+			continue;
+		s->valid_until = now;
+		any = true;
+	}
+	if (any) {
+		ss->renew_now = true;
+		pthread_cond_broadcast(&ss->t->cond);
+	}
+}
+
 static void sessions_answered(void *arg, struct request *req, bool queued)
 {
 	raftlock_session *s = session_find(arg, req->seq_session);
@@ -391,7 +464,10 @@ int sessions_init(struct sessions *ss, struct transport *t, const char *client_n
 		strcpy(ss->host, "unknown");
 	pthread_mutex_lock(&t->mu);
 	ss->owner_base = transport_random(t);
-	t->hooks = (struct transport_hooks){.answered = sessions_answered, .arg = ss};
+	t->hooks = (struct transport_hooks){.answered = sessions_answered,
+					    .event = sessions_event,
+					    .conn_lost = sessions_conn_lost,
+					    .arg = ss};
 	pthread_mutex_unlock(&t->mu);
 	return 0;
 }
@@ -497,6 +573,17 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 	req.acks_queued = true; /* GUARANTEES rule 6: acked */
 	req.secret.data = s->secret;
 	req.secret.len = sizeof s->secret;
+	if (opts != NULL && opts->bind_to_connection)
+		req.bind_grace_ms =
+			opts->bind_grace_ms ? opts->bind_grace_ms : RAFTLOCK_BIND_GRACE_DEFAULT_MS;
+	if (req.bind_grace_ms != 0 && (req.bind_grace_ms < RAFTLOCK_BIND_GRACE_MIN_MS ||
+				       req.bind_grace_ms > RAFTLOCK_BIND_GRACE_MAX_MS)) {
+		explicit_bzero(s->secret, sizeof s->secret);
+		free(s);
+		return errmsg_set(
+			t, RAFTLOCK_EINVAL, NULL, "open session: bind grace %u ms outside %u..%u",
+			req.bind_grace_ms, RAFTLOCK_BIND_GRACE_MIN_MS, RAFTLOCK_BIND_GRACE_MAX_MS);
+	}
 	owner.client_name = ss->client_name;
 	owner.host = ss->host;
 	owner.pid = (uint32_t)getpid();
@@ -539,7 +626,10 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 		s->on_lost_arg = opts->on_lost_arg;
 		s->on_event = opts->on_event;
 		s->on_event_arg = opts->on_event_arg;
+		s->on_lock_event = opts->on_lock_event;
+		s->on_lock_event_arg = opts->on_lock_event_arg;
 	}
+	s->bind_grace_ms = req.bind_grace_ms;
 	list_add_head(&ss->list, &s->link);
 	if (ss->opened != NULL)
 		ss->opened(ss->opened_arg, s);

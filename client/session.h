@@ -63,6 +63,12 @@ struct sessions {
 	void *opened_arg;
 	void (*ending)(raftlock_session *s);
 	void (*freeing)(raftlock_session *s);
+	/* A grant of s through handle owner with token was revoked: the
+	 * handle must hold nothing any more (may be NULL). */
+	void (*revoked)(raftlock_session *s, uint64_t owner, uint64_t token);
+	/* A connection was lost while bound sessions were valid: the
+	 * keepalive thread renews them at once (on the next connection). */
+	bool renew_now;
 };
 
 /* Bytes of a session's secret: 128 bits. */
@@ -109,6 +115,9 @@ struct raftlock_session {
 	void *on_lost_arg;
 	raftlock_session_event_cb on_event;
 	void *on_event_arg;
+	raftlock_lock_event_cb on_lock_event;
+	void *on_lock_event_arg;
+	unsigned bind_grace_ms; /* bound to its connection (0: not bound) */
 	uint64_t next_seq;
 	struct session_seq *inflight; /* seqs whose outcome is unknown */
 	size_t n_inflight;

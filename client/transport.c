@@ -287,7 +287,10 @@ static void io_fail(struct transport *t, bool unreachable)
 	uint64_t now = transport_mono_ms(t);
 	if (unreachable)
 		io_note_down(t, now);
+	bool was_open = t->conn.state == CONN_OPEN;
 	conn_close(&t->conn);
+	if (was_open && t->hooks.conn_lost != NULL)
+		t->hooks.conn_lost(t->hooks.arg);
 	t->drop_conn = false;
 	t->hops++;
 	if (t->has_redirect && t->hops <= t->n_addrs + 1) {
@@ -556,6 +559,13 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		/* the node holds as many connections from this address as it
 		 * takes, and closes ours: a refusal, as a TLS one is */
 		io_refused(t, RAFTLOCK_ELIMIT, env->response->message);
+		raftlock__envelope__free_unpacked(env, NULL);
+		return;
+	}
+	if (env->id == 0 && env->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE &&
+	    env->response->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT) {
+		if (t->hooks.event != NULL)
+			t->hooks.event(t->hooks.arg, env->response->session_event);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}

@@ -105,11 +105,15 @@ struct transport_deferred {
 	struct transport_deferred *next;
 };
 
-/* The hook of the layer above: the I/O thread (t->mu held) got, for the
- * sequenced request req, the answer "queued" (queued) or a result of
- * apply. */
+/* The hooks of the layer above, called by the I/O thread with t->mu held:
+ * answered: for the sequenced request req, the answer "queued" (queued) or
+ * a result of apply; event: a session event the node pushed (revocation,
+ * borrowed for the call); conn_lost: a connection that was open is gone
+ * (the node may end bound sessions it kept). */
 struct transport_hooks {
 	void (*answered)(void *arg, struct request *req, bool queued);
+	void (*event)(void *arg, const Raftlock__SessionEvent *ev);
+	void (*conn_lost)(void *arg);
 	void *arg;
 };
 

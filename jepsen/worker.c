@@ -67,6 +67,7 @@ struct config {
 	int locks;
 	unsigned permits;
 	unsigned ttl_ms;
+	unsigned bind_ms; /* crash-fast release: bound sessions, this grace; 0 = off */
 	const char *register_addr;
 	const char *out;
 	unsigned seed;
@@ -436,7 +437,10 @@ static void session_end(void)
 static bool session_begin(void)
 {
 	for (unsigned attempt = 0; !stop_flag && attempt < 100000; attempt++) {
-		struct raftlock_session_options so = {.ttl_ms = cfg.ttl_ms, .on_lost = on_lost};
+		struct raftlock_session_options so = {.ttl_ms = cfg.ttl_ms,
+						      .on_lost = on_lost,
+						      .bind_to_connection = cfg.bind_ms != 0,
+						      .bind_grace_ms = cfg.bind_ms};
 		struct event ev = {.type = "invoke", .f = "open"};
 		emit(&ev);
 		atomic_store(&session_lost, 0);
@@ -917,7 +921,7 @@ static void usage(void)
 		"   status]\n"
 		"  [--prefix P]\n"
 		"  [--locks K] [--permits N] [--ttl-ms MS] [--register H:P]\n"
-		"  [--out FILE] [--seed S] [--hold-ms MS]\n"
+		"  [--out FILE] [--seed S] [--hold-ms MS] [--bind-ms MS]\n"
 		"  [--acquire-timeout-ms MS] [--time S] [--request-timeout-ms MS]\n"
 		"  [--cacert FILE] [--cert FILE] [--key FILE] [--server-name NAME]\n"
 		"  (TLS, as for the raftlock command; default: $RAFTLOCK_CACERT,\n"
@@ -935,25 +939,16 @@ static void parse_addresses(char *list)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"id", 1, 0, 'i'},
-		{"addresses", 1, 0, 'a'},
-		{"workload", 1, 0, 'w'},
-		{"prefix", 1, 0, 'P'},
-		{"locks", 1, 0, 'l'},
-		{"permits", 1, 0, 'n'},
-		{"ttl-ms", 1, 0, 't'},
-		{"register", 1, 0, 'r'},
-		{"out", 1, 0, 'o'},
-		{"seed", 1, 0, 's'},
-		{"hold-ms", 1, 0, 'h'},
-		{"acquire-timeout-ms", 1, 0, 'T'},
-		{"time", 1, 0, 'd'},
-		{"request-timeout-ms", 1, 0, 'R'},
-		{"cacert", 1, 0, 'C'},
-		{"cert", 1, 0, 'E'},
-		{"key", 1, 0, 'K'},
-		{"server-name", 1, 0, 'N'},
-		{0, 0, 0, 0},
+		{"id", 1, 0, 'i'},       {"addresses", 1, 0, 'a'},
+		{"workload", 1, 0, 'w'}, {"prefix", 1, 0, 'P'},
+		{"locks", 1, 0, 'l'},    {"permits", 1, 0, 'n'},
+		{"ttl-ms", 1, 0, 't'},   {"register", 1, 0, 'r'},
+		{"out", 1, 0, 'o'},      {"seed", 1, 0, 's'},
+		{"hold-ms", 1, 0, 'h'},  {"acquire-timeout-ms", 1, 0, 'T'},
+		{"time", 1, 0, 'd'},     {"request-timeout-ms", 1, 0, 'R'},
+		{"cacert", 1, 0, 'C'},   {"cert", 1, 0, 'E'},
+		{"key", 1, 0, 'K'},      {"server-name", 1, 0, 'N'},
+		{"bind-ms", 1, 0, 'B'},  {0, 0, 0, 0},
 	};
 	const char *tls[4] = {getenv("RAFTLOCK_CACERT"), getenv("RAFTLOCK_CERT"),
 			      getenv("RAFTLOCK_KEY"), getenv("RAFTLOCK_SERVER_NAME")};
@@ -978,6 +973,7 @@ int main(int argc, char **argv)
 		case 'E': tls[1] = optarg; break;
 		case 'K': tls[2] = optarg; break;
 		case 'N': tls[3] = optarg; break;
+		case 'B': cfg.bind_ms = (unsigned)atoi(optarg); break;
 		default: usage();
 		}
 	}

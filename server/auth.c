@@ -137,6 +137,8 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 		return need(v, identity, AUTH_ADMIN, env->acl_set->rule->prefix, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
 		return need(v, identity, AUTH_ADMIN, env->acl_delete->rule->prefix, msg, len);
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
+		return need(v, identity, AUTH_ADMIN, env->revoke->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:

@@ -19,13 +19,16 @@
  * and the membership book (MEMBER_ADD, MEMBER_REMOVE, MEMBER_JOIN); 3,
  * MULTI_ACQUIRE (lock sets, multilock.h), the deadlock check of a new
  * wait (deadlock.h), which apply runs only once level 3 is recorded: a
- * node of level 2 would queue the wait, and diverge; and elections:
+ * node of level 2 would queue the wait, and diverge; elections:
  * PROCLAIM and an ACQUIRE that publishes a value (Acquire.value, which an
- * older build would drop). A build made with -DRAFTLOCK_FEATURE_LEVEL=1
- * (the test build raftlockd-level1) has level 1: no ACL_DELETE, and it
- * never proposes a membership command (a level-1 cluster refuses `member
- * add`, `remove` and `--join` before the log, like any request of a higher
- * level).
+ * older build would drop); revocation: REVOKE, REVOKE_DUE, DROP_BOUND, an
+ * ACQUIRE with max_hold_ms or revoke_grace_ms and an OPEN_SESSION with
+ * bind_grace_ms (fields an older build would drop, and so hold, or keep
+ * bound, what the others revoke). A build made with
+ * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
+ * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
+ * cluster refuses `member add`, `remove` and `--join` before the log, like
+ * any request of a higher level).
  */
 #ifndef RAFTLOCK_FEATURE_LEVEL_H
 #define RAFTLOCK_FEATURE_LEVEL_H
@@ -53,21 +56,37 @@ static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
 	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN: return 2u;
-	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE: return 3u;
-	case RAFTLOCK__COMMAND__OP_PROCLAIM: return 3u;
+	case RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE:
+	case RAFTLOCK__COMMAND__OP_PROCLAIM:
+	case RAFTLOCK__COMMAND__OP_REVOKE:
+	case RAFTLOCK__COMMAND__OP_REVOKE_DUE:
+	case RAFTLOCK__COMMAND__OP_DROP_BOUND: return 3u;
 	default: return 1u;
 	}
 }
 
+/* The level an acquire needs for its fields: 3 for an election value or
+ * a revocation limit, which an older build would not see. */
+static inline uint32_t features_acquire_level(const Raftlock__Acquire *a)
+{
+	if (a->value[0] != '\0' || a->max_hold_ms != 0 || a->revoke_grace_ms != 0)
+		return 3u;
+	return 1u;
+}
+
 /* The level a whole command needs: its kind's, or more for a field that
- * an older build would not see (an election value). */
+ * an older build would not see (an election value, a revocation limit, a
+ * bound session). */
 static inline uint32_t features_level_of(const Raftlock__Command *cmd)
 {
 	uint32_t level = features_command_level(cmd->op_case);
-	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE && cmd->acquire->value[0] != '\0' &&
-	    level < 3u)
-		level = 3u;
-	return level;
+	uint32_t fields = 1u;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE)
+		fields = features_acquire_level(cmd->acquire);
+	else if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION &&
+		 cmd->open_session->bind_grace_ms != 0)
+		fields = 3u;
+	return fields > level ? fields : level;
 }
 
 /* A recorded level: none (0) is level 1. */

@@ -197,6 +197,15 @@ Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t se
 	if (value != NULL && value[0] != '\0')
 		records_set_string(&h->value, value);
 	a->fsm->stats.grants++;
+	if (lock->max_hold_ms > 0) {
+		h->revoke_at = a->now + lock->max_hold_ms;
+		emit(a, (struct fsm_event){.type = FSM_EV_REVOKE_DEADLINE,
+					   .name = lock->name,
+					   .session = session,
+					   .owner = owner,
+					   .token = h->token,
+					   .deadline = h->revoke_at});
+	}
 	note_change_value(a, RAFTLOCK__WATCH_KIND__WATCH_GRANTED, lock->name, session, owner,
 			  h->token, mode, permits, 0, h->value);
 	return h;
@@ -376,6 +385,9 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	}
 	if (op->ttl_ms < RAFTLOCK_TTL_MIN_MS || op->ttl_ms > RAFTLOCK_TTL_MAX_MS)
 		return result_of(RAFTLOCK_EINVAL);
+	if (op->bind_grace_ms != 0 && (op->bind_grace_ms < RAFTLOCK_BIND_GRACE_MIN_MS ||
+				       op->bind_grace_ms > RAFTLOCK_BIND_GRACE_MAX_MS))
+		return result_of(RAFTLOCK_EINVAL);
 	if (store_count_sessions(st, a->txn) >= FSM_MAX_SESSIONS)
 		return refuse_limit(RAFTLOCK__LIMIT__LIMIT_SESSIONS, FSM_MAX_SESSIONS);
 	/* The limit is the proposing leader's (the entry carries it), so
@@ -392,6 +404,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 	sess->ttl_ms = op->ttl_ms;
 	sess->nonce = op->nonce;
 	sess->acks_queued = op->acks_queued;
+	sess->bind_grace_ms = op->bind_grace_ms;
 	records_set_bytes(&sess->secret_digest, &op->secret_digest);
 	records_set_string(&sess->identity, op->identity);
 	sess->opened_time = a->now;
@@ -406,6 +419,7 @@ static Raftlock__Result do_open_session(struct apply *a, const Raftlock__OpenSes
 				   .deadline = a->now + op->ttl_ms,
 				   .ttl_ms = sess->ttl_ms,
 				   .opened = true,
+				   .bind_grace_ms = sess->bind_grace_ms,
 				   .digest = sess->secret_digest.data,
 				   .digest_len = sess->secret_digest.len});
 	res.session = sess->id;
@@ -511,6 +525,8 @@ Raftlock__Result open_lock(struct apply *a, const Raftlock__Acquire *op,
 		lock = records_new_lock(op->name, kind,
 					kind == RAFTLOCK__LOCK_KIND__SEMAPHORE ? op->limit : 0);
 		lock->lock_delay_ms = op->lock_delay_ms;
+		lock->max_hold_ms = op->max_hold_ms;
+		lock->revoke_grace_ms = op->revoke_grace_ms;
 	} else if ((op->kind != 0 && (op->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE) !=
 					     (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE)) ||
 		   (lock->kind == RAFTLOCK__LOCK_KIND__SEMAPHORE && op->limit != 0 &&
@@ -746,6 +762,141 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 	raftlock__lock_record__free_unpacked(lock, NULL);
 }
 
+/* ---------------------------------------------------------- revocation -- */
+
+/* Starts the lock's lock-delay, as an expiry does: a holder that did not
+ * let go by itself may still be acting on what the lock protects. */
+static void start_lock_delay(struct apply *a, Raftlock__LockRecord *lock)
+{
+	if (lock->lock_delay_ms == 0 || lock->delay_until >= a->now + lock->lock_delay_ms)
+		return;
+	lock->delay_until = a->now + lock->lock_delay_ms;
+	a->fsm->stats.lock_delays++;
+	emit(a, (struct fsm_event){.type = FSM_EV_LOCK_DELAY,
+				   .name = lock->name,
+				   .deadline = lock->delay_until});
+}
+
+/* Ends the grant of holder i now, whatever its nesting: its token is no
+ * longer current, its session is told (FSM_EV_REVOKED), and the caller
+ * lets the queue move on (grant_waiters) once it is done with the lock. */
+static void revoke_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
+{
+	struct store *st = a->fsm->store;
+	const Raftlock__Holder *h = lock->holders[i];
+	uint64_t session = h->session, owner = h->owner, token = h->token;
+	note_holder_gone(a, lock, i, RAFTLOCK__WATCH_KIND__WATCH_REVOKED);
+	remove_holder(a, lock, i);
+	a->fsm->stats.revocations++;
+	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, session);
+	if (sess != NULL) {
+		forget_lock_if_done(sess, lock);
+		store_put_session(st, a->txn, sess);
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	emit(a, (struct fsm_event){.type = FSM_EV_REVOKED,
+				   .name = lock->name,
+				   .session = session,
+				   .owner = owner,
+				   .token = token});
+	start_lock_delay(a, lock);
+}
+
+/* Chubby's conflicting-lock event: the holder is asked to release, and is
+ * revoked at `at` (RevokeDue) unless it lets go first. */
+static void ask_release(struct apply *a, const Raftlock__LockRecord *lock, Raftlock__Holder *h,
+			uint64_t at)
+{
+	if (h->revoke_at == 0 || at < h->revoke_at)
+		h->revoke_at = at;
+	h->release_requested = true;
+	struct fsm_event ev = {.type = FSM_EV_REVOKE_DEADLINE,
+			       .name = lock->name,
+			       .session = h->session,
+			       .owner = h->owner,
+			       .token = h->token,
+			       .deadline = h->revoke_at};
+	emit(a, ev);
+	ev.type = FSM_EV_RELEASE_REQUESTED;
+	emit(a, ev);
+}
+
+/* An admin's revocation (who may is decided before the log). count is the
+ * number of grants revoked or asked to release, token the highest. */
+static Raftlock__Result do_revoke(struct apply *a, const Raftlock__Revoke *op)
+{
+	if (codec_check_name(op->name) != 0)
+		return result_of(RAFTLOCK_EINVAL);
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return result_of(RAFTLOCK_ENOTFOUND);
+	Raftlock__Result res = result_of(0);
+	bool revoked = false;
+	for (size_t i = lock->n_holders; i-- > 0;) {
+		Raftlock__Holder *h = lock->holders[i];
+		if (op->token != 0 && h->token != op->token)
+			continue;
+		res.count++;
+		if (h->token > res.token)
+			res.token = h->token;
+		if (op->grace_ms == 0) {
+			revoke_holder(a, lock, i);
+			revoked = true;
+		} else {
+			ask_release(a, lock, h, a->now + op->grace_ms);
+		}
+	}
+	if (res.count == 0)
+		res.status = RAFTLOCK_ENOTFOUND; /* no such grant (any more) */
+	if (revoked)
+		grant_waiters(a, lock, NULL);
+	save_lock(a, lock);
+	raftlock__lock_record__free_unpacked(lock, NULL);
+	return res;
+}
+
+/* Rule 4's pattern: the grant is revoked only if this entry's cluster time
+ * is at or past its deadline as of this point in the log; a release that
+ * landed first wins (the token is gone). A maximum hold time of a lock
+ * with a revoke grace first asks the holder to release. */
+static void do_revoke_due(struct apply *a, const Raftlock__RevokeDue *op)
+{
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, op->name);
+	if (lock == NULL)
+		return;
+	for (size_t i = 0; i < lock->n_holders; i++) {
+		Raftlock__Holder *h = lock->holders[i];
+		if (h->token != op->token)
+			continue;
+		if (h->revoke_at == 0 || a->now < h->revoke_at)
+			break;
+		if (!h->release_requested && lock->revoke_grace_ms > 0) {
+			h->revoke_at = 0;
+			ask_release(a, lock, h, a->now + lock->revoke_grace_ms);
+		} else {
+			revoke_holder(a, lock, i);
+			grant_waiters(a, lock, NULL);
+		}
+		save_lock(a, lock);
+		break;
+	}
+	raftlock__lock_record__free_unpacked(lock, NULL);
+}
+
+/* Crash-fast release: the leader saw the connection of a bound session
+ * close and no other take it over. Ends it as an expiry would. */
+static void do_drop_bound(struct apply *a, const Raftlock__DropBound *op)
+{
+	Raftlock__SessionRecord *sess = store_get_session(a->fsm->store, a->txn, op->session);
+	if (sess == NULL)
+		return;
+	if (sess->bind_grace_ms != 0) {
+		a->fsm->stats.dropped++;
+		end_session(a, sess, true);
+	}
+	raftlock__session_record__free_unpacked(sess, NULL);
+}
+
 /* Elections: the holder whose grant carries op->token publishes a new
  * value; fenced by the token, so a deposed leader's proclaim is refused. */
 static Raftlock__Result do_proclaim(struct apply *a, Raftlock__SessionRecord *sess,
@@ -971,6 +1122,9 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 #if FEATURE_LEVEL >= 2
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE: res = do_acl_delete(a, cmd->acl_delete); break;
 #endif
+	case RAFTLOCK__COMMAND__OP_REVOKE: res = do_revoke(a, cmd->revoke); break;
+	case RAFTLOCK__COMMAND__OP_REVOKE_DUE: do_revoke_due(a, cmd->revoke_due); break;
+	case RAFTLOCK__COMMAND__OP_DROP_BOUND: do_drop_bound(a, cmd->drop_bound); break;
 	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL:
 		raise_feature_level(a, cmd->set_feature_level->level);
 		break;

@@ -55,6 +55,12 @@ enum fsm_event_type {
 	FSM_EV_SESSION,      /* session's deadline is now `deadline` */
 	FSM_EV_SESSION_GONE, /* session closed or expired */
 	FSM_EV_LOCK_DELAY,   /* lock `name` is delayed until `deadline` (0: ended) */
+	/* Revocation: the grant (name, token) of `session` through handle
+	 * `owner` is revoked at `deadline` (cluster time); was revoked; its
+	 * holder is asked to release before `deadline`. */
+	FSM_EV_REVOKE_DEADLINE,
+	FSM_EV_REVOKED,
+	FSM_EV_RELEASE_REQUESTED,
 	FSM_EV_CHANGE,       /* a change of lock `name` for watches: `change` */
 	FSM_EV_WAIT_DEADLINE /* waiter (name, session, seq) times out at deadline */
 };
@@ -73,6 +79,9 @@ struct fsm_event {
 	size_t digest_len;
 	const char *name;
 	const Raftlock__Result *result;
+	uint64_t owner, token; /* the revocation events */
+	/* FSM_EV_SESSION of an open: the session's bind grace (0: not bound). */
+	uint32_t bind_grace_ms;
 	/* FSM_EV_CHANGE: the change at its log position (index, offset);
 	 * its name points at `name`. Emitted on every node, in log order. */
 	const Raftlock__WatchEvent *change;
@@ -91,7 +100,9 @@ struct fsm_stats {
 	uint64_t grants;              /* holders added (re-entries not counted) */
 	uint64_t waits;               /* acquires queued */
 	uint64_t expiries;            /* sessions expired (not closed) */
-	uint64_t lock_delays;         /* lock-delays started by an expiry */
+	uint64_t lock_delays;         /* lock-delays started by an expiry or a revocation */
+	uint64_t revocations;         /* grants revoked (admin, maximum hold time) */
+	uint64_t dropped;             /* bound sessions ended for their connection */
 	struct histogram wait;        /* queued to granted */
 	struct histogram hold;        /* granted to released (or its session ended) */
 	struct contention contention; /* waits by lock name prefix */

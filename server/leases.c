@@ -32,7 +32,8 @@ struct lease {
 	uint64_t expire_proposed; /* cluster ms of this leader's EXPIRE proposal; 0: none */
 	uint64_t window;          /* the renew window that last named it (window_gen) */
 	uint32_t ttl_ms;
-	uint8_t digest_state; /* enum digest_state */
+	uint8_t digest_state;   /* enum digest_state */
+	uint32_t bind_grace_ms; /* OpenSession.bind_grace_ms, known with the digest */
 	uint8_t digest[SECRET_DIGEST_LEN];
 };
 
@@ -123,6 +124,7 @@ static void load_digest(struct leases *l, uint64_t id, struct lease *s, MDB_txn 
 		return;
 	}
 	set_digest(s, rec->secret_digest.data, rec->secret_digest.len);
+	s->bind_grace_ms = rec->bind_grace_ms;
 	raftlock__session_record__free_unpacked(rec, NULL);
 }
 
@@ -134,6 +136,20 @@ static bool lease_secret_matches(struct leases *l, uint64_t id, struct lease *s,
 		load_digest(l, id, s, txn);
 	return s->digest_state == DIGEST_KNOWN &&
 	       secret_matches(secret, s->digest, SECRET_DIGEST_LEN);
+}
+
+uint32_t leases_bind_grace(struct leases *l, uint64_t id)
+{
+	struct lease *s = idmap_get(&l->sessions, id);
+	if (s == NULL)
+		return 0;
+	if (s->digest_state == DIGEST_UNREAD) {
+		MDB_txn *txn = NULL;
+		load_digest(l, id, s, &txn);
+		if (txn != NULL)
+			store_abort(txn);
+	}
+	return s->bind_grace_ms;
 }
 
 int leases_check_secret(struct leases *l, uint64_t id, const ProtobufCBinaryData *secret)
@@ -165,6 +181,10 @@ static int rebuild_lock(void *arg, Raftlock__LockRecord *rec)
 		if (rec->waiters[i]->deadline != 0)
 			add_timer(l, TIMER_WAIT, rec->name, rec->waiters[i]->session,
 				  rec->waiters[i]->seq, rec->waiters[i]->deadline);
+	for (size_t i = 0; i < rec->n_holders; i++)
+		if (rec->holders[i]->revoke_at != 0)
+			add_timer(l, TIMER_REVOKE, rec->name, rec->holders[i]->token, 0,
+				  rec->holders[i]->revoke_at);
 	raftlock__lock_record__free_unpacked(rec, NULL);
 	return 0;
 }
@@ -186,8 +206,10 @@ void leases_on_event(struct leases *l, const struct fsm_event *ev)
 	switch (ev->type) {
 	case FSM_EV_SESSION: {
 		struct lease *s = set_session(l, ev->session, ev->deadline, ev->ttl_ms);
-		if (ev->opened)
+		if (ev->opened) {
 			set_digest(s, ev->digest, ev->digest_len);
+			s->bind_grace_ms = ev->bind_grace_ms;
+		}
 		break;
 	}
 	case FSM_EV_SESSION_GONE: idmap_del(&l->sessions, ev->session); break;
@@ -200,6 +222,10 @@ void leases_on_event(struct leases *l, const struct fsm_event *ev)
 	case FSM_EV_WAIT_DEADLINE:
 		add_timer(l, TIMER_WAIT, ev->name, ev->session, ev->seq, ev->deadline);
 		break;
+	case FSM_EV_REVOKE_DEADLINE:
+		add_timer(l, TIMER_REVOKE, ev->name, ev->token, 0, ev->deadline);
+		break;
+	case FSM_EV_REVOKED: timers_drop_revoke(&l->timers, ev->token); break;
 	default: break;
 	}
 }
@@ -258,7 +284,13 @@ static void expire_timers(struct leases *l, uint64_t now)
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		Raftlock__LockDelayEnd delay = RAFTLOCK__LOCK_DELAY_END__INIT;
 		Raftlock__WaitExpire wait = RAFTLOCK__WAIT_EXPIRE__INIT;
-		if (t->kind == TIMER_LOCK_DELAY) {
+		Raftlock__RevokeDue revoke = RAFTLOCK__REVOKE_DUE__INIT;
+		if (t->kind == TIMER_REVOKE) {
+			revoke.name = t->name;
+			revoke.token = t->session;
+			cmd.op_case = RAFTLOCK__COMMAND__OP_REVOKE_DUE;
+			cmd.revoke_due = &revoke;
+		} else if (t->kind == TIMER_LOCK_DELAY) {
 			delay.name = t->name;
 			cmd.op_case = RAFTLOCK__COMMAND__OP_LOCK_DELAY_END;
 			cmd.lock_delay_end = &delay;
@@ -269,7 +301,9 @@ static void expire_timers(struct leases *l, uint64_t now)
 			cmd.op_case = RAFTLOCK__COMMAND__OP_WAIT_EXPIRE;
 			cmd.wait_expire = &wait;
 		}
-		if (node_propose_quiet(l->node, &cmd) != 0)
+		/* A revocation deadline exists only if a level-3 acquire was
+		 * applied; still, nothing above the recorded level is proposed. */
+		if (node_level_admits(l->node, &cmd) && node_propose_quiet(l->node, &cmd) != 0)
 			return;
 		timers_postpone(&l->timers, t, now + REPROPOSE_MS);
 	}

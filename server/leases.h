@@ -3,8 +3,8 @@
  * running lock-delay and each server-side wait deadline (in cluster time,
  * learnt from apply events on every node, so a new leader knows them);
  * batches keepalives into RENEW entries and acknowledges them only once the
- * entry applied (DESIGN.md rule 3); proposes EXPIRE_SESSION, LOCK_DELAY_END
- * and WAIT_EXPIRE when cluster time passes a deadline (rule 4). It proposes
+ * entry applied (DESIGN.md rule 3); proposes EXPIRE_SESSION, LOCK_DELAY_END,
+ * WAIT_EXPIRE and REVOKE_DUE when cluster time passes a deadline (rule 4). It proposes
  * commands; it never changes replicated state itself.
  *
  * Loop thread only.
@@ -105,6 +105,10 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
  * session in the applied state: apply answers it).
  */
 int leases_check_secret(struct leases *l, uint64_t id, const ProtobufCBinaryData *secret);
+
+/* The bind grace of live session id (OpenSession.bind_grace_ms), 0 for a
+ * session that is not bound or not known. */
+uint32_t leases_bind_grace(struct leases *l, uint64_t id);
 
 /* Whether the budget is spent for the rest of its period (which begins
  * with the first keepalive after the previous one ended). */

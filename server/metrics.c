@@ -116,8 +116,15 @@ static void render_locks(struct text *t, const struct fsm_stats *fs, uint64_t no
 	counter(t, "session_expiries_total",
 		"Sessions expired (their lease ran out), not closed by their client.",
 		fs->expiries);
-	counter(t, "lock_delays_total", "Lock-delays started by the expiry of a holder's session.",
+	counter(t, "lock_delays_total",
+		"Lock-delays started by the expiry of a holder's session or a revocation.",
 		fs->lock_delays);
+	counter(t, "lock_revocations_total",
+		"Grants revoked (raftlock revoke, or a lock's maximum hold time).",
+		fs->revocations);
+	counter(t, "bound_sessions_dropped_total",
+		"Bound sessions ended because their connection closed (crash-fast release).",
+		fs->dropped);
 	histogram(t, "lock_wait_duration_seconds",
 		  "Time from an acquire queued to its grant, in cluster time.", &fs->wait);
 	histogram(t, "lock_hold_duration_seconds",

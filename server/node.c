@@ -647,6 +647,12 @@ uint32_t node_cluster_feature_level(struct node *n)
 	return level;
 }
 
+bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
+{
+	uint32_t need = features_level_of(cmd);
+	return need <= 1u || need <= node_cluster_feature_level(n);
+}
+
 static void level_done(void *arg, int status, const Raftlock__Result *result)
 {
 	(void)status;

@@ -193,6 +193,11 @@ void node_note_feature_level(struct node *n, uint64_t id, uint32_t level);
 /* The feature level the cluster records (its applied state). */
 uint32_t node_cluster_feature_level(struct node *n);
 
+/* Whether the recorded level admits cmd (feature_level.h): what the
+ * leader proposes on its own checks this, as requests are checked before
+ * they are proposed. */
+bool node_level_admits(struct node *n, const Raftlock__Command *cmd);
+
 /* The leader's cluster time now, in ms (cluster_clock.h). Only meaningful
  * while ready. */
 uint64_t node_cluster_now(struct node *n);

@@ -74,6 +74,8 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, struct lock_info_buf 
 	b->info.limit = rec->limit;
 	b->info.delay_until = rec->delay_until;
 	b->info.lock_delay_ms = rec->lock_delay_ms;
+	b->info.max_hold_ms = rec->max_hold_ms;
+	b->info.revoke_grace_ms = rec->revoke_grace_ms;
 	b->info.cluster_time = now;
 	for (size_t i = 0; i < nh; i++) {
 		raftlock__holder_info__init(&b->holders[i]);

@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "grow.h"
 #include "limit_message.h"
 #include "listener.h"
 #include "log.h"
@@ -47,6 +48,8 @@ struct service_conn {
 	uint64_t admission_key; /* counted in svc->admission; 0: not counted */
 	bool refused;           /* TLS: refused once its handshake is done */
 	uint64_t frame_started; /* loop ms when the pending frame began; 0: none */
+	uint64_t *kept;         /* sessions bindings_note() said it keeps */
+	size_t n_kept, cap_kept;
 };
 
 /* A request waiting for its proposal, keepalive or barrier. */
@@ -57,6 +60,7 @@ struct service_request {
 	uint64_t start_ns; /* uv_hrtime() when it arrived */
 	uint64_t session, seq;
 	Raftlock__Envelope *env; /* reads only: the request, owned */
+	uint64_t *ids;           /* keepalives: the ids named, owned */
 };
 
 /* ---------------------------------------------------------- connections */
@@ -86,6 +90,7 @@ static void conn_close(struct service_conn *c)
 	admission_leave(&c->svc->admission, c->admission_key);
 	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
+	bindings_closed(&c->svc->bindings, c, c->kept, c->n_kept);
 	watches_forget_conn(&c->svc->watches, c);
 	if (c->tls != NULL)
 		tls_stream_close(c->tls, conn_tls_closed); /* close_notify, then the TCP */
@@ -100,6 +105,7 @@ static void conn_unref(struct service_conn *c)
 	list_remove(&c->link);
 	frame_reader_close(&c->reader);
 	free(c->out);
+	free(c->kept);
 	free(c->tls);
 	free(c->identity);
 	free(c);
@@ -295,8 +301,46 @@ static void request_free(struct service_request *p)
 {
 	if (p->env != NULL)
 		raftlock__envelope__free_unpacked(p->env, NULL);
+	free(p->ids);
 	conn_unref(p->conn);
 	free(p);
+}
+
+/* c keeps session (its open or keepalive came on c): revocation events
+ * go there, and a bound session ends soon after c closes. */
+static void conn_keeps(struct service_conn *c, uint64_t session)
+{
+	struct service *s = c->svc;
+	if (c->closing)
+		return;
+	uint32_t grace = leases_bind_grace(s->leases, session);
+	if (!bindings_note(&s->bindings, session, c, grace))
+		return;
+	if (grow(&c->kept, &c->cap_kept, c->n_kept + 1, 16, sizeof *c->kept) == 0)
+		c->kept[c->n_kept++] = session;
+}
+
+/* Revocation events (fsm.c) go to the connection that keeps the holder's
+ * session, if this node is the ready leader and one does. */
+static void push_session_event(struct service *s, const struct fsm_event *ev)
+{
+	struct service_conn *c = bindings_conn(&s->bindings, ev->session);
+	if (c == NULL || c->closing || !s->node->ready)
+		return;
+	Raftlock__SessionEvent se = RAFTLOCK__SESSION_EVENT__INIT;
+	se.kind = ev->type == FSM_EV_REVOKED
+			  ? RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED
+			  : RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_RELEASE_REQUESTED;
+	se.session = ev->session;
+	se.name = (char *)ev->name;
+	se.owner = ev->owner;
+	se.token = ev->token;
+	se.deadline = ev->deadline;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.push = true;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
+	resp.session_event = &se;
+	send_response(c, 0, &resp);
 }
 
 void service_on_event(struct service *s, const struct fsm_event *ev)
@@ -307,6 +351,11 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 	}
 	if (ev->type == FSM_EV_SESSION_GONE) {
 		pushes_forget_session(&s->pushes, ev->session);
+		bindings_forget(&s->bindings, ev->session);
+		return;
+	}
+	if (ev->type == FSM_EV_REVOKED || ev->type == FSM_EV_RELEASE_REQUESTED) {
+		push_session_event(s, ev);
 		return;
 	}
 	if (ev->type != FSM_EV_PUSH)
@@ -368,6 +417,8 @@ static void mutation_done(void *arg, int status, const Raftlock__Result *result)
 		else
 			taken = pushes_take(&s->pushes, p->session, p->seq);
 	}
+	if (status == 0 && p->op == SERVICE_OP_OPEN_SESSION && res.status == 0)
+		conn_keeps(p->conn, res.session);
 	if (status != 0) {
 		send_status(s, p->conn, p->id, unapplied_status(status), NULL);
 	} else {
@@ -437,6 +488,8 @@ static void copy_acquire(Raftlock__Acquire *dst, const Raftlock__Acquire *src)
 	dst->wait = src->wait;
 	dst->wait_ms = src->wait_ms;
 	dst->lock_delay_ms = src->lock_delay_ms;
+	dst->max_hold_ms = src->max_hold_ms;
+	dst->revoke_grace_ms = src->revoke_grace_ms;
 	dst->value = src->value;
 }
 
@@ -629,6 +682,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__AclSet acl_set = RAFTLOCK__ACL_SET__INIT;
 	Raftlock__AclDelete acl_delete = RAFTLOCK__ACL_DELETE__INIT;
 	struct multi_acquire_buf multi;
+	Raftlock__Revoke revoke = RAFTLOCK__REVOKE__INIT;
 	Raftlock__Proclaim proclaim;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
@@ -644,6 +698,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		open.nonce = env->open_session->nonce;
 		open.ttl_ms = env->open_session->ttl_ms;
 		open.acks_queued = env->open_session->acks_queued;
+		open.bind_grace_ms = env->open_session->bind_grace_ms;
 		if (env->open_session->owner != NULL) {
 			owner.client_name = env->open_session->owner->client_name;
 			owner.host = env->open_session->owner->host;
@@ -700,6 +755,14 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		if (!acl_change(s, c, env, &cmd, &acl_set, &acl_delete))
 			return;
 		break;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
+		/* Admin on the name (auth.c) when auth is on. */
+		revoke.name = env->revoke->name;
+		revoke.token = env->revoke->token;
+		revoke.grace_ms = env->revoke->grace_ms;
+		cmd.op_case = RAFTLOCK__COMMAND__OP_REVOKE;
+		cmd.revoke = &revoke;
+		break;
 	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
 	propose_for(s, c, env->id, &cmd, pushable);
@@ -711,6 +774,9 @@ static void keepalive_done(void *arg, int status, const int32_t *statuses, const
 			   size_t n)
 {
 	struct service_request *p = arg;
+	for (size_t i = 0; status == 0 && i < n && p->ids != NULL; i++)
+		if (statuses[i] == 0)
+			conn_keeps(p->conn, p->ids[i]); /* renewed: its secret was right */
 	if (status != 0) {
 		send_status(p->conn->svc, p->conn, p->id, status, NULL);
 	} else {
@@ -792,6 +858,9 @@ static void handle_keepalive(struct service *s, struct service_conn *c,
 		return;
 	}
 	const Raftlock__KeepAliveRequest *ka = env->keepalive;
+	p->ids = malloc((ka->n_sessions ? ka->n_sessions : 1) * sizeof *p->ids);
+	if (p->ids != NULL)
+		memcpy(p->ids, ka->sessions, ka->n_sessions * sizeof *p->ids);
 	int rv = leases_keepalive(s->leases, &c->keepalive_budget, ka->sessions, ka->secrets,
 				  ka->n_secrets, ka->n_sessions, keepalive_done, p);
 	if (rv != 0) {
@@ -1108,12 +1177,17 @@ static bool refused_for_level(struct service *s, struct service_conn *c,
 		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE: op = RAFTLOCK__COMMAND__OP_REVOKE; break;
 	default: break;
 	}
 	uint32_t need = features_command_level(op);
-	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE &&
-	    env->acquire->acquire->value[0] != '\0' && need < 3u)
-		need = 3u; /* elections (feature_level.h) */
+	/* Fields an older build would drop (feature_level.h): an election
+	 * value, a revocation limit, a session bound to its connection. */
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE)
+		need = features_acquire_level(env->acquire->acquire);
+	else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
+		 env->open_session->bind_grace_ms != 0)
+		need = 3u;
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
 		return false;
@@ -1433,6 +1507,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	for (unsigned i = 0; i < SERVICE_OPS; i++)
 		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
+	bindings_init(&s->bindings, leases->clock, node);
 	reads_init(&s->reads, node);
 	backup_init(&s->backup);
 	watches_init(&s->watches, cfg->watch_history, &node->store, node->start_applied, watch_send,
@@ -1460,6 +1535,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 
 void service_on_ready(struct service *s, bool ready)
 {
+	bindings_on_ready(&s->bindings, ready);
 	if (ready)
 		return;
 	/* A node that stops serving forgets where grants go: the clients of
@@ -1504,6 +1580,7 @@ void service_close(struct service *s)
 	backup_close(&s->backup);
 	members_close(&s->members);
 	pushes_close(&s->pushes);
+	bindings_close(&s->bindings);
 	watches_close(&s->watches);
 	admission_close(&s->admission);
 }

@@ -19,6 +19,7 @@
 #include "admission.h"
 #include "log_rate.h"
 #include "auth.h"
+#include "bindings.h"
 #include "backup.h"
 #include "config.h"
 #include "fsm.h"
@@ -61,6 +62,7 @@ struct service {
 	uv_prepare_t flusher;            /* writes them once per loop iteration */
 	uv_timer_t resume_timer;         /* reads again from paused connections */
 	struct pushes pushes;            /* where queued acquires' outcomes go */
+	struct bindings bindings;        /* which connection keeps each session */
 	struct reads reads;              /* linearizable reads waiting for a barrier */
 	struct backup backup;            /* images read by snapshot saves */
 	struct members members;          /* membership requests, promotions */

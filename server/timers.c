@@ -170,8 +170,8 @@ int timers_set(struct timers *t, enum timer_kind kind, const char *name, uint64_
 	}
 	*tm = (struct timer){.kind = kind,
 			     .name = copy,
-			     .session = kind == TIMER_WAIT ? session : 0,
-			     .seq = kind == TIMER_WAIT ? seq : 0,
+			     .session = kind != TIMER_LOCK_DELAY ? session : 0,
+			     .seq = kind != TIMER_LOCK_DELAY ? seq : 0,
 			     .deadline = deadline,
 			     .due = deadline,
 			     .key = key,
@@ -192,6 +192,11 @@ static void drop(struct timers *t, enum timer_kind kind, const char *name, uint6
 	heap_remove(t, tm);
 	free(tm->name);
 	free(tm);
+}
+
+void timers_drop_revoke(struct timers *t, uint64_t token)
+{
+	drop(t, TIMER_REVOKE, "", token, 0);
 }
 
 void timers_drop_delay(struct timers *t, const char *name)

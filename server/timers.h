@@ -19,7 +19,9 @@
 
 #include "idmap.h"
 
-enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT };
+/* A revocation deadline's identity is (token, 0) in (session, seq): a
+ * token names one grant for ever. */
+enum timer_kind { TIMER_LOCK_DELAY, TIMER_WAIT, TIMER_REVOKE };
 
 struct timer {
 	enum timer_kind kind;
@@ -55,6 +57,7 @@ int timers_set(struct timers *t, enum timer_kind kind, const char *name, uint64_
 /* Drops the lock-delay of name / the wait (session, seq), if there is one. */
 void timers_drop_delay(struct timers *t, const char *name);
 void timers_drop_wait(struct timers *t, uint64_t session, uint64_t seq);
+void timers_drop_revoke(struct timers *t, uint64_t token);
 
 /* The timer due soonest if it is due at `now`, else NULL. Borrowed until
  * the next call that changes the set. */

@@ -32,6 +32,7 @@ def check(events, ops, drift_windows=None):
              and isinstance(op.value, dict)]
     validity = H.session_validity(events)
     grants = H.grants_with_releases(ops)
+    revoked = H.revoked_at(events)
 
     # Per session: the latest invocation of an acknowledged operation that
     # needs a live session, and the latest lease validity reported.
@@ -94,6 +95,7 @@ def check(events, ops, drift_windows=None):
         while nxt < len(pending) and pending[nxt][0].cmp < rd.inv:
             g, r = pending[nxt]
             stop = r.inv if r is not None else H.INF
+            stop = min(stop, revoked.get((g.lock, g.token), H.INF))
             heapq.heappush(active, (stop, seq, g, r))
             seq += 1
             nxt += 1

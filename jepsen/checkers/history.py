@@ -170,9 +170,38 @@ def pair(events):
     return ops
 
 
+def killed_at(events):
+    """Maps each worker the worker-kill nemesis killed to the moment just
+    before its SIGKILL: it acts on nothing after that, whatever lease it
+    reported."""
+    out = {}
+    for ev in events:
+        if ev.get("process") == "nemesis" and ev.get("f") == "worker-kill" \
+                and ev.get("type") == "start":
+            for t in ev.get("targets") or []:
+                if t.startswith("w") and t[1:].isdigit():
+                    out.setdefault(int(t[1:]), ev.get("at", ev["time"]))
+    return out
+
+
+def revoked_at(events):
+    """Maps (lock, token) of each grant the revoke nemesis revoked to the
+    moment just before it asked: the grant ends there for the checkers
+    (its holder may still believe in its lease; fencing protects)."""
+    out = {}
+    for ev in events:
+        if ev.get("process") == "nemesis" and ev.get("f") == "revoke" \
+                and ev.get("type") == "start" and ev.get("revoked"):
+            out.setdefault((ev.get("lock"), ev.get("token")),
+                           ev.get("at", ev["time"]))
+    return out
+
+
 def session_validity(events):
     """Maps (process, session) to the sorted list of (time, valid_until)
-    samples the process reported, valid_until > 0 only."""
+    samples the process reported, valid_until > 0 only; a killed worker's
+    validity ends at its death (killed_at)."""
+    killed = killed_at(events)
     out = {}
     for ev in events:
         if not is_client(ev):
@@ -180,6 +209,7 @@ def session_validity(events):
         v = ev.get("valid_until")
         s = ev.get("session")
         if v and s is not None and ev["type"] != "invoke":
+            v = min(v, killed.get(ev["process"], INF))
             out.setdefault((ev["process"], s), []).append((ev["time"], v))
     return out
 

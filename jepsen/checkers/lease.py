@@ -18,6 +18,8 @@ MAX_REPORTED = 20
 def holder_intervals(events, ops):
     """Returns a list of (lock, start, end, grant op)."""
     validity = H.session_validity(events)
+    killed = H.killed_at(events)
+    revoked = H.revoked_at(events)
     out = []
     for g, r in H.grants_with_releases(ops):
         start = g.cmp
@@ -37,6 +39,8 @@ def holder_intervals(events, ops):
             end = start  # the holder never believed its lease valid
         else:
             end = min(stop, vmax)
+        end = min(end, killed.get(g.process, H.INF),
+                  revoked.get((g.lock, g.token), H.INF))
         if end < start:
             end = start
         out.append((g.lock, start, end, g))

@@ -145,7 +145,10 @@ def check(events, ops):
     # holding (ENOTHOLDER): the server lost a grant of a session that still
     # lives (an expired session gets ESESSION), or ran a retried release
     # twice. Never in a correct run.
+    revoked = H.revoked_at(events)
     for g, r in all_grants:
+        if (g.lock, g.token) in revoked:
+            continue  # an admin took it: its release is refused
         if r is not None and r.type == "fail" and r.error == "ENOTHOLDER":
             violations.append({
                 "what": "release of a granted handle refused as not "

@@ -87,6 +87,35 @@ class Planted(unittest.TestCase):
         # The expiry of p1's session is invisible: only leases prove it.
         self.assertTrue(res["linearizable"]["valid"])
 
+    def test_killed_worker_holds_nothing_after_its_death(self):
+        # p1 was killed (worker-kill) before p2's grant: its lease ends
+        # there, so the overlap is gone; a kill after p2's grant changes
+        # nothing: the overlap is still a violation.
+        path = os.path.join(DATA, "lease_overlap.jsonl")
+        for at, valid in ((150000000, True), (300000000, False)):
+            evs = history.load(path)
+            evs.append({"time": at + 1000000, "at": at, "process": "nemesis",
+                        "type": "start", "f": "worker-kill", "targets": ["w1"],
+                        "mode": "holding"})
+            evs.sort(key=lambda e: e["time"])
+            res = main.run(evs, liveness_bound_s=1.0)
+            self.assertEqual(res["lease"]["valid"], valid, json.dumps(
+                res["lease"]["violations"]))
+
+    def test_revoked_grant_ends_at_its_revocation(self):
+        # An admin revoked p1's grant (token 1000) before p2's grant: the
+        # overlap is gone; a revocation after p2's grant does not excuse it.
+        path = os.path.join(DATA, "lease_overlap.jsonl")
+        for at, valid in ((150000000, True), (300000000, False)):
+            evs = history.load(path)
+            evs.append({"time": at + 1000000, "at": at, "process": "nemesis",
+                        "type": "start", "f": "revoke", "targets": ["w1"],
+                        "lock": "a", "token": 1000, "revoked": True})
+            evs.sort(key=lambda e: e["time"])
+            res = main.run(evs, liveness_bound_s=1.0)
+            self.assertEqual(res["lease"]["valid"], valid, json.dumps(
+                res["lease"]["violations"]))
+
     def test_lease_semaphore(self):
         self.caught("lease_semaphore.jsonl", "lease", "more holders")
 

@@ -330,8 +330,16 @@ class Cluster:
                                                "w%d.log" % wid))
         p.history = out
         p.wid = wid
+        p.workload, p.args, p.killed = workload, args, False
         self.workers.append(p)
         return p
+
+    def replace_worker(self, w):
+        """A new worker in place of w (killed): same workload and
+        options, the next free id, so that each history process is one
+        process."""
+        wid = max(x.wid for x in self.workers) + 1
+        return self.start_worker(wid, w.workload, w.args)
 
     def holding_workers(self):
         """Workers whose last logged event says they hold a lock now."""
@@ -351,7 +359,8 @@ class Cluster:
     def worker_exits(self):
         """Each worker's exit status: 0 for a clean stop; a negative
         signal number or a non-zero status for a crash or a hang."""
-        return {"w%d" % w.wid: w.popen.returncode for w in self.workers}
+        return {"w%d" % w.wid: w.popen.returncode for w in self.workers
+                if not w.killed}
 
     def stop_workers(self, timeout=20):
         for w in self.workers:
@@ -375,6 +384,11 @@ class Cluster:
             n.kill()
         if self.register is not None:
             self.register.stop(5)
+
+
+def last_event(path):
+    """The last event a worker logged, or None."""
+    return _last_line(path)
 
 
 def _last_line(path):

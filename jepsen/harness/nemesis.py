@@ -21,6 +21,13 @@ ALL = ("kill", "pause", "partition", "clock", "restart-all", "membership")
 # member whose machine is lost; remove the leader and add a new member.
 MEMBERSHIP_MODES = ("replace", "grow+kill", "remove-leader", "grow+partition",
                     "grow")
+# Opt-in (not in "all"): SIGKILL of a worker that holds a lock, which is
+# then replaced by a new worker (a new process id in the history); meant
+# for workers in bound sessions (--bind-ms), whose locks pass on within
+# the grace.
+# "revoke": an admin revokes the grant a worker holds (`raftlock revoke
+# LOCK --token T`); the checkers end that grant at the revocation.
+EXTRA = ("worker-kill", "revoke")
 
 
 def mono_ns():
@@ -101,6 +108,16 @@ class Nemesis:
     def _node(self, i):
         return self.c.node_by_id(i)
 
+    def _holding_workers_soon(self):
+        """The workers holding a lock, waiting up to ~4 s for one."""
+        holders = []
+        for _ in range(40):
+            holders = self.c.holding_workers()
+            if holders:
+                break
+            time.sleep(0.1)
+        return holders
+
     def hold_seconds(self, name):
         ttl = self.ttl_ms / 1000.0
         if name == "pause":
@@ -141,12 +158,7 @@ class Nemesis:
     def _pause(self):
         mode = self.rng.choice(["leader", "node", "worker", "worker"])
         if mode.startswith("worker"):
-            holders = []
-            for _ in range(40):  # up to ~4 s for a worker to hold a lock
-                holders = self.c.holding_workers()
-                if holders:
-                    break
-                time.sleep(0.1)
+            holders = self._holding_workers_soon()
             if holders:
                 procs = [self.rng.choice(holders)]
                 label = ["w%d" % procs[0].wid]
@@ -310,6 +322,44 @@ class Nemesis:
                       "rate": rate,
                       "paused": ["w%d" % w.wid for w in paused]}
 
+    def _worker_kill(self):
+        holders = self._holding_workers_soon()
+        mode = "holding"
+        if not holders:
+            mode = "not-holding"
+            holders = [w for w in self.c.workers
+                       if w.running() and not w.paused and w.workload != "durable"]
+        if not holders:
+            raise NemesisError("no worker to kill")
+        w = self.rng.choice(holders)
+        at = mono_ns()  # it acts no more from here (checkers cap its lease)
+        w.killed = True
+        w.kill()
+        if w.running():
+            raise NemesisError("w%d survived SIGKILL" % w.wid)
+
+        def undo():
+            self.c.replace_worker(w)
+        return undo, {"mode": mode, "targets": ["w%d" % w.wid], "at": at}
+
+    def _revoke(self):
+        holders = self._holding_workers_soon()
+        if not holders:
+            raise NemesisError("no worker holds a lock to revoke")
+        w = self.rng.choice(holders)
+        last = C.last_event(w.history) or {}
+        lock, token = last.get("lock"), last.get("token")
+        if not lock or not token:
+            raise NemesisError("w%d's log names no grant" % w.wid)
+        at = mono_ns()  # the revocation takes effect after this
+        code, out = self.c.cli(C.ADMIN, ["revoke", lock, "--token",
+                                         str(token)])
+        if code not in (0, 3):  # 3: released meanwhile, nothing revoked
+            raise NemesisError("raftlock revoke: %s" % out)
+        return (lambda: None), {"targets": ["w%d" % w.wid], "lock": lock,
+                                "token": token, "at": at,
+                                "revoked": code == 0}
+
     def _restart_all(self):
         for n in self.c.nodes:
             n.kill()
@@ -377,7 +427,8 @@ class Nemesis:
 
     ACTIONS = {"kill": _kill, "pause": _pause, "partition": _partition,
                "clock": _clock, "restart-all": _restart_all,
-               "membership": _membership}
+               "membership": _membership,
+               "worker-kill": _worker_kill, "revoke": _revoke}
 
     # ------------------------------------------------------ interface --
 

@@ -40,7 +40,11 @@ SUITES = {
         ("partition,kill,restart-all", "rwlock"),
         ("membership,kill,partition", "mutex"),
         ("partition,kill,pause", "pairs"),
-        ("partition,pause,kill", "election")]),
+        ("partition,pause,kill", "election"),
+        # Crash-fast release: bound sessions, workers killed and paused.
+        ("worker-kill,pause,kill", "mutex", {"bind_ms": 200}),
+        # Revocation: token order and the register across revocations.
+        ("revoke,kill", "mutex")]),
 }
 
 
@@ -187,8 +191,8 @@ def run_one(args, nemeses, workload, seed):
                      find_binaries(args.worker_build_dir).items()
                      if k in ("worker", "cli") and k not in bins})
     membership = "membership" in nemeses
-    need = ["raftlockd", "worker"] + (["cli"] if args.auth or membership
-                                      else [])
+    need = ["raftlockd", "worker"] + (
+        ["cli"] if args.auth or membership or "revoke" in nemeses else [])
     if any(k not in bins for k in need):
         say("missing binaries in %s (need bin/raftlockd, bin/jepsen-worker%s)"
             ": %s" % (args.build_dir, " and bin/raftlock" if args.auth
@@ -209,7 +213,7 @@ def run_one(args, nemeses, workload, seed):
     nem = None
     status = 2
     meta = {"seed": seed, "nemesis": nemeses, "workload": workload,
-            "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl,
+            "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl, "bind_ms": args.bind_ms,
             "workers": args.workers, "run_id": run_id,
             "build_dir": args.build_dir, "peer_tls": bool(args.peer_tls),
             "client_tls": "mutual" if args.client_tls else "off",
@@ -255,8 +259,12 @@ def run_one(args, nemeses, workload, seed):
                 % (C.WORKER, prefix))
         common = ["--ttl-ms", str(ttl), "--seed", str(seed),
                   "--prefix", prefix]
+        if args.bind_ms:
+            common += ["--bind-ms", str(args.bind_ms)]
         for w in range(1, args.workers + 1):
-            extra = ["--locks", str(args.locks), "--hold-ms", "60"]
+            # Long enough holds for the revoke nemesis to find one.
+            hold = "400" if "revoke" in nemeses else "60"
+            extra = ["--locks", str(args.locks), "--hold-ms", hold]
             if workload == "semaphore":
                 extra += ["--permits", str(args.permits)]
             cl.start_worker(w, workload, common + extra)
@@ -408,6 +416,9 @@ def parse(argv):
     ap.add_argument("--locks", type=int, default=3)
     ap.add_argument("--permits", type=int, default=2)
     ap.add_argument("--ttl-ms", type=int, default=3000)
+    ap.add_argument("--bind-ms", type=int, default=0,
+                    help="crash-fast release: the workers' sessions are bound "
+                    "to their connection with this grace (0: not bound)")
     ap.add_argument("--rho", type=float, default=0.01,
                     help="clock-rate difference the leases tolerate")
     ap.add_argument("--liveness-bound-s", type=float,
@@ -590,10 +601,10 @@ def nemesis_list(text):
     if text == "all":
         return list(N.ALL)
     names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in names if x not in N.ALL]
+    bad = [x for x in names if x not in N.ALL + N.EXTRA]
     if bad:
         raise SystemExit("unknown nemesis: %s (have %s)" % (
-            ",".join(bad), ",".join(N.ALL)))
+            ",".join(bad), ",".join(N.ALL + N.EXTRA)))
     return names
 
 
@@ -615,7 +626,9 @@ def main(argv=None):
         args.time = suite["time"]
     rows = []
     worst = 0
-    for k, (nems, workload) in enumerate(suite["runs"]):
+    bind_ms = args.bind_ms
+    for k, (nems, workload, *opts) in enumerate(suite["runs"]):
+        args.bind_ms = opts[0].get("bind_ms", bind_ms) if opts else bind_ms
         code, res = run_one(args, nemesis_list(nems), workload, seed + k)
         rows.append((nems, workload, code, res))
         worst = max(worst, code)

@@ -125,6 +125,14 @@ void tl_pair_close(struct tl_pair *p)
 pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 		     const struct raftlock_lock_options *opts, uint64_t *token)
 {
+	struct raftlock_session_options so = {.ttl_ms = ttl_ms};
+	return tl_fork_holder_with(c, name, &so, opts, token);
+}
+
+pid_t tl_fork_holder_with(struct tcluster *c, const char *name,
+			  const struct raftlock_session_options *so,
+			  const struct raftlock_lock_options *opts, uint64_t *token)
+{
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
 	pid_t child = fork();
@@ -132,7 +140,9 @@ pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 	if (child == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		raftlock_client *cl = tl_client(c);
-		raftlock_session *s = tl_session(cl, ttl_ms);
+		raftlock_session *s = NULL;
+		if (raftlock_session_open(cl, so, &s) != 0)
+			_exit(1);
 		raftlock_lock *l = NULL;
 		if (raftlock_lock_new(s, name, opts, &l) != 0)
 			_exit(1);

@@ -37,6 +37,10 @@ Raftlock__StatusInfo *tl_leader_status(struct tcluster *c);
  * stop or kill. Sets *token to its grant's token; returns its pid. */
 pid_t tl_fork_holder(struct tcluster *c, const char *name, unsigned ttl_ms,
 		     const struct raftlock_lock_options *opts, uint64_t *token);
+/* The same with the session's options (so, borrowed). */
+pid_t tl_fork_holder_with(struct tcluster *c, const char *name,
+			  const struct raftlock_session_options *so,
+			  const struct raftlock_lock_options *opts, uint64_t *token);
 
 /* Two sessions of one client, each with a handle on the same lock name:
  * the cast of most contention tests. */

@@ -70,6 +70,9 @@ static void examples_run(void **state)
 	expect("mutex ex/d", 0, "held by someone else");
 	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
 	expect("multilock ex/acct/2 ex/acct/1", 0, "holding ex/acct/2 (token");
+	expect("revoke ex/rv/", 0, "cooperative revoke: released in time");
+	expect("revoke ex/rv2/", 0, "max hold: revoked");
+	expect("revoke ex/rv3/", 0, "well within");
 	expect("watch ex/w/ 3", 0, "saw 6 changes");
 	expect("election ex/e primary", 0, "leader: session");
 	expect("election ex/e primary", 0, "value 'primary (busy)'");

@@ -182,6 +182,40 @@ static void wait_caught_up(int i)
 	fail_msg("node %d did not catch up", i + 1);
 }
 
+/* Revocation's requests (level 3, feature_level.h): a revoke, an
+ * acquire with a maximum hold time and a session bound to its
+ * connection, each refused with RAFTLOCK_ESTATE (want) or working (0). */
+static void revocation_requests(raftlock_client *admin, raftlock_session *s, int want)
+{
+	uint32_t count = 0;
+	raftlock_lock *held = tl_lock(s, "upgrade/revoked");
+	if (want == 0)
+		tl_take(held);
+	assert_int_equal(raftlock_revoke(admin, "upgrade/revoked", 0, 0, &count), want);
+	if (want != 0)
+		tl_assert_errmsg_has(admin, "feature level " FULL);
+	else
+		assert_int_equal(count, 1);
+	raftlock_lock_free(held);
+
+	struct raftlock_lock_options lo = {.max_hold_ms = 60000};
+	raftlock_lock *limited = NULL;
+	assert_int_equal(raftlock_lock_new(s, "upgrade/limited", &lo, &limited), 0);
+	uint64_t token = 0;
+	assert_int_equal(raftlock_lock_acquire(limited, RAFTLOCK_EXCLUSIVE, 1, 0, &token), want);
+	if (want == 0)
+		assert_int_equal(raftlock_lock_release(limited, NULL), 0);
+	raftlock_lock_free(limited);
+
+	struct raftlock_session_options so = {.ttl_ms = TTL_MS, .bind_to_connection = true};
+	raftlock_session *bound = NULL;
+	assert_int_equal(raftlock_session_open(admin, &so, &bound), want);
+	if (want != 0)
+		tl_assert_errmsg_has(admin, "feature level " FULL);
+	else
+		assert_int_equal(raftlock_session_close(bound), 0);
+}
+
 static void rolling_upgrade(void **state)
 {
 	(void)state;
@@ -201,6 +235,7 @@ static void rolling_upgrade(void **state)
 	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), RAFTLOCK_ESTATE);
 	tl_assert_errmsg_has(admin, "feature level " FULL);
 	assert_null(ld);
+	revocation_requests(admin, es, RAFTLOCK_ESTATE);
 
 	for (int i = 0; i < cl.n; i++) {
 		int st = tcluster_stop(&cl, i);
@@ -246,6 +281,7 @@ static void rolling_upgrade(void **state)
 	/* and elections work at the new level */
 	assert_int_equal(raftlock_campaign(es, "upgrade/leader", "v1", 5000, &ld), 0);
 	assert_int_equal(raftlock_resign(ld), 0);
+	revocation_requests(admin, es, 0);
 	assert_int_equal(raftlock_session_close(es), 0);
 	tl_sleep_ms(1000);
 

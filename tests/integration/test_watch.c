@@ -450,6 +450,49 @@ static void test_bad_input_and_cancel_in_callback(void **state)
 #define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
 
 /* raftlock watch: text and JSON, --count, --from. */
+/* A revocation (raftlock revoke) shows as REVOKED of the holder's
+ * token, and the waiter's grant follows in the same apply. */
+static void test_revoked(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "rv/a", 5000);
+	uint64_t t1 = tl_take(p.la);
+	struct recorder *r = recorder_new();
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(p.c, "rv/", NULL, record, r, &w), 0);
+	assert_true(await_kind(r, 0, RAFTLOCK_WATCH_CURRENT, 10000) >= 0);
+	pthread_mutex_lock(&async_mu);
+	async_status = 1;
+	pthread_mutex_unlock(&async_mu);
+	assert_int_equal(
+		raftlock_lock_acquire_async(p.lb, RAFTLOCK_EXCLUSIVE, 1, -1, async_done, NULL), 0);
+	tl_await_waiters(p.c, "rv/a", 1);
+	uint32_t count = 0;
+	assert_int_equal(raftlock_revoke(p.c, "rv/a", t1, 0, &count), 0);
+	assert_int_equal(count, 1);
+	assert_true(await_changes(r, 3, 10000));
+
+	struct ev ch[8];
+	int n = change_list(r, ch, 8);
+	assert_int_equal(n, 3);
+	assert_int_equal(ch[0].kind, RAFTLOCK_WATCH_QUEUED);
+	assert_int_equal(ch[1].kind, RAFTLOCK_WATCH_REVOKED);
+	assert_int_equal(ch[1].token, t1);
+	assert_int_equal(ch[1].session, raftlock_session_id(p.a));
+	assert_int_equal(ch[2].kind, RAFTLOCK_WATCH_GRANTED);
+	assert_int_equal(ch[2].session, raftlock_session_id(p.b));
+	assert_true(ch[2].token > t1);
+	assert_int_equal(ch[1].pos.index, ch[2].pos.index);
+	pthread_mutex_lock(&async_mu);
+	assert_int_equal(async_status, 0);
+	assert_int_equal(async_token, ch[2].token);
+	pthread_mutex_unlock(&async_mu);
+	raftlock_watch_cancel(w);
+	recorder_free(r);
+	tl_pair_close(&p);
+}
+
 static void test_cli(void **state)
 {
 	(void)state;
@@ -514,6 +557,7 @@ int main(void)
 		cmocka_unit_test(test_history_lost),
 		cmocka_unit_test(test_bad_input_and_cancel_in_callback),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_revoked),
 		cmocka_unit_test(test_resume_across_leader_kill),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

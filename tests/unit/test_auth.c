@@ -322,6 +322,16 @@ static void test_check_request(void **state)
 	assert_int_equal(check(f, "bob", &env, 0, msg), 0);
 	assert_int_equal(check(f, "", &env, 0, msg), RAFTLOCK_EPERM);
 
+	/* Revocation: admin on the name; lock on it is not enough. */
+	Raftlock__RevokeRequest rv = RAFTLOCK__REVOKE_REQUEST__INIT;
+	rv.name = "team/job";
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_REVOKE;
+	env.revoke = &rv;
+	assert_int_equal(check(f, "bob", &env, 0, msg), 0); /* admin on team/ above */
+	rv.name = "db/x";
+	assert_int_equal(check(f, "bob", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "identity 'bob' has no 'admin' on 'db/x'");
+
 	/* A request the rules do not name is for admins of every name. */
 	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;

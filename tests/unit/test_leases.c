@@ -69,6 +69,13 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 	return record(n, cmd, NULL, NULL);
 }
 
+/* The cluster here is at this build's level: every command is admitted. */
+bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
+{
+	(void)n;
+	return features_level_of(cmd) <= FEATURE_LEVEL;
+}
+
 uint64_t node_cluster_now(struct node *n)
 {
 	return cluster_clock_now(&n->clock);

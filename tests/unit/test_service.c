@@ -94,6 +94,11 @@ uint32_t node_cluster_feature_level(struct node *n)
 	return FEATURE_LEVEL;
 }
 
+bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
+{
+	return features_level_of(cmd) <= node_cluster_feature_level(n);
+}
+
 const char *node_role(struct node *n)
 {
 	return n->leader ? "leader" : "follower";

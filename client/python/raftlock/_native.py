@@ -84,6 +84,12 @@ class SessionOptions(Structure):
         ("grace_ms", c_uint),
         ("on_event", SESSION_EVENT_CB),
         ("on_event_arg", c_void_p),
+        # Not offered by this package yet; present so that the struct has
+        # the size of the C one (raftlock.h).
+        ("on_lock_event", c_void_p),
+        ("on_lock_event_arg", c_void_p),
+        ("bind_to_connection", c_bool),
+        ("bind_grace_ms", c_uint),
     ]
 
 
@@ -92,6 +98,8 @@ class LockOptions(Structure):
         ("kind", c_int),
         ("limit", c_uint32),
         ("lock_delay_ms", c_uint),
+        ("max_hold_ms", c_uint),
+        ("revoke_grace_ms", c_uint),
     ]
 
 
@@ -117,6 +125,9 @@ class Status(Structure):
         ("cluster", c_char_p),
         ("n_members", c_size_t),
         ("members", POINTER(Member)),
+        ("cluster_id", c_uint64),
+        ("feature_level", c_uint32),
+        ("cluster_feature_level", c_uint32),
     ]
 
 
@@ -161,6 +172,8 @@ class LockInfo(Structure):
         ("holders", POINTER(Holder)),
         ("n_waiters", c_size_t),
         ("waiters", POINTER(Waiter)),
+        ("max_hold_ms", c_uint32),
+        ("revoke_grace_ms", c_uint32),
     ]
 
 

@@ -1,0 +1,118 @@
+/* cli_revoke.c: see cli_revoke.h. */
+#include "cli_revoke.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli_child.h"
+#include "json.h"
+
+static int revoke_usage(const char *problem)
+{
+	fprintf(stderr, "raftlock: %s\n", problem);
+	fputs("usage: raftlock revoke NAME [--token TOKEN] [--grace MS] [--json]\n", stderr);
+	return CLI_EXIT_USAGE;
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
+{
+	enum { OPT_TOKEN = 1, OPT_GRACE, OPT_JSON };
+	static const struct option opts[] = {
+		{"token", required_argument, NULL, OPT_TOKEN},
+		{"grace", required_argument, NULL, OPT_GRACE},
+		{"json", no_argument, NULL, OPT_JSON},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t token = 0, grace = 0;
+	optind = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_TOKEN:
+			if (!parse_u64(optarg, UINT64_MAX, &token) || token == 0)
+				return revoke_usage("revoke --token: a token, a positive number");
+			break;
+		case OPT_GRACE:
+			if (!parse_u64(optarg, RAFTLOCK_TTL_MAX_MS, &grace))
+				return revoke_usage("revoke --grace: milliseconds, 0..600000");
+			break;
+		case OPT_JSON: json = true; break;
+		default: return revoke_usage("revoke: unknown option");
+		}
+	}
+	if (optind + 1 != argc)
+		return revoke_usage("revoke: one lock NAME");
+	const char *name = argv[optind];
+
+	uint64_t *tokens = &token;
+	size_t n = 1;
+	struct raftlock_lock_info *info = NULL;
+	if (token == 0) {
+		int rv = raftlock_lock_get(client, name, false, &info);
+		if (rv != 0 && rv != RAFTLOCK_ENOTFOUND) {
+			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(client));
+			return CLI_EXIT_ERROR;
+		}
+		n = info != NULL ? info->n_holders : 0;
+		tokens = n ? calloc(n, sizeof *tokens) : NULL;
+		if (n > 0 && tokens == NULL) {
+			raftlock_lock_info_free(info);
+			fprintf(stderr, "raftlock: out of memory\n");
+			return CLI_EXIT_ERROR;
+		}
+		for (size_t i = 0; i < n; i++)
+			tokens[i] = info->holders[i].token;
+		raftlock_lock_info_free(info);
+	}
+	int code = CLI_EXIT_OK;
+	size_t done = 0;
+	if (json) {
+		fputs("{\"lock\": ", stdout);
+		json_write_string(stdout, name);
+		printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", grace);
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rv = raftlock_revoke(client, name, tokens[i], (unsigned)grace, NULL);
+		if (rv == RAFTLOCK_ENOTFOUND)
+			continue; /* released meanwhile */
+		if (rv != 0) {
+			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(client));
+			code = CLI_EXIT_ERROR;
+			break;
+		}
+		if (json)
+			printf("%s%" PRIu64, done ? ", " : "", tokens[i]);
+		else if (grace == 0)
+			printf("revoked token %" PRIu64 " of '%s'\n", tokens[i], name);
+		else
+			printf("asked the holder of token %" PRIu64
+			       " of '%s' to release; revoked in "
+			       "%" PRIu64 " ms unless it does\n",
+			       tokens[i], name, grace);
+		done++;
+	}
+	if (json)
+		printf("]}\n");
+	if (tokens != &token)
+		free(tokens);
+	if (code == CLI_EXIT_OK && done == 0) {
+		if (!json)
+			printf("'%s' has no %s grant\n", name, token ? "such" : "current");
+		code = CLI_EXIT_BUSY;
+	}
+	return code;
+}
