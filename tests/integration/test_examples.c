@@ -69,6 +69,8 @@ static void examples_run(void **state)
 	expect("introspect ex/", 0, "ex/d: token");
 	expect("mutex ex/d", 0, "held by someone else");
 	expect("async ex/a/ 200", 0, "200 locks taken and released from one thread, 0 failed");
+	expect("async ex/q 20 queue", 0,
+	       "20 locks taken and released from one thread in turn, 0 failed");
 	expect("multilock ex/acct/2 ex/acct/1", 0, "holding ex/acct/2 (token");
 	expect("revoke ex/rv/", 0, "cooperative revoke: released in time");
 	expect("revoke ex/rv2/", 0, "max hold: revoked");
