@@ -98,7 +98,7 @@ uid=$(cut -d: -f3 <<<"$user")
 [ "$uid" -lt 1000 ] || fail "raftlock is not a system user: $user"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/raftlockd.service" ] ||
 	fail "raftlockd.service is not enabled"
-grep -qx 'ExecStart=/usr/bin/raftlockd --config /etc/raftlock/raftlockd.conf' \
+grep -qx 'ExecStart=/usr/bin/raftlockd --config /etc/raftlock/raftlockd.conf $RAFTLOCKD_START' \
 	"$root/lib/systemd/system/raftlockd.service" || fail "the unit does not run /usr/bin/raftlockd"
 for f in /usr/share/man/man1/raftlock.1.gz /usr/share/man/man8/raftlockd.8.gz \
 	/usr/share/man/man3/libraftlock.3.gz /usr/share/bash-completion/completions/raftlock \
