@@ -237,11 +237,6 @@ int datadir_mark_clean(const char *data_dir)
 	return write_small(clean, "clean\n") == 0 ? 0 : RAFTLOCK_EIO;
 }
 
-bool datadir_has_raft_log(const char *raft_dir)
-{
-	return datadir_has_files(raft_dir);
-}
-
 int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t errlen)
 {
 	char path[DATADIR_PATH_MAX], text[64] = "";

@@ -61,10 +61,6 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
 		 char *state_dir, int *lock_fd, char *err, size_t errlen);
 
-/* Whether raft_dir (datadir_open's) holds anything: a node whose raft
- * directory is empty has never been part of a cluster (docs/OPERATIONS.md:
- * it needs --bootstrap or --join). */
-bool datadir_has_raft_log(const char *raft_dir);
 
 /* The random number that names this data directory's life as a member
  * (INCARNATION, created on first use, written whole): a node that joins

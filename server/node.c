@@ -707,7 +707,7 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 {
 	const struct config *cfg = n->cfg;
 	*do_bootstrap = false;
-	if (datadir_has_raft_log(raft_dir))
+	if (datadir_has_files(raft_dir)) /* empty: never a member */
 		return 0;
 	if (cfg->bootstrap || cfg->restore_file[0] != '\0') { /* a restore makes a new cluster */
 		*do_bootstrap = true;
