@@ -61,7 +61,6 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen);
 int datadir_open(const char *data_dir, const char *cluster, uint64_t id, char *raft_dir,
 		 char *state_dir, int *lock_fd, char *err, size_t errlen);
 
-
 /* The random number that names this data directory's life as a member
  * (INCARNATION, created on first use, written whole): a node that joins
  * claims its id with it, and a wiped directory gets another one, which

@@ -95,8 +95,7 @@ int main(int argc, char **argv)
 		pthread_cond_wait(&j.cond, &j.mu);
 	pthread_mutex_unlock(&j.mu);
 	printf("%u locks taken and released from one thread%s, %u failed; highest token %llu\n",
-	       n - j.failed, j.queue ? " in turn" : "", j.failed,
-	       (unsigned long long)j.max_token);
+	       n - j.failed, j.queue ? " in turn" : "", j.failed, (unsigned long long)j.max_token);
 	for (unsigned i = 0; i < n; i++)
 		raftlock_lock_free(locks[i]);
 	free(locks);

@@ -16,10 +16,11 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < list->n_locks; i++) {
 			const struct raftlock_lock_info *l = &list->locks[i];
 			for (size_t h = 0; h < l->n_holders; h++)
-				printf("%s: token %llu held by %s@%s pid %u (session %llu)\n", l->name,
-				       (unsigned long long)l->holders[h].token,
+				printf("%s: token %llu held by %s@%s pid %u (session %llu)\n",
+				       l->name, (unsigned long long)l->holders[h].token,
 				       l->holders[h].who.client_name, l->holders[h].who.host,
-				       l->holders[h].who.pid, (unsigned long long)l->holders[h].session);
+				       l->holders[h].who.pid,
+				       (unsigned long long)l->holders[h].session);
 			printf("%s: %zu waiting\n", l->name, l->n_waiters);
 			snprintf(last, sizeof last, "%s", l->name);
 		}
@@ -33,9 +34,10 @@ int main(int argc, char **argv)
 	if (raftlock_session_list(c, 0, 100, false, &sl) == 0) {
 		for (size_t i = 0; i < sl->n_sessions; i++)
 			printf("session %llu: %s@%s pid %u, ttl %u ms, %zu locks\n",
-			       (unsigned long long)sl->sessions[i].id, sl->sessions[i].who.client_name,
-			       sl->sessions[i].who.host, sl->sessions[i].who.pid,
-			       sl->sessions[i].ttl_ms, sl->sessions[i].n_locks);
+			       (unsigned long long)sl->sessions[i].id,
+			       sl->sessions[i].who.client_name, sl->sessions[i].who.host,
+			       sl->sessions[i].who.pid, sl->sessions[i].ttl_ms,
+			       sl->sessions[i].n_locks);
 		raftlock_session_list_free(sl);
 	}
 	raftlock_client_close(c);

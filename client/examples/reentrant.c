@@ -13,8 +13,8 @@ int main(int argc, char **argv)
 	uint64_t t1, t2, t3;
 	if (raftlock_lock_try(a, &t1) != 0 || raftlock_lock_try(a, &t2) != 0)
 		example_die(c, "try-lock", 0);
-	printf("handle a: nested twice, tokens %llu and %llu (the same)\n",
-	       (unsigned long long)t1, (unsigned long long)t2);
+	printf("handle a: nested twice, tokens %llu and %llu (the same)\n", (unsigned long long)t1,
+	       (unsigned long long)t2);
 	printf("handle b: try-lock says: %s\n", raftlock_strerror(raftlock_lock_try(b, &t3)));
 	uint32_t left;
 	raftlock_lock_release(a, &left);
