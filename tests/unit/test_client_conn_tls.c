@@ -573,7 +573,12 @@ static void test_reconnect(void **state)
 		assert_int_equal(list->n_locks, BIG_LOCKS);
 		raftlock_lock_list_free(list);
 	}
-	assert_int_equal(tserver_get(s, &s->accepted), 3);
+	/* One connection per call, and at most one more: a handshake that
+	 * outlives the client's connect timeout (1 s) is tried again, as
+	 * happened once under ASan on a loaded machine. */
+	int accepted = tserver_get(s, &s->accepted);
+	if (accepted < 3 || accepted > 4)
+		fail_msg("%d connections accepted for 3 calls answered once each", accepted);
 	assert_int_equal(tserver_get(s, &s->refused), 0);
 	raftlock_client_close(c);
 	tserver_stop(s);
