@@ -45,6 +45,13 @@
 
 #define FEATURES_MAX_NODES 16
 
+/* Whether a ready leader tells its followers its term and applied index in
+ * the STATUS it sends them (StatusRequest.leader_term/leader_applied, the
+ * readiness reports of status.h). Builds older than those fields send
+ * none; the level-1 test build stands for them, so that a test can put an
+ * upgraded follower behind such a leader (test_sd_notify). */
+#define FEATURES_READINESS_REPORTS (FEATURE_LEVEL >= 2u)
+
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u
 

@@ -96,7 +96,8 @@ struct node {
 	 * once it has applied that far in the same term. */
 	raft_term leader_said_term;
 	uint64_t leader_said_commit;
-	raft_term caught_up_term; /* a follower reached that in this term */
+	raft_term leader_reported_term; /* a STATUS request said it in this term */
+	raft_term caught_up_term;       /* a follower reached that in this term */
 
 	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;
