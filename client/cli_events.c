@@ -104,23 +104,53 @@ static void wait_done(struct events_state *st, const sigset_t *stop)
 	}
 }
 
-int cli_events(raftlock_client *client, const struct cli_events_options *o)
+/* A stream of events: how to start it on st (its handle in *handle) and
+ * to cancel it. */
+struct events_stream {
+	const char *what; /* the command, for messages */
+	int (*start)(raftlock_client *client, struct events_state *st, void **handle);
+	void (*cancel)(void *handle);
+};
+
+/* The loop both commands share: starts the stream, prints until it is
+ * done or SIGINT/SIGTERM comes, cancels it. The exit status. */
+static int events_run(raftlock_client *client, const struct cli_events_options *o,
+		      const struct events_stream *s)
 {
 	sigset_t stop;
 	block_stop_signals(&stop);
 	struct events_state st = {.o = o};
 	pthread_mutex_init(&st.mu, NULL);
-	raftlock_watch_handle *w;
-	int rv = raftlock_watch(client, o->prefix, o->from, on_event, &st, &w);
-	if (rv != 0) {
-		fprintf(stderr, "raftlock: watch '%s': %s\n", o->prefix, raftlock_strerror(rv));
-		pthread_mutex_destroy(&st.mu);
-		return 1;
+	void *handle = NULL;
+	int rv = s->start(client, &st, &handle);
+	if (rv == 0) {
+		wait_done(&st, &stop);
+		s->cancel(handle);
+	} else {
+		fprintf(stderr, "raftlock: %s '%s': %s\n", s->what, o->prefix,
+			raftlock_strerror(rv));
 	}
-	wait_done(&st, &stop);
-	raftlock_watch_cancel(w);
 	pthread_mutex_destroy(&st.mu);
-	return st.status != 0 ? 1 : 0;
+	return rv != 0 || st.status != 0 ? 1 : 0;
+}
+
+static int watch_start(raftlock_client *client, struct events_state *st, void **handle)
+{
+	raftlock_watch_handle *w = NULL;
+	int rv = raftlock_watch(client, st->o->prefix, st->o->from, on_event, st, &w);
+	*handle = w;
+	return rv;
+}
+
+static void watch_cancel(void *handle)
+{
+	raftlock_watch_cancel(handle);
+}
+
+int cli_events(raftlock_client *client, const struct cli_events_options *o)
+{
+	static const struct events_stream watch = {"watch", watch_start, watch_cancel};
+	return events_run(client, o, &watch);
 }
 
 /* ------------------------------------------------------------ observe -- */
@@ -160,21 +190,21 @@ static void on_leader(const struct raftlock_leader_event *ev, void *arg)
 	pthread_mutex_unlock(&st->mu);
 }
 
+static int observe_start(raftlock_client *client, struct events_state *st, void **handle)
+{
+	raftlock_observer *obs = NULL;
+	int rv = raftlock_observe(client, st->o->prefix, on_leader, st, &obs);
+	*handle = obs;
+	return rv;
+}
+
+static void observe_cancel(void *handle)
+{
+	raftlock_observe_cancel(handle);
+}
+
 int cli_observe(raftlock_client *client, const struct cli_events_options *o)
 {
-	sigset_t stop;
-	block_stop_signals(&stop);
-	struct events_state st = {.o = o};
-	pthread_mutex_init(&st.mu, NULL);
-	raftlock_observer *obs;
-	int rv = raftlock_observe(client, o->prefix, on_leader, &st, &obs);
-	if (rv != 0) {
-		fprintf(stderr, "raftlock: observe '%s': %s\n", o->prefix, raftlock_strerror(rv));
-		pthread_mutex_destroy(&st.mu);
-		return 1;
-	}
-	wait_done(&st, &stop);
-	raftlock_observe_cancel(obs);
-	pthread_mutex_destroy(&st.mu);
-	return st.status != 0 ? 1 : 0;
+	static const struct events_stream observe = {"observe", observe_start, observe_cancel};
+	return events_run(client, o, &observe);
 }

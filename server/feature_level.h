@@ -45,13 +45,39 @@
 
 #define FEATURES_MAX_NODES 16
 
+/* Whether a ready leader tells its followers its term and applied index in
+ * the STATUS it sends them (StatusRequest.leader_term/leader_applied, the
+ * readiness reports of status.h). Builds older than those fields send
+ * none; the level-1 test build stands for them, so that a test can put an
+ * upgraded follower behind such a leader (test_sd_notify). */
+#define FEATURES_READINESS_REPORTS (FEATURE_LEVEL >= 2u)
+
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u
 
-/* The level a command needs. */
+/*
+ * The one table of what each command needs. Every kind is listed: 0 means
+ * a kind this table does not know (a command added without a level), which
+ * test_feature_level catches by walking every kind of the proto. NOT_SET
+ * (a request that proposes no command of its own) is level 1.
+ */
 static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 {
 	switch (op) {
+	case RAFTLOCK__COMMAND__OP__NOT_SET:
+	case RAFTLOCK__COMMAND__OP_INIT:
+	case RAFTLOCK__COMMAND__OP_OPEN_SESSION:
+	case RAFTLOCK__COMMAND__OP_RENEW:
+	case RAFTLOCK__COMMAND__OP_CLOSE_SESSION:
+	case RAFTLOCK__COMMAND__OP_EXPIRE_SESSION:
+	case RAFTLOCK__COMMAND__OP_ACQUIRE:
+	case RAFTLOCK__COMMAND__OP_RELEASE:
+	case RAFTLOCK__COMMAND__OP_CANCEL_WAIT:
+	case RAFTLOCK__COMMAND__OP_LOCK_DELAY_END:
+	case RAFTLOCK__COMMAND__OP_WAIT_EXPIRE:
+	case RAFTLOCK__COMMAND__OP_STORE_LIMIT:
+	case RAFTLOCK__COMMAND__OP_ACL_SET:
+	case RAFTLOCK__COMMAND__OP_SET_FEATURE_LEVEL: return 1u;
 	case RAFTLOCK__COMMAND__OP_ACL_DELETE:
 	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
@@ -61,7 +87,7 @@ static inline uint32_t features_command_level(Raftlock__Command__OpCase op)
 	case RAFTLOCK__COMMAND__OP_REVOKE:
 	case RAFTLOCK__COMMAND__OP_REVOKE_DUE:
 	case RAFTLOCK__COMMAND__OP_DROP_BOUND: return 3u;
-	default: return 1u;
+	default: return 0u;
 	}
 }
 
@@ -81,13 +107,22 @@ static inline uint32_t features_level_of(const Raftlock__Command *cmd)
 {
 	uint32_t level = features_command_level(cmd->op_case);
 	uint32_t fields = 1u;
-	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE)
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE && cmd->acquire != NULL)
 		fields = features_acquire_level(cmd->acquire);
-	else if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION &&
+	else if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION && cmd->open_session != NULL &&
 		 cmd->open_session->bind_grace_ms != 0)
 		fields = 3u;
-	return fields > level ? fields : level;
+	return level == 0 || fields <= level ? level : fields;
 }
+
+/*
+ * The level a client request needs: that of the command it becomes
+ * (features_level_of, so the leader's refusal before the log and apply's
+ * check read the same table); a request that proposes no command of its
+ * own (a read, STATUS, a keepalive, a watch) needs level 1. 0 for an
+ * envelope kind this function does not know (test_feature_level).
+ */
+uint32_t features_request_level(const Raftlock__Envelope *env);
 
 /* A recorded level: none (0) is level 1. */
 static inline uint32_t features_recorded(uint32_t meta_level)

@@ -29,8 +29,10 @@
 
 #include "address.h"
 #include "codec.h"
+#include "feature_level.h"
 #include "log.h"
 #include "raftlock.h"
+#include "status.h"
 
 #define FOLLOWERS_ANSWER_MS 5000 /* a connect or STATUS unanswered this long */
 
@@ -49,6 +51,19 @@ static bool leading(const struct followers *fw)
 {
 	struct node *n = fw->node;
 	return !fw->closing && n->ready && !n->stopping;
+}
+
+/* Whether f's member is asked: every member while this node is the ready
+ * leader; while it follows a leader that sends no readiness report, that
+ * leader (status_wants_leader_answer). */
+static bool wanted(const struct follower *f)
+{
+	struct followers *fw = f->fw;
+	uint64_t leader = 0;
+	if (leading(fw))
+		return true;
+	return !fw->closing && !fw->node->stopping &&
+	       status_wants_leader_answer(fw->node, &leader) && leader == f->member.id;
 }
 
 /* ------------------------------------------------------------ connection */
@@ -112,12 +127,15 @@ static void ask(struct follower *f)
 	size_t len;
 	if (f->out != NULL)
 		return; /* the previous request is still being written */
-	/* Read before asking: the answer must then be at least this. */
-	if (raft_match_index(&n->raft, f->member.id, &f->matched) != 0)
-		return;
+	/* Read before asking: the answer must then be at least this. A
+	 * follower asking its leader sends a plain STATUS. */
 	f->term = raft_current_term(&n->raft);
-	req.leader_term = f->term;
-	req.leader_applied = raft_last_applied(&n->raft);
+	if (leading(f->fw) && raft_match_index(&n->raft, f->member.id, &f->matched) != 0)
+		return;
+	if (leading(f->fw) && FEATURES_READINESS_REPORTS) {
+		req.leader_term = f->term;
+		req.leader_applied = raft_last_applied(&n->raft);
+	}
 	env.id = ++f->request_id;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
 	env.status = &req;
@@ -302,8 +320,12 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 	    f->asking) {
 		f->asking = false;
 		const Raftlock__Response *r = env->response;
-		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO)
-			followers_judge(f, r->status_info);
+		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
+			if (leading(f->fw))
+				followers_judge(f, r->status_info);
+			else
+				status_note_leader_answer(f->fw->node, r->status_info);
+		}
 	}
 	raftlock__envelope__free_unpacked(env, NULL);
 }
@@ -393,7 +415,7 @@ static void connect_cb(uv_connect_t *req, int status)
 	struct follower *f = req->data;
 	if (f->state != FOLLOWER_CONNECTING)
 		return; /* closed meanwhile */
-	if (status != 0 || !leading(f->fw)) {
+	if (status != 0 || !wanted(f)) {
 		drop(f);
 		return;
 	}
@@ -411,7 +433,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
 {
 	struct follower *f = req->data;
 	set_state(f, FOLLOWER_IDLE);
-	if (status != 0 || !leading(f->fw)) {
+	if (status != 0 || !wanted(f)) {
 		uv_freeaddrinfo(ai);
 		return;
 	}
@@ -506,7 +528,7 @@ static void check(struct timebase_timer *t)
 		struct follower *f = &fw->members[i];
 		if (!f->used)
 			continue;
-		if (!leading(fw)) {
+		if (!wanted(f)) {
 			drop(f);
 			continue;
 		}

@@ -74,6 +74,7 @@ void fsm_init(struct fsm *f, struct store *store)
 {
 	f->store = store;
 	f->store_refusals = 0;
+	f->member_changes = 0;
 	memset(&f->stats, 0, sizeof f->stats);
 	histogram_init(&f->stats.wait, &histogram_duration);
 	histogram_init(&f->stats.hold, &histogram_duration);
@@ -1132,12 +1133,15 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	 * leader before it proposes, like the access rules. */
 	case RAFTLOCK__COMMAND__OP_MEMBER_ADD:
 		res = result_of(member_book_add(a->meta, cmd->member_add));
+		a->fsm->member_changes++;
 		break;
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
 		res = result_of(member_book_remove(a->meta, cmd->member_remove));
+		a->fsm->member_changes++;
 		break;
 	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN:
 		res = result_of(member_book_join(a->meta, cmd->member_join));
+		a->fsm->member_changes++;
 		break;
 	case RAFTLOCK__COMMAND__OP_ACQUIRE:
 	case RAFTLOCK__COMMAND__OP_RELEASE:

@@ -111,6 +111,9 @@ struct fsm_stats {
 struct fsm {
 	struct store *store;
 	uint64_t store_refusals; /* commands refused for the store limit */
+	/* Membership commands applied: the member book (member_book.h) may
+	 * have changed. Read by node.c to know when its copy is stale. */
+	uint64_t member_changes;
 	struct fsm_stats stats;
 };
 

@@ -17,7 +17,6 @@
 #include "grow.h"
 #include "join.h"
 #include "log.h"
-#include "member_book.h"
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "restore.h"
@@ -272,6 +271,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 			return restore_failed(n, cause, index, buf->len);
 		}
 		n->snapshots_restored++;
+		n->book_valid = false; /* another member book, perhaps */
 		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
 			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
 		if (n->hooks.on_restore != NULL)
@@ -617,6 +617,33 @@ const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
 	return id ? node_member_client_address(n, id) : NULL;
 }
 
+struct node_member_addr {
+	uint64_t id;
+	char client_address[CONFIG_ADDR_MAX];
+};
+
+/* Reads the member book's client addresses into n->book. */
+static void book_read(struct node *n)
+{
+	MDB_txn *txn = store_begin(&n->store, false);
+	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
+	struct node_member_addr *book = NULL;
+	if (meta->n_members > 0 && (book = calloc(meta->n_members, sizeof *book)) == NULL)
+		log_fatal("out of memory");
+	for (size_t i = 0; i < meta->n_members; i++) {
+		book[i].id = meta->members[i]->id;
+		snprintf(book[i].client_address, sizeof book[i].client_address, "%s",
+			 meta->members[i]->client_address);
+	}
+	free(n->book);
+	n->book = book;
+	n->book_n = meta->n_members;
+	n->book_changes = n->fsm.member_changes;
+	n->book_valid = true;
+	raftlock__meta__free_unpacked(meta, NULL);
+	store_abort(txn);
+}
+
 const char *node_member_client_address(struct node *n, uint64_t id)
 {
 	const struct config_member *m = config_member_by_id(n->cfg, id);
@@ -625,14 +652,12 @@ const char *node_member_client_address(struct node *n, uint64_t id)
 	if (id == n->cfg->id)
 		return n->cfg->client_address;
 	/* Added at run time: the replicated member book has it. */
-	MDB_txn *txn = store_begin(&n->store, false);
-	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
-	const Raftlock__MemberRecord *r = member_book_find(meta, id);
-	if (r != NULL)
-		snprintf(n->member_address, sizeof n->member_address, "%s", r->client_address);
-	raftlock__meta__free_unpacked(meta, NULL);
-	store_abort(txn);
-	return r != NULL ? n->member_address : NULL;
+	if (!n->book_valid || n->book_changes != n->fsm.member_changes)
+		book_read(n);
+	for (size_t i = 0; i < n->book_n; i++)
+		if (n->book[i].id == id)
+			return n->book[i].client_address;
+	return NULL;
 }
 
 /* --------------------------------------------------------- feature level */
@@ -990,6 +1015,9 @@ static void raft_closed(struct raft *r)
 	datadir_unlock(n->datadir_fd); /* nothing more is written there */
 	n->datadir_fd = -1;
 	free(n->batch);
+	free(n->book);
+	n->book = NULL;
+	n->book_valid = false;
 	if (n->stop_cb)
 		n->stop_cb(n);
 }

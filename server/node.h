@@ -96,7 +96,8 @@ struct node {
 	 * once it has applied that far in the same term. */
 	raft_term leader_said_term;
 	uint64_t leader_said_commit;
-	raft_term caught_up_term; /* a follower reached that in this term */
+	raft_term leader_reported_term; /* a STATUS request said it in this term */
+	raft_term caught_up_term;       /* a follower reached that in this term */
 
 	struct list inflight; /* struct proposal, oldest first */
 	unsigned inflight_n;
@@ -123,11 +124,18 @@ struct node {
 	bool init_inflight;
 	uint64_t init_retry_ms;
 
-	struct diskguard disk_space;          /* free space under the data directory */
-	struct features features;             /* the voters' levels, heard as leader */
-	bool level_inflight;                  /* a SET_FEATURE_LEVEL proposed, not applied */
-	int datadir_fd;                       /* holds the data directory's LOCK until stopped */
-	char member_address[CONFIG_ADDR_MAX]; /* node_member_client_address's answer */
+	struct diskguard disk_space; /* free space under the data directory */
+	struct features features;    /* the voters' levels, heard as leader */
+	bool level_inflight;         /* a SET_FEATURE_LEVEL proposed, not applied */
+	int datadir_fd;              /* holds the data directory's LOCK until stopped */
+	/* The member book's client addresses (member_book.h), read from LMDB
+	 * in one transaction when first asked for, and again only after apply
+	 * ran a membership command (fsm.member_changes) or a snapshot replaced
+	 * the store: STATUS, readiness and followers.c ask many times a second. */
+	struct node_member_addr *book; /* owned, book_n of them */
+	size_t book_n;
+	bool book_valid;
+	uint64_t book_changes; /* fsm.member_changes when read */
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
@@ -209,8 +217,10 @@ const char *node_role(struct node *n);
 const char *node_leader_client_address(struct node *n, uint64_t *leader_id);
 
 /* The client address of member id: from the --member list, or, for a
- * member added at run time, from the replicated member book; NULL when
- * unknown. Valid until the next call. */
+ * member added at run time, from the replicated member book (read once,
+ * kept until apply changes it or a snapshot replaces the store: no LMDB
+ * transaction per call); NULL when unknown. Borrowed: valid until the
+ * node next applies an entry. */
 const char *node_member_client_address(struct node *n, uint64_t id);
 
 /*

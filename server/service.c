@@ -1165,29 +1165,7 @@ static void handle_watch(struct service *s, struct service_conn *c, const Raftlo
 static bool refused_for_level(struct service *s, struct service_conn *c,
 			      const Raftlock__Envelope *env)
 {
-	Raftlock__Command__OpCase op = RAFTLOCK__COMMAND__OP__NOT_SET;
-	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE: op = RAFTLOCK__COMMAND__OP_ACL_DELETE; break;
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: op = RAFTLOCK__COMMAND__OP_MEMBER_ADD; break;
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE:
-		op = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: op = RAFTLOCK__COMMAND__OP_MEMBER_JOIN; break;
-	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
-		op = RAFTLOCK__COMMAND__OP_MULTI_ACQUIRE;
-		break;
-	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: op = RAFTLOCK__COMMAND__OP_PROCLAIM; break;
-	case RAFTLOCK__ENVELOPE__BODY_REVOKE: op = RAFTLOCK__COMMAND__OP_REVOKE; break;
-	default: break;
-	}
-	uint32_t need = features_command_level(op);
-	/* Fields an older build would drop (feature_level.h): an election
-	 * value, a revocation limit, a session bound to its connection. */
-	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE)
-		need = features_acquire_level(env->acquire->acquire);
-	else if (env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
-		 env->open_session->bind_grace_ms != 0)
-		need = 3u;
+	uint32_t need = features_request_level(env); /* 0: none listed, as 1 */
 	uint32_t have = need > 1 ? node_cluster_feature_level(s->node) : need;
 	if (need <= have)
 		return false;

@@ -75,4 +75,25 @@ void status_note_leader(struct node *n, uint64_t term, uint64_t applied)
 {
 	n->leader_said_term = term;
 	n->leader_said_commit = applied;
+	n->leader_reported_term = term;
+}
+
+bool status_wants_leader_answer(struct node *n, uint64_t *leader_id)
+{
+	*leader_id = 0;
+	if (n->leader)
+		return false;
+	node_leader_client_address(n, leader_id); /* none while a candidate */
+	return *leader_id != 0 && *leader_id != n->cfg->id &&
+	       n->leader_reported_term != raft_current_term(&n->raft);
+}
+
+void status_note_leader_answer(struct node *n, const Raftlock__StatusInfo *st)
+{
+	uint64_t leader = 0;
+	if (!status_wants_leader_answer(n, &leader) || st->node_id != leader || !st->ready ||
+	    st->term != raft_current_term(&n->raft))
+		return;
+	n->leader_said_term = st->term;
+	n->leader_said_commit = st->commit_index;
 }

@@ -60,4 +60,22 @@ bool status_serving(struct node *n, char *why, size_t len);
  * readiness until the leader's next. */
 void status_note_leader(struct node *n, uint64_t term, uint64_t applied);
 
+/*
+ * Whether this node should ask its leader's STATUS itself: it follows a
+ * known leader (id in *leader_id) that has sent no report in the current
+ * term. A leader of a build older than the reports (feature_level.h)
+ * never sends one: without the answer, an upgraded follower behind it
+ * would never be ready during a rolling upgrade.
+ */
+bool status_wants_leader_answer(struct node *n, uint64_t *leader_id);
+
+/*
+ * The leader's answer to that STATUS: when it comes from the known leader,
+ * in this node's term, and that leader is ready (its post-election barrier
+ * applied), its commit index stands for a report (status_note_leader), so
+ * the follower is judged as under a current leader, against an index at
+ * least as far. Anything else is ignored.
+ */
+void status_note_leader_answer(struct node *n, const Raftlock__StatusInfo *st);
+
 #endif

@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+
+#include <cmocka.h>
 #include <openssl/err.h>
 
 #include "codec.h"
@@ -834,4 +837,12 @@ int tcluster_make_certs(const char *dir)
 		return -1;
 	}
 	return 0;
+}
+
+int tcluster_run_group_(const char *name, const struct CMUnitTest *tests, size_t n_tests,
+			struct tcluster *c, int n, unsigned election_ms)
+{
+	tcluster_start(c, n, election_ms);
+	int failed = _cmocka_run_group_tests(name, tests, n_tests, NULL, NULL);
+	return failed + tcluster_destroy(c);
 }

@@ -54,6 +54,18 @@ struct tcluster {
 /* Starts n nodes (3 or 5) and waits until one is a ready leader. */
 void tcluster_start(struct tcluster *c, int n, unsigned election_ms);
 
+struct CMUnitTest;
+
+/*
+ * The setup most test programs share: starts n nodes in c, runs the cmocka
+ * group `tests` against them, and destroys the cluster. Returns the failed
+ * tests plus the problems tcluster_destroy() saw (0: all well), for main().
+ */
+#define tcluster_run_group(tests, c, n, election_ms) \
+	tcluster_run_group_(#tests, tests, sizeof(tests) / sizeof((tests)[0]), c, n, election_ms)
+int tcluster_run_group_(const char *name, const struct CMUnitTest *tests, size_t n_tests,
+			struct tcluster *c, int n, unsigned election_ms);
+
 /* Stops every node (SIGTERM, then SIGKILL after 5 s) and removes the data.
  * Returns the number of problems seen: a node that did not exit 0 after
  * SIGTERM, and sanitizer reports in the node logs (then kept). */

@@ -25,19 +25,6 @@
 
 static struct tcluster cl;
 
-static int setup(void **state)
-{
-	(void)state;
-	tcluster_start(&cl, 3, ELECTION_MS);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return tcluster_destroy(&cl);
-}
-
 /* The outcomes of the callbacks, in the order they ran. */
 struct outcomes {
 	pthread_mutex_t mu;
@@ -339,5 +326,5 @@ int main(void)
 		cmocka_unit_test(test_unanswered_wait_is_unknown),
 		cmocka_unit_test(test_bad_arguments),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tcluster_run_group(tests, &cl, 3, ELECTION_MS);
 }

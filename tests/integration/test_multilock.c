@@ -21,19 +21,6 @@
 
 static struct tcluster cl;
 
-static int setup(void **state)
-{
-	(void)state;
-	tcluster_start(&cl, 3, ELECTION_MS);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return tcluster_destroy(&cl);
-}
-
 /* Waiters of name (0 when the lock does not exist). */
 static size_t waiters_of(raftlock_client *c, const char *name)
 {
@@ -256,5 +243,5 @@ int main(void)
 		cmocka_unit_test(test_set_async),
 		cmocka_unit_test(test_bad_sets),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tcluster_run_group(tests, &cl, 3, ELECTION_MS);
 }

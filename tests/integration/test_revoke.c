@@ -29,19 +29,6 @@
 
 static struct tcluster cl;
 
-static int setup(void **state)
-{
-	(void)state;
-	tcluster_start(&cl, 3, ELECTION_MS);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return tcluster_destroy(&cl);
-}
-
 /* What a session's on_lock_event saw, in order. */
 struct events {
 	pthread_mutex_t mu;
@@ -357,7 +344,7 @@ static void bound_session_survives_leader_kill(void **state)
 	assert_true(token_current(c, "rv/failover", token));
 	raftlock_session_close(s);
 	/* The killed node back, answering, before the next test (or the
-	 * teardown) asks anything of it. */
+	 * cluster's stop) asks anything of it. */
 	tcluster_restart(&cl, leader);
 	struct raftlock_status *st = NULL;
 	end = tcluster_now_ms() + 15000;
@@ -380,5 +367,5 @@ int main(void)
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tcluster_run_group(tests, &cl, 3, ELECTION_MS);
 }

@@ -4,7 +4,9 @@
  * node sends, telling nodes apart by the sender's pid (SCM_CREDENTIALS).
  * A node says STATUS= while it cannot serve, READY=1 only once it can
  * (its /readyz is then 200; a lone node of three never says it),
- * WATCHDOG=1 every half WATCHDOG_USEC, and STOPPING=1 on SIGTERM. */
+ * WATCHDOG=1 every half WATCHDOG_USEC, and STOPPING=1 on SIGTERM. In a
+ * rolling upgrade, a node of the new build restarted behind a leader of
+ * an older build (which sends no readiness report) says READY=1 too. */
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -23,6 +25,8 @@
 #include "cluster.h"
 
 #define WATCHDOG_USEC 300000 /* a ping every 150 ms */
+#define OLD_BUILD RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1"
+#define NEW_BUILD RAFTLOCK_BINARY_DIR "/bin/raftlockd"
 
 static struct tcluster cl;
 static char dir[] = "/tmp/raftlock-notify-XXXXXX";
@@ -197,10 +201,48 @@ static void ready_status_watchdog_stopping(void **state)
 	assert_true(heard[1].stopping);
 }
 
+/* docs/OPERATIONS.md, "Upgrades", under systemd Type=notify: a follower
+ * restarted with the new build behind a leader of the old one must say
+ * READY=1, or systemd times its start out and the upgrade stops there.
+ * The old leader tells it nothing (feature_level.h): it asks the leader. */
+static void upgraded_follower_behind_old_leader(void **state)
+{
+	(void)state;
+	assert_int_equal(tcluster_destroy(&cl), 0);
+	for (int i = 0; i < 3; i++)
+		cl.bin[i] = OLD_BUILD;
+	tcluster_start(&cl, 3, 1000);
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	int up = (leader + 1) % cl.n;
+	assert_int_equal(tcluster_stop(&cl, up), 0);
+	memset(heard, 0, sizeof heard);
+	cl.bin[up] = NEW_BUILD;
+	tcluster_restart(&cl, up);
+	for (int k = 0; k < 150 && !heard[up].ready; k++)
+		listen_for(100);
+	if (!heard[up].ready)
+		fail_msg("upgraded node %d: no READY=1 in 15 s; its last STATUS: %s", up + 1,
+			 heard[up].last_status);
+	assert_true(heard[up].ready_while_serving);
+	assert_non_null(strstr(heard[up].last_status, "serving as follower"));
+	/* and it was the old build that led it there */
+	assert_int_equal(tcluster_leader(&cl, 1000), leader);
+	Raftlock__StatusInfo *st = tcluster_status(&cl, leader);
+	assert_non_null(st);
+	assert_int_equal(st->feature_level, 1);
+	raftlock__status_info__free_unpacked(st, NULL);
+	st = tcluster_status(&cl, up);
+	assert_non_null(st);
+	assert_true(st->feature_level > 1);
+	raftlock__status_info__free_unpacked(st, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(ready_status_watchdog_stopping),
+		cmocka_unit_test(upgraded_follower_behind_old_leader),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,19 +24,6 @@
 
 static struct tcluster cl;
 
-static int setup(void **state)
-{
-	(void)state;
-	tcluster_start(&cl, 3, ELECTION_MS);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	return tcluster_destroy(&cl);
-}
-
 /* A thread that blocks in raftlock_lock_acquire and records the outcome. */
 struct waiter {
 	pthread_t thread;
@@ -487,5 +474,5 @@ int main(void)
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return tcluster_run_group(tests, &cl, 3, ELECTION_MS);
 }

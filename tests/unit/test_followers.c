@@ -15,6 +15,7 @@
 
 #include "followers.h"
 #include "raftlock.h"
+#include "status.h"
 #include "timebase.h"
 
 /* -------------------------------------------------------- fake libraft */
@@ -86,6 +87,39 @@ void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
 	(void)level;
 }
 
+static raft_id fake_leader; /* the leader this node knows, 0: none */
+
+raft_index raft_commit_index(const struct raft *r)
+{
+	(void)r;
+	return 100;
+}
+
+raft_index raft_last_index(struct raft *r)
+{
+	(void)r;
+	return 100;
+}
+
+const char *node_role(struct node *n)
+{
+	(void)n;
+	return fake_role == RAFT_LEADER ? "leader" : "follower";
+}
+
+uint64_t node_cluster_now(struct node *n)
+{
+	(void)n;
+	return 0;
+}
+
+const char *node_leader_client_address(struct node *n, uint64_t *leader_id)
+{
+	(void)n;
+	*leader_id = fake_leader;
+	return NULL;
+}
+
 /* The fake raft has no configuration: the --member list is followed. */
 const char *node_member_client_address(struct node *n, uint64_t id)
 {
@@ -127,6 +161,7 @@ static int setup(void **state)
 	match[3] = 90;
 	transferee = 0;
 	fake_role = RAFT_LEADER;
+	fake_leader = 1;
 	transfers = 0;
 	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node, NULL);
 	*state = f;
@@ -159,6 +194,54 @@ static void answer(struct fx *f, uint64_t last_index)
 }
 
 /* ---------------------------------------------------------------- tests */
+
+/* A follower whose leader sent no readiness report in this term (a build
+ * older than the reports) asks the leader's STATUS and takes its commit
+ * index as the report, but only from that leader, in this term, once it
+ * is ready: an answer that a current leader's report would not match
+ * moves nothing. The leader's own report ends the asking. */
+static void test_follower_takes_old_leader_answer(void **state)
+{
+	struct fx *f = *state;
+	char why[160];
+	uint64_t leader = 0;
+	f->node.ready = false;
+	f->node.leader = false;
+	fake_role = RAFT_FOLLOWER;
+	fake_leader = 2;
+	assert_true(status_wants_leader_answer(&f->node, &leader));
+	assert_int_equal(leader, 2);
+	assert_false(status_serving(&f->node, why, sizeof why));
+
+	Raftlock__StatusInfo st = RAFTLOCK__STATUS_INFO__INIT;
+	st.node_id = 2;
+	st.term = 5;
+	st.commit_index = 100; /* this node applied 100 */
+	status_note_leader_answer(&f->node, &st);
+	assert_false(status_serving(&f->node, why, sizeof why)); /* not ready: barrier */
+	st.ready = true;
+	st.term = 4;
+	status_note_leader_answer(&f->node, &st);
+	assert_false(status_serving(&f->node, why, sizeof why)); /* another term */
+	st.term = 5;
+	st.node_id = 3;
+	status_note_leader_answer(&f->node, &st);
+	assert_false(status_serving(&f->node, why, sizeof why)); /* not the leader */
+	st.node_id = 2;
+	st.commit_index = 101;
+	status_note_leader_answer(&f->node, &st);
+	assert_false(status_serving(&f->node, why, sizeof why)); /* not caught up */
+	assert_non_null(strstr(why, "applied 100 of 101"));
+	st.commit_index = 100;
+	status_note_leader_answer(&f->node, &st);
+	assert_true(status_serving(&f->node, why, sizeof why));
+	assert_non_null(strstr(why, "serving as follower of leader 2"));
+
+	status_note_leader(&f->node, 5, 100);
+	assert_false(status_wants_leader_answer(&f->node, &leader));
+	fake_leader = 0;
+	assert_false(status_wants_leader_answer(&f->node, &leader));
+}
 
 static void test_backoff_formula(void **state)
 {
@@ -231,6 +314,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backoff_formula),
+		cmocka_unit_test_setup_teardown(test_follower_takes_old_leader_answer, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_member_hands_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backoff_after_failed_transfers, setup,
 						teardown),

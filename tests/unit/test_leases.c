@@ -69,11 +69,14 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 	return record(n, cmd, NULL, NULL);
 }
 
-/* The cluster here is at this build's level: every command is admitted. */
+/* The level the cluster records (feature_level.h); this build's unless a
+ * test lowers it, as during a rolling upgrade. */
+static uint32_t cluster_level;
+
 bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
 {
 	(void)n;
-	return features_level_of(cmd) <= FEATURE_LEVEL;
+	return features_level_of(cmd) <= cluster_level;
 }
 
 uint64_t node_cluster_now(struct node *n)
@@ -129,6 +132,7 @@ static int setup(void **state)
 	leases_on_ready(&f->leases, true);
 	n_proposed = 0;
 	refuse = 0;
+	cluster_level = FEATURE_LEVEL;
 	*state = f;
 	return 0;
 }
@@ -450,6 +454,31 @@ static void test_timers_proposed(void **state)
 	assert_true(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0) >= 1);
 }
 
+/* A revocation deadline (level 3) comes due while the cluster records
+ * level 2, a voter still on an older build: REVOKE_DUE is held back, as
+ * an older node could not apply it, while the other timers go on; once
+ * level 3 is recorded it is proposed at the next retry. */
+static void test_revoke_due_held_below_level_3(void **state)
+{
+	struct fx *f = *state;
+	cluster_level = 2;
+	struct fsm_event revoke = {.type = FSM_EV_REVOKE_DEADLINE,
+				   .name = "r",
+				   .token = 77,
+				   .deadline = APPLIED + 100};
+	struct fsm_event delay = {
+		.type = FSM_EV_LOCK_DELAY, .name = "d", .deadline = APPLIED + 100};
+	leases_on_event(&f->leases, &revoke);
+	leases_on_event(&f->leases, &delay);
+	timebase_advance(&f->tb, 3000);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_REVOKE_DUE, 0), 0);
+	assert_true(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0) >= 1);
+
+	cluster_level = 3;
+	timebase_advance(&f->tb, 1100);
+	assert_true(count(RAFTLOCK__COMMAND__OP_REVOKE_DUE, 0) >= 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -462,6 +491,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_time_stands_still_without_leader, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_timers_proposed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_due_held_below_level_3, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

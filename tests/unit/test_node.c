@@ -244,12 +244,56 @@ static void test_restart_keeps_state(void **state)
 	stop(f);
 }
 
+/* Proposes one command and waits for its answer (0 expected). */
+static void apply_one(struct fx *f, Raftlock__Command *cmd)
+{
+	struct answers a = {0};
+	assert_int_equal(node_propose(&f->node, cmd, done, &a), 0);
+	run_until_answered(f, &a, 1);
+	assert_int_equal(a.status[0], 0);
+}
+
+/* A member added at run time is known by its client address from the
+ * member book, which is read from LMDB once and kept (the same copy
+ * answers again) until a membership command changes it: then the next
+ * question reads the new book. */
+static void test_member_addresses_cached(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	assert_null(node_member_client_address(&f->node, 5));
+
+	Raftlock__MemberAdd add = RAFTLOCK__MEMBER_ADD__INIT;
+	add.id = 5;
+	add.raft_address = "127.0.0.1:1";
+	add.client_address = "127.0.0.1:2";
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_MEMBER_ADD;
+	cmd.member_add = &add;
+	apply_one(f, &cmd);
+	const char *a = node_member_client_address(&f->node, 5);
+	assert_non_null(a);
+	assert_string_equal(a, "127.0.0.1:2");
+	assert_ptr_equal(node_member_client_address(&f->node, 5), a); /* not read again */
+	assert_null(node_member_client_address(&f->node, 6));
+	assert_ptr_equal(node_member_client_address(&f->node, 5), a);
+
+	Raftlock__MemberRemove rm = RAFTLOCK__MEMBER_REMOVE__INIT;
+	rm.id = 5;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
+	cmd.member_remove = &rm;
+	apply_one(f, &cmd);
+	assert_null(node_member_client_address(&f->node, 5));
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ready_and_batching, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_answers_and_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_member_addresses_cached, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

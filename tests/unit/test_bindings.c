@@ -1,0 +1,115 @@
+/* test_bindings.c: crash-fast release on the leader (server/bindings.c,
+ * the real file) on a manual timebase, over a fake node that records what
+ * is proposed and admits a command by the real features_level_of()
+ * against the level the test says the cluster records. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "bindings.h"
+#include "feature_level.h"
+#include "timebase.h"
+
+/* ------------------------------------------------------------ fake node */
+
+static uint32_t cluster_level; /* what the cluster records */
+static unsigned drops;         /* DROP_BOUND proposed */
+static uint64_t dropped;       /* the session of the last one */
+
+int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
+{
+	(void)n;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_DROP_BOUND) {
+		drops++;
+		dropped = cmd->drop_bound->session;
+	}
+	return 0;
+}
+
+bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
+{
+	(void)n;
+	return features_level_of(cmd) <= cluster_level;
+}
+
+/* ------------------------------------------------------------- fixture */
+
+#define GRACE_MS 200
+
+struct fx {
+	struct timebase tb;
+	struct node node;
+	struct bindings b;
+	int conn; /* its address stands for a client connection */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	timebase_init_manual(&f->tb, 100000);
+	bindings_init(&f->b, &f->tb, &f->node);
+	bindings_on_ready(&f->b, true);
+	cluster_level = FEATURE_LEVEL;
+	drops = 0;
+	dropped = 0;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	bindings_close(&f->b);
+	free(f);
+	return 0;
+}
+
+/* Session 7, bound to f->conn, whose connection closes now. */
+static void close_bound(struct fx *f)
+{
+	uint64_t id = 7;
+	assert_true(bindings_note(&f->b, id, &f->conn, GRACE_MS));
+	bindings_closed(&f->b, &f->conn, &id, 1);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* At level 3 a bound session whose connection closed is dropped once its
+ * grace has passed, not before. */
+static void test_drop_after_grace(void **state)
+{
+	struct fx *f = *state;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS - 1);
+	assert_int_equal(drops, 0);
+	timebase_advance(&f->tb, 2);
+	assert_int_equal(drops, 1);
+	assert_int_equal(dropped, 7);
+	assert_int_equal(f->b.drops, 1);
+}
+
+/* While the cluster records level 2 (a voter still runs an older build,
+ * which could not apply it), DROP_BOUND is never proposed: the session
+ * lives by its TTL. */
+static void test_drop_held_below_level_3(void **state)
+{
+	struct fx *f = *state;
+	cluster_level = 2;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS * 10);
+	assert_int_equal(drops, 0);
+	assert_int_equal(f->b.drops, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_drop_after_grace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_held_below_level_3, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
