@@ -486,13 +486,15 @@ static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq,
 }
 
 /*
- * A blocking try-lock or release. Its caller waits on a condition of its
+ * A blocking try-lock or release. Its caller waits on a semaphore of its
  * own, without t->mu, and the I/O thread ends the request with the others
  * of the same batch of answers, as it ends an asynchronous one: woken
  * callers would otherwise all queue on t->mu at once to finish their
  * calls, and each wait there costs another sleep and wake-up. The call of
  * the session ends on the I/O thread too: from then on the caller touches
  * neither the handle nor the session (a close may free them), only this.
+ * The blocking acquire that waits in the server's queue keeps its own
+ * path (lock_acquire_wait): it cancels and re-asks as its timeout ends.
  */
 struct lock_sync {
 	struct transport_deferred d; /* wakes the caller, once t->mu is let go */
