@@ -16,6 +16,13 @@ void errmsg_note(int code, const char *detail)
 	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", detail != NULL ? detail : "");
 }
 
+void errmsg_take_note(int *code, char *detail, size_t len)
+{
+	*code = errmsg_noted_code;
+	snprintf(detail, len, "%s", errmsg_noted_code != 0 ? errmsg_noted : "");
+	errmsg_noted_code = 0;
+}
+
 int errmsg_set(const struct transport *client, int code, const char *detail, const char *fmt, ...)
 {
 	char context[ERRMSG_SIZE / 2];

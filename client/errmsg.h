@@ -9,6 +9,8 @@
 #ifndef RAFTLOCK_ERRMSG_H
 #define RAFTLOCK_ERRMSG_H
 
+#include <stddef.h>
+
 #include "raftlock.h"
 
 struct transport;
@@ -31,6 +33,11 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
  * a TLS refusal with RAFTLOCK_ETLS. The next errmsg_set of that code in
  * this thread without a detail of its own gives it as the detail. */
 void errmsg_note(int code, const char *detail);
+
+/* Moves the calling thread's pending note (errmsg_note) to *code and
+ * detail (len bytes), *code 0 when there is none: for a thread that ends
+ * the call of another (the I/O thread, a blocking call's request). */
+void errmsg_take_note(int *code, char *detail, size_t len);
 
 /* The calling thread's message for client; "no error" when its last
  * message is for another client or there was none. Never NULL. */

@@ -1,6 +1,9 @@
 /* lock.c: see lock.h and raftlock.h. */
 #include "lock.h"
 
+#include <errno.h>
+#include <semaphore.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,22 +153,14 @@ static void lock_undo_end(struct lock_undo *u)
 	}
 }
 
-/* Sends a mutating request of l's session with t->mu held. An acquire's
- * grant that comes after the caller gave up is released by the session. */
-static int lock_send(raftlock_lock *l, struct session_req sr, bool acquire, unsigned timeout_ms,
+/* Sends a mutating request of l's session that grants nothing (a
+ * cancel, a proclaim) with t->mu held, and waits for its answer. */
+static int lock_send(raftlock_lock *l, struct session_req sr, unsigned timeout_ms,
 		     Raftlock__Envelope **reply, const Raftlock__Result **res)
 {
-	struct lock_undo undo;
-	if (acquire && lock_undo_init(l, &undo) != 0)
-		return RAFTLOCK_ENOMEM; /* nothing sent */
-	sr.undo = acquire ? undo.envs : NULL;
-	sr.n_undo = acquire ? undo.n : 0;
 	sr.owner = l->owner;
 	sr.timeout_ms = timeout_ms;
-	int rv = session_mutate(l->session, &sr, reply, res);
-	if (acquire)
-		lock_undo_end(&undo);
-	return rv;
+	return session_mutate(l->session, &sr, reply, res);
 }
 
 /* Gives up waiting for a request of l (session_abandon), an acquire's
@@ -228,24 +223,6 @@ static int lock_released(raftlock_lock *l, const Raftlock__Result *res, uint32_t
 		l->count = 0;
 		l->token = 0;
 	}
-	return rv;
-}
-
-/* Releases one level with t->mu held, waiting up to timeout_ms; 0 or an
- * error, *remaining set. */
-static int lock_release_locked(raftlock_lock *l, unsigned timeout_ms, uint32_t *remaining)
-{
-	struct lock_release_msg m;
-	Raftlock__Envelope *reply = NULL;
-	const Raftlock__Result *res = NULL;
-	lock_release_msg_init(&m, l->name, l->owner);
-	int rv = lock_send(l, SESSION_REQ(&m.env), false, timeout_ms, &reply, &res);
-	if (rv == RAFTLOCK_EUNKNOWN)
-		lock_release_unknown(l);
-	if (rv != 0)
-		return rv;
-	rv = lock_released(l, res, remaining);
-	raftlock__envelope__free_unpacked(reply, NULL);
 	return rv;
 }
 
@@ -347,7 +324,7 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 	cw.name = l->name;
 	cw.owner = l->owner;
 	cw.acquire_seq = acquire_seq;
-	int rv = lock_send(l, SESSION_REQ(&env), false, timeout_ms, &reply, &res);
+	int rv = lock_send(l, SESSION_REQ(&env), timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
@@ -463,21 +440,7 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 	return lock_acquire_final(l, req, seq, token);
 }
 
-/* A try-lock with t->mu held, waiting up to timeout_ms. */
-static int lock_acquire_now(raftlock_lock *l, Raftlock__Envelope *env, unsigned timeout_ms,
-			    uint64_t *token)
-{
-	Raftlock__Envelope *reply = NULL;
-	const Raftlock__Result *res = NULL;
-	int rv = lock_send(l, SESSION_REQ(env), true, timeout_ms, &reply, &res);
-	if (rv != 0)
-		return rv;
-	rv = lock_granted(l, res, token);
-	raftlock__envelope__free_unpacked(reply, NULL);
-	return rv;
-}
-
-/* ---------------------------------------------------------------- calls -- */
+/* --------------------------------------------- ending on the I/O thread -- */
 
 /* One acquire (its envelope set) or release, with its results. */
 struct lock_op {
@@ -487,33 +450,180 @@ struct lock_op {
 	uint32_t left;
 };
 
+/*
+ * Ends a request of l that the I/O thread watches (t->mu held): its reply
+ * came (err 0), or its deadline passed (err: what a blocking call reports
+ * then: a late grant is released, a release executes later). Applies the
+ * outcome to the handle and returns the call's status, with *value the
+ * token of a grant or the levels a release left. Takes req.
+ */
+static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire,
+			    bool wait, int err, uint64_t *value)
+{
+	if (err != 0) {
+		int rv = lock_abandon(l, req, seq, acquire);
+		if (rv == RAFTLOCK_EUNKNOWN && !acquire)
+			lock_release_unknown(l);
+		return rv;
+	}
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	int rv = session_mutate_finish(l->session, req, seq, &reply, &res);
+	if (rv != 0)
+		return rv;
+	if (acquire) {
+		rv = lock_granted(l, res, value);
+		/* ended by the server's own wait deadline */
+		if (wait && rv == RAFTLOCK_ECANCELED)
+			rv = RAFTLOCK_ETIMEDOUT;
+	} else {
+		uint32_t left = 0;
+		rv = lock_released(l, res, &left);
+		*value = left;
+	}
+	raftlock__envelope__free_unpacked(reply, NULL);
+	return rv;
+}
+
+/*
+ * A blocking try-lock or release. Its caller waits on a semaphore of its
+ * own, without t->mu, and the I/O thread ends the request with the others
+ * of the same batch of answers, as it ends an asynchronous one: woken
+ * callers would otherwise all queue on t->mu at once to finish their
+ * calls, and each wait there costs another sleep and wake-up. The call of
+ * the session ends on the I/O thread too: from then on the caller touches
+ * neither the handle nor the session (a close may free them), only this.
+ * The blocking acquire that waits in the server's queue keeps its own
+ * path (lock_acquire_wait): it cancels and re-asks as its timeout ends.
+ */
+struct lock_sync {
+	struct transport_deferred d; /* wakes the caller, once t->mu is let go */
+	sem_t done;
+	raftlock_lock *l;
+	bool acquire;
+	uint64_t seq;
+	int status;
+	uint64_t value;
+	int note_code; /* why it failed, as a lower layer knew it (errmsg_note) */
+	char note[ERRMSG_SIZE / 2];
+	char name[RAFTLOCK_NAME_MAX + 1]; /* the handle's name, on failure */
+};
+
+/* The I/O thread, t->mu held: see lock_request_end(). */
+static void lock_sync_done(struct transport *t, struct request *req, int err)
+{
+	struct lock_sync *sync = req->op;
+	raftlock_lock *l = sync->l;
+	req->on_done = NULL;
+	bool refused = err != 0 && (err == RAFTLOCK_ETLS || req->refused);
+	errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note); /* not this call's */
+	int rv = lock_request_end(l, req, sync->seq, sync->acquire, false, err, &sync->value);
+	if (refused) {
+		/* every address refused the connection: say which and why */
+		sync->note_code = err;
+		snprintf(sync->note, sizeof sync->note, "%.*s", (int)sizeof sync->note - 1,
+			 t->refused_why);
+	} else {
+		errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
+	}
+	if (rv != 0)
+		snprintf(sync->name, sizeof sync->name, "%s", l->name);
+	session_call_end(l->session);
+	sync->status = rv;
+	/* woken with t->mu held, the caller would wait for it at once */
+	transport_defer(t, &sync->d);
+}
+
+/* The I/O thread, without t->mu: the caller may go on. */
+static void lock_sync_wake(struct transport_deferred *d)
+{
+	struct lock_sync *sync = (struct lock_sync *)d;
+	sem_post(&sync->done); /* the last touch: the caller may return then */
+}
+
+/* Submits the try-lock (op->acquire) or release of op for sync, to end
+ * within timeout_ms (t->mu held, a call of l's session begun). */
+static int lock_sync_submit(raftlock_lock *l, struct lock_op *op, struct lock_sync *sync,
+			    unsigned timeout_ms)
+{
+	struct transport *t = l->session->t;
+	struct lock_release_msg m;
+	Raftlock__Envelope *env = op->acquire;
+	if (env == NULL) {
+		lock_release_msg_init(&m, l->name, l->owner);
+		env = &m.env;
+	}
+	struct request *req;
+	int rv = session_mutate_submit(l->session, &SESSION_REQ(env), &req);
+	if (rv != 0)
+		return rv;
+	sync->seq = req->seq;
+	transport_on_done(t, req, lock_sync_done, sync, timeout_ms);
+	return 0;
+}
+
+/* A try-lock or release (op): submitted with t->mu, then waited for
+ * without it. */
+static int lock_call_now(raftlock_lock *l, struct lock_op *op)
+{
+	struct transport *t = l->session->t;
+	const char *what = op->acquire ? "acquire" : "release";
+	struct lock_sync sync = {.d.fn = lock_sync_wake, .l = l, .acquire = op->acquire != NULL};
+	sem_init(&sync.done, 0, 0);
+	pthread_mutex_lock(&t->mu);
+	int rv = session_call_begin(l->session);
+	if (rv == 0) {
+		/* one request timeout in all, the handle's orphans included */
+		uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
+		rv = lock_wait_orphans(l, deadline);
+		uint64_t now = transport_mono_ms(t);
+		unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
+		if (rv == 0)
+			rv = lock_sync_submit(l, op, &sync, left);
+		if (rv != 0)
+			session_call_end(l->session);
+	}
+	if (rv != 0) {
+		errmsg_set(t, rv, NULL, "%s '%s'", what, l->name);
+		pthread_mutex_unlock(&t->mu);
+		goto out;
+	}
+	pthread_mutex_unlock(&t->mu);
+	while (sem_wait(&sync.done) != 0 && errno == EINTR)
+		continue;
+	rv = sync.status;
+	if (rv != 0) {
+		if (sync.note_code != 0)
+			errmsg_note(sync.note_code, sync.note);
+		errmsg_set(t, rv, NULL, "%s '%s'", what, sync.name);
+	} else if (op->acquire != NULL) {
+		op->token = sync.value;
+	} else {
+		op->left = (uint32_t)sync.value;
+	}
+out:
+	sem_destroy(&sync.done);
+	return rv;
+}
+
+/* ---------------------------------------------------------------- calls -- */
+
 /* Runs op on l as a call of its session, and writes the error message
  * while l is still safe to use: a close in another thread frees l as soon
  * as the client lock is let go. */
 static int lock_call(raftlock_lock *l, struct lock_op *op)
 {
+	if (op->acquire == NULL || op->timeout_ms == 0)
+		return lock_call_now(l, op);
 	struct transport *t = l->session->t;
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
-		if (op->acquire != NULL && op->timeout_ms != 0) {
-			rv = lock_acquire_wait(l, op->acquire, op->timeout_ms, &op->token);
-		} else {
-			/* one request timeout in all, the handle's orphans
-			 * included */
-			uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
-			rv = lock_wait_orphans(l, deadline);
-			uint64_t now = transport_mono_ms(t);
-			unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
-			if (rv == 0 && op->acquire == NULL)
-				rv = lock_release_locked(l, left, &op->left);
-			else if (rv == 0)
-				rv = lock_acquire_now(l, op->acquire, left, &op->token);
-		}
+		rv = lock_acquire_wait(l, op->acquire, op->timeout_ms, &op->token);
 		session_call_end(l->session);
 	}
 	if (rv != 0)
-		errmsg_set(t, rv, NULL, "%s '%s'", op->acquire ? "acquire" : "release", l->name);
+		errmsg_set(t, rv, NULL, "acquire '%s'", l->name);
 	pthread_mutex_unlock(&t->mu);
 	return rv;
 }
@@ -596,7 +706,7 @@ int lock_proclaim(raftlock_lock *l, const char *value)
 			pr.value = (char *)value;
 			Raftlock__Envelope *reply = NULL;
 			const Raftlock__Result *res = NULL;
-			rv = lock_send(l, SESSION_REQ(&env), false, 0, &reply, &res);
+			rv = lock_send(l, SESSION_REQ(&env), 0, &reply, &res);
 			if (rv == 0) {
 				rv = res->status;
 				raftlock__envelope__free_unpacked(reply, NULL);
@@ -658,29 +768,9 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 		 * with it, as for a blocking acquire */
 		transport_take(t, req, NULL);
 		op->status = op->ended;
-	} else if (err != 0) {
-		/* as a blocking call's timeout: a late grant is released, a
-		 * release executes later */
-		op->status = lock_abandon(l, req, op->seq, op->acquire);
-		if (op->status == RAFTLOCK_EUNKNOWN && !op->acquire)
-			lock_release_unknown(l);
 	} else {
-		Raftlock__Envelope *reply = NULL;
-		const Raftlock__Result *res = NULL;
-		op->status = session_mutate_finish(l->session, req, op->seq, &reply, &res);
-		if (op->status == 0) {
-			uint32_t left = 0;
-			if (op->acquire) {
-				op->status = lock_granted(l, res, &op->value);
-				/* ended by the server's own wait deadline */
-				if (op->wait && op->status == RAFTLOCK_ECANCELED)
-					op->status = RAFTLOCK_ETIMEDOUT;
-			} else {
-				op->status = lock_released(l, res, &left);
-				op->value = left;
-			}
-			raftlock__envelope__free_unpacked(reply, NULL);
-		}
+		op->status =
+			lock_request_end(l, req, op->seq, op->acquire, op->wait, err, &op->value);
 	}
 	transport_defer(t, &op->d);
 }

@@ -3,7 +3,11 @@
  * cluster, its I/O thread, its request table and its clocks.
  *
  * Callers submit requests (encoded envelopes with a client-wide unique id)
- * into the table and wait on the client's condition variable. The I/O
+ * into the table and wait on the request's condition variable, or leave
+ * it to the I/O thread to end the request through on_done: asynchronous
+ * calls, and blocking ones whose caller then waits on its own, without
+ * t->mu (lock.c: a batch of answers then wakes its callers without each
+ * of them waiting for t->mu to finish its call). The I/O
  * thread keeps one connection, to the leader as far as it knows: it sends
  * every request that has not been sent on the current connection (so a
  * reconnect re-sends in-flight requests byte for byte: same id, same seq),

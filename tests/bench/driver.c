@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,7 +48,18 @@ static void driver_note(const char *msg)
 
 struct driver_span {
 	double cpu0, cpu1, self0, self1, t0, elapsed;
+	double switches0, switches1; /* the generator's context switches */
 };
+
+/* The context switches of this process so far, of all its threads,
+ * voluntary (a thread waits) and not (preempted). */
+static double driver_switches(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
+}
 
 static void driver_count(struct driver_thread *t, bool in_window, int rv, double acquire_ms,
 			 const char *err);
@@ -111,6 +123,7 @@ static void driver_window(const struct driver_config *cfg, struct driver_span *s
 	driver_wait(cfg->warmup_s);
 	span->cpu0 = stats_proc_cpu(cfg->pids, cfg->n_pids);
 	span->self0 = stats_proc_cpu(&self, 1);
+	span->switches0 = driver_switches();
 	if (cfg->window_hook != NULL)
 		cfg->window_hook(cfg->hook_arg, false);
 	span->t0 = stats_now();
@@ -120,6 +133,7 @@ static void driver_window(const struct driver_config *cfg, struct driver_span *s
 	span->elapsed = stats_now() - span->t0;
 	span->cpu1 = stats_proc_cpu(cfg->pids, cfg->n_pids);
 	span->self1 = stats_proc_cpu(&self, 1);
+	span->switches1 = driver_switches();
 	if (cfg->window_hook != NULL)
 		cfg->window_hook(cfg->hook_arg, true);
 }
@@ -146,6 +160,8 @@ static void driver_report(const struct driver_config *cfg, struct driver_thread 
 	out->errors = errors;
 	out->server_cpu_s_per_1k = pairs ? (span->cpu1 - span->cpu0) / (double)pairs * 1000 : 0;
 	out->client_cpu_s_per_1k = pairs ? (span->self1 - span->self0) / (double)pairs * 1000 : 0;
+	out->client_switches_per_pair =
+		pairs ? (span->switches1 - span->switches0) / (double)pairs : 0;
 	out->window_s = elapsed;
 	out->status = atomic_load(&driver_unsupported) ? "unsupported" : rv != 0 ? "failed" : "ok";
 	/* A window without one pair means every client was stuck. */

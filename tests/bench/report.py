@@ -281,20 +281,57 @@ def tls_cost(runs):
                                                     "met" if pt["p50_diff"] <= 0.05 else "NOT met"))
     if not rows:
         return []
-    out = ["", "### TLS cost (issue 11)", "",
-           "The uncontended workload alternately on the plaintext cluster and on a second "
-           "3-node cluster with mutual TLS on both ports (peer TLS between members, "
-           "`client-tls = mutual`, the client presenting its own certificate). Each round "
-           "runs one window on each cluster, back to back; the ratio and the p50 difference "
-           "are the medians of the rounds' (the targets are judged by them), the other "
-           "figures the medians of each side.", "",
-           "| clients | pairs/s plaintext / TLS | TLS/plaintext | p50 ms plaintext / TLS "
-           "| p50 difference ms | p99 ms plaintext / TLS | server CPU s / 1k pairs "
-           "plaintext / TLS | rounds: ratio, p50 difference ms |",
-           "|---:|---:|---:|---:|---:|---:|---:|---|"] + rows
+    return section(
+        "### TLS cost (issue 11)",
+        "The uncontended workload alternately on the plaintext cluster and on a second "
+        "3-node cluster with mutual TLS on both ports (peer TLS between members, "
+        "`client-tls = mutual`, the client presenting its own certificate). Each round "
+        "runs one window on each cluster, back to back; the ratio and the p50 difference "
+        "are the medians of the rounds' (the targets are judged by them), the other "
+        "figures the medians of each side.",
+        "| clients | pairs/s plaintext / TLS | TLS/plaintext | p50 ms plaintext / TLS "
+        "| p50 difference ms | p99 ms plaintext / TLS | server CPU s / 1k pairs "
+        "plaintext / TLS | rounds: ratio, p50 difference ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|", rows, goals)
+
+
+def section(title, intro, head, rule, rows, goals):
+    """A report section: its table, then its targets if any."""
+    out = ["", title, "", intro, "", head, rule] + rows
     if goals:
         out += ["", "| target | measured | |", "|---|---|---|"] + goals
     return out
+
+
+def blocking_calls(runs):
+    """Issue 15, first row: the blocking calls with a thread per client
+    against the asynchronous API, in the same run."""
+    rows, goals = [], []
+    for n in sorted({r["clients"] for r in runs if r.get("system") == "raftlock-threads"}):
+        a = find(runs, "raftlock", "uncontended", n)
+        b = find(runs, "raftlock-threads", "uncontended", n)
+        if not ok(a) or not ok(b) or not a["pairs_per_s"]:
+            continue
+        q = b["pairs_per_s"] / a["pairs_per_s"]
+        rows.append("| {} | {} / {} | {:.2f}x | {} / {} | {} / {} | {} / {} |".format(
+            n, fmt(b["pairs_per_s"]), fmt(a["pairs_per_s"]), q,
+            fmt(b.get("client_cpu_s_per_1k"), 3), fmt(a.get("client_cpu_s_per_1k"), 3),
+            fmt(b.get("client_switches_per_pair"), 2), fmt(a.get("client_switches_per_pair"), 2),
+            fmt(b["server_cpu_s_per_1k"], 3), fmt(a["server_cpu_s_per_1k"], 3)))
+        if n in (16, 64):
+            goals.append("| {} clients: blocking calls >= 0.9x the asynchronous API | {:.2f}x "
+                         "| {} |".format(n, q, "met" if q >= 0.9 else "NOT met"))
+    if not rows:
+        return []
+    return section(
+        "### Blocking calls (issue 15)",
+        "The uncontended workload with a thread per client and the blocking calls "
+        "(raftlock-threads) against the asynchronous API (raftlock), one client object. "
+        "Context switches are the generator's own (getrusage), per pair.",
+        "| clients | pairs/s threads / async | threads/async | generator CPU s / 1k "
+        "threads / async | context switches / pair threads / async | server CPU s / 1k "
+        "threads / async |",
+        "|---:|---:|---:|---:|---:|---:|", rows, goals)
 
 
 def notes(d, runs):
@@ -460,6 +497,7 @@ def main():
     md += scale_tables(runs)
     md += targets(runs)
     md += tls_cost(runs)
+    md += blocking_calls(runs)
     md += notes(d, runs)
     if pngs:
         md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]

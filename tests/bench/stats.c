@@ -156,7 +156,8 @@ void stats_print(FILE *f, const struct stats_result *r)
 		r->clients, r->pairs_per_s, r->p50_ms, r->p99_ms, r->max_ms,
 		(unsigned long long)r->errors, r->server_cpu_s_per_1k, r->window_s);
 	json_write_string(f, r->status ? r->status : "ok");
-	fprintf(f, ",\"client_cpu_s_per_1k\":%.4f", r->client_cpu_s_per_1k);
+	fprintf(f, ",\"client_cpu_s_per_1k\":%.4f,\"client_switches_per_pair\":%.2f",
+		r->client_cpu_s_per_1k, r->client_switches_per_pair);
 	if (r->detail != NULL) {
 		fprintf(f, ",\"detail\":");
 		json_write_string(f, r->detail);

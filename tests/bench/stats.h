@@ -6,7 +6,9 @@
  * processes read before and after the measurement window. The result is one
  * JSON line whose keys are the same for every system:
  *   system, workload, clients, pairs_per_s, p50_ms, p99_ms, max_ms, errors,
- *   server_cpu_s_per_1k, window_s, status, client_cpu_s_per_1k
+ *   server_cpu_s_per_1k, window_s, status, client_cpu_s_per_1k,
+ *   client_switches_per_pair (the generator's context switches per pair;
+ *   not from etcdbench)
  */
 #ifndef BENCH_STATS_H
 #define BENCH_STATS_H
@@ -58,10 +60,11 @@ struct stats_result {
 	uint64_t errors;
 	double server_cpu_s_per_1k;
 	double window_s;
-	double client_cpu_s_per_1k; /* the generator's own CPU */
-	const char *status;         /* "ok", "unsupported", "failed" */
-	const char *detail;         /* NULL or a message printed as "detail" */
-	const char *extra;          /* NULL or more members: ",\"key\":value,..." */
+	double client_cpu_s_per_1k;      /* the generator's own CPU */
+	double client_switches_per_pair; /* its context switches (getrusage) */
+	const char *status;              /* "ok", "unsupported", "failed" */
+	const char *detail;              /* NULL or a message printed as "detail" */
+	const char *extra;               /* NULL or more members: ",\"key\":value,..." */
 };
 
 /* Prints the result line (and a trailing newline) to f, flushed. */
