@@ -23,11 +23,9 @@ bool append_order_keep(struct append_order *o, struct raft_io *io, struct raft_i
 void append_order_release(struct append_order *o, append_order_issue_fn issue, void *arg)
 {
 	o->holding = false;
-	for (unsigned i = 0; i < o->n; i++) {
-		int rv = issue(arg, o->kept[i].io, o->kept[i].req, o->kept[i].entries, o->kept[i].n,
-			       o->kept[i].cb);
-		if (rv != 0)
-			o->kept[i].cb(o->kept[i].req, rv); /* raft saw 0 returned */
-	}
+	unsigned n = o->n;
 	o->n = 0;
+	for (unsigned i = 0; i < n; i++)
+		issue(arg, o->kept[i].io, o->kept[i].req, o->kept[i].entries, o->kept[i].n,
+		      o->kept[i].cb);
 }

@@ -13,9 +13,12 @@
  * Between append_order_hold() and append_order_release() (node.c brackets
  * its raft_apply() call with them, nothing else), appends raft issues are
  * kept, in order, instead of being passed on; the release passes them on
- * in the same order. An append the backend refuses at the release is
- * reported through its callback with the backend's error (raft_io lets an
- * append fail either way). Loop thread only.
+ * in the same order. By then raft was told the append was accepted and the
+ * entry went out to the followers, so a backend that refuses it at the
+ * release leaves no clean way back: libraft 0.22.1 takes an append's
+ * failure through its callback only as a cancellation at close. The issue
+ * function decides (node.c stops the node, as on running out of memory).
+ * Loop thread only.
  */
 #ifndef RAFTLOCK_APPEND_ORDER_H
 #define RAFTLOCK_APPEND_ORDER_H
@@ -27,9 +30,10 @@
 /* Appends kept at once; raft_apply() issues one. */
 #define APPEND_ORDER_MAX 8
 
-typedef int (*append_order_issue_fn)(void *arg, struct raft_io *io, struct raft_io_append *req,
-				     const struct raft_entry entries[], unsigned n,
-				     raft_io_append_cb cb);
+/* Passes one kept append on to the backend; handles a refusal itself. */
+typedef void (*append_order_issue_fn)(void *arg, struct raft_io *io, struct raft_io_append *req,
+				      const struct raft_entry entries[], unsigned n,
+				      raft_io_append_cb cb);
 
 struct append_order {
 	bool holding;
