@@ -364,6 +364,9 @@ static void take_batch(struct node *n, struct node_waiter **waiters, unsigned *c
 	n->batch_len = 0;
 }
 
+static void issue_kept_append(void *arg, struct raft_io *io, struct raft_io_append *req,
+			      const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+
 /* Turns the batch into one log entry (one buffer, padded: docs/RAFT-NOTES.md). */
 static void flush(struct node *n)
 {
@@ -390,7 +393,13 @@ static void flush(struct node *n)
 	p->results = results;
 	p->req.data = p;
 	p->proposed_ms = mono_ms(n);
+	/* The followers get the entry before this node's disk write of it is
+	 * issued (append_order.h); with peer TLS, encrypted and sent now. */
+	append_order_hold(&n->order);
 	rv = raft_apply(&n->raft, &p->req, &buf, 1, apply_done);
+	if (n->peer_tls)
+		peer_tls_flush(&n->transport);
+	append_order_release(&n->order, issue_kept_append, n);
 	if (rv != 0) {
 		if (rv == RAFT_NOTLEADER)
 			raft_free(buf.base); /* raft freed it on any other error */
@@ -713,11 +722,28 @@ void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
 
 /* --------------------------------------------------------------- start -- */
 
+/* An append kept by append_order: raft was told it was accepted and the
+ * entry is on its way to the followers, so a refusal now cannot be handed
+ * back (append_order.h); the node stops, as on running out of memory, and
+ * a restart recovers from what its disk holds. */
+static void issue_kept_append(void *arg, struct raft_io *io, struct raft_io_append *req,
+			      const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+	struct node *nd = arg;
+	int rv = io_timing_append(&nd->disk, io, req, entries, n, cb);
+	if (rv != 0)
+		log_fatal("the raft log refused an append already sent to the followers: %s (%s)",
+			  raft_strerror(rv), io->errmsg);
+}
+
 /* raft sets io->data to its instance, which lives in the node. */
 static int timed_append(struct raft_io *io, struct raft_io_append *req,
 			const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
 {
 	struct node *nd = (struct node *)((char *)io->data - offsetof(struct node, raft));
+	if (append_order_keep(&nd->order, io, req, entries, n, cb))
+		return 0;
+	append_order_release(&nd->order, issue_kept_append, nd); /* what is kept goes first */
 	return io_timing_append(&nd->disk, io, req, entries, n, cb);
 }
 

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "append_order.h"
 #include "cluster_clock.h"
 #include "config.h"
 #include "diskguard.h"
@@ -85,6 +86,7 @@ struct node {
 	unsigned batch_n;
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
+	struct append_order order; /* our own append goes after the sends */
 
 	/* observed for the metrics */
 	struct io_timing disk;   /* raft log appends (io_timing.h) */

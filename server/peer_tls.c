@@ -305,12 +305,14 @@ static void drain_timeout(uv_timer_t *h)
 	link_close(h->data);
 }
 
+/* raft's bytes, read from the pipe: encrypted at once (pipe_read_cb). */
+static _Thread_local char pipe_slab[65536];
+
 static void pipe_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	(void)h;
 	(void)suggested;
-	static _Thread_local char slab[65536]; /* encrypted at once: pipe_read_cb */
-	*buf = uv_buf_init(slab, sizeof slab);
+	*buf = uv_buf_init(pipe_slab, sizeof pipe_slab);
 }
 
 /* Plaintext from raft, for the peer. */
@@ -348,6 +350,38 @@ static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (queued >= PEER_TLS_HIGH_WATER) {
 		l->pipe_paused = true;
 		uv_read_stop(s);
+	}
+}
+
+/* Reads what raft wrote to l's pipe and sends it, as the pump would on
+ * the loop's next poll. The end of the pipe and its errors are left to
+ * that poll: libuv reads the pipe again, gets them and calls
+ * pipe_read_cb. */
+static void pump_now(struct peer_link *l)
+{
+	uv_os_fd_t fd;
+	if (uv_fileno((uv_handle_t *)&l->pipe, &fd) != 0)
+		return;
+	while (l->state == LINK_OPEN && !l->pipe_paused && !l->draining) {
+		ssize_t n = read(fd, pipe_slab, sizeof pipe_slab);
+		if (n <= 0)
+			return;
+		uv_buf_t b = uv_buf_init(pipe_slab, (unsigned)n);
+		pipe_read_cb((uv_stream_t *)&l->pipe, n, &b);
+		if ((size_t)n < sizeof pipe_slab)
+			return; /* drained */
+	}
+}
+
+void peer_tls_flush(struct raft_uv_transport *tr)
+{
+	struct peer_tls *t = tr->impl;
+	struct list *pos;
+	list_each (pos, &t->links) {
+		struct peer_link *l = list_entry(pos, struct peer_link, link);
+		/* raft_uv sends only over the connections it opened. */
+		if (l->outbound && l->state == LINK_OPEN && l->pipe_open)
+			pump_now(l);
 	}
 }
 

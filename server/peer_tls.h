@@ -106,6 +106,12 @@ typedef bool (*peer_tls_member_fn)(void *arg, raft_id id);
  * through. */
 void peer_tls_set_members(struct raft_uv_transport *t, peer_tls_member_fn is_member, void *arg);
 
+/* Sends now what raft has written to its streams and the pump has not
+ * read yet, instead of on the loop's next poll: a leader calls it right
+ * after raft_apply(), so that the followers get a new entry before the
+ * leader issues its own disk write of it (append_order.h). */
+void peer_tls_flush(struct raft_uv_transport *t);
+
 /* Counters since init. */
 struct peer_tls_stats peer_tls_stats(const struct raft_uv_transport *t);
 

@@ -22,7 +22,8 @@
  * up past the byte limit is closed (its client is not reading them). */
 #define CONN_MAX_INFLIGHT 4096
 #define CONN_MAX_UNSENT (64u << 20)
-#define RESUME_TICK_MS 50 /* how often paused connections are looked at */
+#define CONN_OUT_KEEP (256u << 10) /* see conn_flush */
+#define RESUME_TICK_MS 50          /* how often paused connections are looked at */
 
 struct service_conn {
 	uv_tcp_t tcp;
@@ -164,7 +165,26 @@ static size_t conn_unsent(const struct service_conn *c)
 	return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
 }
 
-/* Hands what the connection has buffered to libuv in one write. */
+/* Plaintext: hands what the kernel takes at once straight to it; only a
+ * rest needs a write request. A uv_write that completes at once still
+ * costs libuv a poll-interest change (epoll_ctl) and a callback on the
+ * next loop turn. Returns the bytes sent, or -1 after closing c. */
+static ssize_t conn_try_write(struct service_conn *c)
+{
+	uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+	/* UV_EAGAIN also while earlier writes wait in libuv's queue: the
+	 * order of the bytes is kept. */
+	int rv = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+	if (rv >= 0)
+		return rv;
+	if (rv == UV_EAGAIN)
+		return 0;
+	conn_close(c);
+	return -1;
+}
+
+/* Hands what the connection has buffered to the kernel, or to libuv in one
+ * write. */
 static void conn_flush(struct service_conn *c)
 {
 	if (c->closing || c->out_len == 0)
@@ -174,13 +194,31 @@ static void conn_flush(struct service_conn *c)
 		conn_close(c);
 		return;
 	}
+	size_t sent = 0;
+	if (c->tls == NULL) {
+		ssize_t n = conn_try_write(c);
+		if (n < 0)
+			return;
+		sent = (size_t)n;
+		if (sent == c->out_len) {
+			/* c->out keeps its room for the next answers, unless a
+			 * burst made it large. */
+			c->out_len = 0;
+			if (c->out_cap > CONN_OUT_KEEP) {
+				free(c->out);
+				c->out = NULL;
+				c->out_cap = 0;
+			}
+			return;
+		}
+	}
 	struct write_req *w = malloc(sizeof *w);
 	if (w == NULL) {
 		conn_close(c);
 		return;
 	}
 	w->buf = c->out;
-	uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+	uv_buf_t b = uv_buf_init((char *)c->out + sent, (unsigned)(c->out_len - sent));
 	c->out = NULL;
 	c->out_len = c->out_cap = 0;
 	w->conn = c;

@@ -7,16 +7,18 @@
 #   bash -c '. tests/bench/peers/lib.sh; . tests/bench/cluster.sh;
 #            rl_load WORK; rl_cluster_stop'
 
-# rl_init WORK N RAFTLOCKD [CERTS]: picks ports and data dirs for N nodes.
-# With CERTS (a directory made by deploy/make-certs), the nodes speak mutual
-# TLS on both ports: peer TLS between members, client-tls mutual.
+# rl_init WORK N RAFTLOCKD [CERTS [TLS]]: picks ports and data dirs for N
+# nodes. With CERTS (a directory made by deploy/make-certs), the nodes speak
+# mutual TLS on both ports: peer TLS between members, client-tls mutual;
+# TLS = client or peer keeps it to that port only (default both).
 rl_init() {
-	local work=$1 n=$2 bin=$3 certs=${4:-} i
+	local work=$1 n=$2 bin=$3 certs=${4:-} tls=${5:-both} i
 	mkdir -p "$work"
 	{
 		echo "RL_WORK='$work'"
 		echo "RL_BIN='$bin'"
 		echo "RL_CERTS='$certs'"
+		echo "RL_TLS='$tls'"
 		echo "RL_N=$n"
 		echo "RL_NAME='bench-$$'"
 		echo "PEERS_PIDFILE='$PEERS_PIDFILE'"
@@ -55,9 +57,12 @@ rl_member_flags() {
 rl_tls_flags() {
 	local c=$RL_CERTS i=$1
 	[ -n "$c" ] || return 0
-	printf -- '--%s %s ' peer-tls-cert "$c/node-$i.pem" peer-tls-key "$c/node-$i.key" \
-		peer-tls-ca "$c/ca.pem" client-tls mutual client-tls-cert "$c/node-$i.pem" \
-		client-tls-key "$c/node-$i.key" client-tls-ca "$c/ca.pem"
+	[ "${RL_TLS:-both}" = client ] ||
+		printf -- '--%s %s ' peer-tls-cert "$c/node-$i.pem" peer-tls-key "$c/node-$i.key" \
+			peer-tls-ca "$c/ca.pem"
+	[ "${RL_TLS:-both}" = peer ] ||
+		printf -- '--%s %s ' client-tls mutual client-tls-cert "$c/node-$i.pem" \
+			client-tls-key "$c/node-$i.key" client-tls-ca "$c/ca.pem"
 }
 
 # rl_node_start I [MEMBERS]: starts node I (its data dir kept if present).
