@@ -99,6 +99,14 @@ static void conn_close(struct service_conn *c)
 		uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+/* Closes c without the last answers: for a connection whose writes failed
+ * or that stopped reading (conn_close would try to flush them again). */
+static void conn_abort(struct service_conn *c)
+{
+	c->out_len = 0;
+	conn_close(c);
+}
+
 static void conn_unref(struct service_conn *c)
 {
 	if (--c->refs > 0)
@@ -179,7 +187,7 @@ static ssize_t conn_try_write(struct service_conn *c)
 		return rv;
 	if (rv == UV_EAGAIN)
 		return 0;
-	conn_close(c);
+	conn_abort(c);
 	return -1;
 }
 
@@ -191,7 +199,7 @@ static void conn_flush(struct service_conn *c)
 		return;
 	if (conn_unsent(c) + c->out_len > CONN_MAX_UNSENT) {
 		log_warn("a client is not reading its responses; closing its connection");
-		conn_close(c);
+		conn_abort(c);
 		return;
 	}
 	size_t sent = 0;
@@ -214,7 +222,7 @@ static void conn_flush(struct service_conn *c)
 	}
 	struct write_req *w = malloc(sizeof *w);
 	if (w == NULL) {
-		conn_close(c);
+		conn_abort(c);
 		return;
 	}
 	w->buf = c->out;
