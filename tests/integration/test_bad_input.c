@@ -3,6 +3,7 @@
  * error or is closed; the node keeps serving other clients; no state
  * changes. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -10,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -226,6 +229,37 @@ static void metrics_endpoint(void **state)
 	assert_non_null(strstr(out, "404"));
 }
 
+/* A client that sends many requests and resets its connection before
+ * reading the answers: the node's writes of those answers fail, and it
+ * drops them and the connection, every time (it once recursed between
+ * closing and flushing until its stack ran out). */
+static void reset_with_answers_pending(void **state)
+{
+	(void)state;
+	enum { REQUESTS = 2000, ROUNDS = 20 };
+	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &req;
+	for (int node = 0; node < 3; node++) {
+		for (int round = 0; round < ROUNDS; round++) {
+			int fd = raw_connect(cl.client_port[node]);
+			assert_true(fd >= 0);
+			for (int i = 0; i < REQUESTS; i++) {
+				env.id = (uint64_t)i + 1;
+				if (raw_send_envelope(fd, &env) != 0)
+					break; /* the node may close first: fine */
+			}
+			struct linger reset = {.l_onoff = 1, .l_linger = 0};
+			assert_int_equal(
+				setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset), 0);
+			close(fd);
+		}
+		assert_int_equal(kill(cl.pid[node], 0), 0);
+		assert_still_serving(node);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -235,6 +269,7 @@ int main(void)
 		cmocka_unit_test(truncated_frame),
 		cmocka_unit_test(name_too_long),
 		cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(reset_with_answers_pending),
 		cmocka_unit_test(refusals_logged_at_a_bounded_rate),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
