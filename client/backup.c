@@ -56,7 +56,9 @@ static int write_all(int fd, const uint8_t *p, size_t n)
  * way (over every byte but the last IMAGE_SUM_SIZE, which it must equal). */
 static int fetch(raftlock_client *c, int fd, const char *tmp, uint64_t *index)
 {
-	uint64_t image = 0, offset = 0, size = 0, sum = IMAGE_SUM_INIT;
+	uint64_t image = 0, offset = 0, size = 0;
+	struct image_sum sum;
+	image_sum_begin(&sum);
 	uint8_t tail[IMAGE_SUM_SIZE];
 	do {
 		Raftlock__Envelope *reply;
@@ -79,7 +81,7 @@ static int fetch(raftlock_client *c, int fd, const char *tmp, uint64_t *index)
 		size_t covered = 0;                    /* bytes of this chunk before the checksum */
 		if (offset < body)
 			covered = body - offset < n ? (size_t)(body - offset) : n;
-		sum = image_sum(sum, p, covered);
+		image_sum_add(&sum, p, covered);
 		for (size_t i = covered; i < n; i++)
 			tail[offset + i - body] = p[i];
 		if (write_all(fd, p, n) != 0) {
@@ -90,7 +92,7 @@ static int fetch(raftlock_client *c, int fd, const char *tmp, uint64_t *index)
 		offset += n;
 		raftlock__envelope__free_unpacked(reply, NULL);
 	} while (offset < size);
-	if (image_sum_stored(tail, IMAGE_SUM_SIZE) != sum)
+	if (image_sum_stored(tail, IMAGE_SUM_SIZE) != image_sum_end(&sum))
 		return RAFTLOCK_EDATA;
 	return 0;
 }

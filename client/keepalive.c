@@ -50,13 +50,11 @@ size_t keepalive_chunk_len(size_t n, size_t k)
 	return n / chunks + (k < n % chunks);
 }
 
-static unsigned keepalive_interval(struct sessions *ss)
+/* Lowers the round interval to a third of ttl_ms. */
+static void keepalive_interval_at_most(struct keepalives *k, unsigned ttl_ms)
 {
-	unsigned iv = 0;
-	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s))
-		if (!s->lost && (iv == 0 || s->ttl_ms / 3 < iv))
-			iv = s->ttl_ms / 3;
-	return iv;
+	if (k->interval == 0 || ttl_ms / 3 < k->interval)
+		k->interval = ttl_ms / 3;
 }
 
 static void keepalive_end(struct transport *t, struct keepalive *ka)
@@ -67,8 +65,9 @@ static void keepalive_end(struct transport *t, struct keepalive *ka)
 }
 
 /* Applies an answered keepalive to the sessions it names. */
-static void keepalive_apply(struct sessions *ss, struct keepalive *ka)
+static void keepalive_apply(struct keepalives *k, struct keepalive *ka)
 {
+	struct sessions *ss = k->ss;
 	const Raftlock__Envelope *reply = ka->req->reply;
 	const Raftlock__Response *resp = reply->response;
 	if (resp->status != 0 || resp->payload_case != RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE)
@@ -85,8 +84,10 @@ static void keepalive_apply(struct sessions *ss, struct keepalive *ka)
 		}
 		if (kr->statuses[i] != 0)
 			continue;
-		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0)
+		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0) {
 			s->ttl_ms = kr->ttl_ms[i];
+			keepalive_interval_at_most(k, s->ttl_ms);
+		}
 		/* from the first time it went out: a lease renewed by it was
 		 * renewed after that. An answer that comes after validity ran
 		 * out (jeopardy) still counts: the server held the session. */
@@ -140,19 +141,26 @@ static bool keepalive_submit(struct transport *t, struct keepalive *ka)
 	return true;
 }
 
-/* Sends a round: every live session named once, in chunks. */
-static void keepalive_send_round(struct sessions *ss, struct keepalive_flight *f, unsigned interval)
+/* Sends a round: every live session named once, in chunks. Sets the
+ * interval to the next round from the sessions it counts (0: none left). */
+static void keepalive_send_round(struct keepalives *k, struct keepalive_flight *f)
 {
+	struct sessions *ss = k->ss;
 	f->round++;
 	if (f->round >= KEEPALIVE_ROUNDS)
 		keepalive_drop_rounds(ss->t, f, f->round - KEEPALIVE_ROUNDS + 1);
 	size_t n = 0;
-	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s))
-		n += !s->lost;
+	k->interval = 0;
+	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
+		if (s->lost)
+			continue;
+		n++;
+		keepalive_interval_at_most(k, s->ttl_ms);
+	}
 	raftlock_session *s = session_first(ss);
 	size_t ahead = 0;
-	for (size_t k = 0; k < keepalive_chunks(n); k++) {
-		size_t len = keepalive_chunk_len(n, k);
+	for (size_t c = 0; c < keepalive_chunks(n); c++) {
+		size_t len = keepalive_chunk_len(n, c);
 		struct keepalive *ka =
 			calloc(1, sizeof *ka + len * (sizeof ka->ids[0] + SESSION_SECRET_LEN));
 		if (ka != NULL)
@@ -172,7 +180,7 @@ static void keepalive_send_round(struct sessions *ss, struct keepalive_flight *f
 		ka->n_ids = len;
 		ka->round = f->round;
 		ahead += len;
-		ka->suspect_ms = keepalive_suspect_ms(interval, ahead);
+		ka->suspect_ms = keepalive_suspect_ms(k->interval, ahead);
 		if (!keepalive_submit(ss->t, ka)) {
 			free(ka);
 			continue;
@@ -184,13 +192,16 @@ static void keepalive_send_round(struct sessions *ss, struct keepalive_flight *f
 
 /* Tells the application of each session's state change (on_event, then
  * on_lost for a loss) without the lock, in one walk over the sessions
- * that a callback closing sessions does not break (sessions_walk_next). A
- * session being closed is told nothing more. Returns true if it ran any
- * callback. */
+ * that a callback closing sessions does not break (sessions_walk_next),
+ * made only when some state changed (ss->events_due). A session being
+ * closed is told nothing more. Returns true if it ran any callback. */
 static bool keepalive_fire(struct sessions *ss)
 {
 	struct transport *t = ss->t;
 	bool ran = false;
+	if (!ss->events_due)
+		return false;
+	ss->events_due = false; /* a change during the walk sets it again */
 	for (raftlock_session *s = sessions_walk_first(ss); s != NULL; s = sessions_walk_next(ss)) {
 		int ev = s->closing ? 0 : session_event_due(s);
 		if (ev == 0)
@@ -233,8 +244,7 @@ static bool keepalive_watched(struct transport *t, const struct keepalive *ka, u
 }
 
 /* The transport_mono_ms time at which the keepalive thread must look again. */
-static uint64_t keepalive_wake_at(struct keepalives *k, const struct keepalive_flight *f,
-				  unsigned interval)
+static uint64_t keepalive_wake_at(struct keepalives *k, const struct keepalive_flight *f)
 {
 	struct transport *t = k->ss->t;
 	uint64_t now_m = transport_mono_ms(t);
@@ -243,26 +253,24 @@ static uint64_t keepalive_wake_at(struct keepalives *k, const struct keepalive_f
 	for (const struct keepalive *ka = f->head; ka != NULL; ka = ka->next)
 		if (keepalive_watched(t, ka, &w) && w < at)
 			at = w;
-	if (interval != 0 && k->next < at)
+	if (k->interval != 0 && k->next < at)
 		at = k->next;
-	for (raftlock_session *s = session_first(k->ss); s != NULL; s = session_after(k->ss, s)) {
-		uint64_t due = session_check_at(s);
-		uint64_t left = due > now_b ? due - now_b : 0;
-		if (now_m + left < at)
-			at = now_m + left;
-	}
+	uint64_t due = k->ss->check_at;
+	uint64_t left = due > now_b ? due - now_b : 0;
+	if (now_m + left < at)
+		at = now_m + left;
 	return at;
 }
 
 /* Applies answered keepalives; leaves the node of one unanswered too long. */
-static void keepalive_collect(struct sessions *ss, struct keepalive_flight *f)
+static void keepalive_collect(struct keepalives *k, struct keepalive_flight *f)
 {
-	struct transport *t = ss->t;
+	struct transport *t = k->ss->t;
 	uint64_t now = transport_mono_ms(t), at;
 	for (struct keepalive **pp = &f->head; *pp != NULL;) {
 		struct keepalive *ka = *pp;
 		if (ka->req->done) {
-			keepalive_apply(ss, ka);
+			keepalive_apply(k, ka);
 			*pp = ka->next;
 			keepalive_end(t, ka);
 			continue;
@@ -285,25 +293,20 @@ static void *keepalive_main(void *arg)
 	struct keepalive_flight f = {0};
 	pthread_mutex_lock(&t->mu);
 	while (!k->stop) {
-		keepalive_collect(ss, &f);
-		uint64_t now_b = transport_boot_ms(t);
-		for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
-			session_tick(s, now_b);
-			session_orphans_settle(s);
-		}
+		keepalive_collect(k, &f);
+		sessions_tick(ss, transport_boot_ms(t));
 		if (keepalive_fire(ss))
 			continue;
-		unsigned interval = keepalive_interval(ss);
 		uint64_t now_m = transport_mono_ms(t);
 		if (ss->renew_now) {
 			ss->renew_now = false; /* bound sessions lost their connection */
 			k->next = now_m;
 		}
-		if (interval != 0 && now_m >= k->next) {
-			k->next = now_m + interval;
-			keepalive_send_round(ss, &f, interval);
+		if (k->interval != 0 && now_m >= k->next) {
+			keepalive_send_round(k, &f);
+			k->next = now_m + k->interval;
 		}
-		uint64_t at = keepalive_wake_at(k, &f, interval);
+		uint64_t at = keepalive_wake_at(k, &f);
 		if (at > transport_mono_ms(t)) {
 			struct timespec ts = transport_deadline(t, at);
 			k->epoch = t->clock_epoch;
@@ -323,6 +326,7 @@ static void keepalive_opened(void *arg, raftlock_session *s)
 	struct keepalives *k = arg;
 	bool alone = session_first(k->ss) == s && session_after(k->ss, s) == NULL;
 	uint64_t next = transport_mono_ms(s->t) + s->ttl_ms / 3;
+	keepalive_interval_at_most(k, s->ttl_ms);
 	if (k->next == 0 || alone || next < k->next) {
 		k->next = next;
 		pthread_cond_broadcast(&s->t->cond);

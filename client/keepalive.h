@@ -45,8 +45,11 @@ struct keepalives {
 	struct sessions *ss;
 	pthread_t thread;
 	bool stop;
-	uint64_t next;  /* transport_mono_ms: the next round is due */
-	uint64_t epoch; /* the clock step it last looked at before waiting */
+	uint64_t next;     /* transport_mono_ms: the next round is due */
+	unsigned interval; /* ms between rounds: a third of the shortest TTL
+			      of the live sessions (0: none), as of the last
+			      round or lower since */
+	uint64_t epoch;    /* the clock step it last looked at before waiting */
 };
 
 /* Starts the thread for the sessions ss (t->mu not held), and hooks it to

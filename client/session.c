@@ -137,6 +137,7 @@ static void sessions_conn_lost(void *arg)
 		any = true;
 	}
 	if (any) {
+		ss->check_at = now;
 		ss->renew_now = true;
 		pthread_cond_broadcast(&ss->t->cond);
 	}
@@ -188,6 +189,7 @@ void session_mark_lost(raftlock_session *s, int reason)
 	s->jeopardy = false;
 	s->lost_reason = reason;
 	s->valid_until = 0;
+	s->ss->events_due = true;
 	transport_wake_all(s->t); /* blocked acquires end */
 	if (s->ss->ending != NULL)
 		s->ss->ending(s); /* and asynchronous ones */
@@ -207,6 +209,8 @@ void session_tick(raftlock_session *s, uint64_t now)
 	/* Validity ran out: the caller must stop acting, but the cluster
 	 * may still hold the session (its clock stands still without a
 	 * leader). Keep renewing through the grace period. */
+	if (!s->jeopardy)
+		s->ss->events_due = true;
 	s->jeopardy = true;
 	if (now >= s->valid_until + s->grace_ms)
 		session_mark_lost(s, RAFTLOCK_ETIMEDOUT);
@@ -221,8 +225,14 @@ void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now)
 	uint64_t v = session_validity_ms(sent_ms, s->ttl_ms);
 	if (v > s->valid_until)
 		s->valid_until = v;
-	if (s->jeopardy && now < s->valid_until)
+	if (s->jeopardy && now < s->valid_until) {
 		s->jeopardy = false;
+		s->ss->events_due = true;
+	}
+	/* out of jeopardy, it is due at valid_until, before valid_until +
+	 * grace_ms */
+	if (session_check_at(s) < s->ss->check_at)
+		s->ss->check_at = session_check_at(s);
 }
 
 int session_event_due(const raftlock_session *s)
@@ -345,6 +355,8 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 	o->seq = seq;
 	o->owner = owner;
 	o->resend_at = transport_mono_ms(s->t) + s->t->request_timeout_ms;
+	if (!list_linked(&s->orphaned_link)) /* it may be settling now */
+		list_add_tail(&s->ss->orphaned, &s->orphaned_link);
 	list_add_head(&s->orphans, &o->link);
 	return true;
 }
@@ -421,7 +433,7 @@ static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
 }
 
 /* Settles the orphans of s that got their answer (c->mu held). */
-void session_orphans_settle(raftlock_session *s)
+static void session_orphans_settle(raftlock_session *s)
 {
 	struct list *l, *tmp;
 	bool settled = false;
@@ -446,8 +458,26 @@ void session_orphans_settle(raftlock_session *s)
 			orphan_undo(s, o);
 		orphan_free(s->t, o);
 	}
+	if (list_empty(&s->orphans))
+		list_remove(&s->orphaned_link);
 	if (settled)
 		pthread_cond_broadcast(&s->t->cond); /* calls of its handle may go on */
+}
+
+void sessions_tick(struct sessions *ss, uint64_t now)
+{
+	if (now >= ss->check_at) {
+		uint64_t at = UINT64_MAX;
+		for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
+			session_tick(s, now);
+			if (session_check_at(s) < at)
+				at = session_check_at(s);
+		}
+		ss->check_at = at;
+	}
+	struct list *l, *tmp;
+	list_each_safe (l, tmp, &ss->orphaned)
+		session_orphans_settle(list_entry(l, raftlock_session, orphaned_link));
 }
 
 /* ------------------------------------------------------------ registry */
@@ -456,6 +486,7 @@ int sessions_init(struct sessions *ss, struct transport *t, const char *client_n
 {
 	*ss = (struct sessions){.t = t};
 	list_init(&ss->list);
+	list_init(&ss->orphaned);
 	idmap_init(&ss->ids, sizeof(raftlock_session *));
 	ss->client_name = strndup(client_name, RAFTLOCK_NAME_MAX);
 	if (ss->client_name == NULL)
@@ -555,6 +586,7 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "open session");
 	list_init(&s->attached);
 	list_init(&s->orphans);
+	list_init(&s->orphaned_link);
 	int rv = session_draw_secret(s->secret, sizeof s->secret);
 	if (rv != 0) {
 		free(s);
@@ -617,6 +649,8 @@ int session_open(struct sessions *ss, const struct raftlock_session_options *opt
 	s->id = res->session;
 	s->ttl_ms = res->ttl_ms ? res->ttl_ms : ttl;
 	s->valid_until = session_validity_ms(sent, s->ttl_ms);
+	if (s->valid_until < ss->check_at)
+		ss->check_at = s->valid_until;
 	s->next_seq = 1;
 	s->grace_ms = opts != NULL && opts->grace_ms != 0 ? opts->grace_ms
 							  : RAFTLOCK_GRACE_TTLS * s->ttl_ms;
@@ -707,6 +741,8 @@ int session_close(raftlock_session *s, unsigned timeout_ms)
 		list_remove(&o->link);
 		orphan_free(t, o);
 	}
+	if (list_linked(&s->orphaned_link))
+		list_remove(&s->orphaned_link);
 	session_unlink(s);
 	if (s->ss->freeing != NULL)
 		s->ss->freeing(s);

@@ -69,6 +69,14 @@ struct sessions {
 	/* A connection was lost while bound sessions were valid: the
 	 * keepalive thread renews them at once (on the next connection). */
 	bool renew_now;
+	/* What spares the keepalive thread a walk over every session at each
+	 * wake (a client may hold a million; sessions_tick()): */
+	uint64_t check_at;    /* no session_tick() changes a session before
+				 this (transport_boot_ms; a lower bound) */
+	bool events_due;      /* a session's state may differ from what its
+				 application was told (session_event_due) */
+	struct list orphaned; /* raftlock_session with orphans, through
+				 orphaned_link */
 };
 
 /* Bytes of a session's secret: 128 bits. */
@@ -125,11 +133,12 @@ struct raftlock_session {
 	uint64_t *acks; /* queued acquires to acknowledge (acked) */
 	size_t n_acks;
 	size_t cap_acks;
-	struct list attached; /* the layer above's objects made on it (lock
-				 handles): freed through ss->freeing */
-	struct list orphans;  /* struct session_orphan, newest first */
-	unsigned calls;       /* lock calls in progress on this session */
-	bool closing;         /* session_close() has begun */
+	struct list attached;      /* the layer above's objects made on it (lock
+				      handles): freed through ss->freeing */
+	struct list orphans;       /* struct session_orphan, newest first */
+	struct list orphaned_link; /* in ss->orphaned while it has orphans */
+	unsigned calls;            /* lock calls in progress on this session */
+	bool closing;              /* session_close() has begun */
 };
 
 /*
@@ -256,9 +265,15 @@ bool session_has_orphans(raftlock_session *s, uint64_t owner, bool resend);
  * response's error (EPROTO when it carries no result). */
 int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result **result);
 
-/* Settles the orphans of s that got their answer, and asks again for
- * those unanswered for a request timeout (keepalive thread, t->mu held). */
-void session_orphans_settle(raftlock_session *s);
+/*
+ * The keepalive thread's look at its sessions at each wake (t->mu held;
+ * now is transport_boot_ms): session_tick() on every session once one may
+ * be due (ss->check_at), then the orphans of the sessions that have some
+ * are settled, and those unanswered for a request timeout asked again.
+ * Costs a walk over all sessions only when a validity may have run out,
+ * not at every wake.
+ */
+void sessions_tick(struct sessions *ss, uint64_t now);
 
 /* The session with that id, or NULL. */
 raftlock_session *session_find(struct sessions *ss, uint64_t id);

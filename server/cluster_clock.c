@@ -13,6 +13,7 @@ void cluster_clock_start(struct cluster_clock *c, uint64_t applied)
 	c->base = applied;
 	c->last_stamp = applied;
 	c->mono = timebase_now(c->tb);
+	c->seen = c->mono;
 	c->running = true;
 }
 
@@ -24,9 +25,15 @@ void cluster_clock_stop(struct cluster_clock *c)
 	c->running = false;
 }
 
-uint64_t cluster_clock_now(const struct cluster_clock *c)
+uint64_t cluster_clock_now(struct cluster_clock *c)
 {
-	return c->running ? c->base + (timebase_now(c->tb) - c->mono) : c->base;
+	if (!c->running)
+		return c->base;
+	uint64_t t = timebase_now(c->tb);
+	if (t - c->seen > CLUSTER_CLOCK_STALL_MAX_MS)
+		c->mono += t - c->seen - CLUSTER_CLOCK_STALL_MAX_MS;
+	c->seen = t;
+	return c->base + (t - c->mono);
 }
 
 uint64_t cluster_clock_stamp(struct cluster_clock *c)

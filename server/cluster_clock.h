@@ -5,7 +5,12 @@
  * barrier proves it has applied every earlier entry) and advances it with
  * its own monotonic time, read from an injected timebase. While this node
  * is not a ready leader the clock stands still: a pause of the cluster
- * only lengthens leases. Stamps never go backwards.
+ * only lengthens leases. Likewise a stall of the leader's own loop (a
+ * snapshot, a starved CPU) counts CLUSTER_CLOCK_STALL_MAX_MS at most: the
+ * keepalives that arrived meanwhile were not read, and a leader that
+ * resumes must not expire the sessions they renew. A ready leader reads
+ * its clock at least every 50 ms (leases.c), so a longer gap between two
+ * reads is a stall. Stamps never go backwards.
  *
  * No I/O; loop thread only.
  */
@@ -17,11 +22,16 @@
 
 #include "timebase.h"
 
+/* The most one stall of the leader's loop advances cluster time. */
+#define CLUSTER_CLOCK_STALL_MAX_MS 1000
+
 struct cluster_clock {
 	struct timebase *tb; /* borrowed */
 	bool running;
 	uint64_t base;       /* cluster ms at `mono` */
-	uint64_t mono;       /* timebase ms when it (re)started */
+	uint64_t mono;       /* timebase ms when it (re)started, moved on by
+				the stalls' excess */
+	uint64_t seen;       /* timebase ms of the last read */
 	uint64_t last_stamp; /* the last cluster time put in an entry */
 };
 
@@ -36,9 +46,10 @@ void cluster_clock_start(struct cluster_clock *c, uint64_t applied);
 /* This node stopped being the ready leader: the clock stands still. */
 void cluster_clock_stop(struct cluster_clock *c);
 
-/* Cluster time now: running, base plus the time since it started;
- * stopped, where it stood. */
-uint64_t cluster_clock_now(const struct cluster_clock *c);
+/* Cluster time now: running, base plus the time since it started, less
+ * what stalls beyond CLUSTER_CLOCK_STALL_MAX_MS took; stopped, where it
+ * stood. */
+uint64_t cluster_clock_now(struct cluster_clock *c);
 
 /* The cluster time for the next entry: now, but never below the previous
  * stamp. */

@@ -24,7 +24,9 @@
  * older build would drop); revocation: REVOKE, REVOKE_DUE, DROP_BOUND, an
  * ACQUIRE with max_hold_ms or revoke_grace_ms and an OPEN_SESSION with
  * bind_grace_ms (fields an older build would drop, and so hold, or keep
- * bound, what the others revoke). A build made with
+ * bound, what the others revoke); 4, snapshot and backup images summed by
+ * words (RLSNAP05, FEATURES_IMAGE_WORDS), which an older build refuses to
+ * load: no new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -40,7 +42,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 3u
+#define FEATURE_LEVEL 4u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -51,6 +53,10 @@
  * none; the level-1 test build stands for them, so that a test can put an
  * upgraded follower behind such a leader (test_sd_notify). */
 #define FEATURES_READINESS_REPORTS (FEATURE_LEVEL >= 2u)
+
+/* The level from which snapshots are RLSNAP05 images, summed by words
+ * (image.h, store.h): an older build cannot read them. */
+#define FEATURES_IMAGE_WORDS 4u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

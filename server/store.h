@@ -172,11 +172,15 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP04" (an "RLSNAP03" image, without access rules,
- * still loads), the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP05" once the cluster's feature level is
+ * FEATURES_IMAGE_WORDS, "RLSNAP04" before ("RLSNAP04" and "RLSNAP03", without
+ * access rules, still load), the applied index (8 bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
- * a 0xff end byte, and an FNV-1a 64 checksum of all that precedes it. store_dump() writes it into a
- * buffer from alloc() (owned by the caller). Returns 0 or RAFTLOCK_ENOMEM.
+ * a 0xff end byte, and the checksum of all that precedes it (image.h: by
+ * words from RLSNAP05, FNV-1a 64 before). The records are the tables'
+ * bytes as they are, in key order: no decoding. store_dump() writes it
+ * into a buffer from alloc() (owned by the caller), walking the tables
+ * once. Returns 0 or RAFTLOCK_ENOMEM.
  */
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
 

@@ -666,6 +666,51 @@ static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
 	rig_down(&r);
 }
 
+/* The keepalive thread looks at every session only when one may be due
+ * (sessions_tick): each of two sessions with different TTLs still enters
+ * jeopardy at the very instant its own validity ends, the shorter one
+ * first, and the rounds follow the shortest TTL of the live sessions. */
+static void test_each_session_in_jeopardy_at_its_own_instant(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct events_seen ea = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct events_seen eb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options sa = {
+		.ttl_ms = 3000, .on_event = on_event, .on_event_arg = &ea};
+	struct raftlock_session_options sb = {
+		.ttl_ms = 1000, .on_event = on_event, .on_event_arg = &eb};
+	rig_up_stopped(&r, "x", 3000, &sa);
+	clock_run(r.c, 1100, 50); /* a renewed: its validity is looked at later */
+	/* b's keepalives go unanswered from its open on */
+	FAKE_SET(r.f, keepalive_silent, true);
+	raftlock_session *b;
+	assert_int_equal(raftlock_session_open(r.c, &sb, &b), 0);
+	uint64_t b_valid = raftlock_session_valid_until(b);
+	uint64_t a_valid = raftlock_session_valid_until(r.s);
+	assert_true(a_valid > b_valid + 500);
+	/* rounds every 333 ms (b's TTL / 3), not every 1000 (a's) */
+	int sent = fake_count(r.f, KEEPALIVE);
+	clock_run(r.c, b_valid - 1 - clock_now(r.c), 50);
+	assert_true(fake_count(r.f, KEEPALIVE) >= sent + 2);
+	assert_int_equal(events_count(&eb), 0);
+	clock_step(r.c, 1);
+	assert_int_equal(events_count(&eb), 1);
+	assert_int_equal(eb.ev[0], RAFTLOCK_SESSION_JEOPARDY);
+	assert_int_equal(eb.at[0], b_valid);
+	assert_int_equal(events_count(&ea), 0);
+	assert_true(raftlock_session_valid(r.s));
+	assert_int_equal(raftlock_session_close(b), 0);
+
+	clock_run(r.c, a_valid - 1 - clock_now(r.c), 50);
+	assert_int_equal(events_count(&ea), 0);
+	clock_step(r.c, 1);
+	assert_int_equal(events_count(&ea), 1);
+	assert_int_equal(ea.ev[0], RAFTLOCK_SESSION_JEOPARDY);
+	assert_int_equal(ea.at[0], a_valid);
+	rig_down(&r);
+}
+
 /* A session in jeopardy is lost at the first instant its grace period has
  * passed without an acknowledgement; a lost session stays lost. */
 static void test_silent_keepalives_lose_the_session(void **state)
@@ -915,6 +960,7 @@ int main(void)
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
+		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),

@@ -2,6 +2,7 @@
  * test_fsm_snapshot.c: store_dump / store_load of a state built by the state
  * machine: round trips, and damaged images refused without harm.
  */
+#include "feature_level.h"
 #include "test_fsm_harness.h"
 
 /* A state with something in every database: sessions with nonces, locks
@@ -102,6 +103,101 @@ static void test_secret_digest_round_trip(void **state)
 	assert_int_equal(DO(g, OPEN_SESSION, .nonce = 9, .ttl_ms = 60000, .digest = digest).session,
 			 s);
 	assert_int_equal(DO(g, OPEN_SESSION, .nonce = 9, .ttl_ms = 60000).status, RAFTLOCK_EPERM);
+	fx_image_free(&im);
+}
+
+#define NAMES(...)                          \
+	(const char *const[]){__VA_ARGS__}, \
+		.n_names = sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
+
+/* At the current feature level images are RLSNAP05 (summed by words):
+ * one of a state with every kind of record (sessions with secrets and
+ * identities, held locks, waiters, a semaphore, a lock-delay, access
+ * rules, an election's value, a held and a waiting lock set) loads into
+ * an empty store as the very same bytes, and the two go on alike. */
+static void test_current_format_round_trip_keeps_everything(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURE_LEVEL);
+	DO(f, ACL_SET, .identity = "alice", .prefix = "db/", .perms = RAFTLOCK__ACL_PERM__ACL_LOCK);
+	DO(f, ACL_SET, .identity = "*", .prefix = "", .perms = RAFTLOCK__ACL_PERM__ACL_READ);
+	uint64_t a = DO(f, OPEN_SESSION, .nonce = 21, .ttl_ms = 60000, .identity = "alice",
+			.digest = "digest-of-a-secret-32-bytes-long")
+			     .session;
+	uint64_t b = DO(f, OPEN_SESSION, .nonce = 22, .ttl_ms = 60000).session;
+	uint64_t c = DO(f, OPEN_SESSION, .nonce = 23, .ttl_ms = 60000).session;
+	fx_take(f, a, 1, "db/x");
+	fx_enqueue(f, OP(ACQUIRE, .session = b, .owner = 1, .name = "db/x"));
+	assert_int_equal(
+		DO(f, ACQUIRE, .session = b, .owner = 2, .name = "elect", .value = "B1").status, 0);
+	assert_int_equal(
+		DO(f, MULTI_ACQUIRE, .session = c, .owner = 3, .names = NAMES("m1", "m2")).status,
+		0);
+	struct op o = OP(MULTI_ACQUIRE, .session = a, .owner = 4, .names = NAMES("m2", "m3"),
+			 .wait = true);
+	fx_number(f, &o);
+	assert_true(fx_do(f, o).queued);
+
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP05", 8);
+	uint64_t index = 0;
+	assert_int_equal(store_image_index(im.buf, im.len, &index), 0);
+	assert_int_equal(index, f->index);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(store_load(&g->store, im.buf, im.len), 0);
+	fx_assert_image(g, &im);
+	assert_int_equal(store_record_bytes(&g->store), store_record_bytes(&f->store));
+	/* what each table holds, read back from the loaded store */
+	MDB_txn *txn = store_begin(&g->store, false);
+	assert_int_equal(store_acl_perms(&g->store, txn, "alice", "db/x"),
+			 RAFTLOCK__ACL_PERM__ACL_LOCK);
+	assert_int_equal(store_acl_perms(&g->store, txn, "*", "any"), RAFTLOCK__ACL_PERM__ACL_READ);
+	store_abort(txn);
+	Raftlock__SessionRecord *sa = fx_sess(g, a);
+	assert_string_equal(sa->identity, "alice");
+	assert_int_equal(sa->secret_digest.len, 32);
+	raftlock__session_record__free_unpacked(sa, NULL);
+	Raftlock__LockRecord *el = fx_lock(g, "elect");
+	assert_int_equal(el->n_holders, 1);
+	assert_string_equal(el->holders[0]->value, "B1");
+	raftlock__lock_record__free_unpacked(el, NULL);
+	Raftlock__LockRecord *m2 = fx_lock(g, "m2");
+	assert_int_equal(m2->n_holders, 1);
+	assert_int_equal(m2->n_waiters, 1);
+	raftlock__lock_record__free_unpacked(m2, NULL);
+
+	/* the same grants follow the same releases */
+	g->index = f->index;
+	g->seq = f->seq;
+	g->now = f->now;
+	struct fx *both[] = {f, g};
+	for (int i = 0; i < 2; i++) {
+		DO(both[i], RELEASE, .session = a, .owner = 1, .name = "db/x");
+		assert_int_equal(fx_count(both[i], FSM_EV_PUSH), 1); /* to b */
+		DO(both[i], RELEASE, .session = c, .owner = 3, .name = "m2");
+		assert_int_equal(fx_count(both[i], FSM_EV_PUSH), 1); /* the set, to a */
+	}
+	fx_assert_same_state(f, g);
+	fx_image_free(&im);
+}
+
+/* Below level FEATURES_IMAGE_WORDS (a cluster not fully upgraded) images
+ * stay RLSNAP04, which every older build reads. */
+static void test_older_level_writes_the_older_format(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP04", 8);
+	fx_image_free(&im);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_IMAGE_WORDS - 1);
+	im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP04", 8);
+	fx_image_free(&im);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_IMAGE_WORDS);
+	im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP05", 8);
 	fx_image_free(&im);
 }
 
@@ -218,9 +314,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-		T(test_dump_load_round_trip),  T(test_secret_digest_round_trip),
-		T(test_damaged_image_refused), T(test_end_marker_must_end_the_image),
+		T(test_dump_load_round_trip),
+		T(test_secret_digest_round_trip),
+		T(test_damaged_image_refused),
+		T(test_end_marker_must_end_the_image),
 		T(test_tag_bit_flip_refused),
+		T(test_current_format_round_trip_keeps_everything),
+		T(test_older_level_writes_the_older_format),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
