@@ -23,8 +23,6 @@ void diskguard_init(struct diskguard *g, struct timebase *tb, const char *path, 
 	*g = (struct diskguard){.path = path, .reserve = reserve, .tb = tb};
 	g->free_bytes = free_now(g);
 	g->checked_ms = timebase_now(tb);
-	g->room_free = g->free_bytes;
-	g->room_ms = g->checked_ms;
 }
 
 bool diskguard_full(struct diskguard *g)
@@ -59,38 +57,19 @@ void diskguard_refusal(struct diskguard *g, uint64_t node_id, char *msg, size_t 
 		 (unsigned long long)(g->reserve >> 20));
 }
 
-/* Whether the last reading, less what was applied since and the margin,
- * still leaves `need` bytes, and is recent. */
-static bool room_known(struct diskguard *g, uint64_t need, uint64_t now)
-{
-	if (now - g->room_ms >= DISKGUARD_CHECK_MS || g->room_free == UINT64_MAX)
-		return false;
-	uint64_t used = g->room_spent + DISKGUARD_APPLY_MARGIN;
-	return g->room_free >= used && g->room_free - used >= need;
-}
-
 void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index)
 {
-	uint64_t now = timebase_now(g->tb);
-	if (room_known(g, need, now)) {
-		g->room_spent += need;
-		return;
-	}
 	uint64_t have = free_now(g);
-	if (have < need) {
-		g->apply_waits++;
-		log_error("disk full: applying entry %llu needs about %llu KB, %llu KB free under "
-			  "%s: waiting for space (nothing is served meanwhile)",
-			  (unsigned long long)index, (unsigned long long)(need >> 10),
-			  (unsigned long long)(have >> 10), g->path);
-		struct timespec ts = {0, DISKGUARD_CHECK_MS * 1000000L};
-		while ((have = free_now(g)) < need)
-			nanosleep(&ts, NULL);
-		log_warn("disk space back (%llu KB free): applying entry %llu",
-			 (unsigned long long)(have >> 10), (unsigned long long)index);
-		now = timebase_now(g->tb);
-	}
-	g->room_free = have;
-	g->room_ms = now;
-	g->room_spent = need;
+	if (have >= need)
+		return;
+	g->apply_waits++;
+	log_error("disk full: applying entry %llu needs about %llu KB, %llu KB free under %s: "
+		  "waiting for space (nothing is served meanwhile)",
+		  (unsigned long long)index, (unsigned long long)(need >> 10),
+		  (unsigned long long)(have >> 10), g->path);
+	struct timespec ts = {0, DISKGUARD_CHECK_MS * 1000000L};
+	while ((have = free_now(g)) < need)
+		nanosleep(&ts, NULL);
+	log_warn("disk space back (%llu KB free): applying entry %llu",
+		 (unsigned long long)(have >> 10), (unsigned long long)index);
 }

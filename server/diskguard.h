@@ -11,11 +11,13 @@
  * blocked, so it serves nothing) until there is, rather than fail a write
  * half-way. raft_uv itself retries a segment it cannot allocate.
  *
- * Free space is read with statvfs() at most every DISKGUARD_CHECK_MS
- * while it is far above what is asked; diskguard_wait_room() reads it
- * again sooner once the room the entries applied since the last reading
- * may have used, plus DISKGUARD_APPLY_MARGIN for writes it does not
- * count (raft's log segments, other programs), could have eaten it.
+ * Free space is read with statvfs(): for the refusals at most every
+ * DISKGUARD_CHECK_MS; before an apply every time, as a reading kept from
+ * earlier cannot see what another writer took since (test_disk_full
+ * fills the disk between two applies a few ms apart, and a reading
+ * trusted for 100 ms let the second apply go ahead with 1 MB left). It
+ * costs one statfs per entry, a few us of the ~100 us a node spends per
+ * entry (tests/bench/RESULTS.md, TLS cost).
  * Loop thread only.
  */
 #ifndef RAFTLOCK_DISKGUARD_H
@@ -31,10 +33,6 @@
 /* Room an entry of n bytes needs to apply: LMDB copies the pages it
  * touches and may grow its file by several pages per record. */
 #define DISKGUARD_APPLY_ROOM(n) (4 * (uint64_t)(n) + ((uint64_t)2 << 20))
-/* Room an earlier reading must still leave, beyond what the applies
- * since counted, to be trusted for the next apply: a few of raft's log
- * segments and LMDB file growth. Nearer to full, every apply reads. */
-#define DISKGUARD_APPLY_MARGIN ((uint64_t)64 << 20)
 
 struct diskguard {
 	const char *path; /* borrowed: the data directory */
@@ -43,9 +41,6 @@ struct diskguard {
 	uint64_t checked_ms;
 	uint64_t free_bytes; /* at the last check */
 	bool full;
-	uint64_t room_ms;               /* diskguard_wait_room(): its last reading, */
-	uint64_t room_free;             /* the free bytes it found */
-	uint64_t room_spent;            /* and the room applied since (worst case) */
 	unsigned long long reads;       /* statvfs calls */
 	unsigned long long refusals;    /* requests refused for it */
 	unsigned long long apply_waits; /* entries that waited for room */
@@ -61,10 +56,9 @@ bool diskguard_full(struct diskguard *g);
  * Counts the refusal. */
 void diskguard_refusal(struct diskguard *g, uint64_t node_id, char *msg, size_t len);
 
-/* Returns once the file system has `need` bytes free, checking every
- * DISKGUARD_CHECK_MS (blocking the thread meanwhile, with a message).
- * The caller then writes at most `need` bytes (counted against the last
- * reading: see the top of this file). */
+/* Returns once the file system has `need` bytes free, read now, then
+ * every DISKGUARD_CHECK_MS (blocking the thread meanwhile, with a
+ * message). */
 void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index);
 
 #endif
