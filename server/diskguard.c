@@ -9,10 +9,11 @@
 
 /* Free bytes for an unprivileged writer; UINT64_MAX when unknown (a
  * failing statvfs must not stop a node that may well have room). */
-static uint64_t free_now(const char *path)
+static uint64_t free_now(struct diskguard *g)
 {
 	struct statvfs sv;
-	if (statvfs(path, &sv) != 0)
+	g->reads++;
+	if (statvfs(g->path, &sv) != 0)
 		return UINT64_MAX;
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
@@ -20,7 +21,7 @@ static uint64_t free_now(const char *path)
 void diskguard_init(struct diskguard *g, struct timebase *tb, const char *path, uint64_t reserve)
 {
 	*g = (struct diskguard){.path = path, .reserve = reserve, .tb = tb};
-	g->free_bytes = free_now(path);
+	g->free_bytes = free_now(g);
 	g->checked_ms = timebase_now(tb);
 }
 
@@ -32,7 +33,7 @@ bool diskguard_full(struct diskguard *g)
 	if (now - g->checked_ms < DISKGUARD_CHECK_MS)
 		return g->full;
 	g->checked_ms = now;
-	g->free_bytes = free_now(g->path);
+	g->free_bytes = free_now(g);
 	bool full = g->free_bytes < g->reserve;
 	if (full != g->full)
 		log_warn(full ? "disk full: %llu MB free under %s, below disk-reserve-mb %llu: "
@@ -58,7 +59,7 @@ void diskguard_refusal(struct diskguard *g, uint64_t node_id, char *msg, size_t 
 
 void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index)
 {
-	uint64_t have = free_now(g->path);
+	uint64_t have = free_now(g);
 	if (have >= need)
 		return;
 	g->apply_waits++;
@@ -67,7 +68,7 @@ void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index)
 		  (unsigned long long)index, (unsigned long long)(need >> 10),
 		  (unsigned long long)(have >> 10), g->path);
 	struct timespec ts = {0, DISKGUARD_CHECK_MS * 1000000L};
-	while ((have = free_now(g->path)) < need)
+	while ((have = free_now(g)) < need)
 		nanosleep(&ts, NULL);
 	log_warn("disk space back (%llu KB free): applying entry %llu",
 		 (unsigned long long)(have >> 10), (unsigned long long)index);

@@ -11,7 +11,13 @@
  * blocked, so it serves nothing) until there is, rather than fail a write
  * half-way. raft_uv itself retries a segment it cannot allocate.
  *
- * Free space is read with statvfs() at most every DISKGUARD_CHECK_MS.
+ * Free space is read with statvfs(): for the refusals at most every
+ * DISKGUARD_CHECK_MS; before an apply every time, as a reading kept from
+ * earlier cannot see what another writer took since (test_disk_full
+ * fills the disk between two applies a few ms apart, and a reading
+ * trusted for 100 ms let the second apply go ahead with 1 MB left). It
+ * costs one statfs per entry, a few us of the ~100 us a node spends per
+ * entry (tests/bench/RESULTS.md, TLS cost).
  * Loop thread only.
  */
 #ifndef RAFTLOCK_DISKGUARD_H
@@ -35,6 +41,7 @@ struct diskguard {
 	uint64_t checked_ms;
 	uint64_t free_bytes; /* at the last check */
 	bool full;
+	unsigned long long reads;       /* statvfs calls */
 	unsigned long long refusals;    /* requests refused for it */
 	unsigned long long apply_waits; /* entries that waited for room */
 };
@@ -49,8 +56,9 @@ bool diskguard_full(struct diskguard *g);
  * Counts the refusal. */
 void diskguard_refusal(struct diskguard *g, uint64_t node_id, char *msg, size_t len);
 
-/* Returns once the file system has `need` bytes free, checking every
- * DISKGUARD_CHECK_MS (blocking the thread meanwhile, with a message). */
+/* Returns once the file system has `need` bytes free, read now, then
+ * every DISKGUARD_CHECK_MS (blocking the thread meanwhile, with a
+ * message). */
 void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index);
 
 #endif

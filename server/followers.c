@@ -146,7 +146,9 @@ static void ask(struct follower *f)
 	f->tls_write.data = f;
 	int rv = f->tls_on ? tls_stream_write(&f->tls_write, &f->tls, &b, 1, tls_write_done)
 			   : uv_write(&f->write, (uv_stream_t *)&f->tcp, &b, 1, write_done);
-	if (rv != 0) {
+	if (rv == TLS_STREAM_WRITTEN) {
+		written(f, 0);
+	} else if (rv != 0) {
 		free(f->out);
 		f->out = NULL;
 		drop(f);

@@ -339,7 +339,10 @@ static void pipe_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	c->l = l;
 	c->req.data = c;
 	uv_buf_t b = uv_buf_init(buf->base, (unsigned)nread);
-	if (tls_stream_write(&c->req, &l->tls, &b, 1, net_write_cb) != 0) {
+	int rv = tls_stream_write(&c->req, &l->tls, &b, 1, net_write_cb);
+	if (rv == TLS_STREAM_WRITTEN) {
+		free(c); /* nothing for net_write_cb: the pipe is being read */
+	} else if (rv != 0) {
 		free(c);
 		link_close(l);
 		return;
@@ -455,7 +458,8 @@ static int send_out(struct peer_link *l, size_t len)
 {
 	uv_buf_t b = uv_buf_init((char *)l->out, (unsigned)len);
 	l->out_req.data = l;
-	return tls_stream_write(&l->out_req, &l->tls, &b, 1, out_write_cb);
+	int rv = tls_stream_write(&l->out_req, &l->tls, &b, 1, out_write_cb);
+	return rv == TLS_STREAM_WRITTEN ? 0 : rv;
 }
 
 /* Whether the certificate the peer presented is member id's. */

@@ -235,6 +235,10 @@ static void conn_flush(struct service_conn *c)
 	if (c->tls != NULL) {
 		w->tw.data = w;
 		rv = tls_stream_write(&w->tw, c->tls, &b, 1, tls_write_done); /* one SSL_write */
+		if (rv == TLS_STREAM_WRITTEN) {
+			written(w, 0); /* c keeps the reference of its caller */
+			return;
+		}
 	} else {
 		rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
 	}

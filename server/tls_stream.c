@@ -9,9 +9,10 @@
  *
  * Cost, per record: the ciphertext is handed to the kernel with
  * uv_try_write straight from ts->out; only what the kernel does not take
- * at once is copied into a uv_write request. A write done at once
- * completes from the loop through the engine's timer (no uv_write request:
- * no malloc, no copy, no poll-interest change, no write callback). OpenSSL's
+ * at once is copied into a uv_write request. A write done at once is done
+ * when tls_stream_write() returns, which says so (TLS_STREAM_WRITTEN): no
+ * uv_write request (no malloc, copy or poll-interest change), and no
+ * callback, so no loop turn through the engine's timer to make it. OpenSSL's
  * error queue is cleared only when it holds something (tls_clear_errors). */
 #include "tls_stream.h"
 
@@ -203,8 +204,10 @@ static void flush_failed(struct tls_stream *ts, struct tls_stream_write *req, in
 	defer(ts);
 }
 
-/* Hands ts->out to the stream; req (if any) completes with it. */
-static void flush_out(struct tls_stream *ts, struct tls_stream_write *req)
+/* Hands ts->out to the stream. Returns true when the kernel took it all
+ * at once: req (if any) is then done, and not called back. Otherwise req
+ * completes with the write of the rest, or with the error, from the loop. */
+static bool flush_out(struct tls_stream *ts, struct tls_stream_write *req)
 {
 	size_t n = ts->out_len, done = 0;
 	ts->out_len = 0;
@@ -215,19 +218,16 @@ static void flush_out(struct tls_stream *ts, struct tls_stream_write *req)
 		int w = uv_try_write(ts->stream, &b, 1);
 		if (w < 0 && w != UV_EAGAIN) {
 			flush_failed(ts, req, w);
-			return;
+			return false;
 		}
 		done = w > 0 ? (size_t)w : 0;
 	}
-	if (done == n) {
-		if (req != NULL)
-			finish_later(ts, req, 0);
-		return;
-	}
+	if (done == n)
+		return true;
 	struct net_write *nw = malloc(sizeof *nw + (n - done));
 	if (nw == NULL) {
 		flush_failed(ts, req, UV_ENOMEM);
-		return;
+		return false;
 	}
 	memcpy(nw->buf, ts->out + done, n - done);
 	nw->ts = ts;
@@ -238,20 +238,22 @@ static void flush_out(struct tls_stream *ts, struct tls_stream_write *req)
 		free(nw);
 		flush_failed(ts, req, rv);
 	}
+	return false;
 }
 
 /* ts->out keeps its room between writes, unless a burst made it large. */
 #define OUT_KEEP (256 * 1024)
 
-/* Moves OpenSSL's output to the stream; req (if any) completes with it. */
-static void flush_net(struct tls_stream *ts, struct tls_stream_write *req)
+/* Moves OpenSSL's output to the stream: flush_out(). */
+static bool flush_net(struct tls_stream *ts, struct tls_stream_write *req)
 {
-	flush_out(ts, req);
+	bool at_once = flush_out(ts, req);
 	if (ts->out_cap > OUT_KEEP) {
 		free(ts->out);
 		ts->out = NULL;
 		ts->out_cap = 0;
 	}
+	return at_once;
 }
 
 static void free_bufs(struct tls_stream_write *req)
@@ -262,8 +264,9 @@ static void free_bufs(struct tls_stream_write *req)
 	req->nbufs = 0;
 }
 
-/* Encrypts req and hands its records to the stream. */
-static void send_req(struct tls_stream *ts, struct tls_stream_write *req)
+/* Encrypts req and hands its records to the stream. Returns true when req
+ * is done at once (flush_out), not to be called back. */
+static bool send_req(struct tls_stream *ts, struct tls_stream_write *req)
 {
 	int rv = 0;
 	tls_clear_errors();
@@ -286,9 +289,9 @@ static void send_req(struct tls_stream *ts, struct tls_stream_write *req)
 	free_bufs(req);
 	if (rv != 0) {
 		finish_later(ts, req, rv);
-		return;
+		return false;
 	}
-	flush_net(ts, req);
+	return flush_net(ts, req);
 }
 
 static void established(struct tls_stream *ts)
@@ -305,7 +308,8 @@ static void established(struct tls_stream *ts)
 		if (ts->queue == NULL)
 			ts->queue_tail = &ts->queue;
 		ts->queued_bytes -= req->bytes;
-		send_req(ts, req);
+		if (send_req(ts, req)) /* its owner waits for the callback */
+			finish_later(ts, req, 0);
 	}
 }
 
@@ -490,8 +494,7 @@ int tls_stream_write(struct tls_stream_write *req, struct tls_stream *ts, const 
 		ts->queued_bytes += req->bytes;
 		return 0;
 	}
-	send_req(ts, req);
-	return 0;
+	return send_req(ts, req) ? TLS_STREAM_WRITTEN : 0;
 }
 
 size_t tls_stream_write_queue_size(const struct tls_stream *ts)

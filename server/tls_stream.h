@@ -158,9 +158,18 @@ int tls_stream_start(struct tls_stream *ts, uv_stream_t *stream, SSL_CTX *ctx,
  * are borrowed until cb; once tls_stream_established(), they are encrypted
  * before this returns and borrowed only during the call). Each buffer is
  * one SSL_write (records of up to 16 KiB): batch small replies into one
- * buffer. Returns 0 (cb will be called exactly once), or UV_EPIPE once the
- * connection ended or is closing, UV_ENOMEM: then cb is never called.
+ * buffer. Returns:
+ *   0                   accepted: cb will be called exactly once, from the
+ *                       loop;
+ *   TLS_STREAM_WRITTEN  the records went to the kernel before this
+ *                       returned: req is done and cb is never called (like
+ *                       uv_try_write, no loop turn just to say so; a
+ *                       failure found later ends the connection, reported
+ *                       through on_read);
+ *   UV_EPIPE            the connection ended or is closing, or UV_ENOMEM:
+ *                       cb is never called.
  */
+#define TLS_STREAM_WRITTEN 1
 int tls_stream_write(struct tls_stream_write *req, struct tls_stream *ts, const uv_buf_t bufs[],
 		     unsigned nbufs, tls_stream_write_cb cb);
 

@@ -33,6 +33,7 @@ struct peer {
 	char error[256]; /* tls_stream_error() then */
 	char cn[256];    /* tls_stream_peer_cn() at the handshake */
 	int writes_done, writes_failed;
+	int writes_at_once;                /* TLS_STREAM_WRITTEN: done, never called back */
 	uint64_t started_ns, handshake_ns; /* uv_hrtime() at start, at handshake */
 };
 
@@ -99,7 +100,13 @@ static void on_read(struct tls_stream *ts, ssize_t nread, const char *buf)
 		memcpy(w->data, buf, (size_t)nread);
 		w->req.data = p;
 		uv_buf_t b = uv_buf_init(w->data, (unsigned)nread);
-		assert_int_equal(tls_stream_write(&w->req, ts, &b, 1, echo_done), 0);
+		int rv = tls_stream_write(&w->req, ts, &b, 1, echo_done);
+		if (rv == TLS_STREAM_WRITTEN) {
+			p->writes_at_once++;
+			free(w); /* a callback for it now would be a use after free */
+		} else {
+			assert_int_equal(rv, 0);
+		}
 	} else {
 		if (p->got_len + (size_t)nread > p->got_cap) {
 			p->got_cap = (p->got_len + (size_t)nread) * 2;
@@ -275,6 +282,8 @@ static void echo_odd_sizes(void **state)
 	       "%.2f ms\n",
 	       (double)(cli.handshake_ns - cli.started_ns) / 1e6);
 	assert_true(cli.writes_done > 10);
+	/* Small echoes go to the kernel at once: no callback, no loop turn. */
+	assert_true(srv.writes_at_once > 0);
 }
 
 static void client_writes_big(void)
