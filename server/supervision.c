@@ -3,15 +3,20 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "status.h"
 
-static void say(struct supervision *s, const char *state)
+/* Whether the message went out. The socket does not block: a receiver
+ * that has not read its queue (systemd busy, a loaded test) makes it fail
+ * with EAGAIN, and the tick says it again. */
+static bool say(struct supervision *s, const char *state)
 {
 	int rv = sdnotify_send(&s->notify, state);
 	if (rv != 0)
 		log_debug("NOTIFY_SOCKET: %s", strerror(-rv));
+	return rv == 0;
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -20,15 +25,16 @@ static void tick_cb(uv_timer_t *t)
 	char why[sizeof s->said], msg[sizeof s->said + 32];
 	bool serving = status_serving(s->node, why, sizeof why);
 	if (serving && !s->ready_sent) {
-		s->ready_sent = true;
 		snprintf(msg, sizeof msg, "READY=1\nSTATUS=%s", why);
-		say(s, msg);
+		if (!say(s, msg))
+			return; /* READY=1 is said once, so it must arrive */
+		s->ready_sent = true;
 		strcpy(s->said, why);
 		log_info("ready: %s", why);
 	} else if (strcmp(why, s->said) != 0) {
 		snprintf(msg, sizeof msg, "STATUS=%s", why);
-		say(s, msg);
-		strcpy(s->said, why);
+		if (say(s, msg))
+			strcpy(s->said, why);
 	}
 }
 
@@ -63,7 +69,8 @@ void supervision_stop(struct supervision *s)
 	if (!s->running)
 		return;
 	s->running = false;
-	say(s, "STOPPING=1\nSTATUS=shutting down");
+	for (int i = 0; i < 50 && !say(s, "STOPPING=1\nSTATUS=shutting down"); i++)
+		usleep(10000); /* the last word: wait a little for room */
 	uv_close((uv_handle_t *)&s->tick, NULL);
 	uv_close((uv_handle_t *)&s->watchdog, NULL);
 	sdnotify_close(&s->notify);

@@ -4,7 +4,10 @@
  *   STATUS=<why>  while the node cannot serve, each time the reason
  *                 changes (status_serving: no leader known, catching up
  *                 with leader 2: applied 90 of 120, ...), and after;
- *   READY=1       once, the first time the node can serve;
+ *   READY=1       once, the first time the node can serve (the socket
+ *                 does not block: a message the receiver's full queue
+ *                 refuses is said again at the next tick, and STOPPING=1
+ *                 is tried for up to 0.5 s);
  *   WATCHDOG=1    every half $WATCHDOG_USEC (WatchdogSec=), from a loop
  *                 timer: a loop that stops turning stops the pings, and
  *                 systemd restarts the node;
