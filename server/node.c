@@ -17,6 +17,7 @@
 #include "grow.h"
 #include "join.h"
 #include "log.h"
+#include "peer_tcp.h"
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "restore.h"
@@ -849,7 +850,7 @@ static void transport_close(struct node *n)
 	if (n->peer_tls)
 		peer_tls_close(&n->transport);
 	else
-		raft_uv_tcp_close(&n->transport);
+		peer_tcp_close(&n->transport);
 }
 
 int node_reload_peer_tls(struct node *n, char *err, size_t errlen)
@@ -939,8 +940,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 			goto fail_store;
 		}
 		peer_tls_set_members(&n->transport, node_knows_member, n);
-	} else if ((rv = raft_uv_tcp_init(&n->transport, loop)) != 0) {
-		snprintf(err, errlen, "raft transport: %s", raft_strerror(rv));
+	} else if (peer_tcp_init(&n->transport, loop, err, errlen) != 0) {
+		rv = RAFTLOCK_ENOMEM;
 		goto fail_store;
 	}
 	if ((rv = raft_uv_init(&n->io, loop, raft_dir, &n->transport)) != 0) {

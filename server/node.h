@@ -65,7 +65,7 @@ struct node {
 	struct raft raft;
 	struct raft_io io;
 	struct raft_uv_transport transport;
-	bool peer_tls; /* transport is peer_tls.c's, not raft_uv_tcp */
+	bool peer_tls; /* transport is peer_tls.c's, not peer_tcp.c's */
 	struct raft_fsm raft_fsm;
 	bool raft_started;
 
