@@ -8,10 +8,19 @@
 
 #define KEY_BYTES sizeof(uint64_t)
 
+/* Fibonacci hashing spreads sequential ids; the high half of the
+ * product with cap maps the hash onto any capacity, so the table grows by
+ * half instead of doubling (at 1,000,000 leases: 1.5 million slots instead
+ * of 2 million). */
 static size_t slot_of(const struct idmap *m, uint64_t key)
 {
-	/* Fibonacci hashing spreads sequential ids. */
-	return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (m->cap - 1);
+	uint64_t h = key * 0x9E3779B97F4A7C15ull;
+	return (size_t)(((unsigned __int128)h * m->cap) >> 64);
+}
+
+static size_t next_slot(const struct idmap *m, size_t i)
+{
+	return i + 1 == m->cap ? 0 : i + 1;
 }
 
 static unsigned char *at(const struct idmap *m, size_t i)
@@ -57,7 +66,7 @@ static size_t find(const struct idmap *m, uint64_t key)
 {
 	if (m->cap == 0 || key == 0)
 		return m->cap;
-	for (size_t i = slot_of(m, key);; i = (i + 1) & (m->cap - 1)) {
+	for (size_t i = slot_of(m, key);; i = next_slot(m, i)) {
 		uint64_t k = key_at(m, i);
 		if (k == key)
 			return i;
@@ -77,7 +86,7 @@ static size_t place(struct idmap *m, uint64_t key)
 {
 	size_t i = slot_of(m, key);
 	while (key_at(m, i) != 0)
-		i = (i + 1) & (m->cap - 1);
+		i = next_slot(m, i);
 	memset(at(m, i), 0, m->stride);
 	set_key(m, i, key);
 	m->len++;
@@ -86,7 +95,7 @@ static size_t place(struct idmap *m, uint64_t key)
 
 static int grow(struct idmap *m)
 {
-	size_t cap = m->cap ? m->cap * 2 : 64;
+	size_t cap = m->cap ? m->cap + m->cap / 2 : 64;
 	unsigned char *slots = calloc(cap, m->stride);
 	if (slots == NULL)
 		return RAFTLOCK_ENOMEM;
@@ -121,7 +130,7 @@ void idmap_del(struct idmap *m, uint64_t key)
 	set_key(m, i, 0);
 	m->len--;
 	/* Backward-shift the cluster that follows so lookups stay correct. */
-	for (size_t j = (i + 1) & (m->cap - 1); key_at(m, j) != 0; j = (j + 1) & (m->cap - 1)) {
+	for (size_t j = next_slot(m, i); key_at(m, j) != 0; j = next_slot(m, j)) {
 		size_t home = slot_of(m, key_at(m, j));
 		/* Move j into the hole i if its home is not in (i, j]. */
 		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {

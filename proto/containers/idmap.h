@@ -21,7 +21,7 @@ struct idmap {
 	unsigned char *slots; /* cap slots of `stride` bytes: key (0 = empty), value */
 	size_t stride;
 	size_t value_size;
-	size_t cap; /* power of two */
+	size_t cap; /* slots; grows by half when 3/4 full */
 	size_t len;
 };
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -109,11 +110,59 @@ static void test_set(void **state)
 	idmap_close(&m);
 }
 
+/* Random puts and deletes at every fill up to 3/4 of capacities that are
+ * no power of two: deletions shift runs back across the end of the table
+ * (ids chosen to land in its last slots), and every step is checked. */
+static void test_churn_any_capacity(void **state)
+{
+	(void)state;
+	enum { IDS = 3000, STEPS = 60000 };
+	static uint64_t keys[IDS];
+	static bool present[IDS];
+	struct idmap m;
+	idmap_init(&m, sizeof(struct value));
+	srand(7);
+	for (size_t i = 0; i < IDS; i++)
+		keys[i] = ((uint64_t)rand() << 31 ^ (uint64_t)rand()) | 1;
+	size_t caps_seen = 0, last_cap = 0, wrapped = 0;
+	for (size_t step = 0; step < STEPS; step++) {
+		size_t i = (size_t)rand() % IDS;
+		if (present[i] && rand() % 3 != 0) {
+			idmap_del(&m, keys[i]);
+			present[i] = false;
+		} else if (!present[i]) {
+			struct value *v = idmap_put(&m, keys[i]);
+			assert_non_null(v);
+			*v = (struct value){keys[i] * 3, &keys[i], (uint8_t)keys[i]};
+			present[i] = true;
+		}
+		assert_true(m.len * 4 <= m.cap * 3); /* never fuller than 3/4 */
+		if (m.cap != last_cap) {
+			/* grows by half, from 64 */
+			assert_int_equal(m.cap, last_cap ? last_cap + last_cap / 2 : 64);
+			last_cap = m.cap;
+			caps_seen++;
+		}
+		/* a run across the end of the table: its last and first slots taken */
+		uint64_t k0, kl;
+		memcpy(&k0, m.slots, sizeof k0);
+		memcpy(&kl, m.slots + (m.cap - 1) * m.stride, sizeof kl);
+		wrapped += k0 != 0 && kl != 0;
+		if (step % 997 == 0)
+			check_holds(&m, keys, present, IDS);
+	}
+	check_holds(&m, keys, present, IDS);
+	assert_true(caps_seen >= 5); /* 64, 96, 144, 216, ... */
+	assert_true(wrapped > 0);
+	idmap_close(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_put_get_del),
 		cmocka_unit_test(test_set),
+		cmocka_unit_test(test_churn_any_capacity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
