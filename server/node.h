@@ -108,6 +108,8 @@ struct node {
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
 	uint64_t snapshots_taken;
+	/* A snapshot was taken and the heap not yet trimmed (trim_after_snapshot). */
+	bool trim_due;
 	/* The raft log held in memory (libraft frees entries only when a
 	 * snapshot compacts the log): bytes and entries applied since the last
 	 * snapshot, and an estimate of the bytes of the trailing entries that
