@@ -81,6 +81,9 @@ struct node {
 
 	/* the batch being filled, flushed before the loop blocks */
 	uv_prepare_t flusher;
+	uv_timer_t stall_timer; /* stall_cb: a line for each long stall of the loop */
+	uint64_t stall_seen;    /* uv_now at its last run */
+	uint64_t loop_stalls;   /* stalls of half an election timeout or more */
 	uint8_t *batch;
 	size_t batch_len, batch_cap;
 	unsigned batch_n;
@@ -115,6 +118,10 @@ struct node {
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
 	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
+	/* Added to the log limit until the next snapshot (snapshot_phase in
+	 * node.c), computed at the first apply after a start or a restore. */
+	uint64_t log_phase_bytes;
+	bool phase_due;
 	/* The store's applied index once raft started (after any restore it
 	 * made then): later entries are applied by this run, and report
 	 * their changes to the watches (watch.h). */

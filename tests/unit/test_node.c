@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -287,6 +288,28 @@ static void test_member_addresses_cached(void **state)
 	stop(f);
 }
 
+/* A loop that does not turn for half an election timeout or more is
+ * counted (and logged); ordinary turns are not. */
+static void test_loop_stall_counted(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	/* some ordinary turns first: none counts */
+	uint64_t until = uv_hrtime() / 1000000u + 300;
+	while (uv_hrtime() / 1000000u < until)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	assert_int_equal(f->node.loop_stalls, 0);
+	/* the loop held for 3 election timeouts (200 ms each), as a long
+	 * apply or snapshot would hold it */
+	struct timespec ts = {0, 600 * 1000000L};
+	nanosleep(&ts, NULL);
+	until = uv_hrtime() / 1000000u + 300;
+	while (uv_hrtime() / 1000000u < until)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	assert_int_equal(f->node.loop_stalls, 1);
+	stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +317,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stop_answers_and_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_member_addresses_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_stall_counted, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
