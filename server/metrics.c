@@ -200,6 +200,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "snapshots_restored_total",
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);
+	counter(&t, "loop_stalls_total",
+		"Times the node's loop did not turn for half an election timeout or more.",
+		n->loop_stalls);
 	gauge(&t, "disk_full", "1 while free space under the data directory is below the reserve.",
 	      diskguard_full(&n->disk_space) ? 1 : 0);
 	gauge(&t, "disk_free_bytes", "Free space under the data directory at the last check.",
