@@ -38,12 +38,13 @@ struct leases_budget {
 
 /* Keepalive figures of this node as leader, for metrics. */
 struct leases_stats {
-	uint64_t renew_commands; /* RENEW commands proposed */
-	uint64_t renew_ids;      /* sessions named in them */
-	uint64_t renew_ids_max;  /* the most one of them named */
-	uint64_t ids_unknown;    /* keepalive ids answered ESESSION at once */
-	uint64_t ids_refused;    /* keepalive ids refused past a budget */
-	uint64_t ids_denied;     /* keepalive ids and mutations without their secret */
+	uint64_t renew_commands;      /* RENEW commands proposed */
+	uint64_t renew_ids;           /* sessions named in them */
+	uint64_t renew_ids_max;       /* the most one of them named */
+	uint64_t renew_windows_split; /* windows too large for one flush */
+	uint64_t ids_unknown;         /* keepalive ids answered ESESSION at once */
+	uint64_t ids_refused;         /* keepalive ids refused past a budget */
+	uint64_t ids_denied;          /* keepalive ids and mutations without their secret */
 };
 
 struct leases {
@@ -55,8 +56,9 @@ struct leases {
 	struct timers timers;  /* lock-delay and wait deadlines */
 	struct timebase_timer renew_timer;
 	struct timebase_timer expiry_timer;
-	struct renew_batch *pending; /* keepalives waiting for the window */
-	uint64_t window_gen;         /* marks of the windows, in struct lease */
+	struct renew_batch *pending;  /* keepalives waiting for the window */
+	struct renew_batch *flushing; /* a batch partly proposed (renew_flush) */
+	uint64_t window_gen;          /* marks of the windows, in struct lease */
 	struct leases_stats stats;
 	bool ready;
 };

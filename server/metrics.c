@@ -250,6 +250,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		ls->renew_ids);
 	gauge(&t, "renew_sessions_max", "The most sessions one RENEW command named.",
 	      ls->renew_ids_max);
+	counter(&t, "renew_windows_split_total",
+		"Renew windows proposed over several windows (too many sessions for one).",
+		ls->renew_windows_split);
 	counter(&t, "keepalive_unknown_total",
 		"Keepalive ids of sessions this leader does not know: ESESSION, not replicated.",
 		ls->ids_unknown);

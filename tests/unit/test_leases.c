@@ -278,6 +278,71 @@ static void test_keepalive_batch(void **state)
 	assert_int_equal(f->leases.stats.renew_ids, 2);
 }
 
+/* A window with more ids than one flush proposes (RENEW_FLUSH_MAX_IDS, 8
+ * here, in commands of RENEW_MAX_IDS, 4) goes out over the next windows,
+ * before a newer window; its keepalives are answered once all of its
+ * commands applied. Losing readiness mid-way answers them ENOTLEADER once
+ * the proposed ones came back, and proposes nothing more. */
+static void test_large_window_split(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ids[20];
+	for (uint64_t i = 0; i < 20; i++) {
+		ids[i] = 100 + i;
+		session(f, ids[i], APPLIED + 10000, 3000);
+	}
+	struct leases_budget b = {0}, b2 = {0};
+	struct answer a = {0}, a2 = {0};
+	assert_int_equal(keepalive(f, &b, ids, 20, keepalive_cb, &a), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 2); /* ids 100-107 */
+	assert_int_equal(proposed[0].n_ids, 4);
+	assert_int_equal(proposed[0].ids[0], 100);
+	assert_int_equal(proposed[1].ids[3], 107);
+	/* a newer window waits for the rest of this one */
+	uint64_t late = 119;
+	assert_int_equal(keepalive(f, &b2, &late, 1, keepalive_cb, &a2), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 4); /* 108-115 */
+	assert_int_equal(proposed[2].ids[0], 108);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 5); /* 116-119 */
+	assert_int_equal(proposed[4].n_ids, 4);
+	assert_int_equal(proposed[4].ids[3], 119);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 6); /* the newer one */
+	assert_int_equal(proposed[5].n_ids, 1);
+	assert_int_equal(f->leases.stats.renew_windows_split, 2);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(a.calls, 0); /* rule 3: not before all applied */
+		proposed[i].cb(proposed[i].arg, 0, NULL);
+	}
+	assert_int_equal(a.calls, 0);
+	proposed[4].cb(proposed[4].arg, 0, NULL);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(a.n, 20);
+	assert_int_equal(a.st[19], 0);
+	proposed[5].cb(proposed[5].arg, 0, NULL);
+	assert_int_equal(a2.calls, 1);
+
+	/* split, then leadership lost after the first flush */
+	struct answer a3 = {0};
+	struct leases_budget b3 = {0};
+	size_t before = n_proposed;
+	assert_int_equal(keepalive(f, &b3, ids, 20, keepalive_cb, &a3), 0);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(n_proposed, before + 2);
+	leases_on_ready(&f->leases, false);
+	timebase_advance(&f->tb, 10 * WINDOW_MS);
+	assert_int_equal(n_proposed, before + 2); /* nothing more */
+	assert_int_equal(a3.calls, 0);
+	proposed[before].cb(proposed[before].arg, 0, NULL);
+	proposed[before + 1].cb(proposed[before + 1].arg, 0, NULL);
+	assert_int_equal(a3.calls, 1);
+	assert_int_equal(a3.status, RAFTLOCK_ENOTLEADER);
+}
+
 /* A RENEW that fails (leadership lost) answers every keepalive of the
  * window with that status; losing readiness answers a window not yet
  * proposed with ENOTLEADER. */
@@ -485,6 +550,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_expiry_at_deadline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_failures, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_window_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_entries, setup, teardown),
