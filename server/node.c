@@ -604,7 +604,6 @@ static void propose_barrier(struct node *n)
 	n->barrier = req;
 }
 
-/* libraft has no state-change callback: look after every loop iteration. */
 /* Once libraft has written a snapshot and compacted the log (it frees the
  * entries then), gives the heap's free pages back to the system. The log
  * is many buffers of one batch of commands each, freed together; glibc
@@ -620,33 +619,30 @@ static void trim_after_snapshot(struct node *n)
 	uint64_t t0 = uv_hrtime();
 	malloc_trim(0);
 	double ms = (double)(uv_hrtime() - t0) / 1e6;
-	if (ms >= 50)
-		log_info("heap trimmed after the snapshot in %.1f ms", ms);
-	else
-		log_debug("heap trimmed after the snapshot in %.1f ms", ms);
+	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed after the snapshot in %.1f ms", ms);
 }
 
-/* A loop that does not turn for longer than an election timeout sends no
- * heartbeats and answers no peer: its followers elect another leader, or
- * its leader counts it as gone. Each such stall is worth a line, with its
- * length, to set beside the other lines of that moment (a snapshot's
+/* A loop that does not turn for an election timeout sends no heartbeats
+ * and answers no peer: its followers elect another leader, or its leader
+ * counts it as gone. Each stall of half that or more is worth a line, with
+ * its length, to set beside the other lines of that moment (a snapshot's
  * duration, say). */
 static void stall_cb(uv_timer_t *h)
 {
 	struct node *n = h->data;
 	uint64_t now = uv_now(n->loop);
-	uint64_t late = n->stall_seen != 0 && now > n->stall_seen + STALL_TICK_MS
-				? now - n->stall_seen - STALL_TICK_MS
-				: 0;
+	uint64_t gap = n->stall_seen != 0 ? now - n->stall_seen : STALL_TICK_MS;
 	n->stall_seen = now;
-	if (late < n->cfg->election_timeout_ms / 2)
+	if (gap < STALL_TICK_MS + n->cfg->election_timeout_ms / 2)
 		return;
+	uint64_t late = gap - STALL_TICK_MS;
 	n->loop_stalls++;
 	log_warn("the loop did not turn for %llu ms (election timeout %u ms): heartbeats and "
 		 "answers to peers waited that long",
 		 (unsigned long long)late, n->cfg->election_timeout_ms);
 }
 
+/* libraft has no state-change callback: look after every loop iteration. */
 static void watch_cb(uv_check_t *h)
 {
 	struct node *n = h->data;

@@ -23,6 +23,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "loopback.h"
 #include "node.h"
 #include "raftlock.h"
 #include "timebase.h"
@@ -43,17 +44,6 @@ struct fx {
 	struct node node;
 	bool stopped;
 };
-
-static int free_port(void)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
-	close(s);
-	return ntohs(a.sin_port);
-}
 
 static void done(void *arg, int status, const Raftlock__Result *result)
 {
@@ -131,8 +121,8 @@ static int setup(void **state)
 	char raft[32], client[32], member[96], err[512];
 	snprintf(f->dir, sizeof f->dir, "/tmp/raftlock-test-node.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(raft, sizeof raft, "127.0.0.1:%d", free_port());
-	snprintf(client, sizeof client, "127.0.0.1:%d", free_port());
+	snprintf(raft, sizeof raft, "127.0.0.1:%d", loopback_free_port());
+	snprintf(client, sizeof client, "127.0.0.1:%d", loopback_free_port());
 	snprintf(member, sizeof member, "1,%s,%s", raft, client);
 	char *argv[] = {"raftlockd", "--id",
 			"1",         "--data-dir",

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "loopback.h"
 #include "peer_tcp.h"
 
 static uv_loop_t loop;
@@ -40,19 +41,6 @@ struct dial {
 	int status;
 	uv_stream_t *out;
 };
-
-/* A loopback port nothing listens on now. */
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_true(fd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-	socklen_t len = sizeof sa;
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
-}
 
 static int nodelay_of(uv_stream_t *s)
 {
@@ -91,7 +79,7 @@ static void member_up(struct member *m, raft_id id, bool listening)
 	m->tr.data = m;
 	char err[256];
 	assert_int_equal(peer_tcp_init(&m->tr, &loop, err, sizeof err), 0);
-	snprintf(m->address, sizeof m->address, "127.0.0.1:%d", free_port());
+	snprintf(m->address, sizeof m->address, "127.0.0.1:%d", loopback_free_port());
 	assert_int_equal(m->tr.init(&m->tr, id, m->address), 0);
 	if (listening)
 		assert_int_equal(m->tr.listen(&m->tr, on_accept), 0);
@@ -193,7 +181,7 @@ static void failed_connect_calls_back(void **state)
 	struct member b;
 	member_up(&b, 2, false);
 	char nobody[32];
-	snprintf(nobody, sizeof nobody, "127.0.0.1:%d", free_port());
+	snprintf(nobody, sizeof nobody, "127.0.0.1:%d", loopback_free_port());
 	struct dial d = {.req.data = &d};
 	assert_int_equal(b.tr.connect(&b.tr, &d.req, 1, nobody, on_connect), 0);
 	run_until(&d.calls);

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "loopback.h"
 #include "peer_certs.h"
 #include "peer_tls.h"
 
@@ -73,27 +74,6 @@ struct dial {
 	int status;
 	struct sink out;
 };
-
-/* A loopback TCP socket on a free port (*port), listening if asked. */
-static int loopback_socket(bool listening, int *port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	if (listening)
-		assert_int_equal(listen(fd, 4), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
-static int free_port(void)
-{
-	int port;
-	close(loopback_socket(false, &port));
-	return port;
-}
 
 static void sink_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
@@ -167,7 +147,7 @@ static void member_up_as(struct member *m, raft_id cert_id, raft_id id, const ch
 {
 	memset(m, 0, sizeof *m);
 	m->id = id;
-	snprintf(m->address, sizeof m->address, "127.0.0.1:%d", free_port());
+	snprintf(m->address, sizeof m->address, "127.0.0.1:%d", loopback_free_port());
 	struct tls_files files = {peer_certs_path("%s.pem", cert), peer_certs_path("%s.key", cert),
 				  peer_certs_path("%s", ca)};
 	char err[512];

@@ -27,6 +27,7 @@
 #include "codec.h"
 #include "frame.h"
 #include "leases.h"
+#include "loopback.h"
 #include "raftlock.h"
 #include "secret.h"
 #include "service.h"
@@ -198,17 +199,6 @@ static bool with_tls; /* the next setup starts the service with TLS */
 static unsigned next_max_conns, next_frame_timeout_ms;
 
 /* A free loopback port (bound, read back, released). */
-static int free_port(void)
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof a;
-	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
-	close(s);
-	return ntohs(a.sin_port);
-}
-
 /* A nonblocking connection from the test to the service on port. */
 static int connect_port(int port)
 {
@@ -235,7 +225,7 @@ static int setup(void **state)
 	char err[256];
 	assert_int_equal(uv_loop_init(&f->loop), 0);
 	timebase_init_manual(&f->tb, 1000);
-	int port = free_port();
+	int port = loopback_free_port();
 	snprintf(f->cfg.client_address, sizeof f->cfg.client_address, "127.0.0.1:%d", port);
 	f->cfg.id = 1;
 	f->cfg.election_timeout_ms = 1000;
