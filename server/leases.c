@@ -30,12 +30,15 @@ enum digest_state {
 struct lease {
 	uint64_t deadline;        /* cluster ms */
 	uint64_t expire_proposed; /* cluster ms of this leader's EXPIRE proposal; 0: none */
-	uint64_t window;          /* the renew window that last named it (window_gen) */
+	uint32_t window;          /* the renew window that last named it (window_gen) */
 	uint32_t ttl_ms;
-	uint8_t digest_state;   /* enum digest_state */
 	uint32_t bind_grace_ms; /* OpenSession.bind_grace_ms, known with the digest */
+	uint8_t digest_state;   /* enum digest_state */
 	uint8_t digest[SECRET_DIGEST_LEN];
 };
+/* Every node holds one per session (80 bytes a slot with its key; 1.6
+ * million slots at 1,000,000 sessions): keep it at 64. */
+_Static_assert(sizeof(struct lease) <= 64, "struct lease grew");
 
 /* Sessions one RENEW command names at most: a window's renewals are split
  * into commands of this size, so no entry grows past the node's batch
@@ -70,7 +73,7 @@ struct renew_batch {
 	struct keepalive_request *head;
 	uint64_t *ids; /* each session once */
 	size_t n_ids, cap_ids;
-	uint64_t gen;         /* the window's mark in the session index */
+	uint32_t gen;         /* the window's mark in the session index */
 	unsigned outstanding; /* RENEW commands not applied yet, + 1 while flushing */
 	int status;           /* first failure of those commands */
 	size_t flushed;       /* ids proposed so far (renew_flush) */
@@ -462,6 +465,20 @@ static void renew_flush(struct timebase_timer *h)
 	renew_release(b, 0);
 }
 
+/* The mark of a new window, never 0 (a new lease's) nor one that a lease
+ * still carries: when the 32-bit count wraps (a window every millisecond
+ * for 49 days), every mark is cleared first. */
+static uint32_t next_window_gen(struct leases *l)
+{
+	if (l->window_gen == UINT32_MAX) {
+		struct lease *s;
+		for (size_t pos = 0; (s = idmap_next(&l->sessions, &pos, NULL)) != NULL;)
+			s->window = 0;
+		l->window_gen = 0;
+	}
+	return ++l->window_gen;
+}
+
 /* Room for n more ids in the window's batch (made if there is none). */
 static int renew_reserve(struct leases *l, size_t n)
 {
@@ -471,7 +488,7 @@ static int renew_reserve(struct leases *l, size_t n)
 		if (b == NULL)
 			return RAFTLOCK_ENOMEM;
 		b->leases = l;
-		b->gen = ++l->window_gen;
+		b->gen = next_window_gen(l);
 		l->pending = b;
 		timebase_timer_start(&l->renew_timer, renew_flush, l->window_ms, 0);
 	}

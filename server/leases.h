@@ -58,7 +58,7 @@ struct leases {
 	struct timebase_timer expiry_timer;
 	struct renew_batch *pending;  /* keepalives waiting for the window */
 	struct renew_batch *flushing; /* a batch partly proposed (renew_flush) */
-	uint64_t window_gen;          /* marks of the windows, in struct lease */
+	uint32_t window_gen;          /* marks of the windows, in struct lease */
 	struct leases_stats stats;
 	bool ready;
 };

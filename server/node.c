@@ -201,10 +201,26 @@ static void set_trailing_by_bytes(struct node *n)
 	n->log_entries_new = 0;
 }
 
+/* Gives the heap's free pages back to the system (glibc keeps them
+ * otherwise), and says so when it took long. */
+static void trim_heap(const char *when)
+{
+	uint64_t t0 = uv_hrtime();
+	malloc_trim(0);
+	double ms = (double)(uv_hrtime() - t0) / 1e6;
+	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed %s the snapshot in %.1f ms", when,
+		ms);
+}
+
 static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	struct node *n = f->data;
 	uint64_t t0 = uv_hrtime();
+	/* The image and the whole log are in memory together until libraft
+	 * has written the one and compacted the other: whatever the heap
+	 * holds free besides (buffers of requests and answers since the
+	 * last trim) need not add to that peak. */
+	trim_heap("before");
 	struct raft_buffer *b = raft_malloc(sizeof *b);
 	if (b == NULL || store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
 		raft_free(b);
@@ -616,10 +632,7 @@ static void trim_after_snapshot(struct node *n)
 	if (!n->trim_due || n->raft.legacy.snapshot_taking)
 		return;
 	n->trim_due = false;
-	uint64_t t0 = uv_hrtime();
-	malloc_trim(0);
-	double ms = (double)(uv_hrtime() - t0) / 1e6;
-	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed after the snapshot in %.1f ms", ms);
+	trim_heap("after");
 }
 
 /* A loop that does not turn for an election timeout sends no heartbeats

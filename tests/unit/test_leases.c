@@ -278,6 +278,42 @@ static void test_keepalive_batch(void **state)
 	assert_int_equal(f->leases.stats.renew_ids, 2);
 }
 
+/* The windows' marks are 32-bit: when the count wraps, every lease's
+ * mark is cleared, so that a session marked by a window long ago is still
+ * named by the window that reuses that mark. Without the clearing,
+ * session 4 (marked by window 1) would be answered as renewed by the
+ * second window 1 without being in its RENEW. */
+static void test_window_marks_wrap(void **state)
+{
+	struct fx *f = *state;
+	session(f, 4, APPLIED + 10000, 3000);
+	session(f, 9, APPLIED + 10000, 3000);
+	uint64_t four[] = {4}, nine[] = {9};
+	struct leases_budget b = {0};
+	struct answer a = {0};
+	assert_int_equal(f->leases.window_gen, 0);
+	assert_int_equal(keepalive(f, &b, four, 1, keepalive_cb, &a), 0); /* window 1 */
+	timebase_advance(&f->tb, WINDOW_MS);
+	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, 0, NULL);
+	assert_int_equal(a.calls, 1);
+	f->leases.window_gen = UINT32_MAX - 1; /* as if 4 billion windows went by */
+	assert_int_equal(keepalive(f, &b, nine, 1, keepalive_cb, &a), 0); /* window 2^32-1 */
+	timebase_advance(&f->tb, WINDOW_MS);
+	proposed[n_proposed - 1].cb(proposed[n_proposed - 1].arg, 0, NULL);
+	assert_int_equal(a.calls, 2);
+	assert_int_equal(keepalive(f, &b, four, 1, keepalive_cb, &a), 0); /* window 1 again */
+	assert_int_equal(f->leases.window_gen, 1);
+	timebase_advance(&f->tb, WINDOW_MS);
+	struct proposed *p = &proposed[n_proposed - 1];
+	assert_int_equal(p->op, RAFTLOCK__COMMAND__OP_RENEW);
+	assert_int_equal(p->n_ids, 1);
+	assert_int_equal(p->ids[0], 4);
+	assert_int_equal(a.calls, 2); /* rule 3: not before the RENEW applied */
+	p->cb(p->arg, 0, NULL);
+	assert_int_equal(a.calls, 3);
+	assert_int_equal(a.st[0], 0);
+}
+
 /* A window with more ids than one flush proposes (RENEW_FLUSH_MAX_IDS, 8
  * here, in commands of RENEW_MAX_IDS, 4) goes out over the next windows,
  * before a newer window; its keepalives are answered once all of its
@@ -551,6 +587,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_keepalive_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_window_split, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_window_marks_wrap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clock_entries, setup, teardown),
