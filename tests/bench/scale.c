@@ -479,8 +479,12 @@ out:
  * LOGMEM_SAMPLE_S it prints to stderr each node's RSS and the bytes of its
  * raft directory (log segments and snapshots, on disk), and reports the
  * largest of each, the largest snapshot file (the state image) and the LMDB
- * size. The keepalives are large RENEW entries: the raft log must stay
- * bounded by bytes (snapshots), not grow between entry-count snapshots.
+ * size. RSS is also read every second between the lines (a snapshot's
+ * image is in memory for about that long), and each node's own high-water
+ * mark (VmHWM, which covers every instant since it started, the opening
+ * included) and its CPU over the window are reported at the end. The
+ * keepalives are large RENEW entries: the raft log must stay bounded by
+ * bytes (snapshots), not grow between entry-count snapshots.
  */
 #define LOGMEM_SAMPLE_S 10
 #define LOGMEM_LOCKS_PER 10 /* one lock held per this many sessions */
@@ -577,9 +581,19 @@ int scale_logmem(struct rlbench *b)
 	fprintf(stderr, "rlbench: logmem: %lu locks held after %.1f s\n", held, t_fill);
 
 	double rss_max[OPTIONS_PIDS_MAX] = {0}, raft_max[OPTIONS_PIDS_MAX] = {0};
-	double t0 = stats_now(), end = t0 + o->window_s, next = t0;
+	double cpu0[OPTIONS_PIDS_MAX];
+	for (size_t i = 0; i < o->n_pids; i++)
+		cpu0[i] = stats_proc_cpu(&o->pids[i], 1);
+	double t0 = stats_now(), end = t0 + o->window_s, next = t0, next_rss = t0;
 	unsigned samples = 0;
 	while (stats_now() < end) {
+		if (stats_now() >= next_rss) {
+			for (size_t i = 0; i < o->n_pids; i++) {
+				double rss = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
+				rss_max[i] = rss > rss_max[i] ? rss : rss_max[i];
+			}
+			next_rss += 1;
+		}
 		if (stats_now() >= next) {
 			char line[512];
 			int len = snprintf(line, sizeof line, "rlbench: logmem: t=%.0f s",
@@ -602,6 +616,17 @@ int scale_logmem(struct rlbench *b)
 		scale_sleep_ms(200);
 	}
 	double elapsed = stats_now() - t0;
+	double hwm_top = 0, cores_top = 0;
+	for (size_t i = 0; i < o->n_pids; i++) {
+		double hwm = (double)stats_proc_status_kib(o->pids[i], "VmHWM") / 1024;
+		double cores = (stats_proc_cpu(&o->pids[i], 1) - cpu0[i]) / elapsed;
+		fprintf(stderr,
+			"rlbench: logmem: node %zu: rss max %.1f MiB (1 s samples), high-water "
+			"mark %.1f MiB, %.2f cores over the window\n",
+			i + 1, rss_max[i], hwm, cores);
+		hwm_top = hwm > hwm_top ? hwm : hwm_top;
+		cores_top = cores > cores_top ? cores : cores_top;
+	}
 	unsigned long lost = 0;
 	for (size_t i = 0; i < j.count; i++)
 		if (j.sessions[i] != NULL && !raftlock_session_valid(j.sessions[i]))
@@ -619,10 +644,12 @@ int scale_logmem(struct rlbench *b)
 	snprintf(extra, sizeof extra,
 		 ",\"sessions_open\":%lu,\"locks_held\":%lu,\"open_s\":%.1f,\"fill_s\":%.1f,"
 		 "\"ttl_ms\":%u,\"samples\":%u,\"server_rss_max_mib\":%.1f,"
+		 "\"server_rss_hwm_mib\":%.1f,\"server_cores_max\":%.2f,"
 		 "\"raft_dir_max_mib\":%.1f,\"snapshot_mib\":%.1f,\"lmdb_mib_per_node\":%.1f,"
 		 "\"lost\":%lu",
 		 (unsigned long)atomic_load(&j.opened), held, t_open, t_fill, o->ttl_ms, samples,
-		 rss_top, raft_top, logmem_snapshot_bytes / (1 << 20), lmdb, lost);
+		 rss_top, hwm_top, cores_top, raft_top, logmem_snapshot_bytes / (1 << 20), lmdb,
+		 lost);
 	res.extra = extra;
 	if (res.errors > 0) {
 		res.status = "failed";

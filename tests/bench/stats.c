@@ -128,7 +128,7 @@ double stats_proc_cpu(const int *pids, size_t n)
 	return total;
 }
 
-uint64_t stats_proc_rss_kib(int pid)
+uint64_t stats_proc_status_kib(int pid, const char *field)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof path, "/proc/%d/status", pid);
@@ -136,11 +136,18 @@ uint64_t stats_proc_rss_kib(int pid)
 	if (f == NULL)
 		return 0;
 	unsigned long long kib = 0;
+	size_t len = strlen(field);
 	while (fgets(line, sizeof line, f) != NULL)
-		if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
+		if (strncmp(line, field, len) == 0 && line[len] == ':' &&
+		    sscanf(line + len + 1, " %llu kB", &kib) == 1)
 			break;
 	fclose(f);
 	return kib;
+}
+
+uint64_t stats_proc_rss_kib(int pid)
+{
+	return stats_proc_status_kib(pid, "VmRSS");
 }
 
 void stats_print(FILE *f, const struct stats_result *r)

@@ -48,6 +48,10 @@ size_t stats_parse_pids(const char *list, int *pids, size_t max);
  * 0). */
 double stats_proc_cpu(const int *pids, size_t n);
 
+/* A field of /proc/PID/status given in kB ("VmRSS", "VmHWM": the highest
+ * RSS the process ever had), 0 if unknown. */
+uint64_t stats_proc_status_kib(int pid, const char *field);
+
 /* Resident set size of one process in KiB, 0 if unknown. */
 uint64_t stats_proc_rss_kib(int pid);
 
