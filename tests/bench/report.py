@@ -516,10 +516,28 @@ def main():
             text = text.replace("]({})".format(p), "](plots/{})".format(p))
         text = ("<!-- Written by tests/bench/run --publish; the raw lines are in "
                 "RESULTS.jsonl. -->\n" + text)
-        with open(os.path.join(publish, "RESULTS.md"), "w") as f:
+        path = os.path.join(publish, "RESULTS.md")
+        text += hand_written_sections(path)
+        with open(path, "w") as f:
             f.write(text)
         shutil.copy(os.path.join(d, "results.jsonl"), os.path.join(publish, "RESULTS.jsonl"))
     return 0
+
+
+HAND_MARK = "<!-- Written by hand"
+
+
+def hand_written_sections(path):
+    """The sections of the published file written by hand (each opens with
+    HAND_MARK), from the first of them to the end: a new run replaces only
+    the generated table above them."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        return ""
+    at = old.find(HAND_MARK)
+    return "" if at < 0 else "\n\n" + old[at:]
 
 
 if __name__ == "__main__":
