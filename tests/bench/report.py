@@ -360,8 +360,10 @@ def notes(d, runs):
                 with open(os.path.join(logs, name), errors="replace") as f:
                     elections += [line.split()[0] for line in f if "elected leader" in line]
     if elections:
-        out.append("- raftlock leader elections during the run: {} (one at start and one "
-                   "after each of the 2 whole-cluster restarts are expected); at {}.".format(
+        out.append("- raftlock leader elections during the run: {} (expected: one at start; "
+                   "with the state workload, up to two around the member it wipes and up to "
+                   "two at each of its 2 whole-cluster restarts, a hand-over at shutdown and "
+                   "an election at start); at {}.".format(
                        len(elections), ", ".join(sorted(elections))))
     return (["", "### Notes", ""] + out) if out else []
 
