@@ -408,7 +408,8 @@ static void defaults(struct config *cfg)
 	cfg->snapshot_threshold = 16384;
 	cfg->snapshot_trailing = 4096;
 	/* The log and the image are both in memory while a snapshot is
-	 * written: a quarter keeps that peak at 1.25 times the image. */
+	 * written: a quarter keeps what a snapshot adds to a node's memory
+	 * at about 1.25 times the image. */
 	cfg->snapshot_log_bytes = (size_t)32 << 20;
 	cfg->snapshot_log_ratio = 25;
 	cfg->renew_window_ms = 10;

@@ -36,7 +36,7 @@ struct lease {
 	uint8_t digest_state;   /* enum digest_state */
 	uint8_t digest[SECRET_DIGEST_LEN];
 };
-/* Every node holds one per session (80 bytes a slot with its key; 1.6
+/* Every node holds one per session (72 bytes a slot with its key; 1.6
  * million slots at 1,000,000 sessions): keep it at 64. */
 _Static_assert(sizeof(struct lease) <= 64, "struct lease grew");
 
