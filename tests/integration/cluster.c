@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,6 +60,32 @@ static void sleep_ms(unsigned ms)
  * (32768 and up here): a node restarted later must find its port still
  * free, and an ephemeral port can meanwhile be taken by any outgoing
  * connection. Each test process starts at its own offset. */
+/* Test processes run side by side (ctest -j) and each picks its ports
+ * in one range. A node that a test stops keeps its ports for its restart,
+ * but nothing holds them meanwhile: another process could take one, and
+ * the restart would fail ("address already in use"). So every port handed
+ * out is also claimed, for the life of this process, by a lock on a file
+ * named after it (PORT_CLAIMS/<port>); the others skip a claimed port.
+ * The kernel drops the locks when the process ends, however it ends. */
+#define PORT_CLAIMS "/tmp/raftlock-test-ports"
+
+/* The claim's descriptor, or -1 when another test process holds it. */
+static int claim_port(int port)
+{
+	char path[64];
+	snprintf(path, sizeof path, PORT_CLAIMS "/%d", port);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0 && errno == ENOENT && (mkdir(PORT_CLAIMS, 01777) == 0 || errno == EEXIST))
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0)
+		die("claiming a test port");
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd; /* kept open by the caller: the claim lasts as long as it is */
+}
+
 static int free_port(void)
 {
 	static unsigned next;
@@ -65,6 +93,9 @@ static int free_port(void)
 		next = (unsigned)getpid() * 37u;
 	for (int tries = 0; tries < 4000; tries++) {
 		int port = 20000 + (int)(next++ % 12000u);
+		int claim = claim_port(port);
+		if (claim < 0)
+			continue;
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd < 0)
 			die("socket");
@@ -75,6 +106,7 @@ static int free_port(void)
 		close(fd);
 		if (ok)
 			return port;
+		close(claim); /* in use outside the tests: not ours to hold */
 	}
 	die("no free port in 20000..31999");
 	return -1;
