@@ -59,6 +59,10 @@ static const char usage[] =
 	"                             default 33554432 (32 MiB)\n"
 	"  --snapshot-log-ratio PCT   the ratio above, in % of the last snapshot's\n"
 	"                             size; default 25\n"
+	"  --snapshot-replay-ms MS    also take a snapshot once applying the entries\n"
+	"                             since the last one took MS in all (what a\n"
+	"                             restart or a member catching up replays);\n"
+	"                             default 5000\n"
 	"  --renew-window MS          keepalive batching window, default 10\n"
 	"  --map-size MB              LMDB map size, default 4096; new sessions, locks\n"
 	"                             and waits are refused (ELIMIT) once the records\n"
@@ -272,6 +276,11 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 			return fail(err, errlen, "snapshot-log-ratio: '%s' %% not in 10..1000",
 				    value);
 		cfg->snapshot_log_ratio = (unsigned)v;
+	} else if (strcmp(key, "snapshot-replay-ms") == 0) {
+		if (parse_u64(value, 1, 3600000, &v) != 0)
+			return fail(err, errlen, "snapshot-replay-ms: '%s' not in 1..3600000",
+				    value);
+		cfg->snapshot_replay_ms = (unsigned)v;
 	} else if (strcmp(key, "renew-window") == 0) {
 		if (parse_u64(value, 0, 1000, &v) != 0)
 			return fail(err, errlen, "renew-window: '%s' not in 0..1000", value);
@@ -412,6 +421,7 @@ static void defaults(struct config *cfg)
 	 * at about 1.25 times the image. */
 	cfg->snapshot_log_bytes = (size_t)32 << 20;
 	cfg->snapshot_log_ratio = 25;
+	cfg->snapshot_replay_ms = 5000;
 	cfg->renew_window_ms = 10;
 	cfg->map_size = (size_t)4096 << 20;
 	cfg->disk_reserve = (uint64_t)64 << 20;
@@ -573,6 +583,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		{"snapshot-trailing", required_argument, NULL, 0},
 		{"snapshot-log-bytes", required_argument, NULL, 0},
 		{"snapshot-log-ratio", required_argument, NULL, 0},
+		{"snapshot-replay-ms", required_argument, NULL, 0},
 		{"renew-window", required_argument, NULL, 0},
 		{"map-size", required_argument, NULL, 0},
 		{"keepalive-max-ids", required_argument, NULL, 0},

@@ -55,6 +55,9 @@ struct config {
 	 * it kept reach max(snapshot_log_bytes, state image * ratio / 100). */
 	size_t snapshot_log_bytes;
 	unsigned snapshot_log_ratio;
+	/* ...or once applying those entries took this long: what a restart
+	 * or a member catching up replays after the snapshot, on its loop. */
+	unsigned snapshot_replay_ms;
 	unsigned renew_window_ms;
 	size_t map_size;
 	size_t keepalive_max_ids; /* per client connection and second */

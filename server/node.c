@@ -105,18 +105,23 @@ static void sink_emit(void *arg, const struct fsm_event *ev)
  * three without a majority's answers, and at 1,000,000 sessions (160 MiB
  * images, three nodes on one disk) that outlasted the election timeout.
  * So the member at position i of the n in the configuration takes its
- * first snapshot by log bytes after a start or a restore limit * i / n
- * bytes later than the limit says, and every limit after that: the
+ * first snapshot by log bytes (or replay time) after a start or a restore
+ * limit * i / n later than the limit says, and every limit after that: the
  * members' snapshots stay spread over the interval. A snapshot by entry
  * count (the threshold, the same on every member until the first by bytes)
  * leaves the offset in place. */
-static uint64_t snapshot_phase(const struct node *n)
+static uint64_t snapshot_phase(const struct node *n, uint64_t limit)
 {
 	const struct raft_configuration *conf = &n->raft.configuration;
 	for (unsigned i = 0; i < conf->n; i++)
 		if (conf->servers[i].id == n->cfg->id)
-			return node_log_limit(n) * i / conf->n;
+			return limit * i / conf->n;
 	return 0;
+}
+
+static uint64_t replay_limit_ns(const struct node *n)
+{
+	return (uint64_t)n->cfg->snapshot_replay_ms * 1000000;
 }
 
 static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void **result)
@@ -128,16 +133,24 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
 	uint64_t start = uv_hrtime();
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
-	histogram_observe(&n->apply, uv_hrtime() - start);
+	uint64_t took = uv_hrtime() - start;
+	histogram_observe(&n->apply, took);
 	*result = NULL; /* never allocated: raft does not free it on followers */
 	n->log_bytes_new += buf->len;
 	n->log_entries_new++;
+	n->apply_ns_new += took;
 	if (n->phase_due) {
 		n->phase_due = false;
-		n->log_phase_bytes = snapshot_phase(n);
+		n->log_phase_bytes = snapshot_phase(n, node_log_limit(n));
+		n->replay_phase_ns = snapshot_phase(n, replay_limit_ns(n));
 	}
+	/* By bytes: the log's memory. By apply time: a restart, or a member
+	 * sent the last snapshot, replays what follows it in one loop turn
+	 * (libraft applies every committed entry at once); at a million
+	 * locks, 10,000 entries were 28 MB but 25-31 s. */
 	if (!n->snapshot_soon &&
-	    n->log_bytes_kept + n->log_bytes_new >= node_log_limit(n) + n->log_phase_bytes) {
+	    (n->log_bytes_kept + n->log_bytes_new >= node_log_limit(n) + n->log_phase_bytes ||
+	     n->apply_ns_new >= replay_limit_ns(n) + n->replay_phase_ns)) {
 		/* libraft checks its threshold right after this apply. */
 		n->snapshot_soon = true;
 		raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
@@ -152,7 +165,8 @@ uint64_t node_log_limit(const struct node *n)
 }
 
 /* On a leader, the entries the member furthest behind still lacks (0 on a
- * follower). */
+ * follower), but for the member the snapshot is taken for (it is to get
+ * that snapshot, not the entries). */
 static uint64_t leader_lag(struct node *n)
 {
 	if (raft_state(&n->raft) != RAFT_LEADER)
@@ -161,8 +175,8 @@ static uint64_t leader_lag(struct node *n)
 	for (unsigned i = 0; i < n->raft.configuration.n; i++) {
 		raft_index m;
 		uint64_t id = n->raft.configuration.servers[i].id;
-		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
-		    applied - m > lag)
+		if (id != n->cfg->id && id != n->snapshot_for &&
+		    raft_match_index(&n->raft, id, &m) == 0 && m < applied && applied - m > lag)
 			lag = applied - m;
 	}
 	return lag;
@@ -199,6 +213,7 @@ static void set_trailing_by_bytes(struct node *n)
 	n->log_bytes_kept = n->log_entries_kept * avg;
 	n->log_bytes_new = 0;
 	n->log_entries_new = 0;
+	n->apply_ns_new = 0;
 }
 
 /* Gives the heap's free pages back to the system (glibc keeps them
@@ -227,22 +242,26 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 		/* not at every entry from now on, should a snapshot have been
 		 * asked for soon (threshold 1) */
 		n->snapshot_soon = false;
+		n->snapshot_for = 0;
 		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
 		/* nor at every entry for the log's bytes: after another limit */
 		n->log_bytes_new = 0;
+		n->apply_ns_new = 0;
 		return RAFT_NOMEM;
 	}
 	*bufs = b;
 	*n_bufs = 1;
 	n->snapshot_index = raft_last_applied(&n->raft);
-	if (n->snapshot_soon)
-		n->log_phase_bytes = 0; /* spent: this one came by bytes (or on request) */
+	if (n->snapshot_soon) /* spent: this one came by bytes or time (or on request) */
+		n->log_phase_bytes = n->replay_phase_ns = 0;
 	n->snapshot_soon = false;
 	n->snapshots_taken++;
 	n->trim_due = true;
 	n->state_bytes = b->len;
 	uint64_t log_bytes = n->log_bytes_kept + n->log_bytes_new;
+	double replay_ms = (double)n->apply_ns_new / 1e6;
 	set_trailing_by_bytes(n);
+	n->snapshot_for = 0;
 	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
 	 * them so that the log between two of them is about as large as the
 	 * state itself (entries average well over 64 bytes). The log's bytes
@@ -252,11 +271,12 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
 				     : n->cfg->snapshot_threshold;
 	raft_set_snapshot_threshold(&n->raft, threshold);
-	log_info("snapshot at index %llu: %zu bytes in %.1f ms (log %llu bytes); next after "
-		 "%u entries or %llu log bytes, keeping %u",
+	log_info("snapshot at index %llu: %zu bytes in %.1f ms (log %llu bytes, applied in %.0f "
+		 "ms); next after %u entries, %llu log bytes or %u ms of applying, keeping %u",
 		 (unsigned long long)raft_last_applied(&n->raft), b->len,
-		 (double)(uv_hrtime() - t0) / 1e6, (unsigned long long)log_bytes, threshold,
-		 (unsigned long long)node_log_limit(n), n->trailing);
+		 (double)(uv_hrtime() - t0) / 1e6, (unsigned long long)log_bytes, replay_ms,
+		 threshold, (unsigned long long)node_log_limit(n), n->cfg->snapshot_replay_ms,
+		 n->trailing);
 	return 0;
 }
 
@@ -294,6 +314,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	n->snapshot_index = index;
 	n->state_bytes = buf->len;
 	n->log_bytes_new = n->log_entries_new = n->log_bytes_kept = n->log_entries_kept = 0;
+	n->apply_ns_new = 0;
 	n->phase_due = true;
 	if (applied >= index) {
 		/* LMDB already has it: what makes a restart fast. */
@@ -335,11 +356,12 @@ static void snapshot_barrier_done(struct raft_barrier *req, int status)
 	free(req);
 }
 
-void node_snapshot_soon(struct node *n)
+void node_snapshot_for(struct node *n, uint64_t member)
 {
 	if (n->snapshot_soon)
 		return;
 	n->snapshot_soon = true;
+	n->snapshot_for = member;
 	raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
 	struct raft_barrier *req = calloc(1, sizeof *req);
 	if (req == NULL)

@@ -110,6 +110,7 @@ struct node {
 	uint64_t snapshots_restored; /* restores that replaced the store */
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
+	uint64_t snapshot_for;       /* the member it is wanted for, 0: none */
 	uint64_t snapshots_taken;
 	/* A snapshot was taken and the heap not yet trimmed (trim_after_snapshot). */
 	bool trim_due;
@@ -118,9 +119,13 @@ struct node {
 	 * snapshot, and an estimate of the bytes of the trailing entries that
 	 * snapshot kept. */
 	uint64_t log_bytes_new, log_entries_new, log_bytes_kept, log_entries_kept;
-	/* Added to the log limit until the next snapshot (snapshot_phase in
-	 * node.c), computed at the first apply after a start or a restore. */
-	uint64_t log_phase_bytes;
+	/* The time the entries since the last snapshot took to apply: about
+	 * what replaying them takes after a restart or a catch-up. */
+	uint64_t apply_ns_new;
+	/* Added to the log limit and to the replay limit until the next
+	 * snapshot (snapshot_phase in node.c), computed at the first apply
+	 * after a start or a restore. */
+	uint64_t log_phase_bytes, replay_phase_ns;
 	bool phase_due;
 	/* The store's applied index once raft started (after any restore it
 	 * made then): later entries are applied by this run, and report
@@ -188,11 +193,13 @@ int node_reload_peer_tls(struct node *n, char *err, size_t errlen);
 /*
  * Takes a snapshot at the next applied entry instead of waiting for the
  * snapshot threshold; a leader also proposes a barrier so that one comes.
- * For a follower far behind: it then gets a recent snapshot and a short log
- * tail, not an old snapshot and every entry since (replaying is far slower
- * than restoring).
+ * For member, a follower far behind: it then gets a recent snapshot and a
+ * short log tail, not an old snapshot and every entry since (replaying is
+ * far slower than restoring). So this snapshot's compaction keeps no
+ * entries for member's lag, as it does for other members (node.c,
+ * set_trailing_by_bytes). Nothing when a snapshot is already wanted.
  */
-void node_snapshot_soon(struct node *n);
+void node_snapshot_for(struct node *n, uint64_t member);
 
 /*
  * The byte limit of the raft log held in memory: max(snapshot-log-bytes,

@@ -3,7 +3,8 @@
  * entries still take a snapshot on every node once their bytes pass
  * --snapshot-log-bytes. Before the byte bound, no node took one. The
  * members take theirs at different entries (node.c, snapshot_phase): at
- * the same one, all stall at once. */
+ * the same one, all stall at once. The time the entries took to apply
+ * bounds the log after a snapshot too (--snapshot-replay-ms). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +45,45 @@ static int snapshots_on_disk(struct tcluster *cl, int i, unsigned long long *fir
 	return n;
 }
 
+/* Takes `entries` locks, each named by `pad` x's and its number, and waits
+ * up to 5 s until every node has a snapshot on disk; returns how many do,
+ * with the lowest snapshot index of each in at[], and the leader's applied
+ * index in *applied. */
+static int fill(struct tcluster *cl, int entries, int pad, unsigned long long at[3],
+		uint64_t *applied)
+{
+	for (int i = 0; i < cl->n; i++)
+		assert_int_equal(snapshots_on_disk(cl, i, &at[i]), 0);
+	raftlock_client *c = tl_client(cl);
+	raftlock_session *s = tl_session(c, 10000);
+	char name[RAFTLOCK_NAME_MAX];
+	for (int i = 0; i < entries; i++) {
+		memset(name, 'x', (size_t)pad);
+		snprintf(name + pad, sizeof name - (size_t)pad, "-%04d", i);
+		raftlock_lock *l = tl_lock(s, name);
+		tl_take(l);
+		raftlock_lock_free(l);
+	}
+	/* Followers apply a heartbeat later. */
+	uint64_t end = tcluster_now_ms() + 5000;
+	int with = 0;
+	while (tcluster_now_ms() < end) {
+		with = 0;
+		for (int i = 0; i < cl->n; i++)
+			with += snapshots_on_disk(cl, i, &at[i]) > 0;
+		if (with == cl->n)
+			break;
+		tl_sleep_ms(50);
+	}
+	Raftlock__StatusInfo *st = tcluster_status(cl, tcluster_leader(cl, 5000));
+	assert_non_null(st);
+	*applied = st->applied_index;
+	raftlock__status_info__free_unpacked(st, NULL);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	return with;
+}
+
 static void large_entries_take_a_snapshot(void **state)
 {
 	(void)state;
@@ -54,41 +94,41 @@ static void large_entries_take_a_snapshot(void **state)
 	cl.extra_args[1] = LOG_BYTES;
 	tcluster_start(&cl, 3, 500);
 	unsigned long long at[3];
-	for (int i = 0; i < cl.n; i++)
-		assert_int_equal(snapshots_on_disk(&cl, i, &at[i]), 0);
-	raftlock_client *c = tl_client(&cl);
-	raftlock_session *s = tl_session(c, 10000);
-	char name[RAFTLOCK_NAME_MAX];
-	for (int i = 0; i < ENTRIES; i++) {
-		memset(name, 'x', 220);
-		snprintf(name + 220, sizeof name - 220, "-%04d", i);
-		raftlock_lock *l = tl_lock(s, name);
-		tl_take(l);
-		raftlock_lock_free(l);
-	}
-	/* Followers apply a heartbeat later. */
-	uint64_t end = tcluster_now_ms() + 5000;
-	int with = 0;
-	while (tcluster_now_ms() < end) {
-		with = 0;
-		for (int i = 0; i < cl.n; i++)
-			with += snapshots_on_disk(&cl, i, &at[i]) > 0;
-		if (with == cl.n)
-			break;
-		tl_sleep_ms(50);
-	}
-	Raftlock__StatusInfo *st = tcluster_status(&cl, tcluster_leader(&cl, 5000));
-	assert_non_null(st);
+	uint64_t applied;
+	int with = fill(&cl, ENTRIES, 220, at, &applied);
 	printf("measure: %d of %d nodes took a snapshot after %llu entries (threshold 1000000 "
 	       "entries, %s log bytes)\n",
-	       with, cl.n, (unsigned long long)st->applied_index, LOG_BYTES);
-	assert_true(st->applied_index < 1000);
-	raftlock__status_info__free_unpacked(st, NULL);
+	       with, cl.n, (unsigned long long)applied, LOG_BYTES);
+	assert_true(applied < 1000);
 	assert_int_equal(with, cl.n);
 	printf("measure: first snapshots at indexes %llu, %llu, %llu\n", at[0], at[1], at[2]);
 	assert_true(at[0] != at[1] && at[1] != at[2] && at[0] != at[2]);
-	raftlock_session_close(s);
-	raftlock_client_close(c);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* The log after a snapshot is also bounded by the time its entries took
+ * to apply (--snapshot-replay-ms): a restart, or a member sent that
+ * snapshot, replays them in one loop turn. With neither the entry count
+ * nor the bytes anywhere near their limits, small entries whose applying
+ * took more than 1 ms in all take a snapshot on every node. */
+static void slow_entries_take_a_snapshot(void **state)
+{
+	(void)state;
+	struct tcluster cl;
+	memset(&cl, 0, sizeof cl);
+	cl.snapshot_threshold = 1000000;
+	cl.extra_args[0] = "--snapshot-log-bytes";
+	cl.extra_args[1] = "1099511627776"; /* 2^40 */
+	cl.extra_args[2] = "--snapshot-replay-ms";
+	cl.extra_args[3] = "1";
+	tcluster_start(&cl, 3, 500);
+	unsigned long long at[3];
+	uint64_t applied;
+	int with = fill(&cl, 300, 8, at, &applied);
+	printf("measure: %d of %d nodes took a snapshot after %llu entries (1 ms of applying)\n",
+	       with, cl.n, (unsigned long long)applied);
+	assert_int_equal(with, cl.n);
+	assert_true(applied < 1000);
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
@@ -96,6 +136,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(large_entries_take_a_snapshot),
+		cmocka_unit_test(slow_entries_take_a_snapshot),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));

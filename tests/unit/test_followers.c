@@ -63,10 +63,12 @@ int raft_transfer(struct raft *r, struct raft_transfer *req, raft_id id, raft_tr
 	return 0;
 }
 
+static raft_index fake_applied = 100;
+
 raft_index raft_last_applied(struct raft *r)
 {
 	(void)r;
-	return 100;
+	return fake_applied;
 }
 
 const char *raft_strerror(int errnum)
@@ -75,9 +77,23 @@ const char *raft_strerror(int errnum)
 	return "fake";
 }
 
-void node_snapshot_soon(struct node *n)
+static int snapshots_asked;
+
+static uint64_t snapshot_member;
+
+void node_snapshot_for(struct node *n, uint64_t member)
+{
+	snapshot_member = member;
+	n->snapshot_soon = true;
+	snapshots_asked++;
+}
+
+#define LOG_LIMIT (32u << 20)
+
+uint64_t node_log_limit(const struct node *n)
 {
 	(void)n;
+	return LOG_LIMIT;
 }
 
 void node_note_feature_level(struct node *n, uint64_t id, uint32_t level)
@@ -163,6 +179,9 @@ static int setup(void **state)
 	fake_role = RAFT_LEADER;
 	fake_leader = 1;
 	transfers = 0;
+	fake_applied = 100;
+	snapshots_asked = 0;
+	snapshot_member = 0;
 	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node, NULL);
 	*state = f;
 	return 0;
@@ -310,6 +329,101 @@ static void test_backoff_after_failed_transfers(void **state)
 	assert_int_equal(f->fw.next_transfer_ms, 0);
 }
 
+/* Member 2 answers twice with its log at last_index, applied as far (the
+ * first answer only shows where it stands: a new snapshot is never forced
+ * toward a member whose applied index moves). */
+static void answer_still(struct fx *f, uint64_t last_index)
+{
+	answer(f, last_index);
+	answer(f, last_index);
+}
+
+/* A wiped member (match 0) is sent the leader's last snapshot and every
+ * entry after it. The leader takes a new snapshot first when that tail is
+ * a quarter of the log limit in bytes, even though it is only a few
+ * entries (under the snapshot threshold); not when it is smaller. */
+static void test_catch_up_by_bytes(void **state)
+{
+	struct fx *f = *state;
+	match[2] = 0;
+	fake_applied = 10000;
+	f->node.snapshot_index = 9900; /* 100 entries old: under the threshold */
+	f->node.log_entries_kept = 50;
+	f->node.log_bytes_new = LOG_LIMIT / 4 - 1;
+	answer_still(f, 0);
+	assert_int_equal(snapshots_asked, 0);
+	f->node.log_bytes_new = LOG_LIMIT / 4;
+	answer_still(f, 0);
+	assert_int_equal(snapshots_asked, 1);
+	assert_int_equal(snapshot_member, 2); /* its lag keeps no entries */
+	assert_int_equal(transfers, 0);       /* not a lost member: nothing was matched */
+}
+
+/* Bytes count only for a member that will be sent the last snapshot: one
+ * within the entries that snapshot kept replays from its own log, and a
+ * new snapshot would not shorten that. */
+static void test_catch_up_within_kept_entries(void **state)
+{
+	struct fx *f = *state;
+	match[2] = 0;
+	fake_applied = 10000;
+	f->node.snapshot_index = 9900;
+	f->node.log_entries_kept = 50;
+	f->node.log_bytes_new = LOG_LIMIT;
+	answer_still(f, 9850); /* the first entry the snapshot kept: no */
+	assert_int_equal(snapshots_asked, 0);
+	answer_still(f, 9849);
+	assert_int_equal(snapshots_asked, 1);
+}
+
+/* A member whose applied index moves between two answers may be writing a
+ * snapshot of its own (libraft 0.22.1 crashes it if it is sent one then):
+ * no new snapshot for it, however long the tail; nor while one is already
+ * wanted. One that applied nothing needs no second answer: it has nothing
+ * to snapshot, and the sooner the new snapshot comes the less of the old
+ * one it receives first. */
+static void test_catch_up_not_while_moving(void **state)
+{
+	struct fx *f = *state;
+	match[2] = 0;
+	fake_applied = 10000;
+	f->node.snapshot_index = 9900;
+	f->node.log_bytes_new = LOG_LIMIT;
+	answer(f, 10);
+	answer(f, 20);
+	answer(f, 30);
+	assert_int_equal(snapshots_asked, 0);
+	f->node.snapshot_soon = true;
+	answer_still(f, 30);
+	assert_int_equal(snapshots_asked, 0);
+	f->node.snapshot_soon = false;
+	answer(f, 30);
+	assert_int_equal(snapshots_asked, 1);
+
+	f->node.snapshot_soon = false;
+	f->fw.members[0].applied_seen = false; /* a new incarnation's first answer */
+	answer(f, 0);
+	assert_int_equal(snapshots_asked, 2);
+}
+
+/* By entries, as before: a member more than the snapshot threshold (1000)
+ * behind while the last snapshot is as old, whatever the bytes. */
+static void test_catch_up_by_entries(void **state)
+{
+	struct fx *f = *state;
+	match[2] = 0;
+	fake_applied = 10000;
+	f->node.snapshot_index = 9000; /* exactly the threshold: no */
+	answer_still(f, 10);
+	assert_int_equal(snapshots_asked, 0);
+	f->node.snapshot_index = 8999;
+	answer_still(f, 10);
+	assert_int_equal(snapshots_asked, 1);
+	f->node.snapshot_soon = false;
+	answer_still(f, 9000); /* exactly the threshold behind: no */
+	assert_int_equal(snapshots_asked, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +433,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lost_member_hands_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backoff_after_failed_transfers, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_catch_up_by_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catch_up_within_kept_entries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catch_up_not_while_moving, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catch_up_by_entries, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
