@@ -132,6 +132,7 @@ struct node {
 	 * their changes to the watches (watch.h). */
 	uint64_t start_applied;
 	size_t state_bytes; /* size of the last snapshot image */
+	uint64_t dump_ns;   /* the loop's time taking the last snapshot */
 	unsigned trailing;  /* trailing entries asked of libraft */
 	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
 
