@@ -580,7 +580,9 @@ int scale_logmem(struct rlbench *b)
 	free(sj.sessions);
 	fprintf(stderr, "rlbench: logmem: %lu locks held after %.1f s\n", held, t_fill);
 
-	double rss_max[OPTIONS_PIDS_MAX] = {0}, raft_max[OPTIONS_PIDS_MAX] = {0};
+	/* RSS is read every second (rss_last), the rest every LOGMEM_SAMPLE_S */
+	double rss_max[OPTIONS_PIDS_MAX] = {0}, rss_last[OPTIONS_PIDS_MAX] = {0};
+	double raft_max[OPTIONS_PIDS_MAX] = {0};
 	double cpu0[OPTIONS_PIDS_MAX];
 	for (size_t i = 0; i < o->n_pids; i++)
 		cpu0[i] = stats_proc_cpu(&o->pids[i], 1);
@@ -589,8 +591,8 @@ int scale_logmem(struct rlbench *b)
 	while (stats_now() < end) {
 		if (stats_now() >= next_rss) {
 			for (size_t i = 0; i < o->n_pids; i++) {
-				double rss = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
-				rss_max[i] = rss > rss_max[i] ? rss : rss_max[i];
+				rss_last[i] = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
+				rss_max[i] = rss_last[i] > rss_max[i] ? rss_last[i] : rss_max[i];
 			}
 			next_rss += 1;
 		}
@@ -600,13 +602,11 @@ int scale_logmem(struct rlbench *b)
 					   stats_now() - t0);
 			logmem_snapshot_bytes = 0;
 			for (size_t i = 0; i < o->n_pids; i++) {
-				double rss = (double)stats_proc_rss_kib(o->pids[i]) / 1024;
 				double raft = logmem_raft_mib(o->data_dirs, i);
-				rss_max[i] = rss > rss_max[i] ? rss : rss_max[i];
 				raft_max[i] = raft > raft_max[i] ? raft : raft_max[i];
 				len += snprintf(line + len, sizeof line - (size_t)len,
 						" | node %zu rss %.1f MiB raft dir %.1f MiB", i + 1,
-						rss, raft);
+						rss_last[i], raft);
 			}
 			fprintf(stderr, "%s | snapshot %.1f MiB\n", line,
 				logmem_snapshot_bytes / (1 << 20));
