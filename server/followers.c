@@ -259,13 +259,10 @@ static void hand_over(struct followers *fw, uint64_t lost)
 }
 
 /* A member far behind is sent this leader's last snapshot and then every
- * entry after it. When that tail is long, replaying it takes far longer
- * than restoring a new snapshot (at a million locks: 10,000 entries, 28 MB,
- * took 28 s against about a second): take a new one first. Long means
- * more than the snapshot threshold in entries, or, for a member that will
- * be sent the last snapshot (behind the entries it kept), a quarter of the
- * log limit in bytes. Bounded: at most one per that many entries or bytes
- * of log, and only while a member lags. */
+ * entry after it. When that snapshot is old too, replaying its tail takes
+ * far longer than restoring a new one (at a million locks: a minute against
+ * a second): take a new one first. Bounded: at most one per
+ * snapshot-threshold entries, and only while a member lags. */
 static void catch_up(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct node *n = fw->node;
@@ -274,31 +271,24 @@ static void catch_up(struct followers *fw, struct follower *f, const Raftlock__S
 	/* A member that applies entries takes snapshots of its own, and
 	 * libraft 0.22.1 crashes a member that is sent one while it writes
 	 * its own (RAFT-NOTES.md): force none toward a member whose applied
-	 * index moved since the previous answer (FOLLOWERS_CHECK_MS ago). One
-	 * that applied nothing (replaced, or new) has nothing to snapshot: at
-	 * once, before this leader's last snapshot reaches it, a new one
-	 * replaces that in its catch-up. */
-	bool moving =
-		st->applied_index != 0 && (!f->applied_seen || st->applied_index != f->applied);
+	 * index moved since the previous answer (FOLLOWERS_CHECK_MS ago). */
+	bool moving = !f->applied_seen || st->applied_index != f->applied;
 	f->applied = st->applied_index;
 	f->applied_seen = true;
-	if (moving || n->snapshot_soon)
+	if (moving)
 		return;
 	/* A new snapshot helps only a member behind the log it leaves. */
 	uint64_t spacing = fw->cfg->snapshot_threshold > fw->cfg->snapshot_trailing
 				   ? fw->cfg->snapshot_threshold
 				   : fw->cfg->snapshot_trailing;
-	bool by_entries = applied > last_index + spacing && applied > n->snapshot_index + spacing;
-	bool gets_snapshot = last_index + n->log_entries_kept < n->snapshot_index;
-	bool by_bytes = gets_snapshot && n->log_bytes_new >= node_log_limit(n) / 4;
-	if (!by_entries && !by_bytes)
+	if (n->snapshot_soon || applied <= last_index + spacing ||
+	    applied <= n->snapshot_index + spacing)
 		return;
-	log_info("member %llu is %llu entries behind and the last snapshot %llu entries "
-		 "(%llu bytes) old: taking a new one for it",
+	log_info("member %llu is %llu entries behind and the last snapshot %llu entries old: "
+		 "taking a new one for it",
 		 (unsigned long long)id, (unsigned long long)(applied - last_index),
-		 (unsigned long long)(applied - n->snapshot_index),
-		 (unsigned long long)n->log_bytes_new);
-	node_snapshot_for(n, id);
+		 (unsigned long long)(applied - n->snapshot_index));
+	node_snapshot_soon(n);
 }
 
 void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)

@@ -17,11 +17,9 @@
  * and log. libraft refuses writes while a transfer is pending: one lasts at most an election
  * timeout, and after one that did not hand over the next waits, backing off exponentially
  * (followers_backoff_ms). A member that lags by more than the snapshot threshold while this
- * leader's last snapshot is as old, or that will be sent that snapshot while the log after it
- * holds a quarter of the log limit in bytes, makes it take a new snapshot first
- * (node_snapshot_for), so that the member restores a recent state instead of replaying a long
- * log; but not while the member's applied index moves (it may be writing a snapshot of its own,
- * see docs/RAFT-NOTES.md).
+ * leader's last snapshot is as old makes it take a new snapshot first (node_snapshot_soon), so that
+ * the member restores a recent state instead of replaying a long log; but not while the member's
+ * applied index moves (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
  *
  * While this node follows a leader that sends no readiness report (a build
  * older than the reports, status.h), the same connection machinery asks

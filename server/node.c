@@ -173,8 +173,7 @@ uint64_t node_log_limit(const struct node *n)
 }
 
 /* On a leader, the entries the member furthest behind still lacks (0 on a
- * follower), but for the member the snapshot is taken for (it is to get
- * that snapshot, not the entries). */
+ * follower). */
 static uint64_t leader_lag(struct node *n)
 {
 	if (raft_state(&n->raft) != RAFT_LEADER)
@@ -183,8 +182,8 @@ static uint64_t leader_lag(struct node *n)
 	for (unsigned i = 0; i < n->raft.configuration.n; i++) {
 		raft_index m;
 		uint64_t id = n->raft.configuration.servers[i].id;
-		if (id != n->cfg->id && id != n->snapshot_for &&
-		    raft_match_index(&n->raft, id, &m) == 0 && m < applied && applied - m > lag)
+		if (id != n->cfg->id && raft_match_index(&n->raft, id, &m) == 0 && m < applied &&
+		    applied - m > lag)
 			lag = applied - m;
 	}
 	return lag;
@@ -250,7 +249,6 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 		/* not at every entry from now on, should a snapshot have been
 		 * asked for soon (threshold 1) */
 		n->snapshot_soon = false;
-		n->snapshot_for = 0;
 		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
 		/* nor at every entry for the log's bytes: after another limit */
 		n->log_bytes_new = 0;
@@ -270,7 +268,6 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	uint64_t log_bytes = n->log_bytes_kept + n->log_bytes_new;
 	double replay_ms = (double)n->apply_ns_new / 1e6;
 	set_trailing_by_bytes(n);
-	n->snapshot_for = 0;
 	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
 	 * them so that the log between two of them is about as large as the
 	 * state itself (entries average well over 64 bytes). The log's bytes
@@ -365,12 +362,11 @@ static void snapshot_barrier_done(struct raft_barrier *req, int status)
 	free(req);
 }
 
-void node_snapshot_for(struct node *n, uint64_t member)
+void node_snapshot_soon(struct node *n)
 {
 	if (n->snapshot_soon)
 		return;
 	n->snapshot_soon = true;
-	n->snapshot_for = member;
 	raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
 	struct raft_barrier *req = calloc(1, sizeof *req);
 	if (req == NULL)

@@ -110,7 +110,6 @@ struct node {
 	uint64_t snapshots_restored; /* restores that replaced the store */
 	uint64_t snapshot_index;     /* of the last snapshot taken or restored */
 	bool snapshot_soon;          /* one is wanted at the next applied entry */
-	uint64_t snapshot_for;       /* the member it is wanted for, 0: none */
 	uint64_t snapshots_taken;
 	/* A snapshot was taken and the heap not yet trimmed (trim_after_snapshot). */
 	bool trim_due;
@@ -194,13 +193,11 @@ int node_reload_peer_tls(struct node *n, char *err, size_t errlen);
 /*
  * Takes a snapshot at the next applied entry instead of waiting for the
  * snapshot threshold; a leader also proposes a barrier so that one comes.
- * For member, a follower far behind: it then gets a recent snapshot and a
- * short log tail, not an old snapshot and every entry since (replaying is
- * far slower than restoring). So this snapshot's compaction keeps no
- * entries for member's lag, as it does for other members (node.c,
- * set_trailing_by_bytes). Nothing when a snapshot is already wanted.
+ * For a follower far behind: it then gets a recent snapshot and a short log
+ * tail, not an old snapshot and every entry since (replaying is far slower
+ * than restoring).
  */
-void node_snapshot_for(struct node *n, uint64_t member);
+void node_snapshot_soon(struct node *n);
 
 /*
  * The byte limit of the raft log held in memory: max(snapshot-log-bytes,

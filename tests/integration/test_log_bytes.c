@@ -20,6 +20,7 @@
 
 #define ENTRIES 600 /* one acquire each, about 300 bytes */
 #define LOG_BYTES "65536"
+#define SMALL_ENTRIES 300 /* one acquire each, of a short name */
 
 /* Number of snapshot files in node i's raft directory; the lowest index
  * of one in *first (snapshot-<term>-<index>-<time>). */
@@ -42,6 +43,29 @@ static int snapshots_on_disk(struct tcluster *cl, int i, unsigned long long *fir
 			*first = index;
 	}
 	closedir(d);
+	return n;
+}
+
+/* Node i's snapshots as its log reports them: how many, and how long the
+ * entries before its first one took to apply (ms, as logged). */
+static int snapshots_logged(struct tcluster *cl, int i, double *first_apply_ms)
+{
+	char path[320], line[2048];
+	snprintf(path, sizeof path, "%s/n%d.log", cl->dir, i + 1);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	int n = 0;
+	*first_apply_ms = -1;
+	while (fgets(line, sizeof line, f) != NULL) {
+		const char *at = strstr(line, "snapshot at index");
+		if (at == NULL)
+			continue;
+		const char *applied = strstr(at, "applied in ");
+		assert_non_null(applied);
+		if (n++ == 0)
+			*first_apply_ms = strtod(applied + strlen("applied in "), NULL);
+	}
+	fclose(f);
 	return n;
 }
 
@@ -121,14 +145,26 @@ static void slow_entries_take_a_snapshot(void **state)
 	cl.extra_args[1] = "1099511627776"; /* 2^40 */
 	cl.extra_args[2] = "--snapshot-replay-ms";
 	cl.extra_args[3] = "1";
+	cl.extra_args[4] = "--log-level"; /* the snapshot lines are at info */
+	cl.extra_args[5] = "info";
 	tcluster_start(&cl, 3, 500);
 	unsigned long long at[3];
 	uint64_t applied;
-	int with = fill(&cl, 300, 8, at, &applied);
+	int with = fill(&cl, SMALL_ENTRIES, 8, at, &applied);
 	printf("measure: %d of %d nodes took a snapshot after %llu entries (1 ms of applying)\n",
 	       with, cl.n, (unsigned long long)applied);
 	assert_int_equal(with, cl.n);
 	assert_true(applied < 1000);
+	/* Each came once its entries had taken the limit to apply (later on
+	 * the members further in the configuration), not at every entry. */
+	for (int i = 0; i < cl.n; i++) {
+		double first_ms;
+		int n = snapshots_logged(&cl, i, &first_ms);
+		printf("measure: node %d: %d snapshots, the first after %.0f ms of applying\n",
+		       i + 1, n, first_ms);
+		assert_true(n >= 1 && n <= SMALL_ENTRIES / 2);
+		assert_true(first_ms >= 1);
+	}
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
