@@ -56,10 +56,6 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A port that is free now and outside the kernel's ephemeral range
- * (32768 and up here): a node restarted later must find its port still
- * free, and an ephemeral port can meanwhile be taken by any outgoing
- * connection. Each test process starts at its own offset. */
 /* Test processes run side by side (ctest -j) and each picks its ports
  * in one range. A node that a test stops keeps its ports for its restart,
  * but nothing holds them meanwhile: another process could take one, and
@@ -86,6 +82,10 @@ static int claim_port(int port)
 	return fd; /* kept open by the caller: the claim lasts as long as it is */
 }
 
+/* A port that is free now and outside the kernel's ephemeral range
+ * (32768 and up here): a node restarted later must find its port still
+ * free, and an ephemeral port can meanwhile be taken by any outgoing
+ * connection. Each test process starts at its own offset. */
 static int free_port(void)
 {
 	static unsigned next;
@@ -410,11 +410,17 @@ int tcluster_shell(const char *fmt, ...)
 	return system(cmd);
 }
 
+FILE *tcluster_log_open(const struct tcluster *c, int i)
+{
+	char path[320];
+	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
+	return fopen(path, "r");
+}
+
 int tcluster_log_count(struct tcluster *c, int i, const char *text)
 {
-	char path[320], line[2048];
-	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
-	FILE *f = fopen(path, "r");
+	char line[2048];
+	FILE *f = tcluster_log_open(c, i);
 	int n = 0;
 	while (f != NULL && fgets(line, sizeof line, f) != NULL)
 		n += strstr(line, text) != NULL;
@@ -431,9 +437,8 @@ bool tcluster_log_has(struct tcluster *c, int i, const char *text)
 /* Counts sanitizer reports in node i's log (every start appends to it). */
 static int sanitizer_reports(struct tcluster *c, int i)
 {
-	char path[320], line[512];
-	snprintf(path, sizeof path, "%s/n%d.log", c->dir, i + 1);
-	FILE *f = fopen(path, "r");
+	char line[512];
+	FILE *f = tcluster_log_open(c, i);
 	int n = 0;
 	if (f == NULL)
 		return 0;

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "raftlock.pb-c.h"
@@ -134,6 +135,10 @@ bool tcluster_log_has(struct tcluster *c, int i, const char *text);
 /* Runs a shell command made from a printf format; returns its exit status
  * as system() does. */
 int tcluster_shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Node i's log (every start appends to it), open for reading; NULL when
+ * the node never started. The caller closes it. */
+FILE *tcluster_log_open(const struct tcluster *c, int i);
 
 /* The number of lines of node i's log that contain text. */
 int tcluster_log_count(struct tcluster *c, int i, const char *text);

@@ -50,9 +50,8 @@ static int snapshots_on_disk(struct tcluster *cl, int i, unsigned long long *fir
  * entries before its first one took to apply (ms, as logged). */
 static int snapshots_logged(struct tcluster *cl, int i, double *first_apply_ms)
 {
-	char path[320], line[2048];
-	snprintf(path, sizeof path, "%s/n%d.log", cl->dir, i + 1);
-	FILE *f = fopen(path, "r");
+	char line[2048];
+	FILE *f = tcluster_log_open(cl, i);
 	assert_non_null(f);
 	int n = 0;
 	*first_apply_ms = -1;

@@ -284,10 +284,9 @@ static void lost_quorum_is_not_ready(void **state)
  * "node":<id>,"msg":"..."}. Returns the number of lines. */
 static int json_lines(int i, bool *leader_ready)
 {
-	char path[320], line[8192], want[64];
-	snprintf(path, sizeof path, "%s/n%d.log", cl.dir, i + 1);
+	char line[8192], want[64];
 	snprintf(want, sizeof want, "\",\"node\":%d,\"msg\":\"", i + 1);
-	FILE *f = fopen(path, "r");
+	FILE *f = tcluster_log_open(&cl, i);
 	assert_non_null(f);
 	int n = 0;
 	while (fgets(line, sizeof line, f) != NULL) {
