@@ -105,8 +105,11 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 		return;
 	/* Only a queued acquire waits: the others hold, and hold on. */
 	if (has_pending(sess)) {
-		for (size_t i = 0; i < sess->n_locks && !w->cycle; i++) {
-			Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[i]);
+		struct session_locks names = apply_names(a);
+		size_t n_names;
+		char **name = session_locks_names(&names, sess, &n_names);
+		for (size_t i = 0; i < n_names && !w->cycle; i++) {
+			Raftlock__LockRecord *lock = store_get_lock(st, a->txn, name[i]);
 			if (lock == NULL)
 				continue;
 			for (size_t j = 0; j < lock->n_waiters; j++)
@@ -114,6 +117,7 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 					push_edges(w, lock, j, id);
 			raftlock__lock_record__free_unpacked(lock, NULL);
 		}
+		session_locks_free(name, n_names);
 	}
 	raftlock__session_record__free_unpacked(sess, NULL);
 }

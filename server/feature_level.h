@@ -26,7 +26,10 @@
  * bind_grace_ms (fields an older build would drop, and so hold, or keep
  * bound, what the others revoke); 4, snapshot and backup images summed by
  * words (RLSNAP05, FEATURES_IMAGE_WORDS), which an older build refuses to
- * load: no new command. A build made with
+ * load: no new command; 5, the names a session holds or awaits in a table
+ * of their own (session_locks.h, FEATURES_SESSION_LOCK_INDEX), moved there
+ * from the session records by the apply that records level 5, and
+ * RLSNAP06 images that carry that table: no new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -42,7 +45,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 4u
+#define FEATURE_LEVEL 5u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -57,6 +60,12 @@
 /* The level from which snapshots are RLSNAP05 images, summed by words
  * (image.h, store.h): an older build cannot read them. */
 #define FEATURES_IMAGE_WORDS 4u
+
+/* The level from which a session's names are rows of the session_locks
+ * table, not a list in its record (session_locks.h): an acquire then
+ * rewrites one row and a small record, however many names the session
+ * has. */
+#define FEATURES_SESSION_LOCK_INDEX 5u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

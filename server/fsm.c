@@ -289,11 +289,14 @@ void save_lock(struct apply *a, Raftlock__LockRecord *lock)
 		store_put_lock(a->fsm->store, a->txn, lock);
 }
 
-/* Drops `name` from the session's list once it neither holds nor awaits it. */
-void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockRecord *lock)
+/* Drops `name` from the session's names once it neither holds nor awaits it. */
+void forget_lock_if_done(struct apply *a, Raftlock__SessionRecord *sess,
+			 const Raftlock__LockRecord *lock)
 {
-	if (!records_session_on_lock(lock, sess->id))
-		records_remove_name(sess, lock->name);
+	if (!records_session_on_lock(lock, sess->id)) {
+		struct session_locks names = apply_names(a);
+		session_locks_remove(&names, sess, lock->name);
+	}
 }
 
 /* ------------------------------------------------------------ sessions -- */
@@ -303,8 +306,11 @@ void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockReco
 static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool expired)
 {
 	struct store *st = a->fsm->store;
-	for (size_t i = 0; i < sess->n_locks; i++) {
-		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[i]);
+	struct session_locks names = apply_names(a);
+	size_t n_names;
+	char **name = session_locks_names(&names, sess, &n_names);
+	for (size_t i = 0; i < n_names; i++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, name[i]);
 		if (lock == NULL)
 			continue;
 		bool held = false;
@@ -340,6 +346,8 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 		save_lock(a, lock);
 		raftlock__lock_record__free_unpacked(lock, NULL);
 	}
+	session_locks_free(name, n_names);
+	session_locks_end(&names, sess);
 	if (sess->nonce != 0)
 		store_del_nonce(st, a->txn, sess->nonce);
 	store_identity_sessions_add(st, a->txn, sess->identity, -1);
@@ -438,14 +446,18 @@ static void resume_waits(struct apply *a, uint64_t id)
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
 	if (sess == NULL)
 		return;
-	for (size_t j = 0; j < sess->n_locks; j++) {
-		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, sess->locks[j]);
+	struct session_locks names = apply_names(a);
+	size_t n_names;
+	char **name = session_locks_names(&names, sess, &n_names);
+	for (size_t j = 0; j < n_names; j++) {
+		Raftlock__LockRecord *lock = store_get_lock(st, a->txn, name[j]);
 		if (lock == NULL)
 			continue;
 		grant_waiters(a, lock, sess);
 		save_lock(a, lock);
 		raftlock__lock_record__free_unpacked(lock, NULL);
 	}
+	session_locks_free(name, n_names);
 	store_put_session(st, a->txn, sess);
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
@@ -592,7 +604,9 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 		res.status = RAFTLOCK_EBUSY; /* this handle already waits */
 		goto out;
 	}
-	if (sess->n_locks >= FSM_MAX_SESSION_LOCKS && !records_has_name(sess, op->name)) {
+	struct session_locks names = apply_names(a);
+	if (session_locks_count(&names, sess) >= FSM_MAX_SESSION_LOCKS &&
+	    !session_locks_has(&names, sess, op->name)) {
 		res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_LOCKS_PER_SESSION, FSM_MAX_SESSION_LOCKS);
 		goto out;
 	}
@@ -646,7 +660,7 @@ static Raftlock__Result do_acquire(struct apply *a, Raftlock__SessionRecord *ses
 						   .seq = w->seq,
 						   .deadline = w->deadline});
 	}
-	records_add_name(sess, lock->name);
+	session_locks_add(&names, sess, lock->name);
 out:
 	save_lock(a, lock);
 	raftlock__lock_record__free_unpacked(lock, NULL);
@@ -672,7 +686,7 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 	} else {
 		note_holder_gone(a, lock, (size_t)i, RAFTLOCK__WATCH_KIND__WATCH_RELEASED);
 		remove_holder(a, lock, (size_t)i);
-		forget_lock_if_done(sess, lock);
+		forget_lock_if_done(a, sess, lock);
 		grant_waiters(a, lock, sess);
 	}
 	save_lock(a, lock);
@@ -700,7 +714,7 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 		records_remove_waiter(lock, (size_t)i);
 		Raftlock__Result canceled = result_of(RAFTLOCK_ECANCELED);
 		finish_wait(a, sess, op->acquire_seq, &canceled);
-		forget_lock_if_done(sess, lock);
+		forget_lock_if_done(a, sess, lock);
 		grant_waiters(a, lock, sess); /* a removed writer may unblock readers */
 	} else {
 		const Raftlock__Outcome *o = records_find_outcome(sess, op->acquire_seq);
@@ -752,7 +766,7 @@ static void do_wait_expire(struct apply *a, const Raftlock__WaitExpire *op)
 		if (sess != NULL) {
 			Raftlock__Result res = result_of(RAFTLOCK_ETIMEDOUT);
 			finish_wait(a, sess, op->acquire_seq, &res);
-			forget_lock_if_done(sess, lock);
+			forget_lock_if_done(a, sess, lock);
 			store_put_session(st, a->txn, sess);
 			raftlock__session_record__free_unpacked(sess, NULL);
 		}
@@ -791,7 +805,7 @@ static void revoke_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
 	a->fsm->stats.revocations++;
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, session);
 	if (sess != NULL) {
-		forget_lock_if_done(sess, lock);
+		forget_lock_if_done(a, sess, lock);
 		store_put_session(st, a->txn, sess);
 		raftlock__session_record__free_unpacked(sess, NULL);
 	}
@@ -1033,8 +1047,11 @@ static void raise_feature_level(struct apply *a, uint32_t level)
 			  "supports level %u: start a build of level %u or more on this data "
 			  "directory",
 			  (unsigned long long)a->index, level, FEATURE_LEVEL, level);
+	uint32_t before = features_recorded(a->meta->feature_level);
 	if (level > a->meta->feature_level)
 		a->meta->feature_level = level;
+	if (before < FEATURES_SESSION_LOCK_INDEX && level >= FEATURES_SESSION_LOCK_INDEX)
+		session_locks_move(a->fsm->store, a->txn);
 }
 
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
@@ -1288,6 +1305,8 @@ void fsm_restore_base(struct fsm *f, uint64_t image_sum)
 		Raftlock__SessionRecord *sess = store_get_session(st, a.txn, sessions.v[i]);
 		if (sess->nonce != 0)
 			store_del_nonce(st, a.txn, sess->nonce);
+		store_identity_sessions_add(st, a.txn, sess->identity, -1);
+		store_drop_session_locks(st, a.txn, sess->id);
 		store_del_lease(st, a.txn, sess->id);
 		store_del_session(st, a.txn, sess->id);
 		raftlock__session_record__free_unpacked(sess, NULL);

@@ -18,6 +18,7 @@
 
 #include "fsm.h"
 #include "multilock.h"
+#include "session_locks.h"
 
 /* Everything one apply needs, passed to every command. */
 struct apply {
@@ -81,9 +82,17 @@ void grant_waiters(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessio
 /* Stores the lock, or deletes it when nothing refers to it any more. */
 void save_lock(struct apply *a, Raftlock__LockRecord *lock);
 
-/* Drops the lock from the session's list once it neither holds nor awaits
- * it. */
-void forget_lock_if_done(Raftlock__SessionRecord *sess, const Raftlock__LockRecord *lock);
+/* Where this apply keeps the names of a session (session_locks.h): the
+ * level may rise within an entry, so ask each time. */
+static inline struct session_locks apply_names(const struct apply *a)
+{
+	return session_locks_at(a->fsm->store, a->txn, a->meta);
+}
+
+/* Drops the lock from the session's names once it neither holds nor
+ * awaits it. */
+void forget_lock_if_done(struct apply *a, Raftlock__SessionRecord *sess,
+			 const Raftlock__LockRecord *lock);
 
 /*
  * The lock an acquire names (created in memory if new) and the mode and

@@ -199,7 +199,7 @@ void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessi
 		if (j >= 0) {
 			note_waiter_gone(a, l, (size_t)j, status);
 			records_remove_waiter(l, (size_t)j);
-			forget_lock_if_done(sess, l);
+			forget_lock_if_done(a, sess, l);
 			if (j == 0)
 				note_queue(a, l->name); /* a new head */
 			save_lock(a, l);
@@ -227,12 +227,14 @@ static bool items_valid(const Raftlock__MultiAcquire *op)
 }
 
 /* The session may hold or await this many more names. */
-static bool session_has_room(const Raftlock__SessionRecord *sess, const Raftlock__MultiAcquire *op)
+static bool session_has_room(struct apply *a, const Raftlock__SessionRecord *sess,
+			     const Raftlock__MultiAcquire *op)
 {
+	struct session_locks names = apply_names(a);
 	size_t fresh = 0;
 	for (size_t i = 0; i < op->n_items; i++)
-		fresh += !records_has_name(sess, op->items[i]->name);
-	return sess->n_locks + fresh <= FSM_MAX_SESSION_LOCKS;
+		fresh += !session_locks_has(&names, sess, op->items[i]->name);
+	return session_locks_count(&names, sess) + fresh <= FSM_MAX_SESSION_LOCKS;
 }
 
 /* One queued set: a waiter on every lock, the set in the session. */
@@ -241,6 +243,7 @@ static void queue_set(struct apply *a, Raftlock__SessionRecord *sess, const Raft
 		      const uint32_t *permits)
 {
 	const Raftlock__MultiAcquire *op = cmd->multi_acquire;
+	struct session_locks names = apply_names(a);
 	uint64_t deadline = op->wait_ms ? a->now + op->wait_ms : 0;
 	for (size_t i = 0; i < op->n_items; i++) {
 		Raftlock__Waiter *w = records_add_waiter(locks[i]);
@@ -254,7 +257,7 @@ static void queue_set(struct apply *a, Raftlock__SessionRecord *sess, const Raft
 		w->multi = true;
 		note_change(a, RAFTLOCK__WATCH_KIND__WATCH_QUEUED, locks[i]->name, w->session,
 			    w->owner, 0, w->mode, w->permits, 0);
-		records_add_name(sess, locks[i]->name);
+		session_locks_add(&names, sess, locks[i]->name);
 		contention_count(&a->fsm->stats.contention, locks[i]->name, a->now);
 	}
 	add_set(sess, cmd->seq, op);
@@ -274,10 +277,11 @@ static void grant_set(struct apply *a, Raftlock__SessionRecord *sess,
 		      const Raftlock__MultiAcquire *op, Raftlock__LockRecord **locks,
 		      const Raftlock__Mode *modes, const uint32_t *permits, Raftlock__Result *res)
 {
+	struct session_locks names = apply_names(a);
 	for (size_t i = 0; i < op->n_items; i++) {
 		a->multi.tokens[i] =
 			grant(a, locks[i], sess->id, op->owner, modes[i], permits[i], NULL)->token;
-		records_add_name(sess, locks[i]->name);
+		session_locks_add(&names, sess, locks[i]->name);
 	}
 	res->token = a->multi.tokens[0];
 	res->count = 1;
@@ -291,7 +295,7 @@ Raftlock__Result multilock_acquire(struct apply *a, Raftlock__SessionRecord *ses
 	const Raftlock__MultiAcquire *op = cmd->multi_acquire;
 	if (!items_valid(op))
 		return result_of(RAFTLOCK_EINVAL);
-	if (!session_has_room(sess, op))
+	if (!session_has_room(a, sess, op))
 		return refuse_limit(RAFTLOCK__LIMIT__LIMIT_LOCKS_PER_SESSION,
 				    FSM_MAX_SESSION_LOCKS);
 	size_t n = op->n_items, opened = 0;

@@ -7,6 +7,7 @@
 #include "auth.h"
 #include "log.h"
 #include "raftlock.h"
+#include "session_locks.h"
 
 #define READ_PAGE_DEFAULT 100
 #define READ_PAGE_MAX 1000
@@ -208,9 +209,12 @@ struct list_sessions_ctx {
 	const struct reply *reply;
 	struct store *store;
 	MDB_txn *txn;
+	struct session_locks names;
 	Raftlock__SessionInfo *infos;
 	Raftlock__SessionInfo **ptrs;
 	Raftlock__SessionRecord **recs;
+	char ***names_of; /* per session: its names (session_locks_names) */
+	size_t *n_names;
 	char ***shown; /* per session: the locks shown when filtered, or NULL */
 	size_t n, limit;
 	size_t bytes;
@@ -235,19 +239,26 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 		info->deadline = 0;
 	info->owner = rec->owner;
 	info->opened_time = rec->opened_time;
-	info->locks = rec->locks;
-	info->n_locks = rec->n_locks;
+	size_t n_names;
+	char **names = session_locks_names(&ctx->names, rec, &n_names);
+	ctx->names_of[ctx->n] = names;
+	ctx->n_names[ctx->n] = n_names;
+	if (ctx->names.indexed) /* not in the record's size */
+		for (size_t i = 0; i < n_names; i++)
+			ctx->bytes += strlen(names[i]) + 3;
+	info->locks = names;
+	info->n_locks = n_names;
 	const struct reply *r = ctx->reply;
 	if (r->who != NULL && !auth_sees_session(&r->view, r->who->identity, rec)) {
 		/* Someone else's session: no owner, only the locks it may read. */
 		info->owner = NULL;
-		char **shown = calloc(rec->n_locks + 1, sizeof *shown);
+		char **shown = calloc(n_names + 1, sizeof *shown);
 		if (shown == NULL)
 			log_fatal("out of memory");
 		size_t n = 0;
-		for (size_t i = 0; i < rec->n_locks; i++)
-			if (may(r, AUTH_READ, rec->locks[i]))
-				shown[n++] = rec->locks[i];
+		for (size_t i = 0; i < n_names; i++)
+			if (may(r, AUTH_READ, names[i]))
+				shown[n++] = names[i];
 		info->locks = shown;
 		info->n_locks = n;
 		ctx->shown[ctx->n] = shown;
@@ -269,9 +280,14 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 	ctx.infos = calloc(ctx.limit, sizeof *ctx.infos);
 	ctx.ptrs = calloc(ctx.limit, sizeof *ctx.ptrs);
 	ctx.recs = calloc(ctx.limit, sizeof *ctx.recs);
+	ctx.names_of = calloc(ctx.limit, sizeof *ctx.names_of);
+	ctx.n_names = calloc(ctx.limit, sizeof *ctx.n_names);
 	ctx.shown = calloc(ctx.limit, sizeof *ctx.shown);
-	if (!ctx.infos || !ctx.ptrs || !ctx.recs || !ctx.shown)
+	if (!ctx.infos || !ctx.ptrs || !ctx.recs || !ctx.names_of || !ctx.n_names || !ctx.shown)
 		log_fatal("out of memory");
+	Raftlock__Meta *meta = store_get_meta(st, txn);
+	ctx.names = session_locks_at(st, txn, meta);
+	raftlock__meta__free_unpacked(meta, NULL);
 	store_scan_sessions(st, txn, req->after, list_sessions_visit, &ctx);
 	Raftlock__SessionList list = RAFTLOCK__SESSION_LIST__INIT;
 	list.sessions = ctx.ptrs;
@@ -284,8 +300,11 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 	r->cb(r->arg, &resp);
 	for (size_t i = 0; i < ctx.n; i++) {
 		raftlock__session_record__free_unpacked(ctx.recs[i], NULL);
+		session_locks_free(ctx.names_of[i], ctx.n_names[i]);
 		free(ctx.shown[i]);
 	}
+	free(ctx.names_of);
+	free(ctx.n_names);
 	free(ctx.shown);
 	free(ctx.infos);
 	free(ctx.ptrs);

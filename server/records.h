@@ -42,7 +42,9 @@ ssize_t records_find_waiter(const Raftlock__LockRecord *lock, uint64_t session, 
 /* Whether the session holds or awaits the lock. */
 bool records_session_on_lock(const Raftlock__LockRecord *lock, uint64_t session);
 
-/* The session's list of lock names it holds or awaits. */
+/* The session's list of lock names it holds or awaits, below feature level
+ * FEATURES_SESSION_LOCK_INDEX: apply goes through session_locks.h, which
+ * knows where the names are. */
 bool records_has_name(const Raftlock__SessionRecord *sess, const char *name);
 void records_add_name(Raftlock__SessionRecord *sess, const char *name);
 void records_remove_name(Raftlock__SessionRecord *sess, const char *name);

@@ -18,7 +18,17 @@
 #define SNAP_SUM_SIZE IMAGE_SUM_SIZE
 #define SNAP_END 0xff
 
-enum { DB_META = 1, DB_SESSIONS = 2, DB_LOCKS = 3, DB_NONCES = 4, DB_LEASES = 5, DB_ACLS = 6 };
+#define SNAP_MAGIC_06 "RLSNAP06" /* with the session_locks table */
+
+enum {
+	DB_META = 1,
+	DB_SESSIONS = 2,
+	DB_LOCKS = 3,
+	DB_NONCES = 4,
+	DB_LEASES = 5,
+	DB_ACLS = 6,
+	DB_SESSION_LOCKS = 7
+};
 
 static void check(int rc, const char *what)
 {
@@ -40,7 +50,7 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	}
 	if ((rc = mdb_env_create(&s->env)) != 0)
 		goto fail;
-	mdb_env_set_maxdbs(s->env, 8);
+	mdb_env_set_maxdbs(s->env, 12);
 	mdb_env_set_mapsize(s->env, map_size);
 	mdb_env_set_userctx(s->env, s);
 	s->map_size = map_size;
@@ -57,7 +67,8 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	    (rc = mdb_dbi_open(txn, "nonces", MDB_CREATE, &s->nonces)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "acls", MDB_CREATE, &s->acls)) != 0 ||
-	    (rc = mdb_dbi_open(txn, "identities", MDB_CREATE, &s->identities)) != 0)
+	    (rc = mdb_dbi_open(txn, "identities", MDB_CREATE, &s->identities)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "session_locks", MDB_CREATE, &s->session_locks)) != 0)
 		goto fail;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		txn = NULL;
@@ -303,6 +314,97 @@ void store_del_lock(struct store *s, MDB_txn *txn, const char *name)
 {
 	MDB_val key = {strlen(name), (void *)name};
 	del_key(s, txn, s->locks, &key);
+}
+
+/* The key of a session's name: the session id (8 bytes BE), the name. */
+static MDB_val session_lock_key(uint8_t buf[8 + RAFTLOCK_NAME_MAX], uint64_t id, const char *name)
+{
+	size_t n = strlen(name);
+	if (n > RAFTLOCK_NAME_MAX)
+		log_fatal("lock name of %zu bytes in the session index", n);
+	put_u64(buf, id);
+	memcpy(buf + 8, name, n);
+	return (MDB_val){8 + n, buf};
+}
+
+bool store_session_lock_has(struct store *s, MDB_txn *txn, uint64_t id, const char *name)
+{
+	uint8_t k[8 + RAFTLOCK_NAME_MAX];
+	MDB_val key = session_lock_key(k, id, name), val;
+	int rc = mdb_get(txn, s->session_locks, &key, &val);
+	if (rc == MDB_NOTFOUND)
+		return false;
+	check(rc, "get session lock");
+	return true;
+}
+
+bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const char *name)
+{
+	uint8_t k[8 + RAFTLOCK_NAME_MAX];
+	MDB_val key = session_lock_key(k, id, name), val = {0, ""};
+	uint64_t before = record_size(s, txn, s->session_locks, &key);
+	int rc = mdb_put(txn, s->session_locks, &key, &val, MDB_NOOVERWRITE);
+	if (rc == MDB_KEYEXIST)
+		return false;
+	if (rc == MDB_MAP_FULL)
+		map_full(s);
+	check(rc, "put session lock");
+	s->txn_bytes += (int64_t)key.mv_size - (int64_t)before;
+	return true;
+}
+
+bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const char *name)
+{
+	uint8_t k[8 + RAFTLOCK_NAME_MAX];
+	MDB_val key = session_lock_key(k, id, name);
+	uint64_t before = record_size(s, txn, s->session_locks, &key);
+	if (before == 0)
+		return false;
+	del_key(s, txn, s->session_locks, &key);
+	return true;
+}
+
+void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
+			      int (*visit)(void *arg, const char *name, size_t len), void *arg)
+{
+	MDB_cursor *cur;
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k}, val;
+	check(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
+	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (key.mv_size < 8 || memcmp(key.mv_data, k, 8) != 0)
+			break;
+		if (visit(arg, (const char *)key.mv_data + 8, key.mv_size - 8))
+			break;
+	}
+	if (rc != MDB_NOTFOUND)
+		check(rc, "session locks");
+	mdb_cursor_close(cur);
+}
+
+size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	MDB_cursor *cur;
+	uint8_t k[8];
+	put_u64(k, id);
+	MDB_val key = {8, k}, val;
+	size_t n = 0;
+	int rc;
+	check(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
+	/* seek afresh after each delete: the simplest valid cursor */
+	while ((rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE)) == 0 && key.mv_size >= 8 &&
+	       memcmp(key.mv_data, k, 8) == 0) {
+		s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
+		check(mdb_cursor_del(cur, 0), "del session lock");
+		key = (MDB_val){8, k};
+		n++;
+	}
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		check(rc, "session locks");
+	mdb_cursor_close(cur);
+	return n;
 }
 
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
@@ -701,13 +803,16 @@ static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->meta, s->sessions, s->locks, s->nonces, s->leases, s->acls};
-	uint8_t tags[] = {DB_META, DB_SESSIONS, DB_LOCKS, DB_NONCES, DB_LEASES, DB_ACLS};
+	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
+			  s->leases, s->acls,     s->session_locks};
+	uint8_t tags[] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
+			  DB_LEASES, DB_ACLS,     DB_SESSION_LOCKS};
+	const int n_dbis = (int)(sizeof dbis / sizeof dbis[0]);
 	/* One walk, into a buffer sized from the tables' page counts: the
 	 * pages past the image's end are never touched, so they cost
 	 * address space, not memory. */
 	size_t total = 16 + 1 + SNAP_SUM_SIZE;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < n_dbis; i++)
 		total += dbi_bytes_bound(txn, dbis[i]);
 	uint8_t *buf = alloc(total);
 	if (buf == NULL) {
@@ -715,14 +820,22 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 		return RAFTLOCK_ENOMEM;
 	}
 	Raftlock__Meta *m = store_get_meta(s, txn);
-	/* The faster sum once every voter can read it (feature_level.h). */
-	bool words = features_recorded(m->feature_level) >= FEATURES_IMAGE_WORDS;
-	memcpy(buf, words ? SNAP_MAGIC : SNAP_MAGIC_04, 8);
+	/* Each format once every voter can read it (feature_level.h): the
+	 * faster sum, then the session_locks table (empty below its level,
+	 * so the older format holds every byte there). */
+	uint32_t level = features_recorded(m->feature_level);
+	bool names = level >= FEATURES_SESSION_LOCK_INDEX;
+	memcpy(buf,
+	       names                           ? SNAP_MAGIC_06
+	       : level >= FEATURES_IMAGE_WORDS ? SNAP_MAGIC
+					       : SNAP_MAGIC_04,
+	       8);
 	put_u64(buf + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
 	uint8_t *p = buf + 16;
-	for (int i = 0; i < 6; i++)
-		dump_dbi(txn, dbis[i], tags[i], &p);
+	for (int i = 0; i < n_dbis; i++)
+		if (names || tags[i] != DB_SESSION_LOCKS)
+			dump_dbi(txn, dbis[i], tags[i], &p);
 	*p++ = SNAP_END;
 	put_u64(p, image_sum_of(buf, (size_t)(p - buf)));
 	p += SNAP_SUM_SIZE;
@@ -736,8 +849,8 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
 	if (!image_sum_ok(buf, n) ||
-	    (memcmp(buf, SNAP_MAGIC, 8) != 0 && memcmp(buf, SNAP_MAGIC_04, 8) != 0 &&
-	     memcmp(buf, SNAP_MAGIC_03, 8) != 0))
+	    (memcmp(buf, SNAP_MAGIC_06, 8) != 0 && memcmp(buf, SNAP_MAGIC, 8) != 0 &&
+	     memcmp(buf, SNAP_MAGIC_04, 8) != 0 && memcmp(buf, SNAP_MAGIC_03, 8) != 0))
 		return RAFTLOCK_EDATA;
 	*index = get_u64(buf + 8);
 	return 0;
@@ -752,6 +865,7 @@ static void drop_all(struct store *s, MDB_txn *txn)
 	check(mdb_drop(txn, s->leases, 0), "drop");
 	check(mdb_drop(txn, s->acls, 0), "drop");
 	check(mdb_drop(txn, s->identities, 0), "drop");
+	check(mdb_drop(txn, s->session_locks, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -762,6 +876,7 @@ int store_load(struct store *s, const void *data, size_t n)
 	/* Records end at the end byte, which is followed by the checksum. */
 	const uint8_t *p = (const uint8_t *)data + 16;
 	const uint8_t *end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
+	bool names = memcmp(data, SNAP_MAGIC_06, 8) == 0; /* the format with the table */
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
 	while (p < end && *p != SNAP_END) {
@@ -789,6 +904,11 @@ int store_load(struct store *s, const void *data, size_t n)
 		case DB_NONCES: dbi = s->nonces; break;
 		case DB_LEASES: dbi = s->leases; break;
 		case DB_ACLS: dbi = s->acls; break;
+		case DB_SESSION_LOCKS:
+			if (!names)
+				goto damaged;
+			dbi = s->session_locks;
+			break;
 		default: goto damaged;
 		}
 		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
@@ -819,9 +939,9 @@ void store_clear(struct store *s)
 static void count_records(struct store *s)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases, s->acls};
+	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases, s->acls, s->session_locks};
 	s->bytes = 0;
-	for (int i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
 		MDB_cursor *cur;
 		MDB_val key, val;
 		check(mdb_cursor_open(txn, dbis[i], &cur), "cursor");

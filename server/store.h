@@ -1,7 +1,7 @@
 /*
  * store.h: the LMDB schema behind the state machine.
  *
- * Four named databases in one environment:
+ * Named databases in one environment:
  *   meta      "meta" -> Meta (applied index, cluster time, next_token, ...)
  *   sessions  8-byte big-endian id -> SessionRecord
  *   locks     name bytes -> LockRecord
@@ -11,6 +11,10 @@
  *             most frequent write by far, rewrites 12 bytes
  *   acls      identity bytes, a 0 byte, prefix bytes -> permissions (4 bytes
  *             BE, a mask of RAFTLOCK__ACL_PERM__*): the access rules
+ *   session_locks  8-byte big-endian session id, name bytes -> nothing: the
+ *             names a session holds or awaits, from feature level
+ *             FEATURES_SESSION_LOCK_INDEX (session_locks.h; below it they
+ *             are SessionRecord.locks and this table is empty)
  *   identities identity bytes -> sessions it holds (8 bytes BE), for every
  *             identity that holds one: an index derived from the sessions,
  *             so that the limit of sessions per identity costs one lookup.
@@ -43,7 +47,7 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities;
+	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities, session_locks;
 	size_t map_size;
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
@@ -69,7 +73,8 @@ void store_abort(MDB_txn *txn);
 
 /*
  * Bytes of the records held: the sum of key and value sizes over sessions,
- * locks, nonces, leases and access rules (meta excluded), including the writes of the
+ * locks, nonces, leases, access rules and session_locks (meta excluded),
+ * including the writes of the
  * open write transaction. A function of the content alone, so every node
  * that applied the same entries has the same figure (unlike LMDB's page
  * counts, which depend on the history of the B-trees): the store-full rule
@@ -90,6 +95,18 @@ void store_del_session(struct store *s, MDB_txn *txn, uint64_t id);
 Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name);
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec);
 void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
+
+/* The session_locks table: whether session id holds or awaits name; add
+ * and del return whether they changed the table. */
+bool store_session_lock_has(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
+bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
+bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
+/* Visits session id's names (not NUL-terminated: len bytes) in name order
+ * until visit returns nonzero. Nothing may write the table meanwhile. */
+void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
+			      int (*visit)(void *arg, const char *name, size_t len), void *arg);
+/* Deletes every name of session id; returns how many there were. */
+size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id);
 
 /* Returns the session id for a nonce, 0 if none. */
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
@@ -172,9 +189,12 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP05" once the cluster's feature level is
- * FEATURES_IMAGE_WORDS, "RLSNAP04" before ("RLSNAP04" and "RLSNAP03", without
- * access rules, still load), the applied index (8 bytes BE), then records
+ * Snapshot image: "RLSNAP06" once the cluster's feature level is
+ * FEATURES_SESSION_LOCK_INDEX, "RLSNAP05" from FEATURES_IMAGE_WORDS,
+ * "RLSNAP04" before ("RLSNAP04" and "RLSNAP03", without access rules, still
+ * load; below level FEATURES_SESSION_LOCK_INDEX the session_locks table is
+ * empty, so the older formats hold every record), the applied index (8
+ * bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and the checksum of all that precedes it (image.h: by
  * words from RLSNAP05, FNV-1a 64 before). The records are the tables'

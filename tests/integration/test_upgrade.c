@@ -28,9 +28,11 @@
 #define LEVEL2 RAFTLOCK_BINARY_DIR "/bin/raftlockd"
 /* The level of that build (server/feature_level.h): 2 brought ACL_DELETE,
  * 3 lock sets, the deadlock check and elections, 4 snapshot images summed
- * by words; the upgraded cluster records the lowest its voters report. */
-#define FULL "4"
-#define FULL_LEVEL 4
+ * by words, 5 a session's names in a table of their own (moved there, with
+ * the clients holding and awaiting locks, by the entry that records it);
+ * the upgraded cluster records the lowest its voters report. */
+#define FULL "5"
+#define FULL_LEVEL 5
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16

@@ -28,9 +28,11 @@
 #include <cmocka.h>
 
 #include "codec.h"
+#include "feature_level.h"
 #include "fsm.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
+#include "session_locks.h"
 #include "store.h"
 
 #define FX_MAP_SIZE (64u << 20)
@@ -599,9 +601,22 @@ static inline Raftlock__Result fx_do(struct fx *f, struct op o)
 
 /* ----------------------------------------------------- common steps -- */
 
+/* The feature level INIT records: none (read as 1) unless the environment
+ * names one in RAFTLOCK_FX_LEVEL (a number, or "current": the build's).
+ * ctest runs the state machine's tests once as they are and once at the
+ * build's level, where a session's names live in their own table
+ * (session_locks.h). */
+static inline uint32_t fx_level(void)
+{
+	const char *v = getenv("RAFTLOCK_FX_LEVEL");
+	if (v != NULL && strcmp(v, "current") == 0)
+		return FEATURE_LEVEL;
+	return v != NULL ? (uint32_t)strtoul(v, NULL, 10) : 0;
+}
+
 static inline void fx_init(struct fx *f, uint64_t floor)
 {
-	Raftlock__Result r = DO(f, INIT, .floor = floor);
+	Raftlock__Result r = DO(f, INIT, .floor = floor, .level = fx_level());
 	assert_int_equal(r.status, 0);
 }
 
@@ -626,6 +641,16 @@ static inline struct fx *fx_ready(void **state)
 	struct fx *f = *state;
 	f->now = 1000;
 	fx_init(f, FX_FLOOR);
+	return f;
+}
+
+/* The same at feature level `level`, whatever RAFTLOCK_FX_LEVEL says: for
+ * a test of what a level does. */
+static inline struct fx *fx_ready_at(void **state, uint32_t level)
+{
+	struct fx *f = *state;
+	f->now = 1000;
+	assert_int_equal(DO(f, INIT, .floor = FX_FLOOR, .level = level).status, 0);
 	return f;
 }
 
@@ -677,6 +702,29 @@ static inline Raftlock__SessionRecord *fx_sess(struct fx *f, uint64_t id)
 	Raftlock__SessionRecord *s = store_get_session(&f->store, txn, id);
 	store_abort(txn);
 	return s;
+}
+
+/* The names session id holds or awaits, wherever the recorded feature
+ * level keeps them (session_locks.h); the array is freed with the
+ * fixture. *n is their number. Their count as the session record keeps
+ * it must agree. */
+static inline char **fx_session_names(struct fx *f, uint64_t id, size_t *n)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	Raftlock__Meta *m = store_get_meta(&f->store, txn);
+	struct session_locks sl = session_locks_at(&f->store, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	Raftlock__SessionRecord *s = store_get_session(&f->store, txn, id);
+	assert_non_null(s);
+	char **names = session_locks_names(&sl, s, n);
+	assert_int_equal(session_locks_count(&sl, s), *n);
+	raftlock__session_record__free_unpacked(s, NULL);
+	store_abort(txn);
+	char **kept = fx_keep(f, calloc(*n + 1, sizeof *kept));
+	for (size_t i = 0; i < *n; i++)
+		kept[i] = fx_keep(f, names[i]);
+	free(names);
+	return kept;
 }
 
 static inline Raftlock__Meta *fx_meta(struct fx *f)

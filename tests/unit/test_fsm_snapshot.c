@@ -3,6 +3,7 @@
  * machine: round trips, and damaged images refused without harm.
  */
 #include "feature_level.h"
+#include "image.h"
 #include "test_fsm_harness.h"
 
 /* A state with something in every database: sessions with nonces, locks
@@ -110,7 +111,8 @@ static void test_secret_digest_round_trip(void **state)
 	(const char *const[]){__VA_ARGS__}, \
 		.n_names = sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
 
-/* At the current feature level images are RLSNAP05 (summed by words):
+/* At the current feature level images are RLSNAP06 (summed by words, with
+ * the session_locks table):
  * one of a state with every kind of record (sessions with secrets and
  * identities, held locks, waiters, a semaphore, a lock-delay, access
  * rules, an election's value, a held and a waiting lock set) loads into
@@ -140,7 +142,7 @@ static void test_current_format_round_trip_keeps_everything(void **state)
 	assert_true(fx_do(f, o).queued);
 
 	struct fx_image im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP05", 8);
+	assert_memory_equal(im.buf, "RLSNAP06", 8);
 	uint64_t index = 0;
 	assert_int_equal(store_image_index(im.buf, im.len, &index), 0);
 	assert_int_equal(index, f->index);
@@ -157,7 +159,15 @@ static void test_current_format_round_trip_keeps_everything(void **state)
 	Raftlock__SessionRecord *sa = fx_sess(g, a);
 	assert_string_equal(sa->identity, "alice");
 	assert_int_equal(sa->secret_digest.len, 32);
+	assert_int_equal(sa->n_locks, 0); /* in the table instead */
+	assert_int_equal(sa->lock_count, 3);
 	raftlock__session_record__free_unpacked(sa, NULL);
+	size_t n;
+	char **names = fx_session_names(g, a, &n);
+	assert_int_equal(n, 3);
+	assert_string_equal(names[0], "db/x");
+	assert_string_equal(names[1], "m2");
+	assert_string_equal(names[2], "m3");
 	Raftlock__LockRecord *el = fx_lock(g, "elect");
 	assert_int_equal(el->n_holders, 1);
 	assert_string_equal(el->holders[0]->value, "B1");
@@ -183,7 +193,8 @@ static void test_current_format_round_trip_keeps_everything(void **state)
 }
 
 /* Below level FEATURES_IMAGE_WORDS (a cluster not fully upgraded) images
- * stay RLSNAP04, which every older build reads. */
+ * stay RLSNAP04, which every older build reads; below
+ * FEATURES_SESSION_LOCK_INDEX, RLSNAP05. */
 static void test_older_level_writes_the_older_format(void **state)
 {
 	struct fx *f = *state;
@@ -198,6 +209,93 @@ static void test_older_level_writes_the_older_format(void **state)
 	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_IMAGE_WORDS);
 	im = fx_dump(f);
 	assert_memory_equal(im.buf, "RLSNAP05", 8);
+	fx_image_free(&im);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SESSION_LOCK_INDEX);
+	im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP06", 8);
+	fx_image_free(&im);
+}
+
+/* The names a session holds or awaits, in the order session_locks_names()
+ * gives them, joined by spaces. */
+static const char *names_of(struct fx *f, uint64_t id)
+{
+	static char out[256];
+	size_t n;
+	char **names = fx_session_names(f, id, &n);
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		strcat(out, i ? " " : "");
+		strcat(out, names[i]);
+	}
+	return out;
+}
+
+/* The entry that records level FEATURES_SESSION_LOCK_INDEX moves every
+ * session's list into the session_locks table: the names stay the same,
+ * the records keep their number, a node replaying the log and a node
+ * loading an image taken before it end with the same bytes, and the
+ * record bytes the store-full rule reads agree with a fresh count. From
+ * then on the table follows grants, waits, releases and ends. */
+static void test_level_moves_names_to_their_table(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	uint64_t b = 2, c = 3;
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SESSION_LOCK_INDEX - 1);
+	fx_take(f, b, 4, "b-extra");
+	Raftlock__SessionRecord *sb = fx_sess(f, b);
+	assert_int_equal(sb->n_locks, 3); /* a list below the level */
+	raftlock__session_record__free_unpacked(sb, NULL);
+	assert_string_equal(names_of(f, b), "held sem b-extra");
+	struct fx *early = fx_peer(f);
+	fx_restore_from(early, f);
+	size_t before = f->n_log;
+
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SESSION_LOCK_INDEX);
+	sb = fx_sess(f, b);
+	assert_int_equal(sb->n_locks, 0);
+	assert_int_equal(sb->lock_count, 3);
+	raftlock__session_record__free_unpacked(sb, NULL);
+	assert_string_equal(names_of(f, b), "b-extra held sem");
+	assert_string_equal(names_of(f, c), "delayed");
+
+	struct fx *replayed = fx_peer(f);
+	fx_replay(replayed, f, 0, f->n_log);
+	fx_assert_same_state(f, replayed);
+	fx_replay(early, f, before, f->n_log);
+	fx_assert_same_state(f, early);
+	struct fx *loaded = fx_peer(f);
+	fx_restore_from(loaded, f);
+	assert_int_equal(store_record_bytes(&loaded->store), store_record_bytes(&f->store));
+
+	/* the table follows what happens next */
+	fx_release_ok(f, b, 4, "b-extra", 0);
+	assert_string_equal(names_of(f, b), "held sem");
+	uint64_t d = fx_session(f);
+	fx_enqueue(f, OP(ACQUIRE, .session = d, .owner = 1, .name = "held"));
+	assert_string_equal(names_of(f, d), "held");
+	DO(f, CLOSE_SESSION, .session = b);
+	assert_string_equal(names_of(f, d), "held"); /* now held */
+	Raftlock__SessionRecord *gone = fx_sess(f, b);
+	assert_null(gone);
+	MDB_txn *txn = store_begin(&f->store, false);
+	assert_false(store_session_lock_has(&f->store, txn, b, "held"));
+	assert_false(store_session_lock_has(&f->store, txn, b, "sem"));
+	store_abort(txn);
+	fx_restore_from(loaded, f);
+	assert_int_equal(store_record_bytes(&loaded->store), store_record_bytes(&f->store));
+
+	/* the table's records in an image of an older format: damaged */
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP06", 8);
+	uint8_t *old = fx_alloc(f, im.len);
+	memcpy(old, im.buf, im.len);
+	memcpy(old, "RLSNAP05", 8);
+	uint64_t sum = image_sum_of(old, im.len - FX_IMAGE_SUM);
+	for (int i = 7; i >= 0; i--, sum >>= 8)
+		old[im.len - FX_IMAGE_SUM + (size_t)i] = (uint8_t)sum;
+	assert_int_equal(store_load(&early->store, old, im.len), RAFTLOCK_EDATA);
 	fx_image_free(&im);
 }
 
@@ -321,6 +419,7 @@ int main(void)
 		T(test_tag_bit_flip_refused),
 		T(test_current_format_round_trip_keeps_everything),
 		T(test_older_level_writes_the_older_format),
+		T(test_level_moves_names_to_their_table),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
