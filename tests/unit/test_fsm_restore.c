@@ -73,6 +73,33 @@ static void test_base_has_no_session_and_delays_held_locks(void **state)
 	fx_assert_same_state(g, h);
 }
 
+/* The sessions of the image are gone, so are the counts of the limit of
+ * sessions per identity and, at level FEATURES_SESSION_LOCK_INDEX, their
+ * names: an identity at its limit in the image may open sessions again. */
+static void test_base_forgets_identities_and_names(void **state)
+{
+	struct fx *f = *state;
+	f->now = 1000;
+	fx_init(f, FX_FLOOR);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SESSION_LOCK_INDEX);
+	uint64_t s = DO(f, OPEN_SESSION, .ttl_ms = 60000, .identity = "alice", .max_sessions = 1)
+			     .session;
+	fx_take(f, s, 1, "x");
+	assert_int_equal(
+		DO(f, OPEN_SESSION, .ttl_ms = 60000, .identity = "alice", .max_sessions = 1).status,
+		RAFTLOCK_ELIMIT);
+	struct fx *g = restored(f);
+	MDB_txn *txn = store_begin(&g->store, false);
+	assert_int_equal(store_identity_sessions(&g->store, txn, "alice"), 0);
+	assert_false(store_session_lock_has(&g->store, txn, s, "x"));
+	store_abort(txn);
+	g->now = f->now;
+	assert_int_equal(DO(g, INIT, .floor = 1, .restored_from = SUM).status, 0);
+	assert_int_equal(
+		DO(g, OPEN_SESSION, .ttl_ms = 60000, .identity = "alice", .max_sessions = 1).status,
+		0);
+}
+
 static void test_init_after_restore(void **state)
 {
 	struct fx *f = *state;
@@ -132,6 +159,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(test_base_has_no_session_and_delays_held_locks),
+		T(test_base_forgets_identities_and_names),
 		T(test_init_after_restore),
 		T(test_feature_level),
 #undef T
