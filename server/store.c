@@ -338,18 +338,19 @@ bool store_session_lock_has(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	return true;
 }
 
+/* A row's value is empty: its size as store_record_bytes() counts it is
+ * its key's, so add and del need no lookup of their own. */
 bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const char *name)
 {
 	uint8_t k[8 + RAFTLOCK_NAME_MAX];
 	MDB_val key = session_lock_key(k, id, name), val = {0, ""};
-	uint64_t before = record_size(s, txn, s->session_locks, &key);
 	int rc = mdb_put(txn, s->session_locks, &key, &val, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
 		return false;
 	if (rc == MDB_MAP_FULL)
 		map_full(s);
 	check(rc, "put session lock");
-	s->txn_bytes += (int64_t)key.mv_size - (int64_t)before;
+	s->txn_bytes += (int64_t)key.mv_size;
 	return true;
 }
 
@@ -357,10 +358,11 @@ bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const ch
 {
 	uint8_t k[8 + RAFTLOCK_NAME_MAX];
 	MDB_val key = session_lock_key(k, id, name);
-	uint64_t before = record_size(s, txn, s->session_locks, &key);
-	if (before == 0)
+	int rc = mdb_del(txn, s->session_locks, &key, NULL);
+	if (rc == MDB_NOTFOUND)
 		return false;
-	del_key(s, txn, s->session_locks, &key);
+	check(rc, "del session lock");
+	s->txn_bytes -= (int64_t)key.mv_size;
 	return true;
 }
 
@@ -905,7 +907,8 @@ int store_load(struct store *s, const void *data, size_t n)
 		case DB_LEASES: dbi = s->leases; break;
 		case DB_ACLS: dbi = s->acls; break;
 		case DB_SESSION_LOCKS:
-			if (!names)
+			/* rows are an id and a name, with nothing in them */
+			if (!names || key.mv_size <= 8 || val.mv_size != 0)
 				goto damaged;
 			dbi = s->session_locks;
 			break;
