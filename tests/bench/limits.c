@@ -3,7 +3,11 @@
  *
  *   - fsyncs per second of 4 KiB appends that grow a file in --dir (the
  *     filesystem of the data directories): every append changes the file
- *     size, as a Raft log segment does, so each fsync writes metadata too;
+ *     size, so each fsync writes metadata too (Redis's AOF with
+ *     appendfsync always);
+ *   - durable 4 KiB writes into preallocated files, as libraft writes its
+ *     segments (posix_fallocate, then O_DIRECT where the filesystem has it,
+ *     and O_DSYNC): the disk's part of a raft commit;
  *   - loopback TCP round-trip time of a small message (ping-pong between
  *     two threads, TCP_NODELAY), p50 and p99.
  *
@@ -14,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,45 +54,32 @@ static double quantile(double *v, size_t n, double q)
 	return v[i < n ? i : n - 1];
 }
 
-struct fsync_result {
+struct disk_result {
 	double per_s;
 	double p50_ms, p99_ms;
 	size_t count;
 };
 
-static int measure_fsync(const char *dir, double seconds, struct fsync_result *r)
+/* Runs op (one durable write of APPEND_SIZE bytes) until seconds pass or
+ * FSYNC_MAX_COUNT ran, and sums up its latencies. */
+static int timed_writes(int (*op)(void *), void *ctx, double seconds, struct disk_result *r)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/bench-limits-%ld.tmp", dir, (long)getpid());
-	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		fprintf(stderr, "bench_limits: open %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	unlink(path); /* the file lives until closed; nothing is left behind */
-	char block[APPEND_SIZE];
-	memset(block, 'r', sizeof block);
 	double *lat = malloc(sizeof(double) * FSYNC_MAX_COUNT);
-	if (lat == NULL) {
-		close(fd);
+	if (lat == NULL)
 		return -1;
-	}
 	size_t n = 0;
 	double start = now_s(), end = start + seconds;
 	while (n < FSYNC_MAX_COUNT) {
 		double t0 = now_s();
 		if (t0 >= end)
 			break;
-		if (write(fd, block, sizeof block) != (ssize_t)sizeof block || fsync(fd) != 0) {
-			fprintf(stderr, "bench_limits: append+fsync: %s\n", strerror(errno));
+		if (op(ctx) != 0) {
 			free(lat);
-			close(fd);
 			return -1;
 		}
 		lat[n++] = now_s() - t0;
 	}
 	double elapsed = now_s() - start;
-	close(fd);
 	qsort(lat, n, sizeof *lat, cmp_double);
 	r->count = n;
 	r->per_s = elapsed > 0 ? (double)n / elapsed : 0;
@@ -95,6 +87,92 @@ static int measure_fsync(const char *dir, double seconds, struct fsync_result *r
 	r->p99_ms = quantile(lat, n, 0.99) * 1e3;
 	free(lat);
 	return 0;
+}
+
+/* Creates a file in dir that lives until it is closed: nothing is left behind. */
+static int open_scratch(const char *dir, int flags)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/bench-limits-%ld.tmp", dir, (long)getpid());
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | flags, 0600);
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	return fd;
+}
+
+struct append {
+	int fd;
+	char block[APPEND_SIZE];
+};
+
+static int append_fsync(void *arg)
+{
+	struct append *a = arg;
+	if (write(a->fd, a->block, sizeof a->block) != (ssize_t)sizeof a->block ||
+	    fsync(a->fd) != 0) {
+		fprintf(stderr, "bench_limits: append+fsync: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int measure_fsync(const char *dir, double seconds, struct disk_result *r)
+{
+	struct append a;
+	a.fd = open_scratch(dir, O_APPEND);
+	if (a.fd < 0) {
+		fprintf(stderr, "bench_limits: open in %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	memset(a.block, 'r', sizeof a.block);
+	int rv = timed_writes(append_fsync, &a, seconds, r);
+	close(a.fd);
+	return rv;
+}
+
+struct segment {
+	int fd;
+	off_t off;
+	char *block; /* APPEND_SIZE bytes, aligned for O_DIRECT */
+};
+
+static int segment_write(void *arg)
+{
+	struct segment *s = arg;
+	if (pwrite(s->fd, s->block, APPEND_SIZE, s->off) != APPEND_SIZE) {
+		fprintf(stderr, "bench_limits: segment write: %s\n", strerror(errno));
+		return -1;
+	}
+	s->off += APPEND_SIZE;
+	return 0;
+}
+
+/* Durable writes into fresh preallocated blocks, as libraft writes its
+ * open segment: one file allocated up front for every write the window
+ * can make, so that no write extends it. */
+static int measure_log_write(const char *dir, double seconds, struct disk_result *r, bool *direct)
+{
+	struct segment s = {.fd = -1};
+	if (posix_memalign((void **)&s.block, APPEND_SIZE, APPEND_SIZE) != 0)
+		return -1;
+	memset(s.block, 'r', APPEND_SIZE);
+	*direct = true;
+	s.fd = open_scratch(dir, O_DSYNC | O_DIRECT);
+	if (s.fd < 0 && errno == EINVAL) { /* no direct I/O here: libraft goes without */
+		*direct = false;
+		s.fd = open_scratch(dir, O_DSYNC);
+	}
+	int rv = -1;
+	if (s.fd < 0 || posix_fallocate(s.fd, 0, (off_t)FSYNC_MAX_COUNT * APPEND_SIZE) != 0)
+		fprintf(stderr, "bench_limits: preallocated file in %s: %s\n", dir,
+			strerror(errno));
+	else
+		rv = timed_writes(segment_write, &s, seconds, r);
+	if (s.fd >= 0)
+		close(s.fd);
+	free(s.block);
+	return rv;
 }
 
 static int full_io(int fd, char *buf, size_t len, int do_write)
@@ -217,15 +295,20 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	struct fsync_result fs;
+	struct disk_result fs, lw;
 	struct rtt_result rt;
-	if (measure_fsync(dir, seconds, &fs) != 0 || measure_rtt(seconds, &rt) != 0)
+	bool direct;
+	if (measure_fsync(dir, seconds, &fs) != 0 ||
+	    measure_log_write(dir, seconds, &lw, &direct) != 0 || measure_rtt(seconds, &rt) != 0)
 		return 1;
 	printf("{\"system\":\"machine\",\"fsync_dir\":\"%s\",\"fsyncs_per_s\":%.1f,"
 	       "\"fsync_p50_ms\":%.3f,\"fsync_p99_ms\":%.3f,\"fsync_count\":%zu,"
+	       "\"log_writes_per_s\":%.1f,\"log_write_p50_ms\":%.3f,\"log_write_p99_ms\":%.3f,"
+	       "\"log_write_count\":%zu,\"log_write_direct\":%s,"
 	       "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"rtt_mean_us\":%.1f,"
 	       "\"rtt_count\":%zu,\"window_s\":%.1f}\n",
-	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, rt.p50_us, rt.p99_us, rt.mean_us,
-	       rt.count, seconds);
+	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, lw.per_s, lw.p50_ms, lw.p99_ms,
+	       lw.count, direct ? "true" : "false", rt.p50_us, rt.p99_us, rt.mean_us, rt.count,
+	       seconds);
 	return 0;
 }

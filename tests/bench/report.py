@@ -371,11 +371,93 @@ def notes(d, runs):
 def machine_line(limits):
     if not limits:
         return []
-    return ["Machine: {} cores; fsync of a growing file: {:,.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms); "
-            "loopback TCP round trip p50 {:.1f} us, p99 {:.1f} us.".format(
+    log = ""
+    if "log_write_p50_ms" in limits:
+        log = ("; durable 4 KiB write into preallocated blocks (a raft segment's): "
+               "{:,.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms{})".format(
+                   limits["log_writes_per_s"], limits["log_write_p50_ms"],
+                   limits["log_write_p99_ms"],
+                   "" if limits.get("log_write_direct") else ", without O_DIRECT"))
+    return ["Machine: {} cores; fsync of a growing file: {:,.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms)"
+            "{}; loopback TCP round trip p50 {:.1f} us, p99 {:.1f} us.".format(
                 os.cpu_count(), limits.get("fsyncs_per_s", 0), limits.get("fsync_p50_ms", 0),
-                limits.get("fsync_p99_ms", 0), limits.get("rtt_p50_us", 0),
+                limits.get("fsync_p99_ms", 0), log, limits.get("rtt_p50_us", 0),
                 limits.get("rtt_p99_us", 0)), ""]
+
+
+def floors(limits):
+    """The physical floor of one raftlock command on this machine, in ms,
+    from bench_limits' medians: raftlock acknowledges after a round trip
+    from the client to the leader, one from the leader to a follower and
+    that follower's durable write of the entry (the leader's own write
+    overlaps the follower's). None without the machine's figures."""
+    if not limits or not limits.get("rtt_p50_us") or not limits.get("fsync_p50_ms"):
+        return None
+    rtt = limits["rtt_p50_us"] / 1000.0
+    write = limits.get("log_write_p50_ms") or limits["fsync_p50_ms"]
+    return {"rtt": rtt, "write": write, "measured_write": "log_write_p50_ms" in limits,
+            "raftlock": 2 * rtt + write}
+
+
+def issue15(runs, limits):
+    """Issue 15's points against Redis, each beside its physical floor:
+    what no code can beat on this machine without weakening what an
+    acknowledgement means (GUARANTEES), and whether the target lies above
+    it."""
+    fl = floors(limits)
+    if fl is None:
+        return []
+    c = fl["raftlock"]
+    rows, goals = [], []
+    for n in (1, 16, 64, 256):
+        rl, rd = find(runs, "raftlock", "uncontended", n), find(runs, "redis", "uncontended", n)
+        if not ok(rl) or not ok(rd) or not rd["pairs_per_s"]:
+            continue
+        # One pair in flight per client, two commands a pair.
+        bound = n * 1000.0 / (2 * c)
+        want = (0.8 if n == 1 else 1.2) * rd["pairs_per_s"]
+        rows.append("| uncontended {} | {} pairs/s, p50 {:.2f} ms | {} pairs/s, p50 {:.2f} ms "
+                    "| {:.0%} of the rate, p50 +{:.2f} ms | {} | {:.1f}x | {} pairs/s "
+                    "({:.1f}x) | {} |".format(
+                        n, fmt(rl["pairs_per_s"]), rl["p50_ms"], fmt(bound), c,
+                        rl["pairs_per_s"] / bound, rl["p50_ms"] - c, fmt(rd["pairs_per_s"]),
+                        rl["pairs_per_s"] / rd["pairs_per_s"], fmt(want),
+                        want / rd["pairs_per_s"],
+                        "above the floor: cannot be met here" if want > bound
+                        else "below the floor"))
+    rl, rd = find(runs, "raftlock", "contended", 16), find(runs, "redis", "contended", 16)
+    if ok(rl) and ok(rd) and rl["pairs_per_s"] and rd["pairs_per_s"]:
+        # A hand-over: the grant reaches the next holder (half a round trip),
+        # its release the leader (another half) and commits (one command).
+        bound = 1000.0 / c
+        want = 1.2 * rd["pairs_per_s"]
+        rows.append("| contended 16 | {} pairs/s, {:.2f} ms a hand-over | {} pairs/s, {:.2f} ms "
+                    "a hand-over | {:.0%} of the rate | {} | {:.1f}x | {} pairs/s (1.2x) | {} |"
+                    .format(fmt(rl["pairs_per_s"]), 1000.0 / rl["pairs_per_s"], fmt(bound), c,
+                            rl["pairs_per_s"] / bound, fmt(rd["pairs_per_s"]),
+                            rl["pairs_per_s"] / rd["pairs_per_s"], fmt(want),
+                            "above the floor: cannot be met here" if want > bound
+                            else "below the floor"))
+    if not rows:
+        return []
+    write = ("durable write into preallocated blocks p50 {:.3f} ms".format(fl["write"])
+             if fl["measured_write"] else
+             "fsync of a growing file p50 {:.3f} ms (no preallocated-write figure in this "
+             "run)".format(fl["write"]))
+    return section(
+        "### The physical floor (issue 15)",
+        "A raftlock command is acknowledged after a round trip from the client to the "
+        "leader, one from the leader to a follower and that follower's durable write (the "
+        "leader's own write overlaps it): at least 2 x {:.3f} ms (loopback round trip p50) "
+        "+ {} = **{:.3f} ms** here, so a client with one pair at a time makes at most "
+        "1 / (2 x {:.3f} ms) pairs/s, n clients n times that, and a hand-over on a "
+        "contended lock takes at least one such command. A Redis command (appendfsync "
+        "always) needs one round trip and one append with fsync: a replicated command "
+        "needs a round trip more. CPU is not in the floor, so past one client the floor "
+        "is far above what two cores reach.".format(fl["rtt"], write, c, c),
+        "| point | raftlock | its floor | raftlock against the floor | Redis | raftlock/Redis "
+        "| target | the target against the floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---|", rows, goals)
 
 
 def plots(d, runs):
@@ -500,6 +582,7 @@ def main():
     md += targets(runs)
     md += tls_cost(runs)
     md += blocking_calls(runs)
+    md += issue15(runs, limits)
     md += notes(d, runs)
     if pngs:
         md += ["", "Plots: " + ", ".join("[{0}]({0})".format(p) for p in pngs)]
