@@ -29,7 +29,10 @@
  * load: no new command; 5, the names a session holds or awaits in a table
  * of their own (session_locks.h, FEATURES_SESSION_LOCK_INDEX), moved there
  * from the session records by the apply that records level 5, and
- * RLSNAP06 images that carry that table: no new command. A build made with
+ * RLSNAP06 images that carry that table: no new command; 6, snapshots whose
+ * image is dumped off the loop and followed by the entries applied since
+ * (snapshot_tail.h, FEATURES_SNAPSHOT_TAIL), which an older build cannot
+ * load: no new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -45,7 +48,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 5u
+#define FEATURE_LEVEL 6u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -66,6 +69,11 @@
  * rewrites one row and a small record, however many names the session
  * has. */
 #define FEATURES_SESSION_LOCK_INDEX 5u
+
+/* The level from which a node dumps its snapshot's image off the loop and
+ * sends it with a tail of the entries applied meanwhile (snapshot_tail.h,
+ * image_build.h): an older build cannot load such a snapshot. */
+#define FEATURES_SNAPSHOT_TAIL 6u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

@@ -291,6 +291,35 @@ static void catch_up(struct followers *fw, struct follower *f, const Raftlock__S
 	node_snapshot_soon(n);
 }
 
+/* libraft 0.22.1 keeps a member it sent a snapshot in snapshot mode, with
+ * heartbeats only, until a success raises its match index to the
+ * snapshot's. When the snapshot ends exactly at the match index this
+ * leader kept for the member's previous incarnation (a member replaced
+ * right after the leader snapshotted the last entry it had replicated to
+ * it), the success raises nothing, and the member never gets another
+ * entry from this leader (test_snapshot_tail, with LIBRAFT_TRACE=1:
+ * "missing previous entry ... -> needs snapshot" at every heartbeat). The
+ * proof: the member's log rests at that very match index, behind this
+ * leader's last index, for FOLLOWERS_STALL_MS. A member taking entries
+ * moves within a heartbeat; one being sent a snapshot is below its match
+ * index (the check above). The cure is the one for a wiped member. */
+static bool stalled(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
+{
+	struct node *n = fw->node;
+	if (f->matched == 0 || st->last_index != f->matched ||
+	    st->last_index >= raft_last_index(&n->raft)) {
+		f->stall_since_ms = 0;
+		return false;
+	}
+	uint64_t now = now_ms(fw);
+	if (f->stall_since_ms == 0 || f->stall_at != st->last_index) {
+		f->stall_at = st->last_index;
+		f->stall_since_ms = now;
+		return false;
+	}
+	return now - f->stall_since_ms >= FOLLOWERS_STALL_MS;
+}
+
 void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct followers *fw = f->fw;
@@ -300,15 +329,25 @@ void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 	if (st->node_id != f->member.id)
 		return;
 	node_note_feature_level(n, st->node_id, st->feature_level);
-	if (st->last_index >= f->matched) {
-		catch_up(fw, f, st);
+	if (st->last_index < f->matched) {
+		log_warn("member %llu's raft log ends at %llu, below the %llu this leader "
+			 "replicated to it: it lost its data (a replaced machine?)",
+			 (unsigned long long)f->member.id, (unsigned long long)st->last_index,
+			 (unsigned long long)f->matched);
+		hand_over(fw, f->member.id);
 		return;
 	}
-	log_warn("member %llu's raft log ends at %llu, below the %llu this leader replicated "
-		 "to it: it lost its data (a replaced machine?)",
-		 (unsigned long long)f->member.id, (unsigned long long)st->last_index,
-		 (unsigned long long)f->matched);
-	hand_over(fw, f->member.id);
+	if (stalled(fw, f, st)) {
+		log_warn("member %llu's raft log has rested at %llu, this leader's match index for "
+			 "it, for %u ms while this leader's goes to %llu: replication to it is "
+			 "stuck (a member sent a snapshot that ends at that index)",
+			 (unsigned long long)f->member.id, (unsigned long long)st->last_index,
+			 FOLLOWERS_STALL_MS, (unsigned long long)raft_last_index(&n->raft));
+		f->stall_since_ms = 0;
+		hand_over(fw, f->member.id);
+		return;
+	}
+	catch_up(fw, f, st);
 }
 
 static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)

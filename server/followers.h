@@ -43,6 +43,9 @@
 #include "tls_stream.h"
 
 #define FOLLOWERS_CHECK_MS 500
+/* A member whose log rests at this leader's match index for it, behind
+ * the leader, this long is stalled (followers.c, stalled()). */
+#define FOLLOWERS_STALL_MS 3000
 /* After a hand-over that did not complete: wait this many election timeouts,
  * doubling after each failure, up to the cap (ms). */
 #define FOLLOWERS_BACKOFF_ELECTIONS 2
@@ -85,6 +88,8 @@ struct follower {
 	raft_index matched; /* its match index for the member when it asked */
 	uint64_t applied;   /* the member's applied index in its last answer */
 	bool applied_seen;
+	raft_index stall_at;     /* its last index when it was first seen resting */
+	uint64_t stall_since_ms; /* then; 0: not resting */
 };
 
 struct followers {

@@ -200,6 +200,11 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	counter(&t, "snapshots_restored_total",
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);
+	counter(&t, "snapshots_taken_total", "Snapshots this node took.", n->snapshots_taken);
+	counter(&t, "snapshot_images_off_loop_total",
+		"Snapshots whose image was dumped off the loop (feature level 6), with the "
+		"entries applied meanwhile.",
+		n->builds_taken);
 	counter(&t, "loop_stalls_total",
 		"Times the node's loop did not turn for half an election timeout or more.",
 		n->loop_stalls);

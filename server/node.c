@@ -22,6 +22,7 @@
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "restore.h"
+#include "snapshot_tail.h"
 
 #define BATCH_MAX_COMMANDS 1024
 #define NODE_DRAIN_MS 1000 /* at shutdown, wait this long for answers */
@@ -141,6 +142,7 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
 	uint64_t start = uv_hrtime();
 	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
+	image_build_note(&n->build, ctx.index, buf->base, buf->len);
 	uint64_t took = uv_hrtime() - start;
 	histogram_observe(&n->apply, took);
 	*result = NULL; /* never allocated: raft does not free it on followers */
@@ -234,53 +236,99 @@ static void trim_heap(const char *when)
 		ms);
 }
 
+/* From FEATURES_SNAPSHOT_TAIL: the image is dumped off the loop and the
+ * snapshot is it and the entries applied since (image_build.h). Until the
+ * image is whole, libraft is told RAFT_BUSY and asks again after the next
+ * entries it applies (its threshold stays where it was). Returns 0 with
+ * the snapshot, RAFT_BUSY, or RAFT_NOMEM to take it on the loop now. */
+static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	struct image_build *b = &n->build;
+	if (b->state == IMAGE_BUILD_RUNNING)
+		return RAFT_BUSY;
+	if (b->state == IMAGE_BUILD_IDLE) {
+		trim_heap("before"); /* see fsm_cb_snapshot() */
+		if (image_build_start(b) != 0)
+			return RAFT_NOMEM;
+		n->builds_started++;
+		return RAFT_BUSY;
+	}
+	uint64_t image_index = b->image_index;
+	uint32_t entries = b->tail.n;
+	if (image_build_take(b, bufs, n_bufs) != 0)
+		return RAFT_NOMEM;
+	n->builds_taken++;
+	log_debug("snapshot at %llu: the image at %llu and %u entries after it",
+		  (unsigned long long)raft_last_applied(&n->raft), (unsigned long long)image_index,
+		  entries);
+	return 0;
+}
+
 static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	struct node *n = f->data;
 	uint64_t t0 = uv_hrtime();
-	/* The image and the whole log are in memory together until libraft
-	 * has written the one and compacted the other: whatever the heap
-	 * holds free besides (buffers of requests and answers since the
-	 * last trim) need not add to that peak. */
-	trim_heap("before");
-	struct raft_buffer *b = raft_malloc(sizeof *b);
-	if (b == NULL || store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
-		raft_free(b);
-		/* not at every entry from now on, should a snapshot have been
-		 * asked for soon (threshold 1) */
-		n->snapshot_soon = false;
-		raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
-		/* nor at every entry for the log's bytes: after another limit */
-		n->log_bytes_new = 0;
-		n->apply_ns_new = 0;
-		return RAFT_NOMEM;
+	struct raft_buffer *b = NULL;
+	int rv = RAFT_NOMEM;
+	/* A build under way means the level (which never goes down) is read. */
+	if (n->build.state != IMAGE_BUILD_IDLE ||
+	    node_cluster_feature_level(n) >= FEATURES_SNAPSHOT_TAIL) {
+		rv = snapshot_off_loop(n, &b, n_bufs);
+		if (rv == RAFT_BUSY)
+			return rv;
+		if (rv == 0)
+			n->dump_ns = n->build.dump_ns;
+	}
+	if (rv != 0) {
+		/* The image and the whole log are in memory together until
+		 * libraft has written the one and compacted the other:
+		 * whatever the heap holds free besides (buffers of requests and
+		 * answers since the last trim) need not add to that peak. */
+		trim_heap("before");
+		b = raft_malloc(sizeof *b);
+		if (b == NULL || store_dump(&n->store, raft_malloc, &b->base, &b->len) != 0) {
+			raft_free(b);
+			/* not at every entry from now on, should a snapshot have
+			 * been asked for soon (threshold 1) */
+			n->snapshot_soon = false;
+			raft_set_snapshot_threshold(&n->raft, n->cfg->snapshot_threshold);
+			/* nor at every entry for the log's bytes: after another limit */
+			n->log_bytes_new = 0;
+			n->apply_ns_new = 0;
+			return RAFT_NOMEM;
+		}
+		*n_bufs = 1;
+		n->dump_ns = uv_hrtime() - t0;
 	}
 	*bufs = b;
-	*n_bufs = 1;
+	size_t bytes = 0;
+	for (unsigned i = 0; i < *n_bufs; i++)
+		bytes += b[i].len;
 	n->snapshot_index = raft_last_applied(&n->raft);
 	if (n->snapshot_soon) /* spent: this one came by bytes or time (or on request) */
 		n->log_phase_bytes = n->replay_phase_ns = 0;
 	n->snapshot_soon = false;
 	n->snapshots_taken++;
 	n->trim_due = true;
-	n->state_bytes = b->len;
-	n->dump_ns = uv_hrtime() - t0;
+	n->state_bytes = bytes;
 	uint64_t log_bytes = n->log_bytes_kept + n->log_bytes_new;
 	double replay_ms = (double)n->apply_ns_new / 1e6;
 	set_trailing_by_bytes(n);
-	/* Snapshots stall the loop (libraft 0.22.1 takes them on it): space
-	 * them so that the log between two of them is about as large as the
-	 * state itself (entries average well over 64 bytes). The log's bytes
-	 * (fsm_cb_apply) bound the spacing from above. */
-	size_t want = b->len / 64;
+	/* Snapshots cost a dump of the state (on the loop below
+	 * FEATURES_SNAPSHOT_TAIL): space them so that the log between two of
+	 * them is about as large as the state itself (entries average well
+	 * over 64 bytes). The log's bytes (fsm_cb_apply) bound the spacing
+	 * from above. */
+	size_t want = bytes / 64;
 	unsigned threshold = want > n->cfg->snapshot_threshold
 				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
 				     : n->cfg->snapshot_threshold;
 	raft_set_snapshot_threshold(&n->raft, threshold);
-	log_info("snapshot at index %llu: %zu bytes in %.1f ms (log %llu bytes, applied in %.0f "
-		 "ms); next after %u entries, %llu log bytes or %u ms of applying, keeping %u",
-		 (unsigned long long)raft_last_applied(&n->raft), b->len,
-		 (double)(uv_hrtime() - t0) / 1e6, (unsigned long long)log_bytes, replay_ms,
+	log_info("snapshot at index %llu: %zu bytes, dumped in %.1f ms%s (log %llu bytes, applied "
+		 "in %.0f ms); next after %u entries, %llu log bytes or %u ms of applying, keeping "
+		 "%u",
+		 (unsigned long long)raft_last_applied(&n->raft), bytes, (double)n->dump_ns / 1e6,
+		 *n_bufs > 1 ? " off the loop" : "", (unsigned long long)log_bytes, replay_ms,
 		 threshold, (unsigned long long)node_log_limit(n),
 		 (unsigned)(replay_limit_ns(n) / 1000000), n->trailing);
 	return 0;
@@ -310,9 +358,10 @@ static int restore_failed(struct node *n, const char *cause, uint64_t index, siz
 static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 {
 	struct node *n = f->data;
-	uint64_t index = 0;
-	if (store_image_index(buf->base, buf->len, &index) != 0)
-		return restore_failed(n, "the image is damaged (no index)", index, buf->len);
+	struct snapshot_parts parts;
+	if (snapshot_split(buf->base, buf->len, &parts) != 0)
+		return restore_failed(n, "the snapshot is damaged (image or tail)", 0, buf->len);
+	uint64_t index = parts.index;
 	if ((n->faults & NODE_FAULT_RESTORE) && n->raft_started)
 		return restore_failed(n, "injected failure (RAFTLOCK_TEST_FAULT=restore)", index,
 				      buf->len);
@@ -328,7 +377,10 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 			 (unsigned long long)applied);
 	} else {
 		uint64_t t0 = uv_hrtime();
-		int rv = store_load(&n->store, buf->base, buf->len);
+		image_build_discard(&n->build); /* of the state being replaced */
+		/* Events of the tail's entries are dropped: on_restore rebuilds
+		 * what the node derives from the store. */
+		int rv = snapshot_load(&n->store, &n->fsm, &parts, NULL);
 		if (rv != 0) {
 			char cause[96];
 			snprintf(cause, sizeof cause, "loading it into the store failed (%s)",
@@ -347,8 +399,10 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		}
 		n->snapshots_restored++;
 		n->book_valid = false; /* another member book, perhaps */
-		log_info("restored snapshot at %llu (%zu bytes) in %.1f ms",
-			 (unsigned long long)index, buf->len, (double)(uv_hrtime() - t0) / 1e6);
+		log_info("restored snapshot at %llu (%zu bytes; image at %llu and %u entries) in "
+			 "%.1f ms",
+			 (unsigned long long)index, buf->len, (unsigned long long)parts.image_index,
+			 parts.n_entries, (double)(uv_hrtime() - t0) / 1e6);
 		if (n->hooks.on_restore != NULL)
 			n->hooks.on_restore(n->hooks.arg);
 	}
@@ -936,6 +990,8 @@ static unsigned test_faults(void)
 		f |= NODE_FAULT_RESTORE;
 	if (strstr(v, "drop-init") != NULL)
 		f |= NODE_FAULT_DROP_INIT;
+	if (strstr(v, "slow-image") != NULL)
+		f |= NODE_FAULT_SLOW_IMAGE;
 	if (f != 0)
 		log_warn("test faults injected: %s", v);
 	return f;
@@ -980,6 +1036,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	memset(n, 0, sizeof *n);
 	n->phase_due = true; /* snapshot_phase(), at the first apply */
 	n->loop = loop;
+	image_build_init(&n->build, loop, &n->store);
 	n->cfg = cfg;
 	n->hooks = *hooks;
 	n->tb = tb;
@@ -1087,6 +1144,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
 	n->trailing = cfg->snapshot_trailing;
 	n->faults = test_faults();
+	if (n->faults & NODE_FAULT_SLOW_IMAGE)
+		n->build.delay_ms = 300;
 	if (do_bootstrap && (rv = bootstrap(n, err, errlen)) != 0)
 		goto fail_raft;
 	if ((rv = raft_start(&n->raft)) != 0) {
@@ -1150,6 +1209,7 @@ static void raft_closed(struct raft *r)
 	struct node *n = r->data;
 	raft_uv_close(&n->io);
 	transport_close(n);
+	image_build_close(&n->build); /* no worker reads the store past here */
 	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
 	store_close(&n->store);

@@ -26,6 +26,7 @@
 #include "feature_level.h"
 #include "fsm.h"
 #include "histogram.h"
+#include "image_build.h"
 #include "io_timing.h"
 #include "list.h"
 #include "store.h"
@@ -53,8 +54,9 @@ struct proposal;
 
 /* Test-only fault injection, named in the environment variable
  * RAFTLOCK_TEST_FAULT (a comma-separated list); never set in production. */
-#define NODE_FAULT_RESTORE 1u   /* "restore": runtime snapshot restores fail */
-#define NODE_FAULT_DROP_INIT 2u /* "drop-init": the first INIT is lost */
+#define NODE_FAULT_RESTORE 1u    /* "restore": runtime snapshot restores fail */
+#define NODE_FAULT_DROP_INIT 2u  /* "drop-init": the first INIT is lost */
+#define NODE_FAULT_SLOW_IMAGE 4u /* "slow-image": an image off the loop waits 300 ms */
 
 struct node {
 	uv_loop_t *loop;
@@ -130,10 +132,13 @@ struct node {
 	 * made then): later entries are applied by this run, and report
 	 * their changes to the watches (watch.h). */
 	uint64_t start_applied;
-	size_t state_bytes; /* size of the last snapshot image */
-	uint64_t dump_ns;   /* the loop's time taking the last snapshot */
-	unsigned trailing;  /* trailing entries asked of libraft */
-	unsigned faults;    /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
+	size_t state_bytes;       /* size of the last snapshot image */
+	uint64_t dump_ns;         /* the time the last snapshot's image took to dump */
+	struct image_build build; /* from FEATURES_SNAPSHOT_TAIL: images off the loop */
+	uint64_t builds_started;  /* images dumped off the loop */
+	uint64_t builds_taken;    /* snapshots made of them */
+	unsigned trailing;        /* trailing entries asked of libraft */
+	unsigned faults;          /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
 
 	/* INIT (rule 7) of a new cluster, retried until it applies */
 	bool init_needed;

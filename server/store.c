@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -777,13 +778,19 @@ static uint64_t dbi_bytes_bound(MDB_txn *txn, MDB_dbi dbi)
 	       (uint64_t)st.ms_entries * 9;
 }
 
-static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
+/* Writes the records of dbi at *p; false once *stop turned true. */
+static bool dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p, const atomic_bool *stop)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
+	unsigned n = 0;
 	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (stop != NULL && ++n % 4096 == 0 && atomic_load(stop)) {
+			mdb_cursor_close(cur);
+			return false;
+		}
 		uint8_t *q = *p;
 		*q++ = tag;
 		uint8_t len[8];
@@ -800,11 +807,12 @@ static void dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p)
 		*p = q;
 	}
 	mdb_cursor_close(cur);
+	return true;
 }
 
-int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
+int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
+		  const atomic_bool *stop, void **out, size_t *n)
 {
-	MDB_txn *txn = store_begin(s, false);
 	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
 			  s->leases, s->acls,     s->session_locks};
 	uint8_t tags[] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
@@ -817,10 +825,8 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	for (int i = 0; i < n_dbis; i++)
 		total += dbi_bytes_bound(txn, dbis[i]);
 	uint8_t *buf = alloc(total);
-	if (buf == NULL) {
-		store_abort(txn);
+	if (buf == NULL)
 		return RAFTLOCK_ENOMEM;
-	}
 	Raftlock__Meta *m = store_get_meta(s, txn);
 	/* Each format once every voter can read it (feature_level.h): the
 	 * faster sum, then the session_locks table (empty below its level,
@@ -835,16 +841,27 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	put_u64(buf + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
 	uint8_t *p = buf + 16;
-	for (int i = 0; i < n_dbis; i++)
-		if (names || tags[i] != DB_SESSION_LOCKS)
-			dump_dbi(txn, dbis[i], tags[i], &p);
+	for (int i = 0; i < n_dbis; i++) {
+		if ((names || tags[i] != DB_SESSION_LOCKS) &&
+		    !dump_dbi(txn, dbis[i], tags[i], &p, stop)) {
+			release(buf);
+			return RAFTLOCK_EUNAVAILABLE;
+		}
+	}
 	*p++ = SNAP_END;
 	put_u64(p, image_sum_of(buf, (size_t)(p - buf)));
 	p += SNAP_SUM_SIZE;
-	store_abort(txn);
 	*out = buf;
 	*n = (size_t)(p - buf);
 	return 0;
+}
+
+int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
+{
+	MDB_txn *txn = store_begin(s, false);
+	int rv = store_dump_at(s, txn, alloc, free, NULL, out, n); /* never stopped: no free */
+	store_abort(txn);
+	return rv;
 }
 
 int store_image_index(const void *data, size_t n, uint64_t *index)

@@ -35,6 +35,7 @@
 #define RAFTLOCK_STORE_H
 
 #include <lmdb.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -203,6 +204,16 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
  * once. Returns 0 or RAFTLOCK_ENOMEM.
  */
 int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
+
+/* The same image of the state txn sees (a read transaction from
+ * store_begin()). It reads through txn and the tables' handles only, so a
+ * transaction begun on the loop can be dumped on another thread (the
+ * environment is MDB_NOTLS) while the loop writes; the caller ends txn.
+ * stop (NULL: never) is polled as the tables are walked: once it reads
+ * true the buffer goes back to release and RAFTLOCK_EUNAVAILABLE is
+ * returned. Otherwise as store_dump(). */
+int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
+		  const atomic_bool *stop, void **out, size_t *n);
 
 /* Reads the applied index of a snapshot image after checking its checksum.
  * RAFTLOCK_EDATA if damaged. */

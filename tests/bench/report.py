@@ -154,12 +154,19 @@ def scale_tables(runs):
                 r.get("status", "") + (": " + r["detail"] if r.get("detail") else "")))
     for r in runs:
         if r.get("workload") == "snapshot" and r.get("snapshots"):
-            out += ["", "Snapshots during the run: {} taken; the largest, {} MiB, was "
-                    "serialized in {} ms (the node's loop stalls that long); longest "
-                    "restore {} ms ({} MiB).".format(
-                        r["snapshots"], r.get("largest_snapshot_mib"),
-                        r.get("largest_snapshot_ms"), r.get("longest_restore_ms", "-"),
-                        r.get("longest_restore_mib", "-"))]
+            off = r.get("snapshots_off_loop", 0)
+            if off:
+                how = ("{} of them with the image dumped off the loop; the largest, {} MiB, "
+                       "was dumped in {} ms; the longest dump on the loop (a stall): {} ms"
+                       .format(off, r.get("largest_snapshot_mib"), r.get("largest_snapshot_ms"),
+                               r.get("longest_loop_stall_ms", 0)))
+            else:
+                how = ("the largest, {} MiB, was serialized in {} ms (the node's loop "
+                       "stalls that long)".format(r.get("largest_snapshot_mib"),
+                                                  r.get("largest_snapshot_ms")))
+            out += ["", "Snapshots during the run: {} taken; {}; longest restore {} ms "
+                    "({} MiB).".format(r["snapshots"], how, r.get("longest_restore_ms", "-"),
+                                       r.get("longest_restore_mib", "-"))]
     return out
 
 

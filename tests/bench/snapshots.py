@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reads raftlockd logs and prints one JSON line about snapshots: how many
-were taken, the largest image and the longest time taken to serialize one
-(the loop stalls that long), and the longest restore.
+were taken, how many of them had their image dumped off the loop (feature
+level 6; the others stall the loop for their dump), the largest image and
+the time its dump took, and the longest restore.
 
 usage: snapshots.py NODE_LOG...
 """
@@ -9,8 +10,11 @@ import json
 import re
 import sys
 
-TAKEN = re.compile(r"snapshot at index (\d+): (\d+) bytes in ([0-9.]+) ms")
-RESTORED = re.compile(r"restored snapshot at (\d+) \((\d+) bytes\) in ([0-9.]+) ms")
+# "... bytes in X ms" before feature level 6; "... bytes, dumped in X ms
+# [off the loop]" from it.
+TAKEN = re.compile(r"snapshot at index (\d+): (\d+) bytes,? (?:dumped )?in ([0-9.]+) ms"
+                   r"( off the loop)?")
+RESTORED = re.compile(r"restored snapshot at (\d+) \((\d+) bytes[;)].*? in ([0-9.]+) ms")
 
 
 def main():
@@ -21,18 +25,22 @@ def main():
                 for line in f:
                     m = TAKEN.search(line)
                     if m:
-                        taken.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+                        taken.append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
+                                      m.group(4) is not None))
                     m = RESTORED.search(line)
                     if m:
                         restored.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
         except OSError:
             pass
     big = max(taken, key=lambda t: t[1]) if taken else None
+    on_loop = [t[2] for t in taken if not t[3]]
     rest = max(restored, key=lambda t: t[2]) if restored else None
     print(json.dumps({
         "system": "raftlock", "workload": "snapshot", "clients": 0,
         "status": "ok" if taken else "failed",
         "snapshots": len(taken),
+        "snapshots_off_loop": sum(1 for t in taken if t[3]),
+        "longest_loop_stall_ms": max(on_loop) if on_loop else 0,
         "largest_snapshot_mib": round(big[1] / 2**20, 1) if big else None,
         "largest_snapshot_ms": big[2] if big else None,
         "longest_snapshot_ms": max(t[2] for t in taken) if taken else None,
