@@ -299,25 +299,42 @@ static void catch_up(struct followers *fw, struct follower *f, const Raftlock__S
  * it), the success raises nothing, and the member never gets another
  * entry from this leader (test_snapshot_tail, with LIBRAFT_TRACE=1:
  * "missing previous entry ... -> needs snapshot" at every heartbeat). The
- * proof: the member's log rests at that very match index, behind this
- * leader's last index, for FOLLOWERS_STALL_MS. A member taking entries
- * moves within a heartbeat; one being sent a snapshot is below its match
- * index (the check above). The cure is the one for a wiped member. */
+ * proof: a voter's log rests at that very match index, behind this
+ * leader's last index, while the leader still holds the entry after it
+ * (a member legitimately being sent a snapshot is behind the log), in
+ * answers FOLLOWERS_CHECK_MS apart for FOLLOWERS_STALL_MS. A member taking
+ * entries moves within a heartbeat. The cure is the one for a wiped
+ * member, at most once per FOLLOWERS_STALL_AGAIN_MS for a member. */
 static bool stalled(struct followers *fw, struct follower *f, const Raftlock__StatusInfo *st)
 {
 	struct node *n = fw->node;
-	if (f->matched == 0 || st->last_index != f->matched ||
-	    st->last_index >= raft_last_index(&n->raft)) {
+	uint64_t now = now_ms(fw);
+	/* libraft keeps `trailing` entries before its last snapshot */
+	uint64_t first = n->snapshot_index > n->trailing ? n->snapshot_index - n->trailing + 1 : 1;
+	bool voter = false;
+	for (unsigned i = 0; i < n->raft.configuration.n; i++)
+		if (n->raft.configuration.servers[i].id == f->member.id)
+			voter = n->raft.configuration.servers[i].role == RAFT_VOTER;
+	bool resting = voter && f->matched != 0 && st->last_index == f->matched &&
+		       st->last_index < raft_last_index(&n->raft) && f->matched + 1 >= first;
+	/* Seen resting in the answer before too, or start counting again. */
+	bool continued = f->stall_since_ms != 0 && f->stall_at == st->last_index &&
+			 now - f->stall_seen_ms <= 3 * FOLLOWERS_CHECK_MS;
+	if (!resting) {
 		f->stall_since_ms = 0;
 		return false;
 	}
-	uint64_t now = now_ms(fw);
-	if (f->stall_since_ms == 0 || f->stall_at != st->last_index) {
+	if (!continued) {
 		f->stall_at = st->last_index;
 		f->stall_since_ms = now;
-		return false;
 	}
-	return now - f->stall_since_ms >= FOLLOWERS_STALL_MS;
+	f->stall_seen_ms = now;
+	if (now - f->stall_since_ms < FOLLOWERS_STALL_MS ||
+	    (f->stall_cured_ms != 0 && now - f->stall_cured_ms < FOLLOWERS_STALL_AGAIN_MS))
+		return false;
+	f->stall_since_ms = 0;
+	f->stall_cured_ms = now;
+	return true;
 }
 
 void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
@@ -343,7 +360,6 @@ void followers_judge(struct follower *f, const Raftlock__StatusInfo *st)
 			 "stuck (a member sent a snapshot that ends at that index)",
 			 (unsigned long long)f->member.id, (unsigned long long)st->last_index,
 			 FOLLOWERS_STALL_MS, (unsigned long long)raft_last_index(&n->raft));
-		f->stall_since_ms = 0;
 		hand_over(fw, f->member.id);
 		return;
 	}

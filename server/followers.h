@@ -44,8 +44,11 @@
 
 #define FOLLOWERS_CHECK_MS 500
 /* A member whose log rests at this leader's match index for it, behind
- * the leader, this long is stalled (followers.c, stalled()). */
+ * the leader, with the next entry still in the leader's log, this long is
+ * stalled (followers.c, stalled()); a stall cures a member at most once
+ * per FOLLOWERS_STALL_AGAIN_MS. */
 #define FOLLOWERS_STALL_MS 3000
+#define FOLLOWERS_STALL_AGAIN_MS 60000
 /* After a hand-over that did not complete: wait this many election timeouts,
  * doubling after each failure, up to the cap (ms). */
 #define FOLLOWERS_BACKOFF_ELECTIONS 2
@@ -90,6 +93,8 @@ struct follower {
 	bool applied_seen;
 	raft_index stall_at;     /* its last index when it was first seen resting */
 	uint64_t stall_since_ms; /* then; 0: not resting */
+	uint64_t stall_seen_ms;  /* when it was last seen resting */
+	uint64_t stall_cured_ms; /* the last hand-over for it as stalled */
 };
 
 struct followers {

@@ -41,12 +41,19 @@ static void drop(struct image_build *b)
 static void build_done(uv_work_t *w, int status)
 {
 	struct image_build *b = w->data;
+	if (b->closed)
+		return; /* image_build_close() freed it all */
 	b->txn = NULL;
 	b->dump_ns = uv_hrtime() - b->started_ns;
 	if (status != 0 || b->rv != 0 || b->discard || b->spoilt) {
 		if (b->rv == RAFTLOCK_ENOMEM)
-			log_warn("snapshot image at %llu: out of memory; taken on the loop next",
-				 (unsigned long long)b->image_index);
+			log_warn(
+				"snapshot image at %llu: out of memory; the next snapshot is taken "
+				"on the loop",
+				(unsigned long long)b->image_index);
+		/* lost for want of memory or map: not by a restore's discard */
+		b->failed = b->failed || b->spoilt || b->rv == RAFTLOCK_ENOMEM ||
+			    (b->rv == RAFTLOCK_EUNAVAILABLE && !b->discard);
 		drop(b);
 		return;
 	}
@@ -66,6 +73,7 @@ int image_build_start(struct image_build *b)
 	b->txn = txn;
 	b->image = NULL;
 	b->rv = 0;
+	b->notes = 0;
 	b->discard = b->spoilt = false;
 	b->worker_done = false;
 	atomic_store(&b->stop, false);
@@ -80,14 +88,47 @@ int image_build_start(struct image_build *b)
 	return 0;
 }
 
+bool image_build_failed(const struct image_build *b)
+{
+	return b->failed;
+}
+
+void image_build_fallback_done(struct image_build *b)
+{
+	b->failed = false;
+}
+
+/* Whether the store's file has used more than 3/4 of its map. */
+static bool map_filling(const struct image_build *b)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	MDB_env *env = b->store->env;
+	if (mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &st) != 0)
+		return false;
+	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize > info.me_mapsize / 4 * 3;
+}
+
 void image_build_note(struct image_build *b, uint64_t index, const void *buf, size_t len)
 {
 	if (b->state == IMAGE_BUILD_IDLE || b->spoilt || b->discard || index <= b->image_index)
 		return;
 	if (snapshot_tail_add(&b->tail, index, buf, len) != 0) {
-		log_warn("snapshot tail: out of memory at entry %llu; this build is dropped",
-			 (unsigned long long)index);
+		log_warn(
+			"snapshot tail: out of memory at entry %llu; this build is dropped and the "
+			"next snapshot taken on the loop",
+			(unsigned long long)index);
 		b->spoilt = true;
+	} else if (b->state == IMAGE_BUILD_RUNNING && ++b->notes % 64 == 0 && map_filling(b)) {
+		log_warn(
+			"snapshot image at %llu: the store's file passed 3/4 of its map while the "
+			"dump held its pages; dump stopped, the next snapshot is taken on the loop",
+			(unsigned long long)b->image_index);
+		atomic_store(&b->stop, true);
+		b->spoilt = true;
+	}
+	if (b->spoilt) {
+		b->failed = true;
 		if (b->state == IMAGE_BUILD_READY)
 			drop(b);
 	}
@@ -129,6 +170,10 @@ void image_build_close(struct image_build *b)
 		while (!b->worker_done)
 			pthread_cond_wait(&b->cond, &b->mu);
 		pthread_mutex_unlock(&b->mu);
+		raft_free(b->image); /* the worker's, if it made one */
+		b->image = NULL;
+		b->state = IMAGE_BUILD_IDLE;
 	}
+	b->closed = true;
 	snapshot_tail_free(&b->tail);
 }

@@ -43,6 +43,9 @@ struct image_build {
 	atomic_bool stop;
 	bool discard;       /* what the running dump makes is not wanted */
 	bool spoilt;        /* an entry could not be noted: the build is lost */
+	bool failed;        /* the last build was lost: take the next on the loop */
+	bool closed;        /* image_build_close() ran: the completion frees only */
+	unsigned notes;     /* entries noted since the map's last check */
 	pthread_mutex_t mu; /* with cond: worker_done, for image_build_close() */
 	pthread_cond_t cond;
 	bool worker_done;
@@ -62,7 +65,16 @@ void image_build_init(struct image_build *b, uv_loop_t *loop, struct store *stor
  * RAFTLOCK_ENOMEM / RAFTLOCK_EINTERNAL (nothing started). */
 int image_build_start(struct image_build *b);
 
-/* Notes an entry just applied at index (buf borrowed for the call). */
+/* Whether the last build was lost (out of memory, or stopped because the
+ * map filled while the dump held its pages): the caller then takes one
+ * snapshot on the loop, and clears this with image_build_fallback_done(). */
+bool image_build_failed(const struct image_build *b);
+void image_build_fallback_done(struct image_build *b);
+
+/* Notes an entry just applied at index (buf borrowed for the call). While
+ * a dump runs, the pages the loop frees cannot be reused (the dump's
+ * transaction still sees them), so the store's file grows; past 3/4 of
+ * the map the dump is stopped and the build lost. */
 void image_build_note(struct image_build *b, uint64_t index, const void *buf, size_t len);
 
 /* Hands over a READY build as a snapshot of two buffers (the image, then
@@ -76,7 +88,8 @@ int image_build_take(struct image_build *b, struct raft_buffer **bufs, unsigned 
 void image_build_discard(struct image_build *b);
 
 /* Drops the build and waits until no worker reads the store, which may
- * then close. The loop still runs the build's completion later. */
+ * then close. What the worker made is freed here; the build's completion,
+ * should the loop still run it, does nothing. */
 void image_build_close(struct image_build *b);
 
 #endif

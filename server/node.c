@@ -270,9 +270,11 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	uint64_t t0 = uv_hrtime();
 	struct raft_buffer *b = NULL;
 	int rv = RAFT_NOMEM;
-	/* A build under way means the level (which never goes down) is read. */
+	/* A build under way means the level (which never goes down) is read;
+	 * after a build was lost, one snapshot is taken on the loop. */
 	if (n->build.state != IMAGE_BUILD_IDLE ||
-	    node_cluster_feature_level(n) >= FEATURES_SNAPSHOT_TAIL) {
+	    (!image_build_failed(&n->build) &&
+	     node_cluster_feature_level(n) >= FEATURES_SNAPSHOT_TAIL)) {
 		rv = snapshot_off_loop(n, &b, n_bufs);
 		if (rv == RAFT_BUSY)
 			return rv;
@@ -280,6 +282,7 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 			n->dump_ns = n->build.dump_ns;
 	}
 	if (rv != 0) {
+		image_build_fallback_done(&n->build);
 		/* The image and the whole log are in memory together until
 		 * libraft has written the one and compacted the other:
 		 * whatever the heap holds free besides (buffers of requests and

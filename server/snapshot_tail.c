@@ -21,6 +21,18 @@ static uint64_t get_be(const uint8_t *p, int bytes)
 	return v;
 }
 
+/* The tail's sum: image.h's by words, as for an image of the words' magic
+ * followed by the n bytes at p (a byte-wise sum would cost the loop about
+ * fifteen times as much). */
+static uint64_t tail_sum(const uint8_t *p, size_t n)
+{
+	struct image_sum s;
+	image_sum_begin(&s);
+	image_sum_add(&s, IMAGE_MAGIC_WORDS, IMAGE_MAGIC_SIZE);
+	image_sum_add(&s, p, n);
+	return image_sum_end(&s);
+}
+
 int snapshot_tail_add(struct snapshot_tail *t, uint64_t index, const void *entry, size_t n)
 {
 	if (n > UINT32_MAX || t->n == UINT32_MAX)
@@ -56,7 +68,7 @@ int snapshot_tail_finish(struct snapshot_tail *t, void *(*alloc)(size_t), void *
 	uint8_t *p = buf + t->len;
 	put_be(p, t->n, 4);
 	put_be(p + 4, t->len, 8);
-	put_be(p + 12, image_sum_of(buf, t->len + 12), 8);
+	put_be(p + 12, tail_sum(buf, t->len + 12), 8);
 	memcpy(p + 20, SNAPSHOT_TAIL_MAGIC, 8);
 	*out = buf;
 	*n = t->len + SNAPSHOT_TAIL_TRAILER;
@@ -88,7 +100,7 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 		if (len > n - SNAPSHOT_TAIL_TRAILER)
 			return RAFTLOCK_EDATA;
 		const uint8_t *entries = trailer - len;
-		if (image_sum_of(entries, len + 12) != get_be(trailer + 12, 8))
+		if (tail_sum(entries, len + 12) != get_be(trailer + 12, 8))
 			return RAFTLOCK_EDATA;
 		out->entries = entries;
 		out->entries_len = len;

@@ -14,7 +14,8 @@
  * Layout of the tail, after the image's own bytes: entries (index 8 bytes
  * BE, length 4 bytes BE, the entry's bytes), then a trailer of
  * SNAPSHOT_TAIL_TRAILER bytes: the entry count (4 BE), the entries' bytes
- * (8 BE), the sum (image.h, by words) of everything in the tail before it,
+ * (8 BE), the sum (image.h, by words: as of an image of magic
+ * IMAGE_MAGIC_WORDS followed by everything in the tail before the sum),
  * and the magic "RLTAIL01". A snapshot without that magic at its end is an
  * image alone. The image keeps its own magic and checksum.
  *

@@ -101,10 +101,12 @@ raft_index raft_commit_index(const struct raft *r)
 	return 100;
 }
 
+static raft_index fake_last = 100;
+
 raft_index raft_last_index(struct raft *r)
 {
 	(void)r;
-	return 100;
+	return fake_last;
 }
 
 const char *node_role(struct node *n)
@@ -170,6 +172,7 @@ static int setup(void **state)
 	fake_leader = 1;
 	transfers = 0;
 	fake_applied = 100;
+	fake_last = 100;
 	snapshots_asked = 0;
 	followers_start(&f->fw, &f->loop, &f->tb, &f->cfg, &f->node, NULL);
 	*state = f;
@@ -367,6 +370,79 @@ static void test_catch_up_by_entries(void **state)
 	assert_int_equal(snapshots_asked, 1);
 }
 
+/* Member 2 in raft's configuration with role, the others voters. */
+static struct raft_server servers[3];
+
+static void configure(struct fx *f, int role2)
+{
+	for (unsigned i = 0; i < 3; i++)
+		servers[i] = (struct raft_server){.id = i + 1, .role = RAFT_VOTER};
+	servers[1].role = role2;
+	f->node.raft.configuration.servers = servers;
+	f->node.raft.configuration.n = 3;
+}
+
+/* Answers "last_index" every FOLLOWERS_CHECK_MS for ms; the transfers. */
+static int answer_for(struct fx *f, uint64_t last_index, uint64_t ms)
+{
+	for (uint64_t t = 0; t <= ms; t += FOLLOWERS_CHECK_MS) {
+		answer(f, last_index);
+		timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	}
+	return transfers;
+}
+
+/* A voter whose log rests at this leader's match index for it (100),
+ * behind the leader (110), with entry 101 still in the leader's log, for
+ * FOLLOWERS_STALL_MS: libraft 0.22.1 stranded it after a snapshot that
+ * ended there. One hand-over, not another for FOLLOWERS_STALL_AGAIN_MS. */
+static void test_stalled_member_hands_over_once(void **state)
+{
+	struct fx *f = *state;
+	configure(f, RAFT_VOTER);
+	fake_last = 110;
+	f->node.snapshot_index = 100;
+	f->node.trailing = 16;
+	assert_int_equal(answer_for(f, 100, FOLLOWERS_STALL_MS - FOLLOWERS_CHECK_MS), 0);
+	assert_int_equal(answer_for(f, 100, FOLLOWERS_CHECK_MS), 1);
+	assert_int_equal(transfer_target, 3);
+	transferee = 0; /* that one is over, and this node leads again */
+	f->fw.transferring = false;
+	f->node.raft.leader_state.transferee = 0;
+	assert_int_equal(answer_for(f, 100, FOLLOWERS_STALL_AGAIN_MS - 2 * FOLLOWERS_STALL_MS), 1);
+	assert_int_equal(answer_for(f, 100, 2 * FOLLOWERS_STALL_MS), 2);
+}
+
+/* What is not a stall: a member being sent a snapshot (entry 101 is no
+ * longer in the leader's log), a standby, a member level with the leader,
+ * one whose answers stopped for a while (counting starts again), and one
+ * that moves. */
+static void test_no_stall_without_proof(void **state)
+{
+	struct fx *f = *state;
+	configure(f, RAFT_VOTER);
+	fake_last = 2000;
+	f->node.trailing = 16;
+	f->node.snapshot_index = 1000; /* the log starts at 985 */
+	assert_int_equal(answer_for(f, 100, 2 * FOLLOWERS_STALL_MS), 0);
+	f->node.snapshot_index = 100;
+	configure(f, RAFT_STANDBY);
+	assert_int_equal(answer_for(f, 100, 2 * FOLLOWERS_STALL_MS), 0);
+	configure(f, RAFT_VOTER);
+	fake_last = 100;
+	assert_int_equal(answer_for(f, 100, 2 * FOLLOWERS_STALL_MS), 0);
+	fake_last = 2000;
+	answer_for(f, 100, FOLLOWERS_STALL_MS - FOLLOWERS_CHECK_MS);
+	timebase_advance(&f->tb, 10 * FOLLOWERS_CHECK_MS); /* no answer meanwhile */
+	assert_int_equal(answer_for(f, 100, FOLLOWERS_STALL_MS - FOLLOWERS_CHECK_MS), 0);
+	for (uint64_t i = 1; i <= 2 * FOLLOWERS_STALL_MS / FOLLOWERS_CHECK_MS; i++) {
+		match[2] = 100 + i;
+		answer(f, 100 + i);
+		timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	}
+	assert_int_equal(transfers, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +454,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_catch_up_not_while_moving, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_catch_up_by_entries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stalled_member_hands_over_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_no_stall_without_proof, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
