@@ -7,7 +7,8 @@
  *     appendfsync always);
  *   - durable 4 KiB writes into preallocated files, as libraft writes its
  *     segments (posix_fallocate, then O_DIRECT where the filesystem has it,
- *     and O_DSYNC): the disk's part of a raft commit;
+ *     and O_DSYNC; small entries write the same block again until it is
+ *     full): the disk's part of a raft commit;
  *   - loopback TCP round-trip time of a small message (ping-pong between
  *     two threads, TCP_NODELAY), p50 and p99.
  *
@@ -137,20 +138,26 @@ struct segment {
 	char *block; /* APPEND_SIZE bytes, aligned for O_DIRECT */
 };
 
+/* Entries of a few hundred bytes, as one client makes them, fill a block
+ * in about this many writes: libraft writes the block again with each. */
+#define WRITES_PER_BLOCK 16
+
 static int segment_write(void *arg)
 {
 	struct segment *s = arg;
-	if (pwrite(s->fd, s->block, APPEND_SIZE, s->off) != APPEND_SIZE) {
+	off_t at = s->off / WRITES_PER_BLOCK * APPEND_SIZE;
+	if (pwrite(s->fd, s->block, APPEND_SIZE, at) != APPEND_SIZE) {
 		fprintf(stderr, "bench_limits: segment write: %s\n", strerror(errno));
 		return -1;
 	}
-	s->off += APPEND_SIZE;
+	s->off++;
 	return 0;
 }
 
-/* Durable writes into fresh preallocated blocks, as libraft writes its
- * open segment: one file allocated up front for every write the window
- * can make, so that no write extends it. */
+/* Durable writes into a preallocated file, as libraft writes its open
+ * segment: each block written WRITES_PER_BLOCK times (the first into a
+ * fresh, unwritten block), one file allocated up front for every write
+ * the window can make, so that no write extends it. */
 static int measure_log_write(const char *dir, double seconds, struct disk_result *r, bool *direct)
 {
 	struct segment s = {.fd = -1};

@@ -380,7 +380,7 @@ def machine_line(limits):
         return []
     log = ""
     if "log_write_p50_ms" in limits:
-        log = ("; durable 4 KiB write into preallocated blocks (a raft segment's): "
+        log = ("; durable 4 KiB write into a preallocated file (as a raft segment's): "
                "{:,.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms{})".format(
                    limits["log_writes_per_s"], limits["log_write_p50_ms"],
                    limits["log_write_p99_ms"],
@@ -415,7 +415,7 @@ def issue15(runs, limits):
     if fl is None:
         return []
     c = fl["raftlock"]
-    rows, goals = [], []
+    rows, goals, beaten = [], [], []
     for n in (1, 16, 64, 256):
         rl, rd = find(runs, "raftlock", "uncontended", n), find(runs, "redis", "uncontended", n)
         if not ok(rl) or not ok(rd) or not rd["pairs_per_s"]:
@@ -430,8 +430,9 @@ def issue15(runs, limits):
                         rl["pairs_per_s"] / bound, rl["p50_ms"] - c, fmt(rd["pairs_per_s"]),
                         rl["pairs_per_s"] / rd["pairs_per_s"], fmt(want),
                         want / rd["pairs_per_s"],
-                        "above the floor: cannot be met here" if want > bound
-                        else "below the floor"))
+                        "above the floor" if want > bound else "below the floor"))
+        if rl["pairs_per_s"] > bound:
+            beaten.append("uncontended {}".format(n))
     rl, rd = find(runs, "raftlock", "contended", 16), find(runs, "redis", "contended", 16)
     if ok(rl) and ok(rd) and rl["pairs_per_s"] and rd["pairs_per_s"]:
         # A hand-over: the grant reaches the next holder (half a round trip),
@@ -443,11 +444,16 @@ def issue15(runs, limits):
                     .format(fmt(rl["pairs_per_s"]), 1000.0 / rl["pairs_per_s"], fmt(bound), c,
                             rl["pairs_per_s"] / bound, fmt(rd["pairs_per_s"]),
                             rl["pairs_per_s"] / rd["pairs_per_s"], fmt(want),
-                            "above the floor: cannot be met here" if want > bound
-                            else "below the floor"))
+                            "above the floor" if want > bound else "below the floor"))
+        if rl["pairs_per_s"] > bound:
+            beaten.append("contended 16")
     if not rows:
         return []
-    write = ("durable write into preallocated blocks p50 {:.3f} ms".format(fl["write"])
+    if beaten:
+        goals.append("| the floor is an estimate from two medians | raftlock measured above it "
+                     "at {}: not a floor in this run, and no verdict above is proof | - |"
+                     .format(", ".join(beaten)))
+    write = ("durable write into a preallocated file p50 {:.3f} ms".format(fl["write"])
              if fl["measured_write"] else
              "fsync of a growing file p50 {:.3f} ms (no preallocated-write figure in this "
              "run)".format(fl["write"]))
@@ -456,7 +462,7 @@ def issue15(runs, limits):
         "A raftlock command is acknowledged after a round trip from the client to the "
         "leader, one from the leader to a follower and that follower's durable write (the "
         "leader's own write overlaps it): at least 2 x {:.3f} ms (loopback round trip p50) "
-        "+ {} = **{:.3f} ms** here, so a client with one pair at a time makes at most "
+        "+ {} = **{:.3f} ms** here (medians: an estimate), so a client with one pair at a time makes at most "
         "1 / (2 x {:.3f} ms) pairs/s, n clients n times that, and a hand-over on a "
         "contended lock takes at least one such command. A Redis command (appendfsync "
         "always) needs one round trip and one append with fsync: a replicated command "
