@@ -250,7 +250,6 @@ static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigne
 		trim_heap("before"); /* see fsm_cb_snapshot() */
 		if (image_build_start(b) != 0)
 			return RAFT_NOMEM;
-		n->builds_started++;
 		return RAFT_BUSY;
 	}
 	uint64_t image_index = b->image_index;

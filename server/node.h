@@ -135,8 +135,7 @@ struct node {
 	size_t state_bytes;       /* size of the last snapshot image */
 	uint64_t dump_ns;         /* the time the last snapshot's image took to dump */
 	struct image_build build; /* from FEATURES_SNAPSHOT_TAIL: images off the loop */
-	uint64_t builds_started;  /* images dumped off the loop */
-	uint64_t builds_taken;    /* snapshots made of them */
+	uint64_t builds_taken;    /* snapshots whose image was dumped off the loop */
 	unsigned trailing;        /* trailing entries asked of libraft */
 	unsigned faults;          /* NODE_FAULT_*, from RAFTLOCK_TEST_FAULT */
 
