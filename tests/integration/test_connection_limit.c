@@ -20,22 +20,32 @@
 #include "raftlock.h"
 
 /* Opens a raw connection to port and waits for one STATUS answer on it, so
- * that the node has counted it. */
+ * that the node has counted it. The node may not yet have seen the close of
+ * an earlier connection from this address (tcluster_leader's probes), so an
+ * ELIMIT answer is tried again for a while. */
 static int occupy(int port)
 {
-	int fd = raw_connect(port);
-	assert_true(fd >= 0);
-	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = 1;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
-	env.status = &st;
-	assert_int_equal(raw_send_envelope(fd, &env), 0);
-	Raftlock__Envelope *r = raw_recv_envelope(fd, 5000);
-	assert_non_null(r);
-	assert_int_equal(r->response->status, 0);
-	raftlock__envelope__free_unpacked(r, NULL);
-	return fd;
+	uint64_t until = tcluster_now_ms() + 10000;
+	for (;;) {
+		int fd = raw_connect(port);
+		assert_true(fd >= 0);
+		Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		env.id = 1;
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+		env.status = &st;
+		assert_int_equal(raw_send_envelope(fd, &env), 0);
+		Raftlock__Envelope *r = raw_recv_envelope(fd, 5000);
+		assert_non_null(r);
+		int status = (int)r->response->status;
+		raftlock__envelope__free_unpacked(r, NULL);
+		if (status == 0)
+			return fd;
+		close(fd);
+		assert_int_equal(status, RAFTLOCK_ELIMIT);
+		assert_true(tcluster_now_ms() < until);
+		tl_sleep_ms(50);
+	}
 }
 
 static void refused_until_room(void **state)
