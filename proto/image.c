@@ -129,6 +129,15 @@ uint64_t image_sum_end(const struct image_sum *s)
 	return h;
 }
 
+uint64_t image_sum_words_of(const void *p, size_t n)
+{
+	struct image_sum s;
+	image_sum_begin(&s);
+	image_sum_add(&s, IMAGE_MAGIC_WORDS, IMAGE_MAGIC_SIZE);
+	image_sum_add(&s, p, n);
+	return image_sum_end(&s);
+}
+
 uint64_t image_sum_of(const void *p, size_t n)
 {
 	struct image_sum s;

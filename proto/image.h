@@ -45,6 +45,11 @@ uint64_t image_sum_end(const struct image_sum *s);
 /* The sum of the n bytes at p, as an image beginning there is closed. */
 uint64_t image_sum_of(const void *p, size_t n);
 
+/* The sum by words of n bytes that are not an image themselves (a
+ * snapshot's tail, a packed image): as of an image of magic
+ * IMAGE_MAGIC_WORDS followed by them. */
+uint64_t image_sum_words_of(const void *p, size_t n);
+
 /* The sum written in the last IMAGE_SUM_SIZE bytes of an image of n bytes
  * (n >= IMAGE_SUM_SIZE). */
 uint64_t image_sum_stored(const void *image, size_t n);

@@ -32,7 +32,9 @@
  * RLSNAP06 images that carry that table: no new command; 6, snapshots whose
  * image is dumped off the loop and followed by the entries applied since
  * (snapshot_tail.h, FEATURES_SNAPSHOT_TAIL), which an older build cannot
- * load: no new command. A build made with
+ * load: no new command; 7, the images of those snapshots packed with zstd
+ * (image_pack.h, FEATURES_PACKED_IMAGE), which an older build cannot load:
+ * no new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -48,7 +50,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 6u
+#define FEATURE_LEVEL 7u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -74,6 +76,10 @@
  * sends it with a tail of the entries applied meanwhile (snapshot_tail.h,
  * image_build.h): an older build cannot load such a snapshot. */
 #define FEATURES_SNAPSHOT_TAIL 6u
+
+/* The level from which the image a snapshot dumped off the loop carries is
+ * packed with zstd (image_pack.h): an older build cannot load it. */
+#define FEATURES_PACKED_IMAGE 7u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "feature_level.h"
+#include "image_pack.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -21,8 +23,14 @@ static void build_work(uv_work_t *w)
 	struct image_build *b = w->data;
 	if (b->delay_ms != 0) /* entries applied meanwhile make the tail */
 		usleep(b->delay_ms * 1000u);
-	b->rv = store_dump_at(b->store, b->txn, raft_malloc, raft_free, &b->stop, &b->image,
-			      &b->image_len);
+	if (b->packed) {
+		b->rv = image_pack_at(b->store, b->txn, raft_malloc, raft_free, &b->stop, &b->image,
+				      &b->image_len, &b->raw_len);
+	} else {
+		b->rv = store_dump_at(b->store, b->txn, raft_malloc, raft_free, &b->stop, &b->image,
+				      &b->image_len);
+		b->raw_len = b->image_len;
+	}
 	mdb_txn_abort(b->txn); /* a read transaction: ended on any thread (MDB_NOTLS) */
 	pthread_mutex_lock(&b->mu);
 	b->worker_done = true;
@@ -58,8 +66,9 @@ static void build_done(uv_work_t *w, int status)
 		return;
 	}
 	b->state = IMAGE_BUILD_READY;
-	log_debug("snapshot image at %llu built off the loop: %zu bytes in %.1f ms",
-		  (unsigned long long)b->image_index, b->image_len, (double)b->dump_ns / 1e6);
+	log_debug("snapshot image at %llu built off the loop: %zu bytes (%zu unpacked) in %.1f ms",
+		  (unsigned long long)b->image_index, b->image_len, b->raw_len,
+		  (double)b->dump_ns / 1e6);
 }
 
 int image_build_start(struct image_build *b)
@@ -69,6 +78,8 @@ int image_build_start(struct image_build *b)
 	MDB_txn *txn = store_begin(b->store, false);
 	Raftlock__Meta *m = store_get_meta(b->store, txn);
 	b->image_index = m->applied_index;
+	/* the level of the state dumped, which every voter runs */
+	b->packed = features_recorded(m->feature_level) >= FEATURES_PACKED_IMAGE;
 	raftlock__meta__free_unpacked(m, NULL);
 	b->txn = txn;
 	b->image = NULL;

@@ -50,8 +50,10 @@ struct image_build {
 	pthread_cond_t cond;
 	bool worker_done;
 	int rv;      /* the dump's: 0, RAFTLOCK_ENOMEM or RAFTLOCK_EUNAVAILABLE (stopped) */
+	bool packed; /* the image is packed (image_pack.h): the state's level */
 	void *image; /* from raft_malloc */
 	size_t image_len;
+	size_t raw_len;       /* the image's length unpacked */
 	uint64_t image_index; /* the applied index the image holds */
 	uint64_t started_ns;
 	uint64_t dump_ns;  /* the worker's time on the last image made */

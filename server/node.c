@@ -240,8 +240,10 @@ static void trim_heap(const char *when)
  * snapshot is it and the entries applied since (image_build.h). Until the
  * image is whole, libraft is told RAFT_BUSY and asks again after the next
  * entries it applies (its threshold stays where it was). Returns 0 with
- * the snapshot, RAFT_BUSY, or RAFT_NOMEM to take it on the loop now. */
-static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigned *n_bufs)
+ * the snapshot (*raw_len: its image's length unpacked), RAFT_BUSY, or
+ * RAFT_NOMEM to take it on the loop now. */
+static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigned *n_bufs,
+			     size_t *raw_len)
 {
 	struct image_build *b = &n->build;
 	if (b->state == IMAGE_BUILD_RUNNING)
@@ -254,6 +256,7 @@ static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigne
 	}
 	uint64_t image_index = b->image_index;
 	uint32_t entries = b->tail.n;
+	*raw_len = b->raw_len;
 	if (image_build_take(b, bufs, n_bufs) != 0)
 		return RAFT_NOMEM;
 	n->builds_taken++;
@@ -268,13 +271,14 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	struct node *n = f->data;
 	uint64_t t0 = uv_hrtime();
 	struct raft_buffer *b = NULL;
+	size_t raw_len = 0; /* of a packed image */
 	int rv = RAFT_NOMEM;
 	/* A build under way means the level (which never goes down) is read;
 	 * after a build was lost, one snapshot is taken on the loop. */
 	if (n->build.state != IMAGE_BUILD_IDLE ||
 	    (!image_build_failed(&n->build) &&
 	     node_cluster_feature_level(n) >= FEATURES_SNAPSHOT_TAIL)) {
-		rv = snapshot_off_loop(n, &b, n_bufs);
+		rv = snapshot_off_loop(n, &b, n_bufs, &raw_len);
 		if (rv == RAFT_BUSY)
 			return rv;
 		if (rv == 0)
@@ -300,6 +304,7 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 			return RAFT_NOMEM;
 		}
 		*n_bufs = 1;
+		raw_len = b->len;
 		n->dump_ns = uv_hrtime() - t0;
 	}
 	*bufs = b;
@@ -312,7 +317,9 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	n->snapshot_soon = false;
 	n->snapshots_taken++;
 	n->trim_due = true;
-	n->state_bytes = bytes;
+	/* The state's size spaces snapshots (node_log_limit()), not the
+	 * bytes it packs into. */
+	n->state_bytes = bytes - b[0].len + raw_len;
 	uint64_t log_bytes = n->log_bytes_kept + n->log_bytes_new;
 	double replay_ms = (double)n->apply_ns_new / 1e6;
 	set_trailing_by_bytes(n);
@@ -326,12 +333,15 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
 				     : n->cfg->snapshot_threshold;
 	raft_set_snapshot_threshold(&n->raft, threshold);
-	log_info("snapshot at index %llu: %zu bytes, dumped in %.1f ms%s (log %llu bytes, applied "
-		 "in %.0f ms); next after %u entries, %llu log bytes or %u ms of applying, keeping "
-		 "%u",
+	char packed[64] = "";
+	if (raw_len != b[0].len)
+		snprintf(packed, sizeof packed, ", its image packed from %zu bytes", raw_len);
+	log_info("snapshot at index %llu: %zu bytes, dumped in %.1f ms%s%s (log %llu bytes, "
+		 "applied in %.0f ms); next after %u entries, %llu log bytes or %u ms of applying, "
+		 "keeping %u",
 		 (unsigned long long)raft_last_applied(&n->raft), bytes, (double)n->dump_ns / 1e6,
-		 *n_bufs > 1 ? " off the loop" : "", (unsigned long long)log_bytes, replay_ms,
-		 threshold, (unsigned long long)node_log_limit(n),
+		 *n_bufs > 1 ? " off the loop" : "", packed, (unsigned long long)log_bytes,
+		 replay_ms, threshold, (unsigned long long)node_log_limit(n),
 		 (unsigned)(replay_limit_ns(n) / 1000000), n->trailing);
 	return 0;
 }
@@ -369,7 +379,7 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 				      buf->len);
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	n->snapshot_index = index;
-	n->state_bytes = buf->len;
+	n->state_bytes = buf->len - parts.image_len + parts.raw_len;
 	n->log_bytes_new = n->log_entries_new = n->log_bytes_kept = n->log_entries_kept = 0;
 	n->apply_ns_new = 0;
 	n->phase_due = true;
@@ -386,7 +396,9 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		if (rv != 0) {
 			char cause[96];
 			snprintf(cause, sizeof cause, "loading it into the store failed (%s)",
-				 rv == RAFTLOCK_EDATA ? "damaged image" : "store error");
+				 rv == RAFTLOCK_EDATA    ? "damaged image"
+				 : rv == RAFTLOCK_ENOMEM ? "out of memory unpacking its image"
+							 : "store error");
 			return restore_failed(n, cause, index, buf->len);
 		}
 		uint32_t level = node_cluster_feature_level(n);
@@ -401,10 +413,11 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		}
 		n->snapshots_restored++;
 		n->book_valid = false; /* another member book, perhaps */
-		log_info("restored snapshot at %llu (%zu bytes; image at %llu and %u entries) in "
-			 "%.1f ms",
+		log_info("restored snapshot at %llu (%zu bytes; image at %llu%s and %u entries) "
+			 "in %.1f ms",
 			 (unsigned long long)index, buf->len, (unsigned long long)parts.image_index,
-			 parts.n_entries, (double)(uv_hrtime() - t0) / 1e6);
+			 parts.packed ? ", packed" : "", parts.n_entries,
+			 (double)(uv_hrtime() - t0) / 1e6);
 		if (n->hooks.on_restore != NULL)
 			n->hooks.on_restore(n->hooks.arg);
 	}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "image.h"
+#include "image_pack.h"
 #include "raftlock.h"
 
 static void put_be(uint8_t *p, uint64_t v, int bytes)
@@ -19,18 +20,6 @@ static uint64_t get_be(const uint8_t *p, int bytes)
 	for (int i = 0; i < bytes; i++)
 		v = v << 8 | p[i];
 	return v;
-}
-
-/* The tail's sum: image.h's by words, as for an image of the words' magic
- * followed by the n bytes at p (a byte-wise sum would cost the loop about
- * fifteen times as much). */
-static uint64_t tail_sum(const uint8_t *p, size_t n)
-{
-	struct image_sum s;
-	image_sum_begin(&s);
-	image_sum_add(&s, IMAGE_MAGIC_WORDS, IMAGE_MAGIC_SIZE);
-	image_sum_add(&s, p, n);
-	return image_sum_end(&s);
 }
 
 int snapshot_tail_add(struct snapshot_tail *t, uint64_t index, const void *entry, size_t n)
@@ -68,7 +57,8 @@ int snapshot_tail_finish(struct snapshot_tail *t, void *(*alloc)(size_t), void *
 	uint8_t *p = buf + t->len;
 	put_be(p, t->n, 4);
 	put_be(p + 4, t->len, 8);
-	put_be(p + 12, tail_sum(buf, t->len + 12), 8);
+	/* by words: a byte-wise sum would cost the loop fifteen times as much */
+	put_be(p + 12, image_sum_words_of(buf, t->len + 12), 8);
 	memcpy(p + 20, SNAPSHOT_TAIL_MAGIC, 8);
 	*out = buf;
 	*n = t->len + SNAPSHOT_TAIL_TRAILER;
@@ -100,15 +90,22 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 		if (len > n - SNAPSHOT_TAIL_TRAILER)
 			return RAFTLOCK_EDATA;
 		const uint8_t *entries = trailer - len;
-		if (tail_sum(entries, len + 12) != get_be(trailer + 12, 8))
+		if (image_sum_words_of(entries, len + 12) != get_be(trailer + 12, 8))
 			return RAFTLOCK_EDATA;
 		out->entries = entries;
 		out->entries_len = len;
 		out->n_entries = count;
 		out->image_len = (size_t)(entries - b);
 	}
-	if (store_image_index(out->image, out->image_len, &out->image_index) != 0)
+	out->raw_len = out->image_len;
+	if (image_is_packed(out->image, out->image_len)) {
+		out->packed = true;
+		if (image_pack_head(out->image, out->image_len, &out->image_index, &out->raw_len) !=
+		    0)
+			return RAFTLOCK_EDATA;
+	} else if (store_image_index(out->image, out->image_len, &out->image_index) != 0) {
 		return RAFTLOCK_EDATA;
+	}
 	/* Every frame inside the entries' bytes, indexes growing past the image's. */
 	uint64_t last = out->image_index;
 	size_t at = 0;
@@ -132,7 +129,17 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 int snapshot_load(struct store *s, struct fsm *f, const struct snapshot_parts *parts,
 		  const struct fsm_sink *sink)
 {
-	int rv = store_load(s, parts->image, parts->image_len);
+	int rv;
+	if (parts->packed) {
+		void *image;
+		size_t len;
+		if ((rv = image_unpack(parts->image, parts->image_len, &image, &len)) != 0)
+			return rv;
+		rv = store_load(s, image, len);
+		free(image);
+	} else {
+		rv = store_load(s, parts->image, parts->image_len);
+	}
 	if (rv != 0)
 		return rv;
 	size_t at = 0;

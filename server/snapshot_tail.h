@@ -63,22 +63,26 @@ struct snapshot_parts {
 	const uint8_t *entries; /* NULL: no tail */
 	size_t entries_len;
 	uint32_t n_entries;
+	bool packed;          /* a packed image (image_pack.h) */
+	size_t raw_len;       /* the image's length, unpacked */
 	uint64_t image_index; /* the image's applied index */
 	uint64_t index;       /* the state's index: the last entry's, or the image's */
 };
 
-/* Splits a snapshot of n bytes and checks both sums, every entry's frame
- * and that the entries' indexes grow past the image's. Returns 0 or
- * RAFTLOCK_EDATA (damaged). */
+/* Splits a snapshot of n bytes and checks both sums (of a packed image,
+ * the sum over its packed bytes: snapshot_load() checks the rest as it
+ * unpacks it), every entry's frame and that the entries' indexes grow
+ * past the image's. Returns 0 or RAFTLOCK_EDATA (damaged). */
 int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out);
 
 /* Loads a snapshot into a store whose applied index is below the
- * snapshot's: the image (store_load), then each entry of the tail applied
+ * snapshot's: the image (store_load; a packed one is unpacked into memory
+ * first, and freed once loaded), then each entry of the tail applied
  * by f as a log entry of its index, with sink (NULL: events dropped; the
  * caller rebuilds what it derives from the store). Returns 0 or
  * RAFTLOCK_EDATA (damaged: the store is as the image left it, or as it was
- * when the image itself was refused). An entry that does not apply stops
- * the node as in the log (fsm_apply_raw). */
+ * when the image itself was refused) or RAFTLOCK_ENOMEM (unchanged). An entry that does not apply
+ * stops the node as in the log (fsm_apply_raw). */
 int snapshot_load(struct store *s, struct fsm *f, const struct snapshot_parts *parts,
 		  const struct fsm_sink *sink);
 

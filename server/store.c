@@ -778,81 +778,138 @@ static uint64_t dbi_bytes_bound(MDB_txn *txn, MDB_dbi dbi)
 	       (uint64_t)st.ms_entries * 9;
 }
 
-/* Writes the records of dbi at *p; false once *stop turned true. */
-static bool dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, uint8_t **p, const atomic_bool *stop)
+/* A dump on its way to a writer: what of the writer's buffer is summed. */
+struct dump {
+	struct image_writer *w;
+	struct image_sum sum;
+	size_t summed; /* w->buf[0..summed) is in sum */
+	bool closing;  /* the checksum itself: not summed */
+};
+
+/* n bytes at p into the image: into the writer's buffer while they fit,
+ * else through its flush with what the buffer holds. */
+static int put(struct dump *d, const void *p, size_t n)
+{
+	struct image_writer *w = d->w;
+	if (w->cap - w->len >= n) {
+		memcpy(w->buf + w->len, p, n);
+		w->len += n;
+		return 0;
+	}
+	if (!d->closing) {
+		image_sum_add(&d->sum, w->buf + d->summed, w->len - d->summed);
+		image_sum_add(&d->sum, p, n);
+	}
+	d->summed = 0;
+	return w->flush(w, p, n);
+}
+
+/* Writes the records of dbi; RAFTLOCK_EUNAVAILABLE once *stop turned true,
+ * or the writer's error. */
+static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, const atomic_bool *stop)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
 	unsigned n = 0;
+	int rv = 0;
 	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
-	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (stop != NULL && ++n % 4096 == 0 && atomic_load(stop)) {
-			mdb_cursor_close(cur);
-			return false;
+			rv = RAFTLOCK_EUNAVAILABLE;
+			break;
 		}
-		uint8_t *q = *p;
-		*q++ = tag;
-		uint8_t len[8];
+		uint8_t head[9], len[8];
+		head[0] = tag;
 		put_u64(len, key.mv_size);
-		memcpy(q, len + 4, 4);
-		q += 4;
-		memcpy(q, key.mv_data, key.mv_size);
-		q += key.mv_size;
+		memcpy(head + 1, len + 4, 4);
 		put_u64(len, val.mv_size);
-		memcpy(q, len + 4, 4);
-		q += 4;
-		memcpy(q, val.mv_data, val.mv_size);
-		q += val.mv_size;
-		*p = q;
+		memcpy(head + 5, len + 4, 4);
+		if ((rv = put(d, head, 5)) == 0 && (rv = put(d, key.mv_data, key.mv_size)) == 0 &&
+		    (rv = put(d, head + 5, 4)) == 0)
+			rv = put(d, val.mv_data, val.mv_size);
 	}
 	mdb_cursor_close(cur);
-	return true;
+	return rv;
 }
 
-int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
-		  const atomic_bool *stop, void **out, size_t *n)
+uint64_t store_dump_bound(MDB_txn *txn, struct store *s)
+{
+	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
+			  s->leases, s->acls,     s->session_locks};
+	uint64_t total = 16 + 1 + SNAP_SUM_SIZE;
+	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++)
+		total += dbi_bytes_bound(txn, dbis[i]);
+	return total;
+}
+
+int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct image_writer *w)
 {
 	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
 			  s->leases, s->acls,     s->session_locks};
 	uint8_t tags[] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
 			  DB_LEASES, DB_ACLS,     DB_SESSION_LOCKS};
 	const int n_dbis = (int)(sizeof dbis / sizeof dbis[0]);
-	/* One walk, into a buffer sized from the tables' page counts: the
-	 * pages past the image's end are never touched, so they cost
-	 * address space, not memory. */
-	size_t total = 16 + 1 + SNAP_SUM_SIZE;
-	for (int i = 0; i < n_dbis; i++)
-		total += dbi_bytes_bound(txn, dbis[i]);
-	uint8_t *buf = alloc(total);
-	if (buf == NULL)
-		return RAFTLOCK_ENOMEM;
+	struct dump d = {.w = w, .summed = w->len}; /* what w held before is not the image's */
+	image_sum_begin(&d.sum);
 	Raftlock__Meta *m = store_get_meta(s, txn);
 	/* Each format once every voter can read it (feature_level.h): the
 	 * faster sum, then the session_locks table (empty below its level,
 	 * so the older format holds every byte there). */
 	uint32_t level = features_recorded(m->feature_level);
 	bool names = level >= FEATURES_SESSION_LOCK_INDEX;
-	memcpy(buf,
+	uint8_t head[16];
+	memcpy(head,
 	       names                           ? SNAP_MAGIC_06
 	       : level >= FEATURES_IMAGE_WORDS ? SNAP_MAGIC
 					       : SNAP_MAGIC_04,
 	       8);
-	put_u64(buf + 8, m->applied_index);
+	put_u64(head + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
-	uint8_t *p = buf + 16;
-	for (int i = 0; i < n_dbis; i++) {
-		if ((names || tags[i] != DB_SESSION_LOCKS) &&
-		    !dump_dbi(txn, dbis[i], tags[i], &p, stop)) {
-			release(buf);
-			return RAFTLOCK_EUNAVAILABLE;
-		}
+	int rv = put(&d, head, sizeof head);
+	for (int i = 0; i < n_dbis && rv == 0; i++) {
+		if (names || tags[i] != DB_SESSION_LOCKS)
+			rv = dump_dbi(txn, dbis[i], tags[i], &d, stop);
 	}
-	*p++ = SNAP_END;
-	put_u64(p, image_sum_of(buf, (size_t)(p - buf)));
-	p += SNAP_SUM_SIZE;
+	uint8_t end = SNAP_END;
+	if (rv == 0)
+		rv = put(&d, &end, 1);
+	if (rv != 0)
+		return rv;
+	image_sum_add(&d.sum, w->buf + d.summed, w->len - d.summed);
+	d.summed = w->len;
+	d.closing = true;
+	uint8_t sum[SNAP_SUM_SIZE];
+	put_u64(sum, image_sum_end(&d.sum));
+	return put(&d, sum, sizeof sum);
+}
+
+/* The writer of store_dump_at: one buffer, sized so that it never
+ * flushes. */
+static int flush_never(struct image_writer *w, const uint8_t *more, size_t n)
+{
+	(void)w, (void)more, (void)n;
+	return RAFTLOCK_EINTERNAL; /* dbi_bytes_bound() was wrong */
+}
+
+int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
+		  const atomic_bool *stop, void **out, size_t *n)
+{
+	/* One walk, into a buffer sized from the tables' page counts: the
+	 * pages past the image's end are never touched, so they cost
+	 * address space, not memory. */
+	size_t total = (size_t)store_dump_bound(txn, s);
+	uint8_t *buf = alloc(total);
+	if (buf == NULL)
+		return RAFTLOCK_ENOMEM;
+	struct image_writer w = {.buf = buf, .cap = total, .flush = flush_never};
+	int rv = store_dump_to(s, txn, stop, &w);
+	if (rv != 0) {
+		release(buf);
+		return rv;
+	}
 	*out = buf;
-	*n = (size_t)(p - buf);
+	*n = w.len;
 	return 0;
 }
 
@@ -864,12 +921,16 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 	return rv;
 }
 
+bool store_image_magic_known(const void *magic)
+{
+	return memcmp(magic, SNAP_MAGIC_06, 8) == 0 || memcmp(magic, SNAP_MAGIC, 8) == 0 ||
+	       memcmp(magic, SNAP_MAGIC_04, 8) == 0 || memcmp(magic, SNAP_MAGIC_03, 8) == 0;
+}
+
 int store_image_index(const void *data, size_t n, uint64_t *index)
 {
 	const uint8_t *buf = data;
-	if (!image_sum_ok(buf, n) ||
-	    (memcmp(buf, SNAP_MAGIC_06, 8) != 0 && memcmp(buf, SNAP_MAGIC, 8) != 0 &&
-	     memcmp(buf, SNAP_MAGIC_04, 8) != 0 && memcmp(buf, SNAP_MAGIC_03, 8) != 0))
+	if (!image_sum_ok(buf, n) || !store_image_magic_known(buf))
 		return RAFTLOCK_EDATA;
 	*index = get_u64(buf + 8);
 	return 0;

@@ -215,6 +215,29 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n);
 int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
 		  const atomic_bool *stop, void **out, size_t *n);
 
+/* Where store_dump_to() writes an image, a piece at a time: it fills
+ * buf[len..cap); a piece that does not fit goes to flush(w, more, n),
+ * which takes buf[0..len) and then the n bytes at more, and sets len to 0.
+ * flush returns 0 or a RAFTLOCK_ error, which ends the dump. */
+struct image_writer {
+	uint8_t *buf;
+	size_t len, cap;
+	int (*flush)(struct image_writer *w, const uint8_t *more, size_t n);
+};
+
+/* At least the bytes of the image of what txn sees, without walking the
+ * tables (their page counts). */
+uint64_t store_dump_bound(MDB_txn *txn, struct store *s);
+
+/* The image of what txn sees, as store_dump_at() makes it, into w. stop
+ * as there. Returns 0, RAFTLOCK_EUNAVAILABLE (stopped) or the error of
+ * w's flush. */
+int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct image_writer *w);
+
+/* Whether the IMAGE_MAGIC_SIZE bytes at magic begin an image this build
+ * loads. */
+bool store_image_magic_known(const void *magic);
+
 /* Reads the applied index of a snapshot image after checking its checksum.
  * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);

@@ -155,11 +155,15 @@ def scale_tables(runs):
     for r in runs:
         if r.get("workload") == "snapshot" and r.get("snapshots"):
             off = r.get("snapshots_off_loop", 0)
+            packed = r.get("snapshots_packed", 0)
             if off:
-                how = ("{} of them with the image dumped off the loop; the largest, {} MiB, "
+                how = ("{} of them with the image dumped off the loop{}; the largest, {} MiB{}, "
                        "was dumped in {} ms; the longest dump on the loop (a stall): {} ms"
-                       .format(off, r.get("largest_snapshot_mib"), r.get("largest_snapshot_ms"),
-                               r.get("longest_loop_stall_ms", 0)))
+                       .format(off, " ({} packed)".format(packed) if packed else "",
+                               r.get("largest_snapshot_mib"),
+                               " (a state of {} MiB)".format(r.get("largest_snapshot_state_mib"))
+                               if packed else "",
+                               r.get("largest_snapshot_ms"), r.get("longest_loop_stall_ms", 0)))
             else:
                 how = ("the largest, {} MiB, was serialized in {} ms (the node's loop "
                        "stalls that long)".format(r.get("largest_snapshot_mib"),

@@ -31,8 +31,8 @@
  * by words, 5 a session's names in a table of their own (moved there, with
  * the clients holding and awaiting locks, by the entry that records it);
  * the upgraded cluster records the lowest its voters report. */
-#define FULL "6"
-#define FULL_LEVEL 6
+#define FULL "7"
+#define FULL_LEVEL 7
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16
