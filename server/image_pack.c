@@ -132,19 +132,37 @@ int image_pack_head(const void *buf, size_t n, uint64_t *index, size_t *raw_len)
 	return 0;
 }
 
-/* Unpacks the frame into img, exactly raw bytes: 0 once the frame (its
- * checksum checked) ended there and at the end of the input. */
-static int unpack_frame(const uint8_t *frame, size_t n, uint8_t *img, size_t raw)
+/* Unpacks the frame into a buffer from malloc of exactly raw bytes: 0 once
+ * the frame (its checksum checked) ended there and at the end of the
+ * input. The buffer grows with what the frame gives, so that a header that
+ * lies about the length costs no more memory than the frame makes. */
+static int unpack_frame(const uint8_t *frame, size_t n, size_t raw, uint8_t **img)
 {
 	ZSTD_DCtx *d = ZSTD_createDCtx();
-	if (d == NULL)
-		return RAFTLOCK_ENOMEM;
-	int rv = RAFTLOCK_EDATA;
+	size_t cap = n < raw / 4 ? n * 4 : raw;
+	if (cap < (64u << 10))
+		cap = raw < (64u << 10) ? raw : (64u << 10);
+	uint8_t *buf = malloc(cap);
+	int rv = RAFTLOCK_ENOMEM;
+	if (d == NULL || buf == NULL)
+		goto out;
+	rv = RAFTLOCK_EDATA;
 	if (ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, UNPACK_WINDOW_LOG)))
 		goto out;
 	ZSTD_inBuffer in = {frame, n, 0};
-	ZSTD_outBuffer out = {img, raw, 0};
+	ZSTD_outBuffer out = {buf, cap, 0};
 	for (;;) {
+		if (out.pos == cap && cap < raw) {
+			size_t more = cap > raw / 2 ? raw : cap * 2;
+			uint8_t *grown = realloc(buf, more);
+			if (grown == NULL) {
+				rv = RAFTLOCK_ENOMEM;
+				goto out;
+			}
+			buf = grown;
+			cap = more;
+			out = (ZSTD_outBuffer){buf, cap, out.pos};
+		}
 		size_t in_before = in.pos, out_before = out.pos;
 		size_t left = ZSTD_decompressStream(d, &out, &in);
 		if (ZSTD_isError(left))
@@ -159,6 +177,10 @@ static int unpack_frame(const uint8_t *frame, size_t n, uint8_t *img, size_t raw
 	}
 out:
 	ZSTD_freeDCtx(d);
+	if (rv == 0)
+		*img = buf;
+	else
+		free(buf);
 	return rv;
 }
 
@@ -169,11 +191,9 @@ int image_unpack(const void *buf, size_t n, void **out, size_t *raw_len)
 	int rv = image_pack_head(buf, n, &index, &raw);
 	if (rv != 0)
 		return rv;
-	uint8_t *img = malloc(raw);
-	if (img == NULL)
-		return RAFTLOCK_ENOMEM;
+	uint8_t *img = NULL;
 	rv = unpack_frame((const uint8_t *)buf + IMAGE_PACK_HEAD,
-			  n - IMAGE_PACK_HEAD - IMAGE_SUM_SIZE, img, raw);
+			  n - IMAGE_PACK_HEAD - IMAGE_SUM_SIZE, raw, &img);
 	if (rv == 0 && (store_image_index(img, raw, &image_index) != 0 || image_index != index))
 		rv = RAFTLOCK_EDATA;
 	if (rv != 0) {

@@ -328,7 +328,7 @@ static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsig
 	 * them is about as large as the state itself (entries average well
 	 * over 64 bytes). The log's bytes (fsm_cb_apply) bound the spacing
 	 * from above. */
-	size_t want = bytes / 64;
+	size_t want = n->state_bytes / 64;
 	unsigned threshold = want > n->cfg->snapshot_threshold
 				     ? (want > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)want)
 				     : n->cfg->snapshot_threshold;
