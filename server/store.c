@@ -765,6 +765,26 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 	mdb_cursor_close(cur);
 }
 
+void store_scan_locks_where(struct store *s, MDB_txn *txn, bool (*want)(const void *, size_t),
+			    int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	check(mdb_cursor_open(txn, s->locks, &cur), "cursor");
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		if (!want(val.mv_data, val.mv_size))
+			continue;
+		Raftlock__LockRecord *rec =
+			raftlock__lock_record__unpack(NULL, val.mv_size, val.mv_data);
+		if (rec == NULL)
+			log_fatal("lock record does not decode: damaged store");
+		if (visit(arg, rec))
+			break;
+	}
+	mdb_cursor_close(cur);
+}
+
 /* ------------------------------------------------------------ snapshots -- */
 
 /* At least the bytes dump_dbi() writes for dbi, without walking it: every

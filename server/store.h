@@ -184,6 +184,12 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 			 int (*visit)(void *arg, Raftlock__SessionRecord *rec), void *arg);
 
+/* Visits, in name order, the locks whose stored bytes want accepts (without
+ * decoding the others), until visit returns nonzero. For scans that look
+ * for a few records among many (record_peek.h). */
+void store_scan_locks_where(struct store *s, MDB_txn *txn, bool (*want)(const void *, size_t),
+			    int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
+
 /* Visits locks whose name starts with prefix and is > after (NULL or "" =
  * from the start) in name order until visit returns nonzero. */
 void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,

@@ -1,0 +1,23 @@
+/*
+ * record_peek.h: a look at a stored record's bytes (protobuf wire format)
+ * without decoding it, for scans that want a few records among millions:
+ * decoding a LockRecord allocates its name, holders and waiters, and at ten
+ * million held locks leases_rebuild() spent seconds doing that at every
+ * start and restore, only to find the handful with a timer.
+ *
+ * No allocation, no I/O, any thread.
+ */
+#ifndef RAFTLOCK_RECORD_PEEK_H
+#define RAFTLOCK_RECORD_PEEK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether the n bytes of a LockRecord may hold a timer: a lock-delay
+ * (delay_until), a waiter (whose deadline may be set), or a holder with a
+ * revocation time (revoke_at). False only when the bytes read cleanly and
+ * hold none of those; bytes it cannot read give true, so that the decoder
+ * judges them. */
+bool record_peek_lock_timed(const void *bytes, size_t n);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * test_record_peek.c: record_peek_lock_timed() tells a LockRecord that may
+ * hold a timer from one that does not, from its bytes alone: every kind
+ * of timer is seen (a lock-delay, a waiter, a holder's revocation time,
+ * among other holders and fields), a record without one is passed over,
+ * and bytes it cannot read are left to the decoder.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "raftlock.pb-c.h"
+#include "record_peek.h"
+
+static uint8_t buf[4096];
+
+static size_t pack(const Raftlock__LockRecord *rec)
+{
+	size_t n = raftlock__lock_record__get_packed_size(rec);
+	assert_true(n <= sizeof buf);
+	assert_int_equal(raftlock__lock_record__pack(rec, buf), n);
+	return n;
+}
+
+/* A held lock as most are: a name, a holder with its token and times, a
+ * value, the creator's hold limits at zero. */
+static void held(Raftlock__LockRecord *rec, Raftlock__Holder *h, Raftlock__Holder **hs)
+{
+	raftlock__lock_record__init(rec);
+	raftlock__holder__init(h);
+	rec->name = "app/orders/42";
+	rec->kind = RAFTLOCK__LOCK_KIND__MUTEX;
+	rec->lock_delay_ms = 100;
+	h->session = 77;
+	h->owner = 3;
+	h->token = 123456789;
+	h->granted_index = 1000;
+	h->granted_time = 1700000000000ull;
+	h->count = 1;
+	h->value = "leader-a";
+	h->release_requested = true;
+	hs[0] = h;
+	rec->n_holders = 1;
+	rec->holders = hs;
+}
+
+static void test_held_lock_without_timer_passed_over(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, *hs[2];
+	held(&rec, &h, hs);
+	assert_false(record_peek_lock_timed(buf, pack(&rec)));
+	rec.n_holders = 0; /* a lock no one holds, kept for its delay setting */
+	assert_false(record_peek_lock_timed(buf, pack(&rec)));
+	assert_false(record_peek_lock_timed(buf, 0));
+}
+
+static void test_every_timer_seen(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, h2, *hs[2];
+	held(&rec, &h, hs);
+	rec.delay_until = 5;
+	assert_true(record_peek_lock_timed(buf, pack(&rec)));
+
+	held(&rec, &h, hs);
+	h.revoke_at = 1;
+	assert_true(record_peek_lock_timed(buf, pack(&rec)));
+
+	/* The second of two holders, behind a large one. */
+	held(&rec, &h, hs);
+	raftlock__holder__init(&h2);
+	h2.session = 1;
+	h2.revoke_at = 1ull << 62;
+	hs[1] = &h2;
+	rec.n_holders = 2;
+	rec.kind = RAFTLOCK__LOCK_KIND__SEMAPHORE;
+	assert_true(record_peek_lock_timed(buf, pack(&rec)));
+	h2.revoke_at = 0;
+	assert_false(record_peek_lock_timed(buf, pack(&rec)));
+
+	/* A waiter, with or without a deadline. */
+	held(&rec, &h, hs);
+	Raftlock__Waiter w, *ws[1] = {&w};
+	raftlock__waiter__init(&w);
+	w.session = 9;
+	rec.n_waiters = 1;
+	rec.waiters = ws;
+	assert_true(record_peek_lock_timed(buf, pack(&rec)));
+}
+
+/* No timer in what the decoder makes of the bytes. */
+static bool decodes_untimed(const uint8_t *p, size_t n)
+{
+	Raftlock__LockRecord *rec = raftlock__lock_record__unpack(NULL, n, p);
+	if (rec == NULL)
+		return false;
+	bool timed = rec->delay_until != 0 || rec->n_waiters != 0;
+	for (size_t i = 0; i < rec->n_holders; i++)
+		timed = timed || rec->holders[i]->revoke_at != 0;
+	raftlock__lock_record__free_unpacked(rec, NULL);
+	return !timed;
+}
+
+static void test_unreadable_bytes_left_to_the_decoder(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, *hs[2];
+	held(&rec, &h, hs);
+	h.revoke_at = 99;
+	size_t n = pack(&rec);
+	/* Cut anywhere: "no timer" only where the decoder agrees. */
+	unsigned passed = 0;
+	for (size_t k = 0; k <= n; k++) {
+		if (!record_peek_lock_timed(buf, k)) {
+			assert_true(decodes_untimed(buf, k));
+			passed++;
+		}
+	}
+	assert_true(passed > 0 && passed < n / 2);
+	static const uint8_t bad_wire[] = {0x0f, 0x01}; /* field 1, wire type 7 */
+	static const uint8_t long_len[] = {0x22, 0x7f}; /* holders: 127 bytes, none here */
+	static const uint8_t endless[] = {0x30, 0xff, 0xff, 0xff, 0xff, 0xff,
+					  0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	assert_true(record_peek_lock_timed(bad_wire, sizeof bad_wire));
+	assert_true(record_peek_lock_timed(long_len, sizeof long_len));
+	assert_true(record_peek_lock_timed(endless, sizeof endless));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_held_lock_without_timer_passed_over),
+		cmocka_unit_test(test_every_timer_seen),
+		cmocka_unit_test(test_unreadable_bytes_left_to_the_decoder),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
