@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -580,6 +581,64 @@ static void test_revoke_due_held_below_level_3(void **state)
 	assert_true(count(RAFTLOCK__COMMAND__OP_REVOKE_DUE, 0) >= 1);
 }
 
+/* After a start or a restore the timers come back from the store, of the
+ * locks that have one and only those (leases_rebuild() decodes a lock
+ * only when record_peek.h says it may hold a timer): a lock-delay, a
+ * timed waiter and a revocation among a thousand plain held locks. */
+static void test_rebuild_finds_every_timer(void **state)
+{
+	struct fx *f = *state;
+	char dir[] = "/tmp/test_leases.XXXXXX";
+	char err[256];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(store_open(&f->node.store, dir, 64u << 20, err, sizeof err), 0);
+	MDB_txn *txn = store_begin(&f->node.store, true);
+	Raftlock__Holder h = RAFTLOCK__HOLDER__INIT, *hs[1] = {&h};
+	Raftlock__Waiter w = RAFTLOCK__WAITER__INIT, *ws[1] = {&w};
+	for (int i = 0; i < 1000; i++) {
+		Raftlock__LockRecord rec = RAFTLOCK__LOCK_RECORD__INIT;
+		char name[32];
+		snprintf(name, sizeof name, "plain/%04d", i);
+		rec.name = name;
+		rec.kind = RAFTLOCK__LOCK_KIND__MUTEX;
+		h.session = 1;
+		h.token = (uint64_t)i + 1;
+		h.revoke_at = 0;
+		rec.n_holders = 1;
+		rec.holders = hs;
+		if (i == 100) {
+			rec.name = "timed/delay";
+			rec.n_holders = 0;
+			rec.delay_until = APPLIED + 300;
+		} else if (i == 500) {
+			rec.name = "timed/wait";
+			w.session = 2;
+			w.seq = 9;
+			w.deadline = APPLIED + 100;
+			rec.n_waiters = 1;
+			rec.waiters = ws;
+		} else if (i == 900) {
+			rec.name = "timed/revoke";
+			h.revoke_at = APPLIED + 200;
+		}
+		store_put_lock(&f->node.store, txn, &rec);
+	}
+	store_commit(txn);
+	leases_rebuild(&f->leases);
+	assert_int_equal(timers_count(&f->leases.timers), 3);
+	timebase_advance(&f->tb, 3000);
+	assert_true(count(RAFTLOCK__COMMAND__OP_WAIT_EXPIRE, 0) >= 1);
+	assert_true(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0) >= 1);
+	assert_true(count(RAFTLOCK__COMMAND__OP_REVOKE_DUE, 0) >= 1);
+	store_close(&f->node.store);
+	char path[sizeof dir + 16];
+	snprintf(path, sizeof path, "%s/data.mdb", dir);
+	remove(path);
+	snprintf(path, sizeof path, "%s/lock.mdb", dir);
+	remove(path);
+	remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -596,6 +655,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_timers_proposed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_due_held_below_level_3, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_rebuild_finds_every_timer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
