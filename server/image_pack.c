@@ -77,7 +77,7 @@ static int pack_flush(struct image_writer *w, const uint8_t *more, size_t n)
 int image_pack_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*release)(void *),
 		  const atomic_bool *stop, void **out, size_t *n, size_t *raw_len)
 {
-	uint64_t bound = store_dump_bound(txn, s);
+	uint64_t bound = store_dump_bound(s, txn);
 	/* zstd's bound for one pass, and room for the block headers a stream
 	 * adds: the pages past the end are never touched. */
 	size_t cap = IMAGE_PACK_HEAD + ZSTD_compressBound((size_t)bound) + (size_t)(bound >> 7) +

@@ -79,10 +79,10 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out);
  * snapshot's: the image (store_load; a packed one is unpacked into memory
  * first, and freed once loaded), then each entry of the tail applied
  * by f as a log entry of its index, with sink (NULL: events dropped; the
- * caller rebuilds what it derives from the store). Returns 0 or
+ * caller rebuilds what it derives from the store). Returns 0,
  * RAFTLOCK_EDATA (damaged: the store is as the image left it, or as it was
- * when the image itself was refused) or RAFTLOCK_ENOMEM (unchanged). An entry that does not apply
- * stops the node as in the log (fsm_apply_raw). */
+ * when the image itself was refused) or RAFTLOCK_ENOMEM (unchanged). An
+ * entry that does not apply stops the node as in the log (fsm_apply_raw). */
 int snapshot_load(struct store *s, struct fsm *f, const struct snapshot_parts *parts,
 		  const struct fsm_sink *sink);
 

@@ -853,7 +853,7 @@ static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, cons
 	return rv;
 }
 
-uint64_t store_dump_bound(MDB_txn *txn, struct store *s)
+uint64_t store_dump_bound(struct store *s, MDB_txn *txn)
 {
 	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
 			  s->leases, s->acls,     s->session_locks};
@@ -918,7 +918,7 @@ int store_dump_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*
 	/* One walk, into a buffer sized from the tables' page counts: the
 	 * pages past the image's end are never touched, so they cost
 	 * address space, not memory. */
-	size_t total = (size_t)store_dump_bound(txn, s);
+	size_t total = (size_t)store_dump_bound(s, txn);
 	uint8_t *buf = alloc(total);
 	if (buf == NULL)
 		return RAFTLOCK_ENOMEM;

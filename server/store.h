@@ -233,7 +233,7 @@ struct image_writer {
 
 /* At least the bytes of the image of what txn sees, without walking the
  * tables (their page counts). */
-uint64_t store_dump_bound(MDB_txn *txn, struct store *s);
+uint64_t store_dump_bound(struct store *s, MDB_txn *txn);
 
 /* The image of what txn sees, as store_dump_at() makes it, into w. stop
  * as there. Returns 0, RAFTLOCK_EUNAVAILABLE (stopped) or the error of
