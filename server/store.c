@@ -730,6 +730,16 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 	mdb_cursor_close(cur);
 }
 
+/* Decodes a stored lock record and hands it to visit; visit's answer. */
+static int visit_lock(const MDB_val *val, int (*visit)(void *arg, Raftlock__LockRecord *rec),
+		      void *arg)
+{
+	Raftlock__LockRecord *rec = raftlock__lock_record__unpack(NULL, val->mv_size, val->mv_data);
+	if (rec == NULL)
+		log_fatal("lock record does not decode: damaged store");
+	return visit(arg, rec);
+}
+
 void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const char *after,
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg)
 {
@@ -755,11 +765,7 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (plen > 0 && (key.mv_size < plen || memcmp(key.mv_data, prefix, plen) != 0))
 			break;
-		Raftlock__LockRecord *rec =
-			raftlock__lock_record__unpack(NULL, val.mv_size, val.mv_data);
-		if (rec == NULL)
-			log_fatal("lock record does not decode: damaged store");
-		if (visit(arg, rec))
+		if (visit_lock(&val, visit, arg))
 			break;
 	}
 	mdb_cursor_close(cur);
@@ -775,11 +781,7 @@ void store_scan_locks_where(struct store *s, MDB_txn *txn, bool (*want)(const vo
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (!want(val.mv_data, val.mv_size))
 			continue;
-		Raftlock__LockRecord *rec =
-			raftlock__lock_record__unpack(NULL, val.mv_size, val.mv_data);
-		if (rec == NULL)
-			log_fatal("lock record does not decode: damaged store");
-		if (visit(arg, rec))
+		if (visit_lock(&val, visit, arg))
 			break;
 	}
 	mdb_cursor_close(cur);
@@ -853,23 +855,32 @@ static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, cons
 	return rv;
 }
 
+/* The tables an image holds, in its order, and each one's tag. */
+#define IMAGE_TABLES 7
+static const uint8_t image_tags[IMAGE_TABLES] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
+						 DB_LEASES, DB_ACLS,     DB_SESSION_LOCKS};
+
+static void image_tables(const struct store *s, MDB_dbi dbis[IMAGE_TABLES])
+{
+	const MDB_dbi all[IMAGE_TABLES] = {s->meta,   s->sessions, s->locks,        s->nonces,
+					   s->leases, s->acls,     s->session_locks};
+	memcpy(dbis, all, sizeof all);
+}
+
 uint64_t store_dump_bound(struct store *s, MDB_txn *txn)
 {
-	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
-			  s->leases, s->acls,     s->session_locks};
+	MDB_dbi dbis[IMAGE_TABLES];
+	image_tables(s, dbis);
 	uint64_t total = 16 + 1 + SNAP_SUM_SIZE;
-	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++)
+	for (int i = 0; i < IMAGE_TABLES; i++)
 		total += dbi_bytes_bound(txn, dbis[i]);
 	return total;
 }
 
 int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct image_writer *w)
 {
-	MDB_dbi dbis[] = {s->meta,   s->sessions, s->locks,        s->nonces,
-			  s->leases, s->acls,     s->session_locks};
-	uint8_t tags[] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
-			  DB_LEASES, DB_ACLS,     DB_SESSION_LOCKS};
-	const int n_dbis = (int)(sizeof dbis / sizeof dbis[0]);
+	MDB_dbi dbis[IMAGE_TABLES];
+	image_tables(s, dbis);
 	struct dump d = {.w = w, .summed = w->len}; /* what w held before is not the image's */
 	image_sum_begin(&d.sum);
 	Raftlock__Meta *m = store_get_meta(s, txn);
@@ -887,9 +898,9 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
 	put_u64(head + 8, m->applied_index);
 	raftlock__meta__free_unpacked(m, NULL);
 	int rv = put(&d, head, sizeof head);
-	for (int i = 0; i < n_dbis && rv == 0; i++) {
-		if (names || tags[i] != DB_SESSION_LOCKS)
-			rv = dump_dbi(txn, dbis[i], tags[i], &d, stop);
+	for (int i = 0; i < IMAGE_TABLES && rv == 0; i++) {
+		if (names || image_tags[i] != DB_SESSION_LOCKS)
+			rv = dump_dbi(txn, dbis[i], image_tags[i], &d, stop);
 	}
 	uint8_t end = SNAP_END;
 	if (rv == 0)
