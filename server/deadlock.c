@@ -7,14 +7,26 @@
 #include "fsm_rules.h"
 #include "log.h"
 
-/* Session ids: a stack to visit and a set of those seen (open addressing;
- * ids are never 0). */
+/* Open addressing on 64-bit keys (never 0), a pointer with each; a key
+ * may be there more than once (names whose hashes meet). */
+struct table {
+	struct slot {
+		uint64_t key; /* 0: free */
+		void *value;
+	} * slot;
+	size_t n, cap; /* cap: 0 or a power of two */
+};
+
+/* Session ids: a stack to visit and a set of those seen; and the locks
+ * read, by the hash of their names, kept for the sessions visited after:
+ * on a queue of W waiters each of them is visited, and each would
+ * otherwise decode the same record of W waiters again. */
 struct walk {
 	uint64_t target; /* the session asking to wait */
 	uint64_t *stack;
 	size_t n, cap;
-	uint64_t *seen;
-	size_t n_seen, seen_cap; /* seen_cap: a power of two */
+	struct table seen;  /* session id -> NULL */
+	struct table locks; /* name hash -> Raftlock__LockRecord * */
 	bool cycle;
 };
 
@@ -26,39 +38,60 @@ static void *xrealloc(void *p, size_t n)
 	return q;
 }
 
-static size_t slot_of(uint64_t id, size_t cap)
+static size_t slot_of(uint64_t key, size_t cap)
 {
-	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 7) & (cap - 1);
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 7) & (cap - 1);
+}
+
+static void table_put(struct table *t, uint64_t key, void *value)
+{
+	if (2 * (t->n + 1) > t->cap) {
+		struct table bigger = {.cap = t->cap ? 2 * t->cap : 64};
+		bigger.slot = calloc(bigger.cap, sizeof *bigger.slot);
+		if (bigger.slot == NULL)
+			log_fatal("out of memory");
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->slot[i].key != 0)
+				table_put(&bigger, t->slot[i].key, t->slot[i].value);
+		free(t->slot);
+		*t = bigger;
+	}
+	size_t s = slot_of(key, t->cap);
+	while (t->slot[s].key != 0)
+		s = (s + 1) & (t->cap - 1);
+	t->slot[s] = (struct slot){key, value};
+	t->n++;
+}
+
+/* The slots of key: for (s = table_first(); s != NULL; s = table_next()). */
+static struct slot *table_next(const struct table *t, uint64_t key, struct slot *s)
+{
+	size_t i = (size_t)(s - t->slot);
+	for (;;) { /* ends: at most half the slots are taken */
+		i = (i + 1) & (t->cap - 1);
+		if (t->slot[i].key == 0)
+			return NULL;
+		if (t->slot[i].key == key)
+			return &t->slot[i];
+	}
+}
+
+static struct slot *table_first(const struct table *t, uint64_t key)
+{
+	if (t->cap == 0)
+		return NULL;
+	struct slot *s = &t->slot[slot_of(key, t->cap)];
+	if (s->key == 0)
+		return NULL;
+	return s->key == key ? s : table_next(t, key, s);
 }
 
 /* Adds id to the seen set; false when it was there already. */
 static bool mark_seen(struct walk *w, uint64_t id)
 {
-	if (2 * (w->n_seen + 1) > w->seen_cap) {
-		size_t cap = w->seen_cap ? 2 * w->seen_cap : 64;
-		uint64_t *seen = calloc(cap, sizeof *seen);
-		if (seen == NULL)
-			log_fatal("out of memory");
-		for (size_t i = 0; i < w->seen_cap; i++) {
-			if (w->seen[i] == 0)
-				continue;
-			size_t s = slot_of(w->seen[i], cap);
-			while (seen[s] != 0)
-				s = (s + 1) & (cap - 1);
-			seen[s] = w->seen[i];
-		}
-		free(w->seen);
-		w->seen = seen;
-		w->seen_cap = cap;
-	}
-	size_t s = slot_of(id, w->seen_cap);
-	while (w->seen[s] != 0) {
-		if (w->seen[s] == id)
-			return false;
-		s = (s + 1) & (w->seen_cap - 1);
-	}
-	w->seen[s] = id;
-	w->n_seen++;
+	if (table_first(&w->seen, id) != NULL)
+		return false;
+	table_put(&w->seen, id, NULL);
 	return true;
 }
 
@@ -96,6 +129,43 @@ static bool has_pending(const Raftlock__SessionRecord *sess)
 	return false;
 }
 
+/* FNV-1a of a name, never 0. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const unsigned char *p = (const unsigned char *)name; *p != 0; p++) {
+		h ^= *p;
+		h *= 1099511628211ull;
+	}
+	return h == 0 ? 1 : h;
+}
+
+/* Lock `name` as stored, read once per walk (NULL: no such lock). */
+static const Raftlock__LockRecord *read_lock(struct apply *a, struct walk *w, const char *name)
+{
+	uint64_t hash = name_hash(name);
+	for (struct slot *s = table_first(&w->locks, hash); s != NULL;
+	     s = table_next(&w->locks, hash, s)) {
+		const Raftlock__LockRecord *rec = s->value;
+		if (strcmp(rec->name, name) == 0)
+			return rec;
+	}
+	Raftlock__LockRecord *rec = store_get_lock(a->fsm->store, a->txn, name);
+	if (rec != NULL)
+		table_put(&w->locks, hash, rec);
+	return rec;
+}
+
+static void walk_free(struct walk *w)
+{
+	for (size_t i = 0; i < w->locks.cap; i++)
+		if (w->locks.slot[i].key != 0)
+			raftlock__lock_record__free_unpacked(w->locks.slot[i].value, NULL);
+	free(w->locks.slot);
+	free(w->seen.slot);
+	free(w->stack);
+}
+
 /* Pushes the sessions that session `id` waits for. */
 static void visit(struct apply *a, struct walk *w, uint64_t id)
 {
@@ -109,13 +179,12 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 		size_t n_names;
 		char **name = session_locks_names(&names, sess, &n_names);
 		for (size_t i = 0; i < n_names && !w->cycle; i++) {
-			Raftlock__LockRecord *lock = store_get_lock(st, a->txn, name[i]);
+			const Raftlock__LockRecord *lock = read_lock(a, w, name[i]);
 			if (lock == NULL)
 				continue;
 			for (size_t j = 0; j < lock->n_waiters; j++)
 				if (lock->waiters[j]->session == id)
 					push_edges(w, lock, j, id);
-			raftlock__lock_record__free_unpacked(lock, NULL);
 		}
 		session_locks_free(name, n_names);
 	}
@@ -135,7 +204,6 @@ bool deadlock_would_close_cycle(struct apply *a, uint64_t session,
 		if (mark_seen(&w, id))
 			visit(a, &w, id);
 	}
-	free(w.stack);
-	free(w.seen);
+	walk_free(&w);
 	return w.cycle;
 }

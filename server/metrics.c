@@ -197,6 +197,9 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->entries_proposed);
 	counter(&t, "commands_proposed_total", "Commands proposed (several share an entry).",
 		n->commands_proposed);
+	counter(&t, "commands_parked_total",
+		"Of those, acquires held back for the next entry: they queue behind waiters.",
+		n->commands_parked);
 	counter(&t, "snapshots_restored_total",
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);

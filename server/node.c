@@ -506,6 +506,7 @@ static void take_batch(struct node *n, struct node_waiter **waiters, unsigned *c
 	n->batch_waiters_cap = 0;
 	n->batch_n = 0;
 	n->batch_len = 0;
+	n->batch_parked = 0;
 }
 
 static void issue_kept_append(void *arg, struct raft_io *io, struct raft_io_append *req,
@@ -560,22 +561,51 @@ static void flush(struct node *n)
 	n->commands_proposed += count;
 }
 
+static void flush_when_due(struct node *n);
+
+static void park_due(struct timebase_timer *t)
+{
+	flush_when_due(t->data);
+}
+
+/* Whether the batch holds only commands that may wait, for less than
+ * NODE_PARK_MS (node_propose_parked); the timer ends the hold. */
+static bool batch_parked(struct node *n)
+{
+	if (n->batch_n == 0 || n->batch_parked < n->batch_n)
+		return false;
+	uint64_t now = mono_ms(n), until = n->batch_parked_ms + NODE_PARK_MS;
+	if (now >= until)
+		return false;
+	if (!timebase_timer_active(&n->park_timer))
+		timebase_timer_start(&n->park_timer, park_due, until - now, 0);
+	return true;
+}
+
 /* Group commit: while an entry is on its way to commit, the commands that
  * arrive wait in the batch and go out together when it is applied. Every
  * entry costs each node a disk write, a message and an LMDB transaction,
  * so fewer and larger entries leave the CPU to the commands; an idle
- * leader still proposes at once. A commit that takes long (a slow disk)
- * lets the next entry overlap it rather than hold everything back. */
-static void flusher_cb(uv_prepare_t *h)
+ * leader still proposes at once, unless every command in the batch may
+ * wait. A commit that takes long (a slow disk) lets the next entry overlap
+ * it rather than hold everything back. */
+static void flush_when_due(struct node *n)
 {
-	struct node *n = h->data;
+	if (batch_parked(n))
+		return;
 	if (n->inflight_n < PIPELINE_DEPTH ||
 	    mono_ms(n) - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=
 		    PIPELINE_STALL_MS)
 		flush(n);
 }
 
-static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+static void flusher_cb(uv_prepare_t *h)
+{
+	flush_when_due(h->data);
+}
+
+static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg,
+		   bool parked)
 {
 	if (n->stopping)
 		return RAFTLOCK_ESHUTDOWN;
@@ -590,6 +620,11 @@ static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb
 	if (rv != 0)
 		return rv;
 	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg};
+	if (parked) {
+		if (n->batch_parked++ == 0)
+			n->batch_parked_ms = mono_ms(n);
+		n->commands_parked++;
+	}
 	if (n->batch_n >= BATCH_MAX_COMMANDS || n->batch_len >= BATCH_MAX_BYTES)
 		flush(n);
 	return 0;
@@ -597,12 +632,25 @@ static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb
 
 int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
 {
-	return propose(n, cmd, cb, arg);
+	return propose(n, cmd, cb, arg, false);
+}
+
+int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	return propose(n, cmd, cb, arg, true);
 }
 
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 {
-	return propose(n, cmd, NULL, NULL);
+	return propose(n, cmd, NULL, NULL, false);
+}
+
+bool node_lock_queued(struct node *n, const char *name)
+{
+	MDB_txn *txn = store_begin(&n->store, false);
+	bool queued = store_lock_queued(&n->store, txn, name);
+	store_abort(txn);
+	return queued;
 }
 
 /* ---------------------------------------------------------- leadership -- */
@@ -1189,6 +1237,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
 	timebase_timer_init(tb, &n->transfer_timer, n);
+	timebase_timer_init(tb, &n->park_timer, n);
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
@@ -1244,6 +1293,7 @@ static void close_raft(struct node *n)
 		return;
 	n->closing_raft = true;
 	timebase_timer_close(&n->transfer_timer);
+	timebase_timer_close(&n->park_timer);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);

@@ -91,7 +91,14 @@ struct node {
 	unsigned batch_n;
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
-	struct append_order order; /* our own append goes after the sends */
+	/* Of the batch's commands, those that may wait (node_propose_parked),
+	 * and when the first of them came: a batch of only those is held
+	 * back for at most NODE_PARK_MS, for a command that cannot wait. */
+	unsigned batch_parked;
+	uint64_t batch_parked_ms;
+	struct timebase_timer park_timer; /* wakes the loop when the hold ends */
+	uint64_t commands_parked;         /* proposed through node_propose_parked */
+	struct append_order order;        /* our own append goes after the sends */
 
 	/* observed for the metrics */
 	struct io_timing disk;   /* raft log appends (io_timing.h) */
@@ -182,6 +189,29 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
  * called).
  */
 int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
+
+#define NODE_PARK_MS 2 /* node_propose_parked's longest hold */
+
+/*
+ * As node_propose, for a command that may ride in a later entry: an
+ * acquire that will queue behind the waiters the lock already has. A batch
+ * of only such commands is not proposed until a command that cannot wait
+ * joins it, or NODE_PARK_MS after the first of them came. On a contended
+ * lock the next holder's release is such a command: the queuing acquire
+ * then goes out in the release's entry, instead of in an entry of its own
+ * that the release would wait behind (one commit a hand-over, not two).
+ * Holding it back does not delay its grant: the waiters ahead of it are
+ * granted first, each by an entry that takes the batch along. Only a
+ * stale hint (node_lock_queued) costs it up to NODE_PARK_MS.
+ */
+int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
+
+/*
+ * Whether lock `name` has waiters in the state this node has applied: a
+ * hint for node_propose_parked (an entry in flight may change it), false
+ * when the lock is unknown or its record unreadable.
+ */
+bool node_lock_queued(struct node *n, const char *name);
 
 /* Proposes a command whose result nobody waits for (leader housekeeping). */
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);

@@ -85,3 +85,17 @@ bool record_peek_lock_timed(const void *bytes, size_t n)
 	}
 	return false;
 }
+
+bool record_peek_lock_queued(const void *bytes, size_t n)
+{
+	struct cursor c = {bytes, (const uint8_t *)bytes + n};
+	while (c.p < c.end) {
+		uint64_t number, v;
+		struct cursor sub = {0};
+		if (!field(&c, &number, &v, &sub))
+			return false;
+		if (number == LOCK_WAITERS && sub.p != NULL)
+			return true;
+	}
+	return false;
+}

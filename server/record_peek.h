@@ -1,6 +1,7 @@
 /*
  * record_peek.h: a look at a stored record's bytes (protobuf wire format)
- * without decoding it, for scans that want a few records among millions:
+ * without decoding it, for scans that want a few records among millions
+ * and for hints on the hot path:
  * decoding a LockRecord allocates its name, holders and waiters, and at ten
  * million held locks leases_rebuild() spent seconds doing that at every
  * start and restore, only to find the handful with a timer.
@@ -19,5 +20,9 @@
  * hold none of those; bytes it cannot read give true, so that the decoder
  * judges them. */
 bool record_peek_lock_timed(const void *bytes, size_t n);
+
+/* Whether the n bytes of a LockRecord hold a waiter: a hint, so bytes it
+ * cannot read before it meets one give false. */
+bool record_peek_lock_queued(const void *bytes, size_t n);
 
 #endif

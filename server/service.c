@@ -502,8 +502,10 @@ static enum service_op op_of(const Raftlock__Command *cmd)
 	}
 }
 
+/* Proposes cmd for request id of c; a parked one may ride in a later
+ * entry (node_propose_parked). */
 static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
-			const Raftlock__Command *cmd, bool pushable)
+			const Raftlock__Command *cmd, bool pushable, bool parked)
 {
 	struct service_request *p = request_new(c, id, op_of(cmd));
 	if (p == NULL) {
@@ -514,7 +516,8 @@ static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 	p->seq = pushable ? cmd->seq : 0;
 	if (p->seq != 0)
 		pushes_set(&s->pushes, p->session, p->seq, c, id);
-	int rv = node_propose(s->node, cmd, mutation_done, p);
+	int rv = parked ? node_propose_parked(s->node, cmd, mutation_done, p)
+			: node_propose(s->node, cmd, mutation_done, p);
 	if (rv != 0) {
 		if (p->seq != 0)
 			pushes_target_free(pushes_take(&s->pushes, p->session, p->seq));
@@ -737,7 +740,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
-	bool pushable = false;
+	bool pushable = false, parked = false;
 	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
 	    !secret_admitted(s, c, env, seq, NULL, NULL))
 		return;
@@ -775,6 +778,9 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 			acquire.max_waiters = s->cfg->max_waiters_per_lock;
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
+		/* It will queue behind the lock's waiters: see
+		 * node_propose_parked(). */
+		parked = acquire.wait && node_lock_queued(s->node, acquire.name);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 		set_sequence(&cmd, seq);
@@ -815,7 +821,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		break;
 	default: send_status(s, c, env->id, RAFTLOCK_EPROTO, "not a mutation"); return;
 	}
-	propose_for(s, c, env->id, &cmd, pushable);
+	propose_for(s, c, env->id, &cmd, pushable, parked);
 }
 
 /* ---------------------------------------------------------- keepalive -- */

@@ -12,6 +12,7 @@
 #include "image.h"
 #include "log.h"
 #include "raftlock.h"
+#include "record_peek.h"
 
 #define SNAP_MAGIC IMAGE_MAGIC_WORDS /* summed by words (image.h) */
 #define SNAP_MAGIC_04 "RLSNAP04"     /* with the access rules */
@@ -303,6 +304,16 @@ Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *
 {
 	MDB_val key = {strlen(name), (void *)name};
 	return get_msg(txn, s->locks, &key, &raftlock__lock_record__descriptor);
+}
+
+bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name)
+{
+	MDB_val key = {strlen(name), (void *)name}, val;
+	/* A client's name, not yet checked: one LMDB refuses (empty, too
+	 * long) is simply not a queued lock. */
+	if (mdb_get(txn, s->locks, &key, &val) != 0)
+		return false;
+	return record_peek_lock_queued(val.mv_data, val.mv_size);
 }
 
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec)

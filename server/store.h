@@ -94,6 +94,9 @@ void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRec
 void store_del_session(struct store *s, MDB_txn *txn, uint64_t id);
 
 Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name);
+/* Whether lock `name` has waiters, from its record's bytes (no decoding;
+ * record_peek_lock_queued): false when there is no such lock. */
+bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name);
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec);
 void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
 

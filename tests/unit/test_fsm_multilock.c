@@ -375,6 +375,41 @@ static void test_cycle_through_queue_order(void **state)
 	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
 }
 
+/* The walk reads a lock once (deadlock.c) and each waiter of a long queue
+ * finds its own place in that one record: a session waits for the waiters
+ * ahead of it, never for those behind. Lock "q" is held by h and has
+ * waiters w[0..7]; w[5] holds "x" and w[2] holds "x2"; h waits on "z". */
+static void test_long_queue_read_once(void **state)
+{
+	struct fx *f = ready(state);
+	uint64_t h = fx_session(f), t = fx_session(f), w[8];
+	fx_take(f, h, 1, "q");
+	fx_take(f, t, 2, "z");
+	for (size_t i = 0; i < 8; i++)
+		w[i] = fx_session(f);
+	fx_take(f, w[5], 3, "x");
+	fx_take(f, w[2], 4, "x2");
+	for (size_t i = 0; i < 8; i++)
+		fx_enqueue(f, OP(ACQUIRE, .session = w[i], .owner = 10 + i, .name = "q"));
+	fx_enqueue(f, OP(ACQUIRE, .session = h, .owner = 5, .name = "z"));
+	/* w[7], last on "q", waiting on "x2" (held by w[2], ahead of it):
+	 * w[2] waits for h and w[0..1] only, none of which waits for w[7]. */
+	fx_enqueue(f, OP(ACQUIRE, .session = w[7], .owner = 30, .name = "x2"));
+	/* t waiting on "x" would close t -> w[5] -> (h, w[0..4]) -> h -> t. */
+	Raftlock__Result r = DO(f, ACQUIRE, .session = t, .owner = 6, .name = "x", .wait = true);
+	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
+	WAITERS(f, "x", 0);
+	/* w[3], holder of nothing, waiting on "x": it waits for w[5], which
+	 * waits for w[3] (ahead of it on "q"), so that too is refused... */
+	r = DO(f, ACQUIRE, .session = w[3], .owner = 31, .name = "x", .wait = true);
+	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
+	/* ...while w[6], behind w[5] on "q", waits for it without a cycle. */
+	fx_enqueue(f, OP(ACQUIRE, .session = w[6], .owner = 32, .name = "x"));
+	struct fx *peer = fx_peer(f);
+	fx_replay(peer, f, 0, f->n_log);
+	fx_assert_same_state(f, peer);
+}
+
 /* Below level 3 (a cluster not fully upgraded) apply queues the wait as a
  * node of level 2 does, so that both decide alike. */
 static void test_no_check_below_level_3(void **state)
@@ -472,6 +507,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cycle_of_3, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cycle_of_50, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_false_cycles, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_long_queue_read_once, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cycle_through_queue_order, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_set_closing_cycle, fx_setup, fx_teardown),

@@ -81,6 +81,36 @@ static void test_fifo_grants_are_pushed(void **state)
 	assert_false(fx_lock_exists(f, "m"));
 }
 
+static bool queued(struct fx *f, const char *name)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	bool q = store_lock_queued(&f->store, txn, name);
+	store_abort(txn);
+	return q;
+}
+
+/* store_lock_queued(), the leader's hint for parking an acquire
+ * (node_propose_parked), follows the queue; a name the store cannot hold
+ * (a client's, not yet checked) is simply not queued. */
+static void test_queued_hint(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t s[2];
+	open_sessions(f, s, 2);
+	fx_take(f, s[0], 1, "m");
+	assert_false(queued(f, "m"));
+	fx_enqueue(f, OP(ACQUIRE, .session = s[1], .owner = 1, .name = "m"));
+	assert_true(queued(f, "m"));
+	fx_release_ok(f, s[0], 1, "m", 0);
+	assert_false(queued(f, "m"));
+	char *long_name = fx_alloc(f, 4097);
+	memset(long_name, 'n', 4096);
+	long_name[4096] = 0;
+	assert_false(queued(f, "absent"));
+	assert_false(queued(f, ""));
+	assert_false(queued(f, long_name));
+}
+
 static void test_shared_waiters_granted_together(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -586,6 +616,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(test_fifo_grants_are_pushed),
+		T(test_queued_hint),
 		T(test_shared_waiters_granted_together),
 		T(test_waiting_writer_blocks_later_readers),
 		T(test_semaphore_permits_fifo),

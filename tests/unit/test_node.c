@@ -2,7 +2,8 @@
  * (raft_uv on a temporary directory, raft_uv_tcp on loopback) and a real
  * libuv loop, as a one-voter cluster: it becomes ready after its INIT
  * entry applies, commands proposed in one loop turn share one log entry
- * and each gets its own result, a stop answers every accepted proposal
+ * and each gets its own result, a parked command waits for company or for
+ * its hold to end, a stop answers every accepted proposal
  * exactly once and refuses new ones, the loop then closes cleanly, and a
  * restart on the same directory comes back with what was applied. Waits
  * run the loop until a condition holds, bounded by 10 s of real time. */
@@ -190,6 +191,54 @@ static void test_ready_and_batching(void **state)
 	stop(f);
 }
 
+/* A batch of only parked commands (node_propose_parked) is held back: a
+ * command that cannot wait takes it along in its own entry, and without
+ * one it goes out by itself once NODE_PARK_MS have passed. The hold is
+ * seen on loop turns that take less than NODE_PARK_MS of real time. */
+static void test_parked_batch(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	unsigned held = 0;
+	for (unsigned attempt = 0; attempt < 10; attempt++) {
+		uint64_t entries = f->node.entries_proposed;
+		struct answers a = {0};
+		Raftlock__OpenSession o[2];
+		Raftlock__Command parked = open_session(&o[0], 200 + 2 * attempt);
+		uv_update_time(&f->loop); /* the hold counts from now */
+		uint64_t t0 = uv_now(&f->loop);
+		assert_int_equal(node_propose_parked(&f->node, &parked, done, &a), 0);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		bool quick = uv_now(&f->loop) - t0 < NODE_PARK_MS;
+		if (quick && f->node.entries_proposed == entries) {
+			held++;
+			Raftlock__Command now = open_session(&o[1], 201 + 2 * attempt);
+			assert_int_equal(node_propose(&f->node, &now, done, &a), 0);
+			run_until_answered(f, &a, 2);
+			assert_int_equal(f->node.entries_proposed, entries + 1); /* together */
+		} else {
+			assert_false(quick); /* proposed at once only after the hold */
+			run_until_answered(f, &a, 1);
+		}
+		assert_int_equal(a.status[0], 0);
+	}
+	assert_true(held > 0);
+	/* Alone, it goes out after the hold. */
+	uint64_t entries = f->node.entries_proposed;
+	struct answers a = {0};
+	Raftlock__OpenSession o;
+	Raftlock__Command parked = open_session(&o, 300);
+	uv_update_time(&f->loop);
+	uint64_t t0 = uv_hrtime();
+	assert_int_equal(node_propose_parked(&f->node, &parked, done, &a), 0);
+	run_until_answered(f, &a, 1);
+	assert_int_equal(a.status[0], 0);
+	assert_true(uv_hrtime() - t0 >= (NODE_PARK_MS - 1) * 1000000ull);
+	assert_int_equal(f->node.entries_proposed, entries + 1);
+	assert_int_equal(f->node.commands_parked, 11);
+	stop(f);
+}
+
 /* A stop answers every accepted proposal once and refuses new ones. */
 static void test_stop_answers_and_refuses(void **state)
 {
@@ -304,6 +353,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ready_and_batching, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parked_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_answers_and_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_member_addresses_cached, setup, teardown),

@@ -3,7 +3,8 @@
  * hold a timer from one that does not, from its bytes alone: every kind
  * of timer is seen (a lock-delay, a waiter, a holder's revocation time,
  * among other holders and fields), a record without one is passed over,
- * and bytes it cannot read are left to the decoder.
+ * and bytes it cannot read are left to the decoder. record_peek_lock_queued()
+ * sees a waiter and nothing else.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -135,12 +136,49 @@ static void test_unreadable_bytes_left_to_the_decoder(void **state)
 	assert_true(record_peek_lock_timed(endless, sizeof endless));
 }
 
+/* record_peek_lock_queued() sees a waiter wherever it is, and nothing
+ * else: holders, delays and unreadable bytes are no queue. */
+static void test_queue_seen(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, *hs[2];
+	held(&rec, &h, hs);
+	rec.delay_until = 5;
+	h.revoke_at = 7;
+	assert_false(record_peek_lock_queued(buf, pack(&rec)));
+	Raftlock__Waiter w1, w2, *ws[2] = {&w1, &w2};
+	raftlock__waiter__init(&w1);
+	raftlock__waiter__init(&w2);
+	w1.session = 9;
+	w2.session = 10;
+	rec.waiters = ws;
+	for (size_t n = 1; n <= 2; n++) {
+		rec.n_waiters = n;
+		size_t len = pack(&rec);
+		assert_true(record_peek_lock_queued(buf, len));
+		/* Cut before the first waiter ends: no waiter read. */
+		unsigned seen = 0;
+		for (size_t k = 0; k < len; k++)
+			seen += record_peek_lock_queued(buf, k);
+		assert_true(seen > 0 && seen < len);
+	}
+	rec.n_holders = 0;
+	assert_true(record_peek_lock_queued(buf, pack(&rec)));
+	static const uint8_t bad_wire[] = {0x0f, 0x01};
+	static const uint8_t waiters_varint[] = {0x28, 0x01}; /* field 5 as a varint */
+	assert_false(record_peek_lock_queued(bad_wire, sizeof bad_wire));
+	assert_false(record_peek_lock_queued(waiters_varint, sizeof waiters_varint));
+	assert_false(record_peek_lock_queued(buf, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_held_lock_without_timer_passed_over),
 		cmocka_unit_test(test_every_timer_seen),
 		cmocka_unit_test(test_unreadable_bytes_left_to_the_decoder),
+		cmocka_unit_test(test_queue_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,7 @@ struct proposed {
 	size_t n_acked;
 	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
 	size_t digest_len;
+	bool parked; /* through node_propose_parked */
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -69,7 +70,8 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 						   cmd->n_acked ? cmd->acked[0] : 0,
 						   cmd->n_acked,
 						   {0},
-						   0};
+						   0,
+						   false};
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION) {
 		const ProtobufCBinaryData *d = &cmd->open_session->secret_digest;
 		assert_true(d->len <= SECRET_DIGEST_LEN);
@@ -82,6 +84,23 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 {
 	return node_propose(n, cmd, NULL, NULL);
+}
+
+int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+{
+	int rv = node_propose(n, cmd, cb, arg);
+	if (rv == 0)
+		proposed[n_proposed - 1].parked = true;
+	return rv;
+}
+
+/* The one lock the fake node has waiters on, or NULL. */
+static const char *queued_lock;
+
+bool node_lock_queued(struct node *n, const char *name)
+{
+	(void)n;
+	return queued_lock != NULL && strcmp(name, queued_lock) == 0;
 }
 
 uint64_t node_cluster_now(struct node *n)
@@ -561,6 +580,42 @@ static void test_inflight_limit(void **state)
  * from the request's own fields when a protocol 1 client sent it there;
  * when both are present the envelope's wins. Every answer says which
  * protocol the server speaks. */
+/* An acquire that will queue behind the lock's waiters is proposed parked
+ * (node_propose_parked); one on a lock without waiters, or one that does
+ * not wait, is proposed at once. */
+static void test_queued_acquire_parked(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	queued_lock = "a";
+	struct acquire_msg m[4];
+	const struct {
+		const char *name;
+		bool wait, parked;
+	} want[] = {{"a", true, true}, {"a", false, false}, {"b", true, false}, {"a", true, true}};
+	for (uint64_t i = 0; i < 4; i++) {
+		Raftlock__Envelope *env =
+			acquire_msg(&m[i], i + 1, i + 1, (ProtobufCBinaryData){0, NULL});
+		m[i].acq.name = (char *)want[i].name;
+		m[i].acq.wait = want[i].wait;
+		send_env(f, env);
+	}
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	while (n_proposed < 4) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	queued_lock = NULL;
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(proposed[i].op, RAFTLOCK__COMMAND__OP_ACQUIRE);
+		assert_int_equal(proposed[i].seq, i + 1);
+		assert_int_equal(proposed[i].parked, want[i].parked);
+		proposed[i].cb(proposed[i].arg, 0, &res);
+	}
+	n_proposed = 0;
+}
+
 static void test_sequence_header(void **state)
 {
 	struct fx *f = *state;
@@ -1092,6 +1147,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queued_acquire_parked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
