@@ -4,7 +4,6 @@
  * raft_last_applied() + 1) are in docs/RAFT-NOTES.md, section "Wiring". */
 #include "node.h"
 
-#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include "codec.h"
 #include "datadir.h"
 #include "grow.h"
+#include "heap.h"
 #include "join.h"
 #include "log.h"
 #include "peer_tcp.h"
@@ -225,12 +225,12 @@ static void set_trailing_by_bytes(struct node *n)
 	n->apply_ns_new = 0;
 }
 
-/* Gives the heap's free pages back to the system (glibc keeps them
- * otherwise), and says so when it took long. */
+/* Gives the heap's free pages back to the system (heap.h), and says so
+ * when it took long. */
 static void trim_heap(const char *when)
 {
 	uint64_t t0 = uv_hrtime();
-	malloc_trim(0);
+	heap_trim();
 	double ms = (double)(uv_hrtime() - t0) / 1e6;
 	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed %s the snapshot in %.1f ms", when,
 		ms);
