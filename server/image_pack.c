@@ -1,11 +1,11 @@
 /* image_pack.c: see image_pack.h. */
 #include "image_pack.h"
 
-#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
+#include "byteorder.h"
 #include "image.h"
 #include "raftlock.h"
 
@@ -13,19 +13,6 @@
 #define PACK_WINDOW_LOG 20   /* 1 MiB: what a member needs to unpack */
 #define UNPACK_WINDOW_LOG 24 /* the most a frame may ask of an unpacker */
 #define PACK_STAGE (1u << 20)
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, sizeof v);
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, sizeof v);
-	return be64toh(v);
-}
 
 bool image_is_packed(const void *buf, size_t n)
 {
@@ -100,9 +87,9 @@ int image_pack_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*
 	if (rv == 0 && k.out_cap - k.out_len < IMAGE_SUM_SIZE)
 		rv = RAFTLOCK_ENOMEM;
 	if (rv == 0) {
-		put_be64(k.out + 8, k.raw);
+		be_put(k.out + 8, k.raw, 8);
 		memcpy(k.out + 16, k.head + 8, 8); /* the image's index */
-		put_be64(k.out + k.out_len, image_sum_words_of(k.out, k.out_len));
+		be_put(k.out + k.out_len, image_sum_words_of(k.out, k.out_len), 8);
 		*out = k.out;
 		*n = k.out_len + IMAGE_SUM_SIZE;
 		*raw_len = (size_t)k.raw;
@@ -122,13 +109,13 @@ int image_pack_head(const void *buf, size_t n, uint64_t *index, size_t *raw_len)
 {
 	const uint8_t *b = buf;
 	if (!image_is_packed(buf, n) || n < IMAGE_PACK_HEAD + IMAGE_SUM_SIZE ||
-	    image_sum_words_of(b, n - IMAGE_SUM_SIZE) != get_be64(b + n - IMAGE_SUM_SIZE))
+	    image_sum_words_of(b, n - IMAGE_SUM_SIZE) != be_get(b + n - IMAGE_SUM_SIZE, 8))
 		return RAFTLOCK_EDATA;
-	uint64_t raw = get_be64(b + 8);
+	uint64_t raw = be_get(b + 8, 8);
 	if (raw < IMAGE_MIN_SIZE || raw > SIZE_MAX / 2)
 		return RAFTLOCK_EDATA;
 	*raw_len = (size_t)raw;
-	*index = get_be64(b + 16);
+	*index = be_get(b + 16, 8);
 	return 0;
 }
 

@@ -4,23 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byteorder.h"
 #include "image.h"
 #include "image_pack.h"
 #include "raftlock.h"
-
-static void put_be(uint8_t *p, uint64_t v, int bytes)
-{
-	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be(const uint8_t *p, int bytes)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < bytes; i++)
-		v = v << 8 | p[i];
-	return v;
-}
 
 int snapshot_tail_add(struct snapshot_tail *t, uint64_t index, const void *entry, size_t n)
 {
@@ -38,8 +25,8 @@ int snapshot_tail_add(struct snapshot_tail *t, uint64_t index, const void *entry
 		t->cap = cap;
 	}
 	uint8_t *p = t->buf + t->len;
-	put_be(p, index, 8);
-	put_be(p + 8, n, 4);
+	be_put(p, index, 8);
+	be_put(p + 8, n, 4);
 	memcpy(p + SNAPSHOT_TAIL_ENTRY_HEAD, entry, n);
 	t->len = need;
 	t->n++;
@@ -55,10 +42,10 @@ int snapshot_tail_finish(struct snapshot_tail *t, void *(*alloc)(size_t), void *
 	if (t->len > 0)
 		memcpy(buf, t->buf, t->len);
 	uint8_t *p = buf + t->len;
-	put_be(p, t->n, 4);
-	put_be(p + 4, t->len, 8);
+	be_put(p, t->n, 4);
+	be_put(p + 4, t->len, 8);
 	/* by words: a byte-wise sum would cost the loop fifteen times as much */
-	put_be(p + 12, image_sum_words_of(buf, t->len + 12), 8);
+	be_put(p + 12, image_sum_words_of(buf, t->len + 12), 8);
 	memcpy(p + 20, SNAPSHOT_TAIL_MAGIC, 8);
 	*out = buf;
 	*n = t->len + SNAPSHOT_TAIL_TRAILER;
@@ -85,12 +72,12 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 	*out = (struct snapshot_parts){.image = b, .image_len = n};
 	if (n >= SNAPSHOT_TAIL_TRAILER && memcmp(b + n - 8, SNAPSHOT_TAIL_MAGIC, 8) == 0) {
 		const uint8_t *trailer = b + n - SNAPSHOT_TAIL_TRAILER;
-		uint32_t count = (uint32_t)get_be(trailer, 4);
-		uint64_t len = get_be(trailer + 4, 8);
+		uint32_t count = (uint32_t)be_get(trailer, 4);
+		uint64_t len = be_get(trailer + 4, 8);
 		if (len > n - SNAPSHOT_TAIL_TRAILER)
 			return RAFTLOCK_EDATA;
 		const uint8_t *entries = trailer - len;
-		if (image_sum_words_of(entries, len + 12) != get_be(trailer + 12, 8))
+		if (image_sum_words_of(entries, len + 12) != be_get(trailer + 12, 8))
 			return RAFTLOCK_EDATA;
 		out->entries = entries;
 		out->entries_len = len;
@@ -112,8 +99,8 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 	for (uint32_t i = 0; i < out->n_entries; i++) {
 		if (out->entries_len - at < SNAPSHOT_TAIL_ENTRY_HEAD)
 			return RAFTLOCK_EDATA;
-		uint64_t index = get_be(out->entries + at, 8);
-		uint64_t size = get_be(out->entries + at + 8, 4);
+		uint64_t index = be_get(out->entries + at, 8);
+		uint64_t size = be_get(out->entries + at + 8, 4);
 		at += SNAPSHOT_TAIL_ENTRY_HEAD;
 		if (index <= last || out->entries_len - at < size)
 			return RAFTLOCK_EDATA;
@@ -145,8 +132,8 @@ int snapshot_load(struct store *s, struct fsm *f, const struct snapshot_parts *p
 	size_t at = 0;
 	for (uint32_t i = 0; i < parts->n_entries; i++) {
 		const uint8_t *p = parts->entries + at;
-		uint64_t index = get_be(p, 8);
-		size_t size = (size_t)get_be(p + 8, 4);
+		uint64_t index = be_get(p, 8);
+		size_t size = (size_t)be_get(p + 8, 4);
 		fsm_apply_raw(f, index, p + SNAPSHOT_TAIL_ENTRY_HEAD, size, sink);
 		at += SNAPSHOT_TAIL_ENTRY_HEAD + size;
 	}

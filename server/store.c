@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "byteorder.h"
 #include "feature_level.h"
 #include "image.h"
 #include "log.h"
@@ -162,16 +163,12 @@ uint64_t store_record_bytes(const struct store *s)
 
 static void put_u64(uint8_t out[8], uint64_t v)
 {
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		out[i] = (uint8_t)v;
+	be_put(out, v, 8);
 }
 
 static uint64_t get_u64(const uint8_t in[8])
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | in[i];
-	return v;
+	return be_get(in, 8);
 }
 
 static void map_full(const struct store *s)
