@@ -17,10 +17,11 @@ struct table {
 	size_t n, cap; /* cap: 0 or a power of two */
 };
 
-/* Session ids: a stack to visit and a set of those seen; and the locks
- * read, by the hash of their names, kept for the sessions visited after:
- * on a queue of W waiters each of them is visited, and each would
- * otherwise decode the same record of W waiters again. */
+/* Session ids: a stack to visit and a set of those ever pushed; and the
+ * locks with more than one waiter, by the hash of their names, kept for
+ * the sessions visited after: on a queue of W waiters each of them is
+ * visited, and each would otherwise decode the same record of W waiters
+ * again. */
 struct walk {
 	uint64_t target; /* the session asking to wait */
 	uint64_t *stack;
@@ -95,7 +96,9 @@ static bool mark_seen(struct walk *w, uint64_t id)
 	return true;
 }
 
-/* Session `id` is waited for (an edge of the graph). */
+/* Session `id` is waited for (an edge of the graph); it is put on the
+ * stack once, however many edges lead to it: on a queue of W waiters each
+ * waits for all those ahead, W * W / 2 edges. */
 static void push(struct walk *w, uint64_t from, uint64_t id)
 {
 	if (id == from)
@@ -104,6 +107,8 @@ static void push(struct walk *w, uint64_t from, uint64_t id)
 		w->cycle = true;
 		return;
 	}
+	if (!mark_seen(w, id))
+		return;
 	if (w->n == w->cap) {
 		w->cap = w->cap ? 2 * w->cap : 64;
 		w->stack = xrealloc(w->stack, w->cap * sizeof *w->stack);
@@ -140,9 +145,13 @@ static uint64_t name_hash(const char *name)
 	return h == 0 ? 1 : h;
 }
 
-/* Lock `name` as stored, read once per walk (NULL: no such lock). */
-static const Raftlock__LockRecord *read_lock(struct apply *a, struct walk *w, const char *name)
+/* Lock `name` as stored (NULL: no such lock). A lock with more than one
+ * waiter is read once per walk and kept, as each of its waiters may be
+ * visited; another one is the caller's to free (*own). */
+static const Raftlock__LockRecord *read_lock(struct apply *a, struct walk *w, const char *name,
+					     Raftlock__LockRecord **own)
 {
+	*own = NULL;
 	uint64_t hash = name_hash(name);
 	for (struct slot *s = table_first(&w->locks, hash); s != NULL;
 	     s = table_next(&w->locks, hash, s)) {
@@ -151,8 +160,10 @@ static const Raftlock__LockRecord *read_lock(struct apply *a, struct walk *w, co
 			return rec;
 	}
 	Raftlock__LockRecord *rec = store_get_lock(a->fsm->store, a->txn, name);
-	if (rec != NULL)
+	if (rec != NULL && rec->n_waiters > 1)
 		table_put(&w->locks, hash, rec);
+	else
+		*own = rec;
 	return rec;
 }
 
@@ -179,12 +190,15 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 		size_t n_names;
 		char **name = session_locks_names(&names, sess, &n_names);
 		for (size_t i = 0; i < n_names && !w->cycle; i++) {
-			const Raftlock__LockRecord *lock = read_lock(a, w, name[i]);
+			Raftlock__LockRecord *own;
+			const Raftlock__LockRecord *lock = read_lock(a, w, name[i], &own);
 			if (lock == NULL)
 				continue;
 			for (size_t j = 0; j < lock->n_waiters; j++)
 				if (lock->waiters[j]->session == id)
 					push_edges(w, lock, j, id);
+			if (own != NULL)
+				raftlock__lock_record__free_unpacked(own, NULL);
 		}
 		session_locks_free(name, n_names);
 	}
@@ -199,11 +213,8 @@ bool deadlock_would_close_cycle(struct apply *a, uint64_t session,
 	 * every waiter already there. */
 	for (size_t i = 0; i < n && !w.cycle; i++)
 		push_edges(&w, locks[i], locks[i]->n_waiters, session);
-	while (w.n > 0 && !w.cycle) {
-		uint64_t id = w.stack[--w.n];
-		if (mark_seen(&w, id))
-			visit(a, &w, id);
-	}
+	while (w.n > 0 && !w.cycle)
+		visit(a, &w, w.stack[--w.n]); /* each once: push() saw to that */
 	walk_free(&w);
 	return w.cycle;
 }

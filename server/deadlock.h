@@ -12,11 +12,11 @@
  * only, so every node decides alike.
  *
  * Cost: a depth-first walk from the sessions the new wait would wait for;
- * each session is visited once, only a session with a queued acquire (a
- * pending outcome) has its locks read, and each lock is read once per walk
- * (on a queue of W waiters each is visited: W decodes of a record of W
- * waiters took a third of a node's CPU on a lock with 15). Run on a new
- * wait only.
+ * each session is pushed and visited once, only a session with a queued
+ * acquire (a pending outcome) has its locks read, and a lock with more
+ * than one waiter is read once per walk (on a queue of W waiters each is
+ * visited: W decodes of a record of W waiters took a third of a node's
+ * CPU on a lock with 15). Run on a new wait only.
  */
 #ifndef RAFTLOCK_DEADLOCK_H
 #define RAFTLOCK_DEADLOCK_H

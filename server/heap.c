@@ -7,15 +7,16 @@
 #define STR(x) #x
 #define ARENAS_ALL(x) STR(x)
 
-void heap_trim(void)
+int heap_trim(void)
 {
-	mallctl("arena." ARENAS_ALL(MALLCTL_ARENAS_ALL) ".purge", NULL, NULL, NULL, 0);
+	return mallctl("arena." ARENAS_ALL(MALLCTL_ARENAS_ALL) ".purge", NULL, NULL, NULL, 0);
 }
 #else
 #include <malloc.h>
 
-void heap_trim(void)
+int heap_trim(void)
 {
-	malloc_trim(0);
+	malloc_trim(0); /* its result says only whether it found pages to give */
+	return 0;
 }
 #endif

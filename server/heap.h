@@ -8,6 +8,7 @@
 #ifndef RAFTLOCK_HEAP_H
 #define RAFTLOCK_HEAP_H
 
-void heap_trim(void);
+/* 0, or the allocator's error (an errno value). */
+int heap_trim(void);
 
 #endif

@@ -230,8 +230,10 @@ static void set_trailing_by_bytes(struct node *n)
 static void trim_heap(const char *when)
 {
 	uint64_t t0 = uv_hrtime();
-	heap_trim();
+	int rv = heap_trim();
 	double ms = (double)(uv_hrtime() - t0) / 1e6;
+	if (rv != 0)
+		log_warn("the heap was not trimmed %s the snapshot: %s", when, strerror(rv));
 	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed %s the snapshot in %.1f ms", when,
 		ms);
 }
@@ -645,10 +647,12 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 	return propose(n, cmd, NULL, NULL, false);
 }
 
-bool node_lock_queued(struct node *n, const char *name)
+bool node_lock_queued(struct node *n, const char *name, uint64_t session)
 {
+	if (!n->leader || !n->ready || n->stopping)
+		return false; /* propose() refuses it anyway */
 	MDB_txn *txn = store_begin(&n->store, false);
-	bool queued = store_lock_queued(&n->store, txn, name);
+	bool queued = store_lock_queued(&n->store, txn, name, session);
 	store_abort(txn);
 	return queued;
 }

@@ -207,11 +207,12 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
 
 /*
- * Whether lock `name` has waiters in the state this node has applied: a
- * hint for node_propose_parked (an entry in flight may change it), false
- * when the lock is unknown or its record unreadable.
+ * Whether an acquire of `session` on lock `name` would queue behind the
+ * lock's waiters in the state this node has applied (store_lock_queued):
+ * a hint for node_propose_parked, which an entry in flight may have made
+ * stale. False unless this node is the ready leader.
  */
-bool node_lock_queued(struct node *n, const char *name);
+bool node_lock_queued(struct node *n, const char *name, uint64_t session);
 
 /* Proposes a command whose result nobody waits for (leader housekeeping). */
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd);

@@ -7,6 +7,7 @@
 #define LOCK_HOLDERS 4
 #define LOCK_WAITERS 5
 #define LOCK_DELAY_UNTIL 6
+#define HOLDER_SESSION 1
 #define HOLDER_REVOKE_AT 50
 
 enum wire { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
@@ -86,16 +87,33 @@ bool record_peek_lock_timed(const void *bytes, size_t n)
 	return false;
 }
 
-bool record_peek_lock_queued(const void *bytes, size_t n)
+/* Whether the Holder in c is of session `session`; false when unreadable. */
+static bool holder_of(struct cursor c, uint64_t session)
+{
+	while (c.p < c.end) {
+		uint64_t number, v;
+		struct cursor sub;
+		if (!field(&c, &number, &v, &sub))
+			return false;
+		if (number == HOLDER_SESSION)
+			return v == session;
+	}
+	return false;
+}
+
+bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session)
 {
 	struct cursor c = {bytes, (const uint8_t *)bytes + n};
+	bool queued = false;
 	while (c.p < c.end) {
 		uint64_t number, v;
 		struct cursor sub = {0};
 		if (!field(&c, &number, &v, &sub))
 			return false;
 		if (number == LOCK_WAITERS && sub.p != NULL)
-			return true;
+			queued = true;
+		else if (number == LOCK_HOLDERS && sub.p != NULL && holder_of(sub, session))
+			return false;
 	}
-	return false;
+	return queued;
 }

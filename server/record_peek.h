@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Whether the n bytes of a LockRecord may hold a timer: a lock-delay
  * (delay_until), a waiter (whose deadline may be set), or a holder with a
@@ -21,8 +22,9 @@
  * judges them. */
 bool record_peek_lock_timed(const void *bytes, size_t n);
 
-/* Whether the n bytes of a LockRecord hold a waiter: a hint, so bytes it
- * cannot read before it meets one give false. */
-bool record_peek_lock_queued(const void *bytes, size_t n);
+/* Whether the n bytes of a LockRecord hold a waiter and no holder of
+ * session `session` (whose acquire may be granted at once, nested): a
+ * hint, so bytes it cannot read give false. */
+bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session);
 
 #endif

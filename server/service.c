@@ -780,7 +780,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		pushable = env->acquire->acquire->wait;
 		/* It will queue behind the lock's waiters: see
 		 * node_propose_parked(). */
-		parked = acquire.wait && node_lock_queued(s->node, acquire.name);
+		parked = acquire.wait && node_lock_queued(s->node, acquire.name, cmd.session);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
 		set_sequence(&cmd, seq);

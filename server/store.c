@@ -303,14 +303,14 @@ Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *
 	return get_msg(txn, s->locks, &key, &raftlock__lock_record__descriptor);
 }
 
-bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name)
+bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name, uint64_t session)
 {
 	MDB_val key = {strlen(name), (void *)name}, val;
 	/* A client's name, not yet checked: one LMDB refuses (empty, too
 	 * long) is simply not a queued lock. */
 	if (mdb_get(txn, s->locks, &key, &val) != 0)
 		return false;
-	return record_peek_lock_queued(val.mv_data, val.mv_size);
+	return record_peek_lock_queued(val.mv_data, val.mv_size, session);
 }
 
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec)

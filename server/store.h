@@ -94,9 +94,11 @@ void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRec
 void store_del_session(struct store *s, MDB_txn *txn, uint64_t id);
 
 Raftlock__LockRecord *store_get_lock(struct store *s, MDB_txn *txn, const char *name);
-/* Whether lock `name` has waiters, from its record's bytes (no decoding;
- * record_peek_lock_queued): false when there is no such lock. */
-bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name);
+/* Whether an acquire of `session` on lock `name` will queue behind the
+ * lock's waiters, from its record's bytes (no decoding;
+ * record_peek_lock_queued): false when there is no such lock, or when
+ * the session holds it. */
+bool store_lock_queued(struct store *s, MDB_txn *txn, const char *name, uint64_t session);
 void store_put_lock(struct store *s, MDB_txn *txn, const Raftlock__LockRecord *rec);
 void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
 

@@ -81,34 +81,41 @@ static void test_fifo_grants_are_pushed(void **state)
 	assert_false(fx_lock_exists(f, "m"));
 }
 
-static bool queued(struct fx *f, const char *name)
+static bool queued(struct fx *f, const char *name, uint64_t session)
 {
 	MDB_txn *txn = store_begin(&f->store, false);
-	bool q = store_lock_queued(&f->store, txn, name);
+	bool q = store_lock_queued(&f->store, txn, name, session);
 	store_abort(txn);
 	return q;
 }
 
 /* store_lock_queued(), the leader's hint for parking an acquire
- * (node_propose_parked), follows the queue; a name the store cannot hold
- * (a client's, not yet checked) is simply not queued. */
+ * (node_propose_parked), follows the queue; the holder's own acquire is
+ * granted at once (nested), so it is not queued; a name the store cannot
+ * hold (a client's, not yet checked) is simply not queued. */
 static void test_queued_hint(void **state)
 {
 	struct fx *f = fx_ready(state);
-	uint64_t s[2];
-	open_sessions(f, s, 2);
+	uint64_t s[3];
+	open_sessions(f, s, 3);
 	fx_take(f, s[0], 1, "m");
-	assert_false(queued(f, "m"));
+	assert_false(queued(f, "m", s[2]));
 	fx_enqueue(f, OP(ACQUIRE, .session = s[1], .owner = 1, .name = "m"));
-	assert_true(queued(f, "m"));
+	assert_true(queued(f, "m", s[2]));
+	assert_true(queued(f, "m", s[1])); /* a retry of its queued acquire */
+	assert_false(queued(f, "m", s[0]));
+	Raftlock__Result r = DO(f, ACQUIRE, .session = s[0], .owner = 1, .name = "m", .wait = true);
+	assert_int_equal(r.status, 0);
+	assert_false(r.queued); /* nested, as the hint said */
+	fx_release_ok(f, s[0], 1, "m", 1);
 	fx_release_ok(f, s[0], 1, "m", 0);
-	assert_false(queued(f, "m"));
+	assert_false(queued(f, "m", s[2]));
 	char *long_name = fx_alloc(f, 4097);
 	memset(long_name, 'n', 4096);
 	long_name[4096] = 0;
-	assert_false(queued(f, "absent"));
-	assert_false(queued(f, ""));
-	assert_false(queued(f, long_name));
+	assert_false(queued(f, "absent", s[2]));
+	assert_false(queued(f, "", s[2]));
+	assert_false(queued(f, long_name, s[2]));
 }
 
 static void test_shared_waiters_granted_together(void **state)

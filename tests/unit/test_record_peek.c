@@ -137,7 +137,8 @@ static void test_unreadable_bytes_left_to_the_decoder(void **state)
 }
 
 /* record_peek_lock_queued() sees a waiter wherever it is, and nothing
- * else: holders, delays and unreadable bytes are no queue. */
+ * else: holders, delays and unreadable bytes are no queue; a holder of the
+ * asking session is no queue for it. */
 static void test_queue_seen(void **state)
 {
 	(void)state;
@@ -146,7 +147,7 @@ static void test_queue_seen(void **state)
 	held(&rec, &h, hs);
 	rec.delay_until = 5;
 	h.revoke_at = 7;
-	assert_false(record_peek_lock_queued(buf, pack(&rec)));
+	assert_false(record_peek_lock_queued(buf, pack(&rec), 1));
 	Raftlock__Waiter w1, w2, *ws[2] = {&w1, &w2};
 	raftlock__waiter__init(&w1);
 	raftlock__waiter__init(&w2);
@@ -156,20 +157,24 @@ static void test_queue_seen(void **state)
 	for (size_t n = 1; n <= 2; n++) {
 		rec.n_waiters = n;
 		size_t len = pack(&rec);
-		assert_true(record_peek_lock_queued(buf, len));
+		assert_true(record_peek_lock_queued(buf, len, 1));
 		/* Cut before the first waiter ends: no waiter read. */
 		unsigned seen = 0;
 		for (size_t k = 0; k < len; k++)
-			seen += record_peek_lock_queued(buf, k);
+			seen += record_peek_lock_queued(buf, k, 1);
 		assert_true(seen > 0 && seen < len);
 	}
+	/* Not for the holder's session (h.session, 77): its acquire nests. */
+	rec.n_waiters = 1;
+	assert_false(record_peek_lock_queued(buf, pack(&rec), 77));
 	rec.n_holders = 0;
-	assert_true(record_peek_lock_queued(buf, pack(&rec)));
+	assert_true(record_peek_lock_queued(buf, pack(&rec), 1));
+	assert_true(record_peek_lock_queued(buf, pack(&rec), 77));
 	static const uint8_t bad_wire[] = {0x0f, 0x01};
 	static const uint8_t waiters_varint[] = {0x28, 0x01}; /* field 5 as a varint */
-	assert_false(record_peek_lock_queued(bad_wire, sizeof bad_wire));
-	assert_false(record_peek_lock_queued(waiters_varint, sizeof waiters_varint));
-	assert_false(record_peek_lock_queued(buf, 0));
+	assert_false(record_peek_lock_queued(bad_wire, sizeof bad_wire, 1));
+	assert_false(record_peek_lock_queued(waiters_varint, sizeof waiters_varint, 1));
+	assert_false(record_peek_lock_queued(buf, 0, 1));
 }
 
 int main(void)

@@ -97,9 +97,10 @@ int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_
 /* The one lock the fake node has waiters on, or NULL. */
 static const char *queued_lock;
 
-bool node_lock_queued(struct node *n, const char *name)
+bool node_lock_queued(struct node *n, const char *name, uint64_t session)
 {
 	(void)n;
+	assert_int_equal(session, 5); /* acquire_msg's */
 	return queued_lock != NULL && strcmp(name, queued_lock) == 0;
 }
 
@@ -275,6 +276,7 @@ static int teardown(void **state)
 		if (proposed[i].cb != NULL)
 			proposed[i].cb(proposed[i].arg, RAFTLOCK_ESHUTDOWN, NULL);
 	n_proposed = 0;
+	queued_lock = NULL;
 	close(f->sock);
 	service_close(&f->svc);
 	leases_close(&f->leases);
@@ -576,10 +578,6 @@ static void test_inflight_limit(void **state)
 		assert_int_equal(next_status(f, NULL), 0);
 }
 
-/* The sequence header reaches the log from the envelope (protocol 2), and
- * from the request's own fields when a protocol 1 client sent it there;
- * when both are present the envelope's wins. Every answer says which
- * protocol the server speaks. */
 /* An acquire that will queue behind the lock's waiters is proposed parked
  * (node_propose_parked); one on a lock without waiters, or one that does
  * not wait, is proposed at once. */
@@ -616,6 +614,10 @@ static void test_queued_acquire_parked(void **state)
 	n_proposed = 0;
 }
 
+/* The sequence header reaches the log from the envelope (protocol 2), and
+ * from the request's own fields when a protocol 1 client sent it there;
+ * when both are present the envelope's wins. Every answer says which
+ * protocol the server speaks. */
 static void test_sequence_header(void **state)
 {
 	struct fx *f = *state;
