@@ -232,8 +232,10 @@ static void trim_heap(const char *when)
 	uint64_t t0 = uv_hrtime();
 	int rv = heap_trim();
 	double ms = (double)(uv_hrtime() - t0) / 1e6;
-	if (rv != 0)
+	if (rv != 0) {
 		log_warn("the heap was not trimmed %s the snapshot: %s", when, strerror(rv));
+		return;
+	}
 	log_msg(ms >= 50 ? LOG_INFO : LOG_DEBUG, "heap trimmed %s the snapshot in %.1f ms", when,
 		ms);
 }
@@ -572,7 +574,7 @@ static void park_due(struct timebase_timer *t)
 
 /* Whether the batch holds only commands that may wait, for less than
  * NODE_PARK_MS (node_propose_parked); the timer ends the hold. */
-static bool batch_parked(struct node *n)
+static bool batch_held(struct node *n)
 {
 	if (n->batch_n == 0 || n->batch_parked < n->batch_n)
 		return false;
@@ -593,7 +595,7 @@ static bool batch_parked(struct node *n)
  * it rather than hold everything back. */
 static void flush_when_due(struct node *n)
 {
-	if (batch_parked(n))
+	if (batch_held(n))
 		return;
 	if (n->inflight_n < PIPELINE_DEPTH ||
 	    mono_ms(n) - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=

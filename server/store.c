@@ -161,16 +161,6 @@ uint64_t store_record_bytes(const struct store *s)
 	return s->bytes + (uint64_t)s->txn_bytes;
 }
 
-static void put_u64(uint8_t out[8], uint64_t v)
-{
-	be_put(out, v, 8);
-}
-
-static uint64_t get_u64(const uint8_t in[8])
-{
-	return be_get(in, 8);
-}
-
 static void map_full(const struct store *s)
 {
 	/* The entry's transaction is not committed: this node stops with its
@@ -252,7 +242,7 @@ static void del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 static void del_u64(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id)
 {
 	uint8_t k[8];
-	put_u64(k, id);
+	be_put(k, id, 8);
 	MDB_val key = {8, k};
 	del_key(s, txn, dbi, &key);
 }
@@ -279,7 +269,7 @@ void store_put_meta(struct store *s, MDB_txn *txn, const Raftlock__Meta *m)
 Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn, uint64_t id)
 {
 	uint8_t k[8];
-	put_u64(k, id);
+	be_put(k, id, 8);
 	MDB_val key = {8, k};
 	return get_msg(txn, s->sessions, &key, &raftlock__session_record__descriptor);
 }
@@ -287,7 +277,7 @@ Raftlock__SessionRecord *store_get_session(struct store *s, MDB_txn *txn, uint64
 void store_put_session(struct store *s, MDB_txn *txn, const Raftlock__SessionRecord *rec)
 {
 	uint8_t k[8];
-	put_u64(k, rec->id);
+	be_put(k, rec->id, 8);
 	MDB_val key = {8, k};
 	put_msg(s, txn, s->sessions, &key, &rec->base);
 }
@@ -331,7 +321,7 @@ static MDB_val session_lock_key(uint8_t buf[8 + RAFTLOCK_NAME_MAX], uint64_t id,
 	size_t n = strlen(name);
 	if (n > RAFTLOCK_NAME_MAX)
 		log_fatal("lock name of %zu bytes in the session index", n);
-	put_u64(buf, id);
+	be_put(buf, id, 8);
 	memcpy(buf + 8, name, n);
 	return (MDB_val){8 + n, buf};
 }
@@ -380,7 +370,7 @@ void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
 {
 	MDB_cursor *cur;
 	uint8_t k[8];
-	put_u64(k, id);
+	be_put(k, id, 8);
 	MDB_val key = {8, k}, val;
 	check(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
 	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
@@ -399,7 +389,7 @@ size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
 {
 	MDB_cursor *cur;
 	uint8_t k[8];
-	put_u64(k, id);
+	be_put(k, id, 8);
 	MDB_val key = {8, k}, val;
 	size_t n = 0;
 	int rc;
@@ -421,7 +411,7 @@ size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 {
 	uint8_t k[8];
-	put_u64(k, nonce);
+	be_put(k, nonce, 8);
 	MDB_val key = {8, k}, val;
 	int rc = mdb_get(txn, s->nonces, &key, &val);
 	if (rc == MDB_NOTFOUND)
@@ -429,14 +419,14 @@ uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 	check(rc, "get nonce");
 	if (val.mv_size != 8)
 		log_fatal("lmdb nonce record has %zu bytes: damaged store", val.mv_size);
-	return get_u64(val.mv_data);
+	return be_get(val.mv_data, 8);
 }
 
 void store_put_nonce(struct store *s, MDB_txn *txn, uint64_t nonce, uint64_t id)
 {
 	uint8_t k[8], v[8];
-	put_u64(k, nonce);
-	put_u64(v, id);
+	be_put(k, nonce, 8);
+	be_put(v, id, 8);
 	MDB_val key = {8, k}, val = {8, v};
 	put_raw(s, txn, s->nonces, &key, &val, 0, "put nonce");
 }
@@ -449,8 +439,8 @@ void store_del_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 /* A lease value: deadline (8 bytes BE), TTL (4 bytes BE). */
 static void lease_decode(const uint8_t v[12], uint64_t *deadline, uint32_t *ttl_ms)
 {
-	*deadline = get_u64(v);
-	*ttl_ms = (uint32_t)v[8] << 24 | (uint32_t)v[9] << 16 | (uint32_t)v[10] << 8 | v[11];
+	*deadline = be_get(v, 8);
+	*ttl_ms = (uint32_t)be_get(v + 8, 4);
 }
 
 /* The outcome of looking a lease up: false when there is none. */
@@ -469,7 +459,7 @@ bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadl
 		     uint32_t *ttl_ms)
 {
 	uint8_t k[8];
-	put_u64(k, id);
+	be_put(k, id, 8);
 	MDB_val key = {8, k}, val;
 	return lease_found(mdb_get(txn, s->leases, &key, &val), &val, deadline, ttl_ms);
 }
@@ -477,12 +467,9 @@ bool store_get_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t *deadl
 void store_put_lease(struct store *s, MDB_txn *txn, uint64_t id, uint64_t deadline, uint32_t ttl_ms)
 {
 	uint8_t k[8], v[12];
-	put_u64(k, id);
-	put_u64(v, deadline);
-	v[8] = (uint8_t)(ttl_ms >> 24);
-	v[9] = (uint8_t)(ttl_ms >> 16);
-	v[10] = (uint8_t)(ttl_ms >> 8);
-	v[11] = (uint8_t)ttl_ms;
+	be_put(k, id, 8);
+	be_put(v, deadline, 8);
+	be_put(v + 8, ttl_ms, 4);
 	MDB_val key = {8, k}, val = {12, v};
 	put_raw(s, txn, s->leases, &key, &val, 0, "put lease");
 }
@@ -501,7 +488,7 @@ void store_lease_walk_begin(struct store *s, MDB_txn *txn, struct store_lease_wa
 bool store_lease_walk_find(struct store_lease_walk *w, uint64_t id, uint64_t *deadline,
 			   uint32_t *ttl_ms)
 {
-	put_u64(w->key, id);
+	be_put(w->key, id, 8);
 	MDB_val key = {8, w->key}, val;
 	if (!lease_found(mdb_cursor_get(w->cur, &key, &val, MDB_SET_KEY), &val, deadline, ttl_ms))
 		return false;
@@ -511,7 +498,7 @@ bool store_lease_walk_find(struct store_lease_walk *w, uint64_t id, uint64_t *de
 
 void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline)
 {
-	put_u64(w->val, deadline);
+	be_put(w->val, deadline, 8);
 	MDB_val key = {8, w->key}, val = {12, w->val};
 	/* in place: same key, same size */
 	int rc = mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT);
@@ -540,7 +527,7 @@ void store_scan_leases(struct store *s, MDB_txn *txn,
 		uint64_t deadline;
 		uint32_t ttl;
 		lease_decode(val.mv_data, &deadline, &ttl);
-		visit(arg, get_u64(key.mv_data), deadline, ttl);
+		visit(arg, be_get(key.mv_data, 8), deadline, ttl);
 	}
 	mdb_cursor_close(cur);
 }
@@ -563,10 +550,10 @@ static MDB_val acl_key(uint8_t *buf, const char *identity, const char *prefix)
 void store_put_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix,
 		   uint32_t perms)
 {
-	uint8_t k[ACL_KEY_MAX], v[8];
+	uint8_t k[ACL_KEY_MAX], v[4];
 	MDB_val key = acl_key(k, identity, prefix);
-	put_u64(v, perms);
-	MDB_val val = {4, v + 4};
+	be_put(v, perms, 4);
+	MDB_val val = {4, v};
 	put_raw(s, txn, s->acls, &key, &val, 0, "put acl");
 }
 
@@ -584,8 +571,7 @@ static uint32_t acl_value(const MDB_val *val)
 {
 	if (val->mv_size != 4)
 		log_fatal("lmdb access rule has %zu bytes: damaged store", val->mv_size);
-	const uint8_t *p = val->mv_data;
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	return (uint32_t)be_get(val->mv_data, 4);
 }
 
 uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, const char *name)
@@ -658,7 +644,7 @@ uint64_t store_identity_sessions(struct store *s, MDB_txn *txn, const char *iden
 	check(rc, "get identity");
 	if (val.mv_size != 8)
 		log_fatal("identities index entry of %zu bytes: damaged store", val.mv_size);
-	return get_u64(val.mv_data);
+	return be_get(val.mv_data, 8);
 }
 
 void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *identity, int delta)
@@ -675,7 +661,7 @@ void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *iden
 		return;
 	}
 	uint8_t v[8];
-	put_u64(v, n);
+	be_put(v, n, 8);
 	MDB_val val = {8, v};
 	put_raw(s, txn, s->identities, &key, &val, 0, "put identity");
 }
@@ -721,7 +707,7 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 {
 	MDB_cursor *cur;
 	uint8_t k[8];
-	put_u64(k, after + 1);
+	be_put(k, after + 1, 8);
 	MDB_val key = {8, k}, val;
 	if (after == UINT64_MAX)
 		return;
@@ -849,12 +835,10 @@ static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, cons
 			rv = RAFTLOCK_EUNAVAILABLE;
 			break;
 		}
-		uint8_t head[9], len[8];
+		uint8_t head[9];
 		head[0] = tag;
-		put_u64(len, key.mv_size);
-		memcpy(head + 1, len + 4, 4);
-		put_u64(len, val.mv_size);
-		memcpy(head + 5, len + 4, 4);
+		be_put(head + 1, key.mv_size, 4);
+		be_put(head + 5, val.mv_size, 4);
 		if ((rv = put(d, head, 5)) == 0 && (rv = put(d, key.mv_data, key.mv_size)) == 0 &&
 		    (rv = put(d, head + 5, 4)) == 0)
 			rv = put(d, val.mv_data, val.mv_size);
@@ -903,7 +887,7 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
 	       : level >= FEATURES_IMAGE_WORDS ? SNAP_MAGIC
 					       : SNAP_MAGIC_04,
 	       8);
-	put_u64(head + 8, m->applied_index);
+	be_put(head + 8, m->applied_index, 8);
 	raftlock__meta__free_unpacked(m, NULL);
 	int rv = put(&d, head, sizeof head);
 	for (int i = 0; i < IMAGE_TABLES && rv == 0; i++) {
@@ -919,7 +903,7 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
 	d.summed = w->len;
 	d.closing = true;
 	uint8_t sum[SNAP_SUM_SIZE];
-	put_u64(sum, image_sum_end(&d.sum));
+	be_put(sum, image_sum_end(&d.sum), 8);
 	return put(&d, sum, sizeof sum);
 }
 
@@ -971,7 +955,7 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 	const uint8_t *buf = data;
 	if (!image_sum_ok(buf, n) || !store_image_magic_known(buf))
 		return RAFTLOCK_EDATA;
-	*index = get_u64(buf + 8);
+	*index = be_get(buf + 8, 8);
 	return 0;
 }
 
@@ -1003,13 +987,13 @@ int store_load(struct store *s, const void *data, size_t n)
 		MDB_val key, val;
 		if (end - p < 4)
 			goto damaged;
-		key.mv_size = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+		key.mv_size = (size_t)be_get(p, 4);
 		p += 4;
 		if ((size_t)(end - p) < key.mv_size + 4)
 			goto damaged;
 		key.mv_data = (void *)p;
 		p += key.mv_size;
-		val.mv_size = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+		val.mv_size = (size_t)be_get(p, 4);
 		p += 4;
 		if ((size_t)(end - p) < val.mv_size)
 			goto damaged;

@@ -561,11 +561,8 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i)
 	int fd = raw_connect(c->client_port[i]);
 	if (fd < 0)
 		return NULL;
-	Raftlock__StatusRequest req;
-	Raftlock__Envelope env;
-	status_request(&env, &req);
 	Raftlock__StatusInfo *out = NULL;
-	if (raw_send_envelope(fd, &env) == 0)
+	if (raw_send_status(fd) == 0)
 		out = status_answer(raw_recv_envelope(fd, 1000));
 	close(fd);
 	return out;
@@ -654,6 +651,14 @@ int raw_send_envelope(int fd, const Raftlock__Envelope *env)
 	int rv = raw_send(fd, buf, n);
 	free(buf);
 	return rv;
+}
+
+int raw_send_status(int fd)
+{
+	Raftlock__StatusRequest req;
+	Raftlock__Envelope env;
+	status_request(&env, &req);
+	return raw_send_envelope(fd, &env);
 }
 
 Raftlock__Envelope *raw_recv_envelope(int fd, int timeout_ms)

@@ -161,6 +161,8 @@ int raw_send(int fd, const void *buf, size_t n);
 extern const ProtobufCBinaryData raw_secret;
 /* Sends one envelope as a frame. */
 int raw_send_envelope(int fd, const Raftlock__Envelope *env);
+/* Sends a STATUS request (id 1), as tcluster_status() does. */
+int raw_send_status(int fd);
 /* Reads one envelope (NULL on timeout, EOF or a bad frame). */
 Raftlock__Envelope *raw_recv_envelope(int fd, int timeout_ms);
 /* Whether the peer closed the connection within timeout_ms. */

@@ -171,12 +171,7 @@ static void malformed_handshakes(void **state)
 	/* The plaintext protocol: a STATUS request as a frame. */
 	int fd = raw_connect(cl.client_port[i]);
 	assert_true(fd >= 0);
-	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = 1;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
-	env.status = &req;
-	assert_int_equal(raw_send_envelope(fd, &env), 0);
+	assert_int_equal(raw_send_status(fd), 0);
 	assert_null(raw_recv_envelope(fd, 1000));
 	assert_true(raw_closed(fd, 2000));
 	close(fd);

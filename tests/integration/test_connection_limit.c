@@ -25,12 +25,7 @@ static int try_occupy(int port)
 {
 	int fd = raw_connect(port);
 	assert_true(fd >= 0);
-	Raftlock__StatusRequest st = RAFTLOCK__STATUS_REQUEST__INIT;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = 1;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
-	env.status = &st;
-	assert_int_equal(raw_send_envelope(fd, &env), 0);
+	assert_int_equal(raw_send_status(fd), 0);
 	Raftlock__Envelope *r = raw_recv_envelope(fd, 5000);
 	assert_non_null(r);
 	int status = (int)r->response->status;
