@@ -232,7 +232,7 @@ int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), 
 	return rv;
 }
 
-int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
+int codec_decode_entry(const void *data, size_t n, struct arena *arena, Raftlock__LogEntry **out)
 {
 	const uint8_t *buf = data;
 	if (n < ENTRY_HEADER_SIZE || buf[0] != 'R' || buf[1] != 'L')
@@ -243,11 +243,12 @@ int codec_decode_entry(const void *data, size_t n, Raftlock__LogEntry **out)
 	size_t size = (size_t)buf[4] << 24 | (size_t)buf[5] << 16 | (size_t)buf[6] << 8 | buf[7];
 	if (size > n - ENTRY_HEADER_SIZE)
 		return RAFTLOCK_EPROTO;
-	Raftlock__LogEntry *e = raftlock__log_entry__unpack(NULL, size, buf + ENTRY_HEADER_SIZE);
+	ProtobufCAllocator *alloc = arena != NULL ? &arena->pb : NULL;
+	Raftlock__LogEntry *e = raftlock__log_entry__unpack(alloc, size, buf + ENTRY_HEADER_SIZE);
 	if (e == NULL)
 		return RAFTLOCK_EPROTO;
 	if (has_field_zero(&e->base)) {
-		raftlock__log_entry__free_unpacked(e, NULL);
+		raftlock__log_entry__free_unpacked(e, alloc);
 		return RAFTLOCK_EPROTO;
 	}
 	*out = e;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "raftlock.pb-c.h"
 
 /* Log entry header: "RL", a 16-bit format version, a 32-bit payload length,
@@ -78,11 +79,12 @@ int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), 
 
 /*
  * Decodes a log entry written by codec_encode_entry(). Returns 0 with *out
- * owned by the caller (raftlock__log_entry__free_unpacked), RAFTLOCK_EPROTO
- * for a bad header or payload (a field numbered 0 included), RAFTLOCK_EDATA
- * for an unknown future format.
+ * owned by arena until its next arena_reset(), or, when arena is NULL, by
+ * the caller (raftlock__log_entry__free_unpacked); RAFTLOCK_EPROTO for a
+ * bad header or payload (a field numbered 0 included), RAFTLOCK_EDATA for
+ * an unknown future format. On failure what the arena holds is unused.
  */
-int codec_decode_entry(const void *buf, size_t n, Raftlock__LogEntry **out);
+int codec_decode_entry(const void *buf, size_t n, struct arena *arena, Raftlock__LogEntry **out);
 
 /*
  * Batches: commands are packed one by one as they arrive (so their sources

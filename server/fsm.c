@@ -79,6 +79,12 @@ void fsm_init(struct fsm *f, struct store *store)
 	histogram_init(&f->stats.wait, &histogram_duration);
 	histogram_init(&f->stats.hold, &histogram_duration);
 	contention_init(&f->stats.contention);
+	arena_init(&f->entry_arena);
+}
+
+void fsm_fini(struct fsm *f)
+{
+	arena_fini(&f->entry_arena);
 }
 
 /* Cluster-time milliseconds since `since`, in nanoseconds. */
@@ -1211,7 +1217,7 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 		   const struct fsm_sink *sink)
 {
 	Raftlock__LogEntry *entry;
-	int rv = codec_decode_entry(buf, n, &entry);
+	int rv = codec_decode_entry(buf, n, &f->entry_arena, &entry);
 	if (rv == RAFTLOCK_EDATA)
 		log_fatal("log entry %llu has a newer format than this raftlockd "
 			  "understands: upgrade this node",
@@ -1220,7 +1226,7 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 		log_fatal("log entry %llu (%zu bytes) does not decode: damaged log",
 			  (unsigned long long)index, n);
 	fsm_apply(f, index, entry, sink);
-	raftlock__log_entry__free_unpacked(entry, NULL);
+	arena_reset(&f->entry_arena);
 }
 
 /* ------------------------------------------------------------- restore -- */

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "contention.h"
 #include "histogram.h"
 #include "raftlock.pb-c.h"
@@ -115,9 +116,15 @@ struct fsm {
 	 * have changed. Read by node.c to know when its copy is stale. */
 	uint64_t member_changes;
 	struct fsm_stats stats;
+	/* fsm_apply_raw decodes its entry here and drops it after the apply:
+	 * one chunk kept for all entries, not a malloc per field. */
+	struct arena entry_arena;
 };
 
 void fsm_init(struct fsm *f, struct store *store);
+
+/* Frees what fsm_init and the applies kept; the store is the caller's. */
+void fsm_fini(struct fsm *f);
 
 /* The store limit a leader with this map size proposes. */
 uint64_t fsm_store_limit(size_t map_size);

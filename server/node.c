@@ -1263,6 +1263,7 @@ fail_io:
 fail_transport:
 	transport_close(n);
 fail_store:
+	fsm_fini(&n->fsm);
 	store_close(&n->store);
 	return rv < 0 ? rv : RAFTLOCK_EIO;
 }
@@ -1282,6 +1283,7 @@ static void raft_closed(struct raft *r)
 	image_build_close(&n->build); /* no worker reads the store past here */
 	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
+	fsm_fini(&n->fsm);
 	store_close(&n->store);
 	datadir_unlock(n->datadir_fd); /* nothing more is written there */
 	n->datadir_fd = -1;

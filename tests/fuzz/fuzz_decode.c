@@ -146,7 +146,7 @@ static void check_batch(const Raftlock__LogEntry *e, const void *encoded, size_t
 static void check_entry(const uint8_t *buf, size_t n)
 {
 	Raftlock__LogEntry *e = NULL;
-	int rv = codec_decode_entry(buf, n, &e);
+	int rv = codec_decode_entry(buf, n, NULL, &e);
 	CHECK(rv == 0 || rv == RAFTLOCK_EPROTO || rv == RAFTLOCK_EDATA);
 	if (rv != 0) {
 		CHECK(e == NULL);
@@ -157,7 +157,7 @@ static void check_entry(const uint8_t *buf, size_t n)
 	CHECK(codec_encode_entry(e, malloc, &out, &out_n) == 0);
 	CHECK(out_n % 8 == 0 && out_n >= ENTRY_HEADER_SIZE);
 	Raftlock__LogEntry *again = NULL;
-	CHECK(codec_decode_entry(out, out_n, &again) == 0);
+	CHECK(codec_decode_entry(out, out_n, NULL, &again) == 0);
 	check_same(&e->base, &again->base);
 	/* Fields of LogEntry unknown to this version are not in a batch. */
 	if (e->base.n_unknown_fields == 0)

@@ -666,7 +666,7 @@ static int propose_acquire(const uint8_t *payload, size_t n)
 	size_t out_n = 0;
 	assert_int_equal(codec_batch_entry(1, batch, len, malloc, &out, &out_n), 0);
 	Raftlock__LogEntry *entry = NULL;
-	assert_int_equal(codec_decode_entry(out, out_n, &entry), 0);
+	assert_int_equal(codec_decode_entry(out, out_n, NULL, &entry), 0);
 	assert_string_equal(entry->commands[0]->acquire->name, "a");
 	raftlock__log_entry__free_unpacked(entry, NULL);
 	free(out);
@@ -785,7 +785,7 @@ static void expect_entry(const uint8_t *buf, size_t n, const Raftlock__LogEntry 
 		assert_int_equal(buf[i], 0);
 
 	Raftlock__LogEntry *got = NULL;
-	assert_int_equal(codec_decode_entry(buf, n, &got), 0);
+	assert_int_equal(codec_decode_entry(buf, n, NULL, &got), 0);
 	assert_non_null(got);
 	assert_int_equal(got->cluster_time, want->cluster_time);
 	assert_int_equal(got->n_commands, want->n_commands);
@@ -896,7 +896,7 @@ static void test_batch_copies_commands(void **state)
 	size_t n = 0;
 	assert_int_equal(codec_batch_entry(500, batch, len, malloc, &out, &n), 0);
 	Raftlock__LogEntry *got = NULL;
-	assert_int_equal(codec_decode_entry(out, n, &got), 0);
+	assert_int_equal(codec_decode_entry(out, n, NULL, &got), 0);
 	assert_int_equal(got->n_commands, 1);
 	assert_int_equal(got->commands[0]->seq, 20);
 	assert_int_equal(got->commands[0]->op_case, RAFTLOCK__COMMAND__OP_ACQUIRE);
@@ -976,7 +976,7 @@ static uint8_t *encoded_entry(size_t *n)
 static int decode_entry_code(const uint8_t *buf, size_t n)
 {
 	Raftlock__LogEntry *e = NULL;
-	int rv = codec_decode_entry(buf, n, &e);
+	int rv = codec_decode_entry(buf, n, NULL, &e);
 	if (rv == 0) {
 		assert_non_null(e);
 		raftlock__log_entry__free_unpacked(e, NULL);

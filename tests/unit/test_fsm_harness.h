@@ -477,6 +477,7 @@ static inline struct fx *fx_new(void)
 /* Closes and reopens the store in the same directory: a restart. */
 static inline void fx_restart(struct fx *f)
 {
+	fsm_fini(&f->fsm);
 	store_close(&f->store);
 	fx_open_store(f);
 }
@@ -490,6 +491,7 @@ static inline void fx_free(struct fx *f)
 	for (size_t i = 0; i < f->n_kept; i++)
 		free(f->kept[i]);
 	free(f->kept);
+	fsm_fini(&f->fsm);
 	store_close(&f->store);
 	DIR *d = opendir(f->dir);
 	if (d != NULL) {
