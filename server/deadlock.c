@@ -6,6 +6,7 @@
 
 #include "fsm_rules.h"
 #include "log.h"
+#include "records.h"
 
 /* Open addressing on 64-bit keys (never 0), a pointer with each; a key
  * may be there more than once (names whose hashes meet). */
@@ -28,6 +29,12 @@ struct walk {
 	size_t n, cap;
 	struct table seen;  /* session id -> NULL */
 	struct table locks; /* name hash -> Raftlock__LockRecord * */
+	/* The new wait's locks whose every holder and waiter was pushed at
+	 * the start, none of them the target: an edge through one of them
+	 * leads to a session pushed already, so a visit passes them by. On a
+	 * queue of W waiters that is every visit's only lock. name hash ->
+	 * the caller's Raftlock__LockRecord (not freed here). */
+	struct table whole;
 	bool cycle;
 };
 
@@ -134,15 +141,40 @@ static bool has_pending(const Raftlock__SessionRecord *sess)
 	return false;
 }
 
-/* FNV-1a of a name, never 0. */
-static uint64_t name_hash(const char *name)
+/* FNV-1a of the len bytes of a name, never 0. */
+static uint64_t name_hash(const char *name, size_t len)
 {
 	uint64_t h = 1469598103934665603ull;
-	for (const unsigned char *p = (const unsigned char *)name; *p != 0; p++) {
-		h ^= *p;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
 		h *= 1099511628211ull;
 	}
 	return h == 0 ? 1 : h;
+}
+
+/* Whether the name (len bytes) is of a lock in w->whole. */
+static bool pushed_whole(const struct walk *w, const char *name, size_t len)
+{
+	uint64_t hash = name_hash(name, len);
+	for (struct slot *s = table_first(&w->whole, hash); s != NULL;
+	     s = table_next(&w->whole, hash, s)) {
+		const Raftlock__LockRecord *rec = s->value;
+		if (strncmp(rec->name, name, len) == 0 && rec->name[len] == '\0')
+			return true;
+	}
+	return false;
+}
+
+struct names_scan {
+	const struct walk *w;
+	bool other; /* a name not in w->whole */
+};
+
+static int find_other(void *arg, const char *name, size_t len)
+{
+	struct names_scan *scan = arg;
+	scan->other = !pushed_whole(scan->w, name, len);
+	return scan->other; /* stop at the first */
 }
 
 /* Lock `name` as stored (NULL: no such lock). A lock with more than one
@@ -152,7 +184,7 @@ static const Raftlock__LockRecord *read_lock(struct apply *a, struct walk *w, co
 					     Raftlock__LockRecord **own)
 {
 	*own = NULL;
-	uint64_t hash = name_hash(name);
+	uint64_t hash = name_hash(name, strlen(name));
 	for (struct slot *s = table_first(&w->locks, hash); s != NULL;
 	     s = table_next(&w->locks, hash, s)) {
 		const Raftlock__LockRecord *rec = s->value;
@@ -173,6 +205,7 @@ static void walk_free(struct walk *w)
 		if (w->locks.slot[i].key != 0)
 			raftlock__lock_record__free_unpacked(w->locks.slot[i].value, NULL);
 	free(w->locks.slot);
+	free(w->whole.slot);
 	free(w->seen.slot);
 	free(w->stack);
 }
@@ -181,15 +214,25 @@ static void walk_free(struct walk *w)
 static void visit(struct apply *a, struct walk *w, uint64_t id)
 {
 	struct store *st = a->fsm->store;
+	struct session_locks names = apply_names(a);
+	if (names.indexed && w->whole.n > 0) {
+		/* The names are rows of their own: no need to decode the
+		 * session when each of them is passed by. */
+		struct names_scan scan = {.w = w};
+		store_scan_session_locks(st, a->txn, id, find_other, &scan);
+		if (!scan.other)
+			return;
+	}
 	Raftlock__SessionRecord *sess = store_get_session(st, a->txn, id);
 	if (sess == NULL)
 		return;
 	/* Only a queued acquire waits: the others hold, and hold on. */
 	if (has_pending(sess)) {
-		struct session_locks names = apply_names(a);
 		size_t n_names;
 		char **name = session_locks_names(&names, sess, &n_names);
 		for (size_t i = 0; i < n_names && !w->cycle; i++) {
+			if (pushed_whole(w, name[i], strlen(name[i])))
+				continue;
 			Raftlock__LockRecord *own;
 			const Raftlock__LockRecord *lock = read_lock(a, w, name[i], &own);
 			if (lock == NULL)
@@ -211,8 +254,12 @@ bool deadlock_would_close_cycle(struct apply *a, uint64_t session,
 	struct walk w = {.target = session};
 	/* The new waiter goes to the tail: it waits for every holder and
 	 * every waiter already there. */
-	for (size_t i = 0; i < n && !w.cycle; i++)
+	for (size_t i = 0; i < n && !w.cycle; i++) {
 		push_edges(&w, locks[i], locks[i]->n_waiters, session);
+		if (!records_session_on_lock(locks[i], session))
+			table_put(&w.whole, name_hash(locks[i]->name, strlen(locks[i]->name)),
+				  locks[i]);
+	}
 	while (w.n > 0 && !w.cycle)
 		visit(a, &w, w.stack[--w.n]); /* each once: push() saw to that */
 	walk_free(&w);

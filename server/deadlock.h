@@ -16,7 +16,11 @@
  * acquire (a pending outcome) has its locks read, and a lock with more
  * than one waiter is read once per walk (on a queue of W waiters each is
  * visited: W decodes of a record of W waiters took a third of a node's
- * CPU on a lock with 15). Run on a new wait only.
+ * CPU on a lock with 15). The new wait's own locks have every party
+ * pushed at the start, so a visit passes them by, and a session whose
+ * names (session_locks.h, from the table) are all such locks is not even
+ * decoded; unless the waiting session is on that lock, whose edges to it
+ * must then be followed. Run on a new wait only.
  */
 #ifndef RAFTLOCK_DEADLOCK_H
 #define RAFTLOCK_DEADLOCK_H

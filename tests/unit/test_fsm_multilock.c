@@ -410,6 +410,48 @@ static void test_long_queue_read_once(void **state)
 	fx_assert_same_state(f, peer);
 }
 
+/* The locks the new wait is on have every holder and waiter pushed at
+ * the start of the walk, and a visit skips them (deadlock.c) -- unless
+ * the waiting session is itself on one: t holds "a" and s waits on it,
+ * so t's second handle waiting on "a" waits for s, which waits for t. */
+static void test_cycle_through_own_lock(void **state)
+{
+	struct fx *f = ready(state);
+	uint64_t t = fx_session(f), s = fx_session(f);
+	fx_take(f, t, 1, "a");
+	uint64_t q = fx_enqueue(f, OP(ACQUIRE, .session = s, .owner = 2, .name = "a"));
+	Raftlock__Result r = DO(f, ACQUIRE, .session = t, .owner = 3, .name = "a", .wait = true);
+	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
+	WAITERS(f, "a", s, q);
+}
+
+/* A waiter ahead on the new wait's lock is skipped only through that
+ * lock: w[2] also waits on "y", held by n, so n queuing on "q" behind
+ * w[2] closes n -> w[2] -> n; queuing behind w[0] and w[1] alone would
+ * not. */
+static void test_cycle_through_other_lock_of_waiter(void **state)
+{
+	struct fx *f = ready(state);
+	uint64_t h = fx_session(f), n = fx_session(f), w[4], q[4];
+	fx_take(f, h, 1, "q");
+	fx_take(f, n, 2, "y");
+	for (size_t i = 0; i < 4; i++) {
+		w[i] = fx_session(f);
+		q[i] = fx_enqueue(f, OP(ACQUIRE, .session = w[i], .owner = 10 + i, .name = "q"));
+	}
+	fx_enqueue(f, OP(ACQUIRE, .session = w[2], .owner = 20, .name = "y"));
+	Raftlock__Result r = DO(f, ACQUIRE, .session = n, .owner = 3, .name = "q", .wait = true);
+	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
+	WAITERS(f, "q", w[0], q[0], w[1], q[1], w[2], q[2], w[3], q[3]);
+	/* A session on "q" alone queues behind them all. */
+	uint64_t m = fx_session(f);
+	uint64_t qm = fx_enqueue(f, OP(ACQUIRE, .session = m, .owner = 4, .name = "q"));
+	WAITERS(f, "q", w[0], q[0], w[1], q[1], w[2], q[2], w[3], q[3], m, qm);
+	struct fx *peer = fx_peer(f);
+	fx_replay(peer, f, 0, f->n_log);
+	fx_assert_same_state(f, peer);
+}
+
 /* Below level 3 (a cluster not fully upgraded) apply queues the wait as a
  * node of level 2 does, so that both decide alike. */
 static void test_no_check_below_level_3(void **state)
@@ -511,6 +553,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cycle_through_queue_order, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_set_closing_cycle, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cycle_through_own_lock, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cycle_through_other_lock_of_waiter, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_check_below_level_3, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
