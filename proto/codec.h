@@ -79,10 +79,11 @@ int codec_encode_entry(const Raftlock__LogEntry *entry, void *(*alloc)(size_t), 
 
 /*
  * Decodes a log entry written by codec_encode_entry(). Returns 0 with *out
- * owned by arena until its next arena_reset(), or, when arena is NULL, by
- * the caller (raftlock__log_entry__free_unpacked); RAFTLOCK_EPROTO for a
- * bad header or payload (a field numbered 0 included), RAFTLOCK_EDATA for
- * an unknown future format. On failure what the arena holds is unused.
+ * owned by arena until its next arena_reset() (never free_unpacked it),
+ * or, when arena is NULL, by the caller (raftlock__log_entry__free_unpacked);
+ * RAFTLOCK_EPROTO for a bad header or payload (a field numbered 0
+ * included), RAFTLOCK_EDATA for an unknown future format. On failure what
+ * the decode took from the arena stays there until the next reset.
  */
 int codec_decode_entry(const void *buf, size_t n, struct arena *arena, Raftlock__LogEntry **out);
 

@@ -34,7 +34,7 @@ struct walk {
 	 * leads to a session pushed already, so a visit passes them by. On a
 	 * queue of W waiters that is every visit's only lock. name hash ->
 	 * the caller's Raftlock__LockRecord (not freed here). */
-	struct table whole;
+	struct table all_pushed;
 	bool cycle;
 };
 
@@ -152,12 +152,12 @@ static uint64_t name_hash(const char *name, size_t len)
 	return h == 0 ? 1 : h;
 }
 
-/* Whether the name (len bytes) is of a lock in w->whole. */
-static bool pushed_whole(const struct walk *w, const char *name, size_t len)
+/* Whether the name (len bytes) is of a lock in w->all_pushed. */
+static bool all_pushed_lock(const struct walk *w, const char *name, size_t len)
 {
 	uint64_t hash = name_hash(name, len);
-	for (struct slot *s = table_first(&w->whole, hash); s != NULL;
-	     s = table_next(&w->whole, hash, s)) {
+	for (struct slot *s = table_first(&w->all_pushed, hash); s != NULL;
+	     s = table_next(&w->all_pushed, hash, s)) {
 		const Raftlock__LockRecord *rec = s->value;
 		if (strncmp(rec->name, name, len) == 0 && rec->name[len] == '\0')
 			return true;
@@ -167,13 +167,13 @@ static bool pushed_whole(const struct walk *w, const char *name, size_t len)
 
 struct names_scan {
 	const struct walk *w;
-	bool other; /* a name not in w->whole */
+	bool other; /* a name not in w->all_pushed */
 };
 
 static int find_other(void *arg, const char *name, size_t len)
 {
 	struct names_scan *scan = arg;
-	scan->other = !pushed_whole(scan->w, name, len);
+	scan->other = !all_pushed_lock(scan->w, name, len);
 	return scan->other; /* stop at the first */
 }
 
@@ -205,7 +205,7 @@ static void walk_free(struct walk *w)
 		if (w->locks.slot[i].key != 0)
 			raftlock__lock_record__free_unpacked(w->locks.slot[i].value, NULL);
 	free(w->locks.slot);
-	free(w->whole.slot);
+	free(w->all_pushed.slot);
 	free(w->seen.slot);
 	free(w->stack);
 }
@@ -215,7 +215,7 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 {
 	struct store *st = a->fsm->store;
 	struct session_locks names = apply_names(a);
-	if (names.indexed && w->whole.n > 0) {
+	if (names.indexed && w->all_pushed.n > 0) {
 		/* The names are rows of their own: no need to decode the
 		 * session when each of them is passed by. */
 		struct names_scan scan = {.w = w};
@@ -231,7 +231,7 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 		size_t n_names;
 		char **name = session_locks_names(&names, sess, &n_names);
 		for (size_t i = 0; i < n_names && !w->cycle; i++) {
-			if (pushed_whole(w, name[i], strlen(name[i])))
+			if (all_pushed_lock(w, name[i], strlen(name[i])))
 				continue;
 			Raftlock__LockRecord *own;
 			const Raftlock__LockRecord *lock = read_lock(a, w, name[i], &own);
@@ -254,10 +254,10 @@ bool deadlock_would_close_cycle(struct apply *a, uint64_t session,
 	struct walk w = {.target = session};
 	/* The new waiter goes to the tail: it waits for every holder and
 	 * every waiter already there. */
-	for (size_t i = 0; i < n && !w.cycle; i++) {
+	for (size_t i = 0; i < n; i++) { /* never finds the cycle: from == session */
 		push_edges(&w, locks[i], locks[i]->n_waiters, session);
 		if (!records_session_on_lock(locks[i], session))
-			table_put(&w.whole, name_hash(locks[i]->name, strlen(locks[i]->name)),
+			table_put(&w.all_pushed, name_hash(locks[i]->name, strlen(locks[i]->name)),
 				  locks[i]);
 	}
 	while (w.n > 0 && !w.cycle)

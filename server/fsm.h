@@ -88,6 +88,9 @@ struct fsm_event {
 	const Raftlock__WatchEvent *change;
 };
 
+/* emit is called during the apply; the event and everything it points to
+ * (names, results, changes: parts of the entry or of records) are valid
+ * only during the call, so a sink copies what it keeps. */
 struct fsm_sink {
 	void (*emit)(void *arg, const struct fsm_event *ev);
 	void *arg;

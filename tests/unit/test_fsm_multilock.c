@@ -425,6 +425,23 @@ static void test_cycle_through_own_lock(void **state)
 	WAITERS(f, "a", s, q);
 }
 
+/* A set is passed by lock by lock: of {"a", "c"}, "a" is passed by (its
+ * holder u is pushed at the start), but "c" is not, as t holds it, and
+ * s waits on it for t: t's set waiting for s closes t -> s -> t. */
+static void test_set_cycle_through_own_lock(void **state)
+{
+	struct fx *f = ready(state);
+	uint64_t t = fx_session(f), s = fx_session(f), u = fx_session(f);
+	fx_take(f, t, 1, "c");
+	fx_take(f, u, 2, "a");
+	uint64_t q = fx_enqueue(f, OP(ACQUIRE, .session = s, .owner = 3, .name = "c"));
+	Raftlock__Result r = DO(f, MULTI_ACQUIRE, .session = t, .owner = 4, .wait = true,
+				.names = NAMES("a", "c"));
+	assert_int_equal(r.status, RAFTLOCK_EDEADLK);
+	WAITERS(f, "a", 0);
+	WAITERS(f, "c", s, q);
+}
+
 /* A waiter ahead on the new wait's lock is skipped only through that
  * lock: w[2] also waits on "y", held by n, so n queuing on "q" behind
  * w[2] closes n -> w[2] -> n; queuing behind w[0] and w[1] alone would
@@ -554,6 +571,8 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_set_closing_cycle, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cycle_through_own_lock, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_set_cycle_through_own_lock, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cycle_through_other_lock_of_waiter, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_check_below_level_3, fx_setup, fx_teardown),
