@@ -12,6 +12,7 @@
  *     message (envelopes and entries), entries are padded to 8 bytes, and a
  *     batch of the decoded commands gives the same bytes as the entry.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,11 +144,29 @@ static void check_batch(const Raftlock__LogEntry *e, const void *encoded, size_t
 	free(batch);
 }
 
+/* Decoded into the arena the state machine uses (kept across inputs, as
+ * it is across entries), an entry is the one decoded with malloc. */
+static void check_entry_in_arena(const uint8_t *buf, size_t n, int rv, const Raftlock__LogEntry *e)
+{
+	static struct arena arena;
+	static bool ready;
+	if (!ready) {
+		arena_init(&arena);
+		ready = true;
+	}
+	Raftlock__LogEntry *in_arena = NULL;
+	CHECK(codec_decode_entry(buf, n, &arena, &in_arena) == rv);
+	if (rv == 0)
+		check_same(&e->base, &in_arena->base);
+	arena_reset(&arena);
+}
+
 static void check_entry(const uint8_t *buf, size_t n)
 {
 	Raftlock__LogEntry *e = NULL;
 	int rv = codec_decode_entry(buf, n, NULL, &e);
 	CHECK(rv == 0 || rv == RAFTLOCK_EPROTO || rv == RAFTLOCK_EDATA);
+	check_entry_in_arena(buf, n, rv, e);
 	if (rv != 0) {
 		CHECK(e == NULL);
 		return;
