@@ -11,13 +11,11 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -177,8 +175,6 @@ static uint64_t async_token;
 static int async_status = 1;
 static pthread_mutex_t async_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static pthread_cond_t async_cond = PTHREAD_COND_INITIALIZER;
-
 static void async_done(raftlock_lock *l, int status, uint64_t value, void *arg)
 {
 	(void)l;
@@ -186,27 +182,25 @@ static void async_done(raftlock_lock *l, int status, uint64_t value, void *arg)
 	pthread_mutex_lock(&async_mu);
 	async_status = status;
 	async_token = value;
-	pthread_cond_broadcast(&async_cond);
 	pthread_mutex_unlock(&async_mu);
 }
 
-/* With async_mu held: waits up to timeout_ms for async_done (async_status
- * leaves 1). The grant's push and the watch's events travel apart, so a
- * watch may see the grant before the acquire's callback has run. */
-static bool await_async_locked(int timeout_ms)
+/* Waits up to timeout_ms for async_done (async_status leaves 1). The
+ * grant's push and the watch's events travel apart, so a watch may see
+ * the grant before the acquire's callback has run. */
+static bool await_async(int timeout_ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		pthread_mutex_lock(&async_mu);
+		bool done = async_status != 1;
+		pthread_mutex_unlock(&async_mu);
+		if (done)
+			return true;
+		if (tcluster_now_ms() >= end)
+			return false;
+		tl_sleep_ms(5);
 	}
-	while (async_status == 1)
-		if (pthread_cond_timedwait(&async_cond, &async_mu, &until) != 0)
-			break;
-	return async_status != 1;
 }
 
 /* The state first, then each change of the prefix, in order: a waiter
@@ -508,8 +502,8 @@ static void test_revoked(void **state)
 	assert_int_equal(ch[2].session, raftlock_session_id(p.b));
 	assert_true(ch[2].token > t1);
 	assert_int_equal(ch[1].pos.index, ch[2].pos.index);
+	assert_true(await_async(10000));
 	pthread_mutex_lock(&async_mu);
-	assert_true(await_async_locked(10000));
 	assert_int_equal(async_status, 0);
 	assert_int_equal(async_token, ch[2].token);
 	pthread_mutex_unlock(&async_mu);
