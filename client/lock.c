@@ -292,6 +292,7 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 static void lock_wait_push(struct transport *t, raftlock_session *s, struct request *req,
 			   uint64_t deadline, bool until_queued)
 {
+	req->awaits_queued = until_queued; /* else "queued" need not wake us */
 	while (!req->done && !(until_queued && req->queued) && !s->lost && !s->closing) {
 		uint64_t now = transport_mono_ms(t);
 		if (deadline != 0 && now >= deadline)

@@ -60,6 +60,21 @@ static void transport_wake_io(struct transport *t)
 
 static void transport_send_now(struct transport *t, struct request *r);
 
+/* Whether no request is under way: each is done, or parked on this
+ * connection (a queued acquire waiting for its push, a watch). A request
+ * submitted then has nothing to share a write with, so its caller sends
+ * it. Parked requests matter on a contended lock: a holder's release
+ * would otherwise wait for the I/O thread to wake while every other
+ * thread's acquire waits in the server's queue. */
+static bool transport_nothing_owed(const struct transport *t)
+{
+	const struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link)
+		if (!r->done && !(r->queued && r->sent_gen == t->conn_gen))
+			return false;
+	return true;
+}
+
 int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_push,
 		     struct request **out)
 {
@@ -82,10 +97,10 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 		r->last_err = t->refused_err;
 		r->refused = true;
 	}
-	bool alone = list_empty(&t->reqs);
+	bool alone = transport_nothing_owed(t);
 	list_add_head(&t->reqs, &r->link);
 	if (alone)
-		transport_send_now(t, r); /* nothing else in flight */
+		transport_send_now(t, r); /* nothing else under way */
 	else
 		transport_wake_io(t); /* sent with the others: fewer, larger writes */
 	*out = r;
@@ -640,7 +655,8 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	if (queued) {
 		r->queued = true;
 		raftlock__envelope__free_unpacked(env, NULL);
-		pthread_cond_broadcast(r->wake);
+		if (r->awaits_queued)
+			pthread_cond_broadcast(r->wake);
 		return;
 	}
 	transport_complete(t, r, env);

@@ -66,6 +66,8 @@ struct request {
 				     nothing happened to it before */
 	bool wants_push;          /* a blocking acquire: "queued" is not final */
 	bool queued;              /* the server queued it; a push will follow */
+	bool awaits_queued;       /* its waiter wants the answer "queued" too;
+				     otherwise that answer wakes nobody */
 	bool ever_sent;           /* handed to a connection at least once */
 	bool done;
 	int last_err;       /* what a timeout reports: ECONNECTION, ... */

@@ -202,6 +202,8 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
 	if (req->acquire->acquire->wait) {
+		if (f->queued_after_ms > 0)
+			sleep_ms((unsigned)f->queued_after_ms);
 		if (f->grant_after_ms >= 0) {
 			f->push_fd = fd;
 			f->push_id = req->id;

@@ -66,6 +66,8 @@ struct fake {
 	bool silent;                /* log everything, answer nothing (a node
 				       whose loop is stuck) */
 	int grant_after_ms;         /* wait=true: push a grant after this; <0 never */
+	int queued_after_ms;        /* wait=true: answer "queued" this much later
+				       (the fake stalls: a slow commit) */
 	int cancel_status;          /* CancelWait result */
 	bool grant_on_cancel;       /* push the grant just before the cancel
 				       reply; with cancel_status 0 the reply

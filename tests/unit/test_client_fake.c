@@ -462,6 +462,28 @@ static void test_blocking_acquire_timeout_cancels(void **state)
 	rig_down(&r);
 }
 
+/* The caller's timeout runs out before the server has even answered
+ * "queued": the call waits for that answer, then cancels the wait
+ * (ETIMEDOUT, nothing held). The answer must wake it: a blocking acquire
+ * that is not timing out sleeps through it, but this one would otherwise
+ * sleep to the end of its give-up bound and abandon the acquire
+ * (RAFTLOCK_EUNKNOWN, no cancel). */
+static void test_late_queued_answer_wakes_a_timed_out_acquire(void **state)
+{
+	(void)state;
+	struct rig r;
+	uint64_t token = 5;
+	rig_up(&r, "q", 3000, NULL); /* give-up bound: 1 s */
+	FAKE_SET(r.f, queued_after_ms, 200);
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 50, &token),
+			 RAFTLOCK_ETIMEDOUT);
+	assert_int_equal(token, 5);
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	assert_int_equal(fake_count(r.f, CANCEL), 1);
+	assert_int_equal(fake_nth(r.f, CANCEL, 0).other, fake_nth(r.f, ACQUIRE, 0).seq);
+	rig_down(&r);
+}
+
 /* The grant races the cancel; the cancel answers "granted first" with the
  * token (cancel_status 0) or "knows neither" (ENOTFOUND, then the client
  * asks the acquire again). Either way the grant came first: the call
@@ -956,6 +978,7 @@ int main(void)
 		cmocka_unit_test(test_lock_names),
 		cmocka_unit_test(test_blocking_acquire_gets_pushed_grant),
 		cmocka_unit_test(test_blocking_acquire_timeout_cancels),
+		cmocka_unit_test(test_late_queued_answer_wakes_a_timed_out_acquire),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
