@@ -389,9 +389,11 @@ static void io_connect(struct transport *t)
 	t->conn_text = strdup(a->text); /* NULL: only loses the memory above */
 	/* Name resolution may block: not with the client locked. The conn
 	 * and the addresses are the I/O thread's alone. */
+	t->io_connecting = true;
 	pthread_mutex_unlock(&t->mu);
 	int rv = conn_start(&t->conn, a, t->tls.ctx != NULL ? &t->tls : NULL);
 	pthread_mutex_lock(&t->mu);
+	t->io_connecting = false;
 	conn_addr_free(&redirect);
 	if (rv != 0) {
 		io_fail(t, true);
@@ -467,10 +469,11 @@ static void io_send_pending(struct transport *t, uint64_t now)
 	}
 }
 
-/* A lone request is sent by the calling thread itself when the connection
- * is up and idle: a round trip then costs no wake-up of the I/O thread.
- * Sending only appends to the socket; the I/O thread reads without the
- * lock, and only it closes the connection. */
+/* A request with nothing else under way (transport_nothing_owed) is sent
+ * by the calling thread itself when the connection is up and idle: a
+ * round trip then costs no wake-up of the I/O thread. Sending only
+ * appends to the socket; the I/O thread reads without the lock, and only
+ * it sets up (io_connecting) and closes the connection. */
 static void transport_send_now(struct transport *t, struct request *r)
 {
 	if (t->tls.ctx != NULL) {
@@ -480,8 +483,8 @@ static void transport_send_now(struct transport *t, struct request *r)
 		transport_wake_io(t);
 		return;
 	}
-	if (t->conn.state != CONN_OPEN || t->drop_conn || conn_wants_write(&t->conn) ||
-	    !io_queue(t, r, transport_mono_ms(t))) {
+	if (t->io_connecting || t->conn.state != CONN_OPEN || t->drop_conn ||
+	    conn_wants_write(&t->conn) || !io_queue(t, r, transport_mono_ms(t))) {
 		transport_wake_io(t);
 		return;
 	}

@@ -157,7 +157,9 @@ struct transport {
 	bool io_polling; /* the I/O thread waits in poll() and must be woken */
 	bool wake_sent;  /* ...and has been, since it went to wait */
 	bool io_stop;
-	struct inbox { /* replies read and decoded outside the lock */
+	bool io_connecting; /* t->conn is being set up without t->mu: no
+			       caller may write to it meanwhile */
+	struct inbox {      /* replies read and decoded outside the lock */
 		Raftlock__Envelope **env;
 		size_t n, cap;
 		int err; /* the connection failed after these */
