@@ -190,6 +190,15 @@ void transport_watch(struct transport *t, struct request *req)
 	req->wake = &t->cond;
 }
 
+/* Frees a request that is out of the table and whose reply was taken. */
+static void request_free(struct request *req)
+{
+	pthread_cond_destroy(&req->cond);
+	free(req->acks);
+	free(req->frame);
+	free(req);
+}
+
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply)
 {
 	list_remove(&req->link);
@@ -207,10 +216,11 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 		*reply = req->reply;
 	else if (req->reply != NULL)
 		raftlock__envelope__free_unpacked(req->reply, NULL);
-	pthread_cond_destroy(&req->cond);
-	free(req->acks);
-	free(req->frame);
-	free(req);
+	req->reply = NULL;
+	if (req->signal_pending)
+		req->free_pending = true; /* io_signal_end() frees it */
+	else
+		request_free(req);
 }
 
 void transport_resend(struct transport *t, struct request *req)
@@ -253,10 +263,13 @@ static void transport_complete(struct transport *t, struct request *r, Raftlock_
 		r->on_done(t, r, 0);
 		return;
 	}
-	if (r->wake == &t->cond)
+	if (r->wake == &t->cond) {
 		pthread_cond_broadcast(&t->cond);
-	else
-		pthread_cond_signal(&r->cond);
+	} else if (!r->signal_pending) {
+		r->signal_pending = true; /* signaled by io_run_deferred() */
+		r->signal_next = t->to_signal;
+		t->to_signal = r;
+	}
 }
 
 /* ---------------------------------------------------------- I/O thread -- */
@@ -744,18 +757,38 @@ static void io_expire(struct transport *t, uint64_t now)
 	}
 }
 
-/* Runs the deferred callbacks without t->mu (held on entry and return). */
+/* t->mu held: the requests of sig were signaled; those taken meanwhile
+ * are freed. */
+static void io_signal_end(struct request *sig)
+{
+	while (sig != NULL) {
+		struct request *next = sig->signal_next;
+		sig->signal_pending = false;
+		if (sig->free_pending)
+			request_free(sig);
+		sig = next;
+	}
+}
+
+/* Wakes the waiters of completed requests and runs the deferred callbacks,
+ * without t->mu (held on entry and return). A request on the list is not
+ * freed before io_signal_end(), whatever its waiter does meanwhile. */
 static void io_run_deferred(struct transport *t)
 {
 	struct transport_deferred *d = t->deferred;
+	struct request *sig = t->to_signal;
 	t->deferred = t->deferred_tail = NULL;
+	t->to_signal = NULL;
 	pthread_mutex_unlock(&t->mu);
+	for (struct request *r = sig; r != NULL; r = r->signal_next)
+		pthread_cond_signal(&r->cond);
 	while (d != NULL) {
 		struct transport_deferred *next = d->next;
 		d->fn(d);
 		d = next;
 	}
 	pthread_mutex_lock(&t->mu);
+	io_signal_end(sig);
 }
 
 static int io_poll_timeout(struct transport *t, uint64_t now)
@@ -783,7 +816,7 @@ static void *io_main(void *arg)
 	while (!t->io_stop) {
 		uint64_t now = transport_mono_ms(t);
 		io_expire(t, now);
-		if (t->deferred != NULL) {
+		if (t->deferred != NULL || t->to_signal != NULL) {
 			/* callbacks may submit: send what they did before waiting */
 			io_run_deferred(t);
 			continue;
@@ -835,6 +868,11 @@ static void *io_main(void *arg)
 		if (t->drop_conn)
 			io_fail(t, false);
 	}
+	/* stopping: whatever completed last is signaled now, lock held */
+	for (struct request *r = t->to_signal; r != NULL; r = r->signal_next)
+		pthread_cond_signal(&r->cond);
+	io_signal_end(t->to_signal);
+	t->to_signal = NULL;
 	pthread_mutex_unlock(&t->mu);
 	return NULL;
 }

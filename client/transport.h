@@ -80,6 +80,13 @@ struct request {
 	 * closing session wakes them all (transport_wake_all). */
 	pthread_cond_t cond;
 	pthread_cond_t *wake;
+	/* A waiter on cond is signaled once the I/O thread has let go of
+	 * t->mu (woken before, it would only wait for the lock): until then
+	 * the request is on t->to_signal (signal_pending), and a take leaves
+	 * freeing it to the I/O thread (free_pending). */
+	struct request *signal_next;
+	bool signal_pending;
+	bool free_pending;
 	/* Asynchronous requests: nobody waits; the I/O thread calls on_done
 	 * (t->mu held) with 0 when done, or with last_err once deadline
 	 * (CLOCK_MONOTONIC ms) passes. on_done takes the request. */
@@ -165,6 +172,7 @@ struct transport {
 		int err; /* the connection failed after these */
 	} inbox;
 	struct transport_deferred *deferred, *deferred_tail;
+	struct request *to_signal; /* completed, their waiters not yet woken */
 	struct conn conn;
 	uint64_t conn_gen;
 	uint64_t connect_deadline;

@@ -1,7 +1,7 @@
 /* The full lock vocabulary on a real 3-node cluster through libraftlock:
  * blocking waits with pushed grants (FIFO, across a leader kill, timeouts),
- * read-write locks, semaphores under contention, lock-delay, and the
- * hand-over latency of a blocked waiter. */
+ * read-write locks, semaphores under contention, lock-delay, the
+ * hand-over latency of a blocked waiter, and timeouts racing grants. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -460,6 +460,98 @@ static void handover_latency(void **state)
 	raftlock_client_close(c);
 }
 
+/* Blocking acquires whose timeouts (1-4 ms) race their grants, from
+ * threads that share one client (one connection, one I/O thread): each
+ * ends granted, timed out or unknown, never two holders at once, and the
+ * client frees each request once, whichever of the grant's wake-up and the
+ * caller's timeout comes first (the sanitizer build checks the memory). */
+#define RACE_THREADS 6
+#define RACE_MS 3000
+
+struct racer {
+	pthread_t thread;
+	raftlock_lock *lock;
+	int *holders; /* shared, under mu */
+	pthread_mutex_t *mu;
+	uint64_t stop_at;
+	unsigned granted, timed_out, unknown, errors, overlaps;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	unsigned seed = (unsigned)(uintptr_t)r;
+	while (tcluster_now_ms() < r->stop_at) {
+		uint64_t tok = 0;
+		int rv = raftlock_lock_acquire(r->lock, RAFTLOCK_EXCLUSIVE, 1,
+					       1 + (int)(rand_r(&seed) % 4), &tok);
+		if (rv == RAFTLOCK_ETIMEDOUT) {
+			r->timed_out++;
+			continue;
+		}
+		if (rv == RAFTLOCK_EUNKNOWN) {
+			r->unknown++; /* its session releases a late grant */
+			continue;
+		}
+		if (rv != 0 || tok == 0) {
+			r->errors++;
+			continue;
+		}
+		r->granted++;
+		pthread_mutex_lock(r->mu);
+		if (++*r->holders > 1)
+			r->overlaps++;
+		pthread_mutex_unlock(r->mu);
+		tl_sleep_ms(rand_r(&seed) % 2);
+		pthread_mutex_lock(r->mu);
+		--*r->holders; /* before the release is sent */
+		pthread_mutex_unlock(r->mu);
+		if (raftlock_lock_release(r->lock, NULL) != 0)
+			r->errors++;
+	}
+	return NULL;
+}
+
+static void timeouts_racing_grants(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	int holders = 0;
+	struct racer r[RACE_THREADS];
+	raftlock_session *s[RACE_THREADS];
+	uint64_t stop = tcluster_now_ms() + RACE_MS;
+	for (int i = 0; i < RACE_THREADS; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		s[i] = tl_session(c, 10000);
+		r[i].lock = tl_lock(s[i], "race");
+		r[i].holders = &holders;
+		r[i].mu = &mu;
+		r[i].stop_at = stop;
+	}
+	for (int i = 0; i < RACE_THREADS; i++)
+		assert_int_equal(pthread_create(&r[i].thread, NULL, racer_main, &r[i]), 0);
+	unsigned granted = 0, timed_out = 0, unknown = 0;
+	for (int i = 0; i < RACE_THREADS; i++) {
+		pthread_join(r[i].thread, NULL);
+		assert_int_equal(r[i].errors, 0);
+		assert_int_equal(r[i].overlaps, 0);
+		granted += r[i].granted;
+		timed_out += r[i].timed_out;
+		unknown += r[i].unknown;
+	}
+	printf("measure: %d threads, timeouts of 1-4 ms, %d ms: %u granted, %u timed out, "
+	       "%u unknown\n",
+	       RACE_THREADS, RACE_MS, granted, timed_out, unknown);
+	assert_true(granted > 0);
+	assert_true(timed_out > 0); /* the timeouts did race */
+	for (int i = 0; i < RACE_THREADS; i++) {
+		raftlock_lock_free(r[i].lock);
+		raftlock_session_close(s[i]);
+	}
+	raftlock_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -471,6 +563,7 @@ int main(void)
 		cmocka_unit_test(lock_delay_after_expiry),
 		cmocka_unit_test(lock_delay_survives_leader_change),
 		cmocka_unit_test(handover_latency),
+		cmocka_unit_test(timeouts_racing_grants),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL) /* e.g. "leader_*" */
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
