@@ -290,8 +290,10 @@ void transport_watch(struct transport *t, struct request *req);
  * on this client with that code then gives the address and reason). */
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
 
-/* Removes req from the table and frees it; its reply (NULL unless done) is
- * handed to the caller through *reply if not NULL, else freed. t->mu held. */
+/* Removes req from the table and frees it (or leaves that to the I/O
+ * thread while it has yet to signal req's waiter); its reply (NULL unless
+ * done) is handed to the caller through *reply if not NULL, else freed.
+ * Either way the caller may not touch req again. t->mu held. */
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply);
 
 /* req went unanswered for longer than a healthy node takes: if it was

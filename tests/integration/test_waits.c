@@ -532,8 +532,9 @@ static void timeouts_racing_grants(void **state)
 	for (int i = 0; i < RACE_THREADS; i++)
 		assert_int_equal(pthread_create(&r[i].thread, NULL, racer_main, &r[i]), 0);
 	unsigned granted = 0, timed_out = 0, unknown = 0;
-	for (int i = 0; i < RACE_THREADS; i++) {
+	for (int i = 0; i < RACE_THREADS; i++)
 		pthread_join(r[i].thread, NULL);
+	for (int i = 0; i < RACE_THREADS; i++) { /* every thread is done with mu */
 		assert_int_equal(r[i].errors, 0);
 		assert_int_equal(r[i].overlaps, 0);
 		granted += r[i].granted;
