@@ -27,6 +27,7 @@
 #define CLIENT_OVERLOAD_MAX_MS 1000 /* EOVERLOAD: back-off doubles up to this */
 #define CLIENT_POLL_MAX_MS 1000
 #define CLIENT_REFUSED_MS 1000 /* every address refused TLS: try again after */
+#define CLIENT_PARKED_LOOK 64  /* see transport_nothing_owed() */
 
 uint64_t transport_random(struct transport *t)
 {
@@ -65,13 +66,19 @@ static void transport_send_now(struct transport *t, struct request *r);
  * submitted then has nothing to share a write with, so its caller sends
  * it. Parked requests matter on a contended lock: a holder's release
  * would otherwise wait for the I/O thread to wake while every other
- * thread's acquire waits in the server's queue. */
+ * thread's acquire waits in the server's queue. The look stops after
+ * CLIENT_PARKED_LOOK requests (then the I/O thread sends it), so that a
+ * client with thousands of waits or watches pays no long scan per call. */
 static bool transport_nothing_owed(const struct transport *t)
 {
 	const struct request *r;
-	list_each_entry (r, &t->reqs, struct request, link)
+	unsigned looked = 0;
+	list_each_entry (r, &t->reqs, struct request, link) {
 		if (!r->done && !(r->queued && r->sent_gen == t->conn_gen))
 			return false;
+		if (++looked == CLIENT_PARKED_LOOK)
+			return false;
+	}
 	return true;
 }
 
