@@ -764,6 +764,13 @@ static void io_expire(struct transport *t, uint64_t now)
 	}
 }
 
+/* Signals the waiter of each request of sig (t->mu held or not). */
+static void io_signal(struct request *sig)
+{
+	for (struct request *r = sig; r != NULL; r = r->signal_next)
+		pthread_cond_signal(&r->cond);
+}
+
 /* t->mu held: the requests of sig were signaled; those taken meanwhile
  * are freed. */
 static void io_signal_end(struct request *sig)
@@ -787,8 +794,7 @@ static void io_run_deferred(struct transport *t)
 	t->deferred = t->deferred_tail = NULL;
 	t->to_signal = NULL;
 	pthread_mutex_unlock(&t->mu);
-	for (struct request *r = sig; r != NULL; r = r->signal_next)
-		pthread_cond_signal(&r->cond);
+	io_signal(sig);
 	while (d != NULL) {
 		struct transport_deferred *next = d->next;
 		d->fn(d);
@@ -876,8 +882,7 @@ static void *io_main(void *arg)
 			io_fail(t, false);
 	}
 	/* stopping: whatever completed last is signaled now, lock held */
-	for (struct request *r = t->to_signal; r != NULL; r = r->signal_next)
-		pthread_cond_signal(&r->cond);
+	io_signal(t->to_signal);
 	io_signal_end(t->to_signal);
 	t->to_signal = NULL;
 	pthread_mutex_unlock(&t->mu);

@@ -30,6 +30,7 @@
 #include "codec.h"
 #include "feature_level.h"
 #include "fsm.h"
+#include "grow.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
 #include "session_locks.h"
@@ -74,8 +75,8 @@ struct fx {
 	struct fx_event events[FX_MAX_EVENTS];
 	char *trace;
 	size_t trace_len;
-	size_t trace_cap; /* grows by doubling: the sanitizer build copies and
-			     maps again on every realloc of a large block */
+	size_t trace_cap; /* grow(): the sanitizer build maps a new block and
+			     copies at every realloc of a large one */
 	struct fx_entry *log;
 	size_t n_log;
 	/* Freed with the fixture, so a failed assertion leaks nothing. */
@@ -317,16 +318,7 @@ static inline void fx_trace(struct fx *f, const char *fmt, ...)
 	int n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
 	assert_true(n >= 0);
-	size_t need = f->trace_len + (size_t)n + 1;
-	if (need > f->trace_cap) {
-		size_t cap = f->trace_cap ? f->trace_cap : 4096;
-		while (cap < need)
-			cap *= 2;
-		char *p = realloc(f->trace, cap);
-		assert_non_null(p);
-		f->trace = p;
-		f->trace_cap = cap;
-	}
+	assert_int_equal(grow(&f->trace, &f->trace_cap, f->trace_len + (size_t)n + 1, 4096, 1), 0);
 	va_start(ap, fmt);
 	vsnprintf(f->trace + f->trace_len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
