@@ -9,6 +9,9 @@
  *     segments (posix_fallocate, then O_DIRECT where the filesystem has it,
  *     and O_DSYNC; small entries write the same block again until it is
  *     full): the disk's part of a raft commit;
+ *   - the same writes made by three writers at once, each into its own
+ *     file on that filesystem, as the three members of a benchmark cluster
+ *     write one disk: what each write of a commit costs when they queue;
  *   - loopback TCP round-trip time of a small message (ping-pong between
  *     two threads, TCP_NODELAY), p50 and p99.
  *
@@ -61,33 +64,45 @@ struct disk_result {
 	size_t count;
 };
 
-/* Runs op (one durable write of APPEND_SIZE bytes) until seconds pass or
- * FSYNC_MAX_COUNT ran, and sums up its latencies. */
-static int timed_writes(int (*op)(void *), void *ctx, double seconds, struct disk_result *r)
+/* Sorts n latencies (seconds) made in elapsed seconds and sums them up. */
+static void summarize(double *lat, size_t n, double elapsed, struct disk_result *r)
 {
-	double *lat = malloc(sizeof(double) * FSYNC_MAX_COUNT);
-	if (lat == NULL)
-		return -1;
-	size_t n = 0;
-	double start = now_s(), end = start + seconds;
-	while (n < FSYNC_MAX_COUNT) {
-		double t0 = now_s();
-		if (t0 >= end)
-			break;
-		if (op(ctx) != 0) {
-			free(lat);
-			return -1;
-		}
-		lat[n++] = now_s() - t0;
-	}
-	double elapsed = now_s() - start;
 	qsort(lat, n, sizeof *lat, cmp_double);
 	r->count = n;
 	r->per_s = elapsed > 0 ? (double)n / elapsed : 0;
 	r->p50_ms = quantile(lat, n, 0.50) * 1e3;
 	r->p99_ms = quantile(lat, n, 0.99) * 1e3;
+}
+
+/* Runs op (one durable write of APPEND_SIZE bytes) until seconds pass or
+ * FSYNC_MAX_COUNT ran, keeping each latency in lat (FSYNC_MAX_COUNT
+ * slots). Returns how many ran, or -1 if one failed. */
+static long record_writes(int (*op)(void *), void *ctx, double seconds, double *lat)
+{
+	size_t n = 0;
+	double end = now_s() + seconds;
+	while (n < FSYNC_MAX_COUNT) {
+		double t0 = now_s();
+		if (t0 >= end)
+			break;
+		if (op(ctx) != 0)
+			return -1;
+		lat[n++] = now_s() - t0;
+	}
+	return (long)n;
+}
+
+static int timed_writes(int (*op)(void *), void *ctx, double seconds, struct disk_result *r)
+{
+	double *lat = malloc(sizeof(double) * FSYNC_MAX_COUNT);
+	if (lat == NULL)
+		return -1;
+	double start = now_s();
+	long n = record_writes(op, ctx, seconds, lat);
+	if (n >= 0)
+		summarize(lat, (size_t)n, now_s() - start, r);
 	free(lat);
-	return 0;
+	return n >= 0 ? 0 : -1;
 }
 
 /* Creates a file in dir that lives until it is closed: nothing is left behind. */
@@ -154,31 +169,111 @@ static int segment_write(void *arg)
 	return 0;
 }
 
-/* Durable writes into a preallocated file, as libraft writes its open
- * segment: each block written WRITES_PER_BLOCK times (the first into a
- * fresh, unwritten block), one file allocated up front for every write
- * the window can make, so that no write extends it. */
-static int measure_log_write(const char *dir, double seconds, struct disk_result *r, bool *direct)
+/* Opens a preallocated file in dir for segment writes, as libraft opens
+ * its open segment: O_DIRECT where the filesystem has it, and O_DSYNC;
+ * one file allocated up front for every write a window can make, so that
+ * no write extends it. */
+static int segment_open(const char *dir, struct segment *s, bool *direct)
 {
-	struct segment s = {.fd = -1};
-	if (posix_memalign((void **)&s.block, APPEND_SIZE, APPEND_SIZE) != 0)
+	*s = (struct segment){.fd = -1};
+	if (posix_memalign((void **)&s->block, APPEND_SIZE, APPEND_SIZE) != 0) {
+		s->block = NULL;
 		return -1;
-	memset(s.block, 'r', APPEND_SIZE);
-	*direct = true;
-	s.fd = open_scratch(dir, O_DSYNC | O_DIRECT);
-	if (s.fd < 0 && errno == EINVAL) { /* no direct I/O here: libraft goes without */
-		*direct = false;
-		s.fd = open_scratch(dir, O_DSYNC);
 	}
-	int rv = -1;
-	if (s.fd < 0 || posix_fallocate(s.fd, 0, (off_t)FSYNC_MAX_COUNT * APPEND_SIZE) != 0)
+	memset(s->block, 'r', APPEND_SIZE);
+	*direct = true;
+	s->fd = open_scratch(dir, O_DSYNC | O_DIRECT);
+	if (s->fd < 0 && errno == EINVAL) { /* no direct I/O here: libraft goes without */
+		*direct = false;
+		s->fd = open_scratch(dir, O_DSYNC);
+	}
+	if (s->fd < 0 || posix_fallocate(s->fd, 0, (off_t)FSYNC_MAX_COUNT * APPEND_SIZE) != 0) {
 		fprintf(stderr, "bench_limits: preallocated file in %s: %s\n", dir,
 			strerror(errno));
-	else
+		return -1;
+	}
+	return 0;
+}
+
+static void segment_close(struct segment *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->block);
+}
+
+/* Durable writes into a preallocated file, as libraft writes its open
+ * segment: each block written WRITES_PER_BLOCK times (the first into a
+ * fresh, unwritten block). */
+static int measure_log_write(const char *dir, double seconds, struct disk_result *r, bool *direct)
+{
+	struct segment s;
+	int rv = -1;
+	if (segment_open(dir, &s, direct) == 0)
 		rv = timed_writes(segment_write, &s, seconds, r);
-	if (s.fd >= 0)
-		close(s.fd);
-	free(s.block);
+	segment_close(&s);
+	return rv;
+}
+
+/* The members of a benchmark cluster: one disk under all of them. */
+#define SHARED_WRITERS 3
+
+struct writer {
+	struct segment seg;
+	double seconds;
+	double *lat; /* FSYNC_MAX_COUNT slots */
+	long count;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	w->count = record_writes(segment_write, &w->seg, w->seconds, w->lat);
+	return NULL;
+}
+
+/* The segment writes of SHARED_WRITERS writers at once, each into a file
+ * of its own: the latencies of all of them, and their writes per second
+ * together. */
+static int measure_shared_log_write(const char *dir, double seconds, struct disk_result *r)
+{
+	struct writer w[SHARED_WRITERS];
+	pthread_t th[SHARED_WRITERS];
+	double *lat = malloc(sizeof(double) * FSYNC_MAX_COUNT * SHARED_WRITERS);
+	int started = 0, rv = -1;
+	bool direct;
+	for (int i = 0; i < SHARED_WRITERS; i++)
+		w[i] = (struct writer){.seg = {.fd = -1}, .seconds = seconds, .count = -1};
+	if (lat == NULL)
+		return -1;
+	for (int i = 0; i < SHARED_WRITERS; i++) {
+		w[i].lat = lat + (size_t)i * FSYNC_MAX_COUNT;
+		if (segment_open(dir, &w[i].seg, &direct) != 0)
+			goto out;
+	}
+	double start = now_s();
+	for (; started < SHARED_WRITERS; started++)
+		if (pthread_create(&th[started], NULL, writer_main, &w[started]) != 0)
+			break;
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	double elapsed = now_s() - start;
+	if (started < SHARED_WRITERS)
+		goto out;
+	/* Gather every writer's latencies at the front of the buffer. */
+	size_t n = 0;
+	for (int i = 0; i < SHARED_WRITERS; i++) {
+		if (w[i].count < 0)
+			goto out;
+		memmove(lat + n, w[i].lat, sizeof(double) * (size_t)w[i].count);
+		n += (size_t)w[i].count;
+	}
+	summarize(lat, n, elapsed, r);
+	rv = 0;
+out:
+	for (int i = 0; i < SHARED_WRITERS; i++)
+		segment_close(&w[i].seg);
+	free(lat);
 	return rv;
 }
 
@@ -302,20 +397,24 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	struct disk_result fs, lw;
+	struct disk_result fs, lw, sw;
 	struct rtt_result rt;
 	bool direct;
 	if (measure_fsync(dir, seconds, &fs) != 0 ||
-	    measure_log_write(dir, seconds, &lw, &direct) != 0 || measure_rtt(seconds, &rt) != 0)
+	    measure_log_write(dir, seconds, &lw, &direct) != 0 ||
+	    measure_shared_log_write(dir, seconds, &sw) != 0 || measure_rtt(seconds, &rt) != 0)
 		return 1;
 	printf("{\"system\":\"machine\",\"fsync_dir\":\"%s\",\"fsyncs_per_s\":%.1f,"
 	       "\"fsync_p50_ms\":%.3f,\"fsync_p99_ms\":%.3f,\"fsync_count\":%zu,"
 	       "\"log_writes_per_s\":%.1f,\"log_write_p50_ms\":%.3f,\"log_write_p99_ms\":%.3f,"
 	       "\"log_write_count\":%zu,\"log_write_direct\":%s,"
+	       "\"shared_writers\":%d,\"shared_log_writes_per_s\":%.1f,"
+	       "\"shared_log_write_p50_ms\":%.3f,\"shared_log_write_p99_ms\":%.3f,"
+	       "\"shared_log_write_count\":%zu,"
 	       "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"rtt_mean_us\":%.1f,"
 	       "\"rtt_count\":%zu,\"window_s\":%.1f}\n",
 	       dir, fs.per_s, fs.p50_ms, fs.p99_ms, fs.count, lw.per_s, lw.p50_ms, lw.p99_ms,
-	       lw.count, direct ? "true" : "false", rt.p50_us, rt.p99_us, rt.mean_us, rt.count,
-	       seconds);
+	       lw.count, direct ? "true" : "false", SHARED_WRITERS, sw.per_s, sw.p50_ms, sw.p99_ms,
+	       sw.count, rt.p50_us, rt.p99_us, rt.mean_us, rt.count, seconds);
 	return 0;
 }
