@@ -88,8 +88,9 @@ static int acl_check(raftlock_client *c, const char *identity, const char *prefi
 	int rv = codec_check_rule(identity, prefix);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL,
-				  "access rule: identity 1..%d bytes, prefix 0..%d",
-				  RAFTLOCK_NAME_MAX, RAFTLOCK_NAME_MAX);
+				  "access rule: identity 1..%d bytes, prefix 0..%d, both together "
+				  "at most %d",
+				  RAFTLOCK_NAME_MAX, RAFTLOCK_NAME_MAX, CODEC_RULE_KEY_MAX - 1);
 	return 0;
 }
 

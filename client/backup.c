@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "dir_sync.h"
 #include "errmsg.h"
 #include "image.h"
 #include "introspect.h"
@@ -99,26 +100,32 @@ static int fetch(raftlock_client *c, int fd, const char *tmp, uint64_t *index)
 
 RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *c, const char *path, uint64_t *index)
 {
-	if (c == NULL || path == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (path == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: no path");
+	/* A name of its own (mkstemp): two saves to one path at once must
+	 * not write into each other's file. */
 	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+	if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: path too long");
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", tmp);
 	uint64_t at = 0;
 	int rv = RAFTLOCK_ENOTFOUND;
 	for (int attempt = 0; attempt < SAVE_ATTEMPTS && rv == RAFTLOCK_ENOTFOUND; attempt++) {
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s",
-					  tmp);
+		if (attempt > 0 && (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0)) {
+			rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s",
+					tmp);
+			break;
+		}
 		rv = fetch(c, fd, tmp, &at);
-		if (rv == 0 && fsync(fd) != 0)
-			rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s",
-					tmp);
-		if (close(fd) != 0 && rv == 0)
-			rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s",
-					tmp);
 	}
+	if (rv == 0 && fsync(fd) != 0)
+		rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", tmp);
+	if (close(fd) != 0 && rv == 0)
+		rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", tmp);
 	if (rv == 0 && rename(tmp, path) != 0)
 		rv = errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", path);
 	if (rv != 0) {
@@ -130,6 +137,11 @@ RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *c, const char *path, ui
 			return errmsg_set(&c->t, rv, NULL, "snapshot save");
 		return rv;
 	}
+	if (dir_sync_of(path) != 0)
+		return errmsg_set(
+			&c->t, RAFTLOCK_EIO, strerror(errno),
+			"snapshot save: %s is written, but its directory could not be synced",
+			path);
 	if (index != NULL)
 		*index = at;
 	return 0;

@@ -639,6 +639,8 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore, bool
 	if (elect) {
 		if (h.mode == RAFTLOCK_SHARED)
 			return usage("elect: a leader is exclusive (no --shared)");
+		if (h.all) /* a set's grant carries no value to publish */
+			return usage("elect: one NAME (no --all)");
 		/* an election is a mutex whose grant publishes the value */
 	} else if (semaphore) {
 		h.lock_opts.kind = RAFTLOCK_SEMAPHORE;

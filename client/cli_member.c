@@ -1,6 +1,7 @@
 /* cli_member.c: see cli_member.h. */
 #include "cli_member.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,8 +34,10 @@ static bool parse_id(const char *text, uint64_t *id)
 {
 	char *end;
 	errno = 0;
+	if (!isdigit((unsigned char)text[0])) /* strtoull takes " -1" as 2^64 - 1 */
+		return false;
 	unsigned long long v = strtoull(text, &end, 10);
-	if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v == 0)
+	if (errno != 0 || *end != '\0' || v == 0 || v > RAFTLOCK_MEMBER_ID_MAX)
 		return false;
 	*id = v;
 	return true;

@@ -491,11 +491,14 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 }
 
 int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
-		  size_t n, uint64_t id, unsigned timeout_ms, Raftlock__Envelope **reply, char *why,
-		  size_t why_len)
+		  size_t n, uint64_t id, unsigned connect_timeout_ms, unsigned timeout_ms,
+		  Raftlock__Envelope **reply, char *why, size_t why_len)
 {
 	struct conn c;
-	uint64_t deadline = clock_mono_ms() + timeout_ms;
+	uint64_t start = clock_mono_ms(), deadline = start + timeout_ms;
+	uint64_t connected_by = deadline;
+	if (connect_timeout_ms != 0 && connect_timeout_ms < timeout_ms)
+		connected_by = start + connect_timeout_ms;
 	conn_init(&c);
 	int rv = conn_start(&c, a, tls);
 	if (rv != 0)
@@ -504,13 +507,14 @@ int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const u
 		goto out;
 	for (;;) {
 		uint64_t now = clock_mono_ms();
-		if (now >= deadline) {
+		uint64_t until = c.state == CONN_OPEN ? deadline : connected_by;
+		if (now >= until) {
 			rv = c.state == CONN_OPEN ? RAFTLOCK_ETIMEDOUT : RAFTLOCK_ECONNECTION;
 			goto out;
 		}
 		struct pollfd p = {.fd = c.fd, .events = conn_poll_events(&c)};
 		bool buffered = conn_buffered(&c);
-		int pr = poll(&p, 1, buffered ? 0 : (int)(deadline - now));
+		int pr = poll(&p, 1, buffered ? 0 : (int)(until - now));
 		if (pr < 0 && errno != EINTR) {
 			rv = RAFTLOCK_ECONNECTION;
 			goto out;

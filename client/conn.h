@@ -158,12 +158,14 @@ void conn_close(struct conn *c);
  * NULL): connects to a, sends frame, and waits for the envelope with the
  * given id, or for the node's refusal of the connection (a response with id
  * 0 and a status, say ELIMIT for its limit on connections from this
- * address), all within timeout_ms. *reply is owned by the caller. Errors:
+ * address), all within timeout_ms, of which the connect (TCP and TLS
+ * handshake) takes at most connect_timeout_ms (0: no bound of its own).
+ * *reply is owned by the caller. Errors:
  * RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the reason is copied into why, why_len bytes).
  */
 int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
-		  size_t n, uint64_t id, unsigned timeout_ms, Raftlock__Envelope **reply, char *why,
-		  size_t why_len);
+		  size_t n, uint64_t id, unsigned connect_timeout_ms, unsigned timeout_ms,
+		  Raftlock__Envelope **reply, char *why, size_t why_len);
 
 #endif

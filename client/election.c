@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "codec.h"
+#include "errmsg.h"
 #include "lock.h"
 
 struct raftlock_leader {
@@ -15,12 +17,15 @@ struct raftlock_leader {
 RAFTLOCK_API int raftlock_campaign(raftlock_session *s, const char *name, const char *value,
 				   int timeout_ms, raftlock_leader **out)
 {
-	if (s == NULL || name == NULL || value == NULL || out == NULL ||
-	    strlen(value) > RAFTLOCK_VALUE_MAX)
+	if (s == NULL)
 		return RAFTLOCK_EINVAL;
+	if (name == NULL || value == NULL || out == NULL || strlen(value) > RAFTLOCK_VALUE_MAX)
+		return errmsg_set(s->t, RAFTLOCK_EINVAL, NULL,
+				  "campaign: a name, a value of at most %d bytes and out",
+				  RAFTLOCK_VALUE_MAX);
 	struct raftlock_leader *ld = calloc(1, sizeof *ld);
 	if (ld == NULL)
-		return RAFTLOCK_ENOMEM;
+		return errmsg_set(s->t, RAFTLOCK_ENOMEM, NULL, "campaign '%s'", name);
 	int rv = raftlock_lock_new(s, name, NULL, &ld->lock);
 	if (rv == 0 && (rv = raftlock_lock_set_value(ld->lock, value)) == 0) {
 		rv = raftlock_lock_acquire(ld->lock, RAFTLOCK_EXCLUSIVE, 1, timeout_ms, &ld->token);
@@ -157,12 +162,16 @@ static void observe_event(const struct raftlock_watch_event *ev, void *arg)
 RAFTLOCK_API int raftlock_observe(raftlock_client *c, const char *name, raftlock_observe_cb cb,
 				  void *userdata, raftlock_observer **out)
 {
-	if (c == NULL || cb == NULL || out == NULL || codec_check_name(name) != 0)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (cb == NULL || out == NULL || codec_check_name(name) != 0)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				  "observe: a name of 1..%d bytes, a callback and out",
+				  RAFTLOCK_NAME_MAX);
 	struct raftlock_observer *o = calloc(1, sizeof *o);
 	if (o == NULL || (o->name = strdup(name)) == NULL) {
 		free(o);
-		return RAFTLOCK_ENOMEM;
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "observe '%s'", name);
 	}
 	o->cb = cb;
 	o->userdata = userdata;

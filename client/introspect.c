@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "clock.h"
 #include "codec.h"
 #include "errmsg.h"
 
@@ -98,8 +99,10 @@ static struct raftlock_status *status_from_pb(const Raftlock__StatusInfo *si)
 
 /* Asks a on a connection of its own; why gets the reason of RAFTLOCK_ETLS
  * or of the node's refusal. */
-static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raftlock_status **out,
-		      char *why, size_t why_len)
+/* Asks a for its status within timeout_ms (its connect within the
+ * client's connect timeout). */
+static int status_ask(raftlock_client *c, const struct conn_addr *a, unsigned timeout_ms,
+		      struct raftlock_status **out, char *why, size_t why_len)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
@@ -114,7 +117,7 @@ static int status_ask(raftlock_client *c, const struct conn_addr *a, struct raft
 		return rv;
 	/* c->t.tls is set at open and never changes */
 	rv = conn_exchange(a, c->t.tls.ctx != NULL ? &c->t.tls : NULL, frame, n, env.id,
-			   c->t.request_timeout_ms, &reply, why, why_len);
+			   c->t.connect_timeout_ms, timeout_ms, &reply, why, why_len);
 	free(frame);
 	if (rv != 0)
 		return rv;
@@ -147,15 +150,23 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 		if (rv != 0)
 			return errmsg_set(&c->t, rv, "expected host:port", "status of '%s'",
 					  address);
-		rv = status_ask(c, &a, &st, why, sizeof why);
+		rv = status_ask(c, &a, c->t.request_timeout_ms, &st, why, sizeof why);
 		conn_addr_free(&a);
 		if (rv != 0)
 			return errmsg_set(&c->t, rv, why, "status of %s", address);
 	} else {
+		/* One request timeout for them all: each unreachable address
+		 * costs at most the connect timeout. */
 		rv = RAFTLOCK_ECONNECTION;
+		uint64_t deadline = clock_mono_ms() + c->t.request_timeout_ms;
 		size_t i = 0;
-		for (; i < c->t.n_addrs && rv != 0; i++)
-			rv = status_ask(c, &c->t.addrs[i], &st, why, sizeof why);
+		while (i < c->t.n_addrs && rv != 0) {
+			uint64_t now = clock_mono_ms();
+			if (i > 0 && now >= deadline)
+				break;
+			unsigned left = now < deadline ? (unsigned)(deadline - now) : 1;
+			rv = status_ask(c, &c->t.addrs[i++], left, &st, why, sizeof why);
+		}
 		if (rv != 0)
 			return errmsg_set(&c->t, rv, why, "status of %s", c->t.addrs[i - 1].text);
 	}

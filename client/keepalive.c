@@ -82,7 +82,7 @@ static void keepalive_apply(struct keepalives *k, struct keepalive *ka)
 			session_mark_lost(s, kr->statuses[i]);
 			continue;
 		}
-		if (kr->statuses[i] != 0)
+		if (kr->statuses[i] != 0 || !session_renewal_counts(s, ka->req->sent_gen))
 			continue;
 		if (i < kr->n_ttl_ms && kr->ttl_ms[i] != 0) {
 			s->ttl_ms = kr->ttl_ms[i];

@@ -288,12 +288,14 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 
 /* Waits for a blocking acquire with t->mu held, until it is done (or, with
  * until_queued, answered "queued"), deadline (CLOCK_MONOTONIC ms; 0:
- * none), or the session is lost or closing. */
+ * none), every address refused the connection (req->refused), or the
+ * session is lost or closing. */
 static void lock_wait_push(struct transport *t, raftlock_session *s, struct request *req,
 			   uint64_t deadline, bool until_queued)
 {
 	req->awaits_queued = until_queued; /* else "queued" need not wake us */
-	while (!req->done && !(until_queued && req->queued) && !s->lost && !s->closing) {
+	while (!req->done && !(until_queued && req->queued) && !req->refused && !s->lost &&
+	       !s->closing) {
 		uint64_t now = transport_mono_ms(t);
 		if (deadline != 0 && now >= deadline)
 			return;
@@ -383,7 +385,7 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 			return rv == RAFTLOCK_ECANCELED ? RAFTLOCK_ETIMEDOUT : rv;
 		}
 		uint64_t now = transport_mono_ms(t);
-		if (s->lost || s->closing || now >= end)
+		if (s->lost || s->closing || now >= end || req->refused)
 			break;
 		if (!req->queued) {
 			/* not answered yet: a cancel now could come first */
@@ -435,6 +437,15 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 		return rv;
 	uint64_t seq = req->seq;
 	lock_wait_push(t, s, req, deadline, false);
+	if (!req->done && req->refused) {
+		/* Every address refused the connection (TLS, a connection
+		 * limit): the call ends now, as a try-lock does. Never sent:
+		 * that refusal; sent before: EUNKNOWN, and a late grant is
+		 * released. */
+		rv = lock_abandon(l, req, seq, true);
+		errmsg_note(rv, t->refused_why);
+		return rv;
+	}
 	if (!req->done)
 		return lock_give_up(l, req, seq, transport_mono_ms(t) + lock_give_up_bound(t),
 				    token);
@@ -671,12 +682,15 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *l, uint64_t *token)
 
 RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *l, const char *value)
 {
-	if (l == NULL || (value != NULL && strlen(value) > RAFTLOCK_VALUE_MAX))
+	if (l == NULL)
 		return RAFTLOCK_EINVAL;
+	struct transport *t = l->session->t;
+	if (value != NULL && strlen(value) > RAFTLOCK_VALUE_MAX)
+		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "'%s': a value of at most %d bytes",
+				  l->name, RAFTLOCK_VALUE_MAX);
 	char *copy = NULL;
 	if (value != NULL && value[0] != '\0' && (copy = strdup(value)) == NULL)
-		return RAFTLOCK_ENOMEM;
-	struct transport *t = l->session->t;
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "'%s': value", l->name);
 	pthread_mutex_lock(&t->mu);
 	free(l->value);
 	l->value = copy;
@@ -686,9 +700,11 @@ RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *l, const char *value)
 
 int lock_proclaim(raftlock_lock *l, const char *value)
 {
-	if (strlen(value) > RAFTLOCK_VALUE_MAX)
-		return RAFTLOCK_EINVAL;
 	struct transport *t = l->session->t;
+	if (strlen(value) > RAFTLOCK_VALUE_MAX)
+		return errmsg_set(t, RAFTLOCK_EINVAL, NULL,
+				  "proclaim '%s': a value of at most %d bytes", l->name,
+				  RAFTLOCK_VALUE_MAX);
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {

@@ -32,14 +32,26 @@ static bool address_ok(const char *a)
 	return a != NULL && a[0] != '\0' && strlen(a) < 64 && strchr(a, ':') != NULL;
 }
 
+/* The arguments of an add (c not NULL): 0 or RAFTLOCK_EINVAL. */
+static int member_add_check(raftlock_client *c, uint64_t id, const char *raft_address,
+			    const char *client_address)
+{
+	if (id == 0 || id > RAFTLOCK_MEMBER_ID_MAX || !address_ok(raft_address) ||
+	    !address_ok(client_address))
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				  "member add: an id of 1..%lld and two HOST:PORT addresses",
+				  (long long)RAFTLOCK_MEMBER_ID_MAX);
+	return 0;
+}
+
 RAFTLOCK_API int raftlock_member_add(raftlock_client *c, uint64_t id, const char *raft_address,
 				     const char *client_address)
 {
 	if (c == NULL)
 		return RAFTLOCK_EINVAL;
-	if (id == 0 || !address_ok(raft_address) || !address_ok(client_address))
-		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
-				  "member add: an id above 0 and two HOST:PORT addresses");
+	int rv = member_add_check(c, id, raft_address, client_address);
+	if (rv != 0)
+		return rv;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__MemberAddRequest req = RAFTLOCK__MEMBER_ADD_REQUEST__INIT;
 	Raftlock__MemberAdd m = RAFTLOCK__MEMBER_ADD__INIT;
@@ -84,6 +96,36 @@ RAFTLOCK_API int raftlock_member_promote(raftlock_client *c, uint64_t id)
 	return member_id_call(c, id, false);
 }
 
+/* Whether the leader would take new_id for an add once old_id is removed
+ * (as far as its member list says): 0, RAFTLOCK_EINVAL, or the list's
+ * error. With old_id gone already, a replace that ran before goes on: its
+ * removal and its add are both safe to send again. */
+static int member_replace_check(raftlock_client *c, uint64_t old_id, uint64_t new_id)
+{
+	struct raftlock_member_list *list = NULL;
+	int rv = raftlock_member_list(c, &list);
+	if (rv != 0)
+		return rv;
+	bool old_there = false, new_there = false;
+	for (size_t i = 0; i < list->n_members; i++) {
+		old_there |= list->members[i].id == old_id;
+		new_there |= list->members[i].id == new_id;
+	}
+	/* the removal raises the highest id used to old_id */
+	uint64_t used = list->max_member_id > old_id ? list->max_member_id : old_id;
+	if (old_there && new_there)
+		rv = errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				"member replace: %llu is a member already",
+				(unsigned long long)new_id);
+	else if (old_there && new_id <= used)
+		rv = errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				"member replace: id %llu was used before (ids are never reused): "
+				"pick one above %llu",
+				(unsigned long long)new_id, (unsigned long long)used);
+	raftlock_member_list_free(list);
+	return rv;
+}
+
 RAFTLOCK_API int raftlock_member_replace(raftlock_client *c, uint64_t old_id, uint64_t new_id,
 					 const char *raft_address, const char *client_address)
 {
@@ -93,7 +135,13 @@ RAFTLOCK_API int raftlock_member_replace(raftlock_client *c, uint64_t old_id, ui
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
 				  "member replace: the new member needs a new id (ids are never "
 				  "reused)");
-	int rv = raftlock_member_remove(c, old_id);
+	/* Checked before the old member goes: a call refused for its own
+	 * arguments changes nothing. */
+	int rv = member_add_check(c, new_id, raft_address, client_address);
+	if (rv == 0)
+		rv = member_replace_check(c, old_id, new_id);
+	if (rv == 0)
+		rv = raftlock_member_remove(c, old_id);
 	if (rv != 0)
 		return rv;
 	return raftlock_member_add(c, new_id, raft_address, client_address);
@@ -160,6 +208,7 @@ RAFTLOCK_API int raftlock_member_list(raftlock_client *c, struct raftlock_member
 	if (list != NULL) {
 		list->leader_id = ml->leader_id;
 		list->last_index = ml->last_index;
+		list->max_member_id = ml->max_member_id;
 	}
 	raftlock__envelope__free_unpacked(reply, NULL);
 	if (failed) {

@@ -73,10 +73,21 @@ RAFTLOCK_API int raftlock_multi_new(raftlock_session *s, const struct raftlock_m
 	if (n == 0 || n > RAFTLOCK_MULTI_MAX)
 		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock set: %zu locks, not 1..%d", n,
 				  RAFTLOCK_MULTI_MAX);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		const struct raftlock_lock_options *o = items[i].opts;
 		if (items[i].name == NULL)
 			return errmsg_set(t, RAFTLOCK_EINVAL, NULL,
 					  "lock set: item %zu has no name", i);
+		/* The set's request has no room for them: refused rather than
+		 * dropped, so that no lock a set creates lacks a bound its
+		 * creator asked for. */
+		if (o != NULL && (o->max_hold_ms != 0 || o->revoke_grace_ms != 0))
+			return errmsg_set(t, RAFTLOCK_EINVAL, NULL,
+					  "lock set: '%s': max_hold_ms and revoke_grace_ms are not "
+					  "taken for a set's locks (create the lock with "
+					  "raftlock_lock_acquire first)",
+					  items[i].name);
+	}
 	raftlock_multi *m = calloc(1, sizeof *m);
 	size_t *order = calloc(n, sizeof *order);
 	if (m == NULL || order == NULL || (m->locks = calloc(n, sizeof *m->locks)) == NULL ||

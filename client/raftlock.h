@@ -58,6 +58,9 @@ extern "C" {
 #define RAFTLOCK_SECRET_MAX 64        /* and at most */
 #define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */
 #define RAFTLOCK_MULTI_MAX 64         /* locks in one atomic multi-acquire */
+#define RAFTLOCK_WATCH_MAX 1024       /* watches and observers of one client */
+/* A member id is 1..this (raftlockd --id). */
+#define RAFTLOCK_MEMBER_ID_MAX INT64_MAX
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
 /* A cluster refuses a session whose TTL is below this many times its
@@ -548,11 +551,18 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  *     it and releases it as any other grant);
  *   - RAFTLOCK_ETIMEDOUT: the lock was not granted in time and the wait is
  *     no longer queued on the server (the library canceled it and the
- *     cluster confirmed): the handle neither holds nor waits;
+ *     cluster confirmed): the handle neither holds nor waits; also when
+ *     the time ran out before the call could send anything (an earlier
+ *     request of the handle whose outcome was unknown had not settled):
+ *     nothing was sent;
  *   - RAFTLOCK_EUNKNOWN: the cluster did not confirm either within the
  *     bound (unreachable, failing over): the library goes on canceling the
  *     wait in the background and releases the lock should it turn out
  *     granted; the handle does not hold it for the caller;
+ *   - RAFTLOCK_EDEADLK: waiting would close a cycle of waiting sessions
+ *     (a session this one would wait behind waits, directly or not, for
+ *     a lock this session holds): nothing is queued, the handle neither
+ *     holds nor waits;
  *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits);
  *     RAFTLOCK_ECANCELED: another thread closed the session meanwhile;
  *   - the other errors of raftlock_lock_try() (RAFTLOCK_ESTATE: nothing
@@ -671,7 +681,9 @@ struct raftlock_multi_item {
  * a whole. No request is sent. *out is owned by the caller: free it with
  * raftlock_multi_free(); it must not outlive its session.
  * Errors: RAFTLOCK_EINVAL (NULL arguments, n out of range, a name twice,
- * an item raftlock_lock_new() refuses), RAFTLOCK_ETOOBIG, RAFTLOCK_ENOMEM.
+ * an item raftlock_lock_new() refuses, an item whose opts set max_hold_ms
+ * or revoke_grace_ms: a set does not create locks with those), RAFTLOCK_ETOOBIG,
+ * RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_multi_new(raftlock_session *session,
 				    const struct raftlock_multi_item *items, size_t n,
@@ -744,8 +756,10 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
  * grace_ms later is revoked. With authentication on the caller needs
  * admin on the name. *count (if not NULL) is the number of grants revoked
  * or asked. Thread-safe; blocks for at most the request timeout. A retry
- * after a lost answer executes again: with token 0 it may revoke the
- * next holder too, so name the token to revoke one grant only.
+ * after a lost answer executes again, and so may one call: the library
+ * sends the request again by itself when its connection fails or the
+ * leader changes before the answer came. With token 0 that may revoke
+ * the next holder too, so name the token to revoke one grant only.
  * Errors: RAFTLOCK_ENOTFOUND (no such lock, or no current grant with that
  * token: nothing changed), RAFTLOCK_EPERM, RAFTLOCK_EINVAL (empty name),
  * RAFTLOCK_ETOOBIG, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
@@ -820,7 +834,9 @@ typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *u
  * cb runs on the client's I/O thread, one event at a time, in order; it
  * must not block nor call the blocking functions of this client. An
  * ERROR event (the node refused the watch: RAFTLOCK_EPERM without read
- * permission on the prefix) is the last one. prefix and from are copied.
+ * permission on the prefix, RAFTLOCK_ELIMIT when the client already has
+ * RAFTLOCK_WATCH_MAX watches and observers) is the last one. prefix and
+ * from are copied.
  *
  * Returns 0 and *out (owned by the caller: end it with
  * raftlock_watch_cancel(), also after an ERROR), or RAFTLOCK_EINVAL (NULL
@@ -886,8 +902,9 @@ RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
 /*
  * Publishes a new value (copied; at most RAFTLOCK_VALUE_MAX bytes) for the
  * leadership, fenced by its token: RAFTLOCK_ENOTHOLDER when it was lost
- * (session expired, or a revocation), and the value is then not published.
- * Other errors: as raftlock_lock_release(). Blocking.
+ * to a revocation (or another release), RAFTLOCK_ESESSION when its session
+ * ended (expired or closed: nothing is held); in both cases the value is
+ * not published. Other errors: as raftlock_lock_release(). Blocking.
  */
 RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
 
@@ -971,7 +988,9 @@ struct raftlock_status {
 /*
  * Asks one node for its own view (no quorum needed: works during an
  * outage). `address` names the node ("host:port"); NULL asks the first
- * reachable address of the client. *out is freed with raftlock_status_free().
+ * reachable address of the client, trying them in turn. Blocks for at most
+ * the request timeout, each connect (and TLS handshake) for at most the
+ * connect timeout. *out is freed with raftlock_status_free().
  * Over TLS it connects as the client does, with the same checks.
  * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the handshake failed: the message names the address and
@@ -1107,7 +1126,8 @@ struct raftlock_acl_list {
  * Errors: RAFTLOCK_EPERM (no admin on the prefix, or authentication is off
  * at the cluster; nothing changed), RAFTLOCK_EINVAL (empty identity,
  * perms empty or unknown), RAFTLOCK_ETOOBIG (identity or prefix longer
- * than RAFTLOCK_NAME_MAX), RAFTLOCK_ELIMIT (the cluster's store is full),
+ * than RAFTLOCK_NAME_MAX, or both together longer than 510 bytes),
+ * RAFTLOCK_ELIMIT (the cluster's store is full),
  * RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE,
  * RAFTLOCK_ENOMEM. A retry after a lost answer sets the same rule again.
  */
@@ -1194,6 +1214,9 @@ struct raftlock_member_list {
 	struct raftlock_member_info *members;
 	uint64_t leader_id;  /* 0 when the answering node knows no leader */
 	uint64_t last_index; /* the answering node's last log index */
+	/* The highest member id ever added or removed: raftlock_member_add
+	 * needs a higher one (ids are never reused). 0 from an older node. */
+	uint64_t max_member_id;
 };
 
 /*
@@ -1247,8 +1270,12 @@ RAFTLOCK_API int raftlock_member_promote(raftlock_client *client, uint64_t id);
 /*
  * Replaces member old_id (typically a dead machine) by a new member
  * new_id: removes old_id, then adds new_id (as raftlock_member_remove and
- * raftlock_member_add). Retrying after a failure is safe: a removal
- * already done counts as done. Errors as those two.
+ * raftlock_member_add). The arguments are checked first, against the
+ * leader's member list too while old_id is in it: RAFTLOCK_EINVAL (new_id
+ * 0, equal to old_id, a current member or an id used before, an address
+ * not HOST:PORT) removes nothing, and so does an error of that list.
+ * Retrying after a failure is safe: a removal already done counts as done.
+ * Errors as those two.
  */
 RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_id, uint64_t new_id,
 					 const char *raft_address, const char *client_address);

@@ -130,6 +130,7 @@ static void sessions_conn_lost(void *arg)
 	struct sessions *ss = arg;
 	uint64_t now = transport_boot_ms(ss->t);
 	bool any = false;
+	ss->lost_gen = ss->t->conn_gen; /* the connection now lost */
 	for (raftlock_session *s = session_first(ss); s != NULL; s = session_after(ss, s)) {
 		if (s->bind_grace_ms == 0 || s->lost || s->valid_until <= now)
 			continue;
@@ -233,6 +234,11 @@ void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now)
 	 * grace_ms */
 	if (session_check_at(s) < s->ss->check_at)
 		s->ss->check_at = session_check_at(s);
+}
+
+bool session_renewal_counts(const raftlock_session *s, uint64_t answered_gen)
+{
+	return s->bind_grace_ms == 0 || answered_gen > s->ss->lost_gen;
 }
 
 int session_event_due(const raftlock_session *s)

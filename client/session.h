@@ -69,6 +69,10 @@ struct sessions {
 	/* A connection was lost while bound sessions were valid: the
 	 * keepalive thread renews them at once (on the next connection). */
 	bool renew_now;
+	/* The generation (transport conn_gen) of the last connection lost:
+	 * an answer that came on it or an earlier one proves nothing about
+	 * a bound session after that (session_renewal_counts). */
+	uint64_t lost_gen;
 	/* What spares the keepalive thread a walk over every session at each
 	 * wake (a client may hold a million; sessions_tick()): */
 	uint64_t check_at;    /* no session_tick() changes a session before
@@ -197,6 +201,14 @@ uint64_t session_check_at(const raftlock_session *s);
  * brings valid_until past now. Not for lost sessions.
  */
 void session_renewed(raftlock_session *s, uint64_t sent_ms, uint64_t now);
+
+/* Whether a keepalive answered on connection generation answered_gen may
+ * renew s (t->mu held). A bound session's node ends it bind_grace_ms
+ * after its connection closes unless a keepalive on another connection
+ * takes it over: so once a connection is lost, only an answer that came
+ * on a later one renews it (GUARANTEES rule 11a), even one the keepalive
+ * thread reads only after the loss. */
+bool session_renewal_counts(const raftlock_session *s, uint64_t answered_gen);
 
 /* The client's first session, and the one after s: NULL at the end
  * (t->mu held). */

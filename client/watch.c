@@ -1,11 +1,13 @@
 /* watch.c: see watch.h. */
 #include "watch.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "errmsg.h"
 
 struct raftlock_watch_handle {
 	struct transport *t;
@@ -149,13 +151,16 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 				const struct raftlock_position *from, raftlock_watch_cb cb,
 				void *userdata, raftlock_watch_handle **out)
 {
-	if (c == NULL || prefix == NULL || cb == NULL || out == NULL ||
-	    strlen(prefix) > RAFTLOCK_NAME_MAX)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (prefix == NULL || cb == NULL || out == NULL || strlen(prefix) > RAFTLOCK_NAME_MAX)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL,
+				  "watch: a prefix of at most %d bytes, a callback and out",
+				  RAFTLOCK_NAME_MAX);
 	struct raftlock_watch_handle *w = calloc(1, sizeof *w);
 	if (w == NULL || (w->prefix = strdup(prefix)) == NULL) {
 		free(w);
-		return RAFTLOCK_ENOMEM;
+		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "watch '%s'", prefix);
 	}
 	w->t = &c->t;
 	w->cb = cb;
@@ -226,7 +231,10 @@ RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_posit
 	char *end;
 	if (text[0] < '0' || text[0] > '9')
 		return RAFTLOCK_EINVAL;
+	errno = 0;
 	unsigned long long index = strtoull(text, &end, 10);
+	if (errno == ERANGE) /* not UINT64_MAX: a watch from there waits forever */
+		return RAFTLOCK_EINVAL;
 	unsigned long long offset = RAFTLOCK_WATCH_OFFSET_END;
 	if (*end == '.') {
 		const char *o = end + 1;
@@ -256,6 +264,7 @@ RAFTLOCK_API const char *raftlock_watch_kind_name(enum raftlock_watch_kind kind)
 		[RAFTLOCK_WATCH_HOLDING] = "holding",
 		[RAFTLOCK_WATCH_WAITING] = "waiting",
 		[RAFTLOCK_WATCH_CURRENT] = "current",
+		[RAFTLOCK_WATCH_PROCLAIMED] = "proclaimed",
 		[RAFTLOCK_WATCH_ERROR] = "error",
 	};
 	if ((unsigned)kind < sizeof names / sizeof names[0] && names[kind] != NULL)

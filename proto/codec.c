@@ -67,8 +67,9 @@ int codec_check_rule(const char *identity, const char *prefix)
 {
 	if (identity == NULL || identity[0] == '\0' || prefix == NULL)
 		return RAFTLOCK_EINVAL;
-	if (strnlen(identity, RAFTLOCK_NAME_MAX + 1) > RAFTLOCK_NAME_MAX ||
-	    strnlen(prefix, RAFTLOCK_NAME_MAX + 1) > RAFTLOCK_NAME_MAX)
+	size_t ni = strnlen(identity, RAFTLOCK_NAME_MAX + 1);
+	size_t np = strnlen(prefix, RAFTLOCK_NAME_MAX + 1);
+	if (ni > RAFTLOCK_NAME_MAX || np > RAFTLOCK_NAME_MAX || ni + 1 + np > CODEC_RULE_KEY_MAX)
 		return RAFTLOCK_ETOOBIG;
 	return 0;
 }
@@ -112,6 +113,8 @@ static int check_request(const Raftlock__Envelope *env)
 		return codec_check_name(env->get_lock->name) ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
 		return codec_check_name(env->check_token->name) ? RAFTLOCK_EPROTO : 0;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
+		return codec_check_name(env->revoke->name) ? RAFTLOCK_EPROTO : 0;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 		if (strlen(env->list_locks->prefix) > RAFTLOCK_NAME_MAX ||
 		    strlen(env->list_locks->after) > RAFTLOCK_NAME_MAX)

@@ -105,8 +105,15 @@ int codec_batch_entry(uint64_t cluster_time, const uint8_t *batch, size_t len,
  * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
 int codec_check_name(const char *name);
 
+/* The longest key of an access rule in the store (identity, a 0 byte,
+ * prefix): LMDB's largest key. Two names of RAFTLOCK_NAME_MAX bytes would
+ * make a key of 513 bytes, which LMDB refuses, and an apply cannot fail
+ * half-way on every member. */
+#define CODEC_RULE_KEY_MAX 511
+
 /* Whether (identity, prefix) can name an access rule: a non-empty identity
- * and a prefix ("" allowed), each of at most RAFTLOCK_NAME_MAX bytes.
+ * and a prefix ("" allowed), each of at most RAFTLOCK_NAME_MAX bytes, and
+ * together at most CODEC_RULE_KEY_MAX - 1 bytes.
  * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
 int codec_check_rule(const char *identity, const char *prefix);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "dir_sync.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -34,26 +35,6 @@ static int read_small(const char *path, char *buf, size_t len)
 	fclose(f);
 	buf[got] = '\0';
 	return 0;
-}
-
-/* Makes a directory's entries (a rename, an unlink) durable. */
-static int sync_dir_of(const char *path)
-{
-	char dir[DATADIR_PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash == NULL)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	int fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -1;
-	int rv = fsync(fd);
-	close(fd);
-	return rv;
 }
 
 int datadir_write_file(const char *path, const void *buf, size_t len)
@@ -79,7 +60,7 @@ int datadir_write_file(const char *path, const void *buf, size_t len)
 		errno = ok ? errno : saved;
 		return -1;
 	}
-	return sync_dir_of(path);
+	return dir_sync_of(path);
 }
 
 static int write_small(const char *path, const char *text)
@@ -195,7 +176,7 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen)
 	/* Valid for one start only, and the removal must be on disk before
 	 * LMDB's unsynced writes can be: a marker that came back after an OS
 	 * crash would make a torn LMDB trusted. */
-	if (unlink(clean) == 0 && sync_dir_of(clean) != 0) {
+	if (unlink(clean) == 0 && dir_sync_of(clean) != 0) {
 		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
 		return RAFTLOCK_EIO;
 	}

@@ -294,6 +294,7 @@ static void handle_list(struct members *m, members_reply_cb reply, void *arg)
 	list.n_members = n;
 	list.leader_id = m->node->cfg->id;
 	list.last_index = raft_last_index(r);
+	list.max_member_id = meta->max_member_id;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST;
 	resp.member_list = &list;
@@ -306,10 +307,13 @@ static void handle_list(struct members *m, members_reply_cb reply, void *arg)
 static void handle_add(struct members *m, const Raftlock__MemberAdd *req, members_reply_cb reply,
 		       void *arg)
 {
-	if (req == NULL || req->id == 0 || req->raft_address[0] == '\0' ||
+	if (req == NULL || req->id == 0 || req->id > INT64_MAX || req->raft_address[0] == '\0' ||
 	    req->client_address[0] == '\0' || strlen(req->raft_address) >= CONFIG_ADDR_MAX ||
 	    strlen(req->client_address) >= CONFIG_ADDR_MAX) {
-		answer(reply, arg, RAFTLOCK_EINVAL, "member add: an id above 0 and two addresses");
+		/* above INT64_MAX no raftlockd could run as it (--id), and
+		 * ids are never reused: no member could be added after it */
+		answer(reply, arg, RAFTLOCK_EINVAL,
+		       "member add: an id of 1..%lld and two addresses", (long long)INT64_MAX);
 		return;
 	}
 	/* A member of the bootstrap configuration has no record: its id is

@@ -1140,8 +1140,24 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
 	uint32_t level = features_recorded(meta->feature_level);
+	/* The state names its cluster once INIT applied (a restored image
+	 * names none until then): a data.mdb copied in from another cluster
+	 * would otherwise be served as this one's. */
+	char other[sizeof cfg->cluster] = "";
+	if (meta->cluster[0] != '\0' && strcmp(meta->cluster, cfg->cluster) != 0)
+		snprintf(other, sizeof other, "%s", meta->cluster);
 	raftlock__meta__free_unpacked(meta, NULL);
 	store_abort(txn);
+	if (other[0] != '\0') {
+		snprintf(
+			err, errlen,
+			"%s/data.mdb belongs to another cluster (its state says cluster=%s, this "
+			"node is cluster=%s): move it away; the node rebuilds it from its raft log",
+			state_dir, other, cfg->cluster);
+		rv = RAFTLOCK_EDATA;
+		restore_image_free(&image);
+		goto fail_store;
+	}
 	if (level > FEATURE_LEVEL) {
 		snprintf(err, errlen,
 			 "%s/data.mdb: the cluster runs at feature level %u; this raftlockd "

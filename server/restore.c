@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "datadir.h"
+#include "feature_level.h"
 #include "image.h"
 #include "log.h"
 #include "raftlock.h"
@@ -53,8 +54,10 @@ int restore_read(const char *path, struct restore_image *img, char *err, size_t 
 	int rv = read_file(path, &img->buf, &img->len, err, errlen);
 	if (rv != 0)
 		return rv;
+	uint32_t level = 0;
 	if (!image_sum_ok(img->buf, img->len) ||
-	    store_image_index(img->buf, img->len, &img->index) != 0) {
+	    store_image_index(img->buf, img->len, &img->index) != 0 ||
+	    store_image_feature_level(img->buf, img->len, &level) != 0) {
 		snprintf(err, errlen,
 			 "%s is not a whole raftlock snapshot image (%zu bytes; truncated, "
 			 "damaged or another kind of file: its checksum does not match): "
@@ -64,6 +67,16 @@ int restore_read(const char *path, struct restore_image *img, char *err, size_t 
 		return RAFTLOCK_EDATA;
 	}
 	img->sum = image_sum_stored(img->buf, img->len);
+	/* A newer build's state: this build would run it, then refuse to
+	 * start on it (node.c checks the level at every start). */
+	if (features_recorded(level) > FEATURE_LEVEL) {
+		snprintf(err, errlen,
+			 "%s comes from a cluster at feature level %u; this raftlockd supports "
+			 "level %u: restore it with a build of level %u or more: nothing restored",
+			 path, features_recorded(level), FEATURE_LEVEL, features_recorded(level));
+		restore_image_free(img);
+		return RAFTLOCK_EDATA;
+	}
 	return 0;
 }
 

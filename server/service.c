@@ -658,13 +658,24 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
+/* The id the next session opened will get, as this node applied. */
+static uint64_t next_session_id(struct service *s)
+{
+	MDB_txn *txn = store_begin(&s->node->store, false);
+	Raftlock__Meta *m = store_get_meta(&s->node->store, txn);
+	uint64_t next = m->next_session ? m->next_session : 1;
+	raftlock__meta__free_unpacked(m, NULL);
+	store_abort(txn);
+	return next;
+}
+
 /* Rule 14: a session open brings a secret, of which the log gets only the
  * digest (into digest, which open->secret_digest points to); any other
  * mutating request acts on its session only with the session's secret.
  * The check comes before the log, and so before the session's
  * de-duplication table: a stranger can neither run nor settle a sequence
- * of the session. A session this leader does not know goes on to apply,
- * which answers ESESSION as before (a retried close learns it is done). */
+ * of the session. A session this leader does not know is not proposed
+ * either: it is answered as apply answers a session that ended. */
 static bool secret_admitted(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env, const Raftlock__Sequence *seq,
 			    Raftlock__OpenSession *open, uint8_t digest[SECRET_DIGEST_LEN])
@@ -678,12 +689,40 @@ static bool secret_admitted(struct service *s, struct service_conn *c,
 		open->secret_digest = (ProtobufCBinaryData){SECRET_DIGEST_LEN, digest};
 		return true;
 	}
-	if (rv == 0 && leases_check_secret(s->leases, seq->session, secret) == RAFTLOCK_EPERM) {
+	int known = rv == 0 ? leases_check_secret(s->leases, seq->session, secret) : 0;
+	if (known == RAFTLOCK_EPERM) {
 		rv = RAFTLOCK_EPERM;
 		snprintf(msg, sizeof msg,
 			 "session %llu: the request does not carry the session's secret; nothing "
 			 "done",
 			 (unsigned long long)seq->session);
+	} else if (known == RAFTLOCK_ESESSION && seq->session != 0) {
+		/* Not open here. Proposed, the request would apply after an
+		 * open of that id not applied yet and act on the new session
+		 * without its secret (ids are sequential): it is not proposed.
+		 * An id this leader has not given out yet is such an open, or
+		 * one a newer leader made while this one was cut off: "not
+		 * executed", and the client tries again (elsewhere). Below it,
+		 * the session ended: the answer apply gives, a Result, which
+		 * the client takes as final (a retried close learns it is
+		 * done). */
+		if (seq->session >= next_session_id(s)) {
+			snprintf(msg, sizeof msg,
+				 "session %llu is not open on this node (yet); nothing done",
+				 (unsigned long long)seq->session);
+			send_status(s, c, env->id, RAFTLOCK_EUNAVAILABLE, msg);
+			return false;
+		}
+		Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+		res.status = RAFTLOCK_ESESSION;
+		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+		resp.result = &res;
+		snprintf(msg, sizeof msg, "session %llu is not open; nothing done",
+			 (unsigned long long)seq->session);
+		resp.message = msg;
+		send_response(c, env->id, &resp);
+		return false;
 	}
 	if (rv != 0)
 		send_status(s, c, env->id, rv, msg);
@@ -1210,7 +1249,17 @@ static void handle_watch(struct service *s, struct service_conn *c, const Raftlo
 			    found ? "" : "no such watch on this connection");
 		return;
 	}
+	if (watches_on_conn(&s->watches, c) >= RAFTLOCK_WATCH_MAX) {
+		/* each costs a walk at every change: bounded per client */
+		char msg[96];
+		snprintf(msg, sizeof msg, "at most %d watches on one connection",
+			 RAFTLOCK_WATCH_MAX);
+		send_status(s, c, env->id, RAFTLOCK_ELIMIT, msg);
+		return;
+	}
 	send_status(s, c, env->id, 0, "");
+	if (c->closing)
+		return; /* that answer passed the bound on unsent ones: closed */
 	watches_add(&s->watches, c, env->id, env->watch);
 }
 

@@ -962,6 +962,40 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 	return 0;
 }
 
+int store_image_feature_level(const void *data, size_t n, uint32_t *level)
+{
+	uint64_t index;
+	*level = 0;
+	if (store_image_index(data, n, &index) != 0)
+		return RAFTLOCK_EDATA;
+	const uint8_t *p = (const uint8_t *)data + 16;
+	const uint8_t *end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
+	while (p < end && *p != SNAP_END) {
+		uint8_t tag = *p++;
+		if (end - p < 4)
+			return RAFTLOCK_EDATA;
+		size_t klen = (size_t)be_get(p, 4);
+		p += 4;
+		if ((size_t)(end - p) < klen + 4)
+			return RAFTLOCK_EDATA;
+		p += klen;
+		size_t vlen = (size_t)be_get(p, 4);
+		p += 4;
+		if ((size_t)(end - p) < vlen)
+			return RAFTLOCK_EDATA;
+		if (tag == DB_META) {
+			Raftlock__Meta *m = raftlock__meta__unpack(NULL, vlen, p);
+			if (m == NULL)
+				return RAFTLOCK_EDATA;
+			*level = m->feature_level;
+			raftlock__meta__free_unpacked(m, NULL);
+			return 0;
+		}
+		p += vlen;
+	}
+	return 0;
+}
+
 static void drop_all(struct store *s, MDB_txn *txn)
 {
 	check(mdb_drop(txn, s->meta, 0), "drop");

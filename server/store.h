@@ -253,6 +253,11 @@ bool store_image_magic_known(const void *magic);
  * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);
 
+/* The feature level an image's state records (Meta.feature_level, as
+ * stored: see features_recorded()), 0 when it has no meta record.
+ * Returns 0 or RAFTLOCK_EDATA. */
+int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
+
 /* Replaces the whole content with a snapshot image, in one transaction,
  * and rebuilds the identities index from its sessions.
  * Returns 0 or RAFTLOCK_EDATA (damaged image: nothing changed). */

@@ -7,12 +7,45 @@
 #include "log.h"
 
 struct watch_sub {
-	struct service_conn *conn;
+	struct service_conn *conn; /* NULL once ended during a walk */
 	uint64_t id;
 	char *prefix;
 	struct watch_pos after; /* the last position it was sent */
 	struct watch_sub *next;
 };
+
+/* A send can close its connection (a client that does not read: service.c
+ * closes it once its unsent answers pass a bound), and the close ends the
+ * connection's watches. While the registry walks its subscribers or
+ * sends one the state of its locks, an ended subscription is therefore
+ * only marked (conn NULL, sent nothing more) and freed when the outermost
+ * walk ends. */
+static void walk_begin(struct watches *w)
+{
+	w->walking++;
+}
+
+static void sub_free(struct watch_sub *s)
+{
+	free(s->prefix);
+	free(s);
+}
+
+static void walk_end(struct watches *w)
+{
+	if (--w->walking > 0 || w->n_ended == 0)
+		return;
+	for (struct watch_sub **pp = &w->subs; *pp != NULL;) {
+		struct watch_sub *s = *pp;
+		if (s->conn == NULL) {
+			*pp = s->next;
+			sub_free(s);
+		} else {
+			pp = &s->next;
+		}
+	}
+	w->n_ended = 0;
+}
 
 static int pos_cmp(struct watch_pos a, struct watch_pos b)
 {
@@ -72,12 +105,6 @@ void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t s
 		log_fatal("out of memory");
 }
 
-static void sub_free(struct watch_sub *s)
-{
-	free(s->prefix);
-	free(s);
-}
-
 void watches_close(struct watches *w)
 {
 	ring_clear(w);
@@ -92,7 +119,8 @@ void watches_close(struct watches *w)
 
 static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__WatchEvent *ev)
 {
-	w->send(w->arg, s->conn, s->id, ev);
+	if (s->conn != NULL)
+		w->send(w->arg, s->conn, s->id, ev);
 }
 
 /* -------------------------------------------------------- current state */
@@ -133,7 +161,7 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		send_to(sw->w, sw->sub, &ev);
 	}
 	raftlock__lock_record__free_unpacked(rec, NULL);
-	return 0;
+	return sw->sub->conn == NULL; /* ended: the rest would go nowhere */
 }
 
 /* The state of the subscriber's locks as the store has it now (which is
@@ -168,6 +196,25 @@ static void send_lost(struct watches *w, struct watch_sub *s)
 
 /* ------------------------------------------------------- subscriptions */
 
+/* What a subscriber resuming after `after` is owed. */
+static void send_after(struct watches *w, struct watch_sub *s, struct watch_pos after)
+{
+	s->after = after;
+	if (pos_cmp(s->after, w->base) < 0) {
+		send_lost(w, s);
+		return;
+	}
+	/* A position this node has not reached yet (the client came from a
+	 * node further ahead) waits: changes up to it are not sent again. */
+	for (size_t i = 0; i < w->n && s->conn != NULL; i++) {
+		const Raftlock__WatchEvent *ev = &w->ring[(w->first + i) % w->cap];
+		if (pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
+			send_to(w, s, ev);
+			s->after = pos_of(ev);
+		}
+	}
+}
+
 void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 		 const Raftlock__WatchRequest *req)
 {
@@ -178,24 +225,12 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 	s->id = id;
 	s->next = w->subs;
 	w->subs = s;
-	if (!req->resume) {
+	walk_begin(w);
+	if (req->resume)
+		send_after(w, s, (struct watch_pos){req->after_index, req->after_offset});
+	else
 		send_state(w, s);
-		return;
-	}
-	s->after = (struct watch_pos){req->after_index, req->after_offset};
-	if (pos_cmp(s->after, w->base) < 0) {
-		send_lost(w, s);
-		return;
-	}
-	/* A position this node has not reached yet (the client came from a
-	 * node further ahead) waits: changes up to it are not sent again. */
-	for (size_t i = 0; i < w->n; i++) {
-		const Raftlock__WatchEvent *ev = &w->ring[(w->first + i) % w->cap];
-		if (pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
-			send_to(w, s, ev);
-			s->after = pos_of(ev);
-		}
-	}
+	walk_end(w);
 }
 
 static bool unlink_where(struct watches *w, const struct service_conn *conn, bool any_id,
@@ -204,7 +239,12 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 	bool found = false;
 	for (struct watch_sub **pp = &w->subs; *pp != NULL;) {
 		struct watch_sub *s = *pp;
-		if (s->conn == conn && (any_id || s->id == id)) {
+		if (s->conn == conn && (any_id || s->id == id) && w->walking > 0) {
+			s->conn = NULL; /* freed by walk_end() */
+			w->n_ended++;
+			found = true;
+			pp = &s->next;
+		} else if (s->conn == conn && (any_id || s->id == id)) {
 			*pp = s->next;
 			sub_free(s);
 			found = true;
@@ -243,12 +283,14 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 	    (ev->value[0] != '\0' && (slot->value = strdup(ev->value)) == NULL))
 		log_fatal("out of memory");
 	w->n++;
+	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
+		if (s->conn != NULL && pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
 			send_to(w, s, ev);
 			s->after = pos_of(ev);
 		}
 	}
+	walk_end(w);
 }
 
 void watches_restored(struct watches *w)
@@ -256,9 +298,11 @@ void watches_restored(struct watches *w)
 	if (w->ring == NULL)
 		return; /* a restore as the node starts, before the service */
 	ring_reset(w);
+	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next)
-		if (pos_cmp(s->after, w->base) < 0)
+		if (s->conn != NULL && pos_cmp(s->after, w->base) < 0)
 			send_lost(w, s);
+	walk_end(w);
 }
 
 size_t watches_kept(const struct watches *w)
@@ -266,10 +310,18 @@ size_t watches_kept(const struct watches *w)
 	return w->n;
 }
 
+size_t watches_on_conn(const struct watches *w, const struct service_conn *conn)
+{
+	size_t n = 0;
+	for (const struct watch_sub *s = w->subs; s != NULL; s = s->next)
+		n += s->conn == conn;
+	return n;
+}
+
 size_t watches_subscribers(const struct watches *w)
 {
 	size_t n = 0;
 	for (const struct watch_sub *s = w->subs; s != NULL; s = s->next)
-		n++;
+		n += s->conn != NULL;
 	return n;
 }

@@ -54,6 +54,8 @@ struct watches {
 	/* Every change after base is in the ring. */
 	struct watch_pos base;
 	struct watch_sub *subs;
+	unsigned walking; /* nested walks of subs under way (watch.c) */
+	size_t n_ended;   /* subscriptions ended during them, not yet freed */
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries
@@ -80,6 +82,9 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev);
 /* The store was replaced by a snapshot: the history before it is gone;
  * subscribers behind it get HISTORY_LOST and the new state. */
 void watches_restored(struct watches *w);
+
+/* The watches of conn. */
+size_t watches_on_conn(const struct watches *w, const struct service_conn *conn);
 
 /* Changes in the ring and subscribers, for the metrics. */
 size_t watches_kept(const struct watches *w);

@@ -241,6 +241,8 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	const char *client_tls = c->client_tls, *tls_dir = c->tls_dir, *base = c->base_dir;
 	const char *bin[TCLUSTER_MAX];
 	memcpy(bin, c->bin, sizeof bin);
+	char name[sizeof c->name];
+	memcpy(name, c->name, sizeof name);
 	memset(c, 0, sizeof *c);
 	memcpy(c->bin, bin, sizeof bin);
 	c->client_tls = client_tls;
@@ -256,7 +258,10 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	snprintf(c->dir, sizeof c->dir, "%s/raftlock-test-XXXXXX", base ? base : "/tmp");
 	if (mkdtemp(c->dir) == NULL)
 		die("mkdtemp");
-	snprintf(c->name, sizeof c->name, "test-%d", (int)getpid());
+	if (name[0] != '\0')
+		memcpy(c->name, name, sizeof name);
+	else
+		snprintf(c->name, sizeof c->name, "test-%d", (int)getpid());
 	for (int i = 0; i < n; i++) {
 		c->raft_port[i] = free_port();
 		c->client_port[i] = free_port();
@@ -570,6 +575,12 @@ Raftlock__StatusInfo *tcluster_status(struct tcluster *c, int i)
 
 int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int timeout_ms)
 {
+	return tcluster_run_binary(RAFTLOCKD_BIN, argv, out, outlen, timeout_ms);
+}
+
+int tcluster_run_binary(const char *bin, char *const argv[], char *out, size_t outlen,
+			int timeout_ms)
+{
 	int pipefd[2];
 	if (pipe(pipefd) != 0)
 		die("pipe");
@@ -579,7 +590,7 @@ int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int tim
 		dup2(pipefd[1], 2);
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
-		execv(RAFTLOCKD_BIN, argv);
+		execv(bin, argv);
 		_exit(127);
 	}
 	close(pipefd[1]);

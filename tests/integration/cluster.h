@@ -19,7 +19,7 @@
 struct tcluster {
 	int n;
 	char dir[256];
-	char name[64];
+	char name[64]; /* set before tcluster_start, or test-PID */
 	int raft_port[TCLUSTER_MAX];
 	int client_port[TCLUSTER_MAX];
 	int metrics_port[TCLUSTER_MAX];
@@ -149,6 +149,9 @@ uint64_t tcluster_now_ms(void);
 /* Runs raftlockd with the given argv (NULL-terminated, argv[0] ignored),
  * waits up to timeout_ms, returns its exit status and its stderr in out. */
 int tcluster_run_raftlockd(char *const argv[], char *out, size_t outlen, int timeout_ms);
+/* The same with another build of raftlockd (say raftlockd-level1). */
+int tcluster_run_binary(const char *bin, char *const argv[], char *out, size_t outlen,
+			int timeout_ms);
 
 /* ---- raw protocol, for tests that speak below the client library ---- */
 

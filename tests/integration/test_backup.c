@@ -8,6 +8,7 @@
  * client's session is lost: never a grant under it), and every lock that
  * was held under lock-delay; a member whose LMDB is rebuilt starts again
  * from the restored base. */
+#include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,9 +110,12 @@ static void save_image(void **state)
 	struct stat sb;
 	assert_int_equal(stat(image, &sb), 0);
 	assert_true(sb.st_size > 2 * (1 << 20)); /* three chunks at least */
-	char tmp[300];
-	snprintf(tmp, sizeof tmp, "%s.tmp", image);
-	assert_int_not_equal(access(tmp, F_OK), 0);
+	/* no temporary file left beside it */
+	char pattern[300];
+	snprintf(pattern, sizeof pattern, "%s.*", image);
+	glob_t g;
+	assert_int_equal(glob(pattern, 0, NULL, &g), GLOB_NOMATCH);
+	globfree(&g);
 
 	/* The old cluster goes on after the save: its later tokens must be
 	 * below the restored cluster's too (the bootstrap floor). */
@@ -128,8 +132,9 @@ static void save_image(void **state)
 	raftlock__status_info__free_unpacked(st, NULL);
 }
 
-/* raftlockd --restore FILE on dir; its exit status and stderr. */
-static int restore_on(const char *file, const char *dir, char *out, size_t len)
+/* raftlockd --restore FILE on dir (the build bin); its exit status and
+ * stderr. */
+static int restore_with(const char *bin, const char *file, const char *dir, char *out, size_t len)
 {
 	char member[3][100];
 	for (int i = 0; i < 3; i++)
@@ -139,7 +144,12 @@ static int restore_on(const char *file, const char *dir, char *out, size_t len)
 			(char *)dir,  "--cluster", cl.name,   "--restore",
 			(char *)file, "--member",  member[0], "--member",
 			member[1],    "--member",  member[2], NULL};
-	return tcluster_run_raftlockd(argv, out, len, 10000);
+	return tcluster_run_binary(bin, argv, out, len, 10000);
+}
+
+static int restore_on(const char *file, const char *dir, char *out, size_t len)
+{
+	return restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd", file, dir, out, len);
 }
 
 static void copy_damaged(const char *to, long flip_at, long cut)
@@ -184,6 +194,16 @@ static void damaged_images_refused(void **state)
 			fail_msg("unclear refusal of %s: %s", files[i], out);
 		assert_int_not_equal(access(dir, F_OK), 0);
 	}
+	/* An image of a newer feature level than the build's (raftlockd-level1
+	 * runs level 1): the build would run it, then refuse every restart on
+	 * it. Refused at once instead, and nothing is created. */
+	int st = restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1", image, dir, out,
+			      sizeof out);
+	assert_int_equal(st, 1);
+	if (strstr(out, "comes from a cluster at feature level") == NULL ||
+	    strstr(out, "nothing restored") == NULL)
+		fail_msg("unclear refusal of a newer image: %s", out);
+	assert_int_not_equal(access(dir, F_OK), 0);
 }
 
 /* Stops every node and starts a new cluster from the image on the same

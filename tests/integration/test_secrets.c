@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "cluster.h"
+#include "codec.h"
 #include "frame.h"
 #include "raftlock.h"
 
@@ -113,18 +114,30 @@ static int status_of(Raftlock__Envelope *r, char *msg, size_t len, Raftlock__Res
 	return status;
 }
 
+/* An OPEN_SESSION envelope (TTL_MS); the request it points to lives in m. */
+struct open_msg {
+	Raftlock__OpenSessionRequest op;
+	Raftlock__Envelope env;
+};
+
+static Raftlock__Envelope *open_msg(struct open_msg *m, uint64_t nonce, ProtobufCBinaryData secret)
+{
+	m->op = (Raftlock__OpenSessionRequest)RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	m->op.ttl_ms = TTL_MS;
+	m->op.nonce = nonce;
+	m->op.secret = secret;
+	m->op.acks_queued = true;
+	m->env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	m->env.open_session = &m->op;
+	return &m->env;
+}
+
 static int open_session(int fd, uint64_t nonce, ProtobufCBinaryData secret, uint64_t *id)
 {
-	Raftlock__OpenSessionRequest op = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
-	op.ttl_ms = TTL_MS;
-	op.nonce = nonce;
-	op.secret = secret;
-	op.acks_queued = true;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
-	env.open_session = &op;
+	struct open_msg m;
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
-	int status = status_of(call(fd, &env), NULL, 0, &res);
+	int status = status_of(call(fd, open_msg(&m, nonce, secret)), NULL, 0, &res);
 	*id = status == 0 ? res.session : 0;
 	return status;
 }
@@ -425,6 +438,84 @@ static void stranger_cannot_act(void **state)
 	close(fs);
 }
 
+/* Ids are sequential, so a stranger can name the session an open will
+ * create before it is applied. Sent right behind that open (here in the
+ * same write, so that the leader reads both before the open applies), a
+ * close or an acquire of the coming id with a wrong secret must not reach
+ * the log: there it would apply after the open and act on the new session
+ * without its secret. It is answered "not executed" (EUNAVAILABLE) and
+ * the new session is untouched: open, its first sequence unused. */
+static void stranger_cannot_act_on_a_session_being_opened(void **state)
+{
+	(void)state;
+	int L = tcluster_leader(&cl, 10000);
+	assert_true(L >= 0);
+	int fd = raw_connect(cl.client_port[L]);
+	assert_true(fd >= 0);
+	struct secret sv = draw(), wrong = draw();
+	for (int round = 0; round < 2; round++) {
+		uint64_t last;
+		struct secret sl = draw();
+		assert_int_equal(open_session(fd, 0, bin(&sl), &last), 0);
+		uint64_t coming = last + 1; /* nobody else opens sessions here */
+
+		struct open_msg om;
+		Raftlock__Envelope *open = open_msg(&om, 0, bin(&sv));
+		open->id = next_id++;
+		struct mutation m;
+		mutation_init(&m, coming, 1, bin(&wrong));
+		if (round == 0) {
+			m.close_req = (Raftlock__CloseSessionRequest)
+				RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
+			m.env.body_case = RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION;
+			m.env.close_session = &m.close_req;
+		} else {
+			m.acq = (Raftlock__Acquire)RAFTLOCK__ACQUIRE__INIT;
+			m.acq.name = "being-opened";
+			m.acq.owner = 1;
+			m.acq_req = (Raftlock__AcquireRequest)RAFTLOCK__ACQUIRE_REQUEST__INIT;
+			m.acq_req.acquire = &m.acq;
+			m.env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
+			m.env.acquire = &m.acq_req;
+		}
+		m.env.id = next_id++;
+		uint8_t *buf = NULL;
+		size_t len = 0, cap = 0;
+		assert_int_equal(codec_frame_envelope_append(open, &buf, &len, &cap), 0);
+		assert_int_equal(codec_frame_envelope_append(&m.env, &buf, &len, &cap), 0);
+		assert_int_equal(raw_send(fd, buf, len), 0);
+		free(buf);
+
+		uint64_t opened = 0;
+		int stranger = 1;
+		for (int answers = 0; answers < 2; answers++) {
+			Raftlock__Envelope *r = raw_recv_envelope(fd, 10000);
+			assert_non_null(r);
+			assert_false(r->response->push);
+			bool is_open = r->id == open->id;
+			assert_true(is_open || r->id == m.env.id);
+			Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+			int status = status_of(r, NULL, 0, &res);
+			if (is_open) {
+				assert_int_equal(status, 0);
+				opened = res.session;
+			} else {
+				stranger = status;
+			}
+		}
+		assert_int_equal(opened, coming);
+		assert_int_equal(stranger, RAFTLOCK_EUNAVAILABLE); /* not executed */
+		/* The new session is open and its sequence 1 unused. */
+		Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+		assert_int_equal(
+			acquire(fd, coming, 1, bin(&sv), "being-opened", 2, false, &res, NULL), 0);
+		assert_int_equal(res.status, 0);
+		assert_int_equal(close_session(fd, coming, 2, bin(&sv)), 0);
+		assert_int_equal(close_session(fd, last, 1, bin(&sl)), 0);
+	}
+	close(fd);
+}
+
 /* Keepalives without the secret renew nothing: the session expires on
  * time and its lock goes, however often a stranger names it. */
 static void stranger_cannot_keep_a_session_alive(void **state)
@@ -639,6 +730,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(stranger_cannot_act),
+		cmocka_unit_test(stranger_cannot_act_on_a_session_being_opened),
 		cmocka_unit_test(stranger_cannot_keep_a_session_alive),
 		cmocka_unit_test(secret_checked_after_restart),
 		cmocka_unit_test(secret_never_shown),

@@ -137,6 +137,35 @@ static void foreign_data_dir(void **state)
 	char *other_node[] = {"raftlockd", "--id",  "3",        "--data-dir", dir,
 			      "--cluster", cl.name, "--member", member3,      NULL};
 	expect_refused(other_node, 1, "belongs to another cluster or node");
+
+	/* Its data.mdb replaced by another cluster's, cleanly stopped (so
+	 * trusted as it is): refused, naming both clusters; once it is moved
+	 * away, the node rebuilds its state from its raft log. */
+	struct tcluster other;
+	memset(&other, 0, sizeof other);
+	snprintf(other.name, sizeof other.name, "other-%d", (int)getpid());
+	tcluster_start(&other, 1, 1000);
+	assert_true(tcluster_leader(&other, 10000) >= 0);
+	tcluster_stop(&other, 0);
+	assert_int_equal(
+		tcluster_shell("cp %s/n1/state/data.mdb %s/state/data.mdb", other.dir, dir), 0);
+	char *mine[] = {"raftlockd", "--id",  "1",        "--data-dir", dir,
+			"--cluster", cl.name, "--member", member,       NULL};
+	char want[200];
+	snprintf(want, sizeof want, "belongs to another cluster (its state says cluster=%s",
+		 other.name);
+	expect_refused(mine, 1, want);
+	assert_int_equal(tcluster_shell("rm %s/state/data.mdb", dir), 0);
+	tcluster_restart(&cl, 0);
+	uint64_t until = tcluster_now_ms() + 30000; /* slow under the sanitizers */
+	Raftlock__StatusInfo *st;
+	while ((st = tcluster_status(&cl, 0)) == NULL) {
+		assert_true(tcluster_now_ms() < until);
+		usleep(50 * 1000);
+	}
+	raftlock__status_info__free_unpacked(st, NULL);
+	assert_true(tcluster_leader(&cl, 10000) >= 0);
+	assert_int_equal(tcluster_destroy(&other), 0);
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 

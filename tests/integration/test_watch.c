@@ -116,6 +116,16 @@ static int await_kind(struct recorder *r, int from, enum raftlock_watch_kind kin
 	return -1;
 }
 
+static int count_kind(struct recorder *r, enum raftlock_watch_kind kind)
+{
+	int n = 0;
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->n; i++)
+		n += r->ev[i].kind == kind;
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
 static bool await_changes(struct recorder *r, int n, int timeout_ms)
 {
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
@@ -451,6 +461,8 @@ static void test_bad_input_and_cancel_in_callback(void **state)
 	assert_int_equal(raftlock_position_parse("12.", &p), RAFTLOCK_EINVAL);
 	assert_int_equal(raftlock_position_parse("x", &p), RAFTLOCK_EINVAL);
 	assert_int_equal(raftlock_position_parse("1.99999999999", &p), RAFTLOCK_EINVAL);
+	assert_int_equal(raftlock_position_parse("99999999999999999999", &p), RAFTLOCK_EINVAL);
+	assert_int_equal(raftlock_position_parse("18446744073709551615.0", &p), 0);
 
 	raftlock_session *s = tl_session(c, 5000);
 	raftlock_lock *l = tl_lock(s, "self/x");
@@ -463,6 +475,68 @@ static void test_bad_input_and_cancel_in_callback(void **state)
 	raftlock_lock_free(l);
 	raftlock_session_close(s);
 	raftlock_client_close(c);
+}
+
+/* A connection holds at most RAFTLOCK_WATCH_MAX watches (each is walked at
+ * every change): one more ends with an ERROR event, RAFTLOCK_ELIMIT, and
+ * the others go on; once one is canceled, a new one is taken. */
+static void test_watches_per_connection(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	struct recorder *r = recorder_new();
+	static raftlock_watch_handle *w[RAFTLOCK_WATCH_MAX + 1];
+	for (int i = 0; i < RAFTLOCK_WATCH_MAX; i++)
+		assert_int_equal(raftlock_watch(c, "many/", NULL, record, r, &w[i]), 0);
+	uint64_t end = tcluster_now_ms() + 20000;
+	while (count_kind(r, RAFTLOCK_WATCH_CURRENT) < RAFTLOCK_WATCH_MAX) {
+		assert_true(tcluster_now_ms() < end);
+		tl_sleep_ms(20);
+	}
+	assert_int_equal(count_kind(r, RAFTLOCK_WATCH_ERROR), 0);
+	struct recorder *over = recorder_new();
+	raftlock_watch_handle *extra;
+	assert_int_equal(raftlock_watch(c, "many/", NULL, record, over, &extra), 0);
+	int e = await_kind(over, 0, RAFTLOCK_WATCH_ERROR, 10000);
+	assert_true(e >= 0);
+	assert_int_equal(over->ev[e].status, RAFTLOCK_ELIMIT);
+	raftlock_watch_cancel(extra);
+	/* the others still see changes */
+	raftlock_session *s = tl_session(c, 5000);
+	raftlock_lock *l = tl_lock(s, "many/x");
+	tl_take(l);
+	assert_true(await_kind(r, 0, RAFTLOCK_WATCH_GRANTED, 10000) >= 0);
+	/* The cancel goes out on its own: a new watch may reach the node
+	 * before it and be refused; once the node has it, one is taken. */
+	raftlock_watch_cancel(w[0]);
+	struct recorder *again = NULL;
+	for (int tries = 0;; tries++) {
+		assert_true(tries < 50);
+		if (again != NULL)
+			recorder_free(again);
+		again = recorder_new();
+		assert_int_equal(raftlock_watch(c, "many/", NULL, record, again, &w[0]), 0);
+		int got = -1;
+		uint64_t until = tcluster_now_ms() + 10000;
+		while (got < 0 && tcluster_now_ms() < until) {
+			got = await_kind(again, 0, RAFTLOCK_WATCH_CURRENT, 20);
+			if (got < 0 && await_kind(again, 0, RAFTLOCK_WATCH_ERROR, 20) >= 0)
+				break;
+		}
+		if (got >= 0)
+			break;
+		raftlock_watch_cancel(w[0]);
+		tl_sleep_ms(50);
+	}
+	for (int i = 0; i < RAFTLOCK_WATCH_MAX; i++)
+		raftlock_watch_cancel(w[i]);
+	assert_int_equal(raftlock_lock_release(l, NULL), 0);
+	raftlock_lock_free(l);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	recorder_free(r);
+	recorder_free(over);
+	recorder_free(again);
 }
 
 #define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
@@ -574,6 +648,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_state_then_changes),
 		cmocka_unit_test(test_history_lost),
+		cmocka_unit_test(test_watches_per_connection),
 		cmocka_unit_test(test_bad_input_and_cancel_in_callback),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_revoked),

@@ -358,6 +358,27 @@ static void fake_check_token(int fd, const Raftlock__Envelope *req)
 }
 
 /* Answers a read; false if req is not one. */
+/* Members 1, 2 and 3; ids up to 5 were used. */
+static void fake_member_list(int fd, uint64_t id)
+{
+	Raftlock__MemberInfo mi[3], *mp[3];
+	for (int i = 0; i < 3; i++) {
+		raftlock__member_info__init(&mi[i]);
+		mi[i].id = (uint64_t)i + 1;
+		mi[i].role = "voter";
+		mp[i] = &mi[i];
+	}
+	Raftlock__MemberList ml = RAFTLOCK__MEMBER_LIST__INIT;
+	ml.members = mp;
+	ml.n_members = 3;
+	ml.leader_id = 1;
+	ml.max_member_id = 5;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST;
+	resp.member_list = &ml;
+	fake_send_response(fd, id, &resp);
+}
+
 static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 {
 	switch (req->body_case) {
@@ -366,6 +387,7 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: fake_lock_reads(fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: fake_session_reads(fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: fake_check_token(fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST: fake_member_list(fd, req->id); return true;
 	default: return false;
 	}
 }
@@ -479,6 +501,19 @@ static void fake_accept(struct fake *f)
 	int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	pthread_mutex_lock(&f->mu);
+	bool refuse = f->refuse_conns;
+	if (refuse)
+		f->conns_seen++;
+	pthread_mutex_unlock(&f->mu);
+	if (refuse) {
+		Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+		resp.status = RAFTLOCK_ELIMIT;
+		resp.message = "this node holds max-connections-per-address 1 from 127.0.0.1";
+		fake_send_response(fd, 0, &resp);
+		close(fd);
+		return;
+	}
 	for (int i = 0; i < FAKE_CONNS; i++) {
 		if (f->fds[i] < 0) {
 			f->fds[i] = fd;

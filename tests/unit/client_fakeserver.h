@@ -79,6 +79,9 @@ struct fake {
 	bool ignore_releases;    /* log releases, never answer them */
 	bool drop_first_close;   /* execute the close, then drop the
 				    connection instead of answering */
+	bool refuse_conns;       /* greet each new connection with ELIMIT
+				    (id 0) and close it, as a node at its
+				    connections-per-address limit does */
 	uint64_t closed_session; /* executed close: its requests get
 				    ESESSION */
 	/* state */

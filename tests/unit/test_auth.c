@@ -133,13 +133,32 @@ static void test_set_replace_delete(void **state)
 	assert_int_equal(DO(f, ACL_SET, .identity = "alice", .prefix = longname, .perms = 1).status,
 			 RAFTLOCK_EINVAL);
 	assert_int_equal(DO(f, ACL_DELETE, .identity = "", .prefix = "").status, RAFTLOCK_EINVAL);
+	/* Two names of the longest length make a key LMDB refuses: the
+	 * apply refuses the rule on every member instead of stopping them. */
+	longname[RAFTLOCK_NAME_MAX] = '\0';
+	assert_int_equal(
+		DO(f, ACL_SET, .identity = longname, .prefix = longname, .perms = 1).status,
+		RAFTLOCK_EINVAL);
+	assert_int_equal(DO(f, ACL_DELETE, .identity = longname, .prefix = longname).status,
+			 RAFTLOCK_EINVAL);
 	assert_int_equal(PERMS(f, "alice", "a"), 0);
 	/* Only the applied index moved. */
 	m = fx_meta(f);
-	assert_int_equal(m->applied_index, applied + 6);
+	assert_int_equal(m->applied_index, applied + 8);
 	raftlock__meta__free_unpacked(m, NULL);
 	assert_int_equal(store_record_bytes(&f->store), bytes);
 	fx_image_free(&before);
+
+	/* The longest key LMDB takes: 255 + 1 + 255 bytes. */
+	char half[256], rest[256];
+	memset(half, 'h', 255);
+	memset(rest, 'r', 255);
+	half[255] = rest[255] = '\0';
+	assert_int_equal(DO(f, ACL_SET, .identity = half, .prefix = rest, .perms = 1).status, 0);
+	MDB_txn *txn = store_begin(&f->store, false);
+	assert_int_equal(store_acl_perms(&f->store, txn, half, rest), 1);
+	store_abort(txn);
+	assert_int_equal(DO(f, ACL_DELETE, .identity = half, .prefix = rest).status, 0);
 }
 
 static int collect(void *arg, const char *identity, const char *prefix, uint32_t perms)

@@ -194,6 +194,14 @@ static void test_usage_errors_exit_2(void **state)
 	char *bad_e[] = {"raftlock", "lock", "-E", "256", "x", "true", NULL};
 	assert_int_equal(cli_run(both, 5000), 2);
 	assert_int_equal(cli_run(bad_e, 5000), 2);
+	/* an election is one name: a set would drop the value */
+	char *elect_all[] = {"raftlock", "elect", "--all", "--value", "v", "a,b", "true", NULL};
+	assert_int_equal(cli_run(elect_all, 5000), 2);
+	/* member ids: 1..2^63-1, digits only */
+	char *id_wrap[] = {"raftlock", "member", "remove", " -1", NULL};
+	char *id_big[] = {"raftlock", "member", "add", "9223372036854775808", "h:1", "h:2", NULL};
+	assert_int_equal(cli_run(id_wrap, 5000), 2);
+	assert_int_equal(cli_run(id_big, 5000), 2);
 	/* TLS: a certificate, key or name without a CA (or --tls), here
 	 * also from the environment, is a usage error */
 	char *cert_only[] = {"raftlock", "--cert", "c.pem", "--key", "c.key", "status", NULL};

@@ -542,8 +542,8 @@ static void test_verified(void **state)
 	struct conn_addr a;
 	assert_int_equal(conn_addr_parse(s->addr, &a), 0);
 	Raftlock__Envelope *reply = NULL;
-	int rv = conn_exchange(&a, &tls, frame, FRAME_HEADER_SIZE + payload, 9, 10000, &reply, why,
-			       sizeof why);
+	int rv = conn_exchange(&a, &tls, frame, FRAME_HEADER_SIZE + payload, 9, 0, 10000, &reply,
+			       why, sizeof why);
 	if (rv != 0)
 		fail_msg("exchange: %d %s", rv, why);
 	assert_int_equal(reply->response->status_info->commit_index, payload);
@@ -700,15 +700,49 @@ static void test_not_tls(void **state)
 	tserver_stop(s);
 }
 
+/* raftlock_status_get(NULL) asks the addresses in turn within one request
+ * timeout, each connect (here a TLS handshake that a node never answers:
+ * it listens but does not read) within the connect timeout: two silent
+ * addresses cost about two connect timeouts, not two request timeouts. */
+static void test_status_of_silent_nodes(void **state)
+{
+	(void)state;
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof sa;
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	char addr[32];
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", ntohs(sa.sin_port));
+	raftlock_client *c = copen(addr, &(struct copts){.ca_dir = "good"});
+	struct raftlock_status *st = NULL;
+	uint64_t t0 = clock_mono_ms();
+	assert_int_equal(raftlock_status_get(c, NULL, &st), RAFTLOCK_ECONNECTION);
+	uint64_t took = clock_mono_ms() - t0;
+	assert_null(st);
+	assert_true(took >= 2 * CONNECT_MS - 100);
+	assert_true(took < 2 * CONNECT_MS + 1500); /* the request timeout is 10 s */
+	raftlock_client_close(c);
+	close(lfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_options),        cmocka_unit_test(test_verified),
-		cmocka_unit_test(test_server_name),    cmocka_unit_test(test_reconnect),
-		cmocka_unit_test(test_mutual),         cmocka_unit_test(test_other_ca),
-		cmocka_unit_test(test_expired),        cmocka_unit_test(test_wrong_host),
-		cmocka_unit_test(test_no_client_cert), cmocka_unit_test(test_client_cert_other_ca),
+		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_verified),
+		cmocka_unit_test(test_server_name),
+		cmocka_unit_test(test_reconnect),
+		cmocka_unit_test(test_mutual),
+		cmocka_unit_test(test_other_ca),
+		cmocka_unit_test(test_expired),
+		cmocka_unit_test(test_wrong_host),
+		cmocka_unit_test(test_no_client_cert),
+		cmocka_unit_test(test_client_cert_other_ca),
 		cmocka_unit_test(test_not_tls),
+		cmocka_unit_test(test_status_of_silent_nodes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -77,6 +77,22 @@ static void test_unknown_codes(void **state)
 		assert_string_equal(raftlock_strerror(unknown[i]), "unknown error");
 }
 
+/* Every watch event kind has a name of its own (the CLI prints them). */
+static void test_watch_kind_names(void **state)
+{
+	const char *seen[RAFTLOCK_WATCH_ERROR + 1] = {0};
+	for (int k = RAFTLOCK_WATCH_GRANTED; k <= RAFTLOCK_WATCH_ERROR; k++) {
+		const char *name = raftlock_watch_kind_name((enum raftlock_watch_kind)k);
+		assert_string_not_equal(name, "unknown");
+		for (int j = RAFTLOCK_WATCH_GRANTED; j < k; j++)
+			assert_string_not_equal(name, seen[j]);
+		seen[k] = name;
+	}
+	assert_string_equal(raftlock_watch_kind_name(RAFTLOCK_WATCH_PROCLAIMED), "proclaimed");
+	assert_string_equal(raftlock_watch_kind_name((enum raftlock_watch_kind)0), "unknown");
+	assert_string_equal(raftlock_watch_kind_name((enum raftlock_watch_kind)13), "unknown");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -86,6 +102,7 @@ int main(void)
 		cmocka_unit_test(test_errmsg_without_error),
 		cmocka_unit_test(test_success),
 		cmocka_unit_test(test_unknown_codes),
+		cmocka_unit_test(test_watch_kind_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -688,6 +688,97 @@ static void test_silent_keepalives_bring_jeopardy_then_safe(void **state)
 	rig_down(&r);
 }
 
+/* A set's request cannot carry a maximum hold time: a set whose item asks
+ * for one is refused, not made with the bound silently dropped. */
+static void test_set_refuses_what_it_cannot_carry(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "x", 3000, NULL);
+	struct raftlock_lock_options o = {.max_hold_ms = 1000};
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b", .opts = &o}};
+	raftlock_multi *m = NULL;
+	assert_int_equal(raftlock_multi_new(r.s, items, 2, &m), RAFTLOCK_EINVAL);
+	assert_null(m);
+	assert_non_null(strstr(raftlock_errmsg(r.c), "'b': max_hold_ms"));
+	o = (struct raftlock_lock_options){.revoke_grace_ms = 10};
+	assert_int_equal(raftlock_multi_new(r.s, items, 2, &m), RAFTLOCK_EINVAL);
+	o = (struct raftlock_lock_options){.lock_delay_ms = 10};
+	assert_int_equal(raftlock_multi_new(r.s, items, 2, &m), 0);
+	raftlock_multi_free(m);
+	rig_down(&r);
+}
+
+/* A blocking acquire that waits in the queue ends at once when every
+ * address refuses the client (here a node's connections-per-address limit,
+ * as for TLS), not at its timeout: the header promises it. Sent before the
+ * refusal, its outcome is unknown (RAFTLOCK_EUNKNOWN, a late grant is
+ * released); the message names the node's reason. */
+static void test_waiting_acquire_ends_when_refused(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "q", 3000, NULL);
+	FAKE_SET(r.f, refuse_conns, true);
+	FAKE_SET(r.f, drop_first_acquire, true); /* the acquire goes, then the connection */
+	uint64_t t0 = clock_mono_ms();
+	int rv = raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 10000, NULL);
+	uint64_t took = clock_mono_ms() - t0;
+	assert_int_equal(rv, RAFTLOCK_EUNKNOWN);
+	assert_true(took < 3000);
+	assert_non_null(strstr(raftlock_errmsg(r.c), "max-connections-per-address"));
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	FAKE_SET(r.f, refuse_conns, false);
+	rig_down(&r);
+}
+
+/* Rule 11a: a bound session's validity, ended by a lost connection, comes
+ * back only with a keepalive answered on a later connection. An answer
+ * that came on the lost one -- read by the keepalive thread after the
+ * loss -- proves nothing: the node ends the session bind_grace_ms after the
+ * close. Here the loss is told to the sessions while the connection stays
+ * up, so that the answers after it all come on the lost generation; then
+ * the connection goes for real, and the next one's answer counts. */
+static void test_bound_session_renewed_only_on_a_new_connection(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct raftlock_session_options so = {.ttl_ms = 1000, .bind_to_connection = true};
+	rig_up_stopped(&r, "x", 3000, &so);
+	clock_run(r.c, 500, 100); /* the keepalive sent at 400 is answered */
+	assert_true(raftlock_session_valid(r.s));
+	struct transport *t = &r.c->t;
+	int sent = fake_count(r.f, KEEPALIVE); /* the keepalive thread sends at once */
+	pthread_mutex_lock(&t->mu);
+	uint64_t gen = t->conn_gen;
+	t->hooks.conn_lost(t->hooks.arg);
+	pthread_mutex_unlock(&t->mu);
+	uint64_t lost_at = clock_now(r.c);
+	clock_run(r.c, 100, 100);
+	/* asked at once, on the same connection (the fake may take a moment
+	 * to log it on a loaded machine) */
+	uint64_t until = clock_mono_ms() + 5000;
+	while (fake_count(r.f, KEEPALIVE) <= sent) {
+		assert_true(clock_mono_ms() < until);
+		sleep_ms(5);
+	}
+	clock_run(r.c, 200, 100); /* its answer comes and is taken in: not valid again */
+	pthread_mutex_lock(&t->mu);
+	assert_int_equal(t->conn_gen, gen);
+	t->drop_conn = true;
+	pthread_mutex_unlock(&t->mu);
+	assert_false(raftlock_session_valid(r.s));
+	assert_true(raftlock_session_valid_until(r.s) <= lost_at);
+	/* on the next connection, the answer proves the session held */
+	clock_run(r.c, 400, 100);
+	pthread_mutex_lock(&t->mu);
+	assert_true(t->conn_gen > gen);
+	pthread_mutex_unlock(&t->mu);
+	assert_true(raftlock_session_valid(r.s));
+	assert_true(raftlock_session_valid_until(r.s) > lost_at);
+	rig_down(&r);
+}
+
 /* The keepalive thread looks at every session only when one may be due
  * (sessions_tick): each of two sessions with different TTLs still enters
  * jeopardy at the very instant its own validity ends, the shorter one
@@ -984,6 +1075,9 @@ int main(void)
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
+		cmocka_unit_test(test_bound_session_renewed_only_on_a_new_connection),
+		cmocka_unit_test(test_waiting_acquire_ends_when_refused),
+		cmocka_unit_test(test_set_refuses_what_it_cannot_carry),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),

@@ -151,12 +151,59 @@ static void test_check_token(void **state)
 	fake_stop(f);
 }
 
+/* A replace refused for its own arguments removes nothing: the removal
+ * would commit before the add failed, and a voter would be gone for good. */
+static void test_member_replace_checks_first(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	raftlock_client *c = client_on(f);
+	assert_int_equal(raftlock_member_replace(c, 3, 0, "10.0.0.6:7201", "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(raftlock_member_replace(c, 3, 6, "no-port", "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	assert_non_null(strstr(raftlock_errmsg(c), "HOST:PORT"));
+	assert_int_equal(raftlock_member_replace(c, 3, 6, "10.0.0.6:7201", NULL), RAFTLOCK_EINVAL);
+	assert_int_equal(raftlock_member_replace(c, 3, 3, "10.0.0.6:7201", "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	/* The leader would refuse these adds: a member, ids used before. */
+	assert_int_equal(raftlock_member_replace(c, 3, 2, "10.0.0.6:7201", "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	assert_non_null(strstr(raftlock_errmsg(c), "2 is a member already"));
+	assert_int_equal(raftlock_member_replace(c, 3, 5, "10.0.0.6:7201", "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	assert_non_null(strstr(raftlock_errmsg(c), "pick one above 5"));
+	assert_int_equal(raftlock_member_replace(c, 3, (uint64_t)INT64_MAX + 1, "10.0.0.6:7201",
+						 "10.0.0.6:7101"),
+			 RAFTLOCK_EINVAL);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD), 0);
+	/* A free id: removed, then added. */
+	assert_int_equal(raftlock_member_replace(c, 3, 6, "10.0.0.6:7201", "10.0.0.6:7101"), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE), 1);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD), 1);
+	/* Old member 9 is gone already (a replace that ran before, its answer
+	 * lost): sent again as it is, whatever the list says of new id 2. */
+	assert_int_equal(raftlock_member_replace(c, 9, 2, "10.0.0.6:7201", "10.0.0.6:7101"), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_REMOVE), 2);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD), 2);
+	struct raftlock_member_list *list = NULL;
+	assert_int_equal(raftlock_member_list(c, &list), 0);
+	assert_int_equal(list->max_member_id, 5);
+	raftlock_member_list_free(list);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_status),          cmocka_unit_test(test_lock_get),
-		cmocka_unit_test(test_lock_list_pages), cmocka_unit_test(test_session_list),
+		cmocka_unit_test(test_status),
+		cmocka_unit_test(test_lock_get),
+		cmocka_unit_test(test_lock_list_pages),
+		cmocka_unit_test(test_session_list),
 		cmocka_unit_test(test_check_token),
+		cmocka_unit_test(test_member_replace_checks_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

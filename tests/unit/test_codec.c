@@ -58,6 +58,7 @@ enum {
 	S_LIST_LOCKS,
 	S_LIST_SESSIONS,
 	S_CHECK_TOKEN,
+	S_REVOKE,
 	S_RESPONSE,
 	N_SAMPLES
 };
@@ -79,6 +80,7 @@ struct samples {
 	Raftlock__ListLocksRequest list_locks;
 	Raftlock__ListSessionsRequest list_sessions;
 	Raftlock__CheckTokenRequest check_token;
+	Raftlock__RevokeRequest revoke;
 	Raftlock__Result result;
 	Raftlock__Response response;
 	Raftlock__Envelope env[N_SAMPLES];
@@ -130,6 +132,8 @@ static void samples_init(struct samples *s)
 							   .limit = 20, .stale = 1};
 	s->check_token = (Raftlock__CheckTokenRequest){MSG(check_token_request),
 						       .name = "db/primary", .token = 1ULL << 50};
+	s->revoke = (Raftlock__RevokeRequest){MSG(revoke_request), .name = "db/primary", .token = 5,
+					      .grace_ms = 1000};
 	s->result = (Raftlock__Result){MSG(result), .status = RAFTLOCK_EBUSY, .token = 5};
 	s->response = (Raftlock__Response){MSG(response),
 					   .status = RAFTLOCK_ENOTLEADER,
@@ -155,6 +159,7 @@ static void samples_init(struct samples *s)
 	SAMPLE(S_LIST_LOCKS, LIST_LOCKS, list_locks, &s->list_locks);
 	SAMPLE(S_LIST_SESSIONS, LIST_SESSIONS, list_sessions, &s->list_sessions);
 	SAMPLE(S_CHECK_TOKEN, CHECK_TOKEN, check_token, &s->check_token);
+	SAMPLE(S_REVOKE, REVOKE, revoke, &s->revoke);
 	SAMPLE(S_RESPONSE, RESPONSE, response, &s->response);
 #undef SAMPLE
 }
@@ -215,6 +220,7 @@ static void assert_valid_envelope(const Raftlock__Envelope *env)
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: assert_name_ok(env->get_lock->name); break;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: assert_name_ok(env->check_token->name); break;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE: assert_name_ok(env->revoke->name); break;
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 		assert_true(strlen(env->list_locks->prefix) <= RAFTLOCK_NAME_MAX);
 		assert_true(strlen(env->list_locks->after) <= RAFTLOCK_NAME_MAX);
@@ -421,9 +427,11 @@ static void samples_set_name(struct samples *s, char *name)
 	s->cancel.name = name;
 	s->get_lock.name = name;
 	s->check_token.name = name;
+	s->revoke.name = name;
 }
 
-static const int named_samples[] = {S_ACQUIRE, S_RELEASE, S_CANCEL_WAIT, S_GET_LOCK, S_CHECK_TOKEN};
+static const int named_samples[] = {S_ACQUIRE,  S_RELEASE,     S_CANCEL_WAIT,
+				    S_GET_LOCK, S_CHECK_TOKEN, S_REVOKE};
 #define N_NAMED (sizeof named_samples / sizeof named_samples[0])
 
 static void test_lock_name_bounds(void **state)
@@ -644,6 +652,32 @@ static void test_check_name(void **state)
 	assert_int_equal(codec_check_name(too_long), RAFTLOCK_ETOOBIG);
 	free(longest);
 	free(too_long);
+}
+
+/* An access rule's key (identity, 0, prefix) must fit LMDB's 511 bytes. */
+static void test_check_rule(void **state)
+{
+	(void)state;
+	char *longest = make_name(RAFTLOCK_NAME_MAX, 'x');
+	char *too_long = make_name(RAFTLOCK_NAME_MAX + 1, 'x');
+	char *half = make_name((CODEC_RULE_KEY_MAX - 1) / 2, 'h'); /* 255 */
+	char *rest = make_name(CODEC_RULE_KEY_MAX - 1 - (CODEC_RULE_KEY_MAX - 1) / 2, 'r');
+	assert_int_equal(codec_check_rule(NULL, "p"), RAFTLOCK_EINVAL);
+	assert_int_equal(codec_check_rule("", "p"), RAFTLOCK_EINVAL);
+	assert_int_equal(codec_check_rule("a", NULL), RAFTLOCK_EINVAL);
+	assert_int_equal(codec_check_rule("a", ""), 0);
+	assert_int_equal(codec_check_rule(longest, ""), 0);
+	assert_int_equal(codec_check_rule("a", longest), 0);
+	assert_int_equal(codec_check_rule(too_long, ""), RAFTLOCK_ETOOBIG);
+	assert_int_equal(codec_check_rule("a", too_long), RAFTLOCK_ETOOBIG);
+	/* 255 + 1 + 255 = 511: the longest key; one byte more is refused. */
+	assert_int_equal(codec_check_rule(half, rest), 0);
+	assert_int_equal(codec_check_rule(half, longest), RAFTLOCK_ETOOBIG);
+	assert_int_equal(codec_check_rule(longest, longest), RAFTLOCK_ETOOBIG);
+	free(longest);
+	free(too_long);
+	free(half);
+	free(rest);
 }
 
 /* The server proposes a decoded request's submessage as it is, unknown
@@ -1072,6 +1106,7 @@ int main(void)
 		cmocka_unit_test(test_multi_acquire_bounds),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
+		cmocka_unit_test(test_check_rule),
 		cmocka_unit_test(test_unknown_fields_reach_the_log_intact),
 		cmocka_unit_test(test_field_number_zero),
 		cmocka_unit_test(test_entry_round_trip),

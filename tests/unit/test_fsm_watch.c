@@ -250,6 +250,85 @@ static void test_ring_resume_and_lost(void **state)
 	watches_close(&w);
 }
 
+/* A send that closes its connection (service.c closes one whose unsent
+ * answers pass a bound) ends the connection's watches in the middle of a
+ * walk: nothing more goes to it, the other connections' watches go on, and
+ * the ended subscriptions are freed after the walk (the ASan build checks
+ * that none is used after it is freed). */
+struct closer {
+	struct watches *w;
+	struct service_conn *victim;
+	size_t close_at; /* close the victim at its close_at-th event (1-based) */
+	size_t to_victim, to_others, after_close;
+	bool closed;
+};
+
+static void closing_send(void *arg, struct service_conn *conn, uint64_t id,
+			 const Raftlock__WatchEvent *ev)
+{
+	(void)id;
+	(void)ev;
+	struct closer *c = arg;
+	if (conn != c->victim) {
+		c->to_others++;
+		return;
+	}
+	if (c->closed)
+		c->after_close++;
+	if (++c->to_victim == c->close_at) {
+		c->closed = true;
+		watches_forget_conn(c->w, conn);
+	}
+}
+
+static struct service_conn *const OTHER = (struct service_conn *)0x2;
+
+static void test_send_that_closes(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	for (int i = 0; i < 6; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "p/%d", i);
+		fx_take(f, a, 1, name);
+	}
+	struct watches w;
+	struct closer c = {.w = &w, .victim = CONN};
+	watches_init(&w, 16, &f->store, f->index, closing_send, &c);
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	watches_add(&w, OTHER, 1, &req); /* 6 HOLDING + CURRENT */
+	assert_int_equal(c.to_others, 7);
+	watches_add(&w, CONN, 2, &req);
+	watches_add(&w, CONN, 3, &req);
+	assert_int_equal(watches_subscribers(&w), 3);
+
+	/* Closed by the state a new watch gets: the scan stops there. */
+	c.close_at = c.to_victim + 2;
+	watches_add(&w, CONN, 4, &req);
+	assert_true(c.closed);
+	assert_int_equal(c.after_close, 0);
+	assert_int_equal(watches_subscribers(&w), 1);
+
+	/* Closed by a change, with other watches before and after it in the
+	 * list: they still get it. */
+	c = (struct closer){.w = &w, .victim = CONN, .close_at = 1};
+	watches_add(&w, CONN, 5, &req); /* its state closes it at once */
+	c = (struct closer){.w = &w, .victim = CONN};
+	watches_add(&w, CONN, 6, &req);
+	watches_add(&w, CONN, 7, &req);
+	watches_add(&w, OTHER, 8, &req);
+	c = (struct closer){.w = &w, .victim = CONN, .close_at = 1};
+	fx_release_ok(f, a, 1, "p/0", 0);
+	feed(f, &w);
+	assert_true(c.closed);
+	assert_int_equal(c.to_victim, 1);
+	assert_int_equal(c.to_others, 2); /* watches 1 and 8 */
+	assert_int_equal(watches_subscribers(&w), 2);
+	assert_false(watches_cancel(&w, CONN, 6));
+	watches_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +336,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_expiry_and_close, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_replay_same_changes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

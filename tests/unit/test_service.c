@@ -381,6 +381,11 @@ static void assert_answer(struct fx *f, int status, const char *says)
 	raftlock__envelope__free_unpacked(env, NULL);
 }
 
+/* Session 5, which lead() opens on the leader, has this secret. */
+static uint8_t secret_bytes[RAFTLOCK_SECRET_MIN] = "the right secret";
+static uint8_t wrong_bytes[RAFTLOCK_SECRET_MIN] = "the wrong secret";
+#define SECRET_5 ((ProtobufCBinaryData){sizeof secret_bytes, secret_bytes})
+
 /* An ACQUIRE of session 5 with the sequence header in the envelope and the
  * given secret: the messages it points into live in m. */
 struct acquire_msg {
@@ -428,27 +433,43 @@ static void send_acquire_as(struct fx *f, uint64_t id, uint64_t seq, ProtobufCBi
 	send_bytes(f, buf, FRAME_HEADER_SIZE + n);
 }
 
-/* Appends the frame of an ACQUIRE without a secret to buf. */
+/* Appends the frame of an ACQUIRE of session 5 to buf. */
 static void frame_acquire(uint64_t id, uint64_t seq, uint8_t **buf, size_t *len, size_t *cap)
 {
 	struct acquire_msg m;
-	Raftlock__Envelope *env = acquire_msg(&m, id, seq, (ProtobufCBinaryData){0, NULL});
+	Raftlock__Envelope *env = acquire_msg(&m, id, seq, SECRET_5);
 	assert_int_equal(codec_frame_envelope_append(env, buf, len, cap), 0);
 }
 
-/* An ACQUIRE of session 5, a session the leader does not know (apply
- * answers it). */
+/* An ACQUIRE of session 5, with its secret. */
 static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 {
-	send_acquire_as(f, id, seq, (ProtobufCBinaryData){0, NULL}, WIRE_PROTOCOL);
+	send_acquire_as(f, id, seq, SECRET_5, WIRE_PROTOCOL);
 }
 
+/* Session id is open on the leader with SECRET_5 (as apply reports it). */
+static void open_on_leader(struct fx *f, uint64_t id)
+{
+	uint8_t digest[SECRET_DIGEST_LEN];
+	secret_digest(&SECRET_5, digest);
+	struct fsm_event opened = {.type = FSM_EV_SESSION,
+				   .session = id,
+				   .deadline = 100000,
+				   .ttl_ms = 10000,
+				   .opened = true,
+				   .digest = digest,
+				   .digest_len = sizeof digest};
+	leases_on_event(&f->leases, &opened);
+}
+
+/* A ready leader, on which session 5 is open. */
 static void lead(struct fx *f)
 {
 	f->node.leader = true;
 	f->node.ready = true;
 	cluster_clock_start(&f->node.clock, 0);
 	leases_on_ready(&f->leases, true);
+	open_on_leader(f, 5);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -592,8 +613,7 @@ static void test_queued_acquire_parked(void **state)
 		bool wait, parked;
 	} want[] = {{"a", true, true}, {"a", false, false}, {"b", true, false}, {"a", true, true}};
 	for (uint64_t i = 0; i < 4; i++) {
-		Raftlock__Envelope *env =
-			acquire_msg(&m[i], i + 1, i + 1, (ProtobufCBinaryData){0, NULL});
+		Raftlock__Envelope *env = acquire_msg(&m[i], i + 1, i + 1, SECRET_5);
 		m[i].acq.name = (char *)want[i].name;
 		m[i].acq.wait = want[i].wait;
 		send_env(f, env);
@@ -614,14 +634,17 @@ static void test_queued_acquire_parked(void **state)
 	n_proposed = 0;
 }
 
-/* The sequence header reaches the log from the envelope (protocol 2), and
- * from the request's own fields when a protocol 1 client sent it there;
- * when both are present the envelope's wins. Every answer says which
+/* The sequence header reaches the log from the envelope (protocol 2);
+ * when the request's own fields (protocol 1) hold one too, the envelope's
+ * wins. Those fields alone cannot carry the session's secret: such a
+ * request is refused before the log (rule 14). Every answer says which
  * protocol the server speaks. */
 static void test_sequence_header(void **state)
 {
 	struct fx *f = *state;
 	lead(f);
+	open_on_leader(f, 7);
+	open_on_leader(f, 8);
 	uint64_t acked[] = {3};
 	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
 	rel.name = "a";
@@ -634,6 +657,7 @@ static void test_sequence_header(void **state)
 	h.ack_below = 4;
 	h.acked = acked;
 	h.n_acked = 1;
+	h.secret = SECRET_5;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
 	env.release = &req;
@@ -653,16 +677,18 @@ static void test_sequence_header(void **state)
 
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
 	uint64_t until = uv_hrtime() / 1000000u + 5000;
-	while (n_proposed < 3) {
+	while (n_proposed < 2) {
 		assert_true(uv_hrtime() / 1000000u < until);
 		uv_run(&f->loop, UV_RUN_NOWAIT);
 	}
+	uint64_t refused = 0;
+	assert_int_equal(next_status(f, &refused), RAFTLOCK_EPERM);
+	assert_int_equal(refused, 2);
 	struct proposed want[] = {
 		{.session = 7, .seq = 9, .ack_below = 4, .acked0 = 3, .n_acked = 1},
-		{.session = 8, .seq = 10, .ack_below = 5},
 		{.session = 7, .seq = 9, .ack_below = 4, .acked0 = 3, .n_acked = 1},
 	};
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 2; i++) {
 		assert_int_equal(proposed[i].op, RAFTLOCK__COMMAND__OP_RELEASE);
 		assert_int_equal(proposed[i].session, want[i].session);
 		assert_int_equal(proposed[i].seq, want[i].seq);
@@ -672,7 +698,7 @@ static void test_sequence_header(void **state)
 		proposed[i].cb(proposed[i].arg, 0, &res);
 	}
 	n_proposed = 0;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 2; i++) {
 		Raftlock__Envelope *ans = next_env(f);
 		assert_non_null(ans);
 		assert_int_equal(ans->protocol, WIRE_PROTOCOL);
@@ -691,9 +717,6 @@ static void wait_proposed(struct fx *f, size_t n)
 	}
 }
 
-static uint8_t secret_bytes[RAFTLOCK_SECRET_MIN] = "the right secret";
-static uint8_t wrong_bytes[RAFTLOCK_SECRET_MIN] = "the wrong secret";
-
 /* Rule 14: a mutation without its session's secret is refused with EPERM
  * before the log -- no proposal, so no sequence of the session is run or
  * settled -- and one of an older protocol with EPROTO naming the upgrade;
@@ -703,19 +726,9 @@ static void test_session_secret_checked(void **state)
 {
 	struct fx *f = *state;
 	lead(f);
-	ProtobufCBinaryData right = {sizeof secret_bytes, secret_bytes};
+	ProtobufCBinaryData right = SECRET_5; /* session 5's, opened by lead() */
 	ProtobufCBinaryData wrong = {sizeof wrong_bytes, wrong_bytes};
 	ProtobufCBinaryData none = {0, NULL};
-	uint8_t digest[SECRET_DIGEST_LEN];
-	secret_digest(&right, digest);
-	struct fsm_event opened = {.type = FSM_EV_SESSION,
-				   .session = 5,
-				   .deadline = 100000,
-				   .ttl_ms = 10000,
-				   .opened = true,
-				   .digest = digest,
-				   .digest_len = sizeof digest};
-	leases_on_event(&f->leases, &opened);
 
 	send_acquire_as(f, 1, 7, wrong, WIRE_PROTOCOL);
 	assert_answer(f, RAFTLOCK_EPERM, "secret");
@@ -756,6 +769,62 @@ static void test_session_secret_checked(void **state)
 	raftlock__envelope__free_unpacked(env, NULL);
 	timebase_advance(&f->tb, 100);
 	assert_int_equal(n_proposed, 0);
+}
+
+/* Rule 14: a session this ready leader does not know is not proposed for:
+ * apply would run the request on an open of that id not applied yet, ids
+ * being sequential, without its secret. Below the next id to give, the
+ * session ended: the Result apply gives (final); from it on, "not
+ * executed" (EUNAVAILABLE: a newer leader may have opened it). The leader
+ * reads the next id from a real store in a temporary directory. */
+static void test_unknown_session_not_proposed(void **state)
+{
+	struct fx *f = *state;
+	char dir[] = "/tmp/test_service.XXXXXX", err[256];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(store_open(&f->node.store, dir, 16u << 20, err, sizeof err), 0);
+	MDB_txn *txn = store_begin(&f->node.store, true);
+	Raftlock__Meta *m = store_get_meta(&f->node.store, txn);
+	m->next_session = 7; /* sessions 1..6 were opened */
+	store_put_meta(&f->node.store, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_commit(txn);
+	lead(f);
+	struct acquire_msg am;
+	Raftlock__Envelope *req = acquire_msg(&am, 1, 1, SECRET_5);
+	am.h.session = 6; /* ended */
+	send_env(f, req);
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->id, 1);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_RESULT);
+	assert_int_equal(env->response->result->status, RAFTLOCK_ESESSION);
+	assert_non_null(strstr(env->response->message, "session 6 is not open"));
+	raftlock__envelope__free_unpacked(env, NULL);
+	req = acquire_msg(&am, 2, 1, SECRET_5);
+	am.h.session = 7; /* the next one: its open may be on its way */
+	send_env(f, req);
+	assert_answer(f, RAFTLOCK_EUNAVAILABLE, "session 7 is not open on this node");
+	timebase_advance(&f->tb, 100);
+	assert_int_equal(n_proposed, 0);
+
+	/* The open session is proposed for as before. */
+	send_acquire(f, 3, 1);
+	wait_proposed(f, 1);
+	assert_int_equal(proposed[0].session, 5);
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	proposed[0].cb(proposed[0].arg, 0, &res);
+	n_proposed = 0;
+	assert_int_equal(next_status(f, NULL), 0);
+
+	struct store st = f->node.store; /* f goes with the teardown */
+	teardown(state);
+	*state = NULL;
+	store_close(&st);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 /* Rule 14: an open brings a secret of 16 to 64 bytes, of which the log
@@ -1151,6 +1220,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queued_acquire_parked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_session_not_proposed, setup,
+						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
