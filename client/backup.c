@@ -15,6 +15,9 @@
 #include "introspect.h"
 
 #define SAVE_ATTEMPTS 3
+/* The temporary file beside the image: mkostemp() turns the X's into a
+ * name no other save uses. */
+#define SAVE_TMP_TEMPLATE ".XXXXXX"
 
 /* One request for a chunk of image at offset (image 0: a new image). */
 static int read_chunk(raftlock_client *c, uint64_t image, uint64_t offset,
@@ -107,7 +110,7 @@ RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *c, const char *path, ui
 	/* A name of its own (mkstemp): two saves to one path at once must
 	 * not write into each other's file. */
 	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
+	if (snprintf(tmp, sizeof tmp, "%s%s", path, SAVE_TMP_TEMPLATE) >= (int)sizeof tmp)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: path too long");
 	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)

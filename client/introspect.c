@@ -164,8 +164,8 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 			uint64_t now = clock_mono_ms();
 			if (i > 0 && now >= deadline)
 				break;
-			unsigned left = now < deadline ? (unsigned)(deadline - now) : 1;
-			rv = status_ask(c, &c->t.addrs[i++], left, &st, why, sizeof why);
+			rv = status_ask(c, &c->t.addrs[i++], (unsigned)(deadline - now), &st, why,
+					sizeof why);
 		}
 		if (rv != 0)
 			return errmsg_set(&c->t, rv, why, "status of %s", c->t.addrs[i - 1].text);

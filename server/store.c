@@ -962,38 +962,71 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 	return 0;
 }
 
+/* Records of an image, from the first after its header to the end byte
+ * (followed by the checksum), each a tag, a key and a value. */
+struct image_records {
+	const uint8_t *p, *end;
+};
+
+static void image_records_begin(struct image_records *r, const void *data, size_t n)
+{
+	r->p = (const uint8_t *)data + 16;
+	r->end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
+}
+
+/* The next record: 1, 0 at the end byte, RAFTLOCK_EDATA for a record cut
+ * short. */
+static int image_records_next(struct image_records *r, uint8_t *tag, MDB_val *key, MDB_val *val)
+{
+	if (r->p >= r->end || *r->p == SNAP_END)
+		return 0;
+	const uint8_t *p = r->p, *end = r->end;
+	*tag = *p++;
+	if (end - p < 4)
+		return RAFTLOCK_EDATA;
+	key->mv_size = (size_t)be_get(p, 4);
+	p += 4;
+	if ((size_t)(end - p) < key->mv_size + 4)
+		return RAFTLOCK_EDATA;
+	key->mv_data = (void *)p;
+	p += key->mv_size;
+	val->mv_size = (size_t)be_get(p, 4);
+	p += 4;
+	if ((size_t)(end - p) < val->mv_size)
+		return RAFTLOCK_EDATA;
+	val->mv_data = (void *)p;
+	r->p = p + val->mv_size;
+	return 1;
+}
+
+/* Whether the records ended exactly at the end byte. */
+static bool image_records_whole(const struct image_records *r)
+{
+	return r->p == r->end && *r->p == SNAP_END;
+}
+
 int store_image_feature_level(const void *data, size_t n, uint32_t *level)
 {
 	uint64_t index;
 	*level = 0;
 	if (store_image_index(data, n, &index) != 0)
 		return RAFTLOCK_EDATA;
-	const uint8_t *p = (const uint8_t *)data + 16;
-	const uint8_t *end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
-	while (p < end && *p != SNAP_END) {
-		uint8_t tag = *p++;
-		if (end - p < 4)
+	struct image_records r;
+	image_records_begin(&r, data, n);
+	uint8_t tag;
+	MDB_val key, val;
+	int rv;
+	while ((rv = image_records_next(&r, &tag, &key, &val)) == 1) {
+		if (tag != DB_META)
+			continue;
+		Raftlock__Meta *m = raftlock__meta__unpack(NULL, val.mv_size, val.mv_data);
+		if (m == NULL)
 			return RAFTLOCK_EDATA;
-		size_t klen = (size_t)be_get(p, 4);
-		p += 4;
-		if ((size_t)(end - p) < klen + 4)
-			return RAFTLOCK_EDATA;
-		p += klen;
-		size_t vlen = (size_t)be_get(p, 4);
-		p += 4;
-		if ((size_t)(end - p) < vlen)
-			return RAFTLOCK_EDATA;
-		if (tag == DB_META) {
-			Raftlock__Meta *m = raftlock__meta__unpack(NULL, vlen, p);
-			if (m == NULL)
-				return RAFTLOCK_EDATA;
-			*level = m->feature_level;
-			raftlock__meta__free_unpacked(m, NULL);
-			return 0;
-		}
-		p += vlen;
+		*level = m->feature_level;
+		raftlock__meta__free_unpacked(m, NULL);
+		return 0;
 	}
-	return 0;
+	return rv;
 }
 
 static void drop_all(struct store *s, MDB_txn *txn)
@@ -1013,29 +1046,15 @@ int store_load(struct store *s, const void *data, size_t n)
 	uint64_t index;
 	if (store_image_index(data, n, &index) != 0)
 		return RAFTLOCK_EDATA;
-	/* Records end at the end byte, which is followed by the checksum. */
-	const uint8_t *p = (const uint8_t *)data + 16;
-	const uint8_t *end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
+	struct image_records r;
+	image_records_begin(&r, data, n);
 	bool names = memcmp(data, SNAP_MAGIC_06, 8) == 0; /* the format with the table */
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
-	while (p < end && *p != SNAP_END) {
-		uint8_t tag = *p++;
-		MDB_val key, val;
-		if (end - p < 4)
-			goto damaged;
-		key.mv_size = (size_t)be_get(p, 4);
-		p += 4;
-		if ((size_t)(end - p) < key.mv_size + 4)
-			goto damaged;
-		key.mv_data = (void *)p;
-		p += key.mv_size;
-		val.mv_size = (size_t)be_get(p, 4);
-		p += 4;
-		if ((size_t)(end - p) < val.mv_size)
-			goto damaged;
-		val.mv_data = (void *)p;
-		p += val.mv_size;
+	uint8_t tag;
+	MDB_val key, val;
+	int more;
+	while ((more = image_records_next(&r, &tag, &key, &val)) == 1) {
 		MDB_dbi dbi;
 		switch (tag) {
 		case DB_META: dbi = s->meta; break;
@@ -1058,7 +1077,7 @@ int store_load(struct store *s, const void *data, size_t n)
 		if (rc != 0)
 			goto damaged; /* out of order keys: not an image we wrote */
 	}
-	if (p != end || *p != SNAP_END)
+	if (more != 0 || !image_records_whole(&r))
 		goto damaged;
 	index_identities(s, txn);
 	store_commit(txn);

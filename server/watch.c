@@ -239,17 +239,18 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 	bool found = false;
 	for (struct watch_sub **pp = &w->subs; *pp != NULL;) {
 		struct watch_sub *s = *pp;
-		if (s->conn == conn && (any_id || s->id == id) && w->walking > 0) {
+		if (s->conn != conn || !(any_id || s->id == id)) {
+			pp = &s->next;
+			continue;
+		}
+		found = true;
+		if (w->walking > 0) {
 			s->conn = NULL; /* freed by walk_end() */
 			w->n_ended++;
-			found = true;
 			pp = &s->next;
-		} else if (s->conn == conn && (any_id || s->id == id)) {
+		} else {
 			*pp = s->next;
 			sub_free(s);
-			found = true;
-		} else {
-			pp = &s->next;
 		}
 	}
 	return found;
