@@ -379,5 +379,49 @@ class AuthChecks(unittest.TestCase):
             self.assertFalse(runner.security_check(h, meta)["valid"])
 
 
+class AfterTheHeal(unittest.TestCase):
+    """What the runner waits for once the faults are healed."""
+
+    class Workers:
+        def __init__(self, d, events):
+            self.workers = []
+            for wid, evs in events.items():
+                w = type("W", (), {})()
+                w.wid, w.history = wid, os.path.join(d, "w%d.jsonl" % wid)
+                with open(w.history, "w") as f:
+                    for ev in evs:
+                        f.write(json.dumps(ev) + "\n")
+                self.workers.append(w)
+
+    def progress(self, events, heal=100):
+        with tempfile.TemporaryDirectory() as d:
+            p = runner.LockProgress(heal)
+            p.update(self.Workers(d, events))
+            return p
+
+    def test_a_table_read_must_start_after_the_heal(self):
+        read = [{"time": 90, "process": 6, "type": "invoke", "f": "holders"},
+                {"time": 110, "process": 6, "type": "ok", "f": "holders"}]
+        self.assertFalse(self.progress({6: read}).table_read)
+        read += [{"time": 120, "process": 6, "type": "invoke",
+                  "f": "holders"}]
+        self.assertFalse(self.progress({6: read}).table_read)
+        read += [{"time": 130, "process": 6, "type": "ok", "f": "holders"}]
+        p = self.progress({6: read, 1: [
+            {"time": 105, "process": 1, "type": "invoke", "f": "acquire",
+             "lock": "a"}]})
+        self.assertTrue(p.table_read)
+        self.assertFalse(p.every_lock_granted())
+
+    def test_a_suite_plots_failed_runs_only(self):
+        one = runner.parse(["--workload", "mutex"])
+        suite = runner.parse(["--suite", "ci"])
+        self.assertTrue(runner.want_plots(one, True))
+        self.assertFalse(runner.want_plots(suite, True))
+        self.assertTrue(runner.want_plots(suite, False))
+        never = runner.parse(["--suite", "ci", "--plots", "never"])
+        self.assertFalse(runner.want_plots(never, False))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -101,13 +101,16 @@ def merge_history(run_dir, cl, nem_events):
 
 class LockProgress:
     """Which locks the workers tried to acquire, and which were granted,
-    at or after a time: read incrementally from the workers' histories."""
+    at or after a time, and whether a read of the whole table was made
+    then: read incrementally from the workers' histories."""
 
     def __init__(self, t_ns):
         self.t_ns = t_ns
         self.offsets = {}
         self.tried = set()
         self.granted = set()
+        self.table_asked = set()  # processes with a read invoked since
+        self.table_read = False
 
     def update(self, cl):
         for w in cl.workers:
@@ -120,18 +123,28 @@ class LockProgress:
             end = data.rfind(b"\n") + 1  # keep a partial line for later
             self.offsets[w.wid] = self.offsets.get(w.wid, 0) + end
             for line in data[:end].splitlines():
-                if b'"acquire"' not in line:
+                if b'"acquire"' not in line and b'"holders"' not in line:
                     continue
                 try:
                     ev = json.loads(line)
                 except ValueError:
                     continue
-                if ev.get("f") != "acquire" or ev["time"] < self.t_ns:
+                if ev["time"] < self.t_ns:
                     continue
-                if ev.get("type") == "invoke":
+                if ev.get("f") == "holders":
+                    self.note_table_read(ev)
+                elif ev.get("f") != "acquire":
+                    continue
+                elif ev.get("type") == "invoke":
                     self.tried.add(ev.get("lock"))
                 elif ev.get("type") == "ok":
                     self.granted.add(ev.get("lock"))
+
+    def note_table_read(self, ev):
+        if ev.get("type") == "invoke":
+            self.table_asked.add(ev.get("process"))
+        elif ev.get("type") == "ok" and ev.get("process") in self.table_asked:
+            self.table_read = True
 
     def every_lock_granted(self):
         """Some grant, and one on every lock tried since t_ns."""
@@ -168,6 +181,17 @@ def plot(run_dir):
         os.environ["JEPSEN_NO_INSTALL"] = "1"
         return plot(run_dir)
     return False, "matplotlib not available"
+
+
+def plots_mode(args):
+    """A suite plots only the runs that failed (2-3 s each, and what
+    someone will look at); a single run plots always."""
+    return args.plots or ("failed" if args.suite else "always")
+
+
+def want_plots(args, valid):
+    mode = plots_mode(args)
+    return mode == "always" or (mode == "failed" and not valid)
 
 
 def run_one(args, nemeses, workload, seed):
@@ -315,7 +339,14 @@ def run_one(args, nemeses, workload, seed):
             if progress.every_lock_granted():
                 break
             time.sleep(0.5)
-        time.sleep(4)  # the durable worker reads the table meanwhile
+        # The durability checker wants the table read after the heal: the
+        # durable worker reads it after each hold of 2-6 s.
+        read_end = time.monotonic() + 10
+        while not progress.table_read and time.monotonic() < read_end:
+            time.sleep(0.2)
+            progress.update(cl)
+        if not progress.table_read:
+            say("no read of the lock table after the heal")
         cl.stop_workers()
         if not heal_ok:
             failed += 1
@@ -352,7 +383,10 @@ def run_one(args, nemeses, workload, seed):
         res["auth"] = security_check(hist, meta)
         if not res["auth"]["valid"]:
             res["summary"]["valid"] = False
-    plotted, why = plot(run_dir)
+    if want_plots(args, res["summary"]["valid"]):
+        plotted, why = plot(run_dir)
+    else:
+        plotted, why = False, "--plots %s" % plots_mode(args)
     res["summary"]["plots"] = ["latency.png", "throughput.png"] \
         if plotted else "not made: %s" % why
     with open(os.path.join(run_dir, "results.json"), "w") as f:
@@ -466,6 +500,10 @@ def parse(argv):
                     "ignore holders, one token for all) or dedup (a retried "
                     "command executes again)")
     ap.add_argument("--suite", choices=sorted(SUITES))
+    ap.add_argument("--plots", choices=["always", "failed", "never"],
+                    help="latency and throughput plots for every run, "
+                    "failed runs only, or none (default: always for one "
+                    "run, failed for a suite)")
     args = ap.parse_args(argv)
     if args.secure:
         args.peer_tls = args.client_tls = args.auth = True
