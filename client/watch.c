@@ -18,6 +18,10 @@ struct raftlock_watch_handle {
 	unsigned pending;    /* events deferred, not yet run */
 	bool cancelled;      /* no callback runs any more */
 	bool free_when_idle; /* cancelled on the I/O thread while pending */
+	/* A state delivered in part (HOLDING, WAITING, no CURRENT yet), at
+	 * state_pos: a resubscription (a reconnect) starts it again. */
+	bool in_state;
+	struct raftlock_position state_pos;
 };
 
 /* One event on its way to the application. */
@@ -105,6 +109,13 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	struct raftlock_watch_event ev = {.name = w->prefix};
 	if (!resp->push) {
 		if (resp->status == 0) { /* subscribed: events follow */
+			if (w->in_state) {
+				/* A reconnect cut a state short: the
+				 * application drops what it got of it. */
+				ev.kind = RAFTLOCK_WATCH_HISTORY_LOST;
+				ev.position = w->state_pos;
+				w->in_state = !watch_queue(w, &ev);
+			}
 			raftlock__envelope__free_unpacked(env, NULL);
 			return;
 		}
@@ -137,6 +148,9 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 		bool state = ev.kind == RAFTLOCK_WATCH_HOLDING ||
 			     ev.kind == RAFTLOCK_WATCH_WAITING ||
 			     ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
+		w->in_state =
+			ev.kind == RAFTLOCK_WATCH_HOLDING || ev.kind == RAFTLOCK_WATCH_WAITING;
+		w->state_pos = ev.position;
 		if (!state) {
 			Raftlock__Envelope next;
 			Raftlock__WatchRequest wr;

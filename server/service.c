@@ -262,9 +262,40 @@ static void flush_all(struct service *s)
 	}
 }
 
+/* Watches' states go out a page per loop turn while their connection has
+ * fewer than WATCH_STATE_ROOM bytes waiting (watch.h); when none can go
+ * on at once, they are looked at again every WATCH_STATE_POLL_MS. */
+#define WATCH_STATE_ROOM (1u << 20)
+#define WATCH_STATE_POLL_MS 10
+
+static bool watch_room(void *arg, const struct service_conn *c)
+{
+	(void)arg;
+	return !c->closing && conn_unsent(c) + c->out_len < WATCH_STATE_ROOM;
+}
+
+static void watch_stalled(void *arg, struct service_conn *c)
+{
+	(void)arg;
+	log_warn("a client took none of its watch's state for %d s; closing its connection",
+		 WATCH_STATE_STALL_MS / 1000);
+	conn_abort(c);
+}
+
+static void state_timer_cb(uv_timer_t *h)
+{
+	struct service *s = h->data;
+	bool more = watches_pump(&s->watches, uv_now(s->loop));
+	if (more || watches_states(&s->watches) > 0)
+		uv_timer_start(h, state_timer_cb, more ? 0 : WATCH_STATE_POLL_MS, 0);
+}
+
 static void flusher_cb(uv_prepare_t *h)
 {
-	flush_all(h->data);
+	struct service *s = h->data;
+	flush_all(s);
+	if (watches_states(&s->watches) > 0 && !uv_is_active((uv_handle_t *)&s->state_timer))
+		uv_timer_start(&s->state_timer, state_timer_cb, 0, 0);
 }
 
 static void send_envelope(struct service_conn *c, const Raftlock__Envelope *env)
@@ -1608,6 +1639,9 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	admission_init(&s->admission, cfg->max_connections_per_address);
 	uv_timer_init(loop, &s->frame_timer);
 	s->frame_timer.data = s;
+	uv_timer_init(loop, &s->state_timer);
+	s->state_timer.data = s;
+	watches_set_flow(&s->watches, watch_room, watch_stalled);
 	if (cfg->frame_timeout_ms != 0) {
 		uint64_t every =
 			cfg->frame_timeout_ms / 4 < 1000 ? cfg->frame_timeout_ms / 4 : 1000;
@@ -1655,6 +1689,7 @@ void service_close(struct service *s)
 	uv_close((uv_handle_t *)&s->flusher, NULL);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
 	uv_close((uv_handle_t *)&s->frame_timer, NULL);
+	uv_close((uv_handle_t *)&s->state_timer, NULL);
 	struct list *l;
 	list_each (l, &s->conns)
 		conn_close(list_entry(l, struct service_conn, link));

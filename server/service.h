@@ -71,6 +71,7 @@ struct service {
 	unsigned long long tls_failures; /* handshakes that failed or timed out */
 	struct admission admission;      /* connections per client address */
 	uv_timer_t frame_timer;          /* cuts off frames not completed in time */
+	uv_timer_t state_timer;          /* sends watches' states a page at a time */
 	unsigned long long frame_timeouts;
 	/* Refusals a stranger can cause at will are logged at a bounded rate,
 	 * each kind on its own (log_rate.h). */

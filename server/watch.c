@@ -11,6 +11,19 @@ struct watch_sub {
 	uint64_t id;
 	char *prefix;
 	struct watch_pos after; /* the last position it was sent */
+	/* While its state goes out in pages (in_state): the snapshot it is
+	 * read from (NULL while it waits for a reader), the last lock name
+	 * sent, the snapshot's position and when a page last went out. */
+	bool in_state;
+	MDB_txn *txn;
+	char *state_after;
+	struct watch_pos state_at;
+	uint64_t progress_ms;
+	/* Its changes made since the snapshot, to follow its CURRENT; past
+	 * w->backlog_max the ring must have them (or HISTORY_LOST). */
+	Raftlock__WatchEvent *backlog;
+	size_t n_backlog, backlog_cap;
+	bool backlog_full;
 	struct watch_sub *next;
 };
 
@@ -25,8 +38,11 @@ static void walk_begin(struct watches *w)
 	w->walking++;
 }
 
-static void sub_free(struct watch_sub *s)
+static void state_end(struct watches *w, struct watch_sub *s);
+
+static void sub_free(struct watches *w, struct watch_sub *s)
 {
+	state_end(w, s);
 	free(s->prefix);
 	free(s);
 }
@@ -39,7 +55,7 @@ static void walk_end(struct watches *w)
 		struct watch_sub *s = *pp;
 		if (s->conn == NULL) {
 			*pp = s->next;
-			sub_free(s);
+			sub_free(w, s);
 		} else {
 			pp = &s->next;
 		}
@@ -79,6 +95,16 @@ static void slot_free(Raftlock__WatchEvent *slot)
 		free(slot->value);
 }
 
+/* A copy of ev whose strings it owns (slot_free). */
+static void event_copy(Raftlock__WatchEvent *slot, const Raftlock__WatchEvent *ev)
+{
+	*slot = *ev;
+	slot->value = (char *)protobuf_c_empty_string;
+	if ((slot->name = strdup(ev->name)) == NULL ||
+	    (ev->value[0] != '\0' && (slot->value = strdup(ev->value)) == NULL))
+		log_fatal("out of memory");
+}
+
 static void ring_clear(struct watches *w)
 {
 	for (size_t i = 0; i < w->n; i++)
@@ -98,7 +124,11 @@ static void ring_reset(struct watches *w)
 void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t start_index,
 		  watch_send_cb send, void *arg)
 {
-	*w = (struct watches){.store = store, .send = send, .arg = arg, .cap = cap};
+	*w = (struct watches){.store = store,
+			      .send = send,
+			      .arg = arg,
+			      .cap = cap,
+			      .backlog_max = WATCH_STATE_BACKLOG};
 	w->base = (struct watch_pos){start_index, WATCH_OFFSET_END};
 	w->ring = calloc(cap, sizeof *w->ring);
 	if (w->ring == NULL)
@@ -113,7 +143,7 @@ void watches_close(struct watches *w)
 	while (w->subs != NULL) {
 		struct watch_sub *s = w->subs;
 		w->subs = s->next;
-		sub_free(s);
+		sub_free(w, s);
 	}
 }
 
@@ -125,18 +155,26 @@ static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__Watc
 
 /* -------------------------------------------------------- current state */
 
+/* A state is sent in pages of WATCH_STATE_PAGE locks, one per loop turn
+ * and only while the connection has room (watches_pump), from a read
+ * snapshot that the subscription holds meanwhile: the loop is never held
+ * by a large prefix, the client gets it at the pace it reads, and the
+ * state is still the one of a single position. The changes of its locks
+ * made meanwhile are kept for it (its backlog) and follow its CURRENT. */
+
 struct state_walk {
 	struct watches *w;
 	struct watch_sub *sub;
-	struct watch_pos at;
+	size_t left; /* locks this page may still send */
 };
 
 static int state_visit(void *arg, Raftlock__LockRecord *rec)
 {
 	struct state_walk *sw = arg;
+	struct watch_sub *s = sw->sub;
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
-	ev.index = sw->at.index;
-	ev.offset = sw->at.offset;
+	ev.index = s->state_at.index;
+	ev.offset = s->state_at.offset;
 	ev.name = rec->name;
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
 	for (size_t i = 0; i < rec->n_holders; i++) {
@@ -147,7 +185,7 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		ev.mode = h->mode;
 		ev.permits = h->permits;
 		ev.value = h->value;
-		send_to(sw->w, sw->sub, &ev);
+		send_to(sw->w, s, &ev);
 	}
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_WAITING;
 	ev.token = 0;
@@ -158,29 +196,161 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		ev.mode = q->mode;
 		ev.permits = q->permits;
 		ev.value = q->value;
-		send_to(sw->w, sw->sub, &ev);
+		send_to(sw->w, s, &ev);
 	}
+	free(s->state_after);
+	if ((s->state_after = strdup(rec->name)) == NULL)
+		log_fatal("out of memory");
 	raftlock__lock_record__free_unpacked(rec, NULL);
-	return sw->sub->conn == NULL; /* ended: the rest would go nowhere */
+	sw->left--;
+	return s->conn == NULL || sw->left == 0; /* ended: the rest would go nowhere */
 }
 
-/* The state of the subscriber's locks as the store has it now (which is
- * where the ring ends: both change only in apply, on this thread), then
- * CURRENT; the subscriber goes on after that position. */
-static void send_state(struct watches *w, struct watch_sub *s)
+/* Takes a reader for s's state, if fewer than WATCH_STATES_READING are
+ * taken: its snapshot is the store now, which is where the ring ends
+ * (both change only in apply, on this thread). */
+static bool state_open(struct watches *w, struct watch_sub *s)
 {
-	MDB_txn *txn = store_begin(w->store, false);
-	struct state_walk sw = {w, s, {applied_index(w->store, txn), WATCH_OFFSET_END}};
-	store_scan_locks(w->store, txn, s->prefix, NULL, state_visit, &sw);
-	store_abort(txn);
+	if (s->txn != NULL)
+		return true;
+	if (w->states_reading >= WATCH_STATES_READING)
+		return false;
+	s->txn = store_begin(w->store, false);
+	s->state_at = (struct watch_pos){applied_index(w->store, s->txn), WATCH_OFFSET_END};
+	w->states_reading++;
+	return true;
+}
+
+static void backlog_clear(struct watch_sub *s)
+{
+	for (size_t i = 0; i < s->n_backlog; i++)
+		slot_free(&s->backlog[i]);
+	free(s->backlog);
+	s->backlog = NULL;
+	s->n_backlog = s->backlog_cap = 0;
+}
+
+/* A change of s's locks while its state goes out from a snapshot. */
+static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__WatchEvent *ev)
+{
+	if (s->backlog_full || pos_cmp(pos_of(ev), s->state_at) <= 0)
+		return;
+	if (s->n_backlog == w->backlog_max) {
+		backlog_clear(s);
+		s->backlog_full = true;
+		return;
+	}
+	if (s->n_backlog == s->backlog_cap) {
+		size_t cap = s->backlog_cap ? 2 * s->backlog_cap : 16;
+		Raftlock__WatchEvent *b = realloc(s->backlog, cap * sizeof *b);
+		if (b == NULL)
+			log_fatal("out of memory");
+		s->backlog = b;
+		s->backlog_cap = cap;
+	}
+	event_copy(&s->backlog[s->n_backlog++], ev);
+}
+
+/* s's state is done with, sent or not: its reader goes back. */
+static void state_end(struct watches *w, struct watch_sub *s)
+{
+	backlog_clear(s);
+	s->backlog_full = false;
+	if (s->txn != NULL) {
+		store_abort(s->txn);
+		s->txn = NULL;
+		w->states_reading--;
+	}
+	if (s->in_state) {
+		s->in_state = false;
+		w->states--;
+	}
+	free(s->state_after);
+	s->state_after = NULL;
+}
+
+static void replay(struct watches *w, struct watch_sub *s);
+
+/* The last page went out: CURRENT, then the changes made since. */
+static void state_finish(struct watches *w, struct watch_sub *s)
+{
+	struct watch_pos at = s->state_at;
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
-	ev.index = sw.at.index;
-	ev.offset = sw.at.offset;
+	ev.index = at.index;
+	ev.offset = at.offset;
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
 	ev.name = s->prefix;
 	send_to(w, s, &ev);
-	if (pos_cmp(sw.at, s->after) > 0)
-		s->after = sw.at;
+	if (pos_cmp(at, s->after) > 0)
+		s->after = at;
+	bool full = s->backlog_full;
+	for (size_t i = 0; i < s->n_backlog && s->conn != NULL; i++) {
+		send_to(w, s, &s->backlog[i]);
+		s->after = pos_of(&s->backlog[i]);
+	}
+	state_end(w, s);
+	if (full)
+		replay(w, s); /* from the ring, if it still has them */
+}
+
+/* One page of s's state, when it has a reader. */
+static void state_step(struct watches *w, struct watch_sub *s)
+{
+	if (s->conn == NULL || !state_open(w, s))
+		return;
+	struct state_walk sw = {w, s, WATCH_STATE_PAGE};
+	store_scan_locks(w->store, s->txn, s->prefix, s->state_after, state_visit, &sw);
+	if (s->conn != NULL && sw.left > 0)
+		state_finish(w, s);
+}
+
+/* The state of the subscriber's locks, then CURRENT at its position; the
+ * subscriber goes on after that. The first page goes out at once. */
+static void send_state(struct watches *w, struct watch_sub *s)
+{
+	if (!s->in_state) {
+		s->in_state = true;
+		w->states++;
+	}
+	s->progress_ms = 0;
+	free(s->state_after);
+	if ((s->state_after = strdup("")) == NULL)
+		log_fatal("out of memory");
+	state_step(w, s);
+}
+
+bool watches_pump(struct watches *w, uint64_t now_ms)
+{
+	bool more = false;
+	walk_begin(w);
+	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
+		if (s->conn == NULL || !s->in_state || !state_open(w, s))
+			continue;
+		if (s->progress_ms == 0)
+			s->progress_ms = now_ms;
+		if (w->room != NULL && !w->room(w->arg, s->conn)) {
+			if (now_ms - s->progress_ms >= WATCH_STATE_STALL_MS)
+				w->stalled(w->arg, s->conn); /* ends its watches */
+			continue;
+		}
+		s->progress_ms = now_ms;
+		state_step(w, s);
+		more |= s->conn != NULL && s->in_state;
+	}
+	walk_end(w);
+	/* a state that finished freed a reader for one that waits */
+	return more || (w->states > w->states_reading && w->states_reading < WATCH_STATES_READING);
+}
+
+size_t watches_states(const struct watches *w)
+{
+	return w->states;
+}
+
+void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled)
+{
+	w->room = room;
+	w->stalled = stalled;
 }
 
 static void send_lost(struct watches *w, struct watch_sub *s)
@@ -196,10 +366,9 @@ static void send_lost(struct watches *w, struct watch_sub *s)
 
 /* ------------------------------------------------------- subscriptions */
 
-/* What a subscriber resuming after `after` is owed. */
-static void send_after(struct watches *w, struct watch_sub *s, struct watch_pos after)
+/* What a subscriber whose last position is s->after is owed. */
+static void replay(struct watches *w, struct watch_sub *s)
 {
-	s->after = after;
 	if (pos_cmp(s->after, w->base) < 0) {
 		send_lost(w, s);
 		return;
@@ -226,9 +395,10 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 	s->next = w->subs;
 	w->subs = s;
 	walk_begin(w);
-	if (req->resume)
-		send_after(w, s, (struct watch_pos){req->after_index, req->after_offset});
-	else
+	if (req->resume) {
+		s->after = (struct watch_pos){req->after_index, req->after_offset};
+		replay(w, s);
+	} else
 		send_state(w, s);
 	walk_end(w);
 }
@@ -250,7 +420,7 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 			pp = &s->next;
 		} else {
 			*pp = s->next;
-			sub_free(s);
+			sub_free(w, s);
 		}
 	}
 	return found;
@@ -277,16 +447,16 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 		w->first = (w->first + 1) % w->cap;
 		w->n--;
 	}
-	Raftlock__WatchEvent *slot = &w->ring[(w->first + w->n) % w->cap];
-	*slot = *ev;
-	slot->value = (char *)protobuf_c_empty_string;
-	if ((slot->name = strdup(ev->name)) == NULL ||
-	    (ev->value[0] != '\0' && (slot->value = strdup(ev->value)) == NULL))
-		log_fatal("out of memory");
+	event_copy(&w->ring[(w->first + w->n) % w->cap], ev);
 	w->n++;
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (s->conn != NULL && pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
+		if (s->conn == NULL || !matches(s, ev->name))
+			continue;
+		if (s->in_state) {
+			if (s->txn != NULL)
+				backlog_add(w, s, ev);
+		} else if (pos_cmp(pos_of(ev), s->after) > 0) {
 			send_to(w, s, ev);
 			s->after = pos_of(ev);
 		}
@@ -300,9 +470,17 @@ void watches_restored(struct watches *w)
 		return; /* a restore as the node starts, before the service */
 	ring_reset(w);
 	walk_begin(w);
-	for (struct watch_sub *s = w->subs; s != NULL; s = s->next)
-		if (s->conn != NULL && pos_cmp(s->after, w->base) < 0)
+	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
+		if (s->in_state && s->txn != NULL) {
+			/* Its snapshot is from before the restore, and the
+			 * changes up to it were never applied here: at its end
+			 * it goes to the ring, which says HISTORY_LOST. */
+			backlog_clear(s);
+			s->backlog_full = true;
+		} else if (s->conn != NULL && !s->in_state && pos_cmp(s->after, w->base) < 0) {
 			send_lost(w, s);
+		}
+	}
 	walk_end(w);
 }
 

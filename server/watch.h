@@ -14,6 +14,14 @@
  * position of that state, then the changes after it. A subscriber without a
  * position gets the current state and CURRENT first.
  *
+ * A state goes out in pages (WATCH_STATE_PAGE locks), the first at once,
+ * the others from watches_pump() while the connection has room, each from
+ * one read snapshot the subscription holds until its CURRENT (at most
+ * WATCH_STATES_READING at once; the others wait for one); the changes of
+ * its locks made meanwhile are kept for it and follow its CURRENT. A client that
+ * takes nothing of its state for WATCH_STATE_STALL_MS is given up
+ * (watch_stalled_cb), as one that does not read its answers is.
+ *
  * The registry never looks inside a connection (an opaque pointer here):
  * it sends through the callback it was given. Loop thread only; aborts on
  * out of memory (server rule).
@@ -43,6 +51,23 @@ struct watch_pos {
 typedef void (*watch_send_cb)(void *arg, struct service_conn *conn, uint64_t id,
 			      const Raftlock__WatchEvent *ev);
 
+/* Whether conn has room for more of a state now (few bytes waiting). */
+typedef bool (*watch_room_cb)(void *arg, const struct service_conn *conn);
+
+/* conn took nothing of its state for WATCH_STATE_STALL_MS: close it (which
+ * ends its watches, watches_forget_conn). */
+typedef void (*watch_stalled_cb)(void *arg, struct service_conn *conn);
+
+/* Locks per page of a state; states read at once (each holds an LMDB
+ * reader, of the 126 the environment has); how long a state may wait for
+ * a client that reads nothing. */
+#define WATCH_STATE_PAGE 128
+#define WATCH_STATES_READING 8
+#define WATCH_STATE_STALL_MS 30000
+/* Changes of a state's locks kept to follow its CURRENT; past that many
+ * they must come from the ring. */
+#define WATCH_STATE_BACKLOG 65536
+
 struct watch_sub;
 
 struct watches {
@@ -54,8 +79,13 @@ struct watches {
 	/* Every change after base is in the ring. */
 	struct watch_pos base;
 	struct watch_sub *subs;
-	unsigned walking; /* nested walks of subs under way (watch.c) */
-	size_t n_ended;   /* subscriptions ended during them, not yet freed */
+	unsigned walking;   /* nested walks of subs under way (watch.c) */
+	size_t n_ended;     /* subscriptions ended during them, not yet freed */
+	watch_room_cb room; /* NULL: always room */
+	watch_stalled_cb stalled;
+	size_t states;         /* states under way */
+	size_t states_reading; /* of them, with a snapshot */
+	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries
@@ -64,6 +94,17 @@ struct watches {
 void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t start_index,
 		  watch_send_cb send, void *arg);
 void watches_close(struct watches *w);
+
+/* Paces the states by the connections' room (see above); without it a
+ * state has room always. */
+void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled);
+
+/* Sends a page of every state under way whose connection has room, and
+ * gives up the stalled ones. Returns whether a state could go on at once
+ * (call again on the next loop turn); while watches_states() is not 0,
+ * call it now and then anyway (a connection's room, a free reader). */
+bool watches_pump(struct watches *w, uint64_t now_ms);
+size_t watches_states(const struct watches *w);
 
 /* Subscribes (conn, id) and sends what req asks for first (see above).
  * req is borrowed. */

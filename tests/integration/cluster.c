@@ -229,6 +229,7 @@ static void spawn(struct tcluster *c, int i)
 		_exit(127);
 	}
 	c->pid[i] = pid;
+	c->spawned_ms[i] = tcluster_now_ms();
 }
 
 void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
@@ -304,13 +305,43 @@ static int reap(pid_t pid, int timeout_ms)
 	return -2;
 }
 
+/* A node started a moment ago may not handle SIGTERM yet, which then
+ * kills it and reads as an unclean stop. Its handlers come before its
+ * client port (server/main.c): waits until that accepts, until the node
+ * exited (true, *status), or until it has had STARTUP_GRACE_MS. */
+#define STARTUP_GRACE_MS 1500
+
+static bool await_started(struct tcluster *c, int i, int *status)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)c->client_port[i])};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	while (tcluster_now_ms() < c->spawned_ms[i] + STARTUP_GRACE_MS) {
+		if (waitpid(c->pid[i], status, WNOHANG) == c->pid[i])
+			return true;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool up = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (up)
+			return false;
+		sleep_ms(10);
+	}
+	return false;
+}
+
 int tcluster_stop(struct tcluster *c, int i)
 {
 	if (c->pid[i] <= 0)
 		return -1;
 	kill(c->pid[i], SIGCONT);
+	int st;
+	if (await_started(c, i, &st)) {
+		c->pid[i] = 0;
+		return st;
+	}
 	kill(c->pid[i], SIGTERM);
-	int st = reap(c->pid[i], 5000);
+	st = reap(c->pid[i], 5000);
 	if (st == -2) {
 		kill(c->pid[i], SIGKILL);
 		st = reap(c->pid[i], 5000);

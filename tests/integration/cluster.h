@@ -26,6 +26,7 @@ struct tcluster {
 	char client_addr[TCLUSTER_MAX][32];
 	const char *addrs[TCLUSTER_MAX]; /* for raftlock_client_options */
 	pid_t pid[TCLUSTER_MAX];
+	uint64_t spawned_ms[TCLUSTER_MAX]; /* when each was last started */
 	unsigned election_ms;
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;         /* 0: the node's default */

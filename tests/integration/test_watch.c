@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -643,10 +644,81 @@ static void test_cli(void **state)
 	raftlock_client_close(c);
 }
 
+/* A state of many pages (server/watch.h: WATCH_STATE_PAGE locks a page,
+ * one page a loop turn): every lock once, in name order, at one position,
+ * then CURRENT, then the changes made meanwhile and after. */
+#define BIG_STATE 1000
+
+static atomic_int big_taken;
+static void big_done(raftlock_lock *l, int status, uint64_t token, void *arg)
+{
+	(void)l;
+	(void)token;
+	(void)arg;
+	if (status == 0)
+		atomic_fetch_add(&big_taken, 1);
+}
+
+static void test_large_state_in_pages(void **state)
+{
+	(void)state;
+	struct tl_pair p;
+	tl_pair_open(&p, &cl, "big/x", 5000);
+	raftlock_lock **locks = calloc(BIG_STATE, sizeof *locks);
+	assert_non_null(locks);
+	/* 50 at a time: a sanitizer build applies a burst of 1,000 slowly
+	 * enough to miss heartbeats. */
+	for (int i = 0; i < BIG_STATE; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "big/%04d", i);
+		locks[i] = tl_lock(p.a, name);
+		assert_int_equal(raftlock_lock_acquire_async(locks[i], RAFTLOCK_EXCLUSIVE, 1, 0,
+							     big_done, NULL),
+				 0);
+		for (int k = 0; (i + 1) % 50 == 0 && k < 500 && atomic_load(&big_taken) <= i; k++)
+			tl_sleep_ms(10);
+	}
+	assert_int_equal(atomic_load(&big_taken), BIG_STATE);
+
+	struct recorder *r = recorder_new();
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(p.c, "big/", NULL, record, r, &w), 0);
+	assert_int_equal(raftlock_lock_release(locks[0], NULL), 0); /* while it goes out */
+	int cur = await_kind(r, 0, RAFTLOCK_WATCH_CURRENT, 10000);
+	/* A reconnect (the client moving to the leader for the release) may
+	 * cut the state short: HISTORY_LOST, and it comes again. */
+	int from = 0;
+	for (int i = 0; i < cur; i++)
+		if (r->ev[i].kind == RAFTLOCK_WATCH_HISTORY_LOST)
+			from = i + 1;
+	assert_int_equal(cur - from, BIG_STATE);
+	for (int i = 0; i < BIG_STATE; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "big/%04d", i);
+		assert_int_equal(r->ev[from + i].kind, RAFTLOCK_WATCH_HOLDING);
+		assert_string_equal(r->ev[from + i].name, name);
+		assert_int_equal(pos_cmp(r->ev[from + i].pos, r->ev[cur].pos), 0);
+	}
+	assert_int_equal(raftlock_lock_release(locks[1], NULL), 0);
+	assert_true(await_changes(r, 2, 10000));
+	struct ev ch[4];
+	assert_int_equal(change_list(r, ch, 4), 2);
+	assert_int_equal(ch[0].kind, RAFTLOCK_WATCH_RELEASED);
+	assert_string_equal(ch[0].name, "big/0000");
+	assert_string_equal(ch[1].name, "big/0001");
+	raftlock_watch_cancel(w);
+	recorder_free(r);
+	for (int i = 0; i < BIG_STATE; i++)
+		raftlock_lock_free(locks[i]);
+	free(locks);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_state_then_changes),
+		cmocka_unit_test(test_large_state_in_pages),
 		cmocka_unit_test(test_history_lost),
 		cmocka_unit_test(test_watches_per_connection),
 		cmocka_unit_test(test_bad_input_and_cancel_in_callback),

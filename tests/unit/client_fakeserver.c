@@ -392,6 +392,35 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 	}
 }
 
+/* A watch: subscribed, then a state of two locks at position 7; false
+ * when watch_cut drops the connection in the middle of it. */
+static bool fake_watch(struct fake *f, int fd, uint64_t id)
+{
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.leader = "";
+	fake_send_response(fd, id, &resp);
+	static char *names[] = {"w/a", "w/b"};
+	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
+	ev.index = 7;
+	ev.offset = UINT32_MAX;
+	resp.push = true;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
+	resp.watch_event = &ev;
+	for (int i = 0; i < 2; i++) {
+		if (f->watch_cut > 0 && i == f->watch_cut) {
+			f->watch_cut = 0;
+			return false;
+		}
+		ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
+		ev.name = names[i];
+		fake_send_response(fd, id, &resp);
+	}
+	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
+	ev.name = "w/";
+	fake_send_response(fd, id, &resp);
+	return true;
+}
+
 /* Answers one request; returns false to drop the connection. */
 static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
@@ -414,6 +443,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: fake_keepalive(f, fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_WATCH: return fake_watch(f, fd, req->id);
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (f->refuse_acquires > 0) {
 			f->refuse_acquires--;

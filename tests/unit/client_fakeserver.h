@@ -84,6 +84,9 @@ struct fake {
 				    connections-per-address limit does */
 	uint64_t closed_session; /* executed close: its requests get
 				    ESESSION */
+	int watch_cut;           /* a watch's state (two HOLDING, CURRENT):
+				    drop the connection after this many
+				    HOLDING, once */
 	/* state */
 	int conns_seen;
 	int keepalives;        /* keepalive requests received (the log may be full) */

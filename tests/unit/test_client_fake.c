@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -1053,6 +1054,61 @@ static void test_nobody_listening(void **state)
 	raftlock_client_close(c);
 }
 
+/* A reconnect in the middle of a watch's state: the library says
+ * HISTORY_LOST before the state comes again, so that the application
+ * drops the part it got (the state's events do not move the position a
+ * resume starts from). */
+struct watch_seen {
+	pthread_mutex_t mu;
+	int n;
+	enum raftlock_watch_kind kind[16];
+	char name[16][8];
+};
+
+static void on_watch(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct watch_seen *w = arg;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < 16) {
+		w->kind[w->n] = ev->kind;
+		snprintf(w->name[w->n], sizeof w->name[w->n], "%s", ev->name);
+		w->n++;
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void test_watch_state_cut_by_a_reconnect(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, watch_cut, 1);
+	raftlock_client *c = client_for(f->addr, 3000);
+	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch, &seen, &w), 0);
+	for (int i = 0; i < 300; i++) {
+		pthread_mutex_lock(&seen.mu);
+		bool done = seen.n >= 5;
+		pthread_mutex_unlock(&seen.mu);
+		if (done)
+			break;
+		sleep_ms(10);
+	}
+	raftlock_watch_cancel(w);
+	static const enum raftlock_watch_kind want[] = {
+		RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_HISTORY_LOST, RAFTLOCK_WATCH_HOLDING,
+		RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_CURRENT};
+	assert_int_equal(seen.n, 5);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(seen.kind[i], want[i]);
+	assert_string_equal(seen.name[0], "w/a");
+	assert_string_equal(seen.name[1], "w/");
+	assert_string_equal(seen.name[2], "w/a");
+	assert_true(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH) == 2);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1084,6 +1140,7 @@ int main(void)
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_keepalive_rounds_are_split),
 		cmocka_unit_test(test_nobody_listening),
+		cmocka_unit_test(test_watch_state_cut_by_a_reconnect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

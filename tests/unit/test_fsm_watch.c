@@ -329,6 +329,260 @@ static void test_send_that_closes(void **state)
 	watches_close(&w);
 }
 
+/* ------------------------------------------------------ states in pages -- */
+
+/* What one watch got: its state's locks in name order, each once, all at
+ * one position, then CURRENT at it, then changes only. */
+struct paged {
+	size_t holding, current, changes, lost, disorder;
+	size_t in_state; /* HOLDING since the state began */
+	uint64_t state_index, current_index;
+	char last[32];
+	bool room;
+	size_t stalled;
+	struct watches *w;
+};
+
+static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
+		       const Raftlock__WatchEvent *ev)
+{
+	(void)conn;
+	struct paged *p = &((struct paged *)arg)[id];
+	switch (ev->kind) {
+	case K(HOLDING):
+		if (p->current > p->lost || strcmp(ev->name, p->last) <= 0 ||
+		    (p->in_state > 0 && ev->index != p->state_index))
+			p->disorder++;
+		p->state_index = ev->index;
+		p->holding++;
+		p->in_state++;
+		snprintf(p->last, sizeof p->last, "%s", ev->name);
+		break;
+	case K(CURRENT):
+		p->current++;
+		p->current_index = ev->index;
+		if (p->in_state > 0 && ev->index != p->state_index)
+			p->disorder++;
+		break;
+	case K(HISTORY_LOST):
+		p->lost++;
+		p->last[0] = '\0';
+		p->in_state = 0;
+		break;
+	default:
+		if (p->current == 0 || p->current == p->lost)
+			p->disorder++; /* a change inside a state */
+		p->changes++;
+	}
+}
+
+static bool paged_room(void *arg, const struct service_conn *conn)
+{
+	(void)conn;
+	return ((struct paged *)arg)[0].room;
+}
+
+static void paged_stalled(void *arg, struct service_conn *conn)
+{
+	struct paged *p = arg;
+	p[0].stalled++;
+	watches_forget_conn(p[0].w, conn);
+}
+
+/* A registry paced by got[0].room, whose stalls got[0] counts. */
+static void paged_init(struct watches *w, size_t ring, struct fx *f, struct paged *got)
+{
+	got[0].w = w;
+	watches_init(w, ring, &f->store, f->index, paged_send, got);
+	watches_set_flow(w, paged_room, paged_stalled);
+}
+
+/* Watch id subscribes to "p/", where take_many's locks are. */
+static void watch_p(struct watches *w, uint64_t id)
+{
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	watches_add(w, CONN, id, &req);
+}
+
+#define PAGED_LOCKS (2 * WATCH_STATE_PAGE + 44)
+
+static void take_many(struct fx *f, uint64_t session)
+{
+	for (int i = 0; i < PAGED_LOCKS; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "p/%03d", i);
+		fx_take(f, session, 1, name);
+	}
+}
+
+/* A state larger than a page: the first page at once, the others one per
+ * pump, nothing of the changes made meanwhile before CURRENT, and those
+ * changes right after it, the state being the one at its snapshot. */
+static void test_state_in_pages(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	uint64_t at = f->index;
+	watch_p(&w, 1);
+	assert_int_equal(got[1].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[1].current, 0);
+	assert_int_equal(watches_states(&w), 1);
+
+	/* Meanwhile: a lock already sent is released, a new one taken. */
+	fx_release_ok(f, a, 1, "p/000", 0);
+	feed(f, &w);
+	fx_take(f, a, 1, "p/zzz");
+	feed(f, &w);
+	assert_int_equal(got[1].changes, 0);
+
+	assert_true(watches_pump(&w, 1000));
+	assert_int_equal(got[1].holding, 2 * WATCH_STATE_PAGE);
+	assert_false(watches_pump(&w, 1001)); /* the last page: done */
+	assert_int_equal(got[1].holding, PAGED_LOCKS);
+	assert_int_equal(got[1].current, 1);
+	assert_int_equal(got[1].current_index, at);
+	assert_int_equal(got[1].changes, 2);
+	assert_int_equal(got[1].disorder, 0);
+	assert_int_equal(watches_states(&w), 0);
+
+	/* Live again: the next change goes out at once. */
+	fx_release_ok(f, a, 1, "p/zzz", 0);
+	feed(f, &w);
+	assert_int_equal(got[1].changes, 3);
+	watches_close(&w);
+}
+
+/* No room: nothing more goes out; a client that takes nothing of its
+ * state for WATCH_STATE_STALL_MS is given up, and its reader freed. */
+static void test_state_waits_for_room(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f));
+	struct paged got[2] = {{.room = false}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p(&w, 1); /* the first page goes at once */
+	assert_int_equal(got[1].holding, WATCH_STATE_PAGE);
+	assert_false(watches_pump(&w, 5000));
+	assert_false(watches_pump(&w, 5000 + WATCH_STATE_STALL_MS - 1));
+	assert_int_equal(got[1].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[0].stalled, 0);
+	got[0].room = true; /* it read: progress, the clock starts again */
+	watches_pump(&w, 5000 + WATCH_STATE_STALL_MS);
+	assert_int_equal(got[1].holding, 2 * WATCH_STATE_PAGE);
+	got[0].room = false;
+	watches_pump(&w, 5000 + 2 * WATCH_STATE_STALL_MS - 1);
+	assert_int_equal(got[0].stalled, 0);
+	watches_pump(&w, 5000 + 2 * WATCH_STATE_STALL_MS);
+	assert_int_equal(got[0].stalled, 1);
+	assert_int_equal(watches_states(&w), 0);
+	assert_int_equal(w.states_reading, 0);
+	assert_int_equal(watches_subscribers(&w), 0);
+	watches_close(&w);
+}
+
+/* More states at once than readers: the others wait for one, and every
+ * watch gets its whole state once. */
+static void test_states_share_the_readers(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f));
+	enum { N = WATCH_STATES_READING + 3 };
+	struct paged got[N + 1] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	for (uint64_t id = 1; id <= N; id++)
+		watch_p(&w, id);
+	assert_int_equal(w.states_reading, WATCH_STATES_READING);
+	assert_int_equal(watches_states(&w), N);
+	for (int turn = 0; turn < 20 && watches_states(&w) > 0; turn++) {
+		assert_true(w.states_reading <= WATCH_STATES_READING);
+		watches_pump(&w, 1000 + (uint64_t)turn);
+	}
+	assert_int_equal(watches_states(&w), 0);
+	for (int id = 1; id <= N; id++) {
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+		assert_int_equal(got[id].current, 1);
+		assert_int_equal(got[id].disorder, 0);
+	}
+	watches_close(&w);
+}
+
+/* More changes while a state goes out than the ring keeps: the state's
+ * own backlog has them and they follow its CURRENT; past the backlog's
+ * bound too, the watch is told (HISTORY_LOST) and gets the newer state,
+ * never a gap. */
+static void test_state_outrun_by_the_ring(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	for (size_t backlog = 64; backlog >= 4; backlog /= 16) {
+		struct paged got[2] = {{.room = true}};
+		struct watches w;
+		paged_init(&w, 4, f, got);
+		w.backlog_max = backlog;
+		watch_p(&w, 1);
+		for (int i = 0; i < 6; i++) { /* 12 changes: the ring keeps 4 */
+			fx_release_ok(f, a, 1, i % 2 ? "p/001" : "p/000", 0);
+			feed(f, &w);
+			fx_take(f, a, 1, i % 2 ? "p/001" : "p/000");
+			feed(f, &w);
+		}
+		for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
+			watches_pump(&w, 1000 + (uint64_t)turn);
+		assert_int_equal(watches_states(&w), 0);
+		assert_int_equal(got[1].disorder, 0);
+		if (backlog == 64) {
+			assert_int_equal(got[1].lost, 0);
+			assert_int_equal(got[1].current, 1);
+			assert_int_equal(got[1].holding, PAGED_LOCKS);
+			assert_int_equal(got[1].changes, 12);
+		} else {
+			assert_int_equal(got[1].lost, 1);
+			assert_int_equal(got[1].current, 2);
+			assert_int_equal(got[1].current_index, f->index);
+			assert_int_equal(got[1].holding, 2 * PAGED_LOCKS);
+			assert_int_equal(got[1].changes, 0);
+		}
+		watches_close(&w);
+	}
+}
+
+/* A restore while a state goes out: the changes up to the restored
+ * position were never applied here, so the watch is told (HISTORY_LOST)
+ * and gets the restored state, then the changes after it. */
+static void test_state_across_a_restore(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p(&w, 1);
+	f->index += 10;
+	DO(f, RELEASE, .session = a, .owner = 1, .name = "p/000"); /* not fed: missed */
+	watches_restored(&w);
+	fx_release_ok(f, a, 1, "p/001", 0);
+	feed(f, &w);
+	for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
+		watches_pump(&w, 1000 + (uint64_t)turn);
+	assert_int_equal(watches_states(&w), 0);
+	assert_int_equal(got[1].disorder, 0);
+	assert_int_equal(got[1].lost, 1);
+	assert_int_equal(got[1].current, 2);
+	assert_int_equal(got[1].current_index, f->index);
+	assert_int_equal(got[1].holding, PAGED_LOCKS + PAGED_LOCKS - 2);
+	assert_int_equal(got[1].changes, 0);
+	watches_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +591,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_same_changes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_across_a_restore, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_waits_for_room, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_states_share_the_readers, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_outrun_by_the_ring, fx_setup,
+						fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
