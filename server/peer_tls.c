@@ -51,8 +51,8 @@ struct peer_tls {
 	raft_uv_accept_cb accept_cb;
 	peer_tls_member_fn is_member; /* NULL: no membership check */
 	void *member_arg;
-	struct list links;    /* struct peer_link, every one not yet freed */
-	unsigned handshaking; /* inbound links not yet open */
+	struct list links;    /* struct peer_link, every one not yet freed, oldest first */
+	unsigned handshaking; /* inbound links in setup (neither open nor closing) */
 	bool closing;
 	bool closer_done; /* see transport_close */
 	bool listener_done;
@@ -60,9 +60,11 @@ struct peer_tls {
 	raft_uv_transport_close_cb close_cb;
 	struct peer_tls_stats stats;
 	/* Refusals are logged at a bounded rate (log_rate.h), by kind: an
-	 * inbound connection that failed TLS, or proved no member's identity;
-	 * an outbound one. */
-	struct log_rate log_inbound_tls, log_inbound_identity, log_outbound;
+	 * inbound connection that failed TLS, or proved no member's identity,
+	 * or was over its address's limit, or was evicted for a newer one; an
+	 * outbound one. */
+	struct log_rate log_inbound_tls, log_inbound_identity, log_inbound_address,
+		log_inbound_evicted, log_outbound;
 };
 
 /* One connection, inbound or outbound, from TCP to its last handle closed. */
@@ -88,6 +90,8 @@ struct peer_link {
 	raft_id peer_id;             /* outbound: whom raft asked for; inbound: claimed */
 	char peer_address[HELLO_ADDR_MAX];
 	char remote[64];                         /* the TCP peer, for the log */
+	char ip[48];                             /* inbound: its address, for its limit */
+	uint64_t accepted_ms;                    /* inbound: when, for the log */
 	uint8_t in[HELLO_HEAD + HELLO_ADDR_MAX]; /* hello or answer being read */
 	size_t in_len;
 	uint8_t out[HELLO_HEAD + HELLO_ADDR_MAX]; /* hello or answer sent */
@@ -142,8 +146,6 @@ static void link_release(struct peer_link *l)
 		return;
 	struct peer_tls *t = l->t;
 	list_remove(&l->link);
-	if (l->counted)
-		t->handshaking--;
 	if (l->req != NULL) {
 		/* raft's client asserts a cancellation only while it closes. */
 		l->req->cb(l->req, NULL, t->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
@@ -162,6 +164,15 @@ static void link_tls_closed(struct tls_stream *ts)
 	link_release(ts->data);
 }
 
+/* l no longer counts against the setup limits: it is open or closing. */
+static void link_uncount(struct peer_link *l)
+{
+	if (l->counted) {
+		l->counted = false;
+		l->t->handshaking--;
+	}
+}
+
 /* Closes every handle of l; the last close callback frees it and, for an
  * outbound link raft has not got yet, fails raft's connect request. */
 static void link_close(struct peer_link *l)
@@ -169,6 +180,7 @@ static void link_close(struct peer_link *l)
 	if (l->state == LINK_CLOSING)
 		return;
 	l->state = LINK_CLOSING;
+	link_uncount(l); /* its place is free now, not at the last callback */
 	uv_close((uv_handle_t *)&l->timer, link_handle_closed);
 	if (l->tls_started)
 		tls_stream_close(&l->tls, link_tls_closed);
@@ -178,27 +190,49 @@ static void link_close(struct peer_link *l)
 		uv_close((uv_handle_t *)&l->pipe, link_handle_closed);
 }
 
-/* A connection refused before raft saw it: say why, then close it. */
+/* A connection refused before raft saw it: say why (a line of kind rate),
+ * then close it. */
+static void link_refusev(struct peer_link *l, struct log_rate *rate, const char *fmt, va_list ap)
+{
+	struct peer_tls *t = l->t;
+	char why[512];
+	vsnprintf(why, sizeof why, fmt, ap);
+	uint64_t now = uv_now(t->loop);
+	if (l->outbound)
+		log_rate_warn(rate, now, "raft connection to %llu (%s) refused: %s",
+			      (unsigned long long)l->peer_id, l->peer_address, why);
+	else
+		log_rate_warn(rate, now, "raft connection from %s refused: %s", l->remote, why);
+	t->stats.refused++;
+	link_close(l);
+}
+
+/* Refused for what it sent, or failed to. */
 static void link_refuse(struct peer_link *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void link_refuse(struct peer_link *l, const char *fmt, ...)
 {
 	struct peer_tls *t = l->t;
-	char why[512];
+	struct log_rate *rate = &t->log_inbound_tls;
+	if (l->outbound)
+		rate = &t->log_outbound;
+	else if (l->state == LINK_HELLO)
+		rate = &t->log_inbound_identity;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof why, fmt, ap);
+	link_refusev(l, rate, fmt, ap);
 	va_end(ap);
-	uint64_t now = uv_now(t->loop);
-	if (l->outbound)
-		log_rate_warn(&t->log_outbound, now, "raft connection to %llu (%s) refused: %s",
-			      (unsigned long long)l->peer_id, l->peer_address, why);
-	else
-		log_rate_warn(l->state == LINK_HELLO ? &t->log_inbound_identity
-						     : &t->log_inbound_tls,
-			      now, "raft connection from %s refused: %s", l->remote, why);
-	t->stats.refused++;
-	link_close(l);
+}
+
+/* Refused by a setup limit, whatever it sent. */
+static void link_shed(struct peer_link *l, struct log_rate *rate, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void link_shed(struct peer_link *l, struct log_rate *rate, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	link_refusev(l, rate, fmt, ap);
+	va_end(ap);
 }
 
 static struct peer_link *link_new(struct peer_tls *t, bool outbound)
@@ -426,10 +460,7 @@ static void link_open(struct peer_link *l, const char *rest, size_t n)
 	}
 	l->state = LINK_OPEN;
 	uv_timer_stop(&l->timer);
-	if (l->counted) {
-		l->counted = false;
-		t->handshaking--;
-	}
+	link_uncount(l);
 	uv_read_start((uv_stream_t *)&l->pipe, pipe_alloc_cb, pipe_read_cb);
 	if (l->outbound) {
 		struct raft_uv_connect *req = l->req;
@@ -675,6 +706,40 @@ static int transport_connect(struct raft_uv_transport *tr, struct raft_uv_connec
 	return 0;
 }
 
+/* Inbound links in setup from ip. */
+static unsigned setups_from(struct peer_tls *t, const char *ip)
+{
+	unsigned n = 0;
+	struct list *pos;
+	list_each (pos, &t->links) {
+		struct peer_link *l = list_entry(pos, struct peer_link, link);
+		if (l->counted && strcmp(l->ip, ip) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* The inbound link in setup to close for a newcomer when all places are
+ * taken: the oldest still in its TLS handshake, else (every one proved a
+ * certificate of the cluster's CA) the oldest. Then whoever holds the
+ * places must keep opening connections to keep them, and a member's
+ * setup, a few round trips, is not the oldest for long. */
+static struct peer_link *setup_victim(struct peer_tls *t)
+{
+	struct peer_link *oldest = NULL;
+	struct list *pos;
+	list_each (pos, &t->links) {
+		struct peer_link *l = list_entry(pos, struct peer_link, link);
+		if (!l->counted)
+			continue;
+		if (l->state == LINK_HANDSHAKE)
+			return l;
+		if (oldest == NULL)
+			oldest = l;
+	}
+	return oldest;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct peer_tls *t = server->data;
@@ -689,15 +754,30 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	struct sockaddr_storage sa;
 	int salen = sizeof sa;
-	char ip[48] = "?";
+	strcpy(l->ip, "?");
 	if (uv_tcp_getpeername(&l->tcp, (struct sockaddr *)&sa, &salen) == 0) {
-		uv_ip_name((struct sockaddr *)&sa, ip, sizeof ip);
-		snprintf(l->remote, sizeof l->remote, "%s:%d", ip,
+		uv_ip_name((struct sockaddr *)&sa, l->ip, sizeof l->ip);
+		snprintf(l->remote, sizeof l->remote, "%s:%d", l->ip,
 			 ntohs(((struct sockaddr_in *)&sa)->sin_port));
 	}
-	if (t->handshaking >= PEER_TLS_MAX_HANDSHAKES) {
-		link_refuse(l, "%u connections already setting up", t->handshaking);
+	/* One host holds only a few places, so that it takes more hosts than
+	 * members to fill them; a member needs one or two at a time. */
+	if (setups_from(t, l->ip) >= PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS) {
+		link_shed(l, &t->log_inbound_address,
+			  "%u connections from %s already setting up (the limit for one address)",
+			  PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS, l->ip);
 		return;
+	}
+	l->accepted_ms = uv_now(t->loop);
+	if (t->handshaking >= PEER_TLS_MAX_HANDSHAKES) {
+		/* Refusing the newcomer would let whoever holds the places shut
+		 * the port to members for good. */
+		struct peer_link *old = setup_victim(t);
+		link_shed(old, &t->log_inbound_evicted,
+			  "evicted after %llu ms, the oldest of %u connections setting up, for a "
+			  "new one from %s",
+			  (unsigned long long)(l->accepted_ms - old->accepted_ms), t->handshaking,
+			  l->remote);
 	}
 	l->counted = true;
 	t->handshaking++;

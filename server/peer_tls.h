@@ -26,6 +26,18 @@
  * malformed hello, random bytes, silence past the handshake deadline)
  * closes that connection with a log line that says why; the node goes on.
  *
+ * Setup limits, so that hosts without a certificate cannot shut the port to
+ * members: inbound connections not yet handed to raft hold one of
+ * PEER_TLS_MAX_HANDSHAKES places, at most PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS
+ * of them from one address; a connection over its address's limit is
+ * closed on accept. When every place is taken, a new connection takes the
+ * place of the oldest one still in its TLS handshake (or, if every one is
+ * past it, the oldest): to keep a member out, hosts must open connections
+ * faster than a member sets one up, from at least
+ * PEER_TLS_MAX_HANDSHAKES / PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS addresses
+ * (a member that shares its address with them is refused with them).
+ * Each refusal is logged at a bounded rate, each kind on its own.
+ *
  * Back-pressure: at most PEER_TLS_HIGH_WATER bytes wait in either direction
  * before the pump stops reading the side that feeds them; raft's writes then
  * wait in the socket pair, as they would in a TCP socket.
@@ -52,9 +64,12 @@
  * reading its source. */
 #define PEER_TLS_HIGH_WATER (256 * 1024)
 
-/* Inbound connections allowed in their handshake at once; more are closed
- * as soon as they are accepted. */
+/* Inbound connections in setup at once (see "Setup limits" above): a new
+ * one past this closes the oldest. */
 #define PEER_TLS_MAX_HANDSHAKES 64
+
+/* ... from one address: past this, a new one is closed on accept. */
+#define PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS 8
 
 /* Default deadline from TCP connect/accept to a connection handed to raft
  * (TLS handshake, hello and acceptance). */
@@ -63,7 +78,9 @@
 struct peer_tls_stats {
 	uint64_t accepted;  /* inbound connections handed to raft */
 	uint64_t connected; /* outbound connections handed to raft */
-	uint64_t refused;   /* connections closed before raft saw them */
+	/* connections closed before raft saw them: refused, over a setup
+	 * limit, past the deadline */
+	uint64_t refused;
 	/* The most bytes one connection held at once for raft (decrypted, not
 	 * yet taken by raft) and for the peer (read from raft, not yet handed
 	 * to the kernel): back-pressure keeps them near PEER_TLS_HIGH_WATER. */

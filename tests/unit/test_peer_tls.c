@@ -566,7 +566,11 @@ static void raw_closed(uv_handle_t *h)
 	((struct raw *)h->data)->closed = true;
 }
 
-static void raw_start(struct raw *r, const struct member *to, const char *data, size_t len)
+/* A raw TCP connection to `to` from address `from` (a loopback address:
+ * all of 127/8 is this host's), or from the default (127.0.0.1) if NULL,
+ * that sends data and then only reads. */
+static void raw_start_from(struct raw *r, const struct member *to, const char *from,
+			   const char *data, size_t len)
 {
 	memset(r, 0, sizeof *r);
 	r->data = data;
@@ -576,15 +580,47 @@ static void raw_start(struct raw *r, const struct member *to, const char *data, 
 	uv_ip4_addr("127.0.0.1", atoi(colon + 1), &sa);
 	uv_tcp_init(&loop, &r->tcp);
 	r->tcp.data = r;
+	if (from != NULL) {
+		struct sockaddr_in src;
+		uv_ip4_addr(from, 0, &src);
+		assert_int_equal(uv_tcp_bind(&r->tcp, (struct sockaddr *)&src, 0), 0);
+	}
 	r->connect.data = r;
 	assert_int_equal(
 		uv_tcp_connect(&r->connect, &r->tcp, (struct sockaddr *)&sa, raw_connected), 0);
+}
+
+static void raw_start(struct raw *r, const struct member *to, const char *data, size_t len)
+{
+	raw_start_from(r, to, NULL, data, len);
 }
 
 static bool raw_ended(void *arg)
 {
 	return ((struct raw *)arg)->ended;
 }
+
+struct raws {
+	struct raw *r;
+	int n;
+};
+
+static int raws_ended(struct raws rs)
+{
+	int n = 0;
+	for (int i = 0; i < rs.n; i++)
+		n += rs.r[i].ended;
+	return n;
+}
+
+static bool raws_all_ended(void *arg)
+{
+	struct raws *rs = arg;
+	return raws_ended(*rs) == rs->n;
+}
+
+/* A TLS record header announcing a 512-byte ClientHello, and 9 bytes. */
+static const char short_hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00";
 
 /* Random bytes, a ClientHello cut short (then silence until the setup
  * deadline) and a connection that says nothing: each is closed by the
@@ -599,11 +635,9 @@ static void test_garbage_refused(void **state)
 	char junk[3000];
 	for (size_t i = 0; i < sizeof junk; i++)
 		junk[i] = (char)(rand() & 0xff);
-	/* A TLS record header announcing a 512-byte ClientHello, and 9 bytes. */
-	static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00";
 	struct raw r[3];
 	raw_start(&r[0], &m[1], junk, sizeof junk);
-	raw_start(&r[1], &m[1], hello, sizeof hello - 1);
+	raw_start(&r[1], &m[1], short_hello, sizeof short_hello - 1);
 	raw_start(&r[2], &m[1], NULL, 0);
 	for (int i = 0; i < 3; i++)
 		assert_true(run_for(raw_ended, &r[i], 5000));
@@ -616,6 +650,73 @@ static void test_garbage_refused(void **state)
 	assert_true(run_for(dial_done, &d, 5000));
 	assert_int_equal(d.status, 0);
 	assert_true(run_for(accepted, &m[1], 5000));
+	finish(m, 2, &d, 1);
+}
+
+/* PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS stalled connections from address
+ * 127.0.0.<host> (silent, or a ClientHello cut short), into rs; the loop
+ * runs a moment after, so that the acceptor has taken them (in order)
+ * before the next ones. */
+static void stall_from(struct raws rs, int host, const struct member *to)
+{
+	char from[32];
+	snprintf(from, sizeof from, "127.0.0.%d", host);
+	for (int i = 0; i < rs.n; i++)
+		raw_start_from(&rs.r[i], to, from, short_hello, i % 2 ? sizeof short_hello - 1 : 0);
+	run_for(never, NULL, 50);
+}
+
+/* Hosts without a certificate hold connections in setup (silent, or a
+ * ClientHello cut short) to fill the acceptor's places: one address gets
+ * PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS places and no more (the next is
+ * closed at once, the others kept); with every place taken, each new
+ * connection closes the oldest in setup, and a member still connects at
+ * once, well before the setup deadline frees any place. */
+static void test_setup_limits(void **state)
+{
+	(void)state;
+	enum { PER = PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS, HOSTS = PEER_TLS_MAX_HANDSHAKES / PER };
+	struct member m[2];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	peer_tls_set_setup_timeout(&m[1].tr, 60000); /* no place freed by it */
+	static struct raw r[PEER_TLS_MAX_HANDSHAKES + PER + 1];
+	struct raws first = {r, PER}, all = {r, PEER_TLS_MAX_HANDSHAKES};
+	struct raws extra = {r + PEER_TLS_MAX_HANDSHAKES, PER};
+	struct raw *over = &r[PEER_TLS_MAX_HANDSHAKES + PER];
+
+	/* One address over its limit: the connection past it is closed. */
+	stall_from(first, 2, &m[1]);
+	raw_start_from(over, &m[1], "127.0.0.2", NULL, 0);
+	assert_true(run_for(raw_ended, over, 5000));
+	assert_int_equal(peer_tls_stats(&m[1].tr).refused, 1);
+	assert_int_equal(raws_ended(first), 0);
+
+	/* Every place taken, by HOSTS addresses; PER more from another close
+	 * the oldest PER, the first address's, and only those. */
+	for (int h = 1; h < HOSTS; h++)
+		stall_from((struct raws){r + h * PER, PER}, 2 + h, &m[1]);
+	assert_int_equal(raws_ended(all), 0);
+	stall_from(extra, 2 + HOSTS, &m[1]);
+	assert_true(run_for(raws_all_ended, &first, 5000));
+	assert_int_equal(raws_ended(all), PER);
+	assert_int_equal(raws_ended(extra), 0);
+	assert_int_equal(peer_tls_stats(&m[1].tr).refused, 1 + PER);
+
+	/* A member gets in, closing one more of the oldest. */
+	struct dial d;
+	dial(&m[0], &d, 2, &m[1]);
+	assert_true(run_for(dial_done, &d, 5000));
+	assert_int_equal(d.status, 0);
+	assert_true(run_for(accepted, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 1);
+	assert_int_equal(raws_ended((struct raws){r + PER, PER}), 1);
+	assert_int_equal(raws_ended(all), PER + 1);
+	assert_int_equal(raws_ended(extra), 0);
+	assert_int_equal(peer_tls_stats(&m[1].tr).refused, 2 + PER);
+
+	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+		uv_close((uv_handle_t *)&r[i].tcp, raw_closed);
 	finish(m, 2, &d, 1);
 }
 
@@ -684,6 +785,7 @@ int main(void)
 		cmocka_unit_test_setup(test_non_member_refused, setup),
 		cmocka_unit_test_setup(test_reload, setup),
 		cmocka_unit_test_setup(test_garbage_refused, setup),
+		cmocka_unit_test_setup(test_setup_limits, setup),
 		cmocka_unit_test_setup(test_close_cancels_connect, setup),
 		cmocka_unit_test_setup(test_own_certificate_checked, setup),
 	};
