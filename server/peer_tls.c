@@ -32,6 +32,7 @@
 #define ACK_LEN 8
 
 enum link_state {
+	LINK_RESOLVING,  /* outbound: host name being resolved */
 	LINK_CONNECTING, /* outbound: TCP connect in progress */
 	LINK_HANDSHAKE,  /* TLS handshake */
 	LINK_HELLO,      /* inbound: reading the hello; outbound: the answer */
@@ -75,8 +76,11 @@ struct peer_link {
 	bool counted;  /* in t->handshaking */
 	bool draining; /* raft closed its end: close once the queue is sent */
 	enum link_state state;
-	int handles; /* of tcp (or the TLS engine that took it), timer, pipe */
+	/* Holds on l: tcp (or the TLS engine that took it), timer, pipe, and a
+	 * resolution in progress (its request lives in l). */
+	int handles;
 	uv_tcp_t tcp;
+	uv_getaddrinfo_t resolve;
 	uv_connect_t connect;
 	uv_timer_t timer; /* setup deadline */
 	struct tls_stream tls;
@@ -173,12 +177,17 @@ static void link_uncount(struct peer_link *l)
 	}
 }
 
-/* Closes every handle of l; the last close callback frees it and, for an
- * outbound link raft has not got yet, fails raft's connect request. */
+/* Closes every handle of l and cancels its resolution; the last close
+ * callback (or resolve_cb) frees it and, for an outbound link raft has not
+ * got yet, fails raft's connect request. */
 static void link_close(struct peer_link *l)
 {
 	if (l->state == LINK_CLOSING)
 		return;
+	/* Cancelled or not (a resolver thread may be in it), the request's
+	 * callback runs once, and releases l. */
+	if (l->state == LINK_RESOLVING)
+		uv_cancel((uv_req_t *)&l->resolve);
 	l->state = LINK_CLOSING;
 	link_uncount(l); /* its place is free now, not at the last callback */
 	uv_close((uv_handle_t *)&l->timer, link_handle_closed);
@@ -647,7 +656,9 @@ static void link_start_tls(struct peer_link *l, SSL_CTX *ctx, enum tls_role role
 	l->tls_started = true;
 }
 
-/* An IPv4 literal or a host name with a port, as libraft takes them. */
+/* An IPv4 literal or a host name with a port, as libraft takes them.
+ * Blocking: for listen only, once at start; connects resolve on the thread
+ * pool (transport_connect). */
 static int resolve(const char *address, struct sockaddr_in *sa)
 {
 	char host[HELLO_ADDR_MAX], port[ADDRESS_PORT_MAX];
@@ -680,14 +691,40 @@ static void tcp_connect_cb(uv_connect_t *req, int status)
 	link_start_tls(l, l->t->client_ctx, TLS_ROLE_CLIENT);
 }
 
+static int link_connect(struct peer_link *l, const struct sockaddr *sa)
+{
+	l->state = LINK_CONNECTING;
+	l->connect.data = l;
+	return uv_tcp_connect(&l->connect, &l->tcp, sa, tcp_connect_cb);
+}
+
+static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
+{
+	struct peer_link *l = req->data;
+	if (l->state == LINK_RESOLVING) {
+		if (status != 0) {
+			log_debug("raft connection to %llu (%s): %s",
+				  (unsigned long long)l->peer_id, l->peer_address,
+				  uv_strerror(status));
+			link_close(l);
+		} else if (link_connect(l, ai->ai_addr) != 0) {
+			link_close(l);
+		}
+	}
+	uv_freeaddrinfo(ai);
+	link_release(l); /* the resolution's hold */
+}
+
 static int transport_connect(struct raft_uv_transport *tr, struct raft_uv_connect *req, raft_id id,
 			     const char *address, raft_uv_connect_cb cb)
 {
 	struct peer_tls *t = tr->impl;
+	char host[HELLO_ADDR_MAX], port[ADDRESS_PORT_MAX];
 	struct sockaddr_in sa;
 	if (t->closing)
 		return RAFT_CANCELED;
-	if (strlen(address) >= HELLO_ADDR_MAX || resolve(address, &sa) != 0)
+	if (strlen(address) >= HELLO_ADDR_MAX ||
+	    address_split(address, host, sizeof host, port) != 0)
 		return RAFT_NOCONNECTION;
 	struct peer_link *l = link_new(t, true);
 	if (l == NULL)
@@ -695,14 +732,29 @@ static int transport_connect(struct raft_uv_transport *tr, struct raft_uv_connec
 	l->peer_id = id;
 	strcpy(l->peer_address, address);
 	snprintf(l->remote, sizeof l->remote, "%s", address);
-	l->connect.data = l;
-	if (uv_tcp_connect(&l->connect, &l->tcp, (struct sockaddr *)&sa, tcp_connect_cb) != 0) {
+	/* A host name is resolved on libuv's thread pool: the loop must not
+	 * wait for a resolver. A literal (the usual member address) is not:
+	 * it needs no lookup, and the pool's few threads are shared with
+	 * raft's disk work, behind which it would wait. */
+	int rv;
+	if (uv_ip4_addr(host, atoi(port), &sa) == 0) {
+		rv = link_connect(l, (struct sockaddr *)&sa);
+	} else {
+		struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+		l->resolve.data = l;
+		rv = uv_getaddrinfo(t->loop, &l->resolve, resolve_cb, host, port, &hints);
+		if (rv == 0) {
+			l->state = LINK_RESOLVING;
+			l->handles++;
+		}
+	}
+	if (rv != 0) {
 		link_close(l);
 		return RAFT_NOCONNECTION;
 	}
 	req->cb = cb;
 	l->req = req;
-	uv_timer_start(&l->timer, setup_timeout, t->setup_ms, 0);
+	uv_timer_start(&l->timer, setup_timeout, t->setup_ms, 0); /* resolution included */
 	return 0;
 }
 

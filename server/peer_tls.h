@@ -9,11 +9,13 @@
  *
  *   raft <-> uv_pipe_t ==socketpair== uv_pipe_t <-> tls_stream <-> TCP peer
  *
- * Connecting: TCP connect, TLS handshake (the server's certificate must be
- * signed by the cluster's CA and carry the common name
- * "raftlock-node-<id>" of the member raft asked for), then inside TLS the
- * identity hello (protocol, this node's id, its raft address), then the
- * server's one-word acceptance; only then does raft get its stream.
+ * Connecting: resolving the member's address if it is a host name (on
+ * libuv's thread pool, never on the loop), TCP connect, TLS handshake (the
+ * server's certificate must be signed by the cluster's CA and carry the
+ * common name "raftlock-node-<id>" of the member raft asked for), then
+ * inside TLS the identity hello (protocol, this node's id, its raft
+ * address), then the server's one-word acceptance; only then does raft get
+ * its stream. The setup deadline counts from raft's request.
  *
  * Accepting: TLS handshake that requires a client certificate signed by the
  * cluster's CA, then the hello; the id it claims must be the one in the
@@ -71,8 +73,9 @@
 /* ... from one address: past this, a new one is closed on accept. */
 #define PEER_TLS_MAX_HANDSHAKES_PER_ADDRESS 8
 
-/* Default deadline from TCP connect/accept to a connection handed to raft
- * (TLS handshake, hello and acceptance). */
+/* Default deadline from raft's connect request (the resolution included)
+ * or the accept to a connection handed to raft (TLS handshake, hello and
+ * acceptance). */
 #define PEER_TLS_SETUP_MS 10000
 
 struct peer_tls_stats {

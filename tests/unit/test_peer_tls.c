@@ -5,6 +5,9 @@
  * connection is the stream the callbacks hand over. Certificates: see
  * tests/peer_certs.h (cluster a, another CA b, expired ones of a). Every
  * test ends with uv_loop_close() == 0. */
+#include <dlfcn.h>
+#include <netdb.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,10 +31,70 @@
 
 static bool have_expired;
 
+/*
+ * The resolver, as libuv's thread pool calls it: this getaddrinfo takes the
+ * C library's place for the whole program. A name ending in ".slow.test"
+ * waits at a gate (opened by the test, or after 3 s), then resolves as
+ * "localhost"; any other goes to the C library at once.
+ */
+typedef int (*getaddrinfo_fn)(const char *, const char *, const struct addrinfo *,
+			      struct addrinfo **);
+static getaddrinfo_fn real_getaddrinfo; /* set before any thread can call */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+static int gate_waiting; /* resolutions at the gate now */
+
+__attribute__((visibility("default"))) int getaddrinfo(const char *node, const char *service,
+						       const struct addrinfo *hints,
+						       struct addrinfo **res)
+{
+	const char *slow = ".slow.test";
+	size_t n = node != NULL ? strlen(node) : 0;
+	if (n < strlen(slow) || strcmp(node + n - strlen(slow), slow) != 0)
+		return real_getaddrinfo(node, service, hints, res);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 3;
+	pthread_mutex_lock(&gate_lock);
+	gate_waiting++;
+	pthread_cond_broadcast(&gate_cond); /* for gate_reached() */
+	while (!gate_open && pthread_cond_timedwait(&gate_cond, &gate_lock, &until) == 0)
+		;
+	gate_waiting--;
+	pthread_mutex_unlock(&gate_lock);
+	return real_getaddrinfo("localhost", service, hints, res);
+}
+
+static void gate_set(bool open)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate_open = open;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+/* Whether a resolution waits at the gate, or gets there within 2 s (the
+ * loop is not run: a resolver thread does not wake it). */
+static bool gate_reached(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	pthread_mutex_lock(&gate_lock);
+	while (gate_waiting == 0 && pthread_cond_timedwait(&gate_cond, &gate_lock, &until) == 0)
+		;
+	bool any = gate_waiting > 0;
+	pthread_mutex_unlock(&gate_lock);
+	return any;
+}
+
 static int make_certs(void **state)
 {
 	(void)state;
 	signal(SIGPIPE, SIG_IGN);
+	real_getaddrinfo = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
+	assert_non_null(real_getaddrinfo);
 	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0, LOG_FORMAT_TEXT);
 	return peer_certs_make(3, &have_expired);
 }
@@ -169,11 +232,24 @@ static void member_closed(struct raft_uv_transport *tr)
 	((struct member *)tr)->closed = true;
 }
 
-static void dial(struct member *from, struct dial *d, raft_id id, const struct member *to)
+static void dial_address(struct member *from, struct dial *d, raft_id id, const char *address)
 {
 	memset(d, 0, sizeof *d);
 	d->req.data = d;
-	assert_int_equal(from->tr.connect(&from->tr, &d->req, id, to->address, on_connect), 0);
+	assert_int_equal(from->tr.connect(&from->tr, &d->req, id, address, on_connect), 0);
+}
+
+static void dial(struct member *from, struct dial *d, raft_id id, const struct member *to)
+{
+	dial_address(from, d, id, to->address);
+}
+
+/* to's address with its host given by name, "<name>:<port>". */
+static char *named(const struct member *to, const char *name)
+{
+	static char address[128];
+	snprintf(address, sizeof address, "%s%s", name, strrchr(to->address, ':'));
+	return address;
 }
 
 static bool wake;
@@ -294,6 +370,11 @@ static bool sink_ended(void *arg)
 static bool accepted(void *arg)
 {
 	return ((struct member *)arg)->accepted > 0;
+}
+
+static bool accepted_twice(void *arg)
+{
+	return ((struct member *)arg)->accepted > 1;
 }
 
 /* The connecting side's pump stopped reading raft's stream. */
@@ -755,6 +836,73 @@ static void test_close_cancels_connect(void **state)
 	finish(m, 2, d, 2);
 }
 
+/* A member's address given by host name: raft's connect request returns
+ * at once and the loop goes on (another connection is set up) while the
+ * resolver takes its time; then the connection is set up to the address
+ * the name resolves to. */
+static void test_connect_by_host_name(void **state)
+{
+	(void)state;
+	struct member m[3];
+	struct dial d[2];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	member_up(&m[2], 3, "a/node-3", "a/ca.pem");
+	gate_set(false);
+	uint64_t start = uv_hrtime();
+	dial_address(&m[0], &d[0], 2, named(&m[1], "node-2.slow.test"));
+	assert_true(uv_hrtime() - start < 1000000000u); /* the resolver holds 3 s */
+	assert_true(gate_reached());
+	dial(&m[2], &d[1], 2, &m[1]);
+	assert_true(run_for(dial_done, &d[1], 5000));
+	assert_int_equal(d[1].status, 0);
+	assert_true(run_for(accepted, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 3);
+	assert_int_equal(d[0].calls, 0);
+	assert_true(gate_reached()); /* still there */
+
+	gate_set(true);
+	assert_true(run_for(dial_done, &d[0], 5000));
+	assert_int_equal(d[0].status, 0);
+	assert_true(run_for(accepted_twice, &m[1], 5000));
+	assert_int_equal(m[1].accepted_id, 1);
+	finish(m, 3, d, 2);
+}
+
+/* Closing the transport while host names are being resolved, some by a
+ * resolver thread (they wait at the gate), the rest still queued for one
+ * (libuv gives resolutions at most half of its pool of 4): the close waits
+ * for the running ones, each connect request is called back once with
+ * RAFT_CANCELED, the close callback after them, and nothing is touched
+ * after it is freed (ASan build). */
+static void test_close_while_resolving(void **state)
+{
+	(void)state;
+	enum { N = 6 };
+	struct member m[2];
+	struct dial d[N];
+	member_up(&m[0], 1, "a/node-1", "a/ca.pem");
+	member_up(&m[1], 2, "a/node-2", "a/ca.pem");
+	gate_set(false);
+	for (int i = 0; i < N; i++)
+		dial_address(&m[0], &d[i], 2, named(&m[1], "node-2.slow.test"));
+	assert_true(gate_reached());
+	m[0].tr.close(&m[0].tr, member_closed);
+	run_for(never, NULL, 100);
+	assert_false(m[0].closed); /* a resolution is still running */
+	gate_set(true);
+	while (!m[0].closed)
+		uv_run(&loop, UV_RUN_ONCE);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(d[i].calls, 1);
+		assert_int_equal(d[i].status, RAFT_CANCELED);
+	}
+	peer_tls_close(&m[0].tr);
+	m[0].up = false;
+	assert_int_equal(m[1].accepted, 0);
+	finish(m, 2, d, N);
+}
+
 /* A certificate that is not this member's is refused at init, with a
  * message naming it. */
 static void test_own_certificate_checked(void **state)
@@ -787,6 +935,8 @@ int main(void)
 		cmocka_unit_test_setup(test_garbage_refused, setup),
 		cmocka_unit_test_setup(test_setup_limits, setup),
 		cmocka_unit_test_setup(test_close_cancels_connect, setup),
+		cmocka_unit_test_setup(test_connect_by_host_name, setup),
+		cmocka_unit_test_setup(test_close_while_resolving, setup),
 		cmocka_unit_test_setup(test_own_certificate_checked, setup),
 	};
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
