@@ -2,13 +2,13 @@
 #include "auth.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "line_file.h"
 #include "raftlock.h"
 
 uint32_t auth_perms(const struct auth_view *v, const char *identity, const char *name)
@@ -187,9 +187,11 @@ static int hexval(int c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-static int parse_line(struct auth_tokens *t, char *line, const char *path, unsigned lineno,
-		      char *err, size_t errlen)
+/* One line of an auth-tokens file (a line_file_cb). */
+static int parse_line(void *arg, char *line, unsigned lineno, char *err, size_t errlen)
 {
+	struct auth_tokens *t = arg;
+	(void)lineno;
 	char *p = line;
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -208,14 +210,11 @@ static int parse_line(struct auth_tokens *t, char *line, const char *path, unsig
 	while (*p != '\0' && isspace((unsigned char)*p))
 		p++;
 	if (hlen != 2 * AUTH_DIGEST_SIZE || *p != '\0') {
-		snprintf(err, errlen,
-			 "%s:%u: expected NAME and the 64 hex digits of the token's SHA-256", path,
-			 lineno);
+		snprintf(err, errlen, "expected NAME and the 64 hex digits of the token's SHA-256");
 		return RAFTLOCK_ECONFIG;
 	}
 	if (nlen > RAFTLOCK_NAME_MAX || (nlen == 1 && name[0] == '*')) {
-		snprintf(err, errlen, "%s:%u: a name is 1 to %d bytes and not '*'", path, lineno,
-			 RAFTLOCK_NAME_MAX);
+		snprintf(err, errlen, "a name is 1 to %d bytes and not '*'", RAFTLOCK_NAME_MAX);
 		return RAFTLOCK_ECONFIG;
 	}
 	name[nlen] = '\0';
@@ -223,14 +222,14 @@ static int parse_line(struct auth_tokens *t, char *line, const char *path, unsig
 	for (int i = 0; i < AUTH_DIGEST_SIZE; i++) {
 		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0) {
-			snprintf(err, errlen, "%s:%u: the digest is not hexadecimal", path, lineno);
+			snprintf(err, errlen, "the digest is not hexadecimal");
 			return RAFTLOCK_ECONFIG;
 		}
 		tok.digest[i] = (uint8_t)(hi << 4 | lo);
 	}
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->v[i].name, name) == 0) {
-			snprintf(err, errlen, "%s:%u: '%s' appears twice", path, lineno, name);
+			snprintf(err, errlen, "'%s' appears twice", name);
 			return RAFTLOCK_ECONFIG;
 		}
 	tok.name = strdup(name);
@@ -239,7 +238,7 @@ static int parse_line(struct auth_tokens *t, char *line, const char *path, unsig
 		free(tok.name);
 		if (v != NULL)
 			t->v = v;
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, errlen, "out of memory");
 		return RAFTLOCK_ECONFIG;
 	}
 	t->v = v;
@@ -251,19 +250,7 @@ int auth_tokens_load(struct auth_tokens *t, const char *path, char *err, size_t 
 {
 	t->v = NULL;
 	t->n = 0;
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return RAFTLOCK_ECONFIG;
-	}
-	char line[1024];
-	unsigned lineno = 0;
-	int rv = 0;
-	while (rv == 0 && fgets(line, sizeof line, f) != NULL) {
-		lineno++;
-		rv = parse_line(t, line, path, lineno, err, errlen);
-	}
-	fclose(f);
+	int rv = line_file_read(path, parse_line, t, err, errlen);
 	if (rv != 0)
 		auth_tokens_free(t);
 	return rv;

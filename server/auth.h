@@ -106,8 +106,10 @@ struct auth_tokens {
  * Reads an auth-tokens file: one "NAME SHA256HEX" per line (the hex of the
  * token's SHA-256, 64 digits), blank lines and lines starting with '#'
  * ignored. Names are at most RAFTLOCK_NAME_MAX bytes without blanks, not
- * "*", each at most once. Returns 0, or RAFTLOCK_ECONFIG with the file and
- * line in err. Free with auth_tokens_free.
+ * "*", each at most once. The file is read by line_file_read: a line above
+ * LINE_FILE_MAX bytes, a NUL byte or a read error fails the load too.
+ * Returns 0, or RAFTLOCK_ECONFIG with the file and line in err (t then
+ * holds nothing). Free with auth_tokens_free.
  */
 int auth_tokens_load(struct auth_tokens *t, const char *path, char *err, size_t errlen);
 void auth_tokens_free(struct auth_tokens *t);

@@ -11,6 +11,7 @@
 
 #include "address.h"
 #include "fsm.h"
+#include "line_file.h"
 #include "log.h"
 #include "raftlock.h"
 
@@ -212,7 +213,8 @@ static int set_peer_tls(struct config *cfg, const char *key, const char *value, 
 	return 0;
 }
 
-/* Applies one setting; `from` names its source for messages. */
+/* Applies one setting, from a flag or a line of the file; what is wrong
+ * with it goes to err. */
 static int set(struct config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
 	uint64_t v;
@@ -383,31 +385,111 @@ static char *trim(char *s)
 	return s;
 }
 
+/* The long options, which are also the keys of the config file. */
+static const struct option options[] = {
+	{"config", required_argument, NULL, 'c'},
+	{"id", required_argument, NULL, 0},
+	{"data-dir", required_argument, NULL, 0},
+	{"restore", required_argument, NULL, 0},
+	{"disk-reserve-mb", required_argument, NULL, 0},
+	{"raft-address", required_argument, NULL, 0},
+	{"client-address", required_argument, NULL, 0},
+	{"metrics-address", required_argument, NULL, 0},
+	{"peer-tls-cert", required_argument, NULL, 0},
+	{"peer-tls-key", required_argument, NULL, 0},
+	{"peer-tls-ca", required_argument, NULL, 0},
+	{"member", required_argument, NULL, 0},
+	{"cluster", required_argument, NULL, 0},
+	{"join", required_argument, NULL, 0},
+	{"bootstrap", no_argument, NULL, 'b'},
+	{"election-timeout", required_argument, NULL, 0},
+	{"heartbeat-timeout", required_argument, NULL, 0},
+	{"snapshot-threshold", required_argument, NULL, 0},
+	{"snapshot-trailing", required_argument, NULL, 0},
+	{"snapshot-log-bytes", required_argument, NULL, 0},
+	{"snapshot-log-ratio", required_argument, NULL, 0},
+	{"snapshot-replay-ms", required_argument, NULL, 0},
+	{"renew-window", required_argument, NULL, 0},
+	{"map-size", required_argument, NULL, 0},
+	{"keepalive-max-ids", required_argument, NULL, 0},
+	{"log-level", required_argument, NULL, 0},
+	{"log-format", required_argument, NULL, 0},
+	{"metrics-public", required_argument, NULL, 0},
+	{"client-tls", required_argument, NULL, 0},
+	{"client-tls-cert", required_argument, NULL, 0},
+	{"client-tls-key", required_argument, NULL, 0},
+	{"client-tls-ca", required_argument, NULL, 0},
+	{"tls-handshake-timeout-ms", required_argument, NULL, 0},
+	{"max-connections-per-address", required_argument, NULL, 0},
+	{"frame-timeout-ms", required_argument, NULL, 0},
+	{"auth", required_argument, NULL, 0},
+	{"auth-tokens", required_argument, NULL, 0},
+	{"auth-admin", required_argument, NULL, 0},
+	{"max-sessions-per-identity", required_argument, NULL, 0},
+	{"max-waiters-per-lock", required_argument, NULL, 0},
+	{"watch-history", required_argument, NULL, 0},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{"check-config", no_argument, NULL, 'k'},
+	{NULL, 0, NULL, 0},
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* A config file being read: the settings it gave so far, each with the
+ * line that gave it. */
+struct file_read {
+	struct config *cfg;
+	const char *key[N_OPTIONS]; /* names in options[] */
+	unsigned lineno[N_OPTIONS];
+	unsigned n;
+};
+
+/* Each key once: a second value would silently replace the first, and
+ * whichever the operator meant, one of them is lost. Only member, a list,
+ * repeats. Called for a key that set() took, so one of options[]. */
+static int note_key(struct file_read *r, const char *key, unsigned lineno, char *err, size_t errlen)
+{
+	const char *name = NULL; /* options[]'s, which outlives the line */
+	for (size_t i = 0; options[i].name != NULL && name == NULL; i++)
+		if (strcmp(options[i].name, key) == 0)
+			name = options[i].name;
+	if (name == NULL || strcmp(name, "member") == 0)
+		return 0;
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->key[i] == name)
+			return fail(err, errlen,
+				    "%s: given twice, on lines %u and %u (a key may appear once; "
+				    "only member repeats)",
+				    key, r->lineno[i], lineno);
+	r->key[r->n] = name; /* each name once: n stays below N_OPTIONS */
+	r->lineno[r->n++] = lineno;
+	return 0;
+}
+
+/* One line of the config file (a line_file_cb). */
+static int read_line(void *arg, char *line, unsigned lineno, char *err, size_t errlen)
+{
+	struct file_read *r = arg;
+	char *s = trim(line);
+	if (s[0] == '\0' || s[0] == '#')
+		return 0;
+	char *eq = strchr(s, '=');
+	if (eq == NULL)
+		return fail(err, errlen, "expected 'key = value'");
+	*eq = '\0';
+	const char *key = trim(s);
+	int rv = set(r->cfg, key, trim(eq + 1), err, errlen);
+	return rv != 0 ? rv : note_key(r, key, lineno, err, errlen);
+}
+
 static int read_file(struct config *cfg, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return fail(err, errlen, "config %s: %s", path, strerror(errno));
-	char line[1024], msg[512];
-	int lineno = 0, rv = 0;
-	while (rv == 0 && fgets(line, sizeof line, f) != NULL) {
-		lineno++;
-		char *s = trim(line);
-		if (s[0] == '\0' || s[0] == '#')
-			continue;
-		char *eq = strchr(s, '=');
-		if (eq == NULL) {
-			rv = fail(err, errlen, "config %s:%d: expected 'key = value'", path,
-				  lineno);
-			break;
-		}
-		*eq = '\0';
-		rv = set(cfg, trim(s), trim(eq + 1), msg, sizeof msg);
-		if (rv != 0)
-			fail(err, errlen, "config %s:%d: %s", path, lineno, msg);
-	}
-	fclose(f);
-	return rv;
+	struct file_read r = {.cfg = cfg};
+	char msg[768];
+	if (line_file_read(path, read_line, &r, msg, sizeof msg) != 0)
+		return fail(err, errlen, "config %s", msg);
+	return 0;
 }
 
 static void defaults(struct config *cfg)
@@ -562,53 +644,6 @@ static int validate_common(struct config *cfg, char *err, size_t errlen)
 
 int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"id", required_argument, NULL, 0},
-		{"data-dir", required_argument, NULL, 0},
-		{"restore", required_argument, NULL, 0},
-		{"disk-reserve-mb", required_argument, NULL, 0},
-		{"raft-address", required_argument, NULL, 0},
-		{"client-address", required_argument, NULL, 0},
-		{"metrics-address", required_argument, NULL, 0},
-		{"peer-tls-cert", required_argument, NULL, 0},
-		{"peer-tls-key", required_argument, NULL, 0},
-		{"peer-tls-ca", required_argument, NULL, 0},
-		{"member", required_argument, NULL, 0},
-		{"cluster", required_argument, NULL, 0},
-		{"join", required_argument, NULL, 0},
-		{"bootstrap", no_argument, NULL, 'b'},
-		{"election-timeout", required_argument, NULL, 0},
-		{"heartbeat-timeout", required_argument, NULL, 0},
-		{"snapshot-threshold", required_argument, NULL, 0},
-		{"snapshot-trailing", required_argument, NULL, 0},
-		{"snapshot-log-bytes", required_argument, NULL, 0},
-		{"snapshot-log-ratio", required_argument, NULL, 0},
-		{"snapshot-replay-ms", required_argument, NULL, 0},
-		{"renew-window", required_argument, NULL, 0},
-		{"map-size", required_argument, NULL, 0},
-		{"keepalive-max-ids", required_argument, NULL, 0},
-		{"log-level", required_argument, NULL, 0},
-		{"log-format", required_argument, NULL, 0},
-		{"metrics-public", required_argument, NULL, 0},
-		{"client-tls", required_argument, NULL, 0},
-		{"client-tls-cert", required_argument, NULL, 0},
-		{"client-tls-key", required_argument, NULL, 0},
-		{"client-tls-ca", required_argument, NULL, 0},
-		{"tls-handshake-timeout-ms", required_argument, NULL, 0},
-		{"max-connections-per-address", required_argument, NULL, 0},
-		{"frame-timeout-ms", required_argument, NULL, 0},
-		{"auth", required_argument, NULL, 0},
-		{"auth-tokens", required_argument, NULL, 0},
-		{"auth-admin", required_argument, NULL, 0},
-		{"max-sessions-per-identity", required_argument, NULL, 0},
-		{"max-waiters-per-lock", required_argument, NULL, 0},
-		{"watch-history", required_argument, NULL, 0},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{"check-config", no_argument, NULL, 'k'},
-		{NULL, 0, NULL, 0},
-	};
 	char msg[512];
 	defaults(cfg);
 	/* First pass: only --config, so that flags override the file. */
@@ -616,7 +651,7 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 	opterr = 0;
 	optind = 1;
 	int c, idx;
-	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:h", options, &idx)) != -1) {
 		if (c == 'c')
 			file = optarg;
 		else if (c == 'k')
@@ -639,10 +674,10 @@ int config_parse(struct config *cfg, int argc, char **argv, char *err, size_t er
 		return RAFTLOCK_ECONFIG;
 	bool members_from_flags = false;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:h", options, &idx)) != -1) {
 		if (c != 0)
 			continue;
-		const char *key = opts[idx].name;
+		const char *key = options[idx].name;
 		if (strcmp(key, "member") == 0 && !members_from_flags) {
 			cfg->n_members = 0; /* flags replace the file's member list */
 			members_from_flags = true;

@@ -1,8 +1,10 @@
 /*
  * config.h: raftlockd's settings, from command-line flags and an optional
  * config file of "key = value" lines whose keys are the flag names without
- * the dashes ("member" may repeat). Flags given on the command line win over
- * the file.
+ * the dashes. In the file a key appears once ("member", a list, repeats): a
+ * second value is an error naming both lines, not a silent replacement. A
+ * line holds at most LINE_FILE_MAX bytes (line_file.h). Flags given on the
+ * command line win over the file (and, given twice, the last one wins).
  */
 #ifndef RAFTLOCK_CONFIG_H
 #define RAFTLOCK_CONFIG_H

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 
 #include "auth.h"
+#include "line_file.h"
 #include "test_fsm_harness.h"
 
 /* The permissions of identity on name, as a node decides them now. */
@@ -422,6 +423,47 @@ static void test_tokens(void **state)
 	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), RAFTLOCK_ECONFIG);
 }
 
+/* The file is read by the config file's line reader (line_file.h): a line
+ * of LINE_FILE_MAX bytes loads; a longer one fails the load, naming the
+ * line, and is never read as two lines, whose second would be a token: a
+ * commented-out token behind a long comment stays out. A file that cannot
+ * be read (a directory) fails the load with the system's reason. On
+ * SIGHUP main.c keeps the tokens in use when the load fails. */
+static void test_tokens_lines(void **state)
+{
+	struct fx *f = *state;
+	char path[128], hex[2 * AUTH_DIGEST_SIZE + 1], err[512];
+	static char text[4 * LINE_FILE_MAX];
+	snprintf(path, sizeof path, "%s/tokens", f->dir);
+	auth_digest_hex("s3cret-mallory", 14, hex);
+	struct auth_tokens t;
+
+	/* alice's line padded with blanks to the limit */
+	int n = snprintf(text, sizeof text, "alice %s", hex);
+	memset(text + n, ' ', LINE_FILE_MAX - (size_t)n);
+	text[LINE_FILE_MAX] = '\n';
+	text[LINE_FILE_MAX + 1] = '\0';
+	write_file(path, text);
+	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), 0);
+	assert_int_equal(t.n, 1);
+	auth_tokens_free(&t);
+
+	/* a comment of 1023 bytes (one fgets' worth before) + "mallory HEX" */
+	memset(text, '#', 1023);
+	snprintf(text + 1023, sizeof text - 1023, "mallory %s\n", hex);
+	write_file(path, text);
+	err[0] = '\0';
+	assert_int_equal(auth_tokens_load(&t, path, err, sizeof err), RAFTLOCK_ECONFIG);
+	assert_null(t.v);
+	assert_non_null(strstr(err, path));
+	assert_non_null(strstr(err, ":1: the line is 1095 bytes long"));
+
+	assert_int_equal(auth_tokens_load(&t, f->dir, err, sizeof err), RAFTLOCK_ECONFIG);
+	assert_non_null(strstr(err, "Is a directory"));
+	assert_null(t.v);
+	unlink(path);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 
 int main(void)
@@ -432,6 +474,7 @@ int main(void)
 		T(test_set_replace_delete), T(test_scan_order),
 		T(test_session_identity),   T(test_snapshot_carries_rules),
 		T(test_check_request),      T(test_tokens),
+		T(test_tokens_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
