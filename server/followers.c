@@ -132,6 +132,9 @@ static void ask(struct follower *f)
 	f->term = raft_current_term(&n->raft);
 	if (leading(f->fw) && raft_match_index(&n->raft, f->member.id, &f->matched) != 0)
 		return;
+	/* The member takes the report only over TLS from this node's
+	 * certificate (status.h); it goes in every mode, for members of older
+	 * builds, which take it from anyone. */
 	if (leading(f->fw) && FEATURES_READINESS_REPORTS) {
 		req.leader_term = f->term;
 		req.leader_applied = raft_last_applied(&n->raft);

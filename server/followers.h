@@ -21,9 +21,10 @@
  * the member restores a recent state instead of replaying a long log; but not while the member's
  * applied index moves (it may be writing a snapshot of its own, see docs/RAFT-NOTES.md).
  *
- * While this node follows a leader that sends no readiness report (a build
- * older than the reports, status.h), the same connection machinery asks
- * that leader's STATUS every FOLLOWERS_CHECK_MS instead, for
+ * While this node follows a leader from which it took no readiness report
+ * in the current term (status.h: a plaintext client port, where none is
+ * taken, or a build older than the reports), the same connection machinery
+ * asks that leader's STATUS every FOLLOWERS_CHECK_MS instead, for
  * status_note_leader_answer().
  *
  * Loop thread only. Every handle and request is released by

@@ -239,6 +239,16 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Client requests refused with EPERM for their identity (auth = on): not "
 		"authenticated, no permission, an unknown token.",
 		m->service->auth_denied);
+	counter(&t, "readiness_reports_taken_total",
+		"STATUS requests whose leader's term and applied index this node took for its "
+		"readiness: from the leader it knows, in its term, over TLS with that leader's "
+		"certificate.",
+		m->service->reports_taken);
+	counter(&t, "readiness_reports_ignored_total",
+		"STATUS requests with a leader's term and applied index not taken: another term, "
+		"no leader known, or no certificate of the leader's (every one on a plaintext "
+		"client port, where a follower asks its leader instead).",
+		m->service->reports_ignored);
 	counter(&t, "sessions_per_identity_refused_total",
 		"Session opens this node, as leader, answered ELIMIT: the identity held "
 		"max-sessions-per-identity sessions.",

@@ -105,12 +105,13 @@ struct node {
 	struct histogram apply;  /* one log entry through the state machine */
 	raft_id leader_seen;     /* the last leader this node knew, 0: none yet */
 	uint64_t leader_changes; /* times the known leader became another */
-	/* The ready leader's commit index as it last told this node (the STATUS
-	 * that followers.c sends; status.c keeps it): a follower has caught up
+	/* How far the ready leader had applied as it last told this node (a
+	 * report taken from the STATUS it sends, or the commit index of its
+	 * answer to this node's: status.c keeps it): a follower has caught up
 	 * once it has applied that far in the same term. */
 	raft_term leader_said_term;
 	uint64_t leader_said_commit;
-	raft_term leader_reported_term; /* a STATUS request said it in this term */
+	raft_term leader_reported_term; /* a report was taken in this term */
 	raft_term caught_up_term;       /* a follower reached that in this term */
 
 	struct list inflight; /* struct proposal, oldest first */

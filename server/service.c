@@ -32,6 +32,7 @@ struct service_conn {
 	 * knows whether it is there. */
 	struct tls_stream *tls;
 	char *identity;     /* see service_conn_identity(); owned */
+	bool cert_identity; /* identity is its verified certificate's CN */
 	bool token_refused; /* it sent a token this node does not know */
 	struct service *svc;
 	struct frame_reader reader;
@@ -1334,12 +1335,23 @@ static bool refused_for_disk(struct service *s, struct service_conn *c,
 	return true;
 }
 
+/* A STATUS that carries a leader's readiness report (status.h): taken
+ * only from the leader's certificate, never from a token's name. */
+static void note_report(struct service *s, struct service_conn *c,
+			const Raftlock__StatusRequest *req)
+{
+	const char *cn = c->cert_identity ? c->identity : NULL;
+	if (status_note_leader(s->node, req->leader_term, req->leader_applied, cn))
+		s->reports_taken++;
+	else
+		s->reports_ignored++;
+}
+
 static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelope *env)
 {
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_STATUS) {
 		if (env->status->leader_term != 0)
-			status_note_leader(s->node, env->status->leader_term,
-					   env->status->leader_applied);
+			note_report(s, c, env->status);
 		handle_status(s, c, env->id);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
@@ -1559,6 +1571,7 @@ static void tls_handshake_cb(struct tls_stream *ts)
 	const char *cn = tls_stream_peer_cn(ts);
 	if (cn[0] != '\0')
 		c->identity = strdup(cn); /* NULL if out of memory: no identity */
+	c->cert_identity = c->identity != NULL;
 }
 
 static void accept_cb(uv_stream_t *server, int status)

@@ -82,6 +82,9 @@ struct service {
 	/* Answers of this node as leader refused by max-sessions-per-identity
 	 * and by max-waiters-per-lock (fsm.c). */
 	unsigned long long identity_sessions_refused, lock_waiters_refused;
+	/* Readiness reports (STATUS with a leader's term) taken, and not taken:
+	 * not from the leader's certificate, or not in this node's term. */
+	unsigned long long reports_taken, reports_ignored;
 	bool closing;
 };
 

@@ -2,6 +2,9 @@
 #include "status.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "peer_tls.h"
 
 void status_read(struct node *n, struct status *st)
 {
@@ -71,11 +74,24 @@ bool status_serving(struct node *n, char *why, size_t len)
 	return true;
 }
 
-void status_note_leader(struct node *n, uint64_t term, uint64_t applied)
+bool status_note_leader(struct node *n, uint64_t term, uint64_t applied, const char *cert_cn)
 {
+	uint64_t leader = 0;
+	if (cert_cn == NULL || cert_cn[0] == '\0' || n->leader)
+		return false;
+	node_leader_client_address(n, &leader);
+	if (leader == 0 || leader == n->cfg->id || term != raft_current_term(&n->raft))
+		return false;
+	/* The name of a member's certificate (deploy/make-certs): the CA of
+	 * client-tls-ca must give it to that member alone. */
+	char expect[64];
+	snprintf(expect, sizeof expect, PEER_TLS_CN_PREFIX "%llu", (unsigned long long)leader);
+	if (strcmp(cert_cn, expect) != 0)
+		return false;
 	n->leader_said_term = term;
 	n->leader_said_commit = applied;
 	n->leader_reported_term = term;
+	return true;
 }
 
 bool status_wants_leader_answer(struct node *n, uint64_t *leader_id)

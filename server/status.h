@@ -54,18 +54,33 @@ void status_read(struct node *n, struct status *st);
  */
 bool status_serving(struct node *n, char *why, size_t len);
 
-/* The ready leader's term and applied index, carried by the STATUS
- * requests it sends (followers.c) every FOLLOWERS_CHECK_MS. The latest
- * wins: anyone on the client port can send one, which at worst delays
- * readiness until the leader's next. */
-void status_note_leader(struct node *n, uint64_t term, uint64_t applied);
+/*
+ * A readiness report: the ready leader's term and applied index, carried
+ * by the STATUS requests it sends this node's client port (followers.c)
+ * every FOLLOWERS_CHECK_MS. Anyone who reaches the port can send such a
+ * request, and a report decides this node's readiness (a forged one would
+ * make a follower serve before it caught up, or never), so one is taken
+ * only when it comes from the leader: this node follows a leader it knows
+ * (not itself), term is its current raft term, and cert_cn, the common
+ * name of the client certificate that the sender's TLS connection
+ * presented and this node verified against client-tls-ca, is that
+ * leader's: PEER_TLS_CN_PREFIX "<leader id>", as deploy/make-certs names a
+ * member's certificate. Without such a certificate (cert_cn NULL or "":
+ * a plaintext client port, or client-tls server without a CA; or another
+ * name) the sender cannot be told from anyone else, and no report is
+ * taken: this node then asks the leader's STATUS itself, over a connection
+ * it opens to the leader's address (status_wants_leader_answer). cert_cn
+ * is borrowed for the call. Returns whether the report was taken.
+ */
+bool status_note_leader(struct node *n, uint64_t term, uint64_t applied, const char *cert_cn);
 
 /*
  * Whether this node should ask its leader's STATUS itself: it follows a
- * known leader (id in *leader_id) that has sent no report in the current
- * term. A leader of a build older than the reports (feature_level.h)
- * never sends one: without the answer, an upgraded follower behind it
- * would never be ready during a rolling upgrade.
+ * known leader (id in *leader_id) from which it took no report in the
+ * current term. That is always so on a plaintext client port, where no
+ * report is taken (status_note_leader), and behind a leader of a build
+ * older than the reports (feature_level.h), which never sends one:
+ * without the answer, such a follower would never be ready.
  */
 bool status_wants_leader_answer(struct node *n, uint64_t *leader_id);
 

@@ -204,6 +204,15 @@ static void answer(struct fx *f, uint64_t last_index)
 	followers_judge(m, &st);
 }
 
+/* This node as a follower of leader 2, not serving yet. */
+static void follow_2(struct fx *f)
+{
+	f->node.ready = false;
+	f->node.leader = false;
+	fake_role = RAFT_FOLLOWER;
+	fake_leader = 2;
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* A follower whose leader sent no readiness report in this term (a build
@@ -216,10 +225,7 @@ static void test_follower_takes_old_leader_answer(void **state)
 	struct fx *f = *state;
 	char why[160];
 	uint64_t leader = 0;
-	f->node.ready = false;
-	f->node.leader = false;
-	fake_role = RAFT_FOLLOWER;
-	fake_leader = 2;
+	follow_2(f);
 	assert_true(status_wants_leader_answer(&f->node, &leader));
 	assert_int_equal(leader, 2);
 	assert_false(status_serving(&f->node, why, sizeof why));
@@ -248,10 +254,51 @@ static void test_follower_takes_old_leader_answer(void **state)
 	assert_true(status_serving(&f->node, why, sizeof why));
 	assert_non_null(strstr(why, "serving as follower of leader 2"));
 
-	status_note_leader(&f->node, 5, 100);
+	assert_true(status_note_leader(&f->node, 5, 100, "raftlock-node-2"));
 	assert_false(status_wants_leader_answer(&f->node, &leader));
 	fake_leader = 0;
 	assert_false(status_wants_leader_answer(&f->node, &leader));
+}
+
+/* A readiness report is taken only from the certificate of the leader
+ * this node knows, in its current term, while it follows: a report
+ * without a certificate (a plaintext port) never, so the follower keeps
+ * asking its leader; another member's or another name's, another term, no
+ * leader known, this node the leader, none. The leader's own report, even
+ * one far ahead, holds until its next. */
+static void test_report_taken_from_leader_only(void **state)
+{
+	struct fx *f = *state;
+	char why[160];
+	uint64_t leader = 0;
+	follow_2(f);
+	const char *refused[] = {
+		NULL, "", "raftlock-node-3", "raftlock-node-1", "raftlock-node-20", "alice"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+		assert_false(status_note_leader(&f->node, 5, 100, refused[i]));
+	assert_false(status_note_leader(&f->node, 4, 100, "raftlock-node-2"));
+	assert_false(status_note_leader(&f->node, 6, 100, "raftlock-node-2"));
+	fake_leader = 0;
+	assert_false(status_note_leader(&f->node, 5, 100, "raftlock-node-2"));
+	fake_leader = 1; /* this node, as raft sees it */
+	assert_false(status_note_leader(&f->node, 5, 100, "raftlock-node-1"));
+	fake_leader = 2;
+	f->node.leader = true;
+	assert_false(status_note_leader(&f->node, 5, 100, "raftlock-node-2"));
+	f->node.leader = false;
+	assert_false(status_serving(&f->node, why, sizeof why));
+	assert_non_null(strstr(why, "waiting for it to report"));
+	assert_true(status_wants_leader_answer(&f->node, &leader));
+
+	assert_true(status_note_leader(&f->node, 5, 100, "raftlock-node-2"));
+	assert_true(status_serving(&f->node, why, sizeof why));
+	assert_false(status_wants_leader_answer(&f->node, &leader));
+	assert_false(status_note_leader(&f->node, 5, UINT64_C(1) << 40, NULL));
+	assert_true(status_serving(&f->node, why, sizeof why));
+	assert_true(status_note_leader(&f->node, 5, UINT64_C(1) << 40, "raftlock-node-2"));
+	assert_false(status_serving(&f->node, why, sizeof why));
+	assert_true(status_note_leader(&f->node, 5, 100, "raftlock-node-2"));
+	assert_true(status_serving(&f->node, why, sizeof why));
 }
 
 static void test_backoff_formula(void **state)
@@ -448,6 +495,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backoff_formula),
 		cmocka_unit_test_setup_teardown(test_follower_takes_old_leader_answer, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_report_taken_from_leader_only, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_member_hands_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backoff_after_failed_transfers, setup,

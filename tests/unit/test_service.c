@@ -31,6 +31,7 @@
 #include "raftlock.h"
 #include "secret.h"
 #include "service.h"
+#include "status.h"
 #include "timebase.h"
 #include "tls_certs.h"
 
@@ -212,6 +213,7 @@ struct fx {
 	int sock; /* the test's client connection */
 	struct frame_reader reader;
 	SSL_CTX *server_tls; /* client-tls on: the service's context */
+	char store_dir[32];  /* follow(): the store's directory, removed at teardown */
 };
 
 static bool with_tls; /* the next setup starts the service with TLS */
@@ -284,6 +286,12 @@ static int teardown(void **state)
 	assert_int_equal(uv_loop_close(&f->loop), 0);
 	frame_reader_close(&f->reader);
 	SSL_CTX_free(f->server_tls);
+	if (f->store_dir[0] != '\0') {
+		store_close(&f->node.store);
+		char cmd[64];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->store_dir);
+		assert_int_equal(system(cmd), 0);
+	}
 	free(f);
 	return 0;
 }
@@ -863,6 +871,20 @@ static void test_open_carries_digest_only(void **state)
  * token binds the connection to its name; the bootstrap admin's rule
  * change and a session open (with the identity) are proposed. The
  * service reads the rules from a real store in a temporary directory. */
+/* An AUTHENTICATE with the bearer token `token` (its answer is left to
+ * read). */
+static void send_token(struct fx *f, uint64_t id, const char *token)
+{
+	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
+	auth.token.data = (uint8_t *)token;
+	auth.token.len = strlen(token);
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = id;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
+	req.authenticate = &auth;
+	send_env(f, &req);
+}
+
 static void test_auth_refusals(void **state)
 {
 	struct fx *f = *state;
@@ -892,14 +914,7 @@ static void test_auth_refusals(void **state)
 	raftlock__envelope__free_unpacked(env, NULL);
 
 	/* An unknown token: EPERM, and the refusal is what later requests say. */
-	Raftlock__AuthenticateRequest auth = RAFTLOCK__AUTHENTICATE_REQUEST__INIT;
-	auth.token.data = (uint8_t *)"tok-nobody";
-	auth.token.len = 10;
-	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
-	req.id = 2;
-	req.body_case = RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE;
-	req.authenticate = &auth;
-	send_env(f, &req);
+	send_token(f, 2, "tok-nobody");
 	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
 	send_acquire(f, 3, 1);
 	env = next_env(f);
@@ -907,10 +922,7 @@ static void test_auth_refusals(void **state)
 	raftlock__envelope__free_unpacked(env, NULL);
 
 	/* alice's token: she is alice, and has no rule. */
-	auth.token.data = (uint8_t *)"tok-alice";
-	auth.token.len = 9;
-	req.id = 4;
-	send_env(f, &req);
+	send_token(f, 4, "tok-alice");
 	env = next_env(f);
 	assert_int_equal(env->response->status, 0);
 	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_AUTH);
@@ -935,10 +947,7 @@ static void test_auth_refusals(void **state)
 	send_env(f, &setenv);
 	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
 	/* Another token does not change a connection's identity. */
-	auth.token.data = (uint8_t *)"tok-root";
-	auth.token.len = 8;
-	req.id = 7;
-	send_env(f, &req);
+	send_token(f, 7, "tok-root");
 	assert_int_equal(next_status(f, NULL), RAFTLOCK_EPERM);
 	assert_int_equal(n_proposed, 0);
 
@@ -958,7 +967,7 @@ static void test_auth_refusals(void **state)
 	/* The bootstrap admin's rule change is proposed. */
 	int sock = f->sock;
 	f->sock = connect_again(f);
-	send_env(f, &req); /* root's token */
+	send_token(f, 7, "tok-root");
 	assert_int_equal(next_status(f, NULL), 0);
 	send_env(f, &setenv);
 	while (n_proposed < 2)
@@ -1021,10 +1030,12 @@ static void pump(struct fx *f, struct tls_client *t)
 	uv_run(&f->loop, UV_RUN_NOWAIT);
 }
 
-static void tls_client_connect(struct fx *f, struct tls_client *t)
+/* A TLS client on f->sock presenting who's certificate (tls_certs.h;
+ * NULL: none), its handshake done. */
+static void tls_client_connect_as(struct fx *f, struct tls_client *t, const char *who)
 {
 	memset(t, 0, sizeof *t);
-	t->ctx = tls_certs_client_ctx(NULL, "ca.pem");
+	t->ctx = tls_certs_client_ctx(who, "ca.pem");
 	t->ssl = SSL_new(t->ctx);
 	t->in = BIO_new(BIO_s_mem());
 	t->out = BIO_new(BIO_s_mem());
@@ -1039,6 +1050,11 @@ static void tls_client_connect(struct fx *f, struct tls_client *t)
 		pump(f, t);
 	}
 	pump(f, t); /* our Finished */
+}
+
+static void tls_client_connect(struct fx *f, struct tls_client *t)
+{
+	tls_client_connect_as(f, t, NULL);
 }
 
 static void tls_client_close(struct tls_client *t)
@@ -1109,6 +1125,144 @@ static void test_tls_plaintext_refused(void **state)
 	assert_null(next_env(f));
 	assert_int_equal(f->svc.tls_failures, 1);
 	assert_int_equal(n_proposed, 0);
+}
+
+/* --------------------------------------------------- readiness reports */
+
+/* This node follows leader 2 in term 1 (the fakes' raft), having applied
+ * nothing, with a store for STATUS to read (closed by the teardown). */
+static void follow(struct fx *f)
+{
+	char err[256];
+	snprintf(f->store_dir, sizeof f->store_dir, "/tmp/test_service.XXXXXX");
+	assert_non_null(mkdtemp(f->store_dir));
+	assert_int_equal(store_open(&f->node.store, f->store_dir, 16u << 20, err, sizeof err), 0);
+	f->node.leader = false;
+	f->node.ready = false;
+}
+
+static bool serving(struct fx *f)
+{
+	char why[160];
+	return status_serving(&f->node, why, sizeof why);
+}
+
+/* A STATUS carrying a leader's readiness report, through TLS client t
+ * unless NULL; returns once it is answered. */
+static void send_report(struct fx *f, struct tls_client *t, uint64_t term, uint64_t applied)
+{
+	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
+	req.leader_term = term;
+	req.leader_applied = applied;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 77;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &req;
+	if (t == NULL) {
+		send_env(f, &env);
+	} else {
+		uint8_t *out;
+		size_t len;
+		assert_int_equal(codec_frame_envelope(&env, &out, &len), 0);
+		assert_int_equal(SSL_write(t->ssl, out, (int)len), (int)len);
+		free(out);
+	}
+	Raftlock__Envelope *answer = next_env_via(f, t);
+	assert_non_null(answer);
+	assert_int_equal(answer->id, 77);
+	assert_int_equal(answer->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO);
+	raftlock__envelope__free_unpacked(answer, NULL);
+}
+
+/* The same over a new TLS connection presenting who's certificate. */
+static void send_report_as(struct fx *f, const char *who, uint64_t term, uint64_t applied)
+{
+	int mine = f->sock;
+	struct frame_reader saved = f->reader;
+	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	f->sock = connect_again(f);
+	struct tls_client t;
+	tls_client_connect_as(f, &t, who);
+	send_report(f, &t, term, applied);
+	tls_client_close(&t);
+	close(f->sock);
+	frame_reader_close(&f->reader);
+	f->reader = saved;
+	f->sock = mine;
+}
+
+/* On a plaintext port anyone can send a STATUS with a leader's term and
+ * applied index: none is taken, so no client can make a follower serve
+ * before it caught up (applied 0 in the leader's term), nor stop one that
+ * serves (an applied index far ahead), not even one that authenticated
+ * with a token named like the leader's certificate. The follower serves on
+ * its leader's own answer (status_note_leader_answer, asked by
+ * followers.c over a connection to the leader's address). */
+static void test_report_from_anyone_ignored(void **state)
+{
+	struct fx *f = *state;
+	follow(f);
+	assert_false(serving(f));
+	send_report(f, NULL, 1, 0);
+	assert_false(serving(f));
+	Raftlock__StatusInfo info = RAFTLOCK__STATUS_INFO__INIT;
+	info.node_id = 2;
+	info.term = 1;
+	info.ready = true;
+	status_note_leader_answer(&f->node, &info);
+	assert_true(serving(f));
+	send_report(f, NULL, 1, UINT64_C(1) << 40);
+	assert_true(serving(f));
+
+	char path[64], err[256], hex[65];
+	snprintf(path, sizeof path, "%s/tokens", f->store_dir);
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	auth_digest_hex("tok-node", 8, hex);
+	fprintf(fp, "raftlock-node-2 %s\n", hex);
+	fclose(fp);
+	struct auth_tokens tokens;
+	assert_int_equal(auth_tokens_load(&tokens, path, err, sizeof err), 0);
+	service_auth_tokens(&f->svc, &tokens);
+	send_token(f, 2, "tok-node");
+	assert_int_equal(next_status(f, NULL), 0);
+	send_report(f, NULL, 1, UINT64_C(1) << 40);
+	assert_true(serving(f));
+	assert_int_equal(f->svc.reports_ignored, 3);
+	assert_int_equal(f->svc.reports_taken, 0);
+	service_auth_tokens(&f->svc, NULL);
+	auth_tokens_free(&tokens);
+}
+
+/* Over TLS a report is taken from the certificate of the leader this node
+ * knows (raftlock-node-2), in its term: it makes the follower serve, and
+ * the leader's next report replaces the one before, whatever it said.
+ * Another client's certificate, another member's, none, or the leader's in
+ * another term change nothing. */
+static void test_tls_report_from_leader_only(void **state)
+{
+	struct fx *f = *state;
+	follow(f);
+	send_report_as(f, "client", 1, 0); /* CN client-a */
+	assert_false(serving(f));
+	send_report_as(f, "node-3", 1, 0); /* a member, not the leader */
+	send_report_as(f, NULL, 1, 0);     /* no certificate */
+	send_report_as(f, "node-2", 2, 0); /* the leader's, another term */
+	assert_false(serving(f));
+	assert_int_equal(f->svc.reports_ignored, 4);
+	assert_int_equal(f->svc.reports_taken, 0);
+
+	send_report_as(f, "node-2", 1, 0);
+	assert_true(serving(f));
+	send_report_as(f, "client", 1, UINT64_C(1) << 40);
+	assert_true(serving(f));
+	/* the leader's word, whatever it is, holds until its next */
+	send_report_as(f, "node-2", 1, UINT64_C(1) << 40);
+	assert_false(serving(f));
+	send_report_as(f, "node-2", 1, 0);
+	assert_true(serving(f));
+	assert_int_equal(f->svc.reports_taken, 3);
+	assert_int_equal(f->svc.reports_ignored, 5);
 }
 
 /* ----------------------------------------------------------- admission */
@@ -1226,6 +1380,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
+		cmocka_unit_test_setup_teardown(test_report_from_anyone_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tls_report_from_leader_only, setup_tls,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_connections_per_address, setup_limits,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),

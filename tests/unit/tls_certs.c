@@ -37,7 +37,8 @@ static const char certs_script[] =
 	"    -days 2 -extfile $2.ext\n"
 	"}\n"
 	"ca ca; ca other-ca\n"
-	"cert ca server server; cert ca client client-a; cert other-ca stranger stranger\n";
+	"cert ca server server; cert ca client client-a; cert other-ca stranger stranger\n"
+	"cert ca node-2 raftlock-node-2; cert ca node-3 raftlock-node-3\n";
 
 int tls_certs_make(void)
 {

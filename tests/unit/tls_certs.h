@@ -1,7 +1,8 @@
 /*
  * tls_certs.h: certificates for the unit tests that run TLS, made with the
  * openssl command in a new temporary directory: ca.pem (CN ca) signing
- * server.pem (CN server) and client.pem (CN client-a), and other-ca.pem
+ * server.pem (CN server), client.pem (CN client-a) and node-2.pem and
+ * node-3.pem (CN raftlock-node-2 and -3, members' names), and other-ca.pem
  * signing stranger.pem (CN stranger), each NAME.pem with NAME.key. Every
  * leaf has the names IP:127.0.0.1 and DNS:localhost and both the serverAuth
  * and clientAuth usages; all are valid for two days.
