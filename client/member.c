@@ -6,10 +6,46 @@
 #include "errmsg.h"
 #include "introspect.h"
 
+/* *out = a copy of ml (free with raftlock_member_list_free()): 0, or
+ * RAFTLOCK_ENOMEM with *out unchanged. */
+static int member_list_from_pb(const Raftlock__MemberList *ml, struct raftlock_member_list **out)
+{
+	struct raftlock_member_list *list = calloc(1, sizeof *list);
+	bool failed = list == NULL;
+	if (!failed && ml->n_members > 0) {
+		list->members = calloc(ml->n_members, sizeof *list->members);
+		failed = list->members == NULL;
+	}
+	for (size_t i = 0; !failed && i < ml->n_members; i++) {
+		const Raftlock__MemberInfo *mi = ml->members[i];
+		struct raftlock_member_info *m = &list->members[i];
+		m->id = mi->id;
+		m->match_index = mi->match_index;
+		m->joined = mi->joined;
+		m->raft_address = introspect_dup(mi->raft_address, &failed);
+		m->client_address = introspect_dup(mi->client_address, &failed);
+		m->role = introspect_dup(mi->role, &failed);
+		list->n_members++;
+	}
+	if (list != NULL) {
+		list->leader_id = ml->leader_id;
+		list->last_index = ml->last_index;
+		list->max_member_id = ml->max_member_id;
+	}
+	if (failed) {
+		raftlock_member_list_free(list);
+		return RAFTLOCK_ENOMEM;
+	}
+	*out = list;
+	return 0;
+}
+
 /* Sends a membership request through the leader: 0 once it answered 0, or
- * its status, with its message kept for raftlock_errmsg(). */
+ * its status, with its message kept for raftlock_errmsg(). With members
+ * not NULL, on 0 *members is a copy of the answer's member list, or NULL
+ * when it carries none. */
 static int member_call(raftlock_client *c, Raftlock__Envelope *env, const char *what,
-		       unsigned long long id)
+		       unsigned long long id, struct raftlock_member_list **members)
 {
 	Raftlock__Envelope *reply = NULL;
 	pthread_mutex_lock(&c->t.mu);
@@ -17,13 +53,20 @@ static int member_call(raftlock_client *c, Raftlock__Envelope *env, const char *
 	pthread_mutex_unlock(&c->t.mu);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "member %s %llu", what, id);
-	rv = reply->response->status;
+	const Raftlock__Response *resp = reply->response;
+	rv = resp->status;
 	char detail[256] = "";
-	if (rv != 0 && reply->response->message != NULL)
-		snprintf(detail, sizeof detail, "%s", reply->response->message);
+	if (rv != 0 && resp->message != NULL)
+		snprintf(detail, sizeof detail, "%s", resp->message);
+	struct raftlock_member_list *list = NULL;
+	if (rv == 0 && members != NULL &&
+	    resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST)
+		rv = member_list_from_pb(resp->member_list, &list);
 	raftlock__envelope__free_unpacked(reply, NULL);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, detail, "member %s %llu", what, id);
+	if (members != NULL)
+		*members = list;
 	return 0;
 }
 
@@ -61,7 +104,7 @@ RAFTLOCK_API int raftlock_member_add(raftlock_client *c, uint64_t id, const char
 	req.member = &m;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD;
 	env.member_add = &req;
-	return member_call(c, &env, "add", (unsigned long long)id);
+	return member_call(c, &env, "add", (unsigned long long)id, NULL);
 }
 
 /* REMOVE and PROMOTE: a request naming one member. */
@@ -83,7 +126,7 @@ static int member_id_call(raftlock_client *c, uint64_t id, bool remove)
 		env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_PROMOTE;
 		env.member_promote = &pr;
 	}
-	return member_call(c, &env, what, (unsigned long long)id);
+	return member_call(c, &env, what, (unsigned long long)id, NULL);
 }
 
 RAFTLOCK_API int raftlock_member_remove(raftlock_client *c, uint64_t id)
@@ -150,6 +193,13 @@ RAFTLOCK_API int raftlock_member_replace(raftlock_client *c, uint64_t old_id, ui
 RAFTLOCK_API int raftlock_member_join(raftlock_client *c, uint64_t id, uint64_t incarnation,
 				      const char *cluster)
 {
+	return raftlock_member_join_list(c, id, incarnation, cluster, NULL);
+}
+
+RAFTLOCK_API int raftlock_member_join_list(raftlock_client *c, uint64_t id, uint64_t incarnation,
+					   const char *cluster,
+					   struct raftlock_member_list **members)
+{
 	if (c == NULL || cluster == NULL)
 		return RAFTLOCK_EINVAL;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
@@ -159,7 +209,7 @@ RAFTLOCK_API int raftlock_member_join(raftlock_client *c, uint64_t id, uint64_t 
 	req.cluster = (char *)cluster;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN;
 	env.member_join = &req;
-	return member_call(c, &env, "join", (unsigned long long)id);
+	return member_call(c, &env, "join", (unsigned long long)id, members);
 }
 
 RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list)
@@ -187,34 +237,9 @@ RAFTLOCK_API int raftlock_member_list(raftlock_client *c, struct raftlock_member
 	int rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST, &reply);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "member list");
-	const Raftlock__MemberList *ml = reply->response->member_list;
-	struct raftlock_member_list *list = calloc(1, sizeof *list);
-	bool failed = list == NULL;
-	if (!failed && ml->n_members > 0) {
-		list->members = calloc(ml->n_members, sizeof *list->members);
-		failed = list->members == NULL;
-	}
-	for (size_t i = 0; !failed && i < ml->n_members; i++) {
-		const Raftlock__MemberInfo *mi = ml->members[i];
-		struct raftlock_member_info *m = &list->members[i];
-		m->id = mi->id;
-		m->match_index = mi->match_index;
-		m->joined = mi->joined;
-		m->raft_address = introspect_dup(mi->raft_address, &failed);
-		m->client_address = introspect_dup(mi->client_address, &failed);
-		m->role = introspect_dup(mi->role, &failed);
-		list->n_members++;
-	}
-	if (list != NULL) {
-		list->leader_id = ml->leader_id;
-		list->last_index = ml->last_index;
-		list->max_member_id = ml->max_member_id;
-	}
+	rv = member_list_from_pb(reply->response->member_list, out);
 	raftlock__envelope__free_unpacked(reply, NULL);
-	if (failed) {
-		raftlock_member_list_free(list);
-		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "member list");
-	}
-	*out = list;
+	if (rv != 0)
+		return errmsg_set(&c->t, rv, NULL, "member list");
 	return 0;
 }

@@ -1294,6 +1294,20 @@ RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_i
 RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,
 				      const char *cluster);
 
+/*
+ * raftlock_member_join, and the members the leader answered with the claim:
+ * on 0, when members is not NULL, *members is its raft configuration as
+ * raftlock_member_list() would give it (owned by the caller: free it with
+ * raftlock_member_list_free()), or NULL from a server older than this
+ * answer. `raftlockd --join` admits those members' links on its raft port
+ * (peer TLS) until it has a log. On an error *members is unchanged. Errors
+ * as raftlock_member_join's, and RAFTLOCK_ENOMEM (the claim may then hold:
+ * ask again, as after a lost answer).
+ */
+RAFTLOCK_API int raftlock_member_join_list(raftlock_client *client, uint64_t id,
+					   uint64_t incarnation, const char *cluster,
+					   struct raftlock_member_list **members);
+
 #ifdef __cplusplus
 }
 #endif

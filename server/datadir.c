@@ -68,19 +68,35 @@ static int write_small(const char *path, const char *text)
 	return datadir_write_file(path, text, strlen(text));
 }
 
-bool datadir_has_files(const char *path)
+/* Counts the entries of the directory at path, and those of them whose
+ * name does not start with prefix; false when it cannot be read. */
+static bool dir_count(const char *path, const char *prefix, unsigned *all, unsigned *others)
 {
 	uv_fs_t req;
 	uv_dirent_t ent;
-	bool any = false;
+	*all = *others = 0;
 	if (uv_fs_scandir(NULL, &req, path, 0, NULL) < 0) {
 		uv_fs_req_cleanup(&req);
 		return false;
 	}
-	while (uv_fs_scandir_next(&req, &ent) != UV_EOF)
-		any = true;
+	while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
+		(*all)++;
+		*others += strncmp(ent.name, prefix, strlen(prefix)) != 0;
+	}
 	uv_fs_req_cleanup(&req);
-	return any;
+	return true;
+}
+
+bool datadir_has_files(const char *path)
+{
+	unsigned all, others;
+	return dir_count(path, "", &all, &others) && all > 0;
+}
+
+bool datadir_raft_blank(const char *raft_dir)
+{
+	unsigned all, others;
+	return dir_count(raft_dir, "open-", &all, &others) && others == 0;
 }
 
 /* One raftlockd per data directory: a second one would write into the

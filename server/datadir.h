@@ -34,6 +34,13 @@ int datadir_write_file(const char *path, const void *buf, size_t len);
 /* Whether the directory at path exists and holds any entry. */
 bool datadir_has_files(const char *path);
 
+/* Whether the raft log directory raft_dir exists and holds nothing but the
+ * segments libraft 0.22.1 prepares ahead (open-N, empty): no term, vote,
+ * entry or snapshot. libraft writes metadata1/2 when it learns its first
+ * term, before it stores any entry, so a node in that state has never
+ * heard from a leader (docs/RAFT-NOTES.md). */
+bool datadir_raft_blank(const char *raft_dir);
+
 /* Takes the directory for this process: one raftlockd per data directory
  * (a second one would write into the first one's raft log). The lock lasts
  * until datadir_unlock(*fd), or the end of the process. RAFTLOCK_EDATA when

@@ -29,12 +29,31 @@ static size_t split_addresses(const char *list, char *buf, size_t len, const cha
 	return n;
 }
 
+/* Copies the ids of list (NULL: none) into out, and says which; frees
+ * list. */
+static void keep_ids(struct raftlock_member_list *list, struct join_members *out)
+{
+	char ids[CONFIG_MAX_MEMBERS * 21 + 1] = "";
+	size_t at = 0;
+	out->n = 0;
+	for (size_t i = 0; list != NULL && i < list->n_members; i++) {
+		if (out->n == sizeof out->ids / sizeof out->ids[0])
+			break;
+		out->ids[out->n++] = list->members[i].id;
+		at += (size_t)snprintf(ids + at, sizeof ids - at, " %llu",
+				       (unsigned long long)list->members[i].id);
+	}
+	raftlock_member_list_free(list);
+	log_info("join: the cluster's members are%s", at > 0 ? ids : " unknown");
+}
+
 static bool final(int rv)
 {
 	return rv == RAFTLOCK_ENOTFOUND || rv == RAFTLOCK_EPERM || rv == RAFTLOCK_EINVAL;
 }
 
-int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t errlen)
+int join_claim(const struct config *cfg, uint64_t incarnation, struct join_members *members,
+	       char *err, size_t errlen)
 {
 	char buf[sizeof cfg->join];
 	const char *addrs[CONFIG_MAX_MEMBERS * 2];
@@ -66,8 +85,9 @@ int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t
 	uint64_t until = mono_ms() + JOIN_TRY_MS;
 	log_info("joining the cluster at %s as member %llu", cfg->join,
 		 (unsigned long long)cfg->id);
+	struct raftlock_member_list *list = NULL;
 	for (;;) {
-		rv = raftlock_member_join(c, cfg->id, incarnation, cfg->cluster);
+		rv = raftlock_member_join_list(c, cfg->id, incarnation, cfg->cluster, &list);
 		if (rv == 0 || final(rv) || mono_ms() >= until)
 			break;
 		log_warn("join: %s; asking again", raftlock_errmsg(c));
@@ -76,7 +96,14 @@ int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t
 	}
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGINT, &old_int, NULL);
-	if (rv != 0)
+	if (rv == 0 && list == NULL && raftlock_member_list(c, &list) != 0)
+		log_warn("join: the leader named no members, and the member list failed (%s): "
+			 "with peer TLS, this node admits only its --member list until it has a "
+			 "log",
+			 raftlock_errmsg(c));
+	if (rv == 0)
+		keep_ids(list, members);
+	else
 		snprintf(err, errlen, "%s", raftlock_errmsg(c));
 	raftlock_client_close(c);
 	if (rv == 0)

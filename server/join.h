@@ -5,7 +5,9 @@
  * client library): the id must have been added by `raftlock member add`
  * and never started with another data directory. Only then does it start
  * raft, without bootstrapping: the leader sends it the log (it is a
- * standby) and promotes it once it caught up.
+ * standby) and promotes it once it caught up. The leader answers the claim
+ * with its members: with peer TLS the node admits their links (the
+ * leader's first of all) before its log names them (node.c).
  *
  * Blocking, before the loop runs; not thread-safe. While it waits, SIGTERM
  * and SIGINT end the process (their default action).
@@ -20,14 +22,24 @@
 
 #define JOIN_TRY_MS 60000 /* keep asking this long while no leader answers */
 
+/* The ids of the members the cluster named when the claim held. */
+struct join_members {
+	size_t n;
+	uint64_t ids[CONFIG_MAX_MEMBERS];
+};
+
 /*
  * Claims cfg->id for incarnation at the addresses of cfg->join (client TLS
- * settings as the node's own: its certificate and CA). Returns 0, or
- * RAFTLOCK_ECONFIG (the cluster refused: the id was not added, was
- * removed, or already started with another data directory; another
- * cluster) or RAFTLOCK_EUNAVAILABLE (no leader answered within
- * JOIN_TRY_MS), with the reason in err.
+ * settings as the node's own: its certificate and CA). Returns 0 with
+ * *members set to the members of the leader's answer (or, from a leader
+ * too old to name them, of a member list asked for after it; n = 0 when
+ * that failed too, with a warning logged). Or returns RAFTLOCK_ECONFIG
+ * (the cluster refused: the id was not added, was removed, or already
+ * started with another data directory; another cluster) or
+ * RAFTLOCK_EUNAVAILABLE (no leader answered within JOIN_TRY_MS), with the
+ * reason in err and *members unchanged.
  */
-int join_claim(const struct config *cfg, uint64_t incarnation, char *err, size_t errlen);
+int join_claim(const struct config *cfg, uint64_t incarnation, struct join_members *members,
+	       char *err, size_t errlen);
 
 #endif

@@ -82,6 +82,58 @@ static void answer(members_reply_cb reply, void *arg, int status, const char *fm
 	va_end(ap);
 }
 
+/* Answers 0 with the raft configuration (MEMBER_LIST's payload): to LIST,
+ * and to a JOIN that held, whose node admits on its raft port the members
+ * named here until it has a configuration of its own (node.c). */
+static void answer_members(struct members *m, members_reply_cb reply, void *arg)
+{
+	struct raft *r = &m->node->raft;
+	unsigned n = r->configuration.n;
+	Raftlock__MemberInfo *infos = calloc(n ? n : 1, sizeof *infos);
+	Raftlock__MemberInfo **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+	if (infos == NULL || ptrs == NULL) {
+		free(infos);
+		free(ptrs);
+		answer(reply, arg, RAFTLOCK_ENOMEM, NULL);
+		return;
+	}
+	Raftlock__Meta *meta = read_meta(m->node);
+	for (unsigned i = 0; i < n; i++) {
+		const struct raft_server *s = &r->configuration.servers[i];
+		Raftlock__MemberInfo *mi = &infos[i];
+		raftlock__member_info__init(mi);
+		mi->id = s->id;
+		mi->raft_address = s->address;
+		const Raftlock__MemberRecord *rec = member_book_find(meta, s->id);
+		const struct config_member *cm = config_member_by_id(m->node->cfg, s->id);
+		mi->client_address = rec  ? rec->client_address
+				     : cm ? (char *)cm->client_address
+					  : "";
+		mi->role = (char *)role_name(s->role);
+		mi->joined = rec != NULL && rec->incarnation != 0;
+		raft_index match = 0;
+		if (s->id == m->node->cfg->id)
+			match = raft_last_index(r);
+		else if (raft_match_index(r, s->id, &match) != 0)
+			match = 0;
+		mi->match_index = match;
+		ptrs[i] = mi;
+	}
+	Raftlock__MemberList list = RAFTLOCK__MEMBER_LIST__INIT;
+	list.members = ptrs;
+	list.n_members = n;
+	list.leader_id = m->node->cfg->id;
+	list.last_index = raft_last_index(r);
+	list.max_member_id = meta->max_member_id;
+	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST;
+	resp.member_list = &list;
+	reply(arg, &resp);
+	raftlock__meta__free_unpacked(meta, NULL);
+	free(infos);
+	free(ptrs);
+}
+
 static const char *op_name(const struct member_op *op)
 {
 	static const char *names[] = {"add", "remove", "promote", "join"};
@@ -204,7 +256,9 @@ static void logged(void *arg, int status, const Raftlock__Result *result)
 		return;
 	}
 	if (st == 0) {
-		op_done(op, 0, NULL);
+		log_info("member join %llu: done", (unsigned long long)op->id);
+		answer_members(op->m, op->reply, op->arg);
+		free(op);
 		return;
 	}
 	Raftlock__Meta *meta = read_meta(op->m->node);
@@ -253,55 +307,6 @@ static struct member_op *op_new(struct members *m, enum member_op_kind kind, uin
 	op->reply = reply;
 	op->arg = arg;
 	return op;
-}
-
-static void handle_list(struct members *m, members_reply_cb reply, void *arg)
-{
-	struct raft *r = &m->node->raft;
-	unsigned n = r->configuration.n;
-	Raftlock__MemberInfo *infos = calloc(n ? n : 1, sizeof *infos);
-	Raftlock__MemberInfo **ptrs = calloc(n ? n : 1, sizeof *ptrs);
-	if (infos == NULL || ptrs == NULL) {
-		free(infos);
-		free(ptrs);
-		answer(reply, arg, RAFTLOCK_ENOMEM, NULL);
-		return;
-	}
-	Raftlock__Meta *meta = read_meta(m->node);
-	for (unsigned i = 0; i < n; i++) {
-		const struct raft_server *s = &r->configuration.servers[i];
-		Raftlock__MemberInfo *mi = &infos[i];
-		raftlock__member_info__init(mi);
-		mi->id = s->id;
-		mi->raft_address = s->address;
-		const Raftlock__MemberRecord *rec = member_book_find(meta, s->id);
-		const struct config_member *cm = config_member_by_id(m->node->cfg, s->id);
-		mi->client_address = rec  ? rec->client_address
-				     : cm ? (char *)cm->client_address
-					  : "";
-		mi->role = (char *)role_name(s->role);
-		mi->joined = rec != NULL && rec->incarnation != 0;
-		raft_index match = 0;
-		if (s->id == m->node->cfg->id)
-			match = raft_last_index(r);
-		else if (raft_match_index(r, s->id, &match) != 0)
-			match = 0;
-		mi->match_index = match;
-		ptrs[i] = mi;
-	}
-	Raftlock__MemberList list = RAFTLOCK__MEMBER_LIST__INIT;
-	list.members = ptrs;
-	list.n_members = n;
-	list.leader_id = m->node->cfg->id;
-	list.last_index = raft_last_index(r);
-	list.max_member_id = meta->max_member_id;
-	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
-	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_MEMBER_LIST;
-	resp.member_list = &list;
-	reply(arg, &resp);
-	raftlock__meta__free_unpacked(meta, NULL);
-	free(infos);
-	free(ptrs);
 }
 
 static void handle_add(struct members *m, const Raftlock__MemberAdd *req, members_reply_cb reply,
@@ -454,7 +459,7 @@ void members_handle(struct members *m, const Raftlock__Envelope *env, members_re
 		    void *arg)
 {
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST: handle_list(m, reply, arg); break;
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST: answer_members(m, reply, arg); break;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD:
 		handle_add(m, env->member_add->member, reply, arg);
 		break;

@@ -14,7 +14,9 @@
  *   PROMOTE  raft_assign to voter (libraft lets the member catch up first:
  *            rounds of replication, the last under an election timeout).
  *   JOIN     MEMBER_JOIN: a new node's first start claims its id for its
- *            data directory's incarnation.
+ *            data directory's incarnation; answered, once it holds, with
+ *            the member list as LIST's (the peers the new node admits on
+ *            its raft port before it has a log, join.h).
  * Automatic promotion: every MEMBERS_CHECK_MS the ready leader makes a
  * standby that has joined a voter once its match index is within
  * MEMBERS_PROMOTE_GAP entries of the leader's last index. At the same

@@ -992,9 +992,19 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 {
 	const struct config *cfg = n->cfg;
 	*do_bootstrap = false;
-	if (datadir_has_files(raft_dir)) /* empty: never a member */
-		return 0;
-	if (cfg->bootstrap || cfg->restore_file[0] != '\0') { /* a restore makes a new cluster */
+	if (datadir_has_files(raft_dir)) {
+		/* A member, unless it is a node that joined and stopped before
+		 * it heard from a leader (datadir_raft_blank): it claims again
+		 * (the claim holds again for its incarnation) to learn the
+		 * members its raft port admits; knowing none, with peer TLS it
+		 * would refuse the leader for good. */
+		if (cfg->join[0] == '\0' || !datadir_raft_blank(raft_dir))
+			return 0;
+		log_warn("%s holds nothing from a leader yet (a --join start that stopped "
+			 "early): claiming member %llu again",
+			 raft_dir, (unsigned long long)cfg->id);
+	} else if (cfg->bootstrap || cfg->restore_file[0] != '\0') {
+		/* a restore makes a new cluster */
 		*do_bootstrap = true;
 		return 0;
 	}
@@ -1013,7 +1023,7 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 	if (rv != 0)
 		return rv;
 	char why[512];
-	rv = join_claim(cfg, incarnation, why, sizeof why);
+	rv = join_claim(cfg, incarnation, &n->join_members, why, sizeof why);
 	if (rv != 0) {
 		snprintf(err, errlen, "join refused: %s", why);
 		return rv;
@@ -1067,12 +1077,24 @@ static unsigned test_faults(void)
 }
 
 /* Whether a peer that proved id by its certificate is a member: one of
- * the configured members, or of raft's current configuration. */
+ * the configured members, of raft's current configuration, or of those the
+ * leader named when this node's --join claim held. A joining node has no
+ * configuration until the leader's link delivers one, and usually no
+ * --member list: the answer to its claim is how it knows that link is a
+ * member's. A member added after that answer is in the configuration the
+ * log brings; until then a link of its is refused, and raft connects
+ * again. (Should such a member lead before any entry reached this node,
+ * a restart claims again and learns it: first_start.) No id outside these
+ * is admitted, so a certificate of the cluster's CA for a non-member
+ * still admits nothing. */
 static bool node_knows_member(void *arg, raft_id id)
 {
 	struct node *n = arg;
 	if (config_member_by_id(n->cfg, id) != NULL)
 		return true;
+	for (size_t i = 0; i < n->join_members.n; i++)
+		if (n->join_members.ids[i] == id)
+			return true;
 	for (unsigned i = 0; i < n->raft.configuration.n; i++)
 		if (n->raft.configuration.servers[i].id == id)
 			return true;

@@ -28,6 +28,7 @@
 #include "histogram.h"
 #include "image_build.h"
 #include "io_timing.h"
+#include "join.h"
 #include "list.h"
 #include "store.h"
 
@@ -68,6 +69,9 @@ struct node {
 	struct raft_io io;
 	struct raft_uv_transport transport;
 	bool peer_tls; /* transport is peer_tls.c's, not peer_tcp.c's */
+	/* On a --join first start: the members the leader named when the
+	 * claim held (join.h), admitted on the raft port with peer TLS. */
+	struct join_members join_members;
 	struct raft_fsm raft_fsm;
 	bool raft_started;
 

@@ -17,6 +17,19 @@
  * serving; no node's term moves and the leader stays; a lock is still
  * granted afterwards.
  *
+ * join_over_tls: with a lock held, member 4 is added and its node started
+ * with --join and its own certificate of the cluster's CA: within
+ * JOIN_BOUND_MS the leader has made it a voter and the node itself answers
+ * a read of the lock with the holder's token. The joiner knows no member
+ * of its own: it admits the leader's link because the answer to its join
+ * named the members. Afterwards it still refuses a certificate of the
+ * cluster's CA for id 9, which is no member.
+ *
+ * join_restarted_before_contact: the node of member 4 first started with
+ * another CA's files refuses the leader's links and never hears from it;
+ * killed, and started again with its own certificate of the cluster's CA,
+ * it claims its id again and joins within JOIN_BOUND_MS.
+ *
  * bad_settings: a partial set of peer-tls-* settings, and a certificate
  * that is another member's, are refused by --check-config and at start.
  */
@@ -41,6 +54,7 @@
 #include "peer_certs.h"
 
 #define ELECTION_MS 1000
+#define JOIN_BOUND_MS 20000
 
 static struct tcluster cl;
 static bool have_expired;
@@ -301,6 +315,156 @@ static void test_impostors_refused(void **state)
 	assert_int_equal(tcluster_destroy(&cl), 0);
 }
 
+/* The role of member id in the leader's member list ("" when absent). */
+static const char *role_of(raftlock_client *c, uint64_t id, char *buf, size_t len)
+{
+	struct raftlock_member_list *list;
+	buf[0] = '\0';
+	if (raftlock_member_list(c, &list) != 0)
+		return buf; /* asked again */
+	for (size_t i = 0; i < list->n_members; i++)
+		if (list->members[i].id == id)
+			snprintf(buf, len, "%s", list->members[i].role);
+	raftlock_member_list_free(list);
+	return buf;
+}
+
+/* The token of the holder of `name` that node `slot` itself knows (a stale
+ * read at that node alone); 0 when it knows none yet. */
+static uint64_t token_at(int slot, const char *name)
+{
+	struct raftlock_client_options o = {0};
+	o.addresses = &cl.addrs[slot];
+	o.n_addresses = 1;
+	o.request_timeout_ms = 1000;
+	raftlock_client *c = NULL;
+	if (raftlock_client_open(&o, &c, NULL) != 0)
+		return 0;
+	struct raftlock_lock_info *info = NULL;
+	uint64_t token = 0;
+	if (raftlock_lock_get(c, name, true, &info) == 0) {
+		if (info->n_holders == 1)
+			token = info->holders[0].token;
+		raftlock_lock_info_free(info);
+	}
+	raftlock_client_close(c);
+	return token;
+}
+
+/* Sets the peer TLS files of the nodes started from now on: those of CA
+ * directory dir ("a" or "b"). */
+static void peer_files(const char *dir)
+{
+	static const char *const names[3] = {"node-{id}.pem", "node-{id}.key", "ca.pem"};
+	static char paths[3][300]; /* kept: peer_certs_path's buffers rotate */
+	for (int k = 0; k < 3; k++) {
+		snprintf(paths[k], sizeof paths[k], "%s", peer_certs_path("%s/%s", dir, names[k]));
+		cl.extra_args[2 * k + 1] = paths[k];
+	}
+}
+
+/* A cluster with peer TLS, a lock "before-join" held through a session of
+ * client c (token: its grant's), and member 4 added on slot, its node not
+ * started yet. */
+struct join_case {
+	raftlock_client *c;
+	raftlock_session *s;
+	raftlock_lock *l;
+	uint64_t token;
+	int slot;
+};
+
+static void join_case_open(struct join_case *j)
+{
+	start_cluster(NULL);
+	j->c = tl_client(&cl);
+	j->s = tl_session(j->c, 30000);
+	j->l = tl_lock(j->s, "before-join");
+	j->token = tl_take(j->l);
+	j->slot = tcluster_add_slot(&cl, -1, 4);
+	if (raftlock_member_add(j->c, 4, tcluster_raft_addr(&cl, j->slot),
+				cl.client_addr[j->slot]) != 0)
+		fail_msg("member add 4: %s", raftlock_errmsg(j->c));
+}
+
+static void join_case_close(struct join_case *j)
+{
+	raftlock_lock_free(j->l);
+	raftlock_session_close(j->s);
+	raftlock_client_close(j->c);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+/* Starts the node of member 4 (--join) and waits until it is a voter whose
+ * node itself knows the lock's holder, for at most JOIN_BOUND_MS. */
+static void join_within_bound(struct join_case *j)
+{
+	uint64_t start = tcluster_now_ms(), end = start + JOIN_BOUND_MS;
+	tcluster_restart(&cl, j->slot);
+	char role[16];
+	while (strcmp(role_of(j->c, 4, role, sizeof role), "voter") != 0 ||
+	       token_at(j->slot, "before-join") != j->token) {
+		if (tcluster_now_ms() > end)
+			fail_msg("after %d ms member 4 is '%s' and does not know the lock's "
+				 "holder; its log refused %d links",
+				 JOIN_BOUND_MS, role, log_count(j->slot, "refused"));
+		tl_sleep_ms(100);
+	}
+	print_message("member 4 joined, a voter that knows the lock's holder, in %llu ms\n",
+		      (unsigned long long)(tcluster_now_ms() - start));
+}
+
+static void test_join_over_tls(void **state)
+{
+	(void)state;
+	struct join_case j;
+	join_case_open(&j);
+	peer_files("a"); /* node-4's certificate of the cluster's CA */
+	join_within_bound(&j);
+
+	/* The joiner admits members only: not a certificate for id 9. */
+	tcluster_shell("timeout 5 openssl s_client -quiet -connect 127.0.0.1:%d -cert %s -key %s "
+		       "-CAfile %s <%s >/dev/null 2>&1",
+		       cl.raft_port[j.slot], peer_certs_path("a/node-9.pem"),
+		       peer_certs_path("a/node-9.key"), peer_certs_path("a/ca.pem"),
+		       hello_claiming(9));
+	assert_true(log_count(j.slot, "member 9 (127.0.0.1:1) is not a member of this node's "
+				      "cluster") > 0);
+	join_case_close(&j);
+}
+
+/* A joining node first started with another CA's files refuses the leader
+ * and never hears from it; killed, and started again with its right
+ * certificate, it claims its id again and so learns whom to admit. */
+static void test_join_restarted_before_contact(void **state)
+{
+	(void)state;
+	struct join_case j;
+	join_case_open(&j);
+	peer_files("b");
+	tcluster_restart(&cl, j.slot);
+	uint64_t end = tcluster_now_ms() + 10000;
+	while (log_count(j.slot, "refused") == 0) {
+		if (tcluster_now_ms() > end)
+			fail_msg("the node of another CA refused no link of the leader");
+		tl_sleep_ms(100);
+	}
+	/* Killed, it leaves the segments libraft prepared (a clean stop
+	 * removes them), but no term, vote or entry: it never heard from a
+	 * leader. */
+	tcluster_signal(&cl, j.slot, SIGKILL);
+	char raft[320];
+	snprintf(raft, sizeof raft, "%s/n%d/raft", cl.dir, j.slot + 1);
+	assert_int_equal(tcluster_shell("test -e %s/open-1 && test ! -e %s/metadata1 && test ! -e "
+					"%s/metadata2",
+					raft, raft, raft),
+			 0);
+	peer_files("a");
+	join_within_bound(&j);
+	assert_int_equal(log_count(j.slot, "claiming member 4 again"), 1);
+	join_case_close(&j);
+}
+
 /* Partial settings and another member's certificate are refused by
  * --check-config and at start, with messages that say why. */
 static void test_bad_settings(void **state)
@@ -347,6 +511,8 @@ int main(void)
 		cmocka_unit_test(test_serves_over_tls),
 		cmocka_unit_test(test_both_ports),
 		cmocka_unit_test(test_impostors_refused),
+		cmocka_unit_test(test_join_over_tls),
+		cmocka_unit_test(test_join_restarted_before_contact),
 		cmocka_unit_test(test_bad_settings),
 	};
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);

@@ -436,6 +436,10 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 	}
 	if (fake_read_answer(fd, req))
 		return true;
+	if (req->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN && f->join_names_members) {
+		fake_member_list(fd, req->id);
+		return true;
+	}
 	switch (req->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 		res.session = ++f->next_session;

@@ -87,6 +87,9 @@ struct fake {
 	int watch_cut;           /* a watch's state (two HOLDING, CURRENT):
 				    drop the connection after this many
 				    HOLDING, once */
+	bool join_names_members; /* answer MEMBER_JOIN with the member list
+				    (else as a server older than that
+				    answer: a bare Result) */
 	/* state */
 	int conns_seen;
 	int keepalives;        /* keepalive requests received (the log may be full) */

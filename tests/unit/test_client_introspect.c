@@ -195,6 +195,34 @@ static void test_member_replace_checks_first(void **state)
 	fake_stop(f);
 }
 
+/* The members a join's answer names reach the caller; a server older than
+ * that answer names none (NULL), and the claim holds all the same. */
+static void test_member_join_list(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	raftlock_client *c = client_on(f);
+	struct raftlock_member_list *list = NULL;
+	assert_int_equal(raftlock_member_join_list(c, 4, 77, "c", &list), 0);
+	assert_null(list);
+	FAKE_SET(f, join_names_members, true);
+	assert_int_equal(raftlock_member_join_list(c, 4, 77, "c", &list), 0);
+	assert_non_null(list);
+	assert_int_equal(list->n_members, 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(list->members[i].id, i + 1);
+	raftlock_member_list_free(list);
+	assert_int_equal(raftlock_member_join(c, 4, 77, "c"), 0); /* the list dropped */
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN), 3);
+	/* On an error, *members is left as it was. */
+	struct raftlock_member_list untouched = {0};
+	list = &untouched;
+	assert_int_equal(raftlock_member_join_list(c, 4, 77, NULL, &list), RAFTLOCK_EINVAL);
+	assert_ptr_equal(list, &untouched);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +232,7 @@ int main(void)
 		cmocka_unit_test(test_session_list),
 		cmocka_unit_test(test_check_token),
 		cmocka_unit_test(test_member_replace_checks_first),
+		cmocka_unit_test(test_member_join_list),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test_datadir.c: the data-directory checks that node_start() runs first
  * (server/datadir.c, the real file), in a temporary directory: one process
  * per directory, a directory of another cluster or node refused, LMDB kept
- * only after a clean stop or in the same boot. No loop, no sockets. */
+ * only after a clean stop or in the same boot, a raft directory that holds
+ * nothing from a leader told apart. No loop, no sockets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,12 +111,39 @@ static void test_state_trust(void **state)
 	assert_false(exists(st, "data.mdb"));
 }
 
+/* A raft directory is blank while it holds only the segments libraft
+ * prepares ahead: a joining node killed before it heard from a leader. Any
+ * term (metadata), entry or snapshot ends that. */
+static void test_raft_blank(void **state)
+{
+	(void)state;
+	char raft[DATADIR_PATH_MAX];
+	datadir_path(raft, sizeof raft, root, "raft");
+	assert_false(datadir_raft_blank(raft)); /* no directory */
+	assert_int_equal(mkdir(raft, 0750), 0);
+	assert_true(datadir_raft_blank(raft));
+	assert_false(datadir_has_files(raft));
+	touch(raft, "open-1", "");
+	touch(raft, "open-2", "");
+	assert_true(datadir_raft_blank(raft));
+	assert_true(datadir_has_files(raft));
+	touch(raft, "metadata1", "term");
+	assert_false(datadir_raft_blank(raft));
+	char meta[DATADIR_PATH_MAX];
+	datadir_path(meta, sizeof meta, raft, "metadata1");
+	assert_int_equal(unlink(meta), 0);
+	assert_true(datadir_raft_blank(raft));
+	touch(raft, "snapshot-1-2-3", "image");
+	assert_false(datadir_raft_blank(raft));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_identity_and_lock, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_log_without_identity, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_trust, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_raft_blank, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
