@@ -479,13 +479,14 @@ static int cmd_snapshot(struct cli *cli, int argc, char **argv)
 }
 
 /* consul lock spells it -child-exit-code: taken as --child-exit-code (for
- * getopt it would be -c with the argument "hild-exit-code"). */
-static void hold_accept_consul_spelling(int argc, char **argv)
+ * getopt it would be -c with the argument "hild-exit-code"), where an
+ * option is read next, never among the command's own arguments. */
+static void hold_accept_consul_spelling(char **argv, int argc)
 {
 	static char long_form[] = "--child-exit-code";
-	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "-child-exit-code") == 0)
-			argv[i] = long_form;
+	int next = optind > 0 ? optind : 1; /* 0: getopt starts again, at 1 */
+	if (next < argc && strcmp(argv[next], "-child-exit-code") == 0)
+		argv[next] = long_form;
 }
 
 /* Parses the hold options from optind on, stopping at the first word that
@@ -516,7 +517,10 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 	};
 	long v;
 	int ch;
-	while ((ch = getopt_long(argc, argv, "+nsE:c:", opts, NULL)) != -1) {
+	for (;;) {
+		hold_accept_consul_spelling(argv, argc);
+		if ((ch = getopt_long(argc, argv, "+nsE:c:", opts, NULL)) == -1)
+			break;
 		switch (ch) {
 		case OPT_TTL:
 			if (!parse_ms(optarg, RAFTLOCK_TTL_MIN_MS, RAFTLOCK_TTL_MAX_MS, &v))
@@ -610,7 +614,6 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore, bool
 	};
 	long permits = 0;
 	const char *shell_command = NULL;
-	hold_accept_consul_spelling(argc, argv);
 	optind = 0;
 	int code = hold_options(argc, argv, semaphore, &h, &permits, &shell_command);
 	if (code != CLI_EXIT_OK)

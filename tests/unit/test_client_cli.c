@@ -476,6 +476,23 @@ static void test_child_exit_code(void **state)
 	char *consul[] = {"raftlock", "--endpoints",      f->addr, "lock",   "-n",
 			  "x",        "-child-exit-code", "-c",    "exit 5", NULL};
 	assert_int_equal(cli_run(consul, 10000), 5);
+	char *first[] = {"raftlock", "--endpoints", f->addr, "lock",   "-child-exit-code",
+			 "-n",       "x",           "-c",    "exit 6", NULL};
+	assert_int_equal(cli_run(first, 10000), 6);
+	/* the command's own argument of that spelling is left alone */
+	char *child[] = {"raftlock",
+			 "--endpoints",
+			 f->addr,
+			 "lock",
+			 "-n",
+			 "x",
+			 "sh",
+			 "-c",
+			 "test \"$1\" = -child-exit-code && exit 7",
+			 "sh",
+			 "-child-exit-code",
+			 NULL};
+	assert_int_equal(cli_run(child, 10000), 7);
 	char *off[] = {"raftlock", "--endpoints",          f->addr, "lock",   "-n",
 		       "x",        "--no-child-exit-code", "-c",    "exit 5", NULL};
 	assert_int_equal(cli_run(off, 10000), 0);
