@@ -151,10 +151,15 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 		w->in_state =
 			ev.kind == RAFTLOCK_WATCH_HOLDING || ev.kind == RAFTLOCK_WATCH_WAITING;
 		w->state_pos = ev.position;
-		if (!state) {
+		if (!state || ev.kind == RAFTLOCK_WATCH_HISTORY_LOST) {
+			/* after HISTORY_LOST a resume must get the state
+			 * again (another node could still have the changes
+			 * after the old position, but the application has
+			 * let go of what it knew): from the start */
+			bool lost = ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
 			Raftlock__Envelope next;
 			Raftlock__WatchRequest wr;
-			watch_frame(w, &ev.position, &next, &wr);
+			watch_frame(w, lost ? NULL : &ev.position, &next, &wr);
 			transport_reframe(t, req, &next);
 		}
 	}

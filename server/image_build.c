@@ -109,17 +109,6 @@ void image_build_fallback_done(struct image_build *b)
 	b->failed = false;
 }
 
-/* Whether the store's file has used more than 3/4 of its map. */
-static bool map_filling(const struct image_build *b)
-{
-	MDB_envinfo info;
-	MDB_stat st;
-	MDB_env *env = b->store->env;
-	if (mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &st) != 0)
-		return false;
-	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize > info.me_mapsize / 4 * 3;
-}
-
 void image_build_note(struct image_build *b, uint64_t index, const void *buf, size_t len)
 {
 	if (b->state == IMAGE_BUILD_IDLE || b->spoilt || b->discard || index <= b->image_index)
@@ -130,7 +119,8 @@ void image_build_note(struct image_build *b, uint64_t index, const void *buf, si
 			"next snapshot taken on the loop",
 			(unsigned long long)index);
 		b->spoilt = true;
-	} else if (b->state == IMAGE_BUILD_RUNNING && ++b->notes % 64 == 0 && map_filling(b)) {
+	} else if (b->state == IMAGE_BUILD_RUNNING && ++b->notes % 64 == 0 &&
+		   store_map_filling(b->store)) {
 		log_warn(
 			"snapshot image at %llu: the store's file passed 3/4 of its map while the "
 			"dump held its pages; dump stopped, the next snapshot is taken on the loop",

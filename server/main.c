@@ -61,6 +61,12 @@ static void on_restore(void *arg)
 	service_on_restore(&srv->service);
 }
 
+static void on_store_closing(void *arg)
+{
+	struct server *srv = arg;
+	service_on_store_closing(&srv->service);
+}
+
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
@@ -199,7 +205,7 @@ int main(int argc, char **argv)
 	uv_signal_init(&srv.loop, &srv.sighup);
 	srv.sighup.data = &srv;
 	uv_signal_start(&srv.sighup, on_reload, SIGHUP);
-	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore};
+	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore, on_store_closing};
 	/* The leases index must exist before raft starts replaying entries. */
 	timebase_init_uv(&srv.tb, &srv.loop);
 	leases_init(&srv.leases, &srv.tb, &srv.node, srv.cfg.renew_window_ms);

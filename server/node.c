@@ -997,8 +997,10 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 		 * it heard from a leader (datadir_raft_blank): it claims again
 		 * (the claim holds again for its incarnation) to learn the
 		 * members its raft port admits; knowing none, with peer TLS it
-		 * would refuse the leader for good. */
-		if (cfg->join[0] == '\0' || !datadir_raft_blank(raft_dir))
+		 * would refuse the leader for good. Without peer TLS it admits
+		 * any peer, and waits for the leader as before. */
+		if (cfg->join[0] == '\0' || cfg->peer_tls_cert[0] == '\0' ||
+		    !datadir_raft_blank(raft_dir))
 			return 0;
 		log_warn("%s holds nothing from a leader yet (a --join start that stopped "
 			 "early): claiming member %llu again",
@@ -1092,7 +1094,9 @@ static bool node_knows_member(void *arg, raft_id id)
 	struct node *n = arg;
 	if (config_member_by_id(n->cfg, id) != NULL)
 		return true;
-	for (size_t i = 0; i < n->join_members.n; i++)
+	/* The join answer only until raft has a configuration of its own,
+	 * which then says who is a member (a member removed since stays out). */
+	for (size_t i = 0; n->raft.configuration.n == 0 && i < n->join_members.n; i++)
 		if (n->join_members.ids[i] == id)
 			return true;
 	for (unsigned i = 0; i < n->raft.configuration.n; i++)
@@ -1322,6 +1326,8 @@ static void raft_closed(struct raft *r)
 	if (store_sync(&n->store) == 0 && datadir_mark_clean(n->cfg->data_dir) == 0)
 		log_info("store synced; clean shutdown recorded");
 	fsm_fini(&n->fsm);
+	if (n->hooks.on_store_closing != NULL)
+		n->hooks.on_store_closing(n->hooks.arg);
 	store_close(&n->store);
 	datadir_unlock(n->datadir_fd); /* nothing more is written there */
 	n->datadir_fd = -1;

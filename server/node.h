@@ -49,6 +49,8 @@ struct node_hooks {
 	void (*on_ready)(void *arg, bool ready);
 	/* The store's content was replaced by a snapshot: rebuild indexes. */
 	void (*on_restore)(void *arg);
+	/* The store is about to close (the node stopped): end its readers. */
+	void (*on_store_closing)(void *arg);
 };
 
 struct proposal;

@@ -275,11 +275,10 @@ static bool watch_room(void *arg, const struct service_conn *c)
 	return !c->closing && conn_unsent(c) + c->out_len < WATCH_STATE_ROOM;
 }
 
-static void watch_stalled(void *arg, struct service_conn *c)
+static void watch_stalled(void *arg, struct service_conn *c, const char *why)
 {
 	(void)arg;
-	log_warn("a client took none of its watch's state for %d s; closing its connection",
-		 WATCH_STATE_STALL_MS / 1000);
+	log_warn("closing a client's connection: %s", why);
 	conn_abort(c);
 }
 
@@ -1683,6 +1682,11 @@ void service_on_ready(struct service *s, bool ready)
 void service_on_restore(struct service *s)
 {
 	watches_restored(&s->watches);
+}
+
+void service_on_store_closing(struct service *s)
+{
+	watches_end_states(&s->watches);
 }
 
 unsigned service_connections(const struct service *s)

@@ -118,6 +118,8 @@ void service_on_event(struct service *s, const struct fsm_event *ev);
 void service_on_ready(struct service *s, bool ready);
 /* The store was replaced by a snapshot (watches lose their history). */
 void service_on_restore(struct service *s);
+/* The node's store closes next: the watches' states let go of it. */
+void service_on_store_closing(struct service *s);
 
 /* Number of open client connections. */
 unsigned service_connections(const struct service *s);

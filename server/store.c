@@ -106,6 +106,15 @@ int store_sync(struct store *s)
 	return mdb_env_sync(s->env, 1) == 0 ? 0 : RAFTLOCK_EIO;
 }
 
+bool store_map_filling(const struct store *s)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	if (mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &st) != 0)
+		return false;
+	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize > info.me_mapsize / 4 * 3;
+}
+
 MDB_txn *store_begin(struct store *s, bool write)
 {
 	MDB_txn *txn;

@@ -72,6 +72,11 @@ MDB_txn *store_begin(struct store *s, bool write);
 void store_commit(MDB_txn *txn);
 void store_abort(MDB_txn *txn);
 
+/* Whether the store's file has used more than 3/4 of its map: a reader
+ * held long (a snapshot's dump, a watch's state) keeps the pages freed
+ * since from being used again, and should let go. */
+bool store_map_filling(const struct store *s);
+
 /*
  * Bytes of the records held: the sum of key and value sizes over sessions,
  * locks, nonces, leases, access rules and session_locks (meta excluded),

@@ -1,6 +1,7 @@
 /* watch.c: see watch.h. */
 #include "watch.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +19,14 @@ struct watch_sub {
 	MDB_txn *txn;
 	char *state_after;
 	struct watch_pos state_at;
-	uint64_t progress_ms;
+	uint64_t started_ms, progress_ms; /* 0: not pumped yet */
 	/* Its changes made since the snapshot, to follow its CURRENT; past
 	 * w->backlog_max the ring must have them (or HISTORY_LOST). */
 	Raftlock__WatchEvent *backlog;
 	size_t n_backlog, backlog_cap;
+	size_t backlog_sent; /* draining: its CURRENT went, these followed */
 	bool backlog_full;
+	bool draining;
 	struct watch_sub *next;
 };
 
@@ -162,10 +165,16 @@ static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__Watc
  * state is still the one of a single position. The changes of its locks
  * made meanwhile are kept for it (its backlog) and follow its CURRENT. */
 
+static bool has_room(struct watches *w, const struct watch_sub *s)
+{
+	return w->room == NULL || w->room(w->arg, s->conn);
+}
+
 struct state_walk {
 	struct watches *w;
 	struct watch_sub *sub;
 	size_t left; /* locks this page may still send */
+	bool cut;    /* the page ended before the locks did */
 };
 
 static int state_visit(void *arg, Raftlock__LockRecord *rec)
@@ -203,7 +212,10 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 		log_fatal("out of memory");
 	raftlock__lock_record__free_unpacked(rec, NULL);
 	sw->left--;
-	return s->conn == NULL || sw->left == 0; /* ended: the rest would go nowhere */
+	/* ended: the rest would go nowhere; a lock with a long queue may
+	 * have filled the connection's room alone */
+	sw->cut = s->conn == NULL || sw->left == 0 || !has_room(sw->w, s);
+	return sw->cut;
 }
 
 /* Takes a reader for s's state, if fewer than WATCH_STATES_READING are
@@ -213,8 +225,13 @@ static bool state_open(struct watches *w, struct watch_sub *s)
 {
 	if (s->txn != NULL)
 		return true;
-	if (w->states_reading >= WATCH_STATES_READING)
+	if (w->store_closed || w->states_reading >= WATCH_STATES_READING)
 		return false;
+	size_t mine = 0;
+	for (const struct watch_sub *o = w->subs; o != NULL; o = o->next)
+		mine += o->txn != NULL && o->conn == s->conn;
+	if (mine >= WATCH_STATES_PER_CONN)
+		return false; /* one client does not take every reader */
 	s->txn = store_begin(w->store, false);
 	s->state_at = (struct watch_pos){applied_index(w->store, s->txn), WATCH_OFFSET_END};
 	w->states_reading++;
@@ -227,7 +244,7 @@ static void backlog_clear(struct watch_sub *s)
 		slot_free(&s->backlog[i]);
 	free(s->backlog);
 	s->backlog = NULL;
-	s->n_backlog = s->backlog_cap = 0;
+	s->n_backlog = s->backlog_cap = s->backlog_sent = 0;
 }
 
 /* A change of s's locks while its state goes out from a snapshot. */
@@ -252,15 +269,21 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 }
 
 /* s's state is done with, sent or not: its reader goes back. */
-static void state_end(struct watches *w, struct watch_sub *s)
+static void reader_release(struct watches *w, struct watch_sub *s)
 {
-	backlog_clear(s);
-	s->backlog_full = false;
 	if (s->txn != NULL) {
 		store_abort(s->txn);
 		s->txn = NULL;
 		w->states_reading--;
 	}
+}
+
+static void state_end(struct watches *w, struct watch_sub *s)
+{
+	backlog_clear(s);
+	s->backlog_full = false;
+	s->draining = false;
+	reader_release(w, s);
 	if (s->in_state) {
 		s->in_state = false;
 		w->states--;
@@ -271,26 +294,39 @@ static void state_end(struct watches *w, struct watch_sub *s)
 
 static void replay(struct watches *w, struct watch_sub *s);
 
-/* The last page went out: CURRENT, then the changes made since. */
-static void state_finish(struct watches *w, struct watch_sub *s)
+/* Sends the changes kept for s while its connection has room (the rest
+ * from watches_pump); once all went, the state is over. */
+static void backlog_drain(struct watches *w, struct watch_sub *s)
 {
-	struct watch_pos at = s->state_at;
-	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
-	ev.index = at.index;
-	ev.offset = at.offset;
-	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
-	ev.name = s->prefix;
-	send_to(w, s, &ev);
-	if (pos_cmp(at, s->after) > 0)
-		s->after = at;
-	bool full = s->backlog_full;
-	for (size_t i = 0; i < s->n_backlog && s->conn != NULL; i++) {
-		send_to(w, s, &s->backlog[i]);
-		s->after = pos_of(&s->backlog[i]);
+	while (s->backlog_sent < s->n_backlog && s->conn != NULL) {
+		if (s->backlog_sent % WATCH_STATE_PAGE == 0 && !has_room(w, s))
+			return;
+		const Raftlock__WatchEvent *ev = &s->backlog[s->backlog_sent++];
+		send_to(w, s, ev);
+		s->after = pos_of(ev);
 	}
+	if (s->conn == NULL)
+		return;
+	bool full = s->backlog_full;
 	state_end(w, s);
 	if (full)
 		replay(w, s); /* from the ring, if it still has them */
+}
+
+/* The last page went out: CURRENT, then the changes made since. */
+static void state_finish(struct watches *w, struct watch_sub *s)
+{
+	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
+	ev.index = s->state_at.index;
+	ev.offset = s->state_at.offset;
+	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
+	ev.name = s->prefix;
+	send_to(w, s, &ev);
+	if (pos_cmp(s->state_at, s->after) > 0)
+		s->after = s->state_at;
+	reader_release(w, s);
+	s->draining = true;
+	backlog_drain(w, s);
 }
 
 /* One page of s's state, when it has a reader. */
@@ -298,9 +334,9 @@ static void state_step(struct watches *w, struct watch_sub *s)
 {
 	if (s->conn == NULL || !state_open(w, s))
 		return;
-	struct state_walk sw = {w, s, WATCH_STATE_PAGE};
+	struct state_walk sw = {w, s, WATCH_STATE_PAGE, false};
 	store_scan_locks(w->store, s->txn, s->prefix, s->state_after, state_visit, &sw);
-	if (s->conn != NULL && sw.left > 0)
+	if (s->conn != NULL && !sw.cut)
 		state_finish(w, s);
 }
 
@@ -312,34 +348,66 @@ static void send_state(struct watches *w, struct watch_sub *s)
 		s->in_state = true;
 		w->states++;
 	}
-	s->progress_ms = 0;
+	s->started_ms = s->progress_ms = 0;
 	free(s->state_after);
 	if ((s->state_after = strdup("")) == NULL)
 		log_fatal("out of memory");
 	state_step(w, s);
 }
 
+/* Why s's client is given up, or NULL. */
+static const char *state_overdue(const struct watch_sub *s, uint64_t now_ms, bool filling,
+				 bool room)
+{
+	static char why[128];
+	if (filling && s->txn != NULL)
+		return "the store's file passed 3/4 of its map while its watch's state held "
+		       "its pages";
+	if (now_ms - s->started_ms >= WATCH_STATE_MAX_MS)
+		snprintf(why, sizeof why, "it did not take its watch's state within %d s",
+			 WATCH_STATE_MAX_MS / 1000);
+	else if (!room && now_ms - s->progress_ms >= WATCH_STATE_STALL_MS)
+		snprintf(why, sizeof why, "it took none of its watch's state for %d s",
+			 WATCH_STATE_STALL_MS / 1000);
+	else
+		return NULL;
+	return why;
+}
+
 bool watches_pump(struct watches *w, uint64_t now_ms)
 {
 	bool more = false;
+	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (s->conn == NULL || !s->in_state || !state_open(w, s))
+		if (s->conn == NULL || !s->in_state || (!s->draining && !state_open(w, s)))
 			continue;
-		if (s->progress_ms == 0)
-			s->progress_ms = now_ms;
-		if (w->room != NULL && !w->room(w->arg, s->conn)) {
-			if (now_ms - s->progress_ms >= WATCH_STATE_STALL_MS)
-				w->stalled(w->arg, s->conn); /* ends its watches */
+		if (s->started_ms == 0)
+			s->started_ms = s->progress_ms = now_ms;
+		bool room = has_room(w, s);
+		const char *why = state_overdue(s, now_ms, filling, room);
+		if (why != NULL && w->stalled != NULL) {
+			w->stalled(w->arg, s->conn, why); /* ends its watches */
 			continue;
 		}
+		if (!room)
+			continue;
 		s->progress_ms = now_ms;
-		state_step(w, s);
+		if (s->draining)
+			backlog_drain(w, s);
+		else
+			state_step(w, s);
 		more |= s->conn != NULL && s->in_state;
 	}
 	walk_end(w);
-	/* a state that finished freed a reader for one that waits */
-	return more || (w->states > w->states_reading && w->states_reading < WATCH_STATES_READING);
+	return more; /* one waiting for a reader freed now gets it at the next call */
+}
+
+void watches_end_states(struct watches *w)
+{
+	for (struct watch_sub *s = w->subs; s != NULL; s = s->next)
+		reader_release(w, s);
+	w->store_closed = true;
 }
 
 size_t watches_states(const struct watches *w)
@@ -454,7 +522,7 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 		if (s->conn == NULL || !matches(s, ev->name))
 			continue;
 		if (s->in_state) {
-			if (s->txn != NULL)
+			if (s->txn != NULL || s->draining)
 				backlog_add(w, s, ev);
 		} else if (pos_cmp(pos_of(ev), s->after) > 0) {
 			send_to(w, s, ev);
@@ -471,7 +539,7 @@ void watches_restored(struct watches *w)
 	ring_reset(w);
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (s->in_state && s->txn != NULL) {
+		if (s->in_state && (s->txn != NULL || s->draining)) {
 			/* Its snapshot is from before the restore, and the
 			 * changes up to it were never applied here: at its end
 			 * it goes to the ring, which says HISTORY_LOST. */

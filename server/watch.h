@@ -17,10 +17,13 @@
  * A state goes out in pages (WATCH_STATE_PAGE locks), the first at once,
  * the others from watches_pump() while the connection has room, each from
  * one read snapshot the subscription holds until its CURRENT (at most
- * WATCH_STATES_READING at once; the others wait for one); the changes of
- * its locks made meanwhile are kept for it and follow its CURRENT. A client that
- * takes nothing of its state for WATCH_STATE_STALL_MS is given up
- * (watch_stalled_cb), as one that does not read its answers is.
+ * WATCH_STATES_READING at once, WATCH_STATES_PER_CONN for one connection;
+ * the others wait for one); the changes of its locks made meanwhile are
+ * kept for it and follow its CURRENT, paced the same way. A client that
+ * takes nothing of its state for WATCH_STATE_STALL_MS, or not all of it
+ * within WATCH_STATE_MAX_MS, or whose state holds the store's pages while
+ * the map fills, is given up (watch_stalled_cb), as one that does not
+ * read its answers is.
  *
  * The registry never looks inside a connection (an opaque pointer here):
  * it sends through the callback it was given. Loop thread only; aborts on
@@ -54,16 +57,20 @@ typedef void (*watch_send_cb)(void *arg, struct service_conn *conn, uint64_t id,
 /* Whether conn has room for more of a state now (few bytes waiting). */
 typedef bool (*watch_room_cb)(void *arg, const struct service_conn *conn);
 
-/* conn took nothing of its state for WATCH_STATE_STALL_MS: close it (which
- * ends its watches, watches_forget_conn). */
-typedef void (*watch_stalled_cb)(void *arg, struct service_conn *conn);
+/* conn's state is given up (why says which bound it passed): close it,
+ * which ends its watches (watches_forget_conn). */
+typedef void (*watch_stalled_cb)(void *arg, struct service_conn *conn, const char *why);
 
 /* Locks per page of a state; states read at once (each holds an LMDB
  * reader, of the 126 the environment has); how long a state may wait for
  * a client that reads nothing. */
 #define WATCH_STATE_PAGE 128
 #define WATCH_STATES_READING 8
+#define WATCH_STATES_PER_CONN 2
 #define WATCH_STATE_STALL_MS 30000
+/* A state holds its snapshot's pages from reuse: at most this long, and
+ * never once the store's file passes 3/4 of its map. */
+#define WATCH_STATE_MAX_MS 300000
 /* Changes of a state's locks kept to follow its CURRENT; past that many
  * they must come from the ring. */
 #define WATCH_STATE_BACKLOG 65536
@@ -86,6 +93,7 @@ struct watches {
 	size_t states;         /* states under way */
 	size_t states_reading; /* of them, with a snapshot */
 	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
+	bool store_closed;     /* watches_end_states: no snapshot any more */
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries
@@ -105,6 +113,10 @@ void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb st
  * call it now and then anyway (a connection's room, a free reader). */
 bool watches_pump(struct watches *w, uint64_t now_ms);
 size_t watches_states(const struct watches *w);
+
+/* The store closes next: every state lets go of its snapshot, and no
+ * state gets one any more. */
+void watches_end_states(struct watches *w);
 
 /* Subscribes (conn, id) and sends what req asks for first (see above).
  * req is borrowed. */

@@ -241,7 +241,12 @@ static void test_impostors_refused(void **state)
 		run_impostor(1, peer_certs_path("expired/node-1.pem"),
 			     peer_certs_path("expired/node-1.key"), 2500, out, sizeof out);
 		assert_non_null(strstr(out, "refused"));
-		assert_true(log_count(2, "certificate has expired") > 0);
+		/* it tries both members; either may have logged it (each
+		 * logs refusals at a bounded rate, and the impostor before
+		 * this one spent some) */
+		assert_true(log_count(1, "certificate has expired") +
+				    log_count(2, "certificate has expired") >
+			    0);
 	}
 
 	/* A valid certificate of another identity (node 4's) whose hello claims

@@ -116,6 +116,7 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 		e->nonce = env->open_session->nonce;
 		fake_copy_secret(e, &env->open_session->secret);
 		break;
+	case RAFTLOCK__ENVELOPE__BODY_WATCH: e->wait = env->watch->resume; break;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 		e->n_secrets = env->keepalive->n_secrets;
 		if (env->keepalive->n_sessions > 0)
@@ -392,10 +393,12 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 	}
 }
 
-/* A watch: subscribed, then a state of two locks at position 7; false
- * when watch_cut drops the connection in the middle of it. */
-static bool fake_watch(struct fake *f, int fd, uint64_t id)
+/* A watch: subscribed, then (HISTORY_LOST first for a resume) a state of
+ * two locks at position 7; false when watch_cut drops the connection in
+ * the middle of it. */
+static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
+	uint64_t id = req->id;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.leader = "";
 	fake_send_response(fd, id, &resp);
@@ -406,6 +409,11 @@ static bool fake_watch(struct fake *f, int fd, uint64_t id)
 	resp.push = true;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
 	resp.watch_event = &ev;
+	if (req->watch->resume) {
+		ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HISTORY_LOST;
+		ev.name = "w/";
+		fake_send_response(fd, id, &resp);
+	}
 	for (int i = 0; i < 2; i++) {
 		if (f->watch_cut > 0 && i == f->watch_cut) {
 			f->watch_cut = 0;
@@ -447,7 +455,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: fake_keepalive(f, fd, req); return true;
-	case RAFTLOCK__ENVELOPE__BODY_WATCH: return fake_watch(f, fd, req->id);
+	case RAFTLOCK__ENVELOPE__BODY_WATCH: return fake_watch(f, fd, req);
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (f->refuse_acquires > 0) {
 			f->refuse_acquires--;

@@ -34,7 +34,7 @@ struct fake_entry {
 	size_t n_acked;
 	uint64_t nonce;                      /* open session */
 	uint64_t other;                      /* acquire: owner; cancel: acquire_seq */
-	bool wait;                           /* acquire */
+	bool wait;                           /* acquire; watch: resume */
 	int kind;                            /* acquire: LockKind */
 	uint32_t limit;                      /* acquire */
 	uint8_t secret[RAFTLOCK_SECRET_MAX]; /* open: its secret; a mutation:

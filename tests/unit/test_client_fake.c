@@ -1077,6 +1077,19 @@ static void on_watch(const struct raftlock_watch_event *ev, void *arg)
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* Waits up to 3 s for n events. */
+static void await_seen(struct watch_seen *seen, int n)
+{
+	for (int i = 0; i < 300; i++) {
+		pthread_mutex_lock(&seen->mu);
+		bool done = seen->n >= n;
+		pthread_mutex_unlock(&seen->mu);
+		if (done)
+			break;
+		sleep_ms(10);
+	}
+}
+
 static void test_watch_state_cut_by_a_reconnect(void **state)
 {
 	(void)state;
@@ -1086,14 +1099,7 @@ static void test_watch_state_cut_by_a_reconnect(void **state)
 	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	raftlock_watch_handle *w;
 	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch, &seen, &w), 0);
-	for (int i = 0; i < 300; i++) {
-		pthread_mutex_lock(&seen.mu);
-		bool done = seen.n >= 5;
-		pthread_mutex_unlock(&seen.mu);
-		if (done)
-			break;
-		sleep_ms(10);
-	}
+	await_seen(&seen, 5);
 	raftlock_watch_cancel(w);
 	static const enum raftlock_watch_kind want[] = {
 		RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_HISTORY_LOST, RAFTLOCK_WATCH_HOLDING,
@@ -1105,6 +1111,35 @@ static void test_watch_state_cut_by_a_reconnect(void **state)
 	assert_string_equal(seen.name[1], "w/");
 	assert_string_equal(seen.name[2], "w/a");
 	assert_true(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH) == 2);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
+/* From a position the node no longer has: HISTORY_LOST and a state; a
+ * reconnect inside that state asks for the state again, not for the
+ * changes after the old position (which another node might still have,
+ * though the application let go of what it knew). */
+static void test_watch_lost_then_cut_asks_for_the_state(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, watch_cut, 1);
+	raftlock_client *c = client_for(f->addr, 3000);
+	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_watch_handle *w;
+	struct raftlock_position from = {5, 1};
+	assert_int_equal(raftlock_watch(c, "w/", &from, on_watch, &seen, &w), 0);
+	await_seen(&seen, 6);
+	raftlock_watch_cancel(w);
+	static const enum raftlock_watch_kind want[] = {
+		RAFTLOCK_WATCH_HISTORY_LOST, RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_HISTORY_LOST,
+		RAFTLOCK_WATCH_HOLDING,      RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_CURRENT};
+	assert_int_equal(seen.n, 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(seen.kind[i], want[i]);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH), 2);
+	assert_true(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0).wait); /* a resume */
+	assert_false(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).wait);
 	raftlock_client_close(c);
 	fake_stop(f);
 }
@@ -1141,6 +1176,7 @@ int main(void)
 		cmocka_unit_test(test_keepalive_rounds_are_split),
 		cmocka_unit_test(test_nobody_listening),
 		cmocka_unit_test(test_watch_state_cut_by_a_reconnect),
+		cmocka_unit_test(test_watch_lost_then_cut_asks_for_the_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -335,7 +335,8 @@ static void test_send_that_closes(void **state)
  * one position, then CURRENT at it, then changes only. */
 struct paged {
 	size_t holding, current, changes, lost, disorder;
-	size_t in_state; /* HOLDING since the state began */
+	size_t room_until; /* [0]: no room once [1] got this many changes */
+	size_t in_state;   /* HOLDING since the state began */
 	uint64_t state_index, current_index;
 	char last[32];
 	bool room;
@@ -379,12 +380,14 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 static bool paged_room(void *arg, const struct service_conn *conn)
 {
 	(void)conn;
-	return ((struct paged *)arg)[0].room;
+	const struct paged *p = arg;
+	return p[0].room && (p[0].room_until == 0 || p[1].changes < p[0].room_until);
 }
 
-static void paged_stalled(void *arg, struct service_conn *conn)
+static void paged_stalled(void *arg, struct service_conn *conn, const char *why)
 {
 	struct paged *p = arg;
+	assert_non_null(why);
 	p[0].stalled++;
 	watches_forget_conn(p[0].w, conn);
 }
@@ -397,12 +400,17 @@ static void paged_init(struct watches *w, size_t ring, struct fx *f, struct page
 	watches_set_flow(w, paged_room, paged_stalled);
 }
 
-/* Watch id subscribes to "p/", where take_many's locks are. */
-static void watch_p(struct watches *w, uint64_t id)
+/* Watch id of conn subscribes to "p/", where take_many's locks are. */
+static void watch_p_on(struct watches *w, struct service_conn *conn, uint64_t id)
 {
 	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
 	req.prefix = "p/";
-	watches_add(w, CONN, id, &req);
+	watches_add(w, conn, id, &req);
+}
+
+static void watch_p(struct watches *w, uint64_t id)
+{
+	watch_p_on(w, CONN, id);
 }
 
 #define PAGED_LOCKS (2 * WATCH_STATE_PAGE + 44)
@@ -457,8 +465,9 @@ static void test_state_in_pages(void **state)
 	watches_close(&w);
 }
 
-/* No room: nothing more goes out; a client that takes nothing of its
- * state for WATCH_STATE_STALL_MS is given up, and its reader freed. */
+/* No room: a page ends at the lock that filled it and nothing more goes
+ * out; a client that takes nothing of its state for WATCH_STATE_STALL_MS
+ * is given up, and its reader freed. */
 static void test_state_waits_for_room(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -466,15 +475,15 @@ static void test_state_waits_for_room(void **state)
 	struct paged got[2] = {{.room = false}};
 	struct watches w;
 	paged_init(&w, 64, f, got);
-	watch_p(&w, 1); /* the first page goes at once */
-	assert_int_equal(got[1].holding, WATCH_STATE_PAGE);
+	watch_p(&w, 1); /* the first page goes at once, ended by the room */
+	assert_int_equal(got[1].holding, 1);
 	assert_false(watches_pump(&w, 5000));
 	assert_false(watches_pump(&w, 5000 + WATCH_STATE_STALL_MS - 1));
-	assert_int_equal(got[1].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[1].holding, 1);
 	assert_int_equal(got[0].stalled, 0);
 	got[0].room = true; /* it read: progress, the clock starts again */
 	watches_pump(&w, 5000 + WATCH_STATE_STALL_MS);
-	assert_int_equal(got[1].holding, 2 * WATCH_STATE_PAGE);
+	assert_int_equal(got[1].holding, 1 + WATCH_STATE_PAGE);
 	got[0].room = false;
 	watches_pump(&w, 5000 + 2 * WATCH_STATE_STALL_MS - 1);
 	assert_int_equal(got[0].stalled, 0);
@@ -497,7 +506,7 @@ static void test_states_share_the_readers(void **state)
 	struct watches w;
 	paged_init(&w, 64, f, got);
 	for (uint64_t id = 1; id <= N; id++)
-		watch_p(&w, id);
+		watch_p_on(&w, (struct service_conn *)(uintptr_t)(0x10 + id), id);
 	assert_int_equal(w.states_reading, WATCH_STATES_READING);
 	assert_int_equal(watches_states(&w), N);
 	for (int turn = 0; turn < 20 && watches_states(&w) > 0; turn++) {
@@ -583,6 +592,80 @@ static void test_state_across_a_restore(void **state)
 	watches_close(&w);
 }
 
+/* One connection holds at most WATCH_STATES_PER_CONN snapshots; its other
+ * states wait, and all end whole. A state not taken within
+ * WATCH_STATE_MAX_MS is given up, however steadily it is read. */
+static void test_state_bounds_per_client(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f));
+	struct paged got[5] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	for (uint64_t id = 1; id <= 4; id++)
+		watch_p(&w, id);
+	assert_int_equal(w.states_reading, WATCH_STATES_PER_CONN);
+	for (int turn = 0; turn < 20 && watches_states(&w) > 0; turn++) {
+		assert_true(w.states_reading <= WATCH_STATES_PER_CONN);
+		watches_pump(&w, 1000 + (uint64_t)turn);
+	}
+	for (int id = 1; id <= 4; id++)
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+
+	watch_p(&w, 1); /* the same id again: a new subscription */
+	watches_pump(&w, 5000);
+	assert_int_equal(got[0].stalled, 0);
+	watches_pump(&w, 5000 + WATCH_STATE_MAX_MS); /* room, but too late */
+	assert_int_equal(got[0].stalled, 1);
+	assert_int_equal(w.states_reading, 0);
+
+	/* The store closes (the node stops): the states let go of it, and
+	 * none takes it again. */
+	got[0].room = false;
+	watch_p(&w, 2);
+	watch_p(&w, 3);
+	assert_int_equal(w.states_reading, 2);
+	watches_end_states(&w);
+	assert_int_equal(w.states_reading, 0);
+	got[0].room = true;
+	watches_pump(&w, 6000);
+	assert_int_equal(w.states_reading, 0);
+	watches_close(&w);
+}
+
+/* The changes kept during a state go out at the pace of the room too. */
+static void test_backlog_waits_for_room(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 1024, f, got);
+	watch_p(&w, 1);
+	for (int i = 0; i < WATCH_STATE_PAGE + 10; i++) { /* 2 changes each */
+		fx_release_ok(f, a, 1, "p/000", 0);
+		feed(f, &w);
+		fx_take(f, a, 1, "p/000");
+		feed(f, &w);
+	}
+	got[0].room_until = 100; /* room goes during the changes */
+	watches_pump(&w, 1000);
+	watches_pump(&w, 1001); /* the last page, CURRENT, a page of changes */
+	assert_int_equal(got[1].current, 1);
+	assert_int_equal(got[1].changes, WATCH_STATE_PAGE);
+	watches_pump(&w, 1002);
+	assert_int_equal(got[1].changes, WATCH_STATE_PAGE);
+	fx_release_ok(f, a, 1, "p/000", 0); /* behind the rest, in order */
+	feed(f, &w);
+	got[0].room_until = 0;
+	while (watches_states(&w) > 0)
+		watches_pump(&w, 1003);
+	assert_int_equal(got[1].changes, 2 * (WATCH_STATE_PAGE + 10) + 1);
+	assert_int_equal(got[1].disorder, 0);
+	watches_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -592,6 +675,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_bounds_per_client, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_backlog_waits_for_room, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_across_a_restore, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_waits_for_room, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_states_share_the_readers, fx_setup,
