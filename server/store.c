@@ -115,6 +115,14 @@ bool store_map_filling(const struct store *s)
 	return (uint64_t)(info.me_last_pgno + 1) * st.ms_psize > info.me_mapsize / 4 * 3;
 }
 
+uint64_t store_file_pages(const struct store *s)
+{
+	MDB_envinfo info;
+	if (mdb_env_info(s->env, &info) != 0)
+		return 0;
+	return (uint64_t)info.me_last_pgno + 1;
+}
+
 MDB_txn *store_begin(struct store *s, bool write)
 {
 	MDB_txn *txn;

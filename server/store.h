@@ -77,6 +77,10 @@ void store_abort(MDB_txn *txn);
  * since from being used again, and should let go. */
 bool store_map_filling(const struct store *s);
 
+/* Pages the store's file has used (it never shrinks): a reader taken when
+ * it had fewer saw the file grow while it held its pages. */
+uint64_t store_file_pages(const struct store *s);
+
 /*
  * Bytes of the records held: the sum of key and value sizes over sessions,
  * locks, nonces, leases, access rules and session_locks (meta excluded),

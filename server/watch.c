@@ -20,13 +20,16 @@ struct watch_sub {
 	char *state_after;
 	struct watch_pos state_at;
 	uint64_t started_ms, progress_ms; /* 0: not pumped yet */
+	size_t reader_slot;               /* 1 + its index in w->readers, 0: none */
+	uint64_t pages_at_open;           /* the store file's pages when it was taken */
 	/* Its changes made since the snapshot, to follow its CURRENT; past
 	 * w->backlog_max the ring must have them (or HISTORY_LOST). */
 	Raftlock__WatchEvent *backlog;
 	size_t n_backlog, backlog_cap;
 	size_t backlog_sent; /* draining: its CURRENT went, these followed */
-	bool backlog_full;
+	bool backlog_full;   /* draining: the changes come from the ring */
 	bool draining;
+	struct watch_pos scanned; /* from the ring: looked at up to here */
 	struct watch_sub *next;
 };
 
@@ -227,11 +230,18 @@ static bool state_open(struct watches *w, struct watch_sub *s)
 		return true;
 	if (w->store_closed || w->states_reading >= WATCH_STATES_READING)
 		return false;
-	size_t mine = 0;
-	for (const struct watch_sub *o = w->subs; o != NULL; o = o->next)
-		mine += o->txn != NULL && o->conn == s->conn;
+	size_t mine = 0, slot = 0;
+	for (size_t i = 0; i < WATCH_STATES_READING; i++) {
+		if (w->readers[i] == NULL)
+			slot = i;
+		else
+			mine += w->readers[i] == s->conn;
+	}
 	if (mine >= WATCH_STATES_PER_CONN)
 		return false; /* one client does not take every reader */
+	w->readers[slot] = s->conn;
+	s->reader_slot = slot + 1;
+	s->pages_at_open = store_file_pages(w->store);
 	s->txn = store_begin(w->store, false);
 	s->state_at = (struct watch_pos){applied_index(w->store, s->txn), WATCH_OFFSET_END};
 	w->states_reading++;
@@ -274,6 +284,8 @@ static void reader_release(struct watches *w, struct watch_sub *s)
 	if (s->txn != NULL) {
 		store_abort(s->txn);
 		s->txn = NULL;
+		w->readers[s->reader_slot - 1] = NULL;
+		s->reader_slot = 0;
 		w->states_reading--;
 	}
 }
@@ -283,6 +295,7 @@ static void state_end(struct watches *w, struct watch_sub *s)
 	backlog_clear(s);
 	s->backlog_full = false;
 	s->draining = false;
+	s->scanned = (struct watch_pos){0, 0};
 	reader_release(w, s);
 	if (s->in_state) {
 		s->in_state = false;
@@ -292,12 +305,61 @@ static void state_end(struct watches *w, struct watch_sub *s)
 	s->state_after = NULL;
 }
 
-static void replay(struct watches *w, struct watch_sub *s);
+static void send_lost(struct watches *w, struct watch_sub *s);
 
-/* Sends the changes kept for s while its connection has room (the rest
- * from watches_pump); once all went, the state is over. */
+/* The first slot of the ring (0..n) whose change comes after pos. */
+static size_t ring_after(const struct watches *w, struct watch_pos pos)
+{
+	size_t lo = 0, hi = w->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pos_cmp(pos_of(&w->ring[(w->first + mid) % w->cap]), pos) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Sends s's changes in the ring after where it looked last, while its
+ * connection has room, looking at WATCH_RING_SCAN changes at most; true
+ * once it reached the ring's end. */
+static bool ring_page(struct watches *w, struct watch_sub *s)
+{
+	size_t sent = 0, looked = 0;
+	for (size_t i = ring_after(w, s->scanned); i < w->n; i++) {
+		if (s->conn == NULL || looked++ == WATCH_RING_SCAN)
+			return false;
+		const Raftlock__WatchEvent *ev = &w->ring[(w->first + i) % w->cap];
+		if (pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
+			if (sent++ % WATCH_STATE_PAGE == 0 && !has_room(w, s))
+				return false;
+			send_to(w, s, ev);
+			s->after = pos_of(ev);
+		}
+		s->scanned = pos_of(ev);
+	}
+	return s->conn != NULL;
+}
+
+/* Sends the changes owed to s while its connection has room (the rest from
+ * watches_pump): those kept for it during its state, or, past what it
+ * could keep, from the ring (HISTORY_LOST if the ring lost some). Once all
+ * went, it is live again. */
 static void backlog_drain(struct watches *w, struct watch_sub *s)
 {
+	if (s->backlog_full) {
+		if (pos_cmp(s->after, w->base) < 0) {
+			state_end(w, s);
+			send_lost(w, s);
+		} else {
+			if (pos_cmp(s->scanned, s->after) < 0)
+				s->scanned = s->after;
+			if (ring_page(w, s))
+				state_end(w, s);
+		}
+		return;
+	}
 	while (s->backlog_sent < s->n_backlog && s->conn != NULL) {
 		if (s->backlog_sent % WATCH_STATE_PAGE == 0 && !has_room(w, s))
 			return;
@@ -305,12 +367,8 @@ static void backlog_drain(struct watches *w, struct watch_sub *s)
 		send_to(w, s, ev);
 		s->after = pos_of(ev);
 	}
-	if (s->conn == NULL)
-		return;
-	bool full = s->backlog_full;
-	state_end(w, s);
-	if (full)
-		replay(w, s); /* from the ring, if it still has them */
+	if (s->conn != NULL)
+		state_end(w, s);
 }
 
 /* The last page went out: CURRENT, then the changes made since. */
@@ -356,11 +414,10 @@ static void send_state(struct watches *w, struct watch_sub *s)
 }
 
 /* Why s's client is given up, or NULL. */
-static const char *state_overdue(const struct watch_sub *s, uint64_t now_ms, bool filling,
-				 bool room)
+static const char *state_overdue(const struct watch_sub *s, uint64_t now_ms, bool grew, bool room)
 {
 	static char why[128];
-	if (filling && s->txn != NULL)
+	if (grew)
 		return "the store's file passed 3/4 of its map while its watch's state held "
 		       "its pages";
 	if (now_ms - s->started_ms >= WATCH_STATE_MAX_MS)
@@ -378,14 +435,19 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 {
 	bool more = false;
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
+	uint64_t pages = filling ? store_file_pages(w->store) : 0;
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (s->conn == NULL || !s->in_state || (!s->draining && !state_open(w, s)))
+		if (s->conn == NULL || !s->in_state)
 			continue;
+		bool room = has_room(w, s);
+		if (!s->draining && s->txn == NULL && (!room || !state_open(w, s)))
+			continue; /* waits for room, then for a reader */
 		if (s->started_ms == 0)
 			s->started_ms = s->progress_ms = now_ms;
-		bool room = has_room(w, s);
-		const char *why = state_overdue(s, now_ms, filling, room);
+		/* the file grew past 3/4 of its map while s held its pages */
+		bool grew = filling && s->txn != NULL && pages > s->pages_at_open;
+		const char *why = state_overdue(s, now_ms, grew, room);
 		if (why != NULL && w->stalled != NULL) {
 			w->stalled(w->arg, s->conn, why); /* ends its watches */
 			continue;
@@ -434,22 +496,25 @@ static void send_lost(struct watches *w, struct watch_sub *s)
 
 /* ------------------------------------------------------- subscriptions */
 
-/* What a subscriber whose last position is s->after is owed. */
+/* What a subscriber whose last position is s->after is owed: HISTORY_LOST
+ * and the state when the ring no longer has every change after it, else
+ * those changes, paced as a state's are (the first page at once). A
+ * position this node has not reached yet (the client came from a node
+ * further ahead) waits: changes up to it are not sent again. */
 static void replay(struct watches *w, struct watch_sub *s)
 {
 	if (pos_cmp(s->after, w->base) < 0) {
 		send_lost(w, s);
 		return;
 	}
-	/* A position this node has not reached yet (the client came from a
-	 * node further ahead) waits: changes up to it are not sent again. */
-	for (size_t i = 0; i < w->n && s->conn != NULL; i++) {
-		const Raftlock__WatchEvent *ev = &w->ring[(w->first + i) % w->cap];
-		if (pos_cmp(pos_of(ev), s->after) > 0 && matches(s, ev->name)) {
-			send_to(w, s, ev);
-			s->after = pos_of(ev);
-		}
+	if (!s->in_state) {
+		s->in_state = true;
+		w->states++;
 	}
+	s->draining = true;
+	s->backlog_full = true;
+	s->started_ms = s->progress_ms = 0;
+	backlog_drain(w, s);
 }
 
 void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
@@ -539,13 +604,18 @@ void watches_restored(struct watches *w)
 	ring_reset(w);
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
-		if (s->in_state && (s->txn != NULL || s->draining)) {
-			/* Its snapshot is from before the restore, and the
-			 * changes up to it were never applied here: at its end
-			 * it goes to the ring, which says HISTORY_LOST. */
+		if (s->conn == NULL)
+			continue;
+		if (s->in_state && s->txn != NULL) {
+			/* Its snapshot is from before the restore, whose
+			 * changes were never applied here: let go of it now. */
+			state_end(w, s);
+			send_lost(w, s);
+		} else if (s->in_state && s->draining) {
+			/* what it is owed comes from the ring, which lost it */
 			backlog_clear(s);
 			s->backlog_full = true;
-		} else if (s->conn != NULL && !s->in_state && pos_cmp(s->after, w->base) < 0) {
+		} else if (!s->in_state && pos_cmp(s->after, w->base) < 0) {
 			send_lost(w, s);
 		}
 	}

@@ -19,7 +19,8 @@
  * one read snapshot the subscription holds until its CURRENT (at most
  * WATCH_STATES_READING at once, WATCH_STATES_PER_CONN for one connection;
  * the others wait for one); the changes of its locks made meanwhile are
- * kept for it and follow its CURRENT, paced the same way. A client that
+ * kept for it and follow its CURRENT, paced the same way, as are the
+ * changes a resume gets from the ring. A client that
  * takes nothing of its state for WATCH_STATE_STALL_MS, or not all of it
  * within WATCH_STATE_MAX_MS, or whose state holds the store's pages while
  * the map fills, is given up (watch_stalled_cb), as one that does not
@@ -71,6 +72,9 @@ typedef void (*watch_stalled_cb)(void *arg, struct service_conn *conn, const cha
 /* A state holds its snapshot's pages from reuse: at most this long, and
  * never once the store's file passes 3/4 of its map. */
 #define WATCH_STATE_MAX_MS 300000
+/* Changes of the ring looked at per call while catching a subscriber up
+ * (most may be of other prefixes). */
+#define WATCH_RING_SCAN (16 * WATCH_STATE_PAGE)
 /* Changes of a state's locks kept to follow its CURRENT; past that many
  * they must come from the ring. */
 #define WATCH_STATE_BACKLOG 65536
@@ -94,6 +98,8 @@ struct watches {
 	size_t states_reading; /* of them, with a snapshot */
 	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
 	bool store_closed;     /* watches_end_states: no snapshot any more */
+	/* The connection of each snapshot taken, NULL for a free one. */
+	const struct service_conn *readers[WATCH_STATES_READING];
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries

@@ -337,6 +337,7 @@ struct paged {
 	size_t holding, current, changes, lost, disorder;
 	size_t room_until; /* [0]: no room once [1] got this many changes */
 	size_t in_state;   /* HOLDING since the state began */
+	bool live;         /* a CURRENT since the last HISTORY_LOST (or a resume) */
 	uint64_t state_index, current_index;
 	char last[32];
 	bool room;
@@ -351,7 +352,7 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 	struct paged *p = &((struct paged *)arg)[id];
 	switch (ev->kind) {
 	case K(HOLDING):
-		if (p->current > p->lost || strcmp(ev->name, p->last) <= 0 ||
+		if (p->live || strcmp(ev->name, p->last) <= 0 ||
 		    (p->in_state > 0 && ev->index != p->state_index))
 			p->disorder++;
 		p->state_index = ev->index;
@@ -361,17 +362,19 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 		break;
 	case K(CURRENT):
 		p->current++;
+		p->live = true;
 		p->current_index = ev->index;
 		if (p->in_state > 0 && ev->index != p->state_index)
 			p->disorder++;
 		break;
 	case K(HISTORY_LOST):
 		p->lost++;
+		p->live = false;
 		p->last[0] = '\0';
 		p->in_state = 0;
 		break;
 	default:
-		if (p->current == 0 || p->current == p->lost)
+		if (!p->live)
 			p->disorder++; /* a change inside a state */
 		p->changes++;
 	}
@@ -565,7 +568,8 @@ static void test_state_outrun_by_the_ring(void **state)
 
 /* A restore while a state goes out: the changes up to the restored
  * position were never applied here, so the watch is told (HISTORY_LOST)
- * and gets the restored state, then the changes after it. */
+ * at once, its old snapshot let go, and gets the restored state, then the
+ * changes after it. */
 static void test_state_across_a_restore(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -578,6 +582,8 @@ static void test_state_across_a_restore(void **state)
 	f->index += 10;
 	DO(f, RELEASE, .session = a, .owner = 1, .name = "p/000"); /* not fed: missed */
 	watches_restored(&w);
+	assert_int_equal(got[1].lost, 1);
+	uint64_t restored = f->index;
 	fx_release_ok(f, a, 1, "p/001", 0);
 	feed(f, &w);
 	for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
@@ -585,10 +591,10 @@ static void test_state_across_a_restore(void **state)
 	assert_int_equal(watches_states(&w), 0);
 	assert_int_equal(got[1].disorder, 0);
 	assert_int_equal(got[1].lost, 1);
-	assert_int_equal(got[1].current, 2);
-	assert_int_equal(got[1].current_index, f->index);
-	assert_int_equal(got[1].holding, PAGED_LOCKS + PAGED_LOCKS - 2);
-	assert_int_equal(got[1].changes, 0);
+	assert_int_equal(got[1].current, 1);
+	assert_int_equal(got[1].current_index, restored);
+	assert_int_equal(got[1].holding, WATCH_STATE_PAGE + PAGED_LOCKS - 1);
+	assert_int_equal(got[1].changes, 1);
 	watches_close(&w);
 }
 
@@ -666,6 +672,48 @@ static void test_backlog_waits_for_room(void **state)
 	watches_close(&w);
 }
 
+/* A resume from inside the ring gets its changes at the pace of the room,
+ * in order, then goes live; the ring passing its position meanwhile makes
+ * it HISTORY_LOST, never a gap. */
+static void test_resume_paced_from_the_ring(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 4096, f, got);
+	uint64_t start = f->index;
+	for (int i = 0; i < 3 * WATCH_STATE_PAGE; i++) { /* 768 changes, half not p/ */
+		fx_take(f, a, 1, i % 2 ? "q/x" : "p/x");
+		feed(f, &w);
+		fx_release_ok(f, a, 1, i % 2 ? "q/x" : "p/x", 0);
+		feed(f, &w);
+	}
+	got[0].room_until = 100;
+	got[1].live = true; /* a resume: changes only, no state */
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	req.resume = true;
+	req.after_index = start;
+	req.after_offset = WATCH_OFFSET_END;
+	watches_add(&w, CONN, 1, &req);
+	assert_int_equal(got[1].changes, WATCH_STATE_PAGE); /* then no room */
+	assert_int_equal(watches_states(&w), 1);
+	fx_take(f, a, 1, "p/y"); /* live meanwhile: behind the rest */
+	feed(f, &w);
+	got[0].room_until = 0;
+	for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
+		watches_pump(&w, 1000 + (uint64_t)turn);
+	assert_int_equal(watches_states(&w), 0);
+	assert_int_equal(got[1].changes, 3 * WATCH_STATE_PAGE + 1);
+	assert_int_equal(got[1].disorder, 0);
+	assert_int_equal(got[1].lost, 0);
+	fx_release_ok(f, a, 1, "p/y", 0); /* live again */
+	feed(f, &w);
+	assert_int_equal(got[1].changes, 3 * WATCH_STATE_PAGE + 2);
+	watches_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +723,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_resume_paced_from_the_ring, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_bounds_per_client, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_backlog_waits_for_room, fx_setup, fx_teardown),
