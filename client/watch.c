@@ -60,14 +60,16 @@ static void watch_deliver(struct transport_deferred *d)
 		watch_free(w);
 }
 
-/* Encodes the request: from the start (state first), or after pos. */
+/* Encodes the request: after pos (resume), or from the start (state
+ * first), then of a state no older than pos when there is one: a state
+ * seen in part on a node must not come back older from a lagging one. */
 static int watch_frame(struct raftlock_watch_handle *w, const struct raftlock_position *pos,
-		       Raftlock__Envelope *env, Raftlock__WatchRequest *req)
+		       bool resume, Raftlock__Envelope *env, Raftlock__WatchRequest *req)
 {
 	*req = (Raftlock__WatchRequest)RAFTLOCK__WATCH_REQUEST__INIT;
 	req->prefix = w->prefix;
+	req->resume = resume && pos != NULL;
 	if (pos != NULL) {
-		req->resume = true;
 		req->after_index = pos->index;
 		req->after_offset = pos->offset;
 	}
@@ -145,21 +147,21 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	if (watch_queue(w, &ev)) {
 		/* A state (HOLDING, WAITING) is complete only at its CURRENT:
 		 * a resume from inside it would miss the rest of it. */
-		bool state = ev.kind == RAFTLOCK_WATCH_HOLDING ||
-			     ev.kind == RAFTLOCK_WATCH_WAITING ||
-			     ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
-		w->in_state =
+		bool state_event =
 			ev.kind == RAFTLOCK_WATCH_HOLDING || ev.kind == RAFTLOCK_WATCH_WAITING;
+		bool state = state_event || ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
+		/* after HISTORY_LOST a reconnect must get the state again
+		 * (another node could still have the changes after the old
+		 * position, but the application has let go of what it knew),
+		 * and once a state began, one no older than it */
+		bool begins =
+			ev.kind == RAFTLOCK_WATCH_HISTORY_LOST || (state_event && !w->in_state);
+		w->in_state = state_event;
 		w->state_pos = ev.position;
-		if (!state || ev.kind == RAFTLOCK_WATCH_HISTORY_LOST) {
-			/* after HISTORY_LOST a resume must get the state
-			 * again (another node could still have the changes
-			 * after the old position, but the application has
-			 * let go of what it knew): from the start */
-			bool lost = ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
+		if (!state || begins) {
 			Raftlock__Envelope next;
 			Raftlock__WatchRequest wr;
-			watch_frame(w, lost ? NULL : &ev.position, &next, &wr);
+			watch_frame(w, &ev.position, !state, &next, &wr);
 			transport_reframe(t, req, &next);
 		}
 	}
@@ -186,7 +188,7 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 	w->userdata = userdata;
 	Raftlock__Envelope env;
 	Raftlock__WatchRequest req;
-	watch_frame(w, from, &env, &req);
+	watch_frame(w, from, true, &env, &req);
 	pthread_mutex_lock(&c->t.mu);
 	int rv = transport_submit(&c->t, &env, false, &w->req);
 	if (rv == 0)

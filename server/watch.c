@@ -12,6 +12,7 @@ struct watch_sub {
 	uint64_t id;
 	char *prefix;
 	struct watch_pos after; /* the last position it was sent */
+	uint64_t not_before;    /* its state is of this index or later */
 	/* While its state goes out in pages (in_state): the snapshot it is
 	 * read from (NULL while it waits for a reader), the last lock name
 	 * sent, the snapshot's position and when a page last went out. */
@@ -239,11 +240,17 @@ static bool state_open(struct watches *w, struct watch_sub *s)
 	}
 	if (mine >= WATCH_STATES_PER_CONN)
 		return false; /* one client does not take every reader */
+	MDB_txn *txn = store_begin(w->store, false);
+	uint64_t applied = applied_index(w->store, txn);
+	if (applied < s->not_before) {
+		store_abort(txn); /* the client saw a newer state: wait for it */
+		return false;
+	}
 	w->readers[slot] = s->conn;
 	s->reader_slot = slot + 1;
 	s->pages_at_open = store_file_pages(w->store);
-	s->txn = store_begin(w->store, false);
-	s->state_at = (struct watch_pos){applied_index(w->store, s->txn), WATCH_OFFSET_END};
+	s->txn = txn;
+	s->state_at = (struct watch_pos){applied, WATCH_OFFSET_END};
 	w->states_reading++;
 	return true;
 }
@@ -531,8 +538,10 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 	if (req->resume) {
 		s->after = (struct watch_pos){req->after_index, req->after_offset};
 		replay(w, s);
-	} else
+	} else {
+		s->not_before = req->after_index;
 		send_state(w, s);
+	}
 	walk_end(w);
 }
 

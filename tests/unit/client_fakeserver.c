@@ -116,7 +116,10 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 		e->nonce = env->open_session->nonce;
 		fake_copy_secret(e, &env->open_session->secret);
 		break;
-	case RAFTLOCK__ENVELOPE__BODY_WATCH: e->wait = env->watch->resume; break;
+	case RAFTLOCK__ENVELOPE__BODY_WATCH:
+		e->wait = env->watch->resume;
+		e->other = env->watch->after_index;
+		break;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 		e->n_secrets = env->keepalive->n_secrets;
 		if (env->keepalive->n_sessions > 0)

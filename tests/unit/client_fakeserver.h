@@ -33,7 +33,8 @@ struct fake_entry {
 	uint64_t acked[4]; /* the first acknowledged queued acquires */
 	size_t n_acked;
 	uint64_t nonce;                      /* open session */
-	uint64_t other;                      /* acquire: owner; cancel: acquire_seq */
+	uint64_t other;                      /* acquire: owner; cancel: acquire_seq;
+						watch: after_index */
 	bool wait;                           /* acquire; watch: resume */
 	int kind;                            /* acquire: LockKind */
 	uint32_t limit;                      /* acquire */

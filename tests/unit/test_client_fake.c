@@ -1111,6 +1111,8 @@ static void test_watch_state_cut_by_a_reconnect(void **state)
 	assert_string_equal(seen.name[1], "w/");
 	assert_string_equal(seen.name[2], "w/a");
 	assert_true(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH) == 2);
+	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0).other, 0);
+	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).other, 7);
 	raftlock_client_close(c);
 	fake_stop(f);
 }
@@ -1140,6 +1142,8 @@ static void test_watch_lost_then_cut_asks_for_the_state(void **state)
 	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH), 2);
 	assert_true(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0).wait); /* a resume */
 	assert_false(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).wait);
+	/* a state no older than the one cut (the fake's is at index 7) */
+	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).other, 7);
 	raftlock_client_close(c);
 	fake_stop(f);
 }

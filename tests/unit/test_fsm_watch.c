@@ -714,6 +714,37 @@ static void test_resume_paced_from_the_ring(void **state)
 	watches_close(&w);
 }
 
+/* A state asked no older than an index this node has not applied yet (the
+ * client saw one on a node further ahead) waits for it. */
+static void test_state_waits_for_its_index(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	req.after_index = f->index + 2;
+	watches_add(&w, CONN, 1, &req);
+	watches_pump(&w, 1000);
+	assert_int_equal(got[1].holding, 0);
+	fx_release_ok(f, a, 1, "p/000", 0);
+	feed(f, &w);
+	watches_pump(&w, 1001);
+	assert_int_equal(got[1].holding, 0);
+	fx_release_ok(f, a, 1, "p/001", 0);
+	feed(f, &w);
+	for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
+		watches_pump(&w, 1002 + (uint64_t)turn);
+	assert_int_equal(got[1].holding, PAGED_LOCKS - 2);
+	assert_int_equal(got[1].current_index, req.after_index);
+	assert_int_equal(got[1].changes, 0);
+	assert_int_equal(got[1].disorder, 0);
+	watches_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -723,6 +754,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_waits_for_its_index, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_resume_paced_from_the_ring, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_bounds_per_client, fx_setup,
