@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -15,9 +16,27 @@
 #include "introspect.h"
 
 #define SAVE_ATTEMPTS 3
-/* The temporary file beside the image: mkostemp() turns the X's into a
- * name no other save uses. */
-#define SAVE_TMP_TEMPLATE ".XXXXXX"
+/* Tries at a name of its own for the temporary file beside the image. */
+#define SAVE_TMP_TRIES 8
+
+/* Creates the temporary file beside path under a random name of its own
+ * (two saves to one path at once must not write into each other's file),
+ * readable by its owner only; its name goes to tmp. Returns the descriptor, -1
+ * (errno) or -2 when the name does not fit. */
+static int open_beside(const char *path, char *tmp, size_t len)
+{
+	for (int i = 0; i < SAVE_TMP_TRIES; i++) {
+		unsigned long long r;
+		if (getrandom(&r, sizeof r, 0) != sizeof r)
+			return -1;
+		if (snprintf(tmp, len, "%s.%016llx.tmp", path, r) >= (int)len)
+			return -2;
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
 
 /* One request for a chunk of image at offset (image 0: a new image). */
 static int read_chunk(raftlock_client *c, uint64_t image, uint64_t offset,
@@ -107,12 +126,10 @@ RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *c, const char *path, ui
 		return RAFTLOCK_EINVAL;
 	if (path == NULL)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: no path");
-	/* A name of its own (mkstemp): two saves to one path at once must
-	 * not write into each other's file. */
 	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s%s", path, SAVE_TMP_TEMPLATE) >= (int)sizeof tmp)
+	int fd = open_beside(path, tmp, sizeof tmp);
+	if (fd == -2)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: path too long");
-	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", tmp);
 	uint64_t at = 0;
