@@ -436,13 +436,11 @@ static const struct option options[] = {
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-/* A config file being read: the settings it gave so far, each with the
- * line that gave it. */
+/* A config file being read: the line that gave each key of options[] so
+ * far (0: none yet). */
 struct file_read {
 	struct config *cfg;
-	const char *key[N_OPTIONS]; /* names in options[] */
-	unsigned lineno[N_OPTIONS];
-	unsigned n;
+	unsigned line_of[N_OPTIONS];
 };
 
 /* Each key once: a second value would silently replace the first, and
@@ -450,20 +448,17 @@ struct file_read {
  * repeats. Called for a key that set() took, so one of options[]. */
 static int note_key(struct file_read *r, const char *key, unsigned lineno, char *err, size_t errlen)
 {
-	const char *name = NULL; /* options[]'s, which outlives the line */
-	for (size_t i = 0; options[i].name != NULL && name == NULL; i++)
-		if (strcmp(options[i].name, key) == 0)
-			name = options[i].name;
-	if (name == NULL || strcmp(name, "member") == 0)
+	size_t i = 0;
+	while (options[i].name != NULL && strcmp(options[i].name, key) != 0)
+		i++;
+	if (options[i].name == NULL || strcmp(key, "member") == 0)
 		return 0;
-	for (unsigned i = 0; i < r->n; i++)
-		if (r->key[i] == name)
-			return fail(err, errlen,
-				    "%s: given twice, on lines %u and %u (a key may appear once; "
-				    "only member repeats)",
-				    key, r->lineno[i], lineno);
-	r->key[r->n] = name; /* each name once: n stays below N_OPTIONS */
-	r->lineno[r->n++] = lineno;
+	if (r->line_of[i] != 0)
+		return fail(err, errlen,
+			    "%s: given twice, on lines %u and %u (a key may appear once; "
+			    "only member repeats)",
+			    key, r->line_of[i], lineno);
+	r->line_of[i] = lineno;
 	return 0;
 }
 
