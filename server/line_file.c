@@ -2,12 +2,42 @@
 #include "line_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include "raftlock.h"
+
+/* One line of a file, its newline dropped. Reading stops one byte past
+ * LINE_FILE_MAX: a longer line is refused, not read whole (no line, however
+ * long, takes more memory than this, and /dev/zero ends at once) nor as two
+ * lines (whose second half would otherwise be taken as a line of its own:
+ * the tail of a long comment as a setting or a token). */
+struct line {
+	char text[LINE_FILE_MAX + 1];
+	size_t len; /* LINE_FILE_MAX + 1: longer than a line may be */
+	bool nul;   /* a NUL byte in it: not a text file */
+};
+
+/* Reads the next line into l; false at the end of the file, or on a read
+ * error (ferror then says so). */
+static bool line_next(FILE *f, struct line *l)
+{
+	int c;
+	l->len = 0;
+	l->nul = false;
+	while (l->len <= LINE_FILE_MAX && (c = getc_unlocked(f)) != EOF && c != '\n') {
+		if (l->len < LINE_FILE_MAX)
+			l->text[l->len] = (char)c;
+		l->nul |= c == '\0';
+		l->len++;
+	}
+	if (l->len > LINE_FILE_MAX)
+		return true;
+	l->text[l->len] = '\0';
+	return !ferror(f) && (c == '\n' || l->len > 0);
+}
 
 int line_file_read(const char *path, line_file_cb cb, void *arg, char *err, size_t errlen)
 {
@@ -16,19 +46,20 @@ int line_file_read(const char *path, line_file_cb cb, void *arg, char *err, size
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return RAFTLOCK_ECONFIG;
 	}
-	/* getline, not fgets into a fixed buffer: it reads a line whole
-	 * whatever its length, and says how long it is (a NUL byte shows). */
-	char *line = NULL, msg[512];
-	size_t cap = 0;
+	struct line *l = malloc(sizeof *l);
+	if (l == NULL) {
+		fclose(f);
+		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		return RAFTLOCK_ECONFIG;
+	}
+	char msg[512];
 	unsigned lineno = 0;
 	int rv = 0;
 	for (;;) {
 		errno = 0;
-		ssize_t n = getline(&line, &cap, f);
-		if (n < 0) {
-			/* The end of the file, or an error (ENOMEM sets no flag). */
+		if (!line_next(f, l)) {
 			int e = errno;
-			if (ferror(f) || !feof(f)) {
+			if (ferror(f)) { /* a directory given as the file: EISDIR */
 				snprintf(err, errlen, "%s: read error after line %u: %s", path,
 					 lineno, strerror(e != 0 ? e : EIO));
 				rv = RAFTLOCK_ECONFIG;
@@ -36,30 +67,27 @@ int line_file_read(const char *path, line_file_cb cb, void *arg, char *err, size
 			break;
 		}
 		lineno++;
-		size_t len = (size_t)n;
-		if (len > 0 && line[len - 1] == '\n')
-			line[--len] = '\0';
-		if (len > LINE_FILE_MAX) {
+		if (l->len > LINE_FILE_MAX) {
 			snprintf(err, errlen,
-				 "%s:%u: the line is %zu bytes long, above the %d a line "
-				 "may hold",
-				 path, lineno, len, LINE_FILE_MAX);
+				 "%s:%u: the line is longer than the %d bytes a line may hold",
+				 path, lineno, LINE_FILE_MAX);
 			rv = RAFTLOCK_ECONFIG;
 			break;
 		}
-		if (memchr(line, '\0', len) != NULL) {
+		if (l->nul) {
 			snprintf(err, errlen, "%s:%u: a NUL byte (not a text file?)", path, lineno);
 			rv = RAFTLOCK_ECONFIG;
 			break;
 		}
 		msg[0] = '\0';
-		if (cb(arg, line, lineno, msg, sizeof msg) != 0) {
+		if (cb(arg, l->text, lineno, msg, sizeof msg) != 0) {
 			snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
 			rv = RAFTLOCK_ECONFIG;
 			break;
 		}
 	}
-	free(line);
+	explicit_bzero(l, sizeof *l); /* the tokens file's lines are secrets */
+	free(l);
 	fclose(f);
 	return rv;
 }

@@ -2,10 +2,12 @@
  * line_file.h: a settings file read line by line, for the config file
  * (config.c) and the auth-tokens file (auth.c, read again on SIGHUP), so
  * that both refuse the same things with the file and the line named: a
- * line longer than LINE_FILE_MAX bytes (read whole, never as two lines,
- * whose second half would otherwise be taken as a line of its own: the
- * tail of a long comment as a setting or a token), a NUL byte in a line,
- * and a read error. No state of its own; any thread.
+ * line longer than LINE_FILE_MAX bytes (never read as two lines, whose
+ * second half would otherwise be taken as a line of its own: the tail of a
+ * long comment as a setting or a token; and never read whole: reading
+ * stops past the limit, so no file, /dev/zero included, takes more memory
+ * or time than that), a NUL byte in a line, and a read error. No state of
+ * its own; any thread.
  */
 #ifndef RAFTLOCK_LINE_FILE_H
 #define RAFTLOCK_LINE_FILE_H

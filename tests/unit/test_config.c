@@ -151,11 +151,11 @@ static void test_line_length(void **state)
 	snprintf(text, sizeof text, "cluster = c\n%s\ndata-dir = /tmp/x\n", comment);
 	assert_int_equal(parse_text(text, &cfg, err, sizeof err), RAFTLOCK_ECONFIG);
 	assert_has(err, path);
-	assert_has(err, ":2: the line is 1025 bytes long, above the 1024 a line may hold");
+	assert_has(err, ":2: the line is longer than the 1024 bytes a line may hold");
 	/* and as the last line, without a newline */
 	snprintf(text, sizeof text, "%s%s", BASE, comment);
 	assert_int_equal(parse_text(text, &cfg, err, sizeof err), RAFTLOCK_ECONFIG);
-	assert_has(err, ":5: the line is 1025 bytes long");
+	assert_has(err, ":5: the line is longer than the 1024 bytes");
 	free(comment);
 	/* A comment whose tail past 1023 bytes (what one read took before)
 	 * is a setting: never applied. */
@@ -165,14 +165,27 @@ static void test_line_length(void **state)
 		 "cluster = c\ndata-dir = /tmp/x\nmember = 7,127.0.0.1:1,127.0.0.1:2\n%s\n",
 		 comment);
 	assert_int_equal(parse_text(text, &cfg, err, sizeof err), RAFTLOCK_ECONFIG);
-	assert_has(err, ":4: the line is 1029 bytes long");
+	assert_has(err, ":4: the line is longer than the 1024 bytes");
 	free(comment);
 	/* far longer, still one line */
 	char *big = line_of("log-level = ", 'w', 3000);
 	snprintf(text, sizeof text, "%s%s\n", BASE, big);
 	assert_int_equal(parse_text(text, &cfg, err, sizeof err), RAFTLOCK_ECONFIG);
-	assert_has(err, ":5: the line is 3000 bytes long");
+	assert_has(err, ":5: the line is longer than the 1024 bytes");
 	free(big);
+}
+
+/* A line with no end (a device given as the file) is refused as soon as
+ * it passes the limit: the reader holds no more than a line may hold, and
+ * neither runs out of memory nor reads forever. */
+static void test_endless_line(void **state)
+{
+	(void)state;
+	char err[1024];
+	struct config cfg;
+	char *argv[] = {"raftlockd", "--config", "/dev/zero", NULL};
+	assert_int_equal(config_parse(&cfg, 3, argv, err, sizeof err), RAFTLOCK_ECONFIG);
+	assert_has(err, "/dev/zero:1: the line is longer than the 1024 bytes");
 }
 
 /* A NUL byte is refused: what follows it on the line would be lost. */
@@ -238,6 +251,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_duplicate_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_line_length, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_endless_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nul_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_line_named, setup, teardown),
