@@ -191,7 +191,6 @@ static int hexval(int c)
 static int parse_line(void *arg, char *line, unsigned lineno, char *err, size_t errlen)
 {
 	struct auth_tokens *t = arg;
-	(void)lineno;
 	char *p = line;
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -218,7 +217,7 @@ static int parse_line(void *arg, char *line, unsigned lineno, char *err, size_t 
 		return RAFTLOCK_ECONFIG;
 	}
 	name[nlen] = '\0';
-	struct auth_token tok;
+	struct auth_token tok = {.line = lineno};
 	for (int i = 0; i < AUTH_DIGEST_SIZE; i++) {
 		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0) {
@@ -229,7 +228,8 @@ static int parse_line(void *arg, char *line, unsigned lineno, char *err, size_t 
 	}
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->v[i].name, name) == 0) {
-			snprintf(err, errlen, "'%s' appears twice", name);
+			snprintf(err, errlen, "'%s' appears twice, on lines %u and %u", name,
+				 t->v[i].line, lineno);
 			return RAFTLOCK_ECONFIG;
 		}
 	tok.name = strdup(name);

@@ -95,6 +95,7 @@ bool auth_sees_session(const struct auth_view *v, const char *identity,
 struct auth_token {
 	char *name;
 	uint8_t digest[AUTH_DIGEST_SIZE];
+	unsigned line; /* of the file: an error names it */
 };
 
 struct auth_tokens {
