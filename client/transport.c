@@ -636,6 +636,10 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		return;
 	case RAFTLOCK_EUNAVAILABLE:
 	case RAFTLOCK_EUNKNOWN:
+		/* A stream the node cannot serve (a watch whose state it
+		 * could not reach in time): another node may. */
+		if (r->on_stream != NULL && resp->status == RAFTLOCK_EUNAVAILABLE)
+			transport_suspect(t, r);
 		r->sent_gen = 0;
 		r->not_before = transport_mono_ms(t) + CLIENT_RETRY_MIN_MS +
 				transport_random(t) % CLIENT_RETRY_SPAN_MS;

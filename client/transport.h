@@ -12,7 +12,9 @@
  * every request that has not been sent on the current connection (so a
  * reconnect re-sends in-flight requests byte for byte: same id, same seq),
  * follows NOT_LEADER redirects, backs off on EUNAVAILABLE/EUNKNOWN and
- * connection loss, and completes requests with their response.
+ * connection loss (a stream refused EUNAVAILABLE goes to another node, as
+ * a suspect one's requests do), and completes requests with their
+ * response.
  *
  * TLS (when the options ask for it): every connection runs a handshake
  * before the requests go out, and only the I/O thread touches it (a

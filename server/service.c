@@ -1270,6 +1270,13 @@ static void watch_send(void *arg, struct service_conn *c, uint64_t id,
 	send_response(c, id, &resp);
 }
 
+/* A watch whose state could not start in time (watch.h): its request is
+ * answered now, with why; the client library sends it again. */
+static void watch_ended(void *arg, struct service_conn *c, uint64_t id, int status, const char *why)
+{
+	send_status(arg, c, id, status, why);
+}
+
 /* Any node serves watches, from its own applies (watch.h): the answer
  * first, then the events, in order on the connection. */
 static void handle_watch(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
@@ -1653,7 +1660,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	s->frame_timer.data = s;
 	uv_timer_init(loop, &s->state_timer);
 	s->state_timer.data = s;
-	watches_set_flow(&s->watches, watch_room, watch_stalled);
+	watches_set_flow(&s->watches, watch_room, watch_stalled, watch_ended);
 	if (cfg->frame_timeout_ms != 0) {
 		uint64_t every =
 			cfg->frame_timeout_ms / 4 < 1000 ? cfg->frame_timeout_ms / 4 : 1000;

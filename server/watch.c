@@ -6,6 +6,17 @@
 #include <string.h>
 
 #include "log.h"
+#include "raftlock.h"
+
+/* Why a state has not started (watch_sub.waits). */
+enum state_wait {
+	STATE_STARTED = 0,
+	WAIT_ROOM,    /* its connection has no room (the client reads slowly) */
+	WAIT_STORE,   /* the store closes: the node stops */
+	WAIT_READERS, /* every reader is taken, or an older state waits for one */
+	WAIT_SHARE,   /* its connection's states hold their share of them */
+	WAIT_INDEX,   /* the node has not applied the index it must be of */
+};
 
 struct watch_sub {
 	struct service_conn *conn; /* NULL once ended during a walk */
@@ -23,6 +34,15 @@ struct watch_sub {
 	uint64_t started_ms, progress_ms; /* 0: not pumped yet */
 	size_t reader_slot;               /* 1 + its index in w->readers, 0: none */
 	uint64_t pages_at_open;           /* the store file's pages when it was taken */
+	/* Before it has a reader: why it waits, since when (0: not pumped
+	 * yet) and, for WAIT_INDEX, the index the node was at. */
+	enum state_wait waits;
+	uint64_t wait_ms;
+	uint64_t applied_seen;
+	/* A lock whose holders and waiters did not all fit in the last page
+	 * (owned), and how many of them went. */
+	Raftlock__LockRecord *state_rec;
+	size_t rec_sent;
 	/* Its changes made since the snapshot, to follow its CURRENT; past
 	 * w->backlog_max the ring must have them (or HISTORY_LOST). */
 	Raftlock__WatchEvent *backlog;
@@ -162,10 +182,12 @@ static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__Watc
 
 /* -------------------------------------------------------- current state */
 
-/* A state is sent in pages of WATCH_STATE_PAGE locks, one per loop turn
- * and only while the connection has room (watches_pump), from a read
- * snapshot that the subscription holds meanwhile: the loop is never held
- * by a large prefix, the client gets it at the pace it reads, and the
+/* A state is sent in pages of WATCH_STATE_PAGE locks and at most
+ * WATCH_STATE_PAGE_EVENTS holders and waiters (a lock with a long queue
+ * goes out over several), one per loop turn and only while the
+ * connection has room (watches_pump), from a read snapshot that the
+ * subscription holds meanwhile: the loop is never held by a large prefix
+ * or a long queue, the client gets it at the pace it reads, and the
  * state is still the one of a single position. The changes of its locks
  * made meanwhile are kept for it (its backlog) and follow its CURRENT. */
 
@@ -177,60 +199,96 @@ static bool has_room(struct watches *w, const struct watch_sub *s)
 struct state_walk {
 	struct watches *w;
 	struct watch_sub *sub;
-	size_t left; /* locks this page may still send */
-	bool cut;    /* the page ended before the locks did */
+	size_t left;   /* locks this page may still send */
+	size_t events; /* holders and waiters it may still send */
+	bool cut;      /* the page ended before the locks did */
 };
 
+/* Sends rec's holders, then its waiters in queue order, from where the
+ * last page left off, as many as the page may; true once all went. */
+static bool state_lock(struct state_walk *sw, const Raftlock__LockRecord *rec)
+{
+	struct watch_sub *s = sw->sub;
+	size_t n = rec->n_holders + rec->n_waiters;
+	while (s->rec_sent < n && sw->events > 0 && s->conn != NULL) {
+		Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
+		ev.index = s->state_at.index;
+		ev.offset = s->state_at.offset;
+		ev.name = rec->name;
+		size_t i = s->rec_sent++;
+		if (i < rec->n_holders) {
+			const Raftlock__Holder *h = rec->holders[i];
+			ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
+			ev.session = h->session;
+			ev.owner = h->owner;
+			ev.token = h->token;
+			ev.mode = h->mode;
+			ev.permits = h->permits;
+			ev.value = h->value;
+		} else {
+			const Raftlock__Waiter *q = rec->waiters[i - rec->n_holders];
+			ev.kind = RAFTLOCK__WATCH_KIND__WATCH_WAITING;
+			ev.session = q->session;
+			ev.owner = q->owner;
+			ev.mode = q->mode;
+			ev.permits = q->permits;
+			ev.value = q->value;
+		}
+		send_to(sw->w, s, &ev);
+		sw->events--;
+	}
+	return s->rec_sent == n;
+}
+
+/* One lock of a page (rec owned): kept in s->state_rec when the page ends
+ * inside it, so that a long queue goes out over several pages. */
 static int state_visit(void *arg, Raftlock__LockRecord *rec)
 {
 	struct state_walk *sw = arg;
 	struct watch_sub *s = sw->sub;
-	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
-	ev.index = s->state_at.index;
-	ev.offset = s->state_at.offset;
-	ev.name = rec->name;
-	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
-	for (size_t i = 0; i < rec->n_holders; i++) {
-		const Raftlock__Holder *h = rec->holders[i];
-		ev.session = h->session;
-		ev.owner = h->owner;
-		ev.token = h->token;
-		ev.mode = h->mode;
-		ev.permits = h->permits;
-		ev.value = h->value;
-		send_to(sw->w, s, &ev);
+	bool whole = state_lock(sw, rec);
+	if (whole) {
+		s->rec_sent = 0;
+		free(s->state_after);
+		if ((s->state_after = strdup(rec->name)) == NULL)
+			log_fatal("out of memory");
+		raftlock__lock_record__free_unpacked(rec, NULL);
+		sw->left--;
+	} else {
+		s->state_rec = rec;
 	}
-	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_WAITING;
-	ev.token = 0;
-	for (size_t i = 0; i < rec->n_waiters; i++) {
-		const Raftlock__Waiter *q = rec->waiters[i];
-		ev.session = q->session;
-		ev.owner = q->owner;
-		ev.mode = q->mode;
-		ev.permits = q->permits;
-		ev.value = q->value;
-		send_to(sw->w, s, &ev);
-	}
-	free(s->state_after);
-	if ((s->state_after = strdup(rec->name)) == NULL)
-		log_fatal("out of memory");
-	raftlock__lock_record__free_unpacked(rec, NULL);
-	sw->left--;
 	/* ended: the rest would go nowhere; a lock with a long queue may
 	 * have filled the connection's room alone */
-	sw->cut = s->conn == NULL || sw->left == 0 || !has_room(sw->w, s);
+	sw->cut = !whole || s->conn == NULL || sw->left == 0 || sw->events == 0 ||
+		  !has_room(sw->w, s);
 	return sw->cut;
 }
 
+/* Whether a state older than s waits for a reader: s waits behind it
+ * (watches_pump walks the oldest first), so that none starves. Walks the
+ * subscribers: watches_pump keeps it as it goes instead. */
+static bool reader_queued_before(const struct watches *w, const struct watch_sub *s)
+{
+	for (const struct watch_sub *o = w->subs; o != NULL && o != s; o = o->next)
+		if (o->conn != NULL && o->in_state && !o->draining && o->txn == NULL &&
+		    o->waits == WAIT_READERS)
+			return true;
+	return false;
+}
+
 /* Takes a reader for s's state, if fewer than WATCH_STATES_READING are
- * taken: its snapshot is the store now, which is where the ring ends
- * (both change only in apply, on this thread). */
-static bool state_open(struct watches *w, struct watch_sub *s)
+ * taken and no older state waits for one (behind): its snapshot is the
+ * store now, which is where the ring ends (both change only in apply, on
+ * this thread). Returns STATE_STARTED, or why it must wait (also in
+ * s->waits). */
+static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool behind)
 {
 	if (s->txn != NULL)
-		return true;
-	if (w->store_closed || w->states_reading >= WATCH_STATES_READING)
-		return false;
+		return STATE_STARTED;
+	if (w->store_closed)
+		return s->waits = WAIT_STORE;
+	if (w->states_reading >= WATCH_STATES_READING || behind)
+		return s->waits = WAIT_READERS;
 	size_t mine = 0, slot = 0;
 	for (size_t i = 0; i < WATCH_STATES_READING; i++) {
 		if (w->readers[i] == NULL)
@@ -239,12 +297,13 @@ static bool state_open(struct watches *w, struct watch_sub *s)
 			mine += w->readers[i] == s->conn;
 	}
 	if (mine >= WATCH_STATES_PER_CONN)
-		return false; /* one client does not take every reader */
+		return s->waits = WAIT_SHARE; /* one client does not take every reader */
 	MDB_txn *txn = store_begin(w->store, false);
 	uint64_t applied = applied_index(w->store, txn);
 	if (applied < s->not_before) {
 		store_abort(txn); /* the client saw a newer state: wait for it */
-		return false;
+		s->applied_seen = applied;
+		return s->waits = WAIT_INDEX;
 	}
 	w->readers[slot] = s->conn;
 	s->reader_slot = slot + 1;
@@ -252,7 +311,8 @@ static bool state_open(struct watches *w, struct watch_sub *s)
 	s->txn = txn;
 	s->state_at = (struct watch_pos){applied, WATCH_OFFSET_END};
 	w->states_reading++;
-	return true;
+	s->wait_ms = 0;
+	return s->waits = STATE_STARTED;
 }
 
 static void backlog_clear(struct watch_sub *s)
@@ -310,6 +370,12 @@ static void state_end(struct watches *w, struct watch_sub *s)
 	}
 	free(s->state_after);
 	s->state_after = NULL;
+	if (s->state_rec != NULL)
+		raftlock__lock_record__free_unpacked(s->state_rec, NULL);
+	s->state_rec = NULL;
+	s->rec_sent = 0;
+	s->waits = STATE_STARTED;
+	s->wait_ms = 0;
 }
 
 static void send_lost(struct watches *w, struct watch_sub *s);
@@ -394,12 +460,17 @@ static void state_finish(struct watches *w, struct watch_sub *s)
 	backlog_drain(w, s);
 }
 
-/* One page of s's state, when it has a reader. */
-static void state_step(struct watches *w, struct watch_sub *s)
+/* One page of s's state, when it has a reader (behind: state_open): the
+ * rest of a lock the last page ended in, then the locks after it. */
+static void state_step(struct watches *w, struct watch_sub *s, bool behind)
 {
-	if (s->conn == NULL || !state_open(w, s))
+	if (s->conn == NULL || state_open(w, s, behind) != STATE_STARTED)
 		return;
-	struct state_walk sw = {w, s, WATCH_STATE_PAGE, false};
+	struct state_walk sw = {w, s, WATCH_STATE_PAGE, WATCH_STATE_PAGE_EVENTS, false};
+	Raftlock__LockRecord *rec = s->state_rec;
+	s->state_rec = NULL;
+	if (rec != NULL && state_visit(&sw, rec))
+		return;
 	store_scan_locks(w->store, s->txn, s->prefix, s->state_after, state_visit, &sw);
 	if (s->conn != NULL && !sw.cut)
 		state_finish(w, s);
@@ -414,10 +485,12 @@ static void send_state(struct watches *w, struct watch_sub *s)
 		w->states++;
 	}
 	s->started_ms = s->progress_ms = 0;
+	s->waits = STATE_STARTED;
+	s->wait_ms = 0;
 	free(s->state_after);
 	if ((s->state_after = strdup("")) == NULL)
 		log_fatal("out of memory");
-	state_step(w, s);
+	state_step(w, s, w->states_reading < WATCH_STATES_READING && reader_queued_before(w, s));
 }
 
 /* Why s's client is given up, or NULL. */
@@ -438,18 +511,67 @@ static const char *state_overdue(const struct watch_sub *s, uint64_t now_ms, boo
 	return why;
 }
 
+/* Ends s's watch, in a walk: its client is told why. */
+static void sub_end(struct watches *w, struct watch_sub *s, int status, const char *why)
+{
+	struct service_conn *conn = s->conn;
+	s->conn = NULL; /* freed by walk_end() */
+	w->n_ended++;
+	w->ended(w->arg, conn, s->id, status, why);
+}
+
+/* s could not start its state (why: state_open) at now_ms: its watch ends
+ * once it waited longer than it may for that (watch.h). */
+static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait why,
+		       enum state_wait before, uint64_t now_ms)
+{
+	if (s->wait_ms == 0 || why != before)
+		s->wait_ms = now_ms;
+	uint64_t waited = now_ms - s->wait_ms;
+	char msg[256];
+	if (w->ended == NULL)
+		return;
+	if (why == WAIT_INDEX && waited >= WATCH_INDEX_WAIT_MS) {
+		snprintf(msg, sizeof msg,
+			 "this node has applied index %llu, not yet %llu that the watch's state "
+			 "must be no older than, within %d s: try another node",
+			 (unsigned long long)s->applied_seen, (unsigned long long)s->not_before,
+			 WATCH_INDEX_WAIT_MS / 1000);
+		sub_end(w, s, RAFTLOCK_EUNAVAILABLE, msg);
+	} else if ((why == WAIT_READERS || why == WAIT_SHARE) && waited >= WATCH_STATE_WAIT_MS) {
+		snprintf(msg, sizeof msg,
+			 "no snapshot reader was free for the watch's state within %d s (%d states "
+			 "at once, %d per connection): try again later",
+			 WATCH_STATE_WAIT_MS / 1000, WATCH_STATES_READING, WATCH_STATES_PER_CONN);
+		sub_end(w, s, RAFTLOCK_EOVERLOAD, msg);
+	}
+}
+
 bool watches_pump(struct watches *w, uint64_t now_ms)
 {
 	bool more = false;
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
+	bool queued = false; /* a state met so far waits for a reader */
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
 		if (s->conn == NULL || !s->in_state)
 			continue;
 		bool room = has_room(w, s);
-		if (!s->draining && s->txn == NULL && (!room || !state_open(w, s)))
-			continue; /* waits for room, then for a reader */
+		if (!s->draining && s->txn == NULL) {
+			/* waits for room, then for a reader and its index */
+			if (!room) {
+				s->waits = WAIT_ROOM;
+				continue;
+			}
+			enum state_wait before = s->waits;
+			enum state_wait why = state_open(w, s, queued);
+			if (why != STATE_STARTED) {
+				queued |= why == WAIT_READERS;
+				state_wait(w, s, why, before, now_ms);
+				continue;
+			}
+		}
 		if (s->started_ms == 0)
 			s->started_ms = s->progress_ms = now_ms;
 		/* the file grew past 3/4 of its map while s held its pages */
@@ -465,7 +587,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		if (s->draining)
 			backlog_drain(w, s);
 		else
-			state_step(w, s);
+			state_step(w, s, false); /* it has its reader */
 		more |= s->conn != NULL && s->in_state;
 	}
 	walk_end(w);
@@ -484,10 +606,12 @@ size_t watches_states(const struct watches *w)
 	return w->states;
 }
 
-void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled)
+void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled,
+		      watch_ended_cb ended)
 {
 	w->room = room;
 	w->stalled = stalled;
+	w->ended = ended;
 }
 
 static void send_lost(struct watches *w, struct watch_sub *s)
@@ -532,8 +656,11 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 		log_fatal("out of memory");
 	s->conn = conn;
 	s->id = id;
-	s->next = w->subs;
-	w->subs = s;
+	/* last: the walks meet the oldest first (a free reader goes to it) */
+	struct watch_sub **pp = &w->subs;
+	while (*pp != NULL)
+		pp = &(*pp)->next;
+	*pp = s;
 	walk_begin(w);
 	if (req->resume) {
 		s->after = (struct watch_pos){req->after_index, req->after_offset};

@@ -14,17 +14,21 @@
  * position of that state, then the changes after it. A subscriber without a
  * position gets the current state and CURRENT first.
  *
- * A state goes out in pages (WATCH_STATE_PAGE locks), the first at once,
- * the others from watches_pump() while the connection has room, each from
- * one read snapshot the subscription holds until its CURRENT (at most
- * WATCH_STATES_READING at once, WATCH_STATES_PER_CONN for one connection;
- * the others wait for one); the changes of its locks made meanwhile are
- * kept for it and follow its CURRENT, paced the same way, as are the
- * changes a resume gets from the ring. A client that
- * takes nothing of its state for WATCH_STATE_STALL_MS, or not all of it
- * within WATCH_STATE_MAX_MS, or whose state holds the store's pages while
- * the map fills, is given up (watch_stalled_cb), as one that does not
- * read its answers is.
+ * A state goes out in pages (at most WATCH_STATE_PAGE locks and
+ * WATCH_STATE_PAGE_EVENTS holders and waiters: a lock with a long queue
+ * spans pages), the first at once, the others from watches_pump() while
+ * the connection has room, each from one read snapshot the subscription
+ * holds until its CURRENT (at most WATCH_STATES_READING at once,
+ * WATCH_STATES_PER_CONN for one connection; the others wait for one, the
+ * oldest first); the changes of its locks made meanwhile are kept for it
+ * and follow its CURRENT, paced the same way, as are the changes a resume
+ * gets from the ring. A client that takes nothing of its state for
+ * WATCH_STATE_STALL_MS, or not all of it within WATCH_STATE_MAX_MS, or
+ * whose state holds the store's pages while the map fills, is given up
+ * (watch_stalled_cb), as one that does not read its answers is. A state
+ * that cannot start (no reader free within WATCH_STATE_WAIT_MS, its index
+ * not applied within WATCH_INDEX_WAIT_MS) ends its watch alone, with an
+ * answer the client library sends the watch again on (watch_ended_cb).
  *
  * The registry never looks inside a connection (an opaque pointer here):
  * it sends through the callback it was given. Loop thread only; aborts on
@@ -62,16 +66,35 @@ typedef bool (*watch_room_cb)(void *arg, const struct service_conn *conn);
  * which ends its watches (watches_forget_conn). */
 typedef void (*watch_stalled_cb)(void *arg, struct service_conn *conn, const char *why);
 
-/* Locks per page of a state; states read at once (each holds an LMDB
+/* The watch (conn, id) ended (it is no longer registered): answer its
+ * request status (a negative RAFTLOCK_E* code) with why (borrowed for the
+ * call). */
+typedef void (*watch_ended_cb)(void *arg, struct service_conn *conn, uint64_t id, int status,
+			       const char *why);
+
+/* Locks per page of a state, and holders and waiters (one event each:
+ * at most RAFTLOCK_NAME_MAX + RAFTLOCK_VALUE_MAX bytes and some, so a page
+ * stays within a few MiB, well below what a connection may have unsent,
+ * however long a lock's queue); states read at once (each holds an LMDB
  * reader, of the 126 the environment has); how long a state may wait for
  * a client that reads nothing. */
 #define WATCH_STATE_PAGE 128
+#define WATCH_STATE_PAGE_EVENTS (8 * WATCH_STATE_PAGE)
 #define WATCH_STATES_READING 8
 #define WATCH_STATES_PER_CONN 2
 #define WATCH_STATE_STALL_MS 30000
 /* A state holds its snapshot's pages from reuse: at most this long, and
  * never once the store's file passes 3/4 of its map. */
 #define WATCH_STATE_MAX_MS 300000
+/* How long a state may wait to start: for a reader, as long as a state
+ * may take (every reader taken when the wait began is back by then, and
+ * the oldest waiter gets the first one: RAFTLOCK_EOVERLOAD past it); for
+ * the index it must be no older than, as long as a client may take
+ * nothing (a node that has not applied within 30 s an index the client
+ * saw applied elsewhere is cut off from its leader or far behind it:
+ * RAFTLOCK_EUNAVAILABLE, and the library goes to another node). */
+#define WATCH_STATE_WAIT_MS WATCH_STATE_MAX_MS
+#define WATCH_INDEX_WAIT_MS WATCH_STATE_STALL_MS
 /* Changes of the ring looked at per call while catching a subscriber up
  * (most may be of other prefixes). */
 #define WATCH_RING_SCAN (16 * WATCH_STATE_PAGE)
@@ -94,6 +117,7 @@ struct watches {
 	size_t n_ended;     /* subscriptions ended during them, not yet freed */
 	watch_room_cb room; /* NULL: always room */
 	watch_stalled_cb stalled;
+	watch_ended_cb ended;
 	size_t states;         /* states under way */
 	size_t states_reading; /* of them, with a snapshot */
 	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
@@ -110,8 +134,9 @@ void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t s
 void watches_close(struct watches *w);
 
 /* Paces the states by the connections' room (see above); without it a
- * state has room always. */
-void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled);
+ * state has room always, and a state that cannot start waits for ever. */
+void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled,
+		      watch_ended_cb ended);
 
 /* Sends a page of every state under way whose connection has room, and
  * gives up the stalled ones. Returns whether a state could go on at once

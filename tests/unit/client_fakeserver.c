@@ -405,6 +405,13 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.leader = "";
 	fake_send_response(fd, id, &resp);
+	if (f->watch_ends > 0) {
+		f->watch_ends--;
+		resp.status = f->watch_end_status;
+		resp.message = "the watch's state could not start in time";
+		fake_send_response(fd, id, &resp);
+		return true;
+	}
 	static char *names[] = {"w/a", "w/b"};
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 	ev.index = 7;

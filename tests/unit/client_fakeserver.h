@@ -88,6 +88,12 @@ struct fake {
 	int watch_cut;           /* a watch's state (two HOLDING, CURRENT):
 				    drop the connection after this many
 				    HOLDING, once */
+	int watch_ends;          /* end this many watches right after
+				    their answer, without an event, with
+				    a second answer of watch_end_status
+				    (a node that could not start its
+				    state in time) */
+	int watch_end_status;
 	bool join_names_members; /* answer MEMBER_JOIN with the member list
 				    (else as a server older than that
 				    answer: a bare Result) */

@@ -1077,10 +1077,10 @@ static void on_watch(const struct raftlock_watch_event *ev, void *arg)
 	pthread_mutex_unlock(&w->mu);
 }
 
-/* Waits up to 3 s for n events. */
+/* Waits up to 10 s for n events. */
 static void await_seen(struct watch_seen *seen, int n)
 {
-	for (int i = 0; i < 300; i++) {
+	for (int i = 0; i < 1000; i++) {
 		pthread_mutex_lock(&seen->mu);
 		bool done = seen->n >= n;
 		pthread_mutex_unlock(&seen->mu);
@@ -1148,6 +1148,71 @@ static void test_watch_lost_then_cut_asks_for_the_state(void **state)
 	fake_stop(f);
 }
 
+/* A node that takes a watch, then ends it because it cannot start its
+ * state in time (EUNAVAILABLE: it has not applied the index the state
+ * must be of): the library sends the watch to another node, where it
+ * goes on; the application sees the state there and no ERROR. A node
+ * that ends a watch with a status it does not retry (here ETIMEDOUT)
+ * ends it for the application: an ERROR with that status, the last
+ * event. */
+struct watch_status_seen {
+	struct watch_seen seen;
+	int status;
+};
+
+static void on_watch_status(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct watch_status_seen *w = arg;
+	if (ev->kind == RAFTLOCK_WATCH_ERROR)
+		w->status = ev->status;
+	on_watch(ev, &w->seen);
+}
+
+static void test_watch_ended_by_a_node_goes_elsewhere(void **state)
+{
+	(void)state;
+	struct fake *a = fake_start(FAKE_LEADER);
+	struct fake *b = fake_start(FAKE_LEADER);
+	FAKE_SET(a, watch_end_status, RAFTLOCK_EUNAVAILABLE);
+	FAKE_SET(b, watch_end_status, RAFTLOCK_EUNAVAILABLE);
+	FAKE_SET(a, watch_ends, 1);
+	FAKE_SET(b, watch_ends, 1);
+	const char *addrs[] = {a->addr, b->addr};
+	struct raftlock_client_options o = {
+		.addresses = addrs, .n_addresses = 2, .request_timeout_ms = 3000};
+	raftlock_client *c;
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	struct watch_status_seen got = {.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
+	await_seen(&got.seen, 3);
+	raftlock_watch_cancel(w);
+	static const enum raftlock_watch_kind want[] = {
+		RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_HOLDING, RAFTLOCK_WATCH_CURRENT};
+	assert_int_equal(got.seen.n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(got.seen.kind[i], want[i]);
+	/* the node that ended it was left: each got it */
+	assert_true(fake_count(a, RAFTLOCK__ENVELOPE__BODY_WATCH) >= 1);
+	assert_true(fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH) >= 1);
+	raftlock_client_close(c);
+
+	FAKE_SET(a, watch_end_status, RAFTLOCK_ETIMEDOUT);
+	FAKE_SET(a, watch_ends, 1);
+	c = client_for(a->addr, 3000);
+	got = (struct watch_status_seen){.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
+	await_seen(&got.seen, 1);
+	sleep_ms(300); /* nothing follows */
+	raftlock_watch_cancel(w);
+	assert_int_equal(got.seen.n, 1);
+	assert_int_equal(got.seen.kind[0], RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(got.status, RAFTLOCK_ETIMEDOUT);
+	raftlock_client_close(c);
+	fake_stop(a);
+	fake_stop(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1181,6 +1246,7 @@ int main(void)
 		cmocka_unit_test(test_nobody_listening),
 		cmocka_unit_test(test_watch_state_cut_by_a_reconnect),
 		cmocka_unit_test(test_watch_lost_then_cut_asks_for_the_state),
+		cmocka_unit_test(test_watch_ended_by_a_node_goes_elsewhere),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

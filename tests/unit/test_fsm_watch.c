@@ -334,16 +334,36 @@ static void test_send_that_closes(void **state)
 /* What one watch got: its state's locks in name order, each once, all at
  * one position, then CURRENT at it, then changes only. */
 struct paged {
-	size_t holding, current, changes, lost, disorder;
-	size_t room_until; /* [0]: no room once [1] got this many changes */
-	size_t in_state;   /* HOLDING since the state began */
-	bool live;         /* a CURRENT since the last HISTORY_LOST (or a resume) */
+	size_t holding, waiting, current, changes, lost, disorder;
+	size_t room_until;   /* [0]: no room once [1] got this many changes */
+	uintptr_t room_from; /* [0]: connections below it have no room */
+	size_t in_state;     /* HOLDING since the state began */
+	bool live;           /* a CURRENT since the last HISTORY_LOST (or a resume) */
 	uint64_t state_index, current_index;
 	char last[32];
+	uint64_t last_owner; /* of the last HOLDING or WAITING of last */
 	bool room;
 	size_t stalled;
+	/* [id]: how its watch was ended (watch_ended_cb) */
+	size_t ended;
+	int ended_status;
+	char ended_why[256];
 	struct watches *w;
 };
+
+/* A state event: names in order, one lock's holders and waiters in the
+ * order of its record (owner ids that grow, in these tests). */
+static void paged_state_event(struct paged *p, const Raftlock__WatchEvent *ev)
+{
+	int cmp = strcmp(ev->name, p->last);
+	if (p->live || cmp < 0 || (cmp == 0 && ev->owner <= p->last_owner) ||
+	    (p->in_state > 0 && ev->index != p->state_index))
+		p->disorder++;
+	p->state_index = ev->index;
+	p->in_state++;
+	p->last_owner = ev->owner;
+	snprintf(p->last, sizeof p->last, "%s", ev->name);
+}
 
 static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 		       const Raftlock__WatchEvent *ev)
@@ -352,13 +372,12 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 	struct paged *p = &((struct paged *)arg)[id];
 	switch (ev->kind) {
 	case K(HOLDING):
-		if (p->live || strcmp(ev->name, p->last) <= 0 ||
-		    (p->in_state > 0 && ev->index != p->state_index))
-			p->disorder++;
-		p->state_index = ev->index;
+		paged_state_event(p, ev);
 		p->holding++;
-		p->in_state++;
-		snprintf(p->last, sizeof p->last, "%s", ev->name);
+		break;
+	case K(WAITING):
+		paged_state_event(p, ev);
+		p->waiting++;
 		break;
 	case K(CURRENT):
 		p->current++;
@@ -382,9 +401,9 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 
 static bool paged_room(void *arg, const struct service_conn *conn)
 {
-	(void)conn;
 	const struct paged *p = arg;
-	return p[0].room && (p[0].room_until == 0 || p[1].changes < p[0].room_until);
+	return p[0].room && (p[0].room_until == 0 || p[1].changes < p[0].room_until) &&
+	       (uintptr_t)conn >= p[0].room_from;
 }
 
 static void paged_stalled(void *arg, struct service_conn *conn, const char *why)
@@ -395,12 +414,22 @@ static void paged_stalled(void *arg, struct service_conn *conn, const char *why)
 	watches_forget_conn(p[0].w, conn);
 }
 
+static void paged_ended(void *arg, struct service_conn *conn, uint64_t id, int status,
+			const char *why)
+{
+	(void)conn;
+	struct paged *p = &((struct paged *)arg)[id];
+	p->ended++;
+	p->ended_status = status;
+	snprintf(p->ended_why, sizeof p->ended_why, "%s", why);
+}
+
 /* A registry paced by got[0].room, whose stalls got[0] counts. */
 static void paged_init(struct watches *w, size_t ring, struct fx *f, struct paged *got)
 {
 	got[0].w = w;
 	watches_init(w, ring, &f->store, f->index, paged_send, got);
-	watches_set_flow(w, paged_room, paged_stalled);
+	watches_set_flow(w, paged_room, paged_stalled, paged_ended);
 }
 
 /* Watch id of conn subscribes to "p/", where take_many's locks are. */
@@ -414,6 +443,15 @@ static void watch_p_on(struct watches *w, struct service_conn *conn, uint64_t id
 static void watch_p(struct watches *w, uint64_t id)
 {
 	watch_p_on(w, CONN, id);
+}
+
+/* Watch id of CONN subscribes to "p/", a state no older than index. */
+static void watch_p_after(struct watches *w, uint64_t id, uint64_t index)
+{
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	req.after_index = index;
+	watches_add(w, CONN, id, &req);
 }
 
 #define PAGED_LOCKS (2 * WATCH_STATE_PAGE + 44)
@@ -724,10 +762,8 @@ static void test_state_waits_for_its_index(void **state)
 	struct paged got[2] = {{.room = true}};
 	struct watches w;
 	paged_init(&w, 64, f, got);
-	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
-	req.prefix = "p/";
-	req.after_index = f->index + 2;
-	watches_add(&w, CONN, 1, &req);
+	uint64_t after = f->index + 2;
+	watch_p_after(&w, 1, after);
 	watches_pump(&w, 1000);
 	assert_int_equal(got[1].holding, 0);
 	fx_release_ok(f, a, 1, "p/000", 0);
@@ -739,9 +775,200 @@ static void test_state_waits_for_its_index(void **state)
 	for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
 		watches_pump(&w, 1002 + (uint64_t)turn);
 	assert_int_equal(got[1].holding, PAGED_LOCKS - 2);
-	assert_int_equal(got[1].current_index, req.after_index);
+	assert_int_equal(got[1].current_index, after);
 	assert_int_equal(got[1].changes, 0);
 	assert_int_equal(got[1].disorder, 0);
+	watches_close(&w);
+}
+
+/* A state whose index this node never reaches (a node cut off from its
+ * leader, or an index it will never have) is not kept waiting for ever:
+ * after WATCH_INDEX_WAIT_MS its watch alone ends with EUNAVAILABLE and a
+ * message, not its connection; the node's readers are untouched. */
+static void test_state_index_wait_ends(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	struct paged got[3] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	uint64_t after = f->index + 1000;
+	watch_p_after(&w, 1, after);
+	watch_p(&w, 2); /* another watch of the same client */
+	watches_pump(&w, 1000);
+	fx_release_ok(f, a, 1, "p/000", 0); /* progress, but not that far */
+	feed(f, &w);
+	for (uint64_t t = 1001; watches_states(&w) > 1; t++)
+		watches_pump(&w, t);
+	assert_int_equal(got[2].current, 1);
+	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS - 1);
+	assert_int_equal(got[1].ended, 0);
+	assert_int_equal(watches_subscribers(&w), 2);
+	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS);
+	assert_int_equal(got[1].ended, 1);
+	assert_int_equal(got[1].ended_status, RAFTLOCK_EUNAVAILABLE);
+	char want[64];
+	snprintf(want, sizeof want, "applied index %llu, not yet %llu",
+		 (unsigned long long)f->index, (unsigned long long)after);
+	assert_non_null(strstr(got[1].ended_why, want));
+	assert_int_equal(got[1].holding, 0);
+	assert_int_equal(got[0].stalled, 0);
+	assert_int_equal(watches_states(&w), 0);
+	assert_int_equal(w.states_reading, 0);
+	assert_int_equal(watches_subscribers(&w), 1); /* the other one goes on */
+	fx_release_ok(f, a, 1, "p/001", 0);
+	feed(f, &w);
+	assert_int_equal(got[2].changes, 2);
+	assert_int_equal(got[1].changes, 0);
+	watches_pump(&w, 2 * WATCH_INDEX_WAIT_MS);
+	assert_int_equal(got[1].ended, 1);
+	watches_close(&w);
+}
+
+/* Readers go to the states waiting for one, the oldest first: a new watch
+ * does not take a reader freed before an older waiter had it. A state
+ * that gets none within WATCH_STATE_WAIT_MS (here every reader is held by
+ * states whose clients read nothing, and no stall ends them) ends its
+ * watch alone with EOVERLOAD. */
+static void test_reader_wait_ends(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f));
+	enum { HOLDERS = WATCH_STATES_READING, OLD = HOLDERS + 1, NEW = HOLDERS + 2 };
+	struct paged got[NEW + 1] = {{.room = true, .room_from = 0x100}};
+	struct watches w;
+	got[0].w = &w;
+	watches_init(&w, 64, &f->store, f->index, paged_send, got);
+	watches_set_flow(&w, paged_room, NULL, paged_ended); /* nobody given up */
+	for (uint64_t id = 1; id <= HOLDERS; id++)
+		watch_p_on(&w, (struct service_conn *)(uintptr_t)(0x10 + id), id);
+	assert_int_equal(w.states_reading, WATCH_STATES_READING);
+	struct service_conn *old = (struct service_conn *)0x100;
+	struct service_conn *young = (struct service_conn *)0x101;
+	watch_p_on(&w, old, OLD);
+	watches_pump(&w, 1000);
+	assert_int_equal(got[OLD].holding, 0);
+
+	watches_forget_conn(&w, (struct service_conn *)(uintptr_t)0x11); /* a reader frees */
+	watch_p_on(&w, young, NEW);
+	assert_int_equal(got[NEW].holding, 0); /* behind the older waiter */
+	watches_pump(&w, 1001);
+	assert_int_equal(got[OLD].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[NEW].holding, 0);
+
+	got[0].room_from = (uintptr_t)young; /* OLD reads no more either */
+	watches_pump(&w, 1001 + WATCH_STATE_WAIT_MS - 1);
+	assert_int_equal(got[NEW].ended, 0);
+	watches_pump(&w, 1001 + WATCH_STATE_WAIT_MS);
+	assert_int_equal(got[NEW].ended, 1);
+	assert_int_equal(got[NEW].ended_status, RAFTLOCK_EOVERLOAD);
+	assert_non_null(strstr(got[NEW].ended_why, "no snapshot reader"));
+	assert_int_equal(got[NEW].holding, 0);
+	assert_int_equal(got[OLD].ended, 0);
+	assert_int_equal(got[OLD].holding, WATCH_STATE_PAGE); /* holds its reader */
+	for (uint64_t id = 2; id <= HOLDERS; id++)
+		assert_int_equal(got[id].ended, 0);
+	assert_int_equal(watches_subscribers(&w), HOLDERS); /* 7 holders, OLD */
+	assert_int_equal(w.states_reading, WATCH_STATES_READING);
+	watches_close(&w);
+}
+
+/* A lock whose queue is far longer than a page (and many holders): its
+ * state goes out over pages of at most WATCH_STATE_PAGE_EVENTS holders and
+ * waiters, one a pump, holders then waiters in queue order, between the
+ * locks before and after it, then CURRENT and the changes made meanwhile. */
+enum { BIG_HOLDERS = 1500, BIG_WAITERS = 20000 };
+
+static void put_big_lock(struct fx *f, const char *name)
+{
+	Raftlock__LockRecord rec = RAFTLOCK__LOCK_RECORD__INIT;
+	rec.name = (char *)name;
+	rec.kind = RAFTLOCK__LOCK_KIND__RWLOCK;
+	Raftlock__Holder *h = calloc(BIG_HOLDERS, sizeof *h);
+	Raftlock__Waiter *q = calloc(BIG_WAITERS, sizeof *q);
+	rec.holders = calloc(BIG_HOLDERS, sizeof *rec.holders);
+	rec.waiters = calloc(BIG_WAITERS, sizeof *rec.waiters);
+	assert_true(h != NULL && q != NULL && rec.holders != NULL && rec.waiters != NULL);
+	for (size_t i = 0; i < BIG_HOLDERS; i++) {
+		h[i] = (Raftlock__Holder)RAFTLOCK__HOLDER__INIT;
+		h[i].session = 100 + i;
+		h[i].owner = 1 + i;
+		h[i].mode = RAFTLOCK__MODE__SHARED;
+		h[i].count = 1;
+		h[i].token = 1000 + i;
+		rec.holders[i] = &h[i];
+	}
+	for (size_t i = 0; i < BIG_WAITERS; i++) {
+		q[i] = (Raftlock__Waiter)RAFTLOCK__WAITER__INIT;
+		q[i].session = 100000 + i;
+		q[i].owner = 1 + BIG_HOLDERS + i;
+		q[i].seq = 1;
+		rec.waiters[i] = &q[i];
+	}
+	rec.n_holders = BIG_HOLDERS;
+	rec.n_waiters = BIG_WAITERS;
+	MDB_txn *txn = store_begin(&f->store, true);
+	store_put_lock(&f->store, txn, &rec);
+	store_commit(txn);
+	free(rec.holders);
+	free(rec.waiters);
+	free(h);
+	free(q);
+}
+
+static void test_long_queue_in_pages(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	fx_take(f, a, 1, "p/a");
+	fx_take(f, a, 1, "p/z");
+	put_big_lock(f, "p/m");
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	uint64_t at = f->index;
+	watch_p(&w, 1);
+	size_t events = got[1].holding + got[1].waiting, pages = 1;
+	assert_int_equal(events, WATCH_STATE_PAGE_EVENTS); /* p/a and 1023 of p/m */
+	fx_release_ok(f, a, 1, "p/a", 0);                  /* meanwhile: after CURRENT */
+	feed(f, &w);
+	while (watches_states(&w) > 0) {
+		watches_pump(&w, 1000 + pages);
+		size_t now = got[1].holding + got[1].waiting;
+		assert_true(now - events <= WATCH_STATE_PAGE_EVENTS);
+		assert_true(got[1].current == 1 || now - events == WATCH_STATE_PAGE_EVENTS);
+		events = now;
+		pages++;
+	}
+	assert_int_equal(got[1].holding, 2 + BIG_HOLDERS);
+	assert_int_equal(got[1].waiting, BIG_WAITERS);
+	assert_int_equal(pages, (2 + BIG_HOLDERS + BIG_WAITERS + WATCH_STATE_PAGE_EVENTS - 1) /
+					WATCH_STATE_PAGE_EVENTS);
+	assert_string_equal(got[1].last, "p/z");
+	assert_int_equal(got[1].current, 1);
+	assert_int_equal(got[1].current_index, at);
+	assert_int_equal(got[1].changes, 1);
+	assert_int_equal(got[1].disorder, 0);
+
+	/* No room after a page that ended inside the queue: nothing more
+	 * goes until there is room, then the rest of it. */
+	struct paged more[3] = {{.room = true}};
+	struct watches v;
+	paged_init(&v, 64, f, more);
+	watch_p(&v, 2);
+	assert_int_equal(more[2].holding, WATCH_STATE_PAGE_EVENTS); /* p/a is gone */
+	more[0].room = false;
+	watches_pump(&v, 1000);
+	assert_int_equal(more[2].holding + more[2].waiting, WATCH_STATE_PAGE_EVENTS);
+	more[0].room = true;
+	for (int turn = 0; turn < 100 && watches_states(&v) > 0; turn++)
+		watches_pump(&v, 1001 + (uint64_t)turn);
+	assert_int_equal(more[2].holding, 1 + BIG_HOLDERS);
+	assert_int_equal(more[2].waiting, BIG_WAITERS);
+	assert_int_equal(more[2].current, 1);
+	assert_int_equal(more[2].disorder, 0);
+	watches_close(&v);
 	watches_close(&w);
 }
 
@@ -767,6 +994,9 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_outrun_by_the_ring, fx_setup,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_index_wait_ends, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
