@@ -78,12 +78,14 @@ static void walk_end(struct watches *w)
 {
 	if (--w->walking > 0 || w->n_ended == 0)
 		return;
+	w->subs_last = NULL;
 	for (struct watch_sub **pp = &w->subs; *pp != NULL;) {
 		struct watch_sub *s = *pp;
 		if (s->conn == NULL) {
 			*pp = s->next;
 			sub_free(w, s);
 		} else {
+			w->subs_last = s;
 			pp = &s->next;
 		}
 	}
@@ -172,6 +174,7 @@ void watches_close(struct watches *w)
 		w->subs = s->next;
 		sub_free(w, s);
 	}
+	w->subs_last = NULL;
 }
 
 static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__WatchEvent *ev)
@@ -657,10 +660,11 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 	s->conn = conn;
 	s->id = id;
 	/* last: the walks meet the oldest first (a free reader goes to it) */
-	struct watch_sub **pp = &w->subs;
-	while (*pp != NULL)
-		pp = &(*pp)->next;
-	*pp = s;
+	if (w->subs_last != NULL)
+		w->subs_last->next = s;
+	else
+		w->subs = s;
+	w->subs_last = s;
 	walk_begin(w);
 	if (req->resume) {
 		s->after = (struct watch_pos){req->after_index, req->after_offset};
@@ -676,9 +680,11 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 			 uint64_t id)
 {
 	bool found = false;
+	w->subs_last = NULL;
 	for (struct watch_sub **pp = &w->subs; *pp != NULL;) {
 		struct watch_sub *s = *pp;
 		if (s->conn != conn || !(any_id || s->id == id)) {
+			w->subs_last = s;
 			pp = &s->next;
 			continue;
 		}
@@ -686,6 +692,7 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 		if (w->walking > 0) {
 			s->conn = NULL; /* freed by walk_end() */
 			w->n_ended++;
+			w->subs_last = s;
 			pp = &s->next;
 		} else {
 			*pp = s->next;

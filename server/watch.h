@@ -112,10 +112,10 @@ struct watches {
 	size_t cap, first, n;
 	/* Every change after base is in the ring. */
 	struct watch_pos base;
-	struct watch_sub *subs;
-	unsigned walking;   /* nested walks of subs under way (watch.c) */
-	size_t n_ended;     /* subscriptions ended during them, not yet freed */
-	watch_room_cb room; /* NULL: always room */
+	struct watch_sub *subs, *subs_last; /* oldest first */
+	unsigned walking;                   /* nested walks of subs under way (watch.c) */
+	size_t n_ended;                     /* subscriptions ended during them, not yet freed */
+	watch_room_cb room;                 /* NULL: always room */
 	watch_stalled_cb stalled;
 	watch_ended_cb ended;
 	size_t states;         /* states under way */
