@@ -17,6 +17,7 @@
 #include "list.h"
 #include "log.h"
 #include "log_rate.h"
+#include "member_cn.h"
 #include "tls_stream.h"
 
 /*
@@ -505,8 +506,8 @@ static int send_out(struct peer_link *l, size_t len)
 /* Whether the certificate the peer presented is member id's. */
 static bool cert_is_member(struct peer_link *l, raft_id id)
 {
-	char expect[64];
-	snprintf(expect, sizeof expect, PEER_TLS_CN_PREFIX "%llu", (unsigned long long)id);
+	char expect[MEMBER_CN_SIZE];
+	member_cn(id, expect);
 	return strcmp(tls_stream_peer_cn(&l->tls), expect) == 0;
 }
 
@@ -913,12 +914,12 @@ static void transport_close(struct raft_uv_transport *tr, raft_uv_transport_clos
 static int check_own_cn(SSL_CTX *ctx, const struct tls_files *files, raft_id id, char *err,
 			size_t errlen)
 {
-	char cn[256] = "", expect[64];
+	char cn[256] = "", expect[MEMBER_CN_SIZE];
 	X509 *cert = SSL_CTX_get0_certificate(ctx);
 	if (cert != NULL)
 		X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn,
 					  sizeof cn);
-	snprintf(expect, sizeof expect, PEER_TLS_CN_PREFIX "%llu", (unsigned long long)id);
+	member_cn(id, expect);
 	if (strcmp(cn, expect) == 0)
 		return 0;
 	snprintf(err, errlen,

@@ -59,9 +59,6 @@
 
 #include "tls_ctx.h"
 
-/* Common name of member <id>'s certificate: PEER_TLS_CN_PREFIX "<id>". */
-#define PEER_TLS_CN_PREFIX "raftlock-node-"
-
 /* Bytes queued in one direction of one connection before the pump stops
  * reading its source. */
 #define PEER_TLS_HIGH_WATER (256 * 1024)
@@ -93,7 +90,7 @@ struct peer_tls_stats {
 /*
  * Initializes t as the TLS transport of member id on loop: its contexts are
  * built from files (all three needed: this member's certificate, whose
- * common name must be PEER_TLS_CN_PREFIX "<id>", its key, the cluster's CA)
+ * common name must be member_cn(id) (member_cn.h), its key, the cluster's CA)
  * with tls_ctx_new. t->version is set; t->data is left to raft. Returns 0,
  * or -1 with a message naming the file in err (t then needs no close). On
  * success release it with peer_tls_close() once raft has closed it.

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "peer_tls.h"
+#include "member_cn.h"
 
 void status_read(struct node *n, struct status *st)
 {
@@ -84,8 +84,8 @@ bool status_note_leader(struct node *n, uint64_t term, uint64_t applied, const c
 		return false;
 	/* The name of a member's certificate (deploy/make-certs): the CA of
 	 * client-tls-ca must give it to that member alone. */
-	char expect[64];
-	snprintf(expect, sizeof expect, PEER_TLS_CN_PREFIX "%llu", (unsigned long long)leader);
+	char expect[MEMBER_CN_SIZE];
+	member_cn(leader, expect);
 	if (strcmp(cert_cn, expect) != 0)
 		return false;
 	n->leader_said_term = term;

@@ -64,7 +64,7 @@ bool status_serving(struct node *n, char *why, size_t len);
  * (not itself), term is its current raft term, and cert_cn, the common
  * name of the client certificate that the sender's TLS connection
  * presented and this node verified against client-tls-ca, is that
- * leader's: PEER_TLS_CN_PREFIX "<leader id>", as deploy/make-certs names a
+ * leader's: member_cn(<leader id>), as deploy/make-certs names a
  * member's certificate. Without such a certificate (cert_cn NULL or "":
  * a plaintext client port, or client-tls server without a CA; or another
  * name) the sender cannot be told from anyone else, and no report is
