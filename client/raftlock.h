@@ -1291,8 +1291,10 @@ RAFTLOCK_API int raftlock_member_replace(raftlock_client *client, uint64_t old_i
  * incarnation). Errors: RAFTLOCK_ENOTFOUND (the id was not added, or was
  * removed), RAFTLOCK_EPERM (a node already started under this id with
  * another data directory, or it is a member the cluster started with: a
- * machine that lost its data comes back under a new id), RAFTLOCK_EINVAL
- * (another cluster), and the transport errors.
+ * machine that lost its data comes back under a new id; or, with auth on,
+ * the client's identity is neither "raftlock-node-<id>", the name of that
+ * member's certificate, nor one with admin on every name: the message says
+ * so), RAFTLOCK_EINVAL (another cluster), and the transport errors.
  * cluster is copied. Thread-safe; blocks for at most the request timeout.
  */
 RAFTLOCK_API int raftlock_member_join(raftlock_client *client, uint64_t id, uint64_t incarnation,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "line_file.h"
+#include "member_cn.h"
 #include "raftlock.h"
 
 uint32_t auth_perms(const struct auth_view *v, const char *identity, const char *name)
@@ -89,9 +90,31 @@ static int need_lock(const struct auth_view *v, const char *identity, uint64_t s
 	return need(v, identity, AUTH_LOCK, name, msg, len);
 }
 
+/* A join claims member id's place in the cluster: whoever may send it
+ * decides which node takes that place (and keeps the real one out). */
+static int need_member(const struct auth_view *v, const char *identity, uint64_t id, char *msg,
+		       size_t len)
+{
+	char own[MEMBER_CN_SIZE];
+	member_cn(id, own);
+	bool known = identity != NULL && identity[0] != '\0';
+	if (known && (strcmp(identity, own) == 0 || auth_allows(v, identity, AUTH_ADMIN, "")))
+		return 0;
+	char who[RAFTLOCK_NAME_MAX + 32] = "this connection has no identity";
+	if (known)
+		snprintf(who, sizeof who, "'%s' is neither", identity);
+	snprintf(msg, len,
+		 "joining as member %llu takes identity '%s' (the node's client certificate "
+		 "or join-token-file) or 'admin' on every name: %s",
+		 (unsigned long long)id, own, who);
+	return RAFTLOCK_EPERM;
+}
+
 int auth_check_request(const struct auth_view *v, const char *identity,
 		       const Raftlock__Envelope *env, uint64_t session, char *msg, size_t len)
 {
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN)
+		return need_member(v, identity, env->member_join->id, msg, len);
 	if (identity == NULL || identity[0] == '\0') {
 		auth_denied(msg, len, identity, 0, "");
 		return RAFTLOCK_EPERM;
@@ -144,10 +167,8 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS:
 	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST:
-	/* The member list says no more than STATUS; a join only claims an id
-	 * an admin added for a node that has not started (members.h). */
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST:
-	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN: return 0;
+	/* The member list says no more than STATUS. */
+	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST: return 0;
 	default:
 		/* Requests this list does not name (membership and snapshot
 		 * commands, as they come) are for admins of every name. */

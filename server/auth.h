@@ -75,6 +75,11 @@ void auth_denied(char *buf, size_t len, const char *identity, uint32_t perm, con
  *     admin on every name ("");
  *   - GET_LOCK, CHECK_TOKEN: read on the name;
  *   - ACL_SET, ACL_DELETE: admin on the rule's prefix;
+ *   - MEMBER_JOIN for id N: the identity member_cn(N) ("raftlock-node-N",
+ *     the name of member N's certificate, member_cn.h), or admin on every
+ *     name: a claim decides which node takes an added member's place, so
+ *     anyone else's would keep that member out;
+ *   - MEMBER_LIST: any identity (it says no more than STATUS);
  *   - any other request (the membership and snapshot commands to come):
  *     admin on every name.
  * A session that does not exist passes (the state machine answers

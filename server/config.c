@@ -47,6 +47,9 @@ static const char usage[] =
 	"                             'raftlock member add' created with this id (an\n"
 	"                             empty data directory without --bootstrap or\n"
 	"                             --join is refused)\n"
+	"  --join-token-file FILE     a file holding the bearer token --join presents\n"
+	"                             to a cluster with auth on: the token of identity\n"
+	"                             raftlock-node-ID (or of an admin); never logged\n"
 	"  --cluster NAME             cluster name, recorded at bootstrap and checked\n"
 	"  --election-timeout MS      default 1000\n"
 	"  --heartbeat-timeout MS     default 100\n"
@@ -249,6 +252,8 @@ static int set(struct config *cfg, const char *key, const char *value, char *err
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->join)
 			return fail(err, errlen, "join: empty or too long");
 		strcpy(cfg->join, value);
+	} else if (strcmp(key, "join-token-file") == 0) {
+		return set_path(cfg->join_token_file, value, key, err, errlen);
 	} else if (strcmp(key, "cluster") == 0) {
 		if (value[0] == '\0' || strlen(value) >= sizeof cfg->cluster)
 			return fail(err, errlen, "cluster: empty or too long");
@@ -401,6 +406,7 @@ static const struct option options[] = {
 	{"member", required_argument, NULL, 0},
 	{"cluster", required_argument, NULL, 0},
 	{"join", required_argument, NULL, 0},
+	{"join-token-file", required_argument, NULL, 0},
 	{"bootstrap", no_argument, NULL, 'b'},
 	{"election-timeout", required_argument, NULL, 0},
 	{"heartbeat-timeout", required_argument, NULL, 0},

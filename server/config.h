@@ -100,6 +100,11 @@ struct config {
 	 * log ignores both. */
 	bool bootstrap;
 	char join[512]; /* "HOST:PORT[,HOST:PORT...]"; "" = not joining */
+	/* The file of the bearer token the join presents (join.h), for a
+	 * cluster with auth on and tokens; "" = none (a client certificate,
+	 * with client-tls mutual, may identify the node instead). Read only
+	 * when the node joins, and by --check-config. */
+	char join_token_file[CONFIG_PATH_MAX];
 };
 
 /*

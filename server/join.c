@@ -1,13 +1,64 @@
 /* join.c: see join.h. */
 #include "join.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "line_file.h"
 #include "log.h"
 #include "raftlock.h"
+
+/* What join_token_read has found so far. */
+struct token_read {
+	char *token; /* RAFTLOCK_TOKEN_MAX + 1 bytes */
+	bool found;
+};
+
+/* One line of a join-token-file (a line_file_cb). The messages never quote
+ * the line: it may be the token. */
+static int token_line(void *arg, char *line, unsigned lineno, char *err, size_t errlen)
+{
+	struct token_read *r = arg;
+	(void)lineno;
+	char *p = line;
+	while (isspace((unsigned char)*p))
+		p++;
+	size_t n = strlen(p);
+	while (n > 0 && isspace((unsigned char)p[n - 1]))
+		n--;
+	if (n == 0 || p[0] == '#')
+		return 0;
+	if (r->found) {
+		snprintf(err, errlen, "a second token (the file holds one)");
+		return RAFTLOCK_ECONFIG;
+	}
+	if (n > RAFTLOCK_TOKEN_MAX) {
+		snprintf(err, errlen, "the token is %zu bytes long, above the %d a token may hold",
+			 n, RAFTLOCK_TOKEN_MAX);
+		return RAFTLOCK_ECONFIG;
+	}
+	memcpy(r->token, p, n);
+	r->token[n] = '\0';
+	r->found = true;
+	return 0;
+}
+
+int join_token_read(const char *path, char token[RAFTLOCK_TOKEN_MAX + 1], char *err, size_t errlen)
+{
+	struct token_read r = {token, false};
+	memset(token, 0, RAFTLOCK_TOKEN_MAX + 1);
+	int rv = line_file_read(path, token_line, &r, err, errlen);
+	if (rv == 0 && !r.found) {
+		snprintf(err, errlen, "%s: no token in the file", path);
+		rv = RAFTLOCK_ECONFIG;
+	}
+	if (rv != 0)
+		explicit_bzero(token, RAFTLOCK_TOKEN_MAX + 1);
+	return rv;
+}
 
 static uint64_t mono_ms(void)
 {
@@ -69,9 +120,19 @@ int join_claim(const struct config *cfg, uint64_t incarnation, struct join_membe
 		o.tls_cert_file = cfg->client_tls_cert;
 		o.tls_key_file = cfg->client_tls_key;
 	}
+	char token[RAFTLOCK_TOKEN_MAX + 1];
+	if (cfg->join_token_file[0] != '\0') {
+		char msg[512];
+		if (join_token_read(cfg->join_token_file, token, msg, sizeof msg) != 0) {
+			snprintf(err, errlen, "join-token-file: %s", msg);
+			return RAFTLOCK_ECONFIG;
+		}
+		o.auth_token = token;
+	}
 	raftlock_client *c = NULL;
 	const char *why = NULL;
 	int rv = raftlock_client_open(&o, &c, &why);
+	explicit_bzero(token, sizeof token); /* the client keeps a copy */
 	if (rv != 0) {
 		snprintf(err, errlen, "join %s: %s", cfg->join, why ? why : raftlock_strerror(rv));
 		return RAFTLOCK_ECONFIG;

@@ -9,6 +9,11 @@
  * with its members: with peer TLS the node admits their links (the
  * leader's first of all) before its log names them (node.c).
  *
+ * With auth = on, the cluster takes the claim for id N only from identity
+ * "raftlock-node-N" (member_cn.h) or an admin of every name (auth.h): the
+ * node presents its client certificate (client-tls = mutual) or the token
+ * of its join-token-file.
+ *
  * Blocking, before the loop runs; not thread-safe. While it waits, SIGTERM
  * and SIGINT end the process (their default action).
  */
@@ -19,6 +24,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "raftlock.h"
 
 #define JOIN_TRY_MS 60000 /* keep asking this long while no leader answers */
 
@@ -29,13 +35,27 @@ struct join_members {
 };
 
 /*
+ * Reads the bearer token of a join-token-file (config.h) into token,
+ * NUL-terminated: the file's one line that is neither blank nor a comment
+ * ('#' first), without the blanks around it, 1 to RAFTLOCK_TOKEN_MAX
+ * bytes. The file is read by line_file_read (its limits and messages).
+ * Returns 0, or RAFTLOCK_ECONFIG with the file (and line) in err, which
+ * never quotes the file's content; token is then all zeros. The caller
+ * wipes token after use (explicit_bzero).
+ */
+int join_token_read(const char *path, char token[RAFTLOCK_TOKEN_MAX + 1], char *err, size_t errlen);
+
+/*
  * Claims cfg->id for incarnation at the addresses of cfg->join (client TLS
- * settings as the node's own: its certificate and CA). Returns 0 with
+ * settings as the node's own: its certificate and CA; the token of
+ * cfg->join_token_file when set). Returns 0 with
  * *members set to the members of the leader's answer (or, from a leader
  * too old to name them, of a member list asked for after it; n = 0 when
  * that failed too, with a warning logged). Or returns RAFTLOCK_ECONFIG
- * (the cluster refused: the id was not added, was removed, or already
- * started with another data directory; another cluster) or
+ * (the token file does not read; the cluster refused: the id was not
+ * added, was removed, or already started with another data directory;
+ * another cluster; with auth on, the identity presented may not claim
+ * the id) or
  * RAFTLOCK_EUNAVAILABLE (no leader answered within JOIN_TRY_MS), with the
  * reason in err and *members unchanged.
  */

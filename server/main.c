@@ -12,6 +12,7 @@
 #include "client_tls.h"
 #include "config.h"
 #include "followers.h"
+#include "join.h"
 #include "leases.h"
 #include "log.h"
 #include "metrics.h"
@@ -146,6 +147,20 @@ static int check_peer_tls(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* --check-config: the join-token-file reads (the token itself is read
+ * again, and only, when the node joins). */
+static int check_join_token(const struct config *cfg, char *err, size_t errlen)
+{
+	char token[RAFTLOCK_TOKEN_MAX + 1], msg[512];
+	if (cfg->join_token_file[0] == '\0')
+		return 0;
+	int rv = join_token_read(cfg->join_token_file, token, msg, sizeof msg);
+	explicit_bzero(token, sizeof token);
+	if (rv != 0)
+		snprintf(err, errlen, "join-token-file: %s", msg);
+	return rv;
+}
+
 int main(int argc, char **argv)
 {
 	static struct server srv;
@@ -172,7 +187,8 @@ int main(int argc, char **argv)
 	}
 	static const char *tls_modes[] = {"plaintext", "TLS", "mutual TLS"};
 	if (srv.cfg.check_only) {
-		if (check_peer_tls(&srv.cfg, err, sizeof err) != 0) {
+		if (check_peer_tls(&srv.cfg, err, sizeof err) != 0 ||
+		    check_join_token(&srv.cfg, err, sizeof err) != 0) {
 			client_tls_close(&srv.tls);
 			fprintf(stderr, "raftlockd: %s\n", err);
 			return 2;

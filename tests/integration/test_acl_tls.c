@@ -4,13 +4,17 @@
  * no tokens: each client is the CN of its certificate. Spoken over TLS at
  * the raw protocol (the client library has no TLS yet). alice's acquire is
  * refused naming her CN until the admin grants it; a third identity can
- * neither use nor close her session, the admin can close it. */
+ * neither use nor close her session, the admin can close it. A node
+ * started with --join claims its id with its client certificate: member
+ * 4's node presenting member 5's certificate is refused and stops, and
+ * with its own (make-certs' node-4.pem, CN raftlock-node-4) it joins. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -28,7 +32,7 @@ static int setup(void **state)
 		return -1;
 	char cmd[1024];
 	snprintf(cmd, sizeof cmd,
-		 "%s/deploy/make-certs %s/certs --nodes 3 --client harness --client ops "
+		 "%s/deploy/make-certs %s/certs --nodes 5 --client harness --client ops "
 		 "--client alice >/dev/null",
 		 RAFTLOCK_SOURCE_DIR, dir);
 	if (system(cmd) != 0)
@@ -176,10 +180,89 @@ static void test_certificate_identity(void **state)
 	raftlock__envelope__free_unpacked(r, NULL);
 }
 
+/* Member id's state in the leader's list, as ops sees it: 0 absent, 1
+ * added and waiting for its node, 2 joined. */
+static int member_state(uint64_t id)
+{
+	Raftlock__MemberListRequest req = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+	env.member_list = &req;
+	Raftlock__Envelope *r = ask("ops", &env);
+	assert_int_equal(r->response->status, 0);
+	int state = 0;
+	const Raftlock__MemberList *list = r->response->member_list;
+	for (size_t i = 0; list != NULL && i < list->n_members; i++)
+		if (list->members[i]->id == id)
+			state = list->members[i]->joined ? 2 : 1;
+	raftlock__envelope__free_unpacked(r, NULL);
+	return state;
+}
+
+static void test_join_with_node_certificate(void **state)
+{
+	(void)state;
+	int slot = tcluster_add_slot(&cl, -1, 4);
+	Raftlock__MemberAdd add = RAFTLOCK__MEMBER_ADD__INIT;
+	add.id = 4;
+	add.raft_address = (char *)tcluster_raft_addr(&cl, slot);
+	add.client_address = cl.client_addr[slot];
+	Raftlock__MemberAddRequest req = RAFTLOCK__MEMBER_ADD_REQUEST__INIT;
+	req.member = &add;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD;
+	env.member_add = &req;
+	Raftlock__Envelope *r = ask("ops", &env);
+	assert_int_equal(r->response->status, 0);
+	raftlock__envelope__free_unpacked(r, NULL);
+	assert_int_equal(member_state(4), 1);
+
+	/* Member 5's certificate, of the cluster's CA: refused, the node
+	 * stops, the id still waits for its node. */
+	char dir4[300], raft[32], client[32], join[128], cert[400], key[400], ca[400];
+	char out[8192];
+	snprintf(dir4, sizeof dir4, "%s/n%d", cl.dir, slot + 1);
+	snprintf(raft, sizeof raft, "127.0.0.1:%d", cl.raft_port[slot]);
+	snprintf(client, sizeof client, "127.0.0.1:%d", cl.client_port[slot]);
+	snprintf(join, sizeof join, "%s,%s,%s", cl.client_addr[0], cl.client_addr[1],
+		 cl.client_addr[2]);
+	snprintf(cert, sizeof cert, "%s/node-5.pem", certs);
+	snprintf(key, sizeof key, "%s/node-5.key", certs);
+	snprintf(ca, sizeof ca, "%s/ca.pem", certs);
+	char *argv[] = {"raftlockd", "--id",
+			"4",         "--data-dir",
+			dir4,        "--cluster",
+			cl.name,     "--raft-address",
+			raft,        "--client-address",
+			client,      "--join",
+			join,        "--client-tls",
+			"mutual",    "--client-tls-cert",
+			cert,        "--client-tls-key",
+			key,         "--client-tls-ca",
+			ca,          NULL};
+	int st = tcluster_run_raftlockd(argv, out, sizeof out, 15000);
+	assert_true(st > 0);                   /* it stopped by itself, with an error */
+	assert_null(strstr(out, "Sanitizer")); /* a refusal leaks nothing either */
+	if (strstr(out, "takes identity 'raftlock-node-4'") == NULL ||
+	    strstr(out, "'raftlock-node-5' is neither") == NULL)
+		fail_msg("the refused join says: %s", out);
+	assert_int_equal(member_state(4), 1);
+
+	/* Its own certificate (what the harness gives slot 4): it joins. */
+	tcluster_restart(&cl, slot);
+	uint64_t end = tcluster_now_ms() + 15000;
+	while (member_state(4) != 2) {
+		if (tcluster_now_ms() > end)
+			fail_msg("member 4's node did not join with its own certificate");
+		usleep(100000);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_certificate_identity),
+		cmocka_unit_test(test_join_with_node_certificate),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,7 +9,10 @@
  *   - a killed node is replaced by a new member (new id) that votes: the
  *     cluster then survives losing another original node;
  *   - a wiped node is refused under its old id (plain start, --join), and
- *     an id is never added twice. */
+ *     an id is never added twice;
+ *   - with auth = on, a join needs identity raftlock-node-<its id> (here
+ *     the token of --join-token-file): without it the claim is refused and
+ *     the id stays waiting for its node. */
 #include <pthread.h>
 #include <signal.h>
 #include <setjmp.h>
@@ -331,11 +334,12 @@ static void test_replace_killed_node(void **state)
 	assert_int_equal(tcluster_destroy(&c), 0);
 }
 
-/* Starts raftlockd as slot i with id and one more flag (NULL: none; value
- * NULL: the others' client addresses); returns its exit code (it must stop
- * by itself: -2 if it did not) with its output in out. */
-static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, const char *value,
-		    char *out, size_t len)
+/* Starts raftlockd as slot i with id, one more flag (NULL: none; value
+ * NULL: the others' client addresses) and one more "--key=value" argument
+ * (more, NULL: none); returns its exit code (it must stop by itself: -2 if
+ * it did not) with its output in out. */
+static int run_node_with(struct tcluster *c, int i, uint64_t id, const char *flag,
+			 const char *value, const char *more, char *out, size_t len)
 {
 	char sid[24], dir[300], raft[32], client[32], join[128] = "";
 	snprintf(sid, sizeof sid, "%llu", (unsigned long long)id);
@@ -356,12 +360,21 @@ static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, co
 			client,
 			(char *)flag,
 			(char *)(value ? value : join),
+			(char *)more,
 			NULL};
-	if (flag == NULL)
-		argv[11] = NULL;
+	if (flag == NULL) {
+		argv[11] = (char *)more;
+		argv[12] = NULL;
+	}
 	int rv = tcluster_run_raftlockd(argv, out, len, 15000);
 	assert_null(strstr(out, "Sanitizer")); /* a refusal leaks nothing either */
 	return rv;
+}
+
+static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, const char *value,
+		    char *out, size_t len)
+{
+	return run_node_with(c, i, id, flag, value, NULL, out, len);
 }
 
 static void test_wiped_node_refused(void **state)
@@ -416,6 +429,88 @@ static void test_wiped_node_refused(void **state)
 	assert_serves(cl, "still-serving");
 	raftlock_client_close(cl);
 	assert_int_equal(tcluster_destroy(&c), 0);
+}
+
+/* Whether member id is in the leader's list, added and not yet started
+ * (its place still to be claimed). */
+static bool waiting_to_join(raftlock_client *cl, uint64_t id)
+{
+	struct raftlock_member_list *list;
+	if (raftlock_member_list(cl, &list) != 0)
+		fail_msg("member list: %s", raftlock_errmsg(cl));
+	bool waiting = false;
+	for (size_t i = 0; i < list->n_members; i++)
+		if (list->members[i].id == id)
+			waiting = !list->members[i].joined;
+	raftlock_member_list_free(list);
+	return waiting;
+}
+
+#define TOKEN_ROOT "root-token-7d0c51e9a3b24f86"
+#define TOKEN_ALICE "alice-token-2f84c6a1d09e4b37"
+#define TOKEN_NODE4 "node4-token-c5e19b0a7f3d4e62"
+
+/* Issue 11: with auth = on, member 4's place is claimed only by identity
+ * raftlock-node-4 (or an admin of every name). A node started with --join
+ * and no identity, or with the token of another identity in its
+ * join-token-file, is refused with a message naming the identity it takes
+ * and stops; the claim is not made (member 4 is still waiting to join, and
+ * a node with another data directory claims it later). A node whose
+ * join-token-file holds raftlock-node-4's token joins and becomes a voter. */
+static void test_join_needs_identity(void **state)
+{
+	(void)state;
+	static struct tcluster c;
+	static char dir[] = "/tmp/raftlock-join-XXXXXX", out[8192];
+	static char tokens[300], alice[300], node4[300], a_tokens[320], a_node4[320];
+	assert_non_null(mkdtemp(dir));
+	snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+	snprintf(alice, sizeof alice, "%s/join-alice", dir);
+	snprintf(node4, sizeof node4, "%s/join-4", dir);
+	const char *pairs[] = {"root",      TOKEN_ROOT, "alice", TOKEN_ALICE, "raftlock-node-4",
+			       TOKEN_NODE4, NULL};
+	assert_int_equal(tl_write_tokens(tokens, pairs), 0);
+	assert_int_equal(tcluster_shell("printf '# member 4\\n%s\\n' > '%s' && echo '%s' > '%s'",
+					TOKEN_NODE4, node4, TOKEN_ALICE, alice),
+			 0);
+	snprintf(a_tokens, sizeof a_tokens, "--auth-tokens=%s", tokens);
+	c.extra_args[0] = "--auth=on";
+	c.extra_args[1] = a_tokens;
+	c.extra_args[2] = "--auth-admin=root";
+	c.extra_args[3] = NULL;
+	tcluster_start(&c, 3, ELECTION_MS);
+	raftlock_client *root = tl_client_token(&c, TOKEN_ROOT, "root");
+	int slot = tcluster_add_slot(&c, -1, 4);
+	assert_int_equal(
+		raftlock_member_add(root, 4, tcluster_raft_addr(&c, slot), c.client_addr[slot]), 0);
+	wait_role(root, 4, "standby");
+
+	/* No identity: refused, told which identity it takes. */
+	int st = run_node(&c, slot, 4, "--join", NULL, out, sizeof out);
+	assert_true(st > 0); /* it stopped by itself, with an error */
+	assert_non_null(strstr(out, "joining as member 4 takes identity 'raftlock-node-4'"));
+	assert_non_null(strstr(out, "no identity"));
+	/* Another identity's token: refused too. */
+	char more[320];
+	snprintf(more, sizeof more, "--join-token-file=%s", alice);
+	st = run_node_with(&c, slot, 4, "--join", NULL, more, out, sizeof out);
+	assert_true(st > 0);
+	assert_non_null(strstr(out, "takes identity 'raftlock-node-4'"));
+	assert_non_null(strstr(out, "'alice' is neither"));
+	assert_null(strstr(out, TOKEN_ALICE)); /* never logged */
+	assert_true(waiting_to_join(root, 4));
+
+	/* The node with raftlock-node-4's token, from a new data directory
+	 * (another incarnation than the refused starts had): it joins. */
+	assert_int_equal(tcluster_shell("rm -rf '%s/n%d'", c.dir, slot + 1), 0);
+	snprintf(a_node4, sizeof a_node4, "--join-token-file=%s", node4);
+	c.extra_args[3] = a_node4;
+	tcluster_restart(&c, slot);
+	wait_role(root, 4, "voter");
+	assert_false(waiting_to_join(root, 4));
+	assert_false(tcluster_log_has(&c, slot, TOKEN_NODE4));
+	raftlock_client_close(root);
+	assert_int_equal(tcluster_destroy_and_remove(&c, dir), 0);
 }
 
 static uint64_t applied_of(struct tcluster *c, int i)
@@ -482,6 +577,9 @@ int main(void)
 		cmocka_unit_test(test_replace_killed_node),
 		cmocka_unit_test(test_wiped_node_refused),
 		cmocka_unit_test(test_stale_copy_of_added_member),
+		cmocka_unit_test(test_join_needs_identity),
 	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * the state machine: deny by default, prefixes, the union of an identity's
  * rules with those of "*", the bootstrap admin; ACL_SET and ACL_DELETE
  * applied (replace, delete, refusals that store nothing), the session's
- * identity kept, rules carried by a snapshot; the auth-tokens file.
+ * identity kept, rules carried by a snapshot; who may claim a member's
+ * place (MEMBER_JOIN); the auth-tokens file.
  */
 #include <openssl/evp.h>
 
@@ -362,6 +363,68 @@ static void test_check_request(void **state)
 	assert_int_equal(check(f, "root", &env, 0, msg), 0);
 }
 
+/* A join for member N (issue 11): only identity raftlock-node-N, the name
+ * of N's certificate, or an admin of every name may claim N's place. */
+static void test_check_join(void **state)
+{
+	struct fx *f = fx_ready(state);
+	char msg[256];
+	Raftlock__MemberJoinRequest join = RAFTLOCK__MEMBER_JOIN_REQUEST__INIT;
+	join.id = 4;
+	join.incarnation = 77;
+	join.cluster = "c";
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN;
+	env.member_join = &join;
+
+	/* A stranger: an identity the rules give nothing on every name. */
+	assert_int_equal(check(f, "alice", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_string_equal(msg, "joining as member 4 takes identity 'raftlock-node-4' (the "
+				 "node's client certificate or join-token-file) or 'admin' on "
+				 "every name: 'alice' is neither");
+	/* lock and read on every name, admin on a prefix: not enough. */
+	set_rule(f, "alice", "", AUTH_LOCK | AUTH_READ);
+	set_rule(f, "alice", "db/", AUTH_ADMIN);
+	set_rule(f, AUTH_ANYONE, "", AUTH_READ);
+	assert_int_equal(check(f, "alice", &env, 0, msg), RAFTLOCK_EPERM);
+	/* No identity: refused, and told which one it takes. */
+	assert_int_equal(check(f, NULL, &env, 0, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "takes identity 'raftlock-node-4'"));
+	assert_non_null(strstr(msg, "no identity"));
+	assert_int_equal(check(f, "", &env, 0, msg), RAFTLOCK_EPERM);
+
+	/* The member's own name, for its id only. */
+	assert_int_equal(check(f, "raftlock-node-4", &env, 0, msg), 0);
+	const char *others[] = {"raftlock-node-3", "raftlock-node-40", "raftlock-node-04",
+				"raftlock-node-",  "raftlock-node-4 ", "Raftlock-node-4",
+				"node-4"};
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		assert_int_equal(check(f, others[i], &env, 0, msg), RAFTLOCK_EPERM);
+		assert_non_null(strstr(msg, "'raftlock-node-4'"));
+	}
+	join.id = 3;
+	assert_int_equal(check(f, "raftlock-node-4", &env, 0, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "joining as member 3 takes identity 'raftlock-node-3'"));
+	assert_int_equal(check(f, "raftlock-node-3", &env, 0, msg), 0);
+	join.id = UINT64_MAX; /* the longest name a request can ask for fits */
+	assert_int_equal(check(f, "raftlock-node-18446744073709551615", &env, 0, msg), 0);
+	assert_int_equal(check(f, "raftlock-node-1844674407370955161", &env, 0, msg),
+			 RAFTLOCK_EPERM);
+
+	/* An admin of every name: the bootstrap admin, or by a rule. */
+	join.id = 4;
+	assert_int_equal(check(f, "root", &env, 0, msg), 0);
+	assert_int_equal(check(f, "ops", &env, 0, msg), RAFTLOCK_EPERM);
+	set_rule(f, "ops", "", AUTH_ADMIN);
+	assert_int_equal(check(f, "ops", &env, 0, msg), 0);
+
+	/* The member list stays open to any identity. */
+	Raftlock__MemberListRequest list = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+	env.member_list = &list;
+	assert_int_equal(check(f, "alice", &env, 0, msg), 0);
+}
+
 /* ------------------------------------------------------------ tokens -- */
 
 static void write_file(const char *path, const char *text)
@@ -471,11 +534,17 @@ static void test_tokens_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_deny_by_default),    T(test_prefixes),
-		T(test_union_and_anyone),   T(test_root),
-		T(test_set_replace_delete), T(test_scan_order),
-		T(test_session_identity),   T(test_snapshot_carries_rules),
-		T(test_check_request),      T(test_tokens),
+		T(test_deny_by_default),
+		T(test_prefixes),
+		T(test_union_and_anyone),
+		T(test_root),
+		T(test_set_replace_delete),
+		T(test_scan_order),
+		T(test_session_identity),
+		T(test_snapshot_carries_rules),
+		T(test_check_request),
+		T(test_check_join),
+		T(test_tokens),
 		T(test_tokens_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -155,14 +155,18 @@ void members_close(struct members *m)
 
 bool members_is_request(const Raftlock__Envelope *env)
 {
-	return env->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
+	return env->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST ||
+	       env->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN;
 }
+
+static unsigned n_member_requests; /* handed to members.c */
 
 void members_handle(struct members *m, const Raftlock__Envelope *env, members_reply_cb reply,
 		    void *arg)
 {
 	(void)m;
 	(void)env;
+	n_member_requests++;
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.status = RAFTLOCK_EUNAVAILABLE;
 	resp.message = "members";
@@ -885,22 +889,31 @@ static void send_token(struct fx *f, uint64_t id, const char *token)
 	send_env(f, &req);
 }
 
-static void test_auth_refusals(void **state)
+/* Loads into tokens an auth-tokens file that it writes in dir with the
+ * (name, token) pairs of list, NULL-terminated. */
+static void load_tokens(const char *dir, struct auth_tokens *tokens, const char *const *list)
 {
-	struct fx *f = *state;
-	char dir[] = "/tmp/test_service.XXXXXX", path[64], err[256], hex[65];
-	assert_non_null(mkdtemp(dir));
-	assert_int_equal(store_open(&f->node.store, dir, 16u << 20, err, sizeof err), 0);
+	char path[64], err[256], hex[2 * AUTH_DIGEST_SIZE + 1];
 	snprintf(path, sizeof path, "%s/tokens", dir);
 	FILE *fp = fopen(path, "w");
 	assert_non_null(fp);
-	auth_digest_hex("tok-alice", 9, hex);
-	fprintf(fp, "alice %s\n", hex);
-	auth_digest_hex("tok-root", 8, hex);
-	fprintf(fp, "root %s\n", hex);
+	for (size_t i = 0; list[i] != NULL; i += 2) {
+		auth_digest_hex(list[i + 1], strlen(list[i + 1]), hex);
+		fprintf(fp, "%s %s\n", list[i], hex);
+	}
 	fclose(fp);
+	assert_int_equal(auth_tokens_load(tokens, path, err, sizeof err), 0);
+}
+
+static void test_auth_refusals(void **state)
+{
+	struct fx *f = *state;
+	char dir[] = "/tmp/test_service.XXXXXX", err[256];
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(store_open(&f->node.store, dir, 16u << 20, err, sizeof err), 0);
 	struct auth_tokens tokens;
-	assert_int_equal(auth_tokens_load(&tokens, path, err, sizeof err), 0);
+	load_tokens(dir, &tokens,
+		    (const char *const[]){"alice", "tok-alice", "root", "tok-root", NULL});
 	f->cfg.auth = true;
 	strcpy(f->cfg.auth_admin, "root");
 	service_auth_tokens(&f->svc, &tokens);
@@ -984,6 +997,75 @@ static void test_auth_refusals(void **state)
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* An empty store in a directory of f's own (both gone with the
+ * teardown). */
+static void open_store(struct fx *f)
+{
+	char err[256];
+	snprintf(f->store_dir, sizeof f->store_dir, "/tmp/test_service.XXXXXX");
+	assert_non_null(mkdtemp(f->store_dir));
+	assert_int_equal(store_open(&f->node.store, f->store_dir, 16u << 20, err, sizeof err), 0);
+}
+
+/* The answer to a MEMBER_JOIN of member 4 sent over a new connection that
+ * first authenticates with token (none: NULL). */
+static void join_as(struct fx *f, const char *token, int status, const char *says)
+{
+	Raftlock__MemberJoinRequest join = RAFTLOCK__MEMBER_JOIN_REQUEST__INIT;
+	join.id = 4;
+	join.incarnation = 9;
+	join.cluster = "c";
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = 3;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN;
+	req.member_join = &join;
+	int mine = f->sock;
+	f->sock = connect_again(f);
+	if (token != NULL) {
+		send_token(f, 2, token);
+		assert_int_equal(next_status(f, NULL), 0);
+	}
+	send_env(f, &req);
+	assert_answer(f, status, says);
+	close(f->sock);
+	f->sock = mine;
+}
+
+/* A join (the claim of a node started with --join) reaches members.c from
+ * anyone with auth off. With auth on (issue 11), only from identity
+ * raftlock-node-<the id claimed> or an admin of every name: none, another
+ * identity, another member's get RAFTLOCK_EPERM naming the identity it
+ * takes, and nothing reaches members.c or the log. */
+static void test_join_needs_member_identity(void **state)
+{
+	struct fx *f = *state;
+	open_store(f);
+	lead(f);
+	n_member_requests = 0;
+	join_as(f, NULL, RAFTLOCK_EUNAVAILABLE, "members"); /* auth off */
+	assert_int_equal(n_member_requests, 1);
+
+	struct auth_tokens tokens;
+	load_tokens(f->store_dir, &tokens,
+		    (const char *const[]){"alice", "tok-alice", "raftlock-node-4", "tok-node-4",
+					  "raftlock-node-5", "tok-node-5", "root", "tok-root",
+					  NULL});
+	f->cfg.auth = true;
+	strcpy(f->cfg.auth_admin, "root");
+	service_auth_tokens(&f->svc, &tokens);
+	join_as(f, NULL, RAFTLOCK_EPERM, "takes identity 'raftlock-node-4'");
+	join_as(f, "tok-alice", RAFTLOCK_EPERM, "'alice' is neither");
+	join_as(f, "tok-node-5", RAFTLOCK_EPERM, "'raftlock-node-5' is neither");
+	assert_int_equal(n_member_requests, 1);
+	assert_int_equal(f->svc.auth_denied, 3);
+	join_as(f, "tok-node-4", RAFTLOCK_EUNAVAILABLE, "members");
+	join_as(f, "tok-root", RAFTLOCK_EUNAVAILABLE, "members");
+	assert_int_equal(n_member_requests, 3);
+	assert_int_equal(n_proposed, 0);
+	service_auth_tokens(&f->svc, NULL);
+	auth_tokens_free(&tokens);
 }
 
 /* ----------------------------------------------------------------- TLS */
@@ -1133,10 +1215,7 @@ static void test_tls_plaintext_refused(void **state)
  * nothing, with a store for STATUS to read (closed by the teardown). */
 static void follow(struct fx *f)
 {
-	char err[256];
-	snprintf(f->store_dir, sizeof f->store_dir, "/tmp/test_service.XXXXXX");
-	assert_non_null(mkdtemp(f->store_dir));
-	assert_int_equal(store_open(&f->node.store, f->store_dir, 16u << 20, err, sizeof err), 0);
+	open_store(f);
 	f->node.leader = false;
 	f->node.ready = false;
 }
@@ -1214,15 +1293,9 @@ static void test_report_from_anyone_ignored(void **state)
 	send_report(f, NULL, 1, UINT64_C(1) << 40);
 	assert_true(serving(f));
 
-	char path[64], err[256], hex[65];
-	snprintf(path, sizeof path, "%s/tokens", f->store_dir);
-	FILE *fp = fopen(path, "w");
-	assert_non_null(fp);
-	auth_digest_hex("tok-node", 8, hex);
-	fprintf(fp, "raftlock-node-2 %s\n", hex);
-	fclose(fp);
 	struct auth_tokens tokens;
-	assert_int_equal(auth_tokens_load(&tokens, path, err, sizeof err), 0);
+	load_tokens(f->store_dir, &tokens,
+		    (const char *const[]){"raftlock-node-2", "tok-node", NULL});
 	service_auth_tokens(&f->svc, &tokens);
 	send_token(f, 2, "tok-node");
 	assert_int_equal(next_status(f, NULL), 0);
@@ -1378,6 +1451,7 @@ int main(void)
 						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_join_needs_member_identity, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_report_from_anyone_ignored, setup, teardown),
