@@ -838,8 +838,9 @@ typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *u
  * RAFTLOCK_WATCH_MAX watches and observers) is the last one. A node that
  * cannot start the watch's state in time (RAFTLOCK_EUNAVAILABLE: it has
  * not applied the state's index within 30 s; RAFTLOCK_EOVERLOAD: no
- * snapshot reader free within 5 minutes) is no ERROR: the library sends
- * the watch again, to another node or after a back-off. prefix and
+ * snapshot reader free, or no room, within 5.5 minutes) is no ERROR: the
+ * library sends the watch again, to another node (moving its connection
+ * there) or after a back-off. prefix and
  * from are copied.
  *
  * Returns 0 and *out (owned by the caller: end it with

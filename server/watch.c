@@ -34,10 +34,12 @@ struct watch_sub {
 	uint64_t started_ms, progress_ms; /* 0: not pumped yet */
 	size_t reader_slot;               /* 1 + its index in w->readers, 0: none */
 	uint64_t pages_at_open;           /* the store file's pages when it was taken */
-	/* Before it has a reader: why it waits, since when (0: not pumped
-	 * yet) and, for WAIT_INDEX, the index the node was at. */
+	/* Before it has a reader: why it waits, since when it waits at all
+	 * and since when for its index (0: not yet; each kept whatever the
+	 * reasons in between, so that no churn of them keeps it waiting past
+	 * its bound), and the index the node was at. */
 	enum state_wait waits;
-	uint64_t wait_ms;
+	uint64_t wait_ms, index_wait_ms;
 	uint64_t applied_seen;
 	/* A lock whose holders and waiters did not all fit in the last page
 	 * (owned), and how many of them went. */
@@ -279,17 +281,37 @@ static bool reader_queued_before(const struct watches *w, const struct watch_sub
 	return false;
 }
 
-/* Takes a reader for s's state, if fewer than WATCH_STATES_READING are
- * taken and no older state waits for one (behind): its snapshot is the
- * store now, which is where the ring ends (both change only in apply, on
- * this thread). Returns STATE_STARTED, or why it must wait (also in
- * s->waits). */
-static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool behind)
+/* The index the store has applied, read once per walk (*applied,
+ * UINT64_MAX until then). */
+static uint64_t applied_now(struct watches *w, uint64_t *applied)
+{
+	if (*applied == UINT64_MAX) {
+		MDB_txn *txn = store_begin(w->store, false);
+		*applied = applied_index(w->store, txn);
+		store_abort(txn);
+	}
+	return *applied;
+}
+
+/* Takes a reader for s's state, once the node has applied the index the
+ * state must be no older than (checked first: a node that lags answers
+ * so, whether readers are free or not), if fewer than
+ * WATCH_STATES_READING are taken and no older state waits for one
+ * (behind): its snapshot is the store now, which is where the ring ends
+ * (both change only in apply, on this thread). Returns STATE_STARTED, or
+ * why it must wait (also in s->waits). */
+static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool behind,
+				  uint64_t *applied)
 {
 	if (s->txn != NULL)
 		return STATE_STARTED;
 	if (w->store_closed)
 		return s->waits = WAIT_STORE;
+	if (s->not_before > 0 && applied_now(w, applied) < s->not_before) {
+		s->applied_seen = *applied; /* the client saw a newer state: wait for it */
+		return s->waits = WAIT_INDEX;
+	}
+	s->index_wait_ms = 0;
 	if (w->states_reading >= WATCH_STATES_READING || behind)
 		return s->waits = WAIT_READERS;
 	size_t mine = 0, slot = 0;
@@ -302,19 +324,14 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool b
 	if (mine >= WATCH_STATES_PER_CONN)
 		return s->waits = WAIT_SHARE; /* one client does not take every reader */
 	MDB_txn *txn = store_begin(w->store, false);
-	uint64_t applied = applied_index(w->store, txn);
-	if (applied < s->not_before) {
-		store_abort(txn); /* the client saw a newer state: wait for it */
-		s->applied_seen = applied;
-		return s->waits = WAIT_INDEX;
-	}
+	uint64_t at = applied_index(w->store, txn); /* >= not_before: applies only grow */
 	w->readers[slot] = s->conn;
 	s->reader_slot = slot + 1;
 	s->pages_at_open = store_file_pages(w->store);
 	s->txn = txn;
-	s->state_at = (struct watch_pos){applied, WATCH_OFFSET_END};
+	s->state_at = (struct watch_pos){at, WATCH_OFFSET_END};
 	w->states_reading++;
-	s->wait_ms = 0;
+	s->wait_ms = s->index_wait_ms = 0;
 	return s->waits = STATE_STARTED;
 }
 
@@ -378,7 +395,7 @@ static void state_end(struct watches *w, struct watch_sub *s)
 	s->state_rec = NULL;
 	s->rec_sent = 0;
 	s->waits = STATE_STARTED;
-	s->wait_ms = 0;
+	s->wait_ms = s->index_wait_ms = 0;
 }
 
 static void send_lost(struct watches *w, struct watch_sub *s);
@@ -467,7 +484,8 @@ static void state_finish(struct watches *w, struct watch_sub *s)
  * rest of a lock the last page ended in, then the locks after it. */
 static void state_step(struct watches *w, struct watch_sub *s, bool behind)
 {
-	if (s->conn == NULL || state_open(w, s, behind) != STATE_STARTED)
+	uint64_t applied = UINT64_MAX;
+	if (s->conn == NULL || state_open(w, s, behind, &applied) != STATE_STARTED)
 		return;
 	struct state_walk sw = {w, s, WATCH_STATE_PAGE, WATCH_STATE_PAGE_EVENTS, false};
 	Raftlock__LockRecord *rec = s->state_rec;
@@ -489,7 +507,7 @@ static void send_state(struct watches *w, struct watch_sub *s)
 	}
 	s->started_ms = s->progress_ms = 0;
 	s->waits = STATE_STARTED;
-	s->wait_ms = 0;
+	s->wait_ms = s->index_wait_ms = 0;
 	free(s->state_after);
 	if ((s->state_after = strdup("")) == NULL)
 		log_fatal("out of memory");
@@ -523,29 +541,35 @@ static void sub_end(struct watches *w, struct watch_sub *s, int status, const ch
 	w->ended(w->arg, conn, s->id, status, why);
 }
 
-/* s could not start its state (why: state_open) at now_ms: its watch ends
- * once it waited longer than it may for that (watch.h). */
-static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait why,
-		       enum state_wait before, uint64_t now_ms)
+/* s could not start its state (why: state_open, or WAIT_ROOM) at now_ms:
+ * its watch ends once it waited longer than it may (watch.h). Each bound
+ * counts from the first time it waited so, whatever the reasons in
+ * between: a reader freed now and then, or room that comes and goes,
+ * does not start the count again. */
+static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait why, uint64_t now_ms)
 {
-	if (s->wait_ms == 0 || why != before)
+	if (s->wait_ms == 0)
 		s->wait_ms = now_ms;
-	uint64_t waited = now_ms - s->wait_ms;
+	if (why == WAIT_INDEX && s->index_wait_ms == 0)
+		s->index_wait_ms = now_ms;
 	char msg[256];
-	if (w->ended == NULL)
+	if (w->ended == NULL || why == WAIT_STORE)
 		return;
-	if (why == WAIT_INDEX && waited >= WATCH_INDEX_WAIT_MS) {
+	if (why == WAIT_INDEX && now_ms - s->index_wait_ms >= WATCH_INDEX_WAIT_MS) {
 		snprintf(msg, sizeof msg,
 			 "this node has applied index %llu, not yet %llu that the watch's state "
 			 "must be no older than, within %d s: try another node",
 			 (unsigned long long)s->applied_seen, (unsigned long long)s->not_before,
 			 WATCH_INDEX_WAIT_MS / 1000);
 		sub_end(w, s, RAFTLOCK_EUNAVAILABLE, msg);
-	} else if ((why == WAIT_READERS || why == WAIT_SHARE) && waited >= WATCH_STATE_WAIT_MS) {
+	} else if (now_ms - s->wait_ms >= WATCH_STATE_WAIT_MS) {
 		snprintf(msg, sizeof msg,
-			 "no snapshot reader was free for the watch's state within %d s (%d states "
-			 "at once, %d per connection): try again later",
-			 WATCH_STATE_WAIT_MS / 1000, WATCH_STATES_READING, WATCH_STATES_PER_CONN);
+			 "the watch's state could not start within %d s (%s; %d states read at "
+			 "once, %d per connection): try again later",
+			 WATCH_STATE_WAIT_MS / 1000,
+			 why == WAIT_ROOM ? "its connection had no room"
+					  : "no snapshot reader was free",
+			 WATCH_STATES_READING, WATCH_STATES_PER_CONN);
 		sub_end(w, s, RAFTLOCK_EOVERLOAD, msg);
 	}
 }
@@ -556,6 +580,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
 	bool queued = false; /* a state met so far waits for a reader */
+	uint64_t applied = UINT64_MAX;
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
 		if (s->conn == NULL || !s->in_state)
@@ -563,15 +588,11 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		bool room = has_room(w, s);
 		if (!s->draining && s->txn == NULL) {
 			/* waits for room, then for a reader and its index */
-			if (!room) {
-				s->waits = WAIT_ROOM;
-				continue;
-			}
-			enum state_wait before = s->waits;
-			enum state_wait why = state_open(w, s, queued);
+			enum state_wait why =
+				room ? state_open(w, s, queued, &applied) : (s->waits = WAIT_ROOM);
 			if (why != STATE_STARTED) {
 				queued |= why == WAIT_READERS;
-				state_wait(w, s, why, before, now_ms);
+				state_wait(w, s, why, now_ms);
 				continue;
 			}
 		}

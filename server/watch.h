@@ -86,14 +86,16 @@ typedef void (*watch_ended_cb)(void *arg, struct service_conn *conn, uint64_t id
 /* A state holds its snapshot's pages from reuse: at most this long, and
  * never once the store's file passes 3/4 of its map. */
 #define WATCH_STATE_MAX_MS 300000
-/* How long a state may wait to start: for a reader, as long as a state
- * may take (every reader taken when the wait began is back by then, and
- * the oldest waiter gets the first one: RAFTLOCK_EOVERLOAD past it); for
- * the index it must be no older than, as long as a client may take
- * nothing (a node that has not applied within 30 s an index the client
- * saw applied elsewhere is cut off from its leader or far behind it:
+/* How long a state may wait to start, counted from when it first waited
+ * whatever the reasons since: at all (a reader, room on its connection),
+ * a state's longest time and a stall more (every reader taken when the
+ * wait began is back by then, the given-up state's included, and the
+ * oldest waiter gets the first one: RAFTLOCK_EOVERLOAD past it); for the
+ * index it must be no older than, as long as a client may take nothing (a
+ * node that has not applied within 30 s an index the client saw applied
+ * elsewhere is cut off from its leader or far behind it:
  * RAFTLOCK_EUNAVAILABLE, and the library goes to another node). */
-#define WATCH_STATE_WAIT_MS WATCH_STATE_MAX_MS
+#define WATCH_STATE_WAIT_MS (WATCH_STATE_MAX_MS + WATCH_STATE_STALL_MS)
 #define WATCH_INDEX_WAIT_MS WATCH_STATE_STALL_MS
 /* Changes of the ring looked at per call while catching a subscriber up
  * (most may be of other prefixes). */

@@ -874,6 +874,54 @@ static void test_reader_wait_ends(void **state)
 	watches_close(&w);
 }
 
+/* Each bound counts from the first time the state waited, whatever the
+ * reasons since: a state whose connection's room comes and goes while the
+ * node lags still ends at WATCH_INDEX_WAIT_MS, and one that waits for a
+ * reader and for room by turns ends at WATCH_STATE_WAIT_MS (when each
+ * change of reason started the count again, neither ever ended). */
+static void test_wait_bounds_through_churn(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f));
+	struct paged got[WATCH_STATES_READING + 2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p_after(&w, 1, f->index + 1000);
+	uint64_t t = 1000;
+	for (; got[1].ended == 0 && t <= 1000 + WATCH_INDEX_WAIT_MS + 20; t += 10) {
+		got[0].room = (t / 10) % 2 == 0; /* room, none, room, ... */
+		watches_pump(&w, t);
+	}
+	assert_int_equal(got[1].ended, 1);
+	assert_int_equal(got[1].ended_status, RAFTLOCK_EUNAVAILABLE);
+	assert_true(t - 10 >= 1000 + WATCH_INDEX_WAIT_MS);
+	assert_true(t - 10 <= 1000 + WATCH_INDEX_WAIT_MS + 10);
+	watches_close(&w);
+
+	/* every reader held by clients that read nothing (never given up
+	 * here); the last watch's connection has room by turns */
+	enum { LAST = WATCH_STATES_READING + 1 };
+	memset(got, 0, sizeof got);
+	got[0].room = true;
+	got[0].w = &w;
+	watches_init(&w, 64, &f->store, f->index, paged_send, got);
+	watches_set_flow(&w, paged_room, NULL, paged_ended);
+	for (uint64_t id = 1; id <= WATCH_STATES_READING; id++)
+		watch_p_on(&w, (struct service_conn *)(uintptr_t)(0x10 + id), id);
+	watch_p_on(&w, (struct service_conn *)0x100, LAST);
+	for (t = 1000; got[LAST].ended == 0 && t <= 1000 + WATCH_STATE_WAIT_MS + 20; t += 10) {
+		got[0].room_from = (t / 10) % 2 == 0 ? 0x100 : 0x101; /* 0x100: room by turns */
+		watches_pump(&w, t);
+	}
+	assert_int_equal(got[LAST].ended, 1);
+	assert_int_equal(got[LAST].ended_status, RAFTLOCK_EOVERLOAD);
+	assert_true(t - 10 >= 1000 + WATCH_STATE_WAIT_MS);
+	assert_true(t - 10 <= 1000 + WATCH_STATE_WAIT_MS + 10);
+	for (uint64_t id = 1; id <= WATCH_STATES_READING; id++)
+		assert_int_equal(got[id].ended, 0);
+	watches_close(&w);
+}
+
 /* A lock whose queue is far longer than a page (and many holders): its
  * state goes out over pages of at most WATCH_STATE_PAGE_EVENTS holders and
  * waiters, one a pump, holders then waiters in queue order, between the
@@ -995,6 +1043,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_state_outrun_by_the_ring, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_index_wait_ends, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_wait_bounds_through_churn, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
 	};
