@@ -35,6 +35,13 @@ static int token_line(void *arg, char *line, unsigned lineno, char *err, size_t 
 		snprintf(err, errlen, "a second token (the file holds one)");
 		return RAFTLOCK_ECONFIG;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (isspace((unsigned char)p[i])) {
+			snprintf(err, errlen,
+				 "a blank inside the token (the file holds the token alone, not "
+				 "\"token: ...\")");
+			return RAFTLOCK_ECONFIG;
+		}
 	if (n > RAFTLOCK_TOKEN_MAX) {
 		snprintf(err, errlen, "the token is %zu bytes long, above the %d a token may hold",
 			 n, RAFTLOCK_TOKEN_MAX);

@@ -299,8 +299,13 @@ static void established(struct tls_stream *ts)
 	ts->established = true;
 	uv_timer_stop(&ts->timer);
 	X509 *peer = SSL_get0_peer_certificate(ts->ssl);
-	if (peer != NULL && X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName,
-						      ts->peer_cn, sizeof ts->peer_cn) < 0)
+	int n = peer != NULL
+			? X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName,
+						    ts->peer_cn, sizeof ts->peer_cn)
+			: -1;
+	/* A name with a NUL byte in it would read as its head ("raftlock-
+	 * node-4\0x" as member 4's): no name at all, then. */
+	if (n < 0 || strlen(ts->peer_cn) != (size_t)n)
 		ts->peer_cn[0] = '\0';
 	struct tls_stream_write *req;
 	while ((req = ts->queue) != NULL && !ts->ended) {

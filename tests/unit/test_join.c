@@ -98,6 +98,10 @@ static void test_refusals(void **state)
 	assert_int_equal(read_text("s3cret-a\ns3cret-b\n", token, err, sizeof err),
 			 RAFTLOCK_ECONFIG);
 	assert_non_null(strstr(err, ":2: a second token"));
+	/* The whole line `raftlock acl token` prints, pasted: refused here,
+	 * not sent as a token the leader knows nothing of. */
+	assert_int_equal(read_text("token: s3cret-c\n", token, err, sizeof err), RAFTLOCK_ECONFIG);
+	assert_non_null(strstr(err, ":1: a blank inside the token"));
 	/* One byte above the longest token. */
 	char text[LINE_FILE_MAX + 8];
 	memcpy(text, "s3cret", 6);

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "tls_certs.h"
 #include "tls_ctx.h"
@@ -342,6 +344,63 @@ static void client_without_cert(void **state)
 	assert_int_not_equal(cli.end, 0);
 }
 
+/* nul-cn.pem and .key: a certificate of ca.pem whose common name holds a
+ * NUL byte, "raftlock-node-2\0x" (the openssl command cannot make one). */
+static void make_nul_cn_cert(void)
+{
+	FILE *f = fopen(tls_certs_path("ca.key"), "r");
+	assert_non_null(f);
+	EVP_PKEY *ca_key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(f = fopen(tls_certs_path("ca.pem"), "r"));
+	X509 *ca = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	assert_true(ca_key != NULL && ca != NULL && key != NULL && x != NULL);
+	static const char cn[] = "raftlock-node-2\0x";
+	assert_int_equal(X509_set_version(x, 2), 1);
+	assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(x), 4242), 1);
+	assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), -60));
+	assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), 86400));
+	assert_int_equal(X509_set_pubkey(x, key), 1);
+	assert_int_equal(X509_NAME_add_entry_by_NID(X509_get_subject_name(x), NID_commonName,
+						    MBSTRING_UTF8, (const unsigned char *)cn,
+						    (int)sizeof cn - 1, -1, 0),
+			 1);
+	assert_int_equal(X509_set_issuer_name(x, X509_get_subject_name(ca)), 1);
+	assert_true(X509_sign(x, ca_key, EVP_sha256()) > 0);
+	assert_non_null(f = fopen(tls_certs_path("nul-cn.pem"), "w"));
+	assert_int_equal(PEM_write_X509(f, x), 1);
+	fclose(f);
+	assert_non_null(f = fopen(tls_certs_path("nul-cn.key"), "w"));
+	assert_int_equal(PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL), 1);
+	fclose(f);
+	X509_free(x);
+	X509_free(ca);
+	EVP_PKEY_free(key);
+	EVP_PKEY_free(ca_key);
+}
+
+/* A client certificate of the right CA whose common name has a NUL byte
+ * in it is no name at all: read up to the NUL it would pass for member
+ * 2's (raftlock-node-2), and every check by name (the raft port's
+ * members, joins, readiness) would take it so. */
+static void client_cn_with_nul(void **state)
+{
+	(void)state;
+	make_nul_cn_cert();
+	srv_ctx = tls_certs_server_ctx(true);
+	cli_ctx = tls_certs_client_ctx("nul-cn", "ca.pem");
+	srv.echo = true;
+	make_payload(1000);
+	client_connected = client_writes_odd_sizes;
+	run();
+	check_echo();
+	assert_true(srv.handshook);
+	assert_string_equal(srv.cn, "");
+}
+
 /* The client trusts another CA: it refuses the server. */
 static void server_from_other_ca(void **state)
 {
@@ -529,6 +588,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(large_payload, setup, teardown),
 		cmocka_unit_test_setup_teardown(client_from_other_ca, setup, teardown),
 		cmocka_unit_test_setup_teardown(client_without_cert, setup, teardown),
+		cmocka_unit_test_setup_teardown(client_cn_with_nul, setup, teardown),
 		cmocka_unit_test_setup_teardown(server_from_other_ca, setup, teardown),
 		cmocka_unit_test_setup_teardown(wrong_host, setup, teardown),
 		cmocka_unit_test_setup_teardown(closed_mid_handshake, setup, teardown),
