@@ -840,7 +840,9 @@ typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *u
  * not applied the state's index within 30 s; RAFTLOCK_EOVERLOAD: no
  * snapshot reader free, or no room, within 5.5 minutes) is no ERROR: the
  * library sends the watch again, to another node (moving its connection
- * there) or after a back-off. prefix and
+ * there) or after a back-off; only a fourth RAFTLOCK_EUNAVAILABLE in a
+ * row with no event between (every node behind what this client saw: a
+ * cluster restored from an older backup, say) is an ERROR. prefix and
  * from are copied.
  *
  * Returns 0 and *out (owned by the caller: end it with

@@ -28,6 +28,10 @@
 #define CLIENT_POLL_MAX_MS 1000
 #define CLIENT_REFUSED_MS 1000 /* every address refused TLS: try again after */
 #define CLIENT_PARKED_LOOK 64  /* see transport_nothing_owed() */
+/* A watch whose state nodes could not reach in time (EUNAVAILABLE) is moved
+ * to another node this many times in a row, no event between; the next
+ * such end is the application's (io_dispatch). */
+#define CLIENT_STREAM_MOVES 3
 
 uint64_t transport_random(struct transport *t)
 {
@@ -620,6 +624,7 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	const Raftlock__Response *resp = env->response;
 	bool result = resp->status == 0 && resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
 	if (resp->push && r->on_stream != NULL) {
+		r->stream_moves = 0; /* a node serves it */
 		r->on_stream(t, r, env);
 		return;
 	}
@@ -637,9 +642,16 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	case RAFTLOCK_EUNAVAILABLE:
 	case RAFTLOCK_EUNKNOWN:
 		/* A stream the node cannot serve (a watch whose state it
-		 * could not reach in time): another node may. */
-		if (r->on_stream != NULL && resp->status == RAFTLOCK_EUNAVAILABLE)
+		 * could not reach in time): another node may. When none did,
+		 * CLIENT_STREAM_MOVES times in a row, every node is behind
+		 * what the client saw (a cluster restored from an older
+		 * backup, one without a quorum for long): the end is the
+		 * application's, below, rather than a search without end. */
+		if (r->on_stream != NULL && resp->status == RAFTLOCK_EUNAVAILABLE) {
+			if (r->stream_moves++ == CLIENT_STREAM_MOVES)
+				break;
 			transport_suspect(t, r);
+		}
 		r->sent_gen = 0;
 		r->not_before = transport_mono_ms(t) + CLIENT_RETRY_MIN_MS +
 				transport_random(t) % CLIENT_RETRY_SPAN_MS;

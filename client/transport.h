@@ -112,6 +112,7 @@ struct request {
 	 * to on_stream (I/O thread, t->mu held), which takes env. It is sent
 	 * again on every new connection, as its latest frame says. */
 	void (*on_stream)(struct transport *t, struct request *req, Raftlock__Envelope *env);
+	unsigned stream_moves; /* ends EUNAVAILABLE in a row, no push between */
 };
 
 /* Work the I/O thread runs without t->mu: callbacks to the application. */

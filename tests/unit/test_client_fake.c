@@ -1151,7 +1151,9 @@ static void test_watch_lost_then_cut_asks_for_the_state(void **state)
 /* A node that takes a watch, then ends it because it cannot start its
  * state in time (EUNAVAILABLE: it has not applied the index the state
  * must be of): the library sends the watch to another node, where it
- * goes on; the application sees the state there and no ERROR. A node
+ * goes on; the application sees the state there and no ERROR. When every
+ * node ends it so, the fourth end in a row is the application's: an
+ * ERROR with EUNAVAILABLE, the last event. A node
  * that ends a watch with a status it does not retry (here ETIMEDOUT)
  * ends it for the application: an ERROR with that status, the last
  * event. */
@@ -1197,6 +1199,28 @@ static void test_watch_ended_by_a_node_goes_elsewhere(void **state)
 	assert_true(fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH) >= 1);
 	raftlock_client_close(c);
 
+	/* every node ends it so, again and again (all behind what the
+	 * client saw): after CLIENT_STREAM_MOVES moves (3), the application
+	 * gets the end, not a search without end */
+	FAKE_SET(a, watch_ends, 100);
+	FAKE_SET(b, watch_ends, 100);
+	int asked = fake_count(a, RAFTLOCK__ENVELOPE__BODY_WATCH) +
+		    fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH);
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	got = (struct watch_status_seen){.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
+	await_seen(&got.seen, 1);
+	sleep_ms(300); /* nothing follows */
+	raftlock_watch_cancel(w);
+	assert_int_equal(got.seen.n, 1);
+	assert_int_equal(got.seen.kind[0], RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(got.status, RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(fake_count(a, RAFTLOCK__ENVELOPE__BODY_WATCH) +
+				 fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH) - asked,
+			 4);
+	raftlock_client_close(c);
+
+	FAKE_SET(a, watch_ends, 0);
 	FAKE_SET(a, watch_end_status, RAFTLOCK_ETIMEDOUT);
 	FAKE_SET(a, watch_ends, 1);
 	c = client_for(a->addr, 3000);
