@@ -172,7 +172,8 @@ int join_claim(const struct config *cfg, uint64_t incarnation, struct join_membe
 	if (rv == 0)
 		keep_ids(list, members);
 	else
-		snprintf(err, errlen, "%s", raftlock_errmsg(c));
+		snprintf(err, errlen, "claiming member %llu: %s", (unsigned long long)cfg->id,
+			 raftlock_errmsg(c));
 	raftlock_client_close(c);
 	if (rv == 0)
 		return 0;

@@ -14,6 +14,8 @@
  * long, takes more memory than this, and /dev/zero ends at once) nor as two
  * lines (whose second half would otherwise be taken as a line of its own:
  * the tail of a long comment as a setting or a token). */
+#define LINE_FILE_IO 4096 /* stdio's buffer */
+
 struct line {
 	char text[LINE_FILE_MAX + 1];
 	size_t len; /* LINE_FILE_MAX + 1: longer than a line may be */
@@ -46,9 +48,15 @@ int line_file_read(const char *path, line_file_cb cb, void *arg, char *err, size
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return RAFTLOCK_ECONFIG;
 	}
+	/* stdio's buffer of our own, wiped with the line: a join-token-file
+	 * holds a secret */
+	char *io = malloc(LINE_FILE_IO);
+	if (io != NULL)
+		setvbuf(f, io, _IOFBF, LINE_FILE_IO);
 	struct line *l = malloc(sizeof *l);
 	if (l == NULL) {
 		fclose(f);
+		free(io);
 		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
 		return RAFTLOCK_ECONFIG;
 	}
@@ -86,8 +94,11 @@ int line_file_read(const char *path, line_file_cb cb, void *arg, char *err, size
 			break;
 		}
 	}
-	explicit_bzero(l, sizeof *l); /* the tokens file's lines are secrets */
+	explicit_bzero(l, sizeof *l);
 	free(l);
 	fclose(f);
+	if (io != NULL)
+		explicit_bzero(io, LINE_FILE_IO);
+	free(io);
 	return rv;
 }

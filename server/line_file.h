@@ -1,13 +1,15 @@
 /*
  * line_file.h: a settings file read line by line, for the config file
- * (config.c) and the auth-tokens file (auth.c, read again on SIGHUP), so
- * that both refuse the same things with the file and the line named: a
+ * (config.c), the auth-tokens file (auth.c, read again on SIGHUP) and the
+ * join-token-file (join.c), so that all refuse the same things with the
+ * file and the line named: a
  * line longer than LINE_FILE_MAX bytes (never read as two lines, whose
  * second half would otherwise be taken as a line of its own: the tail of a
  * long comment as a setting or a token; and never read whole: reading
  * stops past the limit, so no file, /dev/zero included, takes more memory
- * or time than that), a NUL byte in a line, and a read error. No state of
- * its own; any thread.
+ * or time than that), a NUL byte in a line, and a read error. What it
+ * read (its line and stdio's buffer) is wiped before it returns: the
+ * join-token-file holds a secret. No state of its own; any thread.
  */
 #ifndef RAFTLOCK_LINE_FILE_H
 #define RAFTLOCK_LINE_FILE_H

@@ -1027,7 +1027,7 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 	char why[512];
 	rv = join_claim(cfg, incarnation, &n->join_members, why, sizeof why);
 	if (rv != 0) {
-		snprintf(err, errlen, "join refused: %s", why);
+		snprintf(err, errlen, "join: %s", why);
 		return rv;
 	}
 	log_info("member %llu claimed (incarnation %016llx): starting without a log; the "
