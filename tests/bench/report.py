@@ -230,16 +230,17 @@ def median(values):
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2.0
 
 
-def tls_point(runs, n):
-    """The TLS point at n clients: the rounds of the plaintext and TLS
-    clusters (alternating), the medians of each side, and the medians of
-    the rounds' pairs/s ratios and p50 differences (a round compares two
-    windows next to each other), which the targets are judged by; None
-    when a side has no successful round."""
+def alternated(runs, n, first, second):
+    """A point measured in rounds at n clients, each round a window of
+    system first, then one of second, back to back: the rounds of each
+    side, their medians, and the medians of the rounds' pairs/s ratios
+    (second / first) and p50 differences, which targets are judged by (a
+    round compares two windows next to each other, so the machine's drift
+    over a run falls on both); None when a side has no successful round."""
     def rounds(system):
         return [r for r in runs if r.get("system") == system
                 and r.get("workload") == "uncontended" and r.get("clients") == n and ok(r)]
-    p, t = rounds("raftlock-plain"), rounds("raftlock-tls")
+    p, t = rounds(first), rounds(second)
     if not p or not t:
         return None
     m = {k: (median([r[k] for r in p]), median([r[k] for r in t]))
@@ -247,9 +248,14 @@ def tls_point(runs, n):
     pairs = [(a, b) for a, b in zip(p, t) if a["pairs_per_s"]]
     if not pairs:
         return None
-    return {"plain": p, "tls": t, "median": m,
+    return {"first": p, "second": t, "median": m,
             "ratio": median([b["pairs_per_s"] / a["pairs_per_s"] for a, b in pairs]),
             "p50_diff": median([b["p50_ms"] - a["p50_ms"] for a, b in pairs])}
+
+
+def tls_point(runs, n):
+    """The TLS point at n clients: the plaintext and TLS clusters, alternated."""
+    return alternated(runs, n, "raftlock-plain", "raftlock-tls")
 
 
 def tls_summary(runs, n):
@@ -258,10 +264,10 @@ def tls_summary(runs, n):
         return "[bench] TLS point at {} clients: no successful round on one side".format(n)
     rounds = ", ".join("{:.2f}x/{:+.3f} ms".format(t["pairs_per_s"] / p["pairs_per_s"],
                                                   t["p50_ms"] - p["p50_ms"])
-                       for p, t in zip(pt["plain"], pt["tls"]) if p["pairs_per_s"])
+                       for p, t in zip(pt["first"], pt["second"]) if p["pairs_per_s"])
     return ("[bench] TLS/plaintext at {} clients (medians of {} rounds): pairs/s {:.2f}x, "
             "p50 {:+.3f} ms; rounds (pairs/s ratio/p50 difference): {}".format(
-                n, min(len(pt["plain"]), len(pt["tls"])), pt["ratio"], pt["p50_diff"], rounds))
+                n, min(len(pt["first"]), len(pt["second"])), pt["ratio"], pt["p50_diff"], rounds))
 
 
 def tls_cost(runs):
@@ -276,7 +282,7 @@ def tls_cost(runs):
         m = pt["median"]
         each = "; ".join("{:.2f}x, {:+.3f}".format(t["pairs_per_s"] / p["pairs_per_s"],
                                                  t["p50_ms"] - p["p50_ms"])
-                         for p, t in zip(pt["plain"], pt["tls"]) if p["pairs_per_s"])
+                         for p, t in zip(pt["first"], pt["second"]) if p["pairs_per_s"])
         rows.append("| {} | {} / {} | {:.2f}x | {:.3f} / {:.3f} | {:+.3f} | {:.2f} / {:.2f} "
                     "| {} / {} | {} |".format(
                         n, fmt(m["pairs_per_s"][0]), fmt(m["pairs_per_s"][1]), pt["ratio"],
@@ -329,16 +335,29 @@ def blocking_calls(runs):
             fmt(b.get("client_cpu_s_per_1k"), 3), fmt(a.get("client_cpu_s_per_1k"), 3),
             fmt(b.get("client_switches_per_pair"), 2), fmt(a.get("client_switches_per_pair"), 2),
             fmt(b["server_cpu_s_per_1k"], 3), fmt(a["server_cpu_s_per_1k"], 3)))
-        if n in (16, 64):
-            goals.append("| {} clients: blocking calls >= 0.9x the asynchronous API | {:.2f}x "
-                         "| {} |".format(n, q, "met" if q >= 0.9 else "NOT met"))
+        if n not in (16, 64):
+            continue
+        # the target is judged by the alternated rounds, when the run has them
+        pt = alternated(runs, n, "raftlock-pair-async", "raftlock-pair-threads")
+        if pt is not None:
+            each = ", ".join("{:.2f}x".format(b["pairs_per_s"] / a["pairs_per_s"])
+                             for a, b in zip(pt["first"], pt["second"]) if a["pairs_per_s"])
+            q, how = pt["ratio"], " (median of the rounds: {})".format(each)
+        else:
+            how = " (one window each)"
+        goals.append("| {} clients: blocking calls >= 0.9x the asynchronous API | {:.2f}x{} "
+                     "| {} |".format(n, q, how, "met" if q >= 0.9 else "NOT met"))
     if not rows:
         return []
     return section(
         "### Blocking calls (issue 15)",
         "The uncontended workload with a thread per client and the blocking calls "
         "(raftlock-threads) against the asynchronous API (raftlock), one client object. "
-        "Context switches are the generator's own (getrusage), per pair.",
+        "Context switches are the generator's own (getrusage), per pair. The table "
+        "compares the rows of the main table, measured a minute or more apart; at 16 and "
+        "64 clients the targets are judged by rounds of the two, each round a window of "
+        "the asynchronous API then one of the blocking calls, back to back, on the same "
+        "cluster (the median of the rounds' ratios).",
         "| clients | pairs/s threads / async | threads/async | generator CPU s / 1k "
         "threads / async | context switches / pair threads / async | server CPU s / 1k "
         "threads / async |",
