@@ -1170,6 +1170,21 @@ static void on_watch_status(const struct raftlock_watch_event *ev, void *arg)
 	on_watch(ev, &w->seen);
 }
 
+/* A watch of c on "w/" gets one event, an ERROR with status want, and
+ * nothing after it. */
+static void watch_ends_in_one_error(raftlock_client *c, int want)
+{
+	struct watch_status_seen got = {.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
+	await_seen(&got.seen, 1);
+	sleep_ms(300); /* nothing follows */
+	raftlock_watch_cancel(w);
+	assert_int_equal(got.seen.n, 1);
+	assert_int_equal(got.seen.kind[0], RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(got.status, want);
+}
+
 static void test_watch_ended_by_a_node_goes_elsewhere(void **state)
 {
 	(void)state;
@@ -1207,31 +1222,16 @@ static void test_watch_ended_by_a_node_goes_elsewhere(void **state)
 	int asked = fake_count(a, RAFTLOCK__ENVELOPE__BODY_WATCH) +
 		    fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH);
 	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
-	got = (struct watch_status_seen){.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
-	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
-	await_seen(&got.seen, 1);
-	sleep_ms(300); /* nothing follows */
-	raftlock_watch_cancel(w);
-	assert_int_equal(got.seen.n, 1);
-	assert_int_equal(got.seen.kind[0], RAFTLOCK_WATCH_ERROR);
-	assert_int_equal(got.status, RAFTLOCK_EUNAVAILABLE);
+	watch_ends_in_one_error(c, RAFTLOCK_EUNAVAILABLE);
 	assert_int_equal(fake_count(a, RAFTLOCK__ENVELOPE__BODY_WATCH) +
 				 fake_count(b, RAFTLOCK__ENVELOPE__BODY_WATCH) - asked,
 			 4);
 	raftlock_client_close(c);
 
-	FAKE_SET(a, watch_ends, 0);
 	FAKE_SET(a, watch_end_status, RAFTLOCK_ETIMEDOUT);
 	FAKE_SET(a, watch_ends, 1);
 	c = client_for(a->addr, 3000);
-	got = (struct watch_status_seen){.seen = {.mu = PTHREAD_MUTEX_INITIALIZER}};
-	assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch_status, &got, &w), 0);
-	await_seen(&got.seen, 1);
-	sleep_ms(300); /* nothing follows */
-	raftlock_watch_cancel(w);
-	assert_int_equal(got.seen.n, 1);
-	assert_int_equal(got.seen.kind[0], RAFTLOCK_WATCH_ERROR);
-	assert_int_equal(got.status, RAFTLOCK_ETIMEDOUT);
+	watch_ends_in_one_error(c, RAFTLOCK_ETIMEDOUT);
 	raftlock_client_close(c);
 	fake_stop(a);
 	fake_stop(b);
