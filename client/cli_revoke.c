@@ -28,6 +28,43 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
+#define REVOKE_GONE 1 /* revoke_token: no longer current after a lost answer */
+
+/* Revokes the grant with token. A revoke by token may run twice without
+ * harm, so one whose answer was lost (RAFTLOCK_EUNKNOWN) is settled here:
+ * while the token is still current it is sent again, and once it is not,
+ * the grant is gone (revoked by the attempt whose answer was lost, or
+ * released meanwhile): REVOKE_GONE. Else raftlock_revoke()'s result, with
+ * the message printed for an error other than RAFTLOCK_ENOTFOUND. */
+static int revoke_token(raftlock_client *client, const char *name, uint64_t token, unsigned grace)
+{
+	bool lost = false;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int rv = raftlock_revoke(client, name, token, grace, NULL);
+		if (rv == RAFTLOCK_ENOTFOUND && lost)
+			return REVOKE_GONE;
+		if (rv != RAFTLOCK_EUNKNOWN) {
+			if (rv != 0 && rv != RAFTLOCK_ENOTFOUND)
+				fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(client));
+			return rv;
+		}
+		lost = true;
+		bool current;
+		if (raftlock_check_token(client, name, token, &current) != 0) {
+			fprintf(stderr,
+				"raftlock: revoke '%s' token %" PRIu64 ": no answer came, and "
+				"checking the token failed: %s\n",
+				name, token, raftlock_errmsg(client));
+			return RAFTLOCK_EUNKNOWN;
+		}
+		if (!current)
+			return REVOKE_GONE;
+	}
+	fprintf(stderr, "raftlock: revoke '%s' token %" PRIu64 ": no answer came in 3 attempts\n",
+		name, token);
+	return RAFTLOCK_EUNKNOWN;
+}
+
 int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 {
 	enum { OPT_TOKEN = 1, OPT_GRACE, OPT_JSON };
@@ -86,16 +123,19 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 		printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", grace);
 	}
 	for (size_t i = 0; i < n; i++) {
-		int rv = raftlock_revoke(client, name, tokens[i], (unsigned)grace, NULL);
+		int rv = revoke_token(client, name, tokens[i], (unsigned)grace);
 		if (rv == RAFTLOCK_ENOTFOUND)
 			continue; /* released meanwhile */
-		if (rv != 0) {
-			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(client));
+		if (rv < 0) {
 			code = CLI_EXIT_ERROR;
 			break;
 		}
 		if (json)
 			printf("%s%" PRIu64, done ? ", " : "", tokens[i]);
+		else if (rv == REVOKE_GONE)
+			printf("token %" PRIu64 " of '%s' is no longer current (revoked by an "
+			       "attempt whose answer was lost, or released)\n",
+			       tokens[i], name);
 		else if (grace == 0)
 			printf("revoked token %" PRIu64 " of '%s'\n", tokens[i], name);
 		else

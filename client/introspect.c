@@ -17,12 +17,12 @@ char *introspect_dup(const char *s, bool *failed)
 	return d;
 }
 
-int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
-		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
+static int call(raftlock_client *c, Raftlock__Envelope *env, Raftlock__Response__PayloadCase want,
+		Raftlock__Envelope **reply, bool once)
 {
 	Raftlock__Envelope *r = NULL;
 	pthread_mutex_lock(&c->t.mu);
-	int rv = transport_call(&c->t, env, 0, &r);
+	int rv = once ? transport_call_once(&c->t, env, 0, &r) : transport_call(&c->t, env, 0, &r);
 	pthread_mutex_unlock(&c->t.mu);
 	if (rv != 0)
 		return rv;
@@ -37,6 +37,18 @@ int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 	}
 	*reply = r;
 	return 0;
+}
+
+int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
+		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
+{
+	return call(c, env, want, reply, false);
+}
+
+int introspect_call_once(raftlock_client *c, Raftlock__Envelope *env,
+			 Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply)
+{
+	return call(c, env, want, reply, true);
 }
 
 /* -------------------------------------------------------------- status -- */

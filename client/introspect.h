@@ -20,6 +20,12 @@
 int introspect_call(raftlock_client *c, Raftlock__Envelope *env,
 		    Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply);
 
+/* introspect_call for a request that must not run twice (a revoke):
+ * through transport_call_once, so RAFTLOCK_EUNKNOWN once it may have run
+ * and was not answered. */
+int introspect_call_once(raftlock_client *c, Raftlock__Envelope *env,
+			 Raftlock__Response__PayloadCase want, Raftlock__Envelope **reply);
+
 /* strdup(s) ("" for NULL); sets *failed when out of memory (then NULL).
  * Also the member list (member.c) uses it. */
 char *introspect_dup(const char *s, bool *failed);

@@ -755,15 +755,20 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
  * to release (RAFTLOCK_LOCK_RELEASE_REQUESTED) and what it still holds
  * grace_ms later is revoked. With authentication on the caller needs
  * admin on the name. *count (if not NULL) is the number of grants revoked
- * or asked. Thread-safe; blocks for at most the request timeout. A retry
- * after a lost answer executes again, and so may one call: the library
- * sends the request again by itself when its connection fails or the
- * leader changes before the answer came. With token 0 that may revoke
- * the next holder too, so name the token to revoke one grant only.
+ * or asked. Thread-safe; blocks for at most the request timeout.
+ * One call runs at most once: the library sends the request again only
+ * after an answer that proves it did not run (a redirect to the leader, a
+ * node not ready or overloaded). Once it may have reached the leader, a
+ * lost connection, a leader change or the timeout ends the call with
+ * RAFTLOCK_EUNKNOWN: it may have run, or may still run. Calling again
+ * then is a new revoke: with token 0 it would revoke the next holder too,
+ * so read the holders (raftlock_get_lock) or check the token
+ * (raftlock_check_token) first, and name the token to revoke one grant.
  * Errors: RAFTLOCK_ENOTFOUND (no such lock, or no current grant with that
- * token: nothing changed), RAFTLOCK_EPERM, RAFTLOCK_EINVAL (empty name),
- * RAFTLOCK_ETOOBIG, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
- * RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ENOMEM.
+ * token: nothing changed), RAFTLOCK_EUNKNOWN (above), RAFTLOCK_EPERM,
+ * RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG, RAFTLOCK_ECONNECTION
+ * (never sent: nothing changed), RAFTLOCK_EUNAVAILABLE (refused before it
+ * ran, until the timeout: nothing changed), RAFTLOCK_ETLS, RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_revoke(raftlock_client *client, const char *name, uint64_t token,
 				 unsigned grace_ms, uint32_t *count);

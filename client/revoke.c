@@ -22,7 +22,16 @@ RAFTLOCK_API int raftlock_revoke(raftlock_client *c, const char *name, uint64_t 
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_REVOKE;
 	env.revoke = &req;
 	Raftlock__Envelope *reply;
-	rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_RESULT, &reply);
+	/* Never sent twice: with token 0 a second run would revoke the next
+	 * holder too, and with a token it would answer ENOTFOUND for a grant
+	 * the first run revoked. */
+	rv = introspect_call_once(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_RESULT, &reply);
+	if (rv == RAFTLOCK_EUNKNOWN)
+		return errmsg_set(&c->t, rv, NULL,
+				  "revoke '%s': sent, but no answer came (a lost connection, a "
+				  "leader change or the timeout): it may have run; see the "
+				  "lock's holders",
+				  name);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "revoke '%s'", name);
 	const Raftlock__Result *res = reply->response->result;

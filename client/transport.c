@@ -120,7 +120,9 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 {
-	while (!req->done) {
+	while (!req->done || req->reply == NULL) {
+		if (req->done)
+			return req->last_err; /* ended without a reply: io_lose() */
 		if (req->refused || transport_mono_ms(t) >= deadline) {
 			if (req->last_err == RAFTLOCK_ETLS || req->refused)
 				errmsg_note(req->last_err, t->refused_why);
@@ -241,8 +243,8 @@ void transport_resend(struct transport *t, struct request *req)
 	transport_wake_io(t);
 }
 
-int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
-		   Raftlock__Envelope **reply)
+static int call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+		Raftlock__Envelope **reply, bool once)
 {
 	struct request *r;
 	if (timeout_ms == 0)
@@ -251,9 +253,26 @@ int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeou
 	int rv = transport_submit(t, env, false, &r);
 	if (rv != 0)
 		return rv;
+	if (once) {
+		r->once = true; /* before any second send: t->mu is held */
+		if (r->maybe_ran)
+			r->last_err = RAFTLOCK_EUNKNOWN; /* sent by transport_submit */
+	}
 	rv = transport_wait(t, r, deadline);
 	transport_take(t, r, rv == 0 ? reply : NULL);
 	return rv;
+}
+
+int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+		   Raftlock__Envelope **reply)
+{
+	return call(t, env, timeout_ms, reply, false);
+}
+
+int transport_call_once(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+			Raftlock__Envelope **reply)
+{
+	return call(t, env, timeout_ms, reply, true);
 }
 
 static struct request *transport_find(struct transport *t, uint64_t id)
@@ -265,6 +284,18 @@ static struct request *transport_find(struct transport *t, uint64_t id)
 	return NULL;
 }
 
+/* Wakes whoever waits for r, now done. */
+static void transport_wake_done(struct transport *t, struct request *r)
+{
+	if (r->wake == &t->cond) {
+		pthread_cond_broadcast(&t->cond);
+	} else if (!r->signal_pending) {
+		r->signal_pending = true; /* signaled by io_run_deferred() */
+		r->signal_next = t->to_signal;
+		t->to_signal = r;
+	}
+}
+
 static void transport_complete(struct transport *t, struct request *r, Raftlock__Envelope *env)
 {
 	r->reply = env;
@@ -274,13 +305,18 @@ static void transport_complete(struct transport *t, struct request *r, Raftlock_
 		r->on_done(t, r, 0);
 		return;
 	}
-	if (r->wake == &t->cond) {
-		pthread_cond_broadcast(&t->cond);
-	} else if (!r->signal_pending) {
-		r->signal_pending = true; /* signaled by io_run_deferred() */
-		r->signal_next = t->to_signal;
-		t->to_signal = r;
-	}
+	transport_wake_done(t, r);
+}
+
+/* A request of transport_call_once that may have run would be sent again:
+ * it ends here instead, done without a reply (its waiter returns
+ * RAFTLOCK_EUNKNOWN). Such requests have a waiter, never on_done. */
+static void io_lose(struct transport *t, struct request *r)
+{
+	r->last_err = RAFTLOCK_EUNKNOWN;
+	r->done = true;
+	r->done_boot = transport_boot_ms(t);
+	transport_wake_done(t, r);
 }
 
 /* ---------------------------------------------------------- I/O thread -- */
@@ -369,7 +405,7 @@ static void io_refused(struct transport *t, int err, const char *why)
 	list_each_entry (r, &t->reqs, struct request, link) {
 		if (r->done)
 			continue;
-		r->last_err = err;
+		r->last_err = r->once && r->maybe_ran ? RAFTLOCK_EUNKNOWN : err;
 		r->refused = true;
 	}
 	transport_wake_all(t);
@@ -450,6 +486,10 @@ static bool io_owes(struct transport *t, uint64_t older_than)
  * connection; false when out of memory. */
 static bool io_queue(struct transport *t, struct request *r, uint64_t now)
 {
+	if (r->once && r->maybe_ran) {
+		io_lose(t, r);
+		return true;
+	}
 	if (t->auth_frame != NULL && t->auth_gen != t->conn_gen) {
 		if (conn_queue(&t->conn, t->auth_frame, t->auth_frame_len) != 0)
 			return false;
@@ -464,8 +504,11 @@ static bool io_queue(struct transport *t, struct request *r, uint64_t now)
 	r->sent_gen = t->conn_gen;
 	r->sent_at = now;
 	r->ever_sent = true;
+	r->maybe_ran = true;
 	r->refused = false;
-	if (r->last_err == RAFTLOCK_ECONNECTION)
+	if (r->once)
+		r->last_err = RAFTLOCK_EUNKNOWN; /* what its deadline then means */
+	else if (r->last_err == RAFTLOCK_ECONNECTION)
 		r->last_err = RAFTLOCK_ETIMEDOUT;
 	return true;
 }
@@ -554,6 +597,7 @@ static void io_retry_later(struct transport *t, struct request *r, int err)
 		b = CLIENT_OVERLOAD_MAX_MS;
 	r->retries++;
 	r->sent_gen = 0;
+	r->maybe_ran = false; /* not executed */
 	r->not_before = transport_mono_ms(t) + b / 2 + transport_random(t) % (b / 2 + 1);
 	r->last_err = err;
 }
@@ -635,6 +679,7 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	switch (resp->status) {
 	case RAFTLOCK_ENOTLEADER:
 		r->sent_gen = 0;
+		r->maybe_ran = false; /* refused before the log */
 		r->last_err = RAFTLOCK_EUNAVAILABLE;
 		io_redirect(t, resp->leader);
 		raftlock__envelope__free_unpacked(env, NULL);
@@ -655,6 +700,14 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		r->sent_gen = 0;
 		r->not_before = transport_mono_ms(t) + CLIENT_RETRY_MIN_MS +
 				transport_random(t) % CLIENT_RETRY_SPAN_MS;
+		if (resp->status == RAFTLOCK_EUNKNOWN && r->once) {
+			/* the node lost its leadership with the entry on its way */
+			io_lose(t, r);
+			raftlock__envelope__free_unpacked(env, NULL);
+			return;
+		}
+		if (resp->status == RAFTLOCK_EUNAVAILABLE)
+			r->maybe_ran = false; /* refused before the log */
 		r->last_err = resp->status == RAFTLOCK_EUNAVAILABLE ? RAFTLOCK_EUNAVAILABLE
 								    : RAFTLOCK_ETIMEDOUT;
 		raftlock__envelope__free_unpacked(env, NULL);

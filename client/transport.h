@@ -113,6 +113,12 @@ struct request {
 	 * again on every new connection, as its latest frame says. */
 	void (*on_stream)(struct transport *t, struct request *req, Raftlock__Envelope *env);
 	unsigned stream_moves; /* ends EUNAVAILABLE in a row, no push between */
+	/* Not idempotent (transport_call_once): once it may have reached a
+	 * node (maybe_ran), it is never sent again unless an answer proves
+	 * that it did not run (a redirect, a refusal before the log); it ends
+	 * RAFTLOCK_EUNKNOWN instead, done without a reply. */
+	bool once;
+	bool maybe_ran;
 };
 
 /* Work the I/O thread runs without t->mu: callbacks to the application. */
@@ -287,8 +293,9 @@ void transport_wake_all(struct transport *t);
 void transport_watch(struct transport *t, struct request *req);
 
 /* Waits, with t->mu held, until req is done or CLOCK_MONOTONIC passes
- * deadline. Returns 0 when done, else req->last_err (ETIMEDOUT,
- * ECONNECTION, EUNAVAILABLE), or RAFTLOCK_ETLS before the deadline when
+ * deadline. Returns 0 when done with a reply, else req->last_err
+ * (ETIMEDOUT, ECONNECTION, EUNAVAILABLE; EUNKNOWN for a request of
+ * transport_call_once that may have run), or RAFTLOCK_ETLS before the deadline when
  * every address refused TLS (the next error message of the calling thread
  * on this client with that code then gives the address and reason). */
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
@@ -315,6 +322,17 @@ void transport_resend(struct transport *t, struct request *req);
  */
 int transport_call(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
 		   Raftlock__Envelope **reply);
+
+/*
+ * transport_call for a request that must not run twice (a revoke with
+ * token 0 would revoke the next holder too): it is sent again only after
+ * answers that prove it did not run. Once it may have reached a node, a
+ * lost connection, a leader change or the deadline ends it with
+ * RAFTLOCK_EUNKNOWN: it may have run, or may still run, and the library
+ * does not send it again.
+ */
+int transport_call_once(struct transport *t, Raftlock__Envelope *env, unsigned timeout_ms,
+			Raftlock__Envelope **reply);
 
 /* The envelope's response, as a code: the response status, or 0. */
 static inline int transport_reply_status(const Raftlock__Envelope *reply)

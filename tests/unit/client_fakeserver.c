@@ -514,6 +514,19 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		}
 		fake_send_result(fd, req->id, 0, &res, false);
 		return true;
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
+		if (f->revoke_refusals > 0) {
+			f->revoke_refusals--;
+			fake_send_result(fd, req->id, f->revoke_status, NULL, false);
+			return true;
+		}
+		if (f->revoke_drops > 0) {
+			f->revoke_drops--;
+			return false;
+		}
+		res.count = 1;
+		fake_send_result(fd, req->id, 0, &res, false);
+		return true;
 	default: fake_send_result(fd, req->id, 0, &res, false); return true;
 	}
 }

@@ -94,6 +94,12 @@ struct fake {
 				    (a node that could not start its
 				    state in time) */
 	int watch_end_status;
+	int revoke_drops;    /* drop the connection instead of answering
+				this many REVOKEs (they ran: the
+				answer is lost), after the refusals */
+	int revoke_refusals; /* answer this many REVOKEs with the
+				status revoke_status, no Result */
+	int revoke_status;
 	bool join_names_members; /* answer MEMBER_JOIN with the member list
 				    (else as a server older than that
 				    answer: a bare Result) */
@@ -146,5 +152,6 @@ void sleep_ms(unsigned ms);
 #define CLOSE RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION
 #define OPEN RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION
 #define KEEPALIVE RAFTLOCK__ENVELOPE__BODY_KEEPALIVE
+#define REVOKE RAFTLOCK__ENVELOPE__BODY_REVOKE
 
 #endif

@@ -575,6 +575,31 @@ static void test_json_everywhere(void **state)
 	fake_stop(f);
 }
 
+/* `raftlock revoke --token` whose answer is lost: while the token is
+ * current (900 for the fake) it is sent again; once it is not, the grant
+ * is gone, revoked by the lost attempt or released. */
+static void test_revoke_settles_a_lost_answer(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char buf[256];
+	FAKE_SET(f, revoke_drops, 1);
+	char *current[] = {"raftlock", "--endpoints", f->addr, "revoke",
+			   "rv/a",     "--token",     "900",   NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(current, path_in_tmp("out")), 10000), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 2);
+	assert_string_equal(slurp(path_in_tmp("out"), buf, sizeof buf),
+			    "revoked token 900 of 'rv/a'\n");
+	FAKE_SET(f, revoke_drops, 1);
+	char *gone[] = {"raftlock", "--endpoints", f->addr, "revoke",
+			"rv/a",     "--token",     "901",   NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(gone, path_in_tmp("out")), 10000), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 3);
+	assert_non_null(strstr(slurp(path_in_tmp("out"), buf, sizeof buf),
+			       "token 901 of 'rv/a' is no longer current"));
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -594,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_child_exit_code),
 		cmocka_unit_test(test_lock_without_command_holds),
 		cmocka_unit_test(test_json_everywhere),
+		cmocka_unit_test(test_revoke_settles_a_lost_answer),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1054,6 +1054,60 @@ static void test_nobody_listening(void **state)
 	raftlock_client_close(c);
 }
 
+/* A revoke runs at most once per call (GUARANTEES rule 11b): sent again
+ * only after an answer that proves it did not run; once it may have run,
+ * a lost connection, an outcome the node does not know or the timeout end
+ * it with RAFTLOCK_EUNKNOWN, and nothing is sent again. */
+static void revoke_expect(struct fake *f, raftlock_client *c, int want, int sends)
+{
+	int before = fake_count(f, REVOKE);
+	uint32_t count = 0;
+	assert_int_equal(raftlock_revoke(c, "rv/a", 0, 0, &count), want);
+	sleep_ms(100); /* a send after the answer would show by now */
+	assert_int_equal(fake_count(f, REVOKE) - before, sends);
+	if (want == 0)
+		assert_int_equal(count, 1);
+	else if (want == RAFTLOCK_EUNKNOWN)
+		assert_non_null(strstr(raftlock_errmsg(c), "may have run"));
+}
+
+static void test_revoke_runs_at_most_once(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	raftlock_client *c = client_for(f->addr, 2000);
+	revoke_expect(f, c, 0, 1);
+	/* it ran, and the connection closed before the answer */
+	FAKE_SET(f, revoke_drops, 1);
+	revoke_expect(f, c, RAFTLOCK_EUNKNOWN, 1);
+	/* the leader lost its leadership with the entry on its way */
+	FAKE_SET(f, revoke_status, RAFTLOCK_EUNKNOWN);
+	FAKE_SET(f, revoke_refusals, 1);
+	revoke_expect(f, c, RAFTLOCK_EUNKNOWN, 1);
+	/* refused before the log: sent again until it runs */
+	FAKE_SET(f, revoke_status, RAFTLOCK_EUNAVAILABLE);
+	FAKE_SET(f, revoke_refusals, 2);
+	revoke_expect(f, c, 0, 3);
+	FAKE_SET(f, revoke_status, RAFTLOCK_EOVERLOAD);
+	FAKE_SET(f, revoke_refusals, 1);
+	revoke_expect(f, c, 0, 2);
+	FAKE_SET(f, revoke_status, RAFTLOCK_ENOTLEADER);
+	FAKE_SET(f, revoke_refusals, 1);
+	revoke_expect(f, c, 0, 2);
+	/* refused before the log, then lost: unknown */
+	FAKE_SET(f, revoke_status, RAFTLOCK_EUNAVAILABLE);
+	FAKE_SET(f, revoke_refusals, 1);
+	FAKE_SET(f, revoke_drops, 1);
+	revoke_expect(f, c, RAFTLOCK_EUNKNOWN, 2);
+	raftlock_client_close(c);
+	/* sent, never answered: its timeout is an unknown outcome */
+	c = client_for(f->addr, 400);
+	FAKE_SET(f, silent, true);
+	revoke_expect(f, c, RAFTLOCK_EUNKNOWN, 1);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
 /* A reconnect in the middle of a watch's state: the library says
  * HISTORY_LOST before the state comes again, so that the application
  * drops the part it got (the state's events do not move the position a
@@ -1268,6 +1322,7 @@ int main(void)
 		cmocka_unit_test(test_server_says_session_gone),
 		cmocka_unit_test(test_keepalive_rounds_are_split),
 		cmocka_unit_test(test_nobody_listening),
+		cmocka_unit_test(test_revoke_runs_at_most_once),
 		cmocka_unit_test(test_watch_state_cut_by_a_reconnect),
 		cmocka_unit_test(test_watch_lost_then_cut_asks_for_the_state),
 		cmocka_unit_test(test_watch_ended_by_a_node_goes_elsewhere),
