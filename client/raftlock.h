@@ -758,17 +758,22 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
  * or asked. Thread-safe; blocks for at most the request timeout.
  * One call runs at most once: the library sends the request again only
  * after an answer that proves it did not run (a redirect to the leader, a
- * node not ready or overloaded). Once it may have reached the leader, a
- * lost connection, a leader change or the timeout ends the call with
- * RAFTLOCK_EUNKNOWN: it may have run, or may still run. Calling again
- * then is a new revoke: with token 0 it would revoke the next holder too,
- * so read the holders (raftlock_get_lock) or check the token
- * (raftlock_check_token) first, and name the token to revoke one grant.
+ * node not ready, overloaded or short of disk). Once it was handed to a
+ * connection, the loss of that connection, the leader losing its
+ * leadership before the answer, or the timeout ends the call with
+ * RAFTLOCK_EUNKNOWN: it may have run, or may still run (also when the
+ * connection failed before the request left, which the library cannot
+ * tell apart). Calling again then is a new revoke: with token 0 it would
+ * revoke the next holder too, so read the holders (raftlock_lock_get) or
+ * check the token (raftlock_check_token) first, and name the token to
+ * revoke one grant.
  * Errors: RAFTLOCK_ENOTFOUND (no such lock, or no current grant with that
  * token: nothing changed), RAFTLOCK_EUNKNOWN (above), RAFTLOCK_EPERM,
  * RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG, RAFTLOCK_ECONNECTION
- * (never sent: nothing changed), RAFTLOCK_EUNAVAILABLE (refused before it
- * ran, until the timeout: nothing changed), RAFTLOCK_ETLS, RAFTLOCK_ENOMEM.
+ * (never sent: nothing changed); at the timeout, after refusals that prove
+ * nothing ran: RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC;
+ * RAFTLOCK_ETLS or RAFTLOCK_ELIMIT (every node refused the connection
+ * before it was sent: nothing changed), RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_revoke(raftlock_client *client, const char *name, uint64_t token,
 				 unsigned grace_ms, uint32_t *count);

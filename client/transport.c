@@ -364,6 +364,11 @@ static void io_fail(struct transport *t, bool unreachable)
 		io_note_down(t, now);
 	bool was_open = t->conn.state == CONN_OPEN;
 	conn_close(&t->conn);
+	/* what may have run on it ends now, rather than at the next connection */
+	struct request *r;
+	list_each_entry (r, &t->reqs, struct request, link)
+		if (r->once && r->maybe_ran && !r->done)
+			io_lose(t, r);
 	if (was_open && t->hooks.conn_lost != NULL)
 		t->hooks.conn_lost(t->hooks.arg);
 	t->drop_conn = false;
@@ -922,7 +927,9 @@ static void *io_main(void *arg)
 		};
 		/* decrypted bytes in OpenSSL do not make the socket readable */
 		bool buffered = conn_buffered(&t->conn);
-		int timeout = buffered ? 0 : io_poll_timeout(t, now);
+		int timeout = buffered || t->to_signal != NULL || t->deferred != NULL
+				      ? 0
+				      : io_poll_timeout(t, now);
 		nfds_t n = t->conn.fd >= 0 ? 2 : 1;
 		t->io_polling = true;
 		t->io_epoch = t->clock_epoch;

@@ -828,6 +828,8 @@ static void revoke_holder(struct apply *a, Raftlock__LockRecord *lock, size_t i)
 static void ask_release(struct apply *a, const Raftlock__LockRecord *lock, Raftlock__Holder *h,
 			uint64_t at)
 {
+	if (h->release_requested && h->revoke_at != 0 && at >= h->revoke_at)
+		return; /* asked already, by then: a second ask changes nothing */
 	if (h->revoke_at == 0 || at < h->revoke_at)
 		h->revoke_at = at;
 	h->release_requested = true;

@@ -457,16 +457,13 @@ uint64_t node_cluster_now(struct node *n)
 
 /* ------------------------------------------------------------ proposals */
 
+/* The status of an entry raft failed after its append: it may still
+ * commit, so the outcome is unknown (RAFT_LEADERSHIPLOST, anything else),
+ * unless raft is shutting down. Never ENOTLEADER, which clients take as
+ * "not executed" (only a refusal before raft_apply() says that). */
 static int map_raft_error(int rv)
 {
-	switch (rv) {
-	case RAFT_NOTLEADER: return RAFTLOCK_ENOTLEADER;
-	case RAFT_SHUTDOWN: return RAFTLOCK_ESHUTDOWN;
-	default:
-		/* RAFT_LEADERSHIPLOST and anything else after the append: the
-		 * entry may still commit, so the outcome is unknown. */
-		return RAFTLOCK_EUNKNOWN;
-	}
+	return rv == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN : RAFTLOCK_EUNKNOWN;
 }
 
 static void fail_waiters(struct node_waiter *w, unsigned count, int status)

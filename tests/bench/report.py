@@ -236,18 +236,19 @@ def alternated(runs, n, first, second, workload="uncontended"):
     side, their medians, and the medians of the rounds' pairs/s ratios
     (second / first) and p50 differences, which targets are judged by (a
     round compares two windows next to each other, so the machine's drift
-    over a run falls on both); None when a side has no successful round."""
+    over a run falls on both); None when no round has both windows."""
     def rounds(system):
         return [r for r in runs if r.get("system") == system
-                and r.get("workload") == workload and r.get("clients") == n and ok(r)]
-    p, t = rounds(first), rounds(second)
-    if not p or not t:
-        return None
-    m = {k: (median([r[k] for r in p]), median([r[k] for r in t]))
-         for k in ("pairs_per_s", "p50_ms", "p99_ms", "server_cpu_s_per_1k")}
-    pairs = [(a, b) for a, b in zip(p, t) if a["pairs_per_s"]]
+                and r.get("workload") == workload and r.get("clients") == n]
+    # Rounds pair by their order, failed windows included, so that one
+    # failure does not pair the windows after it across rounds.
+    pairs = [(a, b) for a, b in zip(rounds(first), rounds(second))
+             if ok(a) and ok(b) and a["pairs_per_s"]]
     if not pairs:
         return None
+    p, t = [a for a, _ in pairs], [b for _, b in pairs]
+    m = {k: (median([r[k] for r in p]), median([r[k] for r in t]))
+         for k in ("pairs_per_s", "p50_ms", "p99_ms", "server_cpu_s_per_1k")}
     return {"first": p, "second": t, "median": m,
             "ratio": median([b["pairs_per_s"] / a["pairs_per_s"] for a, b in pairs]),
             "p50_diff": median([b["p50_ms"] - a["p50_ms"] for a, b in pairs])}

@@ -214,6 +214,33 @@ static void test_cooperative_revoke(void **state)
 	assert_int_equal(fx_count(f, FSM_EV_REVOKED), 0);
 }
 
+/* A cooperative revoke asked again (the CLI's re-send after a lost
+ * answer): with no earlier deadline it changes nothing and tells the
+ * holder nothing again; an earlier deadline moves it and tells it. */
+static void test_second_ask_changes_nothing(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	uint64_t t1 = fx_take(f, a, 1, "c");
+	Raftlock__Result r = do_revoke(f, "c", t1, 300);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fx_count(f, FSM_EV_RELEASE_REQUESTED), 1);
+	uint64_t deadline = event_of(f, FSM_EV_REVOKE_DEADLINE)->deadline;
+	f->now += 100;
+	r = do_revoke(f, "c", t1, 300); /* would end later: the first stands */
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.count, 1);
+	assert_int_equal(fx_count(f, FSM_EV_RELEASE_REQUESTED), 0);
+	assert_int_equal(fx_count(f, FSM_EV_REVOKE_DEADLINE), 0);
+	assert_int_equal(fx_count(f, FSM_EV_CHANGE), 0);
+	r = do_revoke(f, "c", t1, 100); /* sooner */
+	assert_int_equal(r.count, 1);
+	assert_int_equal(fx_count(f, FSM_EV_RELEASE_REQUESTED), 1);
+	assert_int_equal(event_of(f, FSM_EV_REVOKE_DEADLINE)->deadline, f->now + 100);
+	assert_true(f->now + 100 < deadline);
+	HOLDERS(f, "c", a, 1);
+}
+
 /* A maximum hold time: each grant gets its deadline, and is revoked at
  * it; a lock with a revoke grace asks first. */
 static void test_max_hold_time(void **state)
@@ -321,13 +348,10 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_revoke_passes_the_lock_on),
-		T(test_revoke_by_token),
-		T(test_revoke_starts_the_lock_delay),
-		T(test_cooperative_revoke),
-		T(test_max_hold_time),
-		T(test_max_hold_time_cooperative),
-		T(test_drop_bound),
+		T(test_revoke_passes_the_lock_on),    T(test_revoke_by_token),
+		T(test_revoke_starts_the_lock_delay), T(test_cooperative_revoke),
+		T(test_second_ask_changes_nothing),   T(test_max_hold_time),
+		T(test_max_hold_time_cooperative),    T(test_drop_bound),
 		T(test_revocation_state_in_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
