@@ -349,6 +349,9 @@ struct paged {
 	int ended_status;
 	char ended_why[256];
 	struct watches *w;
+	/* [id]: events it got; its connection closes at the close_at-th
+	 * (1-based, 0: never), inside the send, as service.c closes one */
+	size_t events, close_at;
 };
 
 /* A state event: names in order, one lock's holders and waiters in the
@@ -397,6 +400,8 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 			p->disorder++; /* a change inside a state */
 		p->changes++;
 	}
+	if (++p->events == p->close_at)
+		watches_forget_conn(((struct paged *)arg)[0].w, conn);
 }
 
 static bool paged_room(void *arg, const struct service_conn *conn)
@@ -965,13 +970,21 @@ static void put_big_lock(struct fx *f, const char *name)
 	free(q);
 }
 
-static void test_long_queue_in_pages(void **state)
+/* "p/a" and "p/z", held by the session returned, and "p/m" between them
+ * with its long queue. */
+static uint64_t put_big_state(struct fx *f)
 {
-	struct fx *f = fx_ready(state);
 	uint64_t a = fx_session(f);
 	fx_take(f, a, 1, "p/a");
 	fx_take(f, a, 1, "p/z");
 	put_big_lock(f, "p/m");
+	return a;
+}
+
+static void test_long_queue_in_pages(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = put_big_state(f);
 	struct paged got[2] = {{.room = true}};
 	struct watches w;
 	paged_init(&w, 64, f, got);
@@ -1020,6 +1033,115 @@ static void test_long_queue_in_pages(void **state)
 	watches_close(&w);
 }
 
+/* A watch whose page stopped inside a lock keeps the rest of that lock
+ * (state_rec) for its next page. Ended there, in every way a watch ends,
+ * it lets go of that lock once (the ASan build checks that it is neither
+ * leaked nor used after it is freed); the other watch, in the same lock,
+ * and a new watch of the same connection get their states whole. */
+enum lock_end {
+	END_BY_CANCEL,          /* the client cancels it */
+	END_BY_CLOSE,           /* its connection closes between pages */
+	END_BY_CLOSE_IN_A_PAGE, /* ... in the middle of a page, inside the lock */
+	END_BY_STALL,           /* its client is given up, in watches_pump */
+	END_BY_RESTORE,         /* a snapshot install: its state starts again */
+	END_BY_SHUTDOWN,        /* the node stops */
+};                              /* each after the one before it, on the same store */
+
+/* p has all of the state of "p/a" (if held_a), "p/m" (put_big_lock) and
+ * "p/z" since its last HISTORY_LOST, then CURRENT. */
+static void assert_whole_big_state(const struct paged *p, bool held_a)
+{
+	assert_int_equal(p->in_state, (held_a ? 2 : 1) + BIG_HOLDERS + BIG_WAITERS);
+	assert_string_equal(p->last, "p/z");
+	assert_true(p->live);
+	assert_int_equal(p->disorder, 0);
+}
+
+/* f holds put_big_state's locks, of session a ("p/a" until END_BY_RESTORE
+ * releases it, missed). */
+static void end_inside_a_lock(struct fx *f, uint64_t a, enum lock_end how)
+{
+	enum { BYSTANDER = 1, VICTIM = 2, AFTER = 3 };
+	struct paged got[AFTER + 1] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p_on(&w, OTHER, BYSTANDER);
+	watch_p(&w, VICTIM);
+	watches_pump(&w, 1000); /* a page more each, still inside p/m */
+	for (uint64_t id = BYSTANDER; id <= VICTIM; id++) {
+		assert_int_equal(got[id].events, 2 * WATCH_STATE_PAGE_EVENTS);
+		assert_string_equal(got[id].last, "p/m");
+	}
+	assert_int_equal(w.states_reading, 2);
+	size_t events = got[VICTIM].events;
+
+	uint64_t t = 1001;
+	switch (how) {
+	case END_BY_CANCEL: assert_true(watches_cancel(&w, CONN, VICTIM)); break;
+	case END_BY_CLOSE: watches_forget_conn(&w, CONN); break;
+	case END_BY_CLOSE_IN_A_PAGE:
+		got[VICTIM].close_at = events + 10;
+		events += 10;
+		watches_pump(&w, t++);
+		assert_int_equal(got[VICTIM].events, events);
+		break;
+	case END_BY_STALL:
+		got[0].room_from = (uintptr_t)OTHER; /* CONN reads nothing more */
+		watches_pump(&w, 1000 + WATCH_STATE_STALL_MS);
+		assert_int_equal(got[0].stalled, 1);
+		t = 1001 + WATCH_STATE_STALL_MS;
+		break;
+	case END_BY_RESTORE:
+		f->index += 10;
+		DO(f, RELEASE, .session = a, .owner = 1, .name = "p/a"); /* not fed: missed */
+		watches_restored(&w);
+		for (uint64_t id = BYSTANDER; id <= VICTIM; id++) {
+			assert_int_equal(got[id].lost, 1);
+			assert_int_equal(got[id].in_state, WATCH_STATE_PAGE_EVENTS); /* again */
+		}
+		break;
+	case END_BY_SHUTDOWN:
+		watches_end_states(&w);
+		assert_int_equal(w.states_reading, 0);
+		watches_pump(&w, t);
+		watches_close(&w); /* the ASan build: nothing leaked */
+		return;
+	}
+	if (how != END_BY_RESTORE) {
+		assert_int_equal(watches_subscribers(&w), 1);
+		assert_int_equal(watches_states(&w), 1);
+		assert_int_equal(w.states_reading, 1);
+	}
+	for (int turn = 0; turn < 100 && watches_states(&w) > 0; turn++)
+		watches_pump(&w, t++);
+	assert_int_equal(watches_states(&w), 0);
+	assert_int_equal(w.states_reading, 0);
+	bool held_a = how < END_BY_RESTORE; /* "p/a" */
+	assert_whole_big_state(&got[BYSTANDER], held_a);
+	if (how == END_BY_RESTORE)
+		assert_whole_big_state(&got[VICTIM], false);
+	else
+		assert_int_equal(got[VICTIM].events, events); /* nothing after its end */
+
+	/* A new watch of the same connection (or of a new one at its
+	 * address): its state in pages, whole. */
+	got[0].room_from = 0;
+	watch_p(&w, AFTER);
+	for (int turn = 0; turn < 100 && watches_states(&w) > 0; turn++)
+		watches_pump(&w, t++);
+	assert_whole_big_state(&got[AFTER], held_a);
+	assert_int_equal(got[AFTER].current, 1);
+	watches_close(&w);
+}
+
+static void test_ended_inside_a_lock(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = put_big_state(f);
+	for (enum lock_end how = END_BY_CANCEL; how <= END_BY_SHUTDOWN; how++)
+		end_inside_a_lock(f, a, how);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1047,6 +1169,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_ended_inside_a_lock, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
