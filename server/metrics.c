@@ -226,6 +226,14 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 	gauge(&t, "watch_changes_kept",
 	      "Lock changes kept for watches to resume from (at most watch-history).",
 	      watches_kept(&m->service->watches));
+	counter(&t, "watch_state_wait_ends_total",
+		"Watches ended with EOVERLOAD: their state waited as long as it may for a snapshot "
+		"reader, or for room on its connection (5.5 min).",
+		watches_state_wait_ends(&m->service->watches));
+	counter(&t, "watch_index_wait_ends_total",
+		"Watches ended with EUNAVAILABLE: this node had not applied in time (30 s) the "
+		"index their state must be no older than, which the client saw on another node.",
+		watches_index_wait_ends(&m->service->watches));
 	counter(&t, "client_tls_handshake_failures_total",
 		"Client connections whose TLS handshake failed or timed out (client-tls).",
 		m->service->tls_failures);

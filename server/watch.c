@@ -541,6 +541,37 @@ static void sub_end(struct watches *w, struct watch_sub *s, int status, const ch
 	w->ended(w->arg, conn, s->id, status, why);
 }
 
+/* How many watches ended by ends' bound are not yet said, if a line may
+ * say them at now_ms (0 if none or not now). */
+static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms)
+{
+	uint64_t lines_held_back, n = ends->unlogged;
+	if (n == 0 || !log_rate_allow(&ends->log, now_ms, &lines_held_back))
+		return 0;
+	ends->unlogged = 0;
+	return n;
+}
+
+/* One warning per bound that ended watches since its last one: a burst of
+ * ends (every state opened in the same second) is one line, and a client
+ * that opens watches all the time cannot flood the log. */
+static void wait_ends_log(struct watches *w, uint64_t now_ms)
+{
+	uint64_t n = wait_ends_to_log(&w->state_wait_ends, now_ms);
+	if (n > 0)
+		log_warn("%llu watch%s ended (RAFTLOCK_EOVERLOAD): the state found no snapshot "
+			 "reader (%d are read at once, %d per connection) or no room on its "
+			 "connection within %d s",
+			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_STATES_READING,
+			 WATCH_STATES_PER_CONN, WATCH_STATE_WAIT_MS / 1000);
+	n = wait_ends_to_log(&w->index_wait_ends, now_ms);
+	if (n > 0)
+		log_warn("%llu watch%s ended (RAFTLOCK_EUNAVAILABLE): this node had not applied "
+			 "within %d s the index the state must be no older than (it is cut off "
+			 "from its leader, or far behind it)",
+			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_INDEX_WAIT_MS / 1000);
+}
+
 /* s could not start its state (why: state_open, or WAIT_ROOM) at now_ms:
  * its watch ends once it waited longer than it may (watch.h). Each bound
  * counts from the first time it waited so, whatever the reasons in
@@ -553,6 +584,7 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 	if (why == WAIT_INDEX && s->index_wait_ms == 0)
 		s->index_wait_ms = now_ms;
 	char msg[256];
+	struct watch_wait_ends *ends;
 	if (w->ended == NULL || why == WAIT_STORE)
 		return;
 	if (why == WAIT_INDEX && now_ms - s->index_wait_ms >= WATCH_INDEX_WAIT_MS) {
@@ -562,6 +594,7 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 			 (unsigned long long)s->applied_seen, (unsigned long long)s->not_before,
 			 WATCH_INDEX_WAIT_MS / 1000);
 		sub_end(w, s, RAFTLOCK_EUNAVAILABLE, msg);
+		ends = &w->index_wait_ends;
 	} else if (now_ms - s->wait_ms >= WATCH_STATE_WAIT_MS) {
 		snprintf(msg, sizeof msg,
 			 "the watch's state could not start within %d s (%s; %d states read at "
@@ -571,7 +604,12 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 					  : "no snapshot reader was free",
 			 WATCH_STATES_READING, WATCH_STATES_PER_CONN);
 		sub_end(w, s, RAFTLOCK_EOVERLOAD, msg);
+		ends = &w->state_wait_ends;
+	} else {
+		return;
 	}
+	ends->total++;
+	ends->unlogged++; /* said after the walk: wait_ends_log */
 }
 
 bool watches_pump(struct watches *w, uint64_t now_ms)
@@ -615,6 +653,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		more |= s->conn != NULL && s->in_state;
 	}
 	walk_end(w);
+	wait_ends_log(w, now_ms);
 	return more; /* one waiting for a reader freed now gets it at the next call */
 }
 
@@ -805,4 +844,14 @@ size_t watches_subscribers(const struct watches *w)
 	for (const struct watch_sub *s = w->subs; s != NULL; s = s->next)
 		n += s->conn != NULL;
 	return n;
+}
+
+uint64_t watches_state_wait_ends(const struct watches *w)
+{
+	return w->state_wait_ends.total;
+}
+
+uint64_t watches_index_wait_ends(const struct watches *w)
+{
+	return w->index_wait_ends.total;
 }

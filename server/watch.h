@@ -28,7 +28,9 @@
  * (watch_stalled_cb), as one that does not read its answers is. A state
  * that cannot start (no reader free within WATCH_STATE_WAIT_MS, its index
  * not applied within WATCH_INDEX_WAIT_MS) ends its watch alone, with an
- * answer the client library sends the watch again on (watch_ended_cb).
+ * answer the client library sends the watch again on (watch_ended_cb);
+ * those ends are counted per bound and logged (a warning at a bounded
+ * rate, saying how many).
  *
  * The registry never looks inside a connection (an opaque pointer here):
  * it sends through the callback it was given. Loop thread only; aborts on
@@ -41,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log_rate.h"
 #include "raftlock.pb-c.h"
 #include "store.h"
 
@@ -106,6 +109,16 @@ typedef void (*watch_ended_cb)(void *arg, struct service_conn *conn, uint64_t id
 
 struct watch_sub;
 
+/* The watches one wait bound ended (state_wait in watch.c): all of them,
+ * for the metrics, and those not yet said in a log line (a warning at
+ * most every watches_pump, rate-limited: a line held back adds its count
+ * to the next one). */
+struct watch_wait_ends {
+	uint64_t total;
+	uint64_t unlogged;
+	struct log_rate log;
+};
+
 struct watches {
 	struct store *store;
 	watch_send_cb send;
@@ -124,6 +137,9 @@ struct watches {
 	size_t states_reading; /* of them, with a snapshot */
 	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
 	bool store_closed;     /* watches_end_states: no snapshot any more */
+	/* Ended by WATCH_STATE_WAIT_MS (no reader or room: EOVERLOAD) and by
+	 * WATCH_INDEX_WAIT_MS (the index not applied: EUNAVAILABLE). */
+	struct watch_wait_ends state_wait_ends, index_wait_ends;
 	/* The connection of each snapshot taken, NULL for a free one. */
 	const struct service_conn *readers[WATCH_STATES_READING];
 };
@@ -175,5 +191,12 @@ size_t watches_on_conn(const struct watches *w, const struct service_conn *conn)
 /* Changes in the ring and subscribers, for the metrics. */
 size_t watches_kept(const struct watches *w);
 size_t watches_subscribers(const struct watches *w);
+
+/* Watches ended since watches_init because their state could not start
+ * in time, for the metrics: no reader or room within WATCH_STATE_WAIT_MS
+ * (RAFTLOCK_EOVERLOAD); the index not applied within WATCH_INDEX_WAIT_MS
+ * (RAFTLOCK_EUNAVAILABLE). */
+uint64_t watches_state_wait_ends(const struct watches *w);
+uint64_t watches_index_wait_ends(const struct watches *w);
 
 #endif

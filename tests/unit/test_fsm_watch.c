@@ -810,9 +810,12 @@ static void test_state_index_wait_ends(void **state)
 	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS - 1);
 	assert_int_equal(got[1].ended, 0);
 	assert_int_equal(watches_subscribers(&w), 2);
+	assert_int_equal(watches_index_wait_ends(&w), 0);
 	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS);
 	assert_int_equal(got[1].ended, 1);
 	assert_int_equal(got[1].ended_status, RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(watches_index_wait_ends(&w), 1); /* counted, for the metrics */
+	assert_int_equal(watches_state_wait_ends(&w), 0);
 	char want[64];
 	snprintf(want, sizeof want, "applied index %llu, not yet %llu",
 		 (unsigned long long)f->index, (unsigned long long)after);
@@ -828,6 +831,7 @@ static void test_state_index_wait_ends(void **state)
 	assert_int_equal(got[1].changes, 0);
 	watches_pump(&w, 2 * WATCH_INDEX_WAIT_MS);
 	assert_int_equal(got[1].ended, 1);
+	assert_int_equal(watches_index_wait_ends(&w), 1);
 	watches_close(&w);
 }
 
@@ -865,9 +869,12 @@ static void test_reader_wait_ends(void **state)
 	got[0].room_from = (uintptr_t)young; /* OLD reads no more either */
 	watches_pump(&w, 1001 + WATCH_STATE_WAIT_MS - 1);
 	assert_int_equal(got[NEW].ended, 0);
+	assert_int_equal(watches_state_wait_ends(&w), 0);
 	watches_pump(&w, 1001 + WATCH_STATE_WAIT_MS);
 	assert_int_equal(got[NEW].ended, 1);
 	assert_int_equal(got[NEW].ended_status, RAFTLOCK_EOVERLOAD);
+	assert_int_equal(watches_state_wait_ends(&w), 1); /* counted, for the metrics */
+	assert_int_equal(watches_index_wait_ends(&w), 0);
 	assert_non_null(strstr(got[NEW].ended_why, "no snapshot reader"));
 	assert_int_equal(got[NEW].holding, 0);
 	assert_int_equal(got[OLD].ended, 0);
@@ -901,6 +908,8 @@ static void test_wait_bounds_through_churn(void **state)
 	assert_int_equal(got[1].ended_status, RAFTLOCK_EUNAVAILABLE);
 	assert_true(t - 10 >= 1000 + WATCH_INDEX_WAIT_MS);
 	assert_true(t - 10 <= 1000 + WATCH_INDEX_WAIT_MS + 10);
+	assert_int_equal(watches_index_wait_ends(&w), 1);
+	assert_int_equal(watches_state_wait_ends(&w), 0);
 	watches_close(&w);
 
 	/* every reader held by clients that read nothing (never given up
@@ -924,6 +933,38 @@ static void test_wait_bounds_through_churn(void **state)
 	assert_true(t - 10 <= 1000 + WATCH_STATE_WAIT_MS + 10);
 	for (uint64_t id = 1; id <= WATCH_STATES_READING; id++)
 		assert_int_equal(got[id].ended, 0);
+	assert_int_equal(watches_state_wait_ends(&w), 1);
+	assert_int_equal(watches_index_wait_ends(&w), 0);
+	watches_close(&w);
+}
+
+/* The watches a wait bound ends are counted at once, and said in a
+ * warning per pump that ended some, at a bounded rate (log_rate.h): a
+ * line held back adds its count to the next one, so that the lines
+ * together name every end. Here a watch ends at each of 12 pumps within a
+ * second: 10 lines, then the next says the other 2. */
+static void test_wait_ends_logged_at_a_bounded_rate(void **state)
+{
+	struct fx *f = fx_ready(state);
+	enum { N = LOG_RATE_BURST + 2 };
+	struct paged got[N + 1] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	uint64_t t = 1000;
+	for (uint64_t id = 1; id <= N; id++) { /* each first waits at its own pump */
+		watch_p_after(&w, id, f->index + 1000);
+		watches_pump(&w, t++);
+	}
+	for (uint64_t id = 1; id <= N; id++) {
+		watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS + id - 1);
+		assert_int_equal(got[id].ended, 1);
+		assert_int_equal(watches_index_wait_ends(&w), id);
+	}
+	assert_int_equal(w.index_wait_ends.unlogged, N - LOG_RATE_BURST);
+	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS + N + LOG_RATE_INTERVAL_MS);
+	assert_int_equal(w.index_wait_ends.unlogged, 0);
+	assert_int_equal(watches_index_wait_ends(&w), N);
+	assert_int_equal(watches_state_wait_ends(&w), 0);
 	watches_close(&w);
 }
 
@@ -1168,6 +1209,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wait_bounds_through_churn, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_wait_ends_logged_at_a_bounded_rate, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ended_inside_a_lock, fx_setup, fx_teardown),
 	};
