@@ -269,6 +269,34 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 	return sw->cut;
 }
 
+/* Readers kept for the states that wait (watches.readers) go to whoever
+ * comes first. */
+static void readers_unkeep(struct watches *w)
+{
+	for (size_t i = 0; i < WATCH_STATES_READING; i++)
+		if (w->kept[i]) {
+			w->kept[i] = false;
+			w->readers[i] = NULL;
+		}
+}
+
+static bool waits_for_reader(enum state_wait why)
+{
+	return why == WAIT_READERS || why == WAIT_SHARE;
+}
+
+/* Why s waits from now on (STATE_STARTED: it does not), in the count of
+ * the states that wait for a reader; none left: nothing is kept. */
+static enum state_wait waits_set(struct watches *w, struct watch_sub *s, enum state_wait why)
+{
+	w->reader_waiters -= waits_for_reader(s->waits);
+	w->reader_waiters += waits_for_reader(why);
+	s->waits = why;
+	if (w->reader_waiters == 0)
+		readers_unkeep(w);
+	return why;
+}
+
 /* Whether a state older than s waits for a reader: s waits behind it
  * (watches_pump walks the oldest first), so that none starves. Walks the
  * subscribers: watches_pump keeps it as it goes instead. */
@@ -306,23 +334,23 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool b
 	if (s->txn != NULL)
 		return STATE_STARTED;
 	if (w->store_closed)
-		return s->waits = WAIT_STORE;
+		return waits_set(w, s, WAIT_STORE);
 	if (s->not_before > 0 && applied_now(w, applied) < s->not_before) {
 		s->applied_seen = *applied; /* the client saw a newer state: wait for it */
-		return s->waits = WAIT_INDEX;
+		return waits_set(w, s, WAIT_INDEX);
 	}
 	s->index_wait_ms = 0;
-	if (w->states_reading >= WATCH_STATES_READING || behind)
-		return s->waits = WAIT_READERS;
-	size_t mine = 0, slot = 0;
+	size_t mine = 0, slot = WATCH_STATES_READING; /* none free */
 	for (size_t i = 0; i < WATCH_STATES_READING; i++) {
-		if (w->readers[i] == NULL)
+		if (w->readers[i] == NULL && !w->kept[i])
 			slot = i;
 		else
-			mine += w->readers[i] == s->conn;
+			mine += w->readers[i] == s->conn; /* kept ones too */
 	}
+	if (slot == WATCH_STATES_READING || behind)
+		return waits_set(w, s, WAIT_READERS);
 	if (mine >= WATCH_STATES_PER_CONN)
-		return s->waits = WAIT_SHARE; /* one client does not take every reader */
+		return waits_set(w, s, WAIT_SHARE); /* one client does not take every reader */
 	MDB_txn *txn = store_begin(w->store, false);
 	uint64_t at = applied_index(w->store, txn); /* >= not_before: applies only grow */
 	w->readers[slot] = s->conn;
@@ -332,7 +360,7 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool b
 	s->state_at = (struct watch_pos){at, WATCH_OFFSET_END};
 	w->states_reading++;
 	s->wait_ms = s->index_wait_ms = 0;
-	return s->waits = STATE_STARTED;
+	return waits_set(w, s, STATE_STARTED);
 }
 
 static void backlog_clear(struct watch_sub *s)
@@ -365,13 +393,18 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 	event_copy(&s->backlog[s->n_backlog++], ev);
 }
 
-/* s's state is done with, sent or not: its reader goes back. */
+/* s's state is done with, sent or not: its snapshot goes at once, and its
+ * reader to the states that wait for one, if any, at the next
+ * watches_pump, the oldest first. */
 static void reader_release(struct watches *w, struct watch_sub *s)
 {
 	if (s->txn != NULL) {
 		store_abort(s->txn);
 		s->txn = NULL;
-		w->readers[s->reader_slot - 1] = NULL;
+		if (w->reader_waiters > 0)
+			w->kept[s->reader_slot - 1] = true;
+		else
+			w->readers[s->reader_slot - 1] = NULL;
 		s->reader_slot = 0;
 		w->states_reading--;
 	}
@@ -394,7 +427,7 @@ static void state_end(struct watches *w, struct watch_sub *s)
 		raftlock__lock_record__free_unpacked(s->state_rec, NULL);
 	s->state_rec = NULL;
 	s->rec_sent = 0;
-	s->waits = STATE_STARTED;
+	waits_set(w, s, STATE_STARTED);
 	s->wait_ms = s->index_wait_ms = 0;
 }
 
@@ -506,7 +539,7 @@ static void send_state(struct watches *w, struct watch_sub *s)
 		w->states++;
 	}
 	s->started_ms = s->progress_ms = 0;
-	s->waits = STATE_STARTED;
+	waits_set(w, s, STATE_STARTED);
 	s->wait_ms = s->index_wait_ms = 0;
 	free(s->state_after);
 	if ((s->state_after = strdup("")) == NULL)
@@ -619,6 +652,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
 	bool queued = false; /* a state met so far waits for a reader */
 	uint64_t applied = UINT64_MAX;
+	readers_unkeep(w); /* the waiting states take them first: the walk is oldest first */
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
 		if (s->conn == NULL || !s->in_state)
@@ -626,8 +660,8 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		bool room = has_room(w, s);
 		if (!s->draining && s->txn == NULL) {
 			/* waits for room, then for a reader and its index */
-			enum state_wait why =
-				room ? state_open(w, s, queued, &applied) : (s->waits = WAIT_ROOM);
+			enum state_wait why = room ? state_open(w, s, queued, &applied)
+						   : waits_set(w, s, WAIT_ROOM);
 			if (why != STATE_STARTED) {
 				queued |= why == WAIT_READERS;
 				state_wait(w, s, why, now_ms);
@@ -654,7 +688,9 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	}
 	walk_end(w);
 	wait_ends_log(w, now_ms);
-	return more; /* one waiting for a reader freed now gets it at the next call */
+	for (size_t i = 0; i < WATCH_STATES_READING; i++)
+		more |= w->kept[i]; /* a reader freed now goes on at the next call */
+	return more;
 }
 
 void watches_end_states(struct watches *w)

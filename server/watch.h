@@ -20,17 +20,17 @@
  * the connection has room, each from one read snapshot the subscription
  * holds until its CURRENT (at most WATCH_STATES_READING at once,
  * WATCH_STATES_PER_CONN for one connection; the others wait for one, the
- * oldest first); the changes of its locks made meanwhile are kept for it
- * and follow its CURRENT, paced the same way, as are the changes a resume
- * gets from the ring. A client that takes nothing of its state for
- * WATCH_STATE_STALL_MS, or not all of it within WATCH_STATE_MAX_MS, or
- * whose state holds the store's pages while the map fills, is given up
- * (watch_stalled_cb), as one that does not read its answers is. A state
- * that cannot start (no reader free within WATCH_STATE_WAIT_MS, its index
- * not applied within WATCH_INDEX_WAIT_MS) ends its watch alone, with an
- * answer the client library sends the watch again on (watch_ended_cb);
- * those ends are counted per bound and logged (a warning at a bounded
- * rate, saying how many).
+ * oldest first, within a connection too); the changes of its locks made
+ * meanwhile are kept for it and follow its CURRENT, paced the same way,
+ * as are the changes a resume gets from the ring. A client that takes
+ * nothing of its state for WATCH_STATE_STALL_MS, or not all of it within
+ * WATCH_STATE_MAX_MS, or whose state holds the store's pages while the
+ * map fills, is given up (watch_stalled_cb), as one that does not read
+ * its answers is. A state that cannot start (no reader free within
+ * WATCH_STATE_WAIT_MS, its index not applied within WATCH_INDEX_WAIT_MS)
+ * ends its watch alone, with an answer the client library sends the
+ * watch again on (watch_ended_cb); those ends are counted per bound and
+ * logged (a warning at a bounded rate, saying how many).
  *
  * The registry never looks inside a connection (an opaque pointer here):
  * it sends through the callback it was given. Loop thread only; aborts on
@@ -140,8 +140,14 @@ struct watches {
 	/* Ended by WATCH_STATE_WAIT_MS (no reader or room: EOVERLOAD) and by
 	 * WATCH_INDEX_WAIT_MS (the index not applied: EUNAVAILABLE). */
 	struct watch_wait_ends state_wait_ends, index_wait_ends;
-	/* The connection of each snapshot taken, NULL for a free one. */
+	/* The connection of each snapshot reader taken, NULL for a free one.
+	 * One let go of while states wait for a reader is kept for them
+	 * (kept: still its connection's, with no snapshot) until the next
+	 * watches_pump, which walks them oldest first: no newer state takes
+	 * it before them, not even one of the same connection. */
 	const struct service_conn *readers[WATCH_STATES_READING];
+	bool kept[WATCH_STATES_READING];
+	size_t reader_waiters; /* states that wait for a reader or their connection's share */
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries

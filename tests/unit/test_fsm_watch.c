@@ -886,6 +886,59 @@ static void test_reader_wait_ends(void **state)
 	watches_close(&w);
 }
 
+/* A connection's states take its share of the readers the oldest first
+ * too: a reader its connection let go of while an older state of it waits
+ * for its share goes to that state, not to a newer one of the connection,
+ * whether it was let go of between pumps (a cancel, then a new watch) or
+ * in the middle of one (a state that ends, then a newer waiting one). */
+static void test_share_goes_to_the_oldest_of_a_connection(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a); /* a state is 3 pages */
+	struct paged got[9] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p(&w, 1);
+	watch_p(&w, 2);
+	watch_p(&w, 3); /* waits for its connection's share */
+	assert_int_equal(got[3].holding, 0);
+	assert_true(watches_cancel(&w, CONN, 1));
+	watch_p(&w, 4);
+	assert_int_equal(got[4].holding, 0); /* behind 3 */
+	watches_pump(&w, 1000);
+	assert_int_equal(got[3].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[4].holding, 0);
+	for (uint64_t t = 1001; watches_states(&w) > 0; t++)
+		watches_pump(&w, t);
+	for (int id = 2; id <= 4; id++)
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+
+	/* 5 waits for its index, 6 and 7 read, 8 waits for the share; then
+	 * 5 waits for the share, and 6 and 7 end in the pump that meets
+	 * them after 5 and before 8. */
+	watch_p_after(&w, 5, f->index + 1);
+	watch_p(&w, 6);
+	watch_p(&w, 7);
+	watch_p(&w, 8);
+	fx_take(f, a, 1, "q/x"); /* the index 5 waits for, not one of its locks */
+	feed(f, &w);
+	watches_pump(&w, 2000); /* 6 and 7: their second pages */
+	assert_int_equal(got[5].holding + got[8].holding, 0);
+	assert_true(watches_pump(&w, 2001)); /* 6 and 7: their last pages */
+	assert_int_equal(got[6].current + got[7].current, 2);
+	assert_int_equal(got[8].holding, 0); /* behind 5 */
+	watches_pump(&w, 2002);
+	assert_int_equal(got[5].holding, WATCH_STATE_PAGE);
+	for (uint64_t t = 2003; watches_states(&w) > 0; t++)
+		watches_pump(&w, t);
+	for (int id = 5; id <= 8; id++) {
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+		assert_int_equal(got[id].disorder, 0);
+	}
+	watches_close(&w);
+}
+
 /* Each bound counts from the first time the state waited, whatever the
  * reasons since: a state whose connection's room comes and goes while the
  * node lags still ends at WATCH_INDEX_WAIT_MS, and one that waits for a
@@ -1209,6 +1262,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wait_bounds_through_churn, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_share_goes_to_the_oldest_of_a_connection,
+						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_wait_ends_logged_at_a_bounded_rate, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
