@@ -297,18 +297,6 @@ static enum state_wait waits_set(struct watches *w, struct watch_sub *s, enum st
 	return why;
 }
 
-/* Whether a state older than s waits for a reader: s waits behind it
- * (watches_pump walks the oldest first), so that none starves. Walks the
- * subscribers: watches_pump keeps it as it goes instead. */
-static bool reader_queued_before(const struct watches *w, const struct watch_sub *s)
-{
-	for (const struct watch_sub *o = w->subs; o != NULL && o != s; o = o->next)
-		if (o->conn != NULL && o->in_state && !o->draining && o->txn == NULL &&
-		    o->waits == WAIT_READERS)
-			return true;
-	return false;
-}
-
 /* The index the store has applied, read once per walk (*applied,
  * UINT64_MAX until then). */
 static uint64_t applied_now(struct watches *w, uint64_t *applied)
@@ -323,13 +311,15 @@ static uint64_t applied_now(struct watches *w, uint64_t *applied)
 
 /* Takes a reader for s's state, once the node has applied the index the
  * state must be no older than (checked first: a node that lags answers
- * so, whether readers are free or not), if fewer than
- * WATCH_STATES_READING are taken and no older state waits for one
- * (behind): its snapshot is the store now, which is where the ring ends
- * (both change only in apply, on this thread). Returns STATE_STARTED, or
- * why it must wait (also in s->waits). */
-static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool behind,
-				  uint64_t *applied)
+ * so, whether readers are free or not), if one is free and its connection
+ * holds fewer than its share. No state that waits for a reader could take
+ * a free one (a reader let go of while states wait is kept for them until
+ * the next pump, which walks them oldest first: watches.readers), so one
+ * that finds it free is behind no other, with no look at them. Its
+ * snapshot is the store now, which is where the ring ends (both change
+ * only in apply, on this thread). Returns STATE_STARTED, or why it must
+ * wait (also in s->waits). */
+static enum state_wait state_open(struct watches *w, struct watch_sub *s, uint64_t *applied)
 {
 	if (s->txn != NULL)
 		return STATE_STARTED;
@@ -347,7 +337,7 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, bool b
 		else
 			mine += w->readers[i] == s->conn; /* kept ones too */
 	}
-	if (slot == WATCH_STATES_READING || behind)
+	if (slot == WATCH_STATES_READING)
 		return waits_set(w, s, WAIT_READERS);
 	if (mine >= WATCH_STATES_PER_CONN)
 		return waits_set(w, s, WAIT_SHARE); /* one client does not take every reader */
@@ -513,12 +503,12 @@ static void state_finish(struct watches *w, struct watch_sub *s)
 	backlog_drain(w, s);
 }
 
-/* One page of s's state, when it has a reader (behind: state_open): the
- * rest of a lock the last page ended in, then the locks after it. */
-static void state_step(struct watches *w, struct watch_sub *s, bool behind)
+/* One page of s's state, when it has a reader (state_open): the rest of
+ * a lock the last page ended in, then the locks after it. */
+static void state_step(struct watches *w, struct watch_sub *s)
 {
 	uint64_t applied = UINT64_MAX;
-	if (s->conn == NULL || state_open(w, s, behind, &applied) != STATE_STARTED)
+	if (s->conn == NULL || state_open(w, s, &applied) != STATE_STARTED)
 		return;
 	struct state_walk sw = {w, s, WATCH_STATE_PAGE, WATCH_STATE_PAGE_EVENTS, false};
 	Raftlock__LockRecord *rec = s->state_rec;
@@ -544,7 +534,7 @@ static void send_state(struct watches *w, struct watch_sub *s)
 	free(s->state_after);
 	if ((s->state_after = strdup("")) == NULL)
 		log_fatal("out of memory");
-	state_step(w, s, w->states_reading < WATCH_STATES_READING && reader_queued_before(w, s));
+	state_step(w, s);
 }
 
 /* Why s's client is given up, or NULL. */
@@ -650,7 +640,6 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	bool more = false;
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
-	bool queued = false; /* a state met so far waits for a reader */
 	uint64_t applied = UINT64_MAX;
 	readers_unkeep(w); /* the waiting states take them first: the walk is oldest first */
 	walk_begin(w);
@@ -660,10 +649,9 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		bool room = has_room(w, s);
 		if (!s->draining && s->txn == NULL) {
 			/* waits for room, then for a reader and its index */
-			enum state_wait why = room ? state_open(w, s, queued, &applied)
-						   : waits_set(w, s, WAIT_ROOM);
+			enum state_wait why =
+				room ? state_open(w, s, &applied) : waits_set(w, s, WAIT_ROOM);
 			if (why != STATE_STARTED) {
-				queued |= why == WAIT_READERS;
 				state_wait(w, s, why, now_ms);
 				continue;
 			}
@@ -683,7 +671,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		if (s->draining)
 			backlog_drain(w, s);
 		else
-			state_step(w, s, false); /* it has its reader */
+			state_step(w, s); /* it has its reader */
 		more |= s->conn != NULL && s->in_state;
 	}
 	walk_end(w);

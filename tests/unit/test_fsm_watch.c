@@ -352,6 +352,9 @@ struct paged {
 	/* [id]: events it got; its connection closes at the close_at-th
 	 * (1-based, 0: never), inside the send, as service.c closes one */
 	size_t events, close_at;
+	/* [id]: its state's first event was the first_rank-th of all
+	 * watches' first ones ([0]: how many so far) */
+	size_t first_rank;
 };
 
 /* A state event: names in order, one lock's holders and waiters in the
@@ -373,6 +376,8 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 {
 	(void)conn;
 	struct paged *p = &((struct paged *)arg)[id];
+	if (p->first_rank == 0 && (ev->kind == K(HOLDING) || ev->kind == K(WAITING)))
+		p->first_rank = ++((struct paged *)arg)[0].first_rank;
 	switch (ev->kind) {
 	case K(HOLDING):
 		paged_state_event(p, ev);
@@ -939,6 +944,53 @@ static void test_share_goes_to_the_oldest_of_a_connection(void **state)
 	watches_close(&w);
 }
 
+/* Readers go to the states in the order they were asked for, whatever
+ * the connection, however readers are let go of (states that end in a
+ * pump, a cancel, a closed connection) and whenever new watches come: a
+ * new watch finds no reader free while older states wait for one, so it
+ * need not look for them (no walk of the subscriptions per watch). */
+static void test_readers_go_oldest_first(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f)); /* a state is 3 pages */
+	enum { FIRST = 2 * WATCH_STATES_READING, LATE = 6, N = FIRST + LATE };
+	struct paged got[N + 1] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	struct service_conn *conn[N + 1];
+	for (uint64_t id = 1; id <= N; id++)
+		conn[id] = (struct service_conn *)(uintptr_t)(0x100 + id);
+	for (uint64_t id = 1; id <= FIRST; id++)
+		watch_p_on(&w, conn[id], id);
+	assert_int_equal(w.states_reading, WATCH_STATES_READING);
+	assert_int_equal(got[0].first_rank, WATCH_STATES_READING);
+	uint64_t late = FIRST + 1;
+	assert_true(watches_cancel(&w, conn[2], 2));
+	watch_p_on(&w, conn[late], late);
+	late++;
+	watches_forget_conn(&w, conn[3]);
+	watch_p_on(&w, conn[late], late);
+	late++;
+	for (uint64_t t = 1000; watches_states(&w) > 0; t++) {
+		watches_pump(&w, t);
+		if (late <= N) { /* between pumps that let readers go */
+			watch_p_on(&w, conn[late], late);
+			late++;
+		}
+	}
+	size_t rank = 0;
+	for (uint64_t id = 1; id <= N; id++) {
+		if (id == 2 || id == 3)
+			continue; /* ended while they read */
+		assert_true(got[id].first_rank > rank);
+		rank = got[id].first_rank;
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+		assert_int_equal(got[id].disorder, 0);
+	}
+	assert_int_equal(rank, N);
+	watches_close(&w);
+}
+
 /* Each bound counts from the first time the state waited, whatever the
  * reasons since: a state whose connection's room comes and goes while the
  * node lags still ends at WATCH_INDEX_WAIT_MS, and one that waits for a
@@ -1264,6 +1316,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reader_wait_ends, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_share_goes_to_the_oldest_of_a_connection,
 						fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_readers_go_oldest_first, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_wait_ends_logged_at_a_bounded_rate, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
