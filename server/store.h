@@ -89,7 +89,8 @@ uint64_t store_file_pages(const struct store *s);
  * that applied the same entries has the same figure (unlike LMDB's page
  * counts, which depend on the history of the B-trees): the store-full rule
  * of the state machine compares it with the replicated limit. Counted
- * once at open and after a load; kept up to date by every put and delete.
+ * once at open, and by a load as it puts the records; kept up to date by
+ * every put and delete.
  */
 uint64_t store_record_bytes(const struct store *s);
 
