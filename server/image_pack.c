@@ -13,6 +13,7 @@
 #define PACK_WINDOW_LOG 20   /* 1 MiB: what a member needs to unpack */
 #define UNPACK_WINDOW_LOG 24 /* the most a frame may ask of an unpacker */
 #define PACK_STAGE (1u << 20)
+#define UNPACK_STAGE (1u << 20)
 
 bool image_is_packed(const void *buf, size_t n)
 {
@@ -119,75 +120,132 @@ int image_pack_head(const void *buf, size_t n, uint64_t *index, size_t *raw_len)
 	return 0;
 }
 
-/* Unpacks the frame into a buffer from malloc of exactly raw bytes: 0 once
- * the frame (its checksum checked) ended there and at the end of the
- * input. The buffer grows with what the frame gives, so that a header that
- * lies about the length costs no more memory than the frame makes. */
-static int unpack_frame(const uint8_t *frame, size_t n, size_t raw, uint8_t **img)
+static int unpacker_fill(struct image_reader *r, size_t want);
+
+int image_unpacker_begin(struct image_unpacker *u, const void *buf, size_t n, size_t stage)
 {
-	ZSTD_DCtx *d = ZSTD_createDCtx();
-	size_t cap = n < raw / 4 ? n * 4 : raw;
-	if (cap < (64u << 10))
-		cap = raw < (64u << 10) ? raw : (64u << 10);
-	uint8_t *buf = malloc(cap);
-	int rv = RAFTLOCK_ENOMEM;
-	if (d == NULL || buf == NULL)
-		goto out;
+	uint64_t index;
+	size_t raw;
+	int rv = image_pack_head(buf, n, &index, &raw);
+	if (rv != 0)
+		return rv;
+	/* one byte past the image: a frame that makes more shows it */
+	size_t cap = stage == 0 ? 1 : stage < raw + 1 ? stage : raw + 1;
+	*u = (struct image_unpacker){
+		.r = {.fill = unpacker_fill}, .cap = cap, .raw = raw, .index = index};
+	u->in = (ZSTD_inBuffer){(const uint8_t *)buf + IMAGE_PACK_HEAD,
+				n - IMAGE_PACK_HEAD - IMAGE_SUM_SIZE, 0};
+	u->buf = malloc(cap);
+	u->dctx = ZSTD_createDCtx();
+	rv = RAFTLOCK_ENOMEM;
+	if (u->buf == NULL || u->dctx == NULL)
+		goto fail;
 	rv = RAFTLOCK_EDATA;
-	if (ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, UNPACK_WINDOW_LOG)))
-		goto out;
-	ZSTD_inBuffer in = {frame, n, 0};
-	ZSTD_outBuffer out = {buf, cap, 0};
-	for (;;) {
-		if (out.pos == cap && cap < raw) {
-			size_t more = cap > raw / 2 ? raw : cap * 2;
-			uint8_t *grown = realloc(buf, more);
-			if (grown == NULL) {
-				rv = RAFTLOCK_ENOMEM;
-				goto out;
-			}
-			buf = grown;
-			cap = more;
-			out = (ZSTD_outBuffer){buf, cap, out.pos};
-		}
-		size_t in_before = in.pos, out_before = out.pos;
-		size_t left = ZSTD_decompressStream(d, &out, &in);
-		if (ZSTD_isError(left))
-			goto out;
-		if (left == 0) { /* the frame ended */
-			if (out.pos == raw && in.pos == in.size)
-				rv = 0;
-			goto out;
-		}
-		if (in.pos == in_before && out.pos == out_before)
-			goto out; /* cut short, or longer than said */
+	if (ZSTD_isError(ZSTD_DCtx_setParameter(u->dctx, ZSTD_d_windowLogMax, UNPACK_WINDOW_LOG)))
+		goto fail;
+	u->r.buf = u->buf;
+	return 0;
+fail:
+	image_unpacker_end(u);
+	return rv;
+}
+
+void image_unpacker_end(struct image_unpacker *u)
+{
+	ZSTD_freeDCtx(u->dctx);
+	free(u->buf);
+	u->dctx = NULL;
+	u->buf = NULL;
+	u->r = (struct image_reader){0};
+}
+
+/* Unpacks what fits after buf[len): 0, or RAFTLOCK_EDATA for a frame that
+ * is damaged, cut short or not the image its header describes. */
+static int unpack_some(struct image_unpacker *u)
+{
+	ZSTD_outBuffer out = {u->buf, u->cap, u->r.len};
+	size_t in_before = u->in.pos;
+	size_t left = ZSTD_decompressStream(u->dctx, &out, &u->in);
+	if (ZSTD_isError(left))
+		return RAFTLOCK_EDATA;
+	size_t made = out.pos - u->r.len;
+	for (size_t i = 0; i < made && u->made + i < sizeof u->head; i++)
+		u->head[u->made + i] = u->buf[u->r.len + i];
+	u->made += made;
+	u->r.len = out.pos;
+	if (u->made > u->raw)
+		return RAFTLOCK_EDATA; /* longer than said */
+	if (left == 0) {
+		/* the frame ended, its checksum checked */
+		if (u->made != u->raw || u->in.pos != u->in.size ||
+		    be_get(u->head + 8, 8) != u->index)
+			return RAFTLOCK_EDATA;
+		u->ended = true;
+		return 0;
 	}
-out:
-	ZSTD_freeDCtx(d);
-	if (rv == 0)
-		*img = buf;
-	else
-		free(buf);
+	if (u->in.pos == in_before && made == 0)
+		return RAFTLOCK_EDATA; /* cut short */
+	return 0;
+}
+
+/* The reader's fill: what is not taken moves to the buffer's start, and
+ * the buffer grows only when a record longer than it is wanted, with
+ * what the frame gives, so that a header or a record that lies about its
+ * length costs no more memory than the frame makes. */
+static int unpacker_fill(struct image_reader *r, size_t want)
+{
+	struct image_unpacker *u = (struct image_unpacker *)r;
+	if (r->at > 0) {
+		memmove(u->buf, u->buf + r->at, r->len - r->at);
+		r->len -= r->at;
+		r->at = 0;
+	}
+	while (r->len < want && !u->ended) {
+		if (r->len == u->cap) {
+			size_t more = u->cap > u->raw / 2 ? u->raw + 1 : u->cap * 2;
+			uint8_t *grown = realloc(u->buf, more);
+			if (grown == NULL)
+				return RAFTLOCK_ENOMEM;
+			u->buf = grown;
+			u->cap = more;
+			r->buf = grown;
+		}
+		int rv = unpack_some(u);
+		if (rv != 0)
+			return rv;
+	}
+	return 0;
+}
+
+int image_unpack_load(struct store *s, const void *buf, size_t n)
+{
+	struct image_unpacker u;
+	int rv = image_unpacker_begin(&u, buf, n, UNPACK_STAGE);
+	if (rv != 0)
+		return rv;
+	rv = store_load_from(s, &u.r);
+	image_unpacker_end(&u);
 	return rv;
 }
 
 int image_unpack(const void *buf, size_t n, void **out, size_t *raw_len)
 {
-	uint64_t index, image_index;
-	size_t raw;
-	int rv = image_pack_head(buf, n, &index, &raw);
+	/* a first guess from the packed size; the buffer grows from there */
+	size_t stage = n < SIZE_MAX / 4 ? n * 4 : n;
+	struct image_unpacker u;
+	int rv = image_unpacker_begin(&u, buf, n, stage < (64u << 10) ? 64u << 10 : stage);
 	if (rv != 0)
 		return rv;
-	uint8_t *img = NULL;
-	rv = unpack_frame((const uint8_t *)buf + IMAGE_PACK_HEAD,
-			  n - IMAGE_PACK_HEAD - IMAGE_SUM_SIZE, raw, &img);
-	if (rv == 0 && (store_image_index(img, raw, &image_index) != 0 || image_index != index))
+	uint64_t image_index;
+	rv = u.r.fill(&u.r, u.raw + 1); /* the whole frame, to its end */
+	if (rv == 0 && (u.r.len != u.raw || store_image_index(u.buf, u.raw, &image_index) != 0 ||
+			image_index != u.index))
 		rv = RAFTLOCK_EDATA;
-	if (rv != 0) {
-		free(img);
-		return rv;
+	if (rv == 0) {
+		*out = u.buf;
+		*raw_len = u.raw;
+		u.buf = NULL;
 	}
-	*out = img;
-	*raw_len = raw;
-	return 0;
+	image_unpacker_end(&u);
+	return rv;
 }

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <zstd.h>
 
 #include "store.h"
 
@@ -49,10 +50,52 @@ int image_pack_at(struct store *s, MDB_txn *txn, void *(*alloc)(size_t), void (*
  * RAFTLOCK_EDATA (damaged). */
 int image_pack_head(const void *buf, size_t n, uint64_t *index, size_t *raw_len);
 
+/* Loads a packed image into s (store_load_from()) as it unpacks it,
+ * through a buffer of 1 MiB (more only for a record longer than that), so
+ * that the image is never whole in memory: at ten million held locks it
+ * is 1.7 GiB. Checks everything image_unpack() does, the records' order
+ * too, before the load's transaction commits. Returns 0, RAFTLOCK_EDATA
+ * or RAFTLOCK_ENOMEM; on an error s is unchanged. */
+int image_unpack_load(struct store *s, const void *buf, size_t n);
+
 /* Unpacks a packed image into a buffer from malloc (owned by the caller),
  * checking everything: the sum and header, the frame and zstd's checksum,
  * the length, the image's magic and own checksum, and its index against
- * the header's. Returns 0, RAFTLOCK_EDATA or RAFTLOCK_ENOMEM. */
+ * the header's. Returns 0, RAFTLOCK_EDATA or RAFTLOCK_ENOMEM. A restore
+ * uses image_unpack_load() instead. */
 int image_unpack(const void *buf, size_t n, void **out, size_t *raw_len);
+
+/*
+ * An unpacking under way, read a piece at a time through r (store.h's
+ * image_reader; store_load_from() takes it). Its buffer holds what r has
+ * not taken, starting at the stage size and growing only when more is
+ * wanted at once. r's fill returns RAFTLOCK_EDATA for a frame that is
+ * damaged, cut short, longer than the header says or followed by other
+ * bytes, or whose image has another index than the header's; it gives
+ * fewer bytes than wanted only once the frame ended and passed those
+ * checks. The image's magic and own checksum are the reader's to check.
+ * The other fields are the unpacker's.
+ */
+struct image_unpacker {
+	struct image_reader r; /* first: the reader is the unpacker */
+	ZSTD_DCtx *dctx;
+	ZSTD_inBuffer in; /* the frame */
+	uint8_t *buf;
+	size_t cap;
+	size_t raw;       /* the image's length, as the header says */
+	uint64_t index;   /* the image's index, as the header says */
+	uint64_t made;    /* image bytes unpacked so far */
+	uint8_t head[16]; /* the image's first bytes: magic and index */
+	bool ended;       /* the frame ended, checked */
+};
+
+/* Starts unpacking the packed image of n bytes at buf (borrowed until
+ * image_unpacker_end()) after checking its sum and header; stage is the
+ * buffer's first size. Returns 0 (end it with image_unpacker_end()),
+ * RAFTLOCK_EDATA or RAFTLOCK_ENOMEM (nothing to end). */
+int image_unpacker_begin(struct image_unpacker *u, const void *buf, size_t n, size_t stage);
+
+/* Frees what the unpacker holds; r's bytes go with it. */
+void image_unpacker_end(struct image_unpacker *u);
 
 #endif

@@ -116,17 +116,8 @@ int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out)
 int snapshot_load(struct store *s, struct fsm *f, const struct snapshot_parts *parts,
 		  const struct fsm_sink *sink)
 {
-	int rv;
-	if (parts->packed) {
-		void *image;
-		size_t len;
-		if ((rv = image_unpack(parts->image, parts->image_len, &image, &len)) != 0)
-			return rv;
-		rv = store_load(s, image, len);
-		free(image);
-	} else {
-		rv = store_load(s, parts->image, parts->image_len);
-	}
+	int rv = parts->packed ? image_unpack_load(s, parts->image, parts->image_len)
+			       : store_load(s, parts->image, parts->image_len);
 	if (rv != 0)
 		return rv;
 	size_t at = 0;

@@ -76,8 +76,8 @@ struct snapshot_parts {
 int snapshot_split(const void *buf, size_t n, struct snapshot_parts *out);
 
 /* Loads a snapshot into a store whose applied index is below the
- * snapshot's: the image (store_load; a packed one is unpacked into memory
- * first, and freed once loaded), then each entry of the tail applied
+ * snapshot's: the image (store_load; a packed one as it is unpacked,
+ * image_unpack_load), then each entry of the tail applied
  * by f as a log entry of its index, with sink (NULL: events dropped; the
  * caller rebuilds what it derives from the store). Returns 0,
  * RAFTLOCK_EDATA (damaged: the store is as the image left it, or as it was

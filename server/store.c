@@ -979,47 +979,102 @@ int store_image_index(const void *data, size_t n, uint64_t *index)
 	return 0;
 }
 
-/* Records of an image, from the first after its header to the end byte
- * (followed by the checksum), each a tag, a key and a value. */
-struct image_records {
-	const uint8_t *p, *end;
-};
-
-static void image_records_begin(struct image_records *r, const void *data, size_t n)
+/* A reader of an image whole in memory: there is nothing more to fill. */
+static int fill_none(struct image_reader *r, size_t want)
 {
-	r->p = (const uint8_t *)data + 16;
-	r->end = (const uint8_t *)data + n - SNAP_SUM_SIZE - 1;
+	(void)r, (void)want;
+	return 0;
 }
 
-/* The next record: 1, 0 at the end byte, RAFTLOCK_EDATA for a record cut
- * short. */
-static int image_records_next(struct image_records *r, uint8_t *tag, MDB_val *key, MDB_val *val)
+/* The records of an image read through a reader, each a tag, a key and a
+ * value, and the image's checksum as they go. */
+struct image_records {
+	struct image_reader *r;
+	struct image_sum sum;
+	size_t summed; /* r->buf[summed..at) is taken and not yet summed */
+};
+
+/* Makes n bytes readable at the reader's position: 0, RAFTLOCK_EDATA when
+ * the image ends before (cut short) or the reader's error. What was taken
+ * goes into the sum first, since the reader may move it. */
+static int records_need(struct image_records *rs, size_t n)
 {
-	if (r->p >= r->end || *r->p == SNAP_END)
+	struct image_reader *r = rs->r;
+	if (r->len - r->at >= n)
 		return 0;
-	const uint8_t *p = r->p, *end = r->end;
-	*tag = *p++;
-	if (end - p < 4)
+	if (r->at > rs->summed)
+		image_sum_add(&rs->sum, r->buf + rs->summed, r->at - rs->summed);
+	int rv = r->fill(r, n);
+	rs->summed = r->at;
+	if (rv != 0)
+		return rv;
+	return r->len - r->at >= n ? 0 : RAFTLOCK_EDATA;
+}
+
+/* Takes the image's header (its magic, copied to magic, must be known;
+ * then the applied index). */
+static int image_records_begin(struct image_records *rs, struct image_reader *r,
+			       uint8_t magic[IMAGE_MAGIC_SIZE])
+{
+	*rs = (struct image_records){.r = r, .summed = r->at};
+	image_sum_begin(&rs->sum);
+	int rv = records_need(rs, 16);
+	if (rv != 0)
+		return rv;
+	const uint8_t *head = r->buf + r->at;
+	if (!store_image_magic_known(head))
 		return RAFTLOCK_EDATA;
-	key->mv_size = (size_t)be_get(p, 4);
-	p += 4;
-	if ((size_t)(end - p) < key->mv_size + 4)
-		return RAFTLOCK_EDATA;
-	key->mv_data = (void *)p;
-	p += key->mv_size;
-	val->mv_size = (size_t)be_get(p, 4);
-	p += 4;
-	if ((size_t)(end - p) < val->mv_size)
-		return RAFTLOCK_EDATA;
-	val->mv_data = (void *)p;
-	r->p = p + val->mv_size;
+	memcpy(magic, head, IMAGE_MAGIC_SIZE);
+	r->at += 16;
+	return 0;
+}
+
+/* The next record: 1 (key and val point into the reader's buffer until
+ * the next call), 0 at the end byte (taken), or an error (a record cut
+ * short: RAFTLOCK_EDATA). */
+static int image_records_next(struct image_records *rs, uint8_t *tag, MDB_val *key, MDB_val *val)
+{
+	struct image_reader *r = rs->r;
+	int rv = records_need(rs, 1);
+	if (rv != 0)
+		return rv;
+	if (r->buf[r->at] == SNAP_END) {
+		r->at++;
+		return 0;
+	}
+	if ((rv = records_need(rs, 5)) != 0)
+		return rv;
+	size_t klen = (size_t)be_get(r->buf + r->at + 1, 4);
+	if ((rv = records_need(rs, 9 + klen)) != 0)
+		return rv;
+	size_t vlen = (size_t)be_get(r->buf + r->at + 5 + klen, 4);
+	if ((rv = records_need(rs, 9 + klen + vlen)) != 0)
+		return rv;
+	const uint8_t *p = r->buf + r->at;
+	*tag = p[0];
+	*key = (MDB_val){.mv_size = klen, .mv_data = (void *)(p + 5)};
+	*val = (MDB_val){.mv_size = vlen, .mv_data = (void *)(p + 9 + klen)};
+	r->at += 9 + klen + vlen;
 	return 1;
 }
 
-/* Whether the records ended exactly at the end byte. */
-static bool image_records_whole(const struct image_records *r)
+/* After the end byte: the checksum of everything before it, then nothing
+ * more. Returns 0, RAFTLOCK_EDATA or the reader's error. */
+static int image_records_end(struct image_records *rs)
 {
-	return r->p == r->end && *r->p == SNAP_END;
+	struct image_reader *r = rs->r;
+	int rv = records_need(rs, SNAP_SUM_SIZE);
+	if (rv != 0)
+		return rv;
+	image_sum_add(&rs->sum, r->buf + rs->summed, r->at - rs->summed);
+	uint64_t stored = be_get(r->buf + r->at, SNAP_SUM_SIZE);
+	r->at += SNAP_SUM_SIZE;
+	rs->summed = r->at;
+	if (stored != image_sum_end(&rs->sum))
+		return RAFTLOCK_EDATA;
+	if ((rv = r->fill(r, 1)) != 0)
+		return rv;
+	return r->len == r->at ? 0 : RAFTLOCK_EDATA;
 }
 
 int store_image_feature_level(const void *data, size_t n, uint32_t *level)
@@ -1028,12 +1083,14 @@ int store_image_feature_level(const void *data, size_t n, uint32_t *level)
 	*level = 0;
 	if (store_image_index(data, n, &index) != 0)
 		return RAFTLOCK_EDATA;
-	struct image_records r;
-	image_records_begin(&r, data, n);
+	struct image_reader r = {.buf = data, .len = n, .fill = fill_none};
+	struct image_records rs;
+	uint8_t magic[IMAGE_MAGIC_SIZE];
+	int rv = image_records_begin(&rs, &r, magic);
 	uint8_t tag;
 	MDB_val key, val;
-	int rv;
-	while ((rv = image_records_next(&r, &tag, &key, &val)) == 1) {
+	while (rv == 0 && (rv = image_records_next(&rs, &tag, &key, &val)) == 1) {
+		rv = 0;
 		if (tag != DB_META)
 			continue;
 		Raftlock__Meta *m = raftlock__meta__unpack(NULL, val.mv_size, val.mv_data);
@@ -1060,12 +1117,18 @@ static void drop_all(struct store *s, MDB_txn *txn)
 
 int store_load(struct store *s, const void *data, size_t n)
 {
-	uint64_t index;
-	if (store_image_index(data, n, &index) != 0)
-		return RAFTLOCK_EDATA;
-	struct image_records r;
-	image_records_begin(&r, data, n);
-	bool names = memcmp(data, SNAP_MAGIC_06, 8) == 0; /* the format with the table */
+	struct image_reader r = {.buf = data, .len = n, .fill = fill_none};
+	return store_load_from(s, &r);
+}
+
+int store_load_from(struct store *s, struct image_reader *r)
+{
+	struct image_records rs;
+	uint8_t magic[IMAGE_MAGIC_SIZE];
+	int rv = image_records_begin(&rs, r, magic);
+	if (rv != 0)
+		return rv;
+	bool names = memcmp(magic, SNAP_MAGIC_06, 8) == 0; /* the format with the table */
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
 	/* store_record_bytes() of the records loaded, counted as they are
@@ -1073,8 +1136,7 @@ int store_load(struct store *s, const void *data, size_t n)
 	uint64_t bytes = 0;
 	uint8_t tag;
 	MDB_val key, val;
-	int more;
-	while ((more = image_records_next(&r, &tag, &key, &val)) == 1) {
+	while ((rv = image_records_next(&rs, &tag, &key, &val)) == 1) {
 		MDB_dbi dbi;
 		switch (tag) {
 		case DB_META: dbi = s->meta; break;
@@ -1099,15 +1161,19 @@ int store_load(struct store *s, const void *data, size_t n)
 		if (counted(s, dbi))
 			bytes += key.mv_size + val.mv_size;
 	}
-	if (more != 0 || !image_records_whole(&r))
-		goto damaged;
+	if (rv == 0)
+		rv = image_records_end(&rs);
+	if (rv != 0)
+		goto out;
 	index_identities(s, txn);
 	store_commit(txn);
 	s->bytes = bytes;
 	return 0;
 damaged:
+	rv = RAFTLOCK_EDATA;
+out:
 	store_abort(txn);
-	return RAFTLOCK_EDATA;
+	return rv;
 }
 
 void store_clear(struct store *s)

@@ -273,6 +273,26 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * Returns 0 or RAFTLOCK_EDATA (damaged image: nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 
+/* Where store_load_from() reads an image, a piece at a time (the other
+ * side of image_writer): buf[at..len) are bytes read and not yet taken;
+ * the loader takes them by moving at. fill(r, want) makes at least want
+ * bytes readable at buf[at..len), keeping those not yet taken (buf, at
+ * and len may change: they move to the buffer's start), or every byte
+ * left when the image has fewer. It returns 0, RAFTLOCK_EDATA (damaged)
+ * or RAFTLOCK_ENOMEM, which end the load. */
+struct image_reader {
+	const uint8_t *buf;
+	size_t at, len;
+	int (*fill)(struct image_reader *r, size_t want);
+};
+
+/* As store_load(), from an image read through r as it is loaded, so that
+ * it never needs to be whole in memory: each record is put as it comes,
+ * and the image's checksum, its end and that nothing follows it are
+ * checked before the transaction commits. Returns 0, RAFTLOCK_EDATA
+ * (damaged image) or r's error; on an error nothing changed. */
+int store_load_from(struct store *s, struct image_reader *r);
+
 /* Removes every record, in one transaction. */
 void store_clear(struct store *s);
 

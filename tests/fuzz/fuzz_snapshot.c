@@ -12,7 +12,10 @@
  *     image whose own sum, index and length agree with what split
  *     reported, or is refused as it is unpacked;
  *   - what image_unpack() accepts, image_pack_head() accepts with the same
- *     length and index, and it is an image of that index.
+ *     length and index, and it is an image of that index;
+ *   - read through an unpacker (image_pack.h) whose buffer starts at one
+ *     byte, a few bytes taken at a time, it comes out as the same bytes,
+ *     to the frame's end.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -65,6 +68,34 @@ static void check_split(const uint8_t *buf, size_t n)
 	free(img);
 }
 
+/* What image_unpack() gave (img, len; NULL: refused), read again through
+ * an unpacker from the n bytes at buf. */
+static void check_stream(const uint8_t *buf, size_t n, const uint8_t *img, size_t len)
+{
+	struct image_unpacker u;
+	int rv = image_unpacker_begin(&u, buf, n, 1);
+	CHECK(known(rv));
+	if (rv != 0) {
+		CHECK(img == NULL);
+		return;
+	}
+	size_t got = 0;
+	for (size_t want = 1;; want = want % 7 + 1) {
+		rv = u.r.fill(&u.r, want);
+		CHECK(known(rv));
+		size_t k = u.r.len - u.r.at;
+		if (rv != 0 || k == 0)
+			break;
+		k = k < want ? k : want;
+		CHECK(img == NULL ||
+		      (got + k <= len && memcmp(u.r.buf + u.r.at, img + got, k) == 0));
+		u.r.at += k;
+		got += k;
+	}
+	CHECK(img == NULL || (rv == 0 && got == len));
+	image_unpacker_end(&u);
+}
+
 static void check_pack(const uint8_t *buf, size_t n)
 {
 	uint64_t index = 0;
@@ -74,6 +105,7 @@ static void check_pack(const uint8_t *buf, size_t n)
 	void *img = NULL;
 	int rv = image_unpack(buf, n, &img, &len);
 	CHECK(known(rv));
+	check_stream(buf, n, img, len);
 	if (rv != 0) {
 		CHECK(img == NULL);
 		return;
