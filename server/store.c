@@ -1136,6 +1136,10 @@ int store_load_from(struct store *s, struct image_reader *r)
 	uint64_t bytes = 0;
 	uint8_t tag;
 	MDB_val key, val;
+	/* A cursor a table, left at its last record: each append starts
+	 * there, not with a search from the root through the dirty pages.
+	 * The transaction's end closes them. */
+	MDB_cursor *appender[DB_SESSION_LOCKS + 1] = {0};
 	while ((rv = image_records_next(&rs, &tag, &key, &val)) == 1) {
 		MDB_dbi dbi;
 		switch (tag) {
@@ -1153,7 +1157,9 @@ int store_load_from(struct store *s, struct image_reader *r)
 			break;
 		default: goto damaged;
 		}
-		int rc = mdb_put(txn, dbi, &key, &val, MDB_APPEND);
+		if (appender[tag] == NULL)
+			check(mdb_cursor_open(txn, dbi, &appender[tag]), "cursor");
+		int rc = mdb_cursor_put(appender[tag], &key, &val, MDB_APPEND);
 		if (rc == MDB_MAP_FULL)
 			map_full(s);
 		if (rc != 0)
