@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "byteorder.h"
 #include "image.h"
@@ -159,15 +160,17 @@ void image_unpacker_end(struct image_unpacker *u)
 	u->r = (struct image_reader){0};
 }
 
-/* Unpacks what fits after buf[len): 0, or RAFTLOCK_EDATA for a frame that
- * is damaged, cut short or not the image its header describes. */
+/* Unpacks what fits after buf[len): 0, RAFTLOCK_EDATA for a frame that
+ * is damaged, cut short or not the image its header describes, or
+ * RAFTLOCK_ENOMEM when zstd cannot allocate its window. */
 static int unpack_some(struct image_unpacker *u)
 {
 	ZSTD_outBuffer out = {u->buf, u->cap, u->r.len};
 	size_t in_before = u->in.pos;
 	size_t left = ZSTD_decompressStream(u->dctx, &out, &u->in);
 	if (ZSTD_isError(left))
-		return RAFTLOCK_EDATA;
+		return ZSTD_getErrorCode(left) == ZSTD_error_memory_allocation ? RAFTLOCK_ENOMEM
+									       : RAFTLOCK_EDATA;
 	size_t made = out.pos - u->r.len;
 	for (size_t i = 0; i < made && u->made + i < sizeof u->head; i++)
 		u->head[u->made + i] = u->buf[u->r.len + i];

@@ -146,7 +146,9 @@ int restore_reload_base(const char *data_dir, struct store *st, char *err, size_
 	int rv = read_file(path, &buf, &len, err, errlen);
 	if (rv != 0)
 		return rv;
-	if (store_load(st, buf, len) != 0) {
+	/* checked whole first: the load puts records before it reaches the
+	 * checksum, and a damaged file must say so, not fill the map */
+	if (!image_sum_ok(buf, len) || store_load(st, buf, len) != 0) {
 		free(buf);
 		snprintf(err, errlen, "%s is damaged: the state this restored cluster started from",
 			 path);

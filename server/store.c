@@ -1032,6 +1032,8 @@ static int image_records_begin(struct image_records *rs, struct image_reader *r,
 /* The next record: 1 (key and val point into the reader's buffer until
  * the next call), 0 at the end byte (taken), or an error (a record cut
  * short: RAFTLOCK_EDATA). */
+_Static_assert(SIZE_MAX >= UINT64_MAX, "a record's lengths (4 bytes each) add up in size_t");
+
 static int image_records_next(struct image_records *rs, uint8_t *tag, MDB_val *key, MDB_val *val)
 {
 	struct image_reader *r = rs->r;
@@ -1157,11 +1159,17 @@ int store_load_from(struct store *s, struct image_reader *r)
 			break;
 		default: goto damaged;
 		}
+		int rc = 0;
 		if (appender[tag] == NULL)
-			check(mdb_cursor_open(txn, dbi, &appender[tag]), "cursor");
-		int rc = mdb_cursor_put(appender[tag], &key, &val, MDB_APPEND);
+			rc = mdb_cursor_open(txn, dbi, &appender[tag]);
+		if (rc == 0)
+			rc = mdb_cursor_put(appender[tag], &key, &val, MDB_APPEND);
 		if (rc == MDB_MAP_FULL)
 			map_full(s);
+		if (rc == ENOMEM) {
+			rv = RAFTLOCK_ENOMEM;
+			goto out;
+		}
 		if (rc != 0)
 			goto damaged; /* out of order keys: not an image we wrote */
 		if (counted(s, dbi))

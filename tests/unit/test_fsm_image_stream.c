@@ -320,6 +320,21 @@ static void test_damaged_image_in_a_good_frame_refused(void **state)
 	const uint8_t *p = pack_bytes(f, img, im.len, &len);
 	assert_refused(&t, p, len, RAFTLOCK_EDATA);
 
+	/* A record twice in a row (the second in place of its successor), and
+	 * a record whose key length says 4 GiB, each under a right checksum. */
+	uint8_t *dup = fx_alloc(f, im.len + a);
+	memcpy(dup, im.buf, at + a);
+	memcpy(dup + at + a, im.buf + at, a);
+	memcpy(dup + at + 2 * a, im.buf + at + a + b, im.len - (at + a + b));
+	resum(dup, im.len - b + a);
+	p = pack_bytes(f, dup, im.len - b + a, &len);
+	assert_refused(&t, p, len, RAFTLOCK_EDATA);
+	memcpy(img, im.buf, im.len);
+	memset(img + at + 1, 0xff, 4);
+	resum(img, im.len);
+	p = pack_bytes(f, img, im.len, &len);
+	assert_refused(&t, p, len, RAFTLOCK_EDATA);
+
 	/* Cut in the middle of a record, or before its end byte, and summed. */
 	const size_t keep[] = {at + a / 2 + IMAGE_SUM_SIZE, im.len - 1};
 	for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
