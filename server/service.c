@@ -286,7 +286,8 @@ static void state_timer_cb(uv_timer_t *h)
 {
 	struct service *s = h->data;
 	bool more = watches_pump(&s->watches, uv_now(s->loop));
-	if (more || watches_states(&s->watches) > 0)
+	/* until a held-back count of ended watches is said, states or not */
+	if (more || watches_states(&s->watches) > 0 || watches_ends_unlogged(&s->watches))
 		uv_timer_start(h, state_timer_cb, more ? 0 : WATCH_STATE_POLL_MS, 0);
 }
 

@@ -13,7 +13,7 @@ enum state_wait {
 	STATE_STARTED = 0,
 	WAIT_ROOM,    /* its connection has no room (the client reads slowly) */
 	WAIT_STORE,   /* the store closes: the node stops */
-	WAIT_READERS, /* every reader is taken, or an older state waits for one */
+	WAIT_READERS, /* every reader is taken, or kept for the states that waited first */
 	WAIT_SHARE,   /* its connection's states hold their share of them */
 	WAIT_INDEX,   /* the node has not applied the index it must be of */
 };
@@ -40,6 +40,7 @@ struct watch_sub {
 	 * its bound), and the index the node was at. */
 	enum state_wait waits;
 	uint64_t wait_ms, index_wait_ms;
+	unsigned waited_for; /* 1 << each reason it waited for since wait_ms */
 	uint64_t applied_seen;
 	/* A lock whose holders and waiters did not all fit in the last page
 	 * (owned), and how many of them went. */
@@ -68,6 +69,7 @@ static void walk_begin(struct watches *w)
 }
 
 static void state_end(struct watches *w, struct watch_sub *s);
+static void wait_ends_log(struct watches *w, uint64_t now_ms, bool closing);
 
 static void sub_free(struct watches *w, struct watch_sub *s)
 {
@@ -168,6 +170,7 @@ void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t s
 
 void watches_close(struct watches *w)
 {
+	wait_ends_log(w, 0, true); /* the ends a line held back, said at last */
 	ring_clear(w);
 	free(w->ring);
 	w->ring = NULL;
@@ -385,16 +388,18 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 
 /* s's state is done with, sent or not: its snapshot goes at once, and its
  * reader to the states that wait for one, if any, at the next
- * watches_pump, the oldest first. */
+ * watches_pump, the oldest first. A kept reader still counts in its
+ * connection's share, unless the watch ended with its connection (conn
+ * NULL: watches_forget_conn, or an end in a walk), whose address a new
+ * connection may get. */
 static void reader_release(struct watches *w, struct watch_sub *s)
 {
 	if (s->txn != NULL) {
 		store_abort(s->txn);
 		s->txn = NULL;
-		if (w->reader_waiters > 0)
-			w->kept[s->reader_slot - 1] = true;
-		else
-			w->readers[s->reader_slot - 1] = NULL;
+		size_t i = s->reader_slot - 1;
+		w->kept[i] = w->reader_waiters > 0;
+		w->readers[i] = w->kept[i] ? s->conn : NULL;
 		s->reader_slot = 0;
 		w->states_reading--;
 	}
@@ -565,11 +570,11 @@ static void sub_end(struct watches *w, struct watch_sub *s, int status, const ch
 }
 
 /* How many watches ended by ends' bound are not yet said, if a line may
- * say them at now_ms (0 if none or not now). */
-static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms)
+ * say them at now_ms, or at once when closing (0 if none or not now). */
+static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms, bool closing)
 {
 	uint64_t lines_held_back, n = ends->unlogged;
-	if (n == 0 || !log_rate_allow(&ends->log, now_ms, &lines_held_back))
+	if (n == 0 || !(closing || log_rate_allow(&ends->log, now_ms, &lines_held_back)))
 		return 0;
 	ends->unlogged = 0;
 	return n;
@@ -578,21 +583,36 @@ static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms)
 /* One warning per bound that ended watches since its last one: a burst of
  * ends (every state opened in the same second) is one line, and a client
  * that opens watches all the time cannot flood the log. */
-static void wait_ends_log(struct watches *w, uint64_t now_ms)
+static void wait_ends_log(struct watches *w, uint64_t now_ms, bool closing)
 {
-	uint64_t n = wait_ends_to_log(&w->state_wait_ends, now_ms);
+	uint64_t n = wait_ends_to_log(&w->state_wait_ends, now_ms, closing);
 	if (n > 0)
 		log_warn("%llu watch%s ended (RAFTLOCK_EOVERLOAD): the state found no snapshot "
 			 "reader (%d are read at once, %d per connection) or no room on its "
 			 "connection within %d s",
 			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_STATES_READING,
 			 WATCH_STATES_PER_CONN, WATCH_STATE_WAIT_MS / 1000);
-	n = wait_ends_to_log(&w->index_wait_ends, now_ms);
+	n = wait_ends_to_log(&w->index_wait_ends, now_ms, closing);
 	if (n > 0)
 		log_warn("%llu watch%s ended (RAFTLOCK_EUNAVAILABLE): this node had not applied "
 			 "within %d s the index the state must be no older than (it is cut off "
 			 "from its leader, or far behind it)",
 			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_INDEX_WAIT_MS / 1000);
+}
+
+/* What a state that waited for the reasons in waited (1 << each) waited
+ * for, in an EOVERLOAD message: the bound is one, whatever the reasons. */
+static const char *waited_why(unsigned waited)
+{
+	static char why[160];
+	unsigned readers = 1u << WAIT_READERS | 1u << WAIT_SHARE;
+	snprintf(why, sizeof why, "%s%s%s%s%s",
+		 waited & 1u << WAIT_ROOM ? "its connection had no room" : "",
+		 waited & 1u << WAIT_ROOM && waited & readers ? ", at times " : "",
+		 waited & readers ? "no snapshot reader was free" : "",
+		 waited & 1u << WAIT_INDEX && waited & ~(1u << WAIT_INDEX) ? ", at times " : "",
+		 waited & 1u << WAIT_INDEX ? "this node had not applied its index" : "");
+	return why;
 }
 
 /* s could not start its state (why: state_open, or WAIT_ROOM) at now_ms:
@@ -602,11 +622,14 @@ static void wait_ends_log(struct watches *w, uint64_t now_ms)
  * does not start the count again. */
 static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait why, uint64_t now_ms)
 {
-	if (s->wait_ms == 0)
+	if (s->wait_ms == 0) {
 		s->wait_ms = now_ms;
+		s->waited_for = 0;
+	}
+	s->waited_for |= 1u << why;
 	if (why == WAIT_INDEX && s->index_wait_ms == 0)
 		s->index_wait_ms = now_ms;
-	char msg[256];
+	char msg[384];
 	struct watch_wait_ends *ends;
 	if (w->ended == NULL || why == WAIT_STORE)
 		return;
@@ -622,9 +645,7 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 		snprintf(msg, sizeof msg,
 			 "the watch's state could not start within %d s (%s; %d states read at "
 			 "once, %d per connection): try again later",
-			 WATCH_STATE_WAIT_MS / 1000,
-			 why == WAIT_ROOM ? "its connection had no room"
-					  : "no snapshot reader was free",
+			 WATCH_STATE_WAIT_MS / 1000, waited_why(s->waited_for),
 			 WATCH_STATES_READING, WATCH_STATES_PER_CONN);
 		sub_end(w, s, RAFTLOCK_EOVERLOAD, msg);
 		ends = &w->state_wait_ends;
@@ -675,7 +696,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		more |= s->conn != NULL && s->in_state;
 	}
 	walk_end(w);
-	wait_ends_log(w, now_ms);
+	wait_ends_log(w, now_ms, false);
 	for (size_t i = 0; i < WATCH_STATES_READING; i++)
 		more |= w->kept[i]; /* a reader freed now goes on at the next call */
 	return more;
@@ -691,6 +712,11 @@ void watches_end_states(struct watches *w)
 size_t watches_states(const struct watches *w)
 {
 	return w->states;
+}
+
+bool watches_ends_unlogged(const struct watches *w)
+{
+	return w->state_wait_ends.unlogged > 0 || w->index_wait_ends.unlogged > 0;
 }
 
 void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb stalled,
@@ -773,6 +799,8 @@ static bool unlink_where(struct watches *w, const struct service_conn *conn, boo
 			continue;
 		}
 		found = true;
+		if (any_id)
+			s->conn = NULL; /* closed: a reader it kept names it no more */
 		if (w->walking > 0) {
 			s->conn = NULL; /* freed by walk_end() */
 			w->n_ended++;

@@ -19,8 +19,11 @@
  * spans pages), the first at once, the others from watches_pump() while
  * the connection has room, each from one read snapshot the subscription
  * holds until its CURRENT (at most WATCH_STATES_READING at once,
- * WATCH_STATES_PER_CONN for one connection; the others wait for one, the
- * oldest first, within a connection too); the changes of its locks made
+ * WATCH_STATES_PER_CONN for one connection; those that wait for one get
+ * it the oldest first, within a connection too, at the next
+ * watches_pump() when it was let go of outside one; a state that waits
+ * for room on its connection is not in that order: a newer watch of
+ * that connection can take a reader first); the changes of its locks made
  * meanwhile are kept for it and follow its CURRENT, paced the same way,
  * as are the changes a resume gets from the ring. A client that takes
  * nothing of its state for WATCH_STATE_STALL_MS, or not all of it within
@@ -142,9 +145,10 @@ struct watches {
 	struct watch_wait_ends state_wait_ends, index_wait_ends;
 	/* The connection of each snapshot reader taken, NULL for a free one.
 	 * One let go of while states wait for a reader is kept for them
-	 * (kept: still its connection's, with no snapshot) until the next
-	 * watches_pump, which walks them oldest first: no newer state takes
-	 * it before them, not even one of the same connection. */
+	 * (kept: still its connection's, NULL once it closed, with no
+	 * snapshot) until the next watches_pump, which walks them oldest
+	 * first: no newer state takes it before them, not even one of the
+	 * same connection. */
 	const struct service_conn *readers[WATCH_STATES_READING];
 	bool kept[WATCH_STATES_READING];
 	size_t reader_waiters; /* states that wait for a reader or their connection's share */
@@ -168,6 +172,11 @@ void watches_set_flow(struct watches *w, watch_room_cb room, watch_stalled_cb st
  * call it now and then anyway (a connection's room, a free reader). */
 bool watches_pump(struct watches *w, uint64_t now_ms);
 size_t watches_states(const struct watches *w);
+
+/* Whether watches a wait bound ended are not yet said in the log (a line
+ * held back by its rate): call watches_pump() now and then until they
+ * are, even with no state left; watches_close() says the rest. */
+bool watches_ends_unlogged(const struct watches *w);
 
 /* The store closes next: every state lets go of its snapshot, and no
  * state gets one any more. */

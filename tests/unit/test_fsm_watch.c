@@ -347,7 +347,7 @@ struct paged {
 	/* [id]: how its watch was ended (watch_ended_cb) */
 	size_t ended;
 	int ended_status;
-	char ended_why[256];
+	char ended_why[384];
 	struct watches *w;
 	/* [id]: events it got; its connection closes at the close_at-th
 	 * (1-based, 0: never), inside the send, as service.c closes one */
@@ -891,6 +891,33 @@ static void test_reader_wait_ends(void **state)
 	watches_close(&w);
 }
 
+/* A state that waited for room, then for its index, ends by the bound of
+ * the whole wait (EOVERLOAD, counted so) with a message that says what
+ * it waited for, not a reader it never waited for. */
+static void test_room_wait_ends_named(void **state)
+{
+	struct fx *f = fx_ready(state); /* no lock: the state never starts */
+	struct paged got[2] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p_after(&w, 1, f->index + 1000);
+	got[0].room = false;
+	watches_pump(&w, 1000);
+	watches_pump(&w, 1000 + WATCH_STATE_WAIT_MS - WATCH_INDEX_WAIT_MS / 2);
+	got[0].room = true;
+	watches_pump(&w, 1000 + WATCH_STATE_WAIT_MS - WATCH_INDEX_WAIT_MS / 3);
+	assert_int_equal(got[1].ended, 0);
+	watches_pump(&w, 1000 + WATCH_STATE_WAIT_MS);
+	assert_int_equal(got[1].ended, 1);
+	assert_int_equal(got[1].ended_status, RAFTLOCK_EOVERLOAD);
+	assert_int_equal(watches_state_wait_ends(&w), 1);
+	assert_int_equal(watches_index_wait_ends(&w), 0);
+	assert_non_null(strstr(got[1].ended_why, "its connection had no room"));
+	assert_non_null(strstr(got[1].ended_why, "had not applied its index"));
+	assert_null(strstr(got[1].ended_why, "reader"));
+	watches_close(&w);
+}
+
 /* A connection's states take its share of the readers the oldest first
  * too: a reader its connection let go of while an older state of it waits
  * for its share goes to that state, not to a newer one of the connection,
@@ -914,8 +941,9 @@ static void test_share_goes_to_the_oldest_of_a_connection(void **state)
 	watches_pump(&w, 1000);
 	assert_int_equal(got[3].holding, WATCH_STATE_PAGE);
 	assert_int_equal(got[4].holding, 0);
-	for (uint64_t t = 1001; watches_states(&w) > 0; t++)
+	for (uint64_t t = 1001; t < 1101 && watches_states(&w) > 0; t++)
 		watches_pump(&w, t);
+	assert_int_equal(watches_states(&w), 0);
 	for (int id = 2; id <= 4; id++)
 		assert_int_equal(got[id].holding, PAGED_LOCKS);
 
@@ -935,8 +963,9 @@ static void test_share_goes_to_the_oldest_of_a_connection(void **state)
 	assert_int_equal(got[8].holding, 0); /* behind 5 */
 	watches_pump(&w, 2002);
 	assert_int_equal(got[5].holding, WATCH_STATE_PAGE);
-	for (uint64_t t = 2003; watches_states(&w) > 0; t++)
+	for (uint64_t t = 2003; t < 2103 && watches_states(&w) > 0; t++)
 		watches_pump(&w, t);
+	assert_int_equal(watches_states(&w), 0);
 	for (int id = 5; id <= 8; id++) {
 		assert_int_equal(got[id].holding, PAGED_LOCKS);
 		assert_int_equal(got[id].disorder, 0);
@@ -971,13 +1000,14 @@ static void test_readers_go_oldest_first(void **state)
 	watches_forget_conn(&w, conn[3]);
 	watch_p_on(&w, conn[late], late);
 	late++;
-	for (uint64_t t = 1000; watches_states(&w) > 0; t++) {
+	for (uint64_t t = 1000; t < 1100 && watches_states(&w) > 0; t++) {
 		watches_pump(&w, t);
 		if (late <= N) { /* between pumps that let readers go */
 			watch_p_on(&w, conn[late], late);
 			late++;
 		}
 	}
+	assert_int_equal(watches_states(&w), 0);
 	size_t rank = 0;
 	for (uint64_t id = 1; id <= N; id++) {
 		if (id == 2 || id == 3)
@@ -988,6 +1018,37 @@ static void test_readers_go_oldest_first(void **state)
 		assert_int_equal(got[id].disorder, 0);
 	}
 	assert_int_equal(rank, N);
+	watches_close(&w);
+}
+
+/* A reader kept for a waiting state after its connection closed counts
+ * in no connection's share: a new connection at the closed one's address
+ * takes its share at once, not after the next pump. */
+static void test_closed_conn_keeps_no_share(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f)); /* a state is 3 pages */
+	struct paged got[8] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	struct service_conn *busy = (struct service_conn *)0x200;
+	struct service_conn *closed = (struct service_conn *)0x100;
+	for (uint64_t id = 1; id <= 3; id++) /* 3 waits for its share */
+		watch_p_on(&w, busy, id);
+	watch_p_on(&w, closed, 4);
+	watch_p_on(&w, closed, 5);
+	assert_int_equal(w.states_reading, 4);
+	watches_forget_conn(&w, closed); /* its readers are kept for 3 */
+	watch_p_on(&w, closed, 6);       /* a new connection, at the same address */
+	watch_p_on(&w, closed, 7);
+	assert_int_equal(got[6].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[7].holding, WATCH_STATE_PAGE);
+	for (uint64_t t = 1000; t < 1100 && watches_states(&w) > 0; t++)
+		watches_pump(&w, t);
+	assert_int_equal(watches_states(&w), 0);
+	for (uint64_t id = 1; id <= 7; id++)
+		if (id != 4 && id != 5)
+			assert_int_equal(got[id].holding, PAGED_LOCKS);
 	watches_close(&w);
 }
 
@@ -1043,34 +1104,87 @@ static void test_wait_bounds_through_churn(void **state)
 	watches_close(&w);
 }
 
+/* The log lines of what runs between stderr_capture and stderr_lines. */
+static int stderr_capture(int *saved)
+{
+	char path[] = "/tmp/test_fsm_watch.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	fflush(stderr);
+	*saved = dup(STDERR_FILENO);
+	assert_true(*saved >= 0);
+	dup2(fd, STDERR_FILENO);
+	return fd;
+}
+
+static void stderr_lines(int fd, int saved, char *buf, size_t len)
+{
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	ssize_t n = pread(fd, buf, len - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* A watch of CONN at each of N pumps within a second ends by its index's
+ * bound, the last state there is: the last N - LOG_RATE_BURST are held
+ * back from the log. */
+static void end_by_the_index_bound(struct fx *f, struct watches *w, struct paged *got, size_t n)
+{
+	paged_init(w, 64, f, got);
+	uint64_t t = 1000;
+	for (uint64_t id = 1; id <= n; id++) { /* each first waits at its own pump */
+		watch_p_after(w, id, f->index + 1000);
+		watches_pump(w, t++);
+	}
+	for (uint64_t id = 1; id <= n; id++) {
+		watches_pump(w, 1000 + WATCH_INDEX_WAIT_MS + id - 1);
+		assert_int_equal(got[id].ended, 1);
+		assert_int_equal(watches_index_wait_ends(w), id);
+	}
+	assert_int_equal(watches_states(w), 0);
+}
+
 /* The watches a wait bound ends are counted at once, and said in a
  * warning per pump that ended some, at a bounded rate (log_rate.h): a
  * line held back adds its count to the next one, so that the lines
  * together name every end. Here a watch ends at each of 12 pumps within a
- * second: 10 lines, then the next says the other 2. */
+ * second: 10 lines, then the next says the other 2, though no state is
+ * left (the pumps go on until it is said: watches_ends_unlogged), or
+ * watches_close says them. */
 static void test_wait_ends_logged_at_a_bounded_rate(void **state)
 {
 	struct fx *f = fx_ready(state);
 	enum { N = LOG_RATE_BURST + 2 };
 	struct paged got[N + 1] = {{.room = true}};
 	struct watches w;
-	paged_init(&w, 64, f, got);
-	uint64_t t = 1000;
-	for (uint64_t id = 1; id <= N; id++) { /* each first waits at its own pump */
-		watch_p_after(&w, id, f->index + 1000);
-		watches_pump(&w, t++);
-	}
-	for (uint64_t id = 1; id <= N; id++) {
-		watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS + id - 1);
-		assert_int_equal(got[id].ended, 1);
-		assert_int_equal(watches_index_wait_ends(&w), id);
-	}
+	end_by_the_index_bound(f, &w, got, N);
 	assert_int_equal(w.index_wait_ends.unlogged, N - LOG_RATE_BURST);
-	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS + N + LOG_RATE_INTERVAL_MS);
-	assert_int_equal(w.index_wait_ends.unlogged, 0);
+	assert_true(watches_ends_unlogged(&w));
+	char out[4096], want[64];
+	snprintf(want, sizeof want, " %d watches ended (RAFTLOCK_EUNAVAILABLE)",
+		 N - LOG_RATE_BURST);
+	int saved, fd = stderr_capture(&saved);
+	uint64_t t = 1000 + WATCH_INDEX_WAIT_MS + N;
+	for (int turn = 0; turn < 200 && watches_ends_unlogged(&w); turn++, t += 10)
+		watches_pump(&w, t); /* a pump every WATCH_STATE_POLL_MS */
+	stderr_lines(fd, saved, out, sizeof out);
+	assert_false(watches_ends_unlogged(&w));
+	assert_true(t - 10 >= 1000 + WATCH_INDEX_WAIT_MS + LOG_RATE_INTERVAL_MS);
+	assert_non_null(strstr(out, want));
 	assert_int_equal(watches_index_wait_ends(&w), N);
 	assert_int_equal(watches_state_wait_ends(&w), 0);
 	watches_close(&w);
+
+	memset(got, 0, sizeof got);
+	got[0].room = true;
+	end_by_the_index_bound(f, &w, got, N);
+	fd = stderr_capture(&saved);
+	watches_close(&w); /* the node stops before the next line may go */
+	stderr_lines(fd, saved, out, sizeof out);
+	assert_non_null(strstr(out, want));
 }
 
 /* A lock whose queue is far longer than a page (and many holders): its
@@ -1318,6 +1432,9 @@ int main(void)
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_readers_go_oldest_first, fx_setup,
 						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_closed_conn_keeps_no_share, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_room_wait_ends_named, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_wait_ends_logged_at_a_bounded_rate, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_queue_in_pages, fx_setup, fx_teardown),
