@@ -20,12 +20,15 @@ def holder_intervals(events, ops):
     validity = H.session_validity(events)
     killed = H.killed_at(events)
     revoked = H.revoked_at(events)
+    # The sample times of each session, listed once (not once per grant:
+    # a run has thousands of grants).
+    times_of = {k: [t for t, _ in v] for k, v in validity.items()}
     out = []
     for g, r in H.grants_with_releases(ops):
         start = g.cmp
         stop = r.inv if r is not None else H.INF
         samples = validity.get((g.process, g.session), [])
-        times = [t for t, _ in samples]
+        times = times_of.get((g.process, g.session), [])
         # Samples taken from the grant on, until the holder let go.
         lo = bisect.bisect_left(times, start)
         hi = bisect.bisect_right(times, stop)

@@ -316,7 +316,9 @@ class Cluster:
         while time.monotonic() < deadline:
             if self.leader() is not None:
                 return True
-            time.sleep(0.5)
+            # Asked often: the first election takes 1-2 s, and every run
+            # waits for it.
+            time.sleep(0.1)
         return False
 
     def start_worker(self, wid, workload, args):
@@ -378,6 +380,10 @@ class Cluster:
             w.kill()
 
     def teardown(self):
+        if self.register is not None:
+            # Told first: its server notices within its poll interval,
+            # while the others are killed.
+            self.register.signal(signal.SIGTERM)
         for w in self.workers:
             w.kill()
         for n in self.slots:

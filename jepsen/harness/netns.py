@@ -24,11 +24,12 @@ class NetError(Exception):
     pass
 
 
-def sh(args, timeout=15, check=True):
-    """Runs a command, bounded in time; returns stdout."""
+def sh(args, timeout=15, check=True, stdin=None):
+    """Runs a command, bounded in time, with stdin (text) as its input;
+    returns stdout."""
     try:
         p = subprocess.run(args, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, input=stdin)
     except subprocess.TimeoutExpired:
         raise NetError("timed out: %s" % " ".join(args))
     except OSError as e:
@@ -139,38 +140,39 @@ class Network:
     def exec_prefix(self, ns):
         return ["ip", "netns", "exec", ns]
 
-    def _add_ns(self, ns):
-        sh(["ip", "netns", "add", ns])
-        self.created.append(ns)
-        sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-
-    def _attach(self, ns, tag, ip):
-        veth = "rj%s%s" % (self.run_id, tag)
-        sh(["ip", "link", "add", veth, "netns", self.bridge_ns, "type",
-            "veth", "peer", "name", "eth0", "netns", ns])
-        sh(["ip", "-n", self.bridge_ns, "link", "set", veth, "master", "br0",
-            "up"])
-        sh(["ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"])
-        sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
-
     def create(self):
+        """The namespaces, the bridge, a veth pair for each end and the
+        partition chain in each node: some 40 ip and iptables commands,
+        run as one ip batch per namespace and one iptables-restore per
+        node (a process each took a second of every run)."""
         os.makedirs(STATE_DIR, exist_ok=True)
         with open(os.path.join(STATE_DIR, self.run_id + ".pid"), "w") as f:
             f.write("%d\n" % os.getpid())
-        self._add_ns(self.bridge_ns)
-        sh(["ip", "-n", self.bridge_ns, "link", "add", "br0", "type",
-            "bridge"])
-        sh(["ip", "-n", self.bridge_ns, "link", "set", "br0", "up"])
-        self._add_ns(self.client_ns)
-        self._attach(self.client_ns, "c", self.client_ip)
-        for i in range(1, self.n + 1):
-            ns = self.node_ns(i)
-            self._add_ns(ns)
-            self._attach(ns, "n%d" % i, self.node_ip(i))
-            ipt = self.exec_prefix(ns) + ["iptables", "-w", "5"]
-            sh(ipt + ["-N", CHAIN])
-            sh(ipt + ["-I", "INPUT", "-j", CHAIN])
-            sh(ipt + ["-I", "OUTPUT", "-j", CHAIN])
+        ends = [(self.client_ns, "c", self.client_ip)] + [
+            (self.node_ns(i), "n%d" % i, self.node_ip(i))
+            for i in range(1, self.n + 1)]
+        # Listed before they exist: destroy() removes whatever was made.
+        self.created = [self.bridge_ns] + [ns for ns, _, _ in ends]
+        host = ["netns add %s" % ns for ns in self.created]
+        bridge = ["link set lo up", "link add br0 type bridge",
+                  "link set br0 up"]
+        for ns, tag, _ in ends:
+            veth = "rj%s%s" % (self.run_id, tag)
+            host.append("link add %s netns %s type veth peer name eth0 "
+                        "netns %s" % (veth, self.bridge_ns, ns))
+            bridge.append("link set %s master br0 up" % veth)
+        sh(["ip", "-batch", "-"], stdin="\n".join(host))
+        sh(["ip", "-n", self.bridge_ns, "-batch", "-"],
+           stdin="\n".join(bridge))
+        for ns, _, ip in ends:
+            sh(["ip", "-n", ns, "-batch", "-"],
+               stdin="link set lo up\naddr add %s/24 dev eth0\n"
+               "link set eth0 up" % ip)
+        chain = "*filter\n:{0} - [0:0]\n-I INPUT -j {0}\n" \
+            "-I OUTPUT -j {0}\nCOMMIT\n".format(CHAIN)
+        for ns, _, _ in ends[1:]:
+            sh(self.exec_prefix(ns) + ["iptables-restore", "-w", "5",
+                                       "--noflush"], stdin=chain)
 
     # ------------------------------------------------------ partitions --
 
