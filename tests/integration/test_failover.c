@@ -137,15 +137,19 @@ static uint64_t kill_leader(int *killed, int *leader)
 	return took;
 }
 
-static void setup_cluster(void)
+/* One cluster for every test: each leaves its three nodes running and
+ * rejoined, and closes its sessions. */
+static int setup_cluster(void **state)
 {
-	memset(&cl, 0, sizeof cl);
+	(void)state;
 	tcluster_start(&cl, 3, ELECTION_MS);
+	return 0;
 }
 
-static void teardown_cluster(void)
+static int teardown_cluster(void **state)
 {
-	assert_int_equal(tcluster_destroy(&cl), 0);
+	(void)state;
+	return tcluster_destroy(&cl);
 }
 
 /* -------------------------------------------------- sessions survive -- */
@@ -248,7 +252,6 @@ static int jeopardy_total(struct watched *w)
 static void sessions_survive_leader_kills(void **state)
 {
 	(void)state;
-	setup_cluster();
 	unsigned kills = kills_wanted();
 	/* two clients, two sessions each */
 	raftlock_client *clients[2] = {tl_client(&cl), tl_client(&cl)};
@@ -345,7 +348,6 @@ static void sessions_survive_leader_kills(void **state)
 	raftlock_client_close(other);
 	raftlock_client_close(clients[0]);
 	raftlock_client_close(clients[1]);
-	teardown_cluster();
 }
 
 /* ------------------------------------------------ dead client's lock -- */
@@ -409,7 +411,6 @@ static uint64_t granted_time(raftlock_client *c, const char *name)
  */
 static void dead_client_freed(unsigned changes, int kill_before_ms)
 {
-	setup_cluster();
 	uint64_t t1 = 0;
 	pid_t holder = tl_fork_holder(&cl, "dead", TTL_MS, NULL, &t1);
 	/* the waiter's session renews every 20 s: it writes no entry while
@@ -428,10 +429,10 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	tl_sleep_ms(kill_before_ms > 0 ? (unsigned)(left - (uint64_t)kill_before_ms)
 				       : (unsigned)-kill_before_ms);
 	uint64_t leaderless = 0;
+	int killed = -1, leader = -1;
 	for (unsigned k = 0; k < changes; k++) {
 		if (w.at != 0)
 			fail_msg("the lock was freed before leader change %u: no measure", k + 1);
-		int killed, leader;
 		uint64_t took = kill_leader(&killed, &leader);
 		leaderless += took;
 		printf("measure: leader change %u: %llu ms without a ready leader\n", k + 1,
@@ -470,7 +471,8 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	raftlock_lock_free(w.l);
 	raftlock_session_close(s);
 	raftlock_client_close(c);
-	teardown_cluster();
+	tcluster_restart(&cl, killed);
+	await_rejoined(killed, leader);
 }
 
 /* The leader dies 600 ms before the lease would end, 1.4 s or more after
@@ -493,7 +495,6 @@ static void dead_client_freed_two_leader_changes(void **state)
 static void short_ttl_refused(void **state)
 {
 	(void)state;
-	setup_cluster();
 	raftlock_client *c = tl_client(&cl);
 	raftlock_session *s = NULL;
 	struct raftlock_session_options so = {.ttl_ms = 2 * ELECTION_MS - 1};
@@ -504,7 +505,6 @@ static void short_ttl_refused(void **state)
 	assert_int_equal(raftlock_session_open(c, &so, &s), 0);
 	assert_int_equal(raftlock_session_close(s), 0);
 	raftlock_client_close(c);
-	teardown_cluster();
 }
 
 int main(void)
@@ -517,5 +517,5 @@ int main(void)
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, setup_cluster, teardown_cluster);
 }
