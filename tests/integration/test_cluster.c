@@ -19,6 +19,9 @@
 #include "lockutil.h"
 
 #define ELECTION_MS 1000
+/* The sessions across the leader's kill: 3 s, as test_failover's, whose
+ * validity (2/3 of it) is shorter than the longest failovers. */
+#define TTL_MS 3000
 
 static struct tcluster cl;
 
@@ -85,7 +88,7 @@ static void leader_kill(void **state)
 {
 	(void)state;
 	raftlock_client *c = tl_client(&cl);
-	raftlock_session *a = tl_session(c, 6000), *b = tl_session(c, 6000);
+	raftlock_session *a = tl_session(c, TTL_MS), *b = tl_session(c, TTL_MS);
 	raftlock_lock *la = tl_lock(a, "failover"), *lb = tl_lock(b, "failover");
 	raftlock_lock *probe = tl_lock(b, "failover-probe");
 	uint64_t t1 = tl_take(la);
@@ -105,7 +108,7 @@ static void leader_kill(void **state)
 	uint64_t tok = 0;
 	assert_int_equal(raftlock_lock_try(lb, &tok), RAFTLOCK_EBUSY);
 	/* More than a TTL later the holder's session is still valid and holds. */
-	tl_sleep_ms(8000);
+	tl_sleep_ms(TTL_MS + 2000);
 	assert_true(raftlock_session_valid(a));
 	assert_int_equal(raftlock_lock_try(lb, &tok), RAFTLOCK_EBUSY);
 	assert_int_equal(raftlock_lock_release(la, NULL), 0);

@@ -305,7 +305,10 @@ static void semaphore_never_over_limit(void **state)
  * the delay; a clean release frees it at once. */
 static void lock_delay(bool kill_leader)
 {
-	const unsigned ttl = 2000, delay = 3000;
+	/* Across a leader change the delay outlasts the failover (1.2-3.1
+	 * election timeouts), or a delay the new leader forgot would not show;
+	 * without one, 1 s is five times the margin below. */
+	const unsigned ttl = 2000, delay = kill_leader ? 3000 : 1000;
 	struct raftlock_lock_options o = {.kind = RAFTLOCK_MUTEX, .lock_delay_ms = delay};
 	uint64_t t1 = 0;
 	pid_t child = tl_fork_holder(&cl, "delayed", ttl, &o, &t1);
