@@ -24,7 +24,7 @@ char *peer_certs_path(const char *fmt, ...)
 	return p;
 }
 
-int peer_certs_make(int nodes, bool *have_expired)
+int peer_certs_make(int nodes, int others, bool *have_expired)
 {
 	char cmd[1024];
 	if (mkdtemp(dir) == NULL)
@@ -32,7 +32,7 @@ int peer_certs_make(int nodes, bool *have_expired)
 	snprintf(cmd, sizeof cmd,
 		 "cd %s && %s/deploy/make-certs a --nodes %d --client harness >make.log 2>&1 && "
 		 "%s/deploy/make-certs b --nodes %d >>make.log 2>&1",
-		 dir, RAFTLOCK_SOURCE_DIR, nodes, RAFTLOCK_SOURCE_DIR, nodes);
+		 dir, RAFTLOCK_SOURCE_DIR, nodes, RAFTLOCK_SOURCE_DIR, others);
 	if (system(cmd) != 0) {
 		fprintf(stderr, "making certificates failed: see %s/make.log\n", dir);
 		return -1;
@@ -43,7 +43,7 @@ int peer_certs_make(int nodes, bool *have_expired)
 		 "cd %s && lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1) "
 		 "&& [ -n \"$lib\" ] && LD_PRELOAD=$lib FAKETIME='@2020-01-01 00:00:00' "
 		 "%s/deploy/make-certs expired --ca-from a --nodes %d --days 1 >>make.log 2>&1",
-		 dir, RAFTLOCK_SOURCE_DIR, nodes);
+		 dir, RAFTLOCK_SOURCE_DIR, others);
 	*have_expired = system(cmd) == 0;
 	return 0;
 }

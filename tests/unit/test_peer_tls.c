@@ -96,7 +96,7 @@ static int make_certs(void **state)
 	real_getaddrinfo = (getaddrinfo_fn)dlsym(RTLD_NEXT, "getaddrinfo");
 	assert_non_null(real_getaddrinfo);
 	log_setup(getenv("RAFTLOCK_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO, 0, LOG_FORMAT_TEXT);
-	return peer_certs_make(3, &have_expired);
+	return peer_certs_make(3, 3, &have_expired);
 }
 
 static int remove_certs(void **state)
