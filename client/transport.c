@@ -410,7 +410,7 @@ static void io_refused(struct transport *t, int err, const char *why)
 	list_each_entry (r, &t->reqs, struct request, link) {
 		if (r->done)
 			continue;
-		r->last_err = r->once && r->maybe_ran ? RAFTLOCK_EUNKNOWN : err;
+		r->last_err = err; /* a once request that may have run: io_fail() ended it */
 		r->refused = true;
 	}
 	transport_wake_all(t);
