@@ -47,7 +47,9 @@ void conn_addr_free(struct conn_addr *a)
 	free(a->host);
 	free(a->port);
 	free(a->text);
+	resolve_drop(a->lookup);
 	a->host = a->port = a->text = NULL;
+	a->lookup = NULL;
 }
 
 void conn_init(struct conn *c)
@@ -306,58 +308,141 @@ static int conn_tls_flush(struct conn *c)
 
 /* ------------------------------------------------------------- sockets -- */
 
-int conn_start(struct conn *c, const struct conn_addr *a, const struct conn_tls *tls)
+/* Lets go of what conn_start() set up to reach the host. */
+static void conn_forget_host(struct conn *c)
 {
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_NUMERICSERV,
-	};
-	struct addrinfo *res = NULL;
-	int rv = getaddrinfo(a->host, a->port, &hints, &res);
-	if (rv == EAI_MEMORY)
-		return RAFTLOCK_ENOMEM;
-	if (rv != 0 || res == NULL)
-		return RAFTLOCK_ECONNECTION;
-	int fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			res->ai_protocol);
-	if (fd < 0) {
-		rv = errno == ENOMEM || errno == ENOBUFS ? RAFTLOCK_ENOMEM : RAFTLOCK_ECONNECTION;
-		goto err_res;
+	resolve_drop(c->lookup);
+	if (c->numeric != NULL)
+		freeaddrinfo(c->numeric);
+	free(c->host);
+	c->lookup = NULL;
+	c->numeric = NULL;
+	c->ai_next = NULL;
+	c->host = NULL;
+	c->tls = NULL;
+}
+
+/* Closes the socket, its SSL object with it (no close_notify). */
+static void conn_drop_socket(struct conn *c)
+{
+	if (c->ssl != NULL) {
+		SSL_free(c->ssl);
+		ERR_clear_error();
+		c->ssl = NULL;
 	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-		c->state = CONN_OPEN;
-	} else if (errno == EINPROGRESS) {
-		c->state = CONN_CONNECTING;
-	} else {
-		rv = RAFTLOCK_ECONNECTION;
-		goto err_fd;
-	}
-	if (tls != NULL) {
-		if ((rv = conn_tls_new(c, fd, tls, a->host)) != 0)
-			goto err_fd;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->state = CONN_CLOSED;
+}
+
+/* Connects to the host's next address that takes a connect, in the
+ * resolver's order (a name may have an IPv6 and an IPv4 address, and a
+ * node listen on only one of them). */
+static int conn_dial(struct conn *c)
+{
+	int rv = RAFTLOCK_ECONNECTION;
+	while (c->ai_next != NULL) {
+		const struct addrinfo *ai = c->ai_next;
+		c->ai_next = ai->ai_next;
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				ai->ai_protocol);
+		if (fd < 0) {
+			if (errno == ENOMEM || errno == ENOBUFS)
+				return RAFTLOCK_ENOMEM;
+			continue; /* an address family this host lacks */
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			c->state = CONN_OPEN;
+		} else if (errno == EINPROGRESS) {
+			c->state = CONN_CONNECTING;
+		} else {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		if (c->tls == NULL)
+			return 0;
+		if ((rv = conn_tls_new(c, fd, c->tls, c->host)) != 0) {
+			conn_drop_socket(c);
+			return rv;
+		}
 		if (c->state == CONN_OPEN)
 			c->state = CONN_HANDSHAKE; /* begins when the socket polls writable */
+		return 0;
 	}
-	freeaddrinfo(res);
-	c->fd = fd;
-	return 0;
-
-err_fd:
-	close(fd);
-err_res:
-	freeaddrinfo(res);
 	return rv;
+}
+
+int conn_start(struct conn *c, struct conn_addr *a, const struct conn_tls *tls, resolve_fn resolver)
+{
+	c->why[0] = '\0';
+	c->tls = tls;
+	c->host = strdup(a->host);
+	if (c->host == NULL)
+		return RAFTLOCK_ENOMEM;
+	int rv = resolve_numeric(a->host, a->port, &c->numeric);
+	if (rv == 0) {
+		c->ai_next = c->numeric;
+		rv = conn_dial(c);
+	} else if (rv == RAFTLOCK_EINVAL) {
+		/* a name: looked up on a thread of its own, or by an earlier
+		 * attempt whose connect stopped waiting for it */
+		c->lookup = a->lookup;
+		a->lookup = NULL;
+		rv = c->lookup != NULL ? 0 : resolve_start(a->host, a->port, resolver, &c->lookup);
+		if (rv == 0)
+			c->state = CONN_RESOLVING;
+		if (rv == RAFTLOCK_ELIMIT) {
+			snprintf(c->why, sizeof c->why,
+				 "name lookup of '%s' not started: %d are under way (the resolver "
+				 "does not answer?)",
+				 a->host, RESOLVE_MAX);
+			rv = RAFTLOCK_ECONNECTION;
+		}
+	}
+	if (rv != 0)
+		conn_forget_host(c);
+	return rv;
+}
+
+int conn_finish_resolve(struct conn *c)
+{
+	const struct addrinfo *ai;
+	int rv = resolve_answer(c->lookup, &ai, c->why, sizeof c->why);
+	if (rv == 1)
+		return 0; /* not in yet */
+	c->state = CONN_CLOSED;
+	if (rv != 0)
+		return rv;
+	c->ai_next = ai;
+	return conn_dial(c);
+}
+
+void conn_give_up(struct conn *c, struct conn_addr *a, unsigned ms)
+{
+	if (c->state != CONN_RESOLVING)
+		return;
+	snprintf(c->why, sizeof c->why, "name lookup of '%s' took longer than %u ms", c->host, ms);
+	if (a == NULL)
+		return;
+	resolve_drop(a->lookup);
+	a->lookup = c->lookup;
+	c->lookup = NULL;
 }
 
 int conn_finish_connect(struct conn *c)
 {
 	int err = 0;
 	socklen_t len = sizeof err;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
-		return RAFTLOCK_ECONNECTION;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+		if (c->ai_next == NULL)
+			return RAFTLOCK_ECONNECTION;
+		conn_drop_socket(c); /* the name has another address */
+		return conn_dial(c);
+	}
 	if (c->ssl == NULL) {
 		c->state = CONN_OPEN;
 		return 0;
@@ -379,6 +464,8 @@ int conn_queue(struct conn *c, const uint8_t *frame, size_t n)
 
 int conn_flush(struct conn *c)
 {
+	if (c->state == CONN_RESOLVING)
+		return 0; /* no socket yet */
 	if (c->ssl != NULL)
 		return c->state == CONN_OPEN ? conn_tls_flush(c) : 0;
 	while (c->out_off < c->out_len) {
@@ -439,17 +526,10 @@ int conn_next(struct conn *c, Raftlock__Envelope **env)
 
 void conn_close(struct conn *c)
 {
-	if (c->ssl != NULL) {
-		if (c->state == CONN_OPEN && !c->tls_failed)
-			SSL_shutdown(c->ssl); /* one try at a close_notify */
-		SSL_free(c->ssl);
-		ERR_clear_error();
-		c->ssl = NULL;
-	}
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	c->state = CONN_CLOSED;
+	if (c->ssl != NULL && c->state == CONN_OPEN && !c->tls_failed)
+		SSL_shutdown(c->ssl); /* one try at a close_notify */
+	conn_drop_socket(c);
+	conn_forget_host(c);
 	free(c->out);
 	c->out = NULL;
 	c->out_off = c->out_len = c->out_cap = 0;
@@ -462,8 +542,10 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 			      Raftlock__Envelope **reply)
 {
 	int rv;
+	if (c->state == CONN_RESOLVING)
+		return conn_finish_resolve(c); /* the socket is polled next */
 	if (c->state == CONN_CONNECTING) {
-		if ((rv = conn_finish_connect(c)) != 0 || c->state == CONN_HANDSHAKE)
+		if ((rv = conn_finish_connect(c)) != 0 || c->state != CONN_OPEN)
 			return rv;
 	} else if (c->state == CONN_HANDSHAKE) {
 		if ((rv = conn_handshake(c)) != 0 || c->state != CONN_OPEN)
@@ -499,8 +581,10 @@ int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const u
 	uint64_t connected_by = deadline;
 	if (connect_timeout_ms != 0 && connect_timeout_ms < timeout_ms)
 		connected_by = start + connect_timeout_ms;
+	/* a's host and port only: its lookup is its I/O thread's */
+	struct conn_addr to = {.host = a->host, .port = a->port, .text = a->text};
 	conn_init(&c);
-	int rv = conn_start(&c, a, tls);
+	int rv = conn_start(&c, &to, tls, NULL);
 	if (rv != 0)
 		goto out;
 	if ((rv = conn_queue(&c, frame, n)) != 0)
@@ -509,10 +593,11 @@ int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const u
 		uint64_t now = clock_mono_ms();
 		uint64_t until = c.state == CONN_OPEN ? deadline : connected_by;
 		if (now >= until) {
+			conn_give_up(&c, NULL, (unsigned)(until - start));
 			rv = c.state == CONN_OPEN ? RAFTLOCK_ETIMEDOUT : RAFTLOCK_ECONNECTION;
 			goto out;
 		}
-		struct pollfd p = {.fd = c.fd, .events = conn_poll_events(&c)};
+		struct pollfd p = {.fd = conn_poll_fd(&c), .events = conn_poll_events(&c)};
 		bool buffered = conn_buffered(&c);
 		int pr = poll(&p, 1, buffered ? 0 : (int)(until - now));
 		if (pr < 0 && errno != EINTR) {
@@ -530,7 +615,8 @@ int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const u
 			goto out;
 	}
 out:
-	if (rv == RAFTLOCK_ETLS && why != NULL)
+	if (why != NULL &&
+	    (rv == RAFTLOCK_ETLS || (rv == RAFTLOCK_ECONNECTION && c.why[0] != '\0')))
 		snprintf(why, why_len, "%s", c.why);
 	conn_close(&c);
 	frame_reader_close(&c.reader);

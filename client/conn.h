@@ -2,11 +2,16 @@
  * conn.h: one TCP connection to a cluster node, and node addresses.
  *
  * A conn is driven by its owner's poll loop: conn_start() begins a
- * non-blocking connect, conn_finish_connect() completes it when the socket
- * turns writable, conn_queue()/conn_flush() write whole frames, and
- * conn_read()/conn_next() hand out decoded envelopes. A conn is used by one
- * thread at a time. Errors: RAFTLOCK_ECONNECTION for anything the network
- * did (refused, reset, closed by the peer), RAFTLOCK_EPROTO/ETOOBIG for bytes
+ * non-blocking connect (after a lookup of the host when it is a name:
+ * state CONN_RESOLVING, finished by conn_finish_resolve()),
+ * conn_finish_connect() completes it when the socket turns writable,
+ * conn_queue()/conn_flush() write whole frames, and conn_read()/conn_next()
+ * hand out decoded envelopes. The owner polls conn_poll_fd() for
+ * conn_poll_events(), and bounds the whole connect (lookup, TCP, TLS) by a
+ * deadline of its own (conn_give_up). A conn is used by one thread at a
+ * time. Errors: RAFTLOCK_ECONNECTION for anything the network did
+ * (refused, reset, closed by the peer) and for a name without an address
+ * (c->why then says which name and why), RAFTLOCK_EPROTO/ETOOBIG for bytes
  * that are not a valid frame, RAFTLOCK_ENOMEM.
  *
  * TLS: a conn started with a struct conn_tls runs a TLS handshake after
@@ -34,12 +39,17 @@
 
 #include "frame.h"
 #include "raftlock.pb-c.h"
+#include "resolve.h"
 
 /* A parsed "host:port" ("[v6]:port" for IPv6 literals). Owns its strings. */
 struct conn_addr {
 	char *host;
 	char *port;
 	char *text; /* as given */
+	/* A lookup of host a connect stopped waiting for (conn_give_up),
+	 * under way or answered: the next conn_start() of this address takes
+	 * it over. Owned; conn_addr_free() lets go of it. */
+	struct resolve *lookup;
 };
 
 /* Parses text. Returns 0, RAFTLOCK_EINVAL (no port, port not in 1..65535,
@@ -49,6 +59,7 @@ void conn_addr_free(struct conn_addr *a);
 
 enum conn_state {
 	CONN_CLOSED,
+	CONN_RESOLVING, /* the host is a name, being looked up */
 	CONN_CONNECTING,
 	CONN_HANDSHAKE, /* TLS only: connected, handshake under way */
 	CONN_OPEN,
@@ -80,20 +91,62 @@ struct conn {
 	bool tls_failed;        /* a fatal TLS error: no close_notify */
 	bool tls_asked;         /* the peer asked for a client certificate */
 	bool tls_short;         /* the last recv got less than it asked for */
-	char why[CONN_WHY_MAX]; /* the reason of RAFTLOCK_ETLS */
+	char why[CONN_WHY_MAX]; /* the reason of RAFTLOCK_ETLS, or of a
+				   RAFTLOCK_ECONNECTION of the lookup */
+	/* from conn_start() until conn_close() */
+	const struct conn_tls *tls;     /* borrowed; NULL: plain TCP */
+	char *host;                     /* the certificate's name by default */
+	struct resolve *lookup;         /* a name's lookup; its answer is borrowed */
+	struct addrinfo *numeric;       /* a numeric host's address (owned) */
+	const struct addrinfo *ai_next; /* the host's next address to try */
 };
 
 void conn_init(struct conn *c);
 
-/* Starts connecting to a (name resolution blocks), over TLS when tls is
- * not NULL. On success the conn is CONNECTING, or OPEN (TLS: HANDSHAKE) if
- * the connect finished at once. Errors: RAFTLOCK_ECONNECTION,
- * RAFTLOCK_ENOMEM (also when OpenSSL cannot make the connection object). */
-int conn_start(struct conn *c, const struct conn_addr *a, const struct conn_tls *tls);
+/*
+ * Starts connecting to a, over TLS when tls is not NULL. A numeric host is
+ * connected to at once, without a resolver. A name is looked up first,
+ * on a thread of its own (resolve.h), with resolver (NULL: getaddrinfo),
+ * or with the lookup a->lookup holds (taken over from a), and the conn is
+ * RESOLVING: nothing here waits for a resolver. Otherwise the conn is
+ * CONNECTING, or OPEN (TLS: HANDSHAKE) if the connect finished at once.
+ * a is borrowed for the call. Errors: RAFTLOCK_ECONNECTION (c->why says
+ * why when RESOLVE_MAX lookups are under way already), RAFTLOCK_ENOMEM
+ * (also when OpenSSL cannot make the connection object, or the lookup's
+ * thread cannot start); the conn is then CLOSED.
+ */
+int conn_start(struct conn *c, struct conn_addr *a, const struct conn_tls *tls,
+	       resolve_fn resolver);
+
+/* Goes on after the lookup's descriptor (conn_poll_fd) polled readable:
+ * 0 and the conn is CONNECTING, OPEN or HANDSHAKE as after conn_start(),
+ * or still RESOLVING. Errors: RAFTLOCK_ECONNECTION (the name has no
+ * address: c->why names the name and the resolver's reason; or none of
+ * its addresses takes a connect), RAFTLOCK_ENOMEM. */
+int conn_finish_resolve(struct conn *c);
 
 /* Completes a connect after the socket polled writable. 0: OPEN, or with
- * TLS, HANDSHAKE (the handshake has begun). */
+ * TLS, HANDSHAKE (the handshake has begun), or CONNECTING again when the
+ * connect was refused and the name has another address, tried now. */
 int conn_finish_connect(struct conn *c);
+
+/* Whether the conn is on its way to OPEN: a lookup, a connect or a TLS
+ * handshake under way. */
+static inline bool conn_connecting(const struct conn *c)
+{
+	return c->state == CONN_RESOLVING || c->state == CONN_CONNECTING ||
+	       c->state == CONN_HANDSHAKE;
+}
+
+/*
+ * The owner's connect deadline passed, ms after conn_start(). A conn still
+ * RESOLVING says so in c->why, and hands its lookup over to a->lookup when
+ * a is not NULL (a connect stopped waiting, but the next attempt at a
+ * takes the answer rather than asking again: a resolver slower than the
+ * connect timeout is still waited for, at most one lookup of a runs at a
+ * time). The owner then closes c.
+ */
+void conn_give_up(struct conn *c, struct conn_addr *a, unsigned ms);
 
 /* Takes the TLS handshake one step further after its events polled ready.
  * 0: OPEN, or still HANDSHAKE. Errors: RAFTLOCK_ETLS (c->why says why),
@@ -108,9 +161,18 @@ int conn_flush(struct conn *c);
 
 bool conn_wants_write(const struct conn *c);
 
-/* Events to poll the socket for. */
+/* The descriptor to poll: the socket, or the lookup's while RESOLVING;
+ * -1 when CLOSED. */
+static inline int conn_poll_fd(const struct conn *c)
+{
+	return c->state == CONN_RESOLVING ? resolve_fd(c->lookup) : c->fd;
+}
+
+/* Events to poll conn_poll_fd() for. */
 static inline short conn_poll_events(const struct conn *c)
 {
+	if (c->state == CONN_RESOLVING)
+		return POLLIN;
 	if (c->ssl == NULL || c->state == CONN_CONNECTING)
 		return (short)(POLLIN | (conn_wants_write(c) ? POLLOUT : 0));
 	if (c->state == CONN_HANDSHAKE)
@@ -149,8 +211,9 @@ int conn_read(struct conn *c);
 int conn_next(struct conn *c, Raftlock__Envelope **env);
 
 /* Closes the socket (over TLS, after a close_notify if the connection is
- * sound; its SSL object is freed) and drops buffered bytes; the conn may
- * start again, also with another address or TLS setting. */
+ * sound; its SSL object is freed), lets go of a lookup under way (it ends
+ * by itself) and drops buffered bytes; the conn may start again, also with
+ * another address or TLS setting. */
 void conn_close(struct conn *c);
 
 /*
@@ -158,11 +221,16 @@ void conn_close(struct conn *c);
  * NULL): connects to a, sends frame, and waits for the envelope with the
  * given id, or for the node's refusal of the connection (a response with id
  * 0 and a status, say ELIMIT for its limit on connections from this
- * address), all within timeout_ms, of which the connect (TCP and TLS
- * handshake) takes at most connect_timeout_ms (0: no bound of its own).
- * *reply is owned by the caller. Errors:
- * RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM,
- * RAFTLOCK_ETLS (the reason is copied into why, why_len bytes).
+ * address), all within timeout_ms, of which the connect (a name's
+ * lookup, TCP and TLS handshake) takes at most connect_timeout_ms (0: no
+ * bound of its own, timeout_ms bounds it). A lookup that outlives the
+ * connect's bound is let go of (conn_close) and ends by itself. a is
+ * borrowed (its lookup field is neither read nor written: a may be a
+ * client's address, which its I/O thread uses meanwhile). *reply is owned
+ * by the caller. Errors: RAFTLOCK_ECONNECTION (when a name's lookup failed
+ * or took too long, the reason is copied into why, why_len bytes),
+ * RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM, RAFTLOCK_ETLS (the
+ * reason is copied into why).
  */
 int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
 		  size_t n, uint64_t id, unsigned connect_timeout_ms, unsigned timeout_ms,

@@ -538,6 +538,12 @@ static void lock_sync_done(struct transport *t, struct request *req, int err)
 	} else {
 		errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
 	}
+	if (rv == RAFTLOCK_ECONNECTION && sync->note_code == 0 && t->unreached_why[0] != '\0') {
+		/* no node could be reached: why a name's lookup failed */
+		sync->note_code = rv;
+		snprintf(sync->note, sizeof sync->note, "%.*s", (int)sizeof sync->note - 1,
+			 t->unreached_why);
+	}
 	if (rv != 0)
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
 	session_call_end(l->session);

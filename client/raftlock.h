@@ -176,7 +176,19 @@ typedef struct raftlock_client raftlock_client;
 
 struct raftlock_client_options {
 	/* "host:port" client addresses of any cluster nodes (at least one).
-	 * The array and strings are copied. */
+	 * The array and strings are copied. A numeric host ("10.0.0.1",
+	 * "[::1]") is used as is, without a resolver. A host name is looked
+	 * up (getaddrinfo) at each connection attempt, on a thread of its own,
+	 * so that a resolver that does not answer holds neither the client's
+	 * other addresses, calls and keepalives nor raftlock_client_close();
+	 * its addresses are tried in the resolver's order. A lookup that
+	 * fails, or is not answered within connect_timeout_ms, fails that
+	 * attempt like an unreachable node (the next address is tried; a call
+	 * that finds no node ends with RAFTLOCK_ECONNECTION and
+	 * raftlock_errmsg() names the address and the lookup's failure); the
+	 * next attempt at that address waits for the same lookup again rather
+	 * than starting another, so a resolver slower than connect_timeout_ms
+	 * is still waited for. */
 	const char *const *addresses;
 	size_t n_addresses;
 	/* Shown by introspection as the owner's client name; NULL = the
@@ -184,7 +196,8 @@ struct raftlock_client_options {
 	const char *client_name;
 	/* Default timeout of a request, retries included; 0 = 10000 ms. */
 	unsigned request_timeout_ms;
-	/* Timeout of one connect attempt, TCP and TLS handshake; 0 = 1000 ms. */
+	/* Timeout of one connect attempt: the host name's lookup (if a
+	 * name), the TCP connect and the TLS handshake, in all; 0 = 1000 ms. */
 	unsigned connect_timeout_ms;
 
 	/*
@@ -254,7 +267,9 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
  * Closes every session still open on the client (releasing their locks on a
  * best-effort basis, bounded by the request timeout), stops its threads and
  * frees it. Lock and session objects of this client must have been freed
- * before, or are freed here. Must not be called from a callback of this
+ * before, or are freed here. It does not wait for a host name's lookup
+ * under way: that one ends by itself when its resolver answers, and frees
+ * what it holds then. Must not be called from a callback of this
  * client. NULL is a no-op.
  */
 RAFTLOCK_API void raftlock_client_close(raftlock_client *client);
@@ -1006,10 +1021,14 @@ struct raftlock_status {
  * Asks one node for its own view (no quorum needed: works during an
  * outage). `address` names the node ("host:port"); NULL asks the first
  * reachable address of the client, trying them in turn. Blocks for at most
- * the request timeout, each connect (and TLS handshake) for at most the
- * connect timeout. *out is freed with raftlock_status_free().
- * Over TLS it connects as the client does, with the same checks.
- * Errors: RAFTLOCK_ECONNECTION, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ENOMEM,
+ * the request timeout, each connect (a host name's lookup, the TCP connect
+ * and TLS handshake) for at most the connect timeout; a lookup not
+ * answered by then is left to end by itself. *out is freed with
+ * raftlock_status_free(). Over TLS it connects as the client does, with
+ * the same checks.
+ * Errors: RAFTLOCK_ECONNECTION (a host name's lookup that failed or took
+ * too long: the message names the name and why), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the handshake failed: the message names the address and
  * the reason), RAFTLOCK_ELIMIT (the node holds as many connections from
  * this client's address as it takes: --max-connections-per-address).

@@ -126,6 +126,9 @@ int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 		if (req->refused || transport_mono_ms(t) >= deadline) {
 			if (req->last_err == RAFTLOCK_ETLS || req->refused)
 				errmsg_note(req->last_err, t->refused_why);
+			else if (req->last_err == RAFTLOCK_ECONNECTION &&
+				 t->unreached_why[0] != '\0')
+				errmsg_note(req->last_err, t->unreached_why);
 			return req->last_err;
 		}
 		struct timespec ts = transport_deadline(t, deadline);
@@ -417,19 +420,24 @@ static void io_refused(struct transport *t, int err, const char *why)
 	t->reconnect_at = t->refused_until = transport_mono_ms(t) + CLIENT_REFUSED_MS;
 }
 
-/* A connection failed with rv: refused TLS, or like any network failure. */
+/* A connection failed with rv: refused TLS, or like any network failure
+ * (a name's failed lookup says why). */
 static void io_fail_with(struct transport *t, int rv, bool unreachable)
 {
-	if (rv == RAFTLOCK_ETLS)
+	if (rv == RAFTLOCK_ETLS) {
 		io_refused(t, RAFTLOCK_ETLS, t->conn.why);
-	else
-		io_fail(t, unreachable);
+		return;
+	}
+	if (rv == RAFTLOCK_ECONNECTION && t->conn.why[0] != '\0')
+		snprintf(t->unreached_why, sizeof t->unreached_why, "%s: %s",
+			 t->conn_text ? t->conn_text : "a node", t->conn.why);
+	io_fail(t, unreachable);
 }
 
 static void io_connect(struct transport *t)
 {
 	struct conn_addr redirect = {0};
-	const struct conn_addr *a;
+	struct conn_addr *a;
 	t->conn_gen++;
 	t->owed_since = 0;
 	if (t->has_redirect) {
@@ -450,20 +458,24 @@ static void io_connect(struct transport *t)
 		a = &t->addrs[t->addr_next];
 		t->addr_next = (t->addr_next + 1) % t->n_addrs;
 	}
+	t->conn_addr = a != &redirect ? a : NULL;
 	free(t->conn_text);
 	t->conn_text = strdup(a->text); /* NULL: only loses the memory above */
-	/* Name resolution may block: not with the client locked. The conn
-	 * and the addresses are the I/O thread's alone. */
+	/* A socket and a TLS object are set up (a name's lookup only starts
+	 * here): not with the client locked. The conn and the addresses are
+	 * the I/O thread's alone. */
+	resolve_fn resolver = t->resolver;
 	t->io_connecting = true;
 	pthread_mutex_unlock(&t->mu);
-	int rv = conn_start(&t->conn, a, t->tls.ctx != NULL ? &t->tls : NULL);
+	int rv = conn_start(&t->conn, a, t->tls.ctx != NULL ? &t->tls : NULL, resolver);
 	pthread_mutex_lock(&t->mu);
 	t->io_connecting = false;
 	conn_addr_free(&redirect);
 	if (rv != 0) {
-		io_fail(t, true);
+		io_fail_with(t, rv, true);
 		return;
 	}
+	/* one bound for the lookup, the TCP connect and the TLS handshake */
 	t->connect_deadline = transport_mono_ms(t) + t->connect_timeout_ms;
 }
 
@@ -739,6 +751,7 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 	t->backoff_ms = 0;
 	t->refusals = 0;
 	t->refused_until = 0;
+	t->unreached_why[0] = '\0';
 	r->retries = 0;
 	if (r->on_stream != NULL) {
 		r->queued = true; /* answered: what follows comes when it comes */
@@ -802,6 +815,11 @@ static void io_handle(struct transport *t, short revents)
 		return;
 	}
 	int rv;
+	if (t->conn.state == CONN_RESOLVING) {
+		if ((rv = conn_finish_resolve(&t->conn)) != 0)
+			io_fail_with(t, rv, true);
+		return; /* the connect's socket is polled next */
+	}
 	if (t->conn.state == CONN_CONNECTING) {
 		if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
 			return;
@@ -809,8 +827,9 @@ static void io_handle(struct transport *t, short revents)
 			io_fail_with(t, rv, true);
 			return;
 		}
-		if (t->conn.state == CONN_HANDSHAKE)
-			return; /* its first step is on its way */
+		if (t->conn.state != CONN_OPEN)
+			return; /* a TLS handshake's first step, or the name's next
+				   address, is on its way */
 		/* anything already readable is reported by the next poll */
 		io_send_pending(t, transport_mono_ms(t));
 	} else if (t->conn.state == CONN_HANDSHAKE) {
@@ -883,8 +902,7 @@ static int io_poll_timeout(struct transport *t, uint64_t now)
 	uint64_t until = now + CLIENT_POLL_MAX_MS;
 	if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && t->reconnect_at < until)
 		until = t->reconnect_at;
-	if ((t->conn.state == CONN_CONNECTING || t->conn.state == CONN_HANDSHAKE) &&
-	    t->connect_deadline < until)
+	if (conn_connecting(&t->conn) && t->connect_deadline < until)
 		until = t->connect_deadline;
 	struct request *r;
 	list_each_entry (r, &t->reqs, struct request, link) {
@@ -912,25 +930,30 @@ static void *io_main(void *arg)
 			io_fail(t, false);
 		if (t->conn.state == CONN_CLOSED && !list_empty(&t->reqs) && now >= t->reconnect_at)
 			io_connect(t);
-		if ((t->conn.state == CONN_CONNECTING || t->conn.state == CONN_HANDSHAKE) &&
-		    now >= t->connect_deadline)
-			io_fail(t, true);
+		if (conn_connecting(&t->conn) && now >= t->connect_deadline) {
+			/* a lookup still under way is waited for by the next
+			 * attempt at this address */
+			conn_give_up(&t->conn, t->conn_addr, t->connect_timeout_ms);
+			io_fail_with(t, RAFTLOCK_ECONNECTION, true);
+		}
 		if (t->conn.state == CONN_OPEN) {
 			io_send_pending(t, now);
 			int err = conn_flush(&t->conn);
 			if (err != 0)
 				io_fail_with(t, err, false);
 		}
+		/* the socket, or the lookup of the address's name */
+		int conn_fd = conn_poll_fd(&t->conn);
 		struct pollfd p[2] = {
 			{.fd = t->wake_fd, .events = POLLIN},
-			{.fd = t->conn.fd, .events = conn_poll_events(&t->conn)},
+			{.fd = conn_fd, .events = conn_poll_events(&t->conn)},
 		};
 		/* decrypted bytes in OpenSSL do not make the socket readable */
 		bool buffered = conn_buffered(&t->conn);
 		int timeout = buffered || t->to_signal != NULL || t->deferred != NULL
 				      ? 0
 				      : io_poll_timeout(t, now);
-		nfds_t n = t->conn.fd >= 0 ? 2 : 1;
+		nfds_t n = conn_fd >= 0 ? 2 : 1;
 		t->io_polling = true;
 		t->io_epoch = t->clock_epoch;
 		pthread_mutex_unlock(&t->mu);
@@ -952,7 +975,7 @@ static void *io_main(void *arg)
 			ssize_t rv = read(t->wake_fd, &v, sizeof v);
 			(void)rv;
 		}
-		if (n == 2 && p[1].revents != 0 && t->conn.fd == p[1].fd)
+		if (n == 2 && p[1].revents != 0 && conn_poll_fd(&t->conn) == p[1].fd)
 			io_handle(t, p[1].revents);
 		if (t->drop_conn)
 			io_fail(t, false);
@@ -1046,6 +1069,13 @@ static void transport_free(struct transport *t)
 	pthread_cond_destroy(&t->cond);
 	pthread_condattr_destroy(&t->condattr);
 	pthread_mutex_destroy(&t->mu);
+}
+
+void transport_resolver_set(struct transport *t, resolve_fn fn)
+{
+	pthread_mutex_lock(&t->mu);
+	t->resolver = fn;
+	pthread_mutex_unlock(&t->mu);
 }
 
 int transport_check_options(const struct raftlock_client_options *opts)

@@ -35,6 +35,12 @@
  * a session lost or closing, stop); a caller waiting for its own request
  * waits on the request's condition variable.
  *
+ * Names: an address given by name is looked up on a thread of its own
+ * (resolve.h) while the I/O thread goes on serving its wake-ups, calls
+ * and deadlines; the lookup counts in the connect timeout, and one the
+ * I/O thread stopped waiting for is waited for again by the next attempt
+ * at that address, not asked again.
+ *
  * Time: every layer reads the clocks through transport_mono_ms() and
  * transport_boot_ms() and turns deadlines into waits with
  * transport_deadline(), so that a test can stop a client's clocks
@@ -154,9 +160,15 @@ struct transport {
 	 * or its limit on connections from this address (RAFTLOCK_ELIMIT). */
 	char refused_why[CONN_WHY_MAX + 64]; /* the last refusal: address, reason */
 	int refused_err;                     /* and its status */
-	size_t refusals;                     /* addresses that refused since an answer */
-	uint64_t refused_until;              /* transport_mono_ms: new requests end at
-						once with refused_err until then */
+	/* Why the last address given by name could not be reached: its
+	 * lookup failed or took longer than the connect timeout (address,
+	 * reason); "" since an answer. A call that ends RAFTLOCK_ECONNECTION
+	 * says it in its error message. */
+	char unreached_why[CONN_WHY_MAX + 64];
+	resolve_fn resolver;    /* NULL: getaddrinfo (transport_resolver_set) */
+	size_t refusals;        /* addresses that refused since an answer */
+	uint64_t refused_until; /* transport_mono_ms: new requests end at
+				   once with refused_err until then */
 	uint64_t rng;
 	/* Tests: a clock that stands still (clock_frozen: both clocks are
 	 * their value at the freeze plus clock_skew_ms) or runs ahead of the
@@ -183,6 +195,8 @@ struct transport {
 	struct transport_deferred *deferred, *deferred_tail;
 	struct request *to_signal; /* completed, their waiters not yet woken */
 	struct conn conn;
+	struct conn_addr *conn_addr; /* the entry of addrs it reaches; NULL:
+					a redirect's address */
 	uint64_t conn_gen;
 	uint64_t connect_deadline;
 	size_t addr_next; /* next address to try */
@@ -220,6 +234,10 @@ int transport_open(struct transport *t, const struct raftlock_client_options *op
 /* Stops the I/O thread and frees everything t holds (without t->mu; no
  * other thread may use t any more). */
 void transport_close(struct transport *t);
+
+/* Tests: host names are looked up with fn from now on (NULL:
+ * getaddrinfo). Without t->mu. */
+void transport_resolver_set(struct transport *t, resolve_fn fn);
 
 /* Checks the options transport_open() reads; an error message is set. */
 int transport_check_options(const struct raftlock_client_options *opts);
@@ -297,7 +315,8 @@ void transport_watch(struct transport *t, struct request *req);
  * (ETIMEDOUT, ECONNECTION, EUNAVAILABLE; EUNKNOWN for a request of
  * transport_call_once that may have run), or RAFTLOCK_ETLS before the deadline when
  * every address refused TLS (the next error message of the calling thread
- * on this client with that code then gives the address and reason). */
+ * on this client with that code then gives the address and reason; so
+ * for ECONNECTION, when a name's lookup failed or took too long). */
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
 
 /* Removes req from the table and frees it (or leaves that to the I/O

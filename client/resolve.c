@@ -1,0 +1,152 @@
+/* resolve.c: see resolve.h. */
+#include "resolve.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "raftlock.h"
+
+struct resolve {
+	unsigned refs; /* the owner's and the thread's (atomic) */
+	bool done;     /* the answer below is in (release/acquire) */
+	int fd;        /* eventfd, written once done */
+	resolve_fn fn;
+	char *host;
+	char *port;
+	/* the answer, written by the thread before done */
+	int gai;
+	int gai_errno; /* errno of EAI_SYSTEM */
+	struct addrinfo *res;
+};
+
+static unsigned resolve_running; /* lookups whose thread runs (atomic) */
+static unsigned resolve_count;   /* lookups not yet freed (atomic) */
+
+/* As the connect used them before lookups had threads of their own. */
+static const struct addrinfo resolve_hints = {
+	.ai_family = AF_UNSPEC,
+	.ai_socktype = SOCK_STREAM,
+	.ai_flags = AI_NUMERICSERV,
+};
+
+int resolve_numeric(const char *host, const char *port, struct addrinfo **res)
+{
+	struct addrinfo hints = resolve_hints;
+	hints.ai_flags |= AI_NUMERICHOST; /* never asks a resolver */
+	int gai = getaddrinfo(host, port, &hints, res);
+	if (gai == 0)
+		return 0;
+	return gai == EAI_NONAME   ? RAFTLOCK_EINVAL
+	       : gai == EAI_MEMORY ? RAFTLOCK_ENOMEM
+				   : RAFTLOCK_ECONNECTION;
+}
+
+static void resolve_unref(struct resolve *r)
+{
+	if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (r->res != NULL)
+		freeaddrinfo(r->res);
+	close(r->fd);
+	free(r->host);
+	free(r->port);
+	free(r);
+	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
+}
+
+static void *resolve_main(void *arg)
+{
+	struct resolve *r = arg;
+	struct addrinfo *res = NULL;
+	int gai = r->fn(r->host, r->port, &resolve_hints, &res);
+	r->gai_errno = errno;
+	r->gai = gai;
+	r->res = gai == 0 ? res : NULL;
+	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
+	uint64_t one = 1;
+	ssize_t w = write(r->fd, &one, sizeof one);
+	(void)w; /* an eventfd written once cannot be full */
+	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	resolve_unref(r);
+	return NULL;
+}
+
+int resolve_start(const char *host, const char *port, resolve_fn fn, struct resolve **out)
+{
+	if (__atomic_add_fetch(&resolve_running, 1, __ATOMIC_ACQ_REL) > RESOLVE_MAX) {
+		__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+		return RAFTLOCK_ELIMIT;
+	}
+	__atomic_add_fetch(&resolve_count, 1, __ATOMIC_RELAXED);
+	struct resolve *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		goto err_count;
+	r->refs = 2;
+	r->fn = fn != NULL ? fn : getaddrinfo;
+	r->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r->host = strdup(host);
+	r->port = strdup(port);
+	pthread_attr_t attr;
+	if (r->fd < 0 || r->host == NULL || r->port == NULL || pthread_attr_init(&attr) != 0)
+		goto err_free;
+	pthread_t thread;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int e = pthread_create(&thread, &attr, resolve_main, r);
+	pthread_attr_destroy(&attr);
+	if (e != 0)
+		goto err_free;
+	*out = r;
+	return 0;
+
+err_free:
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->host);
+	free(r->port);
+	free(r);
+err_count:
+	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	return RAFTLOCK_ENOMEM;
+}
+
+int resolve_fd(const struct resolve *r)
+{
+	return r->fd;
+}
+
+int resolve_answer(const struct resolve *r, const struct addrinfo **res, char *why, size_t why_len)
+{
+	if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+		return 1;
+	if (r->res != NULL) {
+		*res = r->res;
+		return 0;
+	}
+	if (r->gai == EAI_MEMORY)
+		return RAFTLOCK_ENOMEM;
+	const char *reason = r->gai == 0            ? "no address"
+			     : r->gai == EAI_SYSTEM ? strerror(r->gai_errno)
+						    : gai_strerror(r->gai);
+	snprintf(why, why_len, "name lookup of '%s' failed: %s", r->host, reason);
+	return RAFTLOCK_ECONNECTION;
+}
+
+void resolve_drop(struct resolve *r)
+{
+	if (r != NULL)
+		resolve_unref(r);
+}
+
+unsigned resolve_live(void)
+{
+	return __atomic_load_n(&resolve_count, __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,75 @@
+/*
+ * resolve.h: the addresses of a host, looked up without holding the
+ * caller.
+ *
+ * getaddrinfo() of a name waits as long as the resolver does (a DNS
+ * server that never answers, a slow NSS module), and nothing can stop it.
+ * A lookup runs it on a detached thread of its own; its owner polls
+ * resolve_fd() beside its other descriptors for as long as it cares to
+ * wait, then takes the answer or lets go of the lookup. The owner and the
+ * thread each hold a reference, and whichever lets go last frees the
+ * lookup: one given up on ends by itself whenever its resolver answers,
+ * also after the client that started it is gone.
+ *
+ * A thread per lookup rather than glibc's getaddrinfo_a(): that one keeps
+ * the request's memory in use until the lookup ends whatever its caller
+ * does (gai_cancel() cannot stop a lookup under way), so it would need the
+ * same reference count, plus a signal or a thread of glibc's to say it is
+ * done; it is glibc's alone, and a test could not stand in for its
+ * resolver. Lookups are rare: one per connection attempt to an address
+ * given by name.
+ *
+ * A numeric host ("127.0.0.1", "::1") takes resolve_numeric(), which asks
+ * no resolver.
+ */
+#ifndef RAFTLOCK_RESOLVE_H
+#define RAFTLOCK_RESOLVE_H
+
+#include <stddef.h>
+
+#include <netdb.h>
+
+/* What looks names up: getaddrinfo(), or a test's stand-in. */
+typedef int (*resolve_fn)(const char *host, const char *port, const struct addrinfo *hints,
+			  struct addrinfo **res);
+
+/* At most this many lookups of the process wait for their resolver at
+ * once (a thread and a descriptor each): past it, a resolver that does not
+ * answer would cost one more thread per connection attempt. */
+#define RESOLVE_MAX 64
+
+struct resolve;
+
+/* The address of a numeric host (an IPv4 or IPv6 literal, no brackets)
+ * and decimal port, for a TCP connect, without a resolver. Returns 0 and
+ * *res (the caller's: freeaddrinfo), RAFTLOCK_EINVAL when host is a name
+ * (see resolve_start), RAFTLOCK_ENOMEM, or RAFTLOCK_ECONNECTION. */
+int resolve_numeric(const char *host, const char *port, struct addrinfo **res);
+
+/* Starts looking host up (TCP addresses with the decimal port) with fn
+ * (NULL: getaddrinfo) on a thread of its own; host and port are copied.
+ * *out is the caller's reference: let go of it with resolve_drop().
+ * Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver),
+ * RAFTLOCK_ENOMEM (also when the thread cannot start). */
+int resolve_start(const char *host, const char *port, resolve_fn fn, struct resolve **out);
+
+/* A descriptor that polls readable (POLLIN) once the answer is in, and
+ * stays so; valid until resolve_drop(). Never read it. */
+int resolve_fd(const struct resolve *r);
+
+/* The answer, once resolve_fd() polled readable: 1 while it is not in;
+ * 0 and *res, borrowed from r until resolve_drop(); RAFTLOCK_ECONNECTION
+ * when the host has no address or the lookup failed (why, why_len bytes,
+ * says "name lookup of 'HOST' failed: REASON"); RAFTLOCK_ENOMEM. Owner's
+ * thread only. */
+int resolve_answer(const struct resolve *r, const struct addrinfo **res, char *why, size_t why_len);
+
+/* The owner lets go of r, answered or not; r may be freed at once or
+ * when its thread ends. NULL is a no-op. */
+void resolve_drop(struct resolve *r);
+
+/* Tests: the lookups not yet freed (an owner holds them, or their thread
+ * has not ended). */
+unsigned resolve_live(void);
+
+#endif

@@ -1,0 +1,382 @@
+/*
+ * test_client_resolve.c: addresses given by name. Their lookup runs off
+ * the client's I/O thread and is waited for at most the connect timeout;
+ * a resolver that does not answer holds neither the other addresses, nor
+ * the client's sessions, nor raftlock_client_close(), and the lookups it
+ * leaves behind are freed once it answers. Numeric addresses ask no
+ * resolver. The tests stand in for the resolver (transport_resolver_set)
+ * with one that waits until the test lets it answer.
+ */
+#include <netdb.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "client.h"
+#include "client_fakeserver.h"
+#include "clock.h"
+#include "raftlock.h"
+#include "resolve.h"
+
+#define CONNECT_MS 300
+/* A held lookup answers by itself after this long: a test that fails
+ * leaves no resolver thread behind for long. */
+#define GATE_MAX_MS 5000
+
+/* The stand-in resolver: every name is 127.0.0.1, once the gate opens (or
+ * after answer_after_ms), or the error fail. */
+static struct gate {
+	pthread_mutex_t mu;
+	int calls;           /* lookups asked for */
+	int inside;          /* lookups waiting at the gate now */
+	bool open;           /* lookups answer */
+	int answer_after_ms; /* >0: each lookup answers after this long */
+	int fail;            /* an EAI_* code to answer with */
+	bool v6_first;       /* answer ::1, where nothing listens, first */
+} gate = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int gate_lookup(const char *host, const char *port, const struct addrinfo *hints,
+		       struct addrinfo **res)
+{
+	(void)host;
+	pthread_mutex_lock(&gate.mu);
+	gate.calls++;
+	gate.inside++;
+	uint64_t until = clock_mono_ms() +
+			 (gate.answer_after_ms > 0 ? (unsigned)gate.answer_after_ms : GATE_MAX_MS);
+	while (!gate.open && gate.fail == 0 && clock_mono_ms() < until) {
+		pthread_mutex_unlock(&gate.mu);
+		sleep_ms(5);
+		pthread_mutex_lock(&gate.mu);
+	}
+	int fail = gate.fail;
+	bool v6_first = gate.v6_first;
+	gate.inside--;
+	pthread_mutex_unlock(&gate.mu);
+	if (fail != 0)
+		return fail;
+	struct addrinfo numeric = *hints;
+	numeric.ai_flags |= AI_NUMERICHOST;
+	int rv = getaddrinfo("127.0.0.1", port, &numeric, res);
+	struct addrinfo *v6;
+	if (rv == 0 && v6_first && getaddrinfo("::1", port, &numeric, &v6) == 0) {
+		/* one list: glibc's freeaddrinfo() frees node by node */
+		v6->ai_next = *res;
+		*res = v6;
+	}
+	return rv;
+}
+
+static int gate_get(const int *field)
+{
+	pthread_mutex_lock(&gate.mu);
+	int v = *field;
+	pthread_mutex_unlock(&gate.mu);
+	return v;
+}
+
+static void gate_open(void)
+{
+	pthread_mutex_lock(&gate.mu);
+	gate.open = true;
+	pthread_mutex_unlock(&gate.mu);
+}
+
+static int gate_reset(void **state)
+{
+	(void)state;
+	pthread_mutex_lock(&gate.mu);
+	gate.calls = gate.inside = 0;
+	gate.open = false;
+	gate.answer_after_ms = 0;
+	gate.fail = 0;
+	gate.v6_first = false;
+	pthread_mutex_unlock(&gate.mu);
+	return 0;
+}
+
+/* Every lookup is freed within a short while of its resolver's answer
+ * (LSan would find one that is not at exit only by chance). */
+static void assert_lookups_freed(void)
+{
+	uint64_t until = clock_mono_ms() + 2000;
+	while (resolve_live() != 0 && clock_mono_ms() < until)
+		sleep_ms(5);
+	assert_int_equal(resolve_live(), 0);
+}
+
+/* "NAME:PORT" with the port of f. */
+static void name_at(char *out, size_t len, const char *name, const struct fake *f)
+{
+	snprintf(out, len, "%s:%s", name, strrchr(f->addr, ':') + 1);
+}
+
+/* A client of addrs (the first is tried first), names looked up by
+ * lookup (NULL: getaddrinfo). */
+static raftlock_client *client_for(const char **addrs, size_t n, unsigned request_ms,
+				   resolve_fn lookup)
+{
+	struct raftlock_client_options o = {
+		.addresses = addrs,
+		.n_addresses = n,
+		.client_name = "test",
+		.request_timeout_ms = request_ms,
+		.connect_timeout_ms = CONNECT_MS,
+	};
+	raftlock_client *c = NULL;
+	assert_int_equal(raftlock_client_open(&o, &c, NULL), 0);
+	transport_resolver_set(&c->t, lookup);
+	pthread_mutex_lock(&c->t.mu);
+	c->t.addr_next = 0; /* it starts at a random one */
+	pthread_mutex_unlock(&c->t.mu);
+	return c;
+}
+
+/* What began at t0 (clock_mono_ms) took lo_ms or more, and less than
+ * hi_ms. */
+static void assert_took(const char *what, uint64_t t0, uint64_t lo_ms, uint64_t hi_ms)
+{
+	uint64_t took = clock_mono_ms() - t0;
+	if (took < lo_ms || took >= hi_ms)
+		fail_msg("%s took %llu ms", what, (unsigned long long)took);
+}
+
+/* raftlock_client_close(c) returns within bound_ms while a lookup waits
+ * at the gate; once the gate opens, every lookup is freed. */
+static void close_while_held(raftlock_client *c, uint64_t bound_ms)
+{
+	assert_int_equal(gate_get(&gate.inside), 1);
+	uint64_t t0 = clock_mono_ms();
+	raftlock_client_close(c);
+	assert_took("raftlock_client_close", t0, 0, bound_ms);
+	assert_int_equal(gate_get(&gate.inside), 1); /* close did not wait for it */
+	gate_open();
+	assert_lookups_freed();
+}
+
+/* --------------------------------------------------------------- tests -- */
+
+/* A name whose resolver does not answer costs one connect timeout: the
+ * next address, numeric, serves the call; close does not wait for the
+ * lookup, which is freed once it answers. */
+static void test_hung_name_then_numeric(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char name[64];
+	name_at(name, sizeof name, "hung.test", f);
+	const char *addrs[] = {name, f->addr};
+	raftlock_client *c = client_for(addrs, 2, 5000, gate_lookup);
+	raftlock_session *s = NULL;
+	uint64_t t0 = clock_mono_ms();
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_took("session open", t0, CONNECT_MS - 10, CONNECT_MS + 900);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	assert_int_equal(raftlock_session_close(s), 0);
+	close_while_held(c, 500);
+	fake_stop(f);
+}
+
+/* raftlock_client_close() returns at once while its I/O thread waits for
+ * a lookup whose resolver does not answer; the lookup is freed when it
+ * answers, after the client is gone. */
+static void test_close_while_lookup_hangs(void **state)
+{
+	(void)state;
+	const char *addrs[] = {"hung.test:7001"};
+	raftlock_client *c = client_for(addrs, 1, 5000, gate_lookup);
+	/* a request the I/O thread connects for, which nobody waits for */
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__StatusRequest status = RAFTLOCK__STATUS_REQUEST__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &status;
+	struct request *req;
+	pthread_mutex_lock(&c->t.mu);
+	assert_int_equal(transport_submit(&c->t, &env, false, &req), 0);
+	pthread_mutex_unlock(&c->t.mu);
+	uint64_t until = clock_mono_ms() + 2000;
+	while (gate_get(&gate.inside) == 0 && clock_mono_ms() < until)
+		sleep_ms(1);
+	close_while_held(c, 200); /* the request goes with the client */
+}
+
+/* A client's session keeps working while one of its addresses is a name
+ * whose resolver does not answer: a call that loses its connection goes
+ * past the name to the numeric address in about one connect timeout. */
+static void test_session_works_past_hung_name(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char name[64];
+	name_at(name, sizeof name, "hung.test", f);
+	const char *addrs[] = {f->addr, name};
+	raftlock_client *c = client_for(addrs, 2, 5000, gate_lookup);
+	raftlock_session *s = NULL;
+	raftlock_lock *l = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_int_equal(raftlock_lock_new(s, "a", NULL, &l), 0);
+	assert_int_equal(gate_get(&gate.calls), 0);
+	FAKE_SET(f, drop_first_acquire, true); /* the next connect: the name */
+	uint64_t token = 0, t0 = clock_mono_ms();
+	assert_int_equal(raftlock_lock_try(l, &token), 0);
+	assert_took("try-lock", t0, CONNECT_MS - 10, CONNECT_MS + 1200);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	assert_true(raftlock_session_valid(s));
+	assert_int_equal(raftlock_lock_release(l, NULL), 0);
+	raftlock_lock_free(l);
+	assert_int_equal(raftlock_session_close(s), 0);
+	close_while_held(c, 500);
+	fake_stop(f);
+}
+
+/* With only a name that does not resolve in time, a call ends at its
+ * timeout with RAFTLOCK_ECONNECTION and the message says why; the lookup
+ * is asked for once, each attempt waiting for it again rather than
+ * starting another; close returns at once with the lookup still held. */
+static void test_hung_name_alone(void **state)
+{
+	(void)state;
+	const char *addrs[] = {"hung.test:7001"};
+	raftlock_client *c = client_for(addrs, 1, 1000, gate_lookup);
+	raftlock_session *s = NULL;
+	uint64_t t0 = clock_mono_ms();
+	assert_int_equal(raftlock_session_open(c, NULL, &s), RAFTLOCK_ECONNECTION);
+	assert_took("session open", t0, 990, 2000);
+	assert_null(s);
+	const char *msg = raftlock_errmsg(c);
+	if (strstr(msg, "hung.test:7001: name lookup of 'hung.test' took longer than 300 ms") ==
+	    NULL)
+		fail_msg("message: %s", msg);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	close_while_held(c, 500);
+}
+
+/* A resolver slower than the connect timeout is still waited for: the
+ * attempts after the first take its answer when it comes. */
+static void test_slow_name_connects(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char name[64];
+	name_at(name, sizeof name, "slow.test", f);
+	pthread_mutex_lock(&gate.mu);
+	gate.answer_after_ms = CONNECT_MS * 5 / 2;
+	pthread_mutex_unlock(&gate.mu);
+	const char *addrs[] = {name};
+	raftlock_client *c = client_for(addrs, 1, 5000, gate_lookup);
+	raftlock_session *s = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	assert_int_equal(raftlock_session_close(s), 0);
+	raftlock_client_close(c);
+	assert_lookups_freed();
+	fake_stop(f);
+}
+
+/* A name's addresses are tried in the resolver's order: one where nothing
+ * listens (::1, or no IPv6 at all) is passed for the next. */
+static void test_next_address_of_name(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char name[64];
+	name_at(name, sizeof name, "two.test", f);
+	pthread_mutex_lock(&gate.mu);
+	gate.open = true;
+	gate.v6_first = true;
+	pthread_mutex_unlock(&gate.mu);
+	const char *addrs[] = {name};
+	raftlock_client *c = client_for(addrs, 1, 5000, gate_lookup);
+	raftlock_session *s = NULL;
+	uint64_t t0 = clock_mono_ms();
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_took("session open", t0, 0, CONNECT_MS);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	assert_int_equal(raftlock_session_close(s), 0);
+	raftlock_client_close(c);
+	assert_lookups_freed();
+	fake_stop(f);
+}
+
+/* A name the resolver knows no address of: RAFTLOCK_ECONNECTION, and the
+ * message gives the resolver's reason. */
+static void test_unknown_name(void **state)
+{
+	(void)state;
+	pthread_mutex_lock(&gate.mu);
+	gate.fail = EAI_NONAME;
+	pthread_mutex_unlock(&gate.mu);
+	const char *addrs[] = {"nowhere.test:7001"};
+	raftlock_client *c = client_for(addrs, 1, 500, gate_lookup);
+	raftlock_session *s = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), RAFTLOCK_ECONNECTION);
+	const char *msg = raftlock_errmsg(c);
+	char want[160];
+	snprintf(want, sizeof want, "nowhere.test:7001: name lookup of 'nowhere.test' failed: %s",
+		 gai_strerror(EAI_NONAME));
+	if (strstr(msg, want) == NULL)
+		fail_msg("message: %s", msg);
+	assert_true(gate_get(&gate.calls) >= 1);
+	raftlock_client_close(c);
+	assert_lookups_freed();
+}
+
+/* Numeric addresses ask no resolver. */
+static void test_numeric_asks_no_resolver(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	const char *addrs[] = {f->addr};
+	raftlock_client *c = client_for(addrs, 1, 5000, gate_lookup);
+	raftlock_session *s = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_int_equal(gate_get(&gate.calls), 0);
+	assert_int_equal(resolve_live(), 0);
+	assert_int_equal(raftlock_session_close(s), 0);
+	raftlock_client_close(c);
+	fake_stop(f);
+}
+
+/* A real name still connects, through the system's resolver (the fake
+ * listens on 127.0.0.1; "localhost" may name ::1 first). */
+static void test_localhost_connects(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char name[64];
+	name_at(name, sizeof name, "localhost", f);
+	const char *addrs[] = {name};
+	raftlock_client *c = client_for(addrs, 1, 5000, NULL);
+	raftlock_session *s = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_int_equal(raftlock_session_close(s), 0);
+	struct raftlock_status *st = NULL;
+	assert_int_equal(raftlock_status_get(c, name, &st), 0);
+	raftlock_status_free(st);
+	raftlock_client_close(c);
+	assert_lookups_freed();
+	fake_stop(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_hung_name_then_numeric, gate_reset),
+		cmocka_unit_test_setup(test_close_while_lookup_hangs, gate_reset),
+		cmocka_unit_test_setup(test_session_works_past_hung_name, gate_reset),
+		cmocka_unit_test_setup(test_hung_name_alone, gate_reset),
+		cmocka_unit_test_setup(test_slow_name_connects, gate_reset),
+		cmocka_unit_test_setup(test_next_address_of_name, gate_reset),
+		cmocka_unit_test_setup(test_unknown_name, gate_reset),
+		cmocka_unit_test_setup(test_numeric_asks_no_resolver, gate_reset),
+		cmocka_unit_test_setup(test_localhost_connects, gate_reset),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
