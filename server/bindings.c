@@ -13,10 +13,12 @@ struct binding {
 	bool proposed;
 };
 
-void bindings_init(struct bindings *b, struct timebase *clock, struct node *node)
+void bindings_init(struct bindings *b, struct timebase *clock, struct node *node,
+		   const struct leases *leases)
 {
 	b->node = node;
 	b->clock = clock;
+	b->leases = leases;
 	b->ready = false;
 	b->drops = 0;
 	idmap_init(&b->sessions, sizeof(struct binding));
@@ -49,9 +51,14 @@ static void due_cb(struct timebase_timer *h)
 			continue;
 		Raftlock__DropBound op = RAFTLOCK__DROP_BOUND__INIT;
 		op.session = id;
+		/* Apply keeps the session if a RENEW moves this on before the
+		 * drop; below level 8 the drop goes without it. */
+		op.deadline = leases_deadline(b->leases, id);
 		Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 		cmd.op_case = RAFTLOCK__COMMAND__OP_DROP_BOUND;
 		cmd.drop_bound = &op;
+		if (!node_level_admits(b->node, &cmd))
+			op.deadline = 0;
 		if (!node_level_admits(b->node, &cmd)) {
 			/* Cannot be bound below level 3: its TTL ends it. */
 			x->proposed = true;

@@ -6,6 +6,13 @@
  * connection closes and no other connection takes it over within the
  * grace: the leader proposes DROP_BOUND (fsm.c ends it as an expiry).
  *
+ * The caller notes a keepalive's session when it accepts it (leases.h:
+ * the secret matched), before the RENEW that renews it is proposed: a drop
+ * not proposed by then is called off, and one proposed before precedes
+ * that RENEW in the log, whose answer is then RAFTLOCK_ESESSION. The drop
+ * also carries the lease deadline this leader had applied (from level 8),
+ * and apply keeps a session that a RENEW moved on since (GUARANTEES 11a).
+ *
  * While an end is pending the leader proposes an empty RENEW every half
  * heartbeat: libraft 0.22.1 puts an idle follower back to probing, where a
  * new entry waits for the next heartbeat (up to 100 ms more); the steady
@@ -29,23 +36,28 @@
 #include <stdint.h>
 
 #include "idmap.h"
+#include "leases.h"
 #include "node.h"
 #include "timebase.h"
 
 struct bindings {
 	struct node *node;
 	struct timebase *clock;
-	struct idmap sessions; /* id -> struct binding (bindings.c) */
+	const struct leases *leases; /* the deadlines a drop carries */
+	struct idmap sessions;       /* id -> struct binding (bindings.c) */
 	struct timebase_timer timer;
 	struct timebase_timer warm_timer; /* keeps replication streaming */
 	bool ready;
 	uint64_t drops; /* DROP_BOUND commands proposed */
 };
 
-void bindings_init(struct bindings *b, struct timebase *clock, struct node *node);
+/* clock, node and leases are borrowed until bindings_close(). */
+void bindings_init(struct bindings *b, struct timebase *clock, struct node *node,
+		   const struct leases *leases);
 
 /* conn keeps session (grace_ms > 0: bound, ended grace_ms after conn
- * closes). Returns true when conn did not keep it before: the caller adds
+ * closes); called when its open applied or its keepalive was accepted.
+ * Returns true when conn did not keep it before: the caller adds
  * the id to the list it passes to bindings_closed(). A pending end of the
  * session is called off. */
 bool bindings_note(struct bindings *b, uint64_t session, void *conn, uint32_t grace_ms);

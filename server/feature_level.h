@@ -34,7 +34,9 @@
  * (snapshot_tail.h, FEATURES_SNAPSHOT_TAIL), which an older build cannot
  * load: no new command; 7, the images of those snapshots packed with zstd
  * (image_pack.h, FEATURES_PACKED_IMAGE), which an older build cannot load:
- * no new command. A build made with
+ * no new command; 8, a DROP_BOUND that carries the deadline its leader saw
+ * (FEATURES_DROP_BOUND_DEADLINE: apply keeps a session renewed since, where
+ * an older build would drop the field and end it). A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -50,7 +52,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 7u
+#define FEATURE_LEVEL 8u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -80,6 +82,10 @@
 /* The level from which the image a snapshot dumped off the loop carries is
  * packed with zstd (image_pack.h): an older build cannot load it. */
 #define FEATURES_PACKED_IMAGE 7u
+
+/* The level from which a DROP_BOUND carries the lease deadline its leader
+ * saw (DropBound.deadline), which apply checks. */
+#define FEATURES_DROP_BOUND_DEADLINE 8u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u
@@ -131,7 +137,7 @@ static inline uint32_t features_acquire_level(const Raftlock__Acquire *a)
 
 /* The level a whole command needs: its kind's, or more for a field that
  * an older build would not see (an election value, a revocation limit, a
- * bound session). */
+ * bound session, a drop's deadline). */
 static inline uint32_t features_level_of(const Raftlock__Command *cmd)
 {
 	uint32_t level = features_command_level(cmd->op_case);
@@ -141,6 +147,9 @@ static inline uint32_t features_level_of(const Raftlock__Command *cmd)
 	else if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION && cmd->open_session != NULL &&
 		 cmd->open_session->bind_grace_ms != 0)
 		fields = 3u;
+	else if (cmd->op_case == RAFTLOCK__COMMAND__OP_DROP_BOUND && cmd->drop_bound != NULL &&
+		 cmd->drop_bound->deadline != 0)
+		fields = FEATURES_DROP_BOUND_DEADLINE;
 	return level == 0 || fields <= level ? level : fields;
 }
 

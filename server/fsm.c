@@ -907,9 +907,19 @@ static void do_revoke_due(struct apply *a, const Raftlock__RevokeDue *op)
 }
 
 /* Crash-fast release: the leader saw the connection of a bound session
- * close and no other take it over. Ends it as an expiry would. */
+ * close and no other take it over. Ends it as an expiry would, unless a
+ * RENEW applied since the leader read op->deadline moved the lease on
+ * (rule 11a): that renewal may have been acknowledged, and the session
+ * must outlive it. An entry without a deadline (below level 8) ends it
+ * whatever came before, as older builds do. */
 static void do_drop_bound(struct apply *a, const Raftlock__DropBound *op)
 {
+	uint64_t deadline;
+	uint32_t ttl;
+	if (op->deadline != 0 &&
+	    store_get_lease(a->fsm->store, a->txn, op->session, &deadline, &ttl) &&
+	    deadline > op->deadline)
+		return;
 	Raftlock__SessionRecord *sess = store_get_session(a->fsm->store, a->txn, op->session);
 	if (sess == NULL)
 		return;

@@ -155,6 +155,12 @@ static bool lease_secret_matches(struct leases *l, uint64_t id, struct lease *s,
 	       secret_matches(secret, s->digest, SECRET_DIGEST_LEN);
 }
 
+uint64_t leases_deadline(const struct leases *l, uint64_t id)
+{
+	const struct lease *s = idmap_get(&l->sessions, id);
+	return s != NULL ? s->deadline : 0;
+}
+
 uint32_t leases_bind_grace(struct leases *l, uint64_t id)
 {
 	struct lease *s = idmap_get(&l->sessions, id);
@@ -518,7 +524,7 @@ bool leases_budget_spent(const struct leases *l, const struct leases_budget *bud
 
 int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids,
 		     const ProtobufCBinaryData *secrets, size_t n_secrets, size_t n,
-		     leases_keepalive_cb cb, void *arg)
+		     leases_accepted_cb accepted, leases_keepalive_cb cb, void *arg)
 {
 	if (!l->node->leader)
 		return RAFTLOCK_ENOTLEADER;
@@ -573,6 +579,9 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 	}
 	if (txn != NULL)
 		store_abort(txn);
+	for (size_t i = 0; accepted != NULL && i < take; i++)
+		if (st[i] == KA_RENEW)
+			accepted(arg, ids[i]);
 	for (size_t i = take; i < n; i++)
 		st[i] = RAFTLOCK_ELIMIT;
 	l->stats.ids_refused += n - take;

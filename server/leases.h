@@ -27,6 +27,11 @@
 typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *statuses,
 				    const uint32_t *ttls, size_t n);
 
+/* An id of a keepalive that will be renewed (this leader knows it and its
+ * secret matched): called before leases_keepalive() returns, and so before
+ * the RENEW that renews it is proposed (bindings.h relies on it). */
+typedef void (*leases_accepted_cb)(void *arg, uint64_t id);
+
 struct renew_batch;
 
 /* A client connection's keepalive budget: the session ids it named in the
@@ -90,14 +95,19 @@ void leases_on_ready(struct leases *l, bool ready);
  *     the budget already spent is refused whole;
  *   - the window's renewals go out in RENEW commands of at most
  *     RENEW_MAX_IDS sessions each.
- * Returns 0 (cb called once: after the RENEW commands applied or failed,
- * or before this returns when no id needs a RENEW) or RAFTLOCK_ELIMIT
- * (budget spent) / RAFTLOCK_ENOTLEADER / RAFTLOCK_EUNAVAILABLE /
- * RAFTLOCK_ENOMEM (cb not called).
+ * accepted (may be NULL) is told each id that will be renewed, with arg,
+ * before this returns. Returns 0 (cb called once: after the RENEW commands
+ * applied or failed, or before this returns when no id needs a RENEW) or
+ * RAFTLOCK_ELIMIT (budget spent) / RAFTLOCK_ENOTLEADER /
+ * RAFTLOCK_EUNAVAILABLE / RAFTLOCK_ENOMEM (neither callback called).
  */
 int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids,
 		     const ProtobufCBinaryData *secrets, size_t n_secrets, size_t n,
-		     leases_keepalive_cb cb, void *arg);
+		     leases_accepted_cb accepted, leases_keepalive_cb cb, void *arg);
+
+/* The lease deadline (cluster ms) of live session id as this node applied
+ * it, 0 for a session it does not know. */
+uint64_t leases_deadline(const struct leases *l, uint64_t id);
 
 /*
  * Rule 14: whether secret (borrowed for the call) is the secret of

@@ -62,7 +62,6 @@ struct service_request {
 	uint64_t start_ns; /* uv_hrtime() when it arrived */
 	uint64_t session, seq;
 	Raftlock__Envelope *env; /* reads only: the request, owned */
-	uint64_t *ids;           /* keepalives: the ids named, owned */
 };
 
 /* ---------------------------------------------------------- connections */
@@ -383,7 +382,6 @@ static void request_free(struct service_request *p)
 {
 	if (p->env != NULL)
 		raftlock__envelope__free_unpacked(p->env, NULL);
-	free(p->ids);
 	conn_unref(p->conn);
 	free(p);
 }
@@ -897,13 +895,19 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 
 /* ---------------------------------------------------------- keepalive -- */
 
+/* A keepalive's id will be renewed (its secret was right): its connection
+ * keeps it from now, before the RENEW is proposed, so that a drop of the
+ * session this leader has not proposed yet is called off (bindings.h). */
+static void keepalive_accepted(void *arg, uint64_t id)
+{
+	struct service_request *p = arg;
+	conn_keeps(p->conn, id);
+}
+
 static void keepalive_done(void *arg, int status, const int32_t *statuses, const uint32_t *ttls,
 			   size_t n)
 {
 	struct service_request *p = arg;
-	for (size_t i = 0; status == 0 && i < n && p->ids != NULL; i++)
-		if (statuses[i] == 0)
-			conn_keeps(p->conn, p->ids[i]); /* renewed: its secret was right */
 	if (status != 0) {
 		send_status(p->conn->svc, p->conn, p->id, status, NULL);
 	} else {
@@ -985,11 +989,9 @@ static void handle_keepalive(struct service *s, struct service_conn *c,
 		return;
 	}
 	const Raftlock__KeepAliveRequest *ka = env->keepalive;
-	p->ids = malloc((ka->n_sessions ? ka->n_sessions : 1) * sizeof *p->ids);
-	if (p->ids != NULL)
-		memcpy(p->ids, ka->sessions, ka->n_sessions * sizeof *p->ids);
 	int rv = leases_keepalive(s->leases, &c->keepalive_budget, ka->sessions, ka->secrets,
-				  ka->n_secrets, ka->n_sessions, keepalive_done, p);
+				  ka->n_secrets, ka->n_sessions, keepalive_accepted, keepalive_done,
+				  p);
 	if (rv != 0) {
 		send_status(s, c, env->id, rv,
 			    rv == RAFTLOCK_ELIMIT ? "keepalive budget of this connection spent: "
@@ -1641,7 +1643,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 	for (unsigned i = 0; i < SERVICE_OPS; i++)
 		histogram_init(&s->latency[i], &histogram_latency);
 	pushes_init(&s->pushes);
-	bindings_init(&s->bindings, leases->clock, node);
+	bindings_init(&s->bindings, leases->clock, node, leases);
 	reads_init(&s->reads, node);
 	backup_init(&s->backup);
 	watches_init(&s->watches, cfg->watch_history, &node->store, node->start_applied, watch_send,

@@ -29,10 +29,11 @@
 /* The level of that build (server/feature_level.h): 2 brought ACL_DELETE,
  * 3 lock sets, the deadlock check and elections, 4 snapshot images summed
  * by words, 5 a session's names in a table of their own (moved there, with
- * the clients holding and awaiting locks, by the entry that records it);
- * the upgraded cluster records the lowest its voters report. */
-#define FULL "7"
-#define FULL_LEVEL 7
+ * the clients holding and awaiting locks, by the entry that records it),
+ * 6 and 7 snapshots dumped off the loop and packed, 8 a DROP_BOUND that
+ * carries its deadline; the upgraded cluster records the lowest its voters report. */
+#define FULL "8"
+#define FULL_LEVEL 8
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16

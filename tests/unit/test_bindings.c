@@ -16,9 +16,11 @@
 
 /* ------------------------------------------------------------ fake node */
 
-static uint32_t cluster_level; /* what the cluster records */
-static unsigned drops;         /* DROP_BOUND proposed */
-static uint64_t dropped;       /* the session of the last one */
+static uint32_t cluster_level;  /* what the cluster records */
+static unsigned drops;          /* DROP_BOUND proposed */
+static uint64_t dropped;        /* the session of the last one */
+static uint64_t drop_deadline;  /* the deadline the last one carried */
+static uint64_t lease_deadline; /* what the fake leases say of session 7 */
 
 int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 {
@@ -26,6 +28,7 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_DROP_BOUND) {
 		drops++;
 		dropped = cmd->drop_bound->session;
+		drop_deadline = cmd->drop_bound->deadline;
 	}
 	return 0;
 }
@@ -34,6 +37,12 @@ bool node_level_admits(struct node *n, const Raftlock__Command *cmd)
 {
 	(void)n;
 	return features_level_of(cmd) <= cluster_level;
+}
+
+uint64_t leases_deadline(const struct leases *l, uint64_t id)
+{
+	(void)l;
+	return id == 7 ? lease_deadline : 0;
 }
 
 /* ------------------------------------------------------------- fixture */
@@ -51,11 +60,13 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
 	timebase_init_manual(&f->tb, 100000);
-	bindings_init(&f->b, &f->tb, &f->node);
+	bindings_init(&f->b, &f->tb, &f->node, NULL);
 	bindings_on_ready(&f->b, true);
 	cluster_level = FEATURE_LEVEL;
 	drops = 0;
 	dropped = 0;
+	drop_deadline = 0;
+	lease_deadline = 123456;
 	*state = f;
 	return 0;
 }
@@ -89,7 +100,35 @@ static void test_drop_after_grace(void **state)
 	timebase_advance(&f->tb, 2);
 	assert_int_equal(drops, 1);
 	assert_int_equal(dropped, 7);
+	assert_int_equal(drop_deadline, 123456); /* the lease's, as applied */
 	assert_int_equal(f->b.drops, 1);
+}
+
+/* Rule 11a: the drop carries the lease deadline only once the cluster
+ * records level 8 (an older build would drop the field and end a session
+ * the others keep); between levels 3 and 7 it goes without, as before. */
+static void test_drop_deadline_from_level_8(void **state)
+{
+	struct fx *f = *state;
+	cluster_level = FEATURES_DROP_BOUND_DEADLINE - 1;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS + 1);
+	assert_int_equal(drops, 1);
+	assert_int_equal(drop_deadline, 0);
+}
+
+/* A keepalive accepted on another connection within the grace (the
+ * service notes it before its RENEW is proposed) calls off the drop. */
+static void test_drop_called_off_by_a_new_connection(void **state)
+{
+	struct fx *f = *state;
+	int other;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS - 1);
+	assert_true(bindings_note(&f->b, 7, &other, GRACE_MS));
+	timebase_advance(&f->tb, GRACE_MS * 10);
+	assert_int_equal(drops, 0);
+	assert_ptr_equal(bindings_conn(&f->b, 7), &other);
 }
 
 /* While the cluster records level 2 (a voter still runs an older build,
@@ -110,6 +149,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_drop_after_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drop_held_below_level_3, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_deadline_from_level_8, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_called_off_by_a_new_connection, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

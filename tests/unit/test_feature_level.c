@@ -119,6 +119,13 @@ static void test_request_level_is_its_commands(void **state)
 	open.bind_grace_ms = 500; /* bound to its connection */
 	assert_int_equal(features_request_level(&env), 3);
 
+	Raftlock__DropBound drop = RAFTLOCK__DROP_BOUND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_DROP_BOUND;
+	cmd.drop_bound = &drop;
+	assert_int_equal(features_level_of(&cmd), 3);
+	drop.deadline = 5000; /* an older build would drop it */
+	assert_int_equal(features_level_of(&cmd), FEATURES_DROP_BOUND_DEADLINE);
+
 	Raftlock__MultiAcquireRequest multi = RAFTLOCK__MULTI_ACQUIRE_REQUEST__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE;
 	env.multi_acquire = &multi;

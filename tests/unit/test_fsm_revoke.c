@@ -45,14 +45,32 @@ static void revoke_due(struct fx *f, const char *name, uint64_t token)
 	apply_one(f, &cmd);
 }
 
-static void drop_bound(struct fx *f, uint64_t session)
+static void drop_bound_seen(struct fx *f, uint64_t session, uint64_t deadline)
 {
 	Raftlock__DropBound op = RAFTLOCK__DROP_BOUND__INIT;
 	op.session = session;
+	op.deadline = deadline;
 	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
 	cmd.op_case = RAFTLOCK__COMMAND__OP_DROP_BOUND;
 	cmd.drop_bound = &op;
 	apply_one(f, &cmd);
+}
+
+/* A DROP_BOUND as proposed below level 8: without a deadline. */
+static void drop_bound(struct fx *f, uint64_t session)
+{
+	drop_bound_seen(f, session, 0);
+}
+
+/* Session id's lease deadline in the applied state. */
+static uint64_t lease_deadline(struct fx *f, uint64_t id)
+{
+	uint64_t deadline = 0;
+	uint32_t ttl;
+	MDB_txn *txn = store_begin(&f->store, false);
+	assert_true(store_get_lease(&f->store, txn, id, &deadline, &ttl));
+	store_abort(txn);
+	return deadline;
 }
 
 static Raftlock__Result open_bound(struct fx *f, uint32_t grace)
@@ -321,6 +339,36 @@ static void test_drop_bound(void **state)
 	assert_int_equal(open_bound(f, RAFTLOCK_BIND_GRACE_MAX_MS + 1).status, RAFTLOCK_EINVAL);
 }
 
+/* Rule 11a: a drop carries the deadline its leader had applied; a RENEW
+ * that lands before it in the log and moves the lease on (and may have
+ * been acknowledged) keeps the session. A drop that saw the renewal, and
+ * one without a deadline (below level 8), end it. */
+static void test_drop_bound_after_renewal(void **state)
+{
+	struct fx *f = fx_ready(state);
+	Raftlock__Result r = open_bound(f, RAFTLOCK_BIND_GRACE_DEFAULT_MS);
+	assert_int_equal(r.status, 0);
+	uint64_t a = r.session;
+	uint64_t seen = lease_deadline(f, a); /* when the leader proposed */
+	f->now += 300;
+	DO(f, RENEW, .renew = &a, .n_renew = 1);
+	assert_true(lease_deadline(f, a) > seen);
+	drop_bound_seen(f, a, seen);
+	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 0);
+	Raftlock__SessionRecord *rec = fx_sess(f, a);
+	assert_non_null(rec);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	drop_bound_seen(f, a, lease_deadline(f, a));
+	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 1);
+
+	r = open_bound(f, RAFTLOCK_BIND_GRACE_DEFAULT_MS);
+	uint64_t b = r.session;
+	f->now += 300;
+	DO(f, RENEW, .renew = &b, .n_renew = 1);
+	drop_bound(f, b);
+	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 1);
+}
+
 /* The revocation state goes through a snapshot, and the restored store
  * goes on alike. */
 static void test_revocation_state_in_snapshot(void **state)
@@ -352,7 +400,7 @@ int main(void)
 		T(test_revoke_starts_the_lock_delay), T(test_cooperative_revoke),
 		T(test_second_ask_changes_nothing),   T(test_max_hold_time),
 		T(test_max_hold_time_cooperative),    T(test_drop_bound),
-		T(test_revocation_state_in_snapshot),
+		T(test_revocation_state_in_snapshot), T(test_drop_bound_after_renewal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

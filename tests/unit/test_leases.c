@@ -182,7 +182,7 @@ static int keepalive(struct fx *f, struct leases_budget *b, const uint64_t *ids,
 	assert_true(n <= MAX_IDS);
 	for (size_t i = 0; i < n; i++)
 		secrets[i] = SECRET;
-	return leases_keepalive(&f->leases, b, ids, secrets, n, n, cb, arg);
+	return leases_keepalive(&f->leases, b, ids, secrets, n, n, NULL, cb, arg);
 }
 
 static size_t count(Raftlock__Command__OpCase op, uint64_t session)
@@ -449,7 +449,8 @@ static void test_keepalive_secret(void **state)
 	struct answer a = {0};
 	uint64_t ids[] = {1, 1, 2, 1};
 	ProtobufCBinaryData secrets[] = {OTHER, SECRET, SECRET}; /* the 4th: none */
-	assert_int_equal(leases_keepalive(&f->leases, &b, ids, secrets, 3, 4, keepalive_cb, &a), 0);
+	assert_int_equal(
+		leases_keepalive(&f->leases, &b, ids, secrets, 3, 4, NULL, keepalive_cb, &a), 0);
 	timebase_advance(&f->tb, WINDOW_MS);
 	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 1);
 	struct proposed *p = &proposed[n_proposed - 1];
@@ -467,8 +468,8 @@ static void test_keepalive_secret(void **state)
 	struct answer a2 = {0};
 	uint64_t one = 1;
 	size_t before = n_proposed;
-	assert_int_equal(leases_keepalive(&f->leases, &b, &one, &OTHER, 1, 1, keepalive_cb, &a2),
-			 0);
+	assert_int_equal(
+		leases_keepalive(&f->leases, &b, &one, &OTHER, 1, 1, NULL, keepalive_cb, &a2), 0);
 	assert_int_equal(a2.calls, 1);
 	assert_int_equal(a2.st[0], RAFTLOCK_EPERM);
 	timebase_advance(&f->tb, WINDOW_MS);

@@ -459,8 +459,9 @@ static void send_acquire(struct fx *f, uint64_t id, uint64_t seq)
 	send_acquire_as(f, id, seq, SECRET_5, WIRE_PROTOCOL);
 }
 
-/* Session id is open on the leader with SECRET_5 (as apply reports it). */
-static void open_on_leader(struct fx *f, uint64_t id)
+/* Session id is open on the leader with SECRET_5 (as apply reports it),
+ * bound to its connection with bind_grace_ms unless 0. */
+static void open_bound_on_leader(struct fx *f, uint64_t id, uint32_t bind_grace_ms)
 {
 	uint8_t digest[SECRET_DIGEST_LEN];
 	secret_digest(&SECRET_5, digest);
@@ -470,8 +471,14 @@ static void open_on_leader(struct fx *f, uint64_t id)
 				   .ttl_ms = 10000,
 				   .opened = true,
 				   .digest = digest,
-				   .digest_len = sizeof digest};
+				   .digest_len = sizeof digest,
+				   .bind_grace_ms = bind_grace_ms};
 	leases_on_event(&f->leases, &opened);
+}
+
+static void open_on_leader(struct fx *f, uint64_t id)
+{
+	open_bound_on_leader(f, id, 0);
 }
 
 /* A ready leader, on which session 5 is open. */
@@ -837,6 +844,117 @@ static void test_unknown_session_not_proposed(void **state)
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* Sends on f->sock a keepalive (request id) of session, with SECRET_5. */
+static void send_keepalive(struct fx *f, uint64_t id, uint64_t session)
+{
+	ProtobufCBinaryData secrets[] = {SECRET_5};
+	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
+	ka.sessions = &session;
+	ka.n_sessions = 1;
+	ka.secrets = secrets;
+	ka.n_secrets = 1;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = id;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
+	req.keepalive = &ka;
+	send_env(f, &req);
+}
+
+/* The status the next answer, a keepalive of one id, gives that id. */
+static int next_keepalive_status(struct fx *f)
+{
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE);
+	assert_int_equal(env->response->keepalive->n_statuses, 1);
+	int status = env->response->keepalive->statuses[0];
+	raftlock__envelope__free_unpacked(env, NULL);
+	return status;
+}
+
+/* The index of the last proposal of kind op, or -1; with_cb: the last
+ * one a request waits for (not the leader's empty RENEWs). */
+static long last_proposed(Raftlock__Command__OpCase op, bool with_cb)
+{
+	for (size_t i = n_proposed; i > 0; i--)
+		if (proposed[i - 1].op == op && (!with_cb || proposed[i - 1].cb != NULL))
+			return (long)(i - 1);
+	return -1;
+}
+
+/* Applies the RENEW a keepalive waits for (the last one proposed). */
+static void renew_applies(void)
+{
+	long renew = last_proposed(RAFTLOCK__COMMAND__OP_RENEW, true);
+	assert_true(renew >= 0);
+	proposed[renew].cb(proposed[renew].arg, 0, NULL);
+	proposed[renew].cb = NULL;
+}
+
+/* Runs the loop until cond(f) holds (5 s of real time at most). */
+static void run_until(struct fx *f, bool (*cond)(struct fx *))
+{
+	uint64_t until = uv_hrtime() / 1000000u + 5000;
+	while (!cond(f)) {
+		assert_true(uv_hrtime() / 1000000u < until);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+}
+
+#define BOUND_ID 9
+#define BOUND_GRACE_MS 200
+#define WINDOW_MS 20 /* setup()'s renew window */
+
+static bool bound_unkept(struct fx *f)
+{
+	return bindings_conn(&f->svc.bindings, BOUND_ID) == NULL;
+}
+
+static bool keepalive_waits(struct fx *f)
+{
+	return f->leases.pending != NULL;
+}
+
+/* Rule 11a: the keepalive of a bound session that comes on a new
+ * connection within the grace calls off the drop when the leader accepts
+ * it, not once its RENEW applied. Else a drop due while that RENEW is on
+ * its way is proposed after it: the RENEW answers 0 (the client takes its
+ * session as safe) and the drop then ends the session. */
+static void test_bound_drop_called_off_on_accept(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	service_on_ready(&f->svc, true); /* bindings are kept from now */
+	open_bound_on_leader(f, BOUND_ID, BOUND_GRACE_MS);
+
+	/* Kept by the first connection, which then closes. */
+	send_keepalive(f, 1, BOUND_ID);
+	run_until(f, keepalive_waits);
+	timebase_advance(&f->tb, WINDOW_MS);
+	renew_applies();
+	assert_int_equal(next_keepalive_status(f), 0);
+	assert_false(bound_unkept(f));
+	close(f->sock);
+	run_until(f, bound_unkept);
+
+	/* A keepalive on a new connection, accepted before the grace ends,
+	 * whose RENEW is proposed before and applies after it. */
+	timebase_advance(&f->tb, BOUND_GRACE_MS - WINDOW_MS - 5);
+	f->sock = connect_again(f);
+	send_keepalive(f, 2, BOUND_ID);
+	run_until(f, keepalive_waits);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_true(last_proposed(RAFTLOCK__COMMAND__OP_RENEW, true) >= 0); /* on its way */
+	timebase_advance(&f->tb, 10); /* the grace has passed */
+	assert_int_equal(last_proposed(RAFTLOCK__COMMAND__OP_DROP_BOUND, false), -1);
+	renew_applies();
+	assert_int_equal(next_keepalive_status(f), 0);
+	timebase_advance(&f->tb, 10 * BOUND_GRACE_MS);
+	assert_int_equal(last_proposed(RAFTLOCK__COMMAND__OP_DROP_BOUND, false), -1);
+	assert_int_equal(f->svc.bindings.drops, 0);
 }
 
 /* Rule 14: an open brings a secret of 16 to 64 bytes, of which the log
@@ -1449,6 +1567,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_session_not_proposed, setup,
 						teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_bound_drop_called_off_on_accept, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_join_needs_member_identity, setup, teardown),
