@@ -155,6 +155,31 @@ static bool lease_secret_matches(struct leases *l, uint64_t id, struct lease *s,
 	       secret_matches(secret, s->digest, SECRET_DIGEST_LEN);
 }
 
+/* The answer for id, not in this node's applied state (leases.h),
+ * reading the applied next_session in *txn (begun if NULL) into *next
+ * (0: not read yet). */
+static int unknown_status(struct leases *l, uint64_t id, MDB_txn **txn, uint64_t *next)
+{
+	if (*next == 0) {
+		struct store *st = &l->node->store;
+		if (*txn == NULL)
+			*txn = store_begin(st, false);
+		Raftlock__Meta *m = store_get_meta(st, *txn);
+		*next = m->next_session ? m->next_session : 1;
+		raftlock__meta__free_unpacked(m, NULL);
+	}
+	return id >= *next ? RAFTLOCK_EUNAVAILABLE : RAFTLOCK_ESESSION;
+}
+
+int leases_unknown_status(struct leases *l, uint64_t id)
+{
+	MDB_txn *txn = NULL;
+	uint64_t next = 0;
+	int status = unknown_status(l, id, &txn, &next);
+	store_abort(txn);
+	return status;
+}
+
 uint64_t leases_deadline(const struct leases *l, uint64_t id)
 {
 	const struct lease *s = idmap_get(&l->sessions, id);
@@ -555,11 +580,12 @@ int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint6
 	struct renew_batch *b = l->pending;
 	bool waits = false;
 	MDB_txn *txn = NULL;
+	uint64_t next = 0; /* the applied next_session, read at the first unknown id */
 	static const ProtobufCBinaryData none = {0, NULL};
 	for (size_t i = 0; i < take; i++) {
 		struct lease *s = idmap_get(&l->sessions, ids[i]);
 		if (s == NULL) {
-			st[i] = RAFTLOCK_ESESSION;
+			st[i] = unknown_status(l, ids[i], &txn, &next);
 			l->stats.ids_unknown++;
 			continue;
 		}

@@ -21,9 +21,10 @@
 #include "node.h"
 #include "timers.h"
 
-/* Completion of a keepalive: status 0 with one status per session (0 or
- * RAFTLOCK_ESESSION) and its TTL, or a nonzero status (not leader, unknown)
- * with NULL arrays. Called exactly once per accepted keepalive. */
+/* Completion of a keepalive: status 0 with one status per session (0,
+ * RAFTLOCK_ESESSION, or a refusal that renewed nothing) and its TTL, or a
+ * nonzero status (not leader, unknown) with NULL arrays. Called exactly
+ * once per accepted keepalive. */
 typedef void (*leases_keepalive_cb)(void *arg, int status, const int32_t *statuses,
 				    const uint32_t *ttls, size_t n);
 
@@ -47,7 +48,7 @@ struct leases_stats {
 	uint64_t renew_ids;           /* sessions named in them */
 	uint64_t renew_ids_max;       /* the most one of them named */
 	uint64_t renew_windows_split; /* windows too large for one flush */
-	uint64_t ids_unknown;         /* keepalive ids answered ESESSION at once */
+	uint64_t ids_unknown;         /* keepalive ids not known, answered at once */
 	uint64_t ids_refused;         /* keepalive ids refused past a budget */
 	uint64_t ids_denied;          /* keepalive ids and mutations without their secret */
 };
@@ -85,7 +86,7 @@ void leases_on_ready(struct leases *l, bool ready);
  * parallel to ids. Bounded work per request and per window (GUARANTEES,
  * keepalive limits):
  *   - an id this leader does not know (not in its applied state) gets
- *     RAFTLOCK_ESESSION at once and is never replicated;
+ *     leases_unknown_status() at once and is never replicated;
  *   - an id without its session's secret (missing, wrong, or a session
  *     opened without one) gets RAFTLOCK_EPERM at once and is never
  *     replicated (rule 14);
@@ -104,6 +105,14 @@ void leases_on_ready(struct leases *l, bool ready);
 int leases_keepalive(struct leases *l, struct leases_budget *budget, const uint64_t *ids,
 		     const ProtobufCBinaryData *secrets, size_t n_secrets, size_t n,
 		     leases_accepted_cb accepted, leases_keepalive_cb cb, void *arg);
+
+/* The answer for session id, which this node does not know (not in its
+ * applied state): RAFTLOCK_ESESSION below the applied next_session (the
+ * session was given out and ended: final), RAFTLOCK_EUNAVAILABLE from it
+ * on (not given out here yet: its open may be on its way, or a newer
+ * leader opened it while this one was cut off; the client tries again,
+ * elsewhere). Reads the node's store. */
+int leases_unknown_status(struct leases *l, uint64_t id);
 
 /* The lease deadline (cluster ms) of live session id as this node applied
  * it, 0 for a session it does not know. */

@@ -280,7 +280,8 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		"Renew windows proposed over several windows (too many sessions for one).",
 		ls->renew_windows_split);
 	counter(&t, "keepalive_unknown_total",
-		"Keepalive ids of sessions this leader does not know: ESESSION, not replicated.",
+		"Keepalive ids of sessions this leader does not know: ESESSION (ended) or "
+		"EUNAVAILABLE (not open here yet), not replicated.",
 		ls->ids_unknown);
 	counter(&t, "keepalive_refused_total",
 		"Keepalive ids refused (ELIMIT) past a connection's per-second budget.",

@@ -688,17 +688,6 @@ static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftloc
 	return false;
 }
 
-/* The id the next session opened will get, as this node applied. */
-static uint64_t next_session_id(struct service *s)
-{
-	MDB_txn *txn = store_begin(&s->node->store, false);
-	Raftlock__Meta *m = store_get_meta(&s->node->store, txn);
-	uint64_t next = m->next_session ? m->next_session : 1;
-	raftlock__meta__free_unpacked(m, NULL);
-	store_abort(txn);
-	return next;
-}
-
 /* Rule 14: a session open brings a secret, of which the log gets only the
  * digest (into digest, which open->secret_digest points to); any other
  * mutating request acts on its session only with the session's secret.
@@ -736,7 +725,7 @@ static bool secret_admitted(struct service *s, struct service_conn *c,
 		 * the session ended: the answer apply gives, a Result, which
 		 * the client takes as final (a retried close learns it is
 		 * done). */
-		if (seq->session >= next_session_id(s)) {
+		if (leases_unknown_status(s->leases, seq->session) == RAFTLOCK_EUNAVAILABLE) {
 			snprintf(msg, sizeof msg,
 				 "session %llu is not open on this node (yet); nothing done",
 				 (unsigned long long)seq->session);

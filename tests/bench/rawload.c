@@ -308,7 +308,8 @@ int scale_hostile(struct rlbench *b)
 			for (size_t i = 0; i < resp->keepalive->n_statuses; i++) {
 				int st = resp->keepalive->statuses[i];
 				ids_refused += st == RAFTLOCK_ELIMIT;
-				ids_unknown += st == RAFTLOCK_ESESSION;
+				ids_unknown +=
+					st == RAFTLOCK_ESESSION || st == RAFTLOCK_EUNAVAILABLE;
 				ids_renewed += st == 0;
 			}
 		}

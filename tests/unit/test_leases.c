@@ -92,7 +92,12 @@ struct fx {
 	struct config cfg;
 	struct node node;
 	struct leases leases;
+	char dir[32]; /* the node's store, removed at teardown */
 };
+
+/* The applied next_session of the test's store: ids below it were given
+ * out, those from it on not yet. */
+#define NEXT_SESSION 100000
 
 /* Keepalive answers, as the service would get them. */
 struct answer {
@@ -122,6 +127,16 @@ static void keepalive_cb(void *arg, int status, const int32_t *st, const uint32_
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
+	char err[256];
+	snprintf(f->dir, sizeof f->dir, "/tmp/test_leases.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(store_open(&f->node.store, f->dir, 64u << 20, err, sizeof err), 0);
+	MDB_txn *txn = store_begin(&f->node.store, true);
+	Raftlock__Meta *m = store_get_meta(&f->node.store, txn);
+	m->next_session = NEXT_SESSION;
+	store_put_meta(&f->node.store, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_commit(txn);
 	timebase_init_manual(&f->tb, START_MS);
 	f->cfg.keepalive_max_ids = 100;
 	f->node.cfg = &f->cfg;
@@ -142,6 +157,13 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	leases_close(&f->leases);
+	store_close(&f->node.store);
+	char path[sizeof f->dir + 16];
+	snprintf(path, sizeof path, "%s/data.mdb", f->dir);
+	remove(path);
+	snprintf(path, sizeof path, "%s/lock.mdb", f->dir);
+	remove(path);
+	remove(f->dir);
 	free(f);
 	return 0;
 }
@@ -277,6 +299,29 @@ static void test_keepalive_batch(void **state)
 	assert_int_equal(a2.st[0], 0);
 	assert_int_equal(f->leases.stats.ids_unknown, 2);
 	assert_int_equal(f->leases.stats.renew_ids, 2);
+}
+
+/* An id this leader does not know is final (ESESSION) only below the
+ * applied next_session: from it on the session is not open here yet (a
+ * newer leader may have opened it while this one was cut off), and the
+ * client tries again elsewhere (EUNAVAILABLE). Neither is replicated. */
+static void test_keepalive_unknown_ids(void **state)
+{
+	struct fx *f = *state;
+	struct leases_budget b = {0};
+	struct answer a = {0};
+	uint64_t ids[] = {NEXT_SESSION - 1, NEXT_SESSION, NEXT_SESSION + 5};
+	assert_int_equal(keepalive(f, &b, ids, 3, keepalive_cb, &a), 0);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(a.st[0], RAFTLOCK_ESESSION);
+	assert_int_equal(a.st[1], RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(a.st[2], RAFTLOCK_EUNAVAILABLE);
+	assert_int_equal(leases_unknown_status(&f->leases, NEXT_SESSION - 1), RAFTLOCK_ESESSION);
+	assert_int_equal(leases_unknown_status(&f->leases, NEXT_SESSION), RAFTLOCK_EUNAVAILABLE);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_int_equal(count(RAFTLOCK__COMMAND__OP_RENEW, 0), 0);
+	assert_int_equal(f->leases.stats.ids_unknown, 3);
 }
 
 /* The windows' marks are 32-bit: when the count wraps, every lease's
@@ -589,10 +634,6 @@ static void test_revoke_due_held_below_level_3(void **state)
 static void test_rebuild_finds_every_timer(void **state)
 {
 	struct fx *f = *state;
-	char dir[] = "/tmp/test_leases.XXXXXX";
-	char err[256];
-	assert_non_null(mkdtemp(dir));
-	assert_int_equal(store_open(&f->node.store, dir, 64u << 20, err, sizeof err), 0);
 	MDB_txn *txn = store_begin(&f->node.store, true);
 	Raftlock__Holder h = RAFTLOCK__HOLDER__INIT, *hs[1] = {&h};
 	Raftlock__Waiter w = RAFTLOCK__WAITER__INIT, *ws[1] = {&w};
@@ -631,13 +672,6 @@ static void test_rebuild_finds_every_timer(void **state)
 	assert_true(count(RAFTLOCK__COMMAND__OP_WAIT_EXPIRE, 0) >= 1);
 	assert_true(count(RAFTLOCK__COMMAND__OP_LOCK_DELAY_END, 0) >= 1);
 	assert_true(count(RAFTLOCK__COMMAND__OP_REVOKE_DUE, 0) >= 1);
-	store_close(&f->node.store);
-	char path[sizeof dir + 16];
-	snprintf(path, sizeof path, "%s/data.mdb", dir);
-	remove(path);
-	snprintf(path, sizeof path, "%s/lock.mdb", dir);
-	remove(path);
-	remove(dir);
 }
 
 int main(void)
@@ -645,6 +679,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_expiry_at_deadline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_unknown_ids, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keepalive_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_window_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window_marks_wrap, setup, teardown),

@@ -790,12 +790,42 @@ static void test_session_secret_checked(void **state)
 	assert_int_equal(n_proposed, 0);
 }
 
+/* Sends on f->sock a keepalive (request id) of session, with SECRET_5. */
+static void send_keepalive(struct fx *f, uint64_t id, uint64_t session)
+{
+	ProtobufCBinaryData secrets[] = {SECRET_5};
+	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
+	ka.sessions = &session;
+	ka.n_sessions = 1;
+	ka.secrets = secrets;
+	ka.n_secrets = 1;
+	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
+	req.id = id;
+	req.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
+	req.keepalive = &ka;
+	send_env(f, &req);
+}
+
+/* The status the next answer, a keepalive of one id, gives that id. */
+static int next_keepalive_status(struct fx *f)
+{
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE);
+	assert_int_equal(env->response->keepalive->n_statuses, 1);
+	int status = env->response->keepalive->statuses[0];
+	raftlock__envelope__free_unpacked(env, NULL);
+	return status;
+}
+
 /* Rule 14: a session this ready leader does not know is not proposed for:
  * apply would run the request on an open of that id not applied yet, ids
  * being sequential, without its secret. Below the next id to give, the
  * session ended: the Result apply gives (final); from it on, "not
- * executed" (EUNAVAILABLE: a newer leader may have opened it). The leader
- * reads the next id from a real store in a temporary directory. */
+ * executed" (EUNAVAILABLE: a newer leader may have opened it). A
+ * keepalive's id is answered by the same rule. The leader reads the next
+ * id from a real store in a temporary directory. */
 static void test_unknown_session_not_proposed(void **state)
 {
 	struct fx *f = *state;
@@ -825,11 +855,18 @@ static void test_unknown_session_not_proposed(void **state)
 	am.h.session = 7; /* the next one: its open may be on its way */
 	send_env(f, req);
 	assert_answer(f, RAFTLOCK_EUNAVAILABLE, "session 7 is not open on this node");
+	/* Keepalives alike: an ended session is lost for good, one past the
+	 * next id is not open here yet (a deposed leader cut off from the
+	 * one that opened it): the client renews it elsewhere. */
+	send_keepalive(f, 3, 6);
+	assert_int_equal(next_keepalive_status(f), RAFTLOCK_ESESSION);
+	send_keepalive(f, 4, 7 + 5);
+	assert_int_equal(next_keepalive_status(f), RAFTLOCK_EUNAVAILABLE);
 	timebase_advance(&f->tb, 100);
 	assert_int_equal(n_proposed, 0);
 
 	/* The open session is proposed for as before. */
-	send_acquire(f, 3, 1);
+	send_acquire(f, 5, 1);
 	wait_proposed(f, 1);
 	assert_int_equal(proposed[0].session, 5);
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
@@ -844,35 +881,6 @@ static void test_unknown_session_not_proposed(void **state)
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	assert_int_equal(system(cmd), 0);
-}
-
-/* Sends on f->sock a keepalive (request id) of session, with SECRET_5. */
-static void send_keepalive(struct fx *f, uint64_t id, uint64_t session)
-{
-	ProtobufCBinaryData secrets[] = {SECRET_5};
-	Raftlock__KeepAliveRequest ka = RAFTLOCK__KEEP_ALIVE_REQUEST__INIT;
-	ka.sessions = &session;
-	ka.n_sessions = 1;
-	ka.secrets = secrets;
-	ka.n_secrets = 1;
-	Raftlock__Envelope req = RAFTLOCK__ENVELOPE__INIT;
-	req.id = id;
-	req.body_case = RAFTLOCK__ENVELOPE__BODY_KEEPALIVE;
-	req.keepalive = &ka;
-	send_env(f, &req);
-}
-
-/* The status the next answer, a keepalive of one id, gives that id. */
-static int next_keepalive_status(struct fx *f)
-{
-	Raftlock__Envelope *env = next_env(f);
-	assert_non_null(env);
-	assert_int_equal(env->response->status, 0);
-	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_KEEPALIVE);
-	assert_int_equal(env->response->keepalive->n_statuses, 1);
-	int status = env->response->keepalive->statuses[0];
-	raftlock__envelope__free_unpacked(env, NULL);
-	return status;
 }
 
 /* The index of the last proposal of kind op, or -1; with_cb: the last
