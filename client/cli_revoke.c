@@ -116,7 +116,7 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 		raftlock_lock_info_free(info);
 	}
 	int code = CLI_EXIT_OK;
-	size_t done = 0;
+	size_t done = 0, gone = 0;
 	if (json) {
 		fputs("{\"lock\": ", stdout);
 		json_write_string(stdout, name);
@@ -130,6 +130,8 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 			code = CLI_EXIT_ERROR;
 			break;
 		}
+		if (rv == REVOKE_GONE)
+			tokens[gone++] = tokens[i]; /* into a slot done with, for the JSON */
 		if (json)
 			printf("%s%" PRIu64, done ? ", " : "", tokens[i]);
 		else if (rv == REVOKE_GONE)
@@ -145,8 +147,15 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 			       tokens[i], name, grace);
 		done++;
 	}
-	if (json)
+	if (json) {
+		/* "tokens" keeps every grant settled, as before; these are the
+		 * ones no longer current after a lost answer, which this call
+		 * may not have revoked (released meanwhile) */
+		fputs("], \"no_longer_current\": [", stdout);
+		for (size_t i = 0; i < gone; i++)
+			printf("%s%" PRIu64, i ? ", " : "", tokens[i]);
 		printf("]}\n");
+	}
 	if (tokens != &token)
 		free(tokens);
 	if (code == CLI_EXIT_OK && done == 0) {

@@ -577,7 +577,8 @@ static void test_json_everywhere(void **state)
 
 /* `raftlock revoke --token` whose answer is lost: while the token is
  * current (900 for the fake) it is sent again; once it is not, the grant
- * is gone, revoked by the lost attempt or released. */
+ * is gone, revoked by the lost attempt or released, and --json says it
+ * apart from the grants revoked. */
 static void test_revoke_settles_a_lost_answer(void **state)
 {
 	(void)state;
@@ -597,6 +598,24 @@ static void test_revoke_settles_a_lost_answer(void **state)
 	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 3);
 	assert_non_null(strstr(slurp(path_in_tmp("out"), buf, sizeof buf),
 			       "token 901 of 'rv/a' is no longer current"));
+
+	/* --json: each in "tokens" as before, and the one no longer
+	 * current in a field of its own */
+	FAKE_SET(f, revoke_drops, 1);
+	char *current_json[] = {"raftlock", "--endpoints", f->addr,  "revoke", "rv/a",
+				"--token",  "900",         "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(current_json, path_in_tmp("out")), 10000), 0);
+	assert_string_equal(slurp(path_in_tmp("out"), buf, sizeof buf),
+			    "{\"lock\": \"rv/a\", \"grace_ms\": 0, \"tokens\": [900], "
+			    "\"no_longer_current\": []}\n");
+	FAKE_SET(f, revoke_drops, 1);
+	char *gone_json[] = {"raftlock", "--endpoints", f->addr,  "revoke", "rv/a",
+			     "--token",  "901",         "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(gone_json, path_in_tmp("out")), 10000), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 6);
+	assert_string_equal(slurp(path_in_tmp("out"), buf, sizeof buf),
+			    "{\"lock\": \"rv/a\", \"grace_ms\": 0, \"tokens\": [901], "
+			    "\"no_longer_current\": [901]}\n");
 	fake_stop(f);
 }
 
