@@ -687,22 +687,30 @@ void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *iden
 }
 
 /* Counts every session of the sessions table in the identities index,
- * which must be empty: after a snapshot is loaded. */
-static void index_identities(struct store *s, MDB_txn *txn)
+ * which must be empty: after a snapshot is loaded. RAFTLOCK_EDATA for a
+ * session record that does not decode, or whose identity is longer than
+ * a key may be: the image's sums were right, but this build never wrote
+ * it (a load refuses it whole rather than stop the node). */
+static int index_identities(struct store *s, MDB_txn *txn)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
+	size_t key_max = (size_t)mdb_env_get_maxkeysize(s->env);
+	int rv = 0;
 	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
-	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		Raftlock__SessionRecord *rec =
 			raftlock__session_record__unpack(NULL, val.mv_size, val.mv_data);
-		if (rec == NULL)
-			log_fatal("session record does not decode: damaged store");
-		store_identity_sessions_add(s, txn, rec->identity, +1);
-		raftlock__session_record__free_unpacked(rec, NULL);
+		if (rec == NULL || strlen(rec->identity) > key_max)
+			rv = RAFTLOCK_EDATA;
+		else
+			store_identity_sessions_add(s, txn, rec->identity, +1);
+		if (rec != NULL)
+			raftlock__session_record__free_unpacked(rec, NULL);
 	}
 	mdb_cursor_close(cur);
+	return rv;
 }
 
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
@@ -1177,9 +1185,10 @@ int store_load_from(struct store *s, struct image_reader *r)
 	}
 	if (rv == 0)
 		rv = image_records_end(&rs);
+	if (rv == 0)
+		rv = index_identities(s, txn);
 	if (rv != 0)
 		goto out;
-	index_identities(s, txn);
 	store_commit(txn);
 	s->bytes = bytes;
 	return 0;

@@ -270,7 +270,8 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
 
 /* Replaces the whole content with a snapshot image, in one transaction,
  * and rebuilds the identities index from its sessions.
- * Returns 0 or RAFTLOCK_EDATA (damaged image: nothing changed). */
+ * Returns 0 or RAFTLOCK_EDATA (damaged image, or one with right sums
+ * whose session records do not decode: nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 
 /* Where store_load_from() reads an image, a piece at a time (the other

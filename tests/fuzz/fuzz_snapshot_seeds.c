@@ -1,7 +1,9 @@
 /*
  * fuzz_snapshot_seeds.c: writes the seed corpus of fuzz_snapshot into DIR:
- * the image of a small store, plain and packed, each alone and followed by
- * a tail of two entries.
+ * the image of a small store (a record in each table, at the newest
+ * image format), plain and packed, each alone and followed by a tail of
+ * two entries; and that image with a session record that does not
+ * decode, under right sums.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,11 +11,58 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "feature_level.h"
 #include "image_pack.h"
 #include "snapshot_tail.h"
 #include "store.h"
 
 static const char *out_dir;
+
+/* A session (1, of identity "fuzz") holding lock "a/1", and a record in
+ * every other table, at applied index 7. */
+static void fill(struct store *st)
+{
+	MDB_txn *txn = store_begin(st, true);
+	Raftlock__Meta meta = RAFTLOCK__META__INIT;
+	meta.applied_index = 7;
+	meta.next_token = 11;
+	meta.next_session = 2;
+	meta.feature_level = FEATURE_LEVEL;
+	store_put_meta(st, txn, &meta);
+	Raftlock__SessionRecord session = RAFTLOCK__SESSION_RECORD__INIT;
+	session.id = 1;
+	session.ttl_ms = 5000;
+	session.identity = "fuzz";
+	session.lock_count = 1;
+	store_put_session(st, txn, &session);
+	Raftlock__Holder holder = RAFTLOCK__HOLDER__INIT, *holders[] = {&holder};
+	holder.session = 1;
+	holder.owner = 1;
+	holder.count = 1;
+	holder.token = 10;
+	Raftlock__LockRecord lock = RAFTLOCK__LOCK_RECORD__INIT;
+	lock.name = "a/1";
+	lock.holders = holders;
+	lock.n_holders = 1;
+	store_put_lock(st, txn, &lock);
+	store_session_lock_add(st, txn, 1, "a/1");
+	store_put_nonce(st, txn, 99, 1);
+	store_put_lease(st, txn, 1, 5000, 5000);
+	store_put_acl(st, txn, "fuzz", "a/", RAFTLOCK__ACL_PERM__ACL_LOCK);
+	store_commit(txn);
+}
+
+/* Session 2, whose record does not decode: its image has right sums and
+ * must be refused whole as it is loaded (store_load). */
+static int put_damaged_session(struct store *st)
+{
+	uint8_t id[8] = {0, 0, 0, 0, 0, 0, 0, 2}, junk = 0xff;
+	MDB_val key = {sizeof id, id}, val = {1, &junk};
+	MDB_txn *txn = store_begin(st, true);
+	int rc = mdb_put(txn, st->sessions, &key, &val, 0);
+	store_commit(txn);
+	return rc;
+}
 
 static void write_seed(const char *name, const void *a, size_t na, const void *b, size_t nb)
 {
@@ -45,6 +94,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fuzz_snapshot_seeds: no store: %s\n", err);
 		return 1;
 	}
+	fill(&st);
 	MDB_txn *txn = store_begin(&st, false);
 	void *image, *packed, *tail;
 	size_t image_len, packed_len, raw_len, tail_len;
@@ -52,17 +102,23 @@ int main(int argc, char **argv)
 	    image_pack_at(&st, txn, malloc, free, NULL, &packed, &packed_len, &raw_len) != 0)
 		return 1;
 	store_abort(txn);
+	void *damaged;
+	size_t damaged_len;
+	if (put_damaged_session(&st) != 0 || store_dump(&st, malloc, &damaged, &damaged_len) != 0)
+		return 1;
 	store_close(&st);
 	struct snapshot_tail t = {0};
 	static const uint8_t entry[16] = {1, 2, 3};
-	if (snapshot_tail_add(&t, 1, entry, sizeof entry) != 0 ||
-	    snapshot_tail_add(&t, 2, entry, 3) != 0 ||
+	if (snapshot_tail_add(&t, 8, entry, sizeof entry) != 0 ||
+	    snapshot_tail_add(&t, 9, entry, 3) != 0 ||
 	    snapshot_tail_finish(&t, malloc, &tail, &tail_len) != 0)
 		return 1;
 	write_seed("image", image, image_len, NULL, 0);
 	write_seed("image_tail", image, image_len, tail, tail_len);
 	write_seed("packed", packed, packed_len, NULL, 0);
 	write_seed("packed_tail", packed, packed_len, tail, tail_len);
+	write_seed("damaged_session", damaged, damaged_len, NULL, 0);
+	free(damaged);
 	free(image);
 	free(packed);
 	free(tail);
