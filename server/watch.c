@@ -569,6 +569,22 @@ static void sub_end(struct watches *w, struct watch_sub *s, int status, const ch
 	w->ended(w->arg, conn, s->id, status, why);
 }
 
+/* What a state that waited for the reasons in waited (1 << each) waited
+ * for, in an EOVERLOAD message or log line: the bound is one, whatever
+ * the reasons. */
+static const char *waited_why(unsigned waited)
+{
+	static char why[160];
+	unsigned readers = 1u << WAIT_READERS | 1u << WAIT_SHARE;
+	snprintf(why, sizeof why, "%s%s%s%s%s",
+		 waited & 1u << WAIT_ROOM ? "its connection had no room" : "",
+		 waited & 1u << WAIT_ROOM && waited & readers ? ", at times " : "",
+		 waited & readers ? "no snapshot reader was free" : "",
+		 waited & 1u << WAIT_INDEX && waited & ~(1u << WAIT_INDEX) ? ", at times " : "",
+		 waited & 1u << WAIT_INDEX ? "this node had not applied its index" : "");
+	return why;
+}
+
 /* How many watches ended by ends' bound are not yet said, if a line may
  * say them at now_ms, or at once when closing (0 if none or not now). */
 static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms, bool closing)
@@ -582,37 +598,26 @@ static uint64_t wait_ends_to_log(struct watch_wait_ends *ends, uint64_t now_ms, 
 
 /* One warning per bound that ended watches since its last one: a burst of
  * ends (every state opened in the same second) is one line, and a client
- * that opens watches all the time cannot flood the log. */
+ * that opens watches all the time cannot flood the log. An EOVERLOAD line
+ * names what the states waited for, as each watch's message does. */
 static void wait_ends_log(struct watches *w, uint64_t now_ms, bool closing)
 {
 	uint64_t n = wait_ends_to_log(&w->state_wait_ends, now_ms, closing);
-	if (n > 0)
-		log_warn("%llu watch%s ended (RAFTLOCK_EOVERLOAD): the state found no snapshot "
-			 "reader (%d are read at once, %d per connection) or no room on its "
-			 "connection within %d s",
-			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_STATES_READING,
-			 WATCH_STATES_PER_CONN, WATCH_STATE_WAIT_MS / 1000);
+	if (n > 0) {
+		log_warn("%llu watch%s ended (RAFTLOCK_EOVERLOAD): %s could not start within "
+			 "%d s (%s; %d states read at once, %d per connection)",
+			 (unsigned long long)n, n == 1 ? "" : "es",
+			 n == 1 ? "its state" : "their states", WATCH_STATE_WAIT_MS / 1000,
+			 waited_why(w->state_wait_ends.waited_for), WATCH_STATES_READING,
+			 WATCH_STATES_PER_CONN);
+		w->state_wait_ends.waited_for = 0;
+	}
 	n = wait_ends_to_log(&w->index_wait_ends, now_ms, closing);
 	if (n > 0)
 		log_warn("%llu watch%s ended (RAFTLOCK_EUNAVAILABLE): this node had not applied "
 			 "within %d s the index the state must be no older than (it is cut off "
 			 "from its leader, or far behind it)",
 			 (unsigned long long)n, n == 1 ? "" : "es", WATCH_INDEX_WAIT_MS / 1000);
-}
-
-/* What a state that waited for the reasons in waited (1 << each) waited
- * for, in an EOVERLOAD message: the bound is one, whatever the reasons. */
-static const char *waited_why(unsigned waited)
-{
-	static char why[160];
-	unsigned readers = 1u << WAIT_READERS | 1u << WAIT_SHARE;
-	snprintf(why, sizeof why, "%s%s%s%s%s",
-		 waited & 1u << WAIT_ROOM ? "its connection had no room" : "",
-		 waited & 1u << WAIT_ROOM && waited & readers ? ", at times " : "",
-		 waited & readers ? "no snapshot reader was free" : "",
-		 waited & 1u << WAIT_INDEX && waited & ~(1u << WAIT_INDEX) ? ", at times " : "",
-		 waited & 1u << WAIT_INDEX ? "this node had not applied its index" : "");
-	return why;
 }
 
 /* s could not start its state (why: state_open, or WAIT_ROOM) at now_ms:
@@ -649,6 +654,7 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 			 WATCH_STATES_READING, WATCH_STATES_PER_CONN);
 		sub_end(w, s, RAFTLOCK_EOVERLOAD, msg);
 		ends = &w->state_wait_ends;
+		ends->waited_for |= s->waited_for; /* for the log line */
 	} else {
 		return;
 	}

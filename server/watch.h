@@ -114,11 +114,12 @@ struct watch_sub;
 
 /* The watches one wait bound ended (state_wait in watch.c): all of them,
  * for the metrics, and those not yet said in a log line (a warning at
- * most every watches_pump, rate-limited: a line held back adds its count
- * to the next one). */
+ * most every watches_pump, rate-limited: a line held back adds its count,
+ * and what they waited for, to the next one). */
 struct watch_wait_ends {
 	uint64_t total;
 	uint64_t unlogged;
+	unsigned waited_for; /* what those not yet said waited for (1 << each reason) */
 	struct log_rate log;
 };
 

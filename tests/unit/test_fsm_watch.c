@@ -891,9 +891,33 @@ static void test_reader_wait_ends(void **state)
 	watches_close(&w);
 }
 
+/* The log lines of what runs between stderr_capture and stderr_lines. */
+static int stderr_capture(int *saved)
+{
+	char path[] = "/tmp/test_fsm_watch.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	fflush(stderr);
+	*saved = dup(STDERR_FILENO);
+	assert_true(*saved >= 0);
+	dup2(fd, STDERR_FILENO);
+	return fd;
+}
+
+static void stderr_lines(int fd, int saved, char *buf, size_t len)
+{
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	ssize_t n = pread(fd, buf, len - 1, 0);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
 /* A state that waited for room, then for its index, ends by the bound of
- * the whole wait (EOVERLOAD, counted so) with a message that says what
- * it waited for, not a reader it never waited for. */
+ * the whole wait (EOVERLOAD, counted so) with a message, and a log line,
+ * that say what it waited for, not a reader it never waited for. */
 static void test_room_wait_ends_named(void **state)
 {
 	struct fx *f = fx_ready(state); /* no lock: the state never starts */
@@ -907,14 +931,21 @@ static void test_room_wait_ends_named(void **state)
 	got[0].room = true;
 	watches_pump(&w, 1000 + WATCH_STATE_WAIT_MS - WATCH_INDEX_WAIT_MS / 3);
 	assert_int_equal(got[1].ended, 0);
+	char log[4096];
+	int saved, fd = stderr_capture(&saved);
 	watches_pump(&w, 1000 + WATCH_STATE_WAIT_MS);
+	stderr_lines(fd, saved, log, sizeof log);
 	assert_int_equal(got[1].ended, 1);
 	assert_int_equal(got[1].ended_status, RAFTLOCK_EOVERLOAD);
 	assert_int_equal(watches_state_wait_ends(&w), 1);
 	assert_int_equal(watches_index_wait_ends(&w), 0);
-	assert_non_null(strstr(got[1].ended_why, "its connection had no room"));
-	assert_non_null(strstr(got[1].ended_why, "had not applied its index"));
-	assert_null(strstr(got[1].ended_why, "reader"));
+	const char *said[] = {got[1].ended_why, strstr(log, "1 watch ended (RAFTLOCK_EOVERLOAD)")};
+	for (size_t i = 0; i < 2; i++) {
+		assert_non_null(said[i]);
+		assert_non_null(strstr(said[i], "its connection had no room"));
+		assert_non_null(strstr(said[i], "had not applied its index"));
+		assert_null(strstr(said[i], "reader"));
+	}
 	watches_close(&w);
 }
 
@@ -1102,30 +1133,6 @@ static void test_wait_bounds_through_churn(void **state)
 	assert_int_equal(watches_state_wait_ends(&w), 1);
 	assert_int_equal(watches_index_wait_ends(&w), 0);
 	watches_close(&w);
-}
-
-/* The log lines of what runs between stderr_capture and stderr_lines. */
-static int stderr_capture(int *saved)
-{
-	char path[] = "/tmp/test_fsm_watch.XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	unlink(path);
-	fflush(stderr);
-	*saved = dup(STDERR_FILENO);
-	assert_true(*saved >= 0);
-	dup2(fd, STDERR_FILENO);
-	return fd;
-}
-
-static void stderr_lines(int fd, int saved, char *buf, size_t len)
-{
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	ssize_t n = pread(fd, buf, len - 1, 0);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
 }
 
 /* A watch of CONN at each of N pumps within a second ends by its index's
