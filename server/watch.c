@@ -39,6 +39,7 @@ struct watch_sub {
 	 * reasons in between, so that no churn of them keeps it waiting past
 	 * its bound), and the index the node was at. */
 	enum state_wait waits;
+	const struct service_conn *share_conn; /* WAIT_SHARE: the connection counted */
 	uint64_t wait_ms, index_wait_ms;
 	unsigned waited_for; /* 1 << each reason it waited for since wait_ms */
 	uint64_t applied_seen;
@@ -180,6 +181,9 @@ void watches_close(struct watches *w)
 		sub_free(w, s);
 	}
 	w->subs_last = NULL;
+	free(w->share_waits); /* empty: no state waits any more */
+	w->share_waits = NULL;
+	w->n_share_waits = w->share_waits_cap = 0;
 }
 
 static void send_to(struct watches *w, struct watch_sub *s, const Raftlock__WatchEvent *ev)
@@ -272,12 +276,60 @@ static int state_visit(void *arg, Raftlock__LockRecord *rec)
 	return sw->cut;
 }
 
+/* The count of conn's states that wait for its share (watches.share_waits). */
+static struct watch_share_waits *share_waits_of(const struct watches *w,
+						const struct service_conn *conn)
+{
+	for (size_t i = 0; i < w->n_share_waits; i++)
+		if (w->share_waits[i].conn == conn)
+			return &w->share_waits[i];
+	return NULL;
+}
+
+static void share_waits_add(struct watches *w, const struct service_conn *conn)
+{
+	struct watch_share_waits *c = share_waits_of(w, conn);
+	if (c == NULL) {
+		if (w->n_share_waits == w->share_waits_cap) {
+			size_t cap = w->share_waits_cap ? 2 * w->share_waits_cap : 4;
+			c = realloc(w->share_waits, cap * sizeof *c);
+			if (c == NULL)
+				log_fatal("out of memory");
+			w->share_waits = c;
+			w->share_waits_cap = cap;
+		}
+		c = &w->share_waits[w->n_share_waits++];
+		*c = (struct watch_share_waits){.conn = conn};
+	}
+	c->n++;
+	w->share_waiters++;
+}
+
+static void share_waits_del(struct watches *w, const struct service_conn *conn)
+{
+	struct watch_share_waits *c = share_waits_of(w, conn);
+	if (--c->n == 0)
+		*c = w->share_waits[--w->n_share_waits];
+	w->share_waiters--;
+}
+
+/* Whether a reader conn lets go of (NULL: closed) is of use to a state
+ * that waits: one that waits for any reader, or one of conn's that
+ * waits for its share. Kept for another connection's share-waiters, it
+ * would be taken by none of them, and by no one else until the next
+ * pump. */
+static bool reader_wanted(const struct watches *w, const struct service_conn *conn)
+{
+	return w->reader_waiters > w->share_waiters ||
+	       (conn != NULL && share_waits_of(w, conn) != NULL);
+}
+
 /* Readers kept for the states that wait (watches.readers) go to whoever
- * comes first. */
-static void readers_unkeep(struct watches *w)
+ * comes first: all of them, or those no state that waits could take. */
+static void readers_unkeep(struct watches *w, bool all)
 {
 	for (size_t i = 0; i < WATCH_STATES_READING; i++)
-		if (w->kept[i]) {
+		if (w->kept[i] && (all || !reader_wanted(w, w->readers[i]))) {
 			w->kept[i] = false;
 			w->readers[i] = NULL;
 		}
@@ -288,15 +340,22 @@ static bool waits_for_reader(enum state_wait why)
 	return why == WAIT_READERS || why == WAIT_SHARE;
 }
 
-/* Why s waits from now on (STATE_STARTED: it does not), in the count of
- * the states that wait for a reader; none left: nothing is kept. */
+/* Why s waits from now on (STATE_STARTED: it does not), in the counts of
+ * the states that wait for a reader; a reader kept that none of them
+ * could take any more is kept no longer. */
 static enum state_wait waits_set(struct watches *w, struct watch_sub *s, enum state_wait why)
 {
 	w->reader_waiters -= waits_for_reader(s->waits);
 	w->reader_waiters += waits_for_reader(why);
+	if (s->waits == WAIT_SHARE)
+		share_waits_del(w, s->share_conn);
+	if (why == WAIT_SHARE) {
+		s->share_conn = s->conn;
+		share_waits_add(w, s->share_conn);
+	}
 	s->waits = why;
-	if (w->reader_waiters == 0)
-		readers_unkeep(w);
+	if (w->reader_waiters == w->share_waiters)
+		readers_unkeep(w, false);
 	return why;
 }
 
@@ -316,12 +375,13 @@ static uint64_t applied_now(struct watches *w, uint64_t *applied)
  * state must be no older than (checked first: a node that lags answers
  * so, whether readers are free or not), if one is free and its connection
  * holds fewer than its share. No state that waits for a reader could take
- * a free one (a reader let go of while states wait is kept for them until
- * the next pump, which walks them oldest first: watches.readers), so one
- * that finds it free is behind no other, with no look at them. Its
- * snapshot is the store now, which is where the ring ends (both change
- * only in apply, on this thread). Returns STATE_STARTED, or why it must
- * wait (also in s->waits). */
+ * a free one (a reader let go of while states that could take it wait is
+ * kept for them until the next pump, which walks them oldest first:
+ * watches.readers; one that waits for its connection's share takes none
+ * of another's), so one that finds it free is behind no other, with no
+ * look at them. Its snapshot is the store now, which is where the ring
+ * ends (both change only in apply, on this thread). Returns
+ * STATE_STARTED, or why it must wait (also in s->waits). */
 static enum state_wait state_open(struct watches *w, struct watch_sub *s, uint64_t *applied)
 {
 	if (s->txn != NULL)
@@ -340,10 +400,12 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, uint64
 		else
 			mine += w->readers[i] == s->conn; /* kept ones too */
 	}
+	/* its share first: free or not, another connection's reader is no
+	 * use to it (one client does not take every reader) */
+	if (mine >= WATCH_STATES_PER_CONN)
+		return waits_set(w, s, WAIT_SHARE);
 	if (slot == WATCH_STATES_READING)
 		return waits_set(w, s, WAIT_READERS);
-	if (mine >= WATCH_STATES_PER_CONN)
-		return waits_set(w, s, WAIT_SHARE); /* one client does not take every reader */
 	MDB_txn *txn = store_begin(w->store, false);
 	uint64_t at = applied_index(w->store, txn); /* >= not_before: applies only grow */
 	w->readers[slot] = s->conn;
@@ -387,18 +449,17 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 }
 
 /* s's state is done with, sent or not: its snapshot goes at once, and its
- * reader to the states that wait for one, if any, at the next
- * watches_pump, the oldest first. A kept reader still counts in its
- * connection's share, unless the watch ended with its connection (conn
- * NULL: watches_forget_conn, or an end in a walk), whose address a new
- * connection may get. */
+ * reader to the states that wait for one and could take it, if any, at
+ * the next watches_pump, the oldest first (free at once when none). A kept reader still counts in
+ * its connection's share, unless the watch ended with its connection (conn NULL:
+ * watches_forget_conn, or an end in a walk), whose address a new connection may get. */
 static void reader_release(struct watches *w, struct watch_sub *s)
 {
 	if (s->txn != NULL) {
 		store_abort(s->txn);
 		s->txn = NULL;
 		size_t i = s->reader_slot - 1;
-		w->kept[i] = w->reader_waiters > 0;
+		w->kept[i] = reader_wanted(w, s->conn);
 		w->readers[i] = w->kept[i] ? s->conn : NULL;
 		s->reader_slot = 0;
 		w->states_reading--;
@@ -668,7 +729,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
 	uint64_t applied = UINT64_MAX;
-	readers_unkeep(w); /* the waiting states take them first: the walk is oldest first */
+	readers_unkeep(w, true); /* the waiting states take them first: the walk is oldest first */
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
 		if (s->conn == NULL || !s->in_state)

@@ -123,6 +123,12 @@ struct watch_wait_ends {
 	struct log_rate log;
 };
 
+/* The states of one connection that wait for its share of the readers. */
+struct watch_share_waits {
+	const struct service_conn *conn;
+	size_t n;
+};
+
 struct watches {
 	struct store *store;
 	watch_send_cb send;
@@ -145,14 +151,22 @@ struct watches {
 	 * WATCH_INDEX_WAIT_MS (the index not applied: EUNAVAILABLE). */
 	struct watch_wait_ends state_wait_ends, index_wait_ends;
 	/* The connection of each snapshot reader taken, NULL for a free one.
-	 * One let go of while states wait for a reader is kept for them
-	 * (kept: still its connection's, NULL once it closed, with no
-	 * snapshot) until the next watches_pump, which walks them oldest
-	 * first: no newer state takes it before them, not even one of the
-	 * same connection. */
+	 * One let go of while states that could take it wait (for any
+	 * reader, or for its connection's share) is kept for them (kept:
+	 * still its connection's, NULL once it closed, with no snapshot)
+	 * until the next watches_pump, which walks them oldest first: no
+	 * newer state takes it before them, not even one of the same
+	 * connection. */
 	const struct service_conn *readers[WATCH_STATES_READING];
 	bool kept[WATCH_STATES_READING];
 	size_t reader_waiters; /* states that wait for a reader or their connection's share */
+	/* Of those, the ones that wait for their connection's share, in
+	 * all and by connection (few: each held its share as they began to
+	 * wait). A reader another connection lets go of is no use to them,
+	 * so it is kept only for a state that waits for any reader. */
+	size_t share_waiters;
+	struct watch_share_waits *share_waits;
+	size_t n_share_waits, share_waits_cap;
 };
 
 /* Keeps up to cap changes; the history starts after start_index (entries

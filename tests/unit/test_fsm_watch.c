@@ -1052,9 +1052,9 @@ static void test_readers_go_oldest_first(void **state)
 	watches_close(&w);
 }
 
-/* A reader kept for a waiting state after its connection closed counts
- * in no connection's share: a new connection at the closed one's address
- * takes its share at once, not after the next pump. */
+/* A reader let go of as its connection closed counts in no connection's
+ * share: a new connection at the closed one's address takes its share at
+ * once, not after the next pump. */
 static void test_closed_conn_keeps_no_share(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -1069,7 +1069,7 @@ static void test_closed_conn_keeps_no_share(void **state)
 	watch_p_on(&w, closed, 4);
 	watch_p_on(&w, closed, 5);
 	assert_int_equal(w.states_reading, 4);
-	watches_forget_conn(&w, closed); /* its readers are kept for 3 */
+	watches_forget_conn(&w, closed); /* of no use to 3 (busy's share): free */
 	watch_p_on(&w, closed, 6);       /* a new connection, at the same address */
 	watch_p_on(&w, closed, 7);
 	assert_int_equal(got[6].holding, WATCH_STATE_PAGE);
@@ -1080,6 +1080,59 @@ static void test_closed_conn_keeps_no_share(void **state)
 	for (uint64_t id = 1; id <= 7; id++)
 		if (id != 4 && id != 5)
 			assert_int_equal(got[id].holding, PAGED_LOCKS);
+	watches_close(&w);
+}
+
+static bool any_reader_kept(const struct watches *w)
+{
+	for (size_t i = 0; i < WATCH_STATES_READING; i++)
+		if (w->kept[i])
+			return true;
+	return false;
+}
+
+/* A state that waits for its connection's share can take no reader of
+ * another connection: one let go of while only such states wait is free
+ * at once (a new watch of a third connection takes it before any pump),
+ * not kept for them until the next pump. So whether the share-waiter
+ * began to wait while a reader was free or none was; its turn within
+ * its connection stays the oldest first. */
+static void test_share_waiters_keep_no_other_reader(void **state)
+{
+	struct fx *f = fx_ready(state);
+	take_many(f, fx_session(f)); /* a state is 3 pages */
+	enum { SHARER = 3, LATE = WATCH_STATES_READING + 2, SHARER2, LATE2 };
+	struct paged got[LATE2 + 1] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	watch_p(&w, 1);
+	watch_p(&w, 2);
+	watch_p(&w, SHARER); /* a reader is free: it waits for CONN's share */
+	for (uint64_t id = SHARER + 1; id < LATE; id++)
+		watch_p_on(&w, (struct service_conn *)(uintptr_t)(0x10 + id), id);
+	assert_int_equal(w.states_reading, WATCH_STATES_READING);
+	assert_true(watches_cancel(&w, (struct service_conn *)(uintptr_t)0x14, 4));
+	assert_false(any_reader_kept(&w));
+	watch_p_on(&w, (struct service_conn *)0x100, LATE);
+	assert_int_equal(got[LATE].holding, WATCH_STATE_PAGE); /* at once */
+
+	watch_p(&w, SHARER2); /* none is free: it waits for CONN's share too */
+	assert_true(watches_cancel(&w, (struct service_conn *)(uintptr_t)0x15, 5));
+	assert_false(any_reader_kept(&w));
+	watch_p_on(&w, (struct service_conn *)0x101, LATE2);
+	assert_int_equal(got[LATE2].holding, WATCH_STATE_PAGE);
+	assert_int_equal(got[SHARER].holding + got[SHARER2].holding, 0);
+
+	for (uint64_t t = 1000; t < 1100 && watches_states(&w) > 0; t++)
+		watches_pump(&w, t);
+	assert_int_equal(watches_states(&w), 0);
+	for (uint64_t id = 1; id <= LATE2; id++) {
+		if (id == 4 || id == 5)
+			continue; /* cancelled */
+		assert_int_equal(got[id].holding, PAGED_LOCKS);
+		assert_int_equal(got[id].disorder, 0);
+	}
+	assert_true(got[SHARER].first_rank < got[SHARER2].first_rank);
 	watches_close(&w);
 }
 
@@ -1440,6 +1493,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readers_go_oldest_first, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_closed_conn_keeps_no_share, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_share_waiters_keep_no_other_reader, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_room_wait_ends_named, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_wait_ends_logged_at_a_bounded_rate, fx_setup,
