@@ -259,18 +259,36 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftl
 	m->acq.value = l->value != NULL ? l->value : (char *)"";
 }
 
-/* The handle holds what res granted at nesting depth count; the handles
- * of its set, if it leads one, each the token of its lock. */
-static void lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
+/* The handle holds what res granted at nesting depth count, and the
+ * handles of its set, if it leads one, each the token of its lock; but
+ * none a token whose revocation the I/O thread dispatched before this
+ * caller took the grant in (lock_revoked). false: the handle's own grant
+ * was revoked so, and it holds nothing. */
+static bool lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
 {
-	l->token = res->token;
-	l->count = count;
+	bool held = l->revoked == 0 || res->token != l->revoked;
+	if (held) {
+		l->token = res->token;
+		l->count = count;
+	}
 	if (l->n_set > 0 && res->n_tokens == l->n_set) {
 		for (size_t i = 0; i < l->n_set; i++) {
-			l->set[i]->token = res->tokens[i];
-			l->set[i]->count = 1;
+			raftlock_lock *member = l->set[i];
+			if (member->revoked != 0 && res->tokens[i] == member->revoked)
+				continue;
+			member->token = res->tokens[i];
+			member->count = 1;
 		}
 	}
+	return held;
+}
+
+/* What an acquire returns when its grant was revoked before the call
+ * could return it (lock_hold): the handle holds nothing (raftlock.h). */
+static int lock_grant_revoked(void)
+{
+	errmsg_note(RAFTLOCK_ENOTHOLDER, "the grant was revoked before the call returned");
+	return RAFTLOCK_ENOTHOLDER;
 }
 
 /* Applies a final acquire result to the handle. */
@@ -281,7 +299,8 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 			session_mark_lost(l->session, RAFTLOCK_ESESSION);
 		return res->status;
 	}
-	lock_hold(l, res, res->count ? res->count : l->count + 1);
+	if (!lock_hold(l, res, res->count ? res->count : l->count + 1))
+		return lock_grant_revoked();
 	*token = res->token;
 	return 0;
 }
@@ -308,8 +327,9 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
 }
 
 /* Cancels the wait of acquire_seq on the server, waiting up to timeout_ms.
- * Returns 0 when the server removed the wait; 1 with *granted set when
- * the acquire had been granted first (the handle holds the lock); 2 when
+ * Returns 0 when the server removed the wait; 1 when the acquire had been
+ * granted first, with *granted its token (the handle holds the lock) or 0
+ * (that grant is already revoked: the handle holds nothing); 2 when
  * the server knows neither (the wait ended otherwise, or the acquire has
  * not been applied yet); or an error (EUNKNOWN: the cancel is still
  * being sent; ESESSION). */
@@ -331,8 +351,8 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 	if (rv != 0)
 		return rv;
 	if (res->status == 0 && res->token != 0) {
-		lock_hold(l, res, 1); /* a queued acquire is never a nested one */
-		*granted = res->token;
+		/* a queued acquire is never a nested one */
+		*granted = lock_hold(l, res, 1) ? res->token : 0;
 		rv = 1;
 	} else if (res->status == 0) {
 		rv = 0;
@@ -400,6 +420,8 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 			session_seq_end(s, seq);
 			if (rv == 0)
 				return RAFTLOCK_ETIMEDOUT;
+			if (granted == 0)
+				return lock_grant_revoked();
 			*token = granted;
 			return 0;
 		}
@@ -798,14 +820,20 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	transport_defer(t, &op->d);
 }
 
-void lock_revoked(raftlock_session *s, uint64_t owner, uint64_t token)
+void lock_revoked(raftlock_session *s, uint64_t owner, const char *name, uint64_t token)
 {
 	struct raftlock_lock *l;
 	list_each_entry (l, &s->attached, struct raftlock_lock, link) {
-		if (l->owner == owner && l->token == token) {
+		if (l->owner != owner)
+			continue;
+		if (l->token == token) {
 			l->token = 0;
 			l->count = 0;
 		}
+		/* a blocking acquire woken by that grant (or the cancel that
+		 * answers it) takes it in only after this: it must not hold it */
+		if (token > l->revoked && strcmp(l->name, name) == 0)
+			l->revoked = token;
 	}
 }
 

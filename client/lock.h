@@ -21,6 +21,10 @@ struct raftlock_lock {
 	uint64_t token;             /* 0 when holding nothing */
 	uint32_t count;             /* nesting depth */
 	struct lock_async *waiting; /* its asynchronous acquire that waits, if any */
+	/* The largest token revoked through the handle: an acquire whose
+	 * grant was revoked before its caller took it in must not hold it
+	 * (lock_hold). */
+	uint64_t revoked;
 	/* A set (multi.c): its first handle leads it and lists all its
 	 * handles, in name order, itself first; they share one owner. A
 	 * grant to the leader gives each handle its token; a late grant
@@ -52,8 +56,10 @@ void lock_free_all(raftlock_session *s);
  * layer's ending hook. Their callbacks run soon after on the I/O thread. */
 void lock_end_waits(raftlock_session *s);
 
-/* The grant of s through handle owner with token was revoked: that handle
- * holds nothing any more (t->mu held): the session layer's revoked hook. */
-void lock_revoked(raftlock_session *s, uint64_t owner, uint64_t token);
+/* The grant of lock name to s through handle owner with token was
+ * revoked: that handle holds nothing any more, also should an acquire in
+ * flight take that grant in later (t->mu held): the session layer's
+ * revoked hook. */
+void lock_revoked(raftlock_session *s, uint64_t owner, const char *name, uint64_t token);
 
 #endif

@@ -550,7 +550,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_ESTATE, RAFTLOCK_EUNKNOWN (sent, not
  * answered within the request timeout: the handle does not hold the lock
  * for the caller; should the lock turn out granted, the library releases
- * it).
+ * it), RAFTLOCK_ENOTHOLDER (the grant was revoked before the call could
+ * return it: on_lock_event gets RAFTLOCK_LOCK_REVOKED for a token the
+ * caller never saw, and the handle holds nothing).
  */
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
 
@@ -578,6 +580,11 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  *     (a session this one would wait behind waits, directly or not, for
  *     a lock this session holds): nothing is queued, the handle neither
  *     holds nor waits;
+ *   - RAFTLOCK_ENOTHOLDER: the lock was granted, but the grant was
+ *     revoked (raftlock_revoke(), a maximum hold time) before the call
+ *     could return it, also when it came after the timeout: the handle
+ *     neither holds nor waits, and on_lock_event gets
+ *     RAFTLOCK_LOCK_REVOKED for a token the caller never saw;
  *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits);
  *     RAFTLOCK_ECANCELED: another thread closed the session meanwhile;
  *   - the other errors of raftlock_lock_try() (RAFTLOCK_ESTATE: nothing

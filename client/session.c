@@ -105,7 +105,7 @@ static void sessions_event(void *arg, const Raftlock__SessionEvent *ev)
 	if (!revoked && ev->kind != RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_RELEASE_REQUESTED)
 		return; /* a kind this library does not know */
 	if (revoked && ss->revoked != NULL)
-		ss->revoked(s, ev->owner, ev->token);
+		ss->revoked(s, ev->owner, ev->name, ev->token);
 	if (s->on_lock_event == NULL)
 		return;
 	struct session_lock_event *e = calloc(1, sizeof *e);

@@ -63,9 +63,9 @@ struct sessions {
 	void *opened_arg;
 	void (*ending)(raftlock_session *s);
 	void (*freeing)(raftlock_session *s);
-	/* A grant of s through handle owner with token was revoked: the
-	 * handle must hold nothing any more (may be NULL). */
-	void (*revoked)(raftlock_session *s, uint64_t owner, uint64_t token);
+	/* A grant of lock name to s through handle owner with token was
+	 * revoked: the handle must hold nothing any more (may be NULL). */
+	void (*revoked)(raftlock_session *s, uint64_t owner, const char *name, uint64_t token);
 	/* A connection was lost while bound sessions were valid: the
 	 * keepalive thread renews them at once (on the next connection). */
 	bool renew_now;

@@ -27,21 +27,26 @@ void fake_speak_protocol_1(bool on)
 	fake_protocol_1 = on;
 }
 
-static void fake_send(int fd, Raftlock__Envelope *env)
+/* The frame of env (freed by the caller): n bytes. */
+static uint8_t *fake_frame(Raftlock__Envelope *env, size_t *n)
 {
 	uint8_t *buf;
-	size_t n;
 	if (fake_protocol_1) {
 		/* framed by hand: the codec would stamp the current protocol */
 		size_t size = raftlock__envelope__get_packed_size(env);
-		n = FRAME_HEADER_SIZE + size;
-		buf = malloc(n);
+		*n = FRAME_HEADER_SIZE + size;
+		buf = malloc(*n);
 		assert_non_null(buf);
 		frame_put_header(buf, (uint32_t)size);
 		raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
 	} else {
-		assert_int_equal(codec_frame_envelope(env, &buf, &n), 0);
+		assert_int_equal(codec_frame_envelope(env, &buf, n), 0);
 	}
+	return buf;
+}
+
+static void fake_write(int fd, const uint8_t *buf, size_t n)
+{
 	size_t off = 0;
 	while (off < n) {
 		ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
@@ -49,6 +54,13 @@ static void fake_send(int fd, Raftlock__Envelope *env)
 			break;
 		off += (size_t)w;
 	}
+}
+
+static void fake_send(int fd, Raftlock__Envelope *env)
+{
+	size_t n;
+	uint8_t *buf = fake_frame(env, &n);
+	fake_write(fd, buf, n);
 	free(buf);
 }
 
@@ -73,12 +85,52 @@ static void fake_send_result(int fd, uint64_t id, int status, Raftlock__Result *
 	fake_send_response(fd, id, &resp);
 }
 
+/* The grant, then in the same write() its revocation: the client reads
+ * both at once and its I/O thread dispatches both before a blocking
+ * acquire's caller wakes up. */
+static void fake_push_revoked_grant(struct fake *f, int fd, uint64_t id, Raftlock__Result *res)
+{
+	Raftlock__Response grant = RAFTLOCK__RESPONSE__INIT;
+	grant.push = true;
+	grant.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	grant.result = res;
+	Raftlock__SessionEvent ev = RAFTLOCK__SESSION_EVENT__INIT;
+	ev.kind = RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED;
+	ev.session = f->push_session;
+	ev.name = f->push_name;
+	ev.owner = f->push_owner;
+	ev.token = res->token;
+	Raftlock__Response revoke = RAFTLOCK__RESPONSE__INIT;
+	revoke.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
+	revoke.session_event = &ev;
+	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
+	env[0].id = id;
+	env[0].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env[0].response = &grant;
+	env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE; /* id 0: an event */
+	env[1].response = &revoke;
+	size_t n0, n1;
+	uint8_t *b0 = fake_frame(&env[0], &n0);
+	uint8_t *b1 = fake_frame(&env[1], &n1);
+	uint8_t *both = malloc(n0 + n1);
+	assert_non_null(both);
+	memcpy(both, b0, n0);
+	memcpy(both + n0, b1, n1);
+	fake_write(fd, both, n0 + n1);
+	free(both);
+	free(b1);
+	free(b0);
+}
+
 static void fake_push_grant(struct fake *f, int fd, uint64_t id)
 {
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
 	res.token = ++f->next_token;
 	res.count = 1;
-	fake_send_result(fd, id, 0, &res, true);
+	if (f->revoke_with_grant)
+		fake_push_revoked_grant(f, fd, id, &res);
+	else
+		fake_send_result(fd, id, 0, &res, true);
 }
 
 static void fake_copy_secret(struct fake_entry *e, const ProtobufCBinaryData *secret)
@@ -212,6 +264,10 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 			f->push_fd = fd;
 			f->push_id = req->id;
 			f->push_at = clock_mono_ms() + (uint64_t)f->grant_after_ms;
+			f->push_session = req->sequence != NULL ? req->sequence->session : 0;
+			f->push_owner = req->acquire->acquire->owner;
+			snprintf(f->push_name, sizeof f->push_name, "%s",
+				 req->acquire->acquire->name);
 		}
 		res.queued = true;
 	} else if (f->busy) {

@@ -73,6 +73,10 @@ struct fake {
 	bool grant_on_cancel;       /* push the grant just before the cancel
 				       reply; with cancel_status 0 the reply
 				       carries the grant's token */
+	bool revoke_with_grant;     /* write a SessionEvent REVOKED of each
+				       pushed grant in the grant's own
+				       write() (an admin revoke or a short
+				       max_hold_ms racing the push) */
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
@@ -115,6 +119,9 @@ struct fake {
 	int push_fd;
 	uint64_t push_id;
 	uint64_t push_at;
+	uint64_t push_session; /* what its revocation names (revoke_with_grant) */
+	uint64_t push_owner;
+	char push_name[RAFTLOCK_NAME_MAX + 1];
 	int fds[FAKE_CONNS];
 	int serial[FAKE_CONNS];
 	struct frame_reader readers[FAKE_CONNS];

@@ -521,6 +521,82 @@ static void test_grant_racing_cancel_is_released(void **state)
 	grant_racing_cancel(RAFTLOCK_ENOTFOUND);
 }
 
+/* The RAFTLOCK_LOCK_REVOKED events a session's on_lock_event heard. */
+struct revocations {
+	pthread_mutex_t mu;
+	int n;
+	uint64_t token;
+};
+
+static void note_revocation(raftlock_session *s, enum raftlock_lock_event event, const char *name,
+			    uint64_t token, void *arg)
+{
+	(void)s;
+	(void)name;
+	struct revocations *rv = arg;
+	pthread_mutex_lock(&rv->mu);
+	if (event == RAFTLOCK_LOCK_REVOKED) {
+		rv->n++;
+		rv->token = token;
+	}
+	pthread_mutex_unlock(&rv->mu);
+}
+
+/* The grant a blocking acquire waits for and its revocation (an admin
+ * revoke, a short max_hold_ms) come in one read, so the I/O thread
+ * dispatches both before the caller wakes up to take the grant in. The
+ * call must not return the revoked token as a live grant, nor leave it on
+ * the handle (raftlock.h: RAFTLOCK_ENOTHOLDER; GUARANTEES rule 11b). With
+ * after_timeout both come while the cancel of the timed-out wait is in
+ * flight, and the cancel then answers "granted first". */
+static void revoked_grant_is_not_held(bool after_timeout)
+{
+	struct rig r;
+	struct revocations seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {.on_lock_event = note_revocation,
+					      .on_lock_event_arg = &seen};
+	uint64_t token = 7;
+	rig_up(&r, "q", 3000, &so);
+	FAKE_SET(r.f, revoke_with_grant, true);
+	if (after_timeout) {
+		FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
+		FAKE_SET(r.f, grant_on_cancel, true);
+	} else {
+		FAKE_SET(r.f, grant_after_ms, 100);
+	}
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1,
+					       after_timeout ? 200 : 5000, &token),
+			 RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(token, 7);
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	assert_int_equal(fake_count(r.f, CANCEL), after_timeout ? 1 : 0);
+	for (int i = 0; i < 200; i++) {
+		pthread_mutex_lock(&seen.mu);
+		int n = seen.n;
+		pthread_mutex_unlock(&seen.mu);
+		if (n > 0)
+			break;
+		sleep_ms(5);
+	}
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.token, 1);
+	pthread_mutex_unlock(&seen.mu);
+	/* the next grant is held as any other */
+	FAKE_SET(r.f, revoke_with_grant, false);
+	assert_int_equal(raftlock_lock_try(r.l, &token), 0);
+	assert_int_equal(token, 2);
+	assert_int_equal(raftlock_lock_token(r.l), 2);
+	rig_down(&r);
+}
+
+static void test_grant_revoked_before_the_caller_took_it_is_not_held(void **state)
+{
+	(void)state;
+	revoked_grant_is_not_held(false);
+	revoked_grant_is_not_held(true);
+}
+
 struct acquirer {
 	raftlock_lock *l;
 	int rv;
@@ -1309,6 +1385,7 @@ int main(void)
 		cmocka_unit_test(test_blocking_acquire_timeout_cancels),
 		cmocka_unit_test(test_late_queued_answer_wakes_a_timed_out_acquire),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
+		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
