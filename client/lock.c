@@ -256,7 +256,17 @@ static void acquire_msg_init(struct acquire_msg *m, raftlock_lock *l, enum raftl
 	m->acq.lock_delay_ms = l->opts.lock_delay_ms;
 	m->acq.max_hold_ms = l->opts.max_hold_ms;
 	m->acq.revoke_grace_ms = l->opts.revoke_grace_ms;
-	m->acq.value = l->value != NULL ? l->value : (char *)"";
+	/* acq.value: lock_attach_value, under t->mu */
+}
+
+/* Puts the handle's election value into env if it is an acquire of one
+ * lock, as the request is submitted (t->mu held until it is encoded):
+ * raftlock_lock_set_value() and lock_proclaim() in another thread free
+ * the value they replace under t->mu. */
+static void lock_attach_value(const raftlock_lock *l, Raftlock__Envelope *env)
+{
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_ACQUIRE)
+		env->acquire->acquire->value = l->value != NULL ? l->value : (char *)"";
 }
 
 /* The handle holds what res granted at nesting depth count, and the
@@ -454,6 +464,7 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
 	if (rv != 0)
 		return RAFTLOCK_ETIMEDOUT; /* nothing was sent */
+	lock_attach_value(l, env);
 	rv = session_mutate_submit(s, &sr, &req);
 	if (rv != 0)
 		return rv;
@@ -593,6 +604,7 @@ static int lock_sync_submit(raftlock_lock *l, struct lock_op *op, struct lock_sy
 		lock_release_msg_init(&m, l->name, l->owner);
 		env = &m.env;
 	}
+	lock_attach_value(l, env);
 	struct request *req;
 	int rv = session_mutate_submit(l->session, &SESSION_REQ(env), &req);
 	if (rv != 0)
@@ -878,8 +890,10 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 		rv = session_has_orphans(s, l->owner, true) && !s->lost ? RAFTLOCK_ESTATE : 0;
 		if (rv == 0 && sr.wait && l->waiting != NULL)
 			rv = RAFTLOCK_ESTATE; /* one wait per handle */
-		if (rv == 0)
+		if (rv == 0) {
+			lock_attach_value(l, sr.env);
 			rv = session_mutate_submit(s, &sr, &req);
+		}
 		if (rv == 0) {
 			op->seq = req->seq;
 			/* a wait ends by the server's deadline; past it and a

@@ -185,6 +185,7 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 		e->wait = env->acquire->acquire->wait;
 		e->kind = env->acquire->acquire->kind;
 		e->limit = env->acquire->acquire->limit;
+		e->value_len = strlen(env->acquire->acquire->value);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		fake_copy_seq(e, env->sequence);

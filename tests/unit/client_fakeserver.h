@@ -38,6 +38,7 @@ struct fake_entry {
 	bool wait;                           /* acquire; watch: resume */
 	int kind;                            /* acquire: LockKind */
 	uint32_t limit;                      /* acquire */
+	size_t value_len;                    /* acquire: its election value */
 	uint8_t secret[RAFTLOCK_SECRET_MAX]; /* open: its secret; a mutation:
 						the sequence's; a keepalive:
 						its first id's */

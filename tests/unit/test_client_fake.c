@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -595,6 +596,56 @@ static void test_grant_revoked_before_the_caller_took_it_is_not_held(void **stat
 	(void)state;
 	revoked_grant_is_not_held(false);
 	revoked_grant_is_not_held(true);
+}
+
+/* Election values of several lengths (NULL: none), set over and over by
+ * one thread while another acquires through the same handle. */
+#define VALUE_LONG 3000
+struct value_setter {
+	raftlock_lock *l;
+	atomic_bool stop;
+	int failures;
+};
+
+static void *set_values(void *arg)
+{
+	struct value_setter *v = arg;
+	static char long_value[VALUE_LONG + 1];
+	memset(long_value, 'v', VALUE_LONG);
+	const char *values[] = {"a", NULL, long_value, "", "leader 10.0.0.7:7000"};
+	for (int i = 0; i < 1000000 && !atomic_load(&v->stop); i++)
+		v->failures += raftlock_lock_set_value(v->l, values[i % 5]) != 0;
+	return NULL;
+}
+
+/* raftlock_lock_set_value() frees the value it replaces: an acquire in
+ * another thread reads it only as its request is encoded, under the
+ * client's lock, so it never sends freed memory (the ASan build is the
+ * check: a race shows as a use after free). */
+static void test_set_value_races_acquires(void **state)
+{
+	(void)state;
+	struct rig r;
+	pthread_t t;
+	rig_up(&r, "elect", 3000, NULL);
+	struct value_setter v = {.l = r.l};
+	atomic_init(&v.stop, false);
+	assert_int_equal(pthread_create(&t, NULL, set_values, &v), 0);
+	for (int i = 0; i < 2000; i++) {
+		assert_int_equal(raftlock_lock_try(r.l, NULL), 0);
+		assert_int_equal(raftlock_lock_release(r.l, NULL), 0);
+	}
+	atomic_store(&v.stop, true);
+	pthread_join(t, NULL);
+	assert_int_equal(v.failures, 0);
+	int n = fake_count(r.f, ACQUIRE);
+	assert_true(n > 0);
+	for (int k = 0; k < n; k++) {
+		size_t len = fake_nth(r.f, ACQUIRE, k).value_len;
+		assert_true(len == 0 || len == 1 || len == VALUE_LONG ||
+			    len == strlen("leader 10.0.0.7:7000"));
+	}
+	rig_down(&r);
 }
 
 struct acquirer {
@@ -1386,6 +1437,7 @@ int main(void)
 		cmocka_unit_test(test_late_queued_answer_wakes_a_timed_out_acquire),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
+		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
