@@ -591,6 +591,45 @@ static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
 	cmd->proclaim = dst;
 }
 
+/* protobuf-c keeps any int32 it reads into an enum field. A lock kind or
+ * mode the protocol does not define is refused here, before the log, with
+ * EINVAL; apply still takes such an entry as older builds logged and
+ * applied it (the lock gets that kind, the grant that mode), so that a
+ * replay of an existing log ends in the same state. */
+static bool enum_defined(const ProtobufCEnumDescriptor *desc, int value)
+{
+	return protobuf_c_enum_descriptor_get_value(desc, value) != NULL;
+}
+
+/* Whether (kind, mode) of an acquire or of a lock set's item are values
+ * the protocol defines; answers EINVAL naming the field when not. */
+static bool lock_enums_defined(struct service *s, struct service_conn *c, uint64_t id,
+			       const char *name, int kind, int mode)
+{
+	char msg[200];
+	if (!enum_defined(&raftlock__lock_kind__descriptor, kind))
+		snprintf(msg, sizeof msg, "lock '%s': kind %d is not a lock kind; nothing done",
+			 name, kind);
+	else if (!enum_defined(&raftlock__mode__descriptor, mode))
+		snprintf(msg, sizeof msg,
+			 "lock '%s': mode %d is neither exclusive nor shared; nothing done", name,
+			 mode);
+	else
+		return true;
+	send_status(s, c, id, RAFTLOCK_EINVAL, msg);
+	return false;
+}
+
+static bool multi_enums_defined(struct service *s, struct service_conn *c, uint64_t id,
+				const Raftlock__MultiAcquire *m)
+{
+	for (size_t i = 0; i < m->n_items; i++)
+		if (!lock_enums_defined(s, c, id, m->items[i]->name, m->items[i]->kind,
+					m->items[i]->mode))
+			return false;
+	return true;
+}
+
 /* The storage of a MULTI_ACQUIRE command built from a request. */
 struct multi_acquire_buf {
 	Raftlock__MultiAcquire op;
@@ -829,6 +868,9 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+		if (!lock_enums_defined(s, c, env->id, env->acquire->acquire->name,
+					env->acquire->acquire->kind, env->acquire->acquire->mode))
+			return;
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
 		copy_acquire(&acquire, env->acquire->acquire);
@@ -841,6 +883,8 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		parked = acquire.wait && node_lock_queued(s->node, acquire.name, cmd.session);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+		if (!multi_enums_defined(s, c, env->id, env->multi_acquire->acquire))
+			return;
 		set_sequence(&cmd, seq);
 		multi_acquire_command(s, env->multi_acquire->acquire, &multi, &cmd);
 		pushable = env->multi_acquire->acquire->wait;

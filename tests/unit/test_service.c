@@ -736,6 +736,70 @@ static void wait_proposed(struct fx *f, size_t n)
 	}
 }
 
+/* Waits for exactly one proposal, applies it with an empty result and
+ * reads its answer (status 0): returns what was proposed. */
+static struct proposed apply_only_proposal(struct fx *f)
+{
+	wait_proposed(f, 1);
+	assert_int_equal(n_proposed, 1);
+	struct proposed p = proposed[0];
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	p.cb(p.arg, 0, &res);
+	n_proposed = 0;
+	assert_int_equal(next_status(f, NULL), 0);
+	return p;
+}
+
+/* protobuf-c keeps any int32 in an enum field: an acquire whose kind or
+ * mode the protocol does not define (mode -1 on a read-write lock, which
+ * apply would grant beside shared holders; kind -5, which apply would give
+ * a new lock), alone or in a lock set, is answered EINVAL and never
+ * reaches the log; the connection goes on serving. */
+static void test_undefined_kind_or_mode_refused(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, 1, 1, SECRET_5);
+	m.acq.kind = RAFTLOCK__LOCK_KIND__RWLOCK;
+	m.acq.mode = (Raftlock__Mode)-1;
+	send_env(f, env);
+	env = acquire_msg(&m, 2, 2, SECRET_5);
+	m.acq.kind = (Raftlock__LockKind)-5;
+	send_env(f, env);
+
+	Raftlock__MultiItem item = RAFTLOCK__MULTI_ITEM__INIT;
+	item.name = "b";
+	item.kind = RAFTLOCK__LOCK_KIND__RWLOCK;
+	item.mode = (Raftlock__Mode)7;
+	Raftlock__MultiItem *items[] = {&item};
+	Raftlock__MultiAcquire set = RAFTLOCK__MULTI_ACQUIRE__INIT;
+	set.items = items;
+	set.n_items = 1;
+	set.owner = 1;
+	Raftlock__MultiAcquireRequest req = RAFTLOCK__MULTI_ACQUIRE_REQUEST__INIT;
+	req.acquire = &set;
+	Raftlock__Envelope multi = RAFTLOCK__ENVELOPE__INIT;
+	multi.id = 3;
+	multi.sequence = &m.h;
+	m.h.seq = 3;
+	multi.body_case = RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE;
+	multi.multi_acquire = &req;
+	send_env(f, &multi);
+	send_acquire(f, 4, 4); /* well formed */
+
+	const char *says[] = {"mode -1", "kind -5", "mode 7"};
+	for (uint64_t id = 1; id <= 3; id++) {
+		Raftlock__Envelope *ans = next_env(f);
+		assert_non_null(ans);
+		assert_int_equal(ans->id, id);
+		assert_int_equal(ans->response->status, RAFTLOCK_EINVAL);
+		assert_non_null(strstr(ans->response->message, says[id - 1]));
+		raftlock__envelope__free_unpacked(ans, NULL);
+	}
+	assert_int_equal(apply_only_proposal(f).seq, 4);
+}
+
 /* Rule 14: a mutation without its session's secret is refused with EPERM
  * before the log -- no proposal, so no sequence of the session is run or
  * settled -- and one of an older protocol with EPROTO naming the upgrade;
@@ -867,12 +931,7 @@ static void test_unknown_session_not_proposed(void **state)
 
 	/* The open session is proposed for as before. */
 	send_acquire(f, 5, 1);
-	wait_proposed(f, 1);
-	assert_int_equal(proposed[0].session, 5);
-	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
-	proposed[0].cb(proposed[0].arg, 0, &res);
-	n_proposed = 0;
-	assert_int_equal(next_status(f, NULL), 0);
+	assert_int_equal(apply_only_proposal(f).session, 5);
 
 	struct store st = f->node.store; /* f goes with the teardown */
 	teardown(state);
@@ -1570,6 +1629,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_member_requests_routed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_undefined_kind_or_mode_refused, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queued_acquire_parked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session_secret_checked, setup, teardown),
