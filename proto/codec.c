@@ -53,14 +53,27 @@ static bool secret_too_long(const ProtobufCBinaryData *secret)
 	return secret->len > RAFTLOCK_SECRET_MAX;
 }
 
-static int check_keepalive(const Raftlock__KeepAliveRequest *ka)
+/* Why a request breaks the protocol's bounds, for the answer to it. */
+#define TOO_LONG "a field is longer than the protocol allows"
+#define MISSING "a required message is missing"
+
+static const char *name_refusal(const char *name)
+{
+	switch (codec_check_name(name)) {
+	case 0: return NULL;
+	case RAFTLOCK_ETOOBIG: return "a lock name is longer than RAFTLOCK_NAME_MAX (256) bytes";
+	default: return "a lock name is empty";
+	}
+}
+
+static bool keepalive_too_big(const Raftlock__KeepAliveRequest *ka)
 {
 	if (ka->n_sessions > RAFTLOCK_KEEPALIVE_MAX || ka->n_secrets > ka->n_sessions)
-		return RAFTLOCK_EPROTO;
+		return true;
 	for (size_t i = 0; i < ka->n_secrets; i++)
 		if (secret_too_long(&ka->secrets[i]))
-			return RAFTLOCK_EPROTO;
-	return 0;
+			return true;
+	return false;
 }
 
 int codec_check_rule(const char *identity, const char *prefix)
@@ -74,98 +87,107 @@ int codec_check_rule(const char *identity, const char *prefix)
 	return 0;
 }
 
+static const char *rule_refusal(const char *identity, const char *prefix)
+{
+	return codec_check_rule(identity, prefix) != 0
+		       ? "an access rule needs an identity, and identity and prefix within "
+			 "RAFTLOCK_NAME_MAX bytes"
+		       : NULL;
+}
+
 /* A set of 1..RAFTLOCK_MULTI_MAX valid names (their order is the state
  * machine's to check: EINVAL). */
-static int check_multi_acquire(const Raftlock__MultiAcquireRequest *req)
+static const char *check_multi_acquire(const Raftlock__MultiAcquireRequest *req)
 {
 	const Raftlock__MultiAcquire *m = req->acquire;
 	if (m == NULL || m->n_items == 0 || m->n_items > RAFTLOCK_MULTI_MAX)
-		return RAFTLOCK_EPROTO;
-	for (size_t i = 0; i < m->n_items; i++)
-		if (m->items[i] == NULL || codec_check_name(m->items[i]->name) != 0)
-			return RAFTLOCK_EPROTO;
-	return 0;
+		return "a lock set holds 1 to RAFTLOCK_MULTI_MAX (64) locks";
+	for (size_t i = 0; i < m->n_items; i++) {
+		if (m->items[i] == NULL)
+			return MISSING;
+		const char *why = name_refusal(m->items[i]->name);
+		if (why != NULL)
+			return why;
+	}
+	return NULL;
 }
 
 /* Bounds that the decoder enforces on requests, so that the service never
- * proposes a command that apply() would have to refuse for its size. */
-static int check_request(const Raftlock__Envelope *env)
+ * proposes a command that apply() would have to refuse for its size: NULL,
+ * or why the request breaks them. */
+static const char *check_request(const Raftlock__Envelope *env)
 {
 	if (env->sequence != NULL && secret_too_long(&env->sequence->secret))
-		return RAFTLOCK_EPROTO;
+		return TOO_LONG;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (env->acquire->acquire == NULL)
-			return RAFTLOCK_EPROTO;
+			return MISSING;
 		if (strlen(env->acquire->acquire->value) > RAFTLOCK_VALUE_MAX)
-			return RAFTLOCK_EPROTO;
-		return codec_check_name(env->acquire->acquire->name) ? RAFTLOCK_EPROTO : 0;
+			return TOO_LONG;
+		return name_refusal(env->acquire->acquire->name);
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE: return check_multi_acquire(env->multi_acquire);
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		if (env->release->release == NULL)
-			return RAFTLOCK_EPROTO;
-		return codec_check_name(env->release->release->name) ? RAFTLOCK_EPROTO : 0;
+			return MISSING;
+		return name_refusal(env->release->release->name);
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		if (env->cancel_wait->cancel == NULL)
-			return RAFTLOCK_EPROTO;
-		return codec_check_name(env->cancel_wait->cancel->name) ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-		return codec_check_name(env->get_lock->name) ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN:
-		return codec_check_name(env->check_token->name) ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
-		return codec_check_name(env->revoke->name) ? RAFTLOCK_EPROTO : 0;
+			return MISSING;
+		return name_refusal(env->cancel_wait->cancel->name);
+	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK: return name_refusal(env->get_lock->name);
+	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: return name_refusal(env->check_token->name);
+	case RAFTLOCK__ENVELOPE__BODY_REVOKE: return name_refusal(env->revoke->name);
 	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS:
 		if (strlen(env->list_locks->prefix) > RAFTLOCK_NAME_MAX ||
 		    strlen(env->list_locks->after) > RAFTLOCK_NAME_MAX)
-			return RAFTLOCK_EPROTO;
-		return 0;
+			return TOO_LONG;
+		return NULL;
 	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
-		if (env->proclaim->proclaim == NULL ||
-		    strlen(env->proclaim->proclaim->value) > RAFTLOCK_VALUE_MAX)
-			return RAFTLOCK_EPROTO;
-		return codec_check_name(env->proclaim->proclaim->name) ? RAFTLOCK_EPROTO : 0;
+		if (env->proclaim->proclaim == NULL)
+			return MISSING;
+		if (strlen(env->proclaim->proclaim->value) > RAFTLOCK_VALUE_MAX)
+			return TOO_LONG;
+		return name_refusal(env->proclaim->proclaim->name);
 	case RAFTLOCK__ENVELOPE__BODY_WATCH:
-		return strlen(env->watch->prefix) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
+		return strlen(env->watch->prefix) > RAFTLOCK_NAME_MAX ? TOO_LONG : NULL;
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
 		const Raftlock__Owner *o = env->open_session->owner;
-		if (o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||
-				  strlen(o->host) > RAFTLOCK_NAME_MAX))
-			return RAFTLOCK_EPROTO;
-		return secret_too_long(&env->open_session->secret) ? RAFTLOCK_EPROTO : 0;
+		if ((o != NULL && (strlen(o->client_name) > RAFTLOCK_NAME_MAX ||
+				   strlen(o->host) > RAFTLOCK_NAME_MAX)) ||
+		    secret_too_long(&env->open_session->secret))
+			return TOO_LONG;
+		return NULL;
 	}
-	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE: return check_keepalive(env->keepalive);
+	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
+		return NULL; /* codec_decode_request() refuses it whole */
 	case RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE:
-		return env->authenticate->token.len > RAFTLOCK_TOKEN_MAX ? RAFTLOCK_EPROTO : 0;
+		return env->authenticate->token.len > RAFTLOCK_TOKEN_MAX ? TOO_LONG : NULL;
 	case RAFTLOCK__ENVELOPE__BODY_ACL_SET:
 		if (env->acl_set->rule == NULL)
-			return RAFTLOCK_EPROTO;
-		return codec_check_rule(env->acl_set->rule->identity, env->acl_set->rule->prefix)
-			       ? RAFTLOCK_EPROTO
-			       : 0;
+			return MISSING;
+		return rule_refusal(env->acl_set->rule->identity, env->acl_set->rule->prefix);
 	case RAFTLOCK__ENVELOPE__BODY_ACL_DELETE:
 		if (env->acl_delete->rule == NULL)
-			return RAFTLOCK_EPROTO;
-		return codec_check_rule(env->acl_delete->rule->identity,
-					env->acl_delete->rule->prefix)
-			       ? RAFTLOCK_EPROTO
-			       : 0;
+			return MISSING;
+		return rule_refusal(env->acl_delete->rule->identity, env->acl_delete->rule->prefix);
 	case RAFTLOCK__ENVELOPE__BODY_ACL_LIST:
 		if (strlen(env->acl_list->after_identity) > RAFTLOCK_NAME_MAX ||
 		    strlen(env->acl_list->after_prefix) > RAFTLOCK_NAME_MAX)
-			return RAFTLOCK_EPROTO;
-		return 0;
+			return TOO_LONG;
+		return NULL;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_ADD: {
 		const Raftlock__MemberAdd *m = env->member_add->member;
-		if (m == NULL || strlen(m->raft_address) > RAFTLOCK_NAME_MAX ||
+		if (m == NULL)
+			return MISSING;
+		if (strlen(m->raft_address) > RAFTLOCK_NAME_MAX ||
 		    strlen(m->client_address) > RAFTLOCK_NAME_MAX)
-			return RAFTLOCK_EPROTO;
-		return 0;
+			return TOO_LONG;
+		return NULL;
 	}
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN:
-		return strlen(env->member_join->cluster) > RAFTLOCK_NAME_MAX ? RAFTLOCK_EPROTO : 0;
-	case RAFTLOCK__ENVELOPE__BODY__NOT_SET: return RAFTLOCK_EPROTO;
-	default: return 0;
+		return strlen(env->member_join->cluster) > RAFTLOCK_NAME_MAX ? TOO_LONG : NULL;
+	default: return NULL;
 	}
 }
 
@@ -207,15 +229,90 @@ static bool has_field_zero(const ProtobufCMessage *m)
 	return false;
 }
 
-int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out)
+/* Reads a varint at *at of (p, n); false when the bytes end first. */
+static bool read_varint(const uint8_t *p, size_t n, size_t *at, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; shift < 64 && *at < n; shift += 7) {
+		uint8_t b = p[(*at)++];
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether a string field of the message (p, n) of type desc, at any depth,
+ * holds a NUL byte. protobuf-c hands strings over as C strings, cut at the
+ * first NUL: "a\0x" would name lock "a". The bytes are ones protobuf-c has
+ * just unpacked; wire types this walk does not follow end it.
+ */
+static bool string_has_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n)
+{
+	size_t at = 0;
+	uint64_t key, len;
+	while (at < n && read_varint(p, n, &at, &key)) {
+		switch (key & 7) {
+		case PROTOBUF_C_WIRE_TYPE_VARINT:
+			if (!read_varint(p, n, &at, &len))
+				return false;
+			break;
+		case PROTOBUF_C_WIRE_TYPE_64BIT: at += 8; break;
+		case PROTOBUF_C_WIRE_TYPE_32BIT: at += 4; break;
+		case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+			if (!read_varint(p, n, &at, &len) || len > n - at)
+				return false;
+			const ProtobufCFieldDescriptor *f =
+				protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
+			if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
+			    memchr(p + at, 0, len) != NULL)
+				return true;
+			if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+			    string_has_nul(f->descriptor, p + at, len))
+				return true;
+			at += len;
+			break;
+		}
+		default: return false;
+		}
+	}
+	return false;
+}
+
+int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
+			 const char **refusal)
 {
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
 	if (env == NULL)
 		return RAFTLOCK_EPROTO;
-	int rv = has_field_zero(&env->base) ? RAFTLOCK_EPROTO : check_request(env);
-	if (rv != 0) {
+	/* No request this version knows, or a keepalive over its bounds (a
+	 * flood, not a mistake): as for bytes that do not decode, the
+	 * connection is closed. */
+	if (has_field_zero(&env->base) || env->body_case == RAFTLOCK__ENVELOPE__BODY__NOT_SET ||
+	    (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE &&
+	     keepalive_too_big(env->keepalive))) {
 		raftlock__envelope__free_unpacked(env, NULL);
+		return RAFTLOCK_EPROTO;
+	}
+	const char *why = check_request(env);
+	if (why == NULL && string_has_nul(&raftlock__envelope__descriptor, buf, n))
+		why = "a string (a lock name, say) holds a NUL byte";
+	*out = env;
+	*refusal = why;
+	return 0;
+}
+
+int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out)
+{
+	Raftlock__Envelope *env;
+	const char *refusal;
+	int rv = codec_decode_request(buf, n, &env, &refusal);
+	if (rv != 0)
 		return rv;
+	if (refusal != NULL) {
+		raftlock__envelope__free_unpacked(env, NULL);
+		return RAFTLOCK_EPROTO;
 	}
 	*out = env;
 	return 0;

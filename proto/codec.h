@@ -61,13 +61,26 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 /*
  * Decodes and validates one frame payload. On success *out is owned by the
  * caller and freed with raftlock__envelope__free_unpacked(*out, NULL).
- * Returns RAFTLOCK_EPROTO for bytes that do not decode, an envelope without
- * a body, a field numbered 0 at any depth, or a request whose fields break
- * the protocol's bounds (names longer than RAFTLOCK_NAME_MAX, empty names);
+ * Returns RAFTLOCK_EPROTO for bytes that do not decode, a field numbered 0
+ * at any depth, an envelope without a body, or a request whose fields
+ * break the protocol's bounds (as codec_decode_request() refuses);
  * RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part of a
  * Command) to bytes that decode.
  */
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out);
+
+/*
+ * The same, for a server that answers a request out of bounds by its id
+ * and goes on reading: returns RAFTLOCK_EPROTO (bytes that do not decode,
+ * a field numbered 0, an envelope without a body this version knows, a
+ * keepalive over its bounds: a flood, whose connection the server closes)
+ * or RAFTLOCK_ENOMEM with *out and *refusal unchanged; else 0 with *out as
+ * above and *refusal NULL, or a static text saying which bound the request
+ * breaks: an empty lock name or one over RAFTLOCK_NAME_MAX bytes, a string field holding a
+ * NUL byte (which a C string would cut), a field over its limit.
+ */
+int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
+			 const char **refusal);
 
 /*
  * Encodes a log entry with its header and padding into a buffer from
@@ -101,8 +114,9 @@ int codec_batch_add(uint8_t **buf, size_t *len, size_t *cap, const Raftlock__Com
 int codec_batch_entry(uint64_t cluster_time, const uint8_t *batch, size_t len,
 		      void *(*alloc)(size_t), void **out, size_t *n);
 
-/* Checks a lock name: non-empty, at most RAFTLOCK_NAME_MAX bytes, no NUL.
- * Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
+/* Checks a lock name: non-empty, at most RAFTLOCK_NAME_MAX bytes (a C
+ * string: one with a NUL byte on the wire is codec_decode_request()'s to
+ * refuse). Returns 0, RAFTLOCK_EINVAL or RAFTLOCK_ETOOBIG. */
 int codec_check_name(const char *name);
 
 /* The longest key of an access rule in the store (identity, a 0 byte,

@@ -1499,10 +1499,19 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 	bool whole = false;
 	while (!c->closing && (rv = frame_reader_next(&c->reader, &payload, &len)) == 1) {
 		Raftlock__Envelope *env;
+		const char *refusal;
 		whole = true;
-		if (codec_decode_envelope(payload, len, &env) != 0) {
+		if (codec_decode_request(payload, len, &env, &refusal) != 0) {
 			protocol_error(s, c, "malformed or unknown message");
 			return;
+		}
+		if (refusal != NULL) {
+			/* The request is refused; the stream is still whole. */
+			char msg[160];
+			snprintf(msg, sizeof msg, "%s; nothing done", refusal);
+			send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
+			raftlock__envelope__free_unpacked(env, NULL);
+			continue;
 		}
 		dispatch(s, c, env);
 	}

@@ -455,6 +455,37 @@ static void test_lock_name_bounds(void **state)
 	free(too_long);
 }
 
+/* protobuf-c gives strings as C strings: a name sent as "a\0x" would be
+ * read as "a". Every named request with a NUL byte in its name is refused
+ * (codec_decode_request() says why, codec_decode_envelope() EPROTO); the
+ * same bytes with another character decode. */
+static void test_name_with_nul_refused(void **state)
+{
+	struct samples s;
+	samples_init(&s);
+	samples_set_name(&s, "aXx");
+	for (size_t i = 0; i < N_NAMED; i++) {
+		uint8_t *frame = NULL;
+		size_t n = 0;
+		assert_int_equal(codec_frame_envelope(&s.env[named_samples[i]], &frame, &n), 0);
+		uint8_t *payload = frame + FRAME_HEADER_SIZE;
+		size_t len = n - FRAME_HEADER_SIZE;
+		assert_int_equal(decode_any(payload, len), 0);
+		uint8_t *x = memchr(payload, 'X', len);
+		assert_non_null(x);
+		*x = '\0';
+		assert_int_equal(decode_any(payload, len), RAFTLOCK_EPROTO);
+		Raftlock__Envelope *env = NULL;
+		const char *refusal = NULL;
+		assert_int_equal(codec_decode_request(payload, len, &env, &refusal), 0);
+		assert_non_null(refusal);
+		assert_non_null(strstr(refusal, "NUL byte"));
+		assert_int_equal(env->body_case, s.env[named_samples[i]].body_case);
+		raftlock__envelope__free_unpacked(env, NULL);
+		free(frame);
+	}
+}
+
 static void test_missing_lock_submessage(void **state)
 {
 	struct samples s;
@@ -1100,6 +1131,7 @@ int main(void)
 		cmocka_unit_test(test_envelope_without_body),
 		cmocka_unit_test(test_unknown_body_field),
 		cmocka_unit_test(test_lock_name_bounds),
+		cmocka_unit_test(test_name_with_nul_refused),
 		cmocka_unit_test(test_missing_lock_submessage),
 		cmocka_unit_test(test_other_request_bounds),
 		cmocka_unit_test(test_auth_request_bounds),

@@ -750,6 +750,20 @@ static struct proposed apply_only_proposal(struct fx *f)
 	return p;
 }
 
+/* The next n answers are to requests 1..n, each with this status and a
+ * message that says says[id - 1]. */
+static void assert_refusals(struct fx *f, int status, const char *const *says, uint64_t n)
+{
+	for (uint64_t id = 1; id <= n; id++) {
+		Raftlock__Envelope *ans = next_env(f);
+		assert_non_null(ans);
+		assert_int_equal(ans->id, id);
+		assert_int_equal(ans->response->status, status);
+		assert_non_null(strstr(ans->response->message, says[id - 1]));
+		raftlock__envelope__free_unpacked(ans, NULL);
+	}
+}
+
 /* protobuf-c keeps any int32 in an enum field: an acquire whose kind or
  * mode the protocol does not define (mode -1 on a read-write lock, which
  * apply would grant beside shared holders; kind -5, which apply would give
@@ -789,14 +803,41 @@ static void test_undefined_kind_or_mode_refused(void **state)
 	send_acquire(f, 4, 4); /* well formed */
 
 	const char *says[] = {"mode -1", "kind -5", "mode 7"};
-	for (uint64_t id = 1; id <= 3; id++) {
-		Raftlock__Envelope *ans = next_env(f);
-		assert_non_null(ans);
-		assert_int_equal(ans->id, id);
-		assert_int_equal(ans->response->status, RAFTLOCK_EINVAL);
-		assert_non_null(strstr(ans->response->message, says[id - 1]));
-		raftlock__envelope__free_unpacked(ans, NULL);
-	}
+	assert_refusals(f, RAFTLOCK_EINVAL, says, 3);
+	assert_int_equal(apply_only_proposal(f).seq, 4);
+}
+
+/* A lock name the protocol cannot carry -- one with a NUL byte, which a C
+ * string would cut ("a\0x" would be lock "a"), an empty one, one over
+ * RAFTLOCK_NAME_MAX bytes -- is answered EPROTO by its request's id and
+ * never proposed; the connection goes on serving. */
+static void test_bad_name_answered(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, 1, 1, SECRET_5);
+	m.acq.name = "aXx";
+	uint8_t buf[512];
+	size_t n = raftlock__envelope__pack(env, buf + FRAME_HEADER_SIZE);
+	uint8_t *x = memchr(buf + FRAME_HEADER_SIZE, 'X', n);
+	assert_non_null(x);
+	*x = '\0';
+	frame_put_header(buf, (uint32_t)n);
+	send_bytes(f, buf, FRAME_HEADER_SIZE + n);
+	env = acquire_msg(&m, 2, 2, SECRET_5);
+	m.acq.name = "";
+	send_env(f, env);
+	char longer[RAFTLOCK_NAME_MAX + 2];
+	memset(longer, 'n', sizeof longer - 1);
+	longer[sizeof longer - 1] = '\0';
+	env = acquire_msg(&m, 3, 3, SECRET_5);
+	m.acq.name = longer;
+	send_env(f, env);
+	send_acquire(f, 4, 4);
+
+	const char *says[] = {"NUL byte", "empty", "longer than RAFTLOCK_NAME_MAX"};
+	assert_refusals(f, RAFTLOCK_EPROTO, says, 3);
 	assert_int_equal(apply_only_proposal(f).seq, 4);
 }
 
@@ -1629,6 +1670,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_member_requests_routed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_name_answered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undefined_kind_or_mode_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
