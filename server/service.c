@@ -595,38 +595,66 @@ static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
  * mode the protocol does not define is refused here, before the log, with
  * EINVAL; apply still takes such an entry as older builds logged and
  * applied it (the lock gets that kind, the grant that mode), so that a
- * replay of an existing log ends in the same state. */
+ * replay of an existing log ends in the same state. The same holds for a
+ * lock-delay or hold limit above its bound (raftlock.h). */
 static bool enum_defined(const ProtobufCEnumDescriptor *desc, int value)
 {
 	return protobuf_c_enum_descriptor_get_value(desc, value) != NULL;
 }
 
-/* Whether (kind, mode) of an acquire or of a lock set's item are values
- * the protocol defines; answers EINVAL naming the field when not. */
-static bool lock_enums_defined(struct service *s, struct service_conn *c, uint64_t id,
-			       const char *name, int kind, int mode)
+/* The fields of an acquire, or of a lock set's item, that the state
+ * machine takes as they come but the protocol bounds. */
+struct lock_fields {
+	const char *name;
+	int kind, mode;
+	uint32_t lock_delay_ms, max_hold_ms;
+};
+
+/* Whether f is within the protocol's values; answers EINVAL naming the
+ * field when not. */
+static bool lock_fields_allowed(struct service *s, struct service_conn *c, uint64_t id,
+				const struct lock_fields *f)
 {
 	char msg[200];
-	if (!enum_defined(&raftlock__lock_kind__descriptor, kind))
+	if (!enum_defined(&raftlock__lock_kind__descriptor, f->kind))
 		snprintf(msg, sizeof msg, "lock '%s': kind %d is not a lock kind; nothing done",
-			 name, kind);
-	else if (!enum_defined(&raftlock__mode__descriptor, mode))
+			 f->name, f->kind);
+	else if (!enum_defined(&raftlock__mode__descriptor, f->mode))
 		snprintf(msg, sizeof msg,
-			 "lock '%s': mode %d is neither exclusive nor shared; nothing done", name,
-			 mode);
+			 "lock '%s': mode %d is neither exclusive nor shared; nothing done",
+			 f->name, f->mode);
+	else if (f->lock_delay_ms > RAFTLOCK_LOCK_DELAY_MAX_MS)
+		snprintf(msg, sizeof msg,
+			 "lock '%s': lock-delay %u ms is above the most allowed, %u ms; nothing "
+			 "done",
+			 f->name, f->lock_delay_ms, (unsigned)RAFTLOCK_LOCK_DELAY_MAX_MS);
+	else if (f->max_hold_ms > RAFTLOCK_MAX_HOLD_MAX_MS)
+		snprintf(msg, sizeof msg,
+			 "lock '%s': max-hold %u ms is above the most allowed, %u ms; nothing "
+			 "done",
+			 f->name, f->max_hold_ms, (unsigned)RAFTLOCK_MAX_HOLD_MAX_MS);
 	else
 		return true;
 	send_status(s, c, id, RAFTLOCK_EINVAL, msg);
 	return false;
 }
 
-static bool multi_enums_defined(struct service *s, struct service_conn *c, uint64_t id,
-				const Raftlock__MultiAcquire *m)
+static bool acquire_allowed(struct service *s, struct service_conn *c, uint64_t id,
+			    const Raftlock__Acquire *a)
 {
-	for (size_t i = 0; i < m->n_items; i++)
-		if (!lock_enums_defined(s, c, id, m->items[i]->name, m->items[i]->kind,
-					m->items[i]->mode))
+	struct lock_fields f = {a->name, a->kind, a->mode, a->lock_delay_ms, a->max_hold_ms};
+	return lock_fields_allowed(s, c, id, &f);
+}
+
+static bool multi_acquire_allowed(struct service *s, struct service_conn *c, uint64_t id,
+				  const Raftlock__MultiAcquire *m)
+{
+	for (size_t i = 0; i < m->n_items; i++) {
+		const Raftlock__MultiItem *it = m->items[i];
+		struct lock_fields f = {it->name, it->kind, it->mode, it->lock_delay_ms, 0};
+		if (!lock_fields_allowed(s, c, id, &f))
 			return false;
+	}
 	return true;
 }
 
@@ -868,8 +896,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
-		if (!lock_enums_defined(s, c, env->id, env->acquire->acquire->name,
-					env->acquire->acquire->kind, env->acquire->acquire->mode))
+		if (!acquire_allowed(s, c, env->id, env->acquire->acquire))
 			return;
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
@@ -883,7 +910,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		parked = acquire.wait && node_lock_queued(s->node, acquire.name, cmd.session);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
-		if (!multi_enums_defined(s, c, env->id, env->multi_acquire->acquire))
+		if (!multi_acquire_allowed(s, c, env->id, env->multi_acquire->acquire))
 			return;
 		set_sequence(&cmd, seq);
 		multi_acquire_command(s, env->multi_acquire->acquire, &multi, &cmd);

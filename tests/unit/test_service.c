@@ -407,6 +407,19 @@ struct acquire_msg {
 	Raftlock__Envelope env;
 };
 
+/* An envelope id with the sequence header h (session 5, seq, secret). */
+static void session_5_envelope(Raftlock__Envelope *env, Raftlock__Sequence *h, uint64_t id,
+			       uint64_t seq, ProtobufCBinaryData secret)
+{
+	*h = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
+	h->session = 5;
+	h->seq = seq;
+	h->secret = secret;
+	*env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	env->id = id;
+	env->sequence = h;
+}
+
 static Raftlock__Envelope *acquire_msg(struct acquire_msg *m, uint64_t id, uint64_t seq,
 				       ProtobufCBinaryData secret)
 {
@@ -415,15 +428,36 @@ static Raftlock__Envelope *acquire_msg(struct acquire_msg *m, uint64_t id, uint6
 	m->acq.owner = 1;
 	m->req = (Raftlock__AcquireRequest)RAFTLOCK__ACQUIRE_REQUEST__INIT;
 	m->req.acquire = &m->acq;
-	m->h = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
-	m->h.session = 5;
-	m->h.seq = seq;
-	m->h.secret = secret;
-	m->env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
-	m->env.id = id;
-	m->env.sequence = &m->h;
+	session_5_envelope(&m->env, &m->h, id, seq, secret);
 	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_ACQUIRE;
 	m->env.acquire = &m->req;
+	return &m->env;
+}
+
+/* A lock set of one item, lock "b", of session 5 with its secret. */
+struct multi_msg {
+	Raftlock__MultiItem item;
+	Raftlock__MultiItem *items[1];
+	Raftlock__MultiAcquire set;
+	Raftlock__MultiAcquireRequest req;
+	Raftlock__Sequence h;
+	Raftlock__Envelope env;
+};
+
+static Raftlock__Envelope *multi_msg(struct multi_msg *m, uint64_t id, uint64_t seq)
+{
+	m->item = (Raftlock__MultiItem)RAFTLOCK__MULTI_ITEM__INIT;
+	m->item.name = "b";
+	m->items[0] = &m->item;
+	m->set = (Raftlock__MultiAcquire)RAFTLOCK__MULTI_ACQUIRE__INIT;
+	m->set.items = m->items;
+	m->set.n_items = 1;
+	m->set.owner = 1;
+	m->req = (Raftlock__MultiAcquireRequest)RAFTLOCK__MULTI_ACQUIRE_REQUEST__INIT;
+	m->req.acquire = &m->set;
+	session_5_envelope(&m->env, &m->h, id, seq, SECRET_5);
+	m->env.body_case = RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE;
+	m->env.multi_acquire = &m->req;
 	return &m->env;
 }
 
@@ -782,27 +816,42 @@ static void test_undefined_kind_or_mode_refused(void **state)
 	m.acq.kind = (Raftlock__LockKind)-5;
 	send_env(f, env);
 
-	Raftlock__MultiItem item = RAFTLOCK__MULTI_ITEM__INIT;
-	item.name = "b";
-	item.kind = RAFTLOCK__LOCK_KIND__RWLOCK;
-	item.mode = (Raftlock__Mode)7;
-	Raftlock__MultiItem *items[] = {&item};
-	Raftlock__MultiAcquire set = RAFTLOCK__MULTI_ACQUIRE__INIT;
-	set.items = items;
-	set.n_items = 1;
-	set.owner = 1;
-	Raftlock__MultiAcquireRequest req = RAFTLOCK__MULTI_ACQUIRE_REQUEST__INIT;
-	req.acquire = &set;
-	Raftlock__Envelope multi = RAFTLOCK__ENVELOPE__INIT;
-	multi.id = 3;
-	multi.sequence = &m.h;
-	m.h.seq = 3;
-	multi.body_case = RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE;
-	multi.multi_acquire = &req;
-	send_env(f, &multi);
+	struct multi_msg set;
+	env = multi_msg(&set, 3, 3);
+	set.item.kind = RAFTLOCK__LOCK_KIND__RWLOCK;
+	set.item.mode = (Raftlock__Mode)7;
+	send_env(f, env);
 	send_acquire(f, 4, 4); /* well formed */
 
 	const char *says[] = {"mode -1", "kind -5", "mode 7"};
+	assert_refusals(f, RAFTLOCK_EINVAL, says, 3);
+	assert_int_equal(apply_only_proposal(f).seq, 4);
+}
+
+/* A lock-delay above RAFTLOCK_LOCK_DELAY_MAX_MS or a hold limit above
+ * RAFTLOCK_MAX_HOLD_MAX_MS (of an acquire, or of a lock set's item) is
+ * answered EINVAL and never proposed; the bounds themselves are taken. */
+static void test_lock_time_limits_bounded(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	struct acquire_msg m;
+	Raftlock__Envelope *env = acquire_msg(&m, 1, 1, SECRET_5);
+	m.acq.lock_delay_ms = RAFTLOCK_LOCK_DELAY_MAX_MS + 1;
+	send_env(f, env);
+	env = acquire_msg(&m, 2, 2, SECRET_5);
+	m.acq.max_hold_ms = RAFTLOCK_MAX_HOLD_MAX_MS + 1;
+	send_env(f, env);
+	struct multi_msg set;
+	env = multi_msg(&set, 3, 3);
+	set.item.lock_delay_ms = UINT32_MAX;
+	send_env(f, env);
+	env = acquire_msg(&m, 4, 4, SECRET_5);
+	m.acq.lock_delay_ms = RAFTLOCK_LOCK_DELAY_MAX_MS;
+	m.acq.max_hold_ms = RAFTLOCK_MAX_HOLD_MAX_MS;
+	send_env(f, env);
+
+	const char *says[] = {"lock-delay 600001 ms", "max-hold 86400001 ms", "lock-delay"};
 	assert_refusals(f, RAFTLOCK_EINVAL, says, 3);
 	assert_int_equal(apply_only_proposal(f).seq, 4);
 }
@@ -1671,6 +1720,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ttl_below_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_name_answered, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_time_limits_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undefined_kind_or_mode_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
