@@ -13,6 +13,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "reads.h"
+#include "records.h"
 #include "secret.h"
 #include "status.h"
 #include "tls_stream.h"
@@ -591,6 +592,81 @@ static void election_proclaim(Raftlock__Command *cmd, Raftlock__Proclaim *dst,
 	cmd->proclaim = dst;
 }
 
+/* The sequence header of a mutation: the envelope's (protocol 2), or the
+ * fields a protocol 1 client put in the request itself, copied to *legacy. */
+static const Raftlock__Sequence *request_sequence(const Raftlock__Envelope *env,
+						  Raftlock__Sequence *legacy)
+{
+	if (env->sequence != NULL)
+		return env->sequence;
+	*legacy = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
+#define LEGACY(req)                                   \
+	do {                                          \
+		legacy->session = (req)->session;     \
+		legacy->seq = (req)->seq;             \
+		legacy->ack_below = (req)->ack_below; \
+		legacy->acked = (req)->acked;         \
+		legacy->n_acked = (req)->n_acked;     \
+	} while (0)
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: LEGACY(env->close_session); break;
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE: LEGACY(env->acquire); break;
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE: LEGACY(env->release); break;
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT: LEGACY(env->cancel_wait); break;
+	default: break;
+	}
+#undef LEGACY
+	return legacy;
+}
+
+/*
+ * Whether env is the retry of a mutation the applied state shows already
+ * ran: a session open whose nonce opened a session, or a sequenced request
+ * whose (session, seq) has an outcome in the session's record, sent by
+ * the session's identity (with auth on, an authenticated one) with its
+ * secret. Such a retry is proposed again
+ * whatever the refusals made before the log would say now (an access rule
+ * deleted since, a minimum TTL raised since): apply answers it from its
+ * record, as the first execution was answered (GUARANTEES rules 6, 15).
+ */
+static bool already_ran(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+{
+	struct store *st = &s->node->store;
+	Raftlock__Sequence legacy;
+	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
+	bool ran = false;
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
+		/* Apply checks the identity and the secret of a reused nonce. */
+		if (env->open_session->nonce == 0)
+			return false;
+		MDB_txn *txn = store_begin(st, false);
+		ran = store_get_nonce(st, txn, env->open_session->nonce) != 0;
+		store_abort(txn);
+		return ran;
+	}
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: break;
+	default: return false;
+	}
+	const char *identity = c->identity != NULL ? c->identity : "";
+	if (seq->seq == 0 || (s->cfg->auth && identity[0] == '\0') ||
+	    leases_check_secret(s->leases, seq->session, &seq->secret) != 0)
+		return false;
+	MDB_txn *txn = store_begin(st, false);
+	Raftlock__SessionRecord *sess = store_get_session(st, txn, seq->session);
+	if (sess != NULL) {
+		ran = strcmp(sess->identity, identity) == 0 &&
+		      records_find_outcome(sess, seq->seq) != NULL;
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	store_abort(txn);
+	return ran;
+}
+
 /* protobuf-c keeps any int32 it reads into an enum field. A lock kind or
  * mode the protocol does not define is refused here, before the log, with
  * EINVAL; apply still takes such an entry as older builds logged and
@@ -612,8 +688,8 @@ struct lock_fields {
 
 /* Whether f is within the protocol's values; answers EINVAL naming the
  * field when not. */
-static bool lock_fields_allowed(struct service *s, struct service_conn *c, uint64_t id,
-				const struct lock_fields *f)
+static bool lock_fields_allowed(struct service *s, struct service_conn *c,
+				const Raftlock__Envelope *env, const struct lock_fields *f)
 {
 	char msg[200];
 	if (!enum_defined(&raftlock__lock_kind__descriptor, f->kind))
@@ -635,24 +711,28 @@ static bool lock_fields_allowed(struct service *s, struct service_conn *c, uint6
 			 f->name, f->max_hold_ms, (unsigned)RAFTLOCK_MAX_HOLD_MAX_MS);
 	else
 		return true;
-	send_status(s, c, id, RAFTLOCK_EINVAL, msg);
+	if (already_ran(s, c, env))
+		return true; /* an older build logged it: apply answers it */
+	send_status(s, c, env->id, RAFTLOCK_EINVAL, msg);
 	return false;
 }
 
-static bool acquire_allowed(struct service *s, struct service_conn *c, uint64_t id,
-			    const Raftlock__Acquire *a)
+static bool acquire_allowed(struct service *s, struct service_conn *c,
+			    const Raftlock__Envelope *env)
 {
+	const Raftlock__Acquire *a = env->acquire->acquire;
 	struct lock_fields f = {a->name, a->kind, a->mode, a->lock_delay_ms, a->max_hold_ms};
-	return lock_fields_allowed(s, c, id, &f);
+	return lock_fields_allowed(s, c, env, &f);
 }
 
-static bool multi_acquire_allowed(struct service *s, struct service_conn *c, uint64_t id,
-				  const Raftlock__MultiAcquire *m)
+static bool multi_acquire_allowed(struct service *s, struct service_conn *c,
+				  const Raftlock__Envelope *env)
 {
+	const Raftlock__MultiAcquire *m = env->multi_acquire->acquire;
 	for (size_t i = 0; i < m->n_items; i++) {
 		const Raftlock__MultiItem *it = m->items[i];
 		struct lock_fields f = {it->name, it->kind, it->mode, it->lock_delay_ms, 0};
-		if (!lock_fields_allowed(s, c, id, &f))
+		if (!lock_fields_allowed(s, c, env, &f))
 			return false;
 	}
 	return true;
@@ -707,44 +787,18 @@ static void set_sequence(Raftlock__Command *cmd, const Raftlock__Sequence *h)
 	cmd->n_acked = h->n_acked < FSM_MAX_ACKED ? h->n_acked : FSM_MAX_ACKED;
 }
 
-/* The sequence header of a mutation: the envelope's (protocol 2), or the
- * fields a protocol 1 client put in the request itself, copied to *legacy. */
-static const Raftlock__Sequence *request_sequence(const Raftlock__Envelope *env,
-						  Raftlock__Sequence *legacy)
-{
-	if (env->sequence != NULL)
-		return env->sequence;
-	*legacy = (Raftlock__Sequence)RAFTLOCK__SEQUENCE__INIT;
-#define LEGACY(req)                                   \
-	do {                                          \
-		legacy->session = (req)->session;     \
-		legacy->seq = (req)->seq;             \
-		legacy->ack_below = (req)->ack_below; \
-		legacy->acked = (req)->acked;         \
-		legacy->n_acked = (req)->n_acked;     \
-	} while (0)
-	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: LEGACY(env->close_session); break;
-	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE: LEGACY(env->acquire); break;
-	case RAFTLOCK__ENVELOPE__BODY_RELEASE: LEGACY(env->release); break;
-	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT: LEGACY(env->cancel_wait); break;
-	default: break;
-	}
-#undef LEGACY
-	return legacy;
-}
-
 /* GUARANTEES rule 8: a TTL below RAFTLOCK_TTL_ELECTION_FACTOR election
  * timeouts is refused before it reaches the log, with a message that names
  * the minimum. Such a session's validity would not outlast even the
  * shortest failover. A TTL outside the protocol's range is the state
- * machine's to refuse. */
+ * machine's to refuse. The retry of an open that already ran is not
+ * refused: its session exists. */
 static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
 	uint32_t ttl = env->open_session->ttl_ms;
 	unsigned et = s->cfg->election_timeout_ms;
 	uint64_t min = (uint64_t)RAFTLOCK_TTL_ELECTION_FACTOR * et;
-	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl >= min)
+	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl >= min || already_ran(s, c, env))
 		return true;
 	char msg[200];
 	snprintf(msg, sizeof msg,
@@ -896,7 +950,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cmd.close_session = &close;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
-		if (!acquire_allowed(s, c, env->id, env->acquire->acquire))
+		if (!acquire_allowed(s, c, env))
 			return;
 		set_sequence(&cmd, seq);
 		cmd.op_case = RAFTLOCK__COMMAND__OP_ACQUIRE;
@@ -910,7 +964,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		parked = acquire.wait && node_lock_queued(s->node, acquire.name, cmd.session);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
-		if (!multi_acquire_allowed(s, c, env->id, env->multi_acquire->acquire))
+		if (!multi_acquire_allowed(s, c, env))
 			return;
 		set_sequence(&cmd, seq);
 		multi_acquire_command(s, env->multi_acquire->acquire, &multi, &cmd);
@@ -1275,7 +1329,7 @@ static bool authorized(struct service *s, struct service_conn *c, const Raftlock
 		rv = auth_check_request(&v, c->identity, env, session, msg, sizeof msg);
 		store_abort(v.txn);
 	}
-	if (rv == 0)
+	if (rv == 0 || already_ran(s, c, env))
 		return true;
 	s->auth_denied++;
 	log_debug("refused: %s", msg);

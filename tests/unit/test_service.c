@@ -29,6 +29,7 @@
 #include "leases.h"
 #include "loopback.h"
 #include "raftlock.h"
+#include "records.h"
 #include "secret.h"
 #include "service.h"
 #include "status.h"
@@ -784,6 +785,8 @@ static struct proposed apply_only_proposal(struct fx *f)
 	return p;
 }
 
+static void open_store(struct fx *f);
+
 /* The next n answers are to requests 1..n, each with this status and a
  * message that says says[id - 1]. */
 static void assert_refusals(struct fx *f, int status, const char *const *says, uint64_t n)
@@ -806,6 +809,7 @@ static void assert_refusals(struct fx *f, int status, const char *const *says, u
 static void test_undefined_kind_or_mode_refused(void **state)
 {
 	struct fx *f = *state;
+	open_store(f); /* where a retry's record would be */
 	lead(f);
 	struct acquire_msg m;
 	Raftlock__Envelope *env = acquire_msg(&m, 1, 1, SECRET_5);
@@ -834,6 +838,7 @@ static void test_undefined_kind_or_mode_refused(void **state)
 static void test_lock_time_limits_bounded(void **state)
 {
 	struct fx *f = *state;
+	open_store(f); /* where a retry's record would be */
 	lead(f);
 	struct acquire_msg m;
 	Raftlock__Envelope *env = acquire_msg(&m, 1, 1, SECRET_5);
@@ -1284,6 +1289,70 @@ static void open_store(struct fx *f)
 	assert_int_equal(store_open(&f->node.store, f->store_dir, 16u << 20, err, sizeof err), 0);
 }
 
+/* A retry of a mutation the applied state shows already ran is proposed
+ * again, for apply to answer it from its record, whatever a refusal before
+ * the log would say now: acquire seq 5 of alice's session ran (token 42)
+ * and her rule was deleted since; its retry is answered token 42, while a
+ * new seq 6 gets EPERM. An open whose nonce opened a session is proposed
+ * again though its TTL is now below the cluster's minimum. */
+static void test_retry_answered_from_record(void **state)
+{
+	struct fx *f = *state;
+	open_store(f);
+	struct auth_tokens tokens;
+	load_tokens(f->store_dir, &tokens, (const char *const[]){"alice", "tok-alice", NULL});
+	f->cfg.auth = true;
+	strcpy(f->cfg.auth_admin, "root");
+	service_auth_tokens(&f->svc, &tokens);
+	lead(f);
+	struct store *st = &f->node.store;
+	MDB_txn *txn = store_begin(st, true);
+	Raftlock__SessionRecord *sess = records_new_session(NULL);
+	sess->id = 5;
+	records_set_string(&sess->identity, "alice");
+	Raftlock__Result granted = RAFTLOCK__RESULT__INIT;
+	granted.token = 42;
+	records_set_outcome(sess, 5, &granted, false);
+	store_put_session(st, txn, sess);
+	store_put_nonce(st, txn, 77, 5);
+	store_commit(txn);
+	raftlock__session_record__free_unpacked(sess, NULL);
+	send_token(f, 1, "tok-alice");
+	assert_int_equal(next_status(f, NULL), 0);
+
+	send_acquire(f, 2, 6);
+	assert_answer(f, RAFTLOCK_EPERM, "identity 'alice' has no 'lock' on 'a'");
+	send_acquire(f, 3, 5);
+	wait_proposed(f, 1);
+	assert_int_equal(proposed[0].seq, 5);
+	proposed[0].cb(proposed[0].arg, 0, &granted); /* apply's answer */
+	n_proposed = 0;
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->id, 3);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->result->token, 42);
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	Raftlock__OpenSessionRequest open = RAFTLOCK__OPEN_SESSION_REQUEST__INIT;
+	open.ttl_ms = RAFTLOCK_TTL_MIN_MS; /* below twice the election timeout */
+	open.secret = SECRET_5;
+	open.nonce = 78;
+	Raftlock__Envelope oenv = RAFTLOCK__ENVELOPE__INIT;
+	oenv.id = 4;
+	oenv.body_case = RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
+	oenv.open_session = &open;
+	send_env(f, &oenv);
+	assert_answer(f, RAFTLOCK_EINVAL, "shortest this cluster allows");
+	open.nonce = 77;
+	send_env(f, &oenv);
+	assert_int_equal(apply_only_proposal(f).op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+
+	teardown(state);
+	*state = NULL;
+	auth_tokens_free(&tokens);
+}
+
 /* The answer to a MEMBER_JOIN of member 4 sent over a new connection that
  * first authenticates with token (none: NULL). */
 static void join_as(struct fx *f, const char *token, int status, const char *says)
@@ -1732,6 +1801,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_retry_answered_from_record, setup,
+						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_join_needs_member_identity, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_batch, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(test_tls_plaintext_refused, setup_tls, teardown),
