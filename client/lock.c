@@ -658,6 +658,90 @@ out:
 	return rv;
 }
 
+/* How much the caller of a set's release needs to hear of one lock's
+ * outcome: a lock still held first (it can be released again), then a
+ * release that will execute, then any other error. */
+static int lock_release_rank(int status, bool held)
+{
+	if (status == 0)
+		return 0;
+	if (held)
+		return 3;
+	return status == RAFTLOCK_EUNKNOWN ? 2 : 1;
+}
+
+int lock_release_set(raftlock_lock *const *locks, size_t n)
+{
+	raftlock_session *s = locks[0]->session;
+	struct transport *t = s->t;
+	struct lock_sync *syncs = calloc(n, sizeof *syncs);
+	if (syncs == NULL)
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "release '%s'", locks[0]->name);
+	size_t sent = 0;
+	pthread_mutex_lock(&t->mu);
+	/* The whole call is one of the session too: a close waits for it,
+	 * so the handles can be read once their releases ended. */
+	int rv = session_call_begin(s);
+	if (rv != 0) {
+		errmsg_set(t, rv, NULL, "release '%s'", locks[0]->name);
+		pthread_mutex_unlock(&t->mu);
+		free(syncs);
+		return rv;
+	}
+	/* one request timeout in all (the set's handles share one owner,
+	 * so one wait for their orphans), every release sent before any is
+	 * waited for */
+	uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
+	int unsent = lock_wait_orphans(locks[0], deadline);
+	uint64_t now = transport_mono_ms(t);
+	unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
+	while (sent < n && unsent == 0) {
+		struct lock_sync *sync = &syncs[sent];
+		*sync = (struct lock_sync){.d.fn = lock_sync_wake, .l = locks[sent]};
+		sem_init(&sync->done, 0, 0);
+		unsent = session_call_begin(s);
+		if (unsent == 0 &&
+		    (unsent = lock_sync_submit(locks[sent], &(struct lock_op){0}, sync, left)) != 0)
+			session_call_end(s);
+		if (unsent != 0)
+			sem_destroy(&sync->done); /* it and those after it: not sent */
+		else
+			sent++;
+	}
+	pthread_mutex_unlock(&t->mu);
+	for (size_t i = 0; i < sent; i++)
+		while (sem_wait(&syncs[i].done) != 0 && errno == EINTR)
+			continue;
+	pthread_mutex_lock(&t->mu);
+	size_t worst = 0;
+	int worst_rank = 0;
+	for (size_t i = 0; i < n; i++) {
+		int status = i < sent ? syncs[i].status : unsent;
+		int rank = lock_release_rank(status, locks[i]->token != 0 && !s->lost);
+		if (rank > worst_rank) {
+			worst = i;
+			worst_rank = rank;
+		}
+	}
+	rv = 0;
+	if (worst_rank > 0 && worst < sent) {
+		struct lock_sync *sync = &syncs[worst];
+		rv = sync->status;
+		if (sync->note_code != 0)
+			errmsg_note(sync->note_code, sync->note);
+		errmsg_set(t, rv, NULL, "release '%s'", sync->name);
+	} else if (worst_rank > 0) {
+		rv = unsent;
+		errmsg_set(t, rv, NULL, "release '%s'", locks[worst]->name);
+	}
+	session_call_end(s);
+	pthread_mutex_unlock(&t->mu);
+	for (size_t i = 0; i < sent; i++)
+		sem_destroy(&syncs[i].done);
+	free(syncs);
+	return rv;
+}
+
 /* ---------------------------------------------------------------- calls -- */
 
 /* Runs op on l as a call of its session, and writes the error message

@@ -42,6 +42,18 @@ int lock_acquire_env(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms, 
 int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeout_ms,
 			   raftlock_lock_cb cb, void *arg);
 
+/*
+ * Releases one level of each of the n handles of locks (n >= 1), which
+ * share one owner (a set's, multi.c), as one call of their session within
+ * one request timeout in all: waits for their orphans once, then sends
+ * every release before it waits for any. Returns 0 when each was
+ * released, else one lock's error (raftlock_errmsg names it): that of a
+ * lock still held (not sent, or refused), else RAFTLOCK_EUNKNOWN (a
+ * release that will execute), else the first other one (ENOTHOLDER,
+ * ESESSION: nothing held). t->mu not held.
+ */
+int lock_release_set(raftlock_lock *const *locks, size_t n);
+
 /* Elections: publishes value on the handle's current grant (PROCLAIM,
  * fenced by its token), as a call of its session. 0, or RAFTLOCK_ENOTHOLDER
  * (the grant is gone), or the errors of a release. Without t->mu. */

@@ -238,18 +238,13 @@ RAFTLOCK_API int raftlock_multi_release(raftlock_multi *m)
 {
 	if (m == NULL)
 		return RAFTLOCK_EINVAL;
-	int first = 0;
-	bool any = false;
-	for (size_t k = m->n; k-- > 0;) {
-		if (!multi_lock_held(m->locks[k]))
-			continue;
-		any = true;
-		int rv = raftlock_lock_release(m->locks[k], NULL);
-		if (rv != 0 && first == 0)
-			first = rv;
-	}
-	if (!any && first == 0)
+	raftlock_lock *held[RAFTLOCK_MULTI_MAX];
+	size_t n = 0;
+	for (size_t k = m->n; k-- > 0;)
+		if (multi_lock_held(m->locks[k]))
+			held[n++] = m->locks[k];
+	if (n == 0)
 		return errmsg_set(m->session->t, RAFTLOCK_ENOTHOLDER, NULL,
 				  "lock set: holds nothing");
-	return first;
+	return lock_release_set(held, n);
 }

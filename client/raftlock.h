@@ -754,9 +754,21 @@ RAFTLOCK_API uint64_t raftlock_multi_token(const raftlock_multi *set, size_t i);
 
 /*
  * Releases every lock the set holds, one request per lock (a release need
- * not be atomic). Returns 0, or the first error of those releases (each
- * as raftlock_lock_release() says); the others are still sent.
- * RAFTLOCK_ENOTHOLDER when the set holds nothing.
+ * not be atomic), all sent before any is waited for: the call takes at
+ * most the request timeout in all, the wait for an earlier request of the
+ * set still being sent included. Each release ends as
+ * raftlock_lock_release() says; the call returns 0 when each released
+ * its lock, else the error of one lock, the one the caller most needs:
+ *   - first, that of a lock the set still holds (RAFTLOCK_ECONNECTION,
+ *     RAFTLOCK_ESTATE, RAFTLOCK_ETLS, ...: not sent; its
+ *     raftlock_multi_token() is still its token, and calling
+ *     raftlock_multi_release() again releases what the set still holds);
+ *   - else RAFTLOCK_EUNKNOWN: a release was sent but not confirmed; it
+ *     will execute, and the set holds nothing for the caller;
+ *   - else the first other error (RAFTLOCK_ESESSION, RAFTLOCK_ENOTHOLDER:
+ *     nothing is held).
+ * raftlock_errmsg() names the lock. RAFTLOCK_ENOTHOLDER when the set
+ * holds nothing.
  */
 RAFTLOCK_API int raftlock_multi_release(raftlock_multi *set);
 

@@ -280,6 +280,23 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 	fake_send_result(fd, req->id, 0, &res, false);
 }
 
+/* A set's try-lock: granted whole, one token per lock in name order. */
+static void fake_multi_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
+{
+	size_t n = req->multi_acquire->acquire->n_items;
+	uint64_t *tokens = calloc(n + 1, sizeof *tokens);
+	assert_non_null(tokens);
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = ++f->next_token;
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	res.token = tokens[0];
+	res.count = 1;
+	res.tokens = tokens;
+	res.n_tokens = n;
+	fake_send_result(fd, req->id, 0, &res, false);
+	free(tokens);
+}
+
 /* ------------------------------------------------------------- reads -- */
 
 /* Fixed answers to reads, for the introspection tests: one node (id 7) of
@@ -542,6 +559,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		}
 		fake_acquire(f, fd, req);
 		return true;
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE: fake_multi_acquire(f, fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		if (f->ignore_cancels)
 			return true;

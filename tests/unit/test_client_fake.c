@@ -837,6 +837,87 @@ static void test_set_refuses_what_it_cannot_carry(void **state)
 	rig_down(&r);
 }
 
+/* The RELEASE requests of distinct seqs the fake got: one sent again
+ * keeps its seq. */
+static int release_seqs(struct fake *f)
+{
+	uint64_t seen[FAKE_LOG];
+	int n = 0, all = fake_count(f, RELEASE);
+	for (int k = 0; k < all; k++) {
+		uint64_t seq = fake_nth(f, RELEASE, k).seq;
+		int j = 0;
+		while (j < n && seen[j] != seq)
+			j++;
+		if (j == n)
+			seen[n++] = seq;
+	}
+	return n;
+}
+
+/* A set of three, granted whole by the fake. */
+static raftlock_multi *set_of_three(struct rig *r)
+{
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
+	raftlock_multi *m = NULL;
+	assert_int_equal(raftlock_multi_new(r->s, items, 3, &m), 0);
+	assert_int_equal(raftlock_multi_acquire(m, 0), 0);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_not_equal(raftlock_multi_token(m, i), 0);
+	return m;
+}
+
+/* A set's release sends every lock's release before it waits for any,
+ * and waits one request timeout for them all, not one per lock: with the
+ * leader silent each was sent and will execute (RAFTLOCK_EUNKNOWN), and
+ * the set holds nothing for the caller. */
+static void test_set_release_sends_all_within_one_timeout(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "x", 300, NULL);
+	raftlock_multi *m = set_of_three(&r);
+	FAKE_SET(r.f, silent, true);
+	uint64_t start = clock_mono_ms();
+	assert_int_equal(raftlock_multi_release(m), RAFTLOCK_EUNKNOWN);
+	assert_true(clock_mono_ms() - start < 2 * 300);
+	assert_int_equal(release_seqs(r.f), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(raftlock_multi_token(m, i), 0);
+	raftlock_multi_free(m);
+	FAKE_SET(r.f, silent, false);
+	rig_down(&r);
+}
+
+/* With no node to send them to, a set's releases end within one request
+ * timeout in all, RAFTLOCK_ECONNECTION: never sent, so the set still
+ * holds every lock, and says so. */
+static void test_set_release_unsent_keeps_the_set(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "x", 300, NULL);
+	raftlock_multi *m = set_of_three(&r);
+	fake_stop(r.f);
+	/* the client saw the connection go: nothing can be sent any more */
+	struct transport *t = &r.c->t;
+	bool open = true;
+	for (int i = 0; i < 300 && open; i++) {
+		pthread_mutex_lock(&t->mu);
+		open = t->conn.state == CONN_OPEN;
+		pthread_mutex_unlock(&t->mu);
+		if (open)
+			sleep_ms(10);
+	}
+	assert_false(open);
+	uint64_t start = clock_mono_ms();
+	assert_int_equal(raftlock_multi_release(m), RAFTLOCK_ECONNECTION);
+	assert_true(clock_mono_ms() - start < 2 * 300);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_not_equal(raftlock_multi_token(m, i), 0);
+	raftlock_multi_free(m);
+	raftlock_client_close(r.c);
+}
+
 /* A blocking acquire that waits in the queue ends at once when every
  * address refuses the client (here a node's connections-per-address limit,
  * as for TLS), not at its timeout: the header promises it. Sent before the
@@ -1445,6 +1526,8 @@ int main(void)
 		cmocka_unit_test(test_bound_session_renewed_only_on_a_new_connection),
 		cmocka_unit_test(test_waiting_acquire_ends_when_refused),
 		cmocka_unit_test(test_set_refuses_what_it_cannot_carry),
+		cmocka_unit_test(test_set_release_sends_all_within_one_timeout),
+		cmocka_unit_test(test_set_release_unsent_keeps_the_set),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),
