@@ -83,7 +83,13 @@ static void session_lock_event_run(struct transport_deferred *d)
 {
 	struct session_lock_event *e = (struct session_lock_event *)d;
 	raftlock_session *s = e->s;
-	s->on_lock_event(s, e->kind, e->name, e->token, s->on_lock_event_arg);
+	/* queued before the close began (behind another callback, say):
+	 * none runs once it has (raftlock.h) */
+	pthread_mutex_lock(&s->t->mu);
+	bool run = !s->closing;
+	pthread_mutex_unlock(&s->t->mu);
+	if (run)
+		s->on_lock_event(s, e->kind, e->name, e->token, s->on_lock_event_arg);
 	pthread_mutex_lock(&s->t->mu);
 	session_call_end(s);
 	pthread_mutex_unlock(&s->t->mu);

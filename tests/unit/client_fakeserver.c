@@ -255,6 +255,43 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 	free(st);
 }
 
+/* The grant res of the try-lock req and, in the same write, a lock event
+ * of kind f->event_with_grant for it: the client reads both at once. */
+static void fake_grant_with_event(struct fake *f, int fd, const Raftlock__Envelope *req,
+				  Raftlock__Result *res)
+{
+	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
+	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	answer.result = res;
+	Raftlock__SessionEvent ev = RAFTLOCK__SESSION_EVENT__INIT;
+	ev.kind = (Raftlock__SessionEventKind)f->event_with_grant;
+	ev.session = req->sequence != NULL ? req->sequence->session : 0;
+	ev.name = req->acquire->acquire->name;
+	ev.owner = req->acquire->acquire->owner;
+	ev.token = res->token;
+	Raftlock__Response push = RAFTLOCK__RESPONSE__INIT;
+	push.push = true;
+	push.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
+	push.session_event = &ev;
+	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
+	env[0].id = req->id;
+	env[0].body_case = env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env[0].response = &answer;
+	env[1].response = &push;
+	uint8_t *buf[2];
+	size_t n[2];
+	for (int i = 0; i < 2; i++)
+		buf[i] = fake_frame(&env[i], &n[i]);
+	uint8_t *both = malloc(n[0] + n[1]);
+	assert_non_null(both);
+	memcpy(both, buf[0], n[0]);
+	memcpy(both + n[0], buf[1], n[1]);
+	fake_write(fd, both, n[0] + n[1]);
+	free(both);
+	free(buf[0]);
+	free(buf[1]);
+}
+
 static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
@@ -276,6 +313,10 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 	} else {
 		res.token = ++f->next_token;
 		res.count = 1;
+		if (f->event_with_grant != 0) {
+			fake_grant_with_event(f, fd, req, &res);
+			return;
+		}
 	}
 	fake_send_result(fd, req->id, 0, &res, false);
 }

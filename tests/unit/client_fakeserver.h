@@ -64,6 +64,8 @@ struct fake {
 	int keepalive_status;       /* else answer every id this status */
 	int keepalive_delay_ms;     /* answer keepalives this much later */
 	bool busy;                  /* try-locks: EBUSY */
+	int event_with_grant;       /* try-locks: push a SessionEvent of this
+				       kind for the grant, in the same write */
 	bool ignore_acquires;       /* log acquires, never answer them */
 	bool silent;                /* log everything, answer nothing (a node
 				       whose loop is stuck) */

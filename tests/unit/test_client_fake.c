@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -837,6 +838,62 @@ static void test_set_refuses_what_it_cannot_carry(void **state)
 	rig_down(&r);
 }
 
+/* A lock event queued behind a slow callback while the session begins
+ * to close: what ran, and what ran once the close had begun. */
+struct close_race {
+	atomic_bool callback_started;
+	atomic_bool closing;
+	atomic_int events;
+	atomic_int events_after_close;
+};
+
+static void slow_try_cb(raftlock_lock *l, int status, uint64_t value, void *arg)
+{
+	(void)l;
+	(void)value;
+	struct close_race *race = arg;
+	assert_int_equal(status, 0);
+	atomic_store(&race->callback_started, true);
+	sleep_ms(200); /* the session's close begins meanwhile */
+}
+
+static void race_lock_event(raftlock_session *s, enum raftlock_lock_event ev, const char *name,
+			    uint64_t token, void *arg)
+{
+	(void)s;
+	(void)ev;
+	(void)name;
+	(void)token;
+	struct close_race *race = arg;
+	atomic_fetch_add(&race->events, 1);
+	if (atomic_load(&race->closing))
+		atomic_fetch_add(&race->events_after_close, 1);
+}
+
+/* No lock event callback runs once raftlock_session_close() has begun,
+ * also one the I/O thread had queued before (here behind a try-lock's
+ * callback, the grant and the event read in one batch). */
+static void test_no_lock_event_once_close_began(void **state)
+{
+	(void)state;
+	struct rig r;
+	struct close_race race = {0};
+	struct raftlock_session_options so = {.on_lock_event = race_lock_event,
+					      .on_lock_event_arg = &race};
+	rig_up(&r, "a", 3000, &so);
+	FAKE_SET(r.f, event_with_grant,
+		 RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_RELEASE_REQUESTED);
+	assert_int_equal(raftlock_lock_try_async(r.l, slow_try_cb, &race), 0);
+	for (int i = 0; i < 300 && !atomic_load(&race.callback_started); i++)
+		sleep_ms(10);
+	assert_true(atomic_load(&race.callback_started));
+	atomic_store(&race.closing, true);
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	assert_int_equal(atomic_load(&race.events_after_close), 0);
+	assert_int_equal(atomic_load(&race.events), 0);
+	rig_down(&r);
+}
+
 /* The RELEASE requests of distinct seqs the fake got: one sent again
  * keeps its seq. */
 static int release_seqs(struct fake *f)
@@ -1528,6 +1585,7 @@ int main(void)
 		cmocka_unit_test(test_set_refuses_what_it_cannot_carry),
 		cmocka_unit_test(test_set_release_sends_all_within_one_timeout),
 		cmocka_unit_test(test_set_release_unsent_keeps_the_set),
+		cmocka_unit_test(test_no_lock_event_once_close_began),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),
