@@ -35,6 +35,10 @@ RAFTLOCK_API int raftlock_campaign(raftlock_session *s, const char *name, const 
 		free(ld);
 		return rv;
 	}
+	pthread_mutex_lock(&s->t->mu);
+	ld->lock->wrapper = ld; /* a session's close frees it */
+	ld->lock->free_wrapper = free;
+	pthread_mutex_unlock(&s->t->mu);
 	*out = ld;
 	return 0;
 }

@@ -24,6 +24,8 @@ void lock_free_all(raftlock_session *s)
 	while (!list_empty(&s->attached)) {
 		struct raftlock_lock *l = list_entry(s->attached.next, struct raftlock_lock, link);
 		list_remove(&l->link);
+		if (l->free_wrapper != NULL)
+			l->free_wrapper(l->wrapper);
 		lock_destroy(l);
 	}
 }

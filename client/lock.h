@@ -32,6 +32,11 @@ struct raftlock_lock {
 	raftlock_lock *const *set;
 	size_t n_set;
 	char *value; /* elections: published with each grant; NULL: none */
+	/* What a layer above made on the handle (a set it leads, a
+	 * leadership), freed by free_wrapper when the session frees the
+	 * handle (lock_free_all), not when the caller does; NULL: none. */
+	void *wrapper;
+	void (*free_wrapper)(void *wrapper);
 };
 
 /* raftlock_lock_acquire() and raftlock_lock_acquire_async() with the
@@ -59,8 +64,8 @@ int lock_release_set(raftlock_lock *const *locks, size_t n);
  * (the grant is gone), or the errors of a release. Without t->mu. */
 int lock_proclaim(raftlock_lock *l, const char *value);
 
-/* Frees every handle of s (t->mu held): the session layer's freeing
- * hook. */
+/* Frees every handle of s, and what was made on them (wrapper), with
+ * t->mu held: the session layer's freeing hook. */
 void lock_free_all(raftlock_session *s);
 
 /* Ends the asynchronous acquires of s that wait, with RAFTLOCK_ECANCELED

@@ -30,17 +30,25 @@ static void sort_by_name(const struct raftlock_multi_item *items, size_t *order,
 	}
 }
 
+/* The set without its handles: what its session's close frees (the
+ * handles go with the session). */
+static void multi_free_wrapper(void *arg)
+{
+	raftlock_multi *m = arg;
+	free(m->locks);
+	free(m->at);
+	free(m->modes);
+	free(m->permits);
+	free(m);
+}
+
 RAFTLOCK_API void raftlock_multi_free(raftlock_multi *m)
 {
 	if (m == NULL)
 		return;
 	for (size_t i = 0; i < m->n; i++)
 		raftlock_lock_free(m->locks[i]);
-	free(m->locks);
-	free(m->at);
-	free(m->modes);
-	free(m->permits);
-	free(m);
+	multi_free_wrapper(m);
 }
 
 /* The set's handles in name order (order[k]: the item at rank k). */
@@ -118,6 +126,8 @@ RAFTLOCK_API int raftlock_multi_new(raftlock_session *s, const struct raftlock_m
 		m->locks[k]->owner = m->locks[0]->owner; /* one owner: one grant */
 	m->locks[0]->set = m->locks;
 	m->locks[0]->n_set = n;
+	m->locks[0]->wrapper = m;
+	m->locks[0]->free_wrapper = multi_free_wrapper;
 	pthread_mutex_unlock(&t->mu);
 	*out = m;
 	return 0;

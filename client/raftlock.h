@@ -271,11 +271,12 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 /*
  * Closes every session still open on the client (releasing their locks on a
  * best-effort basis, bounded by the request timeout), stops its threads and
- * frees it. Lock and session objects of this client must have been freed
- * before, or are freed here. It does not wait for a host name's lookup
- * under way: that one ends by itself when its resolver answers, and frees
- * what it holds then. Must not be called from a callback of this
- * client. NULL is a no-op.
+ * frees it. Its sessions, lock handles, lock sets and leaderships must have
+ * been freed before, or are freed here (as raftlock_session_close() frees
+ * them): none may be used or freed after. It does not wait for a host
+ * name's lookup under way: that one ends by itself when its resolver
+ * answers, and frees what it holds then. Must not be called from a
+ * callback of this client. NULL is a no-op.
  */
 RAFTLOCK_API void raftlock_client_close(raftlock_client *client);
 
@@ -417,7 +418,20 @@ struct raftlock_session_options {
  * message names the minimum), RAFTLOCK_ETIMEDOUT,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_ELIMIT, RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (every node refused TLS; see raftlock_client_options),
- * RAFTLOCK_EINTERNAL (the kernel gave no random bytes).
+ * RAFTLOCK_EPERM (authentication on: the client's token is unknown, or
+ * it presented none), RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC (the last
+ * refusal of a node at the timeout), RAFTLOCK_EINTERNAL (the kernel gave
+ * no random bytes).
+ * The open is sent again until a node answers it, so an open that failed
+ * after it was sent may still have been applied: RAFTLOCK_ETIMEDOUT (its
+ * answer was lost, the leader changed), and RAFTLOCK_EUNAVAILABLE,
+ * RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC, RAFTLOCK_ETLS, RAFTLOCK_ELIMIT or
+ * RAFTLOCK_ENOMEM when they came after an attempt that was sent. The
+ * cluster then holds a session this client never learns of: it holds no
+ * lock and gets no keepalive, so it expires after its TTL, and until then
+ * counts toward the sessions of the client's identity
+ * (max-sessions-per-identity: an open past it gets RAFTLOCK_ELIMIT).
+ * RAFTLOCK_ECONNECTION: never sent, no session was opened.
  */
 RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 				       const struct raftlock_session_options *opts,
@@ -425,7 +439,9 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
 
 /*
  * Closes the session on the server (all its locks are released and its
- * waits canceled) and frees it, with any lock handles still open on it.
+ * waits canceled) and frees it, with any lock handles, lock sets
+ * (raftlock_multi) and leaderships (raftlock_leader) still open on it:
+ * those must not be used or freed after.
  * Lock calls on it in other threads end first: a blocked
  * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
  * RAFTLOCK_ECANCELED. Those threads must not use the session or its
@@ -507,7 +523,7 @@ struct raftlock_lock_options {
  * acquiring twice through one handle nests (same token, two releases);
  * another handle, even in the same thread, is another owner. No request is
  * sent. opts may be NULL (a mutex). *out is owned by the caller: free it with
- * raftlock_lock_free(); it must not outlive its session.
+ * raftlock_lock_free(), or leave it to its session's close, which frees it.
  * Errors: RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG (name longer than
  * RAFTLOCK_NAME_MAX), RAFTLOCK_ENOMEM.
  */
@@ -707,7 +723,8 @@ struct raftlock_multi_item {
  * name, the order the cluster takes tokens in); a name given twice is
  * RAFTLOCK_EINVAL. The set is one owner: it is acquired and released as
  * a whole. No request is sent. *out is owned by the caller: free it with
- * raftlock_multi_free(); it must not outlive its session.
+ * raftlock_multi_free(), or leave it to its session's close, which frees
+ * it (then neither use nor free it).
  * Errors: RAFTLOCK_EINVAL (NULL arguments, n out of range, a name twice,
  * an item raftlock_lock_new() refuses, an item whose opts set max_hold_ms
  * or revoke_grace_ms: a set does not create locks with those), RAFTLOCK_ETOOBIG,
@@ -779,8 +796,13 @@ RAFTLOCK_API void raftlock_multi_free(raftlock_multi *set);
 /*
  * Asks the service whether `token` belongs to a current holder of `name`
  * (Chubby's sequencer check). *current is set to true or false.
- * Errors: RAFTLOCK_EINVAL, RAFTLOCK_ETIMEDOUT, RAFTLOCK_ECONNECTION,
- * RAFTLOCK_EUNAVAILABLE.
+ * Errors: RAFTLOCK_EINVAL (NULL client or current, an empty name),
+ * RAFTLOCK_ETOOBIG (a name over RAFTLOCK_NAME_MAX bytes), RAFTLOCK_EPERM
+ * (authentication: the identity may not read the name), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_ECONNECTION, RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD (the last
+ * refusal of a node at the timeout), RAFTLOCK_ETLS or RAFTLOCK_ELIMIT (every
+ * node refused the connection), RAFTLOCK_ENOMEM (here or on the node),
+ * RAFTLOCK_EPROTO (an answer that is not a check's).
  */
 RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name, uint64_t token,
 				      bool *current);
@@ -934,11 +956,12 @@ typedef struct raftlock_leader raftlock_leader;
  * fencing token: unique and increasing over the life of the cluster, it
  * fences what the leader writes. The leader leads while its session is
  * valid (raftlock_session_valid_until): past that, another may lead.
- * *out is owned by the caller until raftlock_resign(); it must not outlive
- * its session. Errors: those of raftlock_lock_new() and
- * raftlock_lock_acquire() (RAFTLOCK_ETIMEDOUT: not elected in time, and
- * not campaigning any more), RAFTLOCK_EINVAL (NULL argument, a value too
- * long). Blocking; any thread but the client's callbacks.
+ * *out is owned by the caller until raftlock_resign(), or until its
+ * session's close, which frees it (then neither use nor resign it).
+ * Errors: those of raftlock_lock_new() and raftlock_lock_acquire()
+ * (RAFTLOCK_ETIMEDOUT: not elected in time, and not campaigning any
+ * more), RAFTLOCK_EINVAL (NULL argument, a value too long). Blocking; any
+ * thread but the client's callbacks.
  */
 RAFTLOCK_API int raftlock_campaign(raftlock_session *session, const char *name, const char *value,
 				   int timeout_ms, raftlock_leader **out);

@@ -838,6 +838,26 @@ static void test_set_refuses_what_it_cannot_carry(void **state)
 	rig_down(&r);
 }
 
+/* A set and a leadership left open when their session closes are freed
+ * with it, as its lock handles are (raftlock.h): the leak check of the
+ * sanitizer build watches it. */
+static void test_session_close_frees_sets_and_leaders(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "x", 3000, NULL);
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}};
+	raftlock_multi *m = NULL;
+	assert_int_equal(raftlock_multi_new(r.s, items, 2, &m), 0);
+	assert_int_equal(raftlock_multi_acquire(m, 0), 0);
+	raftlock_leader *ld = NULL;
+	FAKE_SET(r.f, grant_after_ms, 0);
+	assert_int_equal(raftlock_campaign(r.s, "e", "me", 2000, &ld), 0);
+	assert_int_not_equal(raftlock_leader_token(ld), 0);
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	rig_down(&r);
+}
+
 /* A lock event queued behind a slow callback while the session begins
  * to close: what ran, and what ran once the close had begun. */
 struct close_race {
@@ -1586,6 +1606,7 @@ int main(void)
 		cmocka_unit_test(test_set_release_sends_all_within_one_timeout),
 		cmocka_unit_test(test_set_release_unsent_keeps_the_set),
 		cmocka_unit_test(test_no_lock_event_once_close_began),
+		cmocka_unit_test(test_session_close_frees_sets_and_leaders),
 		cmocka_unit_test(test_paused_leader_is_left),
 		cmocka_unit_test(test_silent_node_is_left_across_short_calls),
 		cmocka_unit_test(test_validity_counts_from_the_send),
