@@ -637,11 +637,25 @@ static bool already_ran(struct service *s, struct service_conn *c, const Raftloc
 	bool ran = false;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
-		/* Apply checks the identity and the secret of a reused nonce. */
-		if (env->open_session->nonce == 0)
+		/* The session the nonce opened, still open, of this identity
+		 * and with this secret: apply checks them again, but the
+		 * session may end before this open applies, which then opens
+		 * a new one (ttl_allowed() gives it a legal TTL). */
+		const Raftlock__OpenSessionRequest *op = env->open_session;
+		const char *who = c->identity != NULL ? c->identity : "";
+		if (op->nonce == 0 || (s->cfg->auth && who[0] == '\0'))
 			return false;
+		uint8_t digest[SECRET_DIGEST_LEN];
+		secret_digest(&op->secret, digest);
 		MDB_txn *txn = store_begin(st, false);
-		ran = store_get_nonce(st, txn, env->open_session->nonce) != 0;
+		uint64_t id = store_get_nonce(st, txn, op->nonce);
+		Raftlock__SessionRecord *sess = id != 0 ? store_get_session(st, txn, id) : NULL;
+		if (sess != NULL) {
+			ran = strcmp(sess->identity, who) == 0 &&
+			      sess->secret_digest.len == SECRET_DIGEST_LEN &&
+			      memcmp(sess->secret_digest.data, digest, SECRET_DIGEST_LEN) == 0;
+			raftlock__session_record__free_unpacked(sess, NULL);
+		}
 		store_abort(txn);
 		return ran;
 	}
@@ -793,13 +807,21 @@ static void set_sequence(Raftlock__Command *cmd, const Raftlock__Sequence *h)
  * shortest failover. A TTL outside the protocol's range is the state
  * machine's to refuse. The retry of an open that already ran is not
  * refused: its session exists. */
-static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
+static bool ttl_allowed(struct service *s, struct service_conn *c, const Raftlock__Envelope *env,
+			uint32_t *ttl_ms)
 {
 	uint32_t ttl = env->open_session->ttl_ms;
 	unsigned et = s->cfg->election_timeout_ms;
 	uint64_t min = (uint64_t)RAFTLOCK_TTL_ELECTION_FACTOR * et;
-	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl >= min || already_ran(s, c, env))
+	*ttl_ms = ttl;
+	if (ttl < RAFTLOCK_TTL_MIN_MS || ttl >= min)
 		return true;
+	if (already_ran(s, c, env)) {
+		/* Apply answers a retry from its session (its TTL); should that
+		 * session end first, the new one it opens has a legal TTL. */
+		*ttl_ms = (uint32_t)min;
+		return true;
+	}
 	char msg[200];
 	snprintf(msg, sizeof msg,
 		 "ttl %u ms is below %llu ms, the shortest this cluster allows (%d times its "
@@ -925,10 +947,10 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		return;
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
-		if (!ttl_allowed(s, c, env) || !secret_admitted(s, c, env, seq, &open, digest))
+		if (!ttl_allowed(s, c, env, &open.ttl_ms) ||
+		    !secret_admitted(s, c, env, seq, &open, digest))
 			return;
 		open.nonce = env->open_session->nonce;
-		open.ttl_ms = env->open_session->ttl_ms;
 		open.acks_queued = env->open_session->acks_queued;
 		open.bind_grace_ms = env->open_session->bind_grace_ms;
 		if (env->open_session->owner != NULL) {

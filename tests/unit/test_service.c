@@ -50,7 +50,8 @@ struct proposed {
 	size_t n_acked;
 	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
 	size_t digest_len;
-	bool parked; /* through node_propose_parked */
+	uint32_t ttl_ms; /* OPEN_SESSION's */
+	bool parked;     /* through node_propose_parked */
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -73,8 +74,10 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 						   cmd->n_acked,
 						   {0},
 						   0,
+						   0,
 						   false};
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION) {
+		proposed[n_proposed - 1].ttl_ms = cmd->open_session->ttl_ms;
 		const ProtobufCBinaryData *d = &cmd->open_session->secret_digest;
 		assert_true(d->len <= SECRET_DIGEST_LEN);
 		memcpy(proposed[n_proposed - 1].digest, d->data, d->len);
@@ -1313,7 +1316,11 @@ static void test_retry_answered_from_record(void **state)
 	Raftlock__Result granted = RAFTLOCK__RESULT__INIT;
 	granted.token = 42;
 	records_set_outcome(sess, 5, &granted, false);
+	uint8_t digest5[SECRET_DIGEST_LEN];
+	secret_digest(&SECRET_5, digest5);
+	sess->secret_digest = (ProtobufCBinaryData){SECRET_DIGEST_LEN, digest5};
 	store_put_session(st, txn, sess);
+	sess->secret_digest = (ProtobufCBinaryData){0, NULL}; /* not the record's to free */
 	store_put_nonce(st, txn, 77, 5);
 	store_commit(txn);
 	raftlock__session_record__free_unpacked(sess, NULL);
@@ -1344,9 +1351,18 @@ static void test_retry_answered_from_record(void **state)
 	oenv.open_session = &open;
 	send_env(f, &oenv);
 	assert_answer(f, RAFTLOCK_EINVAL, "shortest this cluster allows");
+	/* A live nonce with another secret is no retry of that open. */
 	open.nonce = 77;
+	open.secret = (ProtobufCBinaryData){sizeof wrong_bytes, wrong_bytes};
 	send_env(f, &oenv);
-	assert_int_equal(apply_only_proposal(f).op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+	assert_answer(f, RAFTLOCK_EINVAL, "shortest this cluster allows");
+	/* The retry goes to the log, with a TTL the cluster allows: should
+	 * its session end before it applies, the session it opens is legal. */
+	open.secret = SECRET_5;
+	send_env(f, &oenv);
+	struct proposed p = apply_only_proposal(f);
+	assert_int_equal(p.op, RAFTLOCK__COMMAND__OP_OPEN_SESSION);
+	assert_int_equal(p.ttl_ms, RAFTLOCK_TTL_ELECTION_FACTOR * f->cfg.election_timeout_ms);
 
 	teardown(state);
 	*state = NULL;
