@@ -392,14 +392,18 @@ int conn_start(struct conn *c, struct conn_addr *a, const struct conn_tls *tls, 
 		 * attempt whose connect stopped waiting for it */
 		c->lookup = a->lookup;
 		a->lookup = NULL;
-		rv = c->lookup != NULL ? 0 : resolve_start(a->host, a->port, resolver, &c->lookup);
+		rv = c->lookup != NULL
+			     ? 0
+			     : resolve_start(a->host, a->port, resolver, c->lookup_use, &c->lookup);
 		if (rv == 0)
 			c->state = CONN_RESOLVING;
 		if (rv == RAFTLOCK_ELIMIT) {
 			snprintf(c->why, sizeof c->why,
 				 "name lookup of '%s' not started: %d are under way (the resolver "
 				 "does not answer?)",
-				 a->host, RESOLVE_MAX);
+				 a->host,
+				 c->lookup_use == RESOLVE_ONE_OFF ? RESOLVE_EXCHANGE_MAX
+								  : RESOLVE_MAX);
 			rv = RAFTLOCK_ECONNECTION;
 		}
 	}
@@ -572,9 +576,9 @@ static int conn_exchange_step(struct conn *c, short revents, uint64_t id,
 	return read_rv != 0 ? read_rv : rv;
 }
 
-int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
-		  size_t n, uint64_t id, unsigned connect_timeout_ms, unsigned timeout_ms,
-		  Raftlock__Envelope **reply, char *why, size_t why_len)
+int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, resolve_fn resolver,
+		  const uint8_t *frame, size_t n, uint64_t id, unsigned connect_timeout_ms,
+		  unsigned timeout_ms, Raftlock__Envelope **reply, char *why, size_t why_len)
 {
 	struct conn c;
 	uint64_t start = clock_mono_ms(), deadline = start + timeout_ms;
@@ -584,7 +588,8 @@ int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const u
 	/* a's host and port only: its lookup is its I/O thread's */
 	struct conn_addr to = {.host = a->host, .port = a->port, .text = a->text};
 	conn_init(&c);
-	int rv = conn_start(&c, &to, tls, NULL);
+	c.lookup_use = RESOLVE_ONE_OFF; /* leaves connections their share */
+	int rv = conn_start(&c, &to, tls, resolver);
 	if (rv != 0)
 		goto out;
 	if ((rv = conn_queue(&c, frame, n)) != 0)

@@ -97,6 +97,7 @@ struct conn {
 	const struct conn_tls *tls;     /* borrowed; NULL: plain TCP */
 	char *host;                     /* the certificate's name by default */
 	struct resolve *lookup;         /* a name's lookup; its answer is borrowed */
+	enum resolve_use lookup_use;    /* RESOLVE_CONNECTION unless set after conn_init */
 	struct addrinfo *numeric;       /* a numeric host's address (owned) */
 	const struct addrinfo *ai_next; /* the host's next address to try */
 };
@@ -111,9 +112,9 @@ void conn_init(struct conn *c);
  * RESOLVING: nothing here waits for a resolver. Otherwise the conn is
  * CONNECTING, or OPEN (TLS: HANDSHAKE) if the connect finished at once.
  * a is borrowed for the call. Errors: RAFTLOCK_ECONNECTION (c->why says
- * why when RESOLVE_MAX lookups are under way already), RAFTLOCK_ENOMEM
- * (also when OpenSSL cannot make the connection object, or the lookup's
- * thread cannot start); the conn is then CLOSED.
+ * why when c->lookup_use's share of lookups is under way already),
+ * RAFTLOCK_ENOMEM (also when OpenSSL cannot make the connection object, or
+ * the lookup's thread cannot start); the conn is then CLOSED.
  */
 int conn_start(struct conn *c, struct conn_addr *a, const struct conn_tls *tls,
 	       resolve_fn resolver);
@@ -223,8 +224,11 @@ void conn_close(struct conn *c);
  * 0 and a status, say ELIMIT for its limit on connections from this
  * address), all within timeout_ms, of which the connect (a name's
  * lookup, TCP and TLS handshake) takes at most connect_timeout_ms (0: no
- * bound of its own, timeout_ms bounds it). A lookup that outlives the
- * connect's bound is let go of (conn_close) and ends by itself. a is
+ * bound of its own, timeout_ms bounds it). A name is looked up with
+ * resolver (NULL: getaddrinfo) within the share of one-off exchanges
+ * (RESOLVE_ONE_OFF, resolve.h), so that exchanges never take the lookups
+ * connections need. A lookup that outlives the connect's bound is let go
+ * of (conn_close) and ends by itself. a is
  * borrowed (its lookup field is neither read nor written: a may be a
  * client's address, which its I/O thread uses meanwhile). *reply is owned
  * by the caller. Errors: RAFTLOCK_ECONNECTION (when a name's lookup failed
@@ -232,8 +236,8 @@ void conn_close(struct conn *c);
  * RAFTLOCK_ETIMEDOUT, RAFTLOCK_EPROTO, RAFTLOCK_ENOMEM, RAFTLOCK_ETLS (the
  * reason is copied into why).
  */
-int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, const uint8_t *frame,
-		  size_t n, uint64_t id, unsigned connect_timeout_ms, unsigned timeout_ms,
-		  Raftlock__Envelope **reply, char *why, size_t why_len);
+int conn_exchange(const struct conn_addr *a, const struct conn_tls *tls, resolve_fn resolver,
+		  const uint8_t *frame, size_t n, uint64_t id, unsigned connect_timeout_ms,
+		  unsigned timeout_ms, Raftlock__Envelope **reply, char *why, size_t why_len);
 
 #endif

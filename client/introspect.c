@@ -127,8 +127,11 @@ static int status_ask(raftlock_client *c, const struct conn_addr *a, unsigned ti
 	int rv = codec_frame_envelope(&env, &frame, &n);
 	if (rv != 0)
 		return rv;
+	pthread_mutex_lock(&c->t.mu);
+	resolve_fn resolver = c->t.resolver;
+	pthread_mutex_unlock(&c->t.mu);
 	/* c->t.tls is set at open and never changes */
-	rv = conn_exchange(a, c->t.tls.ctx != NULL ? &c->t.tls : NULL, frame, n, env.id,
+	rv = conn_exchange(a, c->t.tls.ctx != NULL ? &c->t.tls : NULL, resolver, frame, n, env.id,
 			   c->t.connect_timeout_ms, timeout_ms, &reply, why, why_len);
 	free(frame);
 	if (rv != 0)

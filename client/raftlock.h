@@ -1071,7 +1071,11 @@ struct raftlock_status {
  * reachable address of the client, trying them in turn. Blocks for at most
  * the request timeout, each connect (a host name's lookup, the TCP connect
  * and TLS handshake) for at most the connect timeout; a lookup not
- * answered by then is left to end by itself. *out is freed with
+ * answered by then is left to end by itself. Such lookups left by status
+ * calls are capped lower than those of connections (16 of 64 per
+ * process), so that status calls to a name whose resolver hangs never
+ * keep clients from reconnecting; past it a status call of a name fails
+ * at once with RAFTLOCK_ECONNECTION. *out is freed with
  * raftlock_status_free(). Over TLS it connects as the client does, with
  * the same checks.
  * Errors: RAFTLOCK_ECONNECTION (a host name's lookup that failed or took

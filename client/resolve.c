@@ -19,6 +19,7 @@ struct resolve {
 	bool done;     /* the answer below is in (release/acquire) */
 	int fd;        /* eventfd, written once done */
 	resolve_fn fn;
+	enum resolve_use use;
 	char *host;
 	char *port;
 	/* the answer, written by the thread before done */
@@ -28,6 +29,7 @@ struct resolve {
 };
 
 static unsigned resolve_running; /* lookups whose thread runs (atomic) */
+static unsigned resolve_one_off; /* of those, RESOLVE_ONE_OFF (atomic) */
 static unsigned resolve_count;   /* lookups not yet freed (atomic) */
 
 /* As the connect used them before lookups had threads of their own. */
@@ -62,6 +64,31 @@ static void resolve_unref(struct resolve *r)
 	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
 }
 
+/* Takes a place for a lookup of use under the cap and its share:
+ * false when there is none. */
+static bool resolve_reserve(enum resolve_use use)
+{
+	if (use == RESOLVE_ONE_OFF &&
+	    __atomic_add_fetch(&resolve_one_off, 1, __ATOMIC_ACQ_REL) > RESOLVE_EXCHANGE_MAX) {
+		__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
+		return false;
+	}
+	if (__atomic_add_fetch(&resolve_running, 1, __ATOMIC_ACQ_REL) > RESOLVE_MAX) {
+		__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+		if (use == RESOLVE_ONE_OFF)
+			__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
+		return false;
+	}
+	return true;
+}
+
+static void resolve_release(enum resolve_use use)
+{
+	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	if (use == RESOLVE_ONE_OFF)
+		__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
+}
+
 static void *resolve_main(void *arg)
 {
 	struct resolve *r = arg;
@@ -74,34 +101,40 @@ static void *resolve_main(void *arg)
 	uint64_t one = 1;
 	ssize_t w = write(r->fd, &one, sizeof one);
 	(void)w; /* an eventfd written once cannot be full */
-	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	resolve_release(r->use);
 	resolve_unref(r);
 	return NULL;
 }
 
-int resolve_start(const char *host, const char *port, resolve_fn fn, struct resolve **out)
+/* Starts r's thread, detached. */
+static int resolve_spawn(struct resolve *r)
 {
-	if (__atomic_add_fetch(&resolve_running, 1, __ATOMIC_ACQ_REL) > RESOLVE_MAX) {
-		__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	pthread_attr_t attr;
+	if (pthread_attr_init(&attr) != 0)
+		return -1;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t thread;
+	int e = pthread_create(&thread, &attr, resolve_main, r);
+	pthread_attr_destroy(&attr);
+	return e;
+}
+
+int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
+		  struct resolve **out)
+{
+	if (!resolve_reserve(use))
 		return RAFTLOCK_ELIMIT;
-	}
 	__atomic_add_fetch(&resolve_count, 1, __ATOMIC_RELAXED);
 	struct resolve *r = calloc(1, sizeof *r);
 	if (r == NULL)
 		goto err_count;
 	r->refs = 2;
 	r->fn = fn != NULL ? fn : getaddrinfo;
+	r->use = use;
 	r->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r->host = strdup(host);
 	r->port = strdup(port);
-	pthread_attr_t attr;
-	if (r->fd < 0 || r->host == NULL || r->port == NULL || pthread_attr_init(&attr) != 0)
-		goto err_free;
-	pthread_t thread;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int e = pthread_create(&thread, &attr, resolve_main, r);
-	pthread_attr_destroy(&attr);
-	if (e != 0)
+	if (r->fd < 0 || r->host == NULL || r->port == NULL || resolve_spawn(r) != 0)
 		goto err_free;
 	*out = r;
 	return 0;
@@ -114,7 +147,7 @@ err_free:
 	free(r);
 err_count:
 	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
-	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	resolve_release(use);
 	return RAFTLOCK_ENOMEM;
 }
 

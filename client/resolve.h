@@ -19,6 +19,18 @@
  * resolver. Lookups are rare: one per connection attempt to an address
  * given by name.
  *
+ * The lookups that wait for their resolver are capped per process, and a
+ * one-off exchange (conn_exchange: raftlock_status_get) may hold only a
+ * share of that cap: it starts a new lookup at every call, so a program
+ * that asks a name whose resolver hangs for its status every second would
+ * otherwise fill the cap, and every client's reconnect to a name, also a
+ * healthy one, would fail until the resolver answers. Connections keep
+ * RESOLVE_MAX - RESOLVE_EXCHANGE_MAX lookups for themselves (an I/O thread
+ * holds at most one lookup per address, reused across its attempts).
+ * Exchanges do not share a lookup of the same name: the share alone bounds
+ * what they cost; while it is full, a status call of any name fails at
+ * once, and the connections are untouched.
+ *
  * A numeric host ("127.0.0.1", "::1") takes resolve_numeric(), which asks
  * no resolver.
  */
@@ -37,6 +49,14 @@ typedef int (*resolve_fn)(const char *host, const char *port, const struct addri
  * once (a thread and a descriptor each): past it, a resolver that does not
  * answer would cost one more thread per connection attempt. */
 #define RESOLVE_MAX 64
+/* Of those, at most this many for one-off exchanges (RESOLVE_ONE_OFF). */
+#define RESOLVE_EXCHANGE_MAX 16
+
+/* Who a lookup is for: the share of RESOLVE_MAX it may take. */
+enum resolve_use {
+	RESOLVE_CONNECTION, /* a connection an I/O thread keeps */
+	RESOLVE_ONE_OFF,    /* one exchange, at most RESOLVE_EXCHANGE_MAX */
+};
 
 struct resolve;
 
@@ -49,9 +69,11 @@ int resolve_numeric(const char *host, const char *port, struct addrinfo **res);
 /* Starts looking host up (TCP addresses with the decimal port) with fn
  * (NULL: getaddrinfo) on a thread of its own; host and port are copied.
  * *out is the caller's reference: let go of it with resolve_drop().
- * Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver),
- * RAFTLOCK_ENOMEM (also when the thread cannot start). */
-int resolve_start(const char *host, const char *port, resolve_fn fn, struct resolve **out);
+ * Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver,
+ * or RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF), RAFTLOCK_ENOMEM (also
+ * when the thread cannot start). */
+int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
+		  struct resolve **out);
 
 /* A descriptor that polls readable (POLLIN) once the answer is in, and
  * stays so; valid until resolve_drop(). Never read it. */

@@ -542,8 +542,8 @@ static void test_verified(void **state)
 	struct conn_addr a;
 	assert_int_equal(conn_addr_parse(s->addr, &a), 0);
 	Raftlock__Envelope *reply = NULL;
-	int rv = conn_exchange(&a, &tls, frame, FRAME_HEADER_SIZE + payload, 9, 0, 10000, &reply,
-			       why, sizeof why);
+	int rv = conn_exchange(&a, &tls, NULL, frame, FRAME_HEADER_SIZE + payload, 9, 0, 10000,
+			       &reply, why, sizeof why);
 	if (rv != 0)
 		fail_msg("exchange: %d %s", rv, why);
 	assert_int_equal(reply->response->status_info->commit_index, payload);

@@ -4,8 +4,9 @@
  * a resolver that does not answer holds neither the other addresses, nor
  * the client's sessions, nor raftlock_client_close(), and the lookups it
  * leaves behind are freed once it answers. Numeric addresses ask no
- * resolver. The tests stand in for the resolver (transport_resolver_set)
- * with one that waits until the test lets it answer.
+ * resolver. Status calls take only their share of the lookups. The tests
+ * stand in for the resolver (transport_resolver_set) with one that waits
+ * until the test lets it answer.
  */
 #include <netdb.h>
 #include <pthread.h>
@@ -40,17 +41,19 @@ static struct gate {
 	int answer_after_ms; /* >0: each lookup answers after this long */
 	int fail;            /* an EAI_* code to answer with */
 	bool v6_first;       /* answer ::1, where nothing listens, first */
+	bool only_hung;      /* only "hung.test" waits, other names answer */
 } gate = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int gate_lookup(const char *host, const char *port, const struct addrinfo *hints,
 		       struct addrinfo **res)
 {
-	(void)host;
 	pthread_mutex_lock(&gate.mu);
 	gate.calls++;
 	gate.inside++;
 	uint64_t until = clock_mono_ms() +
 			 (gate.answer_after_ms > 0 ? (unsigned)gate.answer_after_ms : GATE_MAX_MS);
+	if (gate.only_hung && strcmp(host, "hung.test") != 0)
+		until = 0;
 	while (!gate.open && gate.fail == 0 && clock_mono_ms() < until) {
 		pthread_mutex_unlock(&gate.mu);
 		sleep_ms(5);
@@ -98,6 +101,7 @@ static int gate_reset(void **state)
 	gate.answer_after_ms = 0;
 	gate.fail = 0;
 	gate.v6_first = false;
+	gate.only_hung = false;
 	pthread_mutex_unlock(&gate.mu);
 	return 0;
 }
@@ -365,6 +369,51 @@ static void test_localhost_connects(void **state)
 	fake_stop(f);
 }
 
+/* A program that asks a name whose resolver does not answer for its
+ * status more often than RESOLVE_MAX lookups allow leaves connections
+ * their share: a session still connects to another name, and the status
+ * calls past their share fail at once, saying why. */
+static void test_status_calls_leave_room(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char good[64], hung[64];
+	name_at(good, sizeof good, "good.test", f);
+	name_at(hung, sizeof hung, "hung.test", f);
+	pthread_mutex_lock(&gate.mu);
+	gate.only_hung = true;
+	pthread_mutex_unlock(&gate.mu);
+	const char *addrs[] = {good};
+	struct raftlock_client_options o = {
+		.addresses = addrs,
+		.n_addresses = 1,
+		.client_name = "monitor",
+		.request_timeout_ms = 5000,
+		.connect_timeout_ms = 20, /* RESOLVE_MAX calls well within GATE_MAX_MS */
+	};
+	raftlock_client *monitor = NULL;
+	assert_int_equal(raftlock_client_open(&o, &monitor, NULL), 0);
+	transport_resolver_set(&monitor->t, gate_lookup);
+	for (int i = 0; i < RESOLVE_MAX + 8; i++) {
+		struct raftlock_status *st = NULL;
+		assert_int_equal(raftlock_status_get(monitor, hung, &st), RAFTLOCK_ECONNECTION);
+	}
+	const char *msg = raftlock_errmsg(monitor);
+	if (strstr(msg, "name lookup of 'hung.test' not started") == NULL)
+		fail_msg("message: %s", msg);
+	/* a request timeout well before the hung lookups end by themselves */
+	raftlock_client *c = client_for(addrs, 1, 1000, gate_lookup);
+	raftlock_session *s = NULL;
+	assert_int_equal(raftlock_session_open(c, NULL, &s), 0);
+	assert_true(gate_get(&gate.calls) <= RESOLVE_EXCHANGE_MAX + 1); /* and good.test */
+	assert_int_equal(raftlock_session_close(s), 0);
+	raftlock_client_close(c);
+	raftlock_client_close(monitor);
+	gate_open();
+	assert_lookups_freed();
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +426,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unknown_name, gate_reset),
 		cmocka_unit_test_setup(test_numeric_asks_no_resolver, gate_reset),
 		cmocka_unit_test_setup(test_localhost_connects, gate_reset),
+		cmocka_unit_test_setup(test_status_calls_leave_room, gate_reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
