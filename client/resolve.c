@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,15 +107,22 @@ static void *resolve_main(void *arg)
 	return NULL;
 }
 
-/* Starts r's thread, detached. */
+/* Starts r's thread with every signal blocked (a new thread inherits its
+ * creator's mask); the caller's mask is as it was after. */
 static int resolve_spawn(struct resolve *r)
 {
 	pthread_attr_t attr;
 	if (pthread_attr_init(&attr) != 0)
 		return -1;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t thread;
-	int e = pthread_create(&thread, &attr, resolve_main, r);
+	sigset_t all, caller;
+	sigfillset(&all);
+	int e = pthread_sigmask(SIG_SETMASK, &all, &caller);
+	if (e == 0) {
+		pthread_t thread;
+		e = pthread_create(&thread, &attr, resolve_main, r);
+		pthread_sigmask(SIG_SETMASK, &caller, NULL);
+	}
 	pthread_attr_destroy(&attr);
 	return e;
 }

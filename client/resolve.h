@@ -31,6 +31,10 @@
  * what they cost; while it is full, a status call of any name fails at
  * once, and the connections are untouched.
  *
+ * A resolver thread blocks every signal, so that a signal meant for the
+ * process is handled by one of the program's threads, never by a thread
+ * the program does not know of.
+ *
  * A numeric host ("127.0.0.1", "::1") takes resolve_numeric(), which asks
  * no resolver.
  */
@@ -67,11 +71,11 @@ struct resolve;
 int resolve_numeric(const char *host, const char *port, struct addrinfo **res);
 
 /* Starts looking host up (TCP addresses with the decimal port) with fn
- * (NULL: getaddrinfo) on a thread of its own; host and port are copied.
- * *out is the caller's reference: let go of it with resolve_drop().
- * Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver,
- * or RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF), RAFTLOCK_ENOMEM (also
- * when the thread cannot start). */
+ * (NULL: getaddrinfo) on a thread of its own, with every signal blocked;
+ * host and port are copied. *out is the caller's reference: let go of it
+ * with resolve_drop(). Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait
+ * for their resolver, or RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF),
+ * RAFTLOCK_ENOMEM (also when the thread cannot start). */
 int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
 		  struct resolve **out);
 

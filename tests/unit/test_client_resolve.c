@@ -4,13 +4,16 @@
  * a resolver that does not answer holds neither the other addresses, nor
  * the client's sessions, nor raftlock_client_close(), and the lookups it
  * leaves behind are freed once it answers. Numeric addresses ask no
- * resolver. Status calls take only their share of the lookups. The tests
- * stand in for the resolver (transport_resolver_set) with one that waits
- * until the test lets it answer.
+ * resolver. Status calls take only their share of the lookups, and a
+ * resolver thread blocks every signal. The tests stand in for the
+ * resolver (transport_resolver_set) with one that waits until the test
+ * lets it answer.
  */
 #include <netdb.h>
 #include <pthread.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -414,6 +417,42 @@ static void test_status_calls_leave_room(void **state)
 	fake_stop(f);
 }
 
+/* What the stand-in resolver below found its thread's signal mask to be. */
+static sigset_t lookup_mask;
+
+static int mask_lookup(const char *host, const char *port, const struct addrinfo *hints,
+		       struct addrinfo **res)
+{
+	(void)host, (void)port, (void)hints, (void)res;
+	pthread_sigmask(SIG_SETMASK, NULL, &lookup_mask);
+	return EAI_NONAME;
+}
+
+/* A resolver thread blocks the signals meant for the process, and the
+ * caller's mask is as it was. */
+static void test_resolver_blocks_signals(void **state)
+{
+	(void)state;
+	sigset_t before, after;
+	pthread_sigmask(SIG_SETMASK, NULL, &before);
+	struct resolve *r = NULL;
+	assert_int_equal(resolve_start("masked.test", "7001", mask_lookup, RESOLVE_CONNECTION, &r),
+			 0);
+	pthread_sigmask(SIG_SETMASK, NULL, &after);
+	struct pollfd p = {.fd = resolve_fd(r), .events = POLLIN};
+	int polled = poll(&p, 1, 2000);
+	resolve_drop(r); /* before any assert: the next test counts lookups */
+	assert_int_equal(polled, 1);
+	const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGUSR1,
+			    SIGUSR2, SIGALRM, SIGPIPE, SIGCHLD};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		if (sigismember(&lookup_mask, sigs[i]) != 1)
+			fail_msg("signal %d reaches the resolver thread", sigs[i]);
+		assert_int_equal(sigismember(&after, sigs[i]), sigismember(&before, sigs[i]));
+	}
+	assert_lookups_freed();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +465,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unknown_name, gate_reset),
 		cmocka_unit_test_setup(test_numeric_asks_no_resolver, gate_reset),
 		cmocka_unit_test_setup(test_localhost_connects, gate_reset),
+		cmocka_unit_test_setup(test_resolver_blocks_signals, gate_reset),
 		cmocka_unit_test_setup(test_status_calls_leave_room, gate_reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
