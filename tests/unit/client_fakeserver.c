@@ -85,41 +85,52 @@ static void fake_send_result(int fd, uint64_t id, int status, Raftlock__Result *
 	fake_send_response(fd, id, &resp);
 }
 
-/* The grant, then in the same write() its revocation: the client reads
- * both at once and its I/O thread dispatches both before a blocking
- * acquire's caller wakes up. */
+/* The answer res to request id and, in the same write(), the lock event
+ * ev, pushed as the server pushes them (service.c): the client reads both
+ * at once, and its I/O thread dispatches both before a blocking call's
+ * caller wakes up. push_answer: res is the pushed grant of a queued
+ * acquire. */
+static void fake_answer_with_event(int fd, uint64_t id, Raftlock__Result *res, bool push_answer,
+				   Raftlock__SessionEvent *ev)
+{
+	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
+	answer.push = push_answer;
+	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	answer.result = res;
+	Raftlock__Response event = RAFTLOCK__RESPONSE__INIT;
+	event.push = true;
+	event.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
+	event.session_event = ev;
+	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
+	env[0].id = id;
+	env[0].body_case = env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env[0].response = &answer;
+	env[1].response = &event; /* id 0: an event */
+	uint8_t *buf[2];
+	size_t n[2];
+	for (int i = 0; i < 2; i++)
+		buf[i] = fake_frame(&env[i], &n[i]);
+	uint8_t *both = malloc(n[0] + n[1]);
+	assert_non_null(both);
+	memcpy(both, buf[0], n[0]);
+	memcpy(both + n[0], buf[1], n[1]);
+	fake_write(fd, both, n[0] + n[1]);
+	free(both);
+	free(buf[0]);
+	free(buf[1]);
+}
+
+/* The pushed grant res, then in the same write() its revocation (an
+ * admin revoke or a short max_hold_ms racing the push). */
 static void fake_push_revoked_grant(struct fake *f, int fd, uint64_t id, Raftlock__Result *res)
 {
-	Raftlock__Response grant = RAFTLOCK__RESPONSE__INIT;
-	grant.push = true;
-	grant.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
-	grant.result = res;
 	Raftlock__SessionEvent ev = RAFTLOCK__SESSION_EVENT__INIT;
 	ev.kind = RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED;
 	ev.session = f->push_session;
 	ev.name = f->push_name;
 	ev.owner = f->push_owner;
 	ev.token = res->token;
-	Raftlock__Response revoke = RAFTLOCK__RESPONSE__INIT;
-	revoke.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
-	revoke.session_event = &ev;
-	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
-	env[0].id = id;
-	env[0].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
-	env[0].response = &grant;
-	env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE; /* id 0: an event */
-	env[1].response = &revoke;
-	size_t n0, n1;
-	uint8_t *b0 = fake_frame(&env[0], &n0);
-	uint8_t *b1 = fake_frame(&env[1], &n1);
-	uint8_t *both = malloc(n0 + n1);
-	assert_non_null(both);
-	memcpy(both, b0, n0);
-	memcpy(both + n0, b1, n1);
-	fake_write(fd, both, n0 + n1);
-	free(both);
-	free(b1);
-	free(b0);
+	fake_answer_with_event(fd, id, res, true, &ev);
 }
 
 static void fake_push_grant(struct fake *f, int fd, uint64_t id)
@@ -260,36 +271,13 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 static void fake_grant_with_event(struct fake *f, int fd, const Raftlock__Envelope *req,
 				  Raftlock__Result *res)
 {
-	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
-	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
-	answer.result = res;
 	Raftlock__SessionEvent ev = RAFTLOCK__SESSION_EVENT__INIT;
 	ev.kind = (Raftlock__SessionEventKind)f->event_with_grant;
 	ev.session = req->sequence != NULL ? req->sequence->session : 0;
 	ev.name = req->acquire->acquire->name;
 	ev.owner = req->acquire->acquire->owner;
 	ev.token = res->token;
-	Raftlock__Response push = RAFTLOCK__RESPONSE__INIT;
-	push.push = true;
-	push.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
-	push.session_event = &ev;
-	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
-	env[0].id = req->id;
-	env[0].body_case = env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
-	env[0].response = &answer;
-	env[1].response = &push;
-	uint8_t *buf[2];
-	size_t n[2];
-	for (int i = 0; i < 2; i++)
-		buf[i] = fake_frame(&env[i], &n[i]);
-	uint8_t *both = malloc(n[0] + n[1]);
-	assert_non_null(both);
-	memcpy(both, buf[0], n[0]);
-	memcpy(both + n[0], buf[1], n[1]);
-	fake_write(fd, both, n[0] + n[1]);
-	free(both);
-	free(buf[0]);
-	free(buf[1]);
+	fake_answer_with_event(fd, req->id, res, false, &ev);
 }
 
 static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
