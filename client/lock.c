@@ -271,28 +271,53 @@ static void lock_attach_value(const raftlock_lock *l, Raftlock__Envelope *env)
 		env->acquire->acquire->value = l->value != NULL ? l->value : (char *)"";
 }
 
-/* The handle holds what res granted at nesting depth count, and the
- * handles of its set, if it leads one, each the token of its lock; but
- * none a token whose revocation the I/O thread dispatched before this
- * caller took the grant in (lock_revoked). false: the handle's own grant
- * was revoked so, and it holds nothing. */
+/* Whether the grant of token to l was revoked before the caller took it
+ * in: the I/O thread dispatched its revocation first (lock_revoked). */
+static bool lock_grant_was_revoked(const raftlock_lock *l, uint64_t token)
+{
+	return l->revoked != 0 && token == l->revoked;
+}
+
+/* A set is held whole or not at all (raftlock.h): if any lock of res was
+ * revoked before the caller took the grant in, the set's handles hold
+ * none, and the locks still granted are released, as orphans of the set
+ * (a later call of it waits for them). false then. */
+static bool lock_hold_set(raftlock_lock *l, const Raftlock__Result *res)
+{
+	bool whole = true;
+	for (size_t i = 0; i < l->n_set; i++)
+		whole = whole && !lock_grant_was_revoked(l->set[i], res->tokens[i]);
+	if (whole) {
+		for (size_t i = 0; i < l->n_set; i++) {
+			l->set[i]->token = res->tokens[i];
+			l->set[i]->count = 1;
+		}
+		return true;
+	}
+	struct lock_undo undo;
+	if (lock_undo_init(l, &undo) != 0)
+		return false; /* the session's end releases them */
+	for (size_t i = 0; i < l->n_set; i++)
+		if (!lock_grant_was_revoked(l->set[i], res->tokens[i]))
+			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
+	lock_undo_end(&undo);
+	return false;
+}
+
+/* The handle holds what res granted at nesting depth count, or if it
+ * leads a set, the set's handles each the token of its lock
+ * (lock_hold_set); but none a token whose revocation the I/O thread
+ * dispatched before this caller took the grant in. false: the grant was
+ * revoked so, and the handle holds nothing. */
 static bool lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
 {
-	bool held = l->revoked == 0 || res->token != l->revoked;
-	if (held) {
-		l->token = res->token;
-		l->count = count;
-	}
-	if (l->n_set > 0 && res->n_tokens == l->n_set) {
-		for (size_t i = 0; i < l->n_set; i++) {
-			raftlock_lock *member = l->set[i];
-			if (member->revoked != 0 && res->tokens[i] == member->revoked)
-				continue;
-			member->token = res->tokens[i];
-			member->count = 1;
-		}
-	}
-	return held;
+	if (l->n_set > 0 && res->n_tokens == l->n_set)
+		return lock_hold_set(l, res);
+	if (lock_grant_was_revoked(l, res->token))
+		return false;
+	l->token = res->token;
+	l->count = count;
+	return true;
 }
 
 /* What an acquire returns when its grant was revoked before the call

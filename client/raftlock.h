@@ -748,6 +748,12 @@ RAFTLOCK_API int raftlock_multi_new(raftlock_session *session,
  * also when the set holds its locks already: sets do not nest);
  * RAFTLOCK_EUNKNOWN: the set does not hold anything for the caller, and
  * should the cluster grant it later the library releases every lock;
+ * RAFTLOCK_ENOTHOLDER: the set was granted, but one of its locks was
+ * revoked (raftlock_revoke()) before the call could return the grant: the
+ * set holds none of its locks (each raftlock_multi_token() is 0), the
+ * library releases the others in the background (the set's next call
+ * waits for those releases), and on_lock_event gets
+ * RAFTLOCK_LOCK_REVOKED for the token the caller never saw;
  * RAFTLOCK_ESTATE: an earlier request of the set is still being sent;
  * RAFTLOCK_ESESSION, RAFTLOCK_ECONNECTION: as for one lock.
  */

@@ -410,24 +410,27 @@ static void orphan_free(struct transport *t, struct session_orphan *o)
 	free(o);
 }
 
-/* Sends one packed undo envelope as an orphan of its own of the handle
- * owner: calls through it wait for it. */
-static void orphan_undo_one(raftlock_session *s, const uint8_t *buf, size_t len, uint64_t owner)
+void session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner)
 {
-	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, len, buf);
 	struct request *r;
-	if (env == NULL)
-		return; /* out of memory: the grant stays until the session ends */
 	struct session_req sr = SESSION_REQ(env);
-	int rv = session_mutate_submit(s, &sr, &r);
-	raftlock__envelope__free_unpacked(env, NULL);
-	if (rv != 0)
+	if (s->lost || session_mutate_submit(s, &sr, &r) != 0)
 		return;
 	uint64_t seq = r->seq;
 	if (!orphan_add(s, r, seq, NULL, 0, owner)) {
 		transport_take(s->t, r, NULL); /* never sent: settled */
 		session_seq_end(s, seq);
 	}
+}
+
+/* Sends one packed undo envelope (session_send_orphan). */
+static void orphan_undo_one(raftlock_session *s, const uint8_t *buf, size_t len, uint64_t owner)
+{
+	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, len, buf);
+	if (env == NULL)
+		return; /* out of memory: the grant stays until the session ends */
+	session_send_orphan(s, env, owner);
+	raftlock__envelope__free_unpacked(env, NULL);
 }
 
 /* Sends the undo of an orphan granted after its caller gave up (the

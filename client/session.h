@@ -267,6 +267,12 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		    const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner);
 
+/* Sends env (a release of a grant that nobody holds) now, t->mu held, as
+ * an orphan of the handle owner: calls of the handle wait for it. Not
+ * when s is lost (the server ends its grants with it); out of memory, the
+ * session's end releases the grant. */
+void session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner);
+
 /* Whether s has orphans of the lock handle `owner` (still being sent, or
  * answered but not settled yet). With resend, those still unanswered are
  * asked again now rather than at their next request timeout: a call of

@@ -201,6 +201,7 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		fake_copy_seq(e, env->sequence);
 		e->other = env->release->release->owner;
+		snprintf(e->name, sizeof e->name, "%s", env->release->release->name);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
 		fake_copy_seq(e, env->sequence);
@@ -309,7 +310,9 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 	fake_send_result(fd, req->id, 0, &res, false);
 }
 
-/* A set's try-lock: granted whole, one token per lock in name order. */
+/* A set's acquire: granted whole at once, one token per lock in name
+ * order; with revoke_with_grant, item revoke_set_item's grant is revoked
+ * in the same write(). */
 static void fake_multi_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	size_t n = req->multi_acquire->acquire->n_items;
@@ -322,7 +325,18 @@ static void fake_multi_acquire(struct fake *f, int fd, const Raftlock__Envelope 
 	res.count = 1;
 	res.tokens = tokens;
 	res.n_tokens = n;
-	fake_send_result(fd, req->id, 0, &res, false);
+	size_t k = (size_t)f->revoke_set_item;
+	if (f->revoke_with_grant && k < n) {
+		Raftlock__SessionEvent ev = RAFTLOCK__SESSION_EVENT__INIT;
+		ev.kind = RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED;
+		ev.session = req->sequence != NULL ? req->sequence->session : 0;
+		ev.name = req->multi_acquire->acquire->items[k]->name;
+		ev.owner = req->multi_acquire->acquire->owner;
+		ev.token = tokens[k];
+		fake_answer_with_event(fd, req->id, &res, false, &ev);
+	} else {
+		fake_send_result(fd, req->id, 0, &res, false);
+	}
 	free(tokens);
 }
 

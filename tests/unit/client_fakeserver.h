@@ -39,6 +39,7 @@ struct fake_entry {
 	int kind;                            /* acquire: LockKind */
 	uint32_t limit;                      /* acquire */
 	size_t value_len;                    /* acquire: its election value */
+	char name[32];                       /* release: the lock's (cut short) */
 	uint8_t secret[RAFTLOCK_SECRET_MAX]; /* open: its secret; a mutation:
 						the sequence's; a keepalive:
 						its first id's */
@@ -79,7 +80,11 @@ struct fake {
 	bool revoke_with_grant;     /* write a SessionEvent REVOKED of each
 				       pushed grant in the grant's own
 				       write() (an admin revoke or a short
-				       max_hold_ms racing the push) */
+				       max_hold_ms racing the push), and
+				       of a set's grant (MULTI_ACQUIRE) the
+				       revocation of its item
+				       revoke_set_item (in name order) */
+	int revoke_set_item;        /* see revoke_with_grant */
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
@@ -163,5 +168,6 @@ void sleep_ms(unsigned ms);
 #define OPEN RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION
 #define KEEPALIVE RAFTLOCK__ENVELOPE__BODY_KEEPALIVE
 #define REVOKE RAFTLOCK__ENVELOPE__BODY_REVOKE
+#define MULTI_ACQUIRE RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE
 
 #endif

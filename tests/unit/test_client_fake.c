@@ -544,6 +544,23 @@ static void note_revocation(raftlock_session *s, enum raftlock_lock_event event,
 	pthread_mutex_unlock(&rv->mu);
 }
 
+/* Waits until on_lock_event told of one revocation, of token. */
+static void revocation_seen(struct revocations *seen, uint64_t token)
+{
+	for (int i = 0; i < 200; i++) {
+		pthread_mutex_lock(&seen->mu);
+		int n = seen->n;
+		pthread_mutex_unlock(&seen->mu);
+		if (n > 0)
+			break;
+		sleep_ms(5);
+	}
+	pthread_mutex_lock(&seen->mu);
+	assert_int_equal(seen->n, 1);
+	assert_int_equal(seen->token, token);
+	pthread_mutex_unlock(&seen->mu);
+}
+
 /* The grant a blocking acquire waits for and its revocation (an admin
  * revoke, a short max_hold_ms) come in one read, so the I/O thread
  * dispatches both before the caller wakes up to take the grant in. The
@@ -572,18 +589,7 @@ static void revoked_grant_is_not_held(bool after_timeout)
 	assert_int_equal(token, 7);
 	assert_int_equal(raftlock_lock_token(r.l), 0);
 	assert_int_equal(fake_count(r.f, CANCEL), after_timeout ? 1 : 0);
-	for (int i = 0; i < 200; i++) {
-		pthread_mutex_lock(&seen.mu);
-		int n = seen.n;
-		pthread_mutex_unlock(&seen.mu);
-		if (n > 0)
-			break;
-		sleep_ms(5);
-	}
-	pthread_mutex_lock(&seen.mu);
-	assert_int_equal(seen.n, 1);
-	assert_int_equal(seen.token, 1);
-	pthread_mutex_unlock(&seen.mu);
+	revocation_seen(&seen, 1);
 	/* the next grant is held as any other */
 	FAKE_SET(r.f, revoke_with_grant, false);
 	assert_int_equal(raftlock_lock_try(r.l, &token), 0);
@@ -597,6 +603,61 @@ static void test_grant_revoked_before_the_caller_took_it_is_not_held(void **stat
 	(void)state;
 	revoked_grant_is_not_held(false);
 	revoked_grant_is_not_held(true);
+}
+
+/* How many releases of the lock `name` the fake got. */
+static int releases_of(struct fake *f, const char *name)
+{
+	int n = 0, all = fake_count(f, RELEASE);
+	for (int k = 0; k < all; k++)
+		n += strcmp(fake_nth(f, RELEASE, k).name, name) == 0;
+	return n;
+}
+
+/* A set's grant comes with the revocation of its lock `revoked` (in name
+ * order) in one read, so the I/O thread dispatches both before the
+ * caller of the blocking set acquire takes the grant in. A set is held
+ * whole or not at all: the call returns RAFTLOCK_ENOTHOLDER, no handle of
+ * the set keeps a token, and the library releases the other locks in the
+ * background (raftlock.h; GUARANTEES rule 11b), whether the revoked lock
+ * leads the set or not. */
+static void set_grant_with_a_lock_revoked(size_t revoked)
+{
+	struct rig r;
+	struct revocations seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {.on_lock_event = note_revocation,
+					      .on_lock_event_arg = &seen};
+	rig_up(&r, "x", 3000, &so);
+	const char *names[] = {"a", "b", "c"};
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
+	raftlock_multi *m = NULL;
+	assert_int_equal(raftlock_multi_new(r.s, items, 3, &m), 0);
+	FAKE_SET(r.f, revoke_set_item, (int)revoked);
+	FAKE_SET(r.f, revoke_with_grant, true);
+	assert_int_equal(raftlock_multi_acquire(m, 5000), RAFTLOCK_ENOTHOLDER);
+	FAKE_SET(r.f, revoke_with_grant, false);
+	assert_int_equal(fake_count(r.f, MULTI_ACQUIRE), 1);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(raftlock_multi_token(m, i), 0);
+	assert_int_equal(raftlock_multi_release(m), RAFTLOCK_ENOTHOLDER);
+	for (int i = 0; i < 200 && fake_count(r.f, RELEASE) < 2; i++)
+		sleep_ms(5);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(releases_of(r.f, names[i]), i == revoked ? 0 : 1);
+	revocation_seen(&seen, revoked + 1); /* the fake's tokens: 1, 2, 3 */
+	/* the set's next grant is held as any other */
+	assert_int_equal(raftlock_multi_acquire(m, 5000), 0);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(raftlock_multi_token(m, i), 4 + i);
+	raftlock_multi_free(m);
+	rig_down(&r);
+}
+
+static void test_set_grant_with_a_lock_revoked_holds_none(void **state)
+{
+	(void)state;
+	set_grant_with_a_lock_revoked(0);
+	set_grant_with_a_lock_revoked(2);
 }
 
 /* Election values of several lengths (NULL: none), set over and over by
@@ -1595,6 +1656,7 @@ int main(void)
 		cmocka_unit_test(test_late_queued_answer_wakes_a_timed_out_acquire),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
+		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
