@@ -26,19 +26,33 @@ RAFTLOCK_API int raftlock_campaign(raftlock_session *s, const char *name, const 
 	struct raftlock_leader *ld = calloc(1, sizeof *ld);
 	if (ld == NULL)
 		return errmsg_set(s->t, RAFTLOCK_ENOMEM, NULL, "campaign '%s'", name);
-	int rv = raftlock_lock_new(s, name, NULL, &ld->lock);
-	if (rv == 0 && (rv = raftlock_lock_set_value(ld->lock, value)) == 0) {
-		rv = raftlock_lock_acquire(ld->lock, RAFTLOCK_EXCLUSIVE, 1, timeout_ms, &ld->token);
-	}
+	/* The whole campaign is a call of the session: a close in another
+	 * thread waits for it (its acquire gives up, RAFTLOCK_ECANCELED)
+	 * before it frees the handle, so the handle is either freed here or
+	 * handed to the close with its leadership. */
+	pthread_mutex_lock(&s->t->mu);
+	int rv = session_call_begin(s);
+	pthread_mutex_unlock(&s->t->mu);
 	if (rv != 0) {
+		free(ld);
+		return errmsg_set(s->t, rv, NULL, "campaign '%s'", name);
+	}
+	rv = raftlock_lock_new(s, name, NULL, &ld->lock);
+	if (rv == 0 && (rv = raftlock_lock_set_value(ld->lock, value)) == 0)
+		rv = raftlock_lock_acquire(ld->lock, RAFTLOCK_EXCLUSIVE, 1, timeout_ms, &ld->token);
+	if (rv != 0)
 		raftlock_lock_free(ld->lock);
+	pthread_mutex_lock(&s->t->mu);
+	if (rv == 0) {
+		ld->lock->wrapper = ld; /* a session's close frees it */
+		ld->lock->free_wrapper = free;
+	}
+	session_call_end(s);
+	pthread_mutex_unlock(&s->t->mu);
+	if (rv != 0) {
 		free(ld);
 		return rv;
 	}
-	pthread_mutex_lock(&s->t->mu);
-	ld->lock->wrapper = ld; /* a session's close frees it */
-	ld->lock->free_wrapper = free;
-	pthread_mutex_unlock(&s->t->mu);
 	*out = ld;
 	return 0;
 }

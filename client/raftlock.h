@@ -966,7 +966,9 @@ typedef struct raftlock_leader raftlock_leader;
  * session's close, which frees it (then neither use nor resign it).
  * Errors: those of raftlock_lock_new() and raftlock_lock_acquire()
  * (RAFTLOCK_ETIMEDOUT: not elected in time, and not campaigning any
- * more), RAFTLOCK_EINVAL (NULL argument, a value too long). Blocking; any
+ * more; RAFTLOCK_ECANCELED: raftlock_session_close() began in another
+ * thread, which waits for the campaign to end: nothing is held),
+ * RAFTLOCK_EINVAL (NULL argument, a value too long). Blocking; any
  * thread but the client's callbacks.
  */
 RAFTLOCK_API int raftlock_campaign(raftlock_session *session, const char *name, const char *value,

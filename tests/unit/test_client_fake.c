@@ -747,6 +747,47 @@ static void test_close_ends_a_blocked_acquire(void **state)
 	rig_down(&r);
 }
 
+struct campaigner {
+	raftlock_session *s;
+	raftlock_leader *ld;
+	int rv;
+};
+
+static void *campaign_now(void *arg)
+{
+	struct campaigner *c = arg;
+	c->rv = raftlock_campaign(c->s, "lead", "me", 0, &c->ld);
+	return NULL;
+}
+
+/* A close of the session in another thread waits for a campaign under
+ * way, which frees its own handle: a lost session's close frees the
+ * session's handles at once, without a word to the server, and must not
+ * free the campaign's from under it (ASan sees the use after free).
+ * Rounds, as the two threads race once the try-lock ends. */
+static void test_close_during_a_campaign(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 5; round++) {
+		struct rig r;
+		pthread_t t;
+		rig_up(&r, "q", 200, NULL);
+		FAKE_SET(r.f, ignore_acquires, true);
+		struct campaigner c = {.s = r.s, .rv = 1};
+		assert_int_equal(pthread_create(&t, NULL, campaign_now, &c), 0);
+		while (fake_count(r.f, ACQUIRE) == 0)
+			sleep_ms(1);
+		pthread_mutex_lock(&r.c->t.mu);
+		session_mark_lost(r.s, RAFTLOCK_ESESSION);
+		pthread_mutex_unlock(&r.c->t.mu);
+		raftlock_session_close(r.s);
+		pthread_join(t, NULL);
+		assert_int_not_equal(c.rv, 0);
+		assert_null(c.ld);
+		rig_down(&r);
+	}
+}
+
 struct lost_seen {
 	pthread_mutex_t mu;
 	int calls;
@@ -1659,6 +1700,7 @@ int main(void)
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
+		cmocka_unit_test(test_close_during_a_campaign),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
