@@ -619,46 +619,38 @@ static const Raftlock__Sequence *request_sequence(const Raftlock__Envelope *env,
 	return legacy;
 }
 
+/* The session a session open's nonce opened, if it is still open; 0 if
+ * none. */
+static uint64_t nonce_session(struct store *st, uint64_t nonce)
+{
+	if (nonce == 0)
+		return 0;
+	MDB_txn *txn = store_begin(st, false);
+	uint64_t id = store_get_nonce(st, txn, nonce);
+	store_abort(txn);
+	return id;
+}
+
 /*
  * Whether env is the retry of a mutation the applied state shows already
- * ran: a session open whose nonce opened a session, or a sequenced request
- * whose (session, seq) has an outcome in the session's record, sent by
- * the session's identity (with auth on, an authenticated one) with its
- * secret. Such a retry is proposed again
+ * ran: a session open whose nonce opened a session still open, or a
+ * sequenced request whose (session, seq) has an outcome in the session's
+ * record; either sent by the session's identity (with auth on, an
+ * authenticated one) with its secret. Such a retry is proposed again
  * whatever the refusals made before the log would say now (an access rule
  * deleted since, a minimum TTL raised since): apply answers it from its
  * record, as the first execution was answered (GUARANTEES rules 6, 15).
+ * The session may end before an open's retry applies, which then opens a
+ * new one: ttl_allowed() gives it a legal TTL.
  */
 static bool already_ran(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
 	struct store *st = &s->node->store;
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
-	bool ran = false;
+	bool opening = env->body_case == RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION;
 	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION: {
-		/* The session the nonce opened, still open, of this identity
-		 * and with this secret: apply checks them again, but the
-		 * session may end before this open applies, which then opens
-		 * a new one (ttl_allowed() gives it a legal TTL). */
-		const Raftlock__OpenSessionRequest *op = env->open_session;
-		const char *who = c->identity != NULL ? c->identity : "";
-		if (op->nonce == 0 || (s->cfg->auth && who[0] == '\0'))
-			return false;
-		uint8_t digest[SECRET_DIGEST_LEN];
-		secret_digest(&op->secret, digest);
-		MDB_txn *txn = store_begin(st, false);
-		uint64_t id = store_get_nonce(st, txn, op->nonce);
-		Raftlock__SessionRecord *sess = id != 0 ? store_get_session(st, txn, id) : NULL;
-		if (sess != NULL) {
-			ran = strcmp(sess->identity, who) == 0 &&
-			      sess->secret_digest.len == SECRET_DIGEST_LEN &&
-			      memcmp(sess->secret_digest.data, digest, SECRET_DIGEST_LEN) == 0;
-			raftlock__session_record__free_unpacked(sess, NULL);
-		}
-		store_abort(txn);
-		return ran;
-	}
+	case RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION:
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
@@ -667,14 +659,17 @@ static bool already_ran(struct service *s, struct service_conn *c, const Raftloc
 	default: return false;
 	}
 	const char *identity = c->identity != NULL ? c->identity : "";
-	if (seq->seq == 0 || (s->cfg->auth && identity[0] == '\0') ||
-	    leases_check_secret(s->leases, seq->session, &seq->secret) != 0)
+	uint64_t id = opening ? nonce_session(st, env->open_session->nonce) : seq->session;
+	const ProtobufCBinaryData *secret = opening ? &env->open_session->secret : &seq->secret;
+	if (id == 0 || (!opening && seq->seq == 0) || (s->cfg->auth && identity[0] == '\0') ||
+	    leases_check_secret(s->leases, id, secret) != 0)
 		return false;
+	bool ran = false;
 	MDB_txn *txn = store_begin(st, false);
-	Raftlock__SessionRecord *sess = store_get_session(st, txn, seq->session);
+	Raftlock__SessionRecord *sess = store_get_session(st, txn, id);
 	if (sess != NULL) {
 		ran = strcmp(sess->identity, identity) == 0 &&
-		      records_find_outcome(sess, seq->seq) != NULL;
+		      (opening || records_find_outcome(sess, seq->seq) != NULL);
 		raftlock__session_record__free_unpacked(sess, NULL);
 	}
 	store_abort(txn);
