@@ -35,7 +35,12 @@
 #error RAFTLOCKD_BIN must name the raftlockd binary
 #endif
 
-static struct tcluster *registered[8];
+/* Every node this process started and has not reaped, kept apart from the
+ * clusters: a cluster is often on a test's stack, and a failed assertion
+ * leaves that frame before tcluster_destroy() runs, so at exit the harness
+ * stops the nodes by their PIDs, never through a dead struct. */
+#define CHILDREN_MAX 256
+static pid_t children[CHILDREN_MAX];
 
 static void die(const char *what)
 {
@@ -112,11 +117,39 @@ static int free_port(void)
 	return -1;
 }
 
-static void destroy_all(void)
+static void child_started(pid_t pid)
 {
-	for (int i = 0; i < 8; i++)
-		if (registered[i] != NULL)
-			(void)tcluster_destroy(registered[i]);
+	for (int i = 0; i < CHILDREN_MAX; i++)
+		if (children[i] == 0) {
+			children[i] = pid;
+			return;
+		}
+}
+
+static void child_reaped(pid_t pid)
+{
+	for (int i = 0; i < CHILDREN_MAX; i++)
+		if (children[i] == pid)
+			children[i] = 0;
+}
+
+/* At exit: kills and reaps each node still running. A PID a test reaped
+ * itself is no longer this process's child (waitpid fails), and is left
+ * alone whoever has it now. */
+static void stop_children(void)
+{
+	for (int i = 0; i < CHILDREN_MAX; i++) {
+		pid_t pid = children[i];
+		int status;
+		if (pid <= 0 || waitpid(pid, &status, WNOHANG) != 0)
+			continue;
+		fprintf(stderr, "cluster harness: node pid %d still running at exit, killed\n",
+			(int)pid);
+		kill(pid, SIGCONT);
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &status, 0);
+		children[i] = 0;
+	}
 }
 
 static void spawn(struct tcluster *c, int i)
@@ -229,6 +262,7 @@ static void spawn(struct tcluster *c, int i)
 		_exit(127);
 	}
 	c->pid[i] = pid;
+	child_started(pid);
 	c->spawned_ms[i] = tcluster_now_ms();
 }
 
@@ -273,14 +307,9 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	}
 	static bool hooked;
 	if (!hooked) {
-		atexit(destroy_all);
+		atexit(stop_children);
 		hooked = true;
 	}
-	for (int i = 0; i < 8; i++)
-		if (registered[i] == NULL) {
-			registered[i] = c;
-			break;
-		}
 	for (int i = 0; i < n; i++)
 		spawn(c, i);
 	if (tcluster_leader(c, 20000) < 0) {
@@ -296,8 +325,10 @@ static int reap(pid_t pid, int timeout_ms)
 	int status;
 	while (tcluster_now_ms() < end) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
+		if (r == pid) {
+			child_reaped(pid);
 			return status;
+		}
 		if (r < 0)
 			return -1;
 		sleep_ms(10);
@@ -317,8 +348,10 @@ static bool await_started(struct tcluster *c, int i, int *status)
 				.sin_port = htons((uint16_t)c->client_port[i])};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	while (tcluster_now_ms() < c->spawned_ms[i] + STARTUP_GRACE_MS) {
-		if (waitpid(c->pid[i], status, WNOHANG) == c->pid[i])
+		if (waitpid(c->pid[i], status, WNOHANG) == c->pid[i]) {
+			child_reaped(c->pid[i]);
 			return true;
+		}
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		bool up = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
 		if (fd >= 0)
@@ -514,9 +547,6 @@ int tcluster_destroy(struct tcluster *c)
 			fprintf(stderr, "cluster harness: could not remove %s\n", c->dir);
 	}
 	c->n = 0;
-	for (int i = 0; i < 8; i++)
-		if (registered[i] == c)
-			registered[i] = NULL;
 	return problems;
 }
 
