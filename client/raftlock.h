@@ -63,11 +63,13 @@ extern "C" {
 #define RAFTLOCK_MEMBER_ID_MAX INT64_MAX
 #define RAFTLOCK_TTL_MIN_MS 1000
 #define RAFTLOCK_TTL_MAX_MS 600000
-/* A lock's lock_delay_ms is at most the longest TTL, and its max_hold_ms at
- * most a day: a cluster refuses more with RAFTLOCK_EINVAL (a lock-delay of
- * 49 days would freeze a name). */
+/* A lock's lock_delay_ms and revoke_grace_ms are at most the longest TTL,
+ * and its max_hold_ms at most a day: a cluster refuses more with
+ * RAFTLOCK_EINVAL (a lock-delay of 49 days would freeze a name, a grace of
+ * 49 days would make its maximum hold time meaningless). */
 #define RAFTLOCK_LOCK_DELAY_MAX_MS RAFTLOCK_TTL_MAX_MS
 #define RAFTLOCK_MAX_HOLD_MAX_MS 86400000
+#define RAFTLOCK_REVOKE_GRACE_MAX_MS RAFTLOCK_TTL_MAX_MS
 /* A cluster refuses a session whose TTL is below this many times its
  * election timeout (RAFTLOCK_EINVAL, naming the minimum): the validity an
  * acknowledged keepalive gives must outlast the shortest failover. */
@@ -512,8 +514,9 @@ struct raftlock_lock_options {
 	/* The creator's, like lock_delay_ms: every grant of the lock is
 	 * revoked max_hold_ms after it was made (0 = no limit, at most
 	 * RAFTLOCK_MAX_HOLD_MAX_MS); with
-	 * revoke_grace_ms, the holder is first asked to release
-	 * (RAFTLOCK_LOCK_RELEASE_REQUESTED) and revoked that much later. */
+	 * revoke_grace_ms (at most RAFTLOCK_REVOKE_GRACE_MAX_MS), the holder
+	 * is first asked to release (RAFTLOCK_LOCK_RELEASE_REQUESTED) and
+	 * revoked that much later. */
 	unsigned max_hold_ms;
 	unsigned revoke_grace_ms;
 };

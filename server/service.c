@@ -692,7 +692,7 @@ static bool enum_defined(const ProtobufCEnumDescriptor *desc, int value)
 struct lock_fields {
 	const char *name;
 	int kind, mode;
-	uint32_t lock_delay_ms, max_hold_ms;
+	uint32_t lock_delay_ms, max_hold_ms, revoke_grace_ms;
 };
 
 /* Whether f is within the protocol's values; answers EINVAL naming the
@@ -718,6 +718,11 @@ static bool lock_fields_allowed(struct service *s, struct service_conn *c,
 			 "lock '%s': max-hold %u ms is above the most allowed, %u ms; nothing "
 			 "done",
 			 f->name, f->max_hold_ms, (unsigned)RAFTLOCK_MAX_HOLD_MAX_MS);
+	else if (f->revoke_grace_ms > RAFTLOCK_REVOKE_GRACE_MAX_MS)
+		snprintf(msg, sizeof msg,
+			 "lock '%s': revoke-grace %u ms is above the most allowed, %u ms; "
+			 "nothing done",
+			 f->name, f->revoke_grace_ms, (unsigned)RAFTLOCK_REVOKE_GRACE_MAX_MS);
 	else
 		return true;
 	if (already_ran(s, c, env))
@@ -730,7 +735,12 @@ static bool acquire_allowed(struct service *s, struct service_conn *c,
 			    const Raftlock__Envelope *env)
 {
 	const Raftlock__Acquire *a = env->acquire->acquire;
-	struct lock_fields f = {a->name, a->kind, a->mode, a->lock_delay_ms, a->max_hold_ms};
+	struct lock_fields f = {.name = a->name,
+				.kind = a->kind,
+				.mode = a->mode,
+				.lock_delay_ms = a->lock_delay_ms,
+				.max_hold_ms = a->max_hold_ms,
+				.revoke_grace_ms = a->revoke_grace_ms};
 	return lock_fields_allowed(s, c, env, &f);
 }
 
@@ -740,7 +750,7 @@ static bool multi_acquire_allowed(struct service *s, struct service_conn *c,
 	const Raftlock__MultiAcquire *m = env->multi_acquire->acquire;
 	for (size_t i = 0; i < m->n_items; i++) {
 		const Raftlock__MultiItem *it = m->items[i];
-		struct lock_fields f = {it->name, it->kind, it->mode, it->lock_delay_ms, 0};
+		struct lock_fields f = {it->name, it->kind, it->mode, it->lock_delay_ms, 0, 0};
 		if (!lock_fields_allowed(s, c, env, &f))
 			return false;
 	}

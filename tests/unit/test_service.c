@@ -835,9 +835,10 @@ static void test_undefined_kind_or_mode_refused(void **state)
 	assert_int_equal(apply_only_proposal(f).seq, 4);
 }
 
-/* A lock-delay above RAFTLOCK_LOCK_DELAY_MAX_MS or a hold limit above
- * RAFTLOCK_MAX_HOLD_MAX_MS (of an acquire, or of a lock set's item) is
- * answered EINVAL and never proposed; the bounds themselves are taken. */
+/* A lock-delay above RAFTLOCK_LOCK_DELAY_MAX_MS (of an acquire, or of a
+ * lock set's item), a hold limit above RAFTLOCK_MAX_HOLD_MAX_MS or a
+ * revocation grace above RAFTLOCK_REVOKE_GRACE_MAX_MS is answered EINVAL
+ * and never proposed; the bounds themselves are taken. */
 static void test_lock_time_limits_bounded(void **state)
 {
 	struct fx *f = *state;
@@ -855,13 +856,19 @@ static void test_lock_time_limits_bounded(void **state)
 	set.item.lock_delay_ms = UINT32_MAX;
 	send_env(f, env);
 	env = acquire_msg(&m, 4, 4, SECRET_5);
+	m.acq.max_hold_ms = 1000;
+	m.acq.revoke_grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS + 1;
+	send_env(f, env);
+	env = acquire_msg(&m, 5, 5, SECRET_5);
 	m.acq.lock_delay_ms = RAFTLOCK_LOCK_DELAY_MAX_MS;
 	m.acq.max_hold_ms = RAFTLOCK_MAX_HOLD_MAX_MS;
+	m.acq.revoke_grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS;
 	send_env(f, env);
 
-	const char *says[] = {"lock-delay 600001 ms", "max-hold 86400001 ms", "lock-delay"};
-	assert_refusals(f, RAFTLOCK_EINVAL, says, 3);
-	assert_int_equal(apply_only_proposal(f).seq, 4);
+	const char *says[] = {"lock-delay 600001 ms", "max-hold 86400001 ms", "lock-delay",
+			      "revoke-grace 600001 ms"};
+	assert_refusals(f, RAFTLOCK_EINVAL, says, 4);
+	assert_int_equal(apply_only_proposal(f).seq, 5);
 }
 
 /* A lock name the protocol cannot carry -- one with a NUL byte, which a C
