@@ -7,9 +7,11 @@
 #define WARM_MS_DEFAULT 50
 
 struct binding {
-	void *conn;   /* NULL once it closed */
-	uint64_t due; /* timebase ms at which to end it; 0 = not due */
+	void *conn;       /* NULL once it closed */
+	uint64_t due;     /* timebase ms at which to end it; 0 = not due */
+	uint64_t carried; /* the deadline the drop proposed last carried */
 	uint32_t grace_ms;
+	uint8_t redrops; /* since its connection closed */
 	bool proposed;
 };
 
@@ -69,6 +71,7 @@ static void due_cb(struct timebase_timer *h)
 			continue;
 		}
 		x->proposed = true;
+		x->carried = op.deadline;
 		b->drops++;
 		log_debug("session %llu: its connection closed %u ms ago; ending it",
 			  (unsigned long long)id, x->grace_ms);
@@ -136,10 +139,33 @@ void bindings_closed(struct bindings *b, const void *conn, const uint64_t *ids, 
 		x->conn = NULL;
 		x->due = now + x->grace_ms;
 		x->proposed = false;
+		x->redrops = 0;
 		pending = true;
 	}
 	if (pending)
 		arm(b);
+}
+
+void bindings_drop_kept(struct bindings *b, uint64_t session, uint64_t carried)
+{
+	struct binding *x = idmap_get(&b->sessions, session);
+	if (!b->ready || x == NULL || !x->proposed || x->carried != carried)
+		return; /* not the drop this leader proposed last */
+	x->proposed = false;
+	if (x->conn != NULL) {
+		x->due = 0; /* a live connection keeps it again */
+		return;
+	}
+	if (x->redrops >= BINDINGS_REDROPS_MAX) {
+		log_warn("session %llu: its connection closed, but %u drops were kept by "
+			 "renewals; it lives by its TTL",
+			 (unsigned long long)session, (unsigned)x->redrops + 1);
+		x->due = 0;
+		return;
+	}
+	x->redrops++;
+	x->due = timebase_now(b->clock); /* the grace has passed already */
+	arm(b);
 }
 
 void bindings_forget(struct bindings *b, uint64_t session)

@@ -11,7 +11,9 @@
  * not proposed by then is called off, and one proposed before precedes
  * that RENEW in the log, whose answer is then RAFTLOCK_ESESSION. The drop
  * also carries the lease deadline this leader had applied (from level 8),
- * and apply keeps a session that a RENEW moved on since (GUARANTEES 11a).
+ * and apply keeps a session that a RENEW moved on since (GUARANTEES 11a);
+ * told so (bindings_drop_kept), this leader drops it again while no live
+ * connection keeps it.
  *
  * While an end is pending the leader proposes an empty RENEW every half
  * heartbeat: libraft 0.22.1 puts an idle follower back to probing, where a
@@ -39,6 +41,13 @@
 #include "leases.h"
 #include "node.h"
 #include "timebase.h"
+
+/* Drops proposed again for one close of a session's connection, each
+ * after a drop that a renewal kept (bindings_drop_kept). Each needs a RENEW
+ * that moved the lease between a drop's proposal and its apply, which the
+ * keepalives already on their way at the close can do only a few times;
+ * past this the session lives by its TTL. */
+#define BINDINGS_REDROPS_MAX 8
 
 struct bindings {
 	struct node *node;
@@ -69,6 +78,15 @@ void *bindings_conn(const struct bindings *b, uint64_t session);
  * keeps (some may have moved on since). Each bound one it still keeps is
  * ended after its grace unless another connection takes it over. */
 void bindings_closed(struct bindings *b, const void *conn, const uint64_t *ids, size_t n);
+
+/* A DROP_BOUND of session that carried deadline `carried` applied and
+ * kept it (FSM_EV_DROP_KEPT): a RENEW proposed before the drop moved its
+ * lease, e.g. one of a keepalive that came on the connection before it
+ * closed. If that drop is the last this leader proposed for the session
+ * and no live connection keeps it, a new drop is proposed at once with
+ * the deadline as now applied (at most a few times a close: then its TTL
+ * ends it). */
+void bindings_drop_kept(struct bindings *b, uint64_t session, uint64_t carried);
 
 /* The session ended (FSM_EV_SESSION_GONE). */
 void bindings_forget(struct bindings *b, uint64_t session);

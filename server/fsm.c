@@ -910,16 +910,22 @@ static void do_revoke_due(struct apply *a, const Raftlock__RevokeDue *op)
  * close and no other take it over. Ends it as an expiry would, unless a
  * RENEW applied since the leader read op->deadline moved the lease on
  * (rule 11a): that renewal may have been acknowledged, and the session
- * must outlive it. An entry without a deadline (below level 8) ends it
- * whatever came before, as older builds do. */
+ * must outlive it. The leader hears of it (FSM_EV_DROP_KEPT) and drops the
+ * session again if that renewal's connection is gone too. An entry
+ * without a deadline (below level 8) ends it whatever came before, as
+ * older builds do. */
 static void do_drop_bound(struct apply *a, const Raftlock__DropBound *op)
 {
 	uint64_t deadline;
 	uint32_t ttl;
 	if (op->deadline != 0 &&
 	    store_get_lease(a->fsm->store, a->txn, op->session, &deadline, &ttl) &&
-	    deadline > op->deadline)
+	    deadline > op->deadline) {
+		emit(a, (struct fsm_event){.type = FSM_EV_DROP_KEPT,
+					   .session = op->session,
+					   .deadline = op->deadline});
 		return;
+	}
 	Raftlock__SessionRecord *sess = store_get_session(a->fsm->store, a->txn, op->session);
 	if (sess == NULL)
 		return;

@@ -62,8 +62,12 @@ enum fsm_event_type {
 	FSM_EV_REVOKE_DEADLINE,
 	FSM_EV_REVOKED,
 	FSM_EV_RELEASE_REQUESTED,
-	FSM_EV_CHANGE,       /* a change of lock `name` for watches: `change` */
-	FSM_EV_WAIT_DEADLINE /* waiter (name, session, seq) times out at deadline */
+	FSM_EV_CHANGE,        /* a change of lock `name` for watches: `change` */
+	FSM_EV_WAIT_DEADLINE, /* waiter (name, session, seq) times out at deadline */
+	/* A DROP_BOUND of session kept it: a RENEW had moved its lease past
+	 * `deadline`, the one the drop carried (rule 11a). The leader drops it
+	 * again if no live connection keeps it (bindings.h). */
+	FSM_EV_DROP_KEPT
 };
 
 struct fsm_event {

@@ -435,6 +435,10 @@ void service_on_event(struct service *s, const struct fsm_event *ev)
 		bindings_forget(&s->bindings, ev->session);
 		return;
 	}
+	if (ev->type == FSM_EV_DROP_KEPT) {
+		bindings_drop_kept(&s->bindings, ev->session, ev->deadline);
+		return;
+	}
 	if (ev->type == FSM_EV_REVOKED || ev->type == FSM_EV_RELEASE_REQUESTED) {
 		push_session_event(s, ev);
 		return;

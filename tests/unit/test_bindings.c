@@ -131,6 +131,61 @@ static void test_drop_called_off_by_a_new_connection(void **state)
 	assert_ptr_equal(bindings_conn(&f->b, 7), &other);
 }
 
+/* Rule 11a: a drop kept at apply because a RENEW proposed before it moved
+ * the lease (FSM_EV_DROP_KEPT) is proposed again at once, with the
+ * deadline as now applied, while no connection keeps the session; a
+ * report of an older drop proposes nothing. Each close allows a bounded
+ * number of such drops (no storm); past it the TTL ends the session. */
+static void test_kept_drop_proposed_again(void **state)
+{
+	struct fx *f = *state;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS + 1);
+	assert_int_equal(drops, 1);
+	lease_deadline = 130000; /* the RENEW applied, then the drop */
+	bindings_drop_kept(&f->b, 7, 123456);
+	timebase_advance(&f->tb, 1);
+	assert_int_equal(drops, 2);
+	assert_int_equal(drop_deadline, 130000);
+	bindings_drop_kept(&f->b, 7, 123456); /* an older drop's */
+	timebase_advance(&f->tb, GRACE_MS);
+	assert_int_equal(drops, 2);
+
+	for (unsigned i = 0; i < 100; i++) {
+		bindings_drop_kept(&f->b, 7, lease_deadline);
+		lease_deadline += 1000;
+		timebase_advance(&f->tb, 1);
+	}
+	assert_int_equal(drops, 1 + BINDINGS_REDROPS_MAX);
+	assert_int_equal(f->b.drops, drops);
+}
+
+/* A drop kept at apply while a live connection keeps the session again
+ * (its keepalive, accepted after the drop was proposed, has a RENEW behind
+ * it) is not proposed again; that connection's own close drops it after
+ * its grace as usual. */
+static void test_kept_drop_not_proposed_again_when_kept(void **state)
+{
+	struct fx *f = *state;
+	int other;
+	close_bound(f);
+	timebase_advance(&f->tb, GRACE_MS + 1);
+	assert_int_equal(drops, 1);
+	assert_true(bindings_note(&f->b, 7, &other, GRACE_MS));
+	lease_deadline = 130000;
+	bindings_drop_kept(&f->b, 7, 123456);
+	timebase_advance(&f->tb, GRACE_MS * 10);
+	assert_int_equal(drops, 1);
+
+	uint64_t id = 7;
+	bindings_closed(&f->b, &other, &id, 1);
+	timebase_advance(&f->tb, GRACE_MS - 1);
+	assert_int_equal(drops, 1);
+	timebase_advance(&f->tb, 2);
+	assert_int_equal(drops, 2);
+	assert_int_equal(drop_deadline, 130000);
+}
+
 /* While the cluster records level 2 (a voter still runs an older build,
  * which could not apply it), DROP_BOUND is never proposed: the session
  * lives by its TTL. */
@@ -151,6 +206,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_drop_held_below_level_3, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drop_deadline_from_level_8, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drop_called_off_by_a_new_connection, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_kept_drop_proposed_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_drop_not_proposed_again_when_kept, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -341,8 +341,10 @@ static void test_drop_bound(void **state)
 
 /* Rule 11a: a drop carries the deadline its leader had applied; a RENEW
  * that lands before it in the log and moves the lease on (and may have
- * been acknowledged) keeps the session. A drop that saw the renewal, and
- * one without a deadline (below level 8), end it. */
+ * been acknowledged) keeps the session, and the drop reports it kept
+ * (FSM_EV_DROP_KEPT, with the deadline it carried: its leader may drop
+ * the session again). A drop that saw the renewal, and one without a
+ * deadline (below level 8), end it. */
 static void test_drop_bound_after_renewal(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -355,11 +357,16 @@ static void test_drop_bound_after_renewal(void **state)
 	assert_true(lease_deadline(f, a) > seen);
 	drop_bound_seen(f, a, seen);
 	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 0);
+	const struct fx_event *kept = fx_event(f, FSM_EV_DROP_KEPT);
+	assert_non_null(kept);
+	assert_int_equal(kept->session, a);
+	assert_int_equal(kept->deadline, seen);
 	Raftlock__SessionRecord *rec = fx_sess(f, a);
 	assert_non_null(rec);
 	raftlock__session_record__free_unpacked(rec, NULL);
 	drop_bound_seen(f, a, lease_deadline(f, a));
 	assert_int_equal(fx_count(f, FSM_EV_SESSION_GONE), 1);
+	assert_int_equal(fx_count(f, FSM_EV_DROP_KEPT), 0);
 
 	r = open_bound(f, RAFTLOCK_BIND_GRACE_DEFAULT_MS);
 	uint64_t b = r.session;

@@ -50,8 +50,9 @@ struct proposed {
 	size_t n_acked;
 	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
 	size_t digest_len;
-	uint32_t ttl_ms; /* OPEN_SESSION's */
-	bool parked;     /* through node_propose_parked */
+	uint32_t ttl_ms;                      /* OPEN_SESSION's */
+	bool parked;                          /* through node_propose_parked */
+	uint64_t drop_session, drop_deadline; /* DROP_BOUND's */
 };
 
 static struct proposed proposed[MAX_PROPOSALS];
@@ -75,7 +76,13 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
 						   {0},
 						   0,
 						   0,
-						   false};
+						   false,
+						   0,
+						   0};
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_DROP_BOUND) {
+		proposed[n_proposed - 1].drop_session = cmd->drop_bound->session;
+		proposed[n_proposed - 1].drop_deadline = cmd->drop_bound->deadline;
+	}
 	if (cmd->op_case == RAFTLOCK__COMMAND__OP_OPEN_SESSION) {
 		proposed[n_proposed - 1].ttl_ms = cmd->open_session->ttl_ms;
 		const ProtobufCBinaryData *d = &cmd->open_session->secret_digest;
@@ -1129,6 +1136,50 @@ static void test_bound_drop_called_off_on_accept(void **state)
 	assert_int_equal(f->svc.bindings.drops, 0);
 }
 
+/* Rule 11a: a keepalive accepted on the connection just before it closed
+ * sends a RENEW that is still on its way when the grace ends; the drop,
+ * proposed after it with the deadline as then applied, is kept at apply
+ * (FSM_EV_DROP_KEPT). No connection keeps the session: the leader drops it
+ * again with the deadline that RENEW set, instead of leaving it to its
+ * TTL. A stale report of that first drop proposes nothing more. */
+static void test_bound_drop_kept_by_renewal_proposed_again(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	service_on_ready(&f->svc, true);
+	open_bound_on_leader(f, BOUND_ID, BOUND_GRACE_MS);
+
+	send_keepalive(f, 1, BOUND_ID);
+	run_until(f, keepalive_waits);
+	timebase_advance(&f->tb, WINDOW_MS);
+	assert_true(last_proposed(RAFTLOCK__COMMAND__OP_RENEW, true) >= 0); /* on its way */
+	close(f->sock);
+	run_until(f, bound_unkept);
+	timebase_advance(&f->tb, BOUND_GRACE_MS + 1);
+	long first = last_proposed(RAFTLOCK__COMMAND__OP_DROP_BOUND, false);
+	assert_true(first >= 0);
+	assert_int_equal(proposed[first].drop_session, BOUND_ID);
+	assert_int_equal(proposed[first].drop_deadline, 100000); /* as opened */
+
+	/* The RENEW applies first and moves the lease; the drop is kept. */
+	struct fsm_event renewed = {
+		.type = FSM_EV_SESSION, .session = BOUND_ID, .deadline = 110000, .ttl_ms = 10000};
+	leases_on_event(&f->leases, &renewed);
+	renew_applies();
+	struct fsm_event kept = {.type = FSM_EV_DROP_KEPT, .session = BOUND_ID, .deadline = 100000};
+	service_on_event(&f->svc, &kept);
+	timebase_advance(&f->tb, 1);
+	long again = last_proposed(RAFTLOCK__COMMAND__OP_DROP_BOUND, false);
+	assert_true(again > first);
+	assert_int_equal(proposed[again].drop_session, BOUND_ID);
+	assert_int_equal(proposed[again].drop_deadline, 110000);
+	assert_int_equal(f->svc.bindings.drops, 2);
+
+	service_on_event(&f->svc, &kept); /* stale: not the last drop */
+	timebase_advance(&f->tb, 10 * BOUND_GRACE_MS);
+	assert_int_equal(f->svc.bindings.drops, 2);
+}
+
 /* Rule 14: an open brings a secret of 16 to 64 bytes, of which the log
  * gets only the SHA-256; without one, EPROTO (naming the upgrade for an
  * older protocol), nothing proposed. */
@@ -1822,6 +1873,8 @@ int main(void)
 						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_bound_drop_called_off_on_accept, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_bound_drop_kept_by_renewal_proposed_again,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_carries_digest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_retry_answered_from_record, setup,
