@@ -840,7 +840,8 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
  * revoke one grant.
  * Errors: RAFTLOCK_ENOTFOUND (no such lock, or no current grant with that
  * token: nothing changed), RAFTLOCK_EUNKNOWN (above), RAFTLOCK_EPERM,
- * RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG, RAFTLOCK_ECONNECTION
+ * RAFTLOCK_EINVAL (empty name, grace_ms above RAFTLOCK_REVOKE_GRACE_MAX_MS),
+ * RAFTLOCK_ETOOBIG, RAFTLOCK_ECONNECTION
  * (never sent: nothing changed); at the timeout, after refusals that prove
  * nothing ran: RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC;
  * RAFTLOCK_ETLS or RAFTLOCK_ELIMIT (every node refused the connection

@@ -1027,6 +1027,16 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
 		/* Admin on the name (auth.c) when auth is on. */
+		if (env->revoke->grace_ms > RAFTLOCK_REVOKE_GRACE_MAX_MS) {
+			char msg[RAFTLOCK_NAME_MAX + 128];
+			snprintf(msg, sizeof msg,
+				 "revoke '%s': grace %u ms is above the most allowed, %u ms; "
+				 "nothing done",
+				 env->revoke->name, env->revoke->grace_ms,
+				 (unsigned)RAFTLOCK_REVOKE_GRACE_MAX_MS);
+			send_status(s, c, env->id, RAFTLOCK_EINVAL, msg);
+			return;
+		}
 		revoke.name = env->revoke->name;
 		revoke.token = env->revoke->token;
 		revoke.grace_ms = env->revoke->grace_ms;

@@ -878,6 +878,29 @@ static void test_lock_time_limits_bounded(void **state)
 	assert_int_equal(apply_only_proposal(f).seq, 5);
 }
 
+/* An admin revoke's grace is bounded as a lock's revoke_grace_ms is: one
+ * above RAFTLOCK_REVOKE_GRACE_MAX_MS is answered EINVAL and never
+ * proposed; one at the bound is. */
+static void test_revoke_grace_bounded(void **state)
+{
+	struct fx *f = *state;
+	lead(f);
+	Raftlock__RevokeRequest rv = RAFTLOCK__REVOKE_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_REVOKE;
+	env.revoke = &rv;
+	rv.name = "rv";
+	env.id = 1;
+	rv.grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS + 1;
+	send_env(f, &env);
+	env.id = 2;
+	rv.grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS;
+	send_env(f, &env);
+	const char *says[] = {"grace 600001 ms"};
+	assert_refusals(f, RAFTLOCK_EINVAL, says, 1);
+	assert_int_equal(apply_only_proposal(f).op, RAFTLOCK__COMMAND__OP_REVOKE);
+}
+
 /* A lock name the protocol cannot carry -- one with a NUL byte, which a C
  * string would cut ("a\0x" would be lock "a"), an empty one, one over
  * RAFTLOCK_NAME_MAX bytes -- is answered EPROTO by its request's id and
@@ -1864,6 +1887,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inflight_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_name_answered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_time_limits_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_grace_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_undefined_kind_or_mode_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sequence_header, setup, teardown),
