@@ -78,33 +78,45 @@ class AsyncLock(Lock):
             # refused in this thread: the library's message says why
             raise error_for(rv, self.session.client._message(), acquiring)
         self._inflight += 1
-        fut.add_done_callback(self._call_ended)
+        # One callback ends the call: a grant nobody awaits any more is
+        # released before the call stops counting as in flight, so that a
+        # close() deferred to the end of the call waits for that release.
+        call = {"ended": False, "abandoned": False}
+
+        def ended(f):
+            call["ended"] = True
+            if call["abandoned"]:
+                self._release_late_grant(f)
+            self._call_ended()
+
+        fut.add_done_callback(ended)
         try:
             status, value = await asyncio.shield(fut)
         except asyncio.CancelledError:
             if what == "acquire":
-                # a grant that still comes is released
-                fut.add_done_callback(self._release_late_grant)
+                call["abandoned"] = True
+                if call["ended"]:  # the answer came as the task was cancelled
+                    self._release_late_grant(fut)
             raise
         if status != 0:
             raise error_for(status, f"{what} '{self.name}': {strerror(status)}", acquiring)
         return value
 
-    def _call_ended(self, _fut):
+    def _call_ended(self):
         self._inflight -= 1
         if self._inflight == 0 and self._close_when_idle:
             super().close()
 
     def _release_late_grant(self, fut):
         if fut.cancelled() or fut.result()[0] != 0 or self._ptr is None:
-            return
+            return  # not granted, or the session's close released it
         try:
             rv, rel = _submit(_native.lock_release_async, self._ptr)
         except Exception:  # noqa: BLE001 - the session's end releases it anyway
             return
         if rv == 0:
             self._inflight += 1
-            rel.add_done_callback(self._call_ended)
+            rel.add_done_callback(lambda _f: self._call_ended())
 
     async def acquire_async(self, timeout=_DEFAULT, mode=None, permits=None):
         """Takes the lock, waiting in the cluster's FIFO queue up to

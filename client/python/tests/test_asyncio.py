@@ -42,6 +42,16 @@ class AsyncLocks(unittest.IsolatedAsyncioTestCase):
             await asyncio.sleep(0.02)
         self.fail(f"{name} never had {n} waiters")
 
+    async def wait_free(self, name, why):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                self.c.lock_info(name)
+            except raftlock.NotFound:
+                return
+            await asyncio.sleep(0.02)
+        self.fail(why)
+
     async def test_many_waiters_one_at_a_time_without_a_thread_each(self):
         n = 40
         s = self.c.session(ttl=5)
@@ -95,16 +105,28 @@ class AsyncLocks(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(asyncio.CancelledError):
             await task
         holder.release()  # the queued acquire is granted now, then released
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                self.c.lock_info("aio/cancel")
-            except raftlock.NotFound:
-                break
-            await asyncio.sleep(0.02)
-        else:
-            self.fail("the late grant was not released")
+        await self.wait_free("aio/cancel", "the late grant was not released")
         self.assertEqual(lk.token, 0)
+
+    async def test_a_cancelled_async_with_releases_a_late_grant(self):
+        # The block's entry frees the handle when cancelled: the grant that
+        # comes later must still be released, not kept until the session ends.
+        holder = self.c.session(ttl=5).lock("aio/cancel-with")
+        holder.acquire()
+        s = self.c.session(ttl=5)
+
+        async def waiter():
+            async with s.lock_async("aio/cancel-with"):
+                self.fail("the block ran after its task was cancelled")
+
+        task = asyncio.create_task(waiter())
+        await self.wait_waiters("aio/cancel-with", 1)
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await task
+        holder.release()
+        await self.wait_free("aio/cancel-with", "the late grant is still held by the session")
+        self.assertFalse(s.lost)
 
     async def test_readers_together_and_semaphores(self):
         s = self.c.session(ttl=5)
