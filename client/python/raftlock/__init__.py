@@ -19,9 +19,9 @@ from . import _native
 from .client import Client
 from .errors import (Canceled, Code, ConfigError, ConnectionFailed, Deadlock, DiskFull,
                      InternalError, InvalidArgument, KindMismatch, LimitReached, LockBusy,
-                     LockNotAcquired, LockTimeout, NotFound, NotHolder, OutcomeUnknown,
-                     PermissionDenied, ProtocolError, RaftlockError, SessionLost, StateError,
-                     Timeout, TLSError, Unavailable, error_for, strerror)
+                     LockNotAcquired, LockRevoked, LockTimeout, NotFound, NotHolder,
+                     OutcomeUnknown, PermissionDenied, ProtocolError, RaftlockError, SessionLost,
+                     StateError, Timeout, TLSError, Unavailable, error_for, strerror)
 from .lock import Lock
 from .session import Session, SessionEvent
 from .aio import AsyncLock
@@ -43,5 +43,5 @@ __all__ = [
     "Timeout", "ConnectionFailed", "Unavailable", "DiskFull", "TLSError", "PermissionDenied", "SessionLost",
     "Canceled", "OutcomeUnknown", "NotHolder", "NotFound", "KindMismatch", "LimitReached",
     "StateError", "ProtocolError", "InternalError", "LockNotAcquired", "LockBusy",
-    "LockTimeout", "Deadlock",
+    "LockTimeout", "LockRevoked", "Deadlock",
 ]

@@ -16,7 +16,7 @@ import itertools
 import threading
 
 from . import _native
-from .errors import error_for, strerror
+from .errors import NotHolder, error_for, strerror
 from .lock import _DEFAULT, Lock, timeout_ms
 
 # Calls in flight: id -> (loop, future). The library gets the id as its
@@ -124,14 +124,21 @@ class AsyncLock(Lock):
         at all). Returns the fencing token; raises as Lock.acquire. If the
         awaiting task is cancelled, a grant that comes later is released."""
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
-        return await self._run("acquire", _native.lock_acquire_async,
-                               self._mode if mode is None else mode,
-                               self._permits if permits is None else permits, t,
-                               acquiring=True)
+        self._granted = await self._run("acquire", _native.lock_acquire_async,
+                                        self._mode if mode is None else mode,
+                                        self._permits if permits is None else permits, t,
+                                        acquiring=True)
+        return self._granted
 
     async def release_async(self):
         """Releases one level; returns the levels still held."""
-        return await self._run("release", _native.lock_release_async)
+        try:
+            left = await self._run("release", _native.lock_release_async)
+        except NotHolder:
+            if self._granted:
+                raise self._revoked() from None
+            raise
+        return self._released(left)
 
     def close(self):
         """Frees the handle now, or once its call in flight has ended."""

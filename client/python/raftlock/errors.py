@@ -107,6 +107,13 @@ class NotHolder(RaftlockError):
     """ENOTHOLDER: a release by a handle that holds nothing."""
 
 
+class LockRevoked(NotHolder):
+    """ENOTHOLDER of a grant the caller had not released: the cluster
+    revoked it (raftlock revoke, the lock's maximum hold time) and its
+    token is no longer current. Raised by release() and at the end of a
+    `with` block, which then ran without the lock for part of its time."""
+
+
 class NotFound(RaftlockError, LookupError):
     """ENOTFOUND: no such lock or session."""
 

@@ -8,7 +8,7 @@ import contextlib
 import ctypes
 
 from . import _native
-from .errors import Code, Canceled, LockBusy, RaftlockError, error_for
+from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for
 
 _DEFAULT = object()
 
@@ -30,7 +30,11 @@ class Lock:
 
     In a `with` block it is acquired on entry with the options it was made
     with (LockNotAcquired or another RaftlockError when not taken: the
-    block does not run), released on exit and then freed.
+    block does not run), released on exit and then freed. A block whose
+    grant the cluster revoked while it ran (raftlock revoke, a maximum hold
+    time) raises LockRevoked at its end; one whose session was lost raises
+    the session's error (SessionLost, ...); neither replaces an exception
+    of the block itself.
     """
 
     def __init__(self, session, session_ptr, name, kind, limit, lock_delay, *, timeout=None,
@@ -44,6 +48,9 @@ class Lock:
                                    lock_delay_ms=int((lock_delay or 0) * 1000))
         ptr = ctypes.c_void_p()
         self._client = session.client
+        # The token of the grant this handle was last given, while the
+        # caller has not released it: a token 0 then means revoked.
+        self._granted = 0
         self._client._check(_native.lock_new(session_ptr, name.encode(), ctypes.byref(opts),
                                              ctypes.byref(ptr)))
         self._ptr = ptr.value
@@ -80,6 +87,7 @@ class Lock:
                                   self._permits if permits is None else permits, t,
                                   ctypes.byref(token))
         self._client._check(rv, acquiring=True)
+        self._granted = token.value
         return token.value
 
     def try_acquire(self):
@@ -94,8 +102,22 @@ class Lock:
         """Releases one level of nesting (all permits for a semaphore);
         returns the levels still held (0: the lock is free for others)."""
         left = ctypes.c_uint32()
-        self._client._check(_native.lock_release(self._handle(), ctypes.byref(left)))
-        return left.value
+        rv = _native.lock_release(self._handle(), ctypes.byref(left))
+        if rv == Code.ENOTHOLDER and self._granted:
+            raise self._revoked()
+        self._client._check(rv)
+        return self._released(left.value)
+
+    def _released(self, left):
+        if left == 0:
+            self._granted = 0
+        return left
+
+    def _revoked(self):
+        """The error of a grant the cluster revoked from under the caller."""
+        token, self._granted = self._granted, 0
+        return LockRevoked(Code.ENOTHOLDER,
+                           f"lock '{self.name}': the grant of token {token} was revoked")
 
     def close(self):
         """Frees the handle (a held lock stays held until its session
@@ -123,12 +145,16 @@ class Lock:
         """Around the release at the end of a `with` block: a session lost
         while the block ran is raised (it ran without the lock for part of
         its time), but never in place of the block's own exception; the
-        handle is freed."""
+        handle is freed. So is a grant revoked while the block ran, unless
+        the block released it itself."""
         try:
             lost = self._ptr is not None and not self.held and self.session.lost
+            revoked = not lost and self._ptr is not None and self._granted and not self.held
             yield
             if lost:
                 raise self.session.lost_error or error_for(Code.ESESSION)
+            if revoked:
+                raise self._revoked()
         except RaftlockError:
             if exc_type is None:
                 raise

@@ -7,6 +7,7 @@ not reachable from Python, so atexit stops whatever a crash left too.
 """
 
 import atexit
+import ctypes
 import os
 import shutil
 import signal
@@ -139,6 +140,16 @@ class Cluster:
         if problems:
             raise RuntimeError(f"cluster: {'; '.join(problems)} (logs in {self.dir})")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def revoke(client, name, token=0):
+    """Revokes grants of `name` at once (raftlock_revoke, which the package
+    does not offer): what an operator's `raftlock revoke` does."""
+    fn = raftlock._native.lib.raftlock_revoke
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint,
+                   ctypes.c_void_p]
+    client._check(fn(client._handle(), name.encode(), token, 0, None))
 
 
 def start_for_module(**options):

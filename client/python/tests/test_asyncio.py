@@ -10,7 +10,7 @@ import unittest
 
 import raftlock
 
-from cluster import start_for_module
+from cluster import revoke, start_for_module
 
 cluster = None
 
@@ -126,6 +126,16 @@ class AsyncLocks(unittest.IsolatedAsyncioTestCase):
             await task
         holder.release()
         await self.wait_free("aio/cancel-with", "the late grant is still held by the session")
+        self.assertFalse(s.lost)
+
+    async def test_a_block_whose_grant_is_revoked_raises_at_its_end(self):
+        s = self.c.session(ttl=5)
+        with self.assertRaises(raftlock.LockRevoked):
+            async with s.lock_async("aio/revoked") as lk:
+                revoke(self.c, "aio/revoked")
+                deadline = time.monotonic() + 10
+                while lk.held and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
         self.assertFalse(s.lost)
 
     async def test_readers_together_and_semaphores(self):

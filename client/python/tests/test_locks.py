@@ -8,7 +8,7 @@ import unittest
 
 import raftlock
 
-from cluster import start_for_module
+from cluster import revoke, start_for_module
 
 cluster = None
 
@@ -130,6 +130,43 @@ class ExclusiveLocks(unittest.TestCase):
             t.join(10)
             self.assertEqual(len(got), 1)
             self.assertGreater(got[0], first)
+
+    def wait_revoked(self, lk):
+        deadline = time.monotonic() + 10
+        while lk.held and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertFalse(lk.held, "the revoke never reached the holder")
+
+    def test_a_block_whose_grant_is_revoked_raises_at_its_end(self):
+        with self.a.session(ttl=5) as s:
+            with self.assertRaises(raftlock.LockRevoked) as cm:
+                with s.lock("mx/revoked") as lk:
+                    token = lk.token
+                    revoke(self.b, "mx/revoked")
+                    self.wait_revoked(lk)
+            self.assertIsInstance(cm.exception, raftlock.NotHolder)
+            self.assertIn(str(token), str(cm.exception))
+            self.assertFalse(s.lost)
+            # a release of a revoked grant says so too
+            lk = s.lock("mx/revoked")
+            lk.acquire()
+            revoke(self.b, "mx/revoked")
+            self.wait_revoked(lk)
+            with self.assertRaises(raftlock.LockRevoked):
+                lk.release()
+            with self.assertRaises(raftlock.NotHolder) as cm:
+                lk.release()  # and then it is a plain release of nothing
+            self.assertNotIsInstance(cm.exception, raftlock.LockRevoked)
+            lk.close()
+            # released by the block itself: no error
+            with s.lock("mx/revoked") as lk:
+                lk.release()
+            # the block's own exception is not replaced
+            with self.assertRaises(KeyError):
+                with s.lock("mx/revoked") as lk:
+                    revoke(self.b, "mx/revoked")
+                    self.wait_revoked(lk)
+                    raise KeyError("the block's")
 
     def test_bad_names(self):
         with self.a.session(ttl=5) as s:
