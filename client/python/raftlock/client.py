@@ -7,6 +7,7 @@ import os
 import threading
 
 from . import _native
+from ._args import c_string
 from .errors import Code, StateError, error_for
 from .introspect import acl_rule_from_c, lock_info_from_c, session_info_from_c, status_from_c
 from .session import Session
@@ -50,7 +51,7 @@ def _ms(seconds, name):
 def acl_perms(text):
     """The permission mask of "lock,read" (raftlock_acl_perms_parse)."""
     mask = ctypes.c_uint32()
-    rv = _native.acl_perms_parse(text.encode(), ctypes.byref(mask))
+    rv = _native.acl_perms_parse(c_string(text, "permissions"), ctypes.byref(mask))
     if rv != 0:
         raise error_for(rv, f"permissions '{text}': expected lock, read, admin or all")
     return mask.value
@@ -60,10 +61,6 @@ def acl_perms_text(mask):
     """The text of a permission mask (raftlock_acl_perms_format)."""
     buf = ctypes.create_string_buffer(32)
     return _native.acl_perms_format(mask, buf, len(buf)).decode()
-
-
-def _cstr(value):
-    return value.encode() if value is not None else None
 
 
 class Client:
@@ -87,17 +84,19 @@ class Client:
                  connect_timeout=None):
         if isinstance(endpoints, str):
             endpoints = [e for e in endpoints.split(",") if e]
-        addrs = [e.encode() for e in endpoints]
+        addrs = [c_string(e, "endpoint") for e in endpoints]
         if not addrs:
             raise error_for(Code.EINVAL, "open client: no endpoint given")
         arr = (ctypes.c_char_p * len(addrs))(*addrs)
         opts = _native.ClientOptions(
-            addresses=arr, n_addresses=len(addrs), client_name=_cstr(client_name),
+            addresses=arr, n_addresses=len(addrs),
+            client_name=c_string(client_name, "client_name"),
             request_timeout_ms=_ms(request_timeout, "request_timeout"),
             connect_timeout_ms=_ms(connect_timeout, "connect_timeout"),
-            tls=bool(tls), tls_ca_file=_cstr(tls_ca), tls_cert_file=_cstr(cert),
-            tls_key_file=_cstr(key), tls_server_name=_cstr(server_name),
-            auth_token=_cstr(token))
+            tls=bool(tls), tls_ca_file=c_string(tls_ca, "tls_ca"),
+            tls_cert_file=c_string(cert, "cert"), tls_key_file=c_string(key, "key"),
+            tls_server_name=c_string(server_name, "server_name"),
+            auth_token=c_string(token, "token"))
         ptr = ctypes.c_void_p()
         msg = ctypes.c_char_p()
         rv = _native.client_open(ctypes.byref(opts), ctypes.byref(ptr), ctypes.byref(msg))
@@ -196,7 +195,7 @@ class Client:
     def check_token(self, name, token):
         """Whether `token` belongs to a current holder of `name`."""
         current = ctypes.c_bool()
-        self._check(_native.check_token(self._handle(), name.encode(), token,
+        self._check(_native.check_token(self._handle(), c_string(name, "lock name"), token,
                                         ctypes.byref(current)))
         return current.value
 
@@ -204,7 +203,7 @@ class Client:
         """One node's own view (`address`: "host:port"; None: the first
         that answers). Works without a quorum."""
         out = ctypes.POINTER(_native.Status)()
-        self._check(_native.status_get(self._handle(), _cstr(address), ctypes.byref(out)))
+        self._check(_native.status_get(self._handle(), c_string(address, "address"), ctypes.byref(out)))
         try:
             return status_from_c(out.contents)
         finally:
@@ -213,7 +212,7 @@ class Client:
     def lock_info(self, name, stale=False):
         """Holders and waiters of one lock; NotFound if nobody holds or waits."""
         out = ctypes.POINTER(_native.LockInfo)()
-        self._check(_native.lock_get(self._handle(), name.encode(), stale, ctypes.byref(out)))
+        self._check(_native.lock_get(self._handle(), c_string(name, "lock name"), stale, ctypes.byref(out)))
         try:
             return lock_info_from_c(out.contents)
         finally:
@@ -223,8 +222,9 @@ class Client:
         """Every lock whose name starts with prefix, in name order (all pages)."""
         def page(after):
             out = ctypes.POINTER(_native.LockList)()
-            self._check(_native.lock_list(self._handle(), prefix.encode(), _cstr(after), 0,
-                                          stale, ctypes.byref(out)))
+            self._check(_native.lock_list(self._handle(), c_string(prefix, "prefix"),
+                                          c_string(after, "cursor"), 0, stale,
+                                          ctypes.byref(out)))
             try:
                 lst = out.contents
                 return [lock_info_from_c(lst.locks[i]) for i in range(lst.n_locks)], lst.more
@@ -251,20 +251,22 @@ class Client:
         """Creates or replaces the rule of (identity, prefix): perms is
         "lock", "read", "admin", a comma-separated list of them, or "all".
         Needs admin on the prefix (else PermissionDenied)."""
-        self._check(_native.acl_set(self._handle(), identity.encode(), prefix.encode(),
-                                    acl_perms(perms)))
+        self._check(_native.acl_set(self._handle(), c_string(identity, "identity"),
+                                    c_string(prefix, "prefix"), acl_perms(perms)))
 
     def acl_delete(self, identity, prefix):
         """Deletes the rule of (identity, prefix); NotFound if there is none."""
-        self._check(_native.acl_delete(self._handle(), identity.encode(), prefix.encode()))
+        self._check(_native.acl_delete(self._handle(), c_string(identity, "identity"),
+                                       c_string(prefix, "prefix")))
 
     def acl_rules(self, stale=False):
         """The rules on prefixes this identity has admin on, in (identity,
         prefix) order (all pages)."""
         def page(after):
             out = ctypes.POINTER(_native.AclList)()
-            self._check(_native.acl_list(self._handle(), _cstr(after[0]), _cstr(after[1]), 0,
-                                         stale, ctypes.byref(out)))
+            self._check(_native.acl_list(self._handle(), c_string(after[0], "cursor"),
+                                         c_string(after[1], "cursor"), 0, stale,
+                                         ctypes.byref(out)))
             try:
                 lst = out.contents
                 return ([acl_rule_from_c(lst.rules[i], acl_perms_text)

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 
 from . import _native
+from ._args import c_string
 from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for
 
 _DEFAULT = object()
@@ -51,7 +52,7 @@ class Lock:
         # The token of the grant this handle was last given, while the
         # caller has not released it: a token 0 then means revoked.
         self._granted = 0
-        self._client._check(_native.lock_new(session_ptr, name.encode(), ctypes.byref(opts),
+        self._client._check(_native.lock_new(session_ptr, c_string(name, "lock name"), ctypes.byref(opts),
                                              ctypes.byref(ptr)))
         self._ptr = ptr.value
 

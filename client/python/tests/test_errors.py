@@ -70,6 +70,29 @@ class BadInput(unittest.TestCase):
         self.assertEqual(cm.exception.code, raftlock.Code.EINVAL)
         self.assertIn("no-port-here", str(cm.exception))
 
+    def test_a_nul_is_refused_not_cut(self):
+        # c_char_p would end each string at its NUL: another address, file
+        # or name than the caller's.
+        for options in ({"endpoints": "127.0.0.1:1\0garbage"},
+                        {"client_name": "app\0x"}, {"tls_ca": "/etc/ca.pem\0.bak"},
+                        {"cert": "c\0"}, {"key": "k\0"}, {"server_name": "db\0evil"},
+                        {"token": "secret\0"}):
+            with self.subTest(options), self.assertRaises(raftlock.InvalidArgument) as cm:
+                raftlock.Client(**{"endpoints": "127.0.0.1:1", **options})
+            self.assertIn("NUL", str(cm.exception))
+        with raftlock.Client("127.0.0.1:1", request_timeout=0.3, connect_timeout=0.1) as c:
+            for call in (lambda: c.check_token("a\0b", 1), lambda: c.lock_info("a\0b"),
+                         lambda: list(c.locks("a\0b")), lambda: c.status("127.0.0.1:1\0"),
+                         lambda: c.acl_set("id\0x", "p/", "lock"),
+                         lambda: c.acl_set("id", "p/\0x", "lock"),
+                         lambda: c.acl_set("id", "p/", "lock\0admin"),
+                         lambda: c.acl_delete("id\0x", "p/"),
+                         lambda: c.acl_delete("id", "p/\0x")):
+                with self.assertRaises(raftlock.InvalidArgument) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, raftlock.Code.EINVAL)
+                self.assertIn("NUL", str(cm.exception))
+
     def test_tls_files_that_cannot_be_read(self):
         with self.assertRaises(raftlock.ConfigError) as cm:
             raftlock.Client("127.0.0.1:1", tls_ca="/nonexistent/ca.pem")

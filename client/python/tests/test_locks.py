@@ -178,6 +178,11 @@ class ExclusiveLocks(unittest.TestCase):
             self.assertEqual(cm.exception.code, raftlock.Code.ETOOBIG)
             with self.assertRaises(raftlock.InvalidArgument):
                 s.semaphore("sem/none", 0)
+            # not cut at the NUL into "job", another lock than the caller's
+            for make in (s.lock, s.read_lock, s.write_lock, s.lock_async):
+                with self.assertRaises(raftlock.InvalidArgument) as cm:
+                    make("job\0A")
+                self.assertIn("NUL", str(cm.exception))
         with self.assertRaises(raftlock.InvalidArgument) as cm:
             self.a.session(ttl=0.1)  # below the TTL minimum
         self.assertEqual(cm.exception.code, raftlock.Code.EINVAL)
