@@ -126,7 +126,7 @@ class AsyncLock(Lock):
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
         self._granted = await self._run("acquire", _native.lock_acquire_async,
                                         self._mode if mode is None else mode,
-                                        self._permits if permits is None else permits, t,
+                                        self._permits_arg(permits), t,
                                         acquiring=True)
         return self._granted
 

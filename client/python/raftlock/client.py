@@ -7,7 +7,7 @@ import os
 import threading
 
 from . import _native
-from ._args import c_string
+from ._args import UINT64_MAX, UINT_MAX, c_string, integer, milliseconds
 from .errors import Code, StateError, error_for
 from .introspect import acl_rule_from_c, lock_info_from_c, session_info_from_c, status_from_c
 from .session import Session
@@ -41,11 +41,8 @@ def _pages(fetch, start, key):
 
 
 def _ms(seconds, name):
-    if seconds is None:
-        return 0
-    if seconds < 0:
-        raise error_for(Code.EINVAL, f"open client: {name} must not be negative")
-    return max(1, int(seconds * 1000)) if seconds > 0 else 0
+    """None and 0: the library's default."""
+    return milliseconds(seconds, f"open client: {name}", UINT_MAX)
 
 
 def acl_perms(text):
@@ -195,7 +192,8 @@ class Client:
     def check_token(self, name, token):
         """Whether `token` belongs to a current holder of `name`."""
         current = ctypes.c_bool()
-        self._check(_native.check_token(self._handle(), c_string(name, "lock name"), token,
+        self._check(_native.check_token(self._handle(), c_string(name, "lock name"),
+                                        integer(token, "token", 0, UINT64_MAX),
                                         ctypes.byref(current)))
         return current.value
 

@@ -8,7 +8,7 @@ import contextlib
 import ctypes
 
 from . import _native
-from ._args import c_string
+from ._args import LOCK_DELAY_MAX_MS, UINT_MAX, c_string, integer, milliseconds
 from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for
 
 _DEFAULT = object()
@@ -18,11 +18,11 @@ def timeout_ms(seconds):
     """Seconds (None: wait without end) as the library's timeout_ms."""
     if seconds is None:
         return -1
-    if seconds < 0:
+    if not seconds >= 0:  # NaN too
         raise error_for(Code.EINVAL, "timeout must be None or at least 0")
     if seconds == 0:
         return 0
-    return min(max(1, int(seconds * 1000)), 2**31 - 1)
+    return max(1, int(min(seconds * 1000, 2**31 - 1)))
 
 
 class Lock:
@@ -44,9 +44,11 @@ class Lock:
         self.name = name
         self._timeout = timeout
         self._mode = mode
-        self._permits = permits
-        opts = _native.LockOptions(kind=kind, limit=limit,
-                                   lock_delay_ms=int((lock_delay or 0) * 1000))
+        self._permits = integer(permits, f"lock '{name}': permits", 0, UINT_MAX)
+        opts = _native.LockOptions(
+            kind=kind, limit=integer(limit, f"lock '{name}': limit", 0, UINT_MAX),
+            lock_delay_ms=milliseconds(lock_delay or 0, f"lock '{name}': lock_delay",
+                                       LOCK_DELAY_MAX_MS))
         ptr = ctypes.c_void_p()
         self._client = session.client
         # The token of the grant this handle was last given, while the
@@ -85,11 +87,14 @@ class Lock:
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
         token = ctypes.c_uint64()
         rv = _native.lock_acquire(self._handle(), self._mode if mode is None else mode,
-                                  self._permits if permits is None else permits, t,
-                                  ctypes.byref(token))
+                                  self._permits_arg(permits), t, ctypes.byref(token))
         self._client._check(rv, acquiring=True)
         self._granted = token.value
         return token.value
+
+    def _permits_arg(self, permits):
+        return integer(self._permits if permits is None else permits,
+                       f"acquire '{self.name}': permits", 0, UINT_MAX)
 
     def try_acquire(self):
         """Takes the lock if it is free now: its token, or None when another

@@ -6,6 +6,7 @@ import threading
 import traceback
 
 from . import _native
+from ._args import TTL_MAX_MS, TTL_MIN_MS, UINT_MAX, integer, milliseconds
 from .errors import Code, StateError, error_for
 from .aio import AsyncLock
 from .lock import Lock
@@ -16,14 +17,6 @@ class SessionEvent(enum.IntEnum):
     JEOPARDY = _native.SESSION_JEOPARDY  # validity ran out; the library still renews
     SAFE = _native.SESSION_SAFE  # a keepalive was acknowledged: valid again
     LOST = _native.SESSION_LOST  # for good: every lock of the session is gone
-
-
-def _ttl_ms(seconds, name):
-    if seconds is None:
-        return 0
-    if seconds <= 0:
-        raise error_for(Code.EINVAL, f"open session: {name} must be positive")
-    return int(seconds * 1000)
 
 
 class Session:
@@ -45,8 +38,11 @@ class Session:
         # until the session is closed.
         self._c_lost = _native.SESSION_LOST_CB(self._lost_cb)
         self._c_event = _native.SESSION_EVENT_CB(self._event_cb)
-        opts = _native.SessionOptions(ttl_ms=_ttl_ms(ttl, "ttl"), on_lost=self._c_lost,
-                                      grace_ms=_ttl_ms(grace, "grace"), on_event=self._c_event)
+        opts = _native.SessionOptions(
+            ttl_ms=milliseconds(ttl, "open session: ttl", TTL_MAX_MS, TTL_MIN_MS),
+            on_lost=self._c_lost,
+            grace_ms=milliseconds(grace, "open session: grace", UINT_MAX, 1),
+            on_event=self._c_event)
         ptr = ctypes.c_void_p()
         client._check(_native.session_open(client._handle(), ctypes.byref(opts),
                                            ctypes.byref(ptr)))
@@ -117,8 +113,8 @@ class Session:
     # -- locks ---------------------------------------------------------------
 
     def _new_lock(self, cls, name, kind, limit, lock_delay, **acquire_defaults):
-        if kind == _native.SEMAPHORE and limit < 1:
-            raise error_for(Code.EINVAL, f"semaphore '{name}': limit must be at least 1")
+        if kind == _native.SEMAPHORE:
+            integer(limit, f"semaphore '{name}': limit", 1, UINT_MAX)
         with self._mu:
             lock = cls(self, self._handle(), name, kind, limit, lock_delay, **acquire_defaults)
             self._locks.add(lock)
@@ -136,8 +132,9 @@ class Session:
         acquired on entry (waiting up to `timeout` seconds, None: until
         granted or the session ends; 0: not at all) and released on exit;
         the block gets the Lock, whose .token is the fencing token.
-        lock_delay (seconds) keeps the lock unavailable that long after a
-        holder's session expires (set by the lock's creator)."""
+        lock_delay (seconds, at most 600) keeps the lock unavailable that
+        long after a holder's session expires (set by the lock's creator).
+        A number out of range raises InvalidArgument."""
         return self._new_lock(Lock, name, _native.MUTEX, 0, lock_delay, timeout=timeout)
 
     def try_lock(self, name, *, lock_delay=0):

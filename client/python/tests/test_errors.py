@@ -7,6 +7,7 @@ import re
 import unittest
 
 import raftlock
+from raftlock import _args
 from raftlock.errors import _CLASSES
 
 from cluster import REPO
@@ -77,9 +78,10 @@ class BadInput(unittest.TestCase):
                         {"client_name": "app\0x"}, {"tls_ca": "/etc/ca.pem\0.bak"},
                         {"cert": "c\0"}, {"key": "k\0"}, {"server_name": "db\0evil"},
                         {"token": "secret\0"}):
-            with self.subTest(options), self.assertRaises(raftlock.InvalidArgument) as cm:
-                raftlock.Client(**{"endpoints": "127.0.0.1:1", **options})
-            self.assertIn("NUL", str(cm.exception))
+            with self.subTest(options):
+                with self.assertRaises(raftlock.InvalidArgument) as cm:
+                    raftlock.Client(**{"endpoints": "127.0.0.1:1", **options})
+                self.assertIn("NUL", str(cm.exception))
         with raftlock.Client("127.0.0.1:1", request_timeout=0.3, connect_timeout=0.1) as c:
             for call in (lambda: c.check_token("a\0b", 1), lambda: c.lock_info("a\0b"),
                          lambda: list(c.locks("a\0b")), lambda: c.status("127.0.0.1:1\0"),
@@ -92,6 +94,28 @@ class BadInput(unittest.TestCase):
                     call()
                 self.assertEqual(cm.exception.code, raftlock.Code.EINVAL)
                 self.assertIn("NUL", str(cm.exception))
+
+    def test_numbers_that_would_wrap_are_refused(self):
+        for options in ({"request_timeout": 4294967.3}, {"connect_timeout": 2**40},
+                        {"request_timeout": -0.0001}, {"connect_timeout": float("nan")},
+                        {"request_timeout": float("inf")}):
+            with self.subTest(options), self.assertRaises(raftlock.InvalidArgument):
+                raftlock.Client("127.0.0.1:1", **options)
+        with raftlock.Client("127.0.0.1:1", request_timeout=0.3, connect_timeout=0.1) as c:
+            for token in (-1, 2**64):
+                with self.assertRaises(raftlock.InvalidArgument) as cm:
+                    c.check_token("x", token)
+                self.assertIn("token must be 0 to", str(cm.exception))
+        self.assertEqual(_args.milliseconds(0.0004, "d", 1000), 1)  # not 0, "the default"
+        self.assertEqual(_args.milliseconds(None, "d", 1000), 0)
+
+    def test_bounds_are_the_headers(self):
+        with open(os.path.join(REPO, "client", "raftlock.h")) as f:
+            text = f.read()
+        defines = dict(re.findall(r"#define RAFTLOCK_(\w+) (\d+)\n", text))
+        self.assertEqual(_args.TTL_MIN_MS, int(defines["TTL_MIN_MS"]))
+        self.assertEqual(_args.TTL_MAX_MS, int(defines["TTL_MAX_MS"]))
+        self.assertIn("#define RAFTLOCK_LOCK_DELAY_MAX_MS RAFTLOCK_TTL_MAX_MS\n", text)
 
     def test_tls_files_that_cannot_be_read(self):
         with self.assertRaises(raftlock.ConfigError) as cm:

@@ -99,6 +99,31 @@ class ExclusiveLocks(unittest.TestCase):
             with sb.try_lock("mx/held") as lk:
                 self.assertGreater(lk.token, 0)
 
+    def test_numbers_that_would_wrap_are_refused(self):
+        with self.a.session(ttl=5) as s:
+            # 4294967.3 s wrapped to 4 ms in a C unsigned; -1 reached the library
+            for delay in (-1, 4294967.3, 600.001, float("nan")):
+                with self.subTest(delay):
+                    with self.assertRaises(raftlock.InvalidArgument) as cm:
+                        s.lock("mx/delay", lock_delay=delay)
+                    self.assertIn("lock_delay must be 0 to 600 s", str(cm.exception))
+            with self.assertRaises(raftlock.InvalidArgument):
+                s.semaphore("sem/wrap", 2**32 + 1)  # was a semaphore of 1
+            with self.assertRaises(raftlock.InvalidArgument):
+                s.semaphore("sem/wrap", 2, permits=2**32 + 1)
+            with self.assertRaises(raftlock.InvalidArgument):
+                s.lock("mx/delay").acquire(permits=-1)
+            with s.lock("mx/delay", lock_delay=0.0004) as lk:  # 1 ms, not "none"
+                self.assertEqual(self.b.lock_info("mx/delay").lock_delay_ms, 1)
+                self.assertTrue(lk.held)
+        for ttl in (0.0004, 0, 600.5, -1):  # 0.0004 s was 0 ms: the 10 s default
+            with self.subTest(ttl):
+                with self.assertRaises(raftlock.InvalidArgument) as cm:
+                    self.a.session(ttl=ttl)
+                self.assertIn("ttl must be 1 to 600 s", str(cm.exception))
+        with self.assertRaises(raftlock.InvalidArgument):
+            self.a.session(ttl=5, grace=2**32 / 1000)
+
     def test_a_handle_nests_and_another_handle_is_another_owner(self):
         with self.a.session(ttl=5) as s:
             lk = s.lock("mx/nest")
