@@ -6,9 +6,11 @@ message with context (`str(e)`, from raftlock_errmsg: "acquire 'db/migrate':
 the lock is held by another owner").
 
 A lock that was not taken raises LockNotAcquired: LockBusy (held by another
-owner, for a try-lock) or LockTimeout (not granted within the timeout; also
-a Timeout). Any other exception from an acquire means the same for the
-caller: it does not hold the lock.
+owner, for a try-lock), LockTimeout (not granted within the timeout; also
+a Timeout), Deadlock, AcquireRevoked (granted but revoked before the call
+returned; also a LockRevoked and a NotHolder) or AcquireOutcomeUnknown (not
+answered in time; also an OutcomeUnknown). Any other exception from an
+acquire means the same for the caller: it does not hold the lock.
 """
 
 import enum
@@ -155,6 +157,16 @@ class Deadlock(LockNotAcquired):
     other; nothing was queued. Release what the session holds, then retry."""
 
 
+class AcquireRevoked(LockNotAcquired, LockRevoked):
+    """ENOTHOLDER of an acquire: the lock was granted, but the grant was
+    revoked before the call could return it; the handle holds nothing."""
+
+
+class AcquireOutcomeUnknown(LockNotAcquired, OutcomeUnknown):
+    """EUNKNOWN of an acquire: not answered in time; the handle does not
+    hold the lock (the library releases a grant that comes later)."""
+
+
 _CLASSES = {
     Code.EINVAL: InvalidArgument,
     Code.ETOOBIG: InvalidArgument,
@@ -186,8 +198,10 @@ _CLASSES = {
     Code.EBUSY: LockBusy,
 }
 
-# An acquire that ran out of time did not take the lock: say so in the type.
-_ACQUIRE_CLASSES = {**_CLASSES, Code.ETIMEDOUT: LockTimeout}
+# An acquire that ran out of time, was revoked before it returned or was
+# not answered did not take the lock: say so in the type.
+_ACQUIRE_CLASSES = {**_CLASSES, Code.ETIMEDOUT: LockTimeout, Code.ENOTHOLDER: AcquireRevoked,
+                    Code.EUNKNOWN: AcquireOutcomeUnknown}
 
 
 def strerror(code):
@@ -197,7 +211,9 @@ def strerror(code):
 
 def error_for(code, message=None, acquiring=False):
     """The exception for a negative RAFTLOCK_E* code; message defaults to
-    raftlock_strerror's. With acquiring, ETIMEDOUT is a LockTimeout."""
+    raftlock_strerror's. With acquiring, ETIMEDOUT, ENOTHOLDER and EUNKNOWN
+    are LockNotAcquired too (LockTimeout, AcquireRevoked,
+    AcquireOutcomeUnknown)."""
     table = _ACQUIRE_CLASSES if acquiring else _CLASSES
     cls = table.get(code, RaftlockError)
     return cls(code, message)

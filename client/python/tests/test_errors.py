@@ -53,6 +53,16 @@ class ErrorCodes(unittest.TestCase):
         self.assertIsInstance(timed_out, raftlock.LockNotAcquired)
         self.assertIsInstance(timed_out, raftlock.Timeout)
         self.assertIsInstance(E(-7), raftlock.SessionLost)
+        # an acquire revoked before it returned, or not answered, holds
+        # nothing: `except LockNotAcquired` catches it, as does the old type
+        revoked, unknown = E(-9, acquiring=True), E(-14, acquiring=True)
+        self.assertIsInstance(revoked, raftlock.LockNotAcquired)
+        self.assertIsInstance(revoked, raftlock.NotHolder)
+        self.assertIsInstance(revoked, raftlock.LockRevoked)
+        self.assertIsInstance(unknown, raftlock.LockNotAcquired)
+        self.assertIsInstance(unknown, raftlock.OutcomeUnknown)
+        self.assertNotIsInstance(E(-9), raftlock.LockNotAcquired)  # a release's
+        self.assertNotIsInstance(E(-14), raftlock.LockNotAcquired)
         self.assertIsInstance(E(-1), ValueError)
         self.assertIsInstance(E(-25), PermissionError)
         self.assertIsInstance(E(-4), ConnectionError)
