@@ -28,16 +28,17 @@ def _close_all():
         client.close()
 
 
-def _pages(fetch, start, key):
-    """The items of every page: fetch(after) gives (items, more); the next
-    page starts after key(last item)."""
+def _pages(fetch, start):
+    """The items of every page: fetch(after) gives (items, more, cursor);
+    the next page starts after the cursor, the last item's key as the
+    library gave it (a name's raw bytes: its decoded text may be another
+    name, or none)."""
     after = start
     while True:
-        items, more = fetch(after)
+        items, more, after = fetch(after)
         yield from items
         if not more or not items:
             return
-        after = key(items[-1])
 
 
 def _ms(seconds, name):
@@ -225,10 +226,12 @@ class Client:
                                           ctypes.byref(out)))
             try:
                 lst = out.contents
-                return [lock_info_from_c(lst.locks[i]) for i in range(lst.n_locks)], lst.more
+                locks = lst.locks[:lst.n_locks]
+                cursor = locks[-1].name if locks else None
+                return [lock_info_from_c(li) for li in locks], lst.more, cursor
             finally:
                 _native.lock_list_free(out)
-        return _pages(page, None, lambda info: info.name)
+        return _pages(page, None)
 
     def sessions(self, stale=False):
         """Every session of the cluster, by id (all pages)."""
@@ -237,11 +240,11 @@ class Client:
             self._check(_native.session_list(self._handle(), after, 0, stale, ctypes.byref(out)))
             try:
                 lst = out.contents
-                return ([session_info_from_c(lst.sessions[i]) for i in range(lst.n_sessions)],
-                        lst.more)
+                sessions = [session_info_from_c(si) for si in lst.sessions[:lst.n_sessions]]
+                return sessions, lst.more, sessions[-1].id if sessions else 0
             finally:
                 _native.session_list_free(out)
-        return _pages(page, 0, lambda info: info.id)
+        return _pages(page, 0)
 
     # -- access rules (clusters with auth = on) --------------------------
 
@@ -267,11 +270,12 @@ class Client:
                                          ctypes.byref(out)))
             try:
                 lst = out.contents
-                return ([acl_rule_from_c(lst.rules[i], acl_perms_text)
-                         for i in range(lst.n_rules)], lst.more)
+                rules = lst.rules[:lst.n_rules]
+                cursor = (rules[-1].identity, rules[-1].prefix) if rules else (None, None)
+                return [acl_rule_from_c(r, acl_perms_text) for r in rules], lst.more, cursor
             finally:
                 _native.acl_list_free(out)
-        return _pages(page, (None, None), lambda rule: (rule.identity, rule.prefix))
+        return _pages(page, (None, None))
 
     # -- life -----------------------------------------------------------
 

@@ -296,5 +296,17 @@ class Introspection(unittest.TestCase):
                 self.assertEqual([li.name for li in c.locks("intro/")], ["intro/a", "intro/b"])
 
 
+    def test_pages_go_on_after_a_name_that_is_not_utf8(self):
+        # 100 is the server's page: the first page ends at b"pg/\xfe", whose
+        # text ("pg/\ufffd", UTF-8 b"pg/\xef\xbf\xbd") sorts before it and
+        # made the second page repeat it.
+        names = [f"pg/{i:03d}".encode() for i in range(99)] + [b"pg/\xfe", b"pg/\xff"]
+        with raftlock.Client(cluster.endpoints) as c, c.session(ttl=10) as s:
+            for name in names:
+                s.lock(name).acquire(timeout=0)
+            listed = [li.name for li in c.locks("pg/")]
+        self.assertEqual(len(listed), len(names))
+        self.assertEqual(listed[-2:], ["pg/\ufffd", "pg/\ufffd"])
+
 if __name__ == "__main__":
     unittest.main()
