@@ -73,10 +73,11 @@ class AsyncLock(Lock):
         self._close_when_idle = False
 
     async def _run(self, what, submit, *args, acquiring=False):
-        rv, fut = _submit(submit, self._handle(), *args)
-        if rv != 0:
-            # refused in this thread: the library's message says why
-            raise error_for(rv, self.session.client._message(), acquiring)
+        with self._use() as ptr:
+            rv, fut = _submit(submit, ptr, *args)
+            if rv != 0:
+                # refused in this thread: the library's message says why
+                raise error_for(rv, self.session.client._message(), acquiring)
         self._inflight += 1
         # One callback ends the call: a grant nobody awaits any more is
         # released before the call stops counting as in flight, so that a
@@ -108,11 +109,12 @@ class AsyncLock(Lock):
             super().close()
 
     def _release_late_grant(self, fut):
-        if fut.cancelled() or fut.result()[0] != 0 or self._ptr is None:
-            return  # not granted, or the session's close released it
+        if fut.cancelled() or fut.result()[0] != 0:
+            return  # not granted
         try:
-            rv, rel = _submit(_native.lock_release_async, self._ptr)
-        except Exception:  # noqa: BLE001 - the session's end releases it anyway
+            with self._use() as ptr:
+                rv, rel = _submit(_native.lock_release_async, ptr)
+        except Exception:  # noqa: BLE001 - closed: the session's end releases it
             return
         if rv == 0:
             self._inflight += 1

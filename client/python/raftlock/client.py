@@ -7,6 +7,7 @@ import os
 import threading
 
 from . import _native
+from ._guard import Guard
 from ._args import UINT64_MAX, UINT_MAX, c_string, integer, milliseconds
 from .errors import Code, StateError, error_for
 from .introspect import acl_rule_from_c, lock_info_from_c, session_info_from_c, status_from_c
@@ -100,7 +101,7 @@ class Client:
         rv = _native.client_open(ctypes.byref(opts), ctypes.byref(ptr), ctypes.byref(msg))
         if rv != 0:
             raise error_for(rv, msg.value.decode(errors="replace") if msg.value else None)
-        self._ptr = ptr.value
+        self._guard = Guard(ptr.value, lambda: StateError(Code.ESTATE, "the client is closed"))
         self._mu = threading.Lock()
         self._sessions = set()
         self._default_session = None
@@ -125,18 +126,21 @@ class Client:
 
     # -- plumbing for the other modules --------------------------------
 
-    def _handle(self):
-        ptr = self._ptr
-        if ptr is None:
-            raise StateError(Code.ESTATE, "the client is closed")
-        return ptr
-
     def _message(self):
         """The library's message of this thread's last error on the client
         (raftlock_errmsg: valid until the thread's next call), or None."""
-        ptr = self._ptr
-        msg = _native.errmsg(ptr).decode(errors="replace") if ptr is not None else "no error"
+        try:
+            with self._guard.use() as ptr:
+                msg = _native.errmsg(ptr).decode(errors="replace")
+        except StateError:  # closed
+            return None
         return None if msg == "no error" else msg
+
+    def _call(self, fn, *args):
+        """fn(client pointer, *args) while the client is open; raises its
+        error with the library's message."""
+        with self._guard.use() as ptr:
+            self._check(fn(ptr, *args))
 
     def _check(self, rv, acquiring=False):
         """Raises the exception of rv, with its message: call right after
@@ -162,9 +166,12 @@ class Client:
         must not close the client. grace: seconds a session in jeopardy is
         renewed before it counts as lost (default: 3 TTLs).
         """
-        s = Session(self, ttl, grace, on_lost, on_event)
-        with self._mu:
-            self._sessions.add(s)
+        # Opened and known to the client under one use: a close() under way
+        # waits for it, then closes it with the others.
+        with self._guard.use():
+            s = Session(self, ttl, grace, on_lost, on_event)
+            with self._mu:
+                self._sessions.add(s)
         return s
 
     def _default(self):
@@ -193,16 +200,15 @@ class Client:
     def check_token(self, name, token):
         """Whether `token` belongs to a current holder of `name`."""
         current = ctypes.c_bool()
-        self._check(_native.check_token(self._handle(), c_string(name, "lock name"),
-                                        integer(token, "token", 0, UINT64_MAX),
-                                        ctypes.byref(current)))
+        self._call(_native.check_token, c_string(name, "lock name"),
+                   integer(token, "token", 0, UINT64_MAX), ctypes.byref(current))
         return current.value
 
     def status(self, address=None):
         """One node's own view (`address`: "host:port"; None: the first
         that answers). Works without a quorum."""
         out = ctypes.POINTER(_native.Status)()
-        self._check(_native.status_get(self._handle(), c_string(address, "address"), ctypes.byref(out)))
+        self._call(_native.status_get, c_string(address, "address"), ctypes.byref(out))
         try:
             return status_from_c(out.contents)
         finally:
@@ -211,7 +217,7 @@ class Client:
     def lock_info(self, name, stale=False):
         """Holders and waiters of one lock; NotFound if nobody holds or waits."""
         out = ctypes.POINTER(_native.LockInfo)()
-        self._check(_native.lock_get(self._handle(), c_string(name, "lock name"), stale, ctypes.byref(out)))
+        self._call(_native.lock_get, c_string(name, "lock name"), stale, ctypes.byref(out))
         try:
             return lock_info_from_c(out.contents)
         finally:
@@ -221,9 +227,8 @@ class Client:
         """Every lock whose name starts with prefix, in name order (all pages)."""
         def page(after):
             out = ctypes.POINTER(_native.LockList)()
-            self._check(_native.lock_list(self._handle(), c_string(prefix, "prefix"),
-                                          c_string(after, "cursor"), 0, stale,
-                                          ctypes.byref(out)))
+            self._call(_native.lock_list, c_string(prefix, "prefix"), c_string(after, "cursor"),
+                       0, stale, ctypes.byref(out))
             try:
                 lst = out.contents
                 locks = lst.locks[:lst.n_locks]
@@ -237,7 +242,7 @@ class Client:
         """Every session of the cluster, by id (all pages)."""
         def page(after):
             out = ctypes.POINTER(_native.SessionList)()
-            self._check(_native.session_list(self._handle(), after, 0, stale, ctypes.byref(out)))
+            self._call(_native.session_list, after, 0, stale, ctypes.byref(out))
             try:
                 lst = out.contents
                 sessions = [session_info_from_c(si) for si in lst.sessions[:lst.n_sessions]]
@@ -252,22 +257,20 @@ class Client:
         """Creates or replaces the rule of (identity, prefix): perms is
         "lock", "read", "admin", a comma-separated list of them, or "all".
         Needs admin on the prefix (else PermissionDenied)."""
-        self._check(_native.acl_set(self._handle(), c_string(identity, "identity"),
-                                    c_string(prefix, "prefix"), acl_perms(perms)))
+        self._call(_native.acl_set, c_string(identity, "identity"), c_string(prefix, "prefix"),
+                   acl_perms(perms))
 
     def acl_delete(self, identity, prefix):
         """Deletes the rule of (identity, prefix); NotFound if there is none."""
-        self._check(_native.acl_delete(self._handle(), c_string(identity, "identity"),
-                                       c_string(prefix, "prefix")))
+        self._call(_native.acl_delete, c_string(identity, "identity"), c_string(prefix, "prefix"))
 
     def acl_rules(self, stale=False):
         """The rules on prefixes this identity has admin on, in (identity,
         prefix) order (all pages)."""
         def page(after):
             out = ctypes.POINTER(_native.AclList)()
-            self._check(_native.acl_list(self._handle(), c_string(after[0], "cursor"),
-                                         c_string(after[1], "cursor"), 0, stale,
-                                         ctypes.byref(out)))
+            self._call(_native.acl_list, c_string(after[0], "cursor"),
+                       c_string(after[1], "cursor"), 0, stale, ctypes.byref(out))
             try:
                 lst = out.contents
                 rules = lst.rules[:lst.n_rules]
@@ -281,23 +284,25 @@ class Client:
 
     @property
     def closed(self):
-        return self._ptr is None
+        return self._guard.ptr is None
 
     def close(self):
-        """Closes every session (releasing their locks) and the client.
-        Must not be called from a callback of this client. Idempotent."""
+        """Closes every session (releasing their locks) and the client,
+        once the calls of other threads on it are over (a session being
+        opened is closed with the others). Must not be called from a
+        callback of this client. Idempotent."""
         if self._callback_thread == threading.get_ident():
             raise StateError(Code.ESTATE, "close the client from its own callback")
         with self._mu:
             if self._closing:
                 return
             self._closing = True
-            ptr = self._ptr
+        ptr = self._guard.close()  # waits for calls and session opens under way
+        with self._mu:
             sessions, self._sessions = list(self._sessions), set()
             self._default_session = None
         for s in sessions:
             s.close_quietly()
-        self._ptr = None
         _native.client_close(ptr)
         _open_clients.discard(self)
 

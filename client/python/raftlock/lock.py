@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 
 from . import _native
+from ._guard import Guard
 from ._args import LOCK_DELAY_MAX_MS, UINT_MAX, c_string, integer, milliseconds
 from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for
 
@@ -54,25 +55,30 @@ class Lock:
         # The token of the grant this handle was last given, while the
         # caller has not released it: a token 0 then means revoked.
         self._granted = 0
-        self._client._check(_native.lock_new(session_ptr, c_string(name, "lock name"), ctypes.byref(opts),
-                                             ctypes.byref(ptr)))
-        self._ptr = ptr.value
+        self._client._check(_native.lock_new(session_ptr, c_string(name, "lock name"),
+                                             ctypes.byref(opts), ctypes.byref(ptr)))
+        self._guard = Guard(ptr.value, lambda: Canceled(
+            Code.ECANCELED, f"lock '{self.name}': its handle or session is closed"))
 
-    def _handle(self):
-        ptr = self._ptr
-        if ptr is None:
-            raise Canceled(Code.ECANCELED, f"lock '{self.name}': its handle or session is closed")
-        return ptr
+    @contextlib.contextmanager
+    def _use(self, waiting=False):
+        """The handle, alive (with its session) until the block ends;
+        waiting: a call that the session's close ends (_guard.py)."""
+        with self._guard.use() as ptr, self.session._guard.use(waiting):
+            yield ptr
 
     def _freed_with_session(self):
-        self._ptr = None
+        self._guard.abandon()
 
     @property
     def token(self):
         """The fencing token of the current grant; 0 when this handle holds
         nothing (never acquired, released, or its session lost)."""
-        ptr = self._ptr
-        return _native.lock_token(ptr) if ptr is not None else 0
+        try:
+            with self._use() as ptr:
+                return _native.lock_token(ptr)
+        except RaftlockError:  # closed
+            return 0
 
     @property
     def held(self):
@@ -86,9 +92,10 @@ class Lock:
         nothing new."""
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
         token = ctypes.c_uint64()
-        rv = _native.lock_acquire(self._handle(), self._mode if mode is None else mode,
-                                  self._permits_arg(permits), t, ctypes.byref(token))
-        self._client._check(rv, acquiring=True)
+        with self._use(waiting=t != 0) as ptr:
+            rv = _native.lock_acquire(ptr, self._mode if mode is None else mode,
+                                      self._permits_arg(permits), t, ctypes.byref(token))
+            self._client._check(rv, acquiring=True)
         self._granted = token.value
         return token.value
 
@@ -108,10 +115,11 @@ class Lock:
         """Releases one level of nesting (all permits for a semaphore);
         returns the levels still held (0: the lock is free for others)."""
         left = ctypes.c_uint32()
-        rv = _native.lock_release(self._handle(), ctypes.byref(left))
-        if rv == Code.ENOTHOLDER and self._granted:
-            raise self._revoked()
-        self._client._check(rv)
+        with self._use() as ptr:
+            rv = _native.lock_release(ptr, ctypes.byref(left))
+            if rv == Code.ENOTHOLDER and self._granted:
+                raise self._revoked()
+            self._client._check(rv)
         return self._released(left.value)
 
     def _released(self, left):
@@ -128,10 +136,9 @@ class Lock:
     def close(self):
         """Frees the handle (a held lock stays held until its session
         ends: release first). Idempotent."""
-        ptr = self._ptr
+        ptr = self._guard.close()
         if ptr is not None:
             self.session._forget_lock(self, lambda: _native.lock_free(ptr))
-            self._ptr = None
 
     def __enter__(self):
         try:
@@ -154,8 +161,9 @@ class Lock:
         handle is freed. So is a grant revoked while the block ran, unless
         the block released it itself."""
         try:
-            lost = self._ptr is not None and not self.held and self.session.lost
-            revoked = not lost and self._ptr is not None and self._granted and not self.held
+            open_ = self._guard.ptr is not None
+            lost = open_ and not self.held and self.session.lost
+            revoked = not lost and open_ and self._granted and not self.held
             yield
             if lost:
                 raise self.session.lost_error or error_for(Code.ESESSION)

@@ -6,8 +6,9 @@ import threading
 import traceback
 
 from . import _native
+from ._guard import Guard
 from ._args import TTL_MAX_MS, TTL_MIN_MS, UINT_MAX, integer, milliseconds
-from .errors import Code, StateError, error_for
+from .errors import Code, RaftlockError, StateError, error_for
 from .aio import AsyncLock
 from .lock import Lock
 
@@ -44,10 +45,12 @@ class Session:
             grace_ms=milliseconds(grace, "open session: grace", UINT_MAX, 1),
             on_event=self._c_event)
         ptr = ctypes.c_void_p()
-        client._check(_native.session_open(client._handle(), ctypes.byref(opts),
-                                           ctypes.byref(ptr)))
-        self._ptr = ptr.value
-        self.id = _native.session_id(self._ptr)
+        with client._guard.use() as client_ptr:
+            client._check(_native.session_open(client_ptr, ctypes.byref(opts),
+                                               ctypes.byref(ptr)))
+        self.id = _native.session_id(ptr.value)
+        self._guard = Guard(ptr.value,
+                            lambda: StateError(Code.ESTATE, f"session {self.id} is closed"))
         # Handles of this session: the library frees them with it.
         self._mu = threading.Lock()
         self._locks = set()
@@ -78,12 +81,6 @@ class Session:
 
     # -- state --------------------------------------------------------------
 
-    def _handle(self):
-        ptr = self._ptr
-        if ptr is None:
-            raise StateError(Code.ESTATE, f"session {self.id} is closed")
-        return ptr
-
     @property
     def client(self):
         return self._client
@@ -91,20 +88,26 @@ class Session:
     @property
     def valid(self):
         """True while the lease is certainly valid (raftlock_session_valid)."""
-        ptr = self._ptr
-        return ptr is not None and _native.session_valid(ptr)
+        try:
+            with self._guard.use() as ptr:
+                return _native.session_valid(ptr)
+        except RaftlockError:  # closed
+            return False
 
     @property
     def valid_until_ms(self):
         """Until when the lease is certainly valid, in ms of CLOCK_BOOTTIME
         (compare with raftlock.now_ms()); 0 once lost."""
-        ptr = self._ptr
-        return _native.session_valid_until(ptr) if ptr is not None else 0
+        try:
+            with self._guard.use() as ptr:
+                return _native.session_valid_until(ptr)
+        except RaftlockError:  # closed
+            return 0
 
     @property
     def lost(self):
         """True once the session is lost for good (or closed)."""
-        return self._lost.is_set() or self._ptr is None
+        return self._lost.is_set() or self._guard.ptr is None
 
     def wait_lost(self, timeout=None):
         """Blocks until the session is lost; True if it was within timeout."""
@@ -115,8 +118,8 @@ class Session:
     def _new_lock(self, cls, name, kind, limit, lock_delay, **acquire_defaults):
         if kind == _native.SEMAPHORE:
             integer(limit, f"semaphore '{name}': limit", 1, UINT_MAX)
-        with self._mu:
-            lock = cls(self, self._handle(), name, kind, limit, lock_delay, **acquire_defaults)
+        with self._mu, self._guard.use() as ptr:
+            lock = cls(self, ptr, name, kind, limit, lock_delay, **acquire_defaults)
             self._locks.add(lock)
         return lock
 
@@ -179,18 +182,20 @@ class Session:
 
     def close(self):
         """Closes the session on the cluster (its locks are released, its
-        waits canceled) and frees it with its lock handles. Must not be
-        called from this session's own callbacks. Idempotent."""
+        waits canceled) and frees it with its lock handles, once the calls
+        of other threads on it are over (a waiting acquire ends with
+        Canceled); later calls raise. Must not be called from this
+        session's own callbacks. Idempotent."""
         if self._callback_thread == threading.get_ident():
             raise StateError(Code.ESTATE, f"session {self.id}: close from its own callback")
+        ptr = self._guard.close()  # waits for the calls of other threads
+        if ptr is None:
+            return
         with self._mu:
-            ptr, self._ptr = self._ptr, None
-            if ptr is None:
-                return
             for lock in self._locks:
                 lock._freed_with_session()
             self._locks.clear()
-        # Blocked calls of other threads return ECANCELED first; the
+        # Waiting acquires of other threads return ECANCELED first; the
         # library frees the handles with the session.
         rv = _native.session_close(ptr)
         self._lost.set()
@@ -213,5 +218,5 @@ class Session:
         self.close()
 
     def __repr__(self):
-        state = "closed" if self._ptr is None else ("lost" if self.lost else "open")
+        state = "closed" if self._guard.ptr is None else ("lost" if self.lost else "open")
         return f"<raftlock.Session {self.id} {state}>"

@@ -149,7 +149,7 @@ def revoke(client, name, token=0):
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint,
                    ctypes.c_void_p]
-    client._check(fn(client._handle(), name.encode(), token, 0, None))
+    client._call(fn, name.encode(), token, 0, None)
 
 
 def start_for_module(**options):

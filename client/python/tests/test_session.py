@@ -49,6 +49,61 @@ class SessionLife(unittest.TestCase):
                 self.assertGreater(t2, t1)
 
 
+class CloseWaitsForCallsUnderWay(unittest.TestCase):
+    """A close in one thread while another thread is in a call of the same
+    object: the close waits, so the call never runs on freed memory. The
+    library function is held inside the call by a stand-in that waits."""
+
+    def hold_inside(self, name):
+        """Replaces raftlock._native.<name> by one that waits for the
+        returned event once it is called; (called, go)."""
+        real = getattr(raftlock._native, name)
+        called, go = threading.Event(), threading.Event()
+
+        def held(*args):
+            called.set()
+            go.wait(10)
+            return real(*args)
+
+        setattr(raftlock._native, name, held)
+        self.addCleanup(setattr, raftlock._native, name, real)
+        self.addCleanup(go.set)
+        return called, go
+
+    def close_during(self, call, close, name):
+        called, go = self.hold_inside(name)
+        caller = threading.Thread(target=call)
+        caller.start()
+        self.assertTrue(called.wait(10))
+        closer = threading.Thread(target=close)
+        closer.start()
+        closer.join(0.3)
+        self.assertTrue(closer.is_alive(), f"the close did not wait for {name}")
+        go.set()
+        caller.join(10)
+        closer.join(10)
+        self.assertFalse(closer.is_alive())
+
+    def test_session_and_lock_calls(self):
+        with raftlock.Client(cluster.endpoints) as c:
+            s = c.session(ttl=5)
+            self.close_during(lambda: s.valid, s.close, "session_valid")
+            s = c.session(ttl=5)
+            lk = s.lock("close/held")
+            lk.acquire()
+            self.close_during(lambda: lk.token, s.close, "lock_token")
+            self.assertEqual(lk.token, 0)
+            lk = c.session(ttl=5).lock("close/held")
+            self.close_during(lambda: lk.token, lk.close, "lock_token")
+
+    def test_a_session_opened_while_the_client_closes_is_closed_with_it(self):
+        c = raftlock.Client(cluster.endpoints)
+        opened = []
+        self.close_during(lambda: opened.append(c.session(ttl=5)), c.close, "session_open")
+        self.assertTrue(opened[0].lost)  # closed by the client's close, not left dangling
+        self.assertTrue(c.closed)
+
+
 class LostByGrace(unittest.TestCase):
     """Two of three nodes stopped: no keepalive can be acknowledged, the
     session goes into jeopardy, and the grace period ends it."""
