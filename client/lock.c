@@ -2,6 +2,7 @@
 #include "lock.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1008,10 +1009,13 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 		if (rv == 0) {
 			op->seq = req->seq;
 			/* a wait ends by the server's deadline; past it and a
-			 * request timeout, the outcome is unknown */
-			transport_on_done(
-				t, req, lock_async_done, op,
-				timeout_ms > 0 ? (unsigned)timeout_ms + t->request_timeout_ms : 0);
+			 * request timeout, the outcome is unknown (the sum
+			 * saturates: a request timeout may be near UINT_MAX) */
+			uint64_t give_up = (uint64_t)timeout_ms + t->request_timeout_ms;
+			transport_on_done(t, req, lock_async_done, op,
+					  timeout_ms <= 0      ? 0
+					  : give_up > UINT_MAX ? UINT_MAX
+							       : (unsigned)give_up);
 			if (sr.wait) {
 				if (timeout_ms < 0)
 					req->deadline = UINT64_MAX;

@@ -5,6 +5,7 @@
  * still releases a late grant, and a session close that waits for the
  * callbacks.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,6 +127,13 @@ static int setup_short(void **state)
 	return setup_with(state, 300);
 }
 
+/* A request timeout near UINT_MAX (about 49 days): added to a wait's
+ * timeout of 1,000 ms it would wrap around to 99 ms. */
+static int setup_huge(void **state)
+{
+	return setup_with(state, UINT_MAX - 900);
+}
+
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
@@ -135,6 +143,21 @@ static int teardown(void **state)
 }
 
 /* ------------------------------------------------------------- tests -- */
+
+/* The wait's timeout plus the request timeout saturates: it wrapped
+ * around, and the acquire ended with RAFTLOCK_EUNKNOWN long before its
+ * grant came. */
+static void test_huge_request_timeout_does_not_wrap(void **state)
+{
+	struct fixture *fx = *state;
+	FAKE_SET(fx->r.f, grant_after_ms, 300);
+	assert_int_equal(
+		raftlock_lock_acquire_async(fx->r.l, RAFTLOCK_EXCLUSIVE, 1, 1000, record, &fx->s),
+		0);
+	assert_int_equal(wait_calls(&fx->s, 1), 1);
+	assert_int_equal(fx->s.status[0], 0);
+	assert_int_equal(fx->s.value[0], 1);
+}
 
 static void test_try_then_release_from_the_callback(void **state)
 {
@@ -224,6 +247,8 @@ static void test_bad_arguments(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_huge_request_timeout_does_not_wrap, setup_huge,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_try_then_release_from_the_callback, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_busy_is_reported_to_the_callback, setup,
