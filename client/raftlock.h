@@ -195,7 +195,8 @@ struct raftlock_client_options {
 	 * raftlock_errmsg() names the address and the lookup's failure); the
 	 * next attempt at that address waits for the same lookup again rather
 	 * than starting another, so a resolver slower than connect_timeout_ms
-	 * is still waited for. */
+	 * is still waited for; the connections of all clients of the process
+	 * to one host:port share one lookup while it is under way. */
 	const char *const *addresses;
 	size_t n_addresses;
 	/* Shown by introspection as the owner's client name; NULL = the
@@ -1083,11 +1084,15 @@ struct raftlock_status {
  * reachable address of the client, trying them in turn. Blocks for at most
  * the request timeout, each connect (a host name's lookup, the TCP connect
  * and TLS handshake) for at most the connect timeout; a lookup not
- * answered by then is left to end by itself. Such lookups left by status
- * calls are capped lower than those of connections (16 of 64 per
- * process), so that status calls to a name whose resolver hangs never
- * keep clients from reconnecting; past it a status call of a name fails
- * at once with RAFTLOCK_ECONNECTION. *out is freed with
+ * answered by then is left to end by itself. A lookup of the same
+ * host:port already under way in the process (a connection's or another
+ * status call's) is joined rather than started again, so a name whose
+ * resolver hangs holds one lookup however often it is asked, and status
+ * calls of other names still work. Lookups left by status calls of
+ * different names are capped lower than those of connections (16 of 64
+ * per process), so that they never keep clients from reconnecting; past
+ * it a status call of a name not under way fails at once with
+ * RAFTLOCK_ECONNECTION. *out is freed with
  * raftlock_status_free(). Over TLS it connects as the client does, with
  * the same checks.
  * Errors: RAFTLOCK_ECONNECTION (a host name's lookup that failed or took

@@ -16,9 +16,11 @@
 #include "raftlock.h"
 
 struct resolve {
-	unsigned refs; /* the owner's and the thread's (atomic) */
+	unsigned refs; /* each owner's and the thread's (atomic) */
 	bool done;     /* the answer below is in (release/acquire) */
-	int fd;        /* eventfd, written once done */
+	/* in resolve_under_way while the thread runs (resolve_mu) */
+	struct resolve *prev, *next;
+	int fd; /* eventfd, written once done */
 	resolve_fn fn;
 	enum resolve_use use;
 	char *host;
@@ -32,6 +34,11 @@ struct resolve {
 static unsigned resolve_running; /* lookups whose thread runs (atomic) */
 static unsigned resolve_one_off; /* of those, RESOLVE_ONE_OFF (atomic) */
 static unsigned resolve_count;   /* lookups not yet freed (atomic) */
+
+/* The lookups whose thread runs, each of one host, port and resolver,
+ * which a new owner of the same joins (resolve_start). */
+static pthread_mutex_t resolve_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct resolve *resolve_under_way;
 
 /* As the connect used them before lookups had threads of their own. */
 static const struct addrinfo resolve_hints = {
@@ -90,6 +97,42 @@ static void resolve_release(enum resolve_use use)
 		__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
 }
 
+/* resolve_mu held. */
+static void resolve_link(struct resolve *r)
+{
+	r->prev = NULL;
+	r->next = resolve_under_way;
+	if (r->next != NULL)
+		r->next->prev = r;
+	resolve_under_way = r;
+}
+
+/* resolve_mu held. */
+static void resolve_unlink(struct resolve *r)
+{
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		resolve_under_way = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	r->prev = r->next = NULL;
+}
+
+/* resolve_mu held: the lookup of host and port by fn whose thread runs,
+ * with a reference more for the caller, or NULL. Its thread's reference
+ * keeps it while it is listed. */
+static struct resolve *resolve_join(const char *host, const char *port, resolve_fn fn)
+{
+	for (struct resolve *r = resolve_under_way; r != NULL; r = r->next) {
+		if (r->fn == fn && strcmp(r->host, host) == 0 && strcmp(r->port, port) == 0) {
+			__atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+			return r;
+		}
+	}
+	return NULL;
+}
+
 static void *resolve_main(void *arg)
 {
 	struct resolve *r = arg;
@@ -98,6 +141,11 @@ static void *resolve_main(void *arg)
 	r->gai_errno = errno;
 	r->gai = gai;
 	r->res = gai == 0 ? res : NULL;
+	/* an owner that comes from now on starts a lookup of its own: this
+	 * answer may already be old by the time it asks */
+	pthread_mutex_lock(&resolve_mu);
+	resolve_unlink(r);
+	pthread_mutex_unlock(&resolve_mu);
 	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
 	uint64_t one = 1;
 	ssize_t w = write(r->fd, &one, sizeof one);
@@ -127,8 +175,9 @@ static int resolve_spawn(struct resolve *r)
 	return e;
 }
 
-int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
-		  struct resolve **out)
+/* resolve_mu held: a new lookup, its thread started and listed. */
+static int resolve_new(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
+		       struct resolve **out)
 {
 	if (!resolve_reserve(use))
 		return RAFTLOCK_ELIMIT;
@@ -137,13 +186,18 @@ int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolv
 	if (r == NULL)
 		goto err_count;
 	r->refs = 2;
-	r->fn = fn != NULL ? fn : getaddrinfo;
+	r->fn = fn;
 	r->use = use;
 	r->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r->host = strdup(host);
 	r->port = strdup(port);
-	if (r->fd < 0 || r->host == NULL || r->port == NULL || resolve_spawn(r) != 0)
+	if (r->fd < 0 || r->host == NULL || r->port == NULL)
 		goto err_free;
+	resolve_link(r); /* before its thread can unlink it */
+	if (resolve_spawn(r) != 0) {
+		resolve_unlink(r);
+		goto err_free;
+	}
 	*out = r;
 	return 0;
 
@@ -157,6 +211,24 @@ err_count:
 	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
 	resolve_release(use);
 	return RAFTLOCK_ENOMEM;
+}
+
+int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
+		  struct resolve **out)
+{
+	if (fn == NULL)
+		fn = getaddrinfo;
+	/* held while a lookup starts, so that two owners of one name never
+	 * start two */
+	pthread_mutex_lock(&resolve_mu);
+	struct resolve *r = resolve_join(host, port, fn);
+	int rv = 0;
+	if (r != NULL)
+		*out = r;
+	else
+		rv = resolve_new(host, port, fn, use, out);
+	pthread_mutex_unlock(&resolve_mu);
+	return rv;
 }
 
 int resolve_fd(const struct resolve *r)

@@ -6,10 +6,17 @@
  * server that never answers, a slow NSS module), and nothing can stop it.
  * A lookup runs it on a detached thread of its own; its owner polls
  * resolve_fd() beside its other descriptors for as long as it cares to
- * wait, then takes the answer or lets go of the lookup. The owner and the
- * thread each hold a reference, and whichever lets go last frees the
+ * wait, then takes the answer or lets go of the lookup. Each owner and
+ * the thread hold a reference, and whichever lets go last frees the
  * lookup: one given up on ends by itself whenever its resolver answers,
  * also after the client that started it is gone.
+ *
+ * A lookup of a host and port (by one resolver) whose thread still runs
+ * is joined rather than started again: the new owner takes a reference to
+ * it and gets the same answer, so that a name whose resolver hangs holds
+ * one thread and one place under the caps below, however many
+ * connections and status calls ask for it. One asked for after the
+ * answer came starts anew (the answer may be old by then).
  *
  * A thread per lookup rather than glibc's getaddrinfo_a(): that one keeps
  * the request's memory in use until the lookup ends whatever its caller
@@ -27,9 +34,10 @@
  * healthy one, would fail until the resolver answers. Connections keep
  * RESOLVE_MAX - RESOLVE_EXCHANGE_MAX lookups for themselves (an I/O thread
  * holds at most one lookup per address, reused across its attempts).
- * Exchanges do not share a lookup of the same name: the share alone bounds
- * what they cost; while it is full, a status call of any name fails at
- * once, and the connections are untouched.
+ * With lookups joined, these caps count names that hang at once, not
+ * calls: they are the backstop for a program that asks many such names;
+ * while the share is full, a status call of a name not under way fails
+ * at once, and the connections are untouched.
  *
  * A resolver thread blocks every signal, so that a signal meant for the
  * process is handled by one of the program's threads, never by a thread
@@ -72,10 +80,13 @@ int resolve_numeric(const char *host, const char *port, struct addrinfo **res);
 
 /* Starts looking host up (TCP addresses with the decimal port) with fn
  * (NULL: getaddrinfo) on a thread of its own, with every signal blocked;
- * host and port are copied. *out is the caller's reference: let go of it
- * with resolve_drop(). Errors: RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait
- * for their resolver, or RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF),
- * RAFTLOCK_ENOMEM (also when the thread cannot start). */
+ * host and port are copied. A lookup of the same host, port and fn
+ * whose resolver has not answered yet is joined instead, whatever its
+ * use, and takes no place under the caps. *out is the caller's
+ * reference: let go of it with resolve_drop(). Thread-safe. Errors:
+ * RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver, or
+ * RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF), RAFTLOCK_ENOMEM (also
+ * when the thread cannot start). */
 int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
 		  struct resolve **out);
 
@@ -86,8 +97,8 @@ int resolve_fd(const struct resolve *r);
 /* The answer, once resolve_fd() polled readable: 1 while it is not in;
  * 0 and *res, borrowed from r until resolve_drop(); RAFTLOCK_ECONNECTION
  * when the host has no address or the lookup failed (why, why_len bytes,
- * says "name lookup of 'HOST' failed: REASON"); RAFTLOCK_ENOMEM. Owner's
- * thread only. */
+ * says "name lookup of 'HOST' failed: REASON"); RAFTLOCK_ENOMEM. Each
+ * owner of a joined lookup gets the same answer (read-only, shared). */
 int resolve_answer(const struct resolve *r, const struct addrinfo **res, char *why, size_t why_len);
 
 /* The owner lets go of r, answered or not; r may be freed at once or

@@ -9,7 +9,9 @@
  * resolver (transport_resolver_set) with one that waits until the test
  * lets it answer.
  */
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -44,7 +46,7 @@ static struct gate {
 	int answer_after_ms; /* >0: each lookup answers after this long */
 	int fail;            /* an EAI_* code to answer with */
 	bool v6_first;       /* answer ::1, where nothing listens, first */
-	bool only_hung;      /* only "hung.test" waits, other names answer */
+	bool only_hung;      /* only names "hung*" wait, other names answer */
 } gate = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int gate_lookup(const char *host, const char *port, const struct addrinfo *hints,
@@ -55,7 +57,7 @@ static int gate_lookup(const char *host, const char *port, const struct addrinfo
 	gate.inside++;
 	uint64_t until = clock_mono_ms() +
 			 (gate.answer_after_ms > 0 ? (unsigned)gate.answer_after_ms : GATE_MAX_MS);
-	if (gate.only_hung && strcmp(host, "hung.test") != 0)
+	if (gate.only_hung && strncmp(host, "hung", 4) != 0)
 		until = 0;
 	while (!gate.open && gate.fail == 0 && clock_mono_ms() < until) {
 		pthread_mutex_unlock(&gate.mu);
@@ -372,17 +374,11 @@ static void test_localhost_connects(void **state)
 	fake_stop(f);
 }
 
-/* A program that asks a name whose resolver does not answer for its
- * status more often than RESOLVE_MAX lookups allow leaves connections
- * their share: a session still connects to another name, and the status
- * calls past their share fail at once, saying why. */
-static void test_status_calls_leave_room(void **state)
+/* A client for status calls, of the address good, with a connect timeout
+ * short enough for RESOLVE_MAX calls well within GATE_MAX_MS; only the
+ * names "hung*" wait at the gate. */
+static raftlock_client *monitor_of_hung_names(const char *good)
 {
-	(void)state;
-	struct fake *f = fake_start(FAKE_LEADER);
-	char good[64], hung[64];
-	name_at(good, sizeof good, "good.test", f);
-	name_at(hung, sizeof hung, "hung.test", f);
 	pthread_mutex_lock(&gate.mu);
 	gate.only_hung = true;
 	pthread_mutex_unlock(&gate.mu);
@@ -392,17 +388,38 @@ static void test_status_calls_leave_room(void **state)
 		.n_addresses = 1,
 		.client_name = "monitor",
 		.request_timeout_ms = 5000,
-		.connect_timeout_ms = 20, /* RESOLVE_MAX calls well within GATE_MAX_MS */
+		.connect_timeout_ms = 20,
 	};
 	raftlock_client *monitor = NULL;
 	assert_int_equal(raftlock_client_open(&o, &monitor, NULL), 0);
 	transport_resolver_set(&monitor->t, gate_lookup);
+	return monitor;
+}
+
+/* A program that asks names whose resolver does not answer for their
+ * status more often than RESOLVE_MAX lookups allow (each name once, so
+ * that no lookup is joined) leaves connections their share: a session
+ * still connects to another name, and the status calls past their share
+ * fail at once, saying why. */
+static void test_status_calls_leave_room(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char good[64], hung[64];
+	name_at(good, sizeof good, "good.test", f);
+	raftlock_client *monitor = monitor_of_hung_names(good);
+	const char *addrs[] = {good};
 	for (int i = 0; i < RESOLVE_MAX + 8; i++) {
+		char prefix[32];
+		snprintf(prefix, sizeof prefix, "hung-%d.test", i);
+		name_at(hung, sizeof hung, prefix, f);
 		struct raftlock_status *st = NULL;
 		assert_int_equal(raftlock_status_get(monitor, hung, &st), RAFTLOCK_ECONNECTION);
 	}
 	const char *msg = raftlock_errmsg(monitor);
-	if (strstr(msg, "name lookup of 'hung.test' not started") == NULL)
+	char want[64];
+	snprintf(want, sizeof want, "name lookup of 'hung-%d.test' not started", RESOLVE_MAX + 7);
+	if (strstr(msg, want) == NULL)
 		fail_msg("message: %s", msg);
 	/* a request timeout well before the hung lookups end by themselves */
 	raftlock_client *c = client_for(addrs, 1, 1000, gate_lookup);
@@ -415,6 +432,140 @@ static void test_status_calls_leave_room(void **state)
 	gate_open();
 	assert_lookups_freed();
 	fake_stop(f);
+}
+
+/* A monitor that asks one name whose resolver does not answer for its
+ * status again and again (more often than RESOLVE_EXCHANGE_MAX) holds one
+ * lookup, joined by each call: every call waits its connect timeout and
+ * says so, and a status call of a healthy name still works. */
+static void test_status_calls_of_one_hung_name_share_a_lookup(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char good[64], hung[64];
+	name_at(good, sizeof good, "good.test", f);
+	name_at(hung, sizeof hung, "hung.test", f);
+	raftlock_client *monitor = monitor_of_hung_names(good);
+	for (int i = 0; i < RESOLVE_EXCHANGE_MAX + 4; i++) {
+		struct raftlock_status *st = NULL;
+		assert_int_equal(raftlock_status_get(monitor, hung, &st), RAFTLOCK_ECONNECTION);
+		const char *msg = raftlock_errmsg(monitor);
+		if (strstr(msg, "name lookup of 'hung.test' took longer than 20 ms") == NULL)
+			fail_msg("call %d: %s", i, msg);
+	}
+	assert_int_equal(gate_get(&gate.calls), 1);
+	struct raftlock_status *st = NULL;
+	assert_int_equal(raftlock_status_get(monitor, good, &st), 0);
+	raftlock_status_free(st);
+	assert_int_equal(gate_get(&gate.calls), 2);
+	raftlock_client_close(monitor);
+	gate_open();
+	assert_lookups_freed();
+	fake_stop(f);
+}
+
+/* Waits until r's answer is in, and checks it: 127.0.0.1:port, or with
+ * fail the failure and its message. */
+static void assert_answer(struct resolve *r, const char *port, int fail)
+{
+	struct pollfd p = {.fd = resolve_fd(r), .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	const struct addrinfo *ai = NULL;
+	char why[128] = "";
+	int rv = resolve_answer(r, &ai, why, sizeof why);
+	if (fail != 0) {
+		assert_int_equal(rv, RAFTLOCK_ECONNECTION);
+		if (strstr(why, "name lookup of 'join.test' failed") == NULL)
+			fail_msg("message: %s", why);
+		return;
+	}
+	assert_int_equal(rv, 0);
+	assert_non_null(ai);
+	assert_int_equal(ai->ai_family, AF_INET);
+	const struct sockaddr_in *in = (const struct sockaddr_in *)ai->ai_addr;
+	assert_int_equal(ntohl(in->sin_addr.s_addr), INADDR_LOOPBACK);
+	char want[8];
+	snprintf(want, sizeof want, "%u", ntohs(in->sin_port));
+	assert_string_equal(want, port);
+}
+
+#define JOINERS 5
+
+/* Owners of a lookup of one host:port under way, of either use, join it:
+ * the resolver is asked once, and its answer, an address or a failure,
+ * reaches every owner, whichever lets go first. Another port is another
+ * lookup, and so is one asked for after the answer came. */
+static void joined_lookup_answers_every_owner(int fail)
+{
+	struct resolve *r[JOINERS] = {NULL}, *other = NULL, *after = NULL;
+	for (int i = 0; i < JOINERS; i++)
+		assert_int_equal(resolve_start("join.test", "7001", gate_lookup,
+					       i % 2 ? RESOLVE_ONE_OFF : RESOLVE_CONNECTION, &r[i]),
+				 0);
+	assert_int_equal(
+		resolve_start("join.test", "7002", gate_lookup, RESOLVE_CONNECTION, &other), 0);
+	uint64_t until = clock_mono_ms() + 2000;
+	while (gate_get(&gate.inside) < 2 && clock_mono_ms() < until)
+		sleep_ms(1);
+	assert_int_equal(gate_get(&gate.inside), 2);
+	assert_int_equal(gate_get(&gate.calls), 2);
+	resolve_drop(r[0]); /* the first owner goes before the answer */
+	pthread_mutex_lock(&gate.mu);
+	gate.open = true;
+	gate.fail = fail;
+	pthread_mutex_unlock(&gate.mu);
+	for (int i = 1; i < JOINERS; i++)
+		assert_answer(r[i], "7001", fail);
+	assert_answer(other, "7002", fail);
+	assert_int_equal(gate_get(&gate.calls), 2);
+	assert_int_equal(resolve_start("join.test", "7001", gate_lookup, RESOLVE_ONE_OFF, &after),
+			 0);
+	assert_answer(after, "7001", fail);
+	assert_int_equal(gate_get(&gate.calls), 3);
+	for (int i = 1; i < JOINERS; i++)
+		resolve_drop(r[i]);
+	resolve_drop(other);
+	resolve_drop(after);
+	assert_lookups_freed();
+}
+
+static void test_joined_lookup_answers_every_owner(void **state)
+{
+	joined_lookup_answers_every_owner(0);
+	gate_reset(state);
+	joined_lookup_answers_every_owner(EAI_NONAME);
+}
+
+#define SHARERS 3
+
+/* Clients of one name whose resolver does not answer share its lookup:
+ * each one's call ends at its timeout, the resolver is asked once, a
+ * status call joins the same lookup, and closing every client while the
+ * lookup is still held by all of them frees it all once it answers. */
+static void test_clients_share_a_hung_lookup(void **state)
+{
+	(void)state;
+	const char *addrs[] = {"hung.test:7001"};
+	raftlock_client *c[SHARERS];
+	for (int i = 0; i < SHARERS; i++) {
+		c[i] = client_for(addrs, 1, 500, gate_lookup);
+		raftlock_session *s = NULL;
+		assert_int_equal(raftlock_session_open(c[i], NULL, &s), RAFTLOCK_ECONNECTION);
+		const char *msg = raftlock_errmsg(c[i]);
+		if (strstr(msg, "name lookup of 'hung.test' took longer than") == NULL)
+			fail_msg("client %d: %s", i, msg);
+	}
+	struct raftlock_status *st = NULL;
+	assert_int_equal(raftlock_status_get(c[0], addrs[0], &st), RAFTLOCK_ECONNECTION);
+	assert_int_equal(gate_get(&gate.calls), 1);
+	assert_int_equal(gate_get(&gate.inside), 1);
+	uint64_t t0 = clock_mono_ms();
+	for (int i = 0; i < SHARERS; i++)
+		raftlock_client_close(c[i]);
+	assert_took("closing the clients", t0, 0, 500);
+	assert_int_equal(gate_get(&gate.inside), 1);
+	gate_open();
+	assert_lookups_freed();
 }
 
 /* What the stand-in resolver below found its thread's signal mask to be. */
@@ -467,6 +618,10 @@ int main(void)
 		cmocka_unit_test_setup(test_localhost_connects, gate_reset),
 		cmocka_unit_test_setup(test_resolver_blocks_signals, gate_reset),
 		cmocka_unit_test_setup(test_status_calls_leave_room, gate_reset),
+		cmocka_unit_test_setup(test_status_calls_of_one_hung_name_share_a_lookup,
+				       gate_reset),
+		cmocka_unit_test_setup(test_joined_lookup_answers_every_owner, gate_reset),
+		cmocka_unit_test_setup(test_clients_share_a_hung_lookup, gate_reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
