@@ -548,17 +548,17 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 				return usage("--permits N (run only), N >= 1");
 			break;
 		case OPT_LOCK_DELAY:
-			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+			if (!parse_ms(optarg, 0, RAFTLOCK_LOCK_DELAY_MAX_MS, &v))
 				return usage("--lock-delay: milliseconds");
 			h->lock_opts.lock_delay_ms = (unsigned)v;
 			break;
 		case OPT_MAX_HOLD:
-			if (!parse_ms(optarg, 1, INT_MAX, &v))
-				return usage("--max-hold: milliseconds, at least 1");
+			if (!parse_ms(optarg, 1, RAFTLOCK_MAX_HOLD_MAX_MS, &v))
+				return usage("--max-hold: milliseconds, 1..86400000");
 			h->lock_opts.max_hold_ms = (unsigned)v;
 			break;
 		case OPT_REVOKE_GRACE:
-			if (!parse_ms(optarg, 0, RAFTLOCK_TTL_MAX_MS, &v))
+			if (!parse_ms(optarg, 0, RAFTLOCK_REVOKE_GRACE_MAX_MS, &v))
 				return usage("--revoke-grace: milliseconds");
 			h->lock_opts.revoke_grace_ms = (unsigned)v;
 			break;

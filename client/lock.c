@@ -31,6 +31,18 @@ void lock_free_all(raftlock_session *s)
 	}
 }
 
+/* One of a lock's times against the bound a cluster puts on it
+ * (raftlock.h), checked here so that a value it would refuse costs no
+ * round trip. */
+static int lock_check_time(const struct transport *t, const char *name, const char *field,
+			   unsigned ms, unsigned max_ms)
+{
+	if (ms <= max_ms)
+		return 0;
+	return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock '%s': %s %u is above its bound, %u ms",
+			  name, field, ms, max_ms);
+}
+
 RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 				   const struct raftlock_lock_options *opts, raftlock_lock **out)
 {
@@ -47,6 +59,14 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 	if (opts != NULL && opts->kind == RAFTLOCK_SEMAPHORE && opts->limit == 0)
 		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock '%s': a semaphore needs a limit",
 				  name);
+	if (opts != NULL &&
+	    ((rv = lock_check_time(t, name, "lock_delay_ms", opts->lock_delay_ms,
+				   RAFTLOCK_LOCK_DELAY_MAX_MS)) != 0 ||
+	     (rv = lock_check_time(t, name, "max_hold_ms", opts->max_hold_ms,
+				   RAFTLOCK_MAX_HOLD_MAX_MS)) != 0 ||
+	     (rv = lock_check_time(t, name, "revoke_grace_ms", opts->revoke_grace_ms,
+				   RAFTLOCK_REVOKE_GRACE_MAX_MS)) != 0))
+		return rv;
 	struct raftlock_lock *l = calloc(1, sizeof *l);
 	if (l == NULL || (l->name = strdup(name)) == NULL) {
 		free(l);

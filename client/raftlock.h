@@ -517,7 +517,8 @@ struct raftlock_lock_options {
 	 * RAFTLOCK_MAX_HOLD_MAX_MS); with
 	 * revoke_grace_ms (at most RAFTLOCK_REVOKE_GRACE_MAX_MS), the holder
 	 * is first asked to release (RAFTLOCK_LOCK_RELEASE_REQUESTED) and
-	 * revoked that much later. */
+	 * revoked that much later. raftlock_lock_new() refuses a value above
+	 * its bound. */
 	unsigned max_hold_ms;
 	unsigned revoke_grace_ms;
 };
@@ -528,7 +529,11 @@ struct raftlock_lock_options {
  * another handle, even in the same thread, is another owner. No request is
  * sent. opts may be NULL (a mutex). *out is owned by the caller: free it with
  * raftlock_lock_free(), or leave it to its session's close, which frees it.
- * Errors: RAFTLOCK_EINVAL (empty name), RAFTLOCK_ETOOBIG (name longer than
+ * Errors: RAFTLOCK_EINVAL (empty name; an unknown kind, a semaphore without
+ * a limit; lock_delay_ms above RAFTLOCK_LOCK_DELAY_MAX_MS, max_hold_ms
+ * above RAFTLOCK_MAX_HOLD_MAX_MS or revoke_grace_ms above
+ * RAFTLOCK_REVOKE_GRACE_MAX_MS, which a cluster would refuse: refused here,
+ * nothing sent, *out unchanged), RAFTLOCK_ETOOBIG (name longer than
  * RAFTLOCK_NAME_MAX), RAFTLOCK_ENOMEM.
  */
 RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,

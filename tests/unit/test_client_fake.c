@@ -4,6 +4,7 @@
  * reconnects and retries with the original seq, ack_below, pushed grants
  * and canceled waits, and session loss.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
@@ -658,6 +659,50 @@ static void test_set_grant_with_a_lock_revoked_holds_none(void **state)
 	(void)state;
 	set_grant_with_a_lock_revoked(0);
 	set_grant_with_a_lock_revoked(2);
+}
+
+/* A lock's times above the bounds a cluster puts on them are refused by
+ * raftlock_lock_new() and raftlock_multi_new() with RAFTLOCK_EINVAL,
+ * naming the field, and nothing is sent; the bounds themselves are taken
+ * and sent (raftlock.h). */
+static void test_lock_times_above_bounds_refused_unsent(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "x", 3000, NULL);
+	const struct {
+		struct raftlock_lock_options opts;
+		const char *field;
+	} over[] = {
+		{{.lock_delay_ms = RAFTLOCK_LOCK_DELAY_MAX_MS + 1}, "lock_delay_ms"},
+		{{.max_hold_ms = RAFTLOCK_MAX_HOLD_MAX_MS + 1}, "max_hold_ms"},
+		{{.max_hold_ms = 1000, .revoke_grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS + 1},
+		 "revoke_grace_ms"},
+		{{.lock_delay_ms = UINT_MAX}, "lock_delay_ms"},
+	};
+	for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+		raftlock_lock *l = NULL;
+		assert_int_equal(raftlock_lock_new(r.s, "big", &over[i].opts, &l), RAFTLOCK_EINVAL);
+		assert_null(l);
+		if (strstr(raftlock_errmsg(r.c), over[i].field) == NULL)
+			fail_msg("message: %s", raftlock_errmsg(r.c));
+	}
+	struct raftlock_multi_item items[] = {{.name = "a", .opts = &over[0].opts}, {.name = "b"}};
+	raftlock_multi *m = NULL;
+	assert_int_equal(raftlock_multi_new(r.s, items, 2, &m), RAFTLOCK_EINVAL);
+	assert_null(m);
+	assert_int_equal(fake_count(r.f, ACQUIRE), 0);
+	assert_int_equal(fake_count(r.f, MULTI_ACQUIRE), 0);
+	struct raftlock_lock_options at = {.lock_delay_ms = RAFTLOCK_LOCK_DELAY_MAX_MS,
+					   .max_hold_ms = RAFTLOCK_MAX_HOLD_MAX_MS,
+					   .revoke_grace_ms = RAFTLOCK_REVOKE_GRACE_MAX_MS};
+	raftlock_lock *l = NULL;
+	assert_int_equal(raftlock_lock_new(r.s, "bounds", &at, &l), 0);
+	uint64_t token = 0;
+	assert_int_equal(raftlock_lock_try(l, &token), 0);
+	assert_int_equal(fake_count(r.f, ACQUIRE), 1);
+	raftlock_lock_free(l);
+	rig_down(&r);
 }
 
 /* Election values of several lengths (NULL: none), set over and over by
@@ -1698,6 +1743,7 @@ int main(void)
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
+		cmocka_unit_test(test_lock_times_above_bounds_refused_unsent),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_close_during_a_campaign),
