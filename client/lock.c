@@ -929,6 +929,35 @@ struct lock_async {
 	uint64_t value;
 };
 
+/* A set's grant as an asynchronous acquire's callback takes it in (t->mu
+ * held). The I/O thread applied the grant as it read it, and a
+ * revocation read with it (lock_revoked) came after, yet before the
+ * caller could know: a set is held whole or not at all, as
+ * lock_hold_set() holds it when the revocation comes first, so its locks
+ * still granted are released and RAFTLOCK_ENOTHOLDER returned. 0: the
+ * set holds every lock (or its session is lost, which holds nothing). */
+static int lock_async_take_set(raftlock_lock *l)
+{
+	if (l->n_set == 0 || l->session->lost)
+		return 0;
+	bool whole = true;
+	for (size_t i = 0; i < l->n_set; i++)
+		whole = whole && l->set[i]->token != 0;
+	if (whole)
+		return 0;
+	struct lock_undo undo;
+	bool with_undo = lock_undo_init(l, &undo) == 0; /* else the session's end releases */
+	for (size_t i = 0; i < l->n_set; i++) {
+		if (l->set[i]->token != 0 && with_undo)
+			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
+		l->set[i]->token = 0;
+		l->set[i]->count = 0;
+	}
+	if (with_undo)
+		lock_undo_end(&undo);
+	return RAFTLOCK_ENOTHOLDER;
+}
+
 /* The I/O thread, without t->mu: the application's callback. The call of
  * the session ends after it, so that a close waits for it. */
 static void lock_async_callback(struct transport_deferred *d)
@@ -936,6 +965,13 @@ static void lock_async_callback(struct transport_deferred *d)
 	struct lock_async *op = (struct lock_async *)d;
 	raftlock_session *s = op->l->session; /* the callback may free the handle */
 	struct transport *t = s->t;
+	if (op->acquire && op->status == 0 && op->l->n_set > 0) {
+		pthread_mutex_lock(&t->mu);
+		op->status = lock_async_take_set(op->l);
+		pthread_mutex_unlock(&t->mu);
+		if (op->status != 0)
+			op->value = 0;
+	}
 	op->cb(op->l, op->status, op->value, op->arg);
 	pthread_mutex_lock(&t->mu);
 	session_call_end(s);

@@ -770,8 +770,12 @@ RAFTLOCK_API int raftlock_multi_acquire(raftlock_multi *set, int timeout_ms);
 
 /*
  * raftlock_multi_acquire() without blocking: cb runs once on the client's
- * I/O thread with the status raftlock_multi_acquire() would return (value:
- * the token of the first lock by name). The rules of
+ * I/O thread with the status raftlock_multi_acquire() would return
+ * (raftlock_multi_token() gives the tokens, also within cb). cb is the
+ * caller taking the grant in: a lock of the set revoked before cb runs
+ * (its revocation read with the grant) makes the status
+ * RAFTLOCK_ENOTHOLDER, with the set holding none of its locks and the
+ * others released, as for raftlock_multi_acquire(). The rules of
  * raftlock_lock_acquire_async() apply (threading, ownership, errors).
  */
 typedef void (*raftlock_multi_cb)(raftlock_multi *set, int status, void *arg);

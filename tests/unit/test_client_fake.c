@@ -615,14 +615,70 @@ static int releases_of(struct fake *f, const char *name)
 	return n;
 }
 
+/* What an asynchronous set acquire's callback was told, and the set's
+ * tokens as it ran. */
+struct set_done {
+	pthread_mutex_t mu;
+	int calls;
+	int status;
+	uint64_t tokens[3];
+};
+
+static void note_set_done(raftlock_multi *set, int status, void *arg)
+{
+	struct set_done *d = arg;
+	pthread_mutex_lock(&d->mu);
+	d->calls++;
+	d->status = status;
+	for (size_t i = 0; i < 3; i++)
+		d->tokens[i] = raftlock_multi_token(set, i);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Runs raftlock_multi_acquire_async() on m and waits for its callback:
+ * its status, each token 0 as the callback ran unless want_tokens. The
+ * call is made again while the releases of an earlier grant are still
+ * being settled (RAFTLOCK_ESTATE, as raftlock.h says). */
+static int set_acquire_async(raftlock_multi *m, bool want_tokens)
+{
+	struct set_done d = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	int rv = RAFTLOCK_ESTATE;
+	for (int i = 0; i < 400 && rv == RAFTLOCK_ESTATE; i++)
+		if ((rv = raftlock_multi_acquire_async(m, 5000, note_set_done, &d)) ==
+		    RAFTLOCK_ESTATE)
+			sleep_ms(5);
+	assert_int_equal(rv, 0);
+	int calls = 0;
+	for (int i = 0; i < 400 && calls == 0; i++) {
+		sleep_ms(5);
+		pthread_mutex_lock(&d.mu);
+		calls = d.calls;
+		pthread_mutex_unlock(&d.mu);
+	}
+	sleep_ms(20); /* no second call */
+	pthread_mutex_lock(&d.mu);
+	int status = d.status, n = d.calls;
+	uint64_t tokens[3];
+	memcpy(tokens, d.tokens, sizeof tokens);
+	pthread_mutex_unlock(&d.mu);
+	assert_int_equal(n, 1);
+	if (status != 0 && want_tokens)
+		fail_msg("status %d", status);
+	for (size_t i = 0; i < 3; i++)
+		if ((tokens[i] != 0) != want_tokens)
+			fail_msg("status %d, token %zu: %llu", status, i,
+				 (unsigned long long)tokens[i]);
+	return status;
+}
+
 /* A set's grant comes with the revocation of its lock `revoked` (in name
  * order) in one read, so the I/O thread dispatches both before the
- * caller of the blocking set acquire takes the grant in. A set is held
- * whole or not at all: the call returns RAFTLOCK_ENOTHOLDER, no handle of
- * the set keeps a token, and the library releases the other locks in the
- * background (raftlock.h; GUARANTEES rule 11b), whether the revoked lock
- * leads the set or not. */
-static void set_grant_with_a_lock_revoked(size_t revoked)
+ * caller of the set acquire (async: its callback) takes the grant in. A
+ * set is held whole or not at all: the call returns RAFTLOCK_ENOTHOLDER,
+ * no handle of the set keeps a token, and the library releases the other
+ * locks in the background (raftlock.h; GUARANTEES rule 11b), whether the
+ * revoked lock leads the set or not. */
+static void set_grant_with_a_lock_revoked(size_t revoked, bool async)
 {
 	struct rig r;
 	struct revocations seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -635,7 +691,8 @@ static void set_grant_with_a_lock_revoked(size_t revoked)
 	assert_int_equal(raftlock_multi_new(r.s, items, 3, &m), 0);
 	FAKE_SET(r.f, revoke_set_item, (int)revoked);
 	FAKE_SET(r.f, revoke_with_grant, true);
-	assert_int_equal(raftlock_multi_acquire(m, 5000), RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(async ? set_acquire_async(m, false) : raftlock_multi_acquire(m, 5000),
+			 RAFTLOCK_ENOTHOLDER);
 	FAKE_SET(r.f, revoke_with_grant, false);
 	assert_int_equal(fake_count(r.f, MULTI_ACQUIRE), 1);
 	for (size_t i = 0; i < 3; i++)
@@ -647,7 +704,7 @@ static void set_grant_with_a_lock_revoked(size_t revoked)
 		assert_int_equal(releases_of(r.f, names[i]), i == revoked ? 0 : 1);
 	revocation_seen(&seen, revoked + 1); /* the fake's tokens: 1, 2, 3 */
 	/* the set's next grant is held as any other */
-	assert_int_equal(raftlock_multi_acquire(m, 5000), 0);
+	assert_int_equal(async ? set_acquire_async(m, true) : raftlock_multi_acquire(m, 5000), 0);
 	for (size_t i = 0; i < 3; i++)
 		assert_int_equal(raftlock_multi_token(m, i), 4 + i);
 	raftlock_multi_free(m);
@@ -657,8 +714,20 @@ static void set_grant_with_a_lock_revoked(size_t revoked)
 static void test_set_grant_with_a_lock_revoked_holds_none(void **state)
 {
 	(void)state;
-	set_grant_with_a_lock_revoked(0);
-	set_grant_with_a_lock_revoked(2);
+	set_grant_with_a_lock_revoked(0, false);
+	set_grant_with_a_lock_revoked(2, false);
+}
+
+/* As test_set_grant_with_a_lock_revoked_holds_none, through
+ * raftlock_multi_acquire_async(): the I/O thread applies the grant as it
+ * reads it and the revocation read with it only after, both before the
+ * callback runs, which is the caller taking the grant in. */
+static void test_async_set_grant_with_a_lock_revoked_holds_none(void **state)
+{
+	(void)state;
+	set_grant_with_a_lock_revoked(0, true);
+	set_grant_with_a_lock_revoked(1, true);
+	set_grant_with_a_lock_revoked(2, true);
 }
 
 /* A lock's times above the bounds a cluster puts on them are refused by
@@ -1743,6 +1812,7 @@ int main(void)
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
+		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_lock_times_above_bounds_refused_unsent),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
