@@ -24,7 +24,12 @@
 #define CONN_MAX_INFLIGHT 4096
 #define CONN_MAX_UNSENT (64u << 20)
 #define CONN_OUT_KEEP (256u << 10) /* see conn_flush */
-#define RESUME_TICK_MS 50          /* how often paused connections are looked at */
+/* Answers that pile up while one read's requests are decoded go to the
+ * kernel at this size, not only at the end of the loop turn: a read brings
+ * thousands of small requests, also from a client that already reset the
+ * connection, and the failed write closes it before the rest are decoded. */
+#define CONN_FEED_FLUSH (64u << 10)
+#define RESUME_TICK_MS 50 /* how often paused connections are looked at */
 
 struct service_conn {
 	uv_tcp_t tcp;
@@ -1633,9 +1638,11 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 			snprintf(msg, sizeof msg, "%s; nothing done", refusal);
 			send_status(s, c, env->id, RAFTLOCK_EPROTO, msg);
 			raftlock__envelope__free_unpacked(env, NULL);
-			continue;
+		} else {
+			dispatch(s, c, env);
 		}
-		dispatch(s, c, env);
+		if (c->out_len >= CONN_FEED_FLUSH)
+			conn_flush(c); /* closes c if its client is gone */
 	}
 	if (rv == RAFTLOCK_ETOOBIG) {
 		char what[96];
