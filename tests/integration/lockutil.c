@@ -158,6 +158,35 @@ pid_t tl_fork_holder_with(struct tcluster *c, const char *name,
 	return child;
 }
 
+uint64_t tl_lease_left(raftlock_client *c, const char *name, uint64_t *deadline)
+{
+	struct raftlock_lock_info *li = NULL;
+	struct raftlock_session_list *sl = NULL;
+	assert_int_equal(raftlock_lock_get(c, name, false, &li), 0);
+	assert_int_equal(li->n_holders, 1);
+	uint64_t id = li->holders[0].session;
+	raftlock_lock_info_free(li);
+	assert_int_equal(raftlock_session_list(c, id - 1, 1, false, &sl), 0);
+	assert_int_equal(sl->n_sessions, 1);
+	assert_int_equal(sl->sessions[0].id, id);
+	*deadline = sl->sessions[0].deadline;
+	uint64_t left = sl->sessions[0].deadline > sl->cluster_time
+				? sl->sessions[0].deadline - sl->cluster_time
+				: 0;
+	raftlock_session_list_free(sl);
+	return left;
+}
+
+uint64_t tl_granted_time(raftlock_client *c, const char *name)
+{
+	struct raftlock_lock_info *li = NULL;
+	assert_int_equal(raftlock_lock_get(c, name, false, &li), 0);
+	assert_int_equal(li->n_holders, 1);
+	uint64_t t = li->holders[0].granted_time;
+	raftlock_lock_info_free(li);
+	return t;
+}
+
 void tl_await_waiters(raftlock_client *c, const char *name, size_t n)
 {
 	uint64_t end = tcluster_now_ms() + 10000;

@@ -27,6 +27,12 @@ uint64_t tl_take(raftlock_lock *l);
 void tl_sleep_ms(unsigned ms);
 /* Waits up to 10 s until `name` has n waiters (a linearizable read). */
 void tl_await_waiters(raftlock_client *c, const char *name, size_t n);
+/* The lock `name`, held once: how long (ms) its holder's lease still runs,
+ * in cluster time, as the leader answers now; *deadline is its end
+ * (cluster ms). */
+uint64_t tl_lease_left(raftlock_client *c, const char *name, uint64_t *deadline);
+/* The cluster time (ms) at which the lock `name`, held once, was granted. */
+uint64_t tl_granted_time(raftlock_client *c, const char *name);
 
 /* STATUS of the ready leader (waiting up to 20 s for one); fails the test
  * when there is none. Free with raftlock__status_info__free_unpacked(). */

@@ -368,39 +368,6 @@ static void *wait_main(void *arg)
 	return NULL;
 }
 
-/* How long (ms) the lease of the session holding `name` still runs, in
- * cluster time, as the leader answers now; *deadline is its end (cluster
- * ms). */
-static uint64_t lease_left(raftlock_client *c, const char *name, uint64_t *deadline)
-{
-	struct raftlock_lock_info *li = NULL;
-	struct raftlock_session_list *sl = NULL;
-	assert_int_equal(raftlock_lock_get(c, name, false, &li), 0);
-	assert_int_equal(li->n_holders, 1);
-	uint64_t id = li->holders[0].session;
-	raftlock_lock_info_free(li);
-	assert_int_equal(raftlock_session_list(c, id - 1, 1, false, &sl), 0);
-	assert_int_equal(sl->n_sessions, 1);
-	assert_int_equal(sl->sessions[0].id, id);
-	*deadline = sl->sessions[0].deadline;
-	uint64_t left = sl->sessions[0].deadline > sl->cluster_time
-				? sl->sessions[0].deadline - sl->cluster_time
-				: 0;
-	raftlock_session_list_free(sl);
-	return left;
-}
-
-/* The cluster time (ms) at which the lock `name`, held once, was granted. */
-static uint64_t granted_time(raftlock_client *c, const char *name)
-{
-	struct raftlock_lock_info *li = NULL;
-	assert_int_equal(raftlock_lock_get(c, name, false, &li), 0);
-	assert_int_equal(li->n_holders, 1);
-	uint64_t t = li->holders[0].granted_time;
-	raftlock_lock_info_free(li);
-	return t;
-}
-
 /*
  * A holder stopped (SIGSTOP) while a waiter is queued, then `changes`
  * leader changes, the first kill_before_ms before its lease would end (a
@@ -423,7 +390,7 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	kill(holder, SIGSTOP);
 	tl_sleep_ms(50); /* a keepalive on its way has landed */
 	uint64_t deadline = 0;
-	uint64_t left = lease_left(c, "dead", &deadline);
+	uint64_t left = tl_lease_left(c, "dead", &deadline);
 	uint64_t t0 = tcluster_now_ms();
 	assert_true(left > 1000 && left <= TTL_MS);
 	tl_sleep_ms(kill_before_ms > 0 ? (unsigned)(left - (uint64_t)kill_before_ms)
@@ -450,7 +417,7 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	uint64_t took = w.at - t0;
 	/* The server's part, in cluster time: the lease ran to its end, and
 	 * the next expiry check (every 50 ms) ended it. */
-	uint64_t granted = granted_time(c, "dead");
+	uint64_t granted = tl_granted_time(c, "dead");
 	uint64_t commit_at = tcluster_now_ms();
 	assert_int_equal(raftlock_lock_release(w.l, NULL), 0);
 	uint64_t commit = tcluster_now_ms() - commit_at;
