@@ -368,6 +368,20 @@ static void *wait_main(void *arg)
 	return NULL;
 }
 
+/* How long the last leader change took, from the kill until the killed
+ * node had rejoined under the new leader; a guess until one is measured. */
+static uint64_t change_cycle_ms = 3000;
+
+/* Restarts killed node i and waits until it follows leader; changed_ms is
+ * how long the change took until then, measured from the kill. */
+static void rejoin(int i, int leader, uint64_t changed_ms)
+{
+	uint64_t t0 = tcluster_now_ms();
+	tcluster_restart(&cl, i);
+	await_rejoined(i, leader);
+	change_cycle_ms = changed_ms + (tcluster_now_ms() - t0);
+}
+
 /*
  * A holder stopped (SIGSTOP) while a waiter is queued, then `changes`
  * leader changes, the first kill_before_ms before its lease would end (a
@@ -378,8 +392,19 @@ static void *wait_main(void *arg)
  */
 static void dead_client_freed(unsigned changes, int kill_before_ms)
 {
+	/* Every change but the last, with its restart and rejoining, must
+	 * come while the lease runs, and the last one too: the lease is as
+	 * long as they take on this machine (under sanitizers on a loaded
+	 * one, a change and a rejoining took longer than a 3 s TTL left). */
+	unsigned ttl = TTL_MS;
+	if (changes > 1 && kill_before_ms < 0) {
+		uint64_t needed = (uint64_t)-kill_before_ms +
+				  (changes - 1) * change_cycle_ms * 3 / 2 + ELECTION_MS + 250;
+		if (needed > ttl)
+			ttl = (unsigned)needed;
+	}
 	uint64_t t1 = 0;
-	pid_t holder = tl_fork_holder(&cl, "dead", TTL_MS, NULL, &t1);
+	pid_t holder = tl_fork_holder(&cl, "dead", ttl, NULL, &t1);
 	/* the waiter's session renews every 20 s: it writes no entry while
 	 * the holder's lease runs */
 	raftlock_client *c = tl_client(&cl);
@@ -392,22 +417,21 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	uint64_t deadline = 0;
 	uint64_t left = tl_lease_left(c, "dead", &deadline);
 	uint64_t t0 = tcluster_now_ms();
-	assert_true(left > 1000 && left <= TTL_MS);
+	assert_true(left > 1000 && left <= ttl);
 	tl_sleep_ms(kill_before_ms > 0 ? (unsigned)(left - (uint64_t)kill_before_ms)
 				       : (unsigned)-kill_before_ms);
-	uint64_t leaderless = 0;
+	uint64_t leaderless = 0, took_last = 0;
 	int killed = -1, leader = -1;
 	for (unsigned k = 0; k < changes; k++) {
 		if (w.at != 0)
 			fail_msg("the lock was freed before leader change %u: no measure", k + 1);
 		uint64_t took = kill_leader(&killed, &leader);
 		leaderless += took;
+		took_last = took;
 		printf("measure: leader change %u: %llu ms without a ready leader\n", k + 1,
 		       (unsigned long long)took);
-		if (k + 1 < changes) {
-			tcluster_restart(&cl, killed);
-			await_rejoined(killed, leader);
-		}
+		if (k + 1 < changes)
+			rejoin(killed, leader, took);
 	}
 	pthread_join(w.thread, NULL);
 	kill(holder, SIGKILL);
@@ -423,11 +447,11 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	uint64_t commit = tcluster_now_ms() - commit_at;
 	uint64_t bound = left + leaderless + changes * (CLOCK_ENTRY_MS + EXPIRY_CHECK_MS) +
 			 EXPIRY_CHECK_MS + SLACK_MS;
-	printf("measure: dead client (TTL %d ms, %llu ms of its lease left), %u leader "
+	printf("measure: dead client (TTL %u ms, %llu ms of its lease left), %u leader "
 	       "change(s), %llu ms without a ready leader: lock granted %llu ms of cluster "
 	       "time after the lease's end, to the waiter after %llu ms (bound %llu ms; the "
 	       "old rule said %d); a commit just after: %llu ms\n",
-	       TTL_MS, (unsigned long long)left, changes, (unsigned long long)leaderless,
+	       ttl, (unsigned long long)left, changes, (unsigned long long)leaderless,
 	       (unsigned long long)(granted - deadline), (unsigned long long)took,
 	       (unsigned long long)bound, (int)left + EXPIRY_CHECK_MS + ELECTION_MS,
 	       (unsigned long long)commit);
@@ -438,8 +462,7 @@ static void dead_client_freed(unsigned changes, int kill_before_ms)
 	raftlock_lock_free(w.l);
 	raftlock_session_close(s);
 	raftlock_client_close(c);
-	tcluster_restart(&cl, killed);
-	await_rejoined(killed, leader);
+	rejoin(killed, leader, took_last);
 }
 
 /* The leader dies 600 ms before the lease would end, 1.4 s or more after
