@@ -363,6 +363,20 @@ static bool await_started(struct tcluster *c, int i, int *status)
 	return false;
 }
 
+/* How long a node may take to stop, as server/node.c bounds it: a leader
+ * waits up to NODE_DRAIN_MS for answers to what it proposed, then up to an
+ * election timeout + 500 ms for a leadership transfer (the whole time when
+ * the others are already down); then it exits, with sanitizers after a leak
+ * check, which on a loaded machine takes seconds. Past that it is killed
+ * and the stop counts as unclean. */
+#define STOP_DRAIN_MS 1000
+#define STOP_EXIT_MS 5000
+
+static int stop_timeout_ms(const struct tcluster *c)
+{
+	return STOP_DRAIN_MS + (int)c->election_ms + 500 + STOP_EXIT_MS;
+}
+
 int tcluster_stop(struct tcluster *c, int i)
 {
 	if (c->pid[i] <= 0)
@@ -374,7 +388,7 @@ int tcluster_stop(struct tcluster *c, int i)
 		return st;
 	}
 	kill(c->pid[i], SIGTERM);
-	st = reap(c->pid[i], 5000);
+	st = reap(c->pid[i], stop_timeout_ms(c));
 	if (st == -2) {
 		kill(c->pid[i], SIGKILL);
 		st = reap(c->pid[i], 5000);
