@@ -243,7 +243,7 @@ static bool says(const char *msg, const char *reason)
 }
 
 /* A client that must be refused: every call fails with RAFTLOCK_ETLS
- * within the connect timeout, naming an address and `reason`, and the
+ * once every address refused it, naming an address and `reason`, and the
  * cluster's state is what it was. */
 static void assert_refused(const struct tls_as *as, const char *reason)
 {
@@ -259,7 +259,10 @@ static void assert_refused(const struct tls_as *as, const char *reason)
 	if (rv != RAFTLOCK_ETLS || !says(msg, reason) || strstr(msg, "127.0.0.1:") == NULL)
 		fail_msg("session open: %d '%s', wanted '%s'", rv, msg, reason);
 	assert_null(s);
-	assert_true(took < CONNECT_MS);
+	/* Each address tried once, an attempt bounded by the connect timeout
+	 * (a handshake under ASan on a loaded machine takes hundreds of ms),
+	 * not again until the request timeout (10 s). */
+	assert_true(took < (uint64_t)cl.n * CONNECT_MS);
 	bool current = true;
 	assert_int_equal(raftlock_check_token(c, "tls/lib", 1, &current), RAFTLOCK_ETLS);
 	assert_true(says(raftlock_errmsg(c), reason));
