@@ -40,6 +40,39 @@ static unsigned resolve_count;   /* lookups not yet freed (atomic) */
 static pthread_mutex_t resolve_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct resolve *resolve_under_way;
 
+/* fork() copies the list and the counts into the child, but not the
+ * lookups' threads: there, none of those lookups will ever answer, and an
+ * owner of the same name would join one and wait in vain at every call.
+ * The child forgets them (their memory stays, with the references its
+ * copied owners hold) and starts its lookups anew; resolve_mu is held
+ * across the fork, so the child never inherits it locked by a thread it
+ * does not have. */
+static pthread_once_t resolve_fork_once = PTHREAD_ONCE_INIT;
+
+static void resolve_before_fork(void)
+{
+	pthread_mutex_lock(&resolve_mu);
+}
+
+static void resolve_after_fork_in_parent(void)
+{
+	pthread_mutex_unlock(&resolve_mu);
+}
+
+static void resolve_after_fork_in_child(void)
+{
+	resolve_under_way = NULL;
+	__atomic_store_n(&resolve_running, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&resolve_one_off, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&resolve_mu);
+}
+
+static void resolve_watch_forks(void)
+{
+	(void)pthread_atfork(resolve_before_fork, resolve_after_fork_in_parent,
+			     resolve_after_fork_in_child);
+}
+
 /* As the connect used them before lookups had threads of their own. */
 static const struct addrinfo resolve_hints = {
 	.ai_family = AF_UNSPEC,
@@ -218,6 +251,7 @@ int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolv
 {
 	if (fn == NULL)
 		fn = getaddrinfo;
+	pthread_once(&resolve_fork_once, resolve_watch_forks);
 	/* held while a lookup starts, so that two owners of one name never
 	 * start two */
 	pthread_mutex_lock(&resolve_mu);

@@ -43,6 +43,9 @@
  * process is handled by one of the program's threads, never by a thread
  * the program does not know of.
  *
+ * A child of fork() forgets the lookups under way in its parent (their
+ * threads are not in the child) and starts its own.
+ *
  * A numeric host ("127.0.0.1", "::1") takes resolve_numeric(), which asks
  * no resolver.
  */

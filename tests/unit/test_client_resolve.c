@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -536,6 +538,43 @@ static void test_joined_lookup_answers_every_owner(void **state)
 	joined_lookup_answers_every_owner(EAI_NONAME);
 }
 
+/* A child forked while a lookup of a name hangs starts its own lookup of
+ * that name: the parent's has no thread in the child and would never
+ * answer there. The child's resolver answers at once. */
+static void test_forked_child_looks_up_anew(void **state)
+{
+	(void)state;
+	struct resolve *hung = NULL;
+	assert_int_equal(resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &hung),
+			 0);
+	uint64_t until = clock_mono_ms() + 2000;
+	while (gate_get(&gate.inside) < 1 && clock_mono_ms() < until)
+		sleep_ms(1);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* the parent's resolver thread may have held it at the fork */
+		pthread_mutex_init(&gate.mu, NULL);
+		gate.open = true;
+		struct resolve *r = NULL;
+		if (resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &r) != 0)
+			_exit(2);
+		struct pollfd p = {.fd = resolve_fd(r), .events = POLLIN};
+		const struct addrinfo *ai = NULL;
+		char why[128];
+		_exit(poll(&p, 1, 2000) == 1 && resolve_answer(r, &ai, why, sizeof why) == 0 ? 0
+											     : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	gate_open();
+	assert_answer(hung, "7003", 0);
+	resolve_drop(hung);
+	assert_lookups_freed();
+}
+
 #define SHARERS 3
 
 /* Clients of one name whose resolver does not answer share its lookup:
@@ -621,6 +660,7 @@ int main(void)
 		cmocka_unit_test_setup(test_status_calls_of_one_hung_name_share_a_lookup,
 				       gate_reset),
 		cmocka_unit_test_setup(test_joined_lookup_answers_every_owner, gate_reset),
+		cmocka_unit_test_setup(test_forked_child_looks_up_anew, gate_reset),
 		cmocka_unit_test_setup(test_clients_share_a_hung_lookup, gate_reset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
