@@ -135,7 +135,11 @@ class Lock:
 
     def close(self):
         """Frees the handle (a held lock stays held until its session
-        ends: release first). Idempotent."""
+        ends: release first). Idempotent. Waits for the calls of other
+        threads on this handle, an acquire that waits too: do not call it
+        from an event callback, or while another thread's acquire on the
+        handle may wait long (close the session instead, which ends its
+        waits)."""
         ptr = self._guard.close()
         if ptr is not None:
             self.session._forget_lock(self, lambda: _native.lock_free(ptr))
