@@ -533,6 +533,49 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 	return lock_acquire_final(l, req, seq, token);
 }
 
+/* A set's grant as its caller takes it in (lock_take_grant). The I/O
+ * thread applied it as it read it, and a revocation read with it
+ * (lock_revoked) came after: a set is held whole or not at all, as
+ * lock_hold_set() holds it when the revocation comes first, so its locks
+ * still granted are released and RAFTLOCK_ENOTHOLDER returned. 0: the
+ * set holds every lock (or its session is lost, which holds nothing). */
+static int lock_take_set(raftlock_lock *l)
+{
+	if (l->session->lost)
+		return 0;
+	bool whole = true;
+	for (size_t i = 0; i < l->n_set; i++)
+		whole = whole && l->set[i]->token != 0;
+	if (whole)
+		return 0;
+	struct lock_undo undo;
+	bool with_undo = lock_undo_init(l, &undo) == 0; /* else the session's end releases */
+	for (size_t i = 0; i < l->n_set; i++) {
+		if (l->set[i]->token != 0 && with_undo)
+			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
+		l->set[i]->token = 0;
+		l->set[i]->count = 0;
+	}
+	if (with_undo)
+		lock_undo_end(&undo);
+	return RAFTLOCK_ENOTHOLDER;
+}
+
+/*
+ * The grant of token to l, which the I/O thread applied as it read the
+ * answer, as its caller takes it in (t->mu held): the try-lock's woken
+ * caller, the asynchronous acquire's callback. A revocation read with the
+ * grant was dispatched after it, yet before the caller could know: the
+ * grant is not held then (lock_hold refuses it when the revocation comes
+ * first). 0, or RAFTLOCK_ENOTHOLDER with the handle (its set) emptied.
+ */
+static int lock_take_grant(raftlock_lock *l, uint64_t token)
+{
+	if (l->n_set > 0)
+		return lock_take_set(l);
+	return lock_grant_was_revoked(l, token) ? RAFTLOCK_ENOTHOLDER : 0;
+}
+
 /* --------------------------------------------- ending on the I/O thread -- */
 
 /* One acquire (its envelope set) or release, with its results. */
@@ -627,16 +670,33 @@ static void lock_sync_done(struct transport *t, struct request *req, int err)
 	}
 	if (rv != 0)
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
-	session_call_end(l->session);
+	if (!sync->acquire || rv != 0)
+		session_call_end(l->session); /* else lock_sync_wake: it reads l */
 	sync->status = rv;
 	/* woken with t->mu held, the caller would wait for it at once */
 	transport_defer(t, &sync->d);
 }
 
-/* The I/O thread, without t->mu: the caller may go on. */
+/* The I/O thread, without t->mu: the caller may go on, a grant taken in
+ * for it first (lock_take_grant). */
 static void lock_sync_wake(struct transport_deferred *d)
 {
 	struct lock_sync *sync = (struct lock_sync *)d;
+	if (sync->acquire && sync->status == 0) {
+		raftlock_lock *l = sync->l;
+		struct transport *t = l->session->t;
+		pthread_mutex_lock(&t->mu);
+		int rv = lock_take_grant(l, sync->value);
+		if (rv != 0) {
+			sync->status = rv;
+			sync->value = 0;
+			lock_grant_revoked();
+			errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
+			snprintf(sync->name, sizeof sync->name, "%s", l->name);
+		}
+		session_call_end(l->session);
+		pthread_mutex_unlock(&t->mu);
+	}
 	sem_post(&sync->done); /* the last touch: the caller may return then */
 }
 
@@ -929,35 +989,6 @@ struct lock_async {
 	uint64_t value;
 };
 
-/* A set's grant as an asynchronous acquire's callback takes it in (t->mu
- * held). The I/O thread applied the grant as it read it, and a
- * revocation read with it (lock_revoked) came after, yet before the
- * caller could know: a set is held whole or not at all, as
- * lock_hold_set() holds it when the revocation comes first, so its locks
- * still granted are released and RAFTLOCK_ENOTHOLDER returned. 0: the
- * set holds every lock (or its session is lost, which holds nothing). */
-static int lock_async_take_set(raftlock_lock *l)
-{
-	if (l->n_set == 0 || l->session->lost)
-		return 0;
-	bool whole = true;
-	for (size_t i = 0; i < l->n_set; i++)
-		whole = whole && l->set[i]->token != 0;
-	if (whole)
-		return 0;
-	struct lock_undo undo;
-	bool with_undo = lock_undo_init(l, &undo) == 0; /* else the session's end releases */
-	for (size_t i = 0; i < l->n_set; i++) {
-		if (l->set[i]->token != 0 && with_undo)
-			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
-		l->set[i]->token = 0;
-		l->set[i]->count = 0;
-	}
-	if (with_undo)
-		lock_undo_end(&undo);
-	return RAFTLOCK_ENOTHOLDER;
-}
-
 /* The I/O thread, without t->mu: the application's callback. The call of
  * the session ends after it, so that a close waits for it. */
 static void lock_async_callback(struct transport_deferred *d)
@@ -965,9 +996,9 @@ static void lock_async_callback(struct transport_deferred *d)
 	struct lock_async *op = (struct lock_async *)d;
 	raftlock_session *s = op->l->session; /* the callback may free the handle */
 	struct transport *t = s->t;
-	if (op->acquire && op->status == 0 && op->l->n_set > 0) {
+	if (op->acquire && op->status == 0) {
 		pthread_mutex_lock(&t->mu);
-		op->status = lock_async_take_set(op->l);
+		op->status = lock_take_grant(op->l, op->value);
 		pthread_mutex_unlock(&t->mu);
 		if (op->status != 0)
 			op->value = 0;

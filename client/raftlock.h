@@ -650,7 +650,10 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * from one thread (an event loop): the call only sends the request and
  * returns; `cb` runs later, exactly once, on the client's I/O thread, with
  * no library lock held. For a try-lock, status is what raftlock_lock_try()
- * would return and value the fencing token; for a release, status is what
+ * would return and value the fencing token (0 on failure): cb is the
+ * caller taking the grant in, so a grant revoked before cb runs (its
+ * revocation read with it) gives RAFTLOCK_ENOTHOLDER, the handle holding
+ * nothing, also within cb; for a release, status is what
  * raftlock_lock_release() would return and value the levels still held.
  * A request sent but unanswered within the client's request timeout ends
  * with RAFTLOCK_EUNKNOWN (one never sent, with RAFTLOCK_ECONNECTION) and,
@@ -690,6 +693,11 @@ RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *lock, raftlock_lock_
  *     does not hold the lock for the caller; a grant that comes later is
  *     released by the library, and the server ends the wait at its
  *     deadline;
+ *   - RAFTLOCK_ENOTHOLDER, value 0: the lock was granted, but the grant
+ *     was revoked before cb ran (its revocation read with it): the handle
+ *     neither holds nor waits, also within cb, and on_lock_event gets
+ *     RAFTLOCK_LOCK_REVOKED for a token the caller never saw, as for
+ *     raftlock_lock_acquire();
  *   - RAFTLOCK_ECANCELED: the session began to close (raftlock_session_close
  *     ends the wait at once rather than waiting for it; the server drops
  *     the session's waits with it); RAFTLOCK_ESESSION: the session was

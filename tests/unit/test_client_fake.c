@@ -606,6 +606,108 @@ static void test_grant_revoked_before_the_caller_took_it_is_not_held(void **stat
 	revoked_grant_is_not_held(true);
 }
 
+/* What a single lock's asynchronous acquire's callback was told, and the
+ * handle's token as it ran. */
+struct lock_done {
+	pthread_mutex_t mu;
+	int calls;
+	int status;
+	uint64_t value;
+	uint64_t held;
+};
+
+static void note_lock_done(raftlock_lock *l, int status, uint64_t value, void *arg)
+{
+	struct lock_done *d = arg;
+	pthread_mutex_lock(&d->mu);
+	d->calls++;
+	d->status = status;
+	d->value = value;
+	d->held = raftlock_lock_token(l);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Waits for the one call of note_lock_done on d and returns its status. */
+static int lock_done_status(struct lock_done *d)
+{
+	int calls = 0;
+	for (int i = 0; i < 400 && calls == 0; i++) {
+		sleep_ms(5);
+		pthread_mutex_lock(&d->mu);
+		calls = d->calls;
+		pthread_mutex_unlock(&d->mu);
+	}
+	sleep_ms(20); /* no second call */
+	pthread_mutex_lock(&d->mu);
+	int status = d->status, n = d->calls;
+	pthread_mutex_unlock(&d->mu);
+	assert_int_equal(n, 1);
+	return status;
+}
+
+enum revoked_call { REVOKED_TRY, REVOKED_TRY_ASYNC, REVOKED_ACQUIRE_ASYNC };
+
+/* As revoked_grant_is_not_held, for the calls whose answer the I/O thread
+ * applies as it reads it: a try-lock (blocking or not) and an
+ * asynchronous acquire that waits. The revocation read with the grant is
+ * dispatched after it, yet before the caller (the callback) takes it in:
+ * status RAFTLOCK_ENOTHOLDER, value 0, and the handle holds nothing, also
+ * as the callback runs (raftlock.h; GUARANTEES rule 11b). */
+static void revoked_grant_is_not_taken(enum revoked_call call)
+{
+	struct rig r;
+	struct revocations seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct raftlock_session_options so = {.on_lock_event = note_revocation,
+					      .on_lock_event_arg = &seen};
+	struct lock_done d = {.mu = PTHREAD_MUTEX_INITIALIZER, .value = 7, .held = 7};
+	uint64_t token = 7;
+	rig_up(&r, "q", 3000, &so);
+	FAKE_SET(r.f, event_with_grant, RAFTLOCK__SESSION_EVENT_KIND__SESSION_EVENT_REVOKED);
+	FAKE_SET(r.f, revoke_with_grant, true);
+	FAKE_SET(r.f, grant_after_ms, 100);
+	switch (call) {
+	case REVOKED_TRY:
+		assert_int_equal(raftlock_lock_try(r.l, &token), RAFTLOCK_ENOTHOLDER);
+		assert_int_equal(token, 7);
+		break;
+	case REVOKED_TRY_ASYNC:
+		assert_int_equal(raftlock_lock_try_async(r.l, note_lock_done, &d), 0);
+		break;
+	case REVOKED_ACQUIRE_ASYNC:
+		assert_int_equal(raftlock_lock_acquire_async(r.l, RAFTLOCK_EXCLUSIVE, 1, 5000,
+							     note_lock_done, &d),
+				 0);
+		break;
+	}
+	if (call != REVOKED_TRY) {
+		assert_int_equal(lock_done_status(&d), RAFTLOCK_ENOTHOLDER);
+		assert_int_equal(d.value, 0);
+		assert_int_equal(d.held, 0);
+	}
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	revocation_seen(&seen, 1);
+	/* the next grant is held as any other */
+	FAKE_SET(r.f, event_with_grant, 0);
+	FAKE_SET(r.f, revoke_with_grant, false);
+	assert_int_equal(raftlock_lock_try(r.l, &token), 0);
+	assert_int_equal(token, 2);
+	assert_int_equal(raftlock_lock_token(r.l), 2);
+	rig_down(&r);
+}
+
+static void test_try_grant_revoked_before_the_caller_took_it_is_not_held(void **state)
+{
+	(void)state;
+	revoked_grant_is_not_taken(REVOKED_TRY);
+	revoked_grant_is_not_taken(REVOKED_TRY_ASYNC);
+}
+
+static void test_async_grant_revoked_before_the_callback_is_not_held(void **state)
+{
+	(void)state;
+	revoked_grant_is_not_taken(REVOKED_ACQUIRE_ASYNC);
+}
+
 /* How many releases of the lock `name` the fake got. */
 static int releases_of(struct fake *f, const char *name)
 {
@@ -671,14 +773,26 @@ static int set_acquire_async(raftlock_multi *m, bool want_tokens)
 	return status;
 }
 
+/* How a test takes a set: raftlock_multi_acquire() that waits or does
+ * not (a try), raftlock_multi_acquire_async(). */
+enum set_call { SET_WAIT, SET_TRY, SET_ASYNC };
+
+static int set_acquire(raftlock_multi *m, enum set_call how, bool want_tokens)
+{
+	if (how == SET_ASYNC)
+		return set_acquire_async(m, want_tokens);
+	return raftlock_multi_acquire(m, how == SET_TRY ? 0 : 5000);
+}
+
 /* A set's grant comes with the revocation of its lock `revoked` (in name
  * order) in one read, so the I/O thread dispatches both before the
- * caller of the set acquire (async: its callback) takes the grant in. A
+ * caller of the set acquire (a try's woken caller, async: its callback)
+ * takes the grant in. A
  * set is held whole or not at all: the call returns RAFTLOCK_ENOTHOLDER,
  * no handle of the set keeps a token, and the library releases the other
  * locks in the background (raftlock.h; GUARANTEES rule 11b), whether the
  * revoked lock leads the set or not. */
-static void set_grant_with_a_lock_revoked(size_t revoked, bool async)
+static void set_grant_with_a_lock_revoked(size_t revoked, enum set_call how)
 {
 	struct rig r;
 	struct revocations seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -691,8 +805,7 @@ static void set_grant_with_a_lock_revoked(size_t revoked, bool async)
 	assert_int_equal(raftlock_multi_new(r.s, items, 3, &m), 0);
 	FAKE_SET(r.f, revoke_set_item, (int)revoked);
 	FAKE_SET(r.f, revoke_with_grant, true);
-	assert_int_equal(async ? set_acquire_async(m, false) : raftlock_multi_acquire(m, 5000),
-			 RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(set_acquire(m, how, false), RAFTLOCK_ENOTHOLDER);
 	FAKE_SET(r.f, revoke_with_grant, false);
 	assert_int_equal(fake_count(r.f, MULTI_ACQUIRE), 1);
 	for (size_t i = 0; i < 3; i++)
@@ -704,7 +817,7 @@ static void set_grant_with_a_lock_revoked(size_t revoked, bool async)
 		assert_int_equal(releases_of(r.f, names[i]), i == revoked ? 0 : 1);
 	revocation_seen(&seen, revoked + 1); /* the fake's tokens: 1, 2, 3 */
 	/* the set's next grant is held as any other */
-	assert_int_equal(async ? set_acquire_async(m, true) : raftlock_multi_acquire(m, 5000), 0);
+	assert_int_equal(set_acquire(m, how, true), 0);
 	for (size_t i = 0; i < 3; i++)
 		assert_int_equal(raftlock_multi_token(m, i), 4 + i);
 	raftlock_multi_free(m);
@@ -714,8 +827,10 @@ static void set_grant_with_a_lock_revoked(size_t revoked, bool async)
 static void test_set_grant_with_a_lock_revoked_holds_none(void **state)
 {
 	(void)state;
-	set_grant_with_a_lock_revoked(0, false);
-	set_grant_with_a_lock_revoked(2, false);
+	set_grant_with_a_lock_revoked(0, SET_WAIT);
+	set_grant_with_a_lock_revoked(2, SET_WAIT);
+	set_grant_with_a_lock_revoked(0, SET_TRY);
+	set_grant_with_a_lock_revoked(2, SET_TRY);
 }
 
 /* As test_set_grant_with_a_lock_revoked_holds_none, through
@@ -725,9 +840,9 @@ static void test_set_grant_with_a_lock_revoked_holds_none(void **state)
 static void test_async_set_grant_with_a_lock_revoked_holds_none(void **state)
 {
 	(void)state;
-	set_grant_with_a_lock_revoked(0, true);
-	set_grant_with_a_lock_revoked(1, true);
-	set_grant_with_a_lock_revoked(2, true);
+	set_grant_with_a_lock_revoked(0, SET_ASYNC);
+	set_grant_with_a_lock_revoked(1, SET_ASYNC);
+	set_grant_with_a_lock_revoked(2, SET_ASYNC);
 }
 
 /* A lock's times above the bounds a cluster puts on them are refused by
@@ -1811,6 +1926,8 @@ int main(void)
 		cmocka_unit_test(test_late_queued_answer_wakes_a_timed_out_acquire),
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
+		cmocka_unit_test(test_try_grant_revoked_before_the_caller_took_it_is_not_held),
+		cmocka_unit_test(test_async_grant_revoked_before_the_callback_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_lock_times_above_bounds_refused_unsent),
