@@ -135,11 +135,13 @@ static int exit_code_of(int status)
 }
 
 /* Runs the child under the session's lease; returns its wait status.
- * *lost: the command was stopped because the lease was running out. */
+ * *lost: the command was stopped because the lease was running out or the
+ * lock was lost. A request to release also gets the command SIGTERM, but
+ * the lock is held until it exits: that is not a loss. */
 static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		     const sigset_t *set, struct cli_watch *w, bool *lost)
 {
-	bool termed = false, killed = false;
+	bool termed = false, stopped = false, killed = false;
 	uint64_t last_valid = raftlock_session_valid_until(s);
 	for (;;) {
 		uint64_t now = raftlock_now_ms();
@@ -168,18 +170,19 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out");
 			kill(-child, SIGKILL);
 			killed = true;
-		} else if (!termed && !killed && now + h->grace_ms >= last_valid) {
+		} else if (!stopped && !killed && now + h->grace_ms >= last_valid) {
 			fprintf(stderr,
 				"raftlock: session %" PRIu64
 				" cannot be renewed: stopping the command (SIGTERM), "
 				"SIGKILL in %" PRIu64 " ms\n",
 				raftlock_session_id(s), last_valid - now);
-			kill(-child, SIGTERM);
-			termed = true;
+			if (!termed)
+				kill(-child, SIGTERM);
+			termed = stopped = true;
 		}
 		cli_watch_deadline(w, last_valid);
 		uint64_t tick = CLI_SUPERVISE_TICK_MS;
-		uint64_t next = termed ? last_valid : last_valid - h->grace_ms;
+		uint64_t next = stopped ? last_valid : last_valid - h->grace_ms;
 		if (!killed && next > now && next - now < tick)
 			tick = next - now;
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)tick * 1000000};
@@ -196,7 +199,7 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 					"suspended: resuming it\n");
 			kill(-child, SIGCONT);
 		} else if (done == child) {
-			*lost = termed || killed;
+			*lost = stopped || killed;
 			return status;
 		}
 	}

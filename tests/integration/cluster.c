@@ -397,6 +397,16 @@ int tcluster_stop(struct tcluster *c, int i)
 	return st;
 }
 
+void tcluster_export_endpoints(const struct tcluster *c)
+{
+	char env[TCLUSTER_MAX * 33] = "";
+	for (int i = 0; i < c->n; i++) {
+		strcat(env, i ? "," : "");
+		strcat(env, c->client_addr[i]);
+	}
+	setenv("RAFTLOCK_ENDPOINTS", env, 1);
+}
+
 void tcluster_signal(struct tcluster *c, int i, int sig)
 {
 	if (c->pid[i] <= 0)

@@ -105,6 +105,10 @@ void tcluster_wipe(struct tcluster *c, int i);
 /* Sends sig to node i; SIGKILL also reaps it. */
 void tcluster_signal(struct tcluster *c, int i, int sig);
 
+/* Sets RAFTLOCK_ENDPOINTS to every node's client address, for the
+ * raftlock CLI and what it runs. */
+void tcluster_export_endpoints(const struct tcluster *c);
+
 /* Stops node i with SIGTERM and waits for it to exit (status returned). */
 int tcluster_stop(struct tcluster *c, int i);
 

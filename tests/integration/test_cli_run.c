@@ -31,12 +31,7 @@ static int setup(void **state)
 {
 	(void)state;
 	tcluster_start(&cl, 3, ELECTION_MS);
-	char env[200] = "";
-	for (int i = 0; i < cl.n; i++) {
-		strcat(env, i ? "," : "");
-		strcat(env, cl.client_addr[i]);
-	}
-	setenv("RAFTLOCK_ENDPOINTS", env, 1);
+	tcluster_export_endpoints(&cl);
 	snprintf(work, sizeof work, "%.150s/cli", cl.dir);
 	mkdir(work, 0755);
 	return 0;

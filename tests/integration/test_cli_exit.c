@@ -1,0 +1,124 @@
+/* The exit status of the raftlock CLI against a real cluster (raftlock.1,
+ * EXIT STATUS): a lock lost or a release that failed is never reported as
+ * success, a request to release is not a loss, and the stop signals and a
+ * failed write end the commands that run until stopped. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+#define ELECTION_MS 1000
+#define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
+#define CLI_WAIT_MS 20000
+
+static struct tcluster cl;
+static char work[200];
+
+/* The CLI and the commands it runs find the cluster in RAFTLOCK_ENDPOINTS. */
+static void cli_environment(void)
+{
+	if (work[0] != '\0')
+		return;
+	tcluster_export_endpoints(&cl);
+	snprintf(work, sizeof work, "%.150s/cli-exit", cl.dir);
+	mkdir(work, 0755);
+}
+
+/* Starts `raftlock ARGS...`, its output in work/TAG.out (standard output
+ * in stdout_path instead when it is not NULL). */
+static pid_t cli_start(const char *tag, const char *stdout_path, char *const args[])
+{
+	cli_environment();
+	char out[400];
+	snprintf(out, sizeof out, "%s/%s.out", work, tag);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int to = stdout_path != NULL ? open(stdout_path, O_WRONLY) : fd;
+		dup2(to, 1);
+		dup2(fd, 2);
+		execv(CLI, args);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Its exit status (128+N if signal N ended it); -1 when it still ran
+ * after CLI_WAIT_MS (then it is killed). */
+static int cli_wait(pid_t pid)
+{
+	uint64_t end = tcluster_now_ms() + CLI_WAIT_MS;
+	int st;
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (tcluster_now_ms() >= end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			return -1;
+		}
+		usleep(10000);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int cli_run(const char *tag, char *const args[])
+{
+	return cli_wait(cli_start(tag, NULL, args));
+}
+
+/* Whether work/TAG.out has text (printed on failure, to see why). */
+static bool output_has(const char *tag, const char *text)
+{
+	char path[400], buf[8192] = "";
+	snprintf(path, sizeof path, "%s/%s.out", work, tag);
+	FILE *f = fopen(path, "r");
+	if (f != NULL) {
+		buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+		fclose(f);
+	}
+	if (strstr(buf, text) != NULL)
+		return true;
+	fprintf(stderr, "%s.out has no '%s':\n%s\n", tag, text, buf);
+	return false;
+}
+
+/* A command that stops at once (exit 0) on SIGTERM. */
+#define COOPERATIVE "trap 'exit 0' TERM; while :; do sleep 0.05; done"
+
+/* A request to release (--revoke-grace before --max-hold) stops the
+ * command with SIGTERM, but the lock was held until it exited: with
+ * --no-child-exit-code that is a success. */
+static void release_request_is_not_a_loss(void **state)
+{
+	(void)state;
+	char *args[] = {"raftlock",   "lock",     "--no-child-exit-code",
+			"--max-hold", "1500",     "--revoke-grace",
+			"1000",       "cx/asked", "--",
+			"sh",         "-c",       COOPERATIVE,
+			NULL};
+	assert_int_equal(cli_run("asked", args), 0);
+	assert_true(output_has("asked", "release of 'cx/asked' requested"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(release_request_is_not_a_loss),
+	};
+	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
+	return tcluster_run_group(tests, &cl, 3, ELECTION_MS);
+}
