@@ -513,7 +513,7 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		goto out;
 	}
 	code = hold_exit_code(c, h, rv);
-	if (code == CLI_EXIT_OK) {
+	if (rv == 0) { /* not code: -E 0 makes a busy lock exit 0 too */
 		code = h->argv != NULL ? hold_run_child(s, h, &x) : hold_until_signal(s, h, &x);
 		/* A revoked grant (its token is 0) has nothing left to release. */
 		bool revoked = x.set == NULL && raftlock_lock_token(x.lock) == 0;

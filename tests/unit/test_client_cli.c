@@ -423,10 +423,15 @@ static void test_conflict_exit_code(void **state)
 	char *short_e[] = {"raftlock", "--endpoints", f->addr, "lock", "-n",
 			   "-E",       "42",          "x",     "true", NULL};
 	assert_int_equal(cli_run(short_e, 10000), 42);
+	/* -E 0: a busy lock exits 0, and the command does not run */
+	char ran_busy[256];
+	snprintf(ran_busy, sizeof ran_busy, "touch %s", path_in_tmp("ran-busy"));
 	char *long_e[] = {"raftlock",  "--endpoints", f->addr,     "run",
 			  "--permits", "2",           "--no-wait", "--conflict-exit-code=0",
-			  "x",         "true",        NULL};
+			  "x",         "sh",          "-c",        ran_busy,
+			  NULL};
 	assert_int_equal(cli_run(long_e, 10000), 0);
+	assert_int_not_equal(access(path_in_tmp("ran-busy"), F_OK), 0);
 	/* without -E: 3; a command's own status is not a conflict */
 	char *plain[] = {"raftlock", "--endpoints", f->addr, "lock", "-n", "x", "true", NULL};
 	assert_int_equal(cli_run(plain, 10000), 3);
