@@ -137,7 +137,11 @@ static const char usage_text[] =
 	"      because it would close a cycle of waiting sessions: EDEADLK)\n"
 	"  2   usage error\n"
 	"  3   the lock is busy (--no-wait), or --wait ran out (-E N: N instead);\n"
-	"      check: the token is not current\n";
+	"      check: the token is not current\n"
+	"lock, run: a lock lost while held (revoked, or the session's validity\n"
+	"ended), also when that shows only as the command exits or at the\n"
+	"release, exits 1 without a command or with --no-child-exit-code, else\n"
+	"137 (128+SIGKILL, the signal a lost lock sends the command).\n";
 
 static int usage(const char *problem)
 {

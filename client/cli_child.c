@@ -134,12 +134,18 @@ static int exit_code_of(int status)
 	return CLI_EXIT_ERROR;
 }
 
-/* Runs the child under the session's lease; returns its wait status.
- * *lost: the command was stopped because the lease was running out or the
- * lock was lost. A request to release also gets the command SIGTERM, but
- * the lock is held until it exits: that is not a loss. */
+/* How the lock fared while the command ran. */
+enum hold_outcome {
+	HOLD_KEPT,    /* held throughout (a request to release is no loss) */
+	HOLD_STOPPED, /* the command got SIGTERM as the lease ran out */
+	HOLD_LOST,    /* revoked, or the session's validity ended */
+};
+
+/* Runs the child under the session's lease; returns its wait status and
+ * in *outcome how the lock fared. A request to release also gets the
+ * command SIGTERM, but the lock is held until it exits. */
 static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
-		     const sigset_t *set, struct cli_watch *w, bool *lost)
+		     const sigset_t *set, struct cli_watch *w, enum hold_outcome *outcome)
 {
 	bool termed = false, stopped = false, killed = false;
 	uint64_t last_valid = raftlock_session_valid_until(s);
@@ -199,7 +205,7 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 					"suspended: resuming it\n");
 			kill(-child, SIGCONT);
 		} else if (done == child) {
-			*lost = stopped || killed;
+			*outcome = killed ? HOLD_LOST : stopped ? HOLD_STOPPED : HOLD_KEPT;
 			return status;
 		}
 	}
@@ -295,6 +301,33 @@ static void held_free(struct held *x)
 	free(x->names);
 }
 
+/* Why what x holds is gone, NULL while it is held. The revoked event or
+ * the session's end can come in the moment the command exits, between
+ * two looks of the supervision: this is the look after. */
+static const char *held_gone(raftlock_session *s, const struct held *x)
+{
+	if (lock_event_seen(RAFTLOCK_LOCK_REVOKED))
+		return "revoked";
+	uint64_t v = raftlock_session_valid_until(s);
+	if (v == 0)
+		return "session lost";
+	if (raftlock_now_ms() >= v)
+		return "session validity ran out";
+	for (size_t i = 0; i < x->n; i++)
+		if ((x->set != NULL ? raftlock_multi_token(x->set, i)
+				    : raftlock_lock_token(x->lock)) == 0)
+			return "revoked";
+	return NULL;
+}
+
+/* The exit code of a lock lost while held: with the command's status
+ * passed on, that of the SIGKILL a lost lock sends the command (also when
+ * the command exited before it could be sent); else an error. */
+static int hold_lost_exit_code(const struct cli_hold *h)
+{
+	return h->argv != NULL && h->child_exit_code ? 128 + SIGKILL : CLI_EXIT_ERROR;
+}
+
 static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	sigset_t set;
@@ -337,12 +370,22 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const s
 		kill(child, SIGKILL);
 	close(gate[1]);
 	gate[1] = -1;
-	bool lost = false;
-	int status = supervise(child, s, h, &set, &w, &lost);
-	if (h->child_exit_code)
+	enum hold_outcome outcome = HOLD_KEPT;
+	int status = supervise(child, s, h, &set, &w, &outcome);
+	const char *gone = outcome == HOLD_LOST ? NULL : held_gone(s, x);
+	if (gone != NULL) {
+		fprintf(stderr,
+			"raftlock: lock '%s' lost (%s) as the command exited: it may not "
+			"have run under the lock to its end\n",
+			h->name, gone);
+		outcome = HOLD_LOST;
+	}
+	if (outcome == HOLD_LOST)
+		code = hold_lost_exit_code(h);
+	else if (h->child_exit_code)
 		code = exit_code_of(status);
-	else if (lost)
-		code = CLI_EXIT_ERROR; /* the command did not run under the lock */
+	else if (outcome == HOLD_STOPPED)
+		code = CLI_EXIT_ERROR; /* the command did not run to its end */
 	else
 		code = CLI_EXIT_OK;
 	/* What the command left running must not outlive the lock. */
@@ -354,6 +397,34 @@ out:
 	if (gate[1] >= 0)
 		close(gate[1]);
 	child_env_free(env);
+	return code;
+}
+
+/* Releases what x still holds. Returns code, or the code of a lost lock
+ * when the release finds it gone already (revoked, or the session ended,
+ * after the last look). */
+static int hold_release(raftlock_client *c, raftlock_session *s, const struct cli_hold *h,
+			struct held *x, int code)
+{
+	const char *gone = held_gone(s, x);
+	if (gone != NULL && code != hold_lost_exit_code(h)) {
+		/* gone since the look after the command (or the signal) */
+		fprintf(stderr, "raftlock: lock '%s' lost (%s) before its release\n", h->name,
+			gone);
+		return hold_lost_exit_code(h);
+	}
+	if (gone != NULL)
+		return code; /* reported: nothing is left to release */
+	int rv = held_release(x);
+	if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
+		fprintf(stderr,
+			"raftlock: lock '%s' was no longer held at its release (%s): it may "
+			"have gone to another before the end\n",
+			h->name, raftlock_strerror(rv));
+		return hold_lost_exit_code(h);
+	}
+	if (rv != 0)
+		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 	return code;
 }
 
@@ -398,7 +469,7 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, cons
 			return CLI_EXIT_ERROR;
 		}
 		if (lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED))
-			return CLI_EXIT_OK; /* a cooperative holder lets go */
+			break; /* a cooperative holder lets go */
 		if (v == 0 || raftlock_now_ms() >= last_valid) {
 			fprintf(stderr,
 				"raftlock: session %" PRIu64 " %s: '%s' is no longer held\n",
@@ -409,8 +480,15 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, cons
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = CLI_SUPERVISE_TICK_MS * 1000000L};
 		int sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
-			return CLI_EXIT_OK;
+			break;
 	}
+	const char *gone = held_gone(s, x);
+	if (gone != NULL) {
+		fprintf(stderr, "raftlock: lock '%s' lost (%s): it is no longer held\n", h->name,
+			gone);
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
 }
 
 /*
@@ -515,10 +593,7 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 	code = hold_exit_code(c, h, rv);
 	if (rv == 0) { /* not code: -E 0 makes a busy lock exit 0 too */
 		code = h->argv != NULL ? hold_run_child(s, h, &x) : hold_until_signal(s, h, &x);
-		/* A revoked grant (its token is 0) has nothing left to release. */
-		bool revoked = x.set == NULL && raftlock_lock_token(x.lock) == 0;
-		if (raftlock_session_valid(s) && !revoked && held_release(&x) != 0)
-			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+		code = hold_release(c, s, h, &x, code);
 	}
 	held_free(&x);
 out:

@@ -69,7 +69,10 @@ void cli_signal_set(sigset_t *set);
  * released the lock; h->conflict_exit_code when the lock was not obtained
  * in time; CLI_EXIT_ERROR with a message on stderr (also when the session
  * was lost while the lock was held without a command, or, without
- * child_exit_code, while the command ran).
+ * child_exit_code, while the command ran). A lock lost while the command
+ * ran (revoked, the session's validity ended; also seen only as it exited
+ * or at the release) with child_exit_code: 128 + SIGKILL, whatever its
+ * status.
  */
 int cli_hold_run(raftlock_client *c, const struct cli_hold *h);
 

@@ -95,6 +95,15 @@ static bool output_has(const char *tag, const char *text)
 	return false;
 }
 
+/* Asserts the exit status of the CLI run as TAG, with its output shown
+ * when it is not the one wanted. */
+static void assert_exit(const char *tag, int code, int want)
+{
+	if (code != want)
+		output_has(tag, "(the exit status wanted)");
+	assert_int_equal(code, want);
+}
+
 /* A command that stops at once (exit 0) on SIGTERM. */
 #define COOPERATIVE "trap 'exit 0' TERM; while :; do sleep 0.05; done"
 
@@ -113,10 +122,74 @@ static void release_request_is_not_a_loss(void **state)
 	assert_true(output_has("asked", "release of 'cx/asked' requested"));
 }
 
+/* The command revokes its own lock and exits 0 at once: the revocation
+ * reaches the CLI in the moment the command exits, and the exit status
+ * says the lock was lost all the same. */
+static void lock_lost_as_the_command_exits(void **state)
+{
+	(void)state;
+	char *no_child[] = {"raftlock",
+			    "lock",
+			    "--no-child-exit-code",
+			    "cx/rv-a",
+			    "--",
+			    "sh",
+			    "-c",
+			    CLI " revoke cx/rv-a >/dev/null; echo revoke=$? >&2; exit 0",
+			    NULL};
+	assert_exit("rv-a", cli_run("rv-a", no_child), 1);
+	assert_true(output_has("rv-a", "lock 'cx/rv-a'"));
+	/* The command's status passed on: that of the SIGKILL a lost lock
+	 * sends it, as if it had come in time. */
+	char *child[] = {"raftlock",
+			 "lock",
+			 "cx/rv-b",
+			 "--",
+			 "sh",
+			 "-c",
+			 CLI " revoke cx/rv-b >/dev/null; echo revoke=$? >&2; exit 0",
+			 NULL};
+	assert_exit("rv-b", cli_run("rv-b", child), 128 + SIGKILL);
+	assert_true(output_has("rv-b", "lock 'cx/rv-b'"));
+}
+
+/* Waits until work/TAG.token (the standard output of `lock` without a
+ * command) has the token. */
+static void await_token(const char *tag)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/%s.token", work, tag);
+	struct stat st;
+	uint64_t end = tcluster_now_ms() + CLI_WAIT_MS;
+	while ((stat(path, &st) != 0 || st.st_size == 0) && tcluster_now_ms() < end)
+		usleep(10000);
+	assert_true(st.st_size > 0);
+}
+
+/* `lock` without a command: a signal just after the lock was revoked
+ * ends the hold with an error, not 0. */
+static void held_lock_revoked_before_the_signal(void **state)
+{
+	(void)state;
+	char path[400];
+	snprintf(path, sizeof path, "%s/rv-c.token", work);
+	close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	char *hold[] = {"raftlock", "lock", "cx/rv-c", NULL};
+	pid_t holder = cli_start("rv-c", path, hold);
+	await_token("rv-c");
+	char *revoke[] = {"raftlock", "revoke", "cx/rv-c", NULL};
+	assert_int_equal(cli_run("rv-c-revoke", revoke), 0);
+	kill(holder, SIGTERM);
+	assert_int_equal(cli_wait(holder), 1);
+	assert_true(output_has("rv-c", "lock 'cx/rv-c'"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(release_request_is_not_a_loss),
+		cmocka_unit_test(lock_lost_as_the_command_exits),
+		cmocka_unit_test(held_lock_revoked_before_the_signal),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
