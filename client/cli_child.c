@@ -320,12 +320,18 @@ static const char *held_gone(raftlock_session *s, const struct held *x)
 	return NULL;
 }
 
+/* The exit code is the command's status (else 0 or an error). */
+static bool hold_passes_status(const struct cli_hold *h)
+{
+	return h->argv != NULL && h->child_exit_code;
+}
+
 /* The exit code of a lock lost while held: with the command's status
  * passed on, that of the SIGKILL a lost lock sends the command (also when
  * the command exited before it could be sent); else an error. */
 static int hold_lost_exit_code(const struct cli_hold *h)
 {
-	return h->argv != NULL && h->child_exit_code ? 128 + SIGKILL : CLI_EXIT_ERROR;
+	return hold_passes_status(h) ? 128 + SIGKILL : CLI_EXIT_ERROR;
 }
 
 static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const struct held *x)
@@ -402,7 +408,9 @@ out:
 
 /* Releases what x still holds. Returns code, or the code of a lost lock
  * when the release finds it gone already (revoked, or the session ended,
- * after the last look). */
+ * after the last look), or an error when the release failed or was not
+ * confirmed (unless the command's status is passed on): the lock may stay
+ * held until the session ends. */
 static int hold_release(raftlock_client *c, raftlock_session *s, const struct cli_hold *h,
 			struct held *x, int code)
 {
@@ -423,8 +431,11 @@ static int hold_release(raftlock_client *c, raftlock_session *s, const struct cl
 			h->name, raftlock_strerror(rv));
 		return hold_lost_exit_code(h);
 	}
-	if (rv != 0)
+	if (rv != 0) {
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
+		if (!hold_passes_status(h))
+			return CLI_EXIT_ERROR;
+	}
 	return code;
 }
 
@@ -596,6 +607,16 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		code = hold_release(c, s, h, &x, code);
 	}
 	held_free(&x);
+	uint64_t id = raftlock_session_id(s);
+	int closed = raftlock_session_close(s);
+	if (rv == 0 && closed != 0 && closed != RAFTLOCK_ESESSION) {
+		/* The session, and what it may still hold, lasts until its TTL. */
+		fprintf(stderr, "raftlock: closing session %" PRIu64 ": %s\n", id,
+			raftlock_strerror(closed));
+		if (code == CLI_EXIT_OK && !hold_passes_status(h))
+			code = CLI_EXIT_ERROR;
+	}
+	return code;
 out:
 	raftlock_session_close(s);
 	return code;

@@ -72,7 +72,8 @@ void cli_signal_set(sigset_t *set);
  * child_exit_code, while the command ran). A lock lost while the command
  * ran (revoked, the session's validity ended; also seen only as it exited
  * or at the release) with child_exit_code: 128 + SIGKILL, whatever its
- * status.
+ * status. Without a command or child_exit_code, a release or session
+ * close that failed or was not confirmed is CLI_EXIT_ERROR too.
  */
 int cli_hold_run(raftlock_client *c, const struct cli_hold *h);
 

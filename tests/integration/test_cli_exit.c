@@ -184,12 +184,59 @@ static void held_lock_revoked_before_the_signal(void **state)
 	assert_true(output_has("rv-c", "lock 'cx/rv-c'"));
 }
 
+/* A shell command that stops every node of the cluster. */
+static const char *cluster_stop_command(void)
+{
+	static char cmd[256];
+	int at = snprintf(cmd, sizeof cmd, "kill -STOP");
+	for (int i = 0; i < cl.n; i++)
+		at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %d", (int)cl.pid[i]);
+	return cmd;
+}
+
+static void cluster_resume(void)
+{
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGCONT);
+	assert_true(tcluster_leader(&cl, 15000) >= 0);
+}
+
+/* The release cannot be confirmed (the command stops every node before
+ * it exits): the lock may stay held until the session's TTL, so
+ * --no-child-exit-code exits 1, as does `lock` without a command. */
+static void unconfirmed_release_is_an_error(void **state)
+{
+	(void)state;
+	char script[300];
+	snprintf(script, sizeof script, "%s; exit 0", cluster_stop_command());
+	char *child[] = {"raftlock", "--timeout", "1000", "lock", "--no-child-exit-code",
+			 "cx/rel-a", "--",        "sh",   "-c",   script,
+			 NULL};
+	int code = cli_run("rel-a", child);
+	cluster_resume();
+	assert_int_equal(code, 1);
+
+	char path[400];
+	snprintf(path, sizeof path, "%s/rel-b.token", work);
+	close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	char *hold[] = {"raftlock", "--timeout", "1000", "lock", "cx/rel-b", NULL};
+	pid_t holder = cli_start("rel-b", path, hold);
+	await_token("rel-b");
+	for (int i = 0; i < cl.n; i++)
+		tcluster_signal(&cl, i, SIGSTOP);
+	kill(holder, SIGTERM);
+	code = cli_wait(holder);
+	cluster_resume();
+	assert_int_equal(code, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(release_request_is_not_a_loss),
 		cmocka_unit_test(lock_lost_as_the_command_exits),
 		cmocka_unit_test(held_lock_revoked_before_the_signal),
+		cmocka_unit_test(unconfirmed_release_is_an_error),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
