@@ -1,10 +1,12 @@
 /* cli_events.c: see cli_events.h. */
 #include "cli_events.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "json.h"
@@ -14,6 +16,7 @@ struct events_state {
 	pthread_mutex_t mu;
 	uint64_t printed;
 	int status; /* the ERROR event's */
+	bool write_failed;
 	bool done;
 };
 
@@ -29,6 +32,17 @@ static void print_position(const struct raftlock_position *p)
 		printf("%" PRIu64, p->index);
 	else
 		printf("%" PRIu64 ".%" PRIu32, p->index, p->offset);
+}
+
+/* After a line: a reader that went away (or a full disk) ends the
+ * command, which would otherwise print to nowhere forever. */
+static void check_output(struct events_state *st)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return;
+	fprintf(stderr, "raftlock: cannot write the standard output: %s\n", strerror(errno));
+	st->write_failed = true;
+	st->done = true;
 }
 
 static void print_event(const struct raftlock_watch_event *ev, bool json)
@@ -58,7 +72,6 @@ static void print_event(const struct raftlock_watch_event *ev, bool json)
 			printf(" value=%s", ev->value);
 		putchar('\n');
 	}
-	fflush(stdout);
 }
 
 static void on_event(const struct raftlock_watch_event *ev, void *arg)
@@ -73,7 +86,8 @@ static void on_event(const struct raftlock_watch_event *ev, void *arg)
 			st->done = true;
 		} else {
 			print_event(ev, st->o->json);
-			if (!is_state(ev->kind) && st->o->count != 0 &&
+			check_output(st);
+			if (!st->done && !is_state(ev->kind) && st->o->count != 0 &&
 			    ++st->printed >= st->o->count)
 				st->done = true;
 		}
@@ -86,10 +100,12 @@ static void block_stop_signals(sigset_t *stop)
 	sigemptyset(stop);
 	sigaddset(stop, SIGINT);
 	sigaddset(stop, SIGTERM);
+	sigaddset(stop, SIGHUP);
+	sigaddset(stop, SIGQUIT);
 	pthread_sigmask(SIG_BLOCK, stop, NULL);
 }
 
-/* Until st is done or SIGINT/SIGTERM comes. */
+/* Until st is done or a stop signal comes. */
 static void wait_done(struct events_state *st, const sigset_t *stop)
 {
 	for (;;) {
@@ -113,7 +129,7 @@ struct events_stream {
 };
 
 /* The loop both commands share: starts the stream, prints until it is
- * done or SIGINT/SIGTERM comes, cancels it. The exit status. */
+ * done or a stop signal comes, cancels it. The exit status. */
 static int events_run(raftlock_client *client, const struct cli_events_options *o,
 		      const struct events_stream *s)
 {
@@ -131,7 +147,7 @@ static int events_run(raftlock_client *client, const struct cli_events_options *
 			raftlock_strerror(rv));
 	}
 	pthread_mutex_destroy(&st.mu);
-	return rv != 0 || st.status != 0 ? 1 : 0;
+	return rv != 0 || st.status != 0 || st.write_failed ? 1 : 0;
 }
 
 static int watch_start(raftlock_client *client, struct events_state *st, void **handle)
@@ -183,8 +199,8 @@ static void on_leader(const struct raftlock_leader_event *ev, void *arg)
 				fputs(" no leader", stdout);
 			puts(ev->history_lost ? " (history lost: read again)" : "");
 		}
-		fflush(stdout);
-		if (st->o->count != 0 && ++st->printed >= st->o->count)
+		check_output(st);
+		if (!st->done && st->o->count != 0 && ++st->printed >= st->o->count)
 			st->done = true;
 	}
 	pthread_mutex_unlock(&st->mu);

@@ -9,9 +9,10 @@
  *   {"position":"I.O","index":I,"offset":O,"kind":"granted","name":..,
  *    "session":S,"owner":O,"token":T,"mode":"exclusive","permits":N,
  *    "status":E}
- * It runs until interrupted (SIGINT, SIGTERM: exit 0), until --count
- * changes (not counting state events) have been printed, or until the
- * watch is refused (exit 1).
+ * It runs until interrupted (SIGINT, SIGTERM, SIGHUP, SIGQUIT: exit 0),
+ * until --count changes (not counting state events) have been printed, or
+ * until the watch is refused or the standard output cannot be written
+ * (exit 1).
  */
 #ifndef RAFTLOCK_CLI_EVENTS_H
 #define RAFTLOCK_CLI_EVENTS_H
@@ -28,7 +29,7 @@ struct cli_events_options {
 	bool json;
 };
 
-/* Returns the exit code. Blocks SIGINT and SIGTERM in the calling thread
+/* Returns the exit code. Blocks those four signals in the calling thread
  * before the client's threads could take them: call it before any other
  * thread of the process starts, or with those signals blocked already. */
 int cli_events(raftlock_client *client, const struct cli_events_options *o);

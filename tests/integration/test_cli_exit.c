@@ -153,12 +153,20 @@ static void lock_lost_as_the_command_exits(void **state)
 	assert_true(output_has("rv-b", "lock 'cx/rv-b'"));
 }
 
-/* Waits until work/TAG.token (the standard output of `lock` without a
- * command) has the token. */
-static void await_token(const char *tag)
+/* An empty work/TAG.stdout, its path in path, for cli_start. */
+static void stdout_file(const char *tag, char *path, size_t len)
+{
+	cli_environment();
+	snprintf(path, len, "%s/%s.stdout", work, tag);
+	close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+}
+
+/* Waits until work/TAG.stdout has a line (`lock` without a command: the
+ * token; watch and observe: the current state). */
+static void await_stdout(const char *tag)
 {
 	char path[400];
-	snprintf(path, sizeof path, "%s/%s.token", work, tag);
+	snprintf(path, sizeof path, "%s/%s.stdout", work, tag);
 	struct stat st;
 	uint64_t end = tcluster_now_ms() + CLI_WAIT_MS;
 	while ((stat(path, &st) != 0 || st.st_size == 0) && tcluster_now_ms() < end)
@@ -172,16 +180,15 @@ static void held_lock_revoked_before_the_signal(void **state)
 {
 	(void)state;
 	char path[400];
-	snprintf(path, sizeof path, "%s/rv-c.token", work);
-	close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	stdout_file("rv-c", path, sizeof path);
 	char *hold[] = {"raftlock", "lock", "cx/rv-c", NULL};
 	pid_t holder = cli_start("rv-c", path, hold);
-	await_token("rv-c");
+	await_stdout("rv-c");
 	char *revoke[] = {"raftlock", "revoke", "cx/rv-c", NULL};
 	assert_int_equal(cli_run("rv-c-revoke", revoke), 0);
 	kill(holder, SIGTERM);
 	assert_int_equal(cli_wait(holder), 1);
-	assert_true(output_has("rv-c", "lock 'cx/rv-c'"));
+	assert_true(output_has("rv-c", "no longer held"));
 }
 
 /* A shell command that stops every node of the cluster. */
@@ -217,17 +224,40 @@ static void unconfirmed_release_is_an_error(void **state)
 	assert_int_equal(code, 1);
 
 	char path[400];
-	snprintf(path, sizeof path, "%s/rel-b.token", work);
-	close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	stdout_file("rel-b", path, sizeof path);
 	char *hold[] = {"raftlock", "--timeout", "1000", "lock", "cx/rel-b", NULL};
 	pid_t holder = cli_start("rel-b", path, hold);
-	await_token("rel-b");
+	await_stdout("rel-b");
 	for (int i = 0; i < cl.n; i++)
 		tcluster_signal(&cl, i, SIGSTOP);
 	kill(holder, SIGTERM);
 	code = cli_wait(holder);
 	cluster_resume();
 	assert_int_equal(code, 1);
+}
+
+/* watch and observe run until a stop signal, SIGHUP and SIGQUIT as well
+ * as SIGINT and SIGTERM (exit 0), or until their output cannot be written
+ * (exit 1). */
+static void events_stop_on_signals_and_write_errors(void **state)
+{
+	(void)state;
+	char *watch[] = {"raftlock", "watch", "cx/", NULL};
+	char *observe[] = {"raftlock", "observe", "cx/leader", NULL};
+	char *const *commands[] = {watch, observe};
+	const int signals[] = {SIGHUP, SIGQUIT};
+	char path[400];
+	for (int c = 0; c < 2; c++) {
+		for (int i = 0; i < 2; i++) {
+			stdout_file(commands[c][1], path, sizeof path);
+			pid_t pid = cli_start(commands[c][1], path, commands[c]);
+			await_stdout(commands[c][1]);
+			kill(pid, signals[i]);
+			assert_int_equal(cli_wait(pid), 0);
+		}
+		assert_int_equal(cli_wait(cli_start("full", "/dev/full", commands[c])), 1);
+		assert_true(output_has("full", "cannot write the standard output"));
+	}
 }
 
 int main(void)
@@ -237,6 +267,7 @@ int main(void)
 		cmocka_unit_test(lock_lost_as_the_command_exits),
 		cmocka_unit_test(held_lock_revoked_before_the_signal),
 		cmocka_unit_test(unconfirmed_release_is_an_error),
+		cmocka_unit_test(events_stop_on_signals_and_write_errors),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
