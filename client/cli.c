@@ -85,8 +85,10 @@ static const char usage_text[] =
 	"                    stopped it); 1 if the lock was lost meanwhile\n"
 	"  --grace MS, --lock-delay MS  see below\n"
 	"  --max-hold MS     (when the lock is created) revoke each grant MS after\n"
-	"                    it was made;  --revoke-grace MS  ask the holder to\n"
-	"                    release (SIGTERM to the command) that long before\n"
+	"                    it was made (at most 86400000, a day);  --revoke-grace\n"
+	"                    MS  with --max-hold: ask the holder to release\n"
+	"                    (SIGTERM to the command) that long before (at most\n"
+	"                    600000)\n"
 	"  --bind            crash-fast: the session ends 200 ms after this\n"
 	"                    process's connection closes;  --bind-grace MS  other\n"
 	"  --json            without a command: the token as a JSON object\n"
@@ -566,7 +568,7 @@ static int hold_options(int argc, char **argv, bool semaphore, struct cli_hold *
 			break;
 		case OPT_REVOKE_GRACE:
 			if (!parse_ms(optarg, 0, RAFTLOCK_REVOKE_GRACE_MAX_MS, &v))
-				return usage("--revoke-grace: milliseconds");
+				return usage("--revoke-grace: milliseconds, 0..600000");
 			h->lock_opts.revoke_grace_ms = (unsigned)v;
 			break;
 		case OPT_BIND: h->bind = true; break;
@@ -633,6 +635,9 @@ static int cmd_hold(struct cli *cli, int argc, char **argv, bool semaphore, bool
 		return code;
 	if (semaphore && permits == 0)
 		return usage("run needs --permits N");
+	/* the grace is counted back from the revocation --max-hold makes */
+	if (h.lock_opts.revoke_grace_ms != 0 && h.lock_opts.max_hold_ms == 0)
+		return usage("--revoke-grace needs --max-hold");
 	char *shell_argv[4] = {NULL, "-c", (char *)shell_command, NULL};
 	if (shell_command != NULL) {
 		if (optind < argc)

@@ -194,6 +194,19 @@ static void test_usage_errors_exit_2(void **state)
 	char *bad_e[] = {"raftlock", "lock", "-E", "256", "x", "true", NULL};
 	assert_int_equal(cli_run(both, 5000), 2);
 	assert_int_equal(cli_run(bad_e, 5000), 2);
+	/* the lock's time limits, bounded as the server bounds them; a
+	 * revoke grace counts back from a maximum hold */
+	char *long_hold[] = {"raftlock", "lock", "--max-hold", "90000000", "x", "true", NULL};
+	char *grace_alone[] = {"raftlock", "lock", "--revoke-grace", "100", "x", "true", NULL};
+	char *long_grace[] = {"raftlock", "lock", "--max-hold", "1000", "--revoke-grace",
+			      "600001",   "x",    "true",       NULL};
+	assert_int_equal(cli_run(long_hold, 5000), 2);
+	assert_int_equal(cli_run(grace_alone, 5000), 2);
+	assert_int_equal(cli_run(long_grace, 5000), 2);
+	char *at_most[] = {"raftlock", "--endpoints", "127.0.0.1:1", "--timeout",      "300",
+			   "lock",     "--max-hold",  "86400000",    "--revoke-grace", "600000",
+			   "x",        "true",        NULL};
+	assert_int_equal(cli_run(at_most, 5000), 1); /* parsed; no cluster there */
 	/* an election is one name: a set would drop the value */
 	char *elect_all[] = {"raftlock", "elect", "--all", "--value", "v", "a,b", "true", NULL};
 	assert_int_equal(cli_run(elect_all, 5000), 2);
