@@ -457,13 +457,14 @@ static void print_token(const raftlock_session *s, const struct cli_hold *h, con
 	fflush(stdout);
 	fprintf(stderr,
 		"raftlock: holding '%s' with fencing token %s (session %" PRIu64
-		") until SIGINT or SIGTERM\n",
+		") until SIGINT, SIGTERM, SIGHUP or SIGQUIT\n",
 		h->name, x->text, raftlock_session_id(s));
 }
 
-/* No command: holds the lock until SIGINT, SIGTERM, SIGHUP or SIGQUIT
- * (CLI_EXIT_OK), or until the session's validity ends (CLI_EXIT_ERROR:
- * the lock may be someone else's from then on). */
+/* No command: holds the lock until SIGINT, SIGTERM, SIGHUP, SIGQUIT or a
+ * request to release (CLI_EXIT_OK), or until it is revoked or the
+ * session's validity ends (CLI_EXIT_ERROR: the lock may be someone else's
+ * from then on). */
 static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	sigset_t set;

@@ -260,6 +260,37 @@ static void events_stop_on_signals_and_write_errors(void **state)
 	}
 }
 
+/* `lock` without a command ends well (exit 0, the lock released) on
+ * SIGHUP, SIGQUIT and a request to release as on SIGINT and SIGTERM, and
+ * --help says so. */
+static void held_lock_ends_on_each_stop(void **state)
+{
+	(void)state;
+	char path[400];
+	char *hold[] = {"raftlock", "lock", "cx/stop", NULL};
+	const int signals[] = {SIGHUP, SIGQUIT};
+	for (int i = 0; i < 2; i++) {
+		stdout_file("stop", path, sizeof path);
+		pid_t holder = cli_start("stop", path, hold);
+		await_stdout("stop");
+		kill(holder, signals[i]);
+		assert_int_equal(cli_wait(holder), 0);
+	}
+	stdout_file("stop", path, sizeof path);
+	pid_t holder = cli_start("stop", path, hold);
+	await_stdout("stop");
+	char *ask[] = {"raftlock", "revoke", "cx/stop", "--grace", "10000", NULL};
+	assert_int_equal(cli_run("stop-ask", ask), 0);
+	assert_int_equal(cli_wait(holder), 0);
+	char *free_now[] = {"raftlock", "lock", "--no-wait", "cx/stop", "--", "true", NULL};
+	assert_int_equal(cli_run("stop-free", free_now), 0); /* released, not revoked */
+
+	char *help[] = {"raftlock", "--help", NULL};
+	assert_int_equal(cli_run("help", help), 0);
+	assert_true(output_has("help", "SIGQUIT or a request to release (exit 0)"));
+	assert_true(output_has("help", "SIGQUIT or a request to release)"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -268,6 +299,7 @@ int main(void)
 		cmocka_unit_test(held_lock_revoked_before_the_signal),
 		cmocka_unit_test(unconfirmed_release_is_an_error),
 		cmocka_unit_test(events_stop_on_signals_and_write_errors),
+		cmocka_unit_test(held_lock_ends_on_each_stop),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
 		cmocka_set_test_filter(getenv("RAFTLOCK_TEST_FILTER"));
