@@ -4,16 +4,18 @@ Reads of the whole lock table ("holders" operations, linearizable) are
 compared with what clients were told before them:
   - a grant acknowledged before the read was invoked, not released before
     the read completed, whose session was alive during the read, must be
-    among the holders. The session is proven alive by an acknowledged
-    operation of that session invoked after the read (assumption-free;
-    sessions never revive), or by a lease validity the holder reported
-    that reaches past the read (holds under the clock-rate bound);
-  - a release acknowledged before the read was invoked: its token must not
-    be among the holders;
-  - every holder the read shows is explained by the history: its token is
-    that of an acknowledged grant, or the holder's session had an acquire
-    of that lock whose outcome is unknown, invoked before the read ended
-    (a server that executes a retried acquire again shows up here);
+    among the holders under its lock and token, with its session. The
+    session is proven alive by an acknowledged operation of that session
+    invoked after the read (assumption-free; sessions never revive), or by
+    a lease validity the holder reported that reaches past the read (holds
+    under the clock-rate bound);
+  - a release acknowledged before the read was invoked: its lock and token
+    must not be among the holders;
+  - every holder the read shows is explained by the history: its lock and
+    token are those of an acknowledged grant of its session, or the
+    holder's session had an acquire of that lock whose outcome is unknown,
+    invoked before the read ended (a server that executes a retried
+    acquire again shows up here);
   - a session opened before the read, not closed before it completed, and
     proven alive as above, must be among the read's sessions.
 The reads that follow a restart-all nemesis are what make this the check
@@ -25,6 +27,11 @@ import heapq
 from . import history as H
 
 MAX_REPORTED = 20
+
+
+def same_session(granted, shown):
+    """A session the history does not name matches any."""
+    return granted is None or shown is None or granted == shown
 
 
 def check(events, ops, drift_windows=None):
@@ -79,7 +86,9 @@ def check(events, ops, drift_windows=None):
                 if ev.get("f") == "restart-all" and ev["type"] == "end"]
     after_restart = 0
 
-    by_token = {g.token: (g, r) for g, r in grants}
+    # Tokens are per lock in what a read shows: a holder is matched by
+    # (lock, token), never by its token alone.
+    by_token = {(g.lock, g.token): (g, r) for g, r in grants}
     unknown = {}  # (lock, session) -> acquires whose outcome is unknown
     for op in ops:
         if op.f == "acquire" and op.type == "info":
@@ -101,18 +110,18 @@ def check(events, ops, drift_windows=None):
             nxt += 1
         while active and active[0][0] <= rd.inv:
             heapq.heappop(active)
-        held = {}
+        held = {}  # (lock, token) -> holder's session
         for lock, hs in (rd.value.get("locks") or {}).items():
             for h in hs:
-                held[h.get("token")] = (lock, h.get("session"))
+                held[(lock, h.get("token"))] = h.get("session")
         sessions = set(rd.value.get("sessions") or [])
         complete_sessions = rd.value.get("sessions") is not None
         if any(t < rd.inv for t in restarts):
             after_restart += 1
 
-        for tok, (lock, sess) in held.items():
+        for (lock, tok), sess in held.items():
             checked_tokens += 1
-            gr = by_token.get(tok)
+            gr = by_token.get((lock, tok))
             if gr is None:
                 # No acknowledged grant has this token: only an acquire of
                 # that lock and session whose outcome is unknown, invoked
@@ -127,6 +136,12 @@ def check(events, ops, drift_windows=None):
                         "read": rd.describe()})
                 continue
             g, r = gr
+            if not same_session(g.session, sess):
+                violations.append({
+                    "what": "a holder whose session is not that of the "
+                            "grant with its lock and token",
+                    "grant": g.describe(), "holder_session": sess,
+                    "read": rd.describe()})
             if r is not None and r.type == "ok" and r.cmp < rd.inv:
                 violations.append({
                     "what": "an acknowledged release was lost: the "
@@ -141,7 +156,8 @@ def check(events, ops, drift_windows=None):
             if not ok:
                 continue
             checked_grants += 1
-            if g.token not in held:
+            key = (g.lock, g.token)
+            if key not in held or not same_session(g.session, held[key]):
                 record({"what": "an acknowledged grant was lost",
                         "grant": g.describe(), "read": rd.describe(),
                         "proof": how}, how, rd)

@@ -271,6 +271,32 @@ class Planted(unittest.TestCase):
         self.caught("durability_session.jsonl", "durability",
                     "session was lost")
 
+    def test_durability_holder_matched_by_lock_token_and_session(self):
+        # p1 holds A with token 100; the read shows token 100 on lock B,
+        # of another session: A's grant is lost and B's holder unexplained.
+        res = self.caught("durability_wrong_lock.jsonl", "durability",
+                          "grant was lost")
+        whats = [v["what"] for v in res["durability"]["violations"]]
+        self.assertIn("a holder the history cannot explain: no acquire of "
+                      "that session may have been granted this token", whats)
+        # The right lock and token under another session: still lost.
+        evs = history.load(os.path.join(DATA, "durability_wrong_lock.jsonl"))
+        for ev in evs:
+            if ev.get("f") == "holders" and ev["type"] == "ok":
+                ev["value"]["locks"] = {"A": [{"token": 100, "session": 99}]}
+        res = main.run(evs, liveness_bound_s=1.0)
+        whats = [v["what"] for v in res["durability"]["violations"]]
+        self.assertIn("an acknowledged grant was lost", whats)
+        self.assertTrue(any("session is not that of the grant" in w
+                            for w in whats), whats)
+        # With its own session it is the clean case.
+        for ev in evs:
+            if ev.get("f") == "holders" and ev["type"] == "ok":
+                ev["value"]["locks"] = {"A": [{"token": 100, "session": 11}]}
+        res = main.run(evs, liveness_bound_s=1.0)
+        self.assertTrue(res["durability"]["valid"], json.dumps(
+            res["durability"]["violations"]))
+
     def with_drift(self, name, rate):
         evs = history.load(os.path.join(DATA, name))
         for t, typ in ((515 * 10**6, "start"), (525 * 10**6, "end")):
