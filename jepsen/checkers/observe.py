@@ -5,8 +5,8 @@ election's (leader, value, token) that raftlock_observe() reports, with
 its log position (index, offset) and whether the history was read again
 (lost). Per observer and election:
   - positions strictly increase (changes in log order, none twice);
-  - the tokens of successive leaders never decrease (a new leader has a
-    higher token; a proclaim keeps the token);
+  - a new leader (another session) has a higher token than the previous
+    leader; only the same leader keeps its token (a proclaim);
   - every leader token seen is one some campaigner was granted, or may
     have been: per election, the tokens seen that no acknowledged acquire
     returned are at most the acquires whose outcome is unknown (info: the
@@ -21,6 +21,15 @@ MAX_REPORTED = 20
 def is_observation(ev):
     return ev.get("type") == "observe" and str(ev.get("process", "")).startswith(
         "observer")
+
+
+def leader_of(ev):
+    """Who leads in an observation: its session, else a leader named
+    instead of true; None when the observation does not say."""
+    if ev.get("session") is not None:
+        return ev["session"]
+    leader = ev.get("leader")
+    return None if isinstance(leader, bool) else leader
 
 
 def check(events, ops):
@@ -41,9 +50,10 @@ def check(events, ops):
         key = (ev["process"], ev.get("lock"))
         pos = (ev.get("index", 0), ev.get("offset", 0))
         token = ev.get("token", 0) if ev.get("leader") else 0
+        who = leader_of(ev) if token else None
         prev = last.get(key)
         if prev is not None:
-            ppos, ptoken = prev
+            ppos, ptoken, pwho = prev
             if pos <= ppos:
                 violations.append({"what": "a change at or before the previous one",
                                    "observer": ev["process"], "lock": ev.get("lock"),
@@ -54,9 +64,20 @@ def check(events, ops):
                                    "observer": ev["process"], "lock": ev.get("lock"),
                                    "token": token, "previous": ptoken,
                                    "time": ev["time"]})
+            elif token and token == ptoken and who is not None and \
+                    pwho is not None and who != pwho:
+                violations.append({"what": "a new leader with the token of "
+                                           "the previous leader",
+                                   "observer": ev["process"], "lock": ev.get("lock"),
+                                   "token": token, "leader": who,
+                                   "previous_leader": pwho,
+                                   "time": ev["time"]})
         if token and token not in granted:
             unexplained.setdefault(ev.get("lock"), set()).add(token)
-        last[key] = (pos, token or (prev[1] if prev else 0))
+        if token:
+            last[key] = (pos, token, who)
+        else:
+            last[key] = (pos,) + (prev[1:] if prev else (0, None))
     for lock, tokens in unexplained.items():
         if len(tokens) > unknown.get(lock, 0):
             violations.append({"what": "a leader token no campaigner was granted",

@@ -68,6 +68,19 @@ class Planted(unittest.TestCase):
         self.caught("election_unknown_token.jsonl", "observe",
                     "a leader token no campaigner was granted")
 
+    def test_election_new_leader_with_the_previous_token(self):
+        # w1 then w2 lead election E, both with token 5.
+        self.caught("election_same_token.jsonl", "observe",
+                    "a new leader with the token of the previous leader")
+        # The same leader again with its token (a proclaim) is no change
+        # of leader.
+        evs = history.load(os.path.join(DATA, "election_same_token.jsonl"))
+        for ev in evs:
+            if ev.get("leader") == "w2":
+                ev["leader"] = "w1"
+        self.assertTrue(main.run(evs, liveness_bound_s=1.0)["observe"]
+                        ["valid"])
+
     def test_election_two_leaders(self):
         self.caught("election_two_leaders.jsonl", "lease",
                     "two holders of an exclusive lock overlap")
