@@ -7,10 +7,10 @@ its log position (index, offset) and whether the history was read again
   - positions strictly increase (changes in log order, none twice);
   - a new leader (another session) has a higher token than the previous
     leader; only the same leader keeps its token (a proclaim);
-  - every leader token seen is one some campaigner was granted, or may
-    have been: per election, the tokens seen that no acknowledged acquire
-    returned are at most the acquires whose outcome is unknown (info: the
-    worker never learned their token).
+  - every leader token seen is one some campaigner of that election was
+    granted, or may have been: per election, the tokens seen that no
+    acknowledged acquire of it returned are at most its acquires whose
+    outcome is unknown (info: the worker never learned their token).
 That no two campaigners believed they led with valid leases at once is the
 lease checker's, on the campaigners' acquire/release operations.
 """
@@ -33,7 +33,9 @@ def leader_of(ev):
 
 
 def check(events, ops):
-    granted = {op.token for op in ops
+    # A token is a grant of one election: one granted on another lock
+    # explains nothing.
+    granted = {(op.lock, op.token) for op in ops
                if op.f == "acquire" and op.token and op.type == "ok"}
     unknown = {}
     for op in ops:
@@ -72,7 +74,7 @@ def check(events, ops):
                                    "token": token, "leader": who,
                                    "previous_leader": pwho,
                                    "time": ev["time"]})
-        if token and token not in granted:
+        if token and (ev.get("lock"), token) not in granted:
             unexplained.setdefault(ev.get("lock"), set()).add(token)
         if token:
             last[key] = (pos, token, who)

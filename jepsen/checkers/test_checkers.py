@@ -81,6 +81,11 @@ class Planted(unittest.TestCase):
         self.assertTrue(main.run(evs, liveness_bound_s=1.0)["observe"]
                         ["valid"])
 
+    def test_election_leader_token_granted_on_another_lock(self):
+        # Token 9 was granted on lock X, never on election E.
+        self.caught("election_other_lock.jsonl", "observe",
+                    "a leader token no campaigner was granted")
+
     def test_election_two_leaders(self):
         self.caught("election_two_leaders.jsonl", "lease",
                     "two holders of an exclusive lock overlap")
