@@ -154,6 +154,35 @@ class Planted(unittest.TestCase):
         res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
         self.assertFalse(res["lease"]["valid"])
 
+    def test_lease_overlap_under_a_slow_clock_is_not_excused(self):
+        # A server clock at 0.5x or 0.9x only lengthens leases: the overlap
+        # of p1 and p2 under it is a violation.
+        for rate in (0.5, 0.9):
+            evs = history.load(os.path.join(DATA, "lease_slow_clock.jsonl"))
+            evs[0]["rate"] = rate
+            res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
+            self.assertFalse(res["lease"]["valid"], rate)
+            self.assertEqual(res["lease"]["drift_overlap_count"], 0)
+            self.assertEqual(res["summary"]["drift_windows"], [])
+        # At 2x the same overlap is kept apart as caused by the drift.
+        evs[0]["rate"] = 2.0
+        res = main.run(evs, ttl_ms=3000, liveness_bound_s=1.0)
+        self.assertTrue(res["lease"]["valid"])
+        self.assertEqual(res["lease"]["drift_overlap_count"], 1)
+
+    def test_lease_overlap_outside_the_fast_clock_window_is_kept(self):
+        # A 2x window from 7.5 s to 7.6 s (+1 ms TTL) meets both holders'
+        # intervals, but their overlap began at 3 s, before it.
+        evs = history.load(os.path.join(DATA, "lease_slow_clock.jsonl"))
+        evs[0].update(time=7500000000, rate=2.0)
+        for ev in evs:
+            if ev.get("f") == "clock-rate" and ev["type"] == "end":
+                ev["time"] = 7600000000
+        evs.sort(key=lambda e: e["time"])
+        res = main.run(evs, ttl_ms=1, liveness_bound_s=1.0)
+        self.assertFalse(res["lease"]["valid"])
+        self.assertEqual(res["lease"]["drift_overlap_count"], 0)
+
     def test_linear_chain(self):
         res = self.caught("linear_chain.jsonl", "linearizable",
                           "cannot be linearized")
