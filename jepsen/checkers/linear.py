@@ -21,7 +21,8 @@ held: more than N of them may not overlap. An acquire refused with EBUSY,
 or a wait that ended in ETIMEDOUT, needs a moment inside its window at
 which the lock could have been full (a holder the history cannot account
 for, such as a retried acquire executed twice, shows up here);
-a release acknowledged for a handle that was never granted is a violation.
+a release acknowledged for a handle that was never granted, or through a
+handle that holds nothing (logged without a token), is a violation.
 """
 
 from . import history as H
@@ -173,7 +174,18 @@ def check(events, ops):
                     "op": op.describe(), "depth_left": op.value})
         elif op.f == "release":
             last = state.pop(key, None)
-            if op.type == "ok" and last not in ("ok", "info"):
+            if op.type != "ok":
+                continue
+            if not op.token:
+                # The worker logs the grant's token on every release of a
+                # granted handle; one without is through a fresh handle
+                # that holds nothing, whatever the process's last acquire
+                # (one of unknown outcome lives on in another handle).
+                violations.append({
+                    "what": "release acknowledged through a handle that "
+                            "holds nothing (only ENOTHOLDER is right)",
+                    "op": op.describe()})
+            elif last not in ("ok", "info"):
                 violations.append({
                     "what": "release acknowledged for a handle that was "
                             "never granted",

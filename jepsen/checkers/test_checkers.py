@@ -183,6 +183,20 @@ class Planted(unittest.TestCase):
         self.assertFalse(res["lease"]["valid"])
         self.assertEqual(res["lease"]["drift_overlap_count"], 0)
 
+    def test_release_through_an_empty_handle_acknowledged(self):
+        # p1's acquire of L ended EUNKNOWN, p2 was granted L, then p1's
+        # release of L through a fresh handle (no token) was acknowledged.
+        self.caught("linear_foreign_release.jsonl", "linearizable",
+                    "through a handle that holds nothing")
+        # Refused with ENOTHOLDER, as it must be, it is clean.
+        evs = history.load(os.path.join(DATA,
+                                        "linear_foreign_release.jsonl"))
+        evs[-1].update(type="fail", error="ENOTHOLDER")
+        del evs[-1]["value"]
+        res = main.run(evs, liveness_bound_s=1.0)
+        self.assertTrue(res["linearizable"]["valid"], json.dumps(
+            res["linearizable"]["violations"]))
+
     def test_linear_chain(self):
         res = self.caught("linear_chain.jsonl", "linearizable",
                           "cannot be linearized")
