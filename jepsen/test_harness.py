@@ -17,6 +17,7 @@ import unittest
 
 import register
 from harness import cluster as C
+from harness import floors
 from harness import membership as M
 from harness import nemesis as N
 from harness import runner
@@ -377,6 +378,41 @@ class AuthChecks(unittest.TestCase):
                                     "f": "acquire", "error": "EPERM",
                                     "time": 3}) + "\n")
             self.assertFalse(runner.security_check(h, meta)["valid"])
+
+
+class Floors(unittest.TestCase):
+    """A run that checked nothing fails, with the reason."""
+
+    def results(self, name):
+        from checkers import __main__ as checkers
+        from checkers import history
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "checkers", "testdata", name)
+        return checkers.run(history.load(path), liveness_bound_s=20.0)
+
+    def test_a_run_that_checked_nothing_fails(self):
+        # Six restart-alls, every acquire EUNKNOWN, one grant after the
+        # final heal, no table read, no register access: every checker
+        # passes.
+        res = self.results("vacuous_restart_all.jsonl")
+        self.assertTrue(res["summary"]["valid"])
+        got = floors.check(res, "mutex")
+        self.assertFalse(got["valid"])
+        self.assertEqual(len(got["failures"]), 3, got["failures"])
+        self.assertTrue(any("after a restart-all" in f
+                            for f in got["failures"]))
+        # The semaphore workload does not use the register.
+        self.assertEqual(len(floors.check(res, "semaphore")["failures"]), 2)
+
+    def test_healthy_histories_meet_the_floors(self):
+        for name in ("clean.jsonl", "durability_clean.jsonl"):
+            got = floors.check(self.results(name), "mutex")
+            self.assertTrue(got["valid"], got["failures"])
+        res = self.results("election_clean.jsonl")
+        self.assertEqual(res["observe"]["observations"], 6)
+        res["summary"]["op_counts"]["acquire:ok"] = 0
+        self.assertIn("no acquire was granted: no checker had a grant to "
+                      "check", floors.check(res, "election")["failures"])
 
 
 class AfterTheHeal(unittest.TestCase):

@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import cluster as C
+from . import floors
 from . import netns
 from . import nemesis as N
 
@@ -379,6 +380,10 @@ def run_one(args, nemeses, workload, seed):
         # history says.
         res["summary"]["valid"] = False
     res["summary"]["liveness_bound_s"] = bound
+    # A run that checked nothing proves nothing: it fails.
+    res["floors"] = floors.check(res, workload)
+    if not res["floors"]["valid"]:
+        res["summary"]["valid"] = False
     if args.auth or args.client_tls:
         res["auth"] = security_check(hist, meta)
         if not res["auth"]["valid"]:
@@ -413,6 +418,8 @@ def run_one(args, nemeses, workload, seed):
         say("  %-12s %s (refused to the workers: %s)" % (
             "auth", "PASS" if r["valid"] else "FAIL", json.dumps(
                 r["worker_refusals"], sort_keys=True)))
+    for why in res["floors"]["failures"]:
+        say("  %-12s FAIL: %s" % ("floors", why))
     if crashes or bad_exits:
         say("  CRASHES: nodes %s, workers %s" % (crashes, bad_exits))
     say("  ops %d %s, nemesis actions %d, failures %d" % (
