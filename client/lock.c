@@ -987,6 +987,8 @@ struct lock_async {
 	uint64_t seq;
 	int status;
 	uint64_t value;
+	int note_code; /* why it failed, as a lower layer knew it (errmsg_note) */
+	char note[ERRMSG_SIZE / 2];
 };
 
 /* The I/O thread, without t->mu: the application's callback. The call of
@@ -1000,8 +1002,22 @@ static void lock_async_callback(struct transport_deferred *d)
 		pthread_mutex_lock(&t->mu);
 		op->status = lock_take_grant(op->l, op->value);
 		pthread_mutex_unlock(&t->mu);
-		if (op->status != 0)
+		if (op->status != 0) {
 			op->value = 0;
+			op->note_code = op->status;
+			snprintf(op->note, sizeof op->note, "%s",
+				 "the grant was revoked before the call returned");
+		}
+	}
+	if (op->status != 0) {
+		/* the callback reads its message with raftlock_errmsg(), as
+		 * the caller of a blocking call does; a note left on this
+		 * thread by another request is not this call's */
+		int stale;
+		char none[1];
+		errmsg_take_note(&stale, none, sizeof none);
+		errmsg_set(t, op->status, op->note_code == op->status ? op->note : NULL, "%s '%s'",
+			   op->acquire ? "acquire" : "release", op->l->name);
 	}
 	op->cb(op->l, op->status, op->value, op->arg);
 	pthread_mutex_lock(&t->mu);
@@ -1019,6 +1035,7 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	req->on_done = NULL;
 	if (op->wait)
 		l->waiting = NULL;
+	errmsg_take_note(&op->note_code, op->note, sizeof op->note); /* not this call's */
 	if (op->ended != 0) {
 		/* the session closes or was lost: the server ends the wait
 		 * with it, as for a blocking acquire */
@@ -1028,6 +1045,7 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 		op->status =
 			lock_request_end(l, req, op->seq, op->acquire, op->wait, err, &op->value);
 	}
+	errmsg_take_note(&op->note_code, op->note, sizeof op->note);
 	transport_defer(t, &op->d);
 }
 

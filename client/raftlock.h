@@ -666,12 +666,20 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * request of this handle whose outcome was unknown is still being sent:
  * an event loop cannot wait for it; try again later), RAFTLOCK_ENOMEM.
  *
+ * Within cb, raftlock_errmsg(client) of the calling (I/O) thread gives a
+ * failing status's message, as after the blocking call (a node's reason
+ * for RAFTLOCK_EPERM, the limit that refused, ...): "acquire 'name': ..."
+ * or "release 'name': ..." (try-locks are acquires); read it before cb
+ * returns, it is that thread's until its next failure.
+ *
  * Threading: callable from any thread, also from a callback. Callbacks of
  * one client run one at a time and delay that client's other replies while
  * they run, so keep them short. A callback must not call the blocking
  * functions of its client, nor close the session or the client (that
  * would wait for the callback itself). Ownership: the handle must stay
  * alive until its callbacks have run; a session close waits for them.
+ * cb may free its handle (raftlock_lock_free) when no other call of the
+ * handle is in flight: the library does not touch it after cb.
  */
 typedef void (*raftlock_lock_cb)(raftlock_lock *lock, int status, uint64_t value, void *arg);
 RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *lock, raftlock_lock_cb cb, void *arg);

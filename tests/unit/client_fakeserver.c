@@ -586,7 +586,10 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		if (f->refuse_acquires > 0) {
 			f->refuse_acquires--;
-			fake_send_result(fd, req->id, f->refuse_status, NULL, false);
+			Raftlock__Response refusal = RAFTLOCK__RESPONSE__INIT;
+			refusal.status = f->refuse_status;
+			refusal.message = (char *)f->refuse_message;
+			fake_send_response(fd, req->id, &refusal);
 			return true;
 		}
 		if (f->drop_first_acquire) {

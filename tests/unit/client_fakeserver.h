@@ -88,6 +88,8 @@ struct fake {
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
+	/* the message of those answers (NULL: none) */
+	const char *refuse_message;
 	bool ignore_cancels;     /* log cancels, never answer them */
 	bool ignore_releases;    /* log releases, never answer them */
 	bool drop_first_close;   /* execute the close, then drop the

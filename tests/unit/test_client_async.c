@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,8 @@ struct seen {
 	pthread_t caller;
 	bool chain_release; /* the first callback releases from inside */
 	int chained_rv;
+	raftlock_client *client; /* set: keep a failure's message */
+	char message[256];
 };
 
 static void seen_init(struct seen *s)
@@ -48,6 +51,8 @@ static void record(raftlock_lock *lock, int status, uint64_t value, void *arg)
 	s->status[k] = status;
 	s->value[k] = value;
 	s->on_caller_thread |= pthread_equal(pthread_self(), s->caller);
+	if (s->client != NULL && status != 0)
+		snprintf(s->message, sizeof s->message, "%s", raftlock_errmsg(s->client));
 	bool chain = s->chain_release && s->calls == 0 && status == 0;
 	pthread_mutex_unlock(&s->mu);
 	int rv = chain ? raftlock_lock_release_async(lock, record, s) : 0;
@@ -195,6 +200,25 @@ static void test_busy_is_reported_to_the_callback(void **state)
 	assert_int_equal(raftlock_lock_token(r->l), 0);
 }
 
+static void test_a_refusal_gives_its_message_to_the_callback(void **state)
+{
+	struct fixture *fx = *state;
+	struct rig *r = &fx->r;
+	struct seen *s = &fx->s;
+	s->client = r->c;
+	pthread_mutex_lock(&r->f->mu);
+	r->f->refuse_acquires = 1;
+	r->f->refuse_status = RAFTLOCK_EPERM;
+	r->f->refuse_message = "identity 'test' has no 'lock' on 'a'";
+	pthread_mutex_unlock(&r->f->mu);
+	assert_int_equal(raftlock_lock_acquire_async(r->l, RAFTLOCK_EXCLUSIVE, 1, 5000, record, s),
+			 0);
+	assert_int_equal(wait_calls(s, 1), 1);
+	assert_int_equal(s->status[0], RAFTLOCK_EPERM);
+	assert_string_equal(s->message, "acquire 'a': permission denied "
+					"(identity 'test' has no 'lock' on 'a')");
+}
+
 static void test_timeout_then_late_grant_is_released(void **state)
 {
 	struct fixture *fx = *state;
@@ -253,6 +277,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_busy_is_reported_to_the_callback, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_a_refusal_gives_its_message_to_the_callback,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_then_late_grant_is_released,
 						setup_short, teardown),
 		cmocka_unit_test_setup_teardown(test_close_waits_for_the_callback, setup_short,
