@@ -5,10 +5,8 @@ in another thread frees the object. Without a guard the call may start on
 freed memory. With one, every call runs inside use(): close() makes new
 uses fail, waits for those under way, and only then frees.
 
-A call that may block until the object is closed (a waiting acquire: the
-library ends it when its session closes) is a `waiting` use: close() does
-not wait for it, as the library's close ends it first (raftlock.h,
-raftlock_session_close).
+Every use is short, so close() never waits long: an acquire that waits
+does so outside the library and outside its use (_waits.py).
 """
 
 import contextlib
@@ -28,22 +26,20 @@ class Guard:
         return self._ptr
 
     @contextlib.contextmanager
-    def use(self, waiting=False):
+    def use(self):
         """The pointer, alive until the block ends (see the module's text)."""
         with self._cv:
             ptr = self._ptr
             if ptr is None:
                 raise self._closed_error()
-            if not waiting:
-                self._users += 1
+            self._users += 1
         try:
             yield ptr
         finally:
-            if not waiting:
-                with self._cv:
-                    self._users -= 1
-                    if self._users == 0:
-                        self._cv.notify_all()
+            with self._cv:
+                self._users -= 1
+                if self._users == 0:
+                    self._cv.notify_all()
 
     def close(self):
         """Fails new uses, waits for those under way, and returns the
@@ -57,6 +53,6 @@ class Guard:
     def abandon(self):
         """Fails new uses without waiting: for an object that another's
         close frees (a lock handle, freed with its session, whose close
-        waited for the uses that do not wait)."""
+        waited for the uses of its handles)."""
         with self._cv:
             self._ptr = None

@@ -102,6 +102,8 @@ class Client:
         if rv != 0:
             raise error_for(rv, msg.value.decode(errors="replace") if msg.value else None)
         self._guard = Guard(ptr.value, lambda: StateError(Code.ESTATE, "the client is closed"))
+        # seconds (the library's default when not given, transport.c)
+        self._request_timeout = request_timeout or 10.0
         self._mu = threading.Lock()
         self._sessions = set()
         self._default_session = None

@@ -6,11 +6,14 @@ another handle, even in the same thread, is another owner.
 
 import contextlib
 import ctypes
+import threading
+import time
+import traceback
 
-from . import _native
+from . import _native, _waits
 from ._guard import Guard
 from ._args import LOCK_DELAY_MAX_MS, UINT_MAX, c_string, integer, milliseconds
-from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for
+from .errors import Code, Canceled, LockBusy, LockRevoked, RaftlockError, error_for, strerror
 
 _DEFAULT = object()
 
@@ -59,12 +62,14 @@ class Lock:
                                              ctypes.byref(opts), ctypes.byref(ptr)))
         self._guard = Guard(ptr.value, lambda: Canceled(
             Code.ECANCELED, f"lock '{self.name}': its handle or session is closed"))
+        # The waiting acquires of this handle whose caller still waits.
+        self._waits_mu = threading.Lock()
+        self._waits = set()
 
     @contextlib.contextmanager
-    def _use(self, waiting=False):
-        """The handle, alive (with its session) until the block ends;
-        waiting: a call that the session's close ends (_guard.py)."""
-        with self._guard.use() as ptr, self.session._guard.use(waiting):
+    def _use(self):
+        """The handle, alive (with its session) until the block ends."""
+        with self._guard.use() as ptr, self.session._guard.use():
             yield ptr
 
     def _freed_with_session(self):
@@ -91,13 +96,75 @@ class Lock:
         (timeout 0) or another RaftlockError: then this handle holds
         nothing new."""
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
+        mode = self._mode if mode is None else mode
+        permits = self._permits_arg(permits)
+        if t != 0:
+            self._granted = self._wait_for_grant(mode, permits, t)
+            return self._granted
         token = ctypes.c_uint64()
-        with self._use(waiting=t != 0) as ptr:
-            rv = _native.lock_acquire(ptr, self._mode if mode is None else mode,
-                                      self._permits_arg(permits), t, ctypes.byref(token))
+        with self._use() as ptr:
+            rv = _native.lock_acquire(ptr, mode, permits, 0, ctypes.byref(token))
             self._client._check(rv, acquiring=True)
         self._granted = token.value
         return token.value
+
+    def _wait_for_grant(self, mode, permits, t):
+        """An acquire that waits: sent within a short use of the handle, so
+        that no close waits long nor frees the handle under the call; the
+        wait itself is outside (_waits.py). A close of the session ends
+        it with Canceled, so does a close of the handle."""
+        start = time.monotonic()
+        while True:
+            left = t if t < 0 else t - int((time.monotonic() - start) * 1000)
+            if t > 0 and left <= 0:
+                raise error_for(Code.ETIMEDOUT, f"acquire '{self.name}': "
+                                f"{strerror(Code.ETIMEDOUT)}", True)  # nothing was sent
+            wait = self._send_wait(mode, permits, left,
+                                   time.monotonic() - start < self._client._request_timeout)
+            if wait is not None:
+                break
+            time.sleep(0.02)
+        try:
+            status, token, message = wait.wait()
+        finally:
+            with self._waits_mu:
+                self._waits.discard(wait)
+        if status != 0:
+            raise error_for(status, message or f"acquire '{self.name}': {strerror(status)}", True)
+        return token
+
+    def _send_wait(self, mode, permits, t, may_retry):
+        """The Wait of a sent acquire; None: not sent, as an earlier request
+        of the handle whose outcome was unknown is still being sent (a
+        blocking call would wait for it up to the request timeout: so does
+        the caller, calling again)."""
+        wait = _waits.Wait(self._client._message, self._answer_nobody_takes)
+        with self._use() as ptr:
+            with self._waits_mu:
+                self._waits.add(wait)
+            rv = _waits.submit(ptr, mode, permits, t, wait)
+            if rv != 0:
+                with self._waits_mu:
+                    self._waits.discard(wait)
+                if rv == Code.ESTATE and may_retry:
+                    return None
+                self._client._check(rv, acquiring=True)
+        return wait
+
+    def _answer_nobody_takes(self, ptr, status, free_handle):
+        """The I/O thread: the answer of a wait that its caller left
+        (interrupted, or the handle closed): a grant is released, and the
+        handle, if closed, freed after (unless its session freed it)."""
+        def then(p):
+            if free_handle:
+                self.session._forget_lock(self, lambda: _native.lock_free(p))
+        try:
+            if status == 0:
+                _waits.release_then(ptr, then)
+            else:
+                then(ptr)
+        except Exception:  # noqa: BLE001 - a bug here must not reach the library
+            traceback.print_exc()
 
     def _permits_arg(self, permits):
         return integer(self._permits if permits is None else permits,
@@ -136,12 +203,20 @@ class Lock:
     def close(self):
         """Frees the handle (a held lock stays held until its session
         ends: release first). Idempotent. Waits for the calls of other
-        threads on this handle, an acquire that waits too: do not call it
-        from an event callback, or while another thread's acquire on the
-        handle may wait long (close the session instead, which ends its
-        waits)."""
+        threads on this handle that are under way, which are short: do
+        not call it from an event callback. An acquire of another thread
+        that waits ends at once with Canceled; the library's answer to it
+        comes later, and then the handle is freed (a late grant released
+        first)."""
         ptr = self._guard.close()
-        if ptr is not None:
+        if ptr is None:
+            return
+        with self._waits_mu:
+            waits = list(self._waits)
+        freed_later = False
+        for wait in waits:  # the library allows one, but never free twice
+            freed_later = wait.abandon(free_handle=not freed_later) or freed_later
+        if not freed_later:
             self.session._forget_lock(self, lambda: _native.lock_free(ptr))
 
     def __enter__(self):

@@ -195,8 +195,8 @@ class Session:
             for lock in self._locks:
                 lock._freed_with_session()
             self._locks.clear()
-        # Waiting acquires of other threads return ECANCELED first; the
-        # library frees the handles with the session.
+        # Waiting acquires of other threads end with ECANCELED: the library
+        # runs their callbacks before it frees the handles with the session.
         rv = _native.session_close(ptr)
         self._lost.set()
         self._client._forget(self)

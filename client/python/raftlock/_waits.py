@@ -1,0 +1,126 @@
+"""A blocking acquire that waits, built on the library's asynchronous one.
+
+A thread that sat inside raftlock_lock_acquire() for the whole wait would
+hold the handle where no close could wait for it, and a close that did not
+wait freed the handle under a thread about to call in (between the guard's
+use and the call). Here the thread is in the library only to send the
+request (a short, counted use of the guard, which close waits for), then
+waits on an Event outside it. The library ends the wait with one callback
+on its I/O thread: the answer, or RAFTLOCK_ECANCELED when the session
+closes (raftlock_session_close runs the callbacks before it frees). A
+Lock.close() during the wait wakes the waiter at once and leaves the
+handle to the callback, which releases a grant nobody takes any more and
+frees the handle (the library allows it there: lock.c,
+lock_async_callback).
+"""
+
+import itertools
+import threading
+
+from . import _native
+from .errors import Code
+
+# Waits in flight: id -> Wait. The library gets the id as its callback
+# argument, never a Python object; the callback below lives as long as
+# the module, so no library callback finds it freed.
+_pending = {}
+_pending_mu = threading.Lock()
+_ids = itertools.count(1)
+
+
+class Wait:
+    """One waiting acquire: its answer, once the callback or a close gave it."""
+
+    def __init__(self, message_of_failure, on_abandoned):
+        self._done = threading.Event()
+        self._mu = threading.Lock()
+        self._answered = False  # the library's callback ran
+        self._abandoned = False  # nobody takes the answer any more
+        self._free_handle = False  # the handle was closed meanwhile
+        # () -> the library's message of a failure, read in its callback
+        self._message_of_failure = message_of_failure
+        self._on_abandoned = on_abandoned  # (lock ptr, status, free_handle)
+        self.status = None
+        self.value = 0
+        self.message = None
+
+    def wait(self):
+        """(status, token, message) once answered; an interrupted wait (a signal's
+        exception) is abandoned: a grant that comes later is released."""
+        try:
+            self._done.wait()
+        except BaseException:
+            self.abandon(free_handle=False)
+            raise
+        return self.status, self.value, self.message
+
+    def abandon(self, free_handle):
+        """Ends the wait for the caller at once (ECANCELED) unless answered
+        already; True: the callback is still to run and, with free_handle,
+        frees the handle."""
+        with self._mu:
+            if self._answered:
+                return False
+            self._abandoned = True
+            self._free_handle = self._free_handle or free_handle
+            if self.status is None:
+                self.status = Code.ECANCELED
+        self._done.set()
+        return True
+
+    def _answer(self, lock_ptr, status, value):
+        message = None
+        if status != 0:
+            try:
+                message = self._message_of_failure()
+            except Exception:  # noqa: BLE001 - the waiter must wake all the same
+                pass
+        with self._mu:
+            self._answered = True
+            abandoned, free_handle = self._abandoned, self._free_handle
+            if not abandoned:
+                self.status, self.value, self.message = status, value, message
+        self._done.set()
+        if abandoned:
+            self._on_abandoned(lock_ptr, status, free_handle)
+
+
+@_native.LOCK_CB
+def _on_answer(lock_ptr, status, value, arg):
+    """The library's I/O thread: hand the answer over and return."""
+    with _pending_mu:
+        wait = _pending.pop(arg)
+    wait._answer(lock_ptr, status, value)
+
+
+@_native.LOCK_CB
+def _on_release_then_free(lock_ptr, _status, _value, arg):
+    with _pending_mu:
+        free = _pending.pop(arg)
+    free(lock_ptr)
+
+
+def submit(lock_ptr, mode, permits, timeout_ms, wait):
+    """Sends the acquire (lock_ptr must stay alive during the call): 0 and
+    the callback will answer `wait`, or the library's error (no callback)."""
+    op = next(_ids)
+    with _pending_mu:
+        _pending[op] = wait
+    rv = _native.lock_acquire_async(lock_ptr, mode, permits, timeout_ms, _on_answer, op)
+    if rv != 0:
+        with _pending_mu:
+            _pending.pop(op, None)
+    return rv
+
+
+def release_then(lock_ptr, then):
+    """From a callback: releases the grant of lock_ptr, then calls
+    then(lock_ptr) (at once when the release cannot be sent: the
+    session is closing or lost, and releases it anyway)."""
+    op = next(_ids)
+    with _pending_mu:
+        _pending[op] = then
+    if _native.lock_release_async(lock_ptr, _on_release_then_free, op) != 0:
+        with _pending_mu:
+            _pending.pop(op, None)
+        then(lock_ptr)
