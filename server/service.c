@@ -704,12 +704,24 @@ struct lock_fields {
 	uint32_t lock_delay_ms, max_hold_ms, revoke_grace_ms;
 };
 
+/* Whether a time field `what` of the request on `name` is above its
+ * bound; if so, the refusal in msg. */
+static bool ms_above(char *msg, size_t len, const char *request, const char *name, const char *what,
+		     uint32_t ms, uint32_t max_ms)
+{
+	if (ms <= max_ms)
+		return false;
+	snprintf(msg, len, "%s '%s': %s %u ms is above the most allowed, %u ms; nothing done",
+		 request, name, what, ms, max_ms);
+	return true;
+}
+
 /* Whether f is within the protocol's values; answers EINVAL naming the
  * field when not. */
 static bool lock_fields_allowed(struct service *s, struct service_conn *c,
 				const Raftlock__Envelope *env, const struct lock_fields *f)
 {
-	char msg[200];
+	char msg[RAFTLOCK_NAME_MAX + 128];
 	if (!enum_defined(&raftlock__lock_kind__descriptor, f->kind))
 		snprintf(msg, sizeof msg, "lock '%s': kind %d is not a lock kind; nothing done",
 			 f->name, f->kind);
@@ -717,22 +729,12 @@ static bool lock_fields_allowed(struct service *s, struct service_conn *c,
 		snprintf(msg, sizeof msg,
 			 "lock '%s': mode %d is neither exclusive nor shared; nothing done",
 			 f->name, f->mode);
-	else if (f->lock_delay_ms > RAFTLOCK_LOCK_DELAY_MAX_MS)
-		snprintf(msg, sizeof msg,
-			 "lock '%s': lock-delay %u ms is above the most allowed, %u ms; nothing "
-			 "done",
-			 f->name, f->lock_delay_ms, (unsigned)RAFTLOCK_LOCK_DELAY_MAX_MS);
-	else if (f->max_hold_ms > RAFTLOCK_MAX_HOLD_MAX_MS)
-		snprintf(msg, sizeof msg,
-			 "lock '%s': max-hold %u ms is above the most allowed, %u ms; nothing "
-			 "done",
-			 f->name, f->max_hold_ms, (unsigned)RAFTLOCK_MAX_HOLD_MAX_MS);
-	else if (f->revoke_grace_ms > RAFTLOCK_REVOKE_GRACE_MAX_MS)
-		snprintf(msg, sizeof msg,
-			 "lock '%s': revoke-grace %u ms is above the most allowed, %u ms; "
-			 "nothing done",
-			 f->name, f->revoke_grace_ms, (unsigned)RAFTLOCK_REVOKE_GRACE_MAX_MS);
-	else
+	else if (!ms_above(msg, sizeof msg, "lock", f->name, "lock-delay", f->lock_delay_ms,
+			   RAFTLOCK_LOCK_DELAY_MAX_MS) &&
+		 !ms_above(msg, sizeof msg, "lock", f->name, "max-hold", f->max_hold_ms,
+			   RAFTLOCK_MAX_HOLD_MAX_MS) &&
+		 !ms_above(msg, sizeof msg, "lock", f->name, "revoke-grace", f->revoke_grace_ms,
+			   RAFTLOCK_REVOKE_GRACE_MAX_MS))
 		return true;
 	if (already_ran(s, c, env))
 		return true; /* an older build logged it: apply answers it */
@@ -955,6 +957,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 	Raftlock__Sequence legacy;
 	const Raftlock__Sequence *seq = request_sequence(env, &legacy);
 	uint8_t digest[SECRET_DIGEST_LEN];
+	char refusal[RAFTLOCK_NAME_MAX + 128];
 	bool pushable = false, parked = false;
 	if (env->body_case != RAFTLOCK__ENVELOPE__BODY_OPEN_SESSION &&
 	    !secret_admitted(s, c, env, seq, NULL, NULL))
@@ -1032,14 +1035,9 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_REVOKE:
 		/* Admin on the name (auth.c) when auth is on. */
-		if (env->revoke->grace_ms > RAFTLOCK_REVOKE_GRACE_MAX_MS) {
-			char msg[RAFTLOCK_NAME_MAX + 128];
-			snprintf(msg, sizeof msg,
-				 "revoke '%s': grace %u ms is above the most allowed, %u ms; "
-				 "nothing done",
-				 env->revoke->name, env->revoke->grace_ms,
-				 (unsigned)RAFTLOCK_REVOKE_GRACE_MAX_MS);
-			send_status(s, c, env->id, RAFTLOCK_EINVAL, msg);
+		if (ms_above(refusal, sizeof refusal, "revoke", env->revoke->name, "grace",
+			     env->revoke->grace_ms, RAFTLOCK_REVOKE_GRACE_MAX_MS)) {
+			send_status(s, c, env->id, RAFTLOCK_EINVAL, refusal);
 			return;
 		}
 		revoke.name = env->revoke->name;
