@@ -1004,9 +1004,8 @@ static void lock_async_callback(struct transport_deferred *d)
 		pthread_mutex_unlock(&t->mu);
 		if (op->status != 0) {
 			op->value = 0;
-			op->note_code = op->status;
-			snprintf(op->note, sizeof op->note, "%s",
-				 "the grant was revoked before the call returned");
+			lock_grant_revoked();
+			errmsg_take_note(&op->note_code, op->note, sizeof op->note);
 		}
 	}
 	if (op->status != 0) {
