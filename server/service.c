@@ -761,7 +761,11 @@ static bool multi_acquire_allowed(struct service *s, struct service_conn *c,
 	const Raftlock__MultiAcquire *m = env->multi_acquire->acquire;
 	for (size_t i = 0; i < m->n_items; i++) {
 		const Raftlock__MultiItem *it = m->items[i];
-		struct lock_fields f = {it->name, it->kind, it->mode, it->lock_delay_ms, 0, 0};
+		/* a set's items carry no max-hold nor revoke-grace */
+		struct lock_fields f = {.name = it->name,
+					.kind = it->kind,
+					.mode = it->mode,
+					.lock_delay_ms = it->lock_delay_ms};
 		if (!lock_fields_allowed(s, c, env, &f))
 			return false;
 	}
