@@ -563,11 +563,13 @@ static int lock_take_set(raftlock_lock *l)
 
 /*
  * The grant of token to l, which the I/O thread applied as it read the
- * answer, as its caller takes it in (t->mu held): the try-lock's woken
- * caller, the asynchronous acquire's callback. A revocation read with the
- * grant was dispatched after it, yet before the caller could know: the
- * grant is not held then (lock_hold refuses it when the revocation comes
- * first). 0, or RAFTLOCK_ENOTHOLDER with the handle (its set) emptied.
+ * answer, taken in for its caller once the rest of that read is
+ * dispatched (t->mu held, before the try-lock's caller is woken or the
+ * asynchronous acquire's callback runs: transport_deferred.settle). A
+ * revocation read with the grant came after it, yet before the caller
+ * could know: the grant is not held then (lock_hold refuses it when the
+ * revocation comes first). 0, or RAFTLOCK_ENOTHOLDER with the handle (its
+ * set) emptied.
  */
 static int lock_take_grant(raftlock_lock *l, uint64_t token)
 {
@@ -671,32 +673,36 @@ static void lock_sync_done(struct transport *t, struct request *req, int err)
 	if (rv != 0)
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
 	if (!sync->acquire || rv != 0)
-		session_call_end(l->session); /* else lock_sync_wake: it reads l */
+		session_call_end(l->session); /* else lock_sync_settle: it reads l */
 	sync->status = rv;
 	/* woken with t->mu held, the caller would wait for it at once */
 	transport_defer(t, &sync->d);
 }
 
-/* The I/O thread, without t->mu: the caller may go on, a grant taken in
- * for it first (lock_take_grant). */
+/* The I/O thread, t->mu held, the batch of answers dispatched: a grant is
+ * taken in for the caller (lock_take_grant), and the call of the session
+ * ends (lock_sync_done left it open for this). */
+static void lock_sync_settle(struct transport_deferred *d)
+{
+	struct lock_sync *sync = (struct lock_sync *)d;
+	if (!sync->acquire || sync->status != 0)
+		return;
+	raftlock_lock *l = sync->l;
+	int rv = lock_take_grant(l, sync->value);
+	if (rv != 0) {
+		sync->status = rv;
+		sync->value = 0;
+		lock_grant_revoked();
+		errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
+		snprintf(sync->name, sizeof sync->name, "%s", l->name);
+	}
+	session_call_end(l->session);
+}
+
+/* The I/O thread, without t->mu: the caller may go on. */
 static void lock_sync_wake(struct transport_deferred *d)
 {
 	struct lock_sync *sync = (struct lock_sync *)d;
-	if (sync->acquire && sync->status == 0) {
-		raftlock_lock *l = sync->l;
-		struct transport *t = l->session->t;
-		pthread_mutex_lock(&t->mu);
-		int rv = lock_take_grant(l, sync->value);
-		if (rv != 0) {
-			sync->status = rv;
-			sync->value = 0;
-			lock_grant_revoked();
-			errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
-			snprintf(sync->name, sizeof sync->name, "%s", l->name);
-		}
-		session_call_end(l->session);
-		pthread_mutex_unlock(&t->mu);
-	}
 	sem_post(&sync->done); /* the last touch: the caller may return then */
 }
 
@@ -728,7 +734,10 @@ static int lock_call_now(raftlock_lock *l, struct lock_op *op)
 {
 	struct transport *t = l->session->t;
 	const char *what = op->acquire ? "acquire" : "release";
-	struct lock_sync sync = {.d.fn = lock_sync_wake, .l = l, .acquire = op->acquire != NULL};
+	struct lock_sync sync = {.d.settle = lock_sync_settle,
+				 .d.fn = lock_sync_wake,
+				 .l = l,
+				 .acquire = op->acquire != NULL};
 	sem_init(&sync.done, 0, 0);
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
@@ -805,7 +814,8 @@ int lock_release_set(raftlock_lock *const *locks, size_t n)
 	unsigned left = deadline > now ? (unsigned)(deadline - now) : 1;
 	while (sent < n && unsent == 0) {
 		struct lock_sync *sync = &syncs[sent];
-		*sync = (struct lock_sync){.d.fn = lock_sync_wake, .l = locks[sent]};
+		*sync = (struct lock_sync){
+			.d.settle = lock_sync_settle, .d.fn = lock_sync_wake, .l = locks[sent]};
 		sem_init(&sync->done, 0, 0);
 		unsent = session_call_begin(s);
 		if (unsent == 0 &&
@@ -991,6 +1001,21 @@ struct lock_async {
 	char note[ERRMSG_SIZE / 2];
 };
 
+/* The I/O thread, t->mu held, the batch of answers dispatched: a grant is
+ * taken in for the callback (lock_take_grant). */
+static void lock_async_settle(struct transport_deferred *d)
+{
+	struct lock_async *op = (struct lock_async *)d;
+	if (!op->acquire || op->status != 0)
+		return;
+	op->status = lock_take_grant(op->l, op->value);
+	if (op->status != 0) {
+		op->value = 0;
+		lock_grant_revoked();
+		errmsg_take_note(&op->note_code, op->note, sizeof op->note);
+	}
+}
+
 /* The I/O thread, without t->mu: the application's callback. The call of
  * the session ends after it, so that a close waits for it. */
 static void lock_async_callback(struct transport_deferred *d)
@@ -998,16 +1023,6 @@ static void lock_async_callback(struct transport_deferred *d)
 	struct lock_async *op = (struct lock_async *)d;
 	raftlock_session *s = op->l->session; /* the callback may free the handle */
 	struct transport *t = s->t;
-	if (op->acquire && op->status == 0) {
-		pthread_mutex_lock(&t->mu);
-		op->status = lock_take_grant(op->l, op->value);
-		pthread_mutex_unlock(&t->mu);
-		if (op->status != 0) {
-			op->value = 0;
-			lock_grant_revoked();
-			errmsg_take_note(&op->note_code, op->note, sizeof op->note);
-		}
-	}
 	if (op->status != 0) {
 		/* the callback reads its message with raftlock_errmsg(), as
 		 * the caller of a blocking call does; a note left on this
@@ -1091,7 +1106,8 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 	struct lock_async *op = calloc(1, sizeof *op);
 	if (op == NULL)
 		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "%s '%s'", what, l->name);
-	*op = (struct lock_async){.d.fn = lock_async_callback,
+	*op = (struct lock_async){.d.settle = lock_async_settle,
+				  .d.fn = lock_async_callback,
 				  .l = l,
 				  .cb = cb,
 				  .arg = arg,

@@ -119,7 +119,7 @@ static void sessions_event(void *arg, const Raftlock__SessionEvent *ev)
 		free(e); /* out of memory: the event is lost, the token superseded all the same */
 		return;
 	}
-	e->d.fn = session_lock_event_run;
+	e->d = (struct transport_deferred){.fn = session_lock_event_run};
 	e->s = s;
 	e->kind = revoked ? RAFTLOCK_LOCK_REVOKED : RAFTLOCK_LOCK_RELEASE_REQUESTED;
 	e->token = ev->token;

@@ -877,8 +877,9 @@ static void io_signal_end(struct request *sig)
 	}
 }
 
-/* Wakes the waiters of completed requests and runs the deferred callbacks,
- * without t->mu (held on entry and return). A request on the list is not
+/* Settles the deferred callbacks (t->mu held), then wakes the waiters of
+ * completed requests and runs the callbacks without t->mu (held on entry
+ * and return). A request on the list is not
  * freed before io_signal_end(), whatever its waiter does meanwhile. */
 static void io_run_deferred(struct transport *t)
 {
@@ -886,6 +887,9 @@ static void io_run_deferred(struct transport *t)
 	struct request *sig = t->to_signal;
 	t->deferred = t->deferred_tail = NULL;
 	t->to_signal = NULL;
+	for (struct transport_deferred *s = d; s != NULL; s = s->next)
+		if (s->settle != NULL)
+			s->settle(s);
 	pthread_mutex_unlock(&t->mu);
 	io_signal(sig);
 	while (d != NULL) {

@@ -127,8 +127,13 @@ struct request {
 	bool maybe_ran;
 };
 
-/* Work the I/O thread runs without t->mu: callbacks to the application. */
+/* Work the I/O thread runs without t->mu: callbacks to the application.
+ * settle (optional) runs first, with t->mu still held, once every answer
+ * and event of the read that deferred d has been dispatched (a grant's
+ * revocation read with it, say): what must be decided under t->mu before
+ * fn, without fn taking t->mu again. */
 struct transport_deferred {
+	void (*settle)(struct transport_deferred *d);
 	void (*fn)(struct transport_deferred *d);
 	struct transport_deferred *next;
 };

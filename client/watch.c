@@ -92,7 +92,7 @@ static bool watch_queue(struct raftlock_watch_handle *w, const struct raftlock_w
 		free(dv);
 		return false;
 	}
-	dv->d.fn = watch_deliver;
+	dv->d = (struct transport_deferred){.fn = watch_deliver};
 	dv->w = w;
 	dv->ev = *ev;
 	memcpy(dv->name, ev->name, n);
