@@ -647,29 +647,49 @@ struct lock_sync {
 	char name[RAFTLOCK_NAME_MAX + 1]; /* the handle's name, on failure */
 };
 
+/* Whether req, ended with err by the I/O thread, ended because every
+ * address refused the connection (TLS, a node's limit). */
+static bool lock_refused(const struct request *req, int err)
+{
+	return err != 0 && (err == RAFTLOCK_ETLS || req->refused);
+}
+
+/* Why a request of the lock layer failed with rv, kept for its caller
+ * (*code, note) once lock_request_end() is done (t->mu held): which
+ * address refused the connection and why (refused), else a lower layer's
+ * note, else why no node could be reached. The code is rv's, whatever the
+ * transport's was (a refused try-lock sent before ends RAFTLOCK_EUNKNOWN),
+ * so that errmsg_set() prints the reason. */
+static void lock_note_why(const struct transport *t, bool refused, int rv, int *code, char *note,
+			  size_t size)
+{
+	if (rv == 0) {
+		errmsg_take_note(code, note, size);
+		return;
+	}
+	const char *why = NULL;
+	if (refused)
+		why = t->refused_why;
+	else
+		errmsg_take_note(code, note, size);
+	if (why == NULL && rv == RAFTLOCK_ECONNECTION && *code == 0 && t->unreached_why[0] != '\0')
+		why = t->unreached_why;
+	if (why != NULL) {
+		*code = rv;
+		snprintf(note, size, "%.*s", (int)size - 1, why);
+	}
+}
+
 /* The I/O thread, t->mu held: see lock_request_end(). */
 static void lock_sync_done(struct transport *t, struct request *req, int err)
 {
 	struct lock_sync *sync = req->op;
 	raftlock_lock *l = sync->l;
 	req->on_done = NULL;
-	bool refused = err != 0 && (err == RAFTLOCK_ETLS || req->refused);
+	bool refused = lock_refused(req, err);
 	errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note); /* not this call's */
 	int rv = lock_request_end(l, req, sync->seq, sync->acquire, false, err, &sync->value);
-	if (refused) {
-		/* every address refused the connection: say which and why */
-		sync->note_code = err;
-		snprintf(sync->note, sizeof sync->note, "%.*s", (int)sizeof sync->note - 1,
-			 t->refused_why);
-	} else {
-		errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
-	}
-	if (rv == RAFTLOCK_ECONNECTION && sync->note_code == 0 && t->unreached_why[0] != '\0') {
-		/* no node could be reached: why a name's lookup failed */
-		sync->note_code = rv;
-		snprintf(sync->note, sizeof sync->note, "%.*s", (int)sizeof sync->note - 1,
-			 t->unreached_why);
-	}
+	lock_note_why(t, refused, rv, &sync->note_code, sync->note, sizeof sync->note);
 	if (rv != 0)
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
 	if (!sync->acquire || rv != 0)
@@ -1050,6 +1070,7 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	if (op->wait)
 		l->waiting = NULL;
 	errmsg_take_note(&op->note_code, op->note, sizeof op->note); /* not this call's */
+	bool refused = op->ended == 0 && lock_refused(req, err);
 	if (op->ended != 0) {
 		/* the session closes or was lost: the server ends the wait
 		 * with it, as for a blocking acquire */
@@ -1059,7 +1080,7 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 		op->status =
 			lock_request_end(l, req, op->seq, op->acquire, op->wait, err, &op->value);
 	}
-	errmsg_take_note(&op->note_code, op->note, sizeof op->note);
+	lock_note_why(t, refused, op->status, &op->note_code, op->note, sizeof op->note);
 	transport_defer(t, &op->d);
 }
 

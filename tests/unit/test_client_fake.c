@@ -1349,6 +1349,50 @@ static void test_waiting_acquire_ends_when_refused(void **state)
 	rig_down(&r);
 }
 
+/* The same refusal told to a try-lock: an asynchronous one's callback
+ * reads the node's reason with raftlock_errmsg(), as the blocking caller
+ * does. */
+struct refused_done {
+	raftlock_client *c;
+	struct lock_done d;
+	char msg[512];
+};
+
+static void note_refused_done(raftlock_lock *l, int status, uint64_t value, void *arg)
+{
+	struct refused_done *rd = arg;
+	snprintf(rd->msg, sizeof rd->msg, "%s", raftlock_errmsg(rd->c));
+	note_lock_done(l, status, value, &rd->d);
+}
+
+static void test_try_refused_names_the_reason(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "q", 3000, NULL);
+	struct refused_done rd = {.c = r.c, .d.mu = PTHREAD_MUTEX_INITIALIZER};
+	FAKE_SET(r.f, refuse_conns, true);
+	FAKE_SET(r.f, drop_first_acquire, true); /* the try goes, then the connection */
+	uint64_t token = 0;
+	int status = raftlock_lock_try(r.l, &token);
+	if (status != RAFTLOCK_EUNKNOWN ||
+	    strstr(raftlock_errmsg(r.c), "max-connections-per-address") == NULL)
+		fail_msg("status %d, message: %s", status, raftlock_errmsg(r.c));
+	/* another handle: the first one's late grant is still being released */
+	raftlock_lock *other = NULL;
+	assert_int_equal(raftlock_lock_new(r.s, "q2", NULL, &other), 0);
+	FAKE_SET(r.f, drop_first_acquire, true);
+	assert_int_equal(raftlock_lock_try_async(other, note_refused_done, &rd), 0);
+	status = lock_done_status(&rd.d);
+	/* unknown if it went; if submitted while the refusal holds, not sent */
+	if ((status != RAFTLOCK_EUNKNOWN && status != RAFTLOCK_ELIMIT) ||
+	    strstr(rd.msg, "max-connections-per-address") == NULL)
+		fail_msg("async: status %d, message: %s", status, rd.msg);
+	FAKE_SET(r.f, refuse_conns, false);
+	raftlock_lock_free(other);
+	rig_down(&r);
+}
+
 /* Rule 11a: a bound session's validity, ended by a lost connection, comes
  * back only with a keepalive answered on a later connection. An answer
  * that came on the lost one -- read by the keepalive thread after the
@@ -1939,6 +1983,7 @@ int main(void)
 		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
 		cmocka_unit_test(test_bound_session_renewed_only_on_a_new_connection),
 		cmocka_unit_test(test_waiting_acquire_ends_when_refused),
+		cmocka_unit_test(test_try_refused_names_the_reason),
 		cmocka_unit_test(test_set_refuses_what_it_cannot_carry),
 		cmocka_unit_test(test_set_release_sends_all_within_one_timeout),
 		cmocka_unit_test(test_set_release_unsent_keeps_the_set),
