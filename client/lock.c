@@ -299,30 +299,45 @@ static bool lock_grant_was_revoked(const raftlock_lock *l, uint64_t token)
 	return l->revoked != 0 && token == l->revoked;
 }
 
+/* Gives a set up, a lock of it revoked before its caller took the grant
+ * in: its locks still granted -- per res, those whose token in res was not
+ * revoked; without res, those its handles still hold -- are released as
+ * orphans of the set (a later call of it waits for them; without memory
+ * for them, the session's end releases them), and its handles hold none. */
+static void lock_give_up_set(raftlock_lock *l, const Raftlock__Result *res)
+{
+	struct lock_undo undo;
+	bool with_undo = lock_undo_init(l, &undo) == 0;
+	for (size_t i = 0; i < l->n_set; i++) {
+		raftlock_lock *m = l->set[i];
+		bool granted =
+			res != NULL ? !lock_grant_was_revoked(m, res->tokens[i]) : m->token != 0;
+		if (granted && with_undo)
+			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
+		m->token = 0;
+		m->count = 0;
+	}
+	if (with_undo)
+		lock_undo_end(&undo);
+}
+
 /* A set is held whole or not at all (raftlock.h): if any lock of res was
- * revoked before the caller took the grant in, the set's handles hold
- * none, and the locks still granted are released, as orphans of the set
- * (a later call of it waits for them). false then. */
+ * revoked before the caller took the grant in, the set is given up
+ * (lock_give_up_set). false then. */
 static bool lock_hold_set(raftlock_lock *l, const Raftlock__Result *res)
 {
 	bool whole = true;
 	for (size_t i = 0; i < l->n_set; i++)
 		whole = whole && !lock_grant_was_revoked(l->set[i], res->tokens[i]);
-	if (whole) {
-		for (size_t i = 0; i < l->n_set; i++) {
-			l->set[i]->token = res->tokens[i];
-			l->set[i]->count = 1;
-		}
-		return true;
+	if (!whole) {
+		lock_give_up_set(l, res);
+		return false;
 	}
-	struct lock_undo undo;
-	if (lock_undo_init(l, &undo) != 0)
-		return false; /* the session's end releases them */
-	for (size_t i = 0; i < l->n_set; i++)
-		if (!lock_grant_was_revoked(l->set[i], res->tokens[i]))
-			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
-	lock_undo_end(&undo);
-	return false;
+	for (size_t i = 0; i < l->n_set; i++) {
+		l->set[i]->token = res->tokens[i];
+		l->set[i]->count = 1;
+	}
+	return true;
 }
 
 /* The handle holds what res granted at nesting depth count, or if it
@@ -548,16 +563,7 @@ static int lock_take_set(raftlock_lock *l)
 		whole = whole && l->set[i]->token != 0;
 	if (whole)
 		return 0;
-	struct lock_undo undo;
-	bool with_undo = lock_undo_init(l, &undo) == 0; /* else the session's end releases */
-	for (size_t i = 0; i < l->n_set; i++) {
-		if (l->set[i]->token != 0 && with_undo)
-			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
-		l->set[i]->token = 0;
-		l->set[i]->count = 0;
-	}
-	if (with_undo)
-		lock_undo_end(&undo);
+	lock_give_up_set(l, NULL);
 	return RAFTLOCK_ENOTHOLDER;
 }
 
