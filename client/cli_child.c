@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,34 @@ static int exit_code_of(int status)
 	return CLI_EXIT_ERROR;
 }
 
+/* What the command holds: the lock, or the set of --all. */
+struct held {
+	raftlock_lock *lock;
+	raftlock_multi *set;
+	char *names; /* --all: h->name, its commas made NULs */
+	size_t n;
+	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* in the order of the names */
+	char text[RAFTLOCK_MULTI_MAX * 21];  /* RAFTLOCK_TOKEN: "T" or "T1,T2,..." */
+	bool loss_reported;                  /* a loss of it was said on stderr */
+};
+
+/* Says on stderr that what x holds is lost, or may be (its session's
+ * validity ran out), and notes it: the release then says no more of a
+ * loss it finds. */
+static void held_report_loss(struct held *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void held_report_loss(struct held *x, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("raftlock: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	x->loss_reported = true;
+}
+
 /* How the lock fared while the command ran. */
 enum hold_outcome {
 	HOLD_KEPT,    /* held throughout (a request to release is no loss) */
@@ -144,7 +173,7 @@ enum hold_outcome {
 /* Runs the child under the session's lease; returns its wait status and
  * in *outcome how the lock fared. A request to release also gets the
  * command SIGTERM, but the lock is held until it exits. */
-static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
+static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h, struct held *x,
 		     const sigset_t *set, struct cli_watch *w, enum hold_outcome *outcome)
 {
 	bool termed = false, stopped = false, killed = false;
@@ -155,9 +184,8 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		if (v != 0)
 			last_valid = v;
 		if (!killed && lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
-			fprintf(stderr,
-				"raftlock: lock '%s' revoked: killing the command (SIGKILL)\n",
-				h->name);
+			held_report_loss(x, "lock '%s' revoked: killing the command (SIGKILL)",
+					 h->name);
 			kill(-child, SIGKILL);
 			killed = true;
 		} else if (!termed && !killed && lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED)) {
@@ -171,9 +199,9 @@ static int supervise(pid_t child, raftlock_session *s, const struct cli_hold *h,
 		if (!killed && (v == 0 || now >= last_valid)) {
 			/* Jeopardy or loss alike: the lock may go to another
 			 * from now on, so the command stops here. */
-			fprintf(stderr,
-				"raftlock: session %" PRIu64 " %s: killing the command (SIGKILL)\n",
-				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out");
+			held_report_loss(x, "session %" PRIu64 " %s: killing the command (SIGKILL)",
+					 raftlock_session_id(s),
+					 v == 0 ? "lost" : "validity ran out");
 			kill(-child, SIGKILL);
 			killed = true;
 		} else if (!stopped && !killed && now + h->grace_ms >= last_valid) {
@@ -236,16 +264,6 @@ static int hold_exit_code(raftlock_client *c, const struct cli_hold *h, int rv)
 	fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
 	return CLI_EXIT_ERROR;
 }
-
-/* What the command holds: the lock, or the set of --all. */
-struct held {
-	raftlock_lock *lock;
-	raftlock_multi *set;
-	char *names; /* --all: h->name, its commas made NULs */
-	size_t n;
-	uint64_t tokens[RAFTLOCK_MULTI_MAX]; /* in the order of the names */
-	char text[RAFTLOCK_MULTI_MAX * 21];  /* RAFTLOCK_TOKEN: "T" or "T1,T2,..." */
-};
 
 /* The handle of the lock or the set (--all: NAME is a comma-separated
  * list). 0, or an error with the client's message set. */
@@ -334,7 +352,7 @@ static int hold_lost_exit_code(const struct cli_hold *h)
 	return hold_passes_status(h) ? 128 + SIGKILL : CLI_EXIT_ERROR;
 }
 
-static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const struct held *x)
+static int hold_run_child(raftlock_session *s, const struct cli_hold *h, struct held *x)
 {
 	sigset_t set;
 	int gate[2];
@@ -377,13 +395,13 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h, const s
 	close(gate[1]);
 	gate[1] = -1;
 	enum hold_outcome outcome = HOLD_KEPT;
-	int status = supervise(child, s, h, &set, &w, &outcome);
+	int status = supervise(child, s, h, x, &set, &w, &outcome);
 	const char *gone = outcome == HOLD_LOST ? NULL : held_gone(s, x);
 	if (gone != NULL) {
-		fprintf(stderr,
-			"raftlock: lock '%s' lost (%s) as the command exited: it may not "
-			"have run under the lock to its end\n",
-			h->name, gone);
+		held_report_loss(x,
+				 "lock '%s' lost (%s) as the command exited: it may not have run "
+				 "under the lock to its end",
+				 h->name, gone);
 		outcome = HOLD_LOST;
 	}
 	if (outcome == HOLD_LOST)
@@ -415,20 +433,20 @@ static int hold_release(raftlock_client *c, raftlock_session *s, const struct cl
 			struct held *x, int code)
 {
 	const char *gone = held_gone(s, x);
-	if (gone != NULL && code != hold_lost_exit_code(h)) {
-		/* gone since the look after the command (or the signal) */
-		fprintf(stderr, "raftlock: lock '%s' lost (%s) before its release\n", h->name,
-			gone);
+	if (gone != NULL) {
+		/* nothing is left to release; gone since the look after the
+		 * command (or the signal) unless a loss was said already */
+		if (!x->loss_reported)
+			held_report_loss(x, "lock '%s' lost (%s) before its release", h->name,
+					 gone);
 		return hold_lost_exit_code(h);
 	}
-	if (gone != NULL)
-		return code; /* reported: nothing is left to release */
 	int rv = held_release(x);
 	if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
-		fprintf(stderr,
-			"raftlock: lock '%s' was no longer held at its release (%s): it may "
-			"have gone to another before the end\n",
-			h->name, raftlock_strerror(rv));
+		held_report_loss(x,
+				 "lock '%s' was no longer held at its release (%s): it may have "
+				 "gone to another before the end",
+				 h->name, raftlock_strerror(rv));
 		return hold_lost_exit_code(h);
 	}
 	if (rv != 0) {
@@ -465,7 +483,7 @@ static void print_token(const raftlock_session *s, const struct cli_hold *h, con
  * request to release (CLI_EXIT_OK), or until it is revoked or the
  * session's validity ends (CLI_EXIT_ERROR: the lock may be someone else's
  * from then on). */
-static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, const struct held *x)
+static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, struct held *x)
 {
 	sigset_t set;
 	cli_signal_set(&set); /* blocked in every thread since main() */
@@ -476,17 +494,15 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, cons
 		if (v != 0)
 			last_valid = v;
 		if (lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
-			fprintf(stderr, "raftlock: '%s' was revoked: it is no longer held\n",
-				h->name);
+			held_report_loss(x, "'%s' was revoked: it is no longer held", h->name);
 			return CLI_EXIT_ERROR;
 		}
 		if (lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED))
 			break; /* a cooperative holder lets go */
 		if (v == 0 || raftlock_now_ms() >= last_valid) {
-			fprintf(stderr,
-				"raftlock: session %" PRIu64 " %s: '%s' is no longer held\n",
-				raftlock_session_id(s), v == 0 ? "lost" : "validity ran out",
-				h->name);
+			held_report_loss(x, "session %" PRIu64 " %s: '%s' is no longer held",
+					 raftlock_session_id(s),
+					 v == 0 ? "lost" : "validity ran out", h->name);
 			return CLI_EXIT_ERROR;
 		}
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = CLI_SUPERVISE_TICK_MS * 1000000L};
@@ -496,8 +512,7 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, cons
 	}
 	const char *gone = held_gone(s, x);
 	if (gone != NULL) {
-		fprintf(stderr, "raftlock: lock '%s' lost (%s): it is no longer held\n", h->name,
-			gone);
+		held_report_loss(x, "lock '%s' lost (%s): it is no longer held", h->name, gone);
 		return CLI_EXIT_ERROR;
 	}
 	return CLI_EXIT_OK;

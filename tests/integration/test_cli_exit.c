@@ -153,6 +153,27 @@ static void lock_lost_as_the_command_exits(void **state)
 	assert_true(output_has("rv-b", "lock 'cx/rv-b'"));
 }
 
+/* A command that exits 137 itself, the status a lost lock gives the CLI,
+ * after revoking its own lock as above: the loss is still said on stderr
+ * (the exit status alone cannot tell it from the command's own). Three
+ * rounds, each on a lock of its own: where the CLI finds the loss (while
+ * the command runs, as it exits, at the release) depends on when the
+ * revocation reaches it. */
+static void loss_reported_when_the_command_exits_137(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		char tag[32], name[32], script[200], said[48];
+		snprintf(tag, sizeof tag, "rv-137-%d", i);
+		snprintf(name, sizeof name, "cx/rv-137-%d", i);
+		snprintf(script, sizeof script, "%s revoke %s >/dev/null; exit 137", CLI, name);
+		snprintf(said, sizeof said, "lock '%s'", name);
+		char *args[] = {"raftlock", "lock", name, "--", "sh", "-c", script, NULL};
+		assert_exit(tag, cli_run(tag, args), 128 + SIGKILL);
+		assert_true(output_has(tag, said));
+	}
+}
+
 /* An empty work/TAG.stdout, its path in path, for cli_start. */
 static void stdout_file(const char *tag, char *path, size_t len)
 {
@@ -296,6 +317,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(release_request_is_not_a_loss),
 		cmocka_unit_test(lock_lost_as_the_command_exits),
+		cmocka_unit_test(loss_reported_when_the_command_exits_137),
 		cmocka_unit_test(held_lock_revoked_before_the_signal),
 		cmocka_unit_test(unconfirmed_release_is_an_error),
 		cmocka_unit_test(events_stop_on_signals_and_write_errors),
