@@ -392,20 +392,13 @@ int conn_start(struct conn *c, struct conn_addr *a, const struct conn_tls *tls, 
 		 * attempt whose connect stopped waiting for it */
 		c->lookup = a->lookup;
 		a->lookup = NULL;
-		rv = c->lookup != NULL
-			     ? 0
-			     : resolve_start(a->host, a->port, resolver, c->lookup_use, &c->lookup);
+		rv = c->lookup != NULL ? 0
+				       : resolve_start(a->host, a->port, resolver, c->lookup_use,
+						       &c->lookup, c->why, sizeof c->why);
 		if (rv == 0)
 			c->state = CONN_RESOLVING;
-		if (rv == RAFTLOCK_ELIMIT) {
-			snprintf(c->why, sizeof c->why,
-				 "name lookup of '%s' not started: %d are under way (the resolver "
-				 "does not answer?)",
-				 a->host,
-				 c->lookup_use == RESOLVE_ONE_OFF ? RESOLVE_EXCHANGE_MAX
-								  : RESOLVE_MAX);
-			rv = RAFTLOCK_ECONNECTION;
-		}
+		if (rv == RAFTLOCK_ELIMIT)
+			rv = RAFTLOCK_ECONNECTION; /* c->why names the cap */
 	}
 	if (rv != 0)
 		conn_forget_host(c);

@@ -112,7 +112,7 @@ void conn_init(struct conn *c);
  * RESOLVING: nothing here waits for a resolver. Otherwise the conn is
  * CONNECTING, or OPEN (TLS: HANDSHAKE) if the connect finished at once.
  * a is borrowed for the call. Errors: RAFTLOCK_ECONNECTION (c->why says
- * why when c->lookup_use's share of lookups is under way already),
+ * why when a cap on lookups refused it: resolve_start names the cap),
  * RAFTLOCK_ENOMEM (also when OpenSSL cannot make the connection object, or
  * the lookup's thread cannot start); the conn is then CLOSED.
  */

@@ -31,14 +31,18 @@ struct resolve {
 	struct addrinfo *res;
 };
 
-static unsigned resolve_running; /* lookups whose thread runs (atomic) */
-static unsigned resolve_one_off; /* of those, RESOLVE_ONE_OFF (atomic) */
-static unsigned resolve_count;   /* lookups not yet freed (atomic) */
+/* Lookups not yet freed (atomic, not under resolve_mu: the last owner
+ * to let go, resolve_drop, frees a lookup without taking the mutex, and
+ * only tests read the count). */
+static unsigned resolve_count;
 
 /* The lookups whose thread runs, each of one host, port and resolver,
- * which a new owner of the same joins (resolve_start). */
+ * which a new owner of the same joins (resolve_start), and their places
+ * under the caps; all under resolve_mu. */
 static pthread_mutex_t resolve_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct resolve *resolve_under_way;
+static unsigned resolve_running; /* lookups whose thread runs */
+static unsigned resolve_one_off; /* of those, RESOLVE_ONE_OFF */
 
 /* fork() copies the list and the counts into the child, but not the
  * lookups' threads: there, none of those lookups will ever answer, and an
@@ -62,8 +66,8 @@ static void resolve_after_fork_in_parent(void)
 static void resolve_after_fork_in_child(void)
 {
 	resolve_under_way = NULL;
-	__atomic_store_n(&resolve_running, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&resolve_one_off, 0, __ATOMIC_RELAXED);
+	resolve_running = 0;
+	resolve_one_off = 0;
 	pthread_mutex_unlock(&resolve_mu);
 }
 
@@ -105,29 +109,32 @@ static void resolve_unref(struct resolve *r)
 	__atomic_sub_fetch(&resolve_count, 1, __ATOMIC_RELEASE);
 }
 
-/* Takes a place for a lookup of use under the cap and its share:
- * false when there is none. */
-static bool resolve_reserve(enum resolve_use use)
+/* resolve_mu held: takes a place for a lookup of use under the cap and
+ * its share. Returns 0, or RAFTLOCK_ELIMIT with why (why_len bytes)
+ * naming the cap that refused. */
+static int resolve_reserve(const char *host, enum resolve_use use, char *why, size_t why_len)
 {
-	if (use == RESOLVE_ONE_OFF &&
-	    __atomic_add_fetch(&resolve_one_off, 1, __ATOMIC_ACQ_REL) > RESOLVE_EXCHANGE_MAX) {
-		__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
-		return false;
+	bool share_full = use == RESOLVE_ONE_OFF && resolve_one_off >= RESOLVE_EXCHANGE_MAX;
+	if (share_full || resolve_running >= RESOLVE_MAX) {
+		snprintf(why, why_len,
+			 "name lookup of '%s' not started: %s %d lookups under way (the resolver "
+			 "does not answer?)",
+			 host, share_full ? "status calls have their" : "the process has its",
+			 share_full ? RESOLVE_EXCHANGE_MAX : RESOLVE_MAX);
+		return RAFTLOCK_ELIMIT;
 	}
-	if (__atomic_add_fetch(&resolve_running, 1, __ATOMIC_ACQ_REL) > RESOLVE_MAX) {
-		__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
-		if (use == RESOLVE_ONE_OFF)
-			__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
-		return false;
-	}
-	return true;
+	resolve_running++;
+	if (use == RESOLVE_ONE_OFF)
+		resolve_one_off++;
+	return 0;
 }
 
+/* resolve_mu held. */
 static void resolve_release(enum resolve_use use)
 {
-	__atomic_sub_fetch(&resolve_running, 1, __ATOMIC_RELEASE);
+	resolve_running--;
 	if (use == RESOLVE_ONE_OFF)
-		__atomic_sub_fetch(&resolve_one_off, 1, __ATOMIC_RELEASE);
+		resolve_one_off--;
 }
 
 /* resolve_mu held. */
@@ -178,12 +185,12 @@ static void *resolve_main(void *arg)
 	 * answer may already be old by the time it asks */
 	pthread_mutex_lock(&resolve_mu);
 	resolve_unlink(r);
+	resolve_release(r->use);
 	pthread_mutex_unlock(&resolve_mu);
 	__atomic_store_n(&r->done, true, __ATOMIC_RELEASE);
 	uint64_t one = 1;
 	ssize_t w = write(r->fd, &one, sizeof one);
 	(void)w; /* an eventfd written once cannot be full */
-	resolve_release(r->use);
 	resolve_unref(r);
 	return NULL;
 }
@@ -210,10 +217,11 @@ static int resolve_spawn(struct resolve *r)
 
 /* resolve_mu held: a new lookup, its thread started and listed. */
 static int resolve_new(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
-		       struct resolve **out)
+		       struct resolve **out, char *why, size_t why_len)
 {
-	if (!resolve_reserve(use))
-		return RAFTLOCK_ELIMIT;
+	int rv = resolve_reserve(host, use, why, why_len);
+	if (rv != 0)
+		return rv;
 	__atomic_add_fetch(&resolve_count, 1, __ATOMIC_RELAXED);
 	struct resolve *r = calloc(1, sizeof *r);
 	if (r == NULL)
@@ -247,7 +255,7 @@ err_count:
 }
 
 int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
-		  struct resolve **out)
+		  struct resolve **out, char *why, size_t why_len)
 {
 	if (fn == NULL)
 		fn = getaddrinfo;
@@ -260,7 +268,7 @@ int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolv
 	if (r != NULL)
 		*out = r;
 	else
-		rv = resolve_new(host, port, fn, use, out);
+		rv = resolve_new(host, port, fn, use, out, why, why_len);
 	pthread_mutex_unlock(&resolve_mu);
 	return rv;
 }

@@ -87,11 +87,13 @@ int resolve_numeric(const char *host, const char *port, struct addrinfo **res);
  * whose resolver has not answered yet is joined instead, whatever its
  * use, and takes no place under the caps. *out is the caller's
  * reference: let go of it with resolve_drop(). Thread-safe. Errors:
- * RAFTLOCK_ELIMIT (RESOLVE_MAX lookups wait for their resolver, or
- * RESOLVE_EXCHANGE_MAX of use RESOLVE_ONE_OFF), RAFTLOCK_ENOMEM (also
- * when the thread cannot start). */
+ * RAFTLOCK_ELIMIT (RESOLVE_EXCHANGE_MAX lookups of use RESOLVE_ONE_OFF,
+ * or RESOLVE_MAX in all, wait for their resolver: why, why_len bytes,
+ * says "name lookup of 'HOST' not started: " and names the cap that
+ * refused), RAFTLOCK_ENOMEM (also when the thread cannot start). why is
+ * written only on RAFTLOCK_ELIMIT (why_len 0: not at all). */
 int resolve_start(const char *host, const char *port, resolve_fn fn, enum resolve_use use,
-		  struct resolve **out);
+		  struct resolve **out, char *why, size_t why_len);
 
 /* A descriptor that polls readable (POLLIN) once the answer is in, and
  * stays so; valid until resolve_drop(). Never read it. */

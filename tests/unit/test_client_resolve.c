@@ -419,8 +419,11 @@ static void test_status_calls_leave_room(void **state)
 		assert_int_equal(raftlock_status_get(monitor, hung, &st), RAFTLOCK_ECONNECTION);
 	}
 	const char *msg = raftlock_errmsg(monitor);
-	char want[64];
-	snprintf(want, sizeof want, "name lookup of 'hung-%d.test' not started", RESOLVE_MAX + 7);
+	char want[128];
+	snprintf(want, sizeof want,
+		 "name lookup of 'hung-%d.test' not started: status calls have their %d lookups "
+		 "under way",
+		 RESOLVE_MAX + 7, RESOLVE_EXCHANGE_MAX);
 	if (strstr(msg, want) == NULL)
 		fail_msg("message: %s", msg);
 	/* a request timeout well before the hung lookups end by themselves */
@@ -434,6 +437,57 @@ static void test_status_calls_leave_room(void **state)
 	gate_open();
 	assert_lookups_freed();
 	fake_stop(f);
+}
+
+/* With RESOLVE_MAX lookups of connections waiting for their resolver,
+ * the status calls' share is empty, yet the cap refuses them too: their
+ * message names the cap that refused, RESOLVE_MAX, not their share, as
+ * does a connection's refused lookup. */
+static void test_full_cap_named_by_status_calls(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char good[64], hung[64], status_why[512], conn_why[256] = "";
+	struct resolve *held[RESOLVE_MAX] = {NULL}, *refused = NULL;
+	int started = 0;
+	for (int i = 0; i < RESOLVE_MAX; i++) {
+		snprintf(hung, sizeof hung, "hung-conn-%d.test", i);
+		started += resolve_start(hung, "7001", gate_lookup, RESOLVE_CONNECTION, &held[i],
+					 NULL, 0) == 0;
+	}
+	name_at(good, sizeof good, "good.test", f);
+	raftlock_client *monitor = monitor_of_hung_names(good);
+	name_at(hung, sizeof hung, "hung-status.test", f);
+	struct raftlock_status *st = NULL;
+	int status_rv = raftlock_status_get(monitor, hung, &st);
+	snprintf(status_why, sizeof status_why, "%s", raftlock_errmsg(monitor));
+	int conn_rv = resolve_start("hung-more.test", "7001", gate_lookup, RESOLVE_CONNECTION,
+				    &refused, conn_why, sizeof conn_why);
+	/* every lookup let go before any assert: the next tests count them */
+	raftlock_client_close(monitor);
+	gate_open();
+	for (int i = 0; i < RESOLVE_MAX; i++)
+		resolve_drop(held[i]);
+	resolve_drop(refused);
+	assert_lookups_freed();
+	fake_stop(f);
+
+	assert_int_equal(started, RESOLVE_MAX);
+	assert_int_equal(status_rv, RAFTLOCK_ECONNECTION);
+	char want[128];
+	snprintf(want, sizeof want,
+		 "name lookup of 'hung-status.test' not started: the process has its %d lookups "
+		 "under way",
+		 RESOLVE_MAX);
+	if (strstr(status_why, want) == NULL)
+		fail_msg("status call: %s", status_why);
+	assert_int_equal(conn_rv, RAFTLOCK_ELIMIT);
+	snprintf(want, sizeof want,
+		 "name lookup of 'hung-more.test' not started: the process has its %d lookups "
+		 "under way",
+		 RESOLVE_MAX);
+	if (strstr(conn_why, want) == NULL)
+		fail_msg("connection: %s", conn_why);
 }
 
 /* A monitor that asks one name whose resolver does not answer for its
@@ -502,10 +556,12 @@ static void joined_lookup_answers_every_owner(int fail)
 	struct resolve *r[JOINERS] = {NULL}, *other = NULL, *after = NULL;
 	for (int i = 0; i < JOINERS; i++)
 		assert_int_equal(resolve_start("join.test", "7001", gate_lookup,
-					       i % 2 ? RESOLVE_ONE_OFF : RESOLVE_CONNECTION, &r[i]),
+					       i % 2 ? RESOLVE_ONE_OFF : RESOLVE_CONNECTION, &r[i],
+					       NULL, 0),
 				 0);
-	assert_int_equal(
-		resolve_start("join.test", "7002", gate_lookup, RESOLVE_CONNECTION, &other), 0);
+	assert_int_equal(resolve_start("join.test", "7002", gate_lookup, RESOLVE_CONNECTION, &other,
+				       NULL, 0),
+			 0);
 	uint64_t until = clock_mono_ms() + 2000;
 	while (gate_get(&gate.inside) < 2 && clock_mono_ms() < until)
 		sleep_ms(1);
@@ -520,8 +576,9 @@ static void joined_lookup_answers_every_owner(int fail)
 		assert_answer(r[i], "7001", fail);
 	assert_answer(other, "7002", fail);
 	assert_int_equal(gate_get(&gate.calls), 2);
-	assert_int_equal(resolve_start("join.test", "7001", gate_lookup, RESOLVE_ONE_OFF, &after),
-			 0);
+	assert_int_equal(
+		resolve_start("join.test", "7001", gate_lookup, RESOLVE_ONE_OFF, &after, NULL, 0),
+		0);
 	assert_answer(after, "7001", fail);
 	assert_int_equal(gate_get(&gate.calls), 3);
 	for (int i = 1; i < JOINERS; i++)
@@ -545,8 +602,9 @@ static void test_forked_child_looks_up_anew(void **state)
 {
 	(void)state;
 	struct resolve *hung = NULL;
-	assert_int_equal(resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &hung),
-			 0);
+	assert_int_equal(
+		resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &hung, NULL, 0),
+		0);
 	uint64_t until = clock_mono_ms() + 2000;
 	while (gate_get(&gate.inside) < 1 && clock_mono_ms() < until)
 		sleep_ms(1);
@@ -557,7 +615,8 @@ static void test_forked_child_looks_up_anew(void **state)
 		pthread_mutex_init(&gate.mu, NULL);
 		gate.open = true;
 		struct resolve *r = NULL;
-		if (resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &r) != 0)
+		if (resolve_start("fork.test", "7003", gate_lookup, RESOLVE_CONNECTION, &r, NULL,
+				  0) != 0)
 			_exit(2);
 		struct pollfd p = {.fd = resolve_fd(r), .events = POLLIN};
 		const struct addrinfo *ai = NULL;
@@ -626,8 +685,9 @@ static void test_resolver_blocks_signals(void **state)
 	sigset_t before, after;
 	pthread_sigmask(SIG_SETMASK, NULL, &before);
 	struct resolve *r = NULL;
-	assert_int_equal(resolve_start("masked.test", "7001", mask_lookup, RESOLVE_CONNECTION, &r),
-			 0);
+	assert_int_equal(
+		resolve_start("masked.test", "7001", mask_lookup, RESOLVE_CONNECTION, &r, NULL, 0),
+		0);
 	pthread_sigmask(SIG_SETMASK, NULL, &after);
 	struct pollfd p = {.fd = resolve_fd(r), .events = POLLIN};
 	int polled = poll(&p, 1, 2000);
@@ -657,6 +717,7 @@ int main(void)
 		cmocka_unit_test_setup(test_localhost_connects, gate_reset),
 		cmocka_unit_test_setup(test_resolver_blocks_signals, gate_reset),
 		cmocka_unit_test_setup(test_status_calls_leave_room, gate_reset),
+		cmocka_unit_test_setup(test_full_cap_named_by_status_calls, gate_reset),
 		cmocka_unit_test_setup(test_status_calls_of_one_hung_name_share_a_lookup,
 				       gate_reset),
 		cmocka_unit_test_setup(test_joined_lookup_answers_every_owner, gate_reset),
