@@ -319,9 +319,10 @@ static void held_free(struct held *x)
 	free(x->names);
 }
 
-/* Why what x holds is gone, NULL while it is held. The revoked event or
- * the session's end can come in the moment the command exits, between
- * two looks of the supervision: this is the look after. */
+/* Why what x holds is gone, NULL while it is held: the look of a hold
+ * without a command at each tick, and the look before the release (the
+ * revoked event or the session's end can come in the moment the command
+ * exits or the signal comes, after the last look of the supervision). */
 static const char *held_gone(raftlock_session *s, const struct held *x)
 {
 	if (lock_event_seen(RAFTLOCK_LOCK_REVOKED))
@@ -396,14 +397,6 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h, struct 
 	gate[1] = -1;
 	enum hold_outcome outcome = HOLD_KEPT;
 	int status = supervise(child, s, h, x, &set, &w, &outcome);
-	const char *gone = outcome == HOLD_LOST ? NULL : held_gone(s, x);
-	if (gone != NULL) {
-		held_report_loss(x,
-				 "lock '%s' lost (%s) as the command exited: it may not have run "
-				 "under the lock to its end",
-				 h->name, gone);
-		outcome = HOLD_LOST;
-	}
 	if (outcome == HOLD_LOST)
 		code = hold_lost_exit_code(h);
 	else if (h->child_exit_code)
@@ -426,19 +419,21 @@ out:
 
 /* Releases what x still holds. Returns code, or the code of a lost lock
  * when the release finds it gone already (revoked, or the session ended,
- * after the last look), or an error when the release failed or was not
- * confirmed (unless the command's status is passed on): the lock may stay
- * held until the session ends. */
+ * also since the supervision's last look: said on stderr unless said
+ * already), or an error when the release failed or was not confirmed
+ * (unless the command's status is passed on): the lock may stay held
+ * until the session ends. */
 static int hold_release(raftlock_client *c, raftlock_session *s, const struct cli_hold *h,
 			struct held *x, int code)
 {
 	const char *gone = held_gone(s, x);
-	if (gone != NULL) {
-		/* nothing is left to release; gone since the look after the
-		 * command (or the signal) unless a loss was said already */
+	if (gone != NULL) { /* nothing is left to release */
 		if (!x->loss_reported)
-			held_report_loss(x, "lock '%s' lost (%s) before its release", h->name,
-					 gone);
+			held_report_loss(x, "lock '%s' lost (%s)%s", h->name, gone,
+					 h->argv != NULL
+						 ? " as the command exited: it may not have "
+						   "run under the lock to its end"
+						 : ": it is no longer held");
 		return hold_lost_exit_code(h);
 	}
 	int rv = held_release(x);
@@ -488,34 +483,20 @@ static int hold_until_signal(raftlock_session *s, const struct cli_hold *h, stru
 	sigset_t set;
 	cli_signal_set(&set); /* blocked in every thread since main() */
 	print_token(s, h, x);
-	uint64_t last_valid = raftlock_session_valid_until(s);
 	for (;;) {
-		uint64_t v = raftlock_session_valid_until(s);
-		if (v != 0)
-			last_valid = v;
-		if (lock_event_seen(RAFTLOCK_LOCK_REVOKED)) {
-			held_report_loss(x, "'%s' was revoked: it is no longer held", h->name);
+		const char *gone = held_gone(s, x);
+		if (gone != NULL) {
+			held_report_loss(x, "lock '%s' lost (%s): it is no longer held", h->name,
+					 gone);
 			return CLI_EXIT_ERROR;
 		}
 		if (lock_event_seen(RAFTLOCK_LOCK_RELEASE_REQUESTED))
-			break; /* a cooperative holder lets go */
-		if (v == 0 || raftlock_now_ms() >= last_valid) {
-			held_report_loss(x, "session %" PRIu64 " %s: '%s' is no longer held",
-					 raftlock_session_id(s),
-					 v == 0 ? "lost" : "validity ran out", h->name);
-			return CLI_EXIT_ERROR;
-		}
+			return CLI_EXIT_OK; /* a cooperative holder lets go */
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = CLI_SUPERVISE_TICK_MS * 1000000L};
 		int sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)
-			break;
+			return CLI_EXIT_OK; /* the release looks again */
 	}
-	const char *gone = held_gone(s, x);
-	if (gone != NULL) {
-		held_report_loss(x, "lock '%s' lost (%s): it is no longer held", h->name, gone);
-		return CLI_EXIT_ERROR;
-	}
-	return CLI_EXIT_OK;
 }
 
 /*
@@ -596,11 +577,11 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		return CLI_EXIT_ERROR;
 	}
 	int code = CLI_EXIT_ERROR;
+	bool held = false; /* granted and held: the close may leave it held */
 	if (held_new(s, h, &x) != 0) {
 		guard_stop(&g);
 		fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(c));
-		held_free(&x);
-		goto out;
+		goto close_session;
 	}
 	pthread_mutex_lock(&g.mu);
 	g.s = s;
@@ -614,26 +595,24 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 		code = 128 + g.signal; /* came as the lock was granted */
 		if (rv == 0)
 			held_release(&x);
-		held_free(&x);
-		goto out;
+		goto close_session;
 	}
 	code = hold_exit_code(c, h, rv);
-	if (rv == 0) { /* not code: -E 0 makes a busy lock exit 0 too */
+	held = rv == 0; /* not code: -E 0 makes a busy lock exit 0 too */
+	if (held) {
 		code = h->argv != NULL ? hold_run_child(s, h, &x) : hold_until_signal(s, h, &x);
 		code = hold_release(c, s, h, &x, code);
 	}
+close_session:
 	held_free(&x);
 	uint64_t id = raftlock_session_id(s);
 	int closed = raftlock_session_close(s);
-	if (rv == 0 && closed != 0 && closed != RAFTLOCK_ESESSION) {
+	if (held && closed != 0 && closed != RAFTLOCK_ESESSION) {
 		/* The session, and what it may still hold, lasts until its TTL. */
 		fprintf(stderr, "raftlock: closing session %" PRIu64 ": %s\n", id,
 			raftlock_strerror(closed));
 		if (code == CLI_EXIT_OK && !hold_passes_status(h))
 			code = CLI_EXIT_ERROR;
 	}
-	return code;
-out:
-	raftlock_session_close(s);
 	return code;
 }
