@@ -26,30 +26,40 @@ _pending_mu = threading.Lock()
 _ids = itertools.count(1)
 
 
-def _settle(fut, status, value):
+def _settle(fut, status, value, message):
     if not fut.done():
-        fut.set_result((status, value))
+        fut.set_result((status, value, message))
 
 
 @_native.LOCK_CB
 def _on_done(_lock, status, value, arg):
-    """The library's I/O thread: hand over to the loop and return at once."""
+    """The library's I/O thread: hand over to the loop and return at once.
+    A failure's message is this thread's until its next failure: it is
+    read here, before returning, and travels with the outcome."""
     with _pending_mu:
-        loop, fut = _pending.pop(arg)
+        loop, fut, message_of_failure = _pending.pop(arg)
+    message = None
+    if status != 0:
+        try:
+            message = message_of_failure()
+        except Exception:  # noqa: BLE001 - the awaiting task must get its outcome all the same
+            pass
     try:
-        loop.call_soon_threadsafe(_settle, fut, status, value)
+        loop.call_soon_threadsafe(_settle, fut, status, value, message)
     except RuntimeError:  # the loop is closed: nobody waits any more
         pass
 
 
-def _submit(submit, ptr, *args):
-    """Submits one asynchronous call: (0, future of (status, value)), or
-    (error, None) when the library refused it (its callback never runs)."""
+def _submit(submit, ptr, message_of_failure, *args):
+    """Submits one asynchronous call: (0, future of (status, value,
+    message)), or (error, None) when the library refused it (its callback
+    never runs). message_of_failure() gives the library's message of a
+    failed status, called in the callback."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     op = next(_ids)
     with _pending_mu:
-        _pending[op] = (loop, fut)
+        _pending[op] = (loop, fut, message_of_failure)
     rv = submit(ptr, *args, _on_done, op)
     if rv != 0:
         with _pending_mu:
@@ -74,7 +84,7 @@ class AsyncLock(Lock):
 
     async def _run(self, what, submit, *args, acquiring=False):
         with self._use() as ptr:
-            rv, fut = _submit(submit, ptr, *args)
+            rv, fut = _submit(submit, ptr, self.session.client._message, *args)
             if rv != 0:
                 # refused in this thread: the library's message says why
                 raise error_for(rv, self.session.client._message(), acquiring)
@@ -92,7 +102,7 @@ class AsyncLock(Lock):
 
         fut.add_done_callback(ended)
         try:
-            status, value = await asyncio.shield(fut)
+            status, value, message = await asyncio.shield(fut)
         except asyncio.CancelledError:
             if what == "acquire":
                 call["abandoned"] = True
@@ -100,7 +110,8 @@ class AsyncLock(Lock):
                     self._release_late_grant(fut)
             raise
         if status != 0:
-            raise error_for(status, f"{what} '{self.name}': {strerror(status)}", acquiring)
+            raise error_for(status, message or f"{what} '{self.name}': {strerror(status)}",
+                            acquiring)
         return value
 
     def _call_ended(self):
@@ -113,7 +124,7 @@ class AsyncLock(Lock):
             return  # not granted
         try:
             with self._use() as ptr:
-                rv, rel = _submit(_native.lock_release_async, ptr)
+                rv, rel = _submit(_native.lock_release_async, ptr, self.session.client._message)
         except Exception:  # noqa: BLE001 - closed: the session's end releases it
             return
         if rv == 0:

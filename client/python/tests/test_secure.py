@@ -4,6 +4,7 @@ and a token take a lock; a client certificate is the client's identity;
 a certificate of another CA, another server name or an unknown token are
 refused with the library's reason; access rules set, listed and deleted."""
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -60,6 +61,25 @@ class Secure(unittest.TestCase):
                 with c.lock("secure/b", timeout=5):
                     self.fail("alice has no rule")
         self.assertIn("identity 'alice' has no 'lock' on 'secure/b'", str(cm.exception))
+
+    def test_a_refusal_by_a_rule_names_it_also_for_waits_and_asyncio(self):
+        # Both are answered through the library's callback, not in the
+        # calling thread: the node's reason must come with the answer.
+        alice = os.path.join(certs, "client-alice")
+        with client(cert=alice + ".pem", key=alice + ".key") as c, c.session(ttl=5) as s:
+            with self.assertRaises(raftlock.PermissionDenied) as waited:
+                s.lock("secure/wait").acquire(timeout=5)
+
+            async def acquire_async():
+                async with s.lock_async("secure/async", timeout=5):
+                    self.fail("alice has no rule")
+
+            with self.assertRaises(raftlock.PermissionDenied) as awaited:
+                asyncio.run(acquire_async())
+        self.assertIn("acquire 'secure/wait'", str(waited.exception))
+        self.assertIn("identity 'alice' has no 'lock' on 'secure/wait'", str(waited.exception))
+        self.assertIn("acquire 'secure/async'", str(awaited.exception))
+        self.assertIn("identity 'alice' has no 'lock' on 'secure/async'", str(awaited.exception))
 
     def test_a_certificate_of_another_ca_is_refused(self):
         other = os.path.join(os.path.dirname(certs), "other", "client-mallory")
