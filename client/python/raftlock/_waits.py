@@ -11,7 +11,10 @@ closes (raftlock_session_close runs the callbacks before it frees). A
 Lock.close() during the wait wakes the waiter at once and leaves the
 handle to the callback, which releases a grant nobody takes any more and
 frees the handle (the library allows it there: lock.c,
-lock_async_callback).
+lock_async_callback). A waiter that gives up (the blocking call's bound,
+an interrupt) leaves the same way: until the callback, and the release
+of a grant after it, have run, a close finds the wait and leaves the
+handle to them.
 """
 
 import itertools
@@ -31,40 +34,48 @@ _ids = itertools.count(1)
 class Wait:
     """One waiting acquire: its answer, once the callback or a close gave it."""
 
-    def __init__(self, message_of_failure, on_abandoned):
+    def __init__(self, message_of_failure, on_abandoned, on_settled):
         self._done = threading.Event()
         self._mu = threading.Lock()
-        self._answered = False  # the library's callback ran
+        self._settled = False  # the library calls back no more for this wait
         self._abandoned = False  # nobody takes the answer any more
         self._free_handle = False  # the handle was closed meanwhile
         # () -> the library's message of a failure, read in its callback
         self._message_of_failure = message_of_failure
-        self._on_abandoned = on_abandoned  # (lock ptr, status, free_handle)
+        # (lock ptr, status, settle): the answer nobody takes; settle(lock
+        # ptr) once the library is done with it (a grant released)
+        self._on_abandoned = on_abandoned
+        self._on_settled = on_settled  # (wait, lock ptr, free_handle)
         self.status = None
         self.value = 0
         self.message = None
 
-    def wait(self):
-        """(status, token, message) once answered; an interrupted wait (a signal's
-        exception) is abandoned: a grant that comes later is released."""
+    def wait(self, timeout=None):
+        """(status, token, message) once answered, or after timeout seconds
+        (None: no end) as EUNKNOWN: then, as when interrupted (a signal's
+        exception), the wait is abandoned and a grant that comes later is
+        released."""
         try:
-            self._done.wait()
+            answered = self._done.wait(timeout)
         except BaseException:
             self.abandon(free_handle=False)
             raise
+        if not answered:
+            self.abandon(free_handle=False, status=Code.EUNKNOWN)
         return self.status, self.value, self.message
 
-    def abandon(self, free_handle):
-        """Ends the wait for the caller at once (ECANCELED) unless answered
-        already; True: the callback is still to run and, with free_handle,
-        frees the handle."""
+    def abandon(self, free_handle, status=Code.ECANCELED):
+        """Ends the wait for the caller at once (with status) unless it
+        was answered. True: the library still calls back for it and, with
+        free_handle, the handle is freed then; False: the caller may free
+        the handle."""
         with self._mu:
-            if self._answered:
+            if self._settled:
                 return False
             self._abandoned = True
             self._free_handle = self._free_handle or free_handle
             if self.status is None:
-                self.status = Code.ECANCELED
+                self.status = status
         self._done.set()
         return True
 
@@ -76,13 +87,22 @@ class Wait:
             except Exception:  # noqa: BLE001 - the waiter must wake all the same
                 pass
         with self._mu:
-            self._answered = True
-            abandoned, free_handle = self._abandoned, self._free_handle
+            abandoned = self._abandoned
             if not abandoned:
                 self.status, self.value, self.message = status, value, message
+                self._settled = True
         self._done.set()
         if abandoned:
-            self._on_abandoned(lock_ptr, status, free_handle)
+            self._on_abandoned(lock_ptr, status, self._settle)
+        else:
+            self._on_settled(self, lock_ptr, False)
+
+    def _settle(self, lock_ptr):
+        """The answer nobody took is dealt with: the library is done."""
+        with self._mu:
+            self._settled = True
+            free_handle = self._free_handle
+        self._on_settled(self, lock_ptr, free_handle)
 
 
 @_native.LOCK_CB

@@ -94,7 +94,13 @@ class Lock:
         `timeout` seconds (None: until granted or the session ends; 0: not
         at all). Returns the fencing token. Raises LockTimeout, LockBusy
         (timeout 0) or another RaftlockError: then this handle holds
-        nothing new."""
+        nothing new.
+
+        With a timeout it returns within the timeout plus min(the client's
+        request_timeout, 1 s), as the library's blocking call does: when
+        the cluster has not answered by then (unreachable, failing over)
+        it raises AcquireOutcomeUnknown, and a grant that comes later is
+        released."""
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
         mode = self._mode if mode is None else mode
         permits = self._permits_arg(permits)
@@ -124,11 +130,8 @@ class Lock:
             if wait is not None:
                 break
             time.sleep(0.02)
-        try:
-            status, token, message = wait.wait()
-        finally:
-            with self._waits_mu:
-                self._waits.discard(wait)
+        give_up = None if t < 0 else start + t / 1000 + self._give_up_bound() - time.monotonic()
+        status, token, message = wait.wait(give_up)
         if status != 0:
             raise error_for(status, message or f"acquire '{self.name}': {strerror(status)}", True)
         return token
@@ -138,7 +141,7 @@ class Lock:
         of the handle whose outcome was unknown is still being sent (a
         blocking call would wait for it up to the request timeout: so does
         the caller, calling again)."""
-        wait = _waits.Wait(self._client._message, self._answer_nobody_takes)
+        wait = _waits.Wait(self._client._message, self._answer_nobody_takes, self._wait_settled)
         with self._use() as ptr:
             with self._waits_mu:
                 self._waits.add(wait)
@@ -151,20 +154,31 @@ class Lock:
                 self._client._check(rv, acquiring=True)
         return wait
 
-    def _answer_nobody_takes(self, ptr, status, free_handle):
+    def _give_up_bound(self):
+        """How long past its timeout a waiting acquire may take to end: as
+        raftlock_lock_acquire(), min(request timeout, 1 s)."""
+        return min(self._client._request_timeout, 1.0)
+
+    def _answer_nobody_takes(self, ptr, status, settle):
         """The I/O thread: the answer of a wait that its caller left
-        (interrupted, or the handle closed): a grant is released, and the
-        handle, if closed, freed after (unless its session freed it)."""
-        def then(p):
-            if free_handle:
-                self.session._forget_lock(self, lambda: _native.lock_free(p))
+        (given up, interrupted, or the handle closed): a grant is
+        released, then the wait settled."""
         try:
             if status == 0:
-                _waits.release_then(ptr, then)
+                _waits.release_then(ptr, settle)
             else:
-                then(ptr)
+                settle(ptr)
         except Exception:  # noqa: BLE001 - a bug here must not reach the library
             traceback.print_exc()
+
+    def _wait_settled(self, wait, ptr, free_handle):
+        """The library calls back no more for `wait`: a close finds it no
+        longer, and the handle, if closed meanwhile, is freed now (unless
+        its session freed it)."""
+        with self._waits_mu:
+            self._waits.discard(wait)
+        if free_handle:
+            self.session._forget_lock(self, lambda: _native.lock_free(ptr))
 
     def _permits_arg(self, permits):
         return integer(self._permits if permits is None else permits,

@@ -1,14 +1,19 @@
-"""How a waiting acquire ends when the cluster refuses it, on a real
-3-node cluster that queues at most two waiters on a lock: a refusal by
-a limit names the limit, through asyncio and through a waiting
-Lock.acquire() alike."""
+"""How a waiting acquire ends when the cluster refuses it or goes silent,
+on a real 3-node cluster that queues at most two waiters on a lock: a
+refusal by a limit names the limit, through asyncio and through a
+waiting Lock.acquire() alike; an acquire whose cluster stops answering
+gives up as soon as the library's blocking call does, not a whole
+request timeout later, and a grant that comes after is not held."""
 
 import asyncio
+import ctypes
+import signal
 import threading
 import time
 import unittest
 
 import raftlock
+from raftlock import _native
 
 from cluster import start_for_module
 
@@ -67,6 +72,80 @@ class RefusedByALimit(unittest.TestCase):
             lk.acquire(timeout=30)
         except (raftlock.Canceled, raftlock.SessionLost):
             pass
+
+
+class UnansweredWait(unittest.TestCase):
+    """Every node stopped while two acquires wait on a held lock: one a
+    waiting Lock.acquire(), the other the library's blocking call."""
+
+    TIMEOUT = 1.5
+    REQUEST_TIMEOUT = 5.0
+
+    def test_gives_up_no_later_than_the_blocking_call(self):
+        name = "outcome/silent"
+        holder_client = raftlock.Client(cluster.endpoints)
+        self.addCleanup(holder_client.close)
+        holder = holder_client.session(ttl=60)
+        holder.lock(name).acquire()
+        c = raftlock.Client(cluster.endpoints, request_timeout=self.REQUEST_TIMEOUT)
+        self.addCleanup(c.close)
+        waiting = c.session(ttl=60)
+        blocking = c.session(ttl=60).lock(name)
+        ended = {}
+
+        def wait_in_python():
+            start = time.monotonic()
+            try:
+                with waiting.lock(name, timeout=self.TIMEOUT):  # freed on failure
+                    ended["python"] = ("held", 0)
+                    return
+            except raftlock.RaftlockError as e:
+                ended["python"] = (e, time.monotonic() - start)
+
+        def wait_in_c():
+            token = ctypes.c_uint64()
+            start = time.monotonic()
+            with blocking._use() as ptr:
+                rv = _native.lock_acquire(ptr, _native.EXCLUSIVE, 1, int(self.TIMEOUT * 1000),
+                                          ctypes.byref(token))
+            ended["c"] = (rv, time.monotonic() - start)
+
+        threads = [threading.Thread(target=f) for f in (wait_in_python, wait_in_c)]
+        for t in threads:
+            t.start()
+        wait_waiters(holder_client, name, 2)
+        for i in range(cluster.n):
+            cluster.signal(i, signal.SIGSTOP)
+        try:
+            for t in threads:
+                t.join(self.TIMEOUT + self.REQUEST_TIMEOUT + 5)
+        finally:
+            for i in range(cluster.n):
+                cluster.signal(i, signal.SIGCONT)
+        error, python_took = ended["python"]
+        c_status, c_took = ended["c"]
+        self.assertEqual(c_status, raftlock.Code.EUNKNOWN)
+        self.assertIsInstance(error, raftlock.AcquireOutcomeUnknown)
+        self.assertIn(f"acquire '{name}'", str(error))
+        bound = self.TIMEOUT + min(self.REQUEST_TIMEOUT, 1.0)
+        self.assertLess(c_took, bound + 0.5)
+        self.assertLess(python_took, bound + 0.5)
+        self.assertLess(python_took, c_took + 0.5)
+
+        # Running again, the cluster ends both waits; the lock handed on
+        # by the holder goes to nobody of this client.
+        cluster.wait_ready()
+        holder.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                holder_client.lock_info(name)
+            except raftlock.NotFound:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail(f"{name} still held or awaited: {holder_client.lock_info(name)}")
+        c.close()
 
 
 if __name__ == "__main__":
