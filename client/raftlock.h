@@ -791,8 +791,12 @@ RAFTLOCK_API int raftlock_multi_acquire(raftlock_multi *set, int timeout_ms);
  * caller taking the grant in: a lock of the set revoked before cb runs
  * (its revocation read with the grant) makes the status
  * RAFTLOCK_ENOTHOLDER, with the set holding none of its locks and the
- * others released, as for raftlock_multi_acquire(). The rules of
- * raftlock_lock_acquire_async() apply (threading, ownership, errors).
+ * others released, as for raftlock_multi_acquire(). Those releases are
+ * still being sent when cb runs: an acquire of the set sent at once (also
+ * from cb) returns RAFTLOCK_ESTATE until the cluster has applied them,
+ * usually within a round trip, so retry it after a short delay, or call
+ * raftlock_multi_acquire() (not from cb), which waits for them. The rules
+ * of raftlock_lock_acquire_async() apply (threading, ownership, errors).
  */
 typedef void (*raftlock_multi_cb)(raftlock_multi *set, int status, void *arg);
 RAFTLOCK_API int raftlock_multi_acquire_async(raftlock_multi *set, int timeout_ms,
