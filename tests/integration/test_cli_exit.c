@@ -222,11 +222,16 @@ static const char *cluster_stop_command(void)
 	return cmd;
 }
 
+/* Resumes the nodes and waits until the cluster serves writes again: a
+ * node that was leader when stopped may still say so for a moment after
+ * SIGCONT, and the tests' own calls run with a 1 s timeout. */
 static void cluster_resume(void)
 {
 	for (int i = 0; i < cl.n; i++)
 		tcluster_signal(&cl, i, SIGCONT);
 	assert_true(tcluster_leader(&cl, 15000) >= 0);
+	char *ready[] = {"raftlock", "lock", "cx/ready", "--", "true", NULL};
+	assert_exit("ready", cli_run("ready", ready), 0);
 }
 
 /* The release cannot be confirmed (the command stops every node before
