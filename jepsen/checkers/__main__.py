@@ -1,7 +1,7 @@
 """Runs every checker on a history and writes results.json.
 
     python3 -m checkers HISTORY [--out results.json] [--ttl-ms 3000]
-                        [--liveness-bound-s 20] [--rho 0.01]
+                        [--liveness-bound-s 20] [--rho 0.01] [--nodes 3]
 
 Exit status: 0 when every checker passed, 1 on any violation, 2 when the
 history could not be read.
@@ -48,7 +48,7 @@ def drift_windows(events, rho, ttl_ms):
     return wins
 
 
-def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01):
+def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01, nodes=3):
     ops = history.pair(events)
     wins = drift_windows(events, rho, ttl_ms)
     nem = history.nemesis_events(events)
@@ -58,7 +58,7 @@ def run(events, ttl_ms=3000, liveness_bound_s=20.0, rho=0.01):
         "linearizable": linear.check(events, ops),
         "durability": durability.check(events, ops, wins),
         "counter": counter.check(events, ops),
-        "liveness": liveness.check(events, ops, liveness_bound_s),
+        "liveness": liveness.check(events, ops, liveness_bound_s, nodes),
         "waits": waits.check(events, ops),
         "observe": observe.check(events, ops),
     }
@@ -98,11 +98,14 @@ def main(argv=None):
     ap.add_argument("--ttl-ms", type=int, default=3000)
     ap.add_argument("--liveness-bound-s", type=float, default=20.0)
     ap.add_argument("--rho", type=float, default=0.01)
+    ap.add_argument("--nodes", type=int, default=3,
+                    help="cluster size (which faults leave a majority)")
     ap.add_argument("--extra", help="JSON object merged into summary")
     args = ap.parse_args(argv)
     try:
         events = history.load(args.history)
-        res = run(events, args.ttl_ms, args.liveness_bound_s, args.rho)
+        res = run(events, args.ttl_ms, args.liveness_bound_s, args.rho,
+                  args.nodes)
     except (OSError, ValueError) as e:
         print("checkers: %s" % e, file=sys.stderr)
         return 2
@@ -117,8 +120,11 @@ def main(argv=None):
         r = res[name]
         extra = ""
         if name == "liveness":
-            extra = " max %ss bound %ss" % (r["max_seconds"],
-                                            r["bound_seconds"])
+            extra = " max %ss after a heal, %ss without a grant in %ss " \
+                "judged, bound %ss" % (r["max_seconds"],
+                                       r["max_healthy_gap_seconds"],
+                                       r["healthy_seconds_judged"],
+                                       r["bound_seconds"])
         if name == "waits":
             extra = " max %ss over the timeout, bound %ss" % (
                 r["max_over_seconds"], r["bound_seconds"])

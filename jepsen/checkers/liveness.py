@@ -1,10 +1,24 @@
-"""Checker 6: liveness after the nemesis heals.
+"""Checker 6: liveness.
 
-For every heal (a nemesis "end" event), the time until the first grant
-acknowledged after it. A heal followed by the next fault before any grant
-and before the bound has passed is "interrupted" and proves nothing. A
-heal with no grant within the bound is a violation, and so is a history
-whose last heal has no grant at all after it.
+Progress: in every stretch in which a majority of the cluster was healthy
+and connected (checkers/majority.py: also during a kill, pause or clock
+rate of a minority, or a partition that leaves a majority side; not
+during restart-all, a clock rate on every node, a ring partition or a
+membership change), every span of the bound's length up to the clients'
+last acquire holds an acknowledged grant. The bound covers a leader
+lost at the worst moment, the clients finding the new one, and a holder
+that stopped renewing (jepsen/README.md says how it is made up), so a
+stretch shorter than the bound cannot fail; one that opens with the
+undo of a fault is a heal that must be followed by a grant within the
+bound, whatever fault comes next, as long as that fault leaves a
+majority.
+
+Heals (nemesis "end" events): the time until the first grant
+acknowledged after each, reported; more than the bound is a violation. A
+heal followed by the next fault before any grant and before the bound
+has passed is "interrupted": the progress rule above judges it unless
+that fault left no healthy majority. A history whose last heal has no
+grant at all after it is a violation.
 
 Per lock, after the final heal (or from the start of a history without
 faults; the harness keeps the workers going until every lock tried after
@@ -19,14 +33,18 @@ acquire executed twice) starves its waiters while the other locks flow.
 import bisect
 
 from . import history as H
+from . import majority as M
 
 MAX_REPORTED = 20
 
 
-def check(events, ops, bound_s):
+def check(events, ops, bound_s, nodes=3):
     bound = bound_s * 1e9
     nem = H.nemesis_events(events)
-    starts = sorted(ev["time"] for ev in nem if ev["type"] == "start")
+    # A fault counts from the moment it began to act (membership changes
+    # and clock rates act long before their start event).
+    starts = sorted(ev.get("began", ev["time"]) for ev in nem
+                    if ev["type"] == "start")
     heals = sorted((ev["time"], ev.get("f")) for ev in nem
                    if ev["type"] == "end")
     grants = sorted(op.cmp for op in ops
@@ -58,6 +76,7 @@ def check(events, ops, bound_s):
                                "heal": t})
     if not grants:
         violations.append({"what": "no grant in the whole history"})
+    progress = _progress(events, ops, bound, grants, nodes, violations)
     locks_checked = _per_lock(events, ops, bound, heals, violations)
     return {
         "valid": not violations,
@@ -66,12 +85,46 @@ def check(events, ops, bound_s):
         "heals": len(heals),
         "measured": len(measured),
         "interrupted": interrupted,
+        "nodes": nodes,
+        "healthy_windows": progress["windows"],
+        "healthy_seconds_judged": progress["judged_seconds"],
+        "max_healthy_gap_seconds": progress["max_gap_seconds"],
         "max_seconds": round(max(measured) / 1e9, 3) if measured else None,
         "mean_seconds": (round(sum(measured) / len(measured) / 1e9, 3)
                          if measured else None),
         "violations": violations[:MAX_REPORTED],
         "violation_count": len(violations),
     }
+
+
+def _progress(events, ops, bound, grants, nodes, violations):
+    """The progress rule above; returns what it judged."""
+    tries = [op.inv for op in ops if op.f == "acquire"]
+    last_try = max(tries) if tries else None
+    judged = 0
+    worst = 0
+    windows = 0
+    for a, b in M.healthy_windows(events, nodes):
+        if last_try is None or a >= last_try:
+            break
+        b = min(b, last_try)
+        windows += 1
+        if b - a >= bound:
+            judged += b - a
+        points = [a] + grants[bisect.bisect_left(grants, a):
+                              bisect.bisect_right(grants, b)] + [b]
+        for x, y in zip(points, points[1:]):
+            worst = max(worst, y - x)
+            if y - x > bound:
+                k = bisect.bisect_right(grants, x)
+                violations.append({
+                    "what": "no grant within the bound while a majority "
+                            "was healthy and connected",
+                    "from": x, "next_grant": grants[k] if k < len(grants)
+                    else None, "window": [a, b],
+                    "seconds": round((y - x) / 1e9, 3)})
+    return {"windows": windows, "judged_seconds": round(judged / 1e9, 3),
+            "max_gap_seconds": round(worst / 1e9, 3)}
 
 
 def _merge(wins):

@@ -10,6 +10,7 @@ import unittest
 
 from . import __main__ as main
 from . import history
+from . import majority
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 CHECKERS = ("fencing", "lease", "linearizable", "durability", "counter",
@@ -26,7 +27,8 @@ class Clean(unittest.TestCase):
         for name in ("clean.jsonl", "durability_clean.jsonl",
                      "linear_busy_info.jsonl", "rwlock_clean.jsonl",
                      "reentrant_clean.jsonl", "waiters_clean.jsonl",
-                     "election_clean.jsonl"):
+                     "election_clean.jsonl",
+                     "liveness_stall_no_majority.jsonl"):
             res = run(name)
             for c in CHECKERS:
                 self.assertTrue(res[c]["valid"], "%s %s: %s" % (
@@ -216,7 +218,9 @@ class Planted(unittest.TestCase):
     def test_dedup_ghost_fails_per_lock_liveness(self):
         res = self.caught("dedup_ghost.jsonl", "liveness",
                           "a lock tried after the final heal was not granted")
-        self.assertEqual(res["liveness"]["locks_checked"], 2)
+        self.assertEqual(res["liveness"]["locks_checked"], 3)
+        # Grants on the other locks go on: only the per-lock rule sees it.
+        self.assertEqual(res["liveness"]["violation_count"], 1)
 
     def test_release_of_a_granted_handle_refused(self):
         evs = history.loads([
@@ -384,6 +388,54 @@ class Planted(unittest.TestCase):
     def test_liveness_stuck(self):
         res = self.caught("liveness_stuck.jsonl", "liveness", "bound")
         self.assertAlmostEqual(res["liveness"]["max_seconds"], 2.6)
+
+    # Every acquire hangs for 2.3 s (bound 1 s) while faults come and go,
+    # each leaving a majority healthy and connected: each heal is followed
+    # by the next fault within the bound ("interrupted"), so only the
+    # progress rule can see it.
+    def test_liveness_stall_while_a_majority_is_healthy(self):
+        res = self.caught("liveness_stall_majority.jsonl", "liveness",
+                          "while a majority was healthy and connected")
+        self.assertEqual(res["liveness"]["violation_count"], 1)
+        self.assertEqual(res["liveness"]["interrupted"], 3)
+        self.assertAlmostEqual(
+            res["liveness"]["max_healthy_gap_seconds"], 2.41)
+
+    # Its twin: the same stall while no majority was healthy (restart-all,
+    # a membership change, a ring partition, a clock rate on every node).
+    # A fault counts from when it began: the membership change's start
+    # event comes 1.15 s after it began to act.
+    def test_liveness_fault_counts_from_when_it_began(self):
+        evs = history.load(os.path.join(
+            DATA, "liveness_stall_no_majority.jsonl"))
+        self.assertTrue(main.run(evs, liveness_bound_s=1.0)["liveness"]
+                        ["valid"])
+        for ev in evs:
+            if ev.get("f") == "membership":
+                ev.pop("began", None)
+        res = main.run(evs, liveness_bound_s=1.0)["liveness"]
+        self.assertFalse(res["valid"])
+
+    def test_which_faults_leave_a_majority(self):
+        def leaves(nodes, **ev):
+            return majority.leaves_majority(ev, nodes)
+        self.assertTrue(leaves(3, f="kill", targets=["n1"]))
+        self.assertFalse(leaves(3, f="kill", targets=["n1", "n2"]))
+        self.assertTrue(leaves(5, f="kill", targets=["n1", "n2"]))
+        self.assertTrue(leaves(3, f="pause", targets=["w2"]))
+        self.assertFalse(leaves(3, f="restart-all", targets=["n1"]))
+        self.assertTrue(leaves(5, f="partition", mode="halves",
+                               groups=[["n1", "n2"], ["n3", "n4", "n5"]]))
+        self.assertTrue(leaves(5, f="partition", mode="bridge",
+                               groups=[["n1", "n2", "n3"],
+                                       ["n3", "n4", "n5"]]))
+        self.assertFalse(leaves(5, f="partition", mode="ring",
+                                groups=[["n5", "n1", "n2"]]))
+        self.assertFalse(leaves(3, f="clock-rate", mode="rate-all",
+                                targets=["n1", "n2", "n3"]))
+        self.assertTrue(leaves(3, f="clock-jump", targets=["n1", "n2"]))
+        self.assertFalse(leaves(3, f="membership", targets=["n1"]))
+        self.assertFalse(leaves(3, f="something-new", targets=[]))
 
     def test_rwlock_writer_overlaps_readers(self):
         self.caught("rwlock_overlap.jsonl", "lease", "writer overlaps")

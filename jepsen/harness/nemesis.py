@@ -433,14 +433,17 @@ class Nemesis:
     # ------------------------------------------------------ interface --
 
     def start(self, name):
-        """Acts; returns True when it did. Logs start or fail."""
+        """Acts; returns True when it did. Logs start (with `began`: when
+        it began to act, which for a membership change or a clock rate is
+        long before) or fail."""
+        began = mono_ns()
         try:
             undo, fields = self.ACTIONS[name](self)
         except Exception as e:  # any failure to act fails the run
             self.log.event("fail", name, error=str(e))
             return False
         f = fields.pop("f", name)
-        self.log.event("start", f, **fields)
+        self.log.event("start", f, began=began, **fields)
         self.active = (f, undo, fields)
         return True
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from . import bounds
 from . import cluster as C
 from . import floors
 from . import netns
@@ -203,7 +204,8 @@ def run_one(args, nemeses, workload, seed):
         stamp, workload, "+".join(nemeses) or "none"))
     os.makedirs(run_dir, exist_ok=True)
     ttl = args.ttl_ms
-    bound = args.liveness_bound_s or (2 * ttl / 1000.0 + 10)
+    bound = args.liveness_bound_s or bounds.liveness_ms(
+        ttl, args.election_timeout_ms) / 1000.0
     say("run %s: workload %s, nemesis %s, %d nodes, %ds, seed %d%s -> %s" % (
         run_id, workload, ",".join(nemeses) or "none", args.nodes,
         args.time, seed, security_note(args), run_dir))
@@ -239,6 +241,7 @@ def run_one(args, nemeses, workload, seed):
     status = 2
     meta = {"seed": seed, "nemesis": nemeses, "workload": workload,
             "nodes": args.nodes, "time_s": args.time, "ttl_ms": ttl, "bind_ms": args.bind_ms,
+            "election_timeout_ms": args.election_timeout_ms,
             "workers": args.workers, "run_id": run_id,
             "build_dir": args.build_dir, "peer_tls": bool(args.peer_tls),
             "client_tls": "mutual" if args.client_tls else "off",
@@ -260,7 +263,9 @@ def run_one(args, nemeses, workload, seed):
                 [C.ADMIN, C.WORKER, C.OUTSIDER] if args.client_tls else [])
         cl = C.Cluster(net, run_dir, bins["raftlockd"], bins["worker"],
                        args.nodes, faketime="clock" in nemeses,
-                       server_extra=args.server_arg,
+                       server_extra=["--election-timeout",
+                                     str(args.election_timeout_ms)]
+                       + args.server_arg,
                        peer_tls=certs if args.peer_tls else None,
                        client_tls=certs if args.client_tls else None,
                        auth=args.auth, cli=bins.get("cli"), spares=spares)
@@ -283,7 +288,8 @@ def run_one(args, nemeses, workload, seed):
             say("granted %s lock,read on %s; refusals as expected"
                 % (C.WORKER, prefix))
         common = ["--ttl-ms", str(ttl), "--seed", str(seed),
-                  "--prefix", prefix]
+                  "--prefix", prefix, "--request-timeout-ms",
+                  str(bounds.WORKER_REQUEST_TIMEOUT_MS)]
         if args.bind_ms:
             common += ["--bind-ms", str(args.bind_ms)]
         for w in range(1, args.workers + 1):
@@ -368,7 +374,8 @@ def run_one(args, nemeses, workload, seed):
 
     hist = merge_history(run_dir, cl, nlog.events)
     res = checkers.run(history.load(hist), ttl_ms=ttl,
-                       liveness_bound_s=bound, rho=args.rho)
+                       liveness_bound_s=bound, rho=args.rho,
+                       nodes=args.nodes)
     res["summary"].update(meta)
     crashes = [c for n in cl.slots for c in n.crashes]
     exits = cl.worker_exits()
@@ -401,8 +408,11 @@ def run_one(args, nemeses, workload, seed):
         r = res[name]
         note = ""
         if name == "liveness":
-            note = " max %ss (bound %ss, %d heals)" % (
-                r["max_seconds"], r["bound_seconds"], r["heals"])
+            note = " max %ss after a heal (%d heals), %ss without a " \
+                "grant in %ss judged (bound %ss)" % (
+                    r["max_seconds"], r["heals"],
+                    r["max_healthy_gap_seconds"],
+                    r["healthy_seconds_judged"], r["bound_seconds"])
         if name == "waits":
             note = " max %ss past the timeout (bound %ss, %d waits)" % (
                 r["max_over_seconds"], r["bound_seconds"], r["checked"])
@@ -463,7 +473,12 @@ def parse(argv):
     ap.add_argument("--rho", type=float, default=0.01,
                     help="clock-rate difference the leases tolerate")
     ap.add_argument("--liveness-bound-s", type=float,
-                    help="default: 2 TTL + 10 s")
+                    help="default: 4 election timeouts + the workers' "
+                    "request timeout + a connect timeout + 1 TTL "
+                    "(harness/bounds.py)")
+    ap.add_argument("--election-timeout-ms", type=int,
+                    default=bounds.ELECTION_TIMEOUT_MS,
+                    help="raftlockd --election-timeout on every node")
     ap.add_argument("--clock-mode", choices=["jump", "rate", "both"],
                     default="both", help="what the clock nemesis does")
     ap.add_argument("--clock-rates",
