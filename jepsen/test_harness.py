@@ -3,6 +3,7 @@ register, the STATUS decoder (in plain and over mutual TLS), the shapes of
 the partitions, the security options and the authentication checks."""
 
 import io
+import itertools
 import json
 import os
 import random
@@ -16,6 +17,7 @@ import threading
 import unittest
 
 import register
+from checkers import majority
 from harness import cluster as C
 from harness import floors
 from harness import membership as M
@@ -171,6 +173,25 @@ class Partitions(unittest.TestCase):
             for j in cut[i]:
                 self.assertIn(i, cut[j])
 
+    def test_liveness_reads_the_sides_as_the_cut_makes_them(self):
+        """The liveness checker judges progress during a partition whose
+        largest group is a majority: each group must be nodes that all
+        reach each other, and a ring must have no such majority."""
+        for n in (3, 5):
+            for mode, (cut, fields) in self.shapes(n).items():
+                def clique(ids):
+                    return all(b not in cut.get(a, set())
+                               for a, b in itertools.combinations(ids, 2))
+                widest = max(k for k in range(1, n + 1) for ids in
+                             itertools.combinations(range(1, n + 1), k)
+                             if clique(ids))
+                ev = dict(fields, f="partition")
+                self.assertEqual(majority.leaves_majority(ev, n),
+                                 widest >= n // 2 + 1, (n, mode))
+                if mode != "ring":
+                    for g in fields["groups"]:
+                        self.assertTrue(clique([int(x[1:]) for x in g]))
+
     def test_shapes_on_three_nodes(self):
         seen = self.shapes(3)
         self.assertNotIn("ring", seen)
@@ -285,6 +306,32 @@ class SecurityOptions(unittest.TestCase):
             plain = C.Cluster(Net(), d, "raftlockd", "worker", 3)
             self.assertEqual(plain.tls_args(C.WORKER), [])
             self.assertNotIn("--auth", plain.nodes[0].args())
+
+
+class BrokenBuild(unittest.TestCase):
+    """A broken server's run passes only if the checkers it is meant for
+    caught it."""
+
+    def verdict(self, failed, expect="", kind="fencing", nemesis_fail=False):
+        res = {n: {"valid": n not in failed} for n in runner.CHECKERS}
+        res["summary"] = {"nemesis_failures": [1] if nemesis_fail else []}
+        args = runner.parse(["--broken-kind", kind, "--expect-caught",
+                             expect])
+        return runner.expected_verdict(args, res)
+
+    def test_each_expected_checker_must_catch_it(self):
+        self.assertEqual(self.verdict({"fencing", "lease"}, "fencing,lease"),
+                         0)
+        self.assertEqual(self.verdict({"fencing"}, "fencing,lease"), 1)
+        self.assertEqual(self.verdict({"fencing"}), 0)
+        self.assertEqual(self.verdict({"waits"}), 1)
+        self.assertEqual(self.verdict({"liveness"}, kind="dedup"), 0)
+        self.assertEqual(self.verdict({"fencing"}, "fencing",
+                                      nemesis_fail=True), 1)
+
+    def test_unknown_checker_refused(self):
+        with self.assertRaises(SystemExit):
+            runner.parse(["--expect-caught", "fencnig"])
 
 
 class FakeCli:

@@ -24,6 +24,7 @@ from checkers import __main__ as checkers  # noqa: E402
 from checkers import history  # noqa: E402
 
 SAFETY = ("fencing", "lease", "linearizable", "durability", "counter")
+CHECKERS = SAFETY + ("liveness", "waits", "observe")
 
 SUITES = {
     # 3 nodes, each nemesis alone: the CI suite (about 7 minutes).
@@ -404,7 +405,7 @@ def run_one(args, nemeses, workload, seed):
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump(res, f, indent=2, sort_keys=True, default=str)
     s = res["summary"]
-    for name in SAFETY + ("liveness", "waits", "observe"):
+    for name in CHECKERS:
         r = res[name]
         note = ""
         if name == "liveness":
@@ -436,18 +437,33 @@ def run_one(args, nemeses, workload, seed):
         s["ops"], json.dumps(s["op_counts"], sort_keys=True),
         s["nemesis_actions"], len(s["nemesis_failures"])))
     if args.expect_violation:
-        # A server that breaks de-duplication leaves locks held by nobody
-        # the clients know: per-lock liveness is one of its witnesses.
-        watch = SAFETY + (("liveness",) if args.broken_kind == "dedup"
-                          else ())
-        caught = [n for n in watch if not res[n]["valid"]]
-        if caught and not s["nemesis_failures"]:
-            say("expected violation caught by: %s" % ", ".join(caught))
-            return 0, res
-        say("EXPECTED A VIOLATION, found none")
-        return 1, res
+        return expected_verdict(args, res), res
     say("verdict %s" % ("PASS" if s["valid"] else "FAIL"))
     return (0 if s["valid"] else 1), res
+
+
+def expected_verdict(args, res):
+    """A broken server's run passes when a checker caught it and, with
+    --expect-caught, when each named checker did: a checker that stops
+    seeing the violation it is there for must fail the test, even if
+    another one still sees something."""
+    # A server that breaks de-duplication leaves locks held by nobody
+    # the clients know: per-lock liveness is one of its witnesses.
+    watch = SAFETY + (("liveness",) if args.broken_kind == "dedup" else ())
+    caught = [n for n in CHECKERS if not res[n]["valid"]]
+    missed = [n for n in args.expect_caught if res[n]["valid"]]
+    if res["summary"]["nemesis_failures"]:
+        say("a nemesis could not act: the run proves nothing")
+        return 1
+    if missed:
+        say("EXPECTED A VIOLATION from %s, not found (caught by: %s)" % (
+            ", ".join(missed), ", ".join(caught) or "none"))
+        return 1
+    if not any(n in watch for n in caught):
+        say("EXPECTED A VIOLATION, found none")
+        return 1
+    say("expected violation caught by: %s" % ", ".join(caught))
+    return 0
 
 
 def parse(argv):
@@ -521,12 +537,19 @@ def parse(argv):
                     help="what the broken build breaks: fencing (grants "
                     "ignore holders, one token for all) or dedup (a retried "
                     "command executes again)")
+    ap.add_argument("--expect-caught", metavar="CHECKERS", default="",
+                    help="with a broken build: comma list of checkers that "
+                    "must each find a violation (e.g. fencing,lease)")
     ap.add_argument("--suite", choices=sorted(SUITES))
     ap.add_argument("--plots", choices=["always", "failed", "never"],
                     help="latency and throughput plots for every run, "
                     "failed runs only, or none (default: always for one "
                     "run, failed for a suite)")
     args = ap.parse_args(argv)
+    args.expect_caught = [c for c in args.expect_caught.split(",") if c]
+    unknown = [c for c in args.expect_caught if c not in CHECKERS]
+    if unknown:
+        ap.error("--expect-caught: no checker %s" % ",".join(unknown))
     if args.secure:
         args.peer_tls = args.client_tls = args.auth = True
     if args.auth:
