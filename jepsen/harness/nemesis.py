@@ -68,9 +68,12 @@ class Log:
         self.events.append(ev)
         self.jsonl.write(json.dumps(ev, sort_keys=True) + "\n")
         self.jsonl.flush()
+        shown = dict(kw)
+        if "began" in shown:  # seconds before the start event
+            shown["began"] = "%+.3fs" % ((shown["began"] - ev["time"]) / 1e9)
         self.text.write("%9.3fs %-5s %-11s %s\n" % (
             (ev["time"] - self.t0) / 1e9, typ, f,
-            " ".join("%s=%s" % (k, v) for k, v in sorted(kw.items()))))
+            " ".join("%s=%s" % (k, v) for k, v in sorted(shown.items()))))
         self.text.flush()
         return ev
 
