@@ -20,14 +20,14 @@ has passed is "interrupted": the progress rule above judges it unless
 that fault left no healthy majority. A history whose last heal has no
 grant at all after it is a violation.
 
-Per lock, after the final heal (or from the start of a history without
-faults; the harness keeps the workers going until every lock tried after
-the heal was granted, or the bound passed): each lock tried after the heal
-is granted within the bound of its first attempt there, unless the history
-shows someone who could hold it throughout (an acknowledged grant not yet
-released, or an acquire whose outcome is unknown). "Some grant on some
-lock" is not enough: a lock held by a holder nobody knows of (a retried
-acquire executed twice) starves its waiters while the other locks flow.
+Per lock, in the same stretches (the harness keeps the workers going after
+the final heal until every lock tried after it was granted, or the bound
+passed): from any attempt on a lock, it is granted within the bound,
+unless the history shows someone who could hold it throughout (an
+acknowledged grant not yet released, or an acquire whose outcome is
+unknown). "Some grant on some lock" is not enough: a lock held by a
+holder nobody knows of (a retried acquire executed twice) starves its
+waiters while the other locks flow.
 """
 
 import bisect
@@ -76,8 +76,9 @@ def check(events, ops, bound_s, nodes=3):
                                "heal": t})
     if not grants:
         violations.append({"what": "no grant in the whole history"})
-    progress = _progress(events, ops, bound, grants, nodes, violations)
-    locks_checked = _per_lock(events, ops, bound, heals, violations)
+    windows = M.healthy_windows(events, nodes)
+    progress = _progress(events, ops, bound, grants, windows, violations)
+    locks_checked = _per_lock(events, ops, bound, windows, violations)
     return {
         "valid": not violations,
         "bound_seconds": bound_s,
@@ -97,18 +98,18 @@ def check(events, ops, bound_s, nodes=3):
     }
 
 
-def _progress(events, ops, bound, grants, nodes, violations):
+def _progress(events, ops, bound, grants, windows, violations):
     """The progress rule above; returns what it judged."""
     tries = [op.inv for op in ops if op.f == "acquire"]
     last_try = max(tries) if tries else None
     judged = 0
     worst = 0
-    windows = 0
-    for a, b in M.healthy_windows(events, nodes):
+    counted = 0
+    for a, b in windows:
         if last_try is None or a >= last_try:
             break
         b = min(b, last_try)
-        windows += 1
+        counted += 1
         if b - a >= bound:
             judged += b - a
         points = [a] + grants[bisect.bisect_left(grants, a):
@@ -123,7 +124,7 @@ def _progress(events, ops, bound, grants, nodes, violations):
                     "from": x, "next_grant": grants[k] if k < len(grants)
                     else None, "window": [a, b],
                     "seconds": round((y - x) / 1e9, 3)})
-    return {"windows": windows, "judged_seconds": round(judged / 1e9, 3),
+    return {"windows": counted, "judged_seconds": round(judged / 1e9, 3),
             "max_gap_seconds": round(worst / 1e9, 3)}
 
 
@@ -143,38 +144,46 @@ def _covered(held, a, b):
     return any(hs <= a and b <= he for hs, he in held)
 
 
-def _per_lock(events, ops, bound, heals, violations):
+def _per_lock(events, ops, bound, windows, violations):
     """The per-lock rule above; returns how many locks it judged."""
-    if not events:
-        return 0
-    t0 = heals[-1][0] if heals else events[0]["time"]
-    end_of_history = events[-1]["time"]
     grants = H.grants_with_releases(ops)
     checked = 0
     for lock in sorted({op.lock for op in ops if op.f == "acquire"
                         and op.lock is not None}, key=str):
-        tried = [op.inv for op in ops if op.f == "acquire"
-                 and op.lock == lock and op.inv >= t0]
-        if not tried:
-            continue
-        first = min(tried)
-        granted = [op.cmp for op in ops if op.f == "acquire"
-                   and op.lock == lock and op.type == "ok"
-                   and op.cmp >= first]
-        if granted and min(granted) - first <= bound:
-            checked += 1
-            continue
-        if end_of_history - first < bound:
-            continue  # the history ends too soon to judge
-        checked += 1
-        mine = [(g, r) for g, r in grants if g.lock == lock]
-        held = _merge((s, e) for s, e, _ in H.possibly_held(ops, mine, lock))
-        if _covered(held, first, first + bound):
-            continue
-        violations.append({
-            "what": "a lock tried after the final heal was not granted "
-                    "within the bound, and nobody could hold it throughout",
-            "lock": lock, "first_attempt": first,
-            "first_grant": min(granted) if granted else None,
-            "bound_seconds": round(bound / 1e9, 3)})
+        tried = sorted(op.inv for op in ops if op.f == "acquire"
+                       and op.lock == lock)
+        granted = sorted(op.cmp for op in ops if op.f == "acquire"
+                         and op.lock == lock and op.type == "ok")
+        held = None
+        judged = False
+        for a, b in windows:
+            cursor = a
+            while True:
+                # A stretch: from an attempt to the first grant after it.
+                i = bisect.bisect_left(tried, cursor)
+                if i == len(tried) or tried[i] + bound > b:
+                    break  # none, or the window ends too soon to judge
+                first = tried[i]
+                j = bisect.bisect_left(granted, first)
+                grant = granted[j] if j < len(granted) else None
+                judged = True
+                if grant is not None and grant - first <= bound:
+                    cursor = grant + 1
+                    continue
+                if held is None:
+                    mine = [(g, r) for g, r in grants if g.lock == lock]
+                    held = _merge((s, e) for s, e, _ in
+                                  H.possibly_held(ops, mine, lock))
+                if not _covered(held, first, first + bound):
+                    violations.append({
+                        "what": "a lock tried while a majority was healthy "
+                                "was not granted within the bound, and "
+                                "nobody could hold it throughout",
+                        "lock": lock, "first_attempt": first,
+                        "first_grant": grant,
+                        "bound_seconds": round(bound / 1e9, 3)})
+                if grant is None:
+                    break
+                cursor = grant + 1
+        checked += judged
     return checked

@@ -217,10 +217,18 @@ class Planted(unittest.TestCase):
 
     def test_dedup_ghost_fails_per_lock_liveness(self):
         res = self.caught("dedup_ghost.jsonl", "liveness",
-                          "a lock tried after the final heal was not granted")
+                          "a lock tried while a majority was healthy")
         self.assertEqual(res["liveness"]["locks_checked"], 3)
         # Grants on the other locks go on: only the per-lock rule sees it.
         self.assertEqual(res["liveness"]["violation_count"], 1)
+
+    # The same ghost, but its session ends before the last fault heals:
+    # after the final heal the lock flows again, so only the per-lock rule
+    # over the whole healthy stretch sees the starvation before it.
+    def test_dedup_ghost_freed_before_the_final_heal(self):
+        res = self.caught("dedup_ghost_freed.jsonl", "liveness",
+                          "a lock tried while a majority was healthy")
+        self.assertEqual(res["liveness"]["violations"][0]["lock"], "a")
 
     def test_release_of_a_granted_handle_refused(self):
         evs = history.loads([
