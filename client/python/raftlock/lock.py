@@ -96,11 +96,14 @@ class Lock:
         (timeout 0) or another RaftlockError: then this handle holds
         nothing new.
 
-        With a timeout it returns within the timeout plus min(the client's
-        request_timeout, 1 s), as the library's blocking call does: when
-        the cluster has not answered by then (unreachable, failing over)
-        it raises AcquireOutcomeUnknown, and a grant that comes later is
-        released."""
+        With a timeout it ends when the cluster ends the wait at its
+        deadline (LockTimeout), or, the cluster unheard (unreachable,
+        failing over), within the timeout plus the client's
+        request_timeout: it raises AcquireOutcomeUnknown then, and a grant
+        that comes later is released. (The library's blocking call ends
+        sooner, cancelling its wait; this wait cannot cancel, and giving up
+        before the cluster could end it would call a plain timeout
+        unknown.)"""
         t = timeout_ms(self._timeout if timeout is _DEFAULT else timeout)
         mode = self._mode if mode is None else mode
         permits = self._permits_arg(permits)
@@ -155,9 +158,10 @@ class Lock:
         return wait
 
     def _give_up_bound(self):
-        """How long past its timeout a waiting acquire may take to end: as
-        raftlock_lock_acquire(), min(request timeout, 1 s)."""
-        return min(self._client._request_timeout, 1.0)
+        """How long past its timeout a waiting acquire waits for its answer:
+        the library's own limit (the request timeout) ends it first, with
+        its message; this second more is for the callback to run."""
+        return self._client._request_timeout + 1.0
 
     def _answer_nobody_takes(self, ptr, status, settle):
         """The I/O thread: the answer of a wait that its caller left
