@@ -438,10 +438,12 @@ static int hold_release(raftlock_client *c, raftlock_session *s, const struct cl
 	}
 	int rv = held_release(x);
 	if (rv == RAFTLOCK_ENOTHOLDER || rv == RAFTLOCK_ESESSION) {
-		held_report_loss(x,
-				 "lock '%s' was no longer held at its release (%s): it may have "
-				 "gone to another before the end",
-				 h->name, raftlock_strerror(rv));
+		if (!x->loss_reported) /* said once, as it was seen first */
+			held_report_loss(
+				x,
+				"lock '%s' was no longer held at its release (%s): it may have "
+				"gone to another before the end",
+				h->name, raftlock_strerror(rv));
 		return hold_lost_exit_code(h);
 	}
 	if (rv != 0) {
