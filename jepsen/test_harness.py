@@ -312,11 +312,14 @@ class BrokenBuild(unittest.TestCase):
     """A broken server's run passes only if the checkers it is meant for
     caught it."""
 
-    def verdict(self, failed, expect="", kind="fencing", nemesis_fail=False):
+    def verdict(self, failed, expect="", kind="fencing", nemesis_fail=False,
+                per_lock=True):
         res = {n: {"valid": n not in failed} for n in runner.CHECKERS}
+        res["liveness"]["per_lock_violations"] = int(
+            per_lock and "liveness" in failed)
         res["summary"] = {"nemesis_failures": [1] if nemesis_fail else []}
-        args = runner.parse(["--broken-kind", kind, "--expect-caught",
-                             expect])
+        args = runner.parse(["--broken-kind", kind, "--expect-violation",
+                             "--expect-caught", expect])
         return runner.expected_verdict(args, res)
 
     def test_each_expected_checker_must_catch_it(self):
@@ -329,9 +332,21 @@ class BrokenBuild(unittest.TestCase):
         self.assertEqual(self.verdict({"fencing"}, "fencing",
                                       nemesis_fail=True), 1)
 
+    def test_liveness_expected_means_its_per_lock_rule(self):
+        self.assertEqual(self.verdict({"liveness"}, "liveness", kind="dedup"),
+                         0)
+        # a stall seen only by the progress or heal rules proves nothing
+        # of the per-lock rule a ghost holder must trip
+        self.assertEqual(self.verdict({"liveness"}, "liveness", kind="dedup",
+                                      per_lock=False), 1)
+
     def test_unknown_checker_refused(self):
         with self.assertRaises(SystemExit):
             runner.parse(["--expect-caught", "fencnig"])
+
+    def test_expected_checkers_need_a_broken_server(self):
+        with self.assertRaises(SystemExit):
+            runner.parse(["--expect-caught", "fencing"])
 
 
 class FakeCli:

@@ -230,6 +230,15 @@ class Planted(unittest.TestCase):
                           "a lock tried while a majority was healthy")
         self.assertEqual(res["liveness"]["violations"][0]["lock"], "a")
 
+    # A worker killed while it holds a lock: its session lapses within the
+    # TTL the bound allows, so its grant excuses no wait past its SIGKILL.
+    # Here the lock is never handed on while another lock flows.
+    def test_liveness_killed_holder_excuses_no_starvation(self):
+        res = self.caught("liveness_killed_holder.jsonl", "liveness",
+                          "a lock tried while a majority was healthy")
+        self.assertEqual(res["liveness"]["violations"][0]["lock"], "a")
+        self.assertGreater(res["liveness"]["per_lock_violations"], 0)
+
     def test_release_of_a_granted_handle_refused(self):
         evs = history.loads([
             {"f": "acquire", "lock": "a", "process": 1, "session": 1,
