@@ -584,6 +584,22 @@ static int lock_take_grant(raftlock_lock *l, uint64_t token)
 	return lock_grant_was_revoked(l, token) ? RAFTLOCK_ENOTHOLDER : 0;
 }
 
+/* A successful acquire's grant (*value), taken in for its caller by the
+ * I/O thread once the read that brought it is dispatched (t->mu held:
+ * transport_deferred.settle). false: it was revoked meanwhile; the
+ * outcome is then RAFTLOCK_ENOTHOLDER, value 0, with its note. */
+static bool lock_settle_grant(raftlock_lock *l, int *status, uint64_t *value, int *note_code,
+			      char *note, size_t size)
+{
+	*status = lock_take_grant(l, *value);
+	if (*status == 0)
+		return true;
+	*value = 0;
+	lock_grant_revoked();
+	errmsg_take_note(note_code, note, size);
+	return false;
+}
+
 /* --------------------------------------------- ending on the I/O thread -- */
 
 /* One acquire (its envelope set) or release, with its results. */
@@ -714,14 +730,9 @@ static void lock_sync_settle(struct transport_deferred *d)
 	if (!sync->acquire || sync->status != 0)
 		return;
 	raftlock_lock *l = sync->l;
-	int rv = lock_take_grant(l, sync->value);
-	if (rv != 0) {
-		sync->status = rv;
-		sync->value = 0;
-		lock_grant_revoked();
-		errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note);
+	if (!lock_settle_grant(l, &sync->status, &sync->value, &sync->note_code, sync->note,
+			       sizeof sync->note))
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
-	}
 	session_call_end(l->session);
 }
 
@@ -1032,14 +1043,9 @@ struct lock_async {
 static void lock_async_settle(struct transport_deferred *d)
 {
 	struct lock_async *op = (struct lock_async *)d;
-	if (!op->acquire || op->status != 0)
-		return;
-	op->status = lock_take_grant(op->l, op->value);
-	if (op->status != 0) {
-		op->value = 0;
-		lock_grant_revoked();
-		errmsg_take_note(&op->note_code, op->note, sizeof op->note);
-	}
+	if (op->acquire && op->status == 0)
+		lock_settle_grant(op->l, &op->status, &op->value, &op->note_code, op->note,
+				  sizeof op->note);
 }
 
 /* The I/O thread, without t->mu: the application's callback. The call of
