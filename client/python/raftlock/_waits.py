@@ -21,7 +21,7 @@ import itertools
 import threading
 
 from . import _native
-from .errors import Code
+from .errors import Code, message_in_callback
 
 # Waits in flight: id -> Wait. The library gets the id as its callback
 # argument, never a Python object; the callback below lives as long as
@@ -80,12 +80,7 @@ class Wait:
         return True
 
     def _answer(self, lock_ptr, status, value):
-        message = None
-        if status != 0:
-            try:
-                message = self._message_of_failure()
-            except Exception:  # noqa: BLE001 - the waiter must wake all the same
-                pass
+        message = message_in_callback(status, self._message_of_failure)
         with self._mu:
             abandoned = self._abandoned
             if not abandoned:

@@ -16,7 +16,7 @@ import itertools
 import threading
 
 from . import _native
-from .errors import NotHolder, error_for, strerror
+from .errors import NotHolder, error_for, message_in_callback, strerror
 from .lock import _DEFAULT, Lock, timeout_ms
 
 # Calls in flight: id -> (loop, future). The library gets the id as its
@@ -38,12 +38,7 @@ def _on_done(_lock, status, value, arg):
     read here, before returning, and travels with the outcome."""
     with _pending_mu:
         loop, fut, message_of_failure = _pending.pop(arg)
-    message = None
-    if status != 0:
-        try:
-            message = message_of_failure()
-        except Exception:  # noqa: BLE001 - the awaiting task must get its outcome all the same
-            pass
+    message = message_in_callback(status, message_of_failure)
     try:
         loop.call_soon_threadsafe(_settle, fut, status, value, message)
     except RuntimeError:  # the loop is closed: nobody waits any more

@@ -209,6 +209,20 @@ def strerror(code):
     return _native.strerror(code).decode()
 
 
+def message_in_callback(status, message_of_failure):
+    """In a library callback: the message of a failed status, read with
+    message_of_failure() before the callback returns (the library's
+    message is its thread's until that thread's next failure); None on
+    success, or when it cannot be read (the caller must get its outcome
+    all the same)."""
+    if status == 0:
+        return None
+    try:
+        return message_of_failure()
+    except Exception:  # noqa: BLE001 - the outcome matters more than its text
+        return None
+
+
 def error_for(code, message=None, acquiring=False):
     """The exception for a negative RAFTLOCK_E* code; message defaults to
     raftlock_strerror's. With acquiring, ETIMEDOUT, ENOTHOLDER and EUNKNOWN
