@@ -26,9 +26,9 @@ passed): from any attempt on a lock, it is granted within the bound,
 unless the history shows someone who could hold it throughout (an
 acknowledged grant not yet released, or an acquire whose outcome is
 unknown, of a worker not killed by then: a killed worker's session
-lapses within the TTL the bound allows). "Some grant on some lock" is not enough: a lock held by a
-holder nobody knows of (a retried acquire executed twice) starves its
-waiters while the other locks flow.
+lapses within the TTL the bound allows). "Some grant on some lock" is not
+enough: a lock held by a holder nobody knows of (a retried acquire
+executed twice) starves its waiters while the other locks flow.
 """
 
 import bisect
@@ -78,7 +78,7 @@ def check(events, ops, bound_s, nodes=3):
     if not grants:
         violations.append({"what": "no grant in the whole history"})
     windows = M.healthy_windows(events, nodes)
-    progress = _progress(events, ops, bound, grants, windows, violations)
+    progress = _progress(ops, bound, grants, windows, violations)
     before = len(violations)
     locks_checked = _per_lock(events, ops, bound, windows, violations)
     starved = len(violations) - before
@@ -102,7 +102,7 @@ def check(events, ops, bound_s, nodes=3):
     }
 
 
-def _progress(events, ops, bound, grants, windows, violations):
+def _progress(ops, bound, grants, windows, violations):
     """The progress rule above; returns what it judged."""
     tries = [op.inv for op in ops if op.f == "acquire"]
     last_try = max(tries) if tries else None
