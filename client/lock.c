@@ -584,23 +584,32 @@ static int lock_take_grant(raftlock_lock *l, uint64_t token)
 	return lock_grant_was_revoked(l, token) ? RAFTLOCK_ENOTHOLDER : 0;
 }
 
-/* A successful acquire's grant (*value), taken in for its caller by the
+/* --------------------------------------------- ending on the I/O thread -- */
+
+/* How a request that the I/O thread ended went, kept for its caller: the
+ * call's status, the token of a grant or the levels a release left, and
+ * why it failed as a lower layer knew it (errmsg_note). */
+struct lock_outcome {
+	int status;
+	uint64_t value;
+	int note_code;
+	char note[ERRMSG_SIZE / 2];
+};
+
+/* A successful acquire's grant (o->value), taken in for its caller by the
  * I/O thread once the read that brought it is dispatched (t->mu held:
  * transport_deferred.settle). false: it was revoked meanwhile; the
  * outcome is then RAFTLOCK_ENOTHOLDER, value 0, with its note. */
-static bool lock_settle_grant(raftlock_lock *l, int *status, uint64_t *value, int *note_code,
-			      char *note, size_t size)
+static bool lock_settle_grant(raftlock_lock *l, struct lock_outcome *o)
 {
-	*status = lock_take_grant(l, *value);
-	if (*status == 0)
+	o->status = lock_take_grant(l, o->value);
+	if (o->status == 0)
 		return true;
-	*value = 0;
+	o->value = 0;
 	lock_grant_revoked();
-	errmsg_take_note(note_code, note, size);
+	errmsg_take_note(&o->note_code, o->note, sizeof o->note);
 	return false;
 }
-
-/* --------------------------------------------- ending on the I/O thread -- */
 
 /* One acquire (its envelope set) or release, with its results. */
 struct lock_op {
@@ -662,10 +671,7 @@ struct lock_sync {
 	raftlock_lock *l;
 	bool acquire;
 	uint64_t seq;
-	int status;
-	uint64_t value;
-	int note_code; /* why it failed, as a lower layer knew it (errmsg_note) */
-	char note[ERRMSG_SIZE / 2];
+	struct lock_outcome out;
 	char name[RAFTLOCK_NAME_MAX + 1]; /* the handle's name, on failure */
 };
 
@@ -676,30 +682,53 @@ static bool lock_refused(const struct request *req, int err)
 	return err != 0 && (err == RAFTLOCK_ETLS || req->refused);
 }
 
-/* Why a request of the lock layer failed with rv, kept for its caller
- * (*code, note) once lock_request_end() is done (t->mu held): which
- * address refused the connection and why (refused), else a lower layer's
- * note, else why no node could be reached. The code is rv's, whatever the
- * transport's was (a refused try-lock sent before ends RAFTLOCK_EUNKNOWN),
- * so that errmsg_set() prints the reason. */
-static void lock_note_why(const struct transport *t, bool refused, int rv, int *code, char *note,
-			  size_t size)
+/* Why a request of the lock layer failed with o->status, kept for its
+ * caller in o once lock_request_end() is done (t->mu held): which address
+ * refused the connection and why (refused), else a lower layer's note,
+ * else why no node could be reached. The code is the status's, whatever
+ * the transport's was (a refused try-lock sent before ends
+ * RAFTLOCK_EUNKNOWN), so that errmsg_set() prints the reason. */
+static void lock_note_why(const struct transport *t, bool refused, struct lock_outcome *o)
 {
-	if (rv == 0) {
-		errmsg_take_note(code, note, size);
+	if (o->status == 0) {
+		errmsg_take_note(&o->note_code, o->note, sizeof o->note);
 		return;
 	}
 	const char *why = NULL;
 	if (refused)
 		why = t->refused_why;
 	else
-		errmsg_take_note(code, note, size);
-	if (why == NULL && rv == RAFTLOCK_ECONNECTION && *code == 0 && t->unreached_why[0] != '\0')
+		errmsg_take_note(&o->note_code, o->note, sizeof o->note);
+	if (why == NULL && o->status == RAFTLOCK_ECONNECTION && o->note_code == 0 &&
+	    t->unreached_why[0] != '\0')
 		why = t->unreached_why;
 	if (why != NULL) {
-		*code = rv;
-		snprintf(note, size, "%.*s", (int)size - 1, why);
+		o->note_code = o->status;
+		snprintf(o->note, sizeof o->note, "%.*s", (int)sizeof o->note - 1, why);
 	}
+}
+
+/*
+ * Ends req, a request of l (seq; an acquire, one queued on the server
+ * with wait), into o on the I/O thread (t->mu held): see
+ * lock_request_end(). ended (nonzero: ECANCELED or ESESSION, set by
+ * lock_end_waits) ends it so without its answer, as the server ends the
+ * wait with the session. A note the thread holds from before is not this
+ * call's; the reason of a failure is kept (lock_note_why).
+ */
+static void lock_outcome_end(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire,
+			     bool wait, int err, int ended, struct lock_outcome *o)
+{
+	struct transport *t = l->session->t;
+	bool refused = ended == 0 && lock_refused(req, err);
+	errmsg_take_note(&o->note_code, o->note, sizeof o->note); /* not this call's */
+	if (ended != 0) {
+		transport_take(t, req, NULL);
+		o->status = ended;
+	} else {
+		o->status = lock_request_end(l, req, seq, acquire, wait, err, &o->value);
+	}
+	lock_note_why(t, refused, o);
 }
 
 /* The I/O thread, t->mu held: see lock_request_end(). */
@@ -708,15 +737,11 @@ static void lock_sync_done(struct transport *t, struct request *req, int err)
 	struct lock_sync *sync = req->op;
 	raftlock_lock *l = sync->l;
 	req->on_done = NULL;
-	bool refused = lock_refused(req, err);
-	errmsg_take_note(&sync->note_code, sync->note, sizeof sync->note); /* not this call's */
-	int rv = lock_request_end(l, req, sync->seq, sync->acquire, false, err, &sync->value);
-	lock_note_why(t, refused, rv, &sync->note_code, sync->note, sizeof sync->note);
-	if (rv != 0)
+	lock_outcome_end(l, req, sync->seq, sync->acquire, false, err, 0, &sync->out);
+	if (sync->out.status != 0)
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
-	if (!sync->acquire || rv != 0)
+	if (!sync->acquire || sync->out.status != 0)
 		session_call_end(l->session); /* else lock_sync_settle: it reads l */
-	sync->status = rv;
 	/* woken with t->mu held, the caller would wait for it at once */
 	transport_defer(t, &sync->d);
 }
@@ -727,11 +752,10 @@ static void lock_sync_done(struct transport *t, struct request *req, int err)
 static void lock_sync_settle(struct transport_deferred *d)
 {
 	struct lock_sync *sync = (struct lock_sync *)d;
-	if (!sync->acquire || sync->status != 0)
+	if (!sync->acquire || sync->out.status != 0)
 		return;
 	raftlock_lock *l = sync->l;
-	if (!lock_settle_grant(l, &sync->status, &sync->value, &sync->note_code, sync->note,
-			       sizeof sync->note))
+	if (!lock_settle_grant(l, &sync->out))
 		snprintf(sync->name, sizeof sync->name, "%s", l->name);
 	session_call_end(l->session);
 }
@@ -797,15 +821,15 @@ static int lock_call_now(raftlock_lock *l, struct lock_op *op)
 	pthread_mutex_unlock(&t->mu);
 	while (sem_wait(&sync.done) != 0 && errno == EINTR)
 		continue;
-	rv = sync.status;
+	rv = sync.out.status;
 	if (rv != 0) {
-		if (sync.note_code != 0)
-			errmsg_note(sync.note_code, sync.note);
+		if (sync.out.note_code != 0)
+			errmsg_note(sync.out.note_code, sync.out.note);
 		errmsg_set(t, rv, NULL, "%s '%s'", what, sync.name);
 	} else if (op->acquire != NULL) {
-		op->token = sync.value;
+		op->token = sync.out.value;
 	} else {
-		op->left = (uint32_t)sync.value;
+		op->left = (uint32_t)sync.out.value;
 	}
 out:
 	sem_destroy(&sync.done);
@@ -871,7 +895,7 @@ int lock_release_set(raftlock_lock *const *locks, size_t n)
 	size_t worst = 0;
 	int worst_rank = 0;
 	for (size_t i = 0; i < n; i++) {
-		int status = i < sent ? syncs[i].status : unsent;
+		int status = i < sent ? syncs[i].out.status : unsent;
 		int rank = lock_release_rank(status, locks[i]->token != 0 && !s->lost);
 		if (rank > worst_rank) {
 			worst = i;
@@ -881,9 +905,9 @@ int lock_release_set(raftlock_lock *const *locks, size_t n)
 	rv = 0;
 	if (worst_rank > 0 && worst < sent) {
 		struct lock_sync *sync = &syncs[worst];
-		rv = sync->status;
-		if (sync->note_code != 0)
-			errmsg_note(sync->note_code, sync->note);
+		rv = sync->out.status;
+		if (sync->out.note_code != 0)
+			errmsg_note(sync->out.note_code, sync->out.note);
 		errmsg_set(t, rv, NULL, "release '%s'", sync->name);
 	} else if (worst_rank > 0) {
 		rv = unsent;
@@ -1032,10 +1056,7 @@ struct lock_async {
 	struct request *req; /* while it waits */
 	int ended;           /* ECANCELED or ESESSION: lock_end_waits ended it */
 	uint64_t seq;
-	int status;
-	uint64_t value;
-	int note_code; /* why it failed, as a lower layer knew it (errmsg_note) */
-	char note[ERRMSG_SIZE / 2];
+	struct lock_outcome out;
 };
 
 /* The I/O thread, t->mu held, the batch of answers dispatched: a grant is
@@ -1043,9 +1064,8 @@ struct lock_async {
 static void lock_async_settle(struct transport_deferred *d)
 {
 	struct lock_async *op = (struct lock_async *)d;
-	if (op->acquire && op->status == 0)
-		lock_settle_grant(op->l, &op->status, &op->value, &op->note_code, op->note,
-				  sizeof op->note);
+	if (op->acquire && op->out.status == 0)
+		lock_settle_grant(op->l, &op->out);
 }
 
 /* The I/O thread, without t->mu: the application's callback. The call of
@@ -1053,19 +1073,20 @@ static void lock_async_settle(struct transport_deferred *d)
 static void lock_async_callback(struct transport_deferred *d)
 {
 	struct lock_async *op = (struct lock_async *)d;
+	const struct lock_outcome *o = &op->out;
 	raftlock_session *s = op->l->session; /* the callback may free the handle */
 	struct transport *t = s->t;
-	if (op->status != 0) {
+	if (o->status != 0) {
 		/* the callback reads its message with raftlock_errmsg(), as
 		 * the caller of a blocking call does; a note left on this
 		 * thread by another request is not this call's */
 		int stale;
 		char none[1];
 		errmsg_take_note(&stale, none, sizeof none);
-		errmsg_set(t, op->status, op->note_code == op->status ? op->note : NULL, "%s '%s'",
+		errmsg_set(t, o->status, o->note_code == o->status ? o->note : NULL, "%s '%s'",
 			   op->acquire ? "acquire" : "release", op->l->name);
 	}
-	op->cb(op->l, op->status, op->value, op->arg);
+	op->cb(op->l, o->status, o->value, op->arg);
 	pthread_mutex_lock(&t->mu);
 	session_call_end(s);
 	pthread_mutex_unlock(&t->mu);
@@ -1081,18 +1102,7 @@ static void lock_async_done(struct transport *t, struct request *req, int err)
 	req->on_done = NULL;
 	if (op->wait)
 		l->waiting = NULL;
-	errmsg_take_note(&op->note_code, op->note, sizeof op->note); /* not this call's */
-	bool refused = op->ended == 0 && lock_refused(req, err);
-	if (op->ended != 0) {
-		/* the session closes or was lost: the server ends the wait
-		 * with it, as for a blocking acquire */
-		transport_take(t, req, NULL);
-		op->status = op->ended;
-	} else {
-		op->status =
-			lock_request_end(l, req, op->seq, op->acquire, op->wait, err, &op->value);
-	}
-	lock_note_why(t, refused, op->status, &op->note_code, op->note, sizeof op->note);
+	lock_outcome_end(l, req, op->seq, op->acquire, op->wait, err, op->ended, &op->out);
 	transport_defer(t, &op->d);
 }
 
