@@ -1,6 +1,7 @@
 /* cli_child.c: see cli_child.h. */
 #include "cli_child.h"
 
+#include "cli_fault.h"
 #include "cli_watch.h"
 #include "json.h"
 
@@ -33,7 +34,8 @@ static void on_lock_event(raftlock_session *s, enum raftlock_lock_event ev, cons
 	(void)name;
 	(void)token;
 	(void)arg;
-	atomic_fetch_or(&lock_events, 1u << ev);
+	if (!cli_fault_hold_back(ev))
+		atomic_fetch_or(&lock_events, 1u << ev);
 }
 
 static bool lock_event_seen(enum raftlock_lock_event ev)
@@ -397,6 +399,8 @@ static int hold_run_child(raftlock_session *s, const struct cli_hold *h, struct 
 	gate[1] = -1;
 	enum hold_outcome outcome = HOLD_KEPT;
 	int status = supervise(child, s, h, x, &set, &w, &outcome);
+	if (cli_fault_revoke_late()) /* test-only: see cli_fault.h */
+		atomic_fetch_or(&lock_events, 1u << RAFTLOCK_LOCK_REVOKED);
 	if (outcome == HOLD_LOST)
 		code = hold_lost_exit_code(h);
 	else if (h->child_exit_code)
@@ -571,6 +575,7 @@ int cli_hold_run(raftlock_client *c, const struct cli_hold *h)
 					      .on_lock_event = on_lock_event,
 					      .bind_to_connection = h->bind,
 					      .bind_grace_ms = h->bind_grace_ms};
+	cli_fault_init();
 	if (guard_start(&g) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	if (raftlock_session_open(c, &so, &s) != 0) {

@@ -156,20 +156,29 @@ static void lock_lost_as_the_command_exits(void **state)
 /* A command that exits 137 itself, the status a lost lock gives the CLI,
  * after revoking its own lock as above: the loss is still said on stderr
  * (the exit status alone cannot tell it from the command's own). Three
- * rounds, each on a lock of its own: where the CLI finds the loss (while
- * the command runs, as it exits, at the release) depends on when the
- * revocation reaches it. */
+ * rounds, each on a lock of its own. In the first the CLI hears of the
+ * revocation only once the command's exit is handled
+ * (RAFTLOCK_TEST_FAULT=late-revoke): it finds the loss at the release,
+ * with nothing said of it yet, the order in which a 137 was once taken
+ * for a loss said already. In the others where it finds the loss (while
+ * the command runs, at the release) depends on when the revocation
+ * reaches it. */
 static void loss_reported_when_the_command_exits_137(void **state)
 {
 	(void)state;
 	for (int i = 0; i < 3; i++) {
-		char tag[32], name[32], script[200], said[48];
+		char tag[32], name[32], script[200], said[80];
 		snprintf(tag, sizeof tag, "rv-137-%d", i);
 		snprintf(name, sizeof name, "cx/rv-137-%d", i);
 		snprintf(script, sizeof script, "%s revoke %s >/dev/null; exit 137", CLI, name);
-		snprintf(said, sizeof said, "lock '%s'", name);
+		snprintf(said, sizeof said, "lock '%s'%s", name,
+			 i == 0 ? " lost (revoked) as the command exited" : "");
 		char *args[] = {"raftlock", "lock", name, "--", "sh", "-c", script, NULL};
-		assert_exit(tag, cli_run(tag, args), 128 + SIGKILL);
+		if (i == 0)
+			setenv("RAFTLOCK_TEST_FAULT", "late-revoke", 1);
+		int code = cli_run(tag, args);
+		unsetenv("RAFTLOCK_TEST_FAULT");
+		assert_exit(tag, code, 128 + SIGKILL);
 		assert_true(output_has(tag, said));
 	}
 }
