@@ -199,6 +199,47 @@ class Partitions(unittest.TestCase):
         self.assertEqual(len(cut), 2)
 
 
+class NemesisFailures(unittest.TestCase):
+    """A failed action or undo says when it began to act, so that what it
+    did in part is counted (checkers/majority.py)."""
+
+    class CutThenFail(FakeNet):
+        def partition(self, cut):
+            self.cut = cut
+            raise RuntimeError("iptables: the third link")
+
+    def test_a_partition_that_fails_part_way_says_when_it_began(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = N.Log(d)
+            nem = N.Nemesis(FakeCluster(3, 1), self.CutThenFail(),
+                            random.Random(1), log, 3000)
+            self.assertFalse(nem.start("partition"))
+            log.close()
+        fail = log.events[-1]
+        self.assertEqual((fail["type"], fail["f"]), ("fail", "partition"))
+        self.assertLessEqual(fail["began"], fail["time"])
+        heal = {"time": fail["time"] + 10**9, "process": "nemesis",
+                "type": "end", "f": "final-heal"}
+        first = {"time": fail["began"] - 10**9, "process": 1}
+        self.assertEqual(majority.healthy_windows([first, fail, heal], 3),
+                         [(first["time"], fail["began"])])
+
+    def test_a_failed_undo_says_when_it_began(self):
+        def undo():
+            raise RuntimeError("SIGCONT")
+        with tempfile.TemporaryDirectory() as d:
+            log = N.Log(d)
+            nem = N.Nemesis(FakeCluster(3, 1), FakeNet(), random.Random(1),
+                            log, 3000)
+            nem.active = ("pause", undo, {"targets": ["n1"]})
+            self.assertFalse(nem.end())
+            log.close()
+        fail = log.events[-1]
+        self.assertEqual((fail["type"], fail["error"]),
+                         ("fail", "undo: SIGCONT"))
+        self.assertLessEqual(fail["began"], fail["time"])
+
+
 class StatusOverTLS(unittest.TestCase):
     """status.py against a one-shot mutual TLS server holding a node
     certificate of deploy/make-certs."""

@@ -13,8 +13,15 @@ An action of an unknown kind counts as leaving none: it is excused,
 never judged.
 
 The harness runs one action at a time; each lasts from the moment it
-began to act (`began`, else its start event) to its end event, or to the
-next end event (the final heal) when its undo failed.
+began to act (`began`, else its start event) to its end event.
+
+An action or undo that failed (a "fail" event) may have acted in part: a
+node left dead, a link left cut, whose leftovers and the next actions
+together may leave no majority, though each alone would. From when it
+began (`began`, else the fail event) to the final heal's end, that is
+counted as a span that leaves no majority (to the end of the history if
+the final heal failed too): it can only excuse, and the run fails anyway
+for the failure.
 """
 
 from . import history as H
@@ -38,20 +45,38 @@ def leaves_majority(ev, nodes):
 
 
 def action_spans(events, nodes):
-    """(began, end, leaves_majority) of every nemesis action; end is INF
-    for one never undone."""
+    """(began, end, leaves_majority) of every nemesis action, and of the
+    unknown state after a failure (see above); end is INF for one never
+    undone."""
     spans = []
     opened = None
+    unknown = None  # when a failure began; the state is unknown since
+    heal_failed = False
     for ev in H.nemesis_events(events):
+        t = ev["time"]
         if ev["type"] == "start":
             if opened is not None:  # never two at once; be safe anyway
-                spans.append((opened[0], ev["time"], opened[1]))
-            opened = (ev.get("began", ev["time"]), leaves_majority(ev, nodes))
-        elif ev["type"] == "end" and opened is not None:
-            spans.append((opened[0], ev["time"], opened[1]))
-            opened = None
+                spans.append((opened[0], t, opened[1]))
+            opened = (ev.get("began", t), leaves_majority(ev, nodes))
+        elif ev["type"] == "end":
+            if opened is not None:
+                spans.append((opened[0], t, opened[1]))
+                opened = None
+            if ev.get("f") == "final-heal" and unknown is not None \
+                    and not heal_failed:
+                spans.append((unknown, t, False))
+                unknown = None
+        elif ev["type"] == "fail" and ev.get("f") != "schedule":
+            began = ev.get("began", t)
+            if opened is not None:  # its undo failed
+                spans.append((opened[0], began, opened[1]))
+                opened = None
+            unknown = began if unknown is None else unknown
+            heal_failed = heal_failed or ev.get("f") == "heal"
     if opened is not None:
         spans.append((opened[0], H.INF, opened[1]))
+    if unknown is not None:
+        spans.append((unknown, H.INF, False))
     return spans
 
 

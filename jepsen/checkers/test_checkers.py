@@ -433,6 +433,57 @@ class Planted(unittest.TestCase):
         res = main.run(evs, liveness_bound_s=1.0)["liveness"]
         self.assertFalse(res["valid"])
 
+    # The same stall, but the kill's undo (restarting n1) failed: n1 may
+    # still be down when n2 is killed, so no majority is known healthy from
+    # when that undo began to the final heal. The stretch before it is
+    # still judged.
+    def test_failed_undo_leaves_no_known_majority_to_the_final_heal(self):
+        evs = self.stall_with(lambda ev: ev.get("f") == "kill" and
+                              ev["type"] == "end",
+                              {"type": "fail", "began": 1250000000,
+                               "error": "undo: n1 not serving"})
+        self.assertEqual(majority.healthy_windows(evs, 3),
+                         [(6000000, 1250000000), (4000000000, 4630000000)])
+        self.assertTrue(main.run(evs, liveness_bound_s=1.0)["liveness"]
+                        ["valid"])
+
+    # An action that failed part-way logged no start, only its fail with
+    # when it began: what it did counts from then to the final heal.
+    def test_failed_action_counts_from_when_it_began(self):
+        evs = self.stall_with(lambda ev: ev.get("f") == "kill",
+                              {"type": "fail", "began": 1050000000,
+                               "error": "n3 survived SIGKILL"})
+        self.assertEqual(majority.healthy_windows(evs, 3),
+                         [(6000000, 1050000000), (4000000000, 4630000000)])
+        # A final heal that failed too heals nothing; a failure of the
+        # schedule (after the final heal) acted on nothing.
+        evs.append({"time": 4700000000, "process": "nemesis", "type": "fail",
+                    "f": "schedule", "error": "no nemesis acted"})
+        self.assertEqual(majority.healthy_windows(evs, 3)[-1],
+                         (4000000000, 4700000000))
+        k = next(k for k, ev in enumerate(evs)
+                 if ev.get("f") == "final-heal")
+        evs.insert(k, {"time": 3990000000, "process": "nemesis",
+                       "type": "fail", "f": "heal", "began": 3900000000,
+                       "error": "iptables -F"})
+        self.assertEqual(majority.healthy_windows(evs, 3),
+                         [(6000000, 1050000000)])
+
+    def stall_with(self, which, fields):
+        """liveness_stall_majority.jsonl with its events `which` replaced:
+        the first by an event with `fields` (same time and f), the others
+        dropped."""
+        evs = []
+        for ev in history.load(os.path.join(
+                DATA, "liveness_stall_majority.jsonl")):
+            if not which(ev):
+                evs.append(ev)
+            elif fields is not None:
+                evs.append({"time": ev["time"], "process": "nemesis",
+                            "f": ev["f"], **fields})
+                fields = None
+        return evs
+
     def test_which_faults_leave_a_majority(self):
         def leaves(nodes, **ev):
             return majority.leaves_majority(ev, nodes)

@@ -1,9 +1,11 @@
 """Nemeses: the faults a run injects, each with an undo.
 
 Every action logs a "start" event when it has acted (and was verified),
-an "end" event when it was undone, or a "fail" event when it could not
-act; a run with any "fail" fails. Events are history lines (see
-jepsen/README.md) with process "nemesis".
+an "end" event when it was undone, or a "fail" event when it or its undo
+could not finish; a run with any "fail" fails. A start or a fail carries
+`began`, when the action or its undo began to act: a failure may have
+acted in part. Events are history lines (see jepsen/README.md) with
+process "nemesis".
 """
 
 import json
@@ -443,7 +445,9 @@ class Nemesis:
         try:
             undo, fields = self.ACTIONS[name](self)
         except Exception as e:  # any failure to act fails the run
-            self.log.event("fail", name, error=str(e))
+            # It may have acted in part (a node killed, a link cut): the
+            # checkers take the cluster's state as unknown from `began`.
+            self.log.event("fail", name, began=began, error=str(e))
             return False
         f = fields.pop("f", name)
         self.log.event("start", f, began=began, **fields)
@@ -455,10 +459,11 @@ class Nemesis:
             return True
         f, undo, fields = self.active
         self.active = None
+        began = mono_ns()
         try:
             undo()
         except Exception as e:
-            self.log.event("fail", f, error="undo: %s" % e)
+            self.log.event("fail", f, began=began, error="undo: %s" % e)
             return False
         self.log.event("end", f, targets=fields.get("targets"))
         return True
@@ -467,11 +472,12 @@ class Nemesis:
         """Undoes whatever is active and restores every node and worker:
         the state in which liveness is measured and the run ends."""
         ok = self.end()
+        began = mono_ns()
         try:
             if self.net.partitioned:
                 self.net.heal()
         except Exception as e:
-            self.log.event("fail", "heal", error=str(e))
+            self.log.event("fail", "heal", began=began, error=str(e))
             ok = False
         for w in self.c.workers:
             if w.paused:
