@@ -240,6 +240,104 @@ class NemesisFailures(unittest.TestCase):
         self.assertLessEqual(fail["began"], fail["time"])
 
 
+class RestartServes(unittest.TestCase):
+    """An undo that restarts nodes ends (its end event, from which the
+    checkers count them healthy) once they serve again, not when their
+    processes are spawned."""
+
+    class Node(FakeNode):
+        def __init__(self, i):
+            super().__init__(i)
+            self.up = True
+            self.starts = 0
+
+        def running(self):
+            return self.up
+
+        def kill(self):
+            self.up = False
+
+        def start(self):
+            self.up = True
+            self.starts += 1
+
+    class Cluster(FakeCluster):
+        """n2 leads (commit 50); a restarted node does not answer at the
+        first STATUS, then lags (applied 40), then has caught up."""
+        wait_serving = C.Cluster.wait_serving
+
+        def __init__(self, never=False):
+            super().__init__(3, 2)
+            self.nodes = [RestartServes.Node(i) for i in (1, 2, 3)]
+            self.polls = 0
+            self.never = never
+            self.serving_at = None
+
+        def status(self):
+            self.polls += 1
+            out = []
+            for n in self.nodes:
+                st = {"node_id": n.id, "term": 4, "leader_id": 2,
+                      "role": "follower", "applied_index": 50}
+                if n.id == 2:
+                    st.update(role="leader", ready=True, commit_index=50)
+                elif n.starts and (self.never or self.polls < 3):
+                    st = ({"error": "refused"} if self.polls < 2 else
+                          dict(st, applied_index=40))
+                out.append(st)
+            if self.polls == 3 and not self.never:
+                self.serving_at = N.mono_ns()
+            return out
+
+    def kill_and_undo(self, cl):
+        with tempfile.TemporaryDirectory() as d:
+            log = N.Log(d)
+            nem = N.Nemesis(cl, FakeNet(), random.Random(3), log, 3000)
+            self.assertTrue(nem.start("kill"))
+            ok = nem.end()
+            log.close()
+        return ok, log.events[-1]
+
+    def test_the_end_comes_once_the_node_serves(self):
+        cl = self.Cluster()
+        ok, end = self.kill_and_undo(cl)
+        self.assertTrue(ok)
+        self.assertEqual(end["type"], "end")
+        self.assertEqual(cl.polls, 3)
+        self.assertGreaterEqual(end["time"], cl.serving_at)
+        self.assertLess(end["began"], cl.serving_at)
+
+    def test_a_node_that_never_serves_fails_the_undo(self):
+        cl = self.Cluster(never=True)
+        saved = N.SERVE_TIMEOUT_S
+        N.SERVE_TIMEOUT_S = 0.3
+        try:
+            ok, fail = self.kill_and_undo(cl)
+        finally:
+            N.SERVE_TIMEOUT_S = saved
+        self.assertFalse(ok)
+        self.assertEqual(fail["type"], "fail")
+        self.assertIn("not serving", fail["error"])
+
+    def test_who_serves(self):
+        lead = {"node_id": 2, "role": "leader", "ready": True, "term": 4,
+                "commit_index": 50}
+        mark = C.leader_mark([lead], None)
+        self.assertEqual(mark, (2, 4, 50))
+        # The commit index is the one first seen while that leader leads.
+        self.assertEqual(C.leader_mark([dict(lead, commit_index=60)], mark),
+                         mark)
+        self.assertIsNone(C.leader_mark([dict(lead, ready=False)], mark))
+        f = {"node_id": 1, "role": "follower", "leader_id": 2, "term": 4,
+             "applied_index": 50}
+        self.assertTrue(C.serves(f, mark))
+        self.assertTrue(C.serves(lead, mark))
+        self.assertFalse(C.serves(dict(f, applied_index=49), mark))
+        self.assertFalse(C.serves(dict(f, term=3), mark))
+        self.assertFalse(C.serves(dict(f, leader_id=0), mark))
+        self.assertFalse(C.serves(f, None))
+
+
 class StatusOverTLS(unittest.TestCase):
     """status.py against a one-shot mutual TLS server holding a node
     certificate of deploy/make-certs."""

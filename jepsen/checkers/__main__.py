@@ -39,7 +39,9 @@ def drift_windows(events, rho, ttl_ms):
             st = open_.pop(key)
             rate = st.get("rate", 1.0)
             if shortens_leases(rate, rho):
-                wins.append((st["time"], ev["time"] + ttl_ms * 1e6, rate))
+                # The drift stops when the undo begins (it kills the node).
+                healed = ev.get("began", ev["time"])
+                wins.append((st["time"], healed + ttl_ms * 1e6, rate))
     end = events[-1]["time"] if events else 0
     for st in open_.values():
         rate = st.get("rate", 1.0)

@@ -14,11 +14,12 @@ bound, whatever fault comes next, as long as that fault leaves a
 majority.
 
 Heals (nemesis "end" events): the time until the first grant
-acknowledged after each, reported; more than the bound is a violation. A
-heal followed by the next fault before any grant and before the bound
-has passed is "interrupted": the progress rule above judges it unless
-that fault left no healthy majority. A history whose last heal has no
-grant at all after it is a violation.
+acknowledged after each (after its undo began: an undo that restarts
+nodes logs its end once they serve), reported; more than the bound is a
+violation. A heal followed by the next fault before any grant and before
+the bound has passed is "interrupted": the progress rule above judges it
+unless that fault left no healthy majority. A history whose last heal
+has no grant at all after it is a violation.
 
 Per lock, in the same stretches (the harness keeps the workers going after
 the final heal until every lock tried after it was granted, or the bound
@@ -46,7 +47,9 @@ def check(events, ops, bound_s, nodes=3):
     # and clock rates act long before their start event).
     starts = sorted(ev.get("began", ev["time"]) for ev in nem
                     if ev["type"] == "start")
-    heals = sorted((ev["time"], ev.get("f")) for ev in nem
+    # A heal counts from when its undo began: a restarted node's end event
+    # comes once it serves again.
+    heals = sorted((ev.get("began", ev["time"]), ev.get("f")) for ev in nem
                    if ev["type"] == "end")
     grants = sorted(op.cmp for op in ops
                     if op.f == "acquire" and op.type == "ok")

@@ -13,7 +13,8 @@ An action of an unknown kind counts as leaving none: it is excused,
 never judged.
 
 The harness runs one action at a time; each lasts from the moment it
-began to act (`began`, else its start event) to its end event.
+began to act (`began`, else its start event) to its end event, which an
+undo that restarts nodes logs once they serve again.
 
 An action or undo that failed (a "fail" event) may have acted in part: a
 node left dead, a link left cut, whose leftovers and the next actions

@@ -321,6 +321,19 @@ class Planted(unittest.TestCase):
         self.assertTrue(res["valid"])
         self.assertEqual(res["excused"], 1)
 
+    # An undo that restarts nodes logs its end once they serve; the worker
+    # it stopped runs again, and the fast clock is gone, from when it began.
+    def test_undo_resumes_and_stops_the_drift_when_it_began(self):
+        from . import waits
+        evs = [{"process": "nemesis", "f": "clock-rate", "type": "start",
+                "targets": ["n1"], "paused": ["w1"], "rate": 2.0,
+                "time": 10**9},
+               {"process": "nemesis", "f": "clock-rate", "type": "end",
+                "targets": ["n1"], "began": 2 * 10**9, "time": 5 * 10**9}]
+        self.assertEqual(waits._pauses(evs), {"w1": [(10**9, 2 * 10**9)]})
+        self.assertEqual(main.drift_windows(evs, 0.01, 3000),
+                         [(10**9, 5 * 10**9, 2.0)])
+
     def test_timed_out_acquire_is_definite(self):
         ops = history.pair(history.loads([
             {"f": "acquire", "lock": "a", "process": 1, "time": 1,
@@ -468,6 +481,18 @@ class Planted(unittest.TestCase):
                        "error": "iptables -F"})
         self.assertEqual(majority.healthy_windows(evs, 3),
                          [(6000000, 1050000000)])
+
+    # A heal counts from when its undo began, not from its end event (a
+    # restarted node's comes once it serves again): the clock rate's undo
+    # began 0.15 s before its end, the first grant came 0.22 s after it.
+    def test_heal_counts_from_when_its_undo_began(self):
+        evs = history.load(os.path.join(
+            DATA, "liveness_stall_majority.jsonl"))
+        for ev in evs:
+            if ev.get("f") == "clock-rate" and ev["type"] == "end":
+                ev["began"] = ev["time"] - 150000000
+        res = main.run(evs, liveness_bound_s=1.0)["liveness"]
+        self.assertAlmostEqual(res["max_seconds"], 0.37)
 
     def stall_with(self, which, fields):
         """liveness_stall_majority.jsonl with its events `which` replaced:

@@ -30,8 +30,10 @@ def _pauses(events):
             for t in targets:
                 open_[t] = ev["time"]
         elif ev["type"] == "end":
+            # The undo resumes the worker first (then may wait for nodes).
+            resumed = ev.get("began", ev["time"])
             for t in list(open_):
-                out.setdefault(t, []).append((open_.pop(t), ev["time"]))
+                out.setdefault(t, []).append((open_.pop(t), resumed))
     for t, start in open_.items():
         out.setdefault(t, []).append((start, INF))
     return out

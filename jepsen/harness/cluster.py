@@ -311,6 +311,21 @@ class Cluster:
                     best = st
         return best.get("node_id") if best else None
 
+    def wait_serving(self, nodes, timeout):
+        """Waits until each of `nodes` serves (see serves()), at most about
+        `timeout` seconds; returns the ids of those that do not."""
+        deadline = time.monotonic() + timeout
+        mark = None
+        while nodes:
+            sts = self.status()
+            mark = leader_mark(sts, mark)
+            by_id = {st.get("node_id"): st for st in sts if "error" not in st}
+            left = [n.id for n in nodes if not serves(by_id.get(n.id), mark)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.1)
+        return []
+
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -390,6 +405,37 @@ class Cluster:
             n.kill()
         if self.register is not None:
             self.register.stop(5)
+
+
+def leader_mark(statuses, mark):
+    """(id, term, commit index) of the ready leader with the highest term
+    in `statuses`, or None; `mark` is kept while the same leader leads,
+    so the commit index is the one it had when first seen."""
+    best = None
+    for st in statuses:
+        if st.get("role") == "leader" and st.get("ready"):
+            if best is None or st.get("term", 0) > best.get("term", 0):
+                best = st
+    if best is None:
+        return None
+    key = (best.get("node_id"), best.get("term"))
+    if mark is not None and mark[:2] == key:
+        return mark
+    return key + (best.get("commit_index", 0),)
+
+
+def serves(st, mark):
+    """Whether a node's STATUS says it serves, as raftlockd's /readyz
+    judges it (docs/OPERATIONS.md): it is the ready leader `mark`, or it
+    follows that leader in its term and has applied what the leader had
+    committed when first seen."""
+    if st is None or mark is None:
+        return False
+    lid, term, commit = mark
+    if st.get("node_id") == lid:
+        return st.get("role") == "leader" and bool(st.get("ready"))
+    return (st.get("leader_id") == lid and st.get("term") == term
+            and st.get("applied_index", 0) >= commit)
 
 
 def last_event(path):

@@ -1,11 +1,11 @@
 """Nemeses: the faults a run injects, each with an undo.
 
 Every action logs a "start" event when it has acted (and was verified),
-an "end" event when it was undone, or a "fail" event when it or its undo
-could not finish; a run with any "fail" fails. A start or a fail carries
-`began`, when the action or its undo began to act: a failure may have
-acted in part. Events are history lines (see jepsen/README.md) with
-process "nemesis".
+an "end" event when it was undone (a node it restarted serves again), or
+a "fail" event when it or its undo could not finish; a run with any
+"fail" fails. Each carries `began`, when the action or its undo began to
+act: a failure may have acted in part. Events are history lines (see
+jepsen/README.md) with process "nemesis".
 """
 
 import json
@@ -30,6 +30,9 @@ MEMBERSHIP_MODES = ("replace", "grow+kill", "remove-leader", "grow+partition",
 # "revoke": an admin revokes the grant a worker holds (`raftlock revoke
 # LOCK --token T`); the checkers end that grant at the revocation.
 EXTRA = ("worker-kill", "revoke")
+# A node restarted by an undo serves again within this (it keeps its data:
+# an election at most, and the entries it missed); else the undo fails.
+SERVE_TIMEOUT_S = 20
 
 
 def mono_ns():
@@ -123,6 +126,16 @@ class Nemesis:
             time.sleep(0.1)
         return holders
 
+    def _restart(self, nodes):
+        """Starts `nodes` and returns once each serves again, so that the
+        undo's end event is where the checkers may count them healthy."""
+        for n in nodes:
+            n.start()
+        left = self.c.wait_serving(nodes, SERVE_TIMEOUT_S)
+        if left:
+            raise NemesisError("%s not serving %ds after the restart" % (
+                ",".join("n%d" % i for i in left), SERVE_TIMEOUT_S))
+
     def hold_seconds(self, name):
         ttl = self.ttl_ms / 1000.0
         if name == "pause":
@@ -156,8 +169,7 @@ class Nemesis:
                 raise NemesisError("n%d survived SIGKILL" % i)
 
         def undo():
-            for i in targets:
-                self._node(i).start()
+            self._restart([self._node(i) for i in targets])
         return undo, {"mode": mode, "targets": ["n%d" % i for i in targets]}
 
     def _pause(self):
@@ -321,7 +333,7 @@ class Nemesis:
                 n.kill()
             for n in nodes:
                 n.rate = None
-                n.start()
+            self._restart(nodes)
         return undo, {"mode": mode, "f": "clock-rate",
                       "targets": ["n%d" % i for i in targets],
                       "rate": rate,
@@ -372,8 +384,7 @@ class Nemesis:
             raise NemesisError("a node survived SIGKILL")
 
         def undo():
-            for n in self.c.nodes:
-                n.start()
+            self._restart(self.c.nodes)
         return undo, {"targets": ["n%d" % n.i for n in self.c.nodes]}
 
     def _membership(self):
@@ -465,7 +476,7 @@ class Nemesis:
         except Exception as e:
             self.log.event("fail", f, began=began, error="undo: %s" % e)
             return False
-        self.log.event("end", f, targets=fields.get("targets"))
+        self.log.event("end", f, began=began, targets=fields.get("targets"))
         return True
 
     def heal_all(self):
@@ -493,6 +504,9 @@ class Nemesis:
             if os.path.exists(n.clock_file):
                 with open(n.clock_file, "w") as f:
                     f.write("+0\n")
-            if not n.running():
-                n.start()
+        try:
+            self._restart([n for n in self.c.nodes if not n.running()])
+        except NemesisError as e:
+            self.log.event("fail", "heal", began=began, error=str(e))
+            ok = False
         return ok
