@@ -17,18 +17,10 @@ of a grant after it, have run, a close finds the wait and leaves the
 handle to them.
 """
 
-import itertools
 import threading
 
-from . import _native
+from . import _native, _pending
 from .errors import Code, message_in_callback
-
-# Waits in flight: id -> Wait. The library gets the id as its callback
-# argument, never a Python object; the callback below lives as long as
-# the module, so no library callback finds it freed.
-_pending = {}
-_pending_mu = threading.Lock()
-_ids = itertools.count(1)
 
 
 class Wait:
@@ -100,42 +92,31 @@ class Wait:
         self._on_settled(self, lock_ptr, free_handle)
 
 
+# The callbacks live as long as the module, so no library callback finds
+# them freed; what each is given waits for it in _pending.
 @_native.LOCK_CB
 def _on_answer(lock_ptr, status, value, arg):
     """The library's I/O thread: hand the answer over and return."""
-    with _pending_mu:
-        wait = _pending.pop(arg)
+    wait = _pending.take(arg)
     wait._answer(lock_ptr, status, value)
 
 
 @_native.LOCK_CB
 def _on_release_then_free(lock_ptr, _status, _value, arg):
-    with _pending_mu:
-        free = _pending.pop(arg)
+    free = _pending.take(arg)
     free(lock_ptr)
 
 
 def submit(lock_ptr, mode, permits, timeout_ms, wait):
     """Sends the acquire (lock_ptr must stay alive during the call): 0 and
     the callback will answer `wait`, or the library's error (no callback)."""
-    op = next(_ids)
-    with _pending_mu:
-        _pending[op] = wait
-    rv = _native.lock_acquire_async(lock_ptr, mode, permits, timeout_ms, _on_answer, op)
-    if rv != 0:
-        with _pending_mu:
-            _pending.pop(op, None)
-    return rv
+    return _pending.send(wait, _native.lock_acquire_async, lock_ptr, mode, permits, timeout_ms,
+                         _on_answer)
 
 
 def release_then(lock_ptr, then):
     """From a callback: releases the grant of lock_ptr, then calls
     then(lock_ptr) (at once when the release cannot be sent: the
     session is closing or lost, and releases it anyway)."""
-    op = next(_ids)
-    with _pending_mu:
-        _pending[op] = then
-    if _native.lock_release_async(lock_ptr, _on_release_then_free, op) != 0:
-        with _pending_mu:
-            _pending.pop(op, None)
+    if _pending.send(then, _native.lock_release_async, lock_ptr, _on_release_then_free) != 0:
         then(lock_ptr)

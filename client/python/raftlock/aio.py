@@ -12,18 +12,10 @@ not a thousand threads.
 """
 
 import asyncio
-import itertools
-import threading
 
-from . import _native
+from . import _native, _pending
 from .errors import NotHolder, error_for, message_in_callback, strerror
 from .lock import _DEFAULT, Lock, timeout_ms
-
-# Calls in flight: id -> (loop, future). The library gets the id as its
-# callback argument, never a Python object.
-_pending = {}
-_pending_mu = threading.Lock()
-_ids = itertools.count(1)
 
 
 def _settle(fut, status, value, message):
@@ -36,8 +28,7 @@ def _on_done(_lock, status, value, arg):
     """The library's I/O thread: hand over to the loop and return at once.
     A failure's message is this thread's until its next failure: it is
     read here, before returning, and travels with the outcome."""
-    with _pending_mu:
-        loop, fut, message_of_failure = _pending.pop(arg)
+    loop, fut, message_of_failure = _pending.take(arg)
     message = message_in_callback(status, message_of_failure)
     try:
         loop.call_soon_threadsafe(_settle, fut, status, value, message)
@@ -52,13 +43,8 @@ def _submit(submit, ptr, message_of_failure, *args):
     failed status, called in the callback."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    op = next(_ids)
-    with _pending_mu:
-        _pending[op] = (loop, fut, message_of_failure)
-    rv = submit(ptr, *args, _on_done, op)
+    rv = _pending.send((loop, fut, message_of_failure), submit, ptr, *args, _on_done)
     if rv != 0:
-        with _pending_mu:
-            _pending.pop(op, None)
         return rv, None
     return 0, fut
 
