@@ -133,14 +133,6 @@ static void push_edges(struct walk *w, const Raftlock__LockRecord *lock, size_t 
 		push(w, from, lock->waiters[i]->session);
 }
 
-static bool has_pending(const Raftlock__SessionRecord *sess)
-{
-	for (size_t i = 0; i < sess->n_outcomes; i++)
-		if (sess->outcomes[i]->pending)
-			return true;
-	return false;
-}
-
 /* FNV-1a of the len bytes of a name, never 0. */
 static uint64_t name_hash(const char *name, size_t len)
 {
@@ -227,7 +219,8 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 	if (sess == NULL)
 		return;
 	/* Only a queued acquire waits: the others hold, and hold on. */
-	if (has_pending(sess)) {
+	struct outcomes oc = apply_outcomes(a);
+	if (outcomes_any_pending(&oc, sess)) {
 		size_t n_names;
 		char **name = session_locks_names(&names, sess, &n_names);
 		for (size_t i = 0; i < n_names && !w->cycle; i++) {

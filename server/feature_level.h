@@ -36,7 +36,11 @@
  * (image_pack.h, FEATURES_PACKED_IMAGE), which an older build cannot load:
  * no new command; 8, a DROP_BOUND that carries the deadline its leader saw
  * (FEATURES_DROP_BOUND_DEADLINE: apply keeps a session renewed since, where
- * an older build would drop the field and end it). A build made with
+ * an older build would drop the field and end it); 9, the outcomes of a
+ * session's commands and its queued lock sets in tables of their own
+ * (outcomes.h, multilock.h, FEATURES_SEQ_TABLES), moved there by the apply
+ * that records level 9, and RLSNAP07 images that carry those tables: no
+ * new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -52,7 +56,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 8u
+#define FEATURE_LEVEL 9u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -86,6 +90,14 @@
 /* The level from which a DROP_BOUND carries the lease deadline its leader
  * saw (DropBound.deadline), which apply checks. */
 #define FEATURES_DROP_BOUND_DEADLINE 8u
+
+/* The level from which what a session keeps by seq, the outcomes of its
+ * commands (outcomes.h) and its queued lock sets (multilock.h), are rows
+ * of tables of their own keyed by (session, seq), not lists in its
+ * record: a command then reads and writes the rows of its own seq,
+ * however many the session keeps (up to 8,192 outcomes when its client
+ * holds its mark back, 4,096 sets of 64 names). */
+#define FEATURES_SEQ_TABLES 9u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

@@ -223,7 +223,8 @@ Raftlock__Holder *grant(struct apply *a, Raftlock__LockRecord *lock, uint64_t se
 void finish_wait(struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,
 		 const Raftlock__Result *res)
 {
-	records_set_outcome(sess, seq, res, false);
+	struct outcomes oc = apply_outcomes(a);
+	outcomes_set(&oc, sess, seq, res, false);
 	emit(a, (struct fsm_event){
 			.type = FSM_EV_PUSH, .session = sess->id, .seq = seq, .result = res});
 }
@@ -354,6 +355,9 @@ static void end_session(struct apply *a, Raftlock__SessionRecord *sess, bool exp
 	}
 	session_locks_free(name, n_names);
 	session_locks_end(&names, sess);
+	struct outcomes oc = apply_outcomes(a);
+	outcomes_end(&oc, sess);
+	multilock_end(a, sess);
 	if (sess->nonce != 0)
 		store_del_nonce(st, a->txn, sess->nonce);
 	store_identity_sessions_add(st, a->txn, sess->identity, -1);
@@ -723,13 +727,16 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 		forget_lock_if_done(a, sess, lock);
 		grant_waiters(a, lock, sess); /* a removed writer may unblock readers */
 	} else {
-		const Raftlock__Outcome *o = records_find_outcome(sess, op->acquire_seq);
+		struct outcomes oc = apply_outcomes(a);
+		const Raftlock__Outcome *o = outcomes_find(&oc, sess, op->acquire_seq);
 		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending) {
 			res.token = o->result->token;
 			res.tokens = o->result->tokens; /* a set's: each lock's */
 			res.n_tokens = o->result->n_tokens;
+			multilock_keep_tokens(a, &res); /* before the record goes */
 		} else
 			res.status = RAFTLOCK_ENOTFOUND;
+		outcomes_release(&oc, o);
 	}
 	if (lock != NULL) {
 		save_lock(a, lock);
@@ -969,19 +976,12 @@ static Raftlock__Result do_proclaim(struct apply *a, Raftlock__SessionRecord *se
  * client acknowledges them (acked). Returns true when the command was
  * answered from the session's table (or refused), with *res set.
  */
-static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
+static bool dedup(struct apply *a, Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 		  Raftlock__Result *res)
 {
+	struct outcomes oc = apply_outcomes(a);
 	size_t n_acked = cmd->n_acked < FSM_MAX_ACKED ? cmd->n_acked : FSM_MAX_ACKED;
-	for (size_t i = 0; i < n_acked; i++)
-		records_ack_outcome(sess, cmd->acked[i]);
-	bool prune = n_acked > 0;
-	if (cmd->ack_below > sess->ack_below) {
-		sess->ack_below = cmd->ack_below;
-		prune = true;
-	}
-	if (prune)
-		records_prune_outcomes(sess, sess->ack_below);
+	outcomes_ack(&oc, sess, cmd->acked, n_acked, cmd->ack_below);
 	if (cmd->seq == 0) {
 		*res = result_of(RAFTLOCK_EINVAL);
 		return true;
@@ -993,11 +993,16 @@ static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 	 * the fault-injection checkers must catch it. Never in a real build. */
 	const Raftlock__Outcome *o = NULL;
 #else
-	const Raftlock__Outcome *o = records_find_outcome(sess, cmd->seq);
+	const Raftlock__Outcome *o = outcomes_find(&oc, sess, cmd->seq);
 #endif
 	if (o != NULL) {
 		*res = o->result ? *o->result : result_of(0);
 		res->queued = o->pending;
+		/* fields a newer build wrote stay with the record, freed below */
+		res->base.n_unknown_fields = 0;
+		res->base.unknown_fields = NULL;
+		multilock_keep_tokens(a, res); /* a recorded answer's, before it goes */
+		outcomes_release(&oc, o);
 		return true;
 	}
 	if (cmd->seq < sess->ack_below) {
@@ -1007,7 +1012,7 @@ static bool dedup(Raftlock__SessionRecord *sess, const Raftlock__Command *cmd,
 	size_t limit = FSM_MAX_OUTCOMES;
 	if (cmd->op_case != RAFTLOCK__COMMAND__OP_ACQUIRE)
 		limit += FSM_OUTCOME_HEADROOM; /* letting go is not refused first */
-	if (sess->n_outcomes >= limit) {
+	if (outcomes_count(&oc, sess) >= limit) {
 		*res = refuse_limit(RAFTLOCK__LIMIT__LIMIT_OUTCOMES, limit);
 		return true;
 	}
@@ -1034,7 +1039,7 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		raftlock__session_record__free_unpacked(sess, NULL);
 		return result_of(0);
 	}
-	if (!dedup(sess, cmd, &res)) {
+	if (!dedup(a, sess, cmd, &res)) {
 		bool pending = false;
 		switch (cmd->op_case) {
 		case RAFTLOCK__COMMAND__OP_ACQUIRE:
@@ -1054,9 +1059,10 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 			break;
 		default: res = result_of(RAFTLOCK_EINVAL); break;
 		}
-		records_set_outcome(sess, cmd->seq, &res, pending);
+		struct outcomes oc = apply_outcomes(a);
+		outcomes_set(&oc, sess, cmd->seq, &res, pending);
 	}
-	multilock_keep_tokens(a, &res); /* a recorded answer's point into sess */
+	multilock_keep_tokens(a, &res); /* res may point into sess, freed below */
 	store_put_session(st, a->txn, sess);
 	raftlock__session_record__free_unpacked(sess, NULL);
 	return res;
@@ -1076,6 +1082,10 @@ static void raise_feature_level(struct apply *a, uint32_t level)
 		a->meta->feature_level = level;
 	if (before < FEATURES_SESSION_LOCK_INDEX && level >= FEATURES_SESSION_LOCK_INDEX)
 		session_locks_move(a->fsm->store, a->txn);
+	if (before < FEATURES_SEQ_TABLES && level >= FEATURES_SEQ_TABLES) {
+		outcomes_move(a->fsm->store, a->txn);
+		multilock_move(a->fsm->store, a->txn);
+	}
 }
 
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
@@ -1331,6 +1341,8 @@ void fsm_restore_base(struct fsm *f, uint64_t image_sum)
 			store_del_nonce(st, a.txn, sess->nonce);
 		store_identity_sessions_add(st, a.txn, sess->identity, -1);
 		store_drop_session_locks(st, a.txn, sess->id);
+		store_drop_outcomes(st, a.txn, sess->id);
+		store_drop_multi_waits(st, a.txn, sess->id);
 		store_del_lease(st, a.txn, sess->id);
 		store_del_session(st, a.txn, sess->id);
 		raftlock__session_record__free_unpacked(sess, NULL);

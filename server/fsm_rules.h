@@ -18,6 +18,7 @@
 
 #include "fsm.h"
 #include "multilock.h"
+#include "outcomes.h"
 #include "session_locks.h"
 
 /* Everything one apply needs, passed to every command. */
@@ -87,6 +88,13 @@ void save_lock(struct apply *a, Raftlock__LockRecord *lock);
 static inline struct session_locks apply_names(const struct apply *a)
 {
 	return session_locks_at(a->fsm->store, a->txn, a->meta);
+}
+
+/* Where this apply keeps the outcomes of a session's commands
+ * (outcomes.h); as for the names, ask each time. */
+static inline struct outcomes apply_outcomes(const struct apply *a)
+{
+	return outcomes_at(a->fsm->store, a->txn, a->meta);
 }
 
 /* Drops the lock from the session's names once it neither holds nor

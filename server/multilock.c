@@ -6,6 +6,7 @@
 
 #include "codec.h"
 #include "deadlock.h"
+#include "feature_level.h"
 #include "fsm_rules.h"
 #include "log.h"
 #include "records.h"
@@ -71,7 +72,14 @@ void multilock_keep_tokens(struct apply *a, Raftlock__Result *res)
 
 /* ----------------------------------------------------- session's sets -- */
 
-static ssize_t find_set(const Raftlock__SessionRecord *sess, uint64_t seq)
+/* Whether this apply keeps the sets in their table (the level may rise
+ * within an entry: ask each time). */
+static bool sets_indexed(const struct apply *a)
+{
+	return features_recorded(a->meta->feature_level) >= FEATURES_SEQ_TABLES;
+}
+
+static ssize_t listed_set(const Raftlock__SessionRecord *sess, uint64_t seq)
 {
 	for (size_t i = 0; i < sess->n_multi_waits; i++)
 		if (sess->multi_waits[i]->seq == seq)
@@ -79,23 +87,49 @@ static ssize_t find_set(const Raftlock__SessionRecord *sess, uint64_t seq)
 	return -1;
 }
 
-static void remove_set(Raftlock__SessionRecord *sess, size_t i)
+/* The session's queued set of seq, or NULL: its row's copy, or the
+ * record's own below the level. Release it with set_release() once done,
+ * before set_remove(). */
+static Raftlock__MultiWait *set_find(const struct apply *a, const Raftlock__SessionRecord *sess,
+				     uint64_t seq)
 {
+	if (sets_indexed(a))
+		return store_get_multi_wait(a->fsm->store, a->txn, sess->id, seq);
+	ssize_t k = listed_set(sess, seq);
+	return k < 0 ? NULL : sess->multi_waits[k];
+}
+
+static void set_release(const struct apply *a, Raftlock__MultiWait *mw)
+{
+	if (mw != NULL && sets_indexed(a))
+		raftlock__multi_wait__free_unpacked(mw, NULL);
+}
+
+/* Removes the set of seq (after set_release() of what set_find() gave:
+ * below the level that is the record's own). */
+static void set_remove(const struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq)
+{
+	if (sets_indexed(a)) {
+		store_del_multi_wait(a->fsm->store, a->txn, sess->id, seq);
+		return;
+	}
+	ssize_t i = listed_set(sess, seq);
+	if (i < 0)
+		return;
 	raftlock__multi_wait__free_unpacked(sess->multi_waits[i], NULL);
 	memmove(&sess->multi_waits[i], &sess->multi_waits[i + 1],
-		(sess->n_multi_waits - i - 1) * sizeof *sess->multi_waits);
+		(sess->n_multi_waits - (size_t)i - 1) * sizeof *sess->multi_waits);
 	sess->n_multi_waits--;
 }
 
-/* Records a queued set in the session (every part malloc'd, as records
+/* Records a queued set of the session (every part malloc'd, as records
  * from the store are). */
-static void add_set(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__MultiAcquire *op)
+static void set_add(const struct apply *a, Raftlock__SessionRecord *sess, uint64_t seq,
+		    const Raftlock__MultiAcquire *op)
 {
 	Raftlock__MultiWait *mw = malloc(sizeof *mw);
 	char **names = malloc(op->n_items * sizeof *names);
-	Raftlock__MultiWait **sets =
-		realloc(sess->multi_waits, (sess->n_multi_waits + 1) * sizeof *sets);
-	if (mw == NULL || names == NULL || sets == NULL)
+	if (mw == NULL || names == NULL)
 		log_fatal("out of memory");
 	raftlock__multi_wait__init(mw);
 	mw->seq = seq;
@@ -104,8 +138,47 @@ static void add_set(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock_
 		names[i] = records_strdup(op->items[i]->name);
 	mw->names = names;
 	mw->n_names = op->n_items;
+	if (sets_indexed(a)) {
+		store_put_multi_wait(a->fsm->store, a->txn, sess->id, mw);
+		raftlock__multi_wait__free_unpacked(mw, NULL);
+		return;
+	}
+	Raftlock__MultiWait **sets =
+		realloc(sess->multi_waits, (sess->n_multi_waits + 1) * sizeof *sets);
+	if (sets == NULL)
+		log_fatal("out of memory");
 	sess->multi_waits = sets;
 	sess->multi_waits[sess->n_multi_waits++] = mw;
+}
+
+void multilock_end(struct apply *a, const Raftlock__SessionRecord *sess)
+{
+	if (sets_indexed(a))
+		store_drop_multi_waits(a->fsm->store, a->txn, sess->id);
+}
+
+static bool has_sets(const Raftlock__SessionRecord *rec)
+{
+	return rec->n_multi_waits > 0;
+}
+
+void multilock_move(struct store *st, MDB_txn *txn)
+{
+	size_t n;
+	uint64_t *ids = store_session_ids_where(st, txn, has_sets, &n);
+	for (size_t i = 0; i < n; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, txn, ids[i]);
+		for (size_t j = 0; j < sess->n_multi_waits; j++) {
+			store_put_multi_wait(st, txn, sess->id, sess->multi_waits[j]);
+			raftlock__multi_wait__free_unpacked(sess->multi_waits[j], NULL);
+		}
+		free(sess->multi_waits);
+		sess->multi_waits = NULL;
+		sess->n_multi_waits = 0;
+		store_put_session(st, txn, sess);
+		raftlock__session_record__free_unpacked(sess, NULL);
+	}
+	free(ids);
 }
 
 static ssize_t waiter_index(const Raftlock__LockRecord *lock, uint64_t session, uint64_t seq)
@@ -132,12 +205,11 @@ static bool head_ready(const struct apply *a, const Raftlock__LockRecord *lock, 
 bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *sess)
 {
 	uint64_t seq = lock->waiters[0]->seq;
-	ssize_t k = find_set(sess, seq);
-	if (k < 0 || sess->multi_waits[k]->n_names > RAFTLOCK_MULTI_MAX)
+	Raftlock__MultiWait *mw = set_find(a, sess, seq);
+	if (mw == NULL || mw->n_names > RAFTLOCK_MULTI_MAX)
 		log_fatal("lock '%s': a waiter of a set its session %llu does not know: damaged "
 			  "store",
 			  lock->name, (unsigned long long)sess->id);
-	const Raftlock__MultiWait *mw = sess->multi_waits[k];
 	Raftlock__LockRecord *locks[RAFTLOCK_MULTI_MAX];
 	size_t n = 0;
 	bool ready = true;
@@ -167,7 +239,6 @@ bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sess
 		res.count = 1;
 		res.tokens = tokens;
 		res.n_tokens = n;
-		remove_set(sess, (size_t)k);
 		finish_wait(a, sess, seq, &res);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -179,16 +250,18 @@ bool multilock_grant(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sess
 		}
 		raftlock__lock_record__free_unpacked(locks[i], NULL);
 	}
+	set_release(a, mw);
+	if (ready)
+		set_remove(a, sess, seq);
 	return ready;
 }
 
 void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__SessionRecord *sess,
 		    uint64_t seq, int status)
 {
-	ssize_t k = find_set(sess, seq);
-	if (k < 0)
+	Raftlock__MultiWait *mw = set_find(a, sess, seq);
+	if (mw == NULL)
 		return;
-	const Raftlock__MultiWait *mw = sess->multi_waits[k];
 	for (size_t i = 0; i < mw->n_names; i++) {
 		if (strcmp(mw->names[i], lock->name) == 0)
 			continue;
@@ -206,7 +279,8 @@ void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessi
 		}
 		raftlock__lock_record__free_unpacked(l, NULL);
 	}
-	remove_set(sess, (size_t)k);
+	set_release(a, mw);
+	set_remove(a, sess, seq);
 }
 
 /* -------------------------------------------------------------- acquire -- */
@@ -260,7 +334,7 @@ static void queue_set(struct apply *a, Raftlock__SessionRecord *sess, const Raft
 		session_locks_add(&names, sess, locks[i]->name);
 		contention_count(&a->fsm->stats.contention, locks[i]->name, a->now);
 	}
-	add_set(sess, cmd->seq, op);
+	set_add(a, sess, cmd->seq, op);
 	a->fsm->stats.waits++;
 	/* One deadline for the set, on its first lock: its WAIT_EXPIRE
 	 * drops the whole set (multilock_drop). */

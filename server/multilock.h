@@ -6,7 +6,8 @@
  * all together, in one apply, or not at all. When it cannot be granted at
  * once and the request waits, one waiter marked `multi` joins the tail of
  * every lock's queue in the same apply, and the session records the set
- * (SessionRecord.multi_waits). Since every queue is FIFO and a set queues
+ * (SessionRecord.multi_waits below feature level FEATURES_SEQ_TABLES, a row
+ * of the store's multi_waits table from it). Since every queue is FIFO and a set queues
  * on all its locks at one point of the log, the queues agree on the order
  * of the waiters they share. The rule: a set is granted when its waiter is
  * at the head of every one of its queues, each compatible with that lock's
@@ -26,6 +27,7 @@
 
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
+#include "store.h"
 
 struct apply;
 
@@ -66,6 +68,14 @@ void multilock_drop(struct apply *a, Raftlock__LockRecord *lock, Raftlock__Sessi
 /* Runs the queues of the locks noted during the command (end of each
  * command). */
 void multilock_run_queues(struct apply *a);
+
+/* The session ends: its queued sets go (their waiters go with the
+ * caller; the record's own list goes with the record). */
+void multilock_end(struct apply *a, const Raftlock__SessionRecord *sess);
+
+/* Moves every session's list of queued sets into the multi_waits table:
+ * the apply that raises the recorded level to FEATURES_SEQ_TABLES, once. */
+void multilock_move(struct store *st, MDB_txn *txn);
 
 /* Points res->tokens at a copy held by the apply (it may point into a
  * record about to be freed). */

@@ -188,18 +188,17 @@ const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *ses
 	return NULL;
 }
 
-void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
-			 bool pending)
+Raftlock__Outcome *records_new_outcome(uint64_t seq, bool queued)
 {
-	Raftlock__Outcome *o = (Raftlock__Outcome *)records_find_outcome(sess, seq);
-	if (o == NULL) {
-		o = xmalloc(sizeof *o);
-		raftlock__outcome__init(o);
-		o->seq = seq;
-		o->queued = pending && sess->acks_queued;
-		grow((void ***)&sess->outcomes, sess->n_outcomes);
-		sess->outcomes[sess->n_outcomes++] = o;
-	}
+	Raftlock__Outcome *o = xmalloc(sizeof *o);
+	raftlock__outcome__init(o);
+	o->seq = seq;
+	o->queued = queued;
+	return o;
+}
+
+void records_fill_outcome(Raftlock__Outcome *o, const Raftlock__Result *res, bool pending)
+{
 	if (o->result == NULL)
 		o->result = xmalloc(sizeof *o->result);
 	else
@@ -217,6 +216,18 @@ void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raft
 	o->result->limit = RAFTLOCK__LIMIT__LIMIT_UNSPECIFIED;
 	o->result->limit_value = 0;
 	o->pending = pending;
+}
+
+void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
+			 bool pending)
+{
+	Raftlock__Outcome *o = (Raftlock__Outcome *)records_find_outcome(sess, seq);
+	if (o == NULL) {
+		o = records_new_outcome(seq, pending && sess->acks_queued);
+		grow((void ***)&sess->outcomes, sess->n_outcomes);
+		sess->outcomes[sess->n_outcomes++] = o;
+	}
+	records_fill_outcome(o, res, pending);
 }
 
 void records_ack_outcome(Raftlock__SessionRecord *sess, uint64_t seq)

@@ -56,6 +56,10 @@ const Raftlock__Outcome *records_find_outcome(const Raftlock__SessionRecord *ses
  * (acks_queued) is marked queued; replacing keeps the mark. */
 void records_set_outcome(Raftlock__SessionRecord *sess, uint64_t seq, const Raftlock__Result *res,
 			 bool pending);
+/* The parts of records_set_outcome(): a new record of seq, and its result
+ * (res, whose tokens are copied) with pending. */
+Raftlock__Outcome *records_new_outcome(uint64_t seq, bool queued);
+void records_fill_outcome(Raftlock__Outcome *o, const Raftlock__Result *res, bool pending);
 /* The client has learned the final outcome of the queued acquire seq:
  * its record becomes an ordinary one (pruned once below the mark). A
  * pending record stays as it is: nobody can have learned its outcome. */

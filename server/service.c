@@ -13,7 +13,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "reads.h"
-#include "records.h"
+#include "outcomes.h"
 #include "secret.h"
 #include "status.h"
 #include "tls_stream.h"
@@ -677,8 +677,15 @@ static bool already_ran(struct service *s, struct service_conn *c, const Raftloc
 	MDB_txn *txn = store_begin(st, false);
 	Raftlock__SessionRecord *sess = store_get_session(st, txn, id);
 	if (sess != NULL) {
-		ran = strcmp(sess->identity, identity) == 0 &&
-		      (opening || records_find_outcome(sess, seq->seq) != NULL);
+		ran = strcmp(sess->identity, identity) == 0;
+		if (ran && !opening) {
+			Raftlock__Meta *meta = store_get_meta(st, txn);
+			struct outcomes oc = outcomes_at(st, txn, meta);
+			const Raftlock__Outcome *o = outcomes_find(&oc, sess, seq->seq);
+			ran = o != NULL;
+			outcomes_release(&oc, o);
+			raftlock__meta__free_unpacked(meta, NULL);
+		}
 		raftlock__session_record__free_unpacked(sess, NULL);
 	}
 	store_abort(txn);

@@ -103,31 +103,17 @@ void session_locks_end(const struct session_locks *sl, const Raftlock__SessionRe
 			  (unsigned long long)sess->id, n, sess->lock_count);
 }
 
-struct move {
-	uint64_t *ids; /* sessions with a list, found by the scan */
-	size_t n, cap;
-};
-
-static int note_listed(void *arg, Raftlock__SessionRecord *rec)
+static bool listed(const Raftlock__SessionRecord *rec)
 {
-	struct move *m = arg;
-	if (rec->n_locks > 0) {
-		if (grow(&m->ids, &m->cap, m->n + 1, 64, sizeof *m->ids) != 0)
-			log_fatal("out of memory");
-		m->ids[m->n++] = rec->id;
-	}
-	raftlock__session_record__free_unpacked(rec, NULL);
-	return 0;
+	return rec->n_locks > 0;
 }
 
 void session_locks_move(struct store *st, MDB_txn *txn)
 {
-	/* The scan's cursor must not see the records rewritten under it:
-	 * note the ids first, then move each list. */
-	struct move m = {0};
-	store_scan_sessions(st, txn, 0, note_listed, &m);
-	for (size_t i = 0; i < m.n; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, txn, m.ids[i]);
+	size_t n;
+	uint64_t *ids = store_session_ids_where(st, txn, listed, &n);
+	for (size_t i = 0; i < n; i++) {
+		Raftlock__SessionRecord *sess = store_get_session(st, txn, ids[i]);
 		sess->lock_count = 0;
 		for (size_t j = 0; j < sess->n_locks; j++) {
 			if (store_session_lock_add(st, txn, sess->id, sess->locks[j]))
@@ -140,5 +126,5 @@ void session_locks_move(struct store *st, MDB_txn *txn)
 		store_put_session(st, txn, sess);
 		raftlock__session_record__free_unpacked(sess, NULL);
 	}
-	free(m.ids);
+	free(ids);
 }

@@ -10,6 +10,7 @@
 
 #include "byteorder.h"
 #include "feature_level.h"
+#include "grow.h"
 #include "image.h"
 #include "log.h"
 #include "raftlock.h"
@@ -22,6 +23,7 @@
 #define SNAP_END 0xff
 
 #define SNAP_MAGIC_06 "RLSNAP06" /* with the session_locks table */
+#define SNAP_MAGIC_07 "RLSNAP07" /* and the outcomes and multi_waits tables */
 
 enum {
 	DB_META = 1,
@@ -30,7 +32,9 @@ enum {
 	DB_NONCES = 4,
 	DB_LEASES = 5,
 	DB_ACLS = 6,
-	DB_SESSION_LOCKS = 7
+	DB_SESSION_LOCKS = 7,
+	DB_OUTCOMES = 8,
+	DB_MULTI_WAITS = 9
 };
 
 static void check(int rc, const char *what)
@@ -74,7 +78,9 @@ int store_open(struct store *s, const char *dir, size_t map_size, char *err, siz
 	    (rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &s->leases)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "acls", MDB_CREATE, &s->acls)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "identities", MDB_CREATE, &s->identities)) != 0 ||
-	    (rc = mdb_dbi_open(txn, "session_locks", MDB_CREATE, &s->session_locks)) != 0)
+	    (rc = mdb_dbi_open(txn, "session_locks", MDB_CREATE, &s->session_locks)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "outcomes", MDB_CREATE, &s->outcomes)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "multi_waits", MDB_CREATE, &s->multi_waits)) != 0)
 		goto fail;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		txn = NULL;
@@ -428,6 +434,164 @@ size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
 	return n;
 }
 
+/* The tables keyed by (session id, seq): outcomes and multi_waits. */
+static MDB_val seq_key(uint8_t buf[16], uint64_t id, uint64_t seq)
+{
+	be_put(buf, id, 8);
+	be_put(buf + 8, seq, 8);
+	return (MDB_val){16, buf};
+}
+
+static void *seq_row_get(MDB_txn *txn, MDB_dbi dbi, uint64_t id, uint64_t seq,
+			 const ProtobufCMessageDescriptor *desc)
+{
+	uint8_t k[16];
+	MDB_val key = seq_key(k, id, seq);
+	return get_msg(txn, dbi, &key, desc);
+}
+
+static void seq_row_put(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id, uint64_t seq,
+			const ProtobufCMessage *msg)
+{
+	uint8_t k[16];
+	MDB_val key = seq_key(k, id, seq);
+	put_msg(s, txn, dbi, &key, msg);
+}
+
+static bool seq_row_del(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id, uint64_t seq)
+{
+	uint8_t k[16];
+	MDB_val key = seq_key(k, id, seq), val;
+	int rc = mdb_get(txn, dbi, &key, &val);
+	if (rc == MDB_NOTFOUND)
+		return false;
+	check(rc, "get");
+	s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
+	check(mdb_del(txn, dbi, &key, NULL), "del");
+	return true;
+}
+
+/* Visits session id's rows of from <= seq < below in seq order, deleting
+ * those drop says to; returns how many it deleted. */
+static size_t seq_rows_sweep(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id, uint64_t from,
+			     uint64_t below, bool (*drop)(void *arg, const MDB_val *val), void *arg)
+{
+	MDB_cursor *cur;
+	uint8_t k[16];
+	size_t n = 0;
+	int rc = 0;
+	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
+	/* one seek a record: a delete leaves no cursor position to trust */
+	for (uint64_t seq = from; seq < below;) {
+		MDB_val key = seq_key(k, id, seq), val;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+		if (rc != 0 || key.mv_size != 16 || memcmp(key.mv_data, k, 8) != 0)
+			break;
+		uint64_t at = be_get((const uint8_t *)key.mv_data + 8, 8);
+		if (at >= below)
+			break;
+		if (drop(arg, &val)) {
+			s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
+			check(mdb_cursor_del(cur, 0), "del");
+			n++;
+		}
+		if (at == UINT64_MAX)
+			break;
+		seq = at + 1;
+	}
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		check(rc, "cursor get");
+	mdb_cursor_close(cur);
+	return n;
+}
+
+Raftlock__Outcome *store_get_outcome(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)
+{
+	return seq_row_get(txn, s->outcomes, id, seq, &raftlock__outcome__descriptor);
+}
+
+void store_put_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftlock__Outcome *o)
+{
+	seq_row_put(s, txn, s->outcomes, id, o->seq, &o->base);
+}
+
+bool store_add_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftlock__Outcome *o)
+{
+	uint8_t k[16];
+	MDB_val key = seq_key(k, id, o->seq);
+	MDB_val val = {.mv_size = protobuf_c_message_get_packed_size(&o->base)};
+	/* one search: nothing to subtract for a row that was not there */
+	int rc = mdb_put(txn, s->outcomes, &key, &val, MDB_NOOVERWRITE | MDB_RESERVE);
+	if (rc == MDB_KEYEXIST)
+		return false;
+	if (rc == MDB_MAP_FULL)
+		map_full(s);
+	check(rc, "put outcome");
+	protobuf_c_message_pack(&o->base, val.mv_data);
+	s->txn_bytes += (int64_t)(key.mv_size + val.mv_size);
+	return true;
+}
+
+bool store_del_outcome(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)
+{
+	return seq_row_del(s, txn, s->outcomes, id, seq);
+}
+
+struct outcome_sweep {
+	bool (*drop)(void *arg, const Raftlock__Outcome *o);
+	void *arg;
+};
+
+static bool drop_decoded_outcome(void *arg, const MDB_val *val)
+{
+	struct outcome_sweep *sw = arg;
+	Raftlock__Outcome *o = raftlock__outcome__unpack(NULL, val->mv_size, val->mv_data);
+	if (o == NULL)
+		log_fatal("lmdb record in outcomes does not decode: damaged store");
+	bool gone = sw->drop(sw->arg, o);
+	raftlock__outcome__free_unpacked(o, NULL);
+	return gone;
+}
+
+size_t store_sweep_outcomes(struct store *s, MDB_txn *txn, uint64_t id, uint64_t from,
+			    uint64_t below, bool (*drop)(void *arg, const Raftlock__Outcome *o),
+			    void *arg)
+{
+	struct outcome_sweep sw = {.drop = drop, .arg = arg};
+	return seq_rows_sweep(s, txn, s->outcomes, id, from, below, drop_decoded_outcome, &sw);
+}
+
+Raftlock__MultiWait *store_get_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)
+{
+	return seq_row_get(txn, s->multi_waits, id, seq, &raftlock__multi_wait__descriptor);
+}
+
+void store_put_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, const Raftlock__MultiWait *mw)
+{
+	seq_row_put(s, txn, s->multi_waits, id, mw->seq, &mw->base);
+}
+
+bool store_del_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)
+{
+	return seq_row_del(s, txn, s->multi_waits, id, seq);
+}
+
+static bool every_row(void *arg, const MDB_val *val)
+{
+	(void)arg, (void)val;
+	return true;
+}
+
+size_t store_drop_multi_waits(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	return seq_rows_sweep(s, txn, s->multi_waits, id, 0, UINT64_MAX, every_row, NULL);
+}
+
+size_t store_drop_outcomes(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	return seq_rows_sweep(s, txn, s->outcomes, id, 0, UINT64_MAX, every_row, NULL);
+}
+
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 {
 	uint8_t k[8];
@@ -686,23 +850,108 @@ void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *iden
 	put_raw(s, txn, s->identities, &key, &val, 0, "put identity");
 }
 
+/* A walk over the rows of a table by (session, seq) alongside the sessions
+ * a load put, both in session order. */
+struct row_walk {
+	const ProtobufCMessageDescriptor *desc;
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc; /* of the cursor's last move: MDB_NOTFOUND past the end */
+};
+
+static void row_walk_begin(MDB_txn *txn, MDB_dbi dbi, const ProtobufCMessageDescriptor *desc,
+			   struct row_walk *w)
+{
+	w->desc = desc;
+	check(mdb_cursor_open(txn, dbi, &w->cur), "cursor");
+	w->rc = mdb_cursor_get(w->cur, &w->key, &w->val, MDB_FIRST);
+}
+
+/* The seq a row carries. */
+static uint64_t row_seq(const ProtobufCMessage *m)
+{
+	return m->descriptor == &raftlock__outcome__descriptor
+		       ? ((const Raftlock__Outcome *)m)->seq
+		       : ((const Raftlock__MultiWait *)m)->seq;
+}
+
+/* Takes the rows of session id, counting them and their pending ones;
+ * false for a row before them (of no session), one that does not decode,
+ * or one whose seq is not its key's. */
+static bool row_walk_take(struct row_walk *w, uint64_t id, uint64_t *rows, uint64_t *pending)
+{
+	*rows = *pending = 0;
+	for (; w->rc == 0; w->rc = mdb_cursor_get(w->cur, &w->key, &w->val, MDB_NEXT)) {
+		uint64_t at = be_get(w->key.mv_data, 8);
+		if (at > id)
+			break;
+		if (at < id)
+			return false;
+		ProtobufCMessage *m =
+			protobuf_c_message_unpack(w->desc, NULL, w->val.mv_size, w->val.mv_data);
+		bool ok = m != NULL && row_seq(m) == be_get((const uint8_t *)w->key.mv_data + 8, 8);
+		if (ok && w->desc == &raftlock__outcome__descriptor)
+			*pending += ((const Raftlock__Outcome *)m)->pending;
+		if (m != NULL)
+			protobuf_c_message_free_unpacked(m, NULL);
+		if (!ok)
+			return false;
+		(*rows)++;
+	}
+	if (w->rc != 0 && w->rc != MDB_NOTFOUND)
+		check(w->rc, "cursor get");
+	return true;
+}
+
+/* Ends the walk: whether no row was left (rows of no session). */
+static bool row_walk_end(struct row_walk *w)
+{
+	bool none_left = w->rc == MDB_NOTFOUND;
+	mdb_cursor_close(w->cur);
+	return none_left;
+}
+
+/* Whether a loaded session and its rows agree: below the level of the
+ * tables by (session, seq) (seq_tables false) it has no counts, and the
+ * tables no rows (the loader refused them); from it no lists, and as
+ * many outcome rows, pending ones too, as it counts. */
+static bool session_rows_agree(const Raftlock__SessionRecord *rec, bool seq_tables,
+			       struct row_walk *outcomes, struct row_walk *sets)
+{
+	uint64_t rows, pending, set_rows, unused;
+	if (!row_walk_take(outcomes, rec->id, &rows, &pending) ||
+	    !row_walk_take(sets, rec->id, &set_rows, &unused))
+		return false;
+	if (!seq_tables)
+		return rec->outcome_count == 0 && rec->pending_outcomes == 0 &&
+		       rec->n_prune_due == 0;
+	return rec->n_outcomes == 0 && rec->n_multi_waits == 0 && rows == rec->outcome_count &&
+	       pending == rec->pending_outcomes;
+}
+
 /* Counts every session of the sessions table in the identities index,
  * which must be empty: after a snapshot is loaded. RAFTLOCK_EDATA for a
  * session record that does not decode, or whose identity is longer than
- * a key may be: the image's sums were right, but this build never wrote
- * it (a load refuses it whole rather than stop the node). */
-static int index_identities(struct store *s, MDB_txn *txn)
+ * a key may be, or whose rows by (session, seq) disagree with it, or a
+ * row of no session: the image's sums were right, but this build never
+ * wrote it (a load refuses it whole rather than stop the node, as apply
+ * would when such a session ends). One walk of each table. */
+static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
 	size_t key_max = (size_t)mdb_env_get_maxkeysize(s->env);
 	int rv = 0;
+	struct row_walk outcomes, sets;
+	row_walk_begin(txn, s->outcomes, &raftlock__outcome__descriptor, &outcomes);
+	row_walk_begin(txn, s->multi_waits, &raftlock__multi_wait__descriptor, &sets);
 	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		Raftlock__SessionRecord *rec =
 			raftlock__session_record__unpack(NULL, val.mv_size, val.mv_data);
-		if (rec == NULL || strlen(rec->identity) > key_max)
+		if (rec == NULL || strlen(rec->identity) > key_max ||
+		    !session_rows_agree(rec, seq_tables, &outcomes, &sets))
 			rv = RAFTLOCK_EDATA;
 		else
 			store_identity_sessions_add(s, txn, rec->identity, +1);
@@ -710,7 +959,23 @@ static int index_identities(struct store *s, MDB_txn *txn)
 			raftlock__session_record__free_unpacked(rec, NULL);
 	}
 	mdb_cursor_close(cur);
+	bool outcomes_done = row_walk_end(&outcomes), sets_done = row_walk_end(&sets);
+	if (rv == 0 && !(outcomes_done && sets_done))
+		rv = RAFTLOCK_EDATA;
 	return rv;
+}
+
+/* The checks of a load past the records' own: the image's format agrees
+ * with the level its state records, and each session with its rows by
+ * (session, seq). */
+static int check_loaded(struct store *s, MDB_txn *txn, bool seq_tables)
+{
+	Raftlock__Meta *m = store_get_meta(s, txn);
+	bool at_level = features_recorded(m->feature_level) >= FEATURES_SEQ_TABLES;
+	raftlock__meta__free_unpacked(m, NULL);
+	if (at_level != seq_tables)
+		return RAFTLOCK_EDATA; /* a format that state's level never writes */
+	return index_sessions(s, txn, seq_tables);
 }
 
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
@@ -750,6 +1015,33 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 			break;
 	}
 	mdb_cursor_close(cur);
+}
+
+struct session_ids {
+	bool (*want)(const Raftlock__SessionRecord *rec);
+	uint64_t *ids;
+	size_t n, cap;
+};
+
+static int note_session_id(void *arg, Raftlock__SessionRecord *rec)
+{
+	struct session_ids *c = arg;
+	if (c->want(rec)) {
+		if (grow(&c->ids, &c->cap, c->n + 1, 64, sizeof *c->ids) != 0)
+			log_fatal("out of memory");
+		c->ids[c->n++] = rec->id;
+	}
+	raftlock__session_record__free_unpacked(rec, NULL);
+	return 0;
+}
+
+uint64_t *store_session_ids_where(struct store *s, MDB_txn *txn,
+				  bool (*want)(const Raftlock__SessionRecord *rec), size_t *n)
+{
+	struct session_ids c = {.want = want};
+	store_scan_sessions(s, txn, 0, note_session_id, &c);
+	*n = c.n;
+	return c.ids;
 }
 
 /* Decodes a stored lock record and hands it to visit; visit's answer. */
@@ -876,14 +1168,16 @@ static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, cons
 }
 
 /* The tables an image holds, in its order, and each one's tag. */
-#define IMAGE_TABLES 7
-static const uint8_t image_tags[IMAGE_TABLES] = {DB_META,   DB_SESSIONS, DB_LOCKS,        DB_NONCES,
-						 DB_LEASES, DB_ACLS,     DB_SESSION_LOCKS};
+#define IMAGE_TABLES 9
+static const uint8_t image_tags[IMAGE_TABLES] = {DB_META,          DB_SESSIONS, DB_LOCKS,
+						 DB_NONCES,        DB_LEASES,   DB_ACLS,
+						 DB_SESSION_LOCKS, DB_OUTCOMES, DB_MULTI_WAITS};
 
 static void image_tables(const struct store *s, MDB_dbi dbis[IMAGE_TABLES])
 {
-	const MDB_dbi all[IMAGE_TABLES] = {s->meta,   s->sessions, s->locks,        s->nonces,
-					   s->leases, s->acls,     s->session_locks};
+	const MDB_dbi all[IMAGE_TABLES] = {s->meta,          s->sessions, s->locks,
+					   s->nonces,        s->leases,   s->acls,
+					   s->session_locks, s->outcomes, s->multi_waits};
 	memcpy(dbis, all, sizeof all);
 }
 
@@ -905,13 +1199,16 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
 	image_sum_begin(&d.sum);
 	Raftlock__Meta *m = store_get_meta(s, txn);
 	/* Each format once every voter can read it (feature_level.h): the
-	 * faster sum, then the session_locks table (empty below its level,
-	 * so the older format holds every byte there). */
+	 * faster sum, then the session_locks table, then the outcomes and
+	 * multi_waits tables (each empty below its level, so the older format
+	 * holds every byte there). */
 	uint32_t level = features_recorded(m->feature_level);
 	bool names = level >= FEATURES_SESSION_LOCK_INDEX;
+	bool seq_tables = level >= FEATURES_SEQ_TABLES;
 	uint8_t head[16];
 	memcpy(head,
-	       names                           ? SNAP_MAGIC_06
+	       seq_tables                      ? SNAP_MAGIC_07
+	       : names                         ? SNAP_MAGIC_06
 	       : level >= FEATURES_IMAGE_WORDS ? SNAP_MAGIC
 					       : SNAP_MAGIC_04,
 	       8);
@@ -919,7 +1216,9 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
 	raftlock__meta__free_unpacked(m, NULL);
 	int rv = put(&d, head, sizeof head);
 	for (int i = 0; i < IMAGE_TABLES && rv == 0; i++) {
-		if (names || image_tags[i] != DB_SESSION_LOCKS)
+		if ((names || image_tags[i] != DB_SESSION_LOCKS) &&
+		    (seq_tables ||
+		     (image_tags[i] != DB_OUTCOMES && image_tags[i] != DB_MULTI_WAITS)))
 			rv = dump_dbi(txn, dbis[i], image_tags[i], &d, stop);
 	}
 	uint8_t end = SNAP_END;
@@ -974,8 +1273,9 @@ int store_dump(struct store *s, void *(*alloc)(size_t), void **out, size_t *n)
 
 bool store_image_magic_known(const void *magic)
 {
-	return memcmp(magic, SNAP_MAGIC_06, 8) == 0 || memcmp(magic, SNAP_MAGIC, 8) == 0 ||
-	       memcmp(magic, SNAP_MAGIC_04, 8) == 0 || memcmp(magic, SNAP_MAGIC_03, 8) == 0;
+	return memcmp(magic, SNAP_MAGIC_07, 8) == 0 || memcmp(magic, SNAP_MAGIC_06, 8) == 0 ||
+	       memcmp(magic, SNAP_MAGIC, 8) == 0 || memcmp(magic, SNAP_MAGIC_04, 8) == 0 ||
+	       memcmp(magic, SNAP_MAGIC_03, 8) == 0;
 }
 
 int store_image_index(const void *data, size_t n, uint64_t *index)
@@ -1123,6 +1423,8 @@ static void drop_all(struct store *s, MDB_txn *txn)
 	check(mdb_drop(txn, s->acls, 0), "drop");
 	check(mdb_drop(txn, s->identities, 0), "drop");
 	check(mdb_drop(txn, s->session_locks, 0), "drop");
+	check(mdb_drop(txn, s->outcomes, 0), "drop");
+	check(mdb_drop(txn, s->multi_waits, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -1138,7 +1440,9 @@ int store_load_from(struct store *s, struct image_reader *r)
 	int rv = image_records_begin(&rs, r, magic);
 	if (rv != 0)
 		return rv;
-	bool names = memcmp(magic, SNAP_MAGIC_06, 8) == 0; /* the format with the table */
+	/* the formats with the tables */
+	bool seq_tables = memcmp(magic, SNAP_MAGIC_07, 8) == 0;
+	bool names = seq_tables || memcmp(magic, SNAP_MAGIC_06, 8) == 0;
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
 	/* store_record_bytes() of the records loaded, counted as they are
@@ -1149,7 +1453,7 @@ int store_load_from(struct store *s, struct image_reader *r)
 	/* A cursor a table, left at its last record: each append starts
 	 * there, not with a search from the root through the dirty pages.
 	 * The transaction's end closes them. */
-	MDB_cursor *appender[DB_SESSION_LOCKS + 1] = {0};
+	MDB_cursor *appender[DB_MULTI_WAITS + 1] = {0};
 	while ((rv = image_records_next(&rs, &tag, &key, &val)) == 1) {
 		MDB_dbi dbi;
 		switch (tag) {
@@ -1164,6 +1468,13 @@ int store_load_from(struct store *s, struct image_reader *r)
 			if (!names || key.mv_size <= 8 || val.mv_size != 0)
 				goto damaged;
 			dbi = s->session_locks;
+			break;
+		case DB_OUTCOMES:
+		case DB_MULTI_WAITS:
+			/* rows are a session id and a seq */
+			if (!seq_tables || key.mv_size != 16)
+				goto damaged;
+			dbi = tag == DB_OUTCOMES ? s->outcomes : s->multi_waits;
 			break;
 		default: goto damaged;
 		}
@@ -1186,7 +1497,7 @@ int store_load_from(struct store *s, struct image_reader *r)
 	if (rv == 0)
 		rv = image_records_end(&rs);
 	if (rv == 0)
-		rv = index_identities(s, txn);
+		rv = check_loaded(s, txn, seq_tables);
 	if (rv != 0)
 		goto out;
 	store_commit(txn);
@@ -1210,7 +1521,8 @@ void store_clear(struct store *s)
 static void count_records(struct store *s)
 {
 	MDB_txn *txn = store_begin(s, false);
-	MDB_dbi dbis[] = {s->sessions, s->locks, s->nonces, s->leases, s->acls, s->session_locks};
+	MDB_dbi dbis[] = {s->sessions, s->locks,         s->nonces,   s->leases,
+			  s->acls,     s->session_locks, s->outcomes, s->multi_waits};
 	s->bytes = 0;
 	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
 		MDB_cursor *cur;

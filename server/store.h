@@ -15,6 +15,13 @@
  *             names a session holds or awaits, from feature level
  *             FEATURES_SESSION_LOCK_INDEX (session_locks.h; below it they
  *             are SessionRecord.locks and this table is empty)
+ *   outcomes  8-byte big-endian session id, 8-byte big-endian seq -> Outcome:
+ *             what a session's commands were answered, for retries, from
+ *             feature level FEATURES_SEQ_TABLES (outcomes.h; below it
+ *             they are SessionRecord.outcomes and this table is empty)
+ *   multi_waits  the same key -> MultiWait: a session's queued lock sets,
+ *             from the same level (multilock.h; below it
+ *             SessionRecord.multi_waits)
  *   identities identity bytes -> sessions it holds (8 bytes BE), for every
  *             identity that holds one: an index derived from the sessions,
  *             so that the limit of sessions per identity costs one lookup.
@@ -48,7 +55,8 @@
 
 struct store {
 	MDB_env *env;
-	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities, session_locks;
+	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities, session_locks, outcomes,
+		multi_waits;
 	size_t map_size;
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
@@ -83,14 +91,13 @@ uint64_t store_file_pages(const struct store *s);
 
 /*
  * Bytes of the records held: the sum of key and value sizes over sessions,
- * locks, nonces, leases, access rules and session_locks (meta excluded),
- * including the writes of the
- * open write transaction. A function of the content alone, so every node
- * that applied the same entries has the same figure (unlike LMDB's page
- * counts, which depend on the history of the B-trees): the store-full rule
- * of the state machine compares it with the replicated limit. Counted
- * once at open, and by a load as it puts the records; kept up to date by
- * every put and delete.
+ * locks, nonces, leases, access rules, session_locks, outcomes and
+ * multi_waits (meta excluded), including the writes of the open write
+ * transaction. A function of the content alone,
+ * so every node that applied the same entries has the same figure (unlike LMDB's page counts, which
+ * depend on the history of the B-trees): the store-full rule of the state machine compares it with
+ * the replicated limit. Counted once at open, and by a load as it puts the records; kept up to date
+ * by every put and delete.
  */
 uint64_t store_record_bytes(const struct store *s);
 
@@ -123,6 +130,34 @@ void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
 			      int (*visit)(void *arg, const char *name, size_t len), void *arg);
 /* Deletes every name of session id; returns how many there were. */
 size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id);
+
+/* The outcomes table: the outcome of session id's command seq (NULL when
+ * there is none; the caller frees it with free_unpacked), put (created or
+ * replaced) and del (returns whether there was one). */
+Raftlock__Outcome *store_get_outcome(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq);
+void store_put_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftlock__Outcome *o);
+bool store_del_outcome(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq);
+/* Puts o if session id has no outcome of its seq yet; returns whether it
+ * did (false: there is one, left as it was). */
+bool store_add_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftlock__Outcome *o);
+/* Visits session id's outcomes of from <= seq < below in seq order, each
+ * decoded and borrowed for the call, deleting those drop says to (and
+ * nothing else may write the table meanwhile). Returns how many it
+ * deleted. */
+size_t store_sweep_outcomes(struct store *s, MDB_txn *txn, uint64_t id, uint64_t from,
+			    uint64_t below, bool (*drop)(void *arg, const Raftlock__Outcome *o),
+			    void *arg);
+
+/* The multi_waits table: session id's queued lock set of seq (NULL when
+ * none; free_unpacked by the caller), put, del (whether there was one),
+ * and drop (every set of the session; returns how many). */
+Raftlock__MultiWait *store_get_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq);
+void store_put_multi_wait(struct store *s, MDB_txn *txn, uint64_t id,
+			  const Raftlock__MultiWait *mw);
+bool store_del_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq);
+size_t store_drop_multi_waits(struct store *s, MDB_txn *txn, uint64_t id);
+/* Deletes every outcome row of session id; returns how many there were. */
+size_t store_drop_outcomes(struct store *s, MDB_txn *txn, uint64_t id);
 
 /* Returns the session id for a nonce, 0 if none. */
 uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce);
@@ -199,6 +234,12 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 			 int (*visit)(void *arg, Raftlock__SessionRecord *rec), void *arg);
 
+/* The ids of the sessions want accepts, in id order, in a malloc'd array
+ * of *n (NULL when none): for a walk that rewrites them, which a scan's
+ * cursor must not see. */
+uint64_t *store_session_ids_where(struct store *s, MDB_txn *txn,
+				  bool (*want)(const Raftlock__SessionRecord *rec), size_t *n);
+
 /* Visits, in name order, the locks whose stored bytes want accepts (without
  * decoding the others), until visit returns nonzero. For scans that look
  * for a few records among many (record_peek.h). */
@@ -211,11 +252,14 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 		      int (*visit)(void *arg, Raftlock__LockRecord *rec), void *arg);
 
 /*
- * Snapshot image: "RLSNAP06" once the cluster's feature level is
- * FEATURES_SESSION_LOCK_INDEX, "RLSNAP05" from FEATURES_IMAGE_WORDS,
- * "RLSNAP04" before ("RLSNAP04" and "RLSNAP03", without access rules, still
- * load; below level FEATURES_SESSION_LOCK_INDEX the session_locks table is
- * empty, so the older formats hold every record), the applied index (8
+ * Snapshot image: "RLSNAP07" once the cluster's feature level is
+ * FEATURES_SEQ_TABLES, "RLSNAP06" from FEATURES_SESSION_LOCK_INDEX,
+ * "RLSNAP05" from FEATURES_IMAGE_WORDS, "RLSNAP04" before ("RLSNAP04" and
+ * "RLSNAP03", without access rules, still load; below level
+ * FEATURES_SESSION_LOCK_INDEX the session_locks table is empty, below
+ * FEATURES_SEQ_TABLES the outcomes and multi_waits tables, so the older
+ * formats hold
+ * every record), the applied index (8
  * bytes BE), then records
  * (1 byte database, 4 bytes key length, key, 4 bytes value length, value),
  * a 0xff end byte, and the checksum of all that precedes it (image.h: by
@@ -271,7 +315,8 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
 /* Replaces the whole content with a snapshot image, in one transaction,
  * and rebuilds the identities index from its sessions.
  * Returns 0 or RAFTLOCK_EDATA (damaged image, or one with right sums
- * whose session records do not decode: nothing changed). */
+ * whose session records do not decode, or whose rows by (session, seq)
+ * disagree with their sessions or with its format: nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 
 /* Where store_load_from() reads an image, a piece at a time (the other

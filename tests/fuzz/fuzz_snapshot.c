@@ -95,13 +95,14 @@ static struct store *scratch_store(void)
 
 /* Every table an image holds, by its tag (1 + its place in store.h's
  * list), then the identities index, which no image holds. */
-#define TABLES 8
+#define TABLES 10
 
 static void tables(MDB_dbi dbis[TABLES])
 {
-	const MDB_dbi all[TABLES] = {scratch.meta,          scratch.sessions,  scratch.locks,
-				     scratch.nonces,        scratch.leases,    scratch.acls,
-				     scratch.session_locks, scratch.identities};
+	const MDB_dbi all[TABLES] = {scratch.meta,          scratch.sessions, scratch.locks,
+				     scratch.nonces,        scratch.leases,   scratch.acls,
+				     scratch.session_locks, scratch.outcomes, scratch.multi_waits,
+				     scratch.identities};
 	memcpy(dbis, all, sizeof all);
 }
 

@@ -18,8 +18,9 @@
 
 static const char *out_dir;
 
-/* A session (1, of identity "fuzz") holding lock "a/1", and a record in
- * every other table, at applied index 7. */
+/* A session (1, of identity "fuzz") holding lock "a/1" with the outcome
+ * of its seq 3 and a lock set of seq 4, and a record in every other table,
+ * at applied index 7. */
 static void fill(struct store *st)
 {
 	MDB_txn *txn = store_begin(st, true);
@@ -34,7 +35,21 @@ static void fill(struct store *st)
 	session.ttl_ms = 5000;
 	session.identity = "fuzz";
 	session.lock_count = 1;
+	session.outcome_count = 1;
 	store_put_session(st, txn, &session);
+	Raftlock__Result result = RAFTLOCK__RESULT__INIT;
+	result.token = 10;
+	Raftlock__Outcome outcome = RAFTLOCK__OUTCOME__INIT;
+	outcome.seq = 3;
+	outcome.result = &result;
+	store_put_outcome(st, txn, 1, &outcome);
+	char *set_names[] = {"a/2", "a/3"};
+	Raftlock__MultiWait set = RAFTLOCK__MULTI_WAIT__INIT;
+	set.seq = 4;
+	set.owner = 2;
+	set.names = set_names;
+	set.n_names = 2;
+	store_put_multi_wait(st, txn, 1, &set);
 	Raftlock__Holder holder = RAFTLOCK__HOLDER__INIT, *holders[] = {&holder};
 	holder.session = 1;
 	holder.owner = 1;

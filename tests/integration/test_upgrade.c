@@ -31,9 +31,12 @@
  * by words, 5 a session's names in a table of their own (moved there, with
  * the clients holding and awaiting locks, by the entry that records it),
  * 6 and 7 snapshots dumped off the loop and packed, 8 a DROP_BOUND that
- * carries its deadline; the upgraded cluster records the lowest its voters report. */
-#define FULL "8"
-#define FULL_LEVEL 8
+ * carries its deadline, 9 a session's outcomes in a table of their own
+ * (moved there, with the clients' retries answered from them, by the entry
+ * that records it); the upgraded cluster records the lowest its voters
+ * report. */
+#define FULL "9"
+#define FULL_LEVEL 9
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16

@@ -60,11 +60,7 @@ static unsigned ack_commands(void)
 
 static size_t n_outcomes(struct fx *f, uint64_t s)
 {
-	Raftlock__SessionRecord *rec = fx_sess(f, s);
-	assert_non_null(rec);
-	size_t n = rec->n_outcomes;
-	raftlock__session_record__free_unpacked(rec, NULL);
-	return n;
+	return fx_outcomes(f, s, NULL, 0);
 }
 
 /* A session of a client that acknowledges queued acquires. */

@@ -31,6 +31,7 @@
 #include "feature_level.h"
 #include "fsm.h"
 #include "grow.h"
+#include "outcomes.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
 #include "session_locks.h"
@@ -728,6 +729,94 @@ static inline char **fx_session_names(struct fx *f, uint64_t id, size_t *n)
 		kept[i] = fx_keep(f, names[i]);
 	free(names);
 	return kept;
+}
+
+/* An outcome a session keeps (outcomes.h), as fx_outcomes() copies it. */
+struct fx_outcome {
+	uint64_t seq;
+	int status, limit;
+	bool pending, queued;
+};
+
+struct fx_outcomes_copy {
+	struct fx_outcome *out;
+	size_t n, cap, pending;
+};
+
+static inline bool fx_outcome_copy(void *arg, const Raftlock__Outcome *o)
+{
+	struct fx_outcomes_copy *c = arg;
+	if (c->n < c->cap)
+		c->out[c->n] = (struct fx_outcome){.seq = o->seq,
+						   .status = o->result ? o->result->status : 0,
+						   .limit = o->result ? (int)o->result->limit : 0,
+						   .pending = o->pending,
+						   .queued = o->queued};
+	c->n++;
+	c->pending += o->pending;
+	return false; /* kept */
+}
+
+static inline int fx_outcome_order(const void *x, const void *y)
+{
+	const struct fx_outcome *a = x, *b = y;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The outcomes session id keeps, at either level, in seq order: up to cap
+ * of them into out; returns how many there are. At the level of the
+ * table, its rows must agree with the counts in the session's record. */
+static inline size_t fx_outcomes(struct fx *f, uint64_t id, struct fx_outcome *out, size_t cap)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	Raftlock__Meta *m = store_get_meta(&f->store, txn);
+	struct outcomes oc = outcomes_at(&f->store, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	Raftlock__SessionRecord *s = store_get_session(&f->store, txn, id);
+	assert_non_null(s);
+	struct fx_outcomes_copy c = {.out = out, .cap = cap};
+	if (oc.indexed) {
+		store_sweep_outcomes(&f->store, txn, id, 0, UINT64_MAX, fx_outcome_copy, &c);
+		assert_int_equal(s->n_outcomes, 0);
+		assert_int_equal(s->outcome_count, c.n);
+		assert_int_equal(s->pending_outcomes, c.pending);
+	} else {
+		for (size_t i = 0; i < s->n_outcomes; i++)
+			fx_outcome_copy(&c, s->outcomes[i]);
+		assert_int_equal(s->outcome_count, 0);
+	}
+	assert_int_equal(outcomes_count(&oc, s), c.n);
+	assert_int_equal(outcomes_any_pending(&oc, s), c.pending > 0);
+	raftlock__session_record__free_unpacked(s, NULL);
+	store_abort(txn);
+	if (out != NULL)
+		qsort(out, c.n < cap ? c.n : cap, sizeof *out, fx_outcome_order);
+	return c.n;
+}
+
+/* The lock sets session id has queued, at either level (multilock.h):
+ * its record's list, or its rows of the multi_waits table. */
+static inline size_t fx_session_sets(struct fx *f, uint64_t id)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	Raftlock__SessionRecord *s = store_get_session(&f->store, txn, id);
+	assert_non_null(s);
+	size_t n = s->n_multi_waits, rows = 0;
+	raftlock__session_record__free_unpacked(s, NULL);
+	MDB_cursor *cur;
+	uint8_t k[16] = {0};
+	for (int i = 0; i < 8; i++)
+		k[i] = (uint8_t)(id >> (56 - 8 * i));
+	MDB_val key = {16, k}, val;
+	assert_int_equal(mdb_cursor_open(txn, f->store.multi_waits, &cur), 0);
+	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
+	     rc == 0 && memcmp(key.mv_data, k, 8) == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))
+		rows++;
+	mdb_cursor_close(cur);
+	store_abort(txn);
+	assert_true(n == 0 || rows == 0); /* one home or the other */
+	return n + rows;
 }
 
 static inline Raftlock__Meta *fx_meta(struct fx *f)

@@ -31,7 +31,7 @@ static uint64_t multi_enqueue(struct fx *f, struct op o)
 	return o.seq;
 }
 
-/* What the session record lists: its queued sets, or its lock names. */
+/* What the session keeps: its queued sets, or its lock names. */
 enum listed { SETS, NAMES_HELD_OR_AWAITED };
 
 static size_t listed(struct fx *f, uint64_t id, enum listed what)
@@ -41,11 +41,7 @@ static size_t listed(struct fx *f, uint64_t id, enum listed what)
 		fx_session_names(f, id, &n);
 		return n;
 	}
-	Raftlock__SessionRecord *s = fx_sess(f, id);
-	assert_non_null(s);
-	n = s->n_multi_waits;
-	raftlock__session_record__free_unpacked(s, NULL);
-	return n;
+	return fx_session_sets(f, id);
 }
 
 #define session_sets(f, id) listed((f), (id), SETS)
@@ -97,6 +93,7 @@ static void test_all_or_nothing(void **state)
 	/* "a" is free, but its queue is FIFO: a single acquire waits behind. */
 	uint64_t q3 = fx_enqueue(f, OP(ACQUIRE, .session = s3, .owner = 3, .name = "a"));
 	WAITERS(f, "a", s1, q, s3, q3);
+	assert_int_equal(session_sets(f, s1), 1);
 	/* "b" released: the set is granted whole in that apply. */
 	uint64_t next = fx_next_token(f);
 	fx_release_ok(f, s2, 1, "b", 0);

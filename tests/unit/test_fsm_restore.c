@@ -100,6 +100,38 @@ static void test_base_forgets_identities_and_names(void **state)
 		0);
 }
 
+/* A restore keeps none of the rows its sessions kept by (session, seq):
+ * outcomes and queued lock sets go with them, and the record bytes the
+ * store-full rule reads are what a fresh count finds. */
+static void test_base_forgets_outcomes_and_sets(void **state)
+{
+	struct fx *f = *state;
+	f->now = 1000;
+	fx_init(f, FX_FLOOR);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	uint64_t s = fx_session(f), h = fx_session(f);
+	fx_take(f, h, 1, "m2");
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(DO(f, RELEASE, .session = s, .owner = 1, .name = "none").status,
+				 RAFTLOCK_ENOTHOLDER);
+	struct op set = OP(MULTI_ACQUIRE, .session = s, .owner = 2,
+			   .names = (const char *const[]){"m1", "m2"}, .n_names = 2, .wait = true);
+	fx_number(f, &set);
+	assert_true(fx_do(f, set).queued);
+	struct fx *g = restored(f);
+	MDB_txn *txn = store_begin(&g->store, false);
+	struct fx_outcomes_copy rows = {0};
+	store_sweep_outcomes(&g->store, txn, s, 0, UINT64_MAX, fx_outcome_copy, &rows);
+	store_sweep_outcomes(&g->store, txn, h, 0, UINT64_MAX, fx_outcome_copy, &rows);
+	assert_int_equal(rows.n, 0);
+	assert_null(store_get_multi_wait(&g->store, txn, s, set.seq));
+	store_abort(txn);
+	uint64_t bytes = store_record_bytes(&g->store);
+	struct fx *fresh = fx_peer(f);
+	fx_restore_from(fresh, g);
+	assert_int_equal(store_record_bytes(&fresh->store), bytes);
+}
+
 static void test_init_after_restore(void **state)
 {
 	struct fx *f = *state;
@@ -160,6 +192,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(test_base_has_no_session_and_delays_held_locks),
 		T(test_base_forgets_identities_and_names),
+		T(test_base_forgets_outcomes_and_sets),
 		T(test_init_after_restore),
 		T(test_feature_level),
 #undef T

@@ -111,8 +111,8 @@ static void test_secret_digest_round_trip(void **state)
 	(const char *const[]){__VA_ARGS__}, \
 		.n_names = sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
 
-/* At the current feature level images are RLSNAP06 (summed by words, with
- * the session_locks table):
+/* At the current feature level images are RLSNAP07 (summed by words, with
+ * the session_locks and outcomes tables):
  * one of a state with every kind of record (sessions with secrets and
  * identities, held locks, waiters, a semaphore, a lock-delay, access
  * rules, an election's value, a held and a waiting lock set) loads into
@@ -142,7 +142,7 @@ static void test_current_format_round_trip_keeps_everything(void **state)
 	assert_true(fx_do(f, o).queued);
 
 	struct fx_image im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP06", 8);
+	assert_memory_equal(im.buf, "RLSNAP07", 8);
 	uint64_t index = 0;
 	assert_int_equal(store_image_index(im.buf, im.len, &index), 0);
 	assert_int_equal(index, f->index);
@@ -194,26 +194,30 @@ static void test_current_format_round_trip_keeps_everything(void **state)
 
 /* Below level FEATURES_IMAGE_WORDS (a cluster not fully upgraded) images
  * stay RLSNAP04, which every older build reads; below
- * FEATURES_SESSION_LOCK_INDEX, RLSNAP05. */
+ * FEATURES_SESSION_LOCK_INDEX, RLSNAP05; below FEATURES_SEQ_TABLES,
+ * RLSNAP06. */
 static void test_older_level_writes_the_older_format(void **state)
 {
+	static const struct {
+		uint32_t level; /* 0: none recorded */
+		const char *magic;
+	} steps[] = {
+		{0, "RLSNAP04"},
+		{FEATURES_IMAGE_WORDS - 1, "RLSNAP04"},
+		{FEATURES_IMAGE_WORDS, "RLSNAP05"},
+		{FEATURES_SESSION_LOCK_INDEX, "RLSNAP06"},
+		{FEATURES_SEQ_TABLES - 1, "RLSNAP06"},
+		{FEATURES_SEQ_TABLES, "RLSNAP07"},
+	};
 	struct fx *f = *state;
 	build_state(f);
-	struct fx_image im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP04", 8);
-	fx_image_free(&im);
-	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_IMAGE_WORDS - 1);
-	im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP04", 8);
-	fx_image_free(&im);
-	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_IMAGE_WORDS);
-	im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP05", 8);
-	fx_image_free(&im);
-	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SESSION_LOCK_INDEX);
-	im = fx_dump(f);
-	assert_memory_equal(im.buf, "RLSNAP06", 8);
-	fx_image_free(&im);
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		if (steps[i].level != 0)
+			DO(f, SET_FEATURE_LEVEL, .level = steps[i].level);
+		struct fx_image im = fx_dump(f);
+		assert_memory_equal(im.buf, steps[i].magic, 8);
+		fx_image_free(&im);
+	}
 }
 
 /* The names a session holds or awaits, in the order session_locks_names()
@@ -229,6 +233,37 @@ static const char *names_of(struct fx *f, uint64_t id)
 		strcat(out, names[i]);
 	}
 	return out;
+}
+
+/* A copy of the image with another magic, summed again (a format the
+ * content does not fit, with right sums). */
+static const uint8_t *remagic(struct fx *f, const struct fx_image *im, const char *magic)
+{
+	uint8_t *copy = fx_alloc(f, im->len);
+	memcpy(copy, im->buf, im->len);
+	memcpy(copy, magic, 8);
+	uint64_t sum = image_sum_of(copy, im->len - FX_IMAGE_SUM);
+	for (int i = 7; i >= 0; i--, sum >>= 8)
+		copy[im->len - FX_IMAGE_SUM + (size_t)i] = (uint8_t)sum;
+	return copy;
+}
+
+/* After an entry that moved records to a table of their own: a node that
+ * replays the whole log, and early (an image taken before the entry at
+ * f's log position before) replaying the rest, end with f's bytes; an
+ * image of f loads into a new node (returned) with the same record bytes
+ * (the store-full rule's figure). */
+static struct fx *assert_peers_agree(struct fx *f, struct fx *early, size_t before)
+{
+	struct fx *replayed = fx_peer(f);
+	fx_replay(replayed, f, 0, f->n_log);
+	fx_assert_same_state(f, replayed);
+	fx_replay(early, f, before, f->n_log);
+	fx_assert_same_state(f, early);
+	struct fx *loaded = fx_peer(f);
+	fx_restore_from(loaded, f);
+	assert_int_equal(store_record_bytes(&loaded->store), store_record_bytes(&f->store));
+	return loaded;
 }
 
 /* The entry that records level FEATURES_SESSION_LOCK_INDEX moves every
@@ -260,14 +295,7 @@ static void test_level_moves_names_to_their_table(void **state)
 	assert_string_equal(names_of(f, b), "b-extra held sem");
 	assert_string_equal(names_of(f, c), "delayed");
 
-	struct fx *replayed = fx_peer(f);
-	fx_replay(replayed, f, 0, f->n_log);
-	fx_assert_same_state(f, replayed);
-	fx_replay(early, f, before, f->n_log);
-	fx_assert_same_state(f, early);
-	struct fx *loaded = fx_peer(f);
-	fx_restore_from(loaded, f);
-	assert_int_equal(store_record_bytes(&loaded->store), store_record_bytes(&f->store));
+	struct fx *loaded = assert_peers_agree(f, early, before);
 
 	/* the table follows what happens next */
 	fx_release_ok(f, b, 4, "b-extra", 0);
@@ -289,14 +317,252 @@ static void test_level_moves_names_to_their_table(void **state)
 	/* the table's records in an image of an older format: damaged */
 	struct fx_image im = fx_dump(f);
 	assert_memory_equal(im.buf, "RLSNAP06", 8);
-	uint8_t *old = fx_alloc(f, im.len);
-	memcpy(old, im.buf, im.len);
-	memcpy(old, "RLSNAP05", 8);
-	uint64_t sum = image_sum_of(old, im.len - FX_IMAGE_SUM);
-	for (int i = 7; i >= 0; i--, sum >>= 8)
-		old[im.len - FX_IMAGE_SUM + (size_t)i] = (uint8_t)sum;
-	assert_int_equal(store_load(&early->store, old, im.len), RAFTLOCK_EDATA);
+	assert_int_equal(store_load(&early->store, remagic(f, &im, "RLSNAP05"), im.len),
+			 RAFTLOCK_EDATA);
 	fx_image_free(&im);
+}
+
+/* The outcomes a session keeps, as "seq" words in seq order, "p" after a
+ * pending one's seq, "q" after a queued one's. */
+static const char *outcomes_of(struct fx *f, uint64_t id)
+{
+	static char out[512];
+	struct fx_outcome got[32];
+	size_t n = fx_outcomes(f, id, got, 32);
+	assert_true(n <= 32);
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		snprintf(out + strlen(out), sizeof out - strlen(out), "%s%llu%s%s", i ? " " : "",
+			 (unsigned long long)got[i].seq, got[i].pending ? "p" : "",
+			 got[i].queued ? "q" : "");
+	return out;
+}
+
+/* How many outcome rows the store holds for session id (0 once it ended). */
+static size_t outcome_rows(struct fx *f, uint64_t id)
+{
+	struct fx_outcomes_copy c = {0};
+	MDB_txn *txn = store_begin(&f->store, false);
+	store_sweep_outcomes(&f->store, txn, id, 0, UINT64_MAX, fx_outcome_copy, &c);
+	store_abort(txn);
+	return c.n;
+}
+
+static size_t session_bytes(struct fx *f, uint64_t id)
+{
+	Raftlock__SessionRecord *rec = fx_sess(f, id);
+	size_t n = protobuf_c_message_get_packed_size(&rec->base);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	return n;
+}
+
+/* The entry that records level FEATURES_SEQ_TABLES moves every
+ * session's outcomes into the outcomes table (GUARANTEES rule 6 keeps its
+ * records): the records stay, pending and queued ones marked so, the
+ * session records keep their number, a node replaying the log and a node
+ * loading an image taken before it end with the same bytes, and the
+ * record bytes the store-full rule reads agree with a fresh count. From
+ * then on the table follows grants, acknowledgements, the mark and the
+ * session's end. */
+static void test_level_moves_outcomes_to_their_table(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES - 1);
+	uint64_t h = fx_session(f);
+	uint64_t s = DO(f, OPEN_SESSION, .nonce = 31, .ttl_ms = 60000, .acks_queued = true).session;
+	fx_take(f, h, 1, "q");
+	uint64_t qs = fx_enqueue(f, OP(ACQUIRE, .session = s, .owner = 1, .name = "q"));
+	/* a queued lock set, of another session, behind s on "q" */
+	uint64_t m = fx_session(f);
+	struct op set = OP(MULTI_ACQUIRE, .session = m, .owner = 1, .names = NAMES("m1", "q"),
+			   .wait = true);
+	fx_number(f, &set);
+	assert_true(fx_do(f, set).queued);
+	Raftlock__Result x = DO(f, ACQUIRE, .session = s, .owner = 2, .name = "x");
+	assert_int_equal(x.status, 0);
+	uint64_t xs = f->seq;
+	char want[64];
+	snprintf(want, sizeof want, "%llupq %llu", (unsigned long long)qs, (unsigned long long)xs);
+	assert_string_equal(outcomes_of(f, s), want);
+	Raftlock__SessionRecord *rec = fx_sess(f, s);
+	assert_int_equal(rec->n_outcomes, 2); /* a list below the level */
+	raftlock__session_record__free_unpacked(rec, NULL);
+	struct fx *early = fx_peer(f);
+	fx_restore_from(early, f);
+	size_t before = f->n_log;
+
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	rec = fx_sess(f, s);
+	assert_int_equal(rec->n_outcomes, 0);
+	assert_int_equal(rec->outcome_count, 2);
+	assert_int_equal(rec->pending_outcomes, 1);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	assert_string_equal(outcomes_of(f, s), want);
+	rec = fx_sess(f, m);
+	assert_int_equal(rec->n_multi_waits, 0);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	MDB_txn *txn = store_begin(&f->store, false);
+	Raftlock__MultiWait *mw = store_get_multi_wait(&f->store, txn, m, set.seq);
+	store_abort(txn);
+	assert_non_null(mw);
+	assert_int_equal(mw->n_names, 2);
+	raftlock__multi_wait__free_unpacked(mw, NULL);
+	/* a retry is answered from its row, as from the list */
+	Raftlock__Result again = DO(f, ACQUIRE, .session = s, .seq = xs, .owner = 2, .name = "x");
+	assert_int_equal(again.status, 0);
+	assert_int_equal(again.token, x.token);
+
+	struct fx *loaded = assert_peers_agree(f, early, before);
+
+	/* the table follows what happens next: the grant makes the pending
+	 * row final, still queued until acknowledged... */
+	fx_release_ok(f, h, 1, "q", 0);
+	uint64_t t = fx_pushed_grant(f, s, qs);
+	snprintf(want, sizeof want, "%lluq %llu", (unsigned long long)qs, (unsigned long long)xs);
+	assert_string_equal(outcomes_of(f, s), want);
+	/* ...and the mark passing both takes only the other one */
+	DO(f, ACQUIRE, .session = s, .ack_below = f->seq + 1, .owner = 3, .name = "y");
+	snprintf(want, sizeof want, "%lluq %llu", (unsigned long long)qs,
+		 (unsigned long long)f->seq);
+	assert_string_equal(outcomes_of(f, s), want);
+	Raftlock__Result cancel =
+		DO(f, CANCEL_WAIT, .session = s, .owner = 1, .name = "q", .acquire_seq = qs);
+	assert_int_equal(cancel.token, t); /* the kept record knows the grant */
+	/* the acknowledgement takes it, below the mark; the release grants
+	 * the set its row kept */
+	DO(f, RELEASE, .session = s, .owner = 1, .name = "q", .acked = &qs, .n_acked = 1);
+	assert_false(strstr(outcomes_of(f, s), "q") != NULL);
+	const struct fx_event *granted = fx_push(f, m, set.seq);
+	assert_non_null(granted);
+	assert_int_equal(granted->result.status, 0);
+	assert_int_equal(granted->result.n_tokens, 2);
+	txn = store_begin(&f->store, false);
+	assert_null(store_get_multi_wait(&f->store, txn, m, set.seq));
+	store_abort(txn);
+	assert_true(outcome_rows(f, s) > 0);
+	DO(f, CLOSE_SESSION, .session = s);
+	assert_int_equal(outcome_rows(f, s), 0);
+	fx_restore_from(loaded, f);
+	assert_int_equal(store_record_bytes(&loaded->store), store_record_bytes(&f->store));
+	fx_assert_same_state(f, loaded);
+}
+
+/* What the table is for: a client that holds its mark back (an orphan, or
+ * a client that never moves it) keeps up to 8,192 outcomes. In the list
+ * every command of that session re-encodes all of them; in the table the
+ * session's record stays the size it was, and the oldest is still
+ * answered from its row. */
+static void test_pinned_mark_leaves_the_record_small(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES - 1);
+	uint64_t s = fx_session(f);
+	Raftlock__Result first = DO(f, ACQUIRE, .session = s, .owner = 1, .name = "pin/0");
+	assert_int_equal(first.status, 0);
+	uint64_t first_seq = f->seq;
+	size_t small = session_bytes(f, s);
+	for (int i = 1; i < 200; i++)
+		assert_int_equal(DO(f, RELEASE, .session = s, .owner = 1, .name = "none").status,
+				 RAFTLOCK_ENOTHOLDER);
+	assert_true(session_bytes(f, s) > small + 199 * 4); /* the list grew */
+
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	size_t moved = session_bytes(f, s);
+	assert_true(moved <= small + 8);
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(DO(f, RELEASE, .session = s, .owner = 1, .name = "none").status,
+				 RAFTLOCK_ENOTHOLDER);
+	assert_true(session_bytes(f, s) <= moved + 1); /* a count's varint may grow */
+	assert_int_equal(fx_outcomes(f, s, NULL, 0), 500);
+	Raftlock__Result again =
+		DO(f, ACQUIRE, .session = s, .seq = first_seq, .owner = 1, .name = "pin/0");
+	assert_int_equal(again.status, 0);
+	assert_int_equal(again.token, first.token);
+	/* the mark moving on takes them all but the last */
+	DO(f, RELEASE, .session = s, .ack_below = f->seq + 1, .owner = 1, .name = "pin/0");
+	assert_int_equal(fx_outcomes(f, s, NULL, 0), 1);
+}
+
+/* The store f holds, as an image, loaded into node g (whose content it
+ * replaces): 0 or the load's error. */
+static int reload(struct fx *f, struct fx *g)
+{
+	struct fx_image im = fx_dump(f);
+	int rv = store_load(&g->store, im.buf, im.len);
+	fx_image_free(&im);
+	return rv;
+}
+
+/* Edits f's store directly: put (or, with o NULL, delete) the outcome row
+ * (id, seq). */
+static void edit_outcome(struct fx *f, uint64_t id, uint64_t seq, const Raftlock__Outcome *o)
+{
+	MDB_txn *txn = store_begin(&f->store, true);
+	if (o != NULL)
+		store_put_outcome(&f->store, txn, id, o);
+	else
+		store_del_outcome(&f->store, txn, id, seq);
+	store_commit(txn);
+}
+
+/* An image whose rows by (session, seq) disagree with its sessions, or
+ * with its format, is damaged even with right sums: a row of no session,
+ * a row its session does not count, a counted row missing, a set of no
+ * session, the tables' format for a state of a lower level. Each is
+ * refused whole; the image as it was loads. (Apply trusts the counts: a
+ * session whose rows disagree stops every node when it ends.) */
+static void test_image_rows_must_agree_with_their_sessions(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	uint64_t s = fx_session(f);
+	assert_int_equal(DO(f, ACQUIRE, .session = s, .owner = 1, .name = "rows").status, 0);
+	uint64_t kept = f->seq;
+	struct fx *g = fx_peer(f);
+	assert_int_equal(reload(f, g), 0);
+
+	Raftlock__Result res = RAFTLOCK__RESULT__INIT;
+	Raftlock__Outcome row = RAFTLOCK__OUTCOME__INIT;
+	row.result = &res;
+	row.seq = 999;
+	edit_outcome(f, 999999, 999, &row); /* of no session */
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	edit_outcome(f, 999999, 999, NULL);
+	edit_outcome(f, s, 999, &row); /* not counted */
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	edit_outcome(f, s, 999, NULL);
+	MDB_txn *txn = store_begin(&f->store, false);
+	Raftlock__Outcome *own = store_get_outcome(&f->store, txn, s, kept);
+	store_abort(txn);
+	assert_non_null(own);
+	edit_outcome(f, s, kept, NULL); /* counted, missing */
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	edit_outcome(f, s, kept, own);
+	raftlock__outcome__free_unpacked(own, NULL);
+	assert_int_equal(reload(f, g), 0);
+
+	char *names[] = {"rows"};
+	Raftlock__MultiWait set = RAFTLOCK__MULTI_WAIT__INIT;
+	set.seq = 5;
+	set.names = names;
+	set.n_names = 1;
+	txn = store_begin(&f->store, true);
+	store_put_multi_wait(&f->store, txn, 999999, &set); /* of no session */
+	store_commit(txn);
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	txn = store_begin(&f->store, true);
+	store_del_multi_wait(&f->store, txn, 999999, 5);
+	store_commit(txn);
+
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP07", 8);
+	assert_int_equal(store_load(&g->store, remagic(f, &im, "RLSNAP06"), im.len),
+			 RAFTLOCK_EDATA);
+	fx_image_free(&im);
+	assert_int_equal(reload(f, g), 0);
 }
 
 /* A target store with a state of its own, an image of another state, and
@@ -420,6 +686,9 @@ int main(void)
 		T(test_current_format_round_trip_keeps_everything),
 		T(test_older_level_writes_the_older_format),
 		T(test_level_moves_names_to_their_table),
+		T(test_level_moves_outcomes_to_their_table),
+		T(test_pinned_mark_leaves_the_record_small),
+		T(test_image_rows_must_agree_with_their_sessions),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
