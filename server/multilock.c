@@ -162,23 +162,21 @@ static bool has_sets(const Raftlock__SessionRecord *rec)
 	return rec->n_multi_waits > 0;
 }
 
+/* One session's list of sets into the table. */
+static void move_sets(struct store *st, MDB_txn *txn, Raftlock__SessionRecord *sess)
+{
+	for (size_t j = 0; j < sess->n_multi_waits; j++) {
+		store_put_multi_wait(st, txn, sess->id, sess->multi_waits[j]);
+		raftlock__multi_wait__free_unpacked(sess->multi_waits[j], NULL);
+	}
+	free(sess->multi_waits);
+	sess->multi_waits = NULL;
+	sess->n_multi_waits = 0;
+}
+
 void multilock_move(struct store *st, MDB_txn *txn)
 {
-	size_t n;
-	uint64_t *ids = store_session_ids_where(st, txn, has_sets, &n);
-	for (size_t i = 0; i < n; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, txn, ids[i]);
-		for (size_t j = 0; j < sess->n_multi_waits; j++) {
-			store_put_multi_wait(st, txn, sess->id, sess->multi_waits[j]);
-			raftlock__multi_wait__free_unpacked(sess->multi_waits[j], NULL);
-		}
-		free(sess->multi_waits);
-		sess->multi_waits = NULL;
-		sess->n_multi_waits = 0;
-		store_put_session(st, txn, sess);
-		raftlock__session_record__free_unpacked(sess, NULL);
-	}
-	free(ids);
+	store_rewrite_sessions(st, txn, has_sets, move_sets);
 }
 
 static ssize_t waiter_index(const Raftlock__LockRecord *lock, uint64_t session, uint64_t seq)

@@ -177,28 +177,26 @@ static bool listed(const Raftlock__SessionRecord *rec)
 	return rec->n_outcomes > 0;
 }
 
+/* One session's list into the table, pruned by its mark first: what the
+ * table never holds are final records below the mark. */
+static void move_outcomes(struct store *st, MDB_txn *txn, Raftlock__SessionRecord *sess)
+{
+	records_prune_outcomes(sess, sess->ack_below);
+	sess->outcome_count = 0;
+	sess->pending_outcomes = 0;
+	for (size_t j = 0; j < sess->n_outcomes; j++) {
+		Raftlock__Outcome *o = sess->outcomes[j];
+		store_put_outcome(st, txn, sess->id, o);
+		sess->outcome_count++;
+		sess->pending_outcomes += o->pending;
+		raftlock__outcome__free_unpacked(o, NULL);
+	}
+	free(sess->outcomes);
+	sess->outcomes = NULL;
+	sess->n_outcomes = 0;
+}
+
 void outcomes_move(struct store *st, MDB_txn *txn)
 {
-	size_t n;
-	uint64_t *ids = store_session_ids_where(st, txn, listed, &n);
-	for (size_t i = 0; i < n; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, txn, ids[i]);
-		/* what the table never holds: final records below the mark */
-		records_prune_outcomes(sess, sess->ack_below);
-		sess->outcome_count = 0;
-		sess->pending_outcomes = 0;
-		for (size_t j = 0; j < sess->n_outcomes; j++) {
-			Raftlock__Outcome *o = sess->outcomes[j];
-			store_put_outcome(st, txn, sess->id, o);
-			sess->outcome_count++;
-			sess->pending_outcomes += o->pending;
-			raftlock__outcome__free_unpacked(o, NULL);
-		}
-		free(sess->outcomes);
-		sess->outcomes = NULL;
-		sess->n_outcomes = 0;
-		store_put_session(st, txn, sess);
-		raftlock__session_record__free_unpacked(sess, NULL);
-	}
-	free(ids);
+	store_rewrite_sessions(st, txn, listed, move_outcomes);
 }

@@ -108,23 +108,21 @@ static bool listed(const Raftlock__SessionRecord *rec)
 	return rec->n_locks > 0;
 }
 
+/* One session's list into the table. */
+static void move_names(struct store *st, MDB_txn *txn, Raftlock__SessionRecord *sess)
+{
+	sess->lock_count = 0;
+	for (size_t j = 0; j < sess->n_locks; j++) {
+		if (store_session_lock_add(st, txn, sess->id, sess->locks[j]))
+			sess->lock_count++;
+		free(sess->locks[j]);
+	}
+	free(sess->locks);
+	sess->locks = NULL;
+	sess->n_locks = 0;
+}
+
 void session_locks_move(struct store *st, MDB_txn *txn)
 {
-	size_t n;
-	uint64_t *ids = store_session_ids_where(st, txn, listed, &n);
-	for (size_t i = 0; i < n; i++) {
-		Raftlock__SessionRecord *sess = store_get_session(st, txn, ids[i]);
-		sess->lock_count = 0;
-		for (size_t j = 0; j < sess->n_locks; j++) {
-			if (store_session_lock_add(st, txn, sess->id, sess->locks[j]))
-				sess->lock_count++;
-			free(sess->locks[j]);
-		}
-		free(sess->locks);
-		sess->locks = NULL;
-		sess->n_locks = 0;
-		store_put_session(st, txn, sess);
-		raftlock__session_record__free_unpacked(sess, NULL);
-	}
-	free(ids);
+	store_rewrite_sessions(st, txn, listed, move_names);
 }

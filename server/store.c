@@ -1035,13 +1035,20 @@ static int note_session_id(void *arg, Raftlock__SessionRecord *rec)
 	return 0;
 }
 
-uint64_t *store_session_ids_where(struct store *s, MDB_txn *txn,
-				  bool (*want)(const Raftlock__SessionRecord *rec), size_t *n)
+void store_rewrite_sessions(struct store *s, MDB_txn *txn,
+			    bool (*want)(const Raftlock__SessionRecord *rec),
+			    void (*rewrite)(struct store *s, MDB_txn *txn,
+					    Raftlock__SessionRecord *rec))
 {
 	struct session_ids c = {.want = want};
 	store_scan_sessions(s, txn, 0, note_session_id, &c);
-	*n = c.n;
-	return c.ids;
+	for (size_t i = 0; i < c.n; i++) {
+		Raftlock__SessionRecord *rec = store_get_session(s, txn, c.ids[i]);
+		rewrite(s, txn, rec);
+		store_put_session(s, txn, rec);
+		raftlock__session_record__free_unpacked(rec, NULL);
+	}
+	free(c.ids);
 }
 
 /* Decodes a stored lock record and hands it to visit; visit's answer. */

@@ -234,11 +234,13 @@ uint64_t store_count_locks(struct store *s, MDB_txn *txn);
 void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 			 int (*visit)(void *arg, Raftlock__SessionRecord *rec), void *arg);
 
-/* The ids of the sessions want accepts, in id order, in a malloc'd array
- * of *n (NULL when none): for a walk that rewrites them, which a scan's
- * cursor must not see. */
-uint64_t *store_session_ids_where(struct store *s, MDB_txn *txn,
-				  bool (*want)(const Raftlock__SessionRecord *rec), size_t *n);
+/* Changes every session want accepts with rewrite and stores it: the
+ * migrations of feature_level.h. The ids are noted first, so that no
+ * scan's cursor sees the records rewritten under it. */
+void store_rewrite_sessions(struct store *s, MDB_txn *txn,
+			    bool (*want)(const Raftlock__SessionRecord *rec),
+			    void (*rewrite)(struct store *s, MDB_txn *txn,
+					    Raftlock__SessionRecord *rec));
 
 /* Visits, in name order, the locks whose stored bytes want accepts (without
  * decoding the others), until visit returns nonzero. For scans that look
