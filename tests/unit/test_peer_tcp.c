@@ -196,7 +196,9 @@ static void failed_connect_calls_back(void **state)
 }
 
 /* A connect still pending at close is cancelled: its callback fires once,
- * with a failure, before the transport's close completes. */
+ * with a failure, before the transport's close completes. (The close comes
+ * before raft_uv_tcp has looked the address up, so no packet leaves: what
+ * is cancelled is the lookup, the first step of every connect.) */
 static void pending_connect_cancelled_on_close(void **state)
 {
 	(void)state;
