@@ -11,6 +11,8 @@ RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts
 				      raftlock_client **out, const char **errmsg_out)
 {
 	int rv = transport_check_options(opts);
+	if (rv == 0 && out == NULL)
+		rv = errmsg_set(NULL, RAFTLOCK_EINVAL, NULL, "open client: out is NULL");
 	if (rv != 0)
 		goto out;
 	raftlock_client *c = calloc(1, sizeof *c);

@@ -259,12 +259,13 @@ struct raftlock_client_options {
  * calls that timed out meanwhile) is left for the next address.
  * Starts the client's I/O thread and keepalive thread.
  * *out is owned by the caller: close it with raftlock_client_close().
- * Errors: RAFTLOCK_EINVAL (no address, an address that does not parse, a
- * tls_* field set with TLS off, a certificate without its key or a key
- * without its certificate, an empty tls_server_name), RAFTLOCK_ECONFIG (a
- * TLS file that cannot be read or used, or a key that does not match the
- * certificate: the message names the file and OpenSSL's reason),
- * RAFTLOCK_ENOMEM, RAFTLOCK_EINTERNAL (a thread could not start).
+ * Errors: RAFTLOCK_EINVAL (NULL opts or out, no address, an address that
+ * does not parse, a tls_* field set with TLS off, a certificate without
+ * its key or a key without its certificate, an empty tls_server_name),
+ * RAFTLOCK_ECONFIG (a TLS file that cannot be read or used, or a key that
+ * does not match the certificate: the message names the file and
+ * OpenSSL's reason), RAFTLOCK_ENOMEM, RAFTLOCK_EINTERNAL (a thread could
+ * not start).
  * On failure no errmsg object exists: the message goes to errmsg_out, if
  * not NULL (a static or thread-local string valid until the next call).
  */

@@ -35,6 +35,18 @@ static void test_no_options(void **state)
 	assert_non_null(msg);
 }
 
+/* A NULL out is refused, as a NULL argument of the other calls is, not
+ * written through. */
+static void test_no_out(void **state)
+{
+	(void)state;
+	const char *msg = NULL;
+	const char *addrs[] = {"127.0.0.1:7101"};
+	struct raftlock_client_options o = {.addresses = addrs, .n_addresses = 1};
+	assert_int_equal(raftlock_client_open(&o, NULL, &msg), RAFTLOCK_EINVAL);
+	assert_non_null(strstr(msg, "out is NULL"));
+}
+
 static void test_no_addresses(void **state)
 {
 	(void)state;
@@ -115,9 +127,10 @@ static void test_session_ttl_range(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_options),    cmocka_unit_test(test_no_addresses),
-		cmocka_unit_test(test_bad_addresses), cmocka_unit_test(test_good_addresses),
-		cmocka_unit_test(test_address_parts), cmocka_unit_test(test_session_ttl_range),
+		cmocka_unit_test(test_no_options),        cmocka_unit_test(test_no_out),
+		cmocka_unit_test(test_no_addresses),      cmocka_unit_test(test_bad_addresses),
+		cmocka_unit_test(test_good_addresses),    cmocka_unit_test(test_address_parts),
+		cmocka_unit_test(test_session_ttl_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
