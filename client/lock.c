@@ -1001,6 +1001,30 @@ RAFTLOCK_API int raftlock_lock_set_value(raftlock_lock *l, const char *value)
 	return 0;
 }
 
+/* Sends the PROCLAIM of value on l's grant (t->mu held, a call of its
+ * session begun) and waits up to timeout_ms: its status. */
+static int lock_send_proclaim(raftlock_lock *l, const char *value, unsigned timeout_ms)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__ProclaimRequest req = RAFTLOCK__PROCLAIM_REQUEST__INIT;
+	Raftlock__Proclaim pr = RAFTLOCK__PROCLAIM__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_PROCLAIM;
+	env.proclaim = &req;
+	req.proclaim = &pr;
+	pr.name = l->name;
+	pr.owner = l->owner;
+	pr.token = l->token;
+	pr.value = (char *)value;
+	Raftlock__Envelope *reply = NULL;
+	const Raftlock__Result *res = NULL;
+	int rv = lock_send(l, SESSION_REQ(&env), timeout_ms, &reply, &res);
+	if (rv == 0) {
+		rv = res->status;
+		raftlock__envelope__free_unpacked(reply, NULL);
+	}
+	return rv;
+}
+
 int lock_proclaim(raftlock_lock *l, const char *value)
 {
 	struct transport *t = l->session->t;
@@ -1011,26 +1035,18 @@ int lock_proclaim(raftlock_lock *l, const char *value)
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
-		if (l->token == 0) {
+		/* one request timeout in all, after the handle's earlier
+		 * requests still being sent (ESTATE, nothing sent, if they do
+		 * not settle): a proclaim whose outcome was unknown must not
+		 * publish its value over this one */
+		uint64_t deadline = transport_mono_ms(t) + t->request_timeout_ms;
+		rv = lock_wait_orphans(l, deadline);
+		if (rv == 0 && l->token == 0)
 			rv = RAFTLOCK_ENOTHOLDER;
-		} else {
-			Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-			Raftlock__ProclaimRequest req = RAFTLOCK__PROCLAIM_REQUEST__INIT;
-			Raftlock__Proclaim pr = RAFTLOCK__PROCLAIM__INIT;
-			env.body_case = RAFTLOCK__ENVELOPE__BODY_PROCLAIM;
-			env.proclaim = &req;
-			req.proclaim = &pr;
-			pr.name = l->name;
-			pr.owner = l->owner;
-			pr.token = l->token;
-			pr.value = (char *)value;
-			Raftlock__Envelope *reply = NULL;
-			const Raftlock__Result *res = NULL;
-			rv = lock_send(l, SESSION_REQ(&env), 0, &reply, &res);
-			if (rv == 0) {
-				rv = res->status;
-				raftlock__envelope__free_unpacked(reply, NULL);
-			}
+		if (rv == 0) {
+			uint64_t now = transport_mono_ms(t);
+			rv = lock_send_proclaim(l, value,
+						deadline > now ? (unsigned)(deadline - now) : 1);
 		}
 		if (rv == 0) {
 			free(l->value);

@@ -60,7 +60,9 @@ int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeou
 int lock_release_set(raftlock_lock *const *locks, size_t n);
 
 /* Elections: publishes value on the handle's current grant (PROCLAIM,
- * fenced by its token), as a call of its session. 0, or RAFTLOCK_ENOTHOLDER
+ * fenced by its token), as a call of its session, once the handle's
+ * earlier requests still being sent are settled (an earlier proclaim
+ * whose outcome was unknown applies first). 0, or RAFTLOCK_ENOTHOLDER
  * (the grant is gone), or the errors of a release. Without t->mu. */
 int lock_proclaim(raftlock_lock *l, const char *value);
 

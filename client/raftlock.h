@@ -1027,7 +1027,11 @@ RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
  * leadership, fenced by its token: RAFTLOCK_ENOTHOLDER when it was lost
  * to a revocation (or another release), RAFTLOCK_ESESSION when its session
  * ended (expired or closed: nothing is held); in both cases the value is
- * not published. Other errors: as raftlock_lock_release(). Blocking.
+ * not published. Other errors: as raftlock_lock_release(); after
+ * RAFTLOCK_EUNKNOWN the value may still be published, and the next
+ * proclaim is sent only once that one is settled (RAFTLOCK_ESTATE, nothing
+ * sent, when it is not within the request timeout), so the value
+ * proclaimed last is the one published last. Blocking.
  */
 RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
 

@@ -207,7 +207,8 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 		fake_copy_seq(e, env->sequence);
 		e->other = env->cancel_wait->cancel->acquire_seq;
 		break;
-	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION: fake_copy_seq(e, env->sequence); break;
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: fake_copy_seq(e, env->sequence); break;
 	default: break;
 	}
 }
@@ -623,6 +624,12 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		if (!f->ignore_releases)
+			fake_send_result(fd, req->id, 0, &res, false);
+		return true;
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
+		if (f->ignore_proclaims > 0)
+			f->ignore_proclaims--;
+		else
 			fake_send_result(fd, req->id, 0, &res, false);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:

@@ -92,6 +92,7 @@ struct fake {
 	const char *refuse_message;
 	bool ignore_cancels;     /* log cancels, never answer them */
 	bool ignore_releases;    /* log releases, never answer them */
+	int ignore_proclaims;    /* log this many proclaims, answer none */
 	bool drop_first_close;   /* execute the close, then drop the
 				    connection instead of answering */
 	bool refuse_conns;       /* greet each new connection with ELIMIT
@@ -171,5 +172,6 @@ void sleep_ms(unsigned ms);
 #define KEEPALIVE RAFTLOCK__ENVELOPE__BODY_KEEPALIVE
 #define REVOKE RAFTLOCK__ENVELOPE__BODY_REVOKE
 #define MULTI_ACQUIRE RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE
+#define PROCLAIM RAFTLOCK__ENVELOPE__BODY_PROCLAIM
 
 #endif

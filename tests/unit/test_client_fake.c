@@ -1017,6 +1017,28 @@ static void test_close_during_a_campaign(void **state)
 	}
 }
 
+/* A proclaim whose outcome is unknown is still being sent: the next one
+ * of the leadership goes out only once it is answered, so the value
+ * published last is the one proclaimed last (raftlock.h: the next call
+ * through the same handle waits for that first). */
+static void test_proclaims_apply_in_call_order(void **state)
+{
+	(void)state;
+	struct rig r;
+	raftlock_leader *ld = NULL;
+	rig_up(&r, "a", 300, NULL);
+	assert_int_equal(raftlock_campaign(r.s, "e", "first", 0, &ld), 0);
+	FAKE_SET(r.f, ignore_proclaims, 1);
+	assert_int_equal(raftlock_proclaim(ld, "second"), RAFTLOCK_EUNKNOWN);
+	assert_int_equal(raftlock_proclaim(ld, "third"), 0);
+	struct fake_entry second = fake_nth(r.f, PROCLAIM, 0);
+	assert_int_equal(fake_count(r.f, PROCLAIM), 3);
+	assert_int_equal(fake_nth(r.f, PROCLAIM, 1).seq, second.seq); /* asked again */
+	assert_int_equal(fake_nth(r.f, PROCLAIM, 2).seq, second.seq + 1);
+	assert_int_equal(raftlock_resign(ld), 0);
+	rig_down(&r);
+}
+
 struct lost_seen {
 	pthread_mutex_t mu;
 	int calls;
@@ -1986,6 +2008,7 @@ int main(void)
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_close_during_a_campaign),
+		cmocka_unit_test(test_proclaims_apply_in_call_order),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
