@@ -177,8 +177,10 @@ RAFTLOCK_API int raftlock_acl_list(raftlock_client *c, const char *after_identit
 				   const char *after_prefix, uint32_t limit, bool stale,
 				   struct raftlock_acl_list **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "list access rules");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__AclListRequest req = RAFTLOCK__ACL_LIST_REQUEST__INIT;
 	Raftlock__Envelope *reply = NULL;

@@ -74,8 +74,10 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *c,
 				       const struct raftlock_session_options *opts,
 				       raftlock_session **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "open session");
 	return session_open(&c->ss, opts, out);
 }
 

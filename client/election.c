@@ -64,8 +64,11 @@ RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *ld)
 
 RAFTLOCK_API int raftlock_proclaim(raftlock_leader *ld, const char *value)
 {
-	if (ld == NULL || value == NULL)
+	if (ld == NULL)
 		return RAFTLOCK_EINVAL;
+	if (value == NULL)
+		return errmsg_set(ld->lock->session->t, RAFTLOCK_EINVAL, "value is NULL",
+				  "proclaim '%s'", ld->lock->name);
 	return lock_proclaim(ld->lock, value);
 }
 

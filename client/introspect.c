@@ -157,8 +157,10 @@ RAFTLOCK_API int raftlock_status_get(raftlock_client *c, const char *address,
 	struct raftlock_status *st = NULL;
 	char why[CONN_WHY_MAX] = "";
 	int rv;
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "status");
 	if (address != NULL) {
 		struct conn_addr a;
 		rv = conn_addr_parse(address, &a);
@@ -289,8 +291,10 @@ RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info)
 RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool stale,
 				   struct raftlock_lock_info **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "get lock");
 	int rv = codec_check_name(name);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "get lock: bad name");
@@ -347,8 +351,10 @@ err:
 RAFTLOCK_API int raftlock_lock_list(raftlock_client *c, const char *prefix, const char *after,
 				    uint32_t limit, bool stale, struct raftlock_lock_list **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "list locks");
 	prefix = prefix != NULL ? prefix : "";
 	after = after != NULL ? after : "";
 	if (strlen(prefix) > RAFTLOCK_NAME_MAX || strlen(after) > RAFTLOCK_NAME_MAX)
@@ -432,8 +438,10 @@ err:
 RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after, uint32_t limit,
 				       bool stale, struct raftlock_session_list **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "list sessions");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__ListSessionsRequest req = RAFTLOCK__LIST_SESSIONS_REQUEST__INIT;
 	Raftlock__Envelope *reply;
@@ -458,8 +466,10 @@ RAFTLOCK_API int raftlock_session_list(raftlock_client *c, uint64_t after, uint3
 RAFTLOCK_API int raftlock_check_token(raftlock_client *c, const char *name, uint64_t token,
 				      bool *current)
 {
-	if (c == NULL || current == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (current == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "current is NULL", "check token");
 	int rv = codec_check_name(name);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "check token: bad lock name");

@@ -46,9 +46,12 @@ static int lock_check_time(const struct transport *t, const char *name, const ch
 RAFTLOCK_API int raftlock_lock_new(raftlock_session *s, const char *name,
 				   const struct raftlock_lock_options *opts, raftlock_lock **out)
 {
-	if (s == NULL || out == NULL)
+	if (s == NULL)
 		return RAFTLOCK_EINVAL;
 	struct transport *t = s->t;
+	if (out == NULL)
+		return errmsg_set(t, RAFTLOCK_EINVAL, "out is NULL", "lock '%.64s'",
+				  name != NULL ? name : "(null)");
 	int rv = codec_check_name(name);
 	if (rv != 0)
 		return errmsg_set(t, rv, NULL, "lock '%.64s': name must be 1..%d bytes",
@@ -1154,6 +1157,18 @@ void lock_end_waits(raftlock_session *s)
 	}
 }
 
+/* The arguments of an asynchronous call (what: its name): 0, or
+ * RAFTLOCK_EINVAL for a NULL handle or callback. */
+static int lock_check_async(const raftlock_lock *l, raftlock_lock_cb cb, const char *what)
+{
+	if (l == NULL)
+		return RAFTLOCK_EINVAL;
+	if (cb == NULL)
+		return errmsg_set(l->session->t, RAFTLOCK_EINVAL, "no callback", "%s '%s'", what,
+				  l->name);
+	return 0;
+}
+
 /* Submits an asynchronous request of l; sr.wait: an acquire that waits
  * up to timeout_ms (negative: without end). */
 static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acquire, int timeout_ms,
@@ -1215,8 +1230,9 @@ static int lock_async_submit(raftlock_lock *l, struct session_req sr, bool acqui
 
 RAFTLOCK_API int raftlock_lock_try_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
 {
-	if (l == NULL || cb == NULL)
-		return RAFTLOCK_EINVAL;
+	int rv = lock_check_async(l, cb, "try-lock");
+	if (rv != 0)
+		return rv;
 	struct acquire_msg m;
 	acquire_msg_init(&m, l, RAFTLOCK_EXCLUSIVE, 1, 0);
 	return lock_async_submit(l, SESSION_REQ(&m.env), true, 0, cb, arg);
@@ -1226,8 +1242,9 @@ RAFTLOCK_API int raftlock_lock_acquire_async(raftlock_lock *l, enum raftlock_mod
 					     uint32_t permits, int timeout_ms, raftlock_lock_cb cb,
 					     void *arg)
 {
-	if (l == NULL || cb == NULL)
-		return RAFTLOCK_EINVAL;
+	int rv = lock_check_async(l, cb, "acquire");
+	if (rv != 0)
+		return rv;
 	if (mode != RAFTLOCK_EXCLUSIVE && mode != RAFTLOCK_SHARED)
 		return errmsg_set(l->session->t, RAFTLOCK_EINVAL, NULL,
 				  "acquire '%s': unknown mode %d", l->name, mode);
@@ -1246,8 +1263,9 @@ int lock_acquire_env_async(raftlock_lock *l, Raftlock__Envelope *env, int timeou
 
 RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *l, raftlock_lock_cb cb, void *arg)
 {
-	if (l == NULL || cb == NULL)
-		return RAFTLOCK_EINVAL;
+	int rv = lock_check_async(l, cb, "release");
+	if (rv != 0)
+		return rv;
 	struct lock_release_msg m;
 	lock_release_msg_init(&m, l->name, l->owner);
 	return lock_async_submit(l, SESSION_REQ(&m.env), false, 0, cb, arg);

@@ -200,8 +200,11 @@ RAFTLOCK_API int raftlock_member_join_list(raftlock_client *c, uint64_t id, uint
 					   const char *cluster,
 					   struct raftlock_member_list **members)
 {
-	if (c == NULL || cluster == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (cluster == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "cluster is NULL", "member join %llu",
+				  (unsigned long long)id);
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__MemberJoinRequest req = RAFTLOCK__MEMBER_JOIN_REQUEST__INIT;
 	req.id = id;
@@ -227,8 +230,10 @@ RAFTLOCK_API void raftlock_member_list_free(struct raftlock_member_list *list)
 
 RAFTLOCK_API int raftlock_member_list(raftlock_client *c, struct raftlock_member_list **out)
 {
-	if (c == NULL || out == NULL)
+	if (c == NULL)
 		return RAFTLOCK_EINVAL;
+	if (out == NULL)
+		return errmsg_set(&c->t, RAFTLOCK_EINVAL, "out is NULL", "member list");
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__MemberListRequest req = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;

@@ -75,9 +75,12 @@ static int multi_make_locks(raftlock_multi *m, const struct raftlock_multi_item 
 RAFTLOCK_API int raftlock_multi_new(raftlock_session *s, const struct raftlock_multi_item *items,
 				    size_t n, raftlock_multi **out)
 {
-	if (s == NULL || items == NULL || out == NULL)
+	if (s == NULL)
 		return RAFTLOCK_EINVAL;
 	struct transport *t = s->t;
+	if (items == NULL || out == NULL)
+		return errmsg_set(t, RAFTLOCK_EINVAL,
+				  items == NULL ? "items is NULL" : "out is NULL", "lock set");
 	if (n == 0 || n > RAFTLOCK_MULTI_MAX)
 		return errmsg_set(t, RAFTLOCK_EINVAL, NULL, "lock set: %zu locks, not 1..%d", n,
 				  RAFTLOCK_MULTI_MAX);
@@ -214,8 +217,10 @@ static void multi_async_done(raftlock_lock *l, int status, uint64_t value, void 
 RAFTLOCK_API int raftlock_multi_acquire_async(raftlock_multi *m, int timeout_ms,
 					      raftlock_multi_cb cb, void *arg)
 {
-	if (m == NULL || cb == NULL)
+	if (m == NULL)
 		return RAFTLOCK_EINVAL;
+	if (cb == NULL)
+		return errmsg_set(m->session->t, RAFTLOCK_EINVAL, "no callback", "lock set");
 	struct multi_msg *mm = malloc(sizeof *mm);
 	struct multi_async *a = malloc(sizeof *a);
 	if (mm == NULL || a == NULL) {

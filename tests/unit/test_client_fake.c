@@ -1039,6 +1039,64 @@ static void test_proclaims_apply_in_call_order(void **state)
 	rig_down(&r);
 }
 
+/* What the calling thread's message says after a call that returned
+ * RAFTLOCK_EINVAL: that call's error, not the one before it (a name too
+ * long, failed first). */
+#define ASSERT_EINVAL_SAID(c, call)                                                              \
+	do {                                                                                     \
+		struct raftlock_lock_list *ll_ = NULL;                                           \
+		assert_int_equal(raftlock_lock_list(c, long_name, NULL, 0, false, &ll_),         \
+				 RAFTLOCK_ETOOBIG);                                              \
+		assert_int_equal((call), RAFTLOCK_EINVAL);                                       \
+		assert_non_null(strstr(raftlock_errmsg(c), raftlock_strerror(RAFTLOCK_EINVAL))); \
+	} while (0)
+
+static void ignore_lock_cb(raftlock_lock *l, int status, uint64_t value, void *arg)
+{
+	(void)l, (void)status, (void)value, (void)arg;
+}
+
+/* A NULL pointer argument of a call on a client, session, handle, set or
+ * leadership is RAFTLOCK_EINVAL, and raftlock_errmsg() says so. */
+static void test_null_arguments_say_einval(void **state)
+{
+	(void)state;
+	struct rig r;
+	char long_name[RAFTLOCK_NAME_MAX + 2];
+	memset(long_name, 'x', sizeof long_name - 1);
+	long_name[sizeof long_name - 1] = '\0';
+	rig_up(&r, "a", 1000, NULL);
+	raftlock_client *c = r.c;
+	struct raftlock_multi_item item = {.name = "m"};
+	raftlock_multi *m = NULL;
+	raftlock_leader *ld = NULL;
+	assert_int_equal(raftlock_multi_new(r.s, &item, 1, &m), 0);
+	assert_int_equal(raftlock_campaign(r.s, "e", "v", 0, &ld), 0);
+	ASSERT_EINVAL_SAID(c, raftlock_session_open(c, NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_new(r.s, "b", NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_try_async(r.l, NULL, NULL));
+	ASSERT_EINVAL_SAID(c,
+			   raftlock_lock_acquire_async(r.l, RAFTLOCK_EXCLUSIVE, 1, -1, NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_release_async(r.l, NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_acquire_async(r.l, (enum raftlock_mode)7, 1, -1,
+							  ignore_lock_cb, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_multi_new(r.s, NULL, 1, &m));
+	ASSERT_EINVAL_SAID(c, raftlock_multi_new(r.s, &item, 1, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_multi_acquire_async(m, 0, NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_proclaim(ld, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_check_token(c, "a", 1, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_status_get(c, NULL, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_get(c, "a", false, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_lock_list(c, "", NULL, 0, false, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_session_list(c, 0, 0, false, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_acl_list(c, NULL, NULL, 0, false, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_member_list(c, NULL));
+	ASSERT_EINVAL_SAID(c, raftlock_member_join_list(c, 1, 1, NULL, NULL));
+	assert_int_equal(raftlock_resign(ld), 0);
+	raftlock_multi_free(m);
+	rig_down(&r);
+}
+
 struct lost_seen {
 	pthread_mutex_t mu;
 	int calls;
@@ -2009,6 +2067,7 @@ int main(void)
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
 		cmocka_unit_test(test_close_during_a_campaign),
 		cmocka_unit_test(test_proclaims_apply_in_call_order),
+		cmocka_unit_test(test_null_arguments_say_einval),
 		cmocka_unit_test(test_silent_keepalives_bring_jeopardy_then_safe),
 		cmocka_unit_test(test_silent_keepalives_lose_the_session),
 		cmocka_unit_test(test_each_session_in_jeopardy_at_its_own_instant),
