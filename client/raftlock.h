@@ -9,8 +9,22 @@
  * Conventions, for every function below unless it says otherwise:
  *   - Return value: 0 on success or a negative RAFTLOCK_E* code. On failure
  *     outputs are left unchanged and raftlock_errmsg() describes the error.
+ *   - A NULL pointer argument the call needs is RAFTLOCK_EINVAL (with no
+ *     message when it is the client, session, handle, set or leadership
+ *     itself). NULL given to a *_free, *_close or *_cancel function, or
+ *     to raftlock_resign(), is a no-op.
+ *   - The transport errors: a call that sends a request may also end with
+ *     RAFTLOCK_ECONNECTION (no node reached: never sent), RAFTLOCK_ETIMEDOUT,
+ *     RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD or RAFTLOCK_ENOSPC (the last
+ *     refusal at the timeout), RAFTLOCK_ETLS or RAFTLOCK_ELIMIT (every node
+ *     refused the connection), RAFTLOCK_EPERM (authentication),
+ *     RAFTLOCK_EPROTO (an answer it cannot use) or RAFTLOCK_ENOMEM.
  *   - Threading: all functions are thread-safe. Blocking calls wait at most
  *     their timeout (or the client's request timeout).
+ *   - Callbacks run on one of two threads of the client: the keepalive
+ *     thread (a session's on_event and on_lost) or the I/O thread (lock,
+ *     lock event, set, watch and observer callbacks). The callbacks of one
+ *     thread run one at a time; one of each thread may run at once.
  *   - Strings passed in are copied; the caller keeps ownership.
  *   - Objects returned through an out pointer are owned by the caller and
  *     freed with the matching *_free / *_close function.
@@ -266,8 +280,11 @@ struct raftlock_client_options {
  * does not match the certificate: the message names the file and
  * OpenSSL's reason), RAFTLOCK_ENOMEM, RAFTLOCK_EINTERNAL (a thread could
  * not start).
+ * A bearer token that is empty or longer than RAFTLOCK_TOKEN_MAX is
+ * RAFTLOCK_EINVAL too.
  * On failure no errmsg object exists: the message goes to errmsg_out, if
- * not NULL (a static or thread-local string valid until the next call).
+ * not NULL (a static or thread-local string valid until the next call);
+ * on success *errmsg_out is set as well and means nothing.
  */
 RAFTLOCK_API int raftlock_client_open(const struct raftlock_client_options *opts,
 				      raftlock_client **out, const char **errmsg_out);
@@ -286,8 +303,11 @@ RAFTLOCK_API void raftlock_client_close(raftlock_client *client);
 
 /*
  * The message of the last error on this client in the calling thread, with
- * context ("acquire 'db/primary': the lock is held by another owner").
- * Valid until the calling thread's next call on this client. Never NULL.
+ * context ("acquire 'db/primary': the lock is held by another owner"); a
+ * successful call leaves it as it was. "no error" when the thread's last
+ * failure was on another client. Never NULL. One text per thread, shared
+ * by all clients: valid until the thread's next failing call of the
+ * library, on any client.
  */
 RAFTLOCK_API const char *raftlock_errmsg(const raftlock_client *client);
 
@@ -339,10 +359,11 @@ typedef void (*raftlock_session_lost_cb)(raftlock_session *session, int reason, 
  * the reason on_lost gets (on_event runs first, then on_lost). A session
  * lost while valid gets only RAFTLOCK_SESSION_LOST. The state may have
  * moved on by the time the callback runs: raftlock_session_valid() tells
- * the present. Callbacks of one client run one at a time; none runs for a
- * session once raftlock_session_close() has begun on it. Same rules as
- * on_lost: keep it short, do not close the client, close other sessions
- * only.
+ * the present. The session callbacks of one client run one at a time (a
+ * lock or watch callback may run meanwhile on the I/O thread); none runs
+ * for a session once raftlock_session_close() has begun on it. Same rules
+ * as on_lost: keep it short, do not close the client, close other
+ * sessions only.
  */
 typedef void (*raftlock_session_event_cb)(raftlock_session *session,
 					  enum raftlock_session_event event, int reason, void *arg);
@@ -412,7 +433,8 @@ struct raftlock_session_options {
 /*
  * Opens a session (replicated through Raft before it returns) and starts
  * keeping it alive: a keepalive every TTL/3 from the client's keepalive
- * thread. *out is owned by the caller: free it with raftlock_session_close().
+ * thread. opts may be NULL (every field 0: the defaults). *out is owned by
+ * the caller: free it with raftlock_session_close().
  * The session gets a secret of RAFTLOCK_SECRET_MIN bytes from getrandom(),
  * which the library keeps and sends with the session's every keepalive and
  * lock request; only this process can act on the session (GUARANTEES rule
@@ -425,7 +447,8 @@ struct raftlock_session_options {
  * RAFTLOCK_EPERM (authentication on: the client's token is unknown, or
  * it presented none), RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC (the last
  * refusal of a node at the timeout), RAFTLOCK_EINTERNAL (the kernel gave
- * no random bytes).
+ * no random bytes), RAFTLOCK_EPROTO (an answer without a session id this
+ * client can use: the cluster may hold a session, as below).
  * The open is sent again until a node answers it, so an open that failed
  * after it was sent may still have been applied: RAFTLOCK_ETIMEDOUT (its
  * answer was lost, the leader changed), and RAFTLOCK_EUNAVAILABLE,
@@ -448,17 +471,23 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * those must not be used or freed after.
  * Lock calls on it in other threads end first: a blocked
  * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
- * RAFTLOCK_ECANCELED. Those threads must not use the session or its
- * handles after that.
+ * RAFTLOCK_ECANCELED; a try-lock, release or proclaim already sent is
+ * waited for (up to its request timeout: the close may take longer than
+ * one). Those threads must not use the session or its handles after
+ * that.
  * Returns the error of the close request, but frees the session in any
- * case; the server expires a session it never heard closing. A close
+ * case; the server expires a session it never heard closing:
+ * RAFTLOCK_EUNKNOWN (sent, not confirmed within the request timeout: it
+ * may have closed it), RAFTLOCK_ECONNECTION, RAFTLOCK_ETLS or
+ * RAFTLOCK_ELIMIT (never sent), and the other transport errors. A close
  * whose answer was lost and whose retry finds the session gone (closed
  * by the first attempt) returns 0. A session in jeopardy is closed like a
  * valid one. A session lost because its grace period passed (the server
  * may not have expired it yet) is still closed on the server, on a
  * best-effort basis bounded by one second, and the call returns 0 for it;
  * so does a session the server had already declared expired (nothing is
- * left to close).
+ * left to close), and one lost because the cluster refused its secret
+ * (nothing is sent: the cluster expires it after its TTL).
  * Asynchronous calls on the session finish first: their callbacks have run
  * when this returns (an asynchronous acquire that waits ends at once, with
  * RAFTLOCK_ECANCELED), so it must not be called from such a callback.
@@ -619,6 +648,7 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  *     RAFTLOCK_LOCK_REVOKED for a token the caller never saw;
  *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits);
  *     RAFTLOCK_ECANCELED: another thread closed the session meanwhile;
+ *   - RAFTLOCK_EINVAL: a NULL lock or an unknown mode (nothing was sent);
  *   - the other errors of raftlock_lock_try() (RAFTLOCK_ESTATE: nothing
  *     was sent).
  */
@@ -655,7 +685,8 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * caller taking the grant in, so a grant revoked before cb runs (its
  * revocation read with it) gives RAFTLOCK_ENOTHOLDER, the handle holding
  * nothing, also within cb; for a release, status is what
- * raftlock_lock_release() would return and value the levels still held.
+ * raftlock_lock_release() would return and value the levels still held
+ * (0 on failure, whatever is held: raftlock_lock_token() tells).
  * A request sent but unanswered within the client's request timeout ends
  * with RAFTLOCK_EUNKNOWN (one never sent, with RAFTLOCK_ECONNECTION) and,
  * as for the blocking calls, it is still sent in the background: a grant
@@ -673,9 +704,9 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * or "release 'name': ..." (try-locks are acquires); read it before cb
  * returns, it is that thread's until its next failure.
  *
- * Threading: callable from any thread, also from a callback. Callbacks of
- * one client run one at a time and delay that client's other replies while
- * they run, so keep them short. A callback must not call the blocking
+ * Threading: callable from any thread, also from a callback. Callbacks on
+ * the I/O thread run one at a time and delay that client's other replies
+ * while they run, so keep them short. A callback must not call the blocking
  * functions of its client, nor close the session or the client (that
  * would wait for the callback itself). Ownership: the handle must stay
  * alive until its callbacks have run; a session close waits for them.
@@ -805,7 +836,9 @@ RAFTLOCK_API int raftlock_multi_acquire_async(raftlock_multi *set, int timeout_m
 
 /* The number of items of the set, and the token of item i (in the order
  * they were given to raftlock_multi_new()), 0 while the set holds
- * nothing or its session is lost. */
+ * nothing or its session is lost; 0 too for a lock of the set revoked
+ * after the set was granted (the set still holds the others: release
+ * it). */
 RAFTLOCK_API size_t raftlock_multi_size(const raftlock_multi *set);
 RAFTLOCK_API uint64_t raftlock_multi_token(const raftlock_multi *set, size_t i);
 
@@ -1039,7 +1072,10 @@ RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
  * Gives the leadership up (the next campaigner is elected) and frees the
  * handle, whatever the outcome: 0, or the errors of
  * raftlock_lock_release() (RAFTLOCK_EUNKNOWN: the release is still being
- * sent; the session's end releases it in any case). NULL is a no-op.
+ * sent; the session's end releases it in any case). After an error that
+ * says nothing was sent (RAFTLOCK_ECONNECTION, RAFTLOCK_ESTATE, ...) the
+ * session still leads until it ends: close it to step down. NULL is a
+ * no-op.
  */
 RAFTLOCK_API int raftlock_resign(raftlock_leader *leader);
 
@@ -1129,9 +1165,10 @@ struct raftlock_status {
  * RAFTLOCK_ECONNECTION. *out is freed with
  * raftlock_status_free(). Over TLS it connects as the client does, with
  * the same checks.
- * Errors: RAFTLOCK_ECONNECTION (a host name's lookup that failed or took
- * too long: the message names the name and why), RAFTLOCK_ETIMEDOUT,
- * RAFTLOCK_ENOMEM,
+ * Errors: RAFTLOCK_EINVAL (an address that is not host:port),
+ * RAFTLOCK_ECONNECTION (a host name's lookup that failed or took too long:
+ * the message names the name and why), RAFTLOCK_ETIMEDOUT,
+ * RAFTLOCK_EPROTO (an answer that is not a status), RAFTLOCK_ENOMEM,
  * RAFTLOCK_ETLS (the handshake failed: the message names the address and
  * the reason), RAFTLOCK_ELIMIT (the node holds as many connections from
  * this client's address as it takes: --max-connections-per-address).
@@ -1192,15 +1229,22 @@ struct raftlock_lock_list {
  * Reads one lock. Linearizable unless `stale` (then any node answers from
  * its own state). A lock nobody holds or waits for does not exist:
  * RAFTLOCK_ENOTFOUND. *out is freed with raftlock_lock_info_free().
+ * Other errors: RAFTLOCK_EINVAL (an empty name), RAFTLOCK_ETOOBIG (a name
+ * over RAFTLOCK_NAME_MAX bytes), and the transport errors (RAFTLOCK_EPERM:
+ * the identity may not read the name). Blocks for at most the request
+ * timeout.
  */
 RAFTLOCK_API int raftlock_lock_get(raftlock_client *client, const char *name, bool stale,
 				   struct raftlock_lock_info **out);
 RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info);
 
 /*
- * Lists locks whose name starts with `prefix` ("" = all), in name order,
- * starting after `after` (NULL = from the start), at most `limit` (0 = the
- * server's default page). *out is freed with raftlock_lock_list_free().
+ * Lists locks whose name starts with `prefix` ("" or NULL = all), in name
+ * order, starting after `after` (NULL = from the start), at most `limit`
+ * (0 = the server's default page). *out is freed with
+ * raftlock_lock_list_free(). Errors: RAFTLOCK_ETOOBIG (prefix or after
+ * over RAFTLOCK_NAME_MAX bytes), and the transport errors. Blocks for at
+ * most the request timeout.
  */
 RAFTLOCK_API int raftlock_lock_list(raftlock_client *client, const char *prefix, const char *after,
 				    uint32_t limit, bool stale, struct raftlock_lock_list **out);
@@ -1223,7 +1267,10 @@ struct raftlock_session_list {
 	uint64_t cluster_time;
 };
 
-/* Lists sessions by id, after `after` (0 = from the start). */
+/* Lists sessions by id, after `after` (0 = from the start), at most
+ * `limit` (0 = the server's default page); linearizable unless `stale`.
+ * *out is freed with raftlock_session_list_free(). Errors: the transport
+ * errors. */
 RAFTLOCK_API int raftlock_session_list(raftlock_client *client, uint64_t after, uint32_t limit,
 				       bool stale, struct raftlock_session_list **out);
 RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list);
@@ -1310,7 +1357,8 @@ RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, si
  * (docs/OPERATIONS.md, "Backup and restore"; restored with raftlockd
  * --restore). The leader takes the image after a read barrier, so it holds
  * every write acknowledged before the call, and sends it in chunks (an
- * image may be far larger than a frame). The bytes go to "<path>.tmp",
+ * image may be far larger than a frame). The bytes go to "<path>.tmp"
+ * (here "<path>.<16 random hex digits>.tmp", a name of the save's own),
  * which is synced, checked against the image's checksum and then renamed
  * to path: path is replaced only by a whole, undamaged image. If the
  * leader changes during the save, the save starts over (three times at
@@ -1319,12 +1367,14 @@ RAFTLOCK_API const char *raftlock_acl_perms_format(uint32_t perms, char *buf, si
  * client: borrowed for the call; path: borrowed for the call. *index (if
  * not NULL) gets the applied index the image holds. Thread-safe; blocks
  * for the transfer (each chunk within the client's request timeout).
- * Errors: RAFTLOCK_EINVAL (NULL argument), RAFTLOCK_EIO (the file: the
- * message names it), RAFTLOCK_EDATA (the image arrived damaged),
- * RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
+ * Errors: RAFTLOCK_EINVAL (NULL argument, a path too long), RAFTLOCK_EIO
+ * (the file: the message names it), RAFTLOCK_EDATA (the image arrived
+ * damaged), RAFTLOCK_ENOTFOUND (the leader kept changing), RAFTLOCK_EPERM,
  * RAFTLOCK_ENOMEM, and the errors of any request (RAFTLOCK_ETIMEDOUT,
  * RAFTLOCK_ECONNECTION, ...). On failure no file is left at "<path>.tmp"
- * and path is unchanged.
+ * and path is unchanged, but for RAFTLOCK_EIO after the rename, when
+ * path's directory could not be synced (the message says so): path holds
+ * the new image, which a crash may still undo.
  */
 RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *client, const char *path, uint64_t *index);
 
