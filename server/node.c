@@ -398,11 +398,13 @@ static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		 * what the node derives from the store. */
 		int rv = snapshot_load(&n->store, &n->fsm, &parts, NULL);
 		if (rv != 0) {
-			char cause[96];
-			snprintf(cause, sizeof cause, "loading it into the store failed (%s)",
+			char cause[384];
+			const char *why = store_load_error(&n->store);
+			snprintf(cause, sizeof cause, "loading it into the store failed (%s%s%s)",
 				 rv == RAFTLOCK_EDATA    ? "damaged image"
 				 : rv == RAFTLOCK_ENOMEM ? "out of memory unpacking its image"
-							 : "store error");
+							 : "store error",
+				 *why ? ": " : "", why);
 			return restore_failed(n, cause, index, buf->len);
 		}
 		uint32_t level = node_cluster_feature_level(n);

@@ -9,6 +9,9 @@
 #define LOCK_DELAY_UNTIL 6
 #define HOLDER_SESSION 1
 #define HOLDER_REVOKE_AT 50
+#define WAITER_SESSION 1
+#define WAITER_SEQ 5
+#define WAITER_MULTI 40
 
 enum wire { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 
@@ -116,4 +119,46 @@ bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session)
 			return false;
 	}
 	return queued;
+}
+
+/* Reads the Waiter in c: its session, its seq and whether it is a set's.
+ * False when unreadable. */
+static bool waiter_read(struct cursor c, uint64_t *session, uint64_t *seq, bool *multi)
+{
+	*session = *seq = 0;
+	*multi = false;
+	while (c.p < c.end) {
+		uint64_t number, v;
+		struct cursor sub;
+		if (!field(&c, &number, &v, &sub))
+			return false;
+		if (number == WAITER_SESSION)
+			*session = v;
+		else if (number == WAITER_SEQ)
+			*seq = v;
+		else if (number == WAITER_MULTI)
+			*multi = v != 0;
+	}
+	return true;
+}
+
+bool record_peek_lock_set_waiters(const void *bytes, size_t n,
+				  void (*visit)(void *arg, uint64_t session, uint64_t seq),
+				  void *arg)
+{
+	struct cursor c = {bytes, (const uint8_t *)bytes + n};
+	while (c.p < c.end) {
+		uint64_t number, v, session, seq;
+		struct cursor sub = {0};
+		bool multi;
+		if (!field(&c, &number, &v, &sub))
+			return false;
+		if (number != LOCK_WAITERS)
+			continue;
+		if (sub.p == NULL || !waiter_read(sub, &session, &seq, &multi))
+			return false; /* not a message where a waiter must be */
+		if (multi)
+			visit(arg, session, seq);
+	}
+	return true;
 }

@@ -27,4 +27,12 @@ bool record_peek_lock_timed(const void *bytes, size_t n);
  * hint, so bytes it cannot read give false. */
 bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session);
 
+/* Visits the waiters of a lock set (Waiter.multi) among the n bytes of a
+ * LockRecord, in queue order, with their session and seq. Returns false
+ * when the bytes cannot be read (visit may have been called for the
+ * waiters before the damage), true otherwise. */
+bool record_peek_lock_set_waiters(const void *bytes, size_t n,
+				  void (*visit)(void *arg, uint64_t session, uint64_t seq),
+				  void *arg);
+
 #endif

@@ -104,7 +104,9 @@ int restore_install(const char *data_dir, struct store *st, struct fsm *f,
 		    const struct restore_image *img, char *err, size_t errlen)
 {
 	if (store_load(st, img->buf, img->len) != 0) {
-		snprintf(err, errlen, "the image does not load (damaged records)");
+		const char *why = store_load_error(st);
+		snprintf(err, errlen, "the image does not load (damaged records%s%s)",
+			 *why ? ": " : "", why);
 		return RAFTLOCK_EDATA;
 	}
 	fsm_restore_base(f, img->sum);
@@ -148,10 +150,13 @@ int restore_reload_base(const char *data_dir, struct store *st, char *err, size_
 		return rv;
 	/* checked whole first: the load puts records before it reaches the
 	 * checksum, and a damaged file must say so, not fill the map */
-	if (!image_sum_ok(buf, len) || store_load(st, buf, len) != 0) {
+	bool whole = image_sum_ok(buf, len);
+	if (!whole || store_load(st, buf, len) != 0) {
 		free(buf);
-		snprintf(err, errlen, "%s is damaged: the state this restored cluster started from",
-			 path);
+		const char *why = whole ? store_load_error(st) : "";
+		snprintf(err, errlen,
+			 "%s is damaged%s%s: the state this restored cluster started from", path,
+			 *why ? ", " : "", why);
 		return RAFTLOCK_EDATA;
 	}
 	free(buf);

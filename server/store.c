@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "log.h"
 #include "raftlock.h"
 #include "record_peek.h"
+#include "sets_check.h"
 
 #define SNAP_MAGIC IMAGE_MAGIC_WORDS /* summed by words (image.h) */
 #define SNAP_MAGIC_04 "RLSNAP04"     /* with the access rules */
@@ -854,15 +856,17 @@ void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *iden
  * a load put, both in session order. */
 struct row_walk {
 	const ProtobufCMessageDescriptor *desc;
+	struct sets_check *sets; /* the rows are sets: each checked there */
 	MDB_cursor *cur;
 	MDB_val key, val;
 	int rc; /* of the cursor's last move: MDB_NOTFOUND past the end */
 };
 
 static void row_walk_begin(MDB_txn *txn, MDB_dbi dbi, const ProtobufCMessageDescriptor *desc,
-			   struct row_walk *w)
+			   struct sets_check *sets, struct row_walk *w)
 {
 	w->desc = desc;
+	w->sets = sets;
 	check(mdb_cursor_open(txn, dbi, &w->cur), "cursor");
 	w->rc = mdb_cursor_get(w->cur, &w->key, &w->val, MDB_FIRST);
 }
@@ -877,7 +881,7 @@ static uint64_t row_seq(const ProtobufCMessage *m)
 
 /* Takes the rows of session id, counting them and their pending ones;
  * false for a row before them (of no session), one that does not decode,
- * or one whose seq is not its key's. */
+ * one whose seq is not its key's, or a set sets_check_set() refuses. */
 static bool row_walk_take(struct row_walk *w, uint64_t id, uint64_t *rows, uint64_t *pending)
 {
 	*rows = *pending = 0;
@@ -892,6 +896,8 @@ static bool row_walk_take(struct row_walk *w, uint64_t id, uint64_t *rows, uint6
 		bool ok = m != NULL && row_seq(m) == be_get((const uint8_t *)w->key.mv_data + 8, 8);
 		if (ok && w->desc == &raftlock__outcome__descriptor)
 			*pending += ((const Raftlock__Outcome *)m)->pending;
+		if (ok && w->sets != NULL)
+			ok = sets_check_set(w->sets, id, (const Raftlock__MultiWait *)m) == 0;
 		if (m != NULL)
 			protobuf_c_message_free_unpacked(m, NULL);
 		if (!ok)
@@ -911,49 +917,78 @@ static bool row_walk_end(struct row_walk *w)
 	return none_left;
 }
 
+/* A row walk's refusal at session id: sets_check_set()'s, which said
+ * why, or a row of no session before id, or one that does not decode or
+ * whose seq is not its key's. */
+static int rows_refused(struct store *s, const char *table, uint64_t id)
+{
+	if (s->load_error[0] != '\0')
+		return RAFTLOCK_EDATA;
+	return store_load_refuse(s,
+				 "a row of the %s table at session %llu, or before it, is of no "
+				 "session, does not decode or is not at its seq",
+				 table, (unsigned long long)id);
+}
+
 /* Whether a loaded session and its rows agree: below the level of the
  * tables by (session, seq) (seq_tables false) it has no counts, and the
- * tables no rows (the loader refused them); from it no lists, and as
- * many outcome rows, pending ones too, as it counts. */
-static bool session_rows_agree(const Raftlock__SessionRecord *rec, bool seq_tables,
-			       struct row_walk *outcomes, struct row_walk *sets)
+ * tables no rows (the loader refused them), and the sets of its list
+ * agree with their waiters; from it no lists, and as many outcome rows,
+ * pending ones too, as it counts (each set row is checked as it is
+ * taken). 0 or RAFTLOCK_EDATA. */
+static int session_rows_check(struct store *s, const Raftlock__SessionRecord *rec, bool seq_tables,
+			      struct row_walk *outcomes, struct row_walk *sets,
+			      struct sets_check *lock_sets)
 {
 	uint64_t rows, pending, set_rows, unused;
-	if (!row_walk_take(outcomes, rec->id, &rows, &pending) ||
-	    !row_walk_take(sets, rec->id, &set_rows, &unused))
-		return false;
-	if (!seq_tables)
-		return rec->outcome_count == 0 && rec->pending_outcomes == 0 &&
-		       rec->n_prune_due == 0;
-	return rec->n_outcomes == 0 && rec->n_multi_waits == 0 && rows == rec->outcome_count &&
-	       pending == rec->pending_outcomes;
+	if (!row_walk_take(outcomes, rec->id, &rows, &pending))
+		return rows_refused(s, "outcomes", rec->id);
+	if (!row_walk_take(sets, rec->id, &set_rows, &unused))
+		return rows_refused(s, "multi_waits", rec->id);
+	bool agree = seq_tables ? rec->n_outcomes == 0 && rec->n_multi_waits == 0 &&
+					  rows == rec->outcome_count &&
+					  pending == rec->pending_outcomes
+				: rec->outcome_count == 0 && rec->pending_outcomes == 0 &&
+					  rec->n_prune_due == 0;
+	if (!agree)
+		return store_load_refuse(s,
+					 "session %llu: its record's outcomes and sets do not "
+					 "agree with the rows of its image's format",
+					 (unsigned long long)rec->id);
+	return seq_tables ? 0 : sets_check_list(lock_sets, rec);
 }
 
 /* Counts every session of the sessions table in the identities index,
  * which must be empty: after a snapshot is loaded. RAFTLOCK_EDATA for a
  * session record that does not decode, or whose identity is longer than
  * a key may be, or whose rows by (session, seq) disagree with it, or a
- * row of no session: the image's sums were right, but this build never
- * wrote it (a load refuses it whole rather than stop the node, as apply
- * would when such a session ends). One walk of each table. */
-static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables)
+ * row of no session, or a queued lock set that disagrees with its
+ * waiters (sets_check.h): the image's sums were right, but this build
+ * never wrote it (a load refuses it whole rather than stop the node, as
+ * apply would when such a session ends). One walk of each table. */
+static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
+			  struct sets_check *lock_sets)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
 	size_t key_max = (size_t)mdb_env_get_maxkeysize(s->env);
 	int rv = 0;
 	struct row_walk outcomes, sets;
-	row_walk_begin(txn, s->outcomes, &raftlock__outcome__descriptor, &outcomes);
-	row_walk_begin(txn, s->multi_waits, &raftlock__multi_wait__descriptor, &sets);
+	row_walk_begin(txn, s->outcomes, &raftlock__outcome__descriptor, NULL, &outcomes);
+	row_walk_begin(txn, s->multi_waits, &raftlock__multi_wait__descriptor, lock_sets, &sets);
 	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		Raftlock__SessionRecord *rec =
 			raftlock__session_record__unpack(NULL, val.mv_size, val.mv_data);
-		if (rec == NULL || strlen(rec->identity) > key_max ||
-		    !session_rows_agree(rec, seq_tables, &outcomes, &sets))
-			rv = RAFTLOCK_EDATA;
+		if (rec == NULL)
+			rv = store_load_refuse(s, "a session record does not decode");
+		else if (strlen(rec->identity) > key_max)
+			rv = store_load_refuse(s, "session %llu's identity is longer than a key",
+					       (unsigned long long)rec->id);
 		else
+			rv = session_rows_check(s, rec, seq_tables, &outcomes, &sets, lock_sets);
+		if (rv == 0)
 			store_identity_sessions_add(s, txn, rec->identity, +1);
 		if (rec != NULL)
 			raftlock__session_record__free_unpacked(rec, NULL);
@@ -961,21 +996,41 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables)
 	mdb_cursor_close(cur);
 	bool outcomes_done = row_walk_end(&outcomes), sets_done = row_walk_end(&sets);
 	if (rv == 0 && !(outcomes_done && sets_done))
-		rv = RAFTLOCK_EDATA;
-	return rv;
+		rv = store_load_refuse(s, "rows of the %s table after the last session",
+				       outcomes_done ? "multi_waits" : "outcomes");
+	return rv == 0 ? sets_check_end(lock_sets, seq_tables) : rv;
 }
 
 /* The checks of a load past the records' own: the image's format agrees
- * with the level its state records, and each session with its rows by
- * (session, seq). */
-static int check_loaded(struct store *s, MDB_txn *txn, bool seq_tables)
+ * with the level its state records, each lock record can be read, each
+ * session agrees with its rows by (session, seq), and the queued lock
+ * sets with their waiters (lock_sets has counted them on the locks
+ * loaded). */
+static int check_loaded(struct store *s, MDB_txn *txn, bool seq_tables,
+			struct sets_check *lock_sets)
 {
 	Raftlock__Meta *m = store_get_meta(s, txn);
-	bool at_level = features_recorded(m->feature_level) >= FEATURES_SEQ_TABLES;
+	uint32_t level = features_recorded(m->feature_level);
 	raftlock__meta__free_unpacked(m, NULL);
-	if (at_level != seq_tables)
-		return RAFTLOCK_EDATA; /* a format that state's level never writes */
-	return index_sessions(s, txn, seq_tables);
+	if ((level >= FEATURES_SEQ_TABLES) != seq_tables)
+		return store_load_refuse(s, "an image of the format %s for a state of level %u",
+					 seq_tables ? "RLSNAP07" : "before RLSNAP07", level);
+	int rv = sets_check_locks_read(lock_sets);
+	return rv != 0 ? rv : index_sessions(s, txn, seq_tables, lock_sets);
+}
+
+const char *store_load_error(const struct store *s)
+{
+	return s->load_error;
+}
+
+int store_load_refuse(struct store *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->load_error, sizeof s->load_error, fmt, ap);
+	va_end(ap);
+	return RAFTLOCK_EDATA;
 }
 
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
@@ -1444,6 +1499,7 @@ int store_load_from(struct store *s, struct image_reader *r)
 {
 	struct image_records rs;
 	uint8_t magic[IMAGE_MAGIC_SIZE];
+	s->load_error[0] = '\0';
 	int rv = image_records_begin(&rs, r, magic);
 	if (rv != 0)
 		return rv;
@@ -1452,6 +1508,8 @@ int store_load_from(struct store *s, struct image_reader *r)
 	bool names = seq_tables || memcmp(magic, SNAP_MAGIC_06, 8) == 0;
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
+	struct sets_check lock_sets;
+	sets_check_begin(&lock_sets, s, txn);
 	/* store_record_bytes() of the records loaded, counted as they are
 	 * put rather than by a second walk of every table */
 	uint64_t bytes = 0;
@@ -1485,6 +1543,10 @@ int store_load_from(struct store *s, struct image_reader *r)
 			break;
 		default: goto damaged;
 		}
+		/* the sets' waiters counted from the bytes in hand, not
+		 * read again after the load */
+		if (dbi == s->locks)
+			sets_check_lock(&lock_sets, &key, &val);
 		int rc = 0;
 		if (appender[tag] == NULL)
 			rc = mdb_cursor_open(txn, dbi, &appender[tag]);
@@ -1504,7 +1566,7 @@ int store_load_from(struct store *s, struct image_reader *r)
 	if (rv == 0)
 		rv = image_records_end(&rs);
 	if (rv == 0)
-		rv = check_loaded(s, txn, seq_tables);
+		rv = check_loaded(s, txn, seq_tables, &lock_sets);
 	if (rv != 0)
 		goto out;
 	store_commit(txn);

@@ -61,6 +61,8 @@ struct store {
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
 	int64_t txn_bytes;  /* what it added to bytes so far */
+	/* store_load_error() */
+	char load_error[256];
 };
 
 /* Opens (creating if needed) the environment in directory `dir` with a map
@@ -318,7 +320,9 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * and rebuilds the identities index from its sessions.
  * Returns 0 or RAFTLOCK_EDATA (damaged image, or one with right sums
  * whose session records do not decode, or whose rows by (session, seq)
- * disagree with their sessions or with its format: nothing changed). */
+ * disagree with their sessions or with its format, or whose queued lock
+ * sets disagree with the waiters on its locks (sets_check.h):
+ * store_load_error() says which; nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 
 /* Where store_load_from() reads an image, a piece at a time (the other
@@ -340,6 +344,15 @@ struct image_reader {
  * checked before the transaction commits. Returns 0, RAFTLOCK_EDATA
  * (damaged image) or r's error; on an error nothing changed. */
 int store_load_from(struct store *s, struct image_reader *r);
+
+/* Why the last load refused an image whose sums were right: the
+ * records that disagree (a session, a lock, a seq), or "" when it did
+ * not refuse one for that. Valid until the next load. */
+const char *store_load_error(const struct store *s);
+
+/* For the checks of a load (sets_check.h): notes why it refuses the
+ * image, printf-style, for store_load_error(). Returns RAFTLOCK_EDATA. */
+int store_load_refuse(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Removes every record, in one transaction. */
 void store_clear(struct store *s);

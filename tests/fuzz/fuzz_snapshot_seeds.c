@@ -19,8 +19,8 @@
 static const char *out_dir;
 
 /* A session (1, of identity "fuzz") holding lock "a/1" with the outcome
- * of its seq 3 and a lock set of seq 4, and a record in every other table,
- * at applied index 7. */
+ * of its seq 3 and a lock set of seq 4 queued on "a/2" and "a/3", and a
+ * record in every other table, at applied index 7. */
 static void fill(struct store *st)
 {
 	MDB_txn *txn = store_begin(st, true);
@@ -34,7 +34,7 @@ static void fill(struct store *st)
 	session.id = 1;
 	session.ttl_ms = 5000;
 	session.identity = "fuzz";
-	session.lock_count = 1;
+	session.lock_count = 3;
 	session.outcome_count = 1;
 	store_put_session(st, txn, &session);
 	Raftlock__Result result = RAFTLOCK__RESULT__INIT;
@@ -61,6 +61,20 @@ static void fill(struct store *st)
 	lock.n_holders = 1;
 	store_put_lock(st, txn, &lock);
 	store_session_lock_add(st, txn, 1, "a/1");
+	/* the set's waiter on each of its locks */
+	Raftlock__Waiter waiter = RAFTLOCK__WAITER__INIT, *waiters[] = {&waiter};
+	waiter.session = 1;
+	waiter.owner = 2;
+	waiter.seq = 4;
+	waiter.multi = true;
+	for (size_t i = 0; i < set.n_names; i++) {
+		Raftlock__LockRecord queued = RAFTLOCK__LOCK_RECORD__INIT;
+		queued.name = set_names[i];
+		queued.waiters = waiters;
+		queued.n_waiters = 1;
+		store_put_lock(st, txn, &queued);
+		store_session_lock_add(st, txn, 1, set_names[i]);
+	}
 	store_put_nonce(st, txn, 99, 1);
 	store_put_lease(st, txn, 1, 5000, 5000);
 	store_put_acl(st, txn, "fuzz", "a/", RAFTLOCK__ACL_PERM__ACL_LOCK);
@@ -117,6 +131,12 @@ int main(int argc, char **argv)
 	    image_pack_at(&st, txn, malloc, free, NULL, &packed, &packed_len, &raw_len) != 0)
 		return 1;
 	store_abort(txn);
+	/* the seeds of a whole image are images a node loads */
+	if (store_load(&st, image, image_len) != 0) {
+		fprintf(stderr, "fuzz_snapshot_seeds: the image does not load: %s\n",
+			store_load_error(&st));
+		return 1;
+	}
 	void *damaged;
 	size_t damaged_len;
 	if (put_damaged_session(&st) != 0 || store_dump(&st, malloc, &damaged, &damaged_len) != 0)

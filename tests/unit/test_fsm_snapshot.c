@@ -4,6 +4,7 @@
  */
 #include "feature_level.h"
 #include "image.h"
+#include "records.h"
 #include "test_fsm_harness.h"
 
 /* A state with something in every database: sessions with nonces, locks
@@ -565,6 +566,188 @@ static void test_image_rows_must_agree_with_their_sessions(void **state)
 	assert_int_equal(reload(f, g), 0);
 }
 
+/* Edits f's store directly: put lock record rec as it is. */
+static void put_lock(struct fx *f, const Raftlock__LockRecord *rec)
+{
+	MDB_txn *txn = store_begin(&f->store, true);
+	store_put_lock(&f->store, txn, rec);
+	store_commit(txn);
+}
+
+/* Edits f's store directly: put session record rec as it is. */
+static void put_session(struct fx *f, const Raftlock__SessionRecord *rec)
+{
+	MDB_txn *txn = store_begin(&f->store, true);
+	store_put_session(&f->store, txn, rec);
+	store_commit(txn);
+}
+
+/* At feature level `level`, a new session *session queues the lock set
+ * m1, m2, m3 behind the holder of m2 (session *holder): its seq. */
+static uint64_t queue_set(struct fx *f, uint32_t level, uint64_t *holder, uint64_t *session)
+{
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = level);
+	*holder = fx_session(f);
+	fx_take(f, *holder, 1, "m2");
+	*session = fx_session(f);
+	struct op o = OP(MULTI_ACQUIRE, .session = *session, .owner = 4,
+			 .names = NAMES("m1", "m2", "m3"), .wait = true);
+	fx_number(f, &o);
+	assert_true(fx_do(f, o).queued);
+	return o.seq;
+}
+
+/* An image of f is refused by g, which says why naming the lock and the
+ * set (session, seq). */
+static void assert_set_refused(struct fx *f, struct fx *g, const char *lock, uint64_t session,
+			       uint64_t seq)
+{
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	const char *why = store_load_error(&g->store);
+	char want[128];
+	snprintf(want, sizeof want, "lock '%s'", lock);
+	assert_non_null(strstr(why, want));
+	snprintf(want, sizeof want, "session %llu's lock set of seq %llu",
+		 (unsigned long long)session, (unsigned long long)seq);
+	assert_non_null(strstr(why, want));
+}
+
+/* Lock name of f's store as it is; in the store, its last waiter taken
+ * out (put_lock() of the record returned puts it back). */
+static Raftlock__LockRecord *take_last_waiter(struct fx *f, const char *name)
+{
+	Raftlock__LockRecord *was = fx_lock(f, name), *l = fx_lock(f, name);
+	assert_true(l->n_waiters > 0);
+	records_remove_waiter(l, l->n_waiters - 1);
+	put_lock(f, l);
+	raftlock__lock_record__free_unpacked(l, NULL);
+	return was;
+}
+
+/* The waiter of the set on m3 missing, then there but not marked as a
+ * set's: refused, naming m3 and the set. */
+static void assert_m3_waiter_needed(struct fx *f, struct fx *g, uint64_t session, uint64_t seq)
+{
+	Raftlock__LockRecord *m3 = take_last_waiter(f, "m3");
+	assert_set_refused(f, g, "m3", session, seq);
+	Raftlock__Waiter *w = m3->waiters[m3->n_waiters - 1];
+	w->multi = false;
+	put_lock(f, m3);
+	assert_set_refused(f, g, "m3", session, seq);
+	w->multi = true;
+	put_lock(f, m3);
+	raftlock__lock_record__free_unpacked(m3, NULL);
+}
+
+/* g holds f's state: the release of m2 by its holder grants session s
+ * its set (seq) of three locks in both alike. */
+static void assert_set_granted_alike(struct fx *f, struct fx *g, uint64_t holder, uint64_t s,
+				     uint64_t seq)
+{
+	struct fx *both[] = {f, g};
+	for (int i = 0; i < 2; i++) {
+		DO(both[i], RELEASE, .session = holder, .owner = 1, .name = "m2");
+		const struct fx_event *granted = fx_push(both[i], s, seq);
+		assert_non_null(granted);
+		assert_int_equal(granted->result.n_tokens, 3);
+	}
+	fx_assert_same_state(f, g);
+}
+
+/* A queued lock set and the waiters on its locks must agree (apply trusts
+ * it: a waiter whose set is gone stops every node once it is granted, a
+ * set without one of its waiters is never granted): an image where the
+ * set's row is missing, or its waiter on one of its locks, or that waiter
+ * is not marked as a set's, is refused, saying which lock and which set;
+ * the image as it was loads, and the set is granted there as it is in
+ * the original. */
+static void test_image_sets_must_agree_with_their_waiters(void **state)
+{
+	struct fx *f = *state;
+	uint64_t holder, s;
+	uint64_t seq = queue_set(f, FEATURES_SEQ_TABLES, &holder, &s);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(reload(f, g), 0);
+	assert_string_equal(store_load_error(&g->store), "");
+
+	MDB_txn *txn = store_begin(&f->store, true);
+	Raftlock__MultiWait *row = store_get_multi_wait(&f->store, txn, s, seq);
+	assert_non_null(row);
+	store_del_multi_wait(&f->store, txn, s, seq); /* its waiters stay, m1's first */
+	store_commit(txn);
+	assert_set_refused(f, g, "m1", s, seq);
+	txn = store_begin(&f->store, true);
+	store_put_multi_wait(&f->store, txn, s, row);
+	store_commit(txn);
+	raftlock__multi_wait__free_unpacked(row, NULL);
+	assert_m3_waiter_needed(f, g, s, seq);
+
+	fx_restore_from(g, f);
+	assert_string_equal(store_load_error(&g->store), "");
+	assert_set_granted_alike(f, g, holder, s, seq);
+}
+
+/* A lock record that does not decode, in an image with right sums, is
+ * refused too, naming the lock (apply would stop at it; the load reads
+ * every lock's waiters from its bytes). */
+static void test_image_lock_record_must_decode(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	struct fx_image im = fx_dump(f);
+	size_t tags[32], n = image_tags(&im, tags, 32), damaged = 0;
+	for (size_t i = 0; i < n && damaged == 0; i++) {
+		const uint8_t *p = (const uint8_t *)im.buf + tags[i];
+		size_t klen = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+		if (p[0] == 3 && klen == 7 && memcmp(p + 5, "delayed", 7) == 0)
+			damaged = tags[i] + 5 + klen + 4; /* its value's first byte */
+	}
+	assert_true(damaged > 0);
+	((uint8_t *)im.buf)[damaged] = 0x0f; /* field 1, wire type 7 */
+	struct fx *g = fx_peer(f);
+	assert_int_equal(store_load(&g->store, remagic(f, &im, "RLSNAP07"), im.len),
+			 RAFTLOCK_EDATA);
+	assert_string_equal(store_load_error(&g->store),
+			    "the record of lock 'delayed' does not decode");
+	fx_image_free(&im);
+}
+
+/* Below level FEATURES_SEQ_TABLES a session's queued sets are a list in
+ * its record: the same agreement, and no seq twice in the list. */
+static void test_image_set_lists_must_agree_with_their_waiters(void **state)
+{
+	struct fx *f = *state;
+	uint64_t holder, s;
+	uint64_t seq = queue_set(f, FEATURES_SEQ_TABLES - 1, &holder, &s);
+	struct fx_image im = fx_dump(f);
+	assert_memory_equal(im.buf, "RLSNAP06", 8);
+	fx_image_free(&im);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(reload(f, g), 0);
+
+	Raftlock__SessionRecord *rec = fx_sess(f, s);
+	assert_int_equal(rec->n_multi_waits, 1);
+	rec->n_multi_waits = 0; /* the list without its set */
+	put_session(f, rec);
+	assert_set_refused(f, g, "m1", s, seq);
+	Raftlock__MultiWait **own = rec->multi_waits, *twice[] = {own[0], own[0]};
+	rec->multi_waits = twice;
+	rec->n_multi_waits = 2;
+	put_session(f, rec);
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	assert_non_null(strstr(store_load_error(&g->store), "two lock sets of seq"));
+	rec->multi_waits = own;
+	rec->n_multi_waits = 1;
+	put_session(f, rec);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	assert_m3_waiter_needed(f, g, s, seq);
+
+	fx_restore_from(g, f);
+	assert_set_granted_alike(f, g, holder, s, seq);
+}
+
 /* A target store with a state of its own, an image of another state, and
  * a scratch buffer one byte longer than the image. */
 struct damage {
@@ -689,6 +872,9 @@ int main(void)
 		T(test_level_moves_outcomes_to_their_table),
 		T(test_pinned_mark_leaves_the_record_small),
 		T(test_image_rows_must_agree_with_their_sessions),
+		T(test_image_sets_must_agree_with_their_waiters),
+		T(test_image_set_lists_must_agree_with_their_waiters),
+		T(test_image_lock_record_must_decode),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

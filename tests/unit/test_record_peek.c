@@ -4,12 +4,15 @@
  * of timer is seen (a lock-delay, a waiter, a holder's revocation time,
  * among other holders and fields), a record without one is passed over,
  * and bytes it cannot read are left to the decoder. record_peek_lock_queued()
- * sees a waiter and nothing else.
+ * sees a waiter and nothing else. record_peek_lock_set_waiters() visits the
+ * waiters of lock sets and no other, and calls unreadable only bytes the
+ * decoder refuses too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +180,66 @@ static void test_queue_seen(void **state)
 	assert_false(record_peek_lock_queued(buf, 0, 1));
 }
 
+/* What record_peek_lock_set_waiters() visited: "session:seq" words. */
+struct visited {
+	char text[128];
+};
+
+static void note_visit(void *arg, uint64_t session, uint64_t seq)
+{
+	struct visited *v = arg;
+	size_t at = strlen(v->text);
+	snprintf(v->text + at, sizeof v->text - at, "%s%llu:%llu", at ? " " : "",
+		 (unsigned long long)session, (unsigned long long)seq);
+}
+
+static void test_set_waiters_seen(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, *hs[2];
+	held(&rec, &h, hs);
+	Raftlock__Waiter w[4], *ws[4];
+	for (int i = 0; i < 4; i++) {
+		raftlock__waiter__init(&w[i]);
+		w[i].session = 9 + (uint64_t)i;
+		w[i].owner = 2;
+		w[i].seq = 100 + (uint64_t)i;
+		w[i].deadline = 1ull << 40;
+		w[i].value = "v";
+		ws[i] = &w[i];
+	}
+	w[1].multi = w[3].multi = true;
+	rec.waiters = ws;
+	rec.n_waiters = 4;
+	size_t n = pack(&rec);
+	struct visited v = {""};
+	assert_true(record_peek_lock_set_waiters(buf, n, note_visit, &v));
+	assert_string_equal(v.text, "10:101 12:103"); /* in queue order, plain ones not */
+	/* Cut anywhere: unreadable only where the decoder refuses too. */
+	unsigned refused = 0;
+	for (size_t k = 0; k <= n; k++) {
+		v.text[0] = '\0';
+		if (record_peek_lock_set_waiters(buf, k, note_visit, &v))
+			continue;
+		Raftlock__LockRecord *cut = raftlock__lock_record__unpack(NULL, k, buf);
+		assert_null(cut);
+		refused++;
+	}
+	assert_true(refused > n / 2);
+	v.text[0] = '\0';
+	assert_true(record_peek_lock_set_waiters(buf, 0, note_visit, &v));
+	assert_string_equal(v.text, "");
+	static const uint8_t bad_wire[] = {0x0f, 0x01};
+	static const uint8_t waiters_varint[] = {0x28, 0x01};         /* field 5 as a varint */
+	static const uint8_t bad_waiter[] = {0x2a, 0x02, 0x08, 0xff}; /* a waiter cut short */
+	assert_false(record_peek_lock_set_waiters(bad_wire, sizeof bad_wire, note_visit, &v));
+	assert_false(record_peek_lock_set_waiters(waiters_varint, sizeof waiters_varint, note_visit,
+						  &v));
+	assert_false(record_peek_lock_set_waiters(bad_waiter, sizeof bad_waiter, note_visit, &v));
+	assert_null(raftlock__lock_record__unpack(NULL, sizeof bad_waiter, bad_waiter));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_every_timer_seen),
 		cmocka_unit_test(test_unreadable_bytes_left_to_the_decoder),
 		cmocka_unit_test(test_queue_seen),
+		cmocka_unit_test(test_set_waiters_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
