@@ -1002,16 +1002,26 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 }
 
 /* The checks of a load past the records' own: the image's format agrees
- * with the level its state records, each lock record can be read, each
- * session agrees with its rows by (session, seq), and the queued lock
- * sets with their waiters (lock_sets has counted them on the locks
- * loaded). */
+ * with the level its state records (its meta record decodes), each lock
+ * record can be read, each session agrees with its rows by (session,
+ * seq), and the queued lock sets with their waiters (lock_sets has
+ * counted them on the locks loaded). */
 static int check_loaded(struct store *s, MDB_txn *txn, bool seq_tables,
 			struct sets_check *lock_sets)
 {
-	Raftlock__Meta *m = store_get_meta(s, txn);
-	uint32_t level = features_recorded(m->feature_level);
-	raftlock__meta__free_unpacked(m, NULL);
+	/* not store_get_meta(): it stops the node on a record that does
+	 * not decode, which a load refuses instead */
+	MDB_val val;
+	uint32_t level = features_recorded(0); /* no meta record: none recorded */
+	int rc = mdb_get(txn, s->meta, &meta_key, &val);
+	if (rc != MDB_NOTFOUND) {
+		check(rc, "get");
+		Raftlock__Meta *m = raftlock__meta__unpack(NULL, val.mv_size, val.mv_data);
+		if (m == NULL)
+			return store_load_refuse(s, "the meta record does not decode");
+		level = features_recorded(m->feature_level);
+		raftlock__meta__free_unpacked(m, NULL);
+	}
 	if ((level >= FEATURES_SEQ_TABLES) != seq_tables)
 		return store_load_refuse(s, "an image of the format %s for a state of level %u",
 					 seq_tables ? "RLSNAP07" : "before RLSNAP07", level);

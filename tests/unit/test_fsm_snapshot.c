@@ -688,30 +688,41 @@ static void test_image_sets_must_agree_with_their_waiters(void **state)
 	assert_set_granted_alike(f, g, holder, s, seq);
 }
 
-/* A lock record that does not decode, in an image with right sums, is
- * refused too, naming the lock (apply would stop at it; the load reads
- * every lock's waiters from its bytes). */
-static void test_image_lock_record_must_decode(void **state)
+/* The load into g of an image of f whose record of key `key` in table
+ * `tag` (store.c's DB_*) does not decode, with right sums: refused,
+ * saying why. */
+static const char *load_undecodable(struct fx *f, struct fx *g, uint8_t tag, const char *key)
 {
-	struct fx *f = *state;
-	build_state(f);
-	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
 	struct fx_image im = fx_dump(f);
 	size_t tags[32], n = image_tags(&im, tags, 32), damaged = 0;
 	for (size_t i = 0; i < n && damaged == 0; i++) {
 		const uint8_t *p = (const uint8_t *)im.buf + tags[i];
 		size_t klen = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
-		if (p[0] == 3 && klen == 7 && memcmp(p + 5, "delayed", 7) == 0)
+		if (p[0] == tag && klen == strlen(key) && memcmp(p + 5, key, klen) == 0)
 			damaged = tags[i] + 5 + klen + 4; /* its value's first byte */
 	}
 	assert_true(damaged > 0);
 	((uint8_t *)im.buf)[damaged] = 0x0f; /* field 1, wire type 7 */
-	struct fx *g = fx_peer(f);
 	assert_int_equal(store_load(&g->store, remagic(f, &im, "RLSNAP07"), im.len),
 			 RAFTLOCK_EDATA);
-	assert_string_equal(store_load_error(&g->store),
-			    "the record of lock 'delayed' does not decode");
 	fx_image_free(&im);
+	return store_load_error(&g->store);
+}
+
+/* A lock record or the meta record that does not decode, in an image
+ * with right sums, is refused too, saying which (apply would stop at a
+ * lock's; the load reads every lock's waiters from its bytes, and the
+ * meta record's level). */
+static void test_image_records_must_decode(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	struct fx *g = fx_peer(f);
+	assert_string_equal(load_undecodable(f, g, 3, "delayed"),
+			    "the record of lock 'delayed' does not decode");
+	assert_string_equal(load_undecodable(f, g, 1, "meta"), "the meta record does not decode");
+	assert_int_equal(reload(f, g), 0);
 }
 
 /* Below level FEATURES_SEQ_TABLES a session's queued sets are a list in
@@ -874,7 +885,7 @@ int main(void)
 		T(test_image_rows_must_agree_with_their_sessions),
 		T(test_image_sets_must_agree_with_their_waiters),
 		T(test_image_set_lists_must_agree_with_their_waiters),
-		T(test_image_lock_record_must_decode),
+		T(test_image_records_must_decode),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
