@@ -97,14 +97,21 @@ struct node {
 	unsigned batch_n;
 	struct node_waiter *batch_waiters;
 	size_t batch_waiters_cap;
-	/* Of the batch's commands, those that may wait (node_propose_parked),
-	 * and when the first of them came: a batch of only those is held
-	 * back for at most NODE_PARK_MS, for a command that cannot wait. */
+	/* Of the batch's commands, those that may wait (node_propose_call,
+	 * parked), and when the first of them came: a batch of only those is
+	 * held back for at most NODE_PARK_MS, for a command that cannot wait. */
 	unsigned batch_parked;
 	uint64_t batch_parked_ms;
-	struct timebase_timer park_timer; /* wakes the loop when the hold ends */
-	uint64_t commands_parked;         /* proposed through node_propose_parked */
-	struct append_order order;        /* our own append goes after the sends */
+	struct timebase_timer park_timer; /* wakes the loop when a hold ends */
+	uint64_t commands_parked;         /* proposed parked */
+	/* The return hold (node.c, return_hold_begin): calls the last entry
+	 * answered, calls proposed since, until when the batch waits for
+	 * them; entries left to go without a hold, and the next such count. */
+	unsigned hold_expect, hold_came;
+	uint64_t hold_until;
+	unsigned hold_skip, hold_backoff;
+	uint64_t holds_filled, holds_expired; /* how the holds ended */
+	struct append_order order;            /* our own append goes after the sends */
 
 	/* observed for the metrics */
 	struct io_timing disk;   /* raft log appends (io_timing.h) */
@@ -197,10 +204,14 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
  */
 int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
 
-#define NODE_PARK_MS 2 /* node_propose_parked's longest hold */
+#define NODE_PARK_MS 2 /* the longest hold of a parked call */
+#define NODE_HOLD_MS 2 /* the longest return hold (node.c), 1-2 ms of time */
 
 /*
- * As node_propose, for a command that may ride in a later entry: an
+ * As node_propose, for a client's call (service.c): the entry that answers
+ * it expects the caller's next command soon (the return hold, node.c).
+ *
+ * parked: a command that may ride in a later entry: an
  * acquire that will queue behind the waiters the lock already has. A batch
  * of only such commands is not proposed until a command that cannot wait
  * joins it, or NODE_PARK_MS after the first of them came. On a contended
@@ -211,12 +222,13 @@ int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, 
  * granted first, each by an entry that takes the batch along. Only a
  * stale hint (node_lock_queued) costs it up to NODE_PARK_MS.
  */
-int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
+int node_propose_call(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg,
+		      bool parked);
 
 /*
  * Whether an acquire of `session` on lock `name` would queue behind the
  * lock's waiters in the state this node has applied (store_lock_queued):
- * a hint for node_propose_parked, which an entry in flight may have made
+ * a hint for node_propose_call's parked, which an entry in flight may have made
  * stale. False unless this node is the ready leader.
  */
 bool node_lock_queued(struct node *n, const char *name, uint64_t session);

@@ -543,7 +543,7 @@ static enum service_op op_of(const Raftlock__Command *cmd)
 }
 
 /* Proposes cmd for request id of c; a parked one may ride in a later
- * entry (node_propose_parked). */
+ * entry (node_propose_call). */
 static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 			const Raftlock__Command *cmd, bool pushable, bool parked)
 {
@@ -556,8 +556,7 @@ static void propose_for(struct service *s, struct service_conn *c, uint64_t id,
 	p->seq = pushable ? cmd->seq : 0;
 	if (p->seq != 0)
 		pushes_set(&s->pushes, p->session, p->seq, c, id);
-	int rv = parked ? node_propose_parked(s->node, cmd, mutation_done, p)
-			: node_propose(s->node, cmd, mutation_done, p);
+	int rv = node_propose_call(s->node, cmd, mutation_done, p, parked);
 	if (rv != 0) {
 		if (p->seq != 0)
 			pushes_target_free(pushes_take(&s->pushes, p->session, p->seq));
@@ -1010,7 +1009,7 @@ static void handle_mutation(struct service *s, struct service_conn *c,
 		cmd.acquire = &acquire;
 		pushable = env->acquire->acquire->wait;
 		/* It will queue behind the lock's waiters: see
-		 * node_propose_parked(). */
+		 * node_propose_call(). */
 		parked = acquire.wait && node_lock_queued(s->node, acquire.name, cmd.session);
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:

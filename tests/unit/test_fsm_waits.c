@@ -90,7 +90,7 @@ static bool queued(struct fx *f, const char *name, uint64_t session)
 }
 
 /* store_lock_queued(), the leader's hint for parking an acquire
- * (node_propose_parked), follows the queue; the holder's own acquire is
+ * (node_propose_call, parked), follows the queue; the holder's own acquire is
  * granted at once (nested), so it is not queued; a name the store cannot
  * hold (a client's, not yet checked) is simply not queued. */
 static void test_queued_hint(void **state)

@@ -51,7 +51,7 @@ struct proposed {
 	uint8_t digest[SECRET_DIGEST_LEN]; /* OPEN_SESSION's secret_digest */
 	size_t digest_len;
 	uint32_t ttl_ms;                      /* OPEN_SESSION's */
-	bool parked;                          /* through node_propose_parked */
+	bool parked;                          /* through node_propose_call, parked */
 	uint64_t drop_session, drop_deadline; /* DROP_BOUND's */
 };
 
@@ -98,11 +98,12 @@ int node_propose_quiet(struct node *n, const Raftlock__Command *cmd)
 	return node_propose(n, cmd, NULL, NULL);
 }
 
-int node_propose_parked(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg)
+int node_propose_call(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg,
+		      bool parked)
 {
 	int rv = node_propose(n, cmd, cb, arg);
 	if (rv == 0)
-		proposed[n_proposed - 1].parked = true;
+		proposed[n_proposed - 1].parked = parked;
 	return rv;
 }
 
@@ -664,7 +665,7 @@ static void test_inflight_limit(void **state)
 }
 
 /* An acquire that will queue behind the lock's waiters is proposed parked
- * (node_propose_parked); one on a lock without waiters, or one that does
+ * (node_propose_call, parked); one on a lock without waiters, or one that does
  * not wait, is proposed at once. */
 static void test_queued_acquire_parked(void **state)
 {
