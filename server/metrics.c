@@ -202,10 +202,10 @@ size_t metrics_render(struct metrics *m, char *buf, size_t len)
 		n->commands_parked);
 	counter(&t, "return_holds_filled_total",
 		"Entries that waited for the callers the last entry answered, until they came.",
-		n->holds_filled);
+		n->hold.filled);
 	counter(&t, "return_holds_expired_total",
 		"Entries that waited for those callers until the hold's 2 ms ended.",
-		n->holds_expired);
+		n->hold.expired);
 	counter(&t, "snapshots_restored_total",
 		"Snapshots loaded into the state: sent by a leader, or read at a rebuild.",
 		n->snapshots_restored);

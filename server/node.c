@@ -22,6 +22,7 @@
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "restore.h"
+#include "return_hold.h"
 #include "snapshot_tail.h"
 
 #define BATCH_MAX_COMMANDS 1024
@@ -30,12 +31,12 @@
 #define STALL_TICK_MS 100    /* stall_cb's period */
 #define PIPELINE_DEPTH 1     /* entries of ours in flight; see flusher_cb() */
 #define PIPELINE_STALL_MS 20 /* ...unless the last one has taken this long */
-#define HOLD_SKIP_MAX 64     /* see return_hold_begin() */
 
 struct node_waiter {
 	node_done_cb cb;
 	void *arg;
-	bool call; /* a client's call (node_propose_call) */
+	bool call;        /* a client's call (node_propose_call) */
+	uint64_t session; /* its command's */
 };
 
 struct proposal {
@@ -483,34 +484,15 @@ static void unlink_proposal(struct node *n, struct proposal *p)
 	n->inflight_n--;
 }
 
-/*
- * The return hold. A client that makes one call at a time (a thread per
- * lock user, or a chain of asynchronous calls) sends its next command as
- * soon as its answer comes. With one entry of ours in flight, the callers
- * answered by an entry come back just after the next entry went out, and
- * wait a whole commit for it before their own: the clients split into two
- * groups that take turns, each command two commits long (at 64 clients,
- * 32 commands an entry). So when an entry of ours is applied with nothing
- * else in flight, the batch waits for as many calls as the entry answered
- * to end (a queued acquire's caller waits for its grant, a refusal's
- * caller backs off: neither counts), three in four of them, for at most
- * NODE_HOLD_MS. A hold
- * that ends by time (callers that do something else before their next
- * call) makes the next 1, 2, 4... up to HOLD_SKIP_MAX entries go without
- * one, so that such a workload pays for it rarely.
- */
-static void return_hold_begin(struct node *n, const struct proposal *p)
+/* An entry of ours applied, nothing else of ours in flight: the next
+ * batch may wait for the callers it answered (return_hold.h). */
+static void return_hold_from(struct node *n, const struct proposal *p)
 {
-	n->hold_expect = 0;
-	if (n->hold_skip > 0) {
-		n->hold_skip--;
-		return;
-	}
+	return_hold_begin(&n->hold);
 	for (unsigned i = 0; i < p->n; i++)
-		n->hold_expect +=
-			p->waiters[i].call && p->results[i].status == 0 && !p->results[i].queued;
-	n->hold_came = 0;
-	n->hold_until = mono_ms(n) + NODE_HOLD_MS;
+		if (p->waiters[i].call && p->results[i].status == 0 && !p->results[i].queued)
+			return_hold_expect(&n->hold, p->waiters[i].session);
+	return_hold_arm(&n->hold, mono_ms(n));
 }
 
 static void apply_done(struct raft_apply *req, int status, void *result)
@@ -520,7 +502,7 @@ static void apply_done(struct raft_apply *req, int status, void *result)
 	struct node *n = p->node;
 	unlink_proposal(n, p);
 	if (status == 0 && n->inflight_n == 0)
-		return_hold_begin(n, p);
+		return_hold_from(n, p);
 	if (status == 0) {
 		for (unsigned i = 0; i < p->n; i++)
 			if (p->waiters[i].cb != NULL)
@@ -619,33 +601,22 @@ static bool batch_held(struct node *n)
 	return true;
 }
 
-/* Whether the batch waits for the callers the last entry answered
- * (return_hold_begin); the park timer ends the wait at its latest. */
+static void hold_due(struct timebase_timer *t)
+{
+	flush_when_due(t->data);
+}
+
+/* Whether the batch waits for the callers the last entry answered; its
+ * own timer ends the wait. */
 static bool return_held(struct node *n)
 {
-	if (n->hold_expect == 0 || n->batch_n == 0)
+	uint64_t wake_in;
+	if (n->batch_n == 0 || !return_hold_waits(&n->hold, mono_ms(n), &wake_in))
 		return false;
-	/* three in four: the last callers to be scheduled, on a loaded
-	 * machine, ride the next entry rather than hold this one */
-	bool filled = (uint64_t)n->hold_came * 4 >= (uint64_t)n->hold_expect * 3;
-	if (!filled && mono_ms(n) < n->hold_until) {
-		if (!timebase_timer_active(&n->park_timer))
-			timebase_timer_start(&n->park_timer, park_due, n->hold_until - mono_ms(n),
-					     0);
-		return true;
-	}
-	n->hold_expect = 0;
-	if (filled) {
-		n->holds_filled++;
-		n->hold_backoff = 0;
-	} else {
-		n->holds_expired++;
-		n->hold_backoff = n->hold_backoff == 0 ? 1 : n->hold_backoff * 2;
-		if (n->hold_backoff > HOLD_SKIP_MAX)
-			n->hold_backoff = HOLD_SKIP_MAX;
-		n->hold_skip = n->hold_backoff;
-	}
-	return false;
+	/* a timer still running is due sooner: an earlier hold armed it */
+	if (!timebase_timer_active(&n->hold_timer))
+		timebase_timer_start(&n->hold_timer, hold_due, wake_in, 0);
+	return true;
 }
 
 /* Group commit: while an entry is on its way to commit, the commands that
@@ -653,11 +624,14 @@ static bool return_held(struct node *n)
  * entry costs each node a disk write, a message and an LMDB transaction,
  * so fewer and larger entries leave the CPU to the commands; an idle
  * leader still proposes at once, unless every command in the batch may
- * wait. A commit that takes long (a slow disk) lets the next entry overlap
+ * wait, or the callers the last entry answered are still to come back
+ * (return_hold.h). A commit that takes long (a slow disk) lets the next entry overlap
  * it rather than hold everything back. */
 static void flush_when_due(struct node *n)
 {
-	if (batch_held(n) || return_held(n))
+	if (batch_held(n))
+		return;
+	if (n->inflight_n == 0 && return_held(n))
 		return;
 	if (n->inflight_n < PIPELINE_DEPTH ||
 	    mono_ms(n) - list_entry(n->inflight.prev, struct proposal, link)->proposed_ms >=
@@ -685,8 +659,9 @@ static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb
 	int rv = codec_batch_add(&n->batch, &n->batch_len, &n->batch_cap, cmd);
 	if (rv != 0)
 		return rv;
-	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg, call};
-	n->hold_came += call;
+	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg, call, cmd->session};
+	if (call)
+		return_hold_note_call(&n->hold, cmd->session);
 	if (parked) {
 		if (n->batch_parked++ == 0)
 			n->batch_parked_ms = mono_ms(n);
@@ -732,7 +707,7 @@ static void set_ready(struct node *n, bool ready)
 	n->ready = ready;
 	if (!ready) {
 		cluster_clock_stop(&n->clock); /* no leader: cluster time stands still */
-		n->hold_expect = 0;
+		return_hold_reset(&n->hold);
 		/* Commands batched but not appended were never proposed. */
 		struct node_waiter *waiters;
 		unsigned count;
@@ -1351,6 +1326,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	uv_check_start(&n->watch, watch_cb);
 	timebase_timer_init(tb, &n->transfer_timer, n);
 	timebase_timer_init(tb, &n->park_timer, n);
+	timebase_timer_init(tb, &n->hold_timer, n);
+	return_hold_init(&n->hold);
 	uv_prepare_init(loop, &n->flusher);
 	n->flusher.data = n;
 	uv_prepare_start(&n->flusher, flusher_cb);
@@ -1397,6 +1374,7 @@ static void raft_closed(struct raft *r)
 	datadir_unlock(n->datadir_fd); /* nothing more is written there */
 	n->datadir_fd = -1;
 	free(n->batch);
+	return_hold_free(&n->hold);
 	free(n->book);
 	n->book = NULL;
 	n->book_valid = false;
@@ -1411,6 +1389,7 @@ static void close_raft(struct node *n)
 	n->closing_raft = true;
 	timebase_timer_close(&n->transfer_timer);
 	timebase_timer_close(&n->park_timer);
+	timebase_timer_close(&n->hold_timer);
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);

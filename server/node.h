@@ -30,6 +30,7 @@
 #include "io_timing.h"
 #include "join.h"
 #include "list.h"
+#include "return_hold.h"
 #include "store.h"
 
 struct node;
@@ -104,14 +105,9 @@ struct node {
 	uint64_t batch_parked_ms;
 	struct timebase_timer park_timer; /* wakes the loop when a hold ends */
 	uint64_t commands_parked;         /* proposed parked */
-	/* The return hold (node.c, return_hold_begin): calls the last entry
-	 * answered, calls proposed since, until when the batch waits for
-	 * them; entries left to go without a hold, and the next such count. */
-	unsigned hold_expect, hold_came;
-	uint64_t hold_until;
-	unsigned hold_skip, hold_backoff;
-	uint64_t holds_filled, holds_expired; /* how the holds ended */
-	struct append_order order;            /* our own append goes after the sends */
+	struct return_hold hold;          /* return_hold.h */
+	struct timebase_timer hold_timer; /* wakes the loop when it ends */
+	struct append_order order;        /* our own append goes after the sends */
 
 	/* observed for the metrics */
 	struct io_timing disk;   /* raft log appends (io_timing.h) */
@@ -205,11 +201,10 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 int node_propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb, void *arg);
 
 #define NODE_PARK_MS 2 /* the longest hold of a parked call */
-#define NODE_HOLD_MS 2 /* the longest return hold (node.c), 1-2 ms of time */
 
 /*
  * As node_propose, for a client's call (service.c): the entry that answers
- * it expects the caller's next command soon (the return hold, node.c).
+ * it expects the caller's next command soon (return_hold.h).
  *
  * parked: a command that may ride in a later entry: an
  * acquire that will queue behind the waiters the lock already has. A batch
