@@ -684,9 +684,15 @@ def main():
         ll = load(lp)
         limits = ll[0] if ll else None
     stamp = os.path.basename(os.path.normpath(d))
-    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
-                             "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    # the commit the run began on (run writes it); else the tree's now
+    cp = os.path.join(d, "commit")
+    if os.path.exists(cp):
+        with open(cp) as f:
+            commit = f.read().strip()
+    else:
+        commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
+                                 "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
     with open(os.path.join(d, "results.json"), "w") as f:
         json.dump({"run": stamp, "commit": commit, "machine": limits, "runs": runs}, f,
                   indent=1)
