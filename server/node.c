@@ -35,8 +35,7 @@
 struct node_waiter {
 	node_done_cb cb;
 	void *arg;
-	bool call;        /* a client's call (node_propose_call) */
-	uint64_t session; /* its command's */
+	uint64_t caller; /* a client's call (node_propose_call): its session; else 0 */
 };
 
 struct proposal {
@@ -490,8 +489,8 @@ static void return_hold_from(struct node *n, const struct proposal *p)
 {
 	return_hold_begin(&n->hold);
 	for (unsigned i = 0; i < p->n; i++)
-		if (p->waiters[i].call && p->results[i].status == 0 && !p->results[i].queued)
-			return_hold_expect(&n->hold, p->waiters[i].session);
+		if (p->results[i].status == 0 && !p->results[i].queued)
+			return_hold_expect(&n->hold, p->waiters[i].caller); /* 0: none */
 	return_hold_arm(&n->hold, mono_ms(n));
 }
 
@@ -582,7 +581,8 @@ static void flush(struct node *n)
 
 static void flush_when_due(struct node *n);
 
-static void park_due(struct timebase_timer *t)
+/* The park and return holds' timers: the batch may go now. */
+static void flush_due(struct timebase_timer *t)
 {
 	flush_when_due(t->data);
 }
@@ -597,13 +597,8 @@ static bool batch_held(struct node *n)
 	if (now >= until)
 		return false;
 	if (!timebase_timer_active(&n->park_timer))
-		timebase_timer_start(&n->park_timer, park_due, until - now, 0);
+		timebase_timer_start(&n->park_timer, flush_due, until - now, 0);
 	return true;
-}
-
-static void hold_due(struct timebase_timer *t)
-{
-	flush_when_due(t->data);
 }
 
 /* Whether the batch waits for the callers the last entry answered; its
@@ -615,7 +610,7 @@ static bool return_held(struct node *n)
 		return false;
 	/* a timer still running is due sooner: an earlier hold armed it */
 	if (!timebase_timer_active(&n->hold_timer))
-		timebase_timer_start(&n->hold_timer, hold_due, wake_in, 0);
+		timebase_timer_start(&n->hold_timer, flush_due, wake_in, 0);
 	return true;
 }
 
@@ -659,7 +654,7 @@ static int propose(struct node *n, const Raftlock__Command *cmd, node_done_cb cb
 	int rv = codec_batch_add(&n->batch, &n->batch_len, &n->batch_cap, cmd);
 	if (rv != 0)
 		return rv;
-	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg, call, cmd->session};
+	n->batch_waiters[n->batch_n++] = (struct node_waiter){cb, arg, call ? cmd->session : 0};
 	if (call)
 		return_hold_note_call(&n->hold, cmd->session);
 	if (parked) {

@@ -54,7 +54,7 @@ void return_hold_free(struct return_hold *h);
  * hold starts over, with the sessions given to return_hold_expect() next;
  * return_hold_arm() at `now` ends the list. */
 void return_hold_begin(struct return_hold *h);
-void return_hold_expect(struct return_hold *h, uint64_t session);
+void return_hold_expect(struct return_hold *h, uint64_t session); /* 0: ignored */
 void return_hold_arm(struct return_hold *h, uint64_t now);
 
 /* A call of `session` was proposed. */
