@@ -9,7 +9,8 @@
 #define LOCK_DELAY_UNTIL 6
 #define HOLDER_SESSION 1
 #define HOLDER_REVOKE_AT 50
-#define WAITER_SESSION 1
+#define PARTY_SESSION 1 /* a Holder's and a Waiter's */
+#define PARTY_OWNER 2
 #define WAITER_SEQ 5
 #define WAITER_MULTI 40
 
@@ -121,44 +122,44 @@ bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session)
 	return queued;
 }
 
-/* Reads the Waiter in c: its session, its seq and whether it is a set's.
+/* Reads the Holder or Waiter in c into p (its kind set by the caller).
  * False when unreadable. */
-static bool waiter_read(struct cursor c, uint64_t *session, uint64_t *seq, bool *multi)
+static bool party_read(struct cursor c, struct record_party *p)
 {
-	*session = *seq = 0;
-	*multi = false;
+	p->session = p->owner = p->seq = 0;
+	p->multi = false;
 	while (c.p < c.end) {
 		uint64_t number, v;
 		struct cursor sub;
 		if (!field(&c, &number, &v, &sub))
 			return false;
-		if (number == WAITER_SESSION)
-			*session = v;
-		else if (number == WAITER_SEQ)
-			*seq = v;
-		else if (number == WAITER_MULTI)
-			*multi = v != 0;
+		if (number == PARTY_SESSION)
+			p->session = v;
+		else if (number == PARTY_OWNER)
+			p->owner = v;
+		else if (p->waiter && number == WAITER_SEQ)
+			p->seq = v;
+		else if (p->waiter && number == WAITER_MULTI)
+			p->multi = v != 0;
 	}
 	return true;
 }
 
-bool record_peek_lock_set_waiters(const void *bytes, size_t n,
-				  void (*visit)(void *arg, uint64_t session, uint64_t seq),
-				  void *arg)
+bool record_peek_lock_parties(const void *bytes, size_t n,
+			      void (*visit)(void *arg, const struct record_party *p), void *arg)
 {
 	struct cursor c = {bytes, (const uint8_t *)bytes + n};
 	while (c.p < c.end) {
-		uint64_t number, v, session, seq;
+		uint64_t number, v;
 		struct cursor sub = {0};
-		bool multi;
 		if (!field(&c, &number, &v, &sub))
 			return false;
-		if (number != LOCK_WAITERS)
+		if (number != LOCK_HOLDERS && number != LOCK_WAITERS)
 			continue;
-		if (sub.p == NULL || !waiter_read(sub, &session, &seq, &multi))
-			return false; /* not a message where a waiter must be */
-		if (multi)
-			visit(arg, session, seq);
+		struct record_party p = {.waiter = number == LOCK_WAITERS};
+		if (sub.p == NULL || !party_read(sub, &p))
+			return false; /* not a message where a party must be */
+		visit(arg, &p);
 	}
 	return true;
 }

@@ -27,12 +27,21 @@ bool record_peek_lock_timed(const void *bytes, size_t n);
  * hint, so bytes it cannot read give false. */
 bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session);
 
-/* Visits the waiters of a lock set (Waiter.multi) among the n bytes of a
- * LockRecord, in queue order, with their session and seq. Returns false
- * when the bytes cannot be read (visit may have been called for the
- * waiters before the damage), true otherwise. */
-bool record_peek_lock_set_waiters(const void *bytes, size_t n,
-				  void (*visit)(void *arg, uint64_t session, uint64_t seq),
-				  void *arg);
+/* A holder or a waiter of a lock, as record_peek_lock_parties() reads it
+ * (fields absent read as 0). */
+struct record_party {
+	bool waiter; /* false: a holder */
+	bool multi;  /* a waiter of a lock set (Waiter.multi) */
+	uint64_t session, owner;
+	uint64_t seq; /* a waiter's */
+};
+
+/* Visits the holders and waiters among the n bytes of a LockRecord in
+ * the order the bytes hold them (as packed: the holders, then the
+ * waiters in queue order), p borrowed for the call. Returns false when the bytes
+ * cannot be read (visit may have been called for the parties before the
+ * damage), true otherwise. */
+bool record_peek_lock_parties(const void *bytes, size_t n,
+			      void (*visit)(void *arg, const struct record_party *p), void *arg);
 
 #endif

@@ -12,43 +12,58 @@
 void sets_check_begin(struct sets_check *c, struct store *s, MDB_txn *txn)
 {
 	*c = (struct sets_check){.store = s, .txn = txn};
+	party_sessions_init(&c->parties);
 }
 
-static void count_waiter(void *arg, uint64_t session, uint64_t seq)
+void sets_check_free(struct sets_check *c)
 {
-	(void)session;
-	(void)seq;
-	(*(uint64_t *)arg)++;
+	party_sessions_free(&c->parties);
+}
+
+static void note_party(void *arg, const struct record_party *p)
+{
+	struct sets_check *c = arg;
+	c->waiters += p->waiter && p->multi;
+	party_sessions_add(&c->parties, p->session);
 }
 
 void sets_check_lock(struct sets_check *c, const MDB_val *key, const MDB_val *val)
 {
-	if (record_peek_lock_set_waiters(val->mv_data, val->mv_size, count_waiter, &c->waiters) ||
-	    c->unread)
+	if (record_peek_lock_parties(val->mv_data, val->mv_size, note_party, c) || c->unread)
 		return;
 	c->unread = true;
 	snprintf(c->unread_name, sizeof c->unread_name, "%.*s", (int)key->mv_size,
 		 (const char *)key->mv_data);
 }
 
-int sets_check_locks_read(const struct sets_check *c)
+int sets_check_locks_read(struct sets_check *c)
 {
 	if (c->unread)
 		return store_load_refuse(c->store, "the record of lock '%s' does not decode",
 					 c->unread_name);
+	party_sessions_sort(&c->parties);
 	return 0;
 }
 
-/* The waiters of one set on a lock. */
+/* The waiters of one set on a lock, and the owner of the first whose
+ * owner is not the set's. */
 struct set_of {
-	uint64_t session, seq;
+	uint64_t session, seq, owner;
 	unsigned found;
+	bool other_owner;
+	uint64_t their_owner;
 };
 
-static void count_set_waiter(void *arg, uint64_t session, uint64_t seq)
+static void count_set_waiter(void *arg, const struct record_party *p)
 {
 	struct set_of *w = arg;
-	w->found += session == w->session && seq == w->seq;
+	if (!p->waiter || !p->multi || p->session != w->session || p->seq != w->seq)
+		return;
+	w->found++;
+	if (p->owner != w->owner && !w->other_owner) {
+		w->other_owner = true;
+		w->their_owner = p->owner;
+	}
 }
 
 int sets_check_set(struct sets_check *c, uint64_t session, const Raftlock__MultiWait *mw)
@@ -66,18 +81,26 @@ int sets_check_set(struct sets_check *c, uint64_t session, const Raftlock__Multi
 						 "locks out of order ('%s' after '%s')",
 						 id, seq, name, mw->names[i - 1]);
 		MDB_val key = {strlen(name), (void *)name}, val;
-		struct set_of w = {.session = session, .seq = mw->seq};
+		struct set_of w = {.session = session, .seq = mw->seq, .owner = mw->owner};
 		if (mdb_get(c->txn, c->store->locks, &key, &val) != 0)
 			return store_load_refuse(c->store,
 						 "session %llu's lock set of seq %llu names lock "
 						 "'%s', which is not there",
 						 id, seq, name);
-		record_peek_lock_set_waiters(val.mv_data, val.mv_size, count_set_waiter, &w);
+		record_peek_lock_parties(val.mv_data, val.mv_size, count_set_waiter, &w);
 		if (w.found != 1)
 			return store_load_refuse(c->store,
 						 "session %llu's lock set of seq %llu names lock "
 						 "'%s', where it has %u waiters, not 1",
 						 id, seq, name, w.found);
+		/* a cancel finds a waiter by its owner, a grant gives it the lock */
+		if (w.other_owner)
+			return store_load_refuse(
+				c->store,
+				"session %llu's lock set of seq %llu, of owner %llu, "
+				"names lock '%s', where its waiter is of owner %llu",
+				id, seq, (unsigned long long)mw->owner, name,
+				(unsigned long long)w.their_owner);
 	}
 	c->names += mw->n_names;
 	return 0;
@@ -167,14 +190,14 @@ static enum kept set_kept(const struct lost *l, uint64_t session, uint64_t seq)
 	return kept;
 }
 
-static void find_lost(void *arg, uint64_t session, uint64_t seq)
+static void find_lost(void *arg, const struct record_party *p)
 {
 	struct lost *l = arg;
-	if (l->kept != KEPT_NAMING_THE_LOCK)
-		return; /* one found already */
-	l->kept = set_kept(l, session, seq);
-	l->session = session;
-	l->seq = seq;
+	if (!p->waiter || !p->multi || l->kept != KEPT_NAMING_THE_LOCK)
+		return; /* not a set's, or one found already */
+	l->kept = set_kept(l, p->session, p->seq);
+	l->session = p->session;
+	l->seq = p->seq;
 }
 
 int sets_check_end(struct sets_check *c, bool seq_tables)
@@ -189,7 +212,7 @@ int sets_check_end(struct sets_check *c, bool seq_tables)
 		log_fatal("lmdb cursor: %s", mdb_strerror(rc));
 	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		record_peek_lock_set_waiters(val.mv_data, val.mv_size, find_lost, &l);
+		record_peek_lock_parties(val.mv_data, val.mv_size, find_lost, &l);
 		if (l.kept != KEPT_NAMING_THE_LOCK)
 			break;
 	}

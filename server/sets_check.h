@@ -3,10 +3,12 @@
  * (store_load_from()) agree with the waiters on its locks.
  *
  * Apply trusts that each waiter marked multi (Waiter.multi) has its set,
- * and that each set has its waiter on every lock it names
- * (multilock.h): a waiter without its set stops every node when it
- * reaches the head of its queue, and a set without one of its waiters is
- * never granted, holding the queues of its other locks for good. So a
+ * and that each set has its waiter, of the set's owner, on every lock it
+ * names (multilock.h): a waiter without its set stops every node when it
+ * reaches the head of its queue, a set without one of its waiters is
+ * never granted, holding the queues of its other locks for good, and a
+ * waiter of another owner is granted to that owner (and a cancel by the
+ * set's owner does not find it). So a
  * load refuses an image where the two disagree, naming the lock, the
  * session and the seq (store_load_error()).
  *
@@ -27,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "party_sessions.h"
 #include "raftlock.pb-c.h"
 #include "store.h"
 
@@ -37,24 +40,28 @@ struct sets_check {
 	uint64_t names;   /* names of the sets checked */
 	bool unread;      /* a lock record could not be read: unread_name's */
 	char unread_name[64];
+	struct party_sessions parties; /* of the locks loaded */
 };
 
 void sets_check_begin(struct sets_check *c, struct store *s, MDB_txn *txn);
+void sets_check_free(struct sets_check *c);
 
 /* A lock record as it is loaded (its key and value, borrowed for the
- * call): counts its sets' waiters, or notes that its bytes cannot be
- * read, for sets_check_locks_read() (the image's sums are not checked
- * yet: damage is theirs to report). */
+ * call): counts its sets' waiters and notes the sessions of its holders
+ * and waiters (c->parties), or notes that its bytes cannot be read, for
+ * sets_check_locks_read() (the image's sums are not checked yet: damage
+ * is theirs to report). */
 void sets_check_lock(struct sets_check *c, const MDB_val *key, const MDB_val *val);
 
 /* Once the image's sums are right, before any set is checked: 0, or
- * RAFTLOCK_EDATA when a lock record could not be read. */
-int sets_check_locks_read(const struct sets_check *c);
+ * RAFTLOCK_EDATA when a lock record could not be read. On 0, c->parties
+ * is sorted, to be met with the sessions (party_sessions_meet()). */
+int sets_check_locks_read(struct sets_check *c);
 
 /* Once every lock is loaded: session's queued set mw (borrowed for the
  * call) names 1..RAFTLOCK_MULTI_MAX locks, in increasing order, each a
  * lock with exactly one waiter of the set (session, mw->seq) marked
- * multi. 0 or RAFTLOCK_EDATA. */
+ * multi, of the set's owner. 0 or RAFTLOCK_EDATA. */
 int sets_check_set(struct sets_check *c, uint64_t session, const Raftlock__MultiWait *mw);
 
 /* Below FEATURES_SEQ_TABLES: the sets of rec's list (sets_check_set()),

@@ -2,8 +2,9 @@
  * fuzz_snapshot_seeds.c: writes the seed corpus of fuzz_snapshot into DIR:
  * the image of a small store (a record in each table, at the newest
  * image format), plain and packed, each alone and followed by a tail of
- * two entries; and that image with a session record that does not
- * decode, under right sums.
+ * two entries; and that image, under right sums, with a session record
+ * that does not decode, a lease of the wrong size, a holder of no
+ * session, a set's waiter of another owner (each refused by a load).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -81,18 +82,6 @@ static void fill(struct store *st)
 	store_commit(txn);
 }
 
-/* Session 2, whose record does not decode: its image has right sums and
- * must be refused whole as it is loaded (store_load). */
-static int put_damaged_session(struct store *st)
-{
-	uint8_t id[8] = {0, 0, 0, 0, 0, 0, 0, 2}, junk = 0xff;
-	MDB_val key = {sizeof id, id}, val = {1, &junk};
-	MDB_txn *txn = store_begin(st, true);
-	int rc = mdb_put(txn, st->sessions, &key, &val, 0);
-	store_commit(txn);
-	return rc;
-}
-
 static void write_seed(const char *name, const void *a, size_t na, const void *b, size_t nb)
 {
 	char path[4096];
@@ -103,6 +92,68 @@ static void write_seed(const char *name, const void *a, size_t na, const void *b
 		fprintf(stderr, "fuzz_snapshot_seeds: cannot write %s\n", path);
 		exit(1);
 	}
+}
+
+/* The image of st (its good image, image_len bytes, loaded again) with
+ * record (key, val) of table dbi put as it is: right sums, refused whole
+ * as it is loaded (store_load, which says why). Written as seed name. */
+static int write_damaged(struct store *st, const void *image, size_t image_len, const char *name,
+			 MDB_dbi dbi, MDB_val key, MDB_val val)
+{
+	void *damaged;
+	size_t damaged_len;
+	if (store_load(st, image, image_len) != 0)
+		return -1;
+	MDB_txn *txn = store_begin(st, true);
+	int rc = mdb_put(txn, dbi, &key, &val, 0);
+	store_commit(txn);
+	if (rc != 0 || store_dump(st, malloc, &damaged, &damaged_len) != 0)
+		return -1;
+	write_seed(name, damaged, damaged_len, NULL, 0);
+	rc = store_load(st, damaged, damaged_len);
+	free(damaged);
+	if (rc == 0 || store_load_error(st)[0] == '\0') {
+		fprintf(stderr, "fuzz_snapshot_seeds: %s loads\n", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* A lock record: name with one party, a holder or a set's waiter of seq 4,
+ * packed into buf. */
+static MDB_val lock_bytes(uint8_t *buf, const char *name, uint64_t session, uint64_t owner,
+			  bool waiter)
+{
+	Raftlock__Holder holder = RAFTLOCK__HOLDER__INIT, *holders[] = {&holder};
+	Raftlock__Waiter wait = RAFTLOCK__WAITER__INIT, *waiters[] = {&wait};
+	Raftlock__LockRecord lock = RAFTLOCK__LOCK_RECORD__INIT;
+	lock.name = (char *)name;
+	holder.session = wait.session = session;
+	holder.owner = wait.owner = owner;
+	wait.seq = 4;
+	wait.multi = true;
+	lock.holders = waiter ? NULL : holders;
+	lock.n_holders = !waiter;
+	lock.waiters = waiter ? waiters : NULL;
+	lock.n_waiters = waiter;
+	return (MDB_val){raftlock__lock_record__pack(&lock, buf), buf};
+}
+
+/* The damaged images: session 2's record does not decode; session 1's
+ * lease has 11 bytes; lock a/1 is held by session 5, which is not there;
+ * the set's waiter on a/2 is of owner 3, not the set's 2. */
+static int write_damaged_seeds(struct store *st, const void *image, size_t image_len)
+{
+	uint8_t id1[8] = {0, 0, 0, 0, 0, 0, 0, 1}, id2[8] = {0, 0, 0, 0, 0, 0, 0, 2};
+	uint8_t junk[12] = {0xff}, lock[128];
+	return write_damaged(st, image, image_len, "damaged_session", st->sessions,
+			     (MDB_val){8, id2}, (MDB_val){1, junk}) ||
+	       write_damaged(st, image, image_len, "short_lease", st->leases, (MDB_val){8, id1},
+			     (MDB_val){11, junk}) ||
+	       write_damaged(st, image, image_len, "holder_of_no_session", st->locks,
+			     (MDB_val){3, "a/1"}, lock_bytes(lock, "a/1", 5, 1, false)) ||
+	       write_damaged(st, image, image_len, "set_waiter_of_another_owner", st->locks,
+			     (MDB_val){3, "a/2"}, lock_bytes(lock, "a/2", 1, 3, true));
 }
 
 int main(int argc, char **argv)
@@ -137,9 +188,7 @@ int main(int argc, char **argv)
 			store_load_error(&st));
 		return 1;
 	}
-	void *damaged;
-	size_t damaged_len;
-	if (put_damaged_session(&st) != 0 || store_dump(&st, malloc, &damaged, &damaged_len) != 0)
+	if (write_damaged_seeds(&st, image, image_len) != 0)
 		return 1;
 	store_close(&st);
 	struct snapshot_tail t = {0};
@@ -152,8 +201,6 @@ int main(int argc, char **argv)
 	write_seed("image_tail", image, image_len, tail, tail_len);
 	write_seed("packed", packed, packed_len, NULL, 0);
 	write_seed("packed_tail", packed, packed_len, tail, tail_len);
-	write_seed("damaged_session", damaged, damaged_len, NULL, 0);
-	free(damaged);
 	free(image);
 	free(packed);
 	free(tail);

@@ -759,6 +759,217 @@ static void test_image_set_lists_must_agree_with_their_waiters(void **state)
 	assert_set_granted_alike(f, g, holder, s, seq);
 }
 
+/* An image of f is refused by g, which says why (want is part of it), and
+ * keeps g's state as it was. */
+static void assert_refused_saying(struct fx *f, struct fx *g, const char *want)
+{
+	struct fx_image was = fx_dump(g);
+	assert_int_equal(reload(f, g), RAFTLOCK_EDATA);
+	const char *why = store_load_error(&g->store);
+	if (strstr(why, want) == NULL)
+		fail_msg("refused saying \"%s\", not \"%s\"", why, want);
+	fx_assert_image(g, &was);
+	fx_image_free(&was);
+}
+
+/* Edits f's store directly: the record (key, val) of table dbi put as it
+ * is (val NULL: deleted); with was, its value before is copied there
+ * (was->mv_size 0: there was none). */
+static void edit_raw(struct fx *f, MDB_dbi dbi, MDB_val key, const MDB_val *val, MDB_val *was)
+{
+	static uint8_t before[512];
+	MDB_txn *txn = store_begin(&f->store, true);
+	MDB_val old = {0, before};
+	if (mdb_get(txn, dbi, &key, &old) != 0)
+		old = (MDB_val){0, before};
+	if (was != NULL) {
+		assert_true(old.mv_size <= sizeof before);
+		memcpy(before, old.mv_data, old.mv_size);
+		*was = (MDB_val){old.mv_size, before};
+	}
+	if (val != NULL)
+		assert_int_equal(mdb_put(txn, dbi, &key, (MDB_val *)val, 0), 0);
+	else
+		assert_int_equal(mdb_del(txn, dbi, &key, NULL), 0);
+	store_commit(txn);
+}
+
+/* A key of 8 bytes, big-endian, as the store keys its ids. */
+static MDB_val id_key(uint8_t k[8], uint64_t id)
+{
+	for (int i = 7; i >= 0; i--, id >>= 8)
+		k[i] = (uint8_t)id;
+	return (MDB_val){8, k};
+}
+
+/* Record r of table dbi damaged into bad: refused by g saying want, then
+ * put back. */
+static void assert_bad_value_refused(struct fx *f, struct fx *g, MDB_dbi dbi, MDB_val key,
+				     MDB_val bad, const char *want)
+{
+	MDB_val was;
+	edit_raw(f, dbi, key, &bad, &was);
+	assert_refused_saying(f, g, want);
+	uint8_t copy[512];
+	memcpy(copy, was.mv_data, was.mv_size);
+	MDB_val back = {was.mv_size, copy};
+	edit_raw(f, dbi, key, was.mv_size > 0 ? &back : NULL, NULL);
+	assert_int_equal(reload(f, g), 0);
+}
+
+/* Values the store reads with a size (a nonce's session id, a lease, an
+ * access rule's permissions, a session's secret digest, its id as its
+ * key, a set's tokens in an outcome) must have it: each wrong one is
+ * refused, naming the record, and the image as it was loads. (Apply, or
+ * the leader's checks, would stop the node there, or read the wrong
+ * bytes.) */
+static void test_image_values_must_have_their_sizes(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	DO(f, SET_FEATURE_LEVEL, .level = FEATURES_SEQ_TABLES);
+	assert_int_equal(DO(f, ACL_SET, .identity = "alice", .prefix = "app/", .perms = 1).status,
+			 0);
+	uint64_t s = fx_session(f);
+	assert_int_equal(DO(f, ACQUIRE, .session = s, .owner = 1, .name = "sized").status, 0);
+	uint64_t seq = f->seq;
+	struct fx *g = fx_peer(f);
+	assert_int_equal(reload(f, g), 0);
+	struct store *st = &f->store;
+	uint8_t k[8], v[16] = {0}, k2[8];
+	char want[128];
+
+	assert_bad_value_refused(f, g, st->nonces, id_key(k, 2), (MDB_val){7, v},
+				 "nonce 2's record has 7 bytes, not 8");
+	assert_bad_value_refused(f, g, st->nonces, (MDB_val){7, k}, (MDB_val){8, v},
+				 "a key of 7 bytes in the nonces table");
+	snprintf(want, sizeof want, "session %llu's lease has 11 bytes, not 12",
+		 (unsigned long long)s);
+	assert_bad_value_refused(f, g, st->leases, id_key(k, s), (MDB_val){11, v}, want);
+	char rule[] = "alice\0app/";
+	assert_bad_value_refused(f, g, st->acls, (MDB_val){sizeof rule - 1, rule}, (MDB_val){3, v},
+				 "the access rule of 'alice' on 'app/' has 3 bytes, not 4");
+	assert_bad_value_refused(f, g, st->acls, (MDB_val){5, "alice"}, (MDB_val){4, v},
+				 "an access rule's key of 5 bytes is not an identity and a prefix");
+
+	/* a session's record: its secret's digest, its key */
+	Raftlock__SessionRecord *rec = fx_sess(f, s);
+	ProtobufCBinaryData digest = rec->secret_digest;
+	rec->secret_digest = (ProtobufCBinaryData){16, v};
+	put_session(f, rec);
+	snprintf(want, sizeof want, "session %llu's secret digest has 16 bytes, not 32",
+		 (unsigned long long)s);
+	assert_refused_saying(f, g, want);
+	rec->secret_digest = digest;
+	put_session(f, rec);
+	uint8_t packed[512];
+	size_t n = raftlock__session_record__pack(rec, packed);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	snprintf(want, sizeof want,
+		 "session %llu's record is under a key of 8 bytes that is not its id",
+		 (unsigned long long)s);
+	assert_bad_value_refused(f, g, st->sessions, id_key(k2, s + 100), (MDB_val){n, packed},
+				 want);
+
+	/* an outcome with more tokens than a set has locks */
+	MDB_txn *txn = store_begin(st, false);
+	Raftlock__Outcome *own = store_get_outcome(st, txn, s, seq);
+	store_abort(txn);
+	assert_non_null(own);
+	uint64_t tokens[RAFTLOCK_MULTI_MAX + 1] = {0};
+	uint64_t *own_tokens = own->result->tokens;
+	size_t own_n = own->result->n_tokens;
+	own->result->tokens = tokens;
+	own->result->n_tokens = RAFTLOCK_MULTI_MAX + 1;
+	edit_outcome(f, s, seq, own);
+	snprintf(want, sizeof want, "session %llu's outcome of seq %llu has 65 tokens",
+		 (unsigned long long)s, (unsigned long long)seq);
+	assert_refused_saying(f, g, want);
+	own->result->tokens = own_tokens;
+	own->result->n_tokens = own_n;
+	edit_outcome(f, s, seq, own);
+	raftlock__outcome__free_unpacked(own, NULL);
+	assert_int_equal(reload(f, g), 0);
+	fx_assert_same_state(f, g);
+}
+
+/* Every holder and waiter of a lock, and every lease, is of a session of
+ * the image (a holder of no session would hold its lock for good, a
+ * lease of none stops the node when it expires): a lock's holder or
+ * waiter, or a lease, of a session the image does not have, before its
+ * sessions or after them, is refused, naming the lock and the session. */
+static void test_image_parties_must_have_their_sessions(void **state)
+{
+	struct fx *f = *state;
+	build_state(f);
+	struct fx *g = fx_peer(f);
+	assert_int_equal(reload(f, g), 0);
+	Raftlock__LockRecord *held = fx_lock(f, "held");
+	assert_true(held->n_holders > 0);
+	uint64_t holder = held->holders[0]->session;
+	held->holders[0]->session = 1; /* ended by build_state() */
+	assert_null(fx_sess(f, 1));
+	put_lock(f, held);
+	assert_refused_saying(f, g,
+			      "lock 'held' has a holder of session 1, which the image does "
+			      "not have");
+	held->holders[0]->session = holder;
+	put_lock(f, held);
+	raftlock__lock_record__free_unpacked(held, NULL);
+
+	Raftlock__LockRecord *delayed = fx_lock(f, "delayed");
+	assert_true(delayed->n_waiters > 0);
+	uint64_t waiter = delayed->waiters[0]->session;
+	delayed->waiters[0]->session = 999999;
+	put_lock(f, delayed);
+	assert_refused_saying(f, g,
+			      "lock 'delayed' has a waiter of session 999999, which the "
+			      "image does not have");
+	delayed->waiters[0]->session = waiter;
+	put_lock(f, delayed);
+	raftlock__lock_record__free_unpacked(delayed, NULL);
+
+	uint8_t k[8], v[12] = {0};
+	assert_bad_value_refused(f, g, f->store.leases, id_key(k, 1), (MDB_val){12, v},
+				 "the leases table has a row of session 1, which the image does "
+				 "not have");
+	assert_bad_value_refused(f, g, f->store.leases, id_key(k, 999999), (MDB_val){12, v},
+				 "rows of the leases table after the last session");
+	fx_assert_same_state(f, g);
+}
+
+/* A queued set's waiters are of the set's owner (a grant gives each lock
+ * to its waiter's owner, a cancel finds a waiter by its owner): one of
+ * another owner is refused, naming the set, the lock and both owners, in
+ * the table from level FEATURES_SEQ_TABLES and in the list below. */
+static void test_image_set_waiters_must_be_of_its_owner(void **state)
+{
+	struct fx *levels[] = {*state, fx_peer(*state)};
+	for (int i = 0; i < 2; i++) {
+		struct fx *f = levels[i];
+		uint64_t holder, s;
+		uint64_t seq = queue_set(f, FEATURES_SEQ_TABLES - (uint32_t)i, &holder, &s);
+		struct fx *g = fx_peer(*state);
+		assert_int_equal(reload(f, g), 0);
+		Raftlock__LockRecord *m2 = fx_lock(f, "m2");
+		Raftlock__Waiter *w = m2->waiters[m2->n_waiters - 1];
+		assert_true(w->multi && w->session == s && w->owner == 4);
+		w->owner = 5;
+		put_lock(f, m2);
+		char want[160];
+		snprintf(want, sizeof want,
+			 "session %llu's lock set of seq %llu, of owner 4, names lock 'm2', where "
+			 "its waiter is of owner 5",
+			 (unsigned long long)s, (unsigned long long)seq);
+		assert_refused_saying(f, g, want);
+		w->owner = 4;
+		put_lock(f, m2);
+		raftlock__lock_record__free_unpacked(m2, NULL);
+		fx_restore_from(g, f);
+		assert_set_granted_alike(f, g, holder, s, seq);
+	}
+}
+
 /* A target store with a state of its own, an image of another state, and
  * a scratch buffer one byte longer than the image. */
 struct damage {
@@ -886,6 +1097,9 @@ int main(void)
 		T(test_image_sets_must_agree_with_their_waiters),
 		T(test_image_set_lists_must_agree_with_their_waiters),
 		T(test_image_records_must_decode),
+		T(test_image_values_must_have_their_sizes),
+		T(test_image_parties_must_have_their_sessions),
+		T(test_image_set_waiters_must_be_of_its_owner),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

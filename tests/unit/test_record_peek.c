@@ -4,9 +4,9 @@
  * of timer is seen (a lock-delay, a waiter, a holder's revocation time,
  * among other holders and fields), a record without one is passed over,
  * and bytes it cannot read are left to the decoder. record_peek_lock_queued()
- * sees a waiter and nothing else. record_peek_lock_set_waiters() visits the
- * waiters of lock sets and no other, and calls unreadable only bytes the
- * decoder refuses too.
+ * sees a waiter and nothing else. record_peek_lock_parties() visits the
+ * holders and waiters with their session, owner, seq and set mark, and
+ * calls unreadable only bytes the decoder refuses too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,20 +180,26 @@ static void test_queue_seen(void **state)
 	assert_false(record_peek_lock_queued(buf, 0, 1));
 }
 
-/* What record_peek_lock_set_waiters() visited: "session:seq" words. */
+/* What record_peek_lock_parties() visited: "h" (holder), "w" (waiter) or
+ * "m" (a set's waiter), then "session/owner", a waiter's ":seq". */
 struct visited {
 	char text[128];
 };
 
-static void note_visit(void *arg, uint64_t session, uint64_t seq)
+static void note_visit(void *arg, const struct record_party *p)
 {
 	struct visited *v = arg;
 	size_t at = strlen(v->text);
-	snprintf(v->text + at, sizeof v->text - at, "%s%llu:%llu", at ? " " : "",
-		 (unsigned long long)session, (unsigned long long)seq);
+	at += (size_t)snprintf(v->text + at, sizeof v->text - at, "%s%s%llu/%llu", at ? " " : "",
+			       !p->waiter ? "h"
+			       : p->multi ? "m"
+					  : "w",
+			       (unsigned long long)p->session, (unsigned long long)p->owner);
+	if (p->waiter)
+		snprintf(v->text + at, sizeof v->text - at, ":%llu", (unsigned long long)p->seq);
 }
 
-static void test_set_waiters_seen(void **state)
+static void test_parties_seen(void **state)
 {
 	(void)state;
 	Raftlock__LockRecord rec;
@@ -210,17 +216,19 @@ static void test_set_waiters_seen(void **state)
 		ws[i] = &w[i];
 	}
 	w[1].multi = w[3].multi = true;
+	w[2].owner = 5;
 	rec.waiters = ws;
 	rec.n_waiters = 4;
 	size_t n = pack(&rec);
 	struct visited v = {""};
-	assert_true(record_peek_lock_set_waiters(buf, n, note_visit, &v));
-	assert_string_equal(v.text, "10:101 12:103"); /* in queue order, plain ones not */
+	assert_true(record_peek_lock_parties(buf, n, note_visit, &v));
+	assert_string_equal(v.text,
+			    "h77/3 w9/2:100 m10/2:101 w11/5:102 m12/2:103"); /* queue order */
 	/* Cut anywhere: unreadable only where the decoder refuses too. */
 	unsigned refused = 0;
 	for (size_t k = 0; k <= n; k++) {
 		v.text[0] = '\0';
-		if (record_peek_lock_set_waiters(buf, k, note_visit, &v))
+		if (record_peek_lock_parties(buf, k, note_visit, &v))
 			continue;
 		Raftlock__LockRecord *cut = raftlock__lock_record__unpack(NULL, k, buf);
 		assert_null(cut);
@@ -228,15 +236,15 @@ static void test_set_waiters_seen(void **state)
 	}
 	assert_true(refused > n / 2);
 	v.text[0] = '\0';
-	assert_true(record_peek_lock_set_waiters(buf, 0, note_visit, &v));
+	assert_true(record_peek_lock_parties(buf, 0, note_visit, &v));
 	assert_string_equal(v.text, "");
 	static const uint8_t bad_wire[] = {0x0f, 0x01};
 	static const uint8_t waiters_varint[] = {0x28, 0x01};         /* field 5 as a varint */
 	static const uint8_t bad_waiter[] = {0x2a, 0x02, 0x08, 0xff}; /* a waiter cut short */
-	assert_false(record_peek_lock_set_waiters(bad_wire, sizeof bad_wire, note_visit, &v));
-	assert_false(record_peek_lock_set_waiters(waiters_varint, sizeof waiters_varint, note_visit,
-						  &v));
-	assert_false(record_peek_lock_set_waiters(bad_waiter, sizeof bad_waiter, note_visit, &v));
+	assert_false(record_peek_lock_parties(bad_wire, sizeof bad_wire, note_visit, &v));
+	assert_false(
+		record_peek_lock_parties(waiters_varint, sizeof waiters_varint, note_visit, &v));
+	assert_false(record_peek_lock_parties(bad_waiter, sizeof bad_waiter, note_visit, &v));
 	assert_null(raftlock__lock_record__unpack(NULL, sizeof bad_waiter, bad_waiter));
 }
 
@@ -247,7 +255,7 @@ int main(void)
 		cmocka_unit_test(test_every_timer_seen),
 		cmocka_unit_test(test_unreadable_bytes_left_to_the_decoder),
 		cmocka_unit_test(test_queue_seen),
-		cmocka_unit_test(test_set_waiters_seen),
+		cmocka_unit_test(test_parties_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

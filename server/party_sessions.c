@@ -1,0 +1,134 @@
+/* party_sessions.c: see party_sessions.h. */
+#include "party_sessions.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "grow.h"
+#include "log.h"
+#include "raftlock.h"
+#include "record_peek.h"
+
+void party_sessions_init(struct party_sessions *ps)
+{
+	*ps = (struct party_sessions){0};
+}
+
+void party_sessions_free(struct party_sessions *ps)
+{
+	free(ps->ids);
+	party_sessions_init(ps);
+}
+
+void party_sessions_add(struct party_sessions *ps, uint64_t id)
+{
+	if (ps->n > 0 && ps->ids[ps->n - 1] == id)
+		return; /* most locks have one party, or the same session twice */
+	if (ps->n > 0 && ps->ids[ps->n - 1] > id)
+		ps->unsorted = true;
+	if (grow(&ps->ids, &ps->cap, ps->n + 1, 1024, sizeof *ps->ids) != 0)
+		log_fatal("out of memory");
+	ps->ids[ps->n++] = id;
+}
+
+/* Sorts ids[0..n) by their bytes, lowest first, skipping a byte every id
+ * has alike (ids are small: most of their bytes are 0). A million ids in
+ * about 20 ms where qsort() took 150, a quarter of a whole load. */
+static void sort_ids(uint64_t *ids, size_t n)
+{
+	size_t counts[8][256] = {{0}};
+	for (size_t i = 0; i < n; i++)
+		for (int d = 0; d < 8; d++)
+			counts[d][ids[i] >> (8 * d) & 0xff]++;
+	uint64_t *from = ids, *to = malloc(n * sizeof *to), *scratch = to;
+	if (to == NULL)
+		log_fatal("out of memory");
+	for (int d = 0; d < 8; d++) {
+		size_t *at = counts[d];
+		if (at[from[0] >> (8 * d) & 0xff] == n)
+			continue;
+		for (size_t b = 0, sum = 0; b < 256; b++) {
+			size_t c = at[b];
+			at[b] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			to[at[from[i] >> (8 * d) & 0xff]++] = from[i];
+		uint64_t *was = from;
+		from = to;
+		to = was;
+	}
+	if (from != ids)
+		memcpy(ids, from, n * sizeof *ids);
+	free(scratch);
+}
+
+void party_sessions_sort(struct party_sessions *ps)
+{
+	if (!ps->unsorted)
+		return;
+	sort_ids(ps->ids, ps->n);
+	size_t n = 0;
+	for (size_t i = 0; i < ps->n; i++)
+		if (n == 0 || ps->ids[i] != ps->ids[n - 1])
+			ps->ids[n++] = ps->ids[i];
+	ps->n = n;
+	ps->unsorted = false;
+}
+
+/* ------------------------------------------- a party of no session, found -- */
+
+struct party_of {
+	uint64_t session;
+	bool found, waiter;
+};
+
+static void find_party(void *arg, const struct record_party *p)
+{
+	struct party_of *f = arg;
+	if (!f->found && p->session == f->session) {
+		f->found = true;
+		f->waiter = p->waiter;
+	}
+}
+
+/* Refuses the image for session id, which a party names and the image
+ * does not have: names the first lock where one does. */
+static int refuse(struct store *s, MDB_txn *txn, uint64_t id)
+{
+	MDB_cursor *cur;
+	MDB_val key, val;
+	struct party_of f = {.session = id};
+	int rc = mdb_cursor_open(txn, s->locks, &cur);
+	if (rc != 0)
+		log_fatal("lmdb cursor: %s", mdb_strerror(rc));
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		record_peek_lock_parties(val.mv_data, val.mv_size, find_party, &f);
+		if (f.found)
+			break;
+	}
+	mdb_cursor_close(cur);
+	if (!f.found) /* cannot be: each id noted is a party's */
+		return store_load_refuse(s,
+					 "a lock names session %llu, which the image does not have",
+					 (unsigned long long)id);
+	return store_load_refuse(
+		s, "lock '%.*s' has a %s of session %llu, which the image does not have",
+		(int)key.mv_size, (const char *)key.mv_data, f.waiter ? "waiter" : "holder",
+		(unsigned long long)id);
+}
+
+int party_sessions_meet(struct party_sessions *ps, struct store *s, MDB_txn *txn, uint64_t id)
+{
+	if (ps->met < ps->n && ps->ids[ps->met] < id)
+		return refuse(s, txn, ps->ids[ps->met]);
+	if (ps->met < ps->n && ps->ids[ps->met] == id)
+		ps->met++;
+	return 0;
+}
+
+int party_sessions_end(struct party_sessions *ps, struct store *s, MDB_txn *txn)
+{
+	return ps->met < ps->n ? refuse(s, txn, ps->ids[ps->met]) : 0;
+}
