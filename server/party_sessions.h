@@ -31,6 +31,7 @@ struct party_sessions {
 	uint64_t *ids; /* noted; once sorted, increasing */
 	size_t n, cap;
 	bool unsorted;
+	bool failed; /* out of memory while noting */
 	size_t met; /* ids[0..met) are sessions met */
 };
 
@@ -40,8 +41,9 @@ void party_sessions_free(struct party_sessions *ps);
 /* Notes that a holder or waiter of a lock loaded names session id. */
 void party_sessions_add(struct party_sessions *ps, uint64_t id);
 
-/* Once every lock is loaded, before the first party_sessions_meet(). */
-void party_sessions_sort(struct party_sessions *ps);
+/* Once every lock is loaded, before the first party_sessions_meet():
+ * 0, or RAFTLOCK_ENOMEM (a note or the sort ran out of memory). */
+int party_sessions_sort(struct party_sessions *ps);
 
 /* The image's sessions, each id once, in increasing order: 0, or
  * RAFTLOCK_EDATA when a party names a session below id that was not met

@@ -7,7 +7,6 @@
 #define LOCK_HOLDERS 4
 #define LOCK_WAITERS 5
 #define LOCK_DELAY_UNTIL 6
-#define HOLDER_SESSION 1
 #define HOLDER_REVOKE_AT 50
 #define PARTY_SESSION 1 /* a Holder's and a Waiter's */
 #define PARTY_OWNER 2
@@ -99,7 +98,7 @@ static bool holder_of(struct cursor c, uint64_t session)
 		struct cursor sub;
 		if (!field(&c, &number, &v, &sub))
 			return false;
-		if (number == HOLDER_SESSION)
+		if (number == PARTY_SESSION)
 			return v == session;
 	}
 	return false;

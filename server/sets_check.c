@@ -41,8 +41,7 @@ int sets_check_locks_read(struct sets_check *c)
 	if (c->unread)
 		return store_load_refuse(c->store, "the record of lock '%s' does not decode",
 					 c->unread_name);
-	party_sessions_sort(&c->parties);
-	return 0;
+	return party_sessions_sort(&c->parties);
 }
 
 /* The waiters of one set on a lock, and the owner of the first whose

@@ -53,8 +53,9 @@ void sets_check_free(struct sets_check *c);
  * is theirs to report). */
 void sets_check_lock(struct sets_check *c, const MDB_val *key, const MDB_val *val);
 
-/* Once the image's sums are right, before any set is checked: 0, or
- * RAFTLOCK_EDATA when a lock record could not be read. On 0, c->parties
+/* Once the image's sums are right, before any set is checked: 0,
+ * RAFTLOCK_EDATA when a lock record could not be read, or RAFTLOCK_ENOMEM
+ * (noting the parties' sessions). On 0, c->parties
  * is sorted, to be met with the sessions (party_sessions_meet()). */
 int sets_check_locks_read(struct sets_check *c);
 
