@@ -32,7 +32,7 @@ struct party_sessions {
 	size_t n, cap;
 	bool unsorted;
 	bool failed; /* out of memory while noting */
-	size_t met; /* ids[0..met) are sessions met */
+	size_t met;  /* ids[0..met) are sessions met */
 };
 
 void party_sessions_init(struct party_sessions *ps);
