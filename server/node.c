@@ -484,7 +484,9 @@ static void unlink_proposal(struct node *n, struct proposal *p)
 }
 
 /* An entry of ours applied, nothing else of ours in flight: the next
- * batch may wait for the callers it answered (return_hold.h). */
+ * batch may wait for the callers it answered (return_hold.h). A caller
+ * whose next call is in the batch already (calls in flight on several
+ * handles of its session) has come back. */
 static void return_hold_from(struct node *n, const struct proposal *p)
 {
 	return_hold_begin(&n->hold);
@@ -492,6 +494,8 @@ static void return_hold_from(struct node *n, const struct proposal *p)
 		if (p->results[i].status == 0 && !p->results[i].queued)
 			return_hold_expect(&n->hold, p->waiters[i].caller); /* 0: none */
 	return_hold_arm(&n->hold, mono_ms(n));
+	for (unsigned i = 0; i < n->batch_n; i++)
+		return_hold_note_call(&n->hold, n->batch_waiters[i].caller);
 }
 
 static void apply_done(struct raft_apply *req, int status, void *result)

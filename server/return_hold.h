@@ -12,9 +12,10 @@
  * flight, the batch that follows waits until three in four of the
  * sessions whose calls it answered (and that will call again: not a
  * queued acquire, whose caller waits for its grant, nor a refusal) have
- * called again, for at most RETURN_HOLD_MS. Only those sessions count:
- * other traffic does not end the wait, or a steady stream of unrelated
- * commands would hold every entry. A wait that ends by time (callers that
+ * called again (a call already in the batch counts: node.c notes it
+ * after return_hold_arm()), for at most RETURN_HOLD_MS. Only those
+ * sessions count: other traffic does not end the wait, or a steady
+ * stream of unrelated commands would hold every entry. A wait that ends by time (callers that
  * do something else first) makes the next 1, 2, 4 ... RETURN_HOLD_SKIP_MAX
  * holds not happen; each that ends with the callers back halves that.
  *

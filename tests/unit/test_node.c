@@ -402,6 +402,35 @@ static void test_return_hold(void **state)
 	stop(f);
 }
 
+/* A caller whose next call reached the batch while the entry answering
+ * its last one was in flight (a session with calls on several handles)
+ * has come back: once that entry is applied, the batch goes out without
+ * a hold, on the next loop turn. */
+static void test_return_hold_counts_batched_calls(void **state)
+{
+	struct fx *f = *state;
+	start(f);
+	uint64_t caller = session_of(f, 402);
+	for (unsigned attempt = 0; attempt < 5; attempt++) {
+		use_up_skips(f, caller);
+		usleep(RETURN_HOLD_MS * 1000 + 1000);
+		struct answers a = {0};
+		uint64_t entries = f->node.entries_proposed;
+		assert_int_equal(propose_call_later(f, caller, &a), 0);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		assert_int_equal(f->node.entries_proposed, entries + 1); /* in flight */
+		assert_int_equal(propose_call_later(f, caller, &a), 0);
+		run_until_answered(f, &a, 1);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		assert_int_equal(f->node.entries_proposed, entries + 2);
+		assert_false(timebase_timer_active(&f->node.hold_timer));
+		run_until_answered(f, &a, 2);
+		assert_int_equal(a.status[0], 0);
+		assert_int_equal(a.status[1], 0);
+	}
+	stop(f);
+}
+
 /* A member added at run time is known by its client address from the
  * member book, which is read from LMDB once and kept (the same copy
  * answers again) until a membership command changes it: then the next
@@ -464,6 +493,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ready_and_batching, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_return_hold, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_return_hold_counts_batched_calls, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_stop_answers_and_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_keeps_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_member_addresses_cached, setup, teardown),
