@@ -206,8 +206,10 @@ static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, boo
 /* Waits (t->mu held) until the handle's earlier requests that are still
  * being sent in the background (orphans) are settled, so that a new call
  * applies after them: a release that timed out, say, must not overtake
- * the acquire that follows it. 0, or RAFTLOCK_ESTATE at the deadline
- * (transport_mono_ms): nothing was sent. */
+ * the acquire that follows it. 0, or nothing was sent: RAFTLOCK_ESTATE at
+ * the deadline (transport_mono_ms), RAFTLOCK_ECANCELED once the session
+ * began to close (a call that sent nothing yet is a new one to the close,
+ * raftlock.h). */
 static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
 {
 	raftlock_session *s = l->session;
@@ -220,7 +222,7 @@ static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
 		struct timespec ts = transport_deadline(t, deadline);
 		pthread_cond_timedwait(&t->cond, &t->mu, &ts);
 	}
-	return 0;
+	return s->closing ? RAFTLOCK_ECANCELED : 0;
 }
 
 /* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN) executes later:
@@ -528,8 +530,10 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 	struct session_req sr = SESSION_REQ(env);
 	sr.wait = true;
 	int rv = lock_wait_orphans(l, deadline ? deadline : UINT64_MAX);
-	if (rv != 0)
+	if (rv == RAFTLOCK_ESTATE)
 		return RAFTLOCK_ETIMEDOUT; /* nothing was sent */
+	if (rv != 0)
+		return rv;
 	lock_attach_value(l, env);
 	rv = session_mutate_submit(s, &sr, &req);
 	if (rv != 0)

@@ -471,10 +471,11 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * those must not be used or freed after.
  * Lock calls on it in other threads end first: a blocked
  * raftlock_lock_acquire() returns RAFTLOCK_ECANCELED; new ones fail with
- * RAFTLOCK_ECANCELED; a try-lock, release or proclaim already sent is
- * waited for (up to its request timeout: the close may take longer than
- * one). Those threads must not use the session or its handles after
- * that.
+ * RAFTLOCK_ECANCELED, and so do those that still wait for an earlier
+ * request of their handle (nothing was sent); a try-lock, release or
+ * proclaim already sent is waited for (up to its request timeout: the
+ * close may take longer than one). Those threads must not use the
+ * session or its handles after that.
  * Returns the error of the close request, but frees the session in any
  * case; the server expires a session it never heard closing:
  * RAFTLOCK_EUNKNOWN (sent, not confirmed within the request timeout: it

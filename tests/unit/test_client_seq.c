@@ -244,6 +244,45 @@ static void test_unconfirmed_release(void **state)
 	rig_down(&r);
 }
 
+/* A call that waits for its handle's release still being sent when the
+ * session's close begins ends RAFTLOCK_ECANCELED and sends nothing, as a
+ * call begun after the close does (raftlock.h): timeout_ms 0 is a
+ * try-lock, else a blocking acquire (its wait's own end is ETIMEDOUT). */
+static void close_ends_a_call_behind_an_orphan(int timeout_ms)
+{
+	struct rig r;
+	pthread_t th;
+	uint64_t token = 0;
+	rig_up(&r, 2000);
+	assert_int_equal(raftlock_lock_try(r.l, &token), 0);
+	FAKE_SET(r.f, ignore_releases, true);
+	assert_int_equal(raftlock_lock_release(r.l, NULL), RAFTLOCK_EUNKNOWN);
+	int sent = fake_count(r.f, RELEASE);
+	struct acquirer a = {.l = r.l, .timeout_ms = timeout_ms, .rv = 1};
+	assert_int_equal(pthread_create(&th, NULL, acquire_thread, &a), 0);
+	/* the call's wait for the release begins by sending it again */
+	for (int i = 0; i < 1000 && fake_count(r.f, RELEASE) == sent; i++)
+		sleep_ms(1);
+	assert_true(fake_count(r.f, RELEASE) > sent);
+	assert_int_equal(raftlock_session_close(r.s), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(a.rv, RAFTLOCK_ECANCELED);
+	assert_int_equal(fake_count(r.f, ACQUIRE), 1);
+	rig_down(&r);
+}
+
+static void test_close_ends_a_try_behind_an_orphan(void **state)
+{
+	(void)state;
+	close_ends_a_call_behind_an_orphan(0);
+}
+
+static void test_close_ends_an_acquire_behind_an_orphan(void **state)
+{
+	(void)state;
+	close_ends_a_call_behind_an_orphan(10000);
+}
+
 /* Issue 9, item 3: a close whose first answer was lost, and whose retry
  * finds the session gone, succeeds. */
 static void test_retried_close_succeeds(void **state)
@@ -285,6 +324,8 @@ int main(void)
 		cmocka_unit_test(test_acquire_timeout_is_bounded),
 		cmocka_unit_test(test_unanswered_acquire_timeout_is_bounded),
 		cmocka_unit_test(test_unconfirmed_release),
+		cmocka_unit_test(test_close_ends_a_try_behind_an_orphan),
+		cmocka_unit_test(test_close_ends_an_acquire_behind_an_orphan),
 		cmocka_unit_test(test_retried_close_succeeds),
 		cmocka_unit_test(test_lost_session_token_is_zero),
 	};
