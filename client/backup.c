@@ -126,12 +126,13 @@ RAFTLOCK_API int raftlock_snapshot_save(raftlock_client *c, const char *path, ui
 		return RAFTLOCK_EINVAL;
 	if (path == NULL)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: no path");
-	char tmp[4096];
+	char tmp[4096] = ""; /* no name yet when getrandom() fails */
 	int fd = open_beside(path, tmp, sizeof tmp);
 	if (fd == -2)
 		return errmsg_set(&c->t, RAFTLOCK_EINVAL, NULL, "snapshot save: path too long");
 	if (fd < 0)
-		return errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s", tmp);
+		return errmsg_set(&c->t, RAFTLOCK_EIO, strerror(errno), "snapshot save: %s",
+				  tmp[0] != '\0' ? tmp : path);
 	uint64_t at = 0;
 	int rv = RAFTLOCK_ENOTFOUND;
 	for (int attempt = 0; attempt < SAVE_ATTEMPTS && rv == RAFTLOCK_ENOTFOUND; attempt++) {
