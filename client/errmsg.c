@@ -16,6 +16,11 @@ void errmsg_note(int code, const char *detail)
 	snprintf(errmsg_noted, sizeof errmsg_noted, "%s", detail != NULL ? detail : "");
 }
 
+void errmsg_drop_note(void)
+{
+	errmsg_noted_code = 0;
+}
+
 void errmsg_take_note(int *code, char *detail, size_t len)
 {
 	*code = errmsg_noted_code;

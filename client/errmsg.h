@@ -34,6 +34,12 @@ int errmsg_set(const struct transport *client, int code, const char *detail, con
  * this thread without a detail of its own gives it as the detail. */
 void errmsg_note(int code, const char *detail);
 
+/* Drops the calling thread's pending note: a note lives only for the call
+ * that made it. transport_submit() drops it as a call sends a request; a
+ * call that consumes a failure without reporting it (0 for a close the
+ * server no longer knows) drops it itself. */
+void errmsg_drop_note(void);
+
 /* Moves the calling thread's pending note (errmsg_note) to *code and
  * detail (len bytes), *code 0 when there is none: for a thread that ends
  * the call of another (the I/O thread, a blocking call's request). */

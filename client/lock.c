@@ -434,8 +434,11 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 		rv = 1;
 	} else if (res->status == 0) {
 		rv = 0;
+	} else if (res->status == RAFTLOCK_ESESSION) {
+		rv = RAFTLOCK_ESESSION;
 	} else {
-		rv = res->status == RAFTLOCK_ESESSION ? RAFTLOCK_ESESSION : 2;
+		rv = 2;
+		errmsg_drop_note(); /* ENOTFOUND, say: a retry of the acquire tells */
 	}
 	raftlock__envelope__free_unpacked(reply, NULL);
 	return rv;

@@ -714,8 +714,11 @@ static int session_send_close(raftlock_session *s, unsigned timeout_ms)
 	}
 	/* The server has no such session: closed by an earlier attempt of
 	 * this very close (its answer lost), or expired. Either way nothing
-	 * is left to close. */
-	return rv == RAFTLOCK_ESESSION ? 0 : rv;
+	 * is left to close, and the node's words on it are nobody's. */
+	if (rv != RAFTLOCK_ESESSION)
+		return rv;
+	errmsg_drop_note();
+	return 0;
 }
 
 int session_close(raftlock_session *s, unsigned timeout_ms)
@@ -750,6 +753,7 @@ int session_close(raftlock_session *s, unsigned timeout_ms)
 		if (timeout_ms == 0 || timeout_ms > SESSION_LOST_CLOSE_MS)
 			timeout_ms = SESSION_LOST_CLOSE_MS;
 		session_send_close(s, timeout_ms);
+		errmsg_drop_note(); /* its failure is not reported */
 	}
 	while (!list_empty(&s->orphans)) {
 		struct session_orphan *o = list_entry(s->orphans.next, struct session_orphan, link);

@@ -89,6 +89,7 @@ static bool transport_nothing_owed(const struct transport *t)
 int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_push,
 		     struct request **out)
 {
+	errmsg_drop_note(); /* an earlier request's: not this one's */
 	struct request *r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return RAFTLOCK_ENOMEM;
@@ -218,7 +219,8 @@ static void request_free(struct request *req)
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply)
 {
 	list_remove(&req->link);
-	const Raftlock__Envelope *e = req->reply;
+	/* an answer nobody takes is reported by nobody: no note of it */
+	const Raftlock__Envelope *e = reply != NULL ? req->reply : NULL;
 	const Raftlock__Response *resp =
 		e != NULL && e->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE ? e->response : NULL;
 	if (resp != NULL && (resp->status == RAFTLOCK_EPERM || resp->status == RAFTLOCK_ESTATE))

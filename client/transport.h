@@ -276,7 +276,9 @@ uint64_t transport_random(struct transport *t);
 /*
  * Encodes env (its id is set here) and adds it to the table; the I/O thread
  * sends it. t->mu must be held. *out stays owned by the client: end it with
- * transport_take(). Errors: RAFTLOCK_ENOMEM, RAFTLOCK_ETOOBIG.
+ * transport_take(). Errors: RAFTLOCK_ENOMEM, RAFTLOCK_ETOOBIG. Drops the
+ * calling thread's pending note (errmsg_drop_note): it was an earlier
+ * request's.
  */
 int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_push,
 		     struct request **out);
@@ -327,7 +329,10 @@ int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
 /* Removes req from the table and frees it (or leaves that to the I/O
  * thread while it has yet to signal req's waiter); its reply (NULL unless
  * done) is handed to the caller through *reply if not NULL, else freed.
- * Either way the caller may not touch req again. t->mu held. */
+ * A reply handed over that refused the request with a message (EPERM,
+ * ESTATE, a limit of apply) notes it for the calling thread (errmsg_note);
+ * a freed one notes nothing. Either way the caller may not touch req
+ * again. t->mu held. */
 void transport_take(struct transport *t, struct request *req, Raftlock__Envelope **reply);
 
 /* req went unanswered for longer than a healthy node takes: if it was

@@ -635,6 +635,12 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
 		if (f->closed_session == (req->sequence ? req->sequence->session : 0)) {
 			res.status = RAFTLOCK_ESESSION; /* as a retry finds it */
+			Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
+			resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+			resp.result = &res;
+			resp.message = (char *)f->close_message;
+			fake_send_response(fd, req->id, &resp);
+			return true;
 		} else if (f->drop_first_close) {
 			f->drop_first_close = false;
 			f->closed_session = (req->sequence ? req->sequence->session : 0);

@@ -109,6 +109,8 @@ struct fake {
 				    (a node that could not start its
 				    state in time) */
 	int watch_end_status;
+	/* the message of a close's ESESSION answer (NULL: none) */
+	const char *close_message;
 	int revoke_drops;    /* drop the connection instead of answering
 				this many REVOKEs (they ran: the
 				answer is lost), after the refusals */
