@@ -190,8 +190,9 @@ static int lock_send(raftlock_lock *l, struct session_req sr, unsigned timeout_m
 }
 
 /* Gives up waiting for a request of l (session_abandon), an acquire's
- * late grant to be released (unless out of memory: then the session's
- * end releases it). */
+ * late grant to be released. RAFTLOCK_ENOMEM instead of
+ * RAFTLOCK_EUNKNOWN when out of memory for that release: a late grant is
+ * then held until the session ends (raftlock.h). */
 static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire)
 {
 	struct lock_undo undo;
@@ -200,6 +201,8 @@ static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, boo
 				 with_undo ? undo.n : 0, l->owner);
 	if (with_undo)
 		lock_undo_end(&undo);
+	else if (acquire && rv == RAFTLOCK_EUNKNOWN)
+		rv = RAFTLOCK_ENOMEM;
 	return rv;
 }
 
@@ -1042,6 +1045,9 @@ int lock_proclaim(raftlock_lock *l, const char *value)
 		return errmsg_set(t, RAFTLOCK_EINVAL, NULL,
 				  "proclaim '%s': a value of at most %d bytes", l->name,
 				  RAFTLOCK_VALUE_MAX);
+	char *copy = strdup(value); /* later grants publish it too */
+	if (copy == NULL)
+		return errmsg_set(t, RAFTLOCK_ENOMEM, NULL, "proclaim '%s'", l->name);
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
@@ -1060,13 +1066,15 @@ int lock_proclaim(raftlock_lock *l, const char *value)
 		}
 		if (rv == 0) {
 			free(l->value);
-			l->value = strdup(value); /* later grants publish it too */
+			l->value = copy;
+			copy = NULL;
 		}
 		session_call_end(l->session);
 	}
 	if (rv != 0)
 		errmsg_set(t, rv, NULL, "proclaim '%s'", l->name);
 	pthread_mutex_unlock(&t->mu);
+	free(copy);
 	return rv;
 }
 

@@ -612,7 +612,9 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  * RAFTLOCK_ECONNECTION, RAFTLOCK_ESTATE, RAFTLOCK_EUNKNOWN (sent, not
  * answered within the request timeout: the handle does not hold the lock
  * for the caller; should the lock turn out granted, the library releases
- * it), RAFTLOCK_ENOTHOLDER (the grant was revoked before the call could
+ * it), RAFTLOCK_ENOMEM (also as RAFTLOCK_EUNKNOWN, but without memory to
+ * release a late grant: should the lock turn out granted, it stays held
+ * until the session ends), RAFTLOCK_ENOTHOLDER (the grant was revoked before the call could
  * return it: on_lock_event gets RAFTLOCK_LOCK_REVOKED for a token the
  * caller never saw, and the handle holds nothing).
  */

@@ -382,8 +382,10 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		session_seq_end(s, seq);
 		return rv;
 	}
-	if (!orphan_add(s, req, seq, undo, n_undo, owner))
+	if (!orphan_add(s, req, seq, undo, n_undo, owner)) {
 		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
+		return n_undo > 0 ? RAFTLOCK_ENOMEM : RAFTLOCK_EUNKNOWN;
+	}
 	return RAFTLOCK_EUNKNOWN;
 }
 
