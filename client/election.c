@@ -92,6 +92,7 @@ struct raftlock_observer {
 	/* What was last reported, and the state being read (HOLDING events
 	 * up to CURRENT) after a start or a HISTORY_LOST. */
 	bool reported, has_leader, lost;
+	bool ended; /* its last event was delivered: the rest goes unheard */
 	uint64_t session, token;
 	char *value;
 	bool reading;
@@ -100,13 +101,24 @@ struct raftlock_observer {
 	char *next_value;
 };
 
-static void set_text(char **field, const char *value)
+/* false when out of memory: *field is left as it was. */
+static bool set_text(char **field, const char *value)
 {
 	char *copy = strdup(value != NULL ? value : "");
 	if (copy == NULL)
-		return; /* out of memory: keeps the old text */
+		return false;
 	free(*field);
 	*field = copy;
+	return true;
+}
+
+/* The observation's last event, of status: the node ended its watch, or
+ * out of memory the observer could no longer tell what changed. */
+static void observe_end(struct raftlock_observer *o, struct raftlock_position pos, int status)
+{
+	struct raftlock_leader_event none = {.value = "", .position = pos, .status = status};
+	o->ended = true;
+	o->cb(&none, o->userdata); /* nothing more comes */
 }
 
 /* Reports (has, session, token, value) at pos if it differs from the last
@@ -117,6 +129,10 @@ static void observe_report(struct raftlock_observer *o, bool has, uint64_t sessi
 	if (o->reported && !o->lost && has == o->has_leader && session == o->session &&
 	    token == o->token && strcmp(value, o->value != NULL ? o->value : "") == 0)
 		return;
+	if (!set_text(&o->value, has ? value : "")) {
+		observe_end(o, pos, RAFTLOCK_ENOMEM);
+		return;
+	}
 	struct raftlock_leader_event ev = {
 		.has_leader = has,
 		.session = has ? session : 0,
@@ -129,7 +145,6 @@ static void observe_report(struct raftlock_observer *o, bool has, uint64_t sessi
 	o->has_leader = has;
 	o->session = ev.session;
 	o->token = ev.token;
-	set_text(&o->value, has ? value : "");
 	ev.value = o->value != NULL ? o->value : "";
 	o->cb(&ev, o->userdata);
 }
@@ -137,10 +152,10 @@ static void observe_report(struct raftlock_observer *o, bool has, uint64_t sessi
 static void observe_event(const struct raftlock_watch_event *ev, void *arg)
 {
 	struct raftlock_observer *o = arg;
+	if (o->ended)
+		return;
 	if (ev->kind == RAFTLOCK_WATCH_ERROR) {
-		struct raftlock_leader_event none = {
-			.value = "", .position = ev->position, .status = ev->status};
-		o->cb(&none, o->userdata); /* the watch ended: nothing more comes */
+		observe_end(o, ev->position, ev->status); /* the watch ended */
 		return;
 	}
 	if (ev->kind == RAFTLOCK_WATCH_HISTORY_LOST) {
@@ -164,7 +179,8 @@ static void observe_event(const struct raftlock_watch_event *ev, void *arg)
 		o->next_has = true;
 		o->next_session = ev->session;
 		o->next_token = ev->token;
-		set_text(&o->next_value, ev->value);
+		if (!set_text(&o->next_value, ev->value))
+			observe_end(o, ev->position, RAFTLOCK_ENOMEM);
 		return;
 	case RAFTLOCK_WATCH_GRANTED:
 	case RAFTLOCK_WATCH_PROCLAIMED:

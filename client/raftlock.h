@@ -984,7 +984,9 @@ typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *u
  * must not block nor call the blocking functions of this client. An
  * ERROR event (the node refused the watch: RAFTLOCK_EPERM without read
  * permission on the prefix, RAFTLOCK_ELIMIT when the client already has
- * RAFTLOCK_WATCH_MAX watches and observers) is the last one. A node that
+ * RAFTLOCK_WATCH_MAX watches and observers; RAFTLOCK_ENOMEM when the
+ * library had no memory for an event, which was not delivered, nor any
+ * after it) is the last one. A node that
  * cannot start the watch's state in time (RAFTLOCK_EUNAVAILABLE: it has
  * not applied the state's index within 30 s; RAFTLOCK_EOVERLOAD: no
  * snapshot reader free, or no room, within 5.5 minutes) is no ERROR: the
@@ -1093,7 +1095,9 @@ struct raftlock_leader_event {
 	bool history_lost;                 /* changes in between were not kept: this is the
 					      current state, read again */
 	int status; /* non-zero: the node refused the observation (RAFTLOCK_EPERM,
-		       ...): this is the last event, and has_leader is false */
+		       ...) or the library ran out of memory for it
+		       (RAFTLOCK_ENOMEM): this is the last event, and
+		       has_leader is false */
 };
 
 typedef struct raftlock_observer raftlock_observer;

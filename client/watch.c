@@ -22,6 +22,7 @@ struct raftlock_watch_handle {
 	 * state_pos: a resubscription (a reconnect) starts it again. */
 	bool in_state;
 	struct raftlock_position state_pos;
+	struct watch_delivery *last; /* the ERROR event's, kept from the start */
 };
 
 /* One event on its way to the application. */
@@ -35,6 +36,7 @@ struct watch_delivery {
 
 static void watch_free(struct raftlock_watch_handle *w)
 {
+	free(w->last);
 	free(w->prefix);
 	free(w);
 }
@@ -79,8 +81,8 @@ static int watch_frame(struct raftlock_watch_handle *w, const struct raftlock_po
 	return 0;
 }
 
-/* t->mu held: queue ev for the application (dropped when out of memory:
- * the frame is then not advanced either, so a reconnect would resend). */
+/* t->mu held: queue ev for the application; false when out of memory
+ * (the watch must end then: a later event would skip this one). */
 static bool watch_queue(struct raftlock_watch_handle *w, const struct raftlock_watch_event *ev)
 {
 	size_t n = strlen(ev->name) + 1;
@@ -103,6 +105,53 @@ static bool watch_queue(struct raftlock_watch_handle *w, const struct raftlock_w
 	return true;
 }
 
+/* The I/O thread, t->mu held: the answer to a cancel; nobody waits. */
+static void watch_cancel_done(struct transport *t, struct request *req, int err)
+{
+	(void)err;
+	req->on_done = NULL;
+	transport_take(t, req, NULL);
+}
+
+/* t->mu held: takes w's request out of the table and tells the node to
+ * end its stream (best effort: a closed connection ends its watches
+ * anyway). */
+static void watch_stop(struct raftlock_watch_handle *w)
+{
+	struct transport *t = w->t;
+	uint64_t id = w->req->id;
+	bool sent_here = transport_sent_here(t, w->req);
+	transport_take(t, w->req, NULL);
+	w->req = NULL;
+	Raftlock__WatchCancelRequest cr = RAFTLOCK__WATCH_CANCEL_REQUEST__INIT;
+	cr.watch = id;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL;
+	env.watch_cancel = &cr;
+	struct request *r;
+	if (sent_here && transport_submit(t, &env, false, &r) == 0)
+		transport_on_done(t, r, watch_cancel_done, NULL, 0);
+}
+
+/* The I/O thread, t->mu held: ends the watch with its last event, ERROR
+ * of status, from the delivery kept for it (out of memory too). The node
+ * ended the stream (ended), else it is told to. */
+static void watch_end(struct raftlock_watch_handle *w, int status, bool ended)
+{
+	if (ended) {
+		transport_take(w->t, w->req, NULL);
+		w->req = NULL;
+	} else {
+		watch_stop(w);
+	}
+	struct watch_delivery *dv = w->last;
+	w->last = NULL;
+	dv->ev = (struct raftlock_watch_event){
+		.kind = RAFTLOCK_WATCH_ERROR, .name = dv->name, .status = status, .value = ""};
+	w->pending++;
+	transport_defer(w->t, &dv->d);
+}
+
 /* The I/O thread, t->mu held: an answer or an event of the stream. */
 static void watch_on_stream(struct transport *t, struct request *req, Raftlock__Envelope *env)
 {
@@ -110,22 +159,17 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	const Raftlock__Response *resp = env->response;
 	struct raftlock_watch_event ev = {.name = w->prefix};
 	if (!resp->push) {
-		if (resp->status == 0) { /* subscribed: events follow */
-			if (w->in_state) {
-				/* A reconnect cut a state short: the
-				 * application drops what it got of it. */
-				ev.kind = RAFTLOCK_WATCH_HISTORY_LOST;
-				ev.position = w->state_pos;
-				w->in_state = !watch_queue(w, &ev);
-			}
-			raftlock__envelope__free_unpacked(env, NULL);
-			return;
+		if (resp->status != 0) {
+			watch_end(w, resp->status, true);
+		} else if (w->in_state) { /* subscribed: events follow */
+			/* A reconnect cut a state short: the application
+			 * drops what it got of it. */
+			ev.kind = RAFTLOCK_WATCH_HISTORY_LOST;
+			ev.position = w->state_pos;
+			w->in_state = false;
+			if (!watch_queue(w, &ev))
+				watch_end(w, RAFTLOCK_ENOMEM, false);
 		}
-		ev.kind = RAFTLOCK_WATCH_ERROR;
-		ev.status = resp->status;
-		w->req = NULL;
-		transport_take(t, req, NULL);
-		watch_queue(w, &ev);
 		raftlock__envelope__free_unpacked(env, NULL);
 		return;
 	}
@@ -144,7 +188,9 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	ev.permits = e->permits;
 	ev.status = e->status;
 	ev.value = e->value;
-	if (watch_queue(w, &ev)) {
+	if (!watch_queue(w, &ev)) {
+		watch_end(w, RAFTLOCK_ENOMEM, false);
+	} else {
 		/* A state (HOLDING, WAITING) is complete only at its CURRENT:
 		 * a resume from inside it would miss the rest of it. */
 		bool state_event =
@@ -179,10 +225,15 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 				  "watch: a prefix of at most %d bytes, a callback and out",
 				  RAFTLOCK_NAME_MAX);
 	struct raftlock_watch_handle *w = calloc(1, sizeof *w);
-	if (w == NULL || (w->prefix = strdup(prefix)) == NULL) {
-		free(w);
+	size_t n = strlen(prefix) + 1;
+	if (w == NULL || (w->prefix = strdup(prefix)) == NULL ||
+	    (w->last = calloc(1, sizeof *w->last + n)) == NULL) {
+		if (w != NULL)
+			watch_free(w);
 		return errmsg_set(&c->t, RAFTLOCK_ENOMEM, NULL, "watch '%s'", prefix);
 	}
+	*w->last = (struct watch_delivery){.d.fn = watch_deliver, .w = w};
+	memcpy(w->last->name, prefix, n);
 	w->t = &c->t;
 	w->cb = cb;
 	w->userdata = userdata;
@@ -202,14 +253,6 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 	return 0;
 }
 
-/* The I/O thread, t->mu held: the answer to a cancel; nobody waits. */
-static void watch_cancel_done(struct transport *t, struct request *req, int err)
-{
-	(void)err;
-	req->on_done = NULL;
-	transport_take(t, req, NULL);
-}
-
 RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
 {
 	if (w == NULL)
@@ -217,22 +260,8 @@ RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
 	struct transport *t = w->t;
 	pthread_mutex_lock(&t->mu);
 	w->cancelled = true;
-	if (w->req != NULL) {
-		/* Tell the node (best effort: a closed connection ends its
-		 * watches anyway). */
-		uint64_t id = w->req->id;
-		bool sent_here = transport_sent_here(t, w->req);
-		transport_take(t, w->req, NULL);
-		w->req = NULL;
-		Raftlock__WatchCancelRequest cr = RAFTLOCK__WATCH_CANCEL_REQUEST__INIT;
-		cr.watch = id;
-		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-		env.body_case = RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL;
-		env.watch_cancel = &cr;
-		struct request *r;
-		if (sent_here && transport_submit(t, &env, false, &r) == 0)
-			transport_on_done(t, r, watch_cancel_done, NULL, 0);
-	}
+	if (w->req != NULL)
+		watch_stop(w);
 	bool now = w->pending == 0;
 	if (!now && transport_on_io_thread(t)) {
 		w->free_when_idle = true; /* the last delivery frees it */
