@@ -372,7 +372,8 @@ static int lock_grant_revoked(void)
 	return RAFTLOCK_ENOTHOLDER;
 }
 
-/* Applies a final acquire result to the handle. */
+/* Applies a final acquire result to the handle: a grant to a session
+ * lost meanwhile is RAFTLOCK_ESESSION (it holds nothing). */
 static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t *token)
 {
 	if (res->status != 0) {
@@ -380,6 +381,8 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 			session_mark_lost(l->session, RAFTLOCK_ESESSION);
 		return res->status;
 	}
+	if (l->session->lost)
+		return RAFTLOCK_ESESSION;
 	if (!lock_hold(l, res, res->count ? res->count : l->count + 1))
 		return lock_grant_revoked();
 	*token = res->token;
@@ -566,11 +569,9 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
  * (lock_revoked) came after: a set is held whole or not at all, as
  * lock_hold_set() holds it when the revocation comes first, so its locks
  * still granted are released and RAFTLOCK_ENOTHOLDER returned. 0: the
- * set holds every lock (or its session is lost, which holds nothing). */
+ * set holds every lock. */
 static int lock_take_set(raftlock_lock *l)
 {
-	if (l->session->lost)
-		return 0;
 	bool whole = true;
 	for (size_t i = 0; i < l->n_set; i++)
 		whole = whole && l->set[i]->token != 0;
@@ -588,10 +589,13 @@ static int lock_take_set(raftlock_lock *l)
  * revocation read with the grant came after it, yet before the caller
  * could know: the grant is not held then (lock_hold refuses it when the
  * revocation comes first). 0, or RAFTLOCK_ENOTHOLDER with the handle (its
- * set) emptied.
+ * set) emptied, or RAFTLOCK_ESESSION: the session was lost meanwhile (read
+ * with the grant, say), which holds nothing.
  */
 static int lock_take_grant(raftlock_lock *l, uint64_t token)
 {
+	if (l->session->lost)
+		return RAFTLOCK_ESESSION;
 	if (l->n_set > 0)
 		return lock_take_set(l);
 	return lock_grant_was_revoked(l, token) ? RAFTLOCK_ENOTHOLDER : 0;
@@ -611,16 +615,19 @@ struct lock_outcome {
 
 /* A successful acquire's grant (o->value), taken in for its caller by the
  * I/O thread once the read that brought it is dispatched (t->mu held:
- * transport_deferred.settle). false: it was revoked meanwhile; the
- * outcome is then RAFTLOCK_ENOTHOLDER, value 0, with its note. */
+ * transport_deferred.settle). false: it was revoked meanwhile (the
+ * outcome is then RAFTLOCK_ENOTHOLDER, with its note) or the session lost
+ * (RAFTLOCK_ESESSION); value 0. */
 static bool lock_settle_grant(raftlock_lock *l, struct lock_outcome *o)
 {
 	o->status = lock_take_grant(l, o->value);
 	if (o->status == 0)
 		return true;
 	o->value = 0;
-	lock_grant_revoked();
-	errmsg_take_note(&o->note_code, o->note, sizeof o->note);
+	if (o->status == RAFTLOCK_ENOTHOLDER) {
+		lock_grant_revoked();
+		errmsg_take_note(&o->note_code, o->note, sizeof o->note);
+	}
 	return false;
 }
 

@@ -687,7 +687,8 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * would return and value the fencing token (0 on failure): cb is the
  * caller taking the grant in, so a grant revoked before cb runs (its
  * revocation read with it) gives RAFTLOCK_ENOTHOLDER, the handle holding
- * nothing, also within cb; for a release, status is what
+ * nothing, also within cb, and a grant to a session lost before cb runs
+ * (its loss read with it) RAFTLOCK_ESESSION; for a release, status is what
  * raftlock_lock_release() would return and value the levels still held
  * (0 on failure, whatever is held: raftlock_lock_token() tells).
  * A request sent but unanswered within the client's request timeout ends
@@ -744,7 +745,7 @@ RAFTLOCK_API int raftlock_lock_release_async(raftlock_lock *lock, raftlock_lock_
  *   - RAFTLOCK_ECANCELED: the session began to close (raftlock_session_close
  *     ends the wait at once rather than waiting for it; the server drops
  *     the session's waits with it); RAFTLOCK_ESESSION: the session was
- *     lost while the acquire waited.
+ *     lost while the acquire waited, or before cb took its grant in.
  * A negative timeout_ms waits until granted or the session ends. One
  * waiting acquire per handle at a time: another returns RAFTLOCK_ESTATE
  * (and so does one while an earlier request of the handle whose outcome
