@@ -1015,7 +1015,9 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *client, const char *prefix,
 RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *watch);
 
 /* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END), as
- * the CLI prints positions. Returns 0 or RAFTLOCK_EINVAL. */
+ * the CLI prints positions: decimal digits, INDEX at most UINT64_MAX and
+ * OFFSET at most RAFTLOCK_WATCH_OFFSET_END. Returns 0 or RAFTLOCK_EINVAL
+ * (*pos unchanged). */
 RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos);
 
 /* The name of a kind ("granted", "released", ...), "unknown" otherwise. */

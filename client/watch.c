@@ -283,7 +283,10 @@ RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_posit
 		return RAFTLOCK_EINVAL;
 	errno = 0;
 	unsigned long long index = strtoull(text, &end, 10);
-	if (errno == ERANGE) /* not UINT64_MAX: a watch from there waits forever */
+	/* past UINT64_MAX: refused, not taken for UINT64_MAX (strtoull's
+	 * answer), from which a watch would wait forever; UINT64_MAX itself
+	 * is a position as any other */
+	if (errno == ERANGE)
 		return RAFTLOCK_EINVAL;
 	unsigned long long offset = RAFTLOCK_WATCH_OFFSET_END;
 	if (*end == '.') {

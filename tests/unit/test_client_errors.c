@@ -93,10 +93,35 @@ static void test_watch_kind_names(void **state)
 	assert_string_equal(raftlock_watch_kind_name((enum raftlock_watch_kind)13), "unknown");
 }
 
+/* Positions at their bounds: UINT64_MAX is an index as any other, one
+ * past it is refused rather than taken for it (and so for the offset). */
+static void test_position_parse_bounds(void **state)
+{
+	(void)state;
+	struct raftlock_position p = {0};
+	assert_int_equal(raftlock_position_parse("18446744073709551615", &p), 0);
+	assert_true(p.index == UINT64_MAX);
+	assert_int_equal(p.offset, RAFTLOCK_WATCH_OFFSET_END);
+	assert_int_equal(raftlock_position_parse("7.4294967295", &p), 0);
+	assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END);
+	const char *refused[] = {"18446744073709551616",
+				 "18446744073709551616.1",
+				 "7.4294967296",
+				 "7.18446744073709551616",
+				 "-1",
+				 "7.-1",
+				 "7.1x"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		assert_int_equal(raftlock_position_parse(refused[i], &p), RAFTLOCK_EINVAL);
+		assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END); /* unchanged */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_code_has_its_own_message),
+		cmocka_unit_test(test_position_parse_bounds),
 		cmocka_unit_test(test_codes_are_negative_and_unique),
 		cmocka_unit_test(test_codes_are_stable),
 		cmocka_unit_test(test_errmsg_without_error),
