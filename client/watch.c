@@ -244,6 +244,8 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 	int rv = transport_submit(&c->t, &env, false, &w->req);
 	if (rv == 0)
 		transport_on_stream(&c->t, w->req, watch_on_stream, w);
+	if (rv != 0)
+		errmsg_set(&c->t, rv, NULL, "watch '%s'", prefix);
 	pthread_mutex_unlock(&c->t.mu);
 	if (rv != 0) {
 		watch_free(w);
