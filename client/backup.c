@@ -21,12 +21,14 @@
 
 /* Creates the temporary file beside path under a random name of its own
  * (two saves to one path at once must not write into each other's file),
- * readable by its owner only; its name goes to tmp. Returns the descriptor, -1
- * (errno) or -2 when the name does not fit. */
+ * readable by its owner only; its name goes to tmp ("" when getrandom()
+ * failed). Returns the descriptor, -1 (errno) or -2 when the name does not
+ * fit. */
 static int open_beside(const char *path, char *tmp, size_t len)
 {
 	for (int i = 0; i < SAVE_TMP_TRIES; i++) {
 		unsigned long long r;
+		tmp[0] = '\0'; /* a failure here has no name to tell */
 		if (getrandom(&r, sizeof r, 0) != sizeof r)
 			return -1;
 		if (snprintf(tmp, len, "%s.%016llx.tmp", path, r) >= (int)len)
