@@ -555,7 +555,8 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
 		 * that refusal; sent before: EUNKNOWN, and a late grant is
 		 * released. */
 		rv = lock_abandon(l, req, seq, true);
-		errmsg_note(rv, t->refused_why);
+		if (rv != RAFTLOCK_ENOMEM) /* else not why it failed */
+			errmsg_note(rv, t->refused_why);
 		return rv;
 	}
 	if (!req->done)
@@ -704,7 +705,8 @@ static bool lock_refused(const struct request *req, int err)
 
 /* Why a request of the lock layer failed with o->status, kept for its
  * caller in o once lock_request_end() is done (t->mu held): which address
- * refused the connection and why (refused), else a lower layer's note,
+ * refused the connection and why (refused, unless the call failed for
+ * want of memory to release a late grant), else a lower layer's note,
  * else why no node could be reached. The code is the status's, whatever
  * the transport's was (a refused try-lock sent before ends
  * RAFTLOCK_EUNKNOWN), so that errmsg_set() prints the reason. */
@@ -715,7 +717,7 @@ static void lock_note_why(const struct transport *t, bool refused, struct lock_o
 		return;
 	}
 	const char *why = NULL;
-	if (refused)
+	if (refused && o->status != RAFTLOCK_ENOMEM)
 		why = t->refused_why;
 	else
 		errmsg_take_note(&o->note_code, o->note, sizeof o->note);
