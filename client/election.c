@@ -8,6 +8,7 @@
 #include "codec.h"
 #include "errmsg.h"
 #include "lock.h"
+#include "watch.h"
 
 struct raftlock_leader {
 	raftlock_lock *lock;
@@ -113,11 +114,14 @@ static bool set_text(char **field, const char *value)
 }
 
 /* The observation's last event, of status: the node ended its watch, or
- * out of memory the observer could no longer tell what changed. */
+ * out of memory the observer could no longer tell what changed (its watch
+ * is stopped then: nobody hears it; raftlock_observe_cancel frees it). */
 static void observe_end(struct raftlock_observer *o, struct raftlock_position pos, int status)
 {
 	struct raftlock_leader_event none = {.value = "", .position = pos, .status = status};
 	o->ended = true;
+	if (status == RAFTLOCK_ENOMEM)
+		watch_halt(o->watch);
 	o->cb(&none, o->userdata); /* nothing more comes */
 }
 

@@ -242,17 +242,26 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 	watch_frame(w, from, true, &env, &req);
 	pthread_mutex_lock(&c->t.mu);
 	int rv = transport_submit(&c->t, &env, false, &w->req);
-	if (rv == 0)
+	if (rv == 0) {
 		transport_on_stream(&c->t, w->req, watch_on_stream, w);
-	if (rv != 0)
+		*out = w; /* before its first event: a callback may halt it */
+	} else {
 		errmsg_set(&c->t, rv, NULL, "watch '%s'", prefix);
-	pthread_mutex_unlock(&c->t.mu);
-	if (rv != 0) {
-		watch_free(w);
-		return rv;
 	}
-	*out = w;
-	return 0;
+	pthread_mutex_unlock(&c->t.mu);
+	if (rv != 0)
+		watch_free(w);
+	return rv;
+}
+
+void watch_halt(raftlock_watch_handle *w)
+{
+	struct transport *t = w->t;
+	pthread_mutex_lock(&t->mu);
+	w->cancelled = true;
+	if (w->req != NULL)
+		watch_stop(w);
+	pthread_mutex_unlock(&t->mu);
 }
 
 RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
@@ -260,10 +269,8 @@ RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
 	if (w == NULL)
 		return;
 	struct transport *t = w->t;
+	watch_halt(w);
 	pthread_mutex_lock(&t->mu);
-	w->cancelled = true;
-	if (w->req != NULL)
-		watch_stop(w);
 	bool now = w->pending == 0;
 	if (!now && transport_on_io_thread(t)) {
 		w->free_when_idle = true; /* the last delivery frees it */

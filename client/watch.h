@@ -12,4 +12,10 @@
 
 #include "raftlock.h"
 
+/* Ends w's stream (the node is told, the client's slot freed) and runs no
+ * more of its callbacks, without freeing it: raftlock_watch_cancel() still
+ * does. For a layer that stops listening from inside the callback (an
+ * observer out of memory). Any thread. */
+void watch_halt(raftlock_watch_handle *w);
+
 #endif
