@@ -247,7 +247,9 @@ static void test_unconfirmed_release(void **state)
 /* A call that waits for its handle's release still being sent when the
  * session's close begins ends RAFTLOCK_ECANCELED and sends nothing, as a
  * call begun after the close does (raftlock.h): timeout_ms 0 is a
- * try-lock, else a blocking acquire (its wait's own end is ETIMEDOUT). */
+ * try-lock, else a blocking acquire (its wait's own end is ETIMEDOUT).
+ * Nothing: not even a seq taken, which the close's would show, for the
+ * acquire's request could be taken back unsent. */
 static void close_ends_a_call_behind_an_orphan(int timeout_ms)
 {
 	struct rig r;
@@ -268,6 +270,7 @@ static void close_ends_a_call_behind_an_orphan(int timeout_ms)
 	pthread_join(th, NULL);
 	assert_int_equal(a.rv, RAFTLOCK_ECANCELED);
 	assert_int_equal(fake_count(r.f, ACQUIRE), 1);
+	assert_int_equal(fake_nth(r.f, CLOSE, 0).seq, fake_nth(r.f, RELEASE, 0).seq + 1);
 	rig_down(&r);
 }
 
