@@ -85,27 +85,18 @@ static void fake_send_result(int fd, uint64_t id, int status, Raftlock__Result *
 	fake_send_response(fd, id, &resp);
 }
 
-/* The answer res to request id and, in the same write(), the lock event
- * ev, pushed as the server pushes them (service.c): the client reads both
- * at once, and its I/O thread dispatches both before a blocking call's
- * caller wakes up. push_answer: res is the pushed grant of a queued
- * acquire. */
-static void fake_answer_with_event(int fd, uint64_t id, Raftlock__Result *res, bool push_answer,
-				   Raftlock__SessionEvent *ev)
+/* The responses first (to request id) and second (to id2; 0: an event)
+ * in one write(): the client reads both at once, and its I/O thread
+ * dispatches both before a blocking call's caller wakes up. */
+static void fake_send_both(int fd, uint64_t id, Raftlock__Response *first, uint64_t id2,
+			   Raftlock__Response *second)
 {
-	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
-	answer.push = push_answer;
-	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
-	answer.result = res;
-	Raftlock__Response event = RAFTLOCK__RESPONSE__INIT;
-	event.push = true;
-	event.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
-	event.session_event = ev;
 	Raftlock__Envelope env[2] = {RAFTLOCK__ENVELOPE__INIT, RAFTLOCK__ENVELOPE__INIT};
 	env[0].id = id;
+	env[1].id = id2;
 	env[0].body_case = env[1].body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
-	env[0].response = &answer;
-	env[1].response = &event; /* id 0: an event */
+	env[0].response = first;
+	env[1].response = second;
 	uint8_t *buf[2];
 	size_t n[2];
 	for (int i = 0; i < 2; i++)
@@ -118,6 +109,45 @@ static void fake_answer_with_event(int fd, uint64_t id, Raftlock__Result *res, b
 	free(both);
 	free(buf[0]);
 	free(buf[1]);
+}
+
+/* The answer res to request id and, in the same write(), the lock event
+ * ev, pushed as the server pushes them (service.c). push_answer: res is
+ * the pushed grant of a queued acquire. */
+static void fake_answer_with_event(int fd, uint64_t id, Raftlock__Result *res, bool push_answer,
+				   Raftlock__SessionEvent *ev)
+{
+	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
+	answer.push = push_answer;
+	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	answer.result = res;
+	Raftlock__Response event = RAFTLOCK__RESPONSE__INIT;
+	event.push = true;
+	event.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_SESSION_EVENT;
+	event.session_event = ev;
+	fake_send_both(fd, id, &answer, 0, &event);
+}
+
+/* The grant res, the answer to request id; with a try-lock held by
+ * lose_with_grant on that connection, its answer RAFTLOCK_ESESSION
+ * follows in the same write(). */
+static void fake_send_grant(struct fake *f, int fd, uint64_t id, Raftlock__Result *res)
+{
+	if (f->loss_id == 0 || f->loss_fd != fd) {
+		fake_send_result(fd, id, 0, res, false);
+		return;
+	}
+	Raftlock__Response answer = RAFTLOCK__RESPONSE__INIT;
+	answer.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	answer.result = res;
+	Raftlock__Result gone = RAFTLOCK__RESULT__INIT;
+	gone.status = RAFTLOCK_ESESSION;
+	Raftlock__Response loss = RAFTLOCK__RESPONSE__INIT;
+	loss.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_RESULT;
+	loss.result = &gone;
+	fake_send_both(fd, id, &answer, f->loss_id, &loss);
+	f->loss_id = 0;
+	f->lose_with_grant = false;
 }
 
 /* The pushed grant res, then in the same write() its revocation (an
@@ -303,10 +333,11 @@ static void fake_acquire(struct fake *f, int fd, const Raftlock__Envelope *req)
 	} else {
 		res.token = ++f->next_token;
 		res.count = 1;
-		if (f->event_with_grant != 0) {
+		if (f->event_with_grant != 0)
 			fake_grant_with_event(f, fd, req, &res);
-			return;
-		}
+		else
+			fake_send_grant(f, fd, req->id, &res);
+		return;
 	}
 	fake_send_result(fd, req->id, 0, &res, false);
 }
@@ -336,7 +367,7 @@ static void fake_multi_acquire(struct fake *f, int fd, const Raftlock__Envelope 
 		ev.token = tokens[k];
 		fake_answer_with_event(fd, req->id, &res, false, &ev);
 	} else {
-		fake_send_result(fd, req->id, 0, &res, false);
+		fake_send_grant(f, fd, req->id, &res);
 	}
 	free(tokens);
 }
@@ -599,6 +630,11 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		}
 		if (f->ignore_acquires)
 			return true;
+		if (f->lose_with_grant && f->loss_id == 0 && !req->acquire->acquire->wait) {
+			f->loss_id = req->id; /* fake_send_grant answers it */
+			f->loss_fd = fd;
+			return true;
+		}
 		if (f->unknown_first_acquire) {
 			f->unknown_first_acquire = false;
 			fake_send_result(fd, req->id, RAFTLOCK_EUNKNOWN, NULL, false);
@@ -620,7 +656,10 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		if (f->cancel_status == 0)
 			f->push_id = 0;
 		res.status = f->cancel_status;
-		fake_send_result(fd, req->id, 0, &res, false);
+		if (res.token != 0)
+			fake_send_grant(f, fd, req->id, &res);
+		else
+			fake_send_result(fd, req->id, 0, &res, false);
 		return true;
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
 		if (!f->ignore_releases)

@@ -85,6 +85,13 @@ struct fake {
 				       revocation of its item
 				       revoke_set_item (in name order) */
 	int revoke_set_item;        /* see revoke_with_grant */
+	bool lose_with_grant;       /* hold the answer to the next try-lock,
+				       then answer it RAFTLOCK_ESESSION in
+				       the same write() as the next grant,
+				       after it: a try-lock's, a set's or a
+				       cancel's "granted first" (the
+				       session's loss, told by another of
+				       its requests, read with the grant) */
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
@@ -128,6 +135,9 @@ struct fake {
 	uint64_t next_token;
 	struct fake_entry log[FAKE_LOG];
 	int n_log;
+	/* the try-lock held by lose_with_grant (id 0: none) */
+	uint64_t loss_id;
+	int loss_fd;
 	/* one pending push */
 	int push_fd;
 	uint64_t push_id;

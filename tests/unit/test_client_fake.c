@@ -845,6 +845,55 @@ static void test_async_set_grant_with_a_lock_revoked_holds_none(void **state)
 	set_grant_with_a_lock_revoked(2, SET_ASYNC);
 }
 
+/* How a test takes the grant that comes with its session's loss. */
+enum lost_call { LOST_TRY, LOST_SET_ASYNC };
+
+/* A grant and its session's loss (another request of the session answered
+ * RAFTLOCK_ESESSION) come in one read, so the I/O thread dispatches both
+ * before the caller takes the grant in: a try-lock's woken caller, an
+ * asynchronous set acquire's callback. A lost session holds
+ * nothing: the call returns RAFTLOCK_ESESSION, no token (raftlock.h). */
+static void grant_read_with_the_loss(enum lost_call call)
+{
+	struct rig r;
+	struct lock_done other = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_lock *l2 = NULL;
+	uint64_t token = 7;
+	rig_up(&r, "q", 3000, NULL);
+	assert_int_equal(raftlock_lock_new(r.s, "o", NULL, &l2), 0);
+	FAKE_SET(r.f, lose_with_grant, true);
+	/* held by the fake, answered RAFTLOCK_ESESSION right after the grant */
+	assert_int_equal(raftlock_lock_try_async(l2, note_lock_done, &other), 0);
+	for (int i = 0; i < 400 && fake_count(r.f, ACQUIRE) == 0; i++)
+		sleep_ms(5);
+	if (call == LOST_TRY) {
+		assert_int_equal(raftlock_lock_try(r.l, &token), RAFTLOCK_ESESSION);
+	} else {
+		struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
+		raftlock_multi *m = NULL;
+		assert_int_equal(raftlock_multi_new(r.s, items, 3, &m), 0);
+		assert_int_equal(set_acquire_async(m, false), RAFTLOCK_ESESSION);
+		raftlock_multi_free(m);
+	}
+	assert_int_equal(token, 7);
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	assert_int_equal(lock_done_status(&other), RAFTLOCK_ESESSION);
+	assert_int_equal(raftlock_session_valid_until(r.s), 0);
+	rig_down(&r);
+}
+
+static void test_try_grant_read_with_the_loss_is_esession(void **state)
+{
+	(void)state;
+	grant_read_with_the_loss(LOST_TRY);
+}
+
+static void test_async_set_grant_read_with_the_loss_is_esession(void **state)
+{
+	(void)state;
+	grant_read_with_the_loss(LOST_SET_ASYNC);
+}
+
 /* A lock's times above the bounds a cluster puts on them are refused by
  * raftlock_lock_new() and raftlock_multi_new() with RAFTLOCK_EINVAL,
  * naming the field, and nothing is sent; the bounds themselves are taken
@@ -2098,6 +2147,8 @@ int main(void)
 		cmocka_unit_test(test_async_grant_revoked_before_the_callback_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),
+		cmocka_unit_test(test_try_grant_read_with_the_loss_is_esession),
+		cmocka_unit_test(test_async_set_grant_read_with_the_loss_is_esession),
 		cmocka_unit_test(test_lock_times_above_bounds_refused_unsent),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
