@@ -416,7 +416,8 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
  * (that grant is already revoked: the handle holds nothing); 2 when
  * the server knows neither (the wait ended otherwise, or the acquire has
  * not been applied yet); or an error (EUNKNOWN: the cancel is still
- * being sent; ESESSION). */
+ * being sent; ESESSION, also for a grant to a session lost before its
+ * answer was taken in, as lock_granted says). */
 static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned timeout_ms,
 			    uint64_t *granted)
 {
@@ -434,7 +435,9 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 	int rv = lock_send(l, SESSION_REQ(&env), timeout_ms, &reply, &res);
 	if (rv != 0)
 		return rv;
-	if (res->status == 0 && res->token != 0) {
+	if (res->status == 0 && res->token != 0 && l->session->lost) {
+		rv = RAFTLOCK_ESESSION; /* lost meanwhile: it holds nothing */
+	} else if (res->status == 0 && res->token != 0) {
 		/* a queued acquire is never a nested one */
 		*granted = lock_hold(l, res, 1) ? res->token : 0;
 		rv = 1;

@@ -649,7 +649,9 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  *     could return it, also when it came after the timeout: the handle
  *     neither holds nor waits, and on_lock_event gets
  *     RAFTLOCK_LOCK_REVOKED for a token the caller never saw;
- *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits);
+ *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits),
+ *     also when a grant came (after the timeout, too) but the session's
+ *     loss was known before the call took it in: it holds nothing;
  *     RAFTLOCK_ECANCELED: another thread closed the session meanwhile;
  *   - RAFTLOCK_EINVAL: a NULL lock or an unknown mode (nothing was sent);
  *   - the other errors of raftlock_lock_try() (RAFTLOCK_ESTATE: nothing

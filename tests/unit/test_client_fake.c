@@ -846,12 +846,13 @@ static void test_async_set_grant_with_a_lock_revoked_holds_none(void **state)
 }
 
 /* How a test takes the grant that comes with its session's loss. */
-enum lost_call { LOST_TRY, LOST_SET_ASYNC };
+enum lost_call { LOST_TRY, LOST_SET_ASYNC, LOST_CANCEL };
 
 /* A grant and its session's loss (another request of the session answered
  * RAFTLOCK_ESESSION) come in one read, so the I/O thread dispatches both
  * before the caller takes the grant in: a try-lock's woken caller, an
- * asynchronous set acquire's callback. A lost session holds
+ * asynchronous set acquire's callback, or a blocking acquire whose timeout
+ * ran out, taking its cancel's "granted first". A lost session holds
  * nothing: the call returns RAFTLOCK_ESESSION, no token (raftlock.h). */
 static void grant_read_with_the_loss(enum lost_call call)
 {
@@ -868,6 +869,12 @@ static void grant_read_with_the_loss(enum lost_call call)
 		sleep_ms(5);
 	if (call == LOST_TRY) {
 		assert_int_equal(raftlock_lock_try(r.l, &token), RAFTLOCK_ESESSION);
+	} else if (call == LOST_CANCEL) {
+		FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
+		FAKE_SET(r.f, grant_on_cancel, true);
+		assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, &token),
+				 RAFTLOCK_ESESSION);
+		assert_int_equal(fake_count(r.f, CANCEL), 1);
 	} else {
 		struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
 		raftlock_multi *m = NULL;
@@ -892,6 +899,14 @@ static void test_async_set_grant_read_with_the_loss_is_esession(void **state)
 {
 	(void)state;
 	grant_read_with_the_loss(LOST_SET_ASYNC);
+}
+
+/* The cancel of a timed-out acquire answered "granted first" after the
+ * session's loss was read: RAFTLOCK_ESESSION, not that token. */
+static void test_cancel_granted_first_with_the_loss_is_esession(void **state)
+{
+	(void)state;
+	grant_read_with_the_loss(LOST_CANCEL);
 }
 
 /* A lock's times above the bounds a cluster puts on them are refused by
@@ -2149,6 +2164,7 @@ int main(void)
 		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_try_grant_read_with_the_loss_is_esession),
 		cmocka_unit_test(test_async_set_grant_read_with_the_loss_is_esession),
+		cmocka_unit_test(test_cancel_granted_first_with_the_loss_is_esession),
 		cmocka_unit_test(test_lock_times_above_bounds_refused_unsent),
 		cmocka_unit_test(test_set_value_races_acquires),
 		cmocka_unit_test(test_close_ends_a_blocked_acquire),
