@@ -352,8 +352,9 @@ int store_load_from(struct store *s, struct image_reader *r);
  * not refuse one for that. Valid until the next load. */
 const char *store_load_error(const struct store *s);
 
-/* For the checks of a load (sets_check.h): notes why it refuses the
- * image, printf-style, for store_load_error(). Returns RAFTLOCK_EDATA. */
+/* For the checks of a load (store_check.h, sets_check.h): notes why it
+ * refuses the image, printf-style, for store_load_error(). Returns
+ * RAFTLOCK_EDATA. */
 int store_load_refuse(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Removes every record, in one transaction. */
