@@ -59,7 +59,8 @@ int join_token_read(const char *path, char token[RAFTLOCK_TOKEN_MAX + 1], char *
 	memset(token, 0, RAFTLOCK_TOKEN_MAX + 1);
 	int rv = line_file_read(path, token_line, &r, err, errlen);
 	if (rv == 0 && !r.found) {
-		snprintf(err, errlen, "%s: no token in the file", path);
+		/* the path cut, not what is wrong with it */
+		snprintf(err, errlen, "%.400s: no token in the file", path);
 		rv = RAFTLOCK_ECONFIG;
 	}
 	if (rv != 0)
