@@ -39,12 +39,6 @@ enum {
 	DB_MULTI_WAITS = 9
 };
 
-static void check(int rc, const char *what)
-{
-	if (rc != 0)
-		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
-}
-
 static void map_full(const struct store *s);
 static void count_records(struct store *s);
 
@@ -134,7 +128,7 @@ uint64_t store_file_pages(const struct store *s)
 MDB_txn *store_begin(struct store *s, bool write)
 {
 	MDB_txn *txn;
-	check(mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn), "txn begin");
+	store_check_lmdb(mdb_txn_begin(s->env, NULL, write ? 0 : MDB_RDONLY, &txn), "txn begin");
 	if (write) {
 		s->write_txn = txn;
 		s->txn_bytes = 0;
@@ -166,7 +160,7 @@ void store_commit(MDB_txn *txn)
 			  "log)",
 			  path);
 	}
-	check(rc, "txn commit");
+	store_check_lmdb(rc, "txn commit");
 	if (s != NULL) {
 		s->bytes += (uint64_t)s->txn_bytes;
 		s->txn_bytes = 0;
@@ -219,7 +213,7 @@ static uint64_t record_size(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val 
 	int rc = mdb_get(txn, dbi, key, &old);
 	if (rc == MDB_NOTFOUND)
 		return 0;
-	check(rc, "get");
+	store_check_lmdb(rc, "get");
 	return key->mv_size + old.mv_size;
 }
 
@@ -230,7 +224,7 @@ static void put_raw(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MD
 	int rc = mdb_put(txn, dbi, key, val, flags);
 	if (rc == MDB_MAP_FULL)
 		map_full(s);
-	check(rc, what);
+	store_check_lmdb(rc, what);
 	if (counted(s, dbi))
 		s->txn_bytes += (int64_t)(key->mv_size + val->mv_size) - (int64_t)before;
 }
@@ -251,7 +245,7 @@ static void *get_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
 	int rc = mdb_get(txn, dbi, key, &val);
 	if (rc == MDB_NOTFOUND)
 		return NULL;
-	check(rc, "get");
+	store_check_lmdb(rc, "get");
 	ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, val.mv_size, val.mv_data);
 	if (m == NULL)
 		log_fatal("lmdb record in %s does not decode: damaged store", desc->name);
@@ -263,7 +257,7 @@ static void del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 	uint64_t before = record_size(s, txn, dbi, key);
 	int rc = mdb_del(txn, dbi, key, NULL);
 	if (rc != MDB_NOTFOUND)
-		check(rc, "del");
+		store_check_lmdb(rc, "del");
 	s->txn_bytes -= (int64_t)before;
 }
 
@@ -361,7 +355,7 @@ bool store_session_lock_has(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	int rc = mdb_get(txn, s->session_locks, &key, &val);
 	if (rc == MDB_NOTFOUND)
 		return false;
-	check(rc, "get session lock");
+	store_check_lmdb(rc, "get session lock");
 	return true;
 }
 
@@ -376,7 +370,7 @@ bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const ch
 		return false;
 	if (rc == MDB_MAP_FULL)
 		map_full(s);
-	check(rc, "put session lock");
+	store_check_lmdb(rc, "put session lock");
 	s->txn_bytes += (int64_t)key.mv_size;
 	return true;
 }
@@ -388,7 +382,7 @@ bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	int rc = mdb_del(txn, s->session_locks, &key, NULL);
 	if (rc == MDB_NOTFOUND)
 		return false;
-	check(rc, "del session lock");
+	store_check_lmdb(rc, "del session lock");
 	s->txn_bytes -= (int64_t)key.mv_size;
 	return true;
 }
@@ -400,7 +394,7 @@ void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
 	uint8_t k[8];
 	be_put(k, id, 8);
 	MDB_val key = {8, k}, val;
-	check(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
 	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (key.mv_size < 8 || memcmp(key.mv_data, k, 8) != 0)
@@ -409,7 +403,7 @@ void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
 			break;
 	}
 	if (rc != MDB_NOTFOUND)
-		check(rc, "session locks");
+		store_check_lmdb(rc, "session locks");
 	mdb_cursor_close(cur);
 }
 
@@ -421,17 +415,17 @@ size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
 	MDB_val key = {8, k}, val;
 	size_t n = 0;
 	int rc;
-	check(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
 	/* seek afresh after each delete: the simplest valid cursor */
 	while ((rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE)) == 0 && key.mv_size >= 8 &&
 	       memcmp(key.mv_data, k, 8) == 0) {
 		s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-		check(mdb_cursor_del(cur, 0), "del session lock");
+		store_check_lmdb(mdb_cursor_del(cur, 0), "del session lock");
 		key = (MDB_val){8, k};
 		n++;
 	}
 	if (rc != 0 && rc != MDB_NOTFOUND)
-		check(rc, "session locks");
+		store_check_lmdb(rc, "session locks");
 	mdb_cursor_close(cur);
 	return n;
 }
@@ -467,9 +461,9 @@ static bool seq_row_del(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id,
 	int rc = mdb_get(txn, dbi, &key, &val);
 	if (rc == MDB_NOTFOUND)
 		return false;
-	check(rc, "get");
+	store_check_lmdb(rc, "get");
 	s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-	check(mdb_del(txn, dbi, &key, NULL), "del");
+	store_check_lmdb(mdb_del(txn, dbi, &key, NULL), "del");
 	return true;
 }
 
@@ -482,7 +476,7 @@ static size_t seq_rows_sweep(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_
 	uint8_t k[16];
 	size_t n = 0;
 	int rc = 0;
-	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, dbi, &cur), "cursor");
 	/* one seek a record: a delete leaves no cursor position to trust */
 	for (uint64_t seq = from; seq < below;) {
 		MDB_val key = seq_key(k, id, seq), val;
@@ -494,7 +488,7 @@ static size_t seq_rows_sweep(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_
 			break;
 		if (drop(arg, &val)) {
 			s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-			check(mdb_cursor_del(cur, 0), "del");
+			store_check_lmdb(mdb_cursor_del(cur, 0), "del");
 			n++;
 		}
 		if (at == UINT64_MAX)
@@ -502,7 +496,7 @@ static size_t seq_rows_sweep(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_
 		seq = at + 1;
 	}
 	if (rc != 0 && rc != MDB_NOTFOUND)
-		check(rc, "cursor get");
+		store_check_lmdb(rc, "cursor get");
 	mdb_cursor_close(cur);
 	return n;
 }
@@ -528,7 +522,7 @@ bool store_add_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftloc
 		return false;
 	if (rc == MDB_MAP_FULL)
 		map_full(s);
-	check(rc, "put outcome");
+	store_check_lmdb(rc, "put outcome");
 	protobuf_c_message_pack(&o->base, val.mv_data);
 	s->txn_bytes += (int64_t)(key.mv_size + val.mv_size);
 	return true;
@@ -602,7 +596,7 @@ uint64_t store_get_nonce(struct store *s, MDB_txn *txn, uint64_t nonce)
 	int rc = mdb_get(txn, s->nonces, &key, &val);
 	if (rc == MDB_NOTFOUND)
 		return 0;
-	check(rc, "get nonce");
+	store_check_lmdb(rc, "get nonce");
 	if (val.mv_size != 8)
 		log_fatal("lmdb nonce record has %zu bytes: damaged store", val.mv_size);
 	return be_get(val.mv_data, 8);
@@ -634,7 +628,7 @@ static bool lease_found(int rc, const MDB_val *val, uint64_t *deadline, uint32_t
 {
 	if (rc == MDB_NOTFOUND)
 		return false;
-	check(rc, "get lease");
+	store_check_lmdb(rc, "get lease");
 	if (val->mv_size != 12)
 		log_fatal("lmdb lease record has %zu bytes: damaged store", val->mv_size);
 	lease_decode(val->mv_data, deadline, ttl_ms);
@@ -668,7 +662,7 @@ void store_del_lease(struct store *s, MDB_txn *txn, uint64_t id)
 void store_lease_walk_begin(struct store *s, MDB_txn *txn, struct store_lease_walk *w)
 {
 	w->store = s;
-	check(mdb_cursor_open(txn, s->leases, &w->cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->leases, &w->cur), "cursor");
 }
 
 bool store_lease_walk_find(struct store_lease_walk *w, uint64_t id, uint64_t *deadline,
@@ -690,7 +684,7 @@ void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline)
 	int rc = mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT);
 	if (rc == MDB_MAP_FULL)
 		map_full(w->store);
-	check(rc, "put lease");
+	store_check_lmdb(rc, "put lease");
 }
 
 void store_lease_walk_end(struct store_lease_walk *w)
@@ -705,7 +699,7 @@ void store_scan_leases(struct store *s, MDB_txn *txn,
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
-	check(mdb_cursor_open(txn, s->leases, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->leases, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (key.mv_size != 8 || val.mv_size != 12)
@@ -767,7 +761,7 @@ uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, co
 	size_t head = key.mv_size, nlen = strlen(name);
 	uint32_t perms = 0;
 	MDB_cursor *cur;
-	check(mdb_cursor_open(txn, s->acls, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->acls, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (key.mv_size < head || memcmp(key.mv_data, k, head) != 0)
@@ -792,7 +786,7 @@ void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
 	MDB_val key, val;
 	MDB_cursor *cur;
 	int rc;
-	check(mdb_cursor_open(txn, s->acls, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->acls, &cur), "cursor");
 	if (after) {
 		MDB_val from = acl_key(k, after_identity, after_prefix ? after_prefix : "");
 		key = from;
@@ -827,7 +821,7 @@ uint64_t store_identity_sessions(struct store *s, MDB_txn *txn, const char *iden
 	int rc = mdb_get(txn, s->identities, &key, &val);
 	if (rc == MDB_NOTFOUND)
 		return 0;
-	check(rc, "get identity");
+	store_check_lmdb(rc, "get identity");
 	if (val.mv_size != 8)
 		log_fatal("identities index entry of %zu bytes: damaged store", val.mv_size);
 	return be_get(val.mv_data, 8);
@@ -855,7 +849,7 @@ void store_identity_sessions_add(struct store *s, MDB_txn *txn, const char *iden
 static uint64_t count(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_stat st;
-	check(mdb_stat(txn, dbi, &st), "stat");
+	store_check_lmdb(mdb_stat(txn, dbi, &st), "stat");
 	return st.ms_entries;
 }
 
@@ -878,7 +872,7 @@ void store_scan_sessions(struct store *s, MDB_txn *txn, uint64_t after,
 	MDB_val key = {8, k}, val;
 	if (after == UINT64_MAX)
 		return;
-	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
 	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		Raftlock__SessionRecord *rec =
@@ -942,7 +936,7 @@ void store_scan_locks(struct store *s, MDB_txn *txn, const char *prefix, const c
 	size_t plen = prefix ? strlen(prefix) : 0;
 	MDB_val key, val;
 	int rc;
-	check(mdb_cursor_open(txn, s->locks, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->locks, &cur), "cursor");
 	if (after != NULL && after[0] != '\0' && (plen == 0 || strncmp(after, prefix, plen) >= 0)) {
 		key.mv_size = strlen(after);
 		key.mv_data = (void *)after;
@@ -971,7 +965,7 @@ void store_scan_locks_where(struct store *s, MDB_txn *txn, bool (*want)(const vo
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
-	check(mdb_cursor_open(txn, s->locks, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->locks, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (!want(val.mv_data, val.mv_size))
@@ -990,7 +984,7 @@ void store_scan_locks_where(struct store *s, MDB_txn *txn, bool (*want)(const vo
 static uint64_t dbi_bytes_bound(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_stat st;
-	check(mdb_stat(txn, dbi, &st), "stat");
+	store_check_lmdb(mdb_stat(txn, dbi, &st), "stat");
 	return (uint64_t)(st.ms_leaf_pages + st.ms_overflow_pages) * st.ms_psize +
 	       (uint64_t)st.ms_entries * 9;
 }
@@ -1029,7 +1023,7 @@ static int dump_dbi(MDB_txn *txn, MDB_dbi dbi, uint8_t tag, struct dump *d, cons
 	MDB_val key, val;
 	unsigned n = 0;
 	int rv = 0;
-	check(mdb_cursor_open(txn, dbi, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, dbi, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (stop != NULL && ++n % 4096 == 0 && atomic_load(stop)) {
@@ -1296,16 +1290,16 @@ int store_image_feature_level(const void *data, size_t n, uint32_t *level)
 
 static void drop_all(struct store *s, MDB_txn *txn)
 {
-	check(mdb_drop(txn, s->meta, 0), "drop");
-	check(mdb_drop(txn, s->sessions, 0), "drop");
-	check(mdb_drop(txn, s->locks, 0), "drop");
-	check(mdb_drop(txn, s->nonces, 0), "drop");
-	check(mdb_drop(txn, s->leases, 0), "drop");
-	check(mdb_drop(txn, s->acls, 0), "drop");
-	check(mdb_drop(txn, s->identities, 0), "drop");
-	check(mdb_drop(txn, s->session_locks, 0), "drop");
-	check(mdb_drop(txn, s->outcomes, 0), "drop");
-	check(mdb_drop(txn, s->multi_waits, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->meta, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->sessions, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->locks, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->nonces, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->leases, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->acls, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->identities, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->session_locks, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->outcomes, 0), "drop");
+	store_check_lmdb(mdb_drop(txn, s->multi_waits, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -1422,7 +1416,7 @@ static void count_records(struct store *s)
 	for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
 		MDB_cursor *cur;
 		MDB_val key, val;
-		check(mdb_cursor_open(txn, dbis[i], &cur), "cursor");
+		store_check_lmdb(mdb_cursor_open(txn, dbis[i], &cur), "cursor");
 		for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0;
 		     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT))
 			s->bytes += key.mv_size + val.mv_size;

@@ -13,7 +13,7 @@
 #include "secret.h"
 
 /* As store.c's: an LMDB failure the store does not expect stops the node. */
-static void check(int rc, const char *what)
+void store_check_lmdb(int rc, const char *what)
 {
 	if (rc != 0)
 		log_fatal("lmdb %s: %s", what, mdb_strerror(rc));
@@ -38,7 +38,7 @@ static void row_walk_begin(struct store *s, MDB_txn *txn, MDB_dbi dbi,
 	w->store = s;
 	w->desc = desc;
 	w->sets = sets;
-	check(mdb_cursor_open(txn, dbi, &w->cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, dbi, &w->cur), "cursor");
 	w->rc = mdb_cursor_get(w->cur, &w->key, &w->val, MDB_FIRST);
 }
 
@@ -94,7 +94,7 @@ static bool row_walk_take(struct row_walk *w, uint64_t id, uint64_t *rows, uint6
 			return false;
 	}
 	if (w->rc != 0 && w->rc != MDB_NOTFOUND)
-		check(w->rc, "cursor get");
+		store_check_lmdb(w->rc, "cursor get");
 	return true;
 }
 
@@ -209,7 +209,7 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 	row_walk_begin(s, txn, s->multi_waits, &raftlock__multi_wait__descriptor, lock_sets,
 		       &r.sets);
 	row_walk_begin(s, txn, s->leases, NULL, NULL, &r.leases);
-	check(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
+	store_check_lmdb(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		Raftlock__SessionRecord *rec =
@@ -279,7 +279,7 @@ int store_check_loaded(struct store *s, MDB_txn *txn, bool seq_tables, const cha
 	uint32_t level = features_recorded(0); /* no meta record: none recorded */
 	int rc = mdb_get(txn, s->meta, &store_meta_key, &val);
 	if (rc != MDB_NOTFOUND) {
-		check(rc, "get");
+		store_check_lmdb(rc, "get");
 		Raftlock__Meta *m = raftlock__meta__unpack(NULL, val.mv_size, val.mv_data);
 		if (m == NULL)
 			return store_load_refuse(s, "the meta record does not decode");

@@ -26,6 +26,10 @@
  * decode. Declared here, not in store.h, as only the two files use it. */
 extern MDB_val store_meta_key;
 
+/* An LMDB call's rc where no failure is expected: one stops the node,
+ * naming what failed (store.c's calls and this file's). */
+void store_check_lmdb(int rc, const char *what);
+
 /* Why a record of an image has not the sizes the store reads it with
  * (the layout of store.h), into why (len bytes): nonces and leases by an
  * 8-byte id, of 8 and 12 bytes; access rules of 4 bytes, by an identity
