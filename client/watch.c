@@ -254,14 +254,19 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *c, const char *prefix,
 	return rv;
 }
 
-void watch_halt(raftlock_watch_handle *w)
+/* t->mu held: no more events for the application, none from the node. */
+static void watch_halt_locked(raftlock_watch_handle *w)
 {
-	struct transport *t = w->t;
-	pthread_mutex_lock(&t->mu);
 	w->cancelled = true;
 	if (w->req != NULL)
 		watch_stop(w);
-	pthread_mutex_unlock(&t->mu);
+}
+
+void watch_halt(raftlock_watch_handle *w)
+{
+	pthread_mutex_lock(&w->t->mu);
+	watch_halt_locked(w);
+	pthread_mutex_unlock(&w->t->mu);
 }
 
 RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
@@ -269,8 +274,8 @@ RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *w)
 	if (w == NULL)
 		return;
 	struct transport *t = w->t;
-	watch_halt(w);
 	pthread_mutex_lock(&t->mu);
+	watch_halt_locked(w);
 	bool now = w->pending == 0;
 	if (!now && transport_on_io_thread(t)) {
 		w->free_when_idle = true; /* the last delivery frees it */
