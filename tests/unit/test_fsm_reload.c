@@ -6,12 +6,14 @@
  * would leave a follower that can never install a snapshot. So random
  * sequences of commands a cluster can apply (sessions opened, renewed,
  * closed, expired and dropped, single acquires and lock sets granted and
- * queued, releases, cancels, timeouts, elections, revocations, access
- * rules, members, store limits, upgrades) drive the real apply, and at
- * points along each sequence the state is dumped and loaded into another
- * store: the load must take it, give back the same image byte for byte,
- * the same record bytes and the same identities index. Every feature
- * level the build writes is a test of its own.
+ * queued, releases, cancels, timeouts, retries, elections, revocations,
+ * access rules, members, store limits, upgrades) drive the real apply,
+ * and every 5 to 15 entries the state is dumped and loaded into another
+ * store: the load must take it and give back the same image byte for
+ * byte, the same record bytes and the same identities index, and that
+ * store, applying the entries after, must reach the same state. Every
+ * feature level the build writes is a test of its own, which also fails
+ * when its states never held a kind of record a load checks (reach_*).
  *
  * Seeded: a failure names its seed, level and step; RELOAD_SEED=s
  * RELOAD_LEVEL=l run that one sequence alone.
@@ -59,19 +61,6 @@ struct wait_sent {
 	bool queued;      /* told queued, final outcome not known */
 };
 
-/* A client of one session, as client/session.c numbers its commands. */
-struct client {
-	uint64_t id;
-	bool gone;        /* lost to its client, or ended */
-	bool ended;       /* its session is no more: its place may be taken */
-	bool acks_queued; /* false: an older client, whose mark covers queued acquires */
-	uint64_t next_seq;
-	struct wait_sent recent[RECENT];
-	size_t n_recent;
-	uint64_t acks[RECENT]; /* finished blocking acquires to acknowledge */
-	size_t n_acks;
-};
-
 /* One command as generated: the harness's op, and the fields and
  * commands it does not build. */
 struct gen {
@@ -84,6 +73,21 @@ struct gen {
 	uint64_t token, deadline, member;
 	uint32_t grace_ms;
 	struct client *client; /* a client command's */
+	bool retry;            /* a client's last command again */
+};
+
+/* A client of one session, as client/session.c numbers its commands. */
+struct client {
+	uint64_t id;
+	bool gone;        /* lost to its client, or ended */
+	bool ended;       /* its session is no more: its place may be taken */
+	bool acks_queued; /* false: an older client, whose mark covers queued acquires */
+	uint64_t next_seq;
+	struct wait_sent recent[RECENT];
+	size_t n_recent;
+	uint64_t acks[RECENT]; /* finished blocking acquires to acknowledge */
+	size_t n_acks;
+	struct gen last; /* its last command, to retry (type 0: none) */
 };
 
 /* The messages one generated command points into. */
@@ -342,6 +346,17 @@ static void gen_proclaim(struct run *r, struct gen *g)
 	client_number(c, g);
 }
 
+/* The client's last command again, the same seq and all, as a client
+ * sends it again when its connection was lost before the answer. */
+static void gen_retry(struct gen *g, struct client *c)
+{
+	*g = c->last;
+	g->op.names = g->names;
+	g->op.modes = g->modes;
+	g->op.acked = g->acked;
+	g->retry = true;
+}
+
 /* A command of one of the clients. */
 static void gen_client(struct run *r, struct gen *g)
 {
@@ -349,6 +364,8 @@ static void gen_client(struct run *r, struct gen *g)
 	uint32_t w = pick(r, 100);
 	if (c == NULL)
 		gen_open(r, g);
+	else if (w < 5 && c->last.op.type != 0)
+		gen_retry(g, c);
 	else if (w < 45)
 		gen_acquire(r, g, c);
 	else if (w < 60 && r->level >= 3)
@@ -605,8 +622,11 @@ static void apply_entry(struct run *r, struct gen *gens, size_t n)
 		const struct gen *g = &gens[i];
 		if (g->op.type == T(OPEN_SESSION) && h.results[i].status == 0)
 			client_opened(r, g, h.results[i].session);
-		else if (g->client != NULL)
+		/* not a client whose place a session opened since took */
+		else if (g->client != NULL && !g->retry && g->client->id == g->op.session) {
 			client_answered(g->client, g, h.results[i].status, h.results[i].queued);
+			g->client->last = *g;
+		}
 	}
 	for (size_t i = 0; i < h.n_finals; i++) {
 		struct client *c = client_of(r, h.finals[i].session);
