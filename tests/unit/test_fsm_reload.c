@@ -283,10 +283,18 @@ static void gen_multi(struct run *r, struct gen *g, struct client *c)
 		if (pick(r, (uint32_t)(N_NAMES - i)) < want - g->op.n_names)
 			g->names[g->op.n_names++] = names[i];
 	g->op.names = g->names;
-	g->op.kind = chance(r, 50) ? RAFTLOCK__LOCK_KIND__RWLOCK : 0;
+	uint32_t kind = pick(r, 100);
+	g->op.kind = kind < 45   ? RAFTLOCK__LOCK_KIND__RWLOCK
+		     : kind < 60 ? RAFTLOCK__LOCK_KIND__SEMAPHORE
+				 : 0;
+	if (g->op.kind == RAFTLOCK__LOCK_KIND__SEMAPHORE) {
+		g->op.limit = 1 + pick(r, 3);
+		g->op.permits = pick(r, 3);
+	}
 	for (size_t i = 0; i < g->op.n_names; i++)
-		g->modes[i] = g->op.kind && chance(r, 50) ? RAFTLOCK__MODE__SHARED
-							  : RAFTLOCK__MODE__EXCLUSIVE;
+		g->modes[i] = g->op.kind == RAFTLOCK__LOCK_KIND__RWLOCK && chance(r, 50)
+				      ? RAFTLOCK__MODE__SHARED
+				      : RAFTLOCK__MODE__EXCLUSIVE;
 	g->op.modes = g->modes;
 	g->op.owner = 1 + pick(r, 4);
 	g->op.wait = chance(r, 70);
