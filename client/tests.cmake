@@ -46,5 +46,12 @@ add_test(NAME unit_client_exports COMMAND sh -c
    done"
   sh $<TARGET_FILE:raftlock_shared> ${PROJECT_SOURCE_DIR}/client/raftlock.h)
 set_tests_properties(unit_client_exports PROPERTIES LABELS unit)
+# The out-of-memory test fails chosen allocations (tests/unit/alloc_fail.h):
+# --wrap sends the calls of every object linked into it (libraftlock's
+# static objects too) to its wrappers. Under RAFTLOCK_SANITIZE the real
+# functions are ASan's, which it intercepts: the test runs there too.
+target_sources(test_client_oom PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit/alloc_fail.c)
+target_link_options(test_client_oom PRIVATE
+  "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup")
 # The TLS test makes its certificates with deploy/make-certs.
 target_compile_definitions(test_client_conn_tls PRIVATE RAFTLOCK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

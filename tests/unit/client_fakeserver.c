@@ -580,10 +580,12 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 		}
 		ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
 		ev.name = names[i];
+		ev.value = i == 0 && f->watch_value != NULL ? (char *)f->watch_value : "";
 		fake_send_response(fd, id, &resp);
 	}
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
 	ev.name = "w/";
+	ev.value = "";
 	fake_send_response(fd, id, &resp);
 	return true;
 }

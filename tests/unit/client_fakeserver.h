@@ -116,6 +116,8 @@ struct fake {
 				    (a node that could not start its
 				    state in time) */
 	int watch_end_status;
+	/* the value of the state's first HOLDING (w/a; NULL: "") */
+	const char *watch_value;
 	/* the message of a close's ESESSION answer (NULL: none) */
 	const char *close_message;
 	int revoke_drops;    /* drop the connection instead of answering

@@ -1,0 +1,92 @@
+/* alloc_fail.c: see alloc_fail.h. */
+#include "alloc_fail.h"
+
+#include <errno.h>
+#include <string.h>
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
+
+static pthread_mutex_t alloc_fail_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool alloc_fail_armed;
+static struct alloc_fail_rule alloc_fail_rule;
+static int alloc_fail_seen, alloc_fail_failed;
+
+void alloc_fail_start(const struct alloc_fail_rule *rule)
+{
+	pthread_mutex_lock(&alloc_fail_mu);
+	alloc_fail_rule = *rule;
+	alloc_fail_armed = true;
+	alloc_fail_seen = 0;
+	alloc_fail_failed = 0;
+	pthread_mutex_unlock(&alloc_fail_mu);
+}
+
+void alloc_fail_stop(void)
+{
+	pthread_mutex_lock(&alloc_fail_mu);
+	alloc_fail_armed = false;
+	pthread_mutex_unlock(&alloc_fail_mu);
+}
+
+int alloc_fail_count(void)
+{
+	pthread_mutex_lock(&alloc_fail_mu);
+	int n = alloc_fail_failed;
+	pthread_mutex_unlock(&alloc_fail_mu);
+	return n;
+}
+
+/* Whether this allocation (size bytes; text: a copy of it, else NULL)
+ * is to fail. */
+static bool alloc_fail_now(size_t size, const char *text)
+{
+	bool fail = false;
+	pthread_mutex_lock(&alloc_fail_mu);
+	const struct alloc_fail_rule *r = &alloc_fail_rule;
+	if (alloc_fail_armed && (r->size == 0 || r->size == size) &&
+	    (r->text == NULL || (text != NULL && strcmp(r->text, text) == 0)) &&
+	    (r->on == NULL || pthread_equal(*r->on, pthread_self()))) {
+		int k = alloc_fail_seen++;
+		fail = k >= r->skip && k - r->skip < r->count;
+		alloc_fail_failed += fail;
+	}
+	pthread_mutex_unlock(&alloc_fail_mu);
+	if (fail)
+		errno = ENOMEM;
+	return fail;
+}
+
+void *__wrap_malloc(size_t size)
+{
+	return alloc_fail_now(size, NULL) ? NULL : __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return alloc_fail_now(n * size, NULL) ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t size)
+{
+	return alloc_fail_now(size, NULL) ? NULL : __real_realloc(p, size);
+}
+
+char *__wrap_strdup(const char *s)
+{
+	return alloc_fail_now(strlen(s) + 1, s) ? NULL : __real_strdup(s);
+}
+
+char *__wrap_strndup(const char *s, size_t n)
+{
+	size_t len = strnlen(s, n);
+	return alloc_fail_now(len + 1, s) ? NULL : __real_strndup(s, n);
+}

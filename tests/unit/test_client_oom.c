@@ -1,0 +1,257 @@
+/*
+ * test_client_oom.c: the client library out of memory, against the fake
+ * node: chosen allocations fail (alloc_fail.h) and each call says
+ * RAFTLOCK_ENOMEM, or ends what it can no longer do, as raftlock.h says.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc_fail.h"
+#include "client.h"
+#include "client_fakeserver.h"
+#include "raftlock.h"
+#include "session.h"
+
+#define WATCH_CANCEL RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL
+
+/* A fake leader and a client on it (timeout: its request timeout). */
+struct node {
+	struct fake *f;
+	raftlock_client *c;
+};
+
+static void node_up(struct node *n, unsigned timeout_ms)
+{
+	n->f = fake_start(FAKE_LEADER);
+	const char *addrs[] = {n->f->addr};
+	struct raftlock_client_options o = {
+		.addresses = addrs, .n_addresses = 1, .request_timeout_ms = timeout_ms};
+	assert_int_equal(raftlock_client_open(&o, &n->c, NULL), 0);
+}
+
+static void node_down(struct node *n)
+{
+	alloc_fail_stop();
+	raftlock_client_close(n->c);
+	fake_stop(n->f);
+}
+
+/* The message of a call that failed for want of memory alone. */
+static void assert_errmsg_enomem(raftlock_client *c, const char *context)
+{
+	char want[256];
+	snprintf(want, sizeof want, "%s: %s", context, raftlock_strerror(RAFTLOCK_ENOMEM));
+	assert_string_equal(raftlock_errmsg(c), want);
+}
+
+/* Waits up to 5 s for the fake to get n requests of that kind. */
+static void await_count(struct fake *f, Raftlock__Envelope__BodyCase body, int n)
+{
+	for (int i = 0; i < 500 && fake_count(f, body) < n; i++)
+		sleep_ms(10);
+	assert_int_equal(fake_count(f, body), n);
+}
+
+/* A proclaim copies its value before sending: without memory for the
+ * copy it sends nothing and says so (its later grants would publish ""). */
+static void test_proclaim_without_memory_sends_nothing(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_session *s;
+	raftlock_leader *ld;
+	node_up(&n, 3000);
+	assert_int_equal(raftlock_session_open(n.c, NULL, &s), 0);
+	assert_int_equal(raftlock_campaign(s, "e", "first", 0, &ld), 0);
+	alloc_fail_start(&(struct alloc_fail_rule){.text = "second", .count = 1});
+	assert_int_equal(raftlock_proclaim(ld, "second"), RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_errmsg_enomem(n.c, "proclaim 'e'");
+	assert_int_equal(fake_count(n.f, PROCLAIM), 0);
+	node_down(&n);
+}
+
+/* A try-lock or acquire sent, then cut off by every address refusing
+ * the client, without memory to keep releasing a late grant: ENOMEM, its
+ * message out of memory alone, not the refusal. rule: the failures;
+ * acquire: a blocking acquire, else a try-lock. */
+static void refused_without_memory(bool acquire)
+{
+	struct node n;
+	raftlock_session *s;
+	raftlock_lock *l;
+	node_up(&n, 3000);
+	assert_int_equal(raftlock_session_open(n.c, NULL, &s), 0);
+	assert_int_equal(raftlock_lock_new(s, "q", NULL, &l), 0);
+	FAKE_SET(n.f, refuse_conns, true);
+	FAKE_SET(n.f, drop_first_acquire, true); /* sent, then the connection goes */
+	/* the orphan that would release it: made where the call gives up */
+	pthread_t self = pthread_self();
+	alloc_fail_start(&(struct alloc_fail_rule){.size = sizeof(struct session_orphan),
+						   .on = acquire ? &self : &n.c->t.io_thread,
+						   .count = 1});
+	int rv = acquire ? raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 10000, NULL)
+			 : raftlock_lock_try(l, NULL);
+	assert_int_equal(rv, RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_errmsg_enomem(n.c, "acquire 'q'");
+	assert_int_equal(raftlock_lock_token(l), 0);
+	FAKE_SET(n.f, refuse_conns, false);
+	node_down(&n);
+}
+
+static void test_refused_try_without_memory_to_release(void **state)
+{
+	(void)state;
+	refused_without_memory(false);
+}
+
+static void test_refused_acquire_without_memory_to_release(void **state)
+{
+	(void)state;
+	refused_without_memory(true);
+}
+
+/* The events of a watch, as its callback got them. */
+struct seen {
+	pthread_mutex_t mu;
+	int n;
+	enum raftlock_watch_kind kind[8];
+	int status[8];
+};
+
+static void on_watch(const struct raftlock_watch_event *ev, void *arg)
+{
+	struct seen *w = arg;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < 8) {
+		w->kind[w->n] = ev->kind;
+		w->status[w->n] = ev->status;
+		w->n++;
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void on_leader(const struct raftlock_leader_event *ev, void *arg)
+{
+	struct seen *w = arg;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < 8) {
+		w->kind[w->n] = ev->has_leader ? RAFTLOCK_WATCH_HOLDING : RAFTLOCK_WATCH_ERROR;
+		w->status[w->n] = ev->status;
+		w->n++;
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits up to 5 s for one event, then 300 ms more: it is the only one. */
+static void await_only_event(struct seen *w)
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&w->mu);
+		int n = w->n;
+		pthread_mutex_unlock(&w->mu);
+		if (n > 0)
+			break;
+		sleep_ms(10);
+	}
+	sleep_ms(300);
+	pthread_mutex_lock(&w->mu);
+	assert_int_equal(w->n, 1);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* An event the library has no memory to queue ends the watch there, with
+ * ERROR RAFTLOCK_ENOMEM, and the node is told: the events after it would
+ * move the resume position past it. */
+static void test_watch_event_without_memory_ends_the_watch(void **state)
+{
+	(void)state;
+	struct node n;
+	node_up(&n, 3000);
+	FAKE_SET(n.f, watch_value, "oom"); /* the first of two HOLDING */
+	alloc_fail_start(&(struct alloc_fail_rule){.text = "oom", .count = 1});
+	struct seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(n.c, "w/", NULL, on_watch, &seen, &w), 0);
+	await_only_event(&seen);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_int_equal(seen.kind[0], RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(seen.status[0], RAFTLOCK_ENOMEM);
+	await_count(n.f, WATCH_CANCEL, 1);
+	raftlock_watch_cancel(w);
+	node_down(&n);
+}
+
+/* An observer without memory to copy the leader's value ends with status
+ * RAFTLOCK_ENOMEM (not the old value as the new leader's) and stops its
+ * watch at once, before raftlock_observe_cancel(). */
+static void test_observer_without_memory_ends_and_stops_its_watch(void **state)
+{
+	(void)state;
+	struct node n;
+	node_up(&n, 3000);
+	FAKE_SET(n.f, watch_value, "oom"); /* w/a's value */
+	/* the watch's copy goes through, the observer's fails */
+	alloc_fail_start(&(struct alloc_fail_rule){.text = "oom", .skip = 1, .count = 1});
+	struct seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_observer *o;
+	assert_int_equal(raftlock_observe(n.c, "w/a", on_leader, &seen, &o), 0);
+	await_only_event(&seen);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_int_equal(seen.kind[0], RAFTLOCK_WATCH_ERROR); /* no leader */
+	assert_int_equal(seen.status[0], RAFTLOCK_ENOMEM);
+	await_count(n.f, WATCH_CANCEL, 1);
+	raftlock_observe_cancel(o);
+	node_down(&n);
+}
+
+/* A watch whose request cannot be made (out of memory) says so in
+ * raftlock_errmsg(), not the thread's earlier failure. */
+static void test_watch_unsubmitted_sets_errmsg(void **state)
+{
+	(void)state;
+	struct node n;
+	node_up(&n, 3000);
+	raftlock_watch_handle *w = NULL;
+	assert_int_equal(raftlock_watch(n.c, NULL, NULL, on_watch, NULL, &w), RAFTLOCK_EINVAL);
+	pthread_t self = pthread_self();
+	alloc_fail_start(
+		&(struct alloc_fail_rule){.size = sizeof(struct request), .on = &self, .count = 1});
+	assert_int_equal(raftlock_watch(n.c, "w/", NULL, on_watch, NULL, &w), RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_errmsg_enomem(n.c, "watch 'w/'");
+	assert_null(w);
+	assert_int_equal(fake_count(n.f, RAFTLOCK__ENVELOPE__BODY_WATCH), 0);
+	node_down(&n);
+}
+
+/* A test that failed may have left its rule on. */
+static int no_failures(void **state)
+{
+	(void)state;
+	alloc_fail_stop();
+	return 0;
+}
+
+#define OOM_TEST(t) cmocka_unit_test_setup(t, no_failures)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		OOM_TEST(test_proclaim_without_memory_sends_nothing),
+		OOM_TEST(test_refused_try_without_memory_to_release),
+		OOM_TEST(test_refused_acquire_without_memory_to_release),
+		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
+		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
+		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
