@@ -310,66 +310,75 @@ static bool lock_grant_was_revoked(const raftlock_lock *l, uint64_t token)
 /* Gives a set up, a lock of it revoked before its caller took the grant
  * in: its locks still granted -- per res, those whose token in res was not
  * revoked; without res, those its handles still hold -- are released as
- * orphans of the set (a later call of it waits for them; without memory
- * for them, the session's end releases them), and its handles hold none. */
-static void lock_give_up_set(raftlock_lock *l, const Raftlock__Result *res)
+ * orphans of the set (a later call of it waits for them), and its handles
+ * hold none. RAFTLOCK_ENOTHOLDER, or RAFTLOCK_ENOMEM when out of memory
+ * for a release: that lock stays held until the session ends. */
+static int lock_give_up_set(raftlock_lock *l, const Raftlock__Result *res)
 {
 	struct lock_undo undo;
 	bool with_undo = lock_undo_init(l, &undo) == 0;
+	bool kept = true;
 	for (size_t i = 0; i < l->n_set; i++) {
 		raftlock_lock *m = l->set[i];
 		bool granted =
 			res != NULL ? !lock_grant_was_revoked(m, res->tokens[i]) : m->token != 0;
-		if (granted && with_undo)
-			session_send_orphan(l->session, &undo.msgs[i].env, l->owner);
+		if (granted &&
+		    !(with_undo && session_send_orphan(l->session, &undo.msgs[i].env, l->owner)))
+			kept = false;
 		m->token = 0;
 		m->count = 0;
 	}
 	if (with_undo)
 		lock_undo_end(&undo);
+	return kept ? RAFTLOCK_ENOTHOLDER : RAFTLOCK_ENOMEM;
 }
 
 /* A set is held whole or not at all (raftlock.h): if any lock of res was
  * revoked before the caller took the grant in, the set is given up
- * (lock_give_up_set). false then. */
-static bool lock_hold_set(raftlock_lock *l, const Raftlock__Result *res)
+ * (lock_give_up_set, whose status this returns). 0: held whole. */
+static int lock_hold_set(raftlock_lock *l, const Raftlock__Result *res)
 {
 	bool whole = true;
 	for (size_t i = 0; i < l->n_set; i++)
 		whole = whole && !lock_grant_was_revoked(l->set[i], res->tokens[i]);
-	if (!whole) {
-		lock_give_up_set(l, res);
-		return false;
-	}
+	if (!whole)
+		return lock_give_up_set(l, res);
 	for (size_t i = 0; i < l->n_set; i++) {
 		l->set[i]->token = res->tokens[i];
 		l->set[i]->count = 1;
 	}
-	return true;
+	return 0;
 }
 
 /* The handle holds what res granted at nesting depth count, or if it
  * leads a set, the set's handles each the token of its lock
  * (lock_hold_set); but none a token whose revocation the I/O thread
- * dispatched before this caller took the grant in. false: the grant was
- * revoked so, and the handle holds nothing. */
-static bool lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
+ * dispatched before this caller took the grant in. 0, or the grant was
+ * revoked so and the handle holds nothing: RAFTLOCK_ENOTHOLDER, or
+ * RAFTLOCK_ENOMEM (a set, see lock_give_up_set). */
+static int lock_hold(raftlock_lock *l, const Raftlock__Result *res, uint32_t count)
 {
 	if (l->n_set > 0 && res->n_tokens == l->n_set)
 		return lock_hold_set(l, res);
 	if (lock_grant_was_revoked(l, res->token))
-		return false;
+		return RAFTLOCK_ENOTHOLDER;
 	l->token = res->token;
 	l->count = count;
-	return true;
+	return 0;
 }
 
 /* What an acquire returns when its grant was revoked before the call
- * could return it (lock_hold): the handle holds nothing (raftlock.h). */
-static int lock_grant_revoked(void)
+ * could return it (lock_hold, status): the handle holds nothing; a set's
+ * other locks are released, or without memory for that (RAFTLOCK_ENOMEM)
+ * held until the session ends (raftlock.h). */
+static int lock_grant_revoked(int status)
 {
-	errmsg_note(RAFTLOCK_ENOTHOLDER, "the grant was revoked before the call returned");
-	return RAFTLOCK_ENOTHOLDER;
+	if (status == RAFTLOCK_ENOMEM)
+		errmsg_note(status, "a lock of the set was revoked; the others stay held until "
+				    "the session ends");
+	else
+		errmsg_note(status, "the grant was revoked before the call returned");
+	return status;
 }
 
 /* Applies a final acquire result to the handle: a grant to a session
@@ -383,8 +392,9 @@ static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t 
 	}
 	if (l->session->lost)
 		return RAFTLOCK_ESESSION;
-	if (!lock_hold(l, res, res->count ? res->count : l->count + 1))
-		return lock_grant_revoked();
+	int rv = lock_hold(l, res, res->count ? res->count : l->count + 1);
+	if (rv != 0)
+		return lock_grant_revoked(rv);
 	*token = res->token;
 	return 0;
 }
@@ -412,14 +422,14 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
 
 /* Cancels the wait of acquire_seq on the server, waiting up to timeout_ms.
  * Returns 0 when the server removed the wait; 1 when the acquire had been
- * granted first, with *granted its token (the handle holds the lock) or 0
- * (that grant is already revoked: the handle holds nothing); 2 when
+ * granted first, with *held what lock_hold() made of it: 0, the handle
+ * holds the lock and *granted is its token; else it holds nothing; 2 when
  * the server knows neither (the wait ended otherwise, or the acquire has
  * not been applied yet); or an error (EUNKNOWN: the cancel is still
  * being sent; ESESSION, also for a grant to a session lost before its
  * answer was taken in, as lock_granted says). */
 static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned timeout_ms,
-			    uint64_t *granted)
+			    uint64_t *granted, int *held)
 {
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	Raftlock__CancelWaitRequest req = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
@@ -439,7 +449,8 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 		rv = RAFTLOCK_ESESSION; /* lost meanwhile: it holds nothing */
 	} else if (res->status == 0 && res->token != 0) {
 		/* a queued acquire is never a nested one */
-		*granted = lock_hold(l, res, 1) ? res->token : 0;
+		*held = lock_hold(l, res, 1);
+		*granted = res->token;
 		rv = 1;
 	} else if (res->status == 0) {
 		rv = 0;
@@ -503,15 +514,16 @@ static int lock_give_up(raftlock_lock *l, struct request *req, uint64_t seq, uin
 			continue;
 		}
 		uint64_t granted = 0;
-		int rv = lock_cancel_wait(l, seq, (unsigned)(end - now), &granted);
+		int held = 0;
+		int rv = lock_cancel_wait(l, seq, (unsigned)(end - now), &granted, &held);
 		if (rv == 0 || rv == 1) {
 			/* the acquire's record is final: canceled, or granted */
 			transport_take(t, req, NULL);
 			session_seq_end(s, seq);
 			if (rv == 0)
 				return RAFTLOCK_ETIMEDOUT;
-			if (granted == 0)
-				return lock_grant_revoked();
+			if (held != 0)
+				return lock_grant_revoked(held);
 			*token = granted;
 			return 0;
 		}
@@ -572,8 +584,8 @@ static int lock_acquire_wait(raftlock_lock *l, Raftlock__Envelope *env, int time
  * thread applied it as it read it, and a revocation read with it
  * (lock_revoked) came after: a set is held whole or not at all, as
  * lock_hold_set() holds it when the revocation comes first, so its locks
- * still granted are released and RAFTLOCK_ENOTHOLDER returned. 0: the
- * set holds every lock. */
+ * still granted are released (lock_give_up_set, whose status this
+ * returns). 0: the set holds every lock. */
 static int lock_take_set(raftlock_lock *l)
 {
 	bool whole = true;
@@ -581,8 +593,7 @@ static int lock_take_set(raftlock_lock *l)
 		whole = whole && l->set[i]->token != 0;
 	if (whole)
 		return 0;
-	lock_give_up_set(l, NULL);
-	return RAFTLOCK_ENOTHOLDER;
+	return lock_give_up_set(l, NULL);
 }
 
 /*
@@ -593,7 +604,8 @@ static int lock_take_set(raftlock_lock *l)
  * revocation read with the grant came after it, yet before the caller
  * could know: the grant is not held then (lock_hold refuses it when the
  * revocation comes first). 0, or RAFTLOCK_ENOTHOLDER with the handle (its
- * set) emptied, or RAFTLOCK_ESESSION: the session was lost meanwhile (read
+ * set) emptied (RAFTLOCK_ENOMEM: a set without memory to release its
+ * other locks), or RAFTLOCK_ESESSION: the session was lost meanwhile (read
  * with the grant, say), which holds nothing.
  */
 static int lock_take_grant(raftlock_lock *l, uint64_t token)
@@ -620,7 +632,8 @@ struct lock_outcome {
 /* A successful acquire's grant (o->value), taken in for its caller by the
  * I/O thread once the read that brought it is dispatched (t->mu held:
  * transport_deferred.settle). false: it was revoked meanwhile (the
- * outcome is then RAFTLOCK_ENOTHOLDER, with its note) or the session lost
+ * outcome is then RAFTLOCK_ENOTHOLDER, or RAFTLOCK_ENOMEM for a set
+ * (lock_give_up_set), with its note) or the session lost
  * (RAFTLOCK_ESESSION); value 0. */
 static bool lock_settle_grant(raftlock_lock *l, struct lock_outcome *o)
 {
@@ -628,8 +641,8 @@ static bool lock_settle_grant(raftlock_lock *l, struct lock_outcome *o)
 	if (o->status == 0)
 		return true;
 	o->value = 0;
-	if (o->status == RAFTLOCK_ENOTHOLDER) {
-		lock_grant_revoked();
+	if (o->status == RAFTLOCK_ENOTHOLDER || o->status == RAFTLOCK_ENOMEM) {
+		lock_grant_revoked(o->status);
 		errmsg_take_note(&o->note_code, o->note, sizeof o->note);
 	}
 	return false;

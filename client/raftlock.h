@@ -817,6 +817,9 @@ RAFTLOCK_API int raftlock_multi_new(raftlock_session *session,
  * library releases the others in the background (the set's next call
  * waits for those releases), and on_lock_event gets
  * RAFTLOCK_LOCK_REVOKED for the token the caller never saw;
+ * RAFTLOCK_ENOMEM: as RAFTLOCK_ENOTHOLDER, but the library had no memory
+ * to release the others: they stay held until the session ends (or, as
+ * for one lock, nothing was sent, or a late grant stays held so);
  * RAFTLOCK_ESTATE: an earlier request of the set is still being sent;
  * RAFTLOCK_ESESSION, RAFTLOCK_ECONNECTION: as for one lock.
  */
@@ -829,7 +832,8 @@ RAFTLOCK_API int raftlock_multi_acquire(raftlock_multi *set, int timeout_ms);
  * caller taking the grant in: a lock of the set revoked before cb runs
  * (its revocation read with the grant) makes the status
  * RAFTLOCK_ENOTHOLDER, with the set holding none of its locks and the
- * others released, as for raftlock_multi_acquire(). Those releases are
+ * others released (RAFTLOCK_ENOMEM: without memory for that, held until
+ * the session ends), as for raftlock_multi_acquire(). Those releases are
  * still being sent when cb runs: an acquire of the set sent at once (also
  * from cb) returns RAFTLOCK_ESTATE until the cluster has applied them,
  * usually within a round trip, so retry it after a short delay, or call

@@ -336,21 +336,20 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 
 /* -------------------------------------------------------------- orphans */
 
-/* Keeps req in the table as an orphan of s, with a packed copy of the
- * n_undo envelopes of undo (each behind its 4-byte big-endian length);
- * false when out of memory. */
-static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
-		       const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner)
+/* An orphan with a packed copy of the n_undo envelopes of undo (each
+ * behind its 4-byte big-endian length), for orphan_add(); NULL when out
+ * of memory. */
+static struct session_orphan *orphan_new(const Raftlock__Envelope *const *undo, size_t n_undo)
 {
 	struct session_orphan *o = calloc(1, sizeof *o);
 	if (o == NULL)
-		return false;
+		return NULL;
 	for (size_t i = 0; i < n_undo; i++)
 		o->undo_len += 4 + raftlock__envelope__get_packed_size(undo[i]);
 	if (n_undo > 0) {
 		if ((o->undo = malloc(o->undo_len)) == NULL) {
 			free(o);
-			return false;
+			return NULL;
 		}
 		uint8_t *p = o->undo;
 		for (size_t i = 0; i < n_undo; i++) {
@@ -362,6 +361,13 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 			p += 4 + n;
 		}
 	}
+	return o;
+}
+
+/* Keeps req in the table as the orphan o of s. */
+static void orphan_add(raftlock_session *s, struct session_orphan *o, struct request *req,
+		       uint64_t seq, uint64_t owner)
+{
 	transport_watch(s->t, req); /* the keepalive thread settles it */
 	o->req = req;
 	o->seq = seq;
@@ -370,7 +376,6 @@ static bool orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
 	if (!list_linked(&s->orphaned_link)) /* it may be settling now */
 		list_add_tail(&s->ss->orphaned, &s->orphaned_link);
 	list_add_head(&s->orphans, &o->link);
-	return true;
 }
 
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
@@ -382,10 +387,12 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		session_seq_end(s, seq);
 		return rv;
 	}
-	if (!orphan_add(s, req, seq, undo, n_undo, owner)) {
+	struct session_orphan *o = orphan_new(undo, n_undo);
+	if (o == NULL) {
 		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
 		return n_undo > 0 ? RAFTLOCK_ENOMEM : RAFTLOCK_EUNKNOWN;
 	}
+	orphan_add(s, o, req, seq, owner);
 	return RAFTLOCK_EUNKNOWN;
 }
 
@@ -412,17 +419,23 @@ static void orphan_free(struct transport *t, struct session_orphan *o)
 	free(o);
 }
 
-void session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner)
+bool session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner)
 {
 	struct request *r;
 	struct session_req sr = SESSION_REQ(env);
-	if (s->lost || session_mutate_submit(s, &sr, &r) != 0)
-		return;
-	uint64_t seq = r->seq;
-	if (!orphan_add(s, r, seq, NULL, 0, owner)) {
-		transport_take(s->t, r, NULL); /* never sent: settled */
-		session_seq_end(s, seq);
+	if (s->lost)
+		return true;
+	/* made first: a request submitted may be sent at once */
+	struct session_orphan *o = orphan_new(NULL, 0);
+	if (o == NULL)
+		return false;
+	int rv = session_mutate_submit(s, &sr, &r);
+	if (rv != 0) {
+		free(o);
+		return rv != RAFTLOCK_ENOMEM;
 	}
+	orphan_add(s, o, r, r->seq, owner);
+	return true;
 }
 
 /* Sends one packed undo envelope (session_send_orphan). */

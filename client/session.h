@@ -271,9 +271,9 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 
 /* Sends env (a release of a grant that nobody holds) now, t->mu held, as
  * an orphan of the handle owner: calls of the handle wait for it. Not
- * when s is lost (the server ends its grants with it); out of memory, the
- * session's end releases the grant. */
-void session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner);
+ * when s is lost (the server ends its grants with it). false: out of
+ * memory, nothing is sent (the session's end releases the grant). */
+bool session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t owner);
 
 /* Whether s has orphans of the lock handle `owner` (still being sent, or
  * answered but not settled yet). With resend, those still unanswered are

@@ -19,7 +19,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The functions a rule may name (a mask). */
+enum {
+	ALLOC_FAIL_MALLOC = 1,
+	ALLOC_FAIL_CALLOC = 2,
+	ALLOC_FAIL_REALLOC = 4,
+	ALLOC_FAIL_STRDUP = 8, /* and strndup */
+};
+
 struct alloc_fail_rule {
+	unsigned calls;      /* 0: any; else a mask of the functions above */
 	size_t size;         /* 0: any; else the bytes asked (calloc: n * size) */
 	const char *text;    /* NULL: any; else only strdup/strndup of it */
 	const pthread_t *on; /* NULL: any thread; else only this one */

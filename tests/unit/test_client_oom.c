@@ -21,19 +21,24 @@
 
 #define WATCH_CANCEL RAFTLOCK__ENVELOPE__BODY_WATCH_CANCEL
 
-/* A fake leader and a client on it (timeout: its request timeout). */
+/* A fake leader, a client on it (timeout: its request timeout) and a
+ * session. */
 struct node {
 	struct fake *f;
 	raftlock_client *c;
+	raftlock_session *s;
+	pthread_t caller; /* the test's thread */
 };
 
 static void node_up(struct node *n, unsigned timeout_ms)
 {
 	n->f = fake_start(FAKE_LEADER);
+	n->caller = pthread_self();
 	const char *addrs[] = {n->f->addr};
 	struct raftlock_client_options o = {
 		.addresses = addrs, .n_addresses = 1, .request_timeout_ms = timeout_ms};
 	assert_int_equal(raftlock_client_open(&o, &n->c, NULL), 0);
+	assert_int_equal(raftlock_session_open(n->c, NULL, &n->s), 0);
 }
 
 static void node_down(struct node *n)
@@ -51,6 +56,17 @@ static void assert_errmsg_enomem(raftlock_client *c, const char *context)
 	assert_string_equal(raftlock_errmsg(c), want);
 }
 
+/* The next orphan made (what keeps sending a request in the background)
+ * fails: on the caller's thread, else on the client's I/O thread. */
+static void fail_next_orphan(struct node *n, bool on_caller)
+{
+	alloc_fail_start(
+		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
+					  .size = sizeof(struct session_orphan),
+					  .on = on_caller ? &n->caller : &n->c->t.io_thread,
+					  .count = 1});
+}
+
 /* Waits up to 5 s for the fake to get n requests of that kind. */
 static void await_count(struct fake *f, Raftlock__Envelope__BodyCase body, int n)
 {
@@ -65,11 +81,9 @@ static void test_proclaim_without_memory_sends_nothing(void **state)
 {
 	(void)state;
 	struct node n;
-	raftlock_session *s;
 	raftlock_leader *ld;
 	node_up(&n, 3000);
-	assert_int_equal(raftlock_session_open(n.c, NULL, &s), 0);
-	assert_int_equal(raftlock_campaign(s, "e", "first", 0, &ld), 0);
+	assert_int_equal(raftlock_campaign(n.s, "e", "first", 0, &ld), 0);
 	alloc_fail_start(&(struct alloc_fail_rule){.text = "second", .count = 1});
 	assert_int_equal(raftlock_proclaim(ld, "second"), RAFTLOCK_ENOMEM);
 	assert_int_equal(alloc_fail_count(), 1);
@@ -80,23 +94,18 @@ static void test_proclaim_without_memory_sends_nothing(void **state)
 
 /* A try-lock or acquire sent, then cut off by every address refusing
  * the client, without memory to keep releasing a late grant: ENOMEM, its
- * message out of memory alone, not the refusal. rule: the failures;
- * acquire: a blocking acquire, else a try-lock. */
+ * message out of memory alone, not the refusal. acquire: a blocking
+ * acquire, else a try-lock. */
 static void refused_without_memory(bool acquire)
 {
 	struct node n;
-	raftlock_session *s;
 	raftlock_lock *l;
 	node_up(&n, 3000);
-	assert_int_equal(raftlock_session_open(n.c, NULL, &s), 0);
-	assert_int_equal(raftlock_lock_new(s, "q", NULL, &l), 0);
+	assert_int_equal(raftlock_lock_new(n.s, "q", NULL, &l), 0);
 	FAKE_SET(n.f, refuse_conns, true);
 	FAKE_SET(n.f, drop_first_acquire, true); /* sent, then the connection goes */
-	/* the orphan that would release it: made where the call gives up */
-	pthread_t self = pthread_self();
-	alloc_fail_start(&(struct alloc_fail_rule){.size = sizeof(struct session_orphan),
-						   .on = acquire ? &self : &n.c->t.io_thread,
-						   .count = 1});
+	/* the orphan that would release it, made where the call gives up */
+	fail_next_orphan(&n, acquire);
 	int rv = acquire ? raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 10000, NULL)
 			 : raftlock_lock_try(l, NULL);
 	assert_int_equal(rv, RAFTLOCK_ENOMEM);
@@ -117,6 +126,41 @@ static void test_refused_acquire_without_memory_to_release(void **state)
 {
 	(void)state;
 	refused_without_memory(true);
+}
+
+/* A set granted with a lock revoked in the same read is given up; without
+ * memory to release its other lock, that lock stays held until the
+ * session ends, and the caller hears it: ENOMEM, not ENOTHOLDER.
+ * timeout_ms 0: a try, taken in by the I/O thread; else the caller's. */
+static void set_revoked_without_memory(int timeout_ms)
+{
+	struct node n;
+	raftlock_multi *m;
+	node_up(&n, 3000);
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}};
+	assert_int_equal(raftlock_multi_new(n.s, items, 2, &m), 0);
+	FAKE_SET(n.f, revoke_set_item, 1);
+	FAKE_SET(n.f, revoke_with_grant, true);
+	fail_next_orphan(&n, timeout_ms != 0);
+	int rv = raftlock_multi_acquire(m, timeout_ms);
+	if (rv != RAFTLOCK_ENOMEM)
+		fail_msg("timeout %d: status %d: %s", timeout_ms, rv, raftlock_errmsg(n.c));
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_string_equal(raftlock_errmsg(n.c),
+			    "acquire 'a': out of memory (a lock of the set was revoked; the "
+			    "others stay held until the session ends)");
+	assert_int_equal(raftlock_multi_token(m, 0), 0);
+	assert_int_equal(raftlock_multi_token(m, 1), 0);
+	sleep_ms(100);
+	assert_int_equal(fake_count(n.f, RELEASE), 0);
+	node_down(&n);
+}
+
+static void test_set_revoked_without_memory_to_release_the_rest(void **state)
+{
+	(void)state;
+	set_revoked_without_memory(0);
+	set_revoked_without_memory(5000);
 }
 
 /* The events of a watch, as its callback got them. */
@@ -222,9 +266,10 @@ static void test_watch_unsubmitted_sets_errmsg(void **state)
 	node_up(&n, 3000);
 	raftlock_watch_handle *w = NULL;
 	assert_int_equal(raftlock_watch(n.c, NULL, NULL, on_watch, NULL, &w), RAFTLOCK_EINVAL);
-	pthread_t self = pthread_self();
-	alloc_fail_start(
-		&(struct alloc_fail_rule){.size = sizeof(struct request), .on = &self, .count = 1});
+	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
+						   .size = sizeof(struct request),
+						   .on = &n.caller,
+						   .count = 1});
 	assert_int_equal(raftlock_watch(n.c, "w/", NULL, on_watch, NULL, &w), RAFTLOCK_ENOMEM);
 	assert_int_equal(alloc_fail_count(), 1);
 	assert_errmsg_enomem(n.c, "watch 'w/'");
@@ -249,6 +294,7 @@ int main(void)
 		OOM_TEST(test_proclaim_without_memory_sends_nothing),
 		OOM_TEST(test_refused_try_without_memory_to_release),
 		OOM_TEST(test_refused_acquire_without_memory_to_release),
+		OOM_TEST(test_set_revoked_without_memory_to_release_the_rest),
 		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
 		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
 		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
