@@ -191,8 +191,9 @@ static int lock_send(raftlock_lock *l, struct session_req sr, unsigned timeout_m
 
 /* Gives up waiting for a request of l (session_abandon), an acquire's
  * late grant to be released. RAFTLOCK_ENOMEM instead of
- * RAFTLOCK_EUNKNOWN when out of memory for that release: a late grant is
- * then held until the session ends (raftlock.h). */
+ * RAFTLOCK_EUNKNOWN when out of memory to keep sending the request or
+ * that release: a late grant is then held until the session ends, a
+ * release may not execute (raftlock.h). */
 static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire)
 {
 	struct lock_undo undo;
@@ -228,9 +229,10 @@ static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
 	return s->closing ? RAFTLOCK_ECANCELED : 0;
 }
 
-/* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN) executes later:
- * the handle gives up the level it released, and its token with the
- * last one (the caller must not use it any more). */
+/* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN: it executes
+ * later; RAFTLOCK_ENOMEM: it may not): the handle gives up the level it
+ * released, and its token with the last one (the caller must not use it
+ * any more). */
 static void lock_release_unknown(raftlock_lock *l)
 {
 	if (l->count > 1) {
@@ -668,8 +670,11 @@ static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq,
 {
 	if (err != 0) {
 		int rv = lock_abandon(l, req, seq, acquire);
-		if (rv == RAFTLOCK_EUNKNOWN && !acquire)
+		if (!acquire && (rv == RAFTLOCK_EUNKNOWN || rv == RAFTLOCK_ENOMEM))
 			lock_release_unknown(l);
+		if (!acquire && rv == RAFTLOCK_ENOMEM)
+			errmsg_note(rv, "sent, not confirmed, and no longer resent: the lock may "
+					"stay held until the session ends");
 		return rv;
 	}
 	Raftlock__Envelope *reply = NULL;
@@ -876,12 +881,15 @@ out:
 
 /* How much the caller of a set's release needs to hear of one lock's
  * outcome: a lock still held first (it can be released again), then a
- * release that will execute, then any other error. */
+ * release that may not execute (no memory to resend it), then one that
+ * will, then any other error. */
 static int lock_release_rank(int status, bool held)
 {
 	if (status == 0)
 		return 0;
 	if (held)
+		return 4;
+	if (status == RAFTLOCK_ENOMEM)
 		return 3;
 	return status == RAFTLOCK_EUNKNOWN ? 2 : 1;
 }

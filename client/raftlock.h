@@ -672,7 +672,12 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock, enum raftlock_mode m
  * session ends first, which releases everything anyway). The handle no
  * longer holds that level for the caller: after the last level its token
  * is 0 and must not be used; a new acquire through the handle is sent only
- * once the release has been applied.
+ * once the release has been applied. RAFTLOCK_ENOMEM: out of memory;
+ * either nothing was sent and the handle still holds the level
+ * (raftlock_lock_token() is unchanged), or, as after RAFTLOCK_EUNKNOWN,
+ * the handle gave the level up, but the library had no memory to keep
+ * sending the release: it may not execute (the lock then stays held until
+ * the session ends), and a new acquire is sent at once.
  */
 RAFTLOCK_API int raftlock_lock_release(raftlock_lock *lock, uint32_t *remaining);
 
@@ -696,7 +701,9 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * A request sent but unanswered within the client's request timeout ends
  * with RAFTLOCK_EUNKNOWN (one never sent, with RAFTLOCK_ECONNECTION) and,
  * as for the blocking calls, it is still sent in the background: a grant
- * that comes later is released by the library, a release executes later.
+ * that comes later is released by the library, a release executes later
+ * (RAFTLOCK_ENOMEM instead when there is no memory to go on, as the
+ * blocking calls say).
  *
  * Returns 0 when the request was sent (cb will run), or an error and cb
  * will not run: RAFTLOCK_EINVAL (NULL lock or cb), RAFTLOCK_ESESSION,
@@ -863,6 +870,10 @@ RAFTLOCK_API uint64_t raftlock_multi_token(const raftlock_multi *set, size_t i);
  *     RAFTLOCK_ESTATE, RAFTLOCK_ETLS, ...: not sent; its
  *     raftlock_multi_token() is still its token, and calling
  *     raftlock_multi_release() again releases what the set still holds);
+ *   - else RAFTLOCK_ENOMEM: a release was sent but not confirmed, and
+ *     the library had no memory to keep sending it: it may not execute
+ *     (that lock then stays held until the session ends); the set holds
+ *     nothing for the caller;
  *   - else RAFTLOCK_EUNKNOWN: a release was sent but not confirmed; it
  *     will execute, and the set holds nothing for the caller;
  *   - else the first other error (RAFTLOCK_ESESSION, RAFTLOCK_ENOTHOLDER:
@@ -1078,7 +1089,8 @@ RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
  * RAFTLOCK_EUNKNOWN the value may still be published, and the next
  * proclaim is sent only once that one is settled (RAFTLOCK_ESTATE, nothing
  * sent, when it is not within the request timeout), so the value
- * proclaimed last is the one published last. Blocking.
+ * proclaimed last is the one published last; after RAFTLOCK_ENOMEM it may
+ * be published or not, and is not waited for. Blocking.
  */
 RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
 

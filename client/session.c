@@ -390,7 +390,7 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 	struct session_orphan *o = orphan_new(undo, n_undo);
 	if (o == NULL) {
 		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
-		return n_undo > 0 ? RAFTLOCK_ENOMEM : RAFTLOCK_EUNKNOWN;
+		return RAFTLOCK_ENOMEM;
 	}
 	orphan_add(s, o, req, seq, owner);
 	return RAFTLOCK_EUNKNOWN;

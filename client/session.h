@@ -243,7 +243,7 @@ struct session_req {
  * RAFTLOCK_ESESSION also marks s lost. Errors: EUNKNOWN (sent, no final
  * answer in time: it may still execute, see session_abandon), ECONNECTION
  * (never sent: it will not execute), EPROTO, EINVAL, ETOOBIG, ESESSION,
- * ENOMEM.
+ * ENOMEM (also as EUNKNOWN, but no longer sent: session_abandon).
  */
 /* session_mutate() in two halves, for callers that do not block: the
  * submit (seq tracked, *req owned by the caller until finished or
@@ -262,9 +262,9 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
  * execute). Any other becomes an orphan (see above) of the handle owner:
  * returns RAFTLOCK_EUNKNOWN. The n_undo envelopes of undo (copied) are sent, as
  * orphan of the same handle, should req turn out granted (a Result with a
- * token, not queued); RAFTLOCK_ENOMEM when there was no memory to keep
- * them (nor req: it is no longer sent), so that a late grant is held until
- * the session ends.
+ * token, not queued). RAFTLOCK_ENOMEM when there was no memory to keep
+ * req (nor them): it is no longer sent, and may execute or not (a late
+ * grant is then held until the session ends).
  */
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		    const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner);

@@ -163,6 +163,32 @@ static void test_set_revoked_without_memory_to_release_the_rest(void **state)
 	set_revoked_without_memory(5000);
 }
 
+/* A release sent but not answered in time, without memory to keep
+ * sending it, is no longer sent: ENOMEM (it may not execute), not
+ * EUNKNOWN (it will). The handle gives the level up, as for EUNKNOWN, and
+ * its next acquire does not wait for that release. */
+static void test_release_without_memory_to_resend(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_lock *l;
+	node_up(&n, 300);
+	assert_int_equal(raftlock_lock_new(n.s, "r", NULL, &l), 0);
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	FAKE_SET(n.f, ignore_releases, true);
+	fail_next_orphan(&n, false); /* its deadline passes on the I/O thread */
+	assert_int_equal(raftlock_lock_release(l, NULL), RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_string_equal(raftlock_errmsg(n.c),
+			    "release 'r': out of memory (sent, not confirmed, and no longer "
+			    "resent: the lock may stay held until the session ends)");
+	assert_int_equal(raftlock_lock_token(l), 0);
+	FAKE_SET(n.f, ignore_releases, false);
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	assert_int_equal(fake_count(n.f, RELEASE), 1);
+	node_down(&n);
+}
+
 /* The events of a watch, as its callback got them. */
 struct seen {
 	pthread_mutex_t mu;
@@ -295,6 +321,7 @@ int main(void)
 		OOM_TEST(test_refused_try_without_memory_to_release),
 		OOM_TEST(test_refused_acquire_without_memory_to_release),
 		OOM_TEST(test_set_revoked_without_memory_to_release_the_rest),
+		OOM_TEST(test_release_without_memory_to_resend),
 		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
 		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
 		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
