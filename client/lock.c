@@ -191,9 +191,9 @@ static int lock_send(raftlock_lock *l, struct session_req sr, unsigned timeout_m
 
 /* Gives up waiting for a request of l (session_abandon), an acquire's
  * late grant to be released. RAFTLOCK_ENOMEM instead of
- * RAFTLOCK_EUNKNOWN when out of memory to keep sending the request or
- * that release: a late grant is then held until the session ends, a
- * release may not execute (raftlock.h). */
+ * RAFTLOCK_EUNKNOWN when out of memory for that release: the acquire is
+ * still sent until settled, but a late grant is held until the session
+ * ends (raftlock.h). A release never ends ENOMEM here. */
 static int lock_abandon(raftlock_lock *l, struct request *req, uint64_t seq, bool acquire)
 {
 	struct lock_undo undo;
@@ -229,10 +229,9 @@ static int lock_wait_orphans(raftlock_lock *l, uint64_t deadline)
 	return s->closing ? RAFTLOCK_ECANCELED : 0;
 }
 
-/* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN: it executes
- * later; RAFTLOCK_ENOMEM: it may not): the handle gives up the level it
- * released, and its token with the last one (the caller must not use it
- * any more). */
+/* A release whose outcome is unknown (RAFTLOCK_EUNKNOWN) executes later:
+ * the handle gives up the level it released, and its token with the
+ * last one (the caller must not use it any more). */
 static void lock_release_unknown(raftlock_lock *l)
 {
 	if (l->count > 1) {
@@ -425,11 +424,13 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
 /* Cancels the wait of acquire_seq on the server, waiting up to timeout_ms.
  * Returns 0 when the server removed the wait; 1 when the acquire had been
  * granted first, with *held what lock_hold() made of it: 0, the handle
- * holds the lock and *granted is its token; else it holds nothing; 2 when
- * the server knows neither (the wait ended otherwise, or the acquire has
- * not been applied yet); or an error (EUNKNOWN: the cancel is still
- * being sent; ESESSION, also for a grant to a session lost before its
- * answer was taken in, as lock_granted says). */
+ * holds the lock and *granted is its token; else it holds nothing
+ * (RAFTLOCK_ENOTHOLDER, or RAFTLOCK_ENOMEM for a set); 2 when the server
+ * knows neither (the wait ended otherwise, or the acquire has not been
+ * applied yet); or an error of session_mutate(): EUNKNOWN, the cancel is
+ * still being sent; ECONNECTION, ENOMEM, it was never sent; ESESSION,
+ * also for a grant to a session lost before its answer was taken in, as
+ * lock_granted says. */
 static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned timeout_ms,
 			    uint64_t *granted, int *held)
 {
@@ -670,11 +671,8 @@ static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq,
 {
 	if (err != 0) {
 		int rv = lock_abandon(l, req, seq, acquire);
-		if (!acquire && (rv == RAFTLOCK_EUNKNOWN || rv == RAFTLOCK_ENOMEM))
+		if (rv == RAFTLOCK_EUNKNOWN && !acquire)
 			lock_release_unknown(l);
-		if (!acquire && rv == RAFTLOCK_ENOMEM)
-			errmsg_note(rv, "sent, not confirmed, and no longer resent: the lock may "
-					"stay held until the session ends");
 		return rv;
 	}
 	Raftlock__Envelope *reply = NULL;
@@ -880,16 +878,15 @@ out:
 }
 
 /* How much the caller of a set's release needs to hear of one lock's
- * outcome: a lock still held first (it can be released again), then a
- * release that may not execute (no memory to resend it), then one that
- * will, then any other error. */
+ * outcome: a lock still held first (it can be released again: not sent,
+ * RAFTLOCK_ENOMEM say, or refused), then a release that will execute
+ * (RAFTLOCK_EUNKNOWN: a release sent is never given up), then any other
+ * error. */
 static int lock_release_rank(int status, bool held)
 {
 	if (status == 0)
 		return 0;
 	if (held)
-		return 4;
-	if (status == RAFTLOCK_ENOMEM)
 		return 3;
 	return status == RAFTLOCK_EUNKNOWN ? 2 : 1;
 }

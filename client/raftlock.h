@@ -479,8 +479,9 @@ RAFTLOCK_API int raftlock_session_open(raftlock_client *client,
  * Returns the error of the close request, but frees the session in any
  * case; the server expires a session it never heard closing:
  * RAFTLOCK_EUNKNOWN (sent, not confirmed within the request timeout: it
- * may have closed it), RAFTLOCK_ECONNECTION, RAFTLOCK_ETLS or
- * RAFTLOCK_ELIMIT (never sent), and the other transport errors. A close
+ * may have closed it), RAFTLOCK_ECONNECTION, RAFTLOCK_ETLS,
+ * RAFTLOCK_ELIMIT or RAFTLOCK_ENOMEM (never sent), and the other
+ * transport errors. A close
  * whose answer was lost and whose retry finds the session gone (closed
  * by the first attempt) returns 0. A session in jeopardy is closed like a
  * valid one. A session lost because its grace period passed (the server
@@ -593,6 +594,13 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  *     that first (see each call for what the handle then holds).
  *   - RAFTLOCK_ECONNECTION: it was never sent (no node could be reached):
  *     nothing happened.
+ *   - RAFTLOCK_ENOMEM: out of memory in the library before the request
+ *     was sent: nothing happened. What keeps a request going in the
+ *     background is set aside before it is sent, so a request once sent
+ *     is never dropped for want of memory; but an acquire given up (as
+ *     for RAFTLOCK_EUNKNOWN) without memory for the release of a late
+ *     grant ends RAFTLOCK_ENOMEM too: it is still sent until settled, and
+ *     a late grant stays held until the session ends.
  *   - RAFTLOCK_ETLS: every node refused TLS while the call waited for a
  *     connection. Never sent, nothing happened, unless an earlier attempt
  *     went out on a connection that has since been refused: then it is
@@ -672,12 +680,8 @@ RAFTLOCK_API int raftlock_lock_acquire(raftlock_lock *lock, enum raftlock_mode m
  * session ends first, which releases everything anyway). The handle no
  * longer holds that level for the caller: after the last level its token
  * is 0 and must not be used; a new acquire through the handle is sent only
- * once the release has been applied. RAFTLOCK_ENOMEM: out of memory;
- * either nothing was sent and the handle still holds the level
- * (raftlock_lock_token() is unchanged), or, as after RAFTLOCK_EUNKNOWN,
- * the handle gave the level up, but the library had no memory to keep
- * sending the release: it may not execute (the lock then stays held until
- * the session ends), and a new acquire is sent at once.
+ * once the release has been applied. RAFTLOCK_ENOMEM: nothing was sent;
+ * the handle still holds the level.
  */
 RAFTLOCK_API int raftlock_lock_release(raftlock_lock *lock, uint32_t *remaining);
 
@@ -701,9 +705,7 @@ RAFTLOCK_API uint64_t raftlock_lock_token(const raftlock_lock *lock);
  * A request sent but unanswered within the client's request timeout ends
  * with RAFTLOCK_EUNKNOWN (one never sent, with RAFTLOCK_ECONNECTION) and,
  * as for the blocking calls, it is still sent in the background: a grant
- * that comes later is released by the library, a release executes later
- * (RAFTLOCK_ENOMEM instead when there is no memory to go on, as the
- * blocking calls say).
+ * that comes later is released by the library, a release executes later.
  *
  * Returns 0 when the request was sent (cb will run), or an error and cb
  * will not run: RAFTLOCK_EINVAL (NULL lock or cb), RAFTLOCK_ESESSION,
@@ -867,13 +869,9 @@ RAFTLOCK_API uint64_t raftlock_multi_token(const raftlock_multi *set, size_t i);
  * raftlock_lock_release() says; the call returns 0 when each released
  * its lock, else the error of one lock, the one the caller most needs:
  *   - first, that of a lock the set still holds (RAFTLOCK_ECONNECTION,
- *     RAFTLOCK_ESTATE, RAFTLOCK_ETLS, ...: not sent; its
+ *     RAFTLOCK_ESTATE, RAFTLOCK_ETLS, RAFTLOCK_ENOMEM, ...: not sent; its
  *     raftlock_multi_token() is still its token, and calling
  *     raftlock_multi_release() again releases what the set still holds);
- *   - else RAFTLOCK_ENOMEM: a release was sent but not confirmed, and
- *     the library had no memory to keep sending it: it may not execute
- *     (that lock then stays held until the session ends); the set holds
- *     nothing for the caller;
  *   - else RAFTLOCK_EUNKNOWN: a release was sent but not confirmed; it
  *     will execute, and the set holds nothing for the caller;
  *   - else the first other error (RAFTLOCK_ESESSION, RAFTLOCK_ENOTHOLDER:
@@ -1089,8 +1087,7 @@ RAFTLOCK_API uint64_t raftlock_leader_token(const raftlock_leader *leader);
  * RAFTLOCK_EUNKNOWN the value may still be published, and the next
  * proclaim is sent only once that one is settled (RAFTLOCK_ESTATE, nothing
  * sent, when it is not within the request timeout), so the value
- * proclaimed last is the one published last; after RAFTLOCK_ENOMEM it may
- * be published or not, and is not waited for. Blocking.
+ * proclaimed last is the one published last. Blocking.
  */
 RAFTLOCK_API int raftlock_proclaim(raftlock_leader *leader, const char *value);
 

@@ -268,10 +268,17 @@ int session_reply_result(const Raftlock__Envelope *reply, const Raftlock__Result
 
 int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req)
 {
+	/* Its orphan, reserved before anything is sent: giving the request
+	 * up must never need memory (session_abandon). */
+	struct session_orphan *o = calloc(1, sizeof *o);
+	if (o == NULL)
+		return RAFTLOCK_ENOMEM;
 	Raftlock__Sequence h = RAFTLOCK__SEQUENCE__INIT;
 	int rv = session_seq_begin(s, sr->wait, &h.seq, &h.ack_below);
-	if (rv != 0)
+	if (rv != 0) {
+		free(o);
 		return rv;
+	}
 	size_t n_acks = s->n_acks < SESSION_ACKS_MAX ? s->n_acks : SESSION_ACKS_MAX;
 	uint64_t *acks = NULL;
 	if (n_acks > 0 && (acks = malloc(n_acks * sizeof *acks)) != NULL)
@@ -288,9 +295,11 @@ int session_mutate_submit(raftlock_session *s, const struct session_req *sr, str
 	sr->env->sequence = NULL; /* encoded: the acks copy belongs to the request */
 	if (rv != 0) {
 		free(acks);
+		free(o);
 		session_seq_end(s, h.seq);
 		return rv;
 	}
+	(*req)->spare = o;
 	(*req)->sequenced = true;
 	(*req)->seq_session = s->id;
 	(*req)->seq = h.seq;
@@ -336,38 +345,13 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
 
 /* -------------------------------------------------------------- orphans */
 
-/* An orphan with a packed copy of the n_undo envelopes of undo (each
- * behind its 4-byte big-endian length), for orphan_add(); NULL when out
- * of memory. */
-static struct session_orphan *orphan_new(const Raftlock__Envelope *const *undo, size_t n_undo)
+/* Keeps req in the table as an orphan of s, in the memory reserved with
+ * it (session_mutate_submit). */
+static struct session_orphan *orphan_add(raftlock_session *s, struct request *req, uint64_t seq,
+					 uint64_t owner)
 {
-	struct session_orphan *o = calloc(1, sizeof *o);
-	if (o == NULL)
-		return NULL;
-	for (size_t i = 0; i < n_undo; i++)
-		o->undo_len += 4 + raftlock__envelope__get_packed_size(undo[i]);
-	if (n_undo > 0) {
-		if ((o->undo = malloc(o->undo_len)) == NULL) {
-			free(o);
-			return NULL;
-		}
-		uint8_t *p = o->undo;
-		for (size_t i = 0; i < n_undo; i++) {
-			size_t n = raftlock__envelope__pack(undo[i], p + 4);
-			p[0] = (uint8_t)(n >> 24);
-			p[1] = (uint8_t)(n >> 16);
-			p[2] = (uint8_t)(n >> 8);
-			p[3] = (uint8_t)n;
-			p += 4 + n;
-		}
-	}
-	return o;
-}
-
-/* Keeps req in the table as the orphan o of s. */
-static void orphan_add(raftlock_session *s, struct session_orphan *o, struct request *req,
-		       uint64_t seq, uint64_t owner)
-{
+	struct session_orphan *o = req->spare;
+	req->spare = NULL;
 	transport_watch(s->t, req); /* the keepalive thread settles it */
 	o->req = req;
 	o->seq = seq;
@@ -376,6 +360,30 @@ static void orphan_add(raftlock_session *s, struct session_orphan *o, struct req
 	if (!list_linked(&s->orphaned_link)) /* it may be settling now */
 		list_add_tail(&s->ss->orphaned, &s->orphaned_link);
 	list_add_head(&s->orphans, &o->link);
+	return o;
+}
+
+/* Gives o a packed copy of the n_undo envelopes of undo (each behind its
+ * 4-byte big-endian length); false when out of memory. */
+static bool orphan_keep_undo(struct session_orphan *o, const Raftlock__Envelope *const *undo,
+			     size_t n_undo)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n_undo; i++)
+		len += 4 + raftlock__envelope__get_packed_size(undo[i]);
+	uint8_t *p = o->undo = malloc(len);
+	if (p == NULL)
+		return false;
+	o->undo_len = len;
+	for (size_t i = 0; i < n_undo; i++) {
+		size_t n = raftlock__envelope__pack(undo[i], p + 4);
+		p[0] = (uint8_t)(n >> 24);
+		p[1] = (uint8_t)(n >> 16);
+		p[2] = (uint8_t)(n >> 8);
+		p[3] = (uint8_t)n;
+		p += 4 + n;
+	}
+	return true;
 }
 
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
@@ -387,12 +395,9 @@ int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		session_seq_end(s, seq);
 		return rv;
 	}
-	struct session_orphan *o = orphan_new(undo, n_undo);
-	if (o == NULL) {
-		transport_take(s->t, req, NULL); /* its seq stays unknown for good */
-		return RAFTLOCK_ENOMEM;
-	}
-	orphan_add(s, o, req, seq, owner);
+	struct session_orphan *o = orphan_add(s, req, seq, owner);
+	if (n_undo > 0 && !orphan_keep_undo(o, undo, n_undo))
+		return RAFTLOCK_ENOMEM; /* still sent until its seq settles */
 	return RAFTLOCK_EUNKNOWN;
 }
 
@@ -425,16 +430,10 @@ bool session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t 
 	struct session_req sr = SESSION_REQ(env);
 	if (s->lost)
 		return true;
-	/* made first: a request submitted may be sent at once */
-	struct session_orphan *o = orphan_new(NULL, 0);
-	if (o == NULL)
-		return false;
 	int rv = session_mutate_submit(s, &sr, &r);
-	if (rv != 0) {
-		free(o);
+	if (rv != 0)
 		return rv != RAFTLOCK_ENOMEM;
-	}
-	orphan_add(s, o, r, r->seq, owner);
+	orphan_add(s, r, r->seq, owner);
 	return true;
 }
 

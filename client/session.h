@@ -30,6 +30,10 @@
  * releases a grant that nobody waits for any more (DESIGN.md rule 8). The
  * caller was told RAFTLOCK_EUNKNOWN. Calls through a lock handle wait for
  * the handle's orphans first (lock.c), so that they apply in call order.
+ * The orphan's record is reserved when the request is submitted (struct
+ * request's spare): giving a request up never fails for want of memory,
+ * which would leave it unsent, its seq unsettled, and let the handle's
+ * next call overtake it (GUARANTEES rule 6).
  *
  * Keepalives and loss detection are in keepalive.h. All functions here
  * expect t->mu (the transport's lock) held unless they say otherwise.
@@ -243,11 +247,12 @@ struct session_req {
  * RAFTLOCK_ESESSION also marks s lost. Errors: EUNKNOWN (sent, no final
  * answer in time: it may still execute, see session_abandon), ECONNECTION
  * (never sent: it will not execute), EPROTO, EINVAL, ETOOBIG, ESESSION,
- * ENOMEM (also as EUNKNOWN, but no longer sent: session_abandon).
+ * ENOMEM (nothing sent), and those of session_abandon.
  */
 /* session_mutate() in two halves, for callers that do not block: the
  * submit (seq tracked, *req owned by the caller until finished or
- * abandoned), and the finish of a done request (takes req). */
+ * abandoned, its orphan's record reserved with it; RAFTLOCK_ENOMEM:
+ * nothing sent), and the finish of a done request (takes req). */
 int session_mutate_submit(raftlock_session *s, const struct session_req *sr, struct request **req);
 int session_mutate_finish(raftlock_session *s, struct request *req, uint64_t seq,
 			  Raftlock__Envelope **reply, const Raftlock__Result **result);
@@ -262,9 +267,9 @@ int session_mutate(raftlock_session *s, const struct session_req *sr, Raftlock__
  * execute). Any other becomes an orphan (see above) of the handle owner:
  * returns RAFTLOCK_EUNKNOWN. The n_undo envelopes of undo (copied) are sent, as
  * orphan of the same handle, should req turn out granted (a Result with a
- * token, not queued). RAFTLOCK_ENOMEM when there was no memory to keep
- * req (nor them): it is no longer sent, and may execute or not (a late
- * grant is then held until the session ends).
+ * token, not queued). RAFTLOCK_ENOMEM when there was no memory to copy
+ * them: req is an orphan all the same (sent until its seq settles), but a
+ * late grant is held until the session ends. Nothing else needs memory.
  */
 int session_abandon(raftlock_session *s, struct request *req, uint64_t seq,
 		    const Raftlock__Envelope *const *undo, size_t n_undo, uint64_t owner);

@@ -213,6 +213,7 @@ static void request_free(struct request *req)
 	pthread_cond_destroy(&req->cond);
 	free(req->acks);
 	free(req->frame);
+	free(req->spare);
 	free(req);
 }
 

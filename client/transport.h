@@ -104,11 +104,15 @@ struct request {
 	/* A mutating request of a session: only a result of apply, or a
 	 * status proving it can never execute, completes it; every other
 	 * status is retried with back-off, with the same seq. The session
-	 * layer fills these in; the transport only frees acks. */
+	 * layer fills these in; the transport only frees acks and spare. */
 	bool sequenced;
 	uint64_t seq_session, seq;
 	uint64_t *acks; /* the queued acquires it acknowledges (owned) */
 	size_t n_acks;
+	/* Memory the layer above reserved for the request's later needs
+	 * (one malloc'd block, or NULL): it may take it back; what is left
+	 * is freed with the request. */
+	void *spare;
 	unsigned retries; /* refusals in a row (EOVERLOAD, ...): the back-off */
 	bool refused;     /* every address refused TLS since it was last sent
 			     (or just before it was submitted): its waiter

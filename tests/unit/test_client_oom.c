@@ -16,6 +16,7 @@
 #include "alloc_fail.h"
 #include "client.h"
 #include "client_fakeserver.h"
+#include "lock.h"
 #include "raftlock.h"
 #include "session.h"
 
@@ -56,13 +57,36 @@ static void assert_errmsg_enomem(raftlock_client *c, const char *context)
 	assert_string_equal(raftlock_errmsg(c), want);
 }
 
-/* The next orphan made (what keeps sending a request in the background)
- * fails: on the caller's thread, else on the client's I/O thread. */
-static void fail_next_orphan(struct node *n, bool on_caller)
+/* The orphan's records reserved (what would keep sending a request in
+ * the background, reserved as it is submitted) fail, count of them after
+ * the first skip: on the caller's thread, else on the client's I/O
+ * thread. */
+static void fail_orphans(struct node *n, bool on_caller, int skip, int count)
 {
 	alloc_fail_start(
 		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
 					  .size = sizeof(struct session_orphan),
+					  .on = on_caller ? &n->caller : &n->c->t.io_thread,
+					  .skip = skip,
+					  .count = count});
+}
+
+/* The bytes of the packed copy of l's release that undoes a late grant
+ * (session_abandon), made where the call gives up: on the caller's
+ * thread, else on the I/O thread. The next one fails. */
+static void fail_undo_copy(struct node *n, raftlock_lock *l, bool on_caller)
+{
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	Raftlock__ReleaseRequest req = RAFTLOCK__RELEASE_REQUEST__INIT;
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &req;
+	req.release = &rel;
+	rel.name = l->name;
+	rel.owner = l->owner;
+	alloc_fail_start(
+		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_MALLOC,
+					  .size = 4 + raftlock__envelope__get_packed_size(&env),
 					  .on = on_caller ? &n->caller : &n->c->t.io_thread,
 					  .count = 1});
 }
@@ -93,9 +117,10 @@ static void test_proclaim_without_memory_sends_nothing(void **state)
 }
 
 /* A try-lock or acquire sent, then cut off by every address refusing
- * the client, without memory to keep releasing a late grant: ENOMEM, its
- * message out of memory alone, not the refusal. acquire: a blocking
- * acquire, else a try-lock. */
+ * the client, without memory to copy the release of a late grant:
+ * ENOMEM, its message out of memory alone, not the refusal; the request
+ * is still sent until it settles (its seq must), and its late grant is
+ * not released. acquire: a blocking acquire, else a try-lock. */
 static void refused_without_memory(bool acquire)
 {
 	struct node n;
@@ -104,8 +129,7 @@ static void refused_without_memory(bool acquire)
 	assert_int_equal(raftlock_lock_new(n.s, "q", NULL, &l), 0);
 	FAKE_SET(n.f, refuse_conns, true);
 	FAKE_SET(n.f, drop_first_acquire, true); /* sent, then the connection goes */
-	/* the orphan that would release it, made where the call gives up */
-	fail_next_orphan(&n, acquire);
+	fail_undo_copy(&n, l, acquire);
 	int rv = acquire ? raftlock_lock_acquire(l, RAFTLOCK_EXCLUSIVE, 1, 10000, NULL)
 			 : raftlock_lock_try(l, NULL);
 	assert_int_equal(rv, RAFTLOCK_ENOMEM);
@@ -113,6 +137,9 @@ static void refused_without_memory(bool acquire)
 	assert_errmsg_enomem(n.c, "acquire 'q'");
 	assert_int_equal(raftlock_lock_token(l), 0);
 	FAKE_SET(n.f, refuse_conns, false);
+	await_count(n.f, ACQUIRE, 2); /* sent again, and granted */
+	sleep_ms(100);
+	assert_int_equal(fake_count(n.f, RELEASE), 0);
 	node_down(&n);
 }
 
@@ -141,7 +168,8 @@ static void set_revoked_without_memory(int timeout_ms)
 	assert_int_equal(raftlock_multi_new(n.s, items, 2, &m), 0);
 	FAKE_SET(n.f, revoke_set_item, 1);
 	FAKE_SET(n.f, revoke_with_grant, true);
-	fail_next_orphan(&n, timeout_ms != 0);
+	/* the caller's: after the set's own request */
+	fail_orphans(&n, timeout_ms != 0, timeout_ms != 0, 1);
 	int rv = raftlock_multi_acquire(m, timeout_ms);
 	if (rv != RAFTLOCK_ENOMEM)
 		fail_msg("timeout %d: status %d: %s", timeout_ms, rv, raftlock_errmsg(n.c));
@@ -163,11 +191,11 @@ static void test_set_revoked_without_memory_to_release_the_rest(void **state)
 	set_revoked_without_memory(5000);
 }
 
-/* A release sent but not answered in time, without memory to keep
- * sending it, is no longer sent: ENOMEM (it may not execute), not
- * EUNKNOWN (it will). The handle gives the level up, as for EUNKNOWN, and
- * its next acquire does not wait for that release. */
-static void test_release_without_memory_to_resend(void **state)
+/* A release sent but not answered in time is given up without needing
+ * memory (its orphan's record came with it): EUNKNOWN, and the handle's
+ * next call is sent only after that release settles (GUARANTEES rule
+ * 6), not at once, where the old release could land on the new grant. */
+static void test_release_given_up_needs_no_memory(void **state)
 {
 	(void)state;
 	struct node n;
@@ -176,20 +204,65 @@ static void test_release_without_memory_to_resend(void **state)
 	assert_int_equal(raftlock_lock_new(n.s, "r", NULL, &l), 0);
 	assert_int_equal(raftlock_lock_try(l, NULL), 0);
 	FAKE_SET(n.f, ignore_releases, true);
-	fail_next_orphan(&n, false); /* its deadline passes on the I/O thread */
-	assert_int_equal(raftlock_lock_release(l, NULL), RAFTLOCK_ENOMEM);
-	assert_int_equal(alloc_fail_count(), 1);
-	assert_string_equal(raftlock_errmsg(n.c),
-			    "release 'r': out of memory (sent, not confirmed, and no longer "
-			    "resent: the lock may stay held until the session ends)");
+	fail_orphans(&n, false, 0, 1000); /* its deadline passes on the I/O thread */
+	assert_int_equal(raftlock_lock_release(l, NULL), RAFTLOCK_EUNKNOWN);
+	assert_int_equal(alloc_fail_count(), 0);
 	assert_int_equal(raftlock_lock_token(l), 0);
+	assert_int_equal(raftlock_lock_try(l, NULL), RAFTLOCK_ESTATE);
+	assert_int_equal(fake_count(n.f, ACQUIRE), 1);
 	FAKE_SET(n.f, ignore_releases, false);
 	assert_int_equal(raftlock_lock_try(l, NULL), 0);
-	assert_int_equal(fake_count(n.f, RELEASE), 1);
+	assert_int_equal(fake_count(n.f, ACQUIRE), 2);
 	node_down(&n);
 }
 
-/* The events of a watch, as its callback got them. */
+/* A release without memory for its orphan's record sends nothing:
+ * ENOMEM, the handle still holds the lock. */
+static void test_release_without_memory_sends_nothing(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_lock *l;
+	uint64_t token;
+	node_up(&n, 3000);
+	assert_int_equal(raftlock_lock_new(n.s, "r", NULL, &l), 0);
+	assert_int_equal(raftlock_lock_try(l, &token), 0);
+	fail_orphans(&n, true, 0, 1);
+	assert_int_equal(raftlock_lock_release(l, NULL), RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), 1);
+	assert_errmsg_enomem(n.c, "release 'r'");
+	assert_int_equal(raftlock_lock_token(l), token);
+	sleep_ms(100);
+	assert_int_equal(fake_count(n.f, RELEASE), 0);
+	alloc_fail_stop();
+	assert_int_equal(raftlock_lock_release(l, NULL), 0);
+	node_down(&n);
+}
+
+/* A session's close: without memory for its orphan's record it is not
+ * sent (ENOMEM); sent and unanswered, it is given up without memory
+ * (EUNKNOWN, as raftlock.h says). The session is freed either way. */
+static void close_without_memory(bool sent)
+{
+	struct node n;
+	node_up(&n, 300);
+	FAKE_SET(n.f, silent, sent);
+	fail_orphans(&n, true, sent, sent ? 1000 : 1);
+	assert_int_equal(raftlock_session_close(n.s), sent ? RAFTLOCK_EUNKNOWN : RAFTLOCK_ENOMEM);
+	assert_int_equal(alloc_fail_count(), !sent);
+	assert_int_equal(fake_count(n.f, CLOSE), sent);
+	node_down(&n);
+}
+
+static void test_close_without_memory(void **state)
+{
+	(void)state;
+	close_without_memory(false);
+	close_without_memory(true);
+}
+
+/* The events of a watch, or the outcomes of asynchronous calls, as
+ * their callbacks got them. */
 struct seen {
 	pthread_mutex_t mu;
 	int n;
@@ -236,6 +309,45 @@ static void await_only_event(struct seen *w)
 	pthread_mutex_lock(&w->mu);
 	assert_int_equal(w->n, 1);
 	pthread_mutex_unlock(&w->mu);
+}
+
+static void on_release(raftlock_lock *l, int status, uint64_t value, void *arg)
+{
+	(void)l;
+	(void)value;
+	struct seen *w = arg;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < 8)
+		w->status[w->n++] = status;
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* An asynchronous release: without memory for its orphan's record it is
+ * not sent (ENOMEM, no callback); sent and unanswered, it is given up
+ * without memory (EUNKNOWN, still sent). */
+static void test_release_async_without_memory(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_lock *l;
+	struct seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	node_up(&n, 300);
+	assert_int_equal(raftlock_lock_new(n.s, "r", NULL, &l), 0);
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	fail_orphans(&n, true, 0, 1);
+	assert_int_equal(raftlock_lock_release_async(l, on_release, &seen), RAFTLOCK_ENOMEM);
+	assert_errmsg_enomem(n.c, "release 'r'");
+	FAKE_SET(n.f, ignore_releases, true);
+	fail_orphans(&n, false, 0, 1000);
+	assert_int_equal(raftlock_lock_release_async(l, on_release, &seen), 0);
+	await_only_event(&seen);
+	assert_int_equal(seen.status[0], RAFTLOCK_EUNKNOWN);
+	assert_int_equal(alloc_fail_count(), 0);
+	assert_int_equal(fake_count(n.f, RELEASE), 1);
+	assert_int_equal(raftlock_lock_try(l, NULL), RAFTLOCK_ESTATE);
+	FAKE_SET(n.f, ignore_releases, false);
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	node_down(&n);
 }
 
 /* An event the library has no memory to queue ends the watch there, with
@@ -321,7 +433,10 @@ int main(void)
 		OOM_TEST(test_refused_try_without_memory_to_release),
 		OOM_TEST(test_refused_acquire_without_memory_to_release),
 		OOM_TEST(test_set_revoked_without_memory_to_release_the_rest),
-		OOM_TEST(test_release_without_memory_to_resend),
+		OOM_TEST(test_release_given_up_needs_no_memory),
+		OOM_TEST(test_release_without_memory_sends_nothing),
+		OOM_TEST(test_release_async_without_memory),
+		OOM_TEST(test_close_without_memory),
 		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
 		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
 		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
