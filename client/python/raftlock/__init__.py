@@ -17,12 +17,12 @@ checkout's build/lib. See README.md, "Python client".
 
 from . import _native
 from .client import Client
-from .errors import (AcquireOutcomeUnknown, AcquireRevoked, Canceled, Code, ConfigError,
-                     ConnectionFailed, Deadlock, DiskFull, InternalError, InvalidArgument,
-                     KindMismatch, LimitReached, LockBusy, LockNotAcquired, LockRevoked,
-                     LockTimeout, NotFound, NotHolder, OutcomeUnknown, PermissionDenied,
-                     ProtocolError, RaftlockError, SessionLost, StateError, Timeout, TLSError,
-                     Unavailable, error_for, strerror)
+from .errors import (AcquireOutcomeUnknown, AcquireOutOfMemory, AcquireRevoked, Canceled, Code,
+                     ConfigError, ConnectionFailed, Deadlock, DiskFull, InternalError,
+                     InvalidArgument, KindMismatch, LimitReached, LockBusy, LockNotAcquired,
+                     LockRevoked, LockTimeout, NotFound, NotHolder, OutcomeUnknown,
+                     PermissionDenied, ProtocolError, RaftlockError, SessionLost, StateError,
+                     Timeout, TLSError, Unavailable, error_for, strerror)
 from .lock import Lock
 from .session import Session, SessionEvent
 from .aio import AsyncLock
@@ -45,4 +45,5 @@ __all__ = [
     "Canceled", "OutcomeUnknown", "NotHolder", "NotFound", "KindMismatch", "LimitReached",
     "StateError", "ProtocolError", "InternalError", "LockNotAcquired", "LockBusy",
     "LockTimeout", "LockRevoked", "Deadlock", "AcquireRevoked", "AcquireOutcomeUnknown",
+    "AcquireOutOfMemory",
 ]

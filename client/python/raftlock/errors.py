@@ -8,9 +8,10 @@ the lock is held by another owner").
 A lock that was not taken raises LockNotAcquired: LockBusy (held by another
 owner, for a try-lock), LockTimeout (not granted within the timeout; also
 a Timeout), Deadlock, AcquireRevoked (granted but revoked before the call
-returned; also a LockRevoked and a NotHolder) or AcquireOutcomeUnknown (not
-answered in time; also an OutcomeUnknown). Any other exception from an
-acquire means the same for the caller: it does not hold the lock.
+returned; also a LockRevoked and a NotHolder), AcquireOutcomeUnknown (not
+answered in time; also an OutcomeUnknown) or AcquireOutOfMemory (the
+library ran out of memory; also an InternalError). Any other exception
+from an acquire means the same for the caller: it does not hold the lock.
 """
 
 import enum
@@ -167,6 +168,14 @@ class AcquireOutcomeUnknown(LockNotAcquired, OutcomeUnknown):
     hold the lock (the library releases a grant that comes later)."""
 
 
+class AcquireOutOfMemory(LockNotAcquired, InternalError):
+    """ENOMEM of an acquire: the handle does not hold the lock. Nothing was
+    sent, or it was sent and not answered in time (as for
+    AcquireOutcomeUnknown) but the library had no memory to release a
+    grant that comes later: that grant then stays held until the
+    session ends."""
+
+
 _CLASSES = {
     Code.EINVAL: InvalidArgument,
     Code.ETOOBIG: InvalidArgument,
@@ -198,10 +207,11 @@ _CLASSES = {
     Code.EBUSY: LockBusy,
 }
 
-# An acquire that ran out of time, was revoked before it returned or was
-# not answered did not take the lock: say so in the type.
+# An acquire that ran out of time, was revoked before it returned, was
+# not answered or ran out of memory did not take the lock: say so in the
+# type.
 _ACQUIRE_CLASSES = {**_CLASSES, Code.ETIMEDOUT: LockTimeout, Code.ENOTHOLDER: AcquireRevoked,
-                    Code.EUNKNOWN: AcquireOutcomeUnknown}
+                    Code.EUNKNOWN: AcquireOutcomeUnknown, Code.ENOMEM: AcquireOutOfMemory}
 
 
 def strerror(code):
@@ -225,9 +235,9 @@ def message_in_callback(status, message_of_failure):
 
 def error_for(code, message=None, acquiring=False):
     """The exception for a negative RAFTLOCK_E* code; message defaults to
-    raftlock_strerror's. With acquiring, ETIMEDOUT, ENOTHOLDER and EUNKNOWN
-    are LockNotAcquired too (LockTimeout, AcquireRevoked,
-    AcquireOutcomeUnknown)."""
+    raftlock_strerror's. With acquiring, ETIMEDOUT, ENOTHOLDER, EUNKNOWN and
+    ENOMEM are LockNotAcquired too (LockTimeout, AcquireRevoked,
+    AcquireOutcomeUnknown, AcquireOutOfMemory)."""
     table = _ACQUIRE_CLASSES if acquiring else _CLASSES
     cls = table.get(code, RaftlockError)
     return cls(code, message)

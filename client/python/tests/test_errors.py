@@ -61,6 +61,12 @@ class ErrorCodes(unittest.TestCase):
         self.assertIsInstance(revoked, raftlock.LockRevoked)
         self.assertIsInstance(unknown, raftlock.LockNotAcquired)
         self.assertIsInstance(unknown, raftlock.OutcomeUnknown)
+        # out of memory, an acquire holds nothing either
+        no_memory = E(-2, acquiring=True)
+        self.assertIsInstance(no_memory, raftlock.AcquireOutOfMemory)
+        self.assertIsInstance(no_memory, raftlock.LockNotAcquired)
+        self.assertIsInstance(no_memory, raftlock.InternalError)
+        self.assertNotIsInstance(E(-2), raftlock.LockNotAcquired)
         self.assertNotIsInstance(E(-9), raftlock.LockNotAcquired)  # a release's
         self.assertNotIsInstance(E(-14), raftlock.LockNotAcquired)
         self.assertIsInstance(E(-1), ValueError)
