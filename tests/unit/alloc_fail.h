@@ -28,16 +28,19 @@ enum {
 };
 
 struct alloc_fail_rule {
-	unsigned calls;      /* 0: any; else a mask of the functions above */
-	size_t size;         /* 0: any; else the bytes asked (calloc: n * size) */
-	const char *text;    /* NULL: any; else only strdup/strndup of it */
-	const pthread_t *on; /* NULL: any thread; else only this one */
+	unsigned calls;   /* 0: any; else a mask of the functions above */
+	size_t size;      /* 0: any; else the bytes asked (calloc: n * size,
+			     never matched when that overflows) */
+	const char *text; /* NULL: any; else only strdup/strndup whose copy
+			     is this text (strndup's first n bytes) */
+	bool one_thread;  /* false: any thread; else only `thread` */
+	pthread_t thread;
 	int skip;
 	int count;
 };
 
-/* Replaces the rule (copied; text and the thread are borrowed until
- * alloc_fail_stop()) and zeroes the count of failures. */
+/* Replaces the rule (copied; text is borrowed until alloc_fail_stop())
+ * and zeroes the count of failures. */
 void alloc_fail_start(const struct alloc_fail_rule *rule);
 /* No allocation fails from now on. */
 void alloc_fail_stop(void);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -66,7 +67,8 @@ static void fail_orphans(struct node *n, bool on_caller, int skip, int count)
 	alloc_fail_start(
 		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
 					  .size = sizeof(struct session_orphan),
-					  .on = on_caller ? &n->caller : &n->c->t.io_thread,
+					  .one_thread = true,
+					  .thread = on_caller ? n->caller : n->c->t.io_thread,
 					  .skip = skip,
 					  .count = count});
 }
@@ -87,7 +89,8 @@ static void fail_undo_copy(struct node *n, raftlock_lock *l, bool on_caller)
 	alloc_fail_start(
 		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_MALLOC,
 					  .size = 4 + raftlock__envelope__get_packed_size(&env),
-					  .on = on_caller ? &n->caller : &n->c->t.io_thread,
+					  .one_thread = true,
+					  .thread = on_caller ? n->caller : n->c->t.io_thread,
 					  .count = 1});
 }
 
@@ -406,7 +409,8 @@ static void test_watch_unsubmitted_sets_errmsg(void **state)
 	assert_int_equal(raftlock_watch(n.c, NULL, NULL, on_watch, NULL, &w), RAFTLOCK_EINVAL);
 	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
 						   .size = sizeof(struct request),
-						   .on = &n.caller,
+						   .one_thread = true,
+						   .thread = n.caller,
 						   .count = 1});
 	assert_int_equal(raftlock_watch(n.c, "w/", NULL, on_watch, NULL, &w), RAFTLOCK_ENOMEM);
 	assert_int_equal(alloc_fail_count(), 1);
@@ -414,6 +418,33 @@ static void test_watch_unsubmitted_sets_errmsg(void **state)
 	assert_null(w);
 	assert_int_equal(fake_count(n.f, RAFTLOCK__ENVELOPE__BODY_WATCH), 0);
 	node_down(&n);
+}
+
+/* The rules themselves: calloc's n * size that overflows matches no
+ * size; strndup matches the text it copies (n bytes at most); the rule
+ * keeps its thread's id, not a pointer into the caller's frame. */
+static void test_alloc_fail_rules(void **state)
+{
+	(void)state;
+	volatile size_t huge = SIZE_MAX / 2 + 9; /* times 2: 16 once wrapped */
+	alloc_fail_start(
+		&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC, .size = 16, .count = 1});
+	assert_null(calloc(huge, 2)); /* refused, not by the rule */
+	assert_int_equal(alloc_fail_count(), 0);
+
+	alloc_fail_start(&(struct alloc_fail_rule){.text = "abc", .count = 2});
+	char *copy = strndup("abcdef", 3);
+	assert_null(copy);
+	assert_non_null(copy = strndup("abcdef", 4));
+	free(copy);
+	assert_int_equal(alloc_fail_count(), 1);
+
+	struct alloc_fail_rule rule = {.one_thread = true, .thread = pthread_self(), .count = 1};
+	alloc_fail_start(&rule);
+	memset(&rule, 0, sizeof rule); /* the caller's copy is gone */
+	assert_null(malloc(8));
+	assert_int_equal(alloc_fail_count(), 1);
+	alloc_fail_stop();
 }
 
 /* A test that failed may have left its rule on. */
@@ -440,6 +471,7 @@ int main(void)
 		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
 		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
 		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
+		OOM_TEST(test_alloc_fail_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
