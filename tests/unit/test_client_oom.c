@@ -161,8 +161,10 @@ static void test_refused_acquire_without_memory_to_release(void **state)
 /* A set granted with a lock revoked in the same read is given up; without
  * memory to release its other lock, that lock stays held until the
  * session ends, and the caller hears it: ENOMEM, not ENOTHOLDER.
- * timeout_ms 0: a try, taken in by the I/O thread; else the caller's. */
-static void set_revoked_without_memory(int timeout_ms)
+ * timeout_ms 0: a try, taken in by the I/O thread; else the caller's.
+ * request: what fails is the release's request (submitted, it fails
+ * with ENOMEM), else its orphan's record. */
+static void set_revoked_without_memory(int timeout_ms, bool request)
 {
 	struct node n;
 	raftlock_multi *m;
@@ -171,8 +173,17 @@ static void set_revoked_without_memory(int timeout_ms)
 	assert_int_equal(raftlock_multi_new(n.s, items, 2, &m), 0);
 	FAKE_SET(n.f, revoke_set_item, 1);
 	FAKE_SET(n.f, revoke_with_grant, true);
-	/* the caller's: after the set's own request */
-	fail_orphans(&n, timeout_ms != 0, timeout_ms != 0, 1);
+	bool on_caller = timeout_ms != 0;
+	if (request)
+		alloc_fail_start(&(struct alloc_fail_rule){
+			.calls = ALLOC_FAIL_CALLOC,
+			.size = sizeof(struct request),
+			.one_thread = true,
+			.thread = on_caller ? n.caller : n.c->t.io_thread,
+			.skip = on_caller, /* after the set's own request */
+			.count = 1});
+	else
+		fail_orphans(&n, on_caller, on_caller, 1);
 	int rv = raftlock_multi_acquire(m, timeout_ms);
 	if (rv != RAFTLOCK_ENOMEM)
 		fail_msg("timeout %d: status %d: %s", timeout_ms, rv, raftlock_errmsg(n.c));
@@ -190,8 +201,69 @@ static void set_revoked_without_memory(int timeout_ms)
 static void test_set_revoked_without_memory_to_release_the_rest(void **state)
 {
 	(void)state;
-	set_revoked_without_memory(0);
-	set_revoked_without_memory(5000);
+	set_revoked_without_memory(0, false);
+	set_revoked_without_memory(5000, false);
+	set_revoked_without_memory(0, true);
+}
+
+/* Revokes the lock `name` of n's session once the fake got a release
+ * (the lock layer's revoked hook, as the I/O thread calls it for a
+ * SessionEvent). */
+struct revoker {
+	struct node *n;
+	const char *name;
+};
+
+static void *revoke_after_release(void *arg)
+{
+	struct revoker *r = arg;
+	struct transport *t = &r->n->c->t;
+	for (int i = 0; i < 500 && fake_count(r->n->f, RELEASE) == 0; i++)
+		sleep_ms(10);
+	pthread_mutex_lock(&t->mu);
+	raftlock_lock *l;
+	list_each_entry (l, &r->n->s->attached, struct raftlock_lock, link)
+		if (strcmp(l->name, r->name) == 0 && l->token != 0)
+			lock_revoked(r->n->s, l->owner, l->name, l->token);
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
+/* raftlock_multi_release() ranks a release that sent nothing for want of
+ * memory by what the set still holds: revoked meanwhile, its lock is not
+ * held, and the caller hears of the release sent but unanswered (EUNKNOWN:
+ * it executes), not a "may stay held" ENOMEM. */
+static void test_multi_release_ranks_unsent_enomem_by_what_is_held(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_multi *m;
+	pthread_t th;
+	node_up(&n, 1000);
+	struct raftlock_multi_item items[] = {{.name = "a"}, {.name = "b"}};
+	assert_int_equal(raftlock_multi_new(n.s, items, 2, &m), 0);
+	assert_int_equal(raftlock_multi_acquire(m, 0), 0);
+	FAKE_SET(n.f, ignore_releases, true);
+	/* released in reverse name order: b's is sent, a's request fails */
+	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
+						   .size = sizeof(struct request),
+						   .one_thread = true,
+						   .thread = n.caller,
+						   .skip = 1,
+						   .count = 1});
+	struct revoker r = {.n = &n, .name = "a"};
+	assert_int_equal(pthread_create(&th, NULL, revoke_after_release, &r), 0);
+	int rv = raftlock_multi_release(m);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(alloc_fail_count(), 1);
+	if (rv != RAFTLOCK_EUNKNOWN)
+		fail_msg("status %d: %s", rv, raftlock_errmsg(n.c));
+	assert_int_equal(strncmp(raftlock_errmsg(n.c), "release 'b': ", 13), 0);
+	assert_int_equal(raftlock_multi_token(m, 0), 0);
+	assert_int_equal(raftlock_multi_token(m, 1), 0);
+	assert_int_equal(fake_count(n.f, RELEASE), 1);
+	FAKE_SET(n.f, ignore_releases, false);
+	node_down(&n);
 }
 
 /* A release sent but not answered in time is given up without needing
@@ -464,6 +536,7 @@ int main(void)
 		OOM_TEST(test_refused_try_without_memory_to_release),
 		OOM_TEST(test_refused_acquire_without_memory_to_release),
 		OOM_TEST(test_set_revoked_without_memory_to_release_the_rest),
+		OOM_TEST(test_multi_release_ranks_unsent_enomem_by_what_is_held),
 		OOM_TEST(test_release_given_up_needs_no_memory),
 		OOM_TEST(test_release_without_memory_sends_nothing),
 		OOM_TEST(test_release_async_without_memory),
