@@ -135,8 +135,8 @@ struct session_rows {
  * tables no rows (the loader refused them), and the outcomes and sets of
  * its lists pass their checks; from it no lists, and as many outcome
  * rows, pending ones too, as it counts (each outcome and set row is
- * checked as it is taken). Every lease is a session's. 0 or
- * RAFTLOCK_EDATA. */
+ * checked as it is taken). Every session has a lease, every lease is a
+ * session's. 0 or RAFTLOCK_EDATA. */
 static int session_rows_check(struct store *s, const Raftlock__SessionRecord *rec, bool seq_tables,
 			      struct session_rows *r, struct sets_check *lock_sets)
 {
@@ -147,6 +147,11 @@ static int session_rows_check(struct store *s, const Raftlock__SessionRecord *re
 		return rows_refused(s, &r->sets, "multi_waits", rec->id);
 	if (!row_walk_take(&r->leases, rec->id, &leases, &unused))
 		return rows_refused(s, &r->leases, "leases", rec->id);
+	/* apply opens a session with its lease and ends both together: one
+	 * without would never expire, holding its locks for good */
+	if (leases == 0)
+		return store_load_refuse(s, "session %llu has no lease",
+					 (unsigned long long)rec->id);
 	bool agree = seq_tables ? rec->n_outcomes == 0 && rec->n_multi_waits == 0 &&
 					  rows == rec->outcome_count &&
 					  pending == rec->pending_outcomes

@@ -3,8 +3,9 @@
  * the image of a small store (a record in each table, at the newest
  * image format), plain and packed, each alone and followed by a tail of
  * two entries; and that image, under right sums, with a session record
- * that does not decode, a lease of the wrong size, a holder of no
- * session, a set's waiter of another owner (each refused by a load).
+ * that does not decode, a lease of the wrong size, a session without its
+ * lease, a holder of no session, a set's waiter of another owner (each
+ * refused by a load).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -95,17 +96,19 @@ static void write_seed(const char *name, const void *a, size_t na, const void *b
 }
 
 /* The image of st (its good image, image_len bytes, loaded again) with
- * record (key, val) of table dbi put as it is: right sums, refused whole
- * as it is loaded (store_load, which says why). Written as seed name. */
+ * record (key, *val) of table dbi put as it is (val NULL: deleted): right
+ * sums, refused whole as it is loaded (store_load, which says why).
+ * Written as seed name. */
 static int write_damaged(struct store *st, const void *image, size_t image_len, const char *name,
-			 MDB_dbi dbi, MDB_val key, MDB_val val)
+			 MDB_dbi dbi, MDB_val key, const MDB_val *val)
 {
 	void *damaged;
 	size_t damaged_len;
 	if (store_load(st, image, image_len) != 0)
 		return -1;
 	MDB_txn *txn = store_begin(st, true);
-	int rc = mdb_put(txn, dbi, &key, &val, 0);
+	int rc = val != NULL ? mdb_put(txn, dbi, &key, (MDB_val *)val, 0)
+			     : mdb_del(txn, dbi, &key, NULL);
 	store_commit(txn);
 	if (rc != 0 || store_dump(st, malloc, &damaged, &damaged_len) != 0)
 		return -1;
@@ -140,20 +143,25 @@ static MDB_val lock_bytes(uint8_t *buf, const char *name, uint64_t session, uint
 }
 
 /* The damaged images: session 2's record does not decode; session 1's
- * lease has 11 bytes; lock a/1 is held by session 5, which is not there;
- * the set's waiter on a/2 is of owner 3, not the set's 2. */
+ * lease has 11 bytes, or is not there; lock a/1 is held by session 5,
+ * which is not there; the set's waiter on a/2 is of owner 3, not the
+ * set's 2. */
 static int write_damaged_seeds(struct store *st, const void *image, size_t image_len)
 {
 	uint8_t id1[8] = {0, 0, 0, 0, 0, 0, 0, 1}, id2[8] = {0, 0, 0, 0, 0, 0, 0, 2};
-	uint8_t junk[12] = {0xff}, lock[128];
+	uint8_t junk[12] = {0xff}, lock1[128], lock2[128];
+	MDB_val held = lock_bytes(lock1, "a/1", 5, 1, false);
+	MDB_val waiting = lock_bytes(lock2, "a/2", 1, 3, true);
 	return write_damaged(st, image, image_len, "damaged_session", st->sessions,
-			     (MDB_val){8, id2}, (MDB_val){1, junk}) ||
+			     (MDB_val){8, id2}, &(MDB_val){1, junk}) ||
 	       write_damaged(st, image, image_len, "short_lease", st->leases, (MDB_val){8, id1},
-			     (MDB_val){11, junk}) ||
+			     &(MDB_val){11, junk}) ||
+	       write_damaged(st, image, image_len, "session_without_lease", st->leases,
+			     (MDB_val){8, id1}, NULL) ||
 	       write_damaged(st, image, image_len, "holder_of_no_session", st->locks,
-			     (MDB_val){3, "a/1"}, lock_bytes(lock, "a/1", 5, 1, false)) ||
+			     (MDB_val){3, "a/1"}, &held) ||
 	       write_damaged(st, image, image_len, "set_waiter_of_another_owner", st->locks,
-			     (MDB_val){3, "a/2"}, lock_bytes(lock, "a/2", 1, 3, true));
+			     (MDB_val){3, "a/2"}, &waiting);
 }
 
 int main(int argc, char **argv)

@@ -938,6 +938,54 @@ static void test_image_parties_must_have_their_sessions(void **state)
 	fx_assert_same_state(f, g);
 }
 
+/* Record key of table dbi taken out: refused by g saying want, then put
+ * back. */
+static void assert_missing_refused(struct fx *f, struct fx *g, MDB_dbi dbi, MDB_val key,
+				   const char *want)
+{
+	MDB_val was;
+	edit_raw(f, dbi, key, NULL, &was);
+	assert_true(was.mv_size > 0);
+	assert_refused_saying(f, g, want);
+	uint8_t copy[512];
+	memcpy(copy, was.mv_data, was.mv_size);
+	MDB_val back = {was.mv_size, copy};
+	edit_raw(f, dbi, key, &back, NULL);
+	assert_int_equal(reload(f, g), 0);
+}
+
+/* The state of build_state() at feature level `level` (0: none
+ * recorded, the oldest image format), with a session holding lock
+ * "kept": its id. */
+static uint64_t state_at(struct fx *f, uint32_t level)
+{
+	build_state(f);
+	if (level != 0)
+		DO(f, SET_FEATURE_LEVEL, .level = level);
+	uint64_t s = fx_session(f);
+	fx_take(f, s, 1, "kept");
+	return s;
+}
+
+/* Every session has its lease (apply opens a session with one and ends
+ * the two together; a session without one never expires, and holds its
+ * locks for good): an image where one has none is refused, naming the
+ * session, at the oldest level and the newest. */
+static void test_image_sessions_must_have_their_leases(void **state)
+{
+	uint32_t levels[] = {0, FEATURES_SEQ_TABLES};
+	for (int i = 0; i < 2; i++) {
+		struct fx *f = i == 0 ? *state : fx_peer(*state), *g = fx_peer(*state);
+		uint64_t s = state_at(f, levels[i]);
+		assert_int_equal(reload(f, g), 0);
+		uint8_t k[8];
+		char want[64];
+		snprintf(want, sizeof want, "session %llu has no lease", (unsigned long long)s);
+		assert_missing_refused(f, g, f->store.leases, id_key(k, s), want);
+		fx_assert_same_state(f, g);
+	}
+}
+
 /* A queued set's waiters are of the set's owner (a grant gives each lock
  * to its waiter's owner, a cancel finds a waiter by its owner): one of
  * another owner is refused, naming the set, the lock and both owners, in
@@ -1100,6 +1148,7 @@ int main(void)
 		T(test_image_values_must_have_their_sizes),
 		T(test_image_parties_must_have_their_sessions),
 		T(test_image_set_waiters_must_be_of_its_owner),
+		T(test_image_sessions_must_have_their_leases),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
