@@ -323,8 +323,9 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * disagree with their sessions or with its format, or whose queued lock
  * sets disagree with the waiters on its locks (sets_check.h), or whose
  * values have not the sizes the store reads them with, or whose locks'
- * holders and waiters, or leases, name sessions it does not have
- * (party_sessions.h), or one of whose sessions has no lease:
+ * holders and waiters, leases, or rows of the session_locks table name
+ * sessions it does not have (party_sessions.h), or one of whose sessions
+ * has no lease:
  * store_load_error() says which; nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 

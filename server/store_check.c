@@ -24,7 +24,7 @@ void store_check_lmdb(int rc, const char *what)
  * session order. */
 struct row_walk {
 	struct store *store;
-	const ProtobufCMessageDescriptor *desc; /* NULL: not decoded (leases) */
+	const ProtobufCMessageDescriptor *desc; /* NULL: not decoded (leases, names) */
 	struct sets_check *sets;                /* the rows are sets: each checked there */
 	MDB_cursor *cur;
 	MDB_val key, val;
@@ -113,7 +113,7 @@ static int rows_refused(struct store *s, struct row_walk *w, const char *table, 
 {
 	if (s->load_error[0] != '\0')
 		return RAFTLOCK_EDATA;
-	if (w->desc == NULL) /* rows by session alone: one of no session */
+	if (w->desc == NULL) /* rows not decoded: one of no session */
 		return store_load_refuse(s,
 					 "the %s table has a row of session %llu, which the image "
 					 "does not have",
@@ -125,9 +125,9 @@ static int rows_refused(struct store *s, struct row_walk *w, const char *table, 
 }
 
 /* The rows of a loaded session's tables: its outcomes, its sets, its
- * lease. */
+ * lease, the names it holds or awaits (session_locks.h). */
 struct session_rows {
-	struct row_walk outcomes, sets, leases;
+	struct row_walk outcomes, sets, leases, names;
 };
 
 /* Whether a loaded session and its rows agree: below the level of the
@@ -140,7 +140,7 @@ struct session_rows {
 static int session_rows_check(struct store *s, const Raftlock__SessionRecord *rec, bool seq_tables,
 			      struct session_rows *r, struct sets_check *lock_sets)
 {
-	uint64_t rows, pending, set_rows, leases, unused;
+	uint64_t rows, pending, set_rows, leases, names, unused;
 	if (!row_walk_take(&r->outcomes, rec->id, &rows, &pending))
 		return rows_refused(s, &r->outcomes, "outcomes", rec->id);
 	if (!row_walk_take(&r->sets, rec->id, &set_rows, &unused))
@@ -152,6 +152,10 @@ static int session_rows_check(struct store *s, const Raftlock__SessionRecord *re
 	if (leases == 0)
 		return store_load_refuse(s, "session %llu has no lease",
 					 (unsigned long long)rec->id);
+	/* apply adds a name for a session it has and drops them all when it
+	 * ends: a name of no session would stay for good */
+	if (!row_walk_take(&r->names, rec->id, &names, &unused))
+		return rows_refused(s, &r->names, "session_locks", rec->id);
 	bool agree = seq_tables ? rec->n_outcomes == 0 && rec->n_multi_waits == 0 &&
 					  rows == rec->outcome_count &&
 					  pending == rec->pending_outcomes
@@ -168,6 +172,19 @@ static int session_rows_check(struct store *s, const Raftlock__SessionRecord *re
 			return rv;
 	}
 	return seq_tables ? 0 : sets_check_list(lock_sets, rec);
+}
+
+/* Ends the walks of r: the table of the first with rows left after the
+ * last session (rows of no session), or NULL. */
+static const char *session_rows_end(struct session_rows *r)
+{
+	struct row_walk *walks[] = {&r->outcomes, &r->sets, &r->leases, &r->names};
+	const char *tables[] = {"outcomes", "multi_waits", "leases", "session_locks"};
+	const char *left = NULL;
+	for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++)
+		if (!row_walk_end(walks[i]) && left == NULL)
+			left = tables[i];
+	return left;
 }
 
 /* Whether a session record read at key may be trusted as it is: its key
@@ -214,6 +231,7 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 	row_walk_begin(s, txn, s->multi_waits, &raftlock__multi_wait__descriptor, lock_sets,
 		       &r.sets);
 	row_walk_begin(s, txn, s->leases, NULL, NULL, &r.leases);
+	row_walk_begin(s, txn, s->session_locks, NULL, NULL, &r.names);
 	store_check_lmdb(mdb_cursor_open(txn, s->sessions, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); rc == 0 && rv == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
@@ -230,13 +248,9 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 			raftlock__session_record__free_unpacked(rec, NULL);
 	}
 	mdb_cursor_close(cur);
-	bool outcomes_done = row_walk_end(&r.outcomes), sets_done = row_walk_end(&r.sets),
-	     leases_done = row_walk_end(&r.leases);
-	if (rv == 0 && !(outcomes_done && sets_done && leases_done))
-		rv = store_load_refuse(s, "rows of the %s table after the last session",
-				       !outcomes_done ? "outcomes"
-				       : !sets_done   ? "multi_waits"
-						      : "leases");
+	const char *left = session_rows_end(&r);
+	if (rv == 0 && left != NULL)
+		rv = store_load_refuse(s, "rows of the %s table after the last session", left);
 	if (rv == 0)
 		rv = party_sessions_end(&lock_sets->parties, s, txn);
 	return rv == 0 ? sets_check_end(lock_sets, seq_tables) : rv;

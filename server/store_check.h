@@ -3,8 +3,9 @@
  * (store_load_from()) is one this build could have written, past its
  * sums: its records have the sizes the store reads them with, its
  * format agrees with the level its state records, and each session
- * agrees with its rows by (session, seq), its lease, the holders and
- * waiters of the locks (party_sessions.h) and its queued lock sets
+ * agrees with its rows by (session, seq), its lease, its names
+ * (session_locks.h), the holders and waiters of the locks
+ * (party_sessions.h) and its queued lock sets
  * (sets_check.h). A load refuses an image that fails, saying why
  * (store_load_refuse(), store_load_error()), rather than stop the node
  * later, as apply would.

@@ -4,8 +4,8 @@
  * image format), plain and packed, each alone and followed by a tail of
  * two entries; and that image, under right sums, with a session record
  * that does not decode, a lease of the wrong size, a session without its
- * lease, a holder of no session, a set's waiter of another owner (each
- * refused by a load).
+ * lease, a holder of no session, a name (session_locks) of no session, a
+ * set's waiter of another owner (each refused by a load).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -144,11 +144,12 @@ static MDB_val lock_bytes(uint8_t *buf, const char *name, uint64_t session, uint
 
 /* The damaged images: session 2's record does not decode; session 1's
  * lease has 11 bytes, or is not there; lock a/1 is held by session 5,
- * which is not there; the set's waiter on a/2 is of owner 3, not the
- * set's 2. */
+ * which is not there, or session 5 has a name, a/1; the set's waiter on
+ * a/2 is of owner 3, not the set's 2. */
 static int write_damaged_seeds(struct store *st, const void *image, size_t image_len)
 {
 	uint8_t id1[8] = {0, 0, 0, 0, 0, 0, 0, 1}, id2[8] = {0, 0, 0, 0, 0, 0, 0, 2};
+	uint8_t name5[] = {0, 0, 0, 0, 0, 0, 0, 5, 'a', '/', '1'};
 	uint8_t junk[12] = {0xff}, lock1[128], lock2[128];
 	MDB_val held = lock_bytes(lock1, "a/1", 5, 1, false);
 	MDB_val waiting = lock_bytes(lock2, "a/2", 1, 3, true);
@@ -160,6 +161,8 @@ static int write_damaged_seeds(struct store *st, const void *image, size_t image
 			     (MDB_val){8, id1}, NULL) ||
 	       write_damaged(st, image, image_len, "holder_of_no_session", st->locks,
 			     (MDB_val){3, "a/1"}, &held) ||
+	       write_damaged(st, image, image_len, "name_of_no_session", st->session_locks,
+			     (MDB_val){sizeof name5, name5}, &(MDB_val){0, NULL}) ||
 	       write_damaged(st, image, image_len, "set_waiter_of_another_owner", st->locks,
 			     (MDB_val){3, "a/2"}, &waiting);
 }

@@ -986,6 +986,43 @@ static void test_image_sessions_must_have_their_leases(void **state)
 	}
 }
 
+/* Edits f's store directly: adds (or, with add false, removes) the row
+ * of session id's name in the session_locks table. */
+static void edit_name(struct fx *f, uint64_t id, const char *name, bool add)
+{
+	MDB_txn *txn = store_begin(&f->store, true);
+	assert_true(add ? store_session_lock_add(&f->store, txn, id, name)
+			: store_session_lock_del(&f->store, txn, id, name));
+	store_commit(txn);
+}
+
+/* Every row of the names sessions hold or await (session_locks.h) is of a
+ * session of the image (apply adds one for a session it has and drops a
+ * session's rows when it ends; one of no session would stay for good): a
+ * row of a session the image does not have, before its sessions or after
+ * them, is refused, naming the session, at both levels with the table. */
+static void test_image_names_must_have_their_sessions(void **state)
+{
+	uint32_t levels[] = {FEATURES_SESSION_LOCK_INDEX, FEATURES_SEQ_TABLES};
+	for (int i = 0; i < 2; i++) {
+		struct fx *f = i == 0 ? *state : fx_peer(*state), *g = fx_peer(*state);
+		state_at(f, levels[i]);
+		assert_null(fx_sess(f, 1)); /* ended by build_state() */
+		assert_int_equal(reload(f, g), 0);
+		edit_name(f, 1, "kept", true);
+		assert_refused_saying(f, g,
+				      "the session_locks table has a row of session 1, which the "
+				      "image does not have");
+		edit_name(f, 1, "kept", false);
+		edit_name(f, 999999, "kept", true);
+		assert_refused_saying(f, g,
+				      "rows of the session_locks table after the last session");
+		edit_name(f, 999999, "kept", false);
+		assert_int_equal(reload(f, g), 0);
+		fx_assert_same_state(f, g);
+	}
+}
+
 /* A queued set's waiters are of the set's owner (a grant gives each lock
  * to its waiter's owner, a cancel finds a waiter by its owner): one of
  * another owner is refused, naming the set, the lock and both owners, in
@@ -1149,6 +1186,7 @@ int main(void)
 		T(test_image_parties_must_have_their_sessions),
 		T(test_image_set_waiters_must_be_of_its_owner),
 		T(test_image_sessions_must_have_their_leases),
+		T(test_image_names_must_have_their_sessions),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
