@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 /* LockRecord's and Holder's field numbers (proto/raftlock.proto). */
+#define LOCK_NAME 1
 #define LOCK_HOLDERS 4
 #define LOCK_WAITERS 5
 #define LOCK_DELAY_UNTIL 6
@@ -119,6 +120,22 @@ bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session)
 			return false;
 	}
 	return queued;
+}
+
+bool record_peek_lock_name(const void *bytes, size_t n, const char **name, size_t *len)
+{
+	static const uint8_t none[1];
+	struct cursor c = {bytes, (const uint8_t *)bytes + n}, last = {none, none};
+	uint64_t number, v;
+	for (struct cursor sub = {0}; c.p < c.end; sub.p = NULL) {
+		if (!field(&c, &number, &v, &sub))
+			return false; /* *name and *len as they were */
+		if (number == LOCK_NAME && sub.p != NULL)
+			last = sub;
+	}
+	*name = (const char *)last.p;
+	*len = (size_t)(last.end - last.p);
+	return true;
 }
 
 /* Reads the Holder or Waiter in c into p (its kind set by the caller).

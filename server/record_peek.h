@@ -27,6 +27,12 @@ bool record_peek_lock_timed(const void *bytes, size_t n);
  * hint, so bytes it cannot read give false. */
 bool record_peek_lock_queued(const void *bytes, size_t n, uint64_t session);
 
+/* The name among the n bytes of a LockRecord: *len bytes at *name (not
+ * NUL-terminated, borrowed from bytes), the last when there are several
+ * (as the decoder takes it), none (0 bytes) when there is none. False
+ * when the bytes cannot be read (*name and *len unchanged). */
+bool record_peek_lock_name(const void *bytes, size_t n, const char **name, size_t *len);
+
 /* A holder or a waiter of a lock, as record_peek_lock_parties() reads it
  * (fields absent read as 0). */
 struct record_party {

@@ -1363,7 +1363,7 @@ int store_load_from(struct store *s, struct image_reader *r)
 		 * read again after the load */
 		if (dbi == s->locks)
 			sets_check_lock(&lock_sets, &key, &val);
-		else if (misshapen[0] == '\0')
+		if (misshapen[0] == '\0')
 			store_check_misshapen(s, dbi, &key, &val, misshapen, sizeof misshapen);
 		int rc = 0;
 		if (appender[tag] == NULL)

@@ -32,10 +32,11 @@ extern MDB_val store_meta_key;
 void store_check_lmdb(int rc, const char *what);
 
 /* Why a record of an image has not the sizes the store reads it with
- * (the layout of store.h), into why (len bytes): nonces and leases by an
- * 8-byte id, of 8 and 12 bytes; access rules of 4 bytes, by an identity
- * and a prefix of at most RAFTLOCK_NAME_MAX bytes each. False when it
- * has them. */
+ * (the layout of store.h), or is not under the key apply would find it
+ * by, into why (len bytes): nonces and leases by an 8-byte id, of 8 and
+ * 12 bytes; access rules of 4 bytes, by an identity and a prefix of at
+ * most RAFTLOCK_NAME_MAX bytes each; a lock under its name. False when
+ * it has them. */
 bool store_check_misshapen(const struct store *s, MDB_dbi dbi, const MDB_val *key,
 			   const MDB_val *val, char *why, size_t len);
 

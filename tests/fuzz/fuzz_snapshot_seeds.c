@@ -5,7 +5,8 @@
  * two entries; and that image, under right sums, with a session record
  * that does not decode, a lease of the wrong size, a session without its
  * lease, a holder of no session, a name (session_locks) of no session, a
- * set's waiter of another owner (each refused by a load).
+ * set's waiter of another owner, a lock under a key not its name (each
+ * refused by a load).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -145,14 +146,16 @@ static MDB_val lock_bytes(uint8_t *buf, const char *name, uint64_t session, uint
 /* The damaged images: session 2's record does not decode; session 1's
  * lease has 11 bytes, or is not there; lock a/1 is held by session 5,
  * which is not there, or session 5 has a name, a/1; the set's waiter on
- * a/2 is of owner 3, not the set's 2. */
+ * a/2 is of owner 3, not the set's 2; a/1's record is under key a/9
+ * too. */
 static int write_damaged_seeds(struct store *st, const void *image, size_t image_len)
 {
 	uint8_t id1[8] = {0, 0, 0, 0, 0, 0, 0, 1}, id2[8] = {0, 0, 0, 0, 0, 0, 0, 2};
 	uint8_t name5[] = {0, 0, 0, 0, 0, 0, 0, 5, 'a', '/', '1'};
-	uint8_t junk[12] = {0xff}, lock1[128], lock2[128];
+	uint8_t junk[12] = {0xff}, lock1[128], lock2[128], lock3[128];
 	MDB_val held = lock_bytes(lock1, "a/1", 5, 1, false);
 	MDB_val waiting = lock_bytes(lock2, "a/2", 1, 3, true);
+	MDB_val own = lock_bytes(lock3, "a/1", 1, 1, false);
 	return write_damaged(st, image, image_len, "damaged_session", st->sessions,
 			     (MDB_val){8, id2}, &(MDB_val){1, junk}) ||
 	       write_damaged(st, image, image_len, "short_lease", st->leases, (MDB_val){8, id1},
@@ -164,7 +167,9 @@ static int write_damaged_seeds(struct store *st, const void *image, size_t image
 	       write_damaged(st, image, image_len, "name_of_no_session", st->session_locks,
 			     (MDB_val){sizeof name5, name5}, &(MDB_val){0, NULL}) ||
 	       write_damaged(st, image, image_len, "set_waiter_of_another_owner", st->locks,
-			     (MDB_val){3, "a/2"}, &waiting);
+			     (MDB_val){3, "a/2"}, &waiting) ||
+	       write_damaged(st, image, image_len, "lock_under_another_key", st->locks,
+			     (MDB_val){3, "a/9"}, &own);
 }
 
 int main(int argc, char **argv)

@@ -1023,6 +1023,32 @@ static void test_image_names_must_have_their_sessions(void **state)
 	}
 }
 
+/* A lock record is under its name (apply finds a lock by its name and
+ * stores it under it: one under another key is never found, and its
+ * lock's next write makes a second record): a copy of lock "kept" under
+ * another key is refused, naming both, and so is a record whose name is
+ * its key cut short. */
+static void test_image_locks_must_be_under_their_names(void **state)
+{
+	struct fx *f = *state, *g = fx_peer(f);
+	state_at(f, 0);
+	assert_int_equal(reload(f, g), 0);
+	MDB_txn *txn = store_begin(&f->store, false);
+	MDB_val key = {4, "kept"}, val;
+	assert_int_equal(mdb_get(txn, f->store.locks, &key, &val), 0);
+	uint8_t copy[512];
+	assert_true(val.mv_size <= sizeof copy);
+	memcpy(copy, val.mv_data, val.mv_size);
+	store_abort(txn);
+	assert_bad_value_refused(
+		f, g, f->store.locks, (MDB_val){5, "other"}, (MDB_val){val.mv_size, copy},
+		"the record of lock 'kept' is under the key 'other', not its name");
+	assert_bad_value_refused(
+		f, g, f->store.locks, (MDB_val){5, "kept2"}, (MDB_val){val.mv_size, copy},
+		"the record of lock 'kept' is under the key 'kept2', not its name");
+	fx_assert_same_state(f, g);
+}
+
 /* A queued set's waiters are of the set's owner (a grant gives each lock
  * to its waiter's owner, a cancel finds a waiter by its owner): one of
  * another owner is refused, naming the set, the lock and both owners, in
@@ -1187,6 +1213,7 @@ int main(void)
 		T(test_image_set_waiters_must_be_of_its_owner),
 		T(test_image_sessions_must_have_their_leases),
 		T(test_image_names_must_have_their_sessions),
+		T(test_image_locks_must_be_under_their_names),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
  * sees a waiter and nothing else. record_peek_lock_parties() visits the
  * holders and waiters with their session, owner, seq and set mark, and
  * calls unreadable only bytes the decoder refuses too.
+ * record_peek_lock_name() finds the name the decoder finds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,6 +249,35 @@ static void test_parties_seen(void **state)
 	assert_null(raftlock__lock_record__unpack(NULL, sizeof bad_waiter, bad_waiter));
 }
 
+/* record_peek_lock_name() reads the name as the decoder does: the
+ * record's own, none for a record without one, the last of two; bytes
+ * it cannot read are not a name. */
+static void test_name_seen(void **state)
+{
+	(void)state;
+	Raftlock__LockRecord rec;
+	Raftlock__Holder h, *hs[1];
+	held(&rec, &h, hs);
+	size_t n = pack(&rec), len;
+	const char *name;
+	assert_true(record_peek_lock_name(buf, n, &name, &len));
+	assert_int_equal(len, strlen("app/orders/42"));
+	assert_memory_equal(name, "app/orders/42", len);
+	rec.name = "";
+	n = pack(&rec);
+	assert_true(record_peek_lock_name(buf, n, &name, &len));
+	assert_int_equal(len, 0);
+	static const uint8_t twice[] = {0x0a, 0x01, 'a', 0x0a, 0x02, 'b', 'c'};
+	assert_true(record_peek_lock_name(twice, sizeof twice, &name, &len));
+	Raftlock__LockRecord *dec = raftlock__lock_record__unpack(NULL, sizeof twice, twice);
+	assert_non_null(dec);
+	assert_int_equal(len, strlen(dec->name));
+	assert_memory_equal(name, dec->name, len);
+	raftlock__lock_record__free_unpacked(dec, NULL);
+	static const uint8_t cut[] = {0x0a, 0x05, 'a'};
+	assert_false(record_peek_lock_name(cut, sizeof cut, &name, &len));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_unreadable_bytes_left_to_the_decoder),
 		cmocka_unit_test(test_queue_seen),
 		cmocka_unit_test(test_parties_seen),
+		cmocka_unit_test(test_name_seen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
