@@ -13,6 +13,7 @@
 #include "grow.h"
 #include "image.h"
 #include "log.h"
+#include "nonce_sessions.h"
 #include "raftlock.h"
 #include "record_peek.h"
 #include "sets_check.h"
@@ -1323,6 +1324,8 @@ int store_load_from(struct store *s, struct image_reader *r)
 	drop_all(s, txn);
 	struct sets_check lock_sets;
 	sets_check_begin(&lock_sets, s, txn);
+	struct nonce_sessions nonces;
+	nonce_sessions_init(&nonces);
 	/* the first record of the wrong sizes, reported once the sums are
 	 * right (damage is theirs to report) */
 	char misshapen[160] = "";
@@ -1363,6 +1366,8 @@ int store_load_from(struct store *s, struct image_reader *r)
 		 * read again after the load */
 		if (dbi == s->locks)
 			sets_check_lock(&lock_sets, &key, &val);
+		if (dbi == s->nonces)
+			nonce_sessions_add(&nonces, &key, &val);
 		if (misshapen[0] == '\0')
 			store_check_misshapen(s, dbi, &key, &val, misshapen, sizeof misshapen);
 		int rc = 0;
@@ -1384,11 +1389,12 @@ int store_load_from(struct store *s, struct image_reader *r)
 	if (rv == 0)
 		rv = image_records_end(&rs);
 	if (rv == 0)
-		rv = store_check_loaded(s, txn, seq_tables, misshapen, &lock_sets);
+		rv = store_check_loaded(s, txn, seq_tables, misshapen, &lock_sets, &nonces);
 	if (rv != 0)
 		goto out;
 	store_commit(txn);
 	sets_check_free(&lock_sets);
+	nonce_sessions_free(&nonces);
 	s->bytes = bytes;
 	return 0;
 damaged:
@@ -1396,6 +1402,7 @@ damaged:
 out:
 	store_abort(txn);
 	sets_check_free(&lock_sets);
+	nonce_sessions_free(&nonces);
 	return rv;
 }
 

@@ -325,7 +325,7 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * values have not the sizes the store reads them with, or whose locks'
  * holders and waiters, leases, or rows of the session_locks table name
  * sessions it does not have (party_sessions.h), or one of whose sessions
- * has no lease:
+ * has no lease, or whose nonces and sessions disagree (nonce_sessions.h):
  * store_load_error() says which; nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
 

@@ -216,13 +216,14 @@ static int session_check(struct store *s, const MDB_val *key, const Raftlock__Se
  * which must be empty: after a snapshot is loaded. RAFTLOCK_EDATA for a
  * session record that does not decode or session_check() refuses, or
  * whose rows disagree with it, or a row of no session, or a holder or
- * waiter of no session (party_sessions.h), or a queued lock set that
+ * waiter of no session (party_sessions.h), a nonce that disagrees with
+ * its session (nonce_sessions.h), or a queued lock set that
  * disagrees with its waiters (sets_check.h): the image's sums were
  * right, but this build never wrote it (a load refuses it whole rather
  * than stop the node, as apply would when such a session ends). One walk
  * of each table. */
 static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
-			  struct sets_check *lock_sets)
+			  struct sets_check *lock_sets, struct nonce_sessions *nonces)
 {
 	MDB_cursor *cur;
 	MDB_val key, val;
@@ -241,7 +242,8 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 		if (rec == NULL)
 			rv = store_load_refuse(s, "a session record does not decode");
 		else if ((rv = session_check(s, &key, rec)) == 0 &&
-			 (rv = party_sessions_meet(&lock_sets->parties, s, txn, rec->id)) == 0)
+			 (rv = party_sessions_meet(&lock_sets->parties, s, txn, rec->id)) == 0 &&
+			 (rv = nonce_sessions_meet(nonces, s, rec)) == 0)
 			rv = session_rows_check(s, rec, seq_tables, &r, lock_sets);
 		if (rv == 0)
 			store_identity_sessions_add(s, txn, rec->identity, +1);
@@ -254,6 +256,8 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 		rv = store_load_refuse(s, "rows of the %s table after the last session", left);
 	if (rv == 0)
 		rv = party_sessions_end(&lock_sets->parties, s, txn);
+	if (rv == 0)
+		rv = nonce_sessions_end(nonces, s);
 	return rv == 0 ? sets_check_end(lock_sets, seq_tables) : rv;
 }
 
@@ -309,7 +313,7 @@ bool store_check_misshapen(const struct store *s, MDB_dbi dbi, const MDB_val *ke
 }
 
 int store_check_loaded(struct store *s, MDB_txn *txn, bool seq_tables, const char *misshapen,
-		       struct sets_check *lock_sets)
+		       struct sets_check *lock_sets, struct nonce_sessions *nonces)
 {
 	if (misshapen[0] != '\0')
 		return store_load_refuse(s, "%s", misshapen);
@@ -330,7 +334,9 @@ int store_check_loaded(struct store *s, MDB_txn *txn, bool seq_tables, const cha
 		return store_load_refuse(s, "an image of the format %s for a state of level %u",
 					 seq_tables ? "RLSNAP07" : "before RLSNAP07", level);
 	int rv = sets_check_locks_read(lock_sets);
-	return rv != 0 ? rv : index_sessions(s, txn, seq_tables, lock_sets);
+	if (rv == 0)
+		rv = nonce_sessions_sort(nonces);
+	return rv != 0 ? rv : index_sessions(s, txn, seq_tables, lock_sets, nonces);
 }
 
 const char *store_load_error(const struct store *s)

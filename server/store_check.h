@@ -5,7 +5,8 @@
  * format agrees with the level its state records, and each session
  * agrees with its rows by (session, seq), its lease, its names
  * (session_locks.h), the holders and waiters of the locks
- * (party_sessions.h) and its queued lock sets
+ * (party_sessions.h), its nonce (nonce_sessions.h) and its queued lock
+ * sets
  * (sets_check.h). A load refuses an image that fails, saying why
  * (store_load_refuse(), store_load_error()), rather than stop the node
  * later, as apply would.
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nonce_sessions.h"
 #include "sets_check.h"
 #include "store.h"
 
@@ -45,11 +47,12 @@ bool store_check_misshapen(const struct store *s, MDB_dbi dbi, const MDB_val *ke
  * agrees with the level its state records (its meta record decodes),
  * each lock record can be read, each session agrees with its rows by
  * (session, seq), the holders and waiters of the locks with the
- * sessions, and the queued lock sets with their waiters (lock_sets has
- * read the locks loaded). Counts every session in the identities index,
- * which must be empty. 0, RAFTLOCK_EDATA (store_load_error() says why)
- * or RAFTLOCK_ENOMEM. */
+ * sessions, the queued lock sets with their waiters (lock_sets has read
+ * the locks loaded), and the nonces with the sessions (nonces has noted
+ * the rows loaded). Counts every session in the identities index, which
+ * must be empty. 0, RAFTLOCK_EDATA (store_load_error() says why) or
+ * RAFTLOCK_ENOMEM. */
 int store_check_loaded(struct store *s, MDB_txn *txn, bool seq_tables, const char *misshapen,
-		       struct sets_check *lock_sets);
+		       struct sets_check *lock_sets, struct nonce_sessions *nonces);
 
 #endif

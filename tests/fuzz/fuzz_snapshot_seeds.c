@@ -5,8 +5,8 @@
  * two entries; and that image, under right sums, with a session record
  * that does not decode, a lease of the wrong size, a session without its
  * lease, a holder of no session, a name (session_locks) of no session, a
- * set's waiter of another owner, a lock under a key not its name (each
- * refused by a load).
+ * set's waiter of another owner, a lock under a key not its name, a
+ * nonce of no session (each refused by a load).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +37,7 @@ static void fill(struct store *st)
 	session.id = 1;
 	session.ttl_ms = 5000;
 	session.identity = "fuzz";
+	session.nonce = 99; /* its row below */
 	session.lock_count = 3;
 	session.outcome_count = 1;
 	store_put_session(st, txn, &session);
@@ -147,11 +148,12 @@ static MDB_val lock_bytes(uint8_t *buf, const char *name, uint64_t session, uint
  * lease has 11 bytes, or is not there; lock a/1 is held by session 5,
  * which is not there, or session 5 has a name, a/1; the set's waiter on
  * a/2 is of owner 3, not the set's 2; a/1's record is under key a/9
- * too. */
+ * too; nonce 98 names session 5. */
 static int write_damaged_seeds(struct store *st, const void *image, size_t image_len)
 {
 	uint8_t id1[8] = {0, 0, 0, 0, 0, 0, 0, 1}, id2[8] = {0, 0, 0, 0, 0, 0, 0, 2};
 	uint8_t name5[] = {0, 0, 0, 0, 0, 0, 0, 5, 'a', '/', '1'};
+	uint8_t id5[8] = {0, 0, 0, 0, 0, 0, 0, 5}, nonce98[8] = {0, 0, 0, 0, 0, 0, 0, 98};
 	uint8_t junk[12] = {0xff}, lock1[128], lock2[128], lock3[128];
 	MDB_val held = lock_bytes(lock1, "a/1", 5, 1, false);
 	MDB_val waiting = lock_bytes(lock2, "a/2", 1, 3, true);
@@ -169,7 +171,9 @@ static int write_damaged_seeds(struct store *st, const void *image, size_t image
 	       write_damaged(st, image, image_len, "set_waiter_of_another_owner", st->locks,
 			     (MDB_val){3, "a/2"}, &waiting) ||
 	       write_damaged(st, image, image_len, "lock_under_another_key", st->locks,
-			     (MDB_val){3, "a/9"}, &own);
+			     (MDB_val){3, "a/9"}, &own) ||
+	       write_damaged(st, image, image_len, "nonce_of_no_session", st->nonces,
+			     (MDB_val){8, nonce98}, &(MDB_val){8, id5});
 }
 
 int main(int argc, char **argv)

@@ -1049,6 +1049,47 @@ static void test_image_locks_must_be_under_their_names(void **state)
 	fx_assert_same_state(f, g);
 }
 
+/* The nonces and the sessions agree (apply writes a nonce's row with the
+ * session that opens with it and deletes it by the record's nonce when
+ * the session ends: a row of another session would stay for good and
+ * answer a retried open with a session that is not there, a session
+ * without its row would be opened twice): a row of a session the image
+ * does not have, before its sessions or after them, of a session with no
+ * nonce or with another, and a session's nonce without its row, are
+ * refused, naming the nonce and the session, at the oldest level and the
+ * newest. */
+static void test_image_nonces_must_agree_with_their_sessions(void **state)
+{
+	uint32_t levels[] = {0, FEATURES_SEQ_TABLES};
+	for (int i = 0; i < 2; i++) {
+		struct fx *f = i == 0 ? *state : fx_peer(*state), *g = fx_peer(*state);
+		uint64_t s = state_at(f, levels[i]);
+		assert_null(fx_sess(f, 1)); /* ended by build_state() */
+		MDB_txn *txn = store_begin(&f->store, false);
+		uint64_t b = store_get_nonce(&f->store, txn, 2); /* build_state()'s */
+		store_abort(txn);
+		assert_true(b != 0 && b != s);
+		assert_int_equal(reload(f, g), 0);
+		uint8_t k[8], v[8];
+		char want[128];
+		assert_bad_value_refused(f, g, f->store.nonces, id_key(k, 77), id_key(v, 1),
+					 "nonce 77 names session 1, which the image does not have");
+		assert_bad_value_refused(f, g, f->store.nonces, id_key(k, 77), id_key(v, 999999),
+					 "nonce 77 names session 999999, which the image does not "
+					 "have");
+		snprintf(want, sizeof want, "nonce 77 names session %llu, which has none",
+			 (unsigned long long)s);
+		assert_bad_value_refused(f, g, f->store.nonces, id_key(k, 77), id_key(v, s), want);
+		snprintf(want, sizeof want, "nonce 3 names session %llu, whose nonce is 2",
+			 (unsigned long long)b);
+		assert_bad_value_refused(f, g, f->store.nonces, id_key(k, 3), id_key(v, b), want);
+		snprintf(want, sizeof want, "session %llu's nonce 2 has no row in the nonces table",
+			 (unsigned long long)b);
+		assert_missing_refused(f, g, f->store.nonces, id_key(k, 2), want);
+		fx_assert_same_state(f, g);
+	}
+}
+
 /* A queued set's waiters are of the set's owner (a grant gives each lock
  * to its waiter's owner, a cancel finds a waiter by its owner): one of
  * another owner is refused, naming the set, the lock and both owners, in
@@ -1214,6 +1255,7 @@ int main(void)
 		T(test_image_sessions_must_have_their_leases),
 		T(test_image_names_must_have_their_sessions),
 		T(test_image_locks_must_be_under_their_names),
+		T(test_image_nonces_must_agree_with_their_sessions),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
