@@ -31,7 +31,8 @@
 
 struct nonce_sessions {
 	uint64_t *rows; /* (session, nonce) pairs; once sorted, by session */
-	size_t n, cap;  /* in pairs */
+	size_t n;       /* pairs */
+	size_t cap;     /* words of rows (two a pair) */
 	bool failed;    /* out of memory while noting */
 	size_t met;     /* rows[0..met) are of sessions met */
 };
