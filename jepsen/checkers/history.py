@@ -64,7 +64,7 @@ class Op:
 
     __slots__ = ("process", "f", "lock", "inv", "cmp", "type", "token",
                  "value", "error", "session", "kind", "limit", "index",
-                 "valid_until", "mode", "timeout_ms", "part")
+                 "valid_until", "mode", "timeout_ms", "part", "set_parts")
 
     def __init__(self, inv, index):
         self.process = inv["process"]
@@ -84,6 +84,7 @@ class Op:
         self.valid_until = None
         self.timeout_ms = inv.get("timeout_ms")
         self.part = None  # a lock set's operation: this lock's position
+        self.set_parts = None  # and the set's operations, one per lock
 
     def complete(self, ev):
         self.cmp = ev["time"]
@@ -151,6 +152,9 @@ def pair(events):
                         op.token = ev["tokens"][i]
                 ops.append(op)
                 parts.append(op)
+            if len(parts) > 1:
+                for op in parts:
+                    op.set_parts = parts
             open_ops[p] = parts
         elif t in ("ok", "fail", "info"):
             parts = open_ops.pop(p, None)

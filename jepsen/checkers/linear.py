@@ -21,8 +21,10 @@ held: more than N of them may not overlap. An acquire refused with EBUSY,
 or a wait that ended in ETIMEDOUT, needs a moment inside its window at
 which the lock could have been full (a holder the history cannot account
 for, such as a retried acquire executed twice, shows up here);
-a release acknowledged for a handle that was never granted, or through a
-handle that holds nothing (logged without a token), is a violation.
+A lock set refused so needs such a moment on one of its locks, not on
+each: one full lock is enough to turn the set away. A release acknowledged
+for a handle that was never granted, or through a handle that holds
+nothing (logged without a token), is a violation.
 """
 
 from . import history as H
@@ -125,22 +127,38 @@ def check(events, ops):
             _check_chain(lock, grants, violations)
         _check_certain_overlap(lock, kind, limit, grants, violations)
 
-        wins = H.possibly_held(ops, grants, lock)
-        for op in ops:
-            if op.lock != lock or op.f != "acquire" or op.type != "fail" \
-                    or op.error not in REFUSED_AS_HELD:
-                continue
-            if kind == "rwlock" and op.mode == "shared":
-                continue  # a queued writer also turns readers away
-            busy_checked += 1
-            n = _max_overlap(wins, op.inv, op.cmp)
-            if n < limit:
-                violations.append({
-                    "what": "acquire refused as busy (%s) while the lock "
-                            "could not have been full" % op.error,
-                    "lock": lock, "op": op.describe(),
-                    "possible_holders": n, "limit": limit,
-                })
+    # Acquires refused as busy, a lock set's once (its first lock's part).
+    wins = {}
+    for op in ops:
+        if op.f != "acquire" or op.type != "fail" \
+                or op.error not in REFUSED_AS_HELD or op.lock is None \
+                or (op.set_parts is not None and op.part != 0):
+            continue
+        found = []
+        for part in op.set_parts or [op]:
+            kind, limit = kinds.get(part.lock, ("mutex", 1))
+            if kind == "rwlock" and part.mode == "shared":
+                break  # a queued writer also turns readers away
+            if part is op:
+                busy_checked += 1
+            if part.lock not in wins:
+                wins[part.lock] = H.possibly_held(
+                    ops, [(g, r) for g, r in all_grants if g.lock == part.lock],
+                    part.lock)
+            n = _max_overlap(wins[part.lock], op.inv, op.cmp)
+            if n >= limit:
+                break
+            found.append((part.lock, n, limit))
+        else:
+            violations.append({
+                "what": "acquire refused as busy (%s) while the lock "
+                        "could not have been full" % op.error,
+                "lock": op.lock if len(found) == 1 else [f[0] for f in found],
+                "op": op.describe(),
+                "possible_holders": found[0][1] if len(found) == 1
+                else [f[1] for f in found],
+                "limit": found[0][2] if len(found) == 1 else [f[2] for f in found],
+            })
 
     # A handle granted and not released is refused its release as not
     # holding (ENOTHOLDER): the server lost a grant of a session that still

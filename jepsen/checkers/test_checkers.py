@@ -25,7 +25,8 @@ def run(name, **kw):
 class Clean(unittest.TestCase):
     def test_clean_history_passes_every_checker(self):
         for name in ("clean.jsonl", "durability_clean.jsonl",
-                     "linear_busy_info.jsonl", "rwlock_clean.jsonl",
+                     "linear_busy_info.jsonl", "linear_busy_set_clean.jsonl",
+                     "rwlock_clean.jsonl",
                      "reentrant_clean.jsonl", "waiters_clean.jsonl",
                      "election_clean.jsonl",
                      "liveness_stall_no_majority.jsonl"):
@@ -349,6 +350,13 @@ class Planted(unittest.TestCase):
 
     def test_linear_busy(self):
         self.caught("linear_busy.jsonl", "linearizable", "busy")
+
+    def test_linear_busy_set(self):
+        # a set turned away while none of its locks could have been full
+        res = self.caught("linear_busy_set.jsonl", "linearizable", "busy")
+        v = res["linearizable"]["violations"][0]
+        self.assertEqual(v["lock"], ["a", "b"])
+        self.assertEqual(res["linearizable"]["busy_checked"], 1)
 
     def test_linear_semaphore_without_leases(self):
         res = self.caught("linear_semaphore.jsonl", "linearizable",
