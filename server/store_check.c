@@ -137,9 +137,12 @@ struct session_rows {
  * its lists pass their checks; from it no lists, and as many outcome
  * rows, pending ones too, as it counts (each outcome and set row is
  * checked as it is taken). Every session has a lease, every lease is a
- * session's. 0 or RAFTLOCK_EDATA. */
+ * session's; from the level that indexes names (session_locks.h), a
+ * session has as many name rows as its record counts. 0 or
+ * RAFTLOCK_EDATA. */
 static int session_rows_check(struct store *s, const Raftlock__SessionRecord *rec, bool seq_tables,
-			      struct session_rows *r, struct sets_check *lock_sets)
+			      bool names_indexed, struct session_rows *r,
+			      struct sets_check *lock_sets)
 {
 	uint64_t rows, pending, set_rows, leases, names, unused;
 	if (!row_walk_take(&r->outcomes, rec->id, &rows, &pending))
@@ -157,6 +160,14 @@ static int session_rows_check(struct store *s, const Raftlock__SessionRecord *re
 	 * ends: a name of no session would stay for good */
 	if (!row_walk_take(&r->names, rec->id, &names, &unused))
 		return rows_refused(s, &r->names, "session_locks", rec->id);
+	/* from the level that indexes them, the record counts its names:
+	 * apply stops the node when the two disagree as the session ends */
+	if (names_indexed && names != rec->lock_count)
+		return store_load_refuse(s,
+					 "session %llu: %llu rows of the session_locks table, its "
+					 "record counts %u",
+					 (unsigned long long)rec->id, (unsigned long long)names,
+					 rec->lock_count);
 	bool agree = seq_tables ? rec->n_outcomes == 0 && rec->n_multi_waits == 0 &&
 					  rows == rec->outcome_count &&
 					  pending == rec->pending_outcomes
@@ -222,7 +233,7 @@ static int session_check(struct store *s, const MDB_val *key, const Raftlock__Se
  * right, but this build never wrote it (a load refuses it whole rather
  * than stop the node, as apply would when such a session ends). One walk
  * of each table. */
-static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
+static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables, bool names_indexed,
 			  struct sets_check *lock_sets, struct nonce_sessions *nonces)
 {
 	MDB_cursor *cur;
@@ -244,7 +255,7 @@ static int index_sessions(struct store *s, MDB_txn *txn, bool seq_tables,
 		else if ((rv = session_check(s, &key, rec)) == 0 &&
 			 (rv = party_sessions_meet(&lock_sets->parties, s, txn, rec->id)) == 0 &&
 			 (rv = nonce_sessions_meet(nonces, s, rec)) == 0)
-			rv = session_rows_check(s, rec, seq_tables, &r, lock_sets);
+			rv = session_rows_check(s, rec, seq_tables, names_indexed, &r, lock_sets);
 		if (rv == 0)
 			store_identity_sessions_add(s, txn, rec->identity, +1);
 		if (rec != NULL)
@@ -336,7 +347,9 @@ int store_check_loaded(struct store *s, MDB_txn *txn, bool seq_tables, const cha
 	int rv = sets_check_locks_read(lock_sets);
 	if (rv == 0)
 		rv = nonce_sessions_sort(nonces);
-	return rv != 0 ? rv : index_sessions(s, txn, seq_tables, lock_sets, nonces);
+	return rv != 0 ? rv
+		       : index_sessions(s, txn, seq_tables, level >= FEATURES_SESSION_LOCK_INDEX,
+					lock_sets, nonces);
 }
 
 const char *store_load_error(const struct store *s)

@@ -1023,6 +1023,32 @@ static void test_image_names_must_have_their_sessions(void **state)
 	}
 }
 
+/* From the level that indexes them, a session has as many rows of the
+ * names it holds or awaits as its record counts (apply stops the node on
+ * a session that ends otherwise): a row more or one less is refused,
+ * naming the session and both counts, at both levels with the table. */
+static void test_image_names_must_agree_with_their_count(void **state)
+{
+	uint32_t levels[] = {FEATURES_SESSION_LOCK_INDEX, FEATURES_SEQ_TABLES};
+	for (int i = 0; i < 2; i++) {
+		struct fx *f = i == 0 ? *state : fx_peer(*state), *g = fx_peer(*state);
+		state_at(f, levels[i]);
+		assert_int_equal(fx_sess(f, 2)->lock_count, 2); /* "held", "sem" */
+		edit_name(f, 2, "extra", true);
+		assert_refused_saying(f, g,
+				      "session 2: 3 rows of the session_locks table, its record "
+				      "counts 2");
+		edit_name(f, 2, "extra", false);
+		edit_name(f, 2, "sem", false);
+		assert_refused_saying(f, g,
+				      "session 2: 1 rows of the session_locks table, its record "
+				      "counts 2");
+		edit_name(f, 2, "sem", true);
+		assert_int_equal(reload(f, g), 0);
+		fx_assert_same_state(f, g);
+	}
+}
+
 /* A lock record is under its name (apply finds a lock by its name and
  * stores it under it: one under another key is never found, and its
  * lock's next write makes a second record): a copy of lock "kept" under
@@ -1254,6 +1280,7 @@ int main(void)
 		T(test_image_set_waiters_must_be_of_its_owner),
 		T(test_image_sessions_must_have_their_leases),
 		T(test_image_names_must_have_their_sessions),
+		T(test_image_names_must_agree_with_their_count),
 		T(test_image_locks_must_be_under_their_names),
 		T(test_image_nonces_must_agree_with_their_sessions),
 #undef T

@@ -24,6 +24,7 @@ static void put_session(struct store *st, MDB_txn *txn, uint64_t id, size_t host
 	Raftlock__SessionRecord rec = RAFTLOCK__SESSION_RECORD__INIT;
 	rec.id = id;
 	rec.nonce = id * 7919; /* put_every_table()'s row of it: a load checks both */
+	rec.lock_count = 1;    /* and its one name's row, likewise */
 	rec.owner = &owner;
 	store_put_session(st, txn, &rec);
 }
