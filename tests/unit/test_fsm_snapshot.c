@@ -1033,7 +1033,9 @@ static void test_image_names_must_agree_with_their_count(void **state)
 	for (int i = 0; i < 2; i++) {
 		struct fx *f = i == 0 ? *state : fx_peer(*state), *g = fx_peer(*state);
 		state_at(f, levels[i]);
-		assert_int_equal(fx_sess(f, 2)->lock_count, 2); /* "held", "sem" */
+		Raftlock__SessionRecord *rec = fx_sess(f, 2);
+		assert_int_equal(rec->lock_count, 2); /* "held", "sem" */
+		raftlock__session_record__free_unpacked(rec, NULL);
 		edit_name(f, 2, "extra", true);
 		assert_refused_saying(f, g,
 				      "session 2: 3 rows of the session_locks table, its record "
