@@ -1204,6 +1204,10 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
+	/* Format 0 is an empty store, or one written before stores had a
+	 * format (2026-11-21 builds: sessions without lease rows, which a
+	 * snapshot load refuses): rebuilt as any other format. */
+	bool stale = format != STORE_FORMAT && (format != 0 || meta->applied_index > 0);
 	uint32_t level = features_recorded(meta->feature_level);
 	/* The state names its cluster once INIT applied (a restored image
 	 * names none until then): a data.mdb copied in from another cluster
@@ -1234,7 +1238,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		restore_image_free(&image);
 		goto fail_store;
 	}
-	if (format != 0 && format != STORE_FORMAT) {
+	if (stale) {
 		log_warn("%s/data.mdb has store format %u, this raftlockd writes %u: "
 			 "rebuilding it from the raft log",
 			 state_dir, format, STORE_FORMAT);

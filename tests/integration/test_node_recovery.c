@@ -6,6 +6,10 @@
  *   InstallSnapshot) stops that node with a non-zero status and a message
  *   naming the cause; started again without the fault it rebuilds from its
  *   disk and catches up. Before: libraft left it running and not applying.
+ * - A store whose state says format 0 although it has applied entries (a
+ *   build of 2026-11-21 wrote no format, and its sessions had no lease
+ *   rows, which a snapshot load now refuses) is rebuilt from the raft log
+ *   at start, as a store of another format is; it was kept.
  * - The first leader's INIT is dropped (RAFTLOCK_TEST_FAULT=drop-init on every
  *   node): the leader proposes it again and the cluster hands out tokens.
  *   Before: the leader answered EUNAVAILABLE until leadership changed. */
@@ -21,6 +25,45 @@
 
 #include "cluster.h"
 #include "lockutil.h"
+#include "store.h"
+
+/* Sets the format recorded in the state of node i (stopped) to format. */
+static void set_store_format(struct tcluster *cl, int i, uint32_t format)
+{
+	char dir[300], err[256];
+	snprintf(dir, sizeof dir, "%s/n%d/state", cl->dir, i + 1);
+	struct store st;
+	assert_int_equal(store_open(&st, dir, (size_t)4096 << 20, err, sizeof err), 0);
+	MDB_txn *txn = store_begin(&st, true);
+	Raftlock__Meta *m = store_get_meta(&st, txn);
+	assert_true(m->applied_index > 0);
+	m->format = format;
+	store_put_meta(&st, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_commit(txn);
+	store_close(&st);
+}
+
+/* Waits until node i has applied the leader's commit index and holds as
+ * many locks. */
+static bool caught_up_with_leader(struct tcluster *cl, int i, int timeout_ms)
+{
+	Raftlock__StatusInfo *ls = tcluster_status(cl, tcluster_leader(cl, 10000));
+	assert_non_null(ls);
+	uint64_t index = ls->commit_index, locks = ls->locks;
+	raftlock__status_info__free_unpacked(ls, NULL);
+	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
+	while (tcluster_now_ms() < end) {
+		Raftlock__StatusInfo *vs = tcluster_status(cl, i);
+		bool done = vs != NULL && vs->applied_index >= index && vs->locks == locks;
+		if (vs != NULL)
+			raftlock__status_info__free_unpacked(vs, NULL);
+		if (done)
+			return true;
+		tl_sleep_ms(50);
+	}
+	return false;
+}
 
 static void failed_restore_stops_the_node(void **state)
 {
@@ -65,20 +108,33 @@ static void failed_restore_stops_the_node(void **state)
 	raftlock_lock *l = tl_lock(s, "after");
 	tl_take(l);
 	raftlock_lock_free(l);
-	Raftlock__StatusInfo *ls = tcluster_status(&cl, tcluster_leader(&cl, 10000));
-	assert_non_null(ls);
-	uint64_t index = ls->commit_index, locks = ls->locks;
-	raftlock__status_info__free_unpacked(ls, NULL);
-	bool caught_up = false;
-	end = tcluster_now_ms() + 10000;
-	while (!caught_up && tcluster_now_ms() < end) {
-		Raftlock__StatusInfo *vs = tcluster_status(&cl, victim);
-		caught_up = vs != NULL && vs->applied_index >= index && vs->locks == locks;
-		if (vs != NULL)
-			raftlock__status_info__free_unpacked(vs, NULL);
-		tl_sleep_ms(50);
-	}
-	assert_true(caught_up);
+	assert_true(caught_up_with_leader(&cl, victim, 10000));
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+	assert_int_equal(tcluster_destroy(&cl), 0);
+}
+
+static void store_of_format_0_is_rebuilt(void **state)
+{
+	(void)state;
+	struct tcluster cl;
+	memset(&cl, 0, sizeof cl);
+	tcluster_start(&cl, 3, 500);
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *s = tl_session(c, 10000);
+	raftlock_lock *l = tl_lock(s, "kept");
+	tl_take(l);
+	int leader = tcluster_leader(&cl, 10000);
+	assert_true(leader >= 0);
+	int victim = (leader + 1) % cl.n;
+	assert_true(caught_up_with_leader(&cl, victim, 10000));
+	assert_int_equal(tcluster_stop(&cl, victim), 0);
+	set_store_format(&cl, victim, 0);
+	tcluster_restart(&cl, victim);
+	assert_true(caught_up_with_leader(&cl, victim, 10000));
+	assert_true(tcluster_log_has(&cl, victim, "has store format 0"));
+	assert_true(tcluster_log_has(&cl, victim, "rebuilding it from the raft log"));
+	raftlock_lock_free(l);
 	raftlock_session_close(s);
 	raftlock_client_close(c);
 	assert_int_equal(tcluster_destroy(&cl), 0);
@@ -119,6 +175,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(failed_restore_stops_the_node),
+		cmocka_unit_test(store_of_format_0_is_rebuilt),
 		cmocka_unit_test(lost_init_is_proposed_again),
 	};
 	if (getenv("RAFTLOCK_TEST_FILTER") != NULL)
