@@ -305,7 +305,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* A copy in a block of exactly its size: the sanitizer sees a read
 	 * past the end. */
-	uint8_t *copy = malloc(size ? size : 1);
+	uint8_t *copy = calloc(1, size ? size : 1);
 	CHECK(copy != NULL);
 	if (size > 0)
 		memcpy(copy, data, size);
