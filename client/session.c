@@ -437,31 +437,41 @@ bool session_send_orphan(raftlock_session *s, Raftlock__Envelope *env, uint64_t 
 	return true;
 }
 
-/* Sends one packed undo envelope (session_send_orphan). */
-static void orphan_undo_one(raftlock_session *s, const uint8_t *buf, size_t len, uint64_t owner)
+/* Sends one packed undo envelope (session_send_orphan); false when out of
+ * memory, nothing sent. */
+static bool orphan_undo_one(raftlock_session *s, const uint8_t *buf, size_t len, uint64_t owner)
 {
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, len, buf);
 	if (env == NULL)
-		return; /* out of memory: the grant stays until the session ends */
-	session_send_orphan(s, env, owner);
+		return false;
+	bool sent = session_send_orphan(s, env, owner);
 	raftlock__envelope__free_unpacked(env, NULL);
+	return sent;
 }
 
 /* Sends the undo of an orphan granted after its caller gave up (the
- * releases of a grant nobody waits for). */
-static void orphan_undo(raftlock_session *s, const struct session_orphan *o)
+ * releases of a grant nobody waits for), from o->undo_at on. false when
+ * out of memory: o->undo_at is the envelope still to send. */
+static bool orphan_undo(raftlock_session *s, struct session_orphan *o)
 {
-	const uint8_t *p = o->undo, *end = o->undo + o->undo_len;
-	while (end - p >= 4) {
+	const uint8_t *end = o->undo + o->undo_len;
+	while (end - (o->undo + o->undo_at) >= 4) {
+		const uint8_t *p = o->undo + o->undo_at;
 		size_t n = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
 		if ((size_t)(end - p - 4) < n)
-			return;
-		orphan_undo_one(s, p + 4, n, o->owner);
-		p += 4 + n;
+			break;
+		if (!orphan_undo_one(s, p + 4, n, o->owner))
+			return false;
+		o->undo_at += 4 + n;
 	}
+	return true;
 }
 
-/* Settles the orphans of s that got their answer (c->mu held). */
+/* Settles the orphans of s that got their answer (c->mu held). An undo
+ * that memory ran out for stays with its orphan, tried again at each
+ * tick until sent or the session is lost: the handle's next call waits
+ * for it meanwhile, so the release still lands before that call
+ * (GUARANTEES rule 6). */
 static void session_orphans_settle(raftlock_session *s)
 {
 	struct list *l, *tmp;
@@ -478,13 +488,18 @@ static void session_orphans_settle(raftlock_session *s)
 			}
 			continue;
 		}
+		if (!o->answered) {
+			const Raftlock__Result *res;
+			o->answered = true;
+			session_seq_end(s, o->seq);
+			o->undo_due = o->undo != NULL &&
+				      session_reply_result(o->req->reply, &res) == 0 &&
+				      res->status == 0 && res->token != 0 && !res->queued;
+		}
+		if (o->undo_due && !s->lost && !orphan_undo(s, o))
+			continue; /* out of memory: at the next tick */
 		list_remove(&o->link);
 		settled = true;
-		const Raftlock__Result *res;
-		session_seq_end(s, o->seq);
-		if (o->undo != NULL && !s->lost && session_reply_result(o->req->reply, &res) == 0 &&
-		    res->status == 0 && res->token != 0 && !res->queued)
-			orphan_undo(s, o);
 		orphan_free(s->t, o);
 	}
 	if (list_empty(&s->orphans))

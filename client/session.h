@@ -107,6 +107,9 @@ struct session_orphan {
 	uint64_t owner;     /* the handle it was sent for */
 	uint8_t *undo;      /* an envelope to send should it turn out to have */
 	size_t undo_len;    /* been granted (packed), or NULL */
+	size_t undo_at;     /* the envelope of undo still to send */
+	bool answered;      /* its seq settled (session_seq_end) */
+	bool undo_due;      /* granted: undo must be sent, memory permitting */
 	uint64_t resend_at; /* transport_mono_ms: ask again if still unanswered */
 };
 

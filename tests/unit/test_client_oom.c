@@ -146,6 +146,39 @@ static void refused_without_memory(bool acquire)
 	node_down(&n);
 }
 
+/* A try-lock sent, then cut off by every address refusing the client,
+ * whose grant comes later, without memory to send that grant's release
+ * when the keepalive thread settles it: the release stays due and goes at
+ * a later tick, and the handle's next call waits for it (GUARANTEES rule
+ * 6); it was dropped, the lock held by the session while the handle
+ * thought it free. */
+static void test_late_grant_released_once_memory_returns(void **state)
+{
+	(void)state;
+	struct node n;
+	raftlock_lock *l;
+	node_up(&n, 3000);
+	assert_int_equal(raftlock_lock_new(n.s, "u", NULL, &l), 0);
+	FAKE_SET(n.f, refuse_conns, true);
+	FAKE_SET(n.f, drop_first_acquire, true); /* sent, then the connection goes */
+	assert_int_equal(raftlock_lock_try(l, NULL), RAFTLOCK_EUNKNOWN);
+	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
+						   .size = sizeof(struct session_orphan),
+						   .one_thread = true,
+						   .thread = n.c->ka.thread,
+						   .count = 1});
+	FAKE_SET(n.f, refuse_conns, false);
+	await_count(n.f, ACQUIRE, 2); /* sent again, and granted */
+	for (int i = 0; i < 500 && alloc_fail_count() == 0; i++)
+		sleep_ms(10);
+	assert_int_equal(alloc_fail_count(), 1); /* its release, the first time */
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	assert_int_equal(fake_count(n.f, RELEASE), 1);
+	assert_int_equal(fake_count(n.f, ACQUIRE), 3);
+	assert_true(fake_nth(n.f, RELEASE, 0).seq < fake_nth(n.f, ACQUIRE, 2).seq);
+	node_down(&n);
+}
+
 static void test_refused_try_without_memory_to_release(void **state)
 {
 	(void)state;
@@ -533,6 +566,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		OOM_TEST(test_proclaim_without_memory_sends_nothing),
+		OOM_TEST(test_late_grant_released_once_memory_returns),
 		OOM_TEST(test_refused_try_without_memory_to_release),
 		OOM_TEST(test_refused_acquire_without_memory_to_release),
 		OOM_TEST(test_set_revoked_without_memory_to_release_the_rest),
