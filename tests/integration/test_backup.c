@@ -7,7 +7,8 @@
  * every token of the old cluster, no session of the image (the old
  * client's session is lost: never a grant under it), and every lock that
  * was held under lock-delay; a member whose LMDB is rebuilt starts again
- * from the restored base. */
+ * from the restored base; a member added later starts from the image and
+ * joins. */
 #include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -317,6 +318,60 @@ static void restored_member_restarts(void **state)
 	assert_true(same);
 }
 
+/* The role and joined flag of member id in the leader's list ("" when
+ * absent). */
+static void member_state(raftlock_client *c, uint64_t id, char *role, size_t len, bool *joined)
+{
+	struct raftlock_member_list *list = NULL;
+	role[0] = '\0';
+	*joined = false;
+	if (raftlock_member_list(c, &list) != 0)
+		return;
+	for (size_t i = 0; i < list->n_members; i++)
+		if (list->members[i].id == id) {
+			snprintf(role, len, "%s", list->members[i].role);
+			*joined = list->members[i].joined;
+		}
+	raftlock_member_list_free(list);
+}
+
+/* A member added to the restored cluster before its first raft snapshot
+ * starts from the image too (docs/OPERATIONS.md): --restore beside
+ * --join. It claims its id as every joining node does (so that no other
+ * data directory can take it) and takes the log from the leader's first
+ * entry, rather than creating a cluster of its own; the leader then
+ * promotes it. */
+static void member_added_after_restore(void **state)
+{
+	(void)state;
+	raftlock_client *c = tl_client(&cl);
+	int slot = tcluster_add_slot(&cl, -1, 4);
+	if (raftlock_member_add(c, 4, tcluster_raft_addr(&cl, slot), cl.client_addr[slot]) != 0)
+		fail_msg("member add 4: %s", raftlock_errmsg(c));
+	cl.extra_args[0] = "--restore";
+	cl.extra_args[1] = image;
+	cl.extra_args[2] = NULL;
+	tcluster_restart(&cl, slot);
+	cl.extra_args[0] = NULL;
+	char role[16] = "";
+	bool joined = false;
+	for (int i = 0; i < 400 && !(joined && strcmp(role, "voter") == 0); i++) {
+		tl_sleep_ms(50);
+		member_state(c, 4, role, sizeof role, &joined);
+	}
+	raftlock_client_close(c);
+	if (!joined || strcmp(role, "voter") != 0)
+		fail_msg("member 4, started with --restore and --join, is '%s' and %s after 20 s",
+			 role, joined ? "claimed its id" : "never claimed its id");
+	Raftlock__StatusInfo *lead = tl_leader_status(&cl);
+	uint64_t cluster_id = lead->cluster_id;
+	raftlock__status_info__free_unpacked(lead, NULL);
+	Raftlock__StatusInfo *me = tcluster_status(&cl, slot);
+	assert_non_null(me);
+	assert_int_equal(me->cluster_id, cluster_id);
+	raftlock__status_info__free_unpacked(me, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -324,6 +379,7 @@ int main(void)
 		cmocka_unit_test(damaged_images_refused),
 		cmocka_unit_test(restore_cluster),
 		cmocka_unit_test(restored_member_restarts),
+		cmocka_unit_test(member_added_after_restore),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
