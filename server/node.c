@@ -1044,8 +1044,11 @@ static int first_start(struct node *n, const char *raft_dir, bool *do_bootstrap,
 		log_warn("%s holds nothing from a leader yet (a --join start that stopped "
 			 "early): claiming member %llu again",
 			 raft_dir, (unsigned long long)cfg->id);
-	} else if (cfg->bootstrap || cfg->restore_file[0] != '\0') {
-		/* a restore makes a new cluster */
+	} else if (cfg->bootstrap || (cfg->restore_file[0] != '\0' && cfg->join[0] == '\0')) {
+		/* A restore makes a new cluster. With --join it is a member
+		 * added to a restored cluster: it takes the image as its base
+		 * (restore.h) and joins below as any other node, claiming its
+		 * id; the leader sends it the log from its first entry. */
 		*do_bootstrap = true;
 		return 0;
 	}

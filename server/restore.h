@@ -11,7 +11,11 @@
  * the new cluster starts at index 1 on top of it, so an LMDB rebuilt from
  * the raft log (after an OS crash) starts from it again. The new
  * cluster's INIT names the image, and a member whose state was not built
- * from it stops rather than diverge (fsm.c, do_init).
+ * from it stops rather than diverge (fsm.c, do_init). A member added to
+ * the restored cluster before its first raft snapshot starts with
+ * --restore and --join: it claims its id as any joining node, takes the
+ * image as its base and receives the log from index 1 (node.c,
+ * first_start).
  *
  * Functions return 0 or RAFTLOCK_EDATA / RAFTLOCK_EIO / RAFTLOCK_ENOMEM
  * with a message naming the file in err. Not thread-safe; before raft
