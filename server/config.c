@@ -480,6 +480,12 @@ static int read_line(void *arg, char *line, unsigned lineno, char *err, size_t e
 		return fail(err, errlen, "expected 'key = value'");
 	*eq = '\0';
 	const char *key = trim(s);
+	/* A restore creates a new cluster, as --bootstrap does: a line left
+	 * in the file would do it again once the data directory is wiped. */
+	if (strcmp(key, "restore") == 0)
+		return fail(err, errlen,
+			    "restore is given on the command line only (--restore FILE), as "
+			    "--bootstrap is: it creates a new cluster");
 	int rv = set(r->cfg, key, trim(eq + 1), err, errlen);
 	return rv != 0 ? rv : note_key(r, key, lineno, err, errlen);
 }

@@ -124,6 +124,22 @@ static void test_duplicate_key(void **state)
 	assert_int_equal(cfg.log_level, 0); /* debug */
 }
 
+/* restore, like bootstrap, is a flag only: a line left in the file would
+ * create a new cluster again once the data directory is wiped. */
+static void test_restore_only_on_the_command_line(void **state)
+{
+	(void)state;
+	struct config cfg;
+	char err[1024];
+	assert_int_equal(parse_text(BASE "restore = /tmp/backup.img\n", &cfg, err, sizeof err),
+			 RAFTLOCK_ECONFIG);
+	assert_has(err, ":5: restore is given on the command line only (--restore FILE)");
+	write_text(BASE, strlen(BASE));
+	assert_int_equal(parse_file(path, "--restore", "/tmp/backup.img", &cfg, err, sizeof err),
+			 0);
+	assert_string_equal(cfg.restore_file, "/tmp/backup.img");
+}
+
 /* A line of LINE_FILE_MAX bytes is read whole, as the last line too
  * (without its newline); one byte more is refused, naming the line and
  * the limit, and never read as two lines: here the tail of a long comment
@@ -250,6 +266,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_duplicate_key, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_only_on_the_command_line, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_line_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_endless_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nul_byte, setup, teardown),
