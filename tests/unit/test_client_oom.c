@@ -503,6 +503,56 @@ static void test_observer_without_memory_ends_and_stops_its_watch(void **state)
 	node_down(&n);
 }
 
+/* A watch's request is framed again at each event, with the position a
+ * reconnect resumes from: without memory for that frame, the watch ends
+ * there (ERROR RAFTLOCK_ENOMEM), as without memory for the event. It
+ * must not go on with its old frame: a reconnect would then ask for what
+ * it already delivered, here its state again, with no HISTORY_LOST. */
+static void test_watch_position_without_memory_ends_the_watch(void **state)
+{
+	(void)state;
+	struct node n;
+	node_up(&n, 3000);
+	FAKE_SET(n.f, drop_first_acquire, true);
+	/* the frames after the state's first HOLDING and after its CURRENT
+	 * (realloc'd by 256 bytes on the I/O thread): the second fails */
+	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_REALLOC,
+						   .size = 256,
+						   .one_thread = true,
+						   .thread = n.c->t.io_thread,
+						   .skip = 1,
+						   .count = 1});
+	struct seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	raftlock_watch_handle *w;
+	assert_int_equal(raftlock_watch(n.c, "w/", NULL, on_watch, &seen, &w), 0);
+	for (int i = 0; i < 500 && alloc_fail_count() == 0; i++)
+		sleep_ms(10);
+	assert_int_equal(alloc_fail_count(), 1);
+	alloc_fail_stop();
+	/* a reconnect: the fake drops the connection at this acquire */
+	raftlock_lock *l;
+	assert_int_equal(raftlock_lock_new(n.s, "r", NULL, &l), 0);
+	assert_int_equal(raftlock_lock_try(l, NULL), 0);
+	sleep_ms(300);
+	raftlock_watch_cancel(w); /* seen is the test's alone from here */
+	raftlock_lock_free(l);
+	node_down(&n);
+	bool current = false, lost = false;
+	for (int i = 0; i < seen.n; i++) {
+		enum raftlock_watch_kind k = seen.kind[i];
+		if ((k == RAFTLOCK_WATCH_HOLDING || k == RAFTLOCK_WATCH_WAITING) && current &&
+		    !lost)
+			fail_msg(
+				"event %d: the state again after its CURRENT, without HISTORY_LOST",
+				i);
+		current |= k == RAFTLOCK_WATCH_CURRENT;
+		lost = k == RAFTLOCK_WATCH_HISTORY_LOST || (lost && k != RAFTLOCK_WATCH_CURRENT);
+	}
+	assert_true(seen.n > 0);
+	assert_int_equal(seen.kind[seen.n - 1], RAFTLOCK_WATCH_ERROR);
+	assert_int_equal(seen.status[seen.n - 1], RAFTLOCK_ENOMEM);
+}
+
 /* A watch whose request cannot be made (out of memory) says so in
  * raftlock_errmsg(), not the thread's earlier failure. */
 static void test_watch_unsubmitted_sets_errmsg(void **state)
@@ -577,6 +627,7 @@ int main(void)
 		OOM_TEST(test_close_without_memory),
 		OOM_TEST(test_watch_event_without_memory_ends_the_watch),
 		OOM_TEST(test_observer_without_memory_ends_and_stops_its_watch),
+		OOM_TEST(test_watch_position_without_memory_ends_the_watch),
 		OOM_TEST(test_watch_unsubmitted_sets_errmsg),
 		OOM_TEST(test_alloc_fail_rules),
 	};
