@@ -188,28 +188,34 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 	ev.permits = e->permits;
 	ev.status = e->status;
 	ev.value = e->value;
+	/* A state (HOLDING, WAITING) is complete only at its CURRENT: a
+	 * resume from inside it would miss the rest of it. */
+	bool state_event = ev.kind == RAFTLOCK_WATCH_HOLDING || ev.kind == RAFTLOCK_WATCH_WAITING;
+	bool state = state_event || ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
+	/* after HISTORY_LOST a reconnect must get the state again (another
+	 * node could still have the changes after the old position, but the
+	 * application has let go of what it knew), and once a state began,
+	 * one no older than it */
+	bool begins = ev.kind == RAFTLOCK_WATCH_HISTORY_LOST || (state_event && !w->in_state);
+	/* The position a reconnect resumes from moves before the event goes
+	 * out: without memory for it, a reconnect would deliver the event
+	 * again (or a state again, without HISTORY_LOST), so the watch ends
+	 * here, as without memory for the event. */
+	Raftlock__Envelope next;
+	Raftlock__WatchRequest wr;
+	if (!state || begins) {
+		watch_frame(w, &ev.position, !state, &next, &wr);
+		if (transport_reframe(t, req, &next) != 0) {
+			watch_end(w, RAFTLOCK_ENOMEM, false);
+			raftlock__envelope__free_unpacked(env, NULL);
+			return;
+		}
+	}
 	if (!watch_queue(w, &ev)) {
 		watch_end(w, RAFTLOCK_ENOMEM, false);
 	} else {
-		/* A state (HOLDING, WAITING) is complete only at its CURRENT:
-		 * a resume from inside it would miss the rest of it. */
-		bool state_event =
-			ev.kind == RAFTLOCK_WATCH_HOLDING || ev.kind == RAFTLOCK_WATCH_WAITING;
-		bool state = state_event || ev.kind == RAFTLOCK_WATCH_HISTORY_LOST;
-		/* after HISTORY_LOST a reconnect must get the state again
-		 * (another node could still have the changes after the old
-		 * position, but the application has let go of what it knew),
-		 * and once a state began, one no older than it */
-		bool begins =
-			ev.kind == RAFTLOCK_WATCH_HISTORY_LOST || (state_event && !w->in_state);
 		w->in_state = state_event;
 		w->state_pos = ev.position;
-		if (!state || begins) {
-			Raftlock__Envelope next;
-			Raftlock__WatchRequest wr;
-			watch_frame(w, &ev.position, !state, &next, &wr);
-			transport_reframe(t, req, &next);
-		}
 	}
 	raftlock__envelope__free_unpacked(env, NULL);
 }
