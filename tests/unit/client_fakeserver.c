@@ -281,6 +281,7 @@ static void fake_keepalive(struct fake *f, int fd, const Raftlock__Envelope *req
 		f->keepalive_most = req->keepalive->n_sessions;
 	if (f->keepalive_silent)
 		return;
+	f->keepalive_answered_at = clock_boot_ms();
 	if (f->keepalive_delay_ms > 0)
 		sleep_ms((unsigned)f->keepalive_delay_ms); /* a slow commit */
 	size_t n = req->keepalive->n_sessions;

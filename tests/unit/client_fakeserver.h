@@ -131,8 +131,10 @@ struct fake {
 				    answer: a bare Result) */
 	/* state */
 	int conns_seen;
-	int keepalives;        /* keepalive requests received (the log may be full) */
-	size_t keepalive_most; /* most sessions one of them named */
+	int keepalives;                 /* keepalive requests received (the log may be full) */
+	size_t keepalive_most;          /* most sessions one of them named */
+	uint64_t keepalive_answered_at; /* CLOCK_BOOTTIME ms when the last keepalive
+					   answered arrived (its send was no later) */
 	uint64_t next_session;
 	uint64_t next_token;
 	struct fake_entry log[FAKE_LOG];
