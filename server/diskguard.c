@@ -63,13 +63,19 @@ void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index)
 	if (have >= need)
 		return;
 	g->apply_waits++;
-	log_error("disk full: applying entry %llu needs about %llu KB, %llu KB free under %s: "
-		  "waiting for space (nothing is served meanwhile)",
-		  (unsigned long long)index, (unsigned long long)(need >> 10),
-		  (unsigned long long)(have >> 10), g->path);
+	char why[256];
+	snprintf(why, sizeof why,
+		 "disk full: applying entry %llu needs about %llu KB, %llu KB free under %s: "
+		 "waiting for space (nothing is served meanwhile)",
+		 (unsigned long long)index, (unsigned long long)(need >> 10),
+		 (unsigned long long)(have >> 10), g->path);
+	log_error("%s", why);
 	struct timespec ts = {0, DISKGUARD_CHECK_MS * 1000000L};
-	while ((have = free_now(g)) < need)
+	do {
+		if (g->on_wait != NULL)
+			g->on_wait(g->on_wait_arg, why);
 		nanosleep(&ts, NULL);
+	} while ((have = free_now(g)) < need);
 	log_warn("disk space back (%llu KB free): applying entry %llu",
 		 (unsigned long long)(have >> 10), (unsigned long long)index);
 }

@@ -44,6 +44,11 @@ struct diskguard {
 	unsigned long long reads;       /* statvfs calls */
 	unsigned long long refusals;    /* requests refused for it */
 	unsigned long long apply_waits; /* entries that waited for room */
+	/* Called at every reading while diskguard_wait_room() waits, with
+	 * why it waits (NULL: nobody), so that a supervisor keeps hearing
+	 * from a node whose loop is held on purpose. */
+	void (*on_wait)(void *arg, const char *why);
+	void *on_wait_arg;
 };
 
 void diskguard_init(struct diskguard *g, struct timebase *tb, const char *path, uint64_t reserve);
@@ -58,7 +63,7 @@ void diskguard_refusal(struct diskguard *g, uint64_t node_id, char *msg, size_t 
 
 /* Returns once the file system has `need` bytes free, read now, then
  * every DISKGUARD_CHECK_MS (blocking the thread meanwhile, with a
- * message). */
+ * message, and on_wait at each reading). */
 void diskguard_wait_room(struct diskguard *g, uint64_t need, uint64_t index);
 
 #endif

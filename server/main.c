@@ -68,6 +68,12 @@ static void on_store_closing(void *arg)
 	service_on_store_closing(&srv->service);
 }
 
+static void on_stalled(void *arg, const char *why)
+{
+	struct server *srv = arg;
+	supervision_stalled(&srv->supervision, why);
+}
+
 static void node_stopped(struct node *n)
 {
 	struct server *srv = n->hooks.arg;
@@ -221,7 +227,12 @@ int main(int argc, char **argv)
 	uv_signal_init(&srv.loop, &srv.sighup);
 	srv.sighup.data = &srv;
 	uv_signal_start(&srv.sighup, on_reload, SIGHUP);
-	struct node_hooks hooks = {&srv, on_event, on_ready, on_restore, on_store_closing};
+	struct node_hooks hooks = {.arg = &srv,
+				   .on_event = on_event,
+				   .on_ready = on_ready,
+				   .on_restore = on_restore,
+				   .on_store_closing = on_store_closing,
+				   .on_stalled = on_stalled};
 	/* The leases index must exist before raft starts replaying entries. */
 	timebase_init_uv(&srv.tb, &srv.loop);
 	leases_init(&srv.leases, &srv.tb, &srv.node, srv.cfg.renew_window_ms);

@@ -1198,6 +1198,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		return rv;
 	}
 	diskguard_init(&n->disk_space, tb, cfg->data_dir, cfg->disk_reserve);
+	n->disk_space.on_wait = hooks->on_stalled;
+	n->disk_space.on_wait_arg = hooks->arg;
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
 		restore_image_free(&image);
 		return rv;

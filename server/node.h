@@ -52,6 +52,9 @@ struct node_hooks {
 	void (*on_restore)(void *arg);
 	/* The store is about to close (the node stopped): end its readers. */
 	void (*on_store_closing)(void *arg);
+	/* The loop is held on purpose (an apply waiting for disk space),
+	 * with why: called every DISKGUARD_CHECK_MS meanwhile. Optional. */
+	void (*on_stalled)(void *arg, const char *why);
 };
 
 struct proposal;

@@ -43,6 +43,16 @@ static void watchdog_cb(uv_timer_t *t)
 	say(t->data, "WATCHDOG=1");
 }
 
+void supervision_stalled(struct supervision *s, const char *why)
+{
+	char msg[sizeof s->said + 32];
+	if (!s->running)
+		return;
+	snprintf(msg, sizeof msg, "WATCHDOG=1\nSTATUS=%s", why);
+	if (say(s, msg))
+		snprintf(s->said, sizeof s->said, "%s", why);
+}
+
 int supervision_start(struct supervision *s, uv_loop_t *loop, struct node *node, char *err,
 		      size_t errlen)
 {

@@ -10,7 +10,9 @@
  *                 is tried for up to 0.5 s);
  *   WATCHDOG=1    every half $WATCHDOG_USEC (WatchdogSec=), from a loop
  *                 timer: a loop that stops turning stops the pings, and
- *                 systemd restarts the node;
+ *                 systemd restarts the node; but a loop held on purpose
+ *                 (an apply waiting for disk space) pings from its wait,
+ *                 with STATUS= saying why (supervision_stalled);
  *   STOPPING=1    when shutdown begins.
  * Without $NOTIFY_SOCKET it starts no timer and says nothing.
  * Loop thread only.
@@ -40,6 +42,11 @@ struct supervision {
  * starts the timers. Returns 0, or sdnotify_open's error with err. */
 int supervision_start(struct supervision *s, uv_loop_t *loop, struct node *node, char *err,
 		      size_t errlen);
+
+/* The loop is held on purpose (node_hooks.on_stalled): WATCHDOG=1, since
+ * the loop's timer cannot ping meanwhile and the node is not hung, and
+ * STATUS=why. Without notifications, nothing. */
+void supervision_stalled(struct supervision *s, const char *why);
 
 /* STOPPING=1 and a last STATUS=; then the timers close. */
 void supervision_stop(struct supervision *s);

@@ -1,8 +1,8 @@
 /* test_diskguard.c: how often the guard reads the free space (statvfs on a
  * real directory, counted by the guard), on a manual clock: the refusal
  * check at most once per DISKGUARD_CHECK_MS, diskguard_wait_room() at
- * every apply. The waiting itself, on a full file system, is
- * test_disk_full's. */
+ * every apply; a wait tells on_wait at each reading. The waiting itself, on
+ * a full file system, is test_disk_full's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,12 +90,48 @@ static void test_failed_reading_counts_as_room(void **state)
 	assert_int_equal(g.apply_waits, 0);
 }
 
+struct waited {
+	struct diskguard *g;
+	const char *room; /* where a reading finds room */
+	int calls;
+	char why[256];
+};
+
+/* After the second call, points the guard where a reading finds room. */
+static void on_wait(void *arg, const char *why)
+{
+	struct waited *w = arg;
+	snprintf(w->why, sizeof w->why, "%s", why);
+	if (++w->calls == 2)
+		w->g->path = w->room;
+}
+
+/* While an apply waits for room, on_wait hears why at every reading (the
+ * node pings its supervisor from there: a loop held on purpose is not
+ * hung); the wait ends at the first reading with room. */
+static void test_wait_tells_on_wait(void **state)
+{
+	struct fixture *f = *state;
+	char missing[96]; /* statvfs fails: counts as room */
+	snprintf(missing, sizeof missing, "%s/missing", f->dir);
+	struct waited w = {.g = &f->g, .room = missing};
+	f->g.on_wait = on_wait;
+	f->g.on_wait_arg = &w;
+	diskguard_wait_room(&f->g, UINT64_MAX - 1, 7);
+	assert_int_equal(w.calls, 2);
+	assert_int_equal(f->g.apply_waits, 1);
+	assert_non_null(strstr(w.why, "disk full: applying entry 7 needs about"));
+	assert_non_null(strstr(w.why, "waiting for space"));
+	f->g.path = f->dir;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_refusal_check_reads_once_per_interval, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_every_apply_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_tells_on_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_reading_counts_as_room, setup,
 						teardown),
 	};
