@@ -55,6 +55,15 @@ int restore_read(const char *path, struct restore_image *img, char *err, size_t 
 	if (rv != 0)
 		return rv;
 	uint32_t level = 0;
+	if (img->len >= IMAGE_MAGIC_SIZE && store_image_magic_newer(img->buf)) {
+		snprintf(err, errlen,
+			 "%s is a snapshot image of format %.8s, newer than this raftlockd reads: "
+			 "restore it with the build that saved it, or a later one: nothing "
+			 "restored",
+			 path, (const char *)img->buf);
+		restore_image_free(img);
+		return RAFTLOCK_EDATA;
+	}
 	if (!image_sum_ok(img->buf, img->len) ||
 	    store_image_index(img->buf, img->len, &img->index) != 0 ||
 	    store_image_feature_level(img->buf, img->len, &level) != 0) {

@@ -1,6 +1,7 @@
 /* store.c: see store.h. */
 #include "store.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1152,6 +1153,14 @@ bool store_image_magic_known(const void *magic)
 	return memcmp(magic, SNAP_MAGIC_07, 8) == 0 || memcmp(magic, SNAP_MAGIC_06, 8) == 0 ||
 	       memcmp(magic, SNAP_MAGIC, 8) == 0 || memcmp(magic, SNAP_MAGIC_04, 8) == 0 ||
 	       memcmp(magic, SNAP_MAGIC_03, 8) == 0;
+}
+
+bool store_image_magic_newer(const void *magic)
+{
+	/* "RLSNAPnn": the two digits grow with each format */
+	const char *m = magic;
+	return memcmp(m, SNAP_MAGIC_07, 6) == 0 && isdigit((unsigned char)m[6]) &&
+	       isdigit((unsigned char)m[7]) && memcmp(m, SNAP_MAGIC_07, 8) > 0;
 }
 
 int store_image_index(const void *data, size_t n, uint64_t *index)

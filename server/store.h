@@ -307,6 +307,10 @@ int store_dump_to(struct store *s, MDB_txn *txn, const atomic_bool *stop, struct
  * loads. */
 bool store_image_magic_known(const void *magic);
 
+/* Whether the IMAGE_MAGIC_SIZE bytes at magic name an image format newer
+ * than any this build loads (a later build's backup). */
+bool store_image_magic_newer(const void *magic);
+
 /* Reads the applied index of a snapshot image after checking its checksum.
  * RAFTLOCK_EDATA if damaged. */
 int store_image_index(const void *buf, size_t n, uint64_t *index);

@@ -205,6 +205,23 @@ static void damaged_images_refused(void **state)
 	    strstr(out, "nothing restored") == NULL)
 		fail_msg("unclear refusal of a newer image: %s", out);
 	assert_int_not_equal(access(dir, F_OK), 0);
+	/* An image of a newer format than any the build reads ("RLSNAP99"):
+	 * said so, not called damaged. */
+	char newer[300];
+	snprintf(newer, sizeof newer, "%s/newer.snap", scratch);
+	copy_damaged(newer, -1, 0);
+	f = fopen(newer, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 6, SEEK_SET), 0);
+	assert_int_equal(fwrite("99", 1, 2, f), 2);
+	assert_int_equal(fclose(f), 0);
+	st = restore_on(newer, dir, out, sizeof out);
+	assert_int_equal(st, 1);
+	if (strstr(out, "is a snapshot image of format RLSNAP99, newer than this raftlockd "
+			"reads") == NULL ||
+	    strstr(out, "nothing restored") == NULL)
+		fail_msg("unclear refusal of an image of a newer format: %s", out);
+	assert_int_not_equal(access(dir, F_OK), 0);
 }
 
 /* Stops every node and starts a new cluster from the image on the same
