@@ -4,16 +4,22 @@
 #include <netinet/in.h>
 #include <string.h>
 
+/* What one address holds. */
+struct admission_count {
+	unsigned open;     /* ADMISSION_OPEN */
+	unsigned refusing; /* ADMISSION_REFUSE */
+};
+
 void admission_init(struct admission *a, unsigned max_per_address)
 {
 	memset(a, 0, sizeof *a);
 	a->max_per_address = max_per_address;
-	idmap_init(&a->open, sizeof(unsigned));
+	idmap_init(&a->counts, sizeof(struct admission_count));
 }
 
 void admission_close(struct admission *a)
 {
-	idmap_close(&a->open);
+	idmap_close(&a->counts);
 }
 
 /* FNV-1a over the address bytes, never 0 (0 means "no key"); a collision
@@ -44,28 +50,35 @@ uint64_t admission_key(const struct sockaddr *peer)
 	return 0;
 }
 
-bool admission_enter(struct admission *a, uint64_t key)
+enum admission_verdict admission_enter(struct admission *a, uint64_t key)
 {
 	if (key == 0)
-		return true;
-	unsigned *n = idmap_get(&a->open, key);
-	if (n != NULL && a->max_per_address != 0 && *n >= a->max_per_address) {
-		a->refused++;
-		return false;
+		return ADMISSION_OPEN;
+	struct admission_count *n = idmap_put(&a->counts, key);
+	if (n == NULL)
+		return ADMISSION_NO_MEMORY;
+	if (a->max_per_address == 0 || n->open < a->max_per_address) {
+		n->open++;
+		return ADMISSION_OPEN;
 	}
-	if (n == NULL && (n = idmap_put(&a->open, key)) == NULL)
-		return false; /* out of memory: no new connection either */
-	++*n;
-	return true;
+	a->refused++;
+	if (n->refusing >= ADMISSION_MAX_REFUSING)
+		return ADMISSION_DROP;
+	n->refusing++;
+	return ADMISSION_REFUSE;
 }
 
-void admission_leave(struct admission *a, uint64_t key)
+void admission_leave(struct admission *a, uint64_t key, enum admission_verdict v)
 {
-	unsigned *n = key == 0 ? NULL : idmap_get(&a->open, key);
+	struct admission_count *n = key == 0 ? NULL : idmap_get(&a->counts, key);
 	if (n == NULL)
 		return;
-	if (--*n == 0)
-		idmap_del(&a->open, key);
+	if (v == ADMISSION_OPEN && n->open > 0)
+		n->open--;
+	else if (v == ADMISSION_REFUSE && n->refusing > 0)
+		n->refusing--;
+	if (n->open == 0 && n->refusing == 0)
+		idmap_del(&a->counts, key);
 }
 
 bool admission_frame_overdue(uint64_t started_ms, uint64_t now_ms, unsigned timeout_ms)

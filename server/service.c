@@ -54,7 +54,8 @@ struct service_conn {
 	struct leases_budget keepalive_budget;
 	bool paused;            /* reads stopped until the keepalive budget refills */
 	uint64_t admission_key; /* counted in svc->admission; 0: not counted */
-	bool refused;           /* TLS: refused once its handshake is done */
+	/* How it was counted: ADMISSION_REFUSE is told once its TLS handshake ends. */
+	enum admission_verdict admitted;
 	uint64_t frame_started; /* loop ms when the pending frame began; 0: none */
 	uint64_t *kept;         /* sessions bindings_note() said it keeps */
 	size_t n_kept, cap_kept;
@@ -94,7 +95,7 @@ static void conn_close(struct service_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
-	admission_leave(&c->svc->admission, c->admission_key);
+	admission_leave(&c->svc->admission, c->admission_key, c->admitted);
 	c->admission_key = 0;
 	pushes_forget_conn(&c->svc->pushes, c);
 	bindings_closed(&c->svc->bindings, c, c->kept, c->n_kept);
@@ -1735,24 +1736,48 @@ static void refuse(struct service_conn *c)
 	conn_close(c);
 }
 
-/* Counts a new connection against its address's limit. */
-static bool admit(struct service *s, struct service_conn *c)
+/* Closes at once, untold, a connection over its address's limit that
+ * finds as many refusals being told as may be, or that admission had no
+ * memory to count: telling it would hold it for a TLS handshake. */
+static void drop(struct service_conn *c, enum admission_verdict v)
+{
+	struct service *s = c->svc;
+	char peer[64];
+	conn_peer(c, peer, sizeof peer);
+	if (v == ADMISSION_NO_MEMORY)
+		log_rate_warn(&s->log_admission, uv_now(s->loop),
+			      "client %s: out of memory to count its connection; closed", peer);
+	else
+		log_rate_warn(&s->log_admission, uv_now(s->loop),
+			      "client %s: too many connections from it (max-connections-per-"
+			      "address %u) and %u refusals being told; closed at once (%llu "
+			      "refused in all)",
+			      peer, s->cfg->max_connections_per_address, ADMISSION_MAX_REFUSING,
+			      s->admission.refused);
+	conn_close(c);
+}
+
+/* Counts a new connection against its address's limit (one whose address
+ * cannot be read is served, counted nowhere). */
+static enum admission_verdict admit(struct service *s, struct service_conn *c)
 {
 	struct sockaddr_storage ss;
 	int n = sizeof ss;
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) != 0)
-		return true;
+		return ADMISSION_OPEN;
 	uint64_t key = admission_key((struct sockaddr *)&ss);
-	if (!admission_enter(&s->admission, key))
-		return false;
-	c->admission_key = key;
-	return true;
+	enum admission_verdict v = admission_enter(&s->admission, key);
+	if (v == ADMISSION_OPEN || v == ADMISSION_REFUSE) {
+		c->admission_key = key;
+		c->admitted = v;
+	}
+	return v;
 }
 
 static void tls_handshake_cb(struct tls_stream *ts)
 {
 	struct service_conn *c = ts->data;
-	if (c->refused) {
+	if (c->admitted == ADMISSION_REFUSE) {
 		refuse(c);
 		return;
 	}
@@ -1782,16 +1807,20 @@ static void accept_cb(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	bool admitted = admit(s, c);
+	enum admission_verdict v = admit(s, c);
+	if (v == ADMISSION_DROP || v == ADMISSION_NO_MEMORY) {
+		drop(c, v);
+		return;
+	}
 	if (s->tls == NULL) {
-		if (!admitted) {
+		if (v == ADMISSION_REFUSE) {
 			refuse(c);
 			return;
 		}
 		uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 		return;
 	}
-	c->refused = !admitted; /* told once the handshake lets it hear */
+	/* A refusal is told once the handshake lets it hear (tls_handshake_cb). */
 	struct tls_stream_options o = {
 		.role = TLS_ROLE_SERVER,
 		.handshake_timeout_ms = s->cfg->tls_handshake_timeout_ms,

@@ -42,22 +42,59 @@ static void test_limit_per_address(void **state)
 	struct admission a;
 	admission_init(&a, 2);
 	uint64_t x = key4("192.0.2.1"), y = key4("192.0.2.2");
-	assert_true(admission_enter(&a, x));
-	assert_true(admission_enter(&a, x));
-	assert_false(admission_enter(&a, x)); /* third from x */
-	assert_true(admission_enter(&a, y));  /* others unaffected */
+	assert_int_equal(admission_enter(&a, x), ADMISSION_OPEN);
+	assert_int_equal(admission_enter(&a, x), ADMISSION_OPEN);
+	assert_int_equal(admission_enter(&a, x), ADMISSION_REFUSE); /* third from x */
+	assert_int_equal(admission_enter(&a, y), ADMISSION_OPEN);   /* others unaffected */
 	assert_int_equal(a.refused, 1);
-	admission_leave(&a, x);
-	assert_true(admission_enter(&a, x)); /* room again */
-	assert_true(admission_enter(&a, 0)); /* no key: never limited */
-	admission_leave(&a, 0);
-	admission_leave(&a, key4("192.0.2.9")); /* never entered: ignored */
+	admission_leave(&a, x, ADMISSION_REFUSE); /* the refused one leaves: still full */
+	assert_int_equal(admission_enter(&a, x), ADMISSION_REFUSE);
+	admission_leave(&a, x, ADMISSION_REFUSE);
+	admission_leave(&a, x, ADMISSION_OPEN);
+	assert_int_equal(admission_enter(&a, x), ADMISSION_OPEN); /* room again */
+	assert_int_equal(admission_enter(&a, 0), ADMISSION_OPEN); /* no key: never limited */
+	admission_leave(&a, 0, ADMISSION_OPEN);
+	admission_leave(&a, key4("192.0.2.9"), ADMISSION_OPEN); /* never entered: ignored */
 	admission_close(&a);
 
 	admission_init(&a, 0); /* no limit */
 	for (int i = 0; i < 5000; i++)
-		assert_true(admission_enter(&a, x));
+		assert_int_equal(admission_enter(&a, x), ADMISSION_OPEN);
 	assert_int_equal(a.refused, 0);
+	admission_close(&a);
+}
+
+/* Past the limit, ADMISSION_MAX_REFUSING refusals from one address may be
+ * being told at once; the next is dropped, counted nowhere but in
+ * refused. Each refusal that ends makes room for one more, and an address
+ * whose connections all left holds nothing. */
+static void test_refusals_being_told_bounded(void **state)
+{
+	(void)state;
+	struct admission a;
+	admission_init(&a, 1);
+	uint64_t x = key4("192.0.2.1"), y = key4("192.0.2.2");
+	assert_int_equal(admission_enter(&a, x), ADMISSION_OPEN);
+	for (int i = 0; i < ADMISSION_MAX_REFUSING; i++)
+		assert_int_equal(admission_enter(&a, x), ADMISSION_REFUSE);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(admission_enter(&a, x), ADMISSION_DROP);
+	assert_int_equal(a.refused, ADMISSION_MAX_REFUSING + 100);
+	assert_int_equal(admission_enter(&a, y), ADMISSION_OPEN); /* others unaffected */
+	assert_int_equal(admission_enter(&a, y), ADMISSION_REFUSE);
+
+	admission_leave(&a, x, ADMISSION_DROP); /* holds nothing: changes nothing */
+	assert_int_equal(admission_enter(&a, x), ADMISSION_DROP);
+	admission_leave(&a, x, ADMISSION_REFUSE);
+	assert_int_equal(admission_enter(&a, x), ADMISSION_REFUSE);
+	assert_int_equal(admission_enter(&a, x), ADMISSION_DROP);
+
+	for (int i = 0; i < ADMISSION_MAX_REFUSING; i++)
+		admission_leave(&a, x, ADMISSION_REFUSE);
+	admission_leave(&a, x, ADMISSION_OPEN);
+	admission_leave(&a, y, ADMISSION_REFUSE);
+	admission_leave(&a, y, ADMISSION_OPEN);
+	assert_int_equal(a.counts.len, 0);
 	admission_close(&a);
 }
 
@@ -75,6 +112,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keys),
 		cmocka_unit_test(test_limit_per_address),
+		cmocka_unit_test(test_refusals_being_told_bounded),
 		cmocka_unit_test(test_frame_clock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
