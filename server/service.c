@@ -1787,14 +1787,45 @@ static void tls_handshake_cb(struct tls_stream *ts)
 	c->cert_identity = c->identity != NULL;
 }
 
+static void accept_cb(uv_stream_t *server, int status);
+
+static void reject_closed(uv_handle_t *h)
+{
+	struct service *s = h->data;
+	s->rejecting = false;
+	if (s->reject_waiting && !s->closing) {
+		s->reject_waiting = false;
+		accept_cb((uv_stream_t *)&s->listener, 0);
+	}
+}
+
+/* Takes the pending connection into s->reject and closes it: one left
+ * pending would stop libuv watching the listener for good (uv_accept() is
+ * what starts it again), and the node would take no more clients. While
+ * the last one rejected is closing, the next waits for it. */
+static void reject(struct service *s)
+{
+	if (s->rejecting) {
+		s->reject_waiting = true;
+		return;
+	}
+	s->rejecting = true;
+	uv_tcp_init(s->loop, &s->reject);
+	s->reject.data = s;
+	uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->reject);
+	uv_close((uv_handle_t *)&s->reject, reject_closed);
+}
+
 static void accept_cb(uv_stream_t *server, int status)
 {
 	struct service *s = server->data;
-	if (status != 0 || s->closing)
+	if (status != 0)
+		return; /* nothing pending */
+	struct service_conn *c = s->closing ? NULL : calloc(1, sizeof *c);
+	if (c == NULL) {
+		reject(s);
 		return;
-	struct service_conn *c = calloc(1, sizeof *c);
-	if (c == NULL)
-		return;
+	}
 	c->svc = s;
 	c->refs = 1;
 	frame_reader_init(&c->reader, RAFTLOCK_FRAME_MAX);

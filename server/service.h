@@ -57,6 +57,10 @@ struct service {
 	struct node *node;
 	struct leases *leases;
 	uv_tcp_t listener;
+	/* A connection that cannot be served (out of memory, or the service
+	 * closing) is accepted into reject and closed (service.c: reject()). */
+	uv_tcp_t reject;
+	bool rejecting, reject_waiting;  /* reject is closing; another waits */
 	struct list conns;               /* struct service_conn */
 	struct list dirty;               /* connections with responses to write */
 	uv_prepare_t flusher;            /* writes them once per loop iteration */

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "address.h"
+#include "alloc_fail.h"
 #include "codec.h"
 #include "frame.h"
 #include "leases.h"
@@ -1864,6 +1865,32 @@ static void test_frame_timeout(void **state)
 	close(idle);
 }
 
+/* Connections the service cannot allocate for are still accepted, and
+ * closed at once: libuv stops watching a listener whose connection was left
+ * pending, and the node would take no more clients. Two fail, the second
+ * while the first one's close is under way (it waits for it, and fails
+ * again then); the next is served. */
+static void test_accept_without_memory(void **state)
+{
+	struct fx *f = *state;
+	int second = connect_again(f); /* pending with f->sock: the loop has not run */
+	alloc_fail_start(&(struct alloc_fail_rule){.calls = ALLOC_FAIL_CALLOC,
+						   .one_thread = true,
+						   .thread = pthread_self(),
+						   .count = 3});
+	assert_null(next_env(f)); /* closed */
+	assert_null(next_env_on(f, second));
+	assert_int_equal(alloc_fail_count(), 3);
+	alloc_fail_stop();
+	assert_int_equal(service_connections(&f->svc), 0);
+	close(second);
+	close(f->sock);
+	f->sock = connect_again(f);
+	send_acquire(f, 7, 1);
+	assert_int_equal(next_status(f, NULL), RAFTLOCK_ENOTLEADER);
+	assert_int_equal(service_connections(&f->svc), 1);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -1913,6 +1940,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_connections_per_address, setup_limits,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),
+		cmocka_unit_test_setup_teardown(test_accept_without_memory, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
