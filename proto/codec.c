@@ -56,6 +56,7 @@ static bool secret_too_long(const ProtobufCBinaryData *secret)
 /* Why a request breaks the protocol's bounds, for the answer to it. */
 #define TOO_LONG "a field is longer than the protocol allows"
 #define MISSING "a required message is missing"
+#define MULTI_SIZE "a lock set holds 1 to RAFTLOCK_MULTI_MAX (64) locks"
 
 static const char *name_refusal(const char *name)
 {
@@ -101,7 +102,7 @@ static const char *check_multi_acquire(const Raftlock__MultiAcquireRequest *req)
 {
 	const Raftlock__MultiAcquire *m = req->acquire;
 	if (m == NULL || m->n_items == 0 || m->n_items > RAFTLOCK_MULTI_MAX)
-		return "a lock set holds 1 to RAFTLOCK_MULTI_MAX (64) locks";
+		return MULTI_SIZE;
 	for (size_t i = 0; i < m->n_items; i++) {
 		if (m->items[i] == NULL)
 			return MISSING;
@@ -242,47 +243,181 @@ static bool read_varint(const uint8_t *p, size_t n, size_t *at, uint64_t *v)
 	return false;
 }
 
+/* One field of a message on the wire, as wire_next() reads it. */
+struct wire_field {
+	uint64_t number;
+	unsigned type;       /* PROTOBUF_C_WIRE_TYPE_* */
+	uint64_t value;      /* a varint's */
+	const uint8_t *data; /* a length-prefixed field's bytes */
+	size_t len;
+};
+
+/* Reads the field at *at of the message (p, n) into *f and moves *at past
+ * it. False at the end, and where the bytes end early or hold a wire type
+ * these walks do not follow (groups): a walk stops there. */
+static bool wire_next(const uint8_t *p, size_t n, size_t *at, struct wire_field *f)
+{
+	uint64_t key;
+	if (*at >= n || !read_varint(p, n, at, &key))
+		return false;
+	f->number = key >> 3;
+	f->type = (unsigned)(key & 7);
+	switch (f->type) {
+	case PROTOBUF_C_WIRE_TYPE_VARINT: return read_varint(p, n, at, &f->value);
+	case PROTOBUF_C_WIRE_TYPE_64BIT:
+	case PROTOBUF_C_WIRE_TYPE_32BIT: {
+		size_t size = f->type == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
+		if (n - *at < size)
+			return false;
+		*at += size;
+		return true;
+	}
+	case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+		uint64_t len;
+		if (!read_varint(p, n, at, &len) || len > n - *at)
+			return false;
+		f->data = p + *at;
+		f->len = (size_t)len;
+		*at += f->len;
+		return true;
+	}
+	default: return false;
+	}
+}
+
 /*
  * Whether a string field of the message (p, n) of type desc, at any depth,
  * holds a NUL byte. protobuf-c hands strings over as C strings, cut at the
  * first NUL: "a\0x" would name lock "a". The bytes are ones protobuf-c has
- * just unpacked; wire types this walk does not follow end it.
+ * just unpacked.
  */
 static bool string_has_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n)
 {
 	size_t at = 0;
-	uint64_t key, len;
-	while (at < n && read_varint(p, n, &at, &key)) {
-		switch (key & 7) {
-		case PROTOBUF_C_WIRE_TYPE_VARINT:
-			if (!read_varint(p, n, &at, &len))
-				return false;
-			break;
-		case PROTOBUF_C_WIRE_TYPE_64BIT: at += 8; break;
-		case PROTOBUF_C_WIRE_TYPE_32BIT: at += 4; break;
-		case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
-			if (!read_varint(p, n, &at, &len) || len > n - at)
-				return false;
-			const ProtobufCFieldDescriptor *f =
-				protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
-			if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
-			    memchr(p + at, 0, len) != NULL)
-				return true;
-			if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-			    string_has_nul(f->descriptor, p + at, len))
-				return true;
-			at += len;
-			break;
-		}
-		default: return false;
-		}
+	struct wire_field w;
+	while (wire_next(p, n, &at, &w)) {
+		if (w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+			continue;
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field(desc, (unsigned)w.number);
+		if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
+		    memchr(w.data, 0, w.len) != NULL)
+			return true;
+		if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+		    string_has_nul(f->descriptor, w.data, w.len))
+			return true;
 	}
 	return false;
+}
+
+/*
+ * The repeated fields of requests whose count the protocol bounds, by
+ * their path of field numbers from the envelope (raftlock.proto). They are
+ * counted on the wire before the request is unpacked: protobuf-c would
+ * first allocate every element (a 4 MiB frame holds 2 million empty lock
+ * set items), and only then could the bound be checked. A request over
+ * one is refused by its id with `why`, or, when why is NULL (a flood),
+ * as bytes that do not decode.
+ */
+struct wire_bound {
+	uint64_t path[3];
+	unsigned depth;
+	bool varints; /* scalars, which may come packed: each varint counts */
+	size_t max;
+	const char *why;
+};
+
+static const struct wire_bound wire_bounds[] = {
+	/* Envelope.multi_acquire (41) .acquire (1) .items (1) */
+	{{41, 1, 1}, 3, false, RAFTLOCK_MULTI_MAX, MULTI_SIZE},
+	/* Envelope.keepalive (12) .sessions (1), .secrets (2): no more
+	 * secrets than sessions, checked once unpacked */
+	{{12, 1}, 2, true, RAFTLOCK_KEEPALIVE_MAX, NULL},
+	{{12, 2}, 2, false, RAFTLOCK_KEEPALIVE_MAX, NULL},
+};
+
+/*
+ * How many values the field at path[0..depth) of the message (p, n) holds,
+ * or a number above max once it is past it. Summed over every occurrence
+ * of the field and of the messages on its way: protobuf-c merges them, or,
+ * a oneof's, unpacks each and keeps the last.
+ */
+static size_t wire_count(const uint8_t *p, size_t n, const uint64_t *path, unsigned depth,
+			 bool varints, size_t max)
+{
+	size_t count = 0, at = 0;
+	struct wire_field w;
+	while (count <= max && wire_next(p, n, &at, &w)) {
+		if (w.number != path[0])
+			continue;
+		if (depth > 1) {
+			if (w.type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+				count += wire_count(w.data, w.len, path + 1, depth - 1, varints,
+						    max - count);
+		} else if (varints && w.type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) {
+			for (size_t i = 0; i < w.len && count <= max; i++)
+				count += (w.data[i] & 0x80) == 0; /* the last byte of a varint */
+		} else {
+			count++;
+		}
+	}
+	return count;
+}
+
+/* The bound of wire_bounds[] that the envelope (p, n) breaks, or NULL. One
+ * walk of the envelope's own fields; only a body with such a field is
+ * walked into. */
+static const struct wire_bound *wire_over_bound(const uint8_t *p, size_t n)
+{
+	size_t count[sizeof wire_bounds / sizeof *wire_bounds] = {0};
+	size_t at = 0;
+	struct wire_field w;
+	while (wire_next(p, n, &at, &w)) {
+		for (size_t i = 0; i < sizeof wire_bounds / sizeof *wire_bounds; i++) {
+			const struct wire_bound *b = &wire_bounds[i];
+			if (w.number != b->path[0] ||
+			    w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+				continue;
+			count[i] += wire_count(w.data, w.len, b->path + 1, b->depth - 1, b->varints,
+					       b->max - count[i]);
+			if (count[i] > b->max)
+				return b;
+		}
+	}
+	return NULL;
+}
+
+/* The envelope (p, n) with only its id (the last one on the wire, as
+ * protobuf-c reads it): the answer to a request refused unread. */
+static int envelope_of_id(const uint8_t *p, size_t n, Raftlock__Envelope **out)
+{
+	Raftlock__Envelope head = RAFTLOCK__ENVELOPE__INIT;
+	size_t at = 0;
+	struct wire_field w;
+	while (wire_next(p, n, &at, &w))
+		if (w.number == 1 && w.type == PROTOBUF_C_WIRE_TYPE_VARINT)
+			head.id = w.value;
+	uint8_t bytes[16]; /* a tag and a varint */
+	size_t len = raftlock__envelope__pack(&head, bytes);
+	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, len, bytes);
+	if (env == NULL)
+		return RAFTLOCK_ENOMEM;
+	*out = env;
+	return 0;
 }
 
 int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
 			 const char **refusal)
 {
+	const struct wire_bound *over = wire_over_bound(buf, n);
+	if (over != NULL && over->why == NULL)
+		return RAFTLOCK_EPROTO;
+	if (over != NULL) {
+		int rv = envelope_of_id(buf, n, out);
+		if (rv == 0)
+			*refusal = over->why;
+		return rv;
+	}
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
 	if (env == NULL)
 		return RAFTLOCK_EPROTO;

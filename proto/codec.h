@@ -77,7 +77,11 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
  * or RAFTLOCK_ENOMEM with *out and *refusal unchanged; else 0 with *out as
  * above and *refusal NULL, or a static text saying which bound the request
  * breaks: an empty lock name or one over RAFTLOCK_NAME_MAX bytes, a string field holding a
- * NUL byte (which a C string would cut), a field over its limit.
+ * NUL byte (which a C string would cut), a field over its limit, a lock
+ * set over RAFTLOCK_MULTI_MAX locks. The count of a repeated field that
+ * the protocol bounds (a set's locks, a keepalive's sessions and secrets)
+ * is read on the wire before anything is unpacked: a request over it is
+ * refused unread, and *out of such a set holds only the envelope's id.
  */
 int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
 			 const char **refusal);

@@ -3,8 +3,9 @@
  *
  * Messages are filled from their descriptors (every field set, bytes
  * fields with a session secret's length, one member of a oneof at a time), so a body or command
- * added to raftlock.proto gets its seed without a change here. Each seed starts with fuzz_decode's
- * control byte.
+ * added to raftlock.proto gets its seed without a change here; and a lock
+ * set over its bound, which the decoder refuses from a walk of the wire.
+ * Each seed starts with fuzz_decode's control byte.
  *
  * Usage: fuzz_seeds DIR
  */
@@ -165,6 +166,34 @@ static void add_envelope(unsigned pick, uint8_t **stream, size_t *len)
 	protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* A lock set of one lock over RAFTLOCK_MULTI_MAX (the seed's one item
+ * again and again), which the decoder counts on the wire and refuses
+ * before unpacking its items. */
+static void write_set_over_bound(void)
+{
+	const ProtobufCMessageDescriptor *desc = &raftlock__envelope__descriptor;
+	unsigned pick = 0;
+	while (strcmp(member_name(desc, pick), "multi_acquire") != 0)
+		pick++;
+	Raftlock__Envelope *env = (Raftlock__Envelope *)new_message(desc, 0, pick);
+	Raftlock__MultiAcquire *set = env->multi_acquire->acquire;
+	Raftlock__MultiItem **own = set->items;
+	Raftlock__MultiItem *same[RAFTLOCK_MULTI_MAX + 1];
+	for (size_t i = 0; i <= RAFTLOCK_MULTI_MAX; i++)
+		same[i] = own[0];
+	set->items = same;
+	set->n_items = RAFTLOCK_MULTI_MAX + 1;
+	uint8_t *frame;
+	size_t n;
+	if (codec_frame_envelope(env, &frame, &n) != 0)
+		exit(1);
+	write_seed("env", "multi_acquire_over_bound", 0, frame, n);
+	free(frame);
+	set->items = own;
+	set->n_items = 1;
+	protobuf_c_message_free_unpacked(&env->base, NULL);
+}
+
 static void write_entry(const char *name, Raftlock__Command **cmds, size_t n_cmds)
 {
 	Raftlock__LogEntry entry = RAFTLOCK__LOG_ENTRY__INIT;
@@ -199,6 +228,7 @@ int main(int argc, char **argv)
 	write_seed("stream", "all", CTL_STREAM, stream, len);
 	write_seed("stream", "small_bound", CTL_SMALL_BOUND, stream, len);
 	free(stream);
+	write_set_over_bound();
 
 	unsigned ops = oneof_members(&raftlock__command__descriptor);
 	Raftlock__Command **cmds = xcalloc(ops * sizeof *cmds);

@@ -597,6 +597,163 @@ static void test_multi_acquire_bounds(void **state)
 	free(too_long);
 }
 
+/* Bytes written field by field, for frames no encoder writes: fields
+ * repeated, unpacked, in any order. */
+struct wire {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static void wire_bytes(struct wire *w, const void *bytes, size_t n)
+{
+	if (w->len + n > w->cap) {
+		w->cap = (w->len + n) * 2;
+		w->p = realloc(w->p, w->cap);
+		assert_non_null(w->p);
+	}
+	memcpy(w->p + w->len, bytes, n);
+	w->len += n;
+}
+
+static void wire_varint(struct wire *w, uint64_t v)
+{
+	do {
+		uint8_t b = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v != 0)
+			b |= 0x80;
+		wire_bytes(w, &b, 1);
+	} while (v != 0);
+}
+
+/* Field `number` as a varint. */
+static void wire_uint(struct wire *w, unsigned number, uint64_t v)
+{
+	wire_varint(w, (uint64_t)number << 3 | PROTOBUF_C_WIRE_TYPE_VARINT);
+	wire_varint(w, v);
+}
+
+/* Field `number` length-prefixed, holding (bytes, n). */
+static void wire_len(struct wire *w, unsigned number, const void *bytes, size_t n)
+{
+	wire_varint(w, (uint64_t)number << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
+	wire_varint(w, n);
+	wire_bytes(w, bytes, n);
+}
+
+/* Appends to env a MULTI_ACQUIRE body (Envelope field 41) of k items,
+ * named from m000000 on, after `first` earlier ones, in `parts` sets
+ * (MultiAcquireRequest.acquire fields, which protobuf-c merges). */
+static void wire_lock_set(struct wire *env, size_t first, size_t k, size_t parts)
+{
+	struct wire req = {0};
+	for (size_t p = 0; p < parts; p++) {
+		struct wire set = {0};
+		for (size_t i = first + p * k / parts; i < first + (p + 1) * k / parts; i++) {
+			char name[24]; /* "m" and a size_t */
+			struct wire item = {0};
+			snprintf(name, sizeof name, "m%06zu", i);
+			wire_len(&item, 1, name, strlen(name));
+			wire_len(&set, 1, item.p, item.len); /* MultiAcquire.items */
+			free(item.p);
+		}
+		wire_len(&req, 1, set.p, set.len);
+		free(set.p);
+	}
+	wire_len(env, 41, req.p, req.len);
+	free(req.p);
+}
+
+/* codec_decode_request() of w: the code; *items the set's size, or -1
+ * when it was refused before its body was unpacked (naming the bound). */
+static int decode_set(const struct wire *w, uint64_t id, long *items)
+{
+	Raftlock__Envelope *env = NULL;
+	const char *refusal = NULL;
+	int rv = codec_decode_request(w->p, w->len, &env, &refusal);
+	if (rv != 0)
+		return rv;
+	assert_int_equal(env->id, id);
+	if (refusal == NULL) {
+		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE);
+		*items = (long)env->multi_acquire->acquire->n_items;
+	} else {
+		assert_string_equal(refusal, "a lock set holds 1 to RAFTLOCK_MULTI_MAX (64) locks");
+		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY__NOT_SET);
+		*items = -1;
+	}
+	raftlock__envelope__free_unpacked(env, NULL);
+	return 0;
+}
+
+/* A request of id with n MULTI_ACQUIRE bodies of bodies[i] items, each
+ * in `parts` sets, decodes to a set of `want` items (-1: refused unread). */
+static void assert_sets(uint64_t id, const size_t *bodies, size_t n, size_t parts, long want)
+{
+	struct wire w = {0};
+	size_t first = 0;
+	wire_uint(&w, 1, id);
+	for (size_t i = 0; i < n; i++) {
+		wire_lock_set(&w, first, bodies[i], parts);
+		first += bodies[i];
+	}
+	long items;
+	assert_int_equal(decode_set(&w, id, &items), 0);
+	assert_int_equal(items, want);
+	free(w.p);
+}
+
+/* The count of a repeated field the protocol bounds is read on the wire:
+ * a request over it is refused before protobuf-c unpacks (and allocates)
+ * each element -- a 4 MiB frame holds 2 million empty set items. The
+ * refusal is the one given after unpacking (by the request's id, the
+ * connection going on), its body left unread; a request at the bound
+ * decodes. Every occurrence of the set on the wire counts. */
+static void test_repeated_counted_before_unpacking(void **state)
+{
+	(void)state;
+	assert_sets(7, (size_t[]){RAFTLOCK_MULTI_MAX}, 1, 1, RAFTLOCK_MULTI_MAX);
+	assert_sets(7, (size_t[]){RAFTLOCK_MULTI_MAX + 1}, 1, 1, -1);
+	long items;
+	struct wire w = {0};
+	wire_lock_set(&w, 0, 100000, 1);
+	wire_uint(&w, 1, 8); /* after the body: the id is still answered */
+	assert_int_equal(decode_set(&w, 8, &items), 0);
+	assert_int_equal(items, -1);
+	/* Sets that protobuf-c merges count together. */
+	assert_sets(9, (size_t[]){RAFTLOCK_MULTI_MAX}, 1, 2, RAFTLOCK_MULTI_MAX);
+	assert_sets(9, (size_t[]){RAFTLOCK_MULTI_MAX + 1}, 1, 2, -1);
+	/* Of repeated bodies it keeps the last, but unpacks each: they count
+	 * together too. */
+	size_t halves[] = {RAFTLOCK_MULTI_MAX / 2, RAFTLOCK_MULTI_MAX / 2, 1};
+	assert_sets(10, halves, 2, 1, RAFTLOCK_MULTI_MAX / 2);
+	assert_sets(10, halves, 3, 1, -1);
+
+	/* A keepalive's sessions, unpacked (one field each) or packed, count
+	 * alike: over the bound, the connection is closed as before. */
+	struct wire ka = {0}, packed = {0};
+	for (size_t i = 0; i < RAFTLOCK_KEEPALIVE_MAX; i++)
+		wire_uint(&ka, 1, 1);
+	w.len = 0;
+	wire_len(&w, 12, ka.p, ka.len);
+	Raftlock__Envelope *env = NULL;
+	const char *refusal = NULL;
+	assert_int_equal(codec_decode_request(w.p, w.len, &env, &refusal), 0);
+	assert_null(refusal);
+	assert_int_equal(env->keepalive->n_sessions, RAFTLOCK_KEEPALIVE_MAX);
+	raftlock__envelope__free_unpacked(env, NULL);
+	wire_varint(&packed, 1); /* one more, packed */
+	wire_len(&ka, 1, packed.p, packed.len);
+	w.len = 0;
+	wire_len(&w, 12, ka.p, ka.len);
+	env = NULL;
+	assert_int_equal(codec_decode_request(w.p, w.len, &env, &refusal), RAFTLOCK_EPROTO);
+	assert_null(env);
+	free(packed.p);
+	free(ka.p);
+	free(w.p);
+}
+
 /* The authentication and access-rule requests: a token of at most
  * RAFTLOCK_TOKEN_MAX bytes, a rule with an identity and bounded names. */
 static void test_auth_request_bounds(void **state)
@@ -1136,6 +1293,7 @@ int main(void)
 		cmocka_unit_test(test_other_request_bounds),
 		cmocka_unit_test(test_auth_request_bounds),
 		cmocka_unit_test(test_multi_acquire_bounds),
+		cmocka_unit_test(test_repeated_counted_before_unpacking),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
 		cmocka_unit_test(test_check_rule),
