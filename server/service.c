@@ -628,6 +628,21 @@ static const Raftlock__Sequence *request_sequence(const Raftlock__Envelope *env,
 	return legacy;
 }
 
+/* Whether env acts on a session, named by its sequence header: the
+ * mutations other than a session open, the access rules and revocations. */
+static bool acts_on_session(const Raftlock__Envelope *env)
+{
+	switch (env->body_case) {
+	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
+	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
+	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
+	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
+	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM: return true;
+	default: return false;
+	}
+}
+
 /* The session a session open's nonce opened, if it is still open; 0 if
  * none. */
 static uint64_t nonce_session(struct store *st, uint64_t nonce)
@@ -885,8 +900,10 @@ static bool secret_admitted(struct service *s, struct service_conn *c,
 			 "session %llu: the request does not carry the session's secret; nothing "
 			 "done",
 			 (unsigned long long)seq->session);
-	} else if (known == RAFTLOCK_ESESSION && seq->session != 0) {
-		/* Not open here. Proposed, the request would apply after an
+	} else if (known == RAFTLOCK_ESESSION && (seq->session != 0 || acts_on_session(env))) {
+		/* Not open here (session 0 never is: a set or a proclaim
+		 * without a sequence header names it, which apply would
+		 * answer ESESSION). Proposed, the request would apply after an
 		 * open of that id not applied yet and act on the new session
 		 * without its secret (ids are sequential): it is not proposed.
 		 * An id this leader has not given out yet is such an open, or
@@ -1360,19 +1377,8 @@ static void conn_peer(struct service_conn *c, char *peer, size_t len);
  * or read. */
 static bool authorized(struct service *s, struct service_conn *c, const Raftlock__Envelope *env)
 {
-	uint64_t session = 0;
 	Raftlock__Sequence legacy;
-	switch (env->body_case) {
-	case RAFTLOCK__ENVELOPE__BODY_CLOSE_SESSION:
-	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
-	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
-	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
-	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE:
-	case RAFTLOCK__ENVELOPE__BODY_PROCLAIM:
-		session = request_sequence(env, &legacy)->session;
-		break;
-	default: break;
-	}
+	uint64_t session = acts_on_session(env) ? request_sequence(env, &legacy)->session : 0;
 	struct store *st = &s->node->store;
 	struct auth_view v = {.store = st, .root = s->cfg->auth_admin};
 	char msg[2 * RAFTLOCK_NAME_MAX + 128];

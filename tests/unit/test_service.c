@@ -1020,13 +1020,28 @@ static int next_keepalive_status(struct fx *f)
 	return status;
 }
 
+/* The next answer, to request id, is the Result apply gives a session
+ * that ended, with a message that says `says`. */
+static void assert_session_ended(struct fx *f, uint64_t id, const char *says)
+{
+	Raftlock__Envelope *env = next_env(f);
+	assert_non_null(env);
+	assert_int_equal(env->id, id);
+	assert_int_equal(env->response->status, 0);
+	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_RESULT);
+	assert_int_equal(env->response->result->status, RAFTLOCK_ESESSION);
+	assert_non_null(strstr(env->response->message, says));
+	raftlock__envelope__free_unpacked(env, NULL);
+}
+
 /* Rule 14: a session this ready leader does not know is not proposed for:
  * apply would run the request on an open of that id not applied yet, ids
  * being sequential, without its secret. Below the next id to give, the
  * session ended: the Result apply gives (final); from it on, "not
  * executed" (EUNAVAILABLE: a newer leader may have opened it). A
- * keepalive's id is answered by the same rule. The leader reads the next
- * id from a real store in a temporary directory. */
+ * keepalive's id is answered by the same rule, and so is session 0, which
+ * a mutation sent without a sequence header names. The leader reads the
+ * next id from a real store in a temporary directory. */
 static void test_unknown_session_not_proposed(void **state)
 {
 	struct fx *f = *state;
@@ -1044,14 +1059,7 @@ static void test_unknown_session_not_proposed(void **state)
 	Raftlock__Envelope *req = acquire_msg(&am, 1, 1, SECRET_5);
 	am.h.session = 6; /* ended */
 	send_env(f, req);
-	Raftlock__Envelope *env = next_env(f);
-	assert_non_null(env);
-	assert_int_equal(env->id, 1);
-	assert_int_equal(env->response->status, 0);
-	assert_int_equal(env->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_RESULT);
-	assert_int_equal(env->response->result->status, RAFTLOCK_ESESSION);
-	assert_non_null(strstr(env->response->message, "session 6 is not open"));
-	raftlock__envelope__free_unpacked(env, NULL);
+	assert_session_ended(f, 1, "session 6 is not open");
 	req = acquire_msg(&am, 2, 1, SECRET_5);
 	am.h.session = 7; /* the next one: its open may be on its way */
 	send_env(f, req);
@@ -1063,6 +1071,27 @@ static void test_unknown_session_not_proposed(void **state)
 	assert_int_equal(next_keepalive_status(f), RAFTLOCK_ESESSION);
 	send_keepalive(f, 4, 7 + 5);
 	assert_int_equal(next_keepalive_status(f), RAFTLOCK_EUNAVAILABLE);
+	/* Session 0 is never open: a mutation naming it, a set or a
+	 * proclaim without a sequence header, gets the same answer. */
+	req = acquire_msg(&am, 6, 1, SECRET_5);
+	am.h.session = 0;
+	send_env(f, req);
+	assert_session_ended(f, 6, "session 0 is not open");
+	struct multi_msg mm;
+	req = multi_msg(&mm, 7, 1);
+	req->sequence = NULL;
+	send_env(f, req);
+	assert_session_ended(f, 7, "session 0 is not open");
+	Raftlock__Proclaim pc = RAFTLOCK__PROCLAIM__INIT;
+	pc.name = "e";
+	Raftlock__ProclaimRequest pr = RAFTLOCK__PROCLAIM_REQUEST__INIT;
+	pr.proclaim = &pc;
+	req = multi_msg(&mm, 8, 1); /* its envelope, with another body */
+	req->sequence = NULL;
+	req->body_case = RAFTLOCK__ENVELOPE__BODY_PROCLAIM;
+	req->proclaim = &pr;
+	send_env(f, req);
+	assert_session_ended(f, 8, "session 0 is not open");
 	timebase_advance(&f->tb, 100);
 	assert_int_equal(n_proposed, 0);
 
