@@ -8,6 +8,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "metrics_label.h"
 #include "peer_tls.h"
 #include "raftlock.h"
 #include "status.h"
@@ -67,17 +68,18 @@ static void counter(struct text *t, const char *name, const char *help, unsigned
 	put(t, "raftlock_%s %llu\n", name, v);
 }
 
-/* A label value: backslash, double quote and newline escaped. */
+/* A label value, valid whatever bytes v holds (metrics_label.h). */
 static void put_label(struct text *t, const char *v)
 {
-	for (; *v != '\0'; v++) {
-		if (*v == '\\' || *v == '"')
-			put(t, "\\%c", *v);
-		else if (*v == '\n')
-			put(t, "\\n");
-		else
-			put(t, "%c", *v);
+	if (t->full)
+		return;
+	size_t n = metrics_label_write(t->buf + t->len, t->cap - t->len, v);
+	if (n >= t->cap - t->len) {
+		t->full = true;
+		t->buf[t->len] = '\0';
+		return;
 	}
+	t->len += n;
 }
 
 /* One histogram's series; `label` is "" or `key="value",`. */
