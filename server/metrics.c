@@ -423,8 +423,10 @@ static void scrape_accept(uv_stream_t *server, int status)
 	if (status != 0)
 		return;
 	struct scrape *s = calloc(1, sizeof *s);
-	if (s == NULL)
+	if (s == NULL) {
+		listener_reject(&m->reject);
 		return;
+	}
 	s->m = m;
 	uv_tcp_init(m->loop, &s->tcp);
 	s->tcp.data = s;
@@ -447,6 +449,7 @@ int metrics_start(struct metrics *m, uv_loop_t *loop, const struct config *cfg, 
 				scrape_accept, err, errlen);
 	if (rv != 0)
 		return rv;
+	listener_reject_init(&m->reject, loop, &m->listener, scrape_accept);
 	m->started = true;
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "listener.h"
 #include "node.h"
 #include "service.h"
 
@@ -25,6 +26,7 @@ struct metrics {
 	struct node *node;
 	struct service *service;
 	uv_tcp_t listener;
+	struct listener_reject reject; /* a scrape without memory for it */
 	bool started;
 };
 

@@ -1793,35 +1793,6 @@ static void tls_handshake_cb(struct tls_stream *ts)
 	c->cert_identity = c->identity != NULL;
 }
 
-static void accept_cb(uv_stream_t *server, int status);
-
-static void reject_closed(uv_handle_t *h)
-{
-	struct service *s = h->data;
-	s->rejecting = false;
-	if (s->reject_waiting && !s->closing) {
-		s->reject_waiting = false;
-		accept_cb((uv_stream_t *)&s->listener, 0);
-	}
-}
-
-/* Takes the pending connection into s->reject and closes it: one left
- * pending would stop libuv watching the listener for good (uv_accept() is
- * what starts it again), and the node would take no more clients. While
- * the last one rejected is closing, the next waits for it. */
-static void reject(struct service *s)
-{
-	if (s->rejecting) {
-		s->reject_waiting = true;
-		return;
-	}
-	s->rejecting = true;
-	uv_tcp_init(s->loop, &s->reject);
-	s->reject.data = s;
-	uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->reject);
-	uv_close((uv_handle_t *)&s->reject, reject_closed);
-}
-
 static void accept_cb(uv_stream_t *server, int status)
 {
 	struct service *s = server->data;
@@ -1829,7 +1800,7 @@ static void accept_cb(uv_stream_t *server, int status)
 		return; /* nothing pending */
 	struct service_conn *c = s->closing ? NULL : calloc(1, sizeof *c);
 	if (c == NULL) {
-		reject(s);
+		listener_reject(&s->reject);
 		return;
 	}
 	c->svc = s;
@@ -1897,6 +1868,7 @@ int service_start(struct service *s, uv_loop_t *loop, const struct config *cfg, 
 				accept_cb, err, errlen);
 	if (rv != 0)
 		return rv;
+	listener_reject_init(&s->reject, loop, &s->listener, accept_cb);
 	members_start(&s->members, node->tb, node);
 	uv_prepare_init(loop, &s->flusher);
 	s->flusher.data = s;

@@ -26,6 +26,7 @@
 #include "histogram.h"
 #include "leases.h"
 #include "list.h"
+#include "listener.h"
 #include "members.h"
 #include "node.h"
 #include "pushes.h"
@@ -57,10 +58,9 @@ struct service {
 	struct node *node;
 	struct leases *leases;
 	uv_tcp_t listener;
-	/* A connection that cannot be served (out of memory, or the service
-	 * closing) is accepted into reject and closed (service.c: reject()). */
-	uv_tcp_t reject;
-	bool rejecting, reject_waiting;  /* reject is closing; another waits */
+	/* takes a connection that cannot be served (out of memory, or the
+	 * service closing) off the listener */
+	struct listener_reject reject;
 	struct list conns;               /* struct service_conn */
 	struct list dirty;               /* connections with responses to write */
 	uv_prepare_t flusher;            /* writes them once per loop iteration */
