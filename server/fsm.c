@@ -1349,15 +1349,6 @@ void fsm_restore_base(struct fsm *f, uint64_t image_sum)
 	}
 	free(sessions.v);
 
-	/* The book names the saved cluster's members: their client addresses
-	 * and the data directories that claimed their ids. The new cluster's
-	 * first leader records its own from its --member list, for the ids the
-	 * book lacks (members.c); the highest id used stays used. */
-	for (size_t i = 0; i < a.meta->n_members; i++)
-		raftlock__member_record__free_unpacked(a.meta->members[i], NULL);
-	free(a.meta->members);
-	a.meta->members = NULL;
-	a.meta->n_members = 0;
 	a.meta->restore_floor = a.meta->next_token ? a.meta->next_token : 1;
 	a.meta->next_token = 0; /* until the new cluster's INIT */
 	a.meta->restored_from = image_sum;

@@ -15,8 +15,7 @@
  * the restored cluster before its first raft snapshot starts with
  * --restore and --join: it claims its id as any joining node, takes the
  * image as its base and receives the log from index 1 (node.c,
- * first_start). The base keeps no session and no record of the member
- * book (the saved cluster's members and their addresses).
+ * first_start).
  *
  * Functions return 0 or RAFTLOCK_EDATA / RAFTLOCK_EIO / RAFTLOCK_ENOMEM
  * with a message naming the file in err. Not thread-safe; before raft

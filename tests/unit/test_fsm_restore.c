@@ -5,7 +5,6 @@
  */
 #include "test_fsm_harness.h"
 #include "feature_level.h"
-#include "member_book.h"
 
 #define SUM UINT64_C(0x1234567890abcdef)
 
@@ -133,64 +132,6 @@ static void test_base_forgets_outcomes_and_sets(void **state)
 	assert_int_equal(store_record_bytes(&fresh->store), bytes);
 }
 
-/* Records member id in f's member book, as MEMBER_ADD (founding: as the
- * first leader records a member of its --member list) and, when
- * incarnation is not 0, MEMBER_JOIN apply them. */
-static void book_add(struct fx *f, uint64_t id, const char *client, bool founding,
-		     uint64_t incarnation)
-{
-	char raft[32];
-	snprintf(raft, sizeof raft, "old-%llu:7200", (unsigned long long)id);
-	Raftlock__MemberAdd add = RAFTLOCK__MEMBER_ADD__INIT;
-	add.id = id;
-	add.raft_address = raft;
-	add.client_address = (char *)client;
-	add.founding = founding;
-	Raftlock__MemberJoin join = RAFTLOCK__MEMBER_JOIN__INIT;
-	join.id = id;
-	join.incarnation = incarnation;
-	MDB_txn *txn = store_begin(&f->store, true);
-	Raftlock__Meta *m = store_get_meta(&f->store, txn);
-	assert_int_equal(member_book_add(m, &add), 0);
-	if (incarnation != 0)
-		assert_int_equal(member_book_join(m, &join), 0);
-	store_put_meta(&f->store, txn, m);
-	raftlock__meta__free_unpacked(m, NULL);
-	store_commit(txn);
-}
-
-/* The image's member book names the members of the cluster it was saved
- * from: their client addresses (which a member that joined redirects
- * clients to, and `member list` shows) and the data directories that
- * claimed their ids. The restored cluster is a new one, whose members
- * start from --restore (docs/OPERATIONS.md), maybe on other machines: its
- * first leader records them from its --member list, which it does only
- * for ids the book lacks. So the base keeps no record, and only the
- * highest id used (ids stay unused rather than reused). */
-static void test_base_forgets_the_member_book(void **state)
-{
-	struct fx *f = *state;
-	f->now = 1000;
-	fx_init(f, FX_FLOOR);
-	book_add(f, 1, "old-1:7100", true, 0);
-	book_add(f, 2, "old-2:7100", true, 0);
-	book_add(f, 3, "old-3:7100", true, 0);
-	book_add(f, 4, "old-4:7100", false, UINT64_C(0xfeed));
-	struct fx *g = restored(f);
-	Raftlock__Meta *m = fx_meta(g);
-	uint64_t max = m->max_member_id;
-	size_t n = m->n_members;
-	char kept[64] = "";
-	if (n > 0)
-		snprintf(kept, sizeof kept, "%s", m->members[0]->client_address);
-	raftlock__meta__free_unpacked(m, NULL);
-	if (n > 0)
-		fail_msg("the restored base keeps %zu members of the old cluster's book (one "
-			 "at client address %s)",
-			 n, kept);
-	assert_int_equal(max, 4);
-}
-
 static void test_init_after_restore(void **state)
 {
 	struct fx *f = *state;
@@ -252,7 +193,6 @@ int main(void)
 		T(test_base_has_no_session_and_delays_held_locks),
 		T(test_base_forgets_identities_and_names),
 		T(test_base_forgets_outcomes_and_sets),
-		T(test_base_forgets_the_member_book),
 		T(test_init_after_restore),
 		T(test_feature_level),
 #undef T
