@@ -1209,9 +1209,10 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);
 	uint32_t format = meta->format;
-	/* Format 0 is an empty store, or one written before stores had a
-	 * format (2026-11-21 builds: sessions without lease rows, which a
-	 * snapshot load refuses): rebuilt as any other format. */
+	/* Format 0 is an empty store; one with applied entries and no format
+	 * was written by no build (every one wrote its format), but would
+	 * hold what this build cannot vouch for: rebuilt as any other
+	 * format. */
 	bool stale = format != STORE_FORMAT && (format != 0 || meta->applied_index > 0);
 	uint32_t level = features_recorded(meta->feature_level);
 	/* The state names its cluster once INIT applied (a restored image
