@@ -6,10 +6,12 @@
  * client of the old cluster still runs) has a new identity, tokens above
  * every token of the old cluster, no session of the image (the old
  * client's session is lost: never a grant under it), and every lock that
- * was held under lock-delay; a member whose LMDB is rebuilt starts again
- * from the restored base; a member added later starts from the image and
- * joins. */
+ * was held under lock-delay, and its watch of the old cluster's history
+ * is told HISTORY_LOST (never a silent gap); a member whose LMDB is
+ * rebuilt starts again from the restored base; a member added later
+ * starts from the image and joins. */
 #include <glob.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,6 +40,39 @@ static raftlock_lock *old_held;
 static raftlock_session *bulk[BULK_SESSIONS];
 static uint64_t old_token_max, old_next_token, old_cluster_id;
 
+/* The old client's watch of backup/: the last grant it heard of, and
+ * whether it was told HISTORY_LOST. */
+static raftlock_watch_handle *old_watch;
+static struct {
+	pthread_mutex_t mu;
+	uint64_t granted;
+	bool lost;
+} heard = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_backup_change(const struct raftlock_watch_event *ev, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&heard.mu);
+	if (ev->kind == RAFTLOCK_WATCH_GRANTED)
+		heard.granted = ev->token;
+	heard.lost |= ev->kind == RAFTLOCK_WATCH_HISTORY_LOST;
+	pthread_mutex_unlock(&heard.mu);
+}
+
+/* Waits up to timeout_ms for the watch to have heard of token's grant
+ * (token 0: of HISTORY_LOST). */
+static bool heard_of(uint64_t token, unsigned timeout_ms)
+{
+	for (unsigned waited = 0;; waited += 50) {
+		pthread_mutex_lock(&heard.mu);
+		bool done = token != 0 ? heard.granted == token : heard.lost;
+		pthread_mutex_unlock(&heard.mu);
+		if (done || waited >= timeout_ms)
+			return done;
+		tl_sleep_ms(50);
+	}
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -52,6 +87,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	raftlock_watch_cancel(old_watch);
 	if (old_held != NULL)
 		raftlock_lock_free(old_held);
 	if (old_session != NULL)
@@ -83,6 +119,8 @@ static void save_image(void **state)
 {
 	(void)state;
 	old_client = tl_client(&cl);
+	assert_int_equal(
+		raftlock_watch(old_client, "backup/", NULL, on_backup_change, NULL, &old_watch), 0);
 	old_session = tl_session(old_client, TTL_MS);
 	old_held = tl_lock(old_session, "backup/held");
 	uint64_t t = tl_take(old_held);
@@ -122,6 +160,7 @@ static void save_image(void **state)
 	 * below the restored cluster's too (the bootstrap floor). */
 	raftlock_lock *after = tl_lock(old_session, "backup/after");
 	uint64_t t3 = tl_take(after);
+	assert_true(heard_of(t3, 10000)); /* the watch's position is past the bulk */
 	assert_int_equal(raftlock_lock_release(after, NULL), 0);
 	raftlock_lock_free(after);
 	if (t3 > old_token_max)
@@ -286,6 +325,18 @@ static void restore_cluster(void **state)
 		tl_sleep_ms(100);
 	assert_int_equal(rv, 0);
 	assert_true(token > old_token_max);
+	/* The old client's watch goes on in the new cluster, whose history is
+	 * another (positions from 1 again; the image's holders gone with no
+	 * change of their own): HISTORY_LOST must say so (rule 19). */
+	if (!heard_of(0, 10000)) {
+		pthread_mutex_lock(&heard.mu);
+		uint64_t last = heard.granted;
+		pthread_mutex_unlock(&heard.mu);
+		fail_msg("the old client's watch of backup/ was not told HISTORY_LOST in the "
+			 "restored cluster (it heard token %llu last, the new grant is %llu): "
+			 "it resumed from the old cluster's position",
+			 (unsigned long long)last, (unsigned long long)token);
+	}
 	raftlock_lock *fresh = tl_lock(s, "backup/free");
 	assert_true(tl_take(fresh) > token);
 	struct raftlock_session_list *list = NULL;
