@@ -745,7 +745,8 @@ static int cmd_watch(struct cli *cli, int argc, char **argv)
 		case OPT_JSON: o.json = true; break;
 		case OPT_FROM:
 			if (raftlock_position_parse(optarg, &from) != 0)
-				return usage("watch --from: a position, INDEX.OFFSET or INDEX");
+				return usage("watch --from: a position as printed, "
+					     "INDEX[.OFFSET][@CLUSTER]");
 			o.from = &from;
 			break;
 		case OPT_COUNT:

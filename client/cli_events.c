@@ -26,12 +26,16 @@ static bool is_state(enum raftlock_watch_kind k)
 	       k == RAFTLOCK_WATCH_CURRENT || k == RAFTLOCK_WATCH_HISTORY_LOST;
 }
 
+/* As raftlock_position_parse() reads it back (--from): with its cluster,
+ * so that a resume in a cluster restored since is told HISTORY_LOST. */
 static void print_position(const struct raftlock_position *p)
 {
 	if (p->offset == RAFTLOCK_WATCH_OFFSET_END)
 		printf("%" PRIu64, p->index);
 	else
 		printf("%" PRIu64 ".%" PRIu32, p->index, p->offset);
+	if (p->cluster_id != 0)
+		printf("@%016" PRIx64, p->cluster_id);
 }
 
 /* After a line: a reader that went away (or a full disk) ends the

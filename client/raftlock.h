@@ -936,13 +936,20 @@ RAFTLOCK_API int raftlock_revoke(raftlock_client *client, const char *name, uint
 /* ----------------------------------------------------------- watches -- */
 
 /* Where a change sits in the cluster's history: the raft index of the log
- * entry that made it and its rank among that entry's changes (from 1).
+ * entry that made it and its rank among that entry's changes (from 1),
+ * and the cluster whose history that is (raftlock_status's cluster_id).
  * Positions are the same on every node and grow along the history. The
  * state events (HOLDING, WAITING, CURRENT) carry offset
- * RAFTLOCK_WATCH_OFFSET_END: "after the whole entry". */
+ * RAFTLOCK_WATCH_OFFSET_END: "after the whole entry". A cluster restored
+ * from a backup has a new cluster_id and numbers its log from 1 again:
+ * a position of the old one names nothing in it. cluster_id is 0 when
+ * not known (from a node of an older build): a watch resumed from such a
+ * position gets HISTORY_LOST and the current state from a node of this
+ * build. */
 struct raftlock_position {
 	uint64_t index;
 	uint32_t offset;
+	uint64_t cluster_id;
 };
 #define RAFTLOCK_WATCH_OFFSET_END UINT32_MAX
 
@@ -989,9 +996,11 @@ typedef void (*raftlock_watch_cb)(const struct raftlock_watch_event *ev, void *u
  *
  * from NULL: the current state first (HOLDING and WAITING events, then
  * CURRENT with its position), then every change after it. from a position
- * (one delivered earlier, say by another process): every change after it;
- * when the cluster no longer keeps them all, HISTORY_LOST, then the
- * current state and CURRENT, then the changes after that. The library
+ * (one delivered earlier, say by another process, its cluster_id with
+ * it): every change after it; when the cluster no longer keeps them all,
+ * or the position is not of its history (another cluster_id: a cluster
+ * restored from a backup since; or none), HISTORY_LOST, then the current
+ * state and CURRENT, then the changes after that. The library
  * remembers the last position delivered and, after a reconnect or a
  * leader change, resumes from it on whichever node it reaches: no change
  * is delivered twice or skipped, or HISTORY_LOST says so.
@@ -1029,10 +1038,12 @@ RAFTLOCK_API int raftlock_watch(raftlock_client *client, const char *prefix,
  */
 RAFTLOCK_API void raftlock_watch_cancel(raftlock_watch_handle *watch);
 
-/* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END), as
- * the CLI prints positions: decimal digits, INDEX at most UINT64_MAX and
- * OFFSET at most RAFTLOCK_WATCH_OFFSET_END. Returns 0 or RAFTLOCK_EINVAL
- * (*pos unchanged). */
+/* Parses "INDEX.OFFSET" or "INDEX" (offset RAFTLOCK_WATCH_OFFSET_END),
+ * each optionally followed by "@CLUSTER" (cluster_id, 0 without), as the
+ * CLI prints positions: INDEX and OFFSET in decimal digits, INDEX at most
+ * UINT64_MAX and OFFSET at most RAFTLOCK_WATCH_OFFSET_END, CLUSTER in 1
+ * to 16 hexadecimal digits. Returns 0 or RAFTLOCK_EINVAL (*pos
+ * unchanged). */
 RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_position *pos);
 
 /* The name of a kind ("granted", "released", ...), "unknown" otherwise. */

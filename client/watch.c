@@ -64,7 +64,11 @@ static void watch_deliver(struct transport_deferred *d)
 
 /* Encodes the request: after pos (resume), or from the start (state
  * first), then of a state no older than pos when there is one: a state
- * seen in part on a node must not come back older from a lagging one. */
+ * seen in part on a node must not come back older from a lagging one.
+ * pos names its cluster: a node of another (restored from a backup
+ * since), or of this build when it is 0, answers a resume with
+ * HISTORY_LOST, and holds no state back for it; nodes of older builds
+ * ignore it. */
 static int watch_frame(struct raftlock_watch_handle *w, const struct raftlock_position *pos,
 		       bool resume, Raftlock__Envelope *env, Raftlock__WatchRequest *req)
 {
@@ -74,6 +78,7 @@ static int watch_frame(struct raftlock_watch_handle *w, const struct raftlock_po
 	if (pos != NULL) {
 		req->after_index = pos->index;
 		req->after_offset = pos->offset;
+		req->cluster_id = pos->cluster_id;
 	}
 	*env = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
 	env->body_case = RAFTLOCK__ENVELOPE__BODY_WATCH;
@@ -179,7 +184,7 @@ static void watch_on_stream(struct transport *t, struct request *req, Raftlock__
 		return;
 	}
 	ev.kind = (enum raftlock_watch_kind)e->kind;
-	ev.position = (struct raftlock_position){e->index, e->offset};
+	ev.position = (struct raftlock_position){e->index, e->offset, e->cluster_id};
 	ev.name = e->name;
 	ev.session = e->session;
 	ev.owner = e->owner;
@@ -317,10 +322,19 @@ RAFTLOCK_API int raftlock_position_parse(const char *text, struct raftlock_posit
 		if (offset > RAFTLOCK_WATCH_OFFSET_END)
 			return RAFTLOCK_EINVAL;
 	}
+	uint64_t cluster = 0;
+	if (*end == '@') {
+		const char *c = end + 1;
+		size_t n = strspn(c, "0123456789abcdefABCDEF");
+		if (n == 0 || n > 16 || c[n] != '\0')
+			return RAFTLOCK_EINVAL;
+		cluster = strtoull(c, &end, 16);
+	}
 	if (*end != '\0')
 		return RAFTLOCK_EINVAL;
 	pos->index = index;
 	pos->offset = (uint32_t)offset;
+	pos->cluster_id = cluster;
 	return 0;
 }
 

@@ -31,6 +31,7 @@ void note_change_value(struct apply *a, Raftlock__WatchKind kind, const char *na
 	c.value = (char *)value;
 	c.index = a->index;
 	c.offset = ++a->changes;
+	c.cluster_id = a->meta->cluster_id; /* whose history the position is of */
 	c.kind = kind;
 	c.name = (char *)name;
 	c.session = session;

@@ -23,7 +23,11 @@ struct watch_sub {
 	uint64_t id;
 	char *prefix;
 	struct watch_pos after; /* the last position it was sent */
+	uint64_t cluster;       /* whose history `after` is of (0: not known) */
 	uint64_t not_before;    /* its state is of this index or later */
+	/* whose history not_before is of (0: not known, or this node's): a
+	 * floor of another cluster's (restored since) holds nothing here */
+	uint64_t floor_cluster;
 	/* While its state goes out in pages (in_state): the snapshot it is
 	 * read from (NULL while it waits for a reader), the last lock name
 	 * sent, the snapshot's position and when a page last went out. */
@@ -31,6 +35,7 @@ struct watch_sub {
 	MDB_txn *txn;
 	char *state_after;
 	struct watch_pos state_at;
+	uint64_t state_cluster;           /* the snapshot's cluster id */
 	uint64_t started_ms, progress_ms; /* 0: not pumped yet */
 	size_t reader_slot;               /* 1 + its index in w->readers, 0: none */
 	uint64_t pages_at_open;           /* the store file's pages when it was taken */
@@ -43,6 +48,7 @@ struct watch_sub {
 	uint64_t wait_ms, index_wait_ms;
 	unsigned waited_for; /* 1 << each reason it waited for since wait_ms */
 	uint64_t applied_seen;
+	bool wait_cluster; /* WAIT_INDEX: for the node's cluster id (cluster_place) */
 	/* A lock whose holders and waiters did not all fit in the last page
 	 * (owned), and how many of them went. */
 	Raftlock__LockRecord *state_rec;
@@ -114,12 +120,25 @@ static bool matches(const struct watch_sub *s, const char *name)
 	return strncmp(name, s->prefix, strlen(s->prefix)) == 0;
 }
 
-static uint64_t applied_index(struct store *st, MDB_txn *txn)
+/* Where the store stands: its applied index and the cluster whose
+ * history that is (0 until its INIT applied). */
+struct watch_meta {
+	uint64_t applied, cluster;
+};
+
+static struct watch_meta meta_of(struct store *st, MDB_txn *txn)
 {
 	Raftlock__Meta *m = store_get_meta(st, txn);
-	uint64_t index = m->applied_index;
+	struct watch_meta at = {m->applied_index, m->cluster_id};
 	raftlock__meta__free_unpacked(m, NULL);
-	return index;
+	return at;
+}
+
+/* ev went to s: where it stands now, and in whose history. */
+static void moved_to(struct watch_sub *s, const Raftlock__WatchEvent *ev)
+{
+	s->after = pos_of(ev);
+	s->cluster = ev->cluster_id;
 }
 
 static void slot_free(Raftlock__WatchEvent *slot)
@@ -151,7 +170,7 @@ static void ring_reset(struct watches *w)
 {
 	ring_clear(w);
 	MDB_txn *txn = store_begin(w->store, false);
-	w->base = (struct watch_pos){applied_index(w->store, txn), WATCH_OFFSET_END};
+	w->base = (struct watch_pos){meta_of(w->store, txn).applied, WATCH_OFFSET_END};
 	store_abort(txn);
 }
 
@@ -226,6 +245,7 @@ static bool state_lock(struct state_walk *sw, const Raftlock__LockRecord *rec)
 		Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 		ev.index = s->state_at.index;
 		ev.offset = s->state_at.offset;
+		ev.cluster_id = s->state_cluster;
 		ev.name = rec->name;
 		size_t i = s->rec_sent++;
 		if (i < rec->n_holders) {
@@ -359,37 +379,59 @@ static enum state_wait waits_set(struct watches *w, struct watch_sub *s, enum st
 	return why;
 }
 
-/* The index the store has applied, read once per walk (*applied,
- * UINT64_MAX until then). */
-static uint64_t applied_now(struct watches *w, uint64_t *applied)
+/* Where the store stands, read once per walk (*now: applied UINT64_MAX
+ * until then). */
+static const struct watch_meta *meta_now(struct watches *w, struct watch_meta *now)
 {
-	if (*applied == UINT64_MAX) {
+	if (now->applied == UINT64_MAX) {
 		MDB_txn *txn = store_begin(w->store, false);
-		*applied = applied_index(w->store, txn);
+		*now = meta_of(w->store, txn);
 		store_abort(txn);
 	}
-	return *applied;
+	return now;
 }
 
-/* Takes a reader for s's state, once the node has applied the index the
- * state must be no older than (checked first: a node that lags answers
- * so, whether readers are free or not), if one is free and its connection
- * holds fewer than its share. No state that waits for a reader could take
- * a free one (a reader let go of while states that could take it wait is
- * kept for them until the next pump, which walks them oldest first:
- * watches.readers; one that waits for its connection's share takes none
- * of another's), so one that finds it free is behind no other, with no
- * look at them. Its snapshot is the store now, which is where the ring
- * ends (both change only in apply, on this thread). Returns
- * STATE_STARTED, or why it must wait (also in s->waits). */
-static enum state_wait state_open(struct watches *w, struct watch_sub *s, uint64_t *applied)
+/* A state is of this node's cluster, whose id it names (its positions
+ * are of that cluster's history): a node that has not applied its INIT
+ * knows none yet, and waits for it as for an index (WAIT_INDEX). A floor
+ * of another cluster's history (a client of the cluster this one was
+ * restored from) holds nothing here. */
+static enum state_wait cluster_place(struct watches *w, struct watch_sub *s, struct watch_meta *now)
+{
+	uint64_t cluster = meta_now(w, now)->cluster;
+	s->wait_cluster = cluster == 0;
+	if (s->wait_cluster) {
+		s->applied_seen = now->applied;
+		return waits_set(w, s, WAIT_INDEX);
+	}
+	if (s->floor_cluster != 0 && s->floor_cluster != cluster)
+		s->not_before = 0;
+	s->floor_cluster = 0; /* placed */
+	return STATE_STARTED;
+}
+
+/* Takes a reader for s's state, once the node has applied its INIT and
+ * the index the state must be no older than (checked first: a node that
+ * lags answers so, whether readers are free or not), if one is free and
+ * its connection holds fewer than its share. No state that waits for a
+ * reader could take a free one (a reader let go of while states that
+ * could take it wait is kept for them until the next pump, which walks
+ * them oldest first: watches.readers; one that waits for its
+ * connection's share takes none of another's), so one that finds it free
+ * is behind no other, with no look at them. Its snapshot is the store
+ * now, which is where the ring ends (both change only in apply, on this
+ * thread). Returns STATE_STARTED, or why it must wait (also in
+ * s->waits). */
+static enum state_wait state_open(struct watches *w, struct watch_sub *s, struct watch_meta *now)
 {
 	if (s->txn != NULL)
 		return STATE_STARTED;
 	if (w->store_closed)
 		return waits_set(w, s, WAIT_STORE);
-	if (s->not_before > 0 && applied_now(w, applied) < s->not_before) {
-		s->applied_seen = *applied; /* the client saw a newer state: wait for it */
+	if (cluster_place(w, s, now) != STATE_STARTED)
+		return s->waits;
+	if (s->not_before > 0 && meta_now(w, now)->applied < s->not_before) {
+		s->applied_seen = now->applied; /* the client saw a newer state: wait for it */
 		return waits_set(w, s, WAIT_INDEX);
 	}
 	s->index_wait_ms = 0;
@@ -407,12 +449,13 @@ static enum state_wait state_open(struct watches *w, struct watch_sub *s, uint64
 	if (slot == WATCH_STATES_READING)
 		return waits_set(w, s, WAIT_READERS);
 	MDB_txn *txn = store_begin(w->store, false);
-	uint64_t at = applied_index(w->store, txn); /* >= not_before: applies only grow */
+	struct watch_meta at = meta_of(w->store, txn); /* >= not_before: applies only grow */
 	w->readers[slot] = s->conn;
 	s->reader_slot = slot + 1;
 	s->pages_at_open = store_file_pages(w->store);
 	s->txn = txn;
-	s->state_at = (struct watch_pos){at, WATCH_OFFSET_END};
+	s->state_at = (struct watch_pos){at.applied, WATCH_OFFSET_END};
+	s->state_cluster = at.cluster;
 	w->states_reading++;
 	s->wait_ms = s->index_wait_ms = 0;
 	return waits_set(w, s, STATE_STARTED);
@@ -517,7 +560,7 @@ static bool ring_page(struct watches *w, struct watch_sub *s)
 			if (sent++ % WATCH_STATE_PAGE == 0 && !has_room(w, s))
 				return false;
 			send_to(w, s, ev);
-			s->after = pos_of(ev);
+			moved_to(s, ev);
 		}
 		s->scanned = pos_of(ev);
 	}
@@ -547,7 +590,7 @@ static void backlog_drain(struct watches *w, struct watch_sub *s)
 			return;
 		const Raftlock__WatchEvent *ev = &s->backlog[s->backlog_sent++];
 		send_to(w, s, ev);
-		s->after = pos_of(ev);
+		moved_to(s, ev);
 	}
 	if (s->conn != NULL)
 		state_end(w, s);
@@ -559,11 +602,13 @@ static void state_finish(struct watches *w, struct watch_sub *s)
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 	ev.index = s->state_at.index;
 	ev.offset = s->state_at.offset;
+	ev.cluster_id = s->state_cluster;
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_CURRENT;
 	ev.name = s->prefix;
 	send_to(w, s, &ev);
-	if (pos_cmp(s->state_at, s->after) > 0)
-		s->after = s->state_at;
+	/* where it stands now, even below the position it asked for: that
+	 * one may be of another cluster's history (HISTORY_LOST said so) */
+	moved_to(s, &ev);
 	reader_release(w, s);
 	s->draining = true;
 	backlog_drain(w, s);
@@ -573,8 +618,8 @@ static void state_finish(struct watches *w, struct watch_sub *s)
  * a lock the last page ended in, then the locks after it. */
 static void state_step(struct watches *w, struct watch_sub *s)
 {
-	uint64_t applied = UINT64_MAX;
-	if (s->conn == NULL || state_open(w, s, &applied) != STATE_STARTED)
+	struct watch_meta now = {.applied = UINT64_MAX};
+	if (s->conn == NULL || state_open(w, s, &now) != STATE_STARTED)
 		return;
 	struct state_walk sw = {w, s, WATCH_STATE_PAGE, WATCH_STATE_PAGE_EVENTS, false};
 	Raftlock__LockRecord *rec = s->state_rec;
@@ -700,11 +745,18 @@ static void state_wait(struct watches *w, struct watch_sub *s, enum state_wait w
 	if (w->ended == NULL || why == WAIT_STORE)
 		return;
 	if (why == WAIT_INDEX && now_ms - s->index_wait_ms >= WATCH_INDEX_WAIT_MS) {
-		snprintf(msg, sizeof msg,
-			 "this node has applied index %llu, not yet %llu that the watch's state "
-			 "must be no older than, within %d s: try another node",
-			 (unsigned long long)s->applied_seen, (unsigned long long)s->not_before,
-			 WATCH_INDEX_WAIT_MS / 1000);
+		if (s->wait_cluster)
+			snprintf(msg, sizeof msg,
+				 "this node has applied index %llu, not yet its cluster's first "
+				 "entry (the watch's state is of a cluster's history), within "
+				 "%d s: try another node",
+				 (unsigned long long)s->applied_seen, WATCH_INDEX_WAIT_MS / 1000);
+		else
+			snprintf(msg, sizeof msg,
+				 "this node has applied index %llu, not yet %llu that the watch's "
+				 "state must be no older than, within %d s: try another node",
+				 (unsigned long long)s->applied_seen,
+				 (unsigned long long)s->not_before, WATCH_INDEX_WAIT_MS / 1000);
 		sub_end(w, s, RAFTLOCK_EUNAVAILABLE, msg);
 		ends = &w->index_wait_ends;
 	} else if (now_ms - s->wait_ms >= WATCH_STATE_WAIT_MS) {
@@ -728,7 +780,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 	bool more = false;
 	bool filling = w->states_reading > 0 && store_map_filling(w->store);
 	uint64_t pages = filling ? store_file_pages(w->store) : 0;
-	uint64_t applied = UINT64_MAX;
+	struct watch_meta now = {.applied = UINT64_MAX};
 	readers_unkeep(w, true); /* the waiting states take them first: the walk is oldest first */
 	walk_begin(w);
 	for (struct watch_sub *s = w->subs; s != NULL; s = s->next) {
@@ -738,7 +790,7 @@ bool watches_pump(struct watches *w, uint64_t now_ms)
 		if (!s->draining && s->txn == NULL) {
 			/* waits for room, then for a reader and its index */
 			enum state_wait why =
-				room ? state_open(w, s, &applied) : waits_set(w, s, WAIT_ROOM);
+				room ? state_open(w, s, &now) : waits_set(w, s, WAIT_ROOM);
 			if (why != STATE_STARTED) {
 				state_wait(w, s, why, now_ms);
 				continue;
@@ -799,6 +851,7 @@ static void send_lost(struct watches *w, struct watch_sub *s)
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 	ev.index = s->after.index;
 	ev.offset = s->after.offset;
+	ev.cluster_id = s->cluster;
 	ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HISTORY_LOST;
 	ev.name = s->prefix;
 	send_to(w, s, &ev);
@@ -811,9 +864,22 @@ static void send_lost(struct watches *w, struct watch_sub *s)
  * and the state when the ring no longer has every change after it, else
  * those changes, paced as a state's are (the first page at once). A
  * position this node has not reached yet (the client came from a node
- * further ahead) waits: changes up to it are not sent again. */
+ * further ahead) waits: changes up to it are not sent again. A position
+ * of another cluster's history (a client of the cluster this one was
+ * restored from, whose log this one numbers from 1 again), or of one not
+ * named (a client of an older build), is no position here: HISTORY_LOST,
+ * and a state no older than it if it is of this history after all (one
+ * not named, or this node has not applied its INIT yet: its state waits
+ * for that). */
 static void replay(struct watches *w, struct watch_sub *s)
 {
+	struct watch_meta now = {.applied = UINT64_MAX};
+	if (s->cluster == 0 || s->cluster != meta_now(w, &now)->cluster) {
+		s->not_before = s->after.index;
+		s->floor_cluster = s->cluster;
+		send_lost(w, s);
+		return;
+	}
 	if (pos_cmp(s->after, w->base) < 0) {
 		send_lost(w, s);
 		return;
@@ -845,9 +911,11 @@ void watches_add(struct watches *w, struct service_conn *conn, uint64_t id,
 	walk_begin(w);
 	if (req->resume) {
 		s->after = (struct watch_pos){req->after_index, req->after_offset};
+		s->cluster = req->cluster_id;
 		replay(w, s);
 	} else {
 		s->not_before = req->after_index;
+		s->floor_cluster = req->cluster_id;
 		send_state(w, s);
 	}
 	walk_end(w);
@@ -913,7 +981,7 @@ void watches_on_change(struct watches *w, const Raftlock__WatchEvent *ev)
 				backlog_add(w, s, ev);
 		} else if (pos_cmp(pos_of(ev), s->after) > 0) {
 			send_to(w, s, ev);
-			s->after = pos_of(ev);
+			moved_to(s, ev);
 		}
 	}
 	walk_end(w);

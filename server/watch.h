@@ -14,6 +14,14 @@
  * position of that state, then the changes after it. A subscriber without a
  * position gets the current state and CURRENT first.
  *
+ * A position is of one cluster's history: every event carries the
+ * cluster id whose log its position is in (Meta.cluster_id, 0 before
+ * INIT), and a resume names it. A cluster restored from a backup has a
+ * new id and numbers its log from 1 again, so a resume of another
+ * cluster's id, or of none (a client of an older build), gets
+ * HISTORY_LOST and the state; a floor for a state (a state no older than
+ * an index) of another cluster's history holds nothing.
+ *
  * A state goes out in pages (at most WATCH_STATE_PAGE locks and
  * WATCH_STATE_PAGE_EVENTS holders and waiters: a lock with a long queue
  * spans pages), the first at once, the others from watches_pump() while

@@ -20,8 +20,9 @@ struct seen {
 static void print(const struct raftlock_watch_event *ev, void *arg)
 {
 	struct seen *s = arg;
-	printf("%" PRIu64 ".%" PRIu32 " %s %s token %" PRIu64 "\n", ev->position.index,
-	       ev->position.offset, raftlock_watch_kind_name(ev->kind), ev->name, ev->token);
+	printf("%" PRIu64 ".%" PRIu32 "@%016" PRIx64 " %s %s token %" PRIu64 "\n",
+	       ev->position.index, ev->position.offset, ev->position.cluster_id,
+	       raftlock_watch_kind_name(ev->kind), ev->name, ev->token);
 	fflush(stdout);
 	pthread_mutex_lock(&s->mu);
 	if (ev->kind <= RAFTLOCK_WATCH_REVOKED)
@@ -40,7 +41,8 @@ int main(int argc, char **argv)
 	struct raftlock_position from, *fromp = NULL;
 	if (argc > 3) {
 		if (raftlock_position_parse(argv[3], &from) != 0) {
-			fprintf(stderr, "watch: '%s' is not a position (INDEX.OFFSET)\n", argv[3]);
+			fprintf(stderr, "watch: '%s' is not a position (INDEX.OFFSET@CLUSTER)\n",
+				argv[3]);
 			return 2;
 		}
 		fromp = &from;

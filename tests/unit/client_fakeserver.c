@@ -212,6 +212,7 @@ static void fake_log(struct fake *f, const Raftlock__Envelope *env, int serial)
 	case RAFTLOCK__ENVELOPE__BODY_WATCH:
 		e->wait = env->watch->resume;
 		e->other = env->watch->after_index;
+		e->cluster = env->watch->cluster_id;
 		break;
 	case RAFTLOCK__ENVELOPE__BODY_KEEPALIVE:
 		e->n_secrets = env->keepalive->n_secrets;
@@ -547,8 +548,8 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 }
 
 /* A watch: subscribed, then (HISTORY_LOST first for a resume) a state of
- * two locks at position 7; false when watch_cut drops the connection in
- * the middle of it. */
+ * two locks at position 7 of cluster watch_cluster; false when watch_cut
+ * drops the connection in the middle of it (or after it). */
 static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	uint64_t id = req->id;
@@ -566,6 +567,7 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 	ev.index = 7;
 	ev.offset = UINT32_MAX;
+	ev.cluster_id = f->watch_cluster;
 	resp.push = true;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_WATCH_EVENT;
 	resp.watch_event = &ev;
@@ -588,6 +590,10 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 	ev.name = "w/";
 	ev.value = "";
 	fake_send_response(fd, id, &resp);
+	if (f->watch_cut == 3) {
+		f->watch_cut = 0;
+		return false;
+	}
 	return true;
 }
 

@@ -36,6 +36,7 @@ struct fake_entry {
 	uint64_t other;                      /* acquire: owner; cancel: acquire_seq;
 						watch: after_index */
 	bool wait;                           /* acquire; watch: resume */
+	uint64_t cluster;                    /* watch: cluster_id */
 	int kind;                            /* acquire: LockKind */
 	uint32_t limit;                      /* acquire */
 	size_t value_len;                    /* acquire: its election value */
@@ -109,7 +110,8 @@ struct fake {
 				    ESESSION */
 	int watch_cut;           /* a watch's state (two HOLDING, CURRENT):
 				    drop the connection after this many
-				    HOLDING, once */
+				    HOLDING (3: after CURRENT), once */
+	uint64_t watch_cluster;  /* the cluster_id its events carry */
 	int watch_ends;          /* end this many watches right after
 				    their answer, without an event, with
 				    a second answer of watch_end_status

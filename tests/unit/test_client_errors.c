@@ -102,18 +102,33 @@ static void test_position_parse_bounds(void **state)
 	assert_int_equal(raftlock_position_parse("18446744073709551615", &p), 0);
 	assert_true(p.index == UINT64_MAX);
 	assert_int_equal(p.offset, RAFTLOCK_WATCH_OFFSET_END);
+	/* the cluster, as the CLI prints it: 16 hex digits at most */
+	assert_int_equal(raftlock_position_parse("7.2@ffffffffffffffff", &p), 0);
+	assert_true(p.index == 7 && p.offset == 2 && p.cluster_id == UINT64_MAX);
+	assert_int_equal(raftlock_position_parse("7@00000000000000A1", &p), 0);
+	assert_true(p.offset == RAFTLOCK_WATCH_OFFSET_END && p.cluster_id == 0xa1);
 	assert_int_equal(raftlock_position_parse("7.4294967295", &p), 0);
-	assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END);
+	assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END && p.cluster_id == 0);
+	p.cluster_id = 5;
 	const char *refused[] = {"18446744073709551616",
 				 "18446744073709551616.1",
 				 "7.4294967296",
 				 "7.18446744073709551616",
 				 "-1",
 				 "7.-1",
-				 "7.1x"};
+				 "7.1x",
+				 "7@",
+				 "7.1@",
+				 "7@10000000000000000",
+				 "7@-1",
+				 "7@0x1",
+				 "7@1 ",
+				 "7@1@1"};
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
 		assert_int_equal(raftlock_position_parse(refused[i], &p), RAFTLOCK_EINVAL);
-		assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END); /* unchanged */
+		/* unchanged */
+		assert_true(p.index == 7 && p.offset == RAFTLOCK_WATCH_OFFSET_END &&
+			    p.cluster_id == 5);
 	}
 }
 

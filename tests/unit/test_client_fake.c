@@ -2031,7 +2031,8 @@ static void test_watch_lost_then_cut_asks_for_the_state(void **state)
 	raftlock_client *c = client_for(f->addr, 3000);
 	struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	raftlock_watch_handle *w;
-	struct raftlock_position from = {5, 1};
+	FAKE_SET(f, watch_cluster, 0x77);
+	struct raftlock_position from = {5, 1, 0x55};
 	assert_int_equal(raftlock_watch(c, "w/", &from, on_watch, &seen, &w), 0);
 	await_seen(&seen, 6);
 	raftlock_watch_cancel(w);
@@ -2043,11 +2044,49 @@ static void test_watch_lost_then_cut_asks_for_the_state(void **state)
 		assert_int_equal(seen.kind[i], want[i]);
 	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH), 2);
 	assert_true(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0).wait); /* a resume */
+	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0).cluster, 0x55);
 	assert_false(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).wait);
-	/* a state no older than the one cut (the fake's is at index 7) */
+	/* a state no older than the one cut (the fake's is at index 7, of
+	 * its cluster) */
 	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).other, 7);
+	assert_int_equal(fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1).cluster, 0x77);
 	raftlock_client_close(c);
 	fake_stop(f);
+}
+
+/* A reconnect after the state: the library resumes after its CURRENT and
+ * names the cluster that position is of, as the node's events said (a
+ * node restored from a backup since has another, and answers
+ * HISTORY_LOST: rule 19); a node of an older build says none, and the
+ * resume names none (the node ignores the field). */
+static void test_watch_resume_names_its_cluster(void **state)
+{
+	(void)state;
+	static const uint64_t clusters[] = {0x77, 0};
+	for (size_t i = 0; i < 2; i++) {
+		struct fake *f = fake_start(FAKE_LEADER);
+		FAKE_SET(f, watch_cluster, clusters[i]);
+		FAKE_SET(f, watch_cut, 3); /* after CURRENT */
+		raftlock_client *c = client_for(f->addr, 3000);
+		struct watch_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+		raftlock_watch_handle *w;
+		assert_int_equal(raftlock_watch(c, "w/", NULL, on_watch, &seen, &w), 0);
+		await_seen(&seen, 7); /* the state, then HISTORY_LOST and the state */
+		raftlock_watch_cancel(w);
+		assert_int_equal(seen.n, 7);
+		assert_int_equal(seen.kind[2], RAFTLOCK_WATCH_CURRENT);
+		assert_int_equal(seen.kind[3], RAFTLOCK_WATCH_HISTORY_LOST);
+		assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_WATCH), 2);
+		struct fake_entry first = fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 0);
+		struct fake_entry again = fake_nth(f, RAFTLOCK__ENVELOPE__BODY_WATCH, 1);
+		assert_false(first.wait);
+		assert_int_equal(first.cluster, 0);
+		assert_true(again.wait);
+		assert_int_equal(again.other, 7);
+		assert_int_equal(again.cluster, clusters[i]);
+		raftlock_client_close(c);
+		fake_stop(f);
+	}
 }
 
 /* A node that takes a watch, then ends it because it cannot start its
@@ -2192,6 +2231,7 @@ int main(void)
 		cmocka_unit_test(test_revoke_runs_at_most_once),
 		cmocka_unit_test(test_watch_state_cut_by_a_reconnect),
 		cmocka_unit_test(test_watch_lost_then_cut_asks_for_the_state),
+		cmocka_unit_test(test_watch_resume_names_its_cluster),
 		cmocka_unit_test(test_watch_ended_by_a_node_goes_elsewhere),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,6 +44,8 @@
 #define FX_TTL 10000u
 /* A floor the size INIT carries in production: wall-clock ms << 20. */
 #define FX_FLOOR (UINT64_C(1700000000000) << 20)
+/* The cluster id INIT draws. */
+#define FX_CLUSTER_ID 77
 
 struct fx_event {
 	enum fsm_event_type type;
@@ -177,7 +179,7 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		raftlock__init__init(&b->init);
 		b->init.token_floor = o->floor;
 		b->init.cluster = (char *)"test";
-		b->init.cluster_id = 77;
+		b->init.cluster_id = FX_CLUSTER_ID;
 		b->init.restored_from = o->restored_from;
 		b->init.feature_level = o->level;
 		b->cmd.init = &b->init;

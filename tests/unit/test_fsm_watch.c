@@ -150,6 +150,7 @@ struct sent {
 	Raftlock__WatchKind kind[64];
 	uint64_t index[64];
 	uint32_t offset[64];
+	uint64_t cluster[64];
 	char name[64][32];
 };
 
@@ -163,6 +164,7 @@ static void record_send(void *arg, struct service_conn *conn, uint64_t id,
 	s->kind[s->n] = ev->kind;
 	s->index[s->n] = ev->index;
 	s->offset[s->n] = ev->offset;
+	s->cluster[s->n] = ev->cluster_id;
 	snprintf(s->name[s->n], sizeof s->name[s->n], "%s", ev->name);
 	s->n++;
 }
@@ -200,6 +202,7 @@ static void test_ring_resume_and_lost(void **state)
 	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
 	req.prefix = "p/";
 	req.resume = true;
+	req.cluster_id = FX_CLUSTER_ID;
 	req.after_index = start + 4; /* the second release of "other" */
 	req.after_offset = 1;
 	watches_add(&w, CONN, 1, &req);
@@ -247,6 +250,83 @@ static void test_ring_resume_and_lost(void **state)
 	assert_int_equal(watches_subscribers(&w), 1);
 	watches_forget_conn(&w, CONN);
 	assert_int_equal(watches_subscribers(&w), 0);
+	watches_close(&w);
+}
+
+/* A position is of one cluster's history: every event names the cluster
+ * (changes, the state and its CURRENT), and a resume from a position the
+ * ring has goes on only when it names this node's cluster. Of another
+ * (the cluster this one was restored from, whose log had other entries at
+ * those indexes) or of none (a client of an older build), the node says
+ * HISTORY_LOST at the position asked, of the cluster asked, then the
+ * state: never the changes after a position of another history. */
+static void test_resume_names_its_cluster(void **state)
+{
+	struct fx *f = fx_ready(state);
+	struct sent got = {0};
+	struct watches w;
+	watches_init(&w, 16, &f->store, f->index, record_send, &got);
+	uint64_t a = fx_session(f);
+	fx_take(f, a, 1, "p/m");
+	uint64_t start = f->index - 1; /* the grant of p/m at start + 1 */
+	feed(f, &w);
+	fx_release_ok(f, a, 1, "p/m", 0);
+	feed(f, &w);
+	fx_take(f, a, 7, "p/held");
+	feed(f, &w);
+
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	req.resume = true;
+	req.after_index = start + 1; /* the grant of p/m */
+	req.after_offset = 1;
+	static const uint64_t asked[] = {FX_CLUSTER_ID, FX_CLUSTER_ID + 1, 0};
+	for (uint64_t id = 0; id < 3; id++) {
+		got.n = 0;
+		req.cluster_id = asked[id];
+		watches_add(&w, CONN, id, &req);
+		if (asked[id] == FX_CLUSTER_ID) { /* the changes after it */
+			assert_int_equal(got.n, 2);
+			assert_int_equal(got.kind[0], K(RELEASED));
+			assert_int_equal(got.kind[1], K(GRANTED));
+			assert_int_equal(got.index[1], f->index);
+			assert_int_equal(got.cluster[0], FX_CLUSTER_ID);
+			assert_int_equal(got.cluster[1], FX_CLUSTER_ID);
+			continue;
+		}
+		assert_int_equal(got.n, 3);
+		assert_int_equal(got.kind[0], K(HISTORY_LOST));
+		assert_int_equal(got.index[0], start + 1);
+		assert_int_equal(got.offset[0], 1);
+		assert_int_equal(got.cluster[0], asked[id]);
+		assert_int_equal(got.kind[1], K(HOLDING));
+		assert_string_equal(got.name[1], "p/held");
+		assert_int_equal(got.kind[2], K(CURRENT));
+		assert_int_equal(got.index[2], f->index);
+		assert_int_equal(got.cluster[1], FX_CLUSTER_ID);
+		assert_int_equal(got.cluster[2], FX_CLUSTER_ID);
+	}
+
+	/* Live: all three go on from here, in this cluster's history. */
+	got.n = 0;
+	fx_release_ok(f, a, 7, "p/held", 0);
+	feed(f, &w);
+	assert_int_equal(got.n, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(got.kind[i], K(RELEASED));
+		assert_int_equal(got.cluster[i], FX_CLUSTER_ID);
+	}
+
+	/* A position of another cluster past this one's log: not waited
+	 * for (its history never gets there), HISTORY_LOST at once. */
+	got.n = 0;
+	req.cluster_id = FX_CLUSTER_ID + 1;
+	req.after_index = f->index + 1000;
+	watches_add(&w, CONN, 9, &req);
+	assert_int_equal(got.n, 2);
+	assert_int_equal(got.kind[0], K(HISTORY_LOST));
+	assert_int_equal(got.kind[1], K(CURRENT));
+	assert_int_equal(got.index[1], f->index);
 	watches_close(&w);
 }
 
@@ -339,7 +419,7 @@ struct paged {
 	uintptr_t room_from; /* [0]: connections below it have no room */
 	size_t in_state;     /* HOLDING since the state began */
 	bool live;           /* a CURRENT since the last HISTORY_LOST (or a resume) */
-	uint64_t state_index, current_index;
+	uint64_t state_index, current_index, current_cluster;
 	char last[32];
 	uint64_t last_owner; /* of the last HOLDING or WAITING of last */
 	bool room;
@@ -391,6 +471,7 @@ static void paged_send(void *arg, struct service_conn *conn, uint64_t id,
 		p->current++;
 		p->live = true;
 		p->current_index = ev->index;
+		p->current_cluster = ev->cluster_id;
 		if (p->in_state > 0 && ev->index != p->state_index)
 			p->disorder++;
 		break;
@@ -742,6 +823,7 @@ static void test_resume_paced_from_the_ring(void **state)
 	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
 	req.prefix = "p/";
 	req.resume = true;
+	req.cluster_id = FX_CLUSTER_ID;
 	req.after_index = start;
 	req.after_offset = WATCH_OFFSET_END;
 	watches_add(&w, CONN, 1, &req);
@@ -788,6 +870,75 @@ static void test_state_waits_for_its_index(void **state)
 	assert_int_equal(got[1].current_index, after);
 	assert_int_equal(got[1].changes, 0);
 	assert_int_equal(got[1].disorder, 0);
+	watches_close(&w);
+}
+
+/* A state is of a cluster's history, which a node that has not applied
+ * its INIT does not know yet: every state waits for it there (the bound
+ * of an index's wait, ended with a message that says so), then names the
+ * id INIT gave. A state asked no older than an index is held back for it
+ * only when the index is of this cluster's history, or of none named (a
+ * client of an older build); one of another cluster (restored since)
+ * holds nothing. */
+static void test_state_waits_for_its_cluster(void **state)
+{
+	struct fx *f = *state; /* INIT not applied yet: no cluster id */
+	f->now = 1000;
+	struct paged got[6] = {{.room = true}};
+	struct watches w;
+	paged_init(&w, 64, f, got);
+	Raftlock__WatchRequest req = RAFTLOCK__WATCH_REQUEST__INIT;
+	req.prefix = "p/";
+	watches_add(&w, CONN, 5, &req); /* no floor: waits too */
+	req.after_index = 1000;
+	req.cluster_id = FX_CLUSTER_ID + 1;
+	watches_add(&w, CONN, 1, &req);
+	req.resume = true;
+	req.cluster_id = FX_CLUSTER_ID;
+	watches_add(&w, CONN, 2, &req); /* HISTORY_LOST, then waits as well */
+	req.resume = false;
+	watches_add(&w, CONN, 3, &req);
+	assert_int_equal(got[2].lost, 1);
+	watches_pump(&w, 1000);
+	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS - 1);
+	for (int id = 1; id <= 5; id++) {
+		assert_int_equal(got[id].current, 0);
+		assert_int_equal(got[id].ended, 0);
+	}
+	watches_pump(&w, 1000 + WATCH_INDEX_WAIT_MS);
+	for (int id = 1; id <= 5; id++)
+		assert_int_equal(got[id].ended, id != 4);
+	assert_int_equal(got[5].ended_status, RAFTLOCK_EUNAVAILABLE);
+	assert_non_null(strstr(got[5].ended_why, "not yet its cluster's first entry"));
+
+	/* Once INIT applied: the state names the cluster; a floor of another
+	 * cluster holds nothing, one of this cluster (or of none) holds. */
+	req.cluster_id = FX_CLUSTER_ID + 1;
+	watches_add(&w, CONN, 1, &req);
+	fx_init(f, FX_FLOOR);
+	req.cluster_id = FX_CLUSTER_ID;
+	watches_add(&w, CONN, 2, &req);
+	req.cluster_id = 0;
+	watches_add(&w, CONN, 4, &req);
+	req.after_index = 0;
+	watches_add(&w, CONN, 5, &req);
+	for (int turn = 0; turn < 4; turn++)
+		watches_pump(&w, 2000 + (uint64_t)turn);
+	for (int id = 1; id <= 5; id += 4) {
+		assert_int_equal(got[id].current, 1);
+		assert_int_equal(got[id].current_index, f->index);
+		assert_int_equal(got[id].current_cluster, FX_CLUSTER_ID);
+	}
+	assert_int_equal(got[2].current, 0);
+	assert_int_equal(got[4].current, 0);
+	f->index = 999;
+	fx_session(f); /* applied: 1000 */
+	for (int turn = 0; turn < 4; turn++)
+		watches_pump(&w, 3000 + (uint64_t)turn);
+	for (int id = 2; id <= 4; id += 2) {
+		assert_int_equal(got[id].current, 1);
+		assert_int_equal(got[id].current_index, 1000);
+	}
 	watches_close(&w);
 }
 
@@ -1469,6 +1620,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_expiry_and_close, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_replay_same_changes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ring_resume_and_lost, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_resume_names_its_cluster, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_state_waits_for_its_cluster, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_waits_for_its_index, fx_setup,
