@@ -54,11 +54,13 @@ struct watch_sub {
 	Raftlock__LockRecord *state_rec;
 	size_t rec_sent;
 	/* Its changes made since the snapshot, to follow its CURRENT; past
-	 * w->backlog_max the ring must have them (or HISTORY_LOST). */
+	 * w->backlog_max of them, or w->backlog_bytes_max, the ring must
+	 * have them (or HISTORY_LOST). */
 	Raftlock__WatchEvent *backlog;
 	size_t n_backlog, backlog_cap;
-	size_t backlog_sent; /* draining: its CURRENT went, these followed */
-	bool backlog_full;   /* draining: the changes come from the ring */
+	size_t backlog_bytes; /* backlog_cost() of each */
+	size_t backlog_sent;  /* draining: its CURRENT went, these followed */
+	bool backlog_full;    /* draining: the changes come from the ring */
 	bool draining;
 	struct watch_pos scanned; /* from the ring: looked at up to here */
 	struct watch_sub *next;
@@ -181,7 +183,8 @@ void watches_init(struct watches *w, size_t cap, struct store *store, uint64_t s
 			      .send = send,
 			      .arg = arg,
 			      .cap = cap,
-			      .backlog_max = WATCH_STATE_BACKLOG};
+			      .backlog_max = WATCH_STATE_BACKLOG,
+			      .backlog_bytes_max = WATCH_STATE_BACKLOG_BYTES};
 	w->base = (struct watch_pos){start_index, WATCH_OFFSET_END};
 	w->ring = calloc(cap, sizeof *w->ring);
 	if (w->ring == NULL)
@@ -468,6 +471,15 @@ static void backlog_clear(struct watch_sub *s)
 	free(s->backlog);
 	s->backlog = NULL;
 	s->n_backlog = s->backlog_cap = s->backlog_sent = 0;
+	s->backlog_bytes = 0;
+}
+
+/* The memory a copy of ev takes in a backlog: its slot and its strings
+ * (event_copy), allocator overhead aside. */
+static size_t backlog_cost(const Raftlock__WatchEvent *ev)
+{
+	size_t value = ev->value[0] != '\0' ? strlen(ev->value) + 1 : 0;
+	return sizeof *ev + strlen(ev->name) + 1 + value;
 }
 
 /* A change of s's locks while its state goes out from a snapshot. */
@@ -475,7 +487,8 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 {
 	if (s->backlog_full || pos_cmp(pos_of(ev), s->state_at) <= 0)
 		return;
-	if (s->n_backlog == w->backlog_max) {
+	size_t cost = backlog_cost(ev);
+	if (s->n_backlog == w->backlog_max || cost > w->backlog_bytes_max - s->backlog_bytes) {
 		backlog_clear(s);
 		s->backlog_full = true;
 		return;
@@ -489,6 +502,7 @@ static void backlog_add(struct watches *w, struct watch_sub *s, const Raftlock__
 		s->backlog_cap = cap;
 	}
 	event_copy(&s->backlog[s->n_backlog++], ev);
+	s->backlog_bytes += cost;
 }
 
 /* s's state is done with, sent or not: its snapshot goes at once, and its

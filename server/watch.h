@@ -114,9 +114,16 @@ typedef void (*watch_ended_cb)(void *arg, struct service_conn *conn, uint64_t id
 /* Changes of the ring looked at per call while catching a subscriber up
  * (most may be of other prefixes). */
 #define WATCH_RING_SCAN (16 * WATCH_STATE_PAGE)
-/* Changes of a state's locks kept to follow its CURRENT; past that many
- * they must come from the ring. */
+/* Changes of a state's locks kept to follow its CURRENT (for each
+ * subscription), and the memory they may take (slots, names and values:
+ * watch.c backlog_cost); past either they must come from the ring (or
+ * HISTORY_LOST). A change with a name of a few dozen bytes and no value
+ * takes about 130 bytes, so 8 MiB is about what the count bound holds of
+ * those; one with a name of 256 bytes and a value of 4 KiB takes 4.4 KiB,
+ * and 65536 of them would be 290 MB for one slow client (a node serves
+ * several): 8 MiB holds about 1,880 of them. */
 #define WATCH_STATE_BACKLOG 65536
+#define WATCH_STATE_BACKLOG_BYTES ((size_t)8 << 20)
 
 struct watch_sub;
 
@@ -151,10 +158,11 @@ struct watches {
 	watch_room_cb room;                 /* NULL: always room */
 	watch_stalled_cb stalled;
 	watch_ended_cb ended;
-	size_t states;         /* states under way */
-	size_t states_reading; /* of them, with a snapshot */
-	size_t backlog_max;    /* WATCH_STATE_BACKLOG (tests make it small) */
-	bool store_closed;     /* watches_end_states: no snapshot any more */
+	size_t states;            /* states under way */
+	size_t states_reading;    /* of them, with a snapshot */
+	size_t backlog_max;       /* WATCH_STATE_BACKLOG (tests make it small) */
+	size_t backlog_bytes_max; /* WATCH_STATE_BACKLOG_BYTES (the same) */
+	bool store_closed;        /* watches_end_states: no snapshot any more */
 	/* Ended by WATCH_STATE_WAIT_MS (no reader or room: EOVERLOAD) and by
 	 * WATCH_INDEX_WAIT_MS (the index not applied: EUNAVAILABLE). */
 	struct watch_wait_ends state_wait_ends, index_wait_ends;

@@ -695,6 +695,53 @@ static void test_state_outrun_by_the_ring(void **state)
 	}
 }
 
+/* A backlog of large changes is bounded in bytes, not only in count:
+ * changes whose names and values pass backlog_bytes_max (far fewer than
+ * backlog_max) must come from the ring, which here kept too few:
+ * HISTORY_LOST and the newer state, never a gap. Half as many are kept
+ * and follow the CURRENT. */
+static void test_backlog_bounded_in_bytes(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	take_many(f, a);
+	static char value[RAFTLOCK_VALUE_MAX + 1];
+	memset(value, 'v', RAFTLOCK_VALUE_MAX);
+	Raftlock__Result r = DO(f, ACQUIRE, .session = a, .owner = 2, .name = "p/leader");
+	assert_int_equal(r.status, 0);
+	enum { BOUND = 64 << 10, OVER = BOUND / RAFTLOCK_VALUE_MAX + 1 };
+	for (int n = OVER / 2; n <= OVER; n += OVER - OVER / 2) {
+		struct paged got[2] = {{.room = true}};
+		struct watches w;
+		paged_init(&w, 4, f, got);
+		w.backlog_bytes_max = BOUND;
+		watch_p(&w, 1);               /* its first page: the state holds its snapshot */
+		for (int i = 0; i < n; i++) { /* a value of 4 KiB each */
+			value[0] = (char)('a' + i % 26);
+			assert_int_equal(DO(f, PROCLAIM, .session = a, .owner = 2,
+					    .name = "p/leader", .token = r.token, .value = value)
+						 .status,
+					 0);
+			feed(f, &w);
+		}
+		for (int turn = 0; turn < 10 && watches_states(&w) > 0; turn++)
+			watches_pump(&w, 1000 + (uint64_t)turn);
+		assert_int_equal(watches_states(&w), 0);
+		assert_int_equal(got[1].disorder, 0);
+		if (n < OVER) {
+			assert_int_equal(got[1].lost, 0);
+			assert_int_equal(got[1].current, 1);
+			assert_int_equal(got[1].changes, n);
+		} else {
+			assert_int_equal(got[1].lost, 1);
+			assert_int_equal(got[1].current, 2);
+			assert_int_equal(got[1].current_index, f->index);
+			assert_int_equal(got[1].changes, 0);
+		}
+		watches_close(&w);
+	}
+}
+
 /* A restore while a state goes out: the changes up to the restored
  * position were never applied here, so the watch is told (HISTORY_LOST)
  * at once, its old snapshot let go, and gets the restored state, then the
@@ -1623,6 +1670,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_resume_names_its_cluster, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_waits_for_its_cluster, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_backlog_bounded_in_bytes, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_send_that_closes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_state_in_pages, fx_setup, fx_teardown),
