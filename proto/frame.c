@@ -65,6 +65,12 @@ void frame_put_header(uint8_t out[FRAME_HEADER_SIZE], uint32_t n)
 	out[3] = (uint8_t)n;
 }
 
+void frame_reader_trim(struct frame_reader *r)
+{
+	if (r->len == r->start && r->cap > FRAME_READER_KEEP)
+		frame_reader_close(r);
+}
+
 size_t frame_reader_pending(const struct frame_reader *r)
 {
 	return r->len - r->start;

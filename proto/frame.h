@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #define FRAME_HEADER_SIZE 4
+/* What a reader keeps between frames (frame_reader_trim). */
+#define FRAME_READER_KEEP (256u << 10)
 
 struct frame_reader {
 	uint8_t *buf;
@@ -40,6 +42,12 @@ int frame_reader_feed(struct frame_reader *r, const void *data, size_t n);
  * (the reader is then unusable: close the connection).
  */
 int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n);
+
+/* Between frames (nothing buffered), frees a buffer that a large frame
+ * grew above FRAME_READER_KEEP: a connection that idles after one does
+ * not hold that frame's size for life. Payloads handed out before are
+ * no longer valid. */
+void frame_reader_trim(struct frame_reader *r);
 
 /* Bytes buffered of a frame not yet whole (0: the reader stands between
  * frames). */

@@ -1667,6 +1667,7 @@ static void conn_feed(struct service_conn *c, const char *bytes, size_t n)
 		protocol_error(s, c, what);
 		return;
 	}
+	frame_reader_trim(&c->reader); /* the payloads above are done with */
 	/* The frame clock runs from the first byte of a frame to its last. */
 	if (frame_reader_pending(&c->reader) == 0)
 		c->frame_started = 0;

@@ -246,6 +246,35 @@ static void test_empty_feed_and_reuse(void **state)
 	frame_reader_close(&r);
 }
 
+/* Between frames, a buffer a large frame grew goes back; a small one and
+ * a frame still arriving stay. */
+static void test_trim_between_frames(void **state)
+{
+	struct frame_reader r;
+	size_t big = 2 * FRAME_READER_KEEP;
+	uint8_t *buf = calloc(1, FRAME_HEADER_SIZE + big);
+	assert_non_null(buf);
+	frame_put_header(buf, (uint32_t)big);
+	frame_reader_init(&r, RAFTLOCK_FRAME_MAX);
+	assert_int_equal(frame_reader_feed(&r, buf, FRAME_HEADER_SIZE + big - 1), 0);
+	frame_reader_trim(&r); /* a frame is arriving: kept */
+	assert_true(r.cap > FRAME_READER_KEEP);
+	assert_int_equal(frame_reader_feed(&r, buf + FRAME_HEADER_SIZE + big - 1, 1), 0);
+	expect_frame(&r, buf + FRAME_HEADER_SIZE, big);
+	expect_nothing(&r);
+	frame_reader_trim(&r);
+	assert_null(r.buf);
+	assert_int_equal(r.cap, 0);
+	/* and it reads on */
+	frame_make(buf, "ok", 2);
+	assert_int_equal(frame_reader_feed(&r, buf, FRAME_HEADER_SIZE + 2), 0);
+	expect_frame(&r, "ok", 2);
+	frame_reader_trim(&r); /* a small buffer stays */
+	assert_non_null(r.buf);
+	frame_reader_close(&r);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +287,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_frame_waits),
 		cmocka_unit_test(test_payloads_valid_until_next_feed),
 		cmocka_unit_test(test_empty_feed_and_reuse),
+		cmocka_unit_test(test_trim_between_frames),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
