@@ -8,15 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "line_file.h"
+#include "log.h"
 #include "member_cn.h"
 #include "raftlock.h"
+
+static bool is_root(const struct auth_view *v, const char *identity)
+{
+	return v->root != NULL && v->root[0] != '\0' && strcmp(identity, v->root) == 0;
+}
 
 uint32_t auth_perms(const struct auth_view *v, const char *identity, const char *name)
 {
 	if (identity == NULL || identity[0] == '\0')
 		return 0;
-	if (v->root != NULL && v->root[0] != '\0' && strcmp(identity, v->root) == 0)
+	if (is_root(v, identity))
 		return AUTH_ALL;
 	uint32_t perms = store_acl_perms(v->store, v->txn, identity, name);
 	if (strcmp(identity, AUTH_ANYONE) != 0)
@@ -27,6 +34,81 @@ uint32_t auth_perms(const struct auth_view *v, const char *identity, const char 
 bool auth_allows(const struct auth_view *v, const char *identity, uint32_t perm, const char *name)
 {
 	return perm != 0 && (auth_perms(v, identity, name) & perm) == perm;
+}
+
+/* Gathering the ranges of auth_ranges(). */
+struct ranges_walk {
+	struct auth_ranges *out;
+	size_t cap;
+	uint32_t perm;
+	const char *within;
+	size_t within_len;
+};
+
+static void ranges_add(struct ranges_walk *w, const char *prefix, size_t len)
+{
+	char *copy = strndup(prefix, len);
+	if (copy == NULL || grow(&w->out->v, &w->cap, w->out->n + 1, 8, sizeof *w->out->v) != 0)
+		log_fatal("out of memory");
+	w->out->v[w->out->n++] = copy;
+}
+
+/* A rule of the identity (or of "*"): the names both it and `within`
+ * cover start with the longer of the two prefixes, if one starts the
+ * other; else there are none. */
+static int ranges_visit(void *arg, const char *prefix, size_t len, uint32_t perms)
+{
+	struct ranges_walk *w = arg;
+	if ((perms & w->perm) != w->perm)
+		return 0;
+	if (len >= w->within_len && memcmp(prefix, w->within, w->within_len) == 0)
+		ranges_add(w, prefix, len);
+	else if (len < w->within_len && memcmp(prefix, w->within, len) == 0)
+		ranges_add(w, w->within, w->within_len);
+	return 0;
+}
+
+static int ranges_order(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void auth_ranges(const struct auth_view *v, const char *identity, uint32_t perm, const char *within,
+		 struct auth_ranges *out)
+{
+	struct ranges_walk w = {out, 0, perm, within, strlen(within)};
+	out->v = NULL;
+	out->n = 0;
+	if (identity == NULL || identity[0] == '\0' || perm == 0)
+		return;
+	if (is_root(v, identity)) {
+		ranges_add(&w, within, w.within_len);
+		return;
+	}
+	store_scan_acls_of(v->store, v->txn, identity, ranges_visit, &w);
+	if (strcmp(identity, AUTH_ANYONE) != 0)
+		store_scan_acls_of(v->store, v->txn, AUTH_ANYONE, ranges_visit, &w);
+	if (out->n > 1)
+		qsort(out->v, out->n, sizeof *out->v, ranges_order);
+	/* In name order, the prefixes a kept one starts follow it at once. */
+	size_t kept = 0;
+	for (size_t i = 0; i < out->n; i++) {
+		const char *p = out->v[i];
+		if (kept > 0 && strncmp(p, out->v[kept - 1], strlen(out->v[kept - 1])) == 0)
+			free(out->v[i]);
+		else
+			out->v[kept++] = out->v[i];
+	}
+	out->n = kept;
+}
+
+void auth_ranges_free(struct auth_ranges *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->v[i]);
+	free(r->v);
+	r->v = NULL;
+	r->n = 0;
 }
 
 const char *auth_perm_name(uint32_t perm)

@@ -54,6 +54,27 @@ uint32_t auth_perms(const struct auth_view *v, const char *identity, const char 
 /* Whether identity has every permission of perm on name. */
 bool auth_allows(const struct auth_view *v, const char *identity, uint32_t perm, const char *name);
 
+/* Disjoint name prefixes (none starts another), in name order. */
+struct auth_ranges {
+	char **v;
+	size_t n;
+};
+
+/*
+ * The names under prefix `within` ("" = every name) on which identity has
+ * perm (one AUTH_* bit), as ranges: each name is covered by one of them
+ * exactly when identity has perm on it and it starts with within. They
+ * are the intersections of within with the prefixes of identity's rules
+ * and of "*"'s that grant perm ({within} for the bootstrap admin; none
+ * without an identity), those that a shorter one covers dropped: at most
+ * as many as those rules. A walk of them in order visits names in name
+ * order and only those (listings, reads.h). out owns its strings: free it
+ * with auth_ranges_free(). Aborts on out of memory (server rule).
+ */
+void auth_ranges(const struct auth_view *v, const char *identity, uint32_t perm, const char *within,
+		 struct auth_ranges *out);
+void auth_ranges_free(struct auth_ranges *r);
+
 /* "lock", "read" or "admin" for one bit; "none" for 0. */
 const char *auth_perm_name(uint32_t perm);
 

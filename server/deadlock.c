@@ -211,7 +211,7 @@ static void visit(struct apply *a, struct walk *w, uint64_t id)
 		/* The names are rows of their own: no need to decode the
 		 * session when each of them is passed by. */
 		struct names_scan scan = {.w = w};
-		store_scan_session_locks(st, a->txn, id, find_other, &scan);
+		store_scan_session_locks(st, a->txn, id, "", find_other, &scan);
 		if (!scan.other)
 			return;
 	}

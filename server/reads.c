@@ -25,6 +25,23 @@ static bool may(const struct reply *r, uint32_t perm, const char *name)
 	return r->who == NULL || auth_allows(&r->view, r->who->identity, perm, name);
 }
 
+/* The names under within on which the reader has perm (one AUTH_* bit), as
+ * disjoint prefixes in name order (auth_ranges): a listing walks these
+ * and no other name, so that what it costs is what it answers, however
+ * much there is that the reader may not see. */
+static void reader_ranges(const struct reply *r, uint32_t perm, const char *within,
+			  struct auth_ranges *out)
+{
+	if (r->who != NULL) {
+		auth_ranges(&r->view, r->who->identity, perm, within, out);
+		return;
+	}
+	out->v = malloc(sizeof *out->v);
+	if (out->v == NULL || (out->v[0] = strdup(within)) == NULL)
+		log_fatal("out of memory");
+	out->n = 1;
+}
+
 static void reply_status(const struct reply *r, int status, const char *message)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
@@ -158,6 +175,7 @@ static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 		ctx->more = true;
 		return 1;
 	}
+	/* The final word; the ranges walked hold only names it allows. */
 	if (!may(ctx->reply, AUTH_READ, rec->name)) {
 		raftlock__lock_record__free_unpacked(rec, NULL);
 		return 0;
@@ -188,7 +206,13 @@ static void read_list_locks(struct store *st, const struct reply *r, const Raftl
 	Raftlock__LockInfo **ptrs = calloc(ctx.limit, sizeof *ptrs);
 	if (ctx.bufs == NULL || ptrs == NULL)
 		log_fatal("out of memory");
-	store_scan_locks(st, txn, req->prefix, req->after, list_locks_visit, &ctx);
+	/* The ranges are disjoint and in name order: the page is too, and
+	 * paging after its last name goes on as over one range. */
+	struct auth_ranges ranges;
+	reader_ranges(r, AUTH_READ, req->prefix, &ranges);
+	for (size_t i = 0; i < ranges.n && !ctx.more; i++)
+		store_scan_locks(st, txn, ranges.v[i], req->after, list_locks_visit, &ctx);
+	auth_ranges_free(&ranges);
 	for (size_t i = 0; i < ctx.n; i++)
 		ptrs[i] = &ctx.bufs[i].info;
 	Raftlock__LockList list = RAFTLOCK__LOCK_LIST__INIT;
@@ -213,9 +237,9 @@ struct list_sessions_ctx {
 	Raftlock__SessionInfo *infos;
 	Raftlock__SessionInfo **ptrs;
 	Raftlock__SessionRecord **recs;
-	char ***names_of; /* per session: its names (session_locks_names) */
+	char ***names_of; /* per session: the names shown */
 	size_t *n_names;
-	char ***shown; /* per session: the locks shown when filtered, or NULL */
+	struct auth_ranges readable; /* what the reader may read */
 	size_t n, limit;
 	size_t bytes;
 	bool more;
@@ -239,8 +263,28 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 		info->deadline = 0;
 	info->owner = rec->owner;
 	info->opened_time = rec->opened_time;
+	const struct reply *r = ctx->reply;
+	bool sees = r->who == NULL || auth_sees_session(&r->view, r->who->identity, rec);
 	size_t n_names;
-	char **names = session_locks_names(&ctx->names, rec, &n_names);
+	char **names;
+	if (sees) {
+		names = session_locks_names(&ctx->names, rec, &n_names);
+	} else {
+		/* Someone else's session: no owner, only the locks it may read,
+		 * looked for where it may read (not among all the names). */
+		info->owner = NULL;
+		names = session_locks_names_under(&ctx->names, rec,
+						  (const char *const *)ctx->readable.v,
+						  ctx->readable.n, &n_names);
+		size_t kept = 0;
+		for (size_t i = 0; i < n_names; i++) {
+			if (may(r, AUTH_READ, names[i]))
+				names[kept++] = names[i];
+			else
+				free(names[i]);
+		}
+		n_names = kept;
+	}
 	ctx->names_of[ctx->n] = names;
 	ctx->n_names[ctx->n] = n_names;
 	if (ctx->names.indexed) /* not in the record's size */
@@ -248,21 +292,6 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 			ctx->bytes += strlen(names[i]) + 3;
 	info->locks = names;
 	info->n_locks = n_names;
-	const struct reply *r = ctx->reply;
-	if (r->who != NULL && !auth_sees_session(&r->view, r->who->identity, rec)) {
-		/* Someone else's session: no owner, only the locks it may read. */
-		info->owner = NULL;
-		char **shown = calloc(n_names + 1, sizeof *shown);
-		if (shown == NULL)
-			log_fatal("out of memory");
-		size_t n = 0;
-		for (size_t i = 0; i < n_names; i++)
-			if (may(r, AUTH_READ, names[i]))
-				shown[n++] = names[i];
-		info->locks = shown;
-		info->n_locks = n;
-		ctx->shown[ctx->n] = shown;
-	}
 	ctx->ptrs[ctx->n] = info;
 	ctx->recs[ctx->n++] = rec;
 	return 0;
@@ -282,9 +311,9 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 	ctx.recs = calloc(ctx.limit, sizeof *ctx.recs);
 	ctx.names_of = calloc(ctx.limit, sizeof *ctx.names_of);
 	ctx.n_names = calloc(ctx.limit, sizeof *ctx.n_names);
-	ctx.shown = calloc(ctx.limit, sizeof *ctx.shown);
-	if (!ctx.infos || !ctx.ptrs || !ctx.recs || !ctx.names_of || !ctx.n_names || !ctx.shown)
+	if (!ctx.infos || !ctx.ptrs || !ctx.recs || !ctx.names_of || !ctx.n_names)
 		log_fatal("out of memory");
+	reader_ranges(r, AUTH_READ, "", &ctx.readable);
 	Raftlock__Meta *meta = store_get_meta(st, txn);
 	ctx.names = session_locks_at(st, txn, meta);
 	raftlock__meta__free_unpacked(meta, NULL);
@@ -301,11 +330,10 @@ static void read_list_sessions(struct store *st, const struct reply *r,
 	for (size_t i = 0; i < ctx.n; i++) {
 		raftlock__session_record__free_unpacked(ctx.recs[i], NULL);
 		session_locks_free(ctx.names_of[i], ctx.n_names[i]);
-		free(ctx.shown[i]);
 	}
+	auth_ranges_free(&ctx.readable);
 	free(ctx.names_of);
 	free(ctx.n_names);
-	free(ctx.shown);
 	free(ctx.infos);
 	free(ctx.ptrs);
 	free(ctx.recs);
@@ -371,7 +399,12 @@ static void read_acl_list(struct store *st, const struct reply *r, const Raftloc
 	ctx.names = calloc(ctx.limit, sizeof *ctx.names);
 	if (!ctx.rules || !ctx.ptrs || !ctx.names)
 		log_fatal("out of memory");
-	store_scan_acls(st, txn, req->after_identity, req->after_prefix, acl_list_visit, &ctx);
+	/* Only the rules on prefixes it administers are walked. */
+	struct auth_ranges ranges;
+	reader_ranges(r, AUTH_ADMIN, "", &ranges);
+	store_scan_acls_under(st, txn, req->after_identity, req->after_prefix,
+			      (const char *const *)ranges.v, ranges.n, acl_list_visit, &ctx);
+	auth_ranges_free(&ranges);
 	Raftlock__AclList list = RAFTLOCK__ACL_LIST__INIT;
 	list.rules = ctx.ptrs;
 	list.n_rules = ctx.n;

@@ -32,7 +32,9 @@ bool reads_is_stale(const Raftlock__Envelope *env);
  * allowed before (auth_check_request); listings leave out what the
  * identity may not see: locks it has no read on, the owner (host, pid,
  * client name) of sessions not its own without read on every name and
- * their locks it may not read, rules on prefixes it is not admin of. */
+ * their locks it may not read, rules on prefixes it is not admin of.
+ * They walk only the ranges of names (auth_ranges) and rules it may see,
+ * so that a page costs what it holds, plus a seek per range. */
 struct reads_who {
 	const char *identity;
 	const char *root; /* auth-admin */

@@ -72,18 +72,31 @@ static int collect(void *arg, const char *name, size_t len)
 	return 0;
 }
 
-char **session_locks_names(const struct session_locks *sl, const Raftlock__SessionRecord *sess,
-			   size_t *n)
+char **session_locks_names_under(const struct session_locks *sl,
+				 const Raftlock__SessionRecord *sess, const char *const *prefixes,
+				 size_t n_prefixes, size_t *n)
 {
 	struct names c = {0};
-	if (sl->indexed) {
-		store_scan_session_locks(sl->store, sl->txn, sess->id, collect, &c);
-	} else {
+	for (size_t p = 0; p < n_prefixes; p++) {
+		if (sl->indexed) {
+			store_scan_session_locks(sl->store, sl->txn, sess->id, prefixes[p], collect,
+						 &c);
+			continue;
+		}
+		size_t len = strlen(prefixes[p]);
 		for (size_t i = 0; i < sess->n_locks; i++)
-			collect(&c, sess->locks[i], strlen(sess->locks[i]));
+			if (strncmp(sess->locks[i], prefixes[p], len) == 0)
+				collect(&c, sess->locks[i], strlen(sess->locks[i]));
 	}
 	*n = c.n;
 	return c.v;
+}
+
+char **session_locks_names(const struct session_locks *sl, const Raftlock__SessionRecord *sess,
+			   size_t *n)
+{
+	static const char *const every[] = {""};
+	return session_locks_names_under(sl, sess, every, 1, n);
 }
 
 void session_locks_free(char **names, size_t n)

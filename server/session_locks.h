@@ -47,6 +47,12 @@ size_t session_locks_count(const struct session_locks *sl, const Raftlock__Sessi
  * change while the caller walks it. */
 char **session_locks_names(const struct session_locks *sl, const Raftlock__SessionRecord *sess,
 			   size_t *n);
+/* The same, of the names that start with one of prefixes[0..n_prefixes)
+ * (disjoint: none starts another), by prefix: from the table, the work is
+ * a seek per prefix and the names found, not the session's every name. */
+char **session_locks_names_under(const struct session_locks *sl,
+				 const Raftlock__SessionRecord *sess, const char *const *prefixes,
+				 size_t n_prefixes, size_t *n);
 void session_locks_free(char **names, size_t n);
 
 /* The session ends: its rows go (its record goes with the caller). */

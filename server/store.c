@@ -389,17 +389,16 @@ bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	return true;
 }
 
-void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
+void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id, const char *prefix,
 			      int (*visit)(void *arg, const char *name, size_t len), void *arg)
 {
 	MDB_cursor *cur;
-	uint8_t k[8];
-	be_put(k, id, 8);
-	MDB_val key = {8, k}, val;
+	uint8_t k[8 + RAFTLOCK_NAME_MAX];
+	MDB_val from = session_lock_key(k, id, prefix ? prefix : ""), key = from, val;
 	store_check_lmdb(mdb_cursor_open(txn, s->session_locks, &cur), "cursor");
 	int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
 	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		if (key.mv_size < 8 || memcmp(key.mv_data, k, 8) != 0)
+		if (key.mv_size < from.mv_size || memcmp(key.mv_data, k, from.mv_size) != 0)
 			break;
 		if (visit(arg, (const char *)key.mv_data + 8, key.mv_size - 8))
 			break;
@@ -756,24 +755,137 @@ static uint32_t acl_value(const MDB_val *val)
 	return (uint32_t)be_get(val->mv_data, 4);
 }
 
-uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, const char *name)
+void store_scan_acls_of(struct store *s, MDB_txn *txn, const char *identity,
+			int (*visit)(void *arg, const char *prefix, size_t len, uint32_t perms),
+			void *arg)
 {
 	uint8_t k[ACL_KEY_MAX];
 	MDB_val key = acl_key(k, identity, ""), val;
-	size_t head = key.mv_size, nlen = strlen(name);
-	uint32_t perms = 0;
+	size_t head = key.mv_size;
 	MDB_cursor *cur;
 	store_check_lmdb(mdb_cursor_open(txn, s->acls, &cur), "cursor");
 	for (int rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (key.mv_size < head || memcmp(key.mv_data, k, head) != 0)
 			break; /* past identity's rules */
-		size_t plen = key.mv_size - head;
-		if (plen <= nlen && memcmp((const uint8_t *)key.mv_data + head, name, plen) == 0)
-			perms |= acl_value(&val);
+		if (visit(arg, (const char *)key.mv_data + head, key.mv_size - head,
+			  acl_value(&val)))
+			break;
 	}
 	mdb_cursor_close(cur);
-	return perms;
+}
+
+struct acl_perms {
+	const char *name;
+	size_t len;
+	uint32_t perms;
+};
+
+static int add_perms(void *arg, const char *prefix, size_t len, uint32_t perms)
+{
+	struct acl_perms *p = arg;
+	if (len <= p->len && memcmp(prefix, p->name, len) == 0)
+		p->perms |= perms;
+	return 0;
+}
+
+uint32_t store_acl_perms(struct store *s, MDB_txn *txn, const char *identity, const char *name)
+{
+	struct acl_perms p = {name, strlen(name), 0};
+	store_scan_acls_of(s, txn, identity, add_perms, &p);
+	return p.perms;
+}
+
+/* Compares bytes a[0..na) with b[0..nb) in LMDB's order of keys. */
+static int bytes_cmp(const void *a, size_t na, const void *b, size_t nb)
+{
+	int c = memcmp(a, b, na < nb ? na : nb);
+	return c != 0 ? c : (na > nb) - (na < nb);
+}
+
+/* Puts cur on the first rule whose key is at least k[0..n). */
+static int acl_seek(MDB_cursor *cur, const uint8_t *k, size_t n, MDB_val *key, MDB_val *val)
+{
+	*key = (MDB_val){n, (void *)k};
+	return mdb_cursor_get(cur, key, val, MDB_SET_RANGE);
+}
+
+/* Where a walk over prefixes[0..n) (disjoint, in order) goes from rule
+ * (identity, prefix), a rule under none of them: the first of them after
+ * prefix within identity's rules, or else the next identity. The key is
+ * written to k (room for ACL_KEY_MAX bytes); returns its size. */
+static size_t acl_skip(uint8_t *k, const uint8_t *identity, size_t ni, const uint8_t *prefix,
+		       size_t np, const char *const *prefixes, size_t n)
+{
+	memcpy(k, identity, ni);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(prefixes[i]);
+		if (bytes_cmp(prefixes[i], len, prefix, np) > 0) {
+			k[ni] = 0;
+			memcpy(k + ni + 1, prefixes[i], len);
+			return ni + 1 + len;
+		}
+	}
+	/* Every key of identity is identity, 0, ...: identity, 1 follows
+	 * them all and precedes the next identity's. */
+	k[ni] = 1;
+	return ni + 1;
+}
+
+/* Whether one of prefixes[0..n) starts p[0..np). */
+static bool acl_under(const uint8_t *p, size_t np, const char *const *prefixes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(prefixes[i]);
+		if (len <= np && memcmp(p, prefixes[i], len) == 0)
+			return true;
+	}
+	return false;
+}
+
+void store_scan_acls_under(struct store *s, MDB_txn *txn, const char *after_identity,
+			   const char *after_prefix, const char *const *prefixes, size_t n,
+			   int (*visit)(void *arg, const char *identity, const char *prefix,
+					uint32_t perms),
+			   void *arg)
+{
+	uint8_t k[ACL_KEY_MAX];
+	char ident[RAFTLOCK_NAME_MAX + 1], prefix[RAFTLOCK_NAME_MAX + 1];
+	MDB_val key, val;
+	MDB_cursor *cur;
+	int rc;
+	if (n == 0)
+		return;
+	store_check_lmdb(mdb_cursor_open(txn, s->acls, &cur), "cursor");
+	if (after_identity != NULL && after_identity[0] != '\0') {
+		MDB_val from = acl_key(k, after_identity, after_prefix ? after_prefix : "");
+		rc = acl_seek(cur, k, from.mv_size, &key, &val);
+		if (rc == 0 && bytes_cmp(key.mv_data, key.mv_size, k, from.mv_size) == 0)
+			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	} else {
+		rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+	}
+	while (rc == 0) {
+		const uint8_t *zero = memchr(key.mv_data, 0, key.mv_size);
+		size_t ni = zero ? (size_t)(zero - (const uint8_t *)key.mv_data) : 0;
+		size_t np = key.mv_size - ni - 1;
+		if (zero == NULL || ni > RAFTLOCK_NAME_MAX || np > RAFTLOCK_NAME_MAX)
+			log_fatal("lmdb access rule key is damaged");
+		if (!acl_under(zero + 1, np, prefixes, n)) {
+			/* Under none: on to where the next one may be. */
+			size_t len = acl_skip(k, key.mv_data, ni, zero + 1, np, prefixes, n);
+			rc = acl_seek(cur, k, len, &key, &val);
+			continue;
+		}
+		memcpy(ident, key.mv_data, ni);
+		ident[ni] = '\0';
+		memcpy(prefix, zero + 1, np);
+		prefix[np] = '\0';
+		if (visit(arg, ident, prefix, acl_value(&val)))
+			break;
+		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
 }
 
 void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
@@ -782,37 +894,8 @@ void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
 				  uint32_t perms),
 		     void *arg)
 {
-	uint8_t k[ACL_KEY_MAX];
-	char ident[RAFTLOCK_NAME_MAX + 1], prefix[RAFTLOCK_NAME_MAX + 1];
-	bool after = after_identity != NULL && after_identity[0] != '\0';
-	MDB_val key, val;
-	MDB_cursor *cur;
-	int rc;
-	store_check_lmdb(mdb_cursor_open(txn, s->acls, &cur), "cursor");
-	if (after) {
-		MDB_val from = acl_key(k, after_identity, after_prefix ? after_prefix : "");
-		key = from;
-		rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-		if (rc == 0 && key.mv_size == from.mv_size &&
-		    memcmp(key.mv_data, from.mv_data, from.mv_size) == 0)
-			rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
-	} else {
-		rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
-	}
-	for (; rc == 0; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
-		const uint8_t *zero = memchr(key.mv_data, 0, key.mv_size);
-		size_t ni = zero ? (size_t)(zero - (const uint8_t *)key.mv_data) : 0;
-		size_t np = key.mv_size - ni - 1;
-		if (zero == NULL || ni > RAFTLOCK_NAME_MAX || np > RAFTLOCK_NAME_MAX)
-			log_fatal("lmdb access rule key is damaged");
-		memcpy(ident, key.mv_data, ni);
-		ident[ni] = '\0';
-		memcpy(prefix, zero + 1, np);
-		prefix[np] = '\0';
-		if (visit(arg, ident, prefix, acl_value(&val)))
-			break;
-	}
-	mdb_cursor_close(cur);
+	static const char *const every[] = {""};
+	store_scan_acls_under(s, txn, after_identity, after_prefix, every, 1, visit, arg);
 }
 
 uint64_t store_identity_sessions(struct store *s, MDB_txn *txn, const char *identity)

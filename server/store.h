@@ -126,9 +126,10 @@ void store_del_lock(struct store *s, MDB_txn *txn, const char *name);
 bool store_session_lock_has(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
 bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
 bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const char *name);
-/* Visits session id's names (not NUL-terminated: len bytes) in name order
- * until visit returns nonzero. Nothing may write the table meanwhile. */
-void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id,
+/* Visits session id's names that start with prefix (NULL or "": all; not
+ * NUL-terminated: len bytes) in name order until visit returns nonzero.
+ * Nothing may write the table meanwhile. */
+void store_scan_session_locks(struct store *s, MDB_txn *txn, uint64_t id, const char *prefix,
 			      int (*visit)(void *arg, const char *name, size_t len), void *arg);
 /* Deletes every name of session id; returns how many there were. */
 size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id);
@@ -206,6 +207,12 @@ void store_put_acl(struct store *s, MDB_txn *txn, const char *identity, const ch
 		   uint32_t perms);
 bool store_del_acl(struct store *s, MDB_txn *txn, const char *identity, const char *prefix);
 
+/* Visits identity's rules in prefix order (the prefix not NUL-terminated:
+ * len bytes) until visit returns nonzero. */
+void store_scan_acls_of(struct store *s, MDB_txn *txn, const char *identity,
+			int (*visit)(void *arg, const char *prefix, size_t len, uint32_t perms),
+			void *arg);
+
 /* The union of the permissions of identity's rules whose prefix starts
  * name (prefix "" starts every name, "" included), from one cursor walk
  * over identity's rules. */
@@ -218,6 +225,17 @@ void store_scan_acls(struct store *s, MDB_txn *txn, const char *after_identity,
 		     int (*visit)(void *arg, const char *identity, const char *prefix,
 				  uint32_t perms),
 		     void *arg);
+
+/* The same, visiting only the rules whose prefix starts with one of
+ * prefixes[0..n) (disjoint: none starts another; in name order; n = 0
+ * visits nothing). It steps over the others by seeking, per identity, to
+ * the next of prefixes, then to the next identity: at most n + 1 seeks an
+ * identity whatever the rules it holds. */
+void store_scan_acls_under(struct store *s, MDB_txn *txn, const char *after_identity,
+			   const char *after_prefix, const char *const *prefixes, size_t n,
+			   int (*visit)(void *arg, const char *identity, const char *prefix,
+					uint32_t perms),
+			   void *arg);
 
 /* Sessions held by identity (the identities index); 0 for "" and for an
  * identity that holds none. */

@@ -189,6 +189,134 @@ static void test_scan_order(void **state)
 	store_abort(txn);
 }
 
+/* The ranges of auth_ranges(), joined by '|'. */
+static void ranges_of(struct fx *f, const char *root, const char *identity, uint32_t perm,
+		      const char *within, char *out, size_t len)
+{
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn, .root = root};
+	struct auth_ranges r;
+	auth_ranges(&v, identity, perm, within, &r);
+	out[0] = '\0';
+	for (size_t i = 0; i < r.n; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? "|" : "", r.v[i]);
+	auth_ranges_free(&r);
+	store_abort(txn);
+}
+
+/* Whether name starts with one of the ranges ranges_of() wrote. */
+static bool in_ranges(const char *ranges, const char *within, const char *name)
+{
+	if (strncmp(name, within, strlen(within)) != 0)
+		return false;
+	char copy[256];
+	snprintf(copy, sizeof copy, "%s", ranges);
+	for (char *save, *r = strtok_r(copy, "|", &save); r; r = strtok_r(NULL, "|", &save))
+		if (strncmp(name, r, strlen(r)) == 0)
+			return true;
+	return false;
+}
+
+/* The ranges an identity may read under a prefix: its rules' and "*"'s
+ * that grant the permission, cut to the prefix, those a shorter one covers
+ * dropped, in name order; and exactly the names auth_allows() allows. */
+static void test_ranges(void **state)
+{
+	struct fx *f = fx_ready(state);
+	set_rule(f, "alice", "db/", AUTH_READ | AUTH_LOCK);
+	set_rule(f, "alice", "db/a/", AUTH_READ);
+	set_rule(f, "alice", "app", AUTH_READ);
+	set_rule(f, "alice", "lock/", AUTH_LOCK);
+	set_rule(f, "alice", "m/", AUTH_ADMIN);
+	set_rule(f, AUTH_ANYONE, "pub/", AUTH_READ);
+	set_rule(f, AUTH_ANYONE, "db/z", AUTH_READ);
+	set_rule(f, "bob", "", AUTH_READ);
+	char out[256];
+	struct {
+		const char *root, *identity;
+		uint32_t perm;
+		const char *within, *want;
+	} cases[] = {
+		{NULL, "alice", AUTH_READ, "", "app|db/|pub/"},
+		{NULL, "alice", AUTH_READ, "db/a/b", "db/a/b"},
+		{NULL, "alice", AUTH_READ, "d", "db/"},
+		{NULL, "alice", AUTH_READ, "ap", "app"},
+		{NULL, "alice", AUTH_READ, "lock/", ""},
+		{NULL, "alice", AUTH_LOCK, "", "db/|lock/"},
+		{NULL, "alice", AUTH_ADMIN, "", "m/"},
+		{NULL, AUTH_ANYONE, AUTH_READ, "", "db/z|pub/"},
+		{NULL, "carol", AUTH_READ, "", "db/z|pub/"},
+		{NULL, "bob", AUTH_READ, "x/", "x/"},
+		{NULL, "", AUTH_READ, "", ""},
+		{NULL, NULL, AUTH_READ, "", ""},
+		{"alice", "alice", AUTH_ADMIN, "q/", "q/"}, /* the bootstrap admin */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		ranges_of(f, cases[i].root, cases[i].identity, cases[i].perm, cases[i].within, out,
+			  sizeof out);
+		assert_string_equal(out, cases[i].want);
+	}
+	/* Covered exactly when allowed. */
+	const char *names[] = {"",     "a",   "app",    "apple", "db",  "db/",   "db/a/x",
+			       "db/z", "dbx", "lock/1", "m/x",   "pub", "pub/x", "zzz"};
+	const char *within[] = {"", "d", "db/a", "p"};
+	MDB_txn *txn = store_begin(&f->store, false);
+	struct auth_view v = {.store = &f->store, .txn = txn};
+	for (size_t w = 0; w < sizeof within / sizeof *within; w++) {
+		ranges_of(f, NULL, "alice", AUTH_READ, within[w], out, sizeof out);
+		for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+			bool allowed = strncmp(names[i], within[w], strlen(within[w])) == 0 &&
+				       auth_allows(&v, "alice", AUTH_READ, names[i]);
+			assert_int_equal(in_ranges(out, within[w], names[i]), allowed);
+		}
+	}
+	store_abort(txn);
+}
+
+/* A scan of the rules under some prefixes visits those alone, in order,
+ * after its starting rule, seeking past the others: also to a key longer
+ * than any rule's (a 255-byte identity and a 256-byte prefix), from where
+ * it goes on with the next rule. */
+static void test_scan_under(void **state)
+{
+	struct fx *f = fx_ready(state);
+	char ident[256], longp[257], rest[256];
+	memset(ident, 'h', 255);
+	ident[255] = '\0';
+	memset(rest, 'r', 255);
+	rest[255] = '\0';
+	snprintf(longp, sizeof longp, "%ss", rest); /* 256 bytes, after rest */
+	set_rule(f, "alice", "a/1", AUTH_LOCK);
+	set_rule(f, "alice", "b/1", AUTH_READ);
+	set_rule(f, "alice", "c/1", AUTH_LOCK);
+	set_rule(f, "bob", "b/", AUTH_ADMIN);
+	set_rule(f, "bob", "d/2", AUTH_LOCK);
+	set_rule(f, "carol", "e", AUTH_LOCK);
+	set_rule(f, ident, "a", AUTH_LOCK);
+	set_rule(f, ident, rest, AUTH_LOCK);
+	set_rule(f, "z", longp, AUTH_LOCK);
+	MDB_txn *txn = store_begin(&f->store, false);
+	char out[2048] = "";
+	const char *bd[] = {"b/", "d/"};
+	store_scan_acls_under(&f->store, txn, NULL, NULL, bd, 2, collect, out);
+	assert_string_equal(out, "alice|b/1|2;bob|b/|4;bob|d/2|1;");
+	out[0] = '\0';
+	store_scan_acls_under(&f->store, txn, "alice", "b/1", bd, 2, collect, out);
+	assert_string_equal(out, "bob|b/|4;bob|d/2|1;");
+	out[0] = '\0';
+	store_scan_acls_under(&f->store, txn, "alice", "c", bd, 2, collect, out);
+	assert_string_equal(out, "bob|b/|4;bob|d/2|1;");
+	out[0] = '\0';
+	store_scan_acls_under(&f->store, txn, NULL, NULL, bd, 0, collect, out);
+	assert_string_equal(out, "");
+	const char *far[] = {"a", longp};
+	store_scan_acls_under(&f->store, txn, NULL, NULL, far, 2, collect, out);
+	char want[2048];
+	snprintf(want, sizeof want, "alice|a/1|1;%s|a|1;z|%s|1;", ident, longp);
+	assert_string_equal(out, want);
+	store_abort(txn);
+}
+
 static void test_session_identity(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -540,6 +668,8 @@ int main(void)
 		T(test_root),
 		T(test_set_replace_delete),
 		T(test_scan_order),
+		T(test_ranges),
+		T(test_scan_under),
 		T(test_session_identity),
 		T(test_snapshot_carries_rules),
 		T(test_check_request),

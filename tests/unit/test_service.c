@@ -1921,67 +1921,6 @@ static void test_accept_without_memory(void **state)
 	assert_int_equal(service_connections(&f->svc), 1);
 }
 
-/* A listing walks the locks its reader may read, not every lock: with
- * 200,000 locks, none of which alice may read, ten stale LIST_LOCKS of
- * hers pipelined (150 bytes) are all answered, empty, within 300 ms of
- * real time. Each one walked every lock, with two rule lookups apiece,
- * and answered nothing, so that nothing held it back: a few kilobytes of
- * them held the node's loop (the leader's heartbeats, every client) for
- * minutes. */
-#define UNREADABLE_LOCKS 200000
-static void test_listing_walks_only_readable_locks(void **state)
-{
-	struct fx *f = *state;
-	char err[256];
-	snprintf(f->store_dir, sizeof f->store_dir, "/tmp/test_service.XXXXXX");
-	assert_non_null(mkdtemp(f->store_dir));
-	assert_int_equal(store_open(&f->node.store, f->store_dir, 256u << 20, err, sizeof err), 0);
-	struct auth_tokens tokens;
-	load_tokens(f->store_dir, &tokens, (const char *const[]){"alice", "tok-alice", NULL});
-	f->cfg.auth = true;
-	service_auth_tokens(&f->svc, &tokens);
-	struct store *st = &f->node.store;
-	MDB_txn *txn = store_begin(st, true);
-	for (unsigned i = 0; i < UNREADABLE_LOCKS; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "jobs/%07u", i);
-		Raftlock__LockRecord *rec = records_new_lock(name, RAFTLOCK__LOCK_KIND__MUTEX, 0);
-		store_put_lock(st, txn, rec);
-		raftlock__lock_record__free_unpacked(rec, NULL);
-	}
-	store_put_acl(st, txn, "alice", "mine/", AUTH_READ);
-	store_commit(txn);
-	send_token(f, 1, "tok-alice");
-	assert_int_equal(next_status(f, NULL), 0);
-
-	Raftlock__ListLocksRequest list = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
-	list.limit = 1;
-	list.stale = true;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
-	env.list_locks = &list;
-	uint64_t t0 = uv_hrtime();
-	for (env.id = 10; env.id < 20; env.id++)
-		send_env(f, &env);
-	for (uint64_t id = 10; id < 20; id++) {
-		Raftlock__Envelope *got = next_env(f);
-		assert_non_null(got);
-		assert_int_equal(got->id, id);
-		assert_int_equal(got->response->status, 0);
-		assert_int_equal(got->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_LOCKS);
-		assert_int_equal(got->response->locks->n_locks, 0);
-		assert_false(got->response->locks->more);
-		raftlock__envelope__free_unpacked(got, NULL);
-	}
-	uint64_t took = (uv_hrtime() - t0) / 1000000u;
-	printf("ten listings of %d unreadable locks took %llu ms (limit 300)\n", UNREADABLE_LOCKS,
-	       (unsigned long long)took);
-	assert_true(took < 300);
-	teardown(state);
-	*state = NULL;
-	auth_tokens_free(&tokens);
-}
-
 /* Bytes malloc holds for the process: the arenas' chunks in use and the
  * mmapped ones. */
 static size_t heap_in_use(void)
@@ -2025,6 +1964,316 @@ static void test_big_frame_buffer_given_back(void **state)
 	send_env(f, &env);
 	assert_answer(f, RAFTLOCK_EPROTO, "empty");
 	assert_int_equal(service_connections(&f->svc), 1);
+}
+
+/* ------------------------------------------------------------ listings */
+
+/* A store of map bytes in a temporary directory (removed at teardown) and
+ * authentication on with the tokens of list (name, token, ..., NULL), the
+ * test's connection authenticated with the first: the service borrows
+ * tokens, so the test tears down itself before it frees them. */
+static struct store *auth_store(struct fx *f, size_t map, struct auth_tokens *tokens,
+				const char *const *list)
+{
+	char err[256];
+	snprintf(f->store_dir, sizeof f->store_dir, "/tmp/test_service.XXXXXX");
+	assert_non_null(mkdtemp(f->store_dir));
+	assert_int_equal(store_open(&f->node.store, f->store_dir, map, err, sizeof err), 0);
+	load_tokens(f->store_dir, tokens, list);
+	f->cfg.auth = true;
+	service_auth_tokens(&f->svc, tokens);
+	send_token(f, 1, list[1]);
+	assert_int_equal(next_status(f, NULL), 0);
+	return &f->node.store;
+}
+
+static void tear_down_with(void **state, struct auth_tokens *tokens)
+{
+	teardown(state);
+	*state = NULL;
+	auth_tokens_free(tokens);
+}
+
+static void send_env_on(struct fx *f, int sock, const Raftlock__Envelope *env)
+{
+	int mine = f->sock;
+	f->sock = sock;
+	send_env(f, env);
+	f->sock = mine;
+}
+
+/* Another connection, authenticated with token. */
+static int connect_as(struct fx *f, const char *token)
+{
+	int sock = connect_again(f), mine = f->sock;
+	f->sock = sock;
+	send_token(f, 1, token);
+	f->sock = mine;
+	Raftlock__Envelope *env = next_env_on(f, sock);
+	assert_non_null(env);
+	assert_int_equal(env->response->status, 0);
+	raftlock__envelope__free_unpacked(env, NULL);
+	return sock;
+}
+
+/* The answer to a stale LIST_LOCKS (prefix, after, limit) on sock, checked
+ * to be a page; the caller frees it. */
+static Raftlock__Envelope *list_locks_on(struct fx *f, int sock, const char *prefix,
+					 const char *after, uint32_t limit)
+{
+	Raftlock__ListLocksRequest list = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+	list.prefix = (char *)prefix;
+	list.after = (char *)after;
+	list.limit = limit;
+	list.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 9;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+	env.list_locks = &list;
+	send_env_on(f, sock, &env);
+	Raftlock__Envelope *got = next_env_on(f, sock);
+	assert_non_null(got);
+	assert_int_equal(got->response->status, 0);
+	assert_int_equal(got->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_LOCKS);
+	return got;
+}
+
+/* A page's names, joined by spaces, then "+" if more follow. */
+static void page_names(const Raftlock__LockList *list, char *out, size_t len)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i < list->n_locks; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? " " : "",
+			 list->locks[i]->name);
+	if (list->more)
+		snprintf(out + strlen(out), len - strlen(out), "+");
+}
+
+static void put_lock_named(struct store *st, MDB_txn *txn, const char *name)
+{
+	Raftlock__LockRecord *rec = records_new_lock(name, RAFTLOCK__LOCK_KIND__MUTEX, 0);
+	store_put_lock(st, txn, rec);
+	raftlock__lock_record__free_unpacked(rec, NULL);
+}
+
+/* A listing walks the names its reader may read, each range once, in name
+ * order: alice reads b/ (and b/x/, which b/ covers) and, through "*", d/;
+ * her pages hold those locks alone, in order, and paging after a page's
+ * last name goes on into the next range; a prefix narrows the ranges. */
+static void test_listing_pages_through_readable_ranges(void **state)
+{
+	struct fx *f = *state;
+	struct auth_tokens tokens;
+	struct store *st =
+		auth_store(f, 16u << 20, &tokens, (const char *const[]){"alice", "tok-a", NULL});
+	MDB_txn *txn = store_begin(st, true);
+	const char *names[] = {"a/1", "b", "b/1", "b/2", "b/x/1", "c/1", "d/1", "d/2", "e/1"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		put_lock_named(st, txn, names[i]);
+	store_put_acl(st, txn, "alice", "b/x/", AUTH_READ);
+	store_put_acl(st, txn, "alice", "b/", AUTH_READ | AUTH_LOCK);
+	store_put_acl(st, txn, "alice", "c/", AUTH_LOCK);
+	store_put_acl(st, txn, AUTH_ANYONE, "d/", AUTH_READ);
+	store_commit(txn);
+	int sock = connect_as(f, "tok-a");
+	struct {
+		const char *prefix, *after;
+		uint32_t limit;
+		const char *want;
+	} pages[] = {
+		{"", "", 0, "b/1 b/2 b/x/1 d/1 d/2"},
+		{"", "", 2, "b/1 b/2+"},
+		{"", "b/2", 2, "b/x/1 d/1+"},
+		{"", "d/1", 2, "d/2"},
+		{"", "c", 1, "d/1+"},
+		{"b/x", "", 0, "b/x/1"},
+		{"d/2", "", 0, "d/2"},
+		{"c/", "", 0, ""},
+		{"b", "b/1", 0, "b/2 b/x/1"},
+	};
+	for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+		Raftlock__Envelope *got =
+			list_locks_on(f, sock, pages[i].prefix, pages[i].after, pages[i].limit);
+		char out[256];
+		page_names(got->response->locks, out, sizeof out);
+		assert_string_equal(out, pages[i].want);
+		raftlock__envelope__free_unpacked(got, NULL);
+	}
+	close(sock);
+	tear_down_with(state, &tokens);
+}
+
+/* Session id of identity, whose owner's client name is client. */
+static void put_owned_session(struct store *st, MDB_txn *txn, uint64_t id, const char *identity,
+			      const char *client)
+{
+	Raftlock__Owner owner = RAFTLOCK__OWNER__INIT;
+	owner.client_name = (char *)client;
+	owner.host = "host";
+	owner.pid = 7;
+	Raftlock__SessionRecord *sess = records_new_session(&owner);
+	sess->id = id;
+	records_set_string(&sess->identity, identity);
+	store_put_session(st, txn, sess);
+	raftlock__session_record__free_unpacked(sess, NULL);
+}
+
+/* Sends n copies of env on the test's connection (ids from 10), all in
+ * one write, and checks that each is answered with status 0 within
+ * limit_ms of real time; returns the last answer (the caller frees it). */
+static Raftlock__Envelope *pipelined(struct fx *f, Raftlock__Envelope *env, unsigned n,
+				     uint64_t limit_ms, const char *what)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (env->id = 10; env->id < 10 + n; env->id++)
+		assert_int_equal(codec_frame_envelope_append(env, &buf, &len, &cap), 0);
+	uint64_t t0 = uv_hrtime();
+	send_bytes(f, buf, len);
+	free(buf);
+	Raftlock__Envelope *got = NULL;
+	for (uint64_t id = 10; id < 10 + n; id++) {
+		if (got != NULL)
+			raftlock__envelope__free_unpacked(got, NULL);
+		got = next_env(f);
+		assert_non_null(got);
+		assert_int_equal(got->id, id);
+		assert_int_equal(got->response->status, 0);
+	}
+	uint64_t took = (uv_hrtime() - t0) / 1000000u;
+	printf("%u %s took %llu ms (limit %llu)\n", n, what, (unsigned long long)took,
+	       (unsigned long long)limit_ms);
+	assert_true(took < limit_ms);
+	return got;
+}
+
+/* A listing walks the locks its reader may read, not every lock: with
+ * 200,000 locks, none of which alice may read, ten stale LIST_LOCKS of
+ * hers pipelined (150 bytes) are all answered, empty, within 300 ms of
+ * real time. Each one walked every lock, with two rule lookups apiece,
+ * and answered nothing, so that nothing held it back: a few kilobytes of
+ * them held the node's loop (the leader's heartbeats, every client) for
+ * minutes. */
+#define UNREADABLE_LOCKS 200000
+static void test_listing_walks_only_readable_locks(void **state)
+{
+	struct fx *f = *state;
+	struct auth_tokens tokens;
+	struct store *st = auth_store(f, 256u << 20, &tokens,
+				      (const char *const[]){"alice", "tok-alice", NULL});
+	MDB_txn *txn = store_begin(st, true);
+	for (unsigned i = 0; i < UNREADABLE_LOCKS; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "jobs/%07u", i);
+		put_lock_named(st, txn, name);
+	}
+	store_put_acl(st, txn, "alice", "mine/", AUTH_READ);
+	store_commit(txn);
+
+	Raftlock__ListLocksRequest list = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+	list.limit = 1;
+	list.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+	env.list_locks = &list;
+	Raftlock__Envelope *got =
+		pipelined(f, &env, 10, 300, "listings of 200,000 unreadable locks");
+	assert_int_equal(got->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_LOCKS);
+	assert_int_equal(got->response->locks->n_locks, 0);
+	assert_false(got->response->locks->more);
+	raftlock__envelope__free_unpacked(got, NULL);
+	tear_down_with(state, &tokens);
+}
+
+/* ACL_LIST walks the rules on prefixes its reader administers, not every
+ * rule: with 200,000 rules of identity bulk on x/, alice, admin of mine/,
+ * gets the rules there (her own, then bulk's and zed's, in order), and
+ * ten of her listings after her own, pipelined, are answered within
+ * 300 ms. Each checked every rule past hers against her rules before. */
+#define OTHER_RULES 200000
+static void test_acl_list_walks_only_administered_rules(void **state)
+{
+	struct fx *f = *state;
+	struct auth_tokens tokens;
+	struct store *st =
+		auth_store(f, 256u << 20, &tokens, (const char *const[]){"alice", "tok-a", NULL});
+	MDB_txn *txn = store_begin(st, true);
+	for (unsigned i = 0; i < OTHER_RULES; i++) {
+		char prefix[32];
+		snprintf(prefix, sizeof prefix, "x/%07u", i);
+		store_put_acl(st, txn, "bulk", prefix, AUTH_LOCK);
+	}
+	store_put_acl(st, txn, "bulk", "mine/b", AUTH_LOCK);
+	store_put_acl(st, txn, "zed", "mine/a", AUTH_READ);
+	store_put_acl(st, txn, "alice", "mine/", AUTH_ADMIN);
+	store_commit(txn);
+
+	Raftlock__AclListRequest list = RAFTLOCK__ACL_LIST_REQUEST__INIT;
+	list.limit = 1;
+	list.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_ACL_LIST;
+	env.acl_list = &list;
+	Raftlock__Envelope *got = pipelined(f, &env, 1, 300, "rule listing");
+	const Raftlock__AclList *acls = got->response->acls;
+	assert_int_equal(acls->n_rules, 1); /* her own */
+	assert_string_equal(acls->rules[0]->identity, "alice");
+	assert_true(acls->more);
+	raftlock__envelope__free_unpacked(got, NULL);
+	list.after_identity = "alice";
+	list.after_prefix = "mine/";
+	list.limit = 0;
+	got = pipelined(f, &env, 10, 300, "rule listings past 200,000 others");
+	acls = got->response->acls;
+	assert_int_equal(acls->n_rules, 2);
+	assert_string_equal(acls->rules[0]->identity, "bulk");
+	assert_string_equal(acls->rules[0]->prefix, "mine/b");
+	assert_string_equal(acls->rules[1]->identity, "zed");
+	assert_string_equal(acls->rules[1]->prefix, "mine/a");
+	assert_false(acls->more);
+	raftlock__envelope__free_unpacked(got, NULL);
+	tear_down_with(state, &tokens);
+}
+
+/* LIST_SESSIONS looks for another identity's names where its reader may
+ * read, not among them all: alice's session holds 100,000 names under
+ * jobs/ and one under mine/; bob, who reads mine/, is shown that one
+ * (and no owner), and 30 of his listings pipelined are answered within
+ * 300 ms. Each copied and checked every name before. */
+#define SESSION_NAMES 100000
+static void test_session_listing_walks_only_readable_names(void **state)
+{
+	struct fx *f = *state;
+	struct auth_tokens tokens;
+	struct store *st =
+		auth_store(f, 256u << 20, &tokens, (const char *const[]){"bob", "tok-b", NULL});
+	MDB_txn *txn = store_begin(st, true);
+	Raftlock__Meta meta = RAFTLOCK__META__INIT;
+	meta.feature_level = FEATURE_LEVEL; /* names in the session_locks table */
+	store_put_meta(st, txn, &meta);
+	put_owned_session(st, txn, 1, "alice", "alice-app");
+	for (unsigned i = 0; i < SESSION_NAMES; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "jobs/%07u", i);
+		store_session_lock_add(st, txn, 1, name);
+	}
+	store_session_lock_add(st, txn, 1, "mine/x");
+	store_put_acl(st, txn, "bob", "mine/", AUTH_READ);
+	store_commit(txn);
+
+	Raftlock__ListSessionsRequest list = RAFTLOCK__LIST_SESSIONS_REQUEST__INIT;
+	list.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS;
+	env.list_sessions = &list;
+	Raftlock__Envelope *got = pipelined(f, &env, 30, 300, "session listings of 100,000 names");
+	const Raftlock__SessionList *sl = got->response->sessions;
+	assert_int_equal(sl->n_sessions, 1);
+	assert_null(sl->sessions[0]->owner);
+	assert_int_equal(sl->sessions[0]->n_locks, 1);
+	assert_string_equal(sl->sessions[0]->locks[0], "mine/x");
+	raftlock__envelope__free_unpacked(got, NULL);
+	tear_down_with(state, &tokens);
 }
 
 static int group_setup(void **state)
@@ -2080,6 +2329,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),
 		cmocka_unit_test_setup_teardown(test_accept_without_memory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listing_pages_through_readable_ranges, setup,
+						teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_acl_list_walks_only_administered_rules, setup,
+						teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_session_listing_walks_only_readable_names,
+						setup, teardown_unless_done),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
