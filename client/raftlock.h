@@ -1323,7 +1323,9 @@ RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list)
  */
 enum raftlock_acl_perm {
 	RAFTLOCK_ACL_LOCK = 1,  /* acquire, release, cancel a wait */
-	RAFTLOCK_ACL_READ = 2,  /* read the lock, its holders and their owners */
+	RAFTLOCK_ACL_READ = 2,  /* read the lock and its holders; their owners
+				   (who) show for the reader's own sessions, or
+				   with read on "" */
 	RAFTLOCK_ACL_ADMIN = 4, /* change rules on the prefix; on "": close others'
 				   sessions, membership and snapshot commands */
 };

@@ -31,7 +31,7 @@
 
 enum {
 	AUTH_LOCK = RAFTLOCK__ACL_PERM__ACL_LOCK,   /* acquire, release, cancel */
-	AUTH_READ = RAFTLOCK__ACL_PERM__ACL_READ,   /* read the lock and its owners */
+	AUTH_READ = RAFTLOCK__ACL_PERM__ACL_READ,   /* read the lock; on "": all owners */
 	AUTH_ADMIN = RAFTLOCK__ACL_PERM__ACL_ADMIN, /* rules; on "": others' sessions */
 	AUTH_ALL = AUTH_LOCK | AUTH_READ | AUTH_ADMIN,
 };

@@ -53,11 +53,17 @@ static void reply_status(const struct reply *r, int status, const char *message)
 
 /* ------------------------------------------------------ store to proto -- */
 
-static Raftlock__Owner *owner_of(struct store *st, MDB_txn *txn, uint64_t session,
-				 Raftlock__SessionRecord **keep)
+/* The owner of session, if the reader may see it: the rule of
+ * LIST_SESSIONS (auth_sees_session). */
+static Raftlock__Owner *owner_of(struct store *st, MDB_txn *txn, const struct reply *r,
+				 uint64_t session, Raftlock__SessionRecord **keep)
 {
 	*keep = store_get_session(st, txn, session);
-	return *keep ? (*keep)->owner : NULL;
+	if (*keep == NULL)
+		return NULL;
+	if (r->who != NULL && !auth_sees_session(&r->view, r->who->identity, *keep))
+		return NULL;
+	return (*keep)->owner;
 }
 
 /* Fills a LockInfo from a record; the session records fetched for owner
@@ -73,8 +79,8 @@ struct lock_info_buf {
 	Raftlock__LockRecord *rec;
 };
 
-static void lock_info_fill(struct store *st, MDB_txn *txn, struct lock_info_buf *b,
-			   Raftlock__LockRecord *rec, uint64_t now)
+static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r,
+			   struct lock_info_buf *b, Raftlock__LockRecord *rec, uint64_t now)
 {
 	size_t nh = rec->n_holders, nw = rec->n_waiters;
 	raftlock__lock_info__init(&b->info);
@@ -98,15 +104,15 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, struct lock_info_buf 
 	for (size_t i = 0; i < nh; i++) {
 		raftlock__holder_info__init(&b->holders[i]);
 		b->holders[i].holder = rec->holders[i];
-		b->holders[i].owner =
-			owner_of(st, txn, rec->holders[i]->session, &b->sessions[b->n_sessions++]);
+		b->holders[i].owner = owner_of(st, txn, r, rec->holders[i]->session,
+					       &b->sessions[b->n_sessions++]);
 		b->holder_ptrs[i] = &b->holders[i];
 	}
 	for (size_t i = 0; i < nw; i++) {
 		raftlock__waiter_info__init(&b->waiters[i]);
 		b->waiters[i].waiter = rec->waiters[i];
-		b->waiters[i].owner =
-			owner_of(st, txn, rec->waiters[i]->session, &b->sessions[b->n_sessions++]);
+		b->waiters[i].owner = owner_of(st, txn, r, rec->waiters[i]->session,
+					       &b->sessions[b->n_sessions++]);
 		b->waiter_ptrs[i] = &b->waiters[i];
 	}
 	b->info.holders = b->holder_ptrs;
@@ -146,7 +152,7 @@ static void read_get_lock(struct store *st, const struct reply *r, const Raftloc
 		return;
 	}
 	struct lock_info_buf b;
-	lock_info_fill(st, txn, &b, rec, store_now(st, txn));
+	lock_info_fill(st, txn, r, &b, rec, store_now(st, txn));
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
 	resp.lock = &b.info;
@@ -181,7 +187,7 @@ static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 		return 0;
 	}
 	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
-	lock_info_fill(ctx->store, ctx->txn, b, rec, ctx->now);
+	lock_info_fill(ctx->store, ctx->txn, ctx->reply, b, rec, ctx->now);
 	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
 	return 0;
 }

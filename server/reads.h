@@ -31,8 +31,9 @@ bool reads_is_stale(const Raftlock__Envelope *env);
 /* Who reads, with authentication on (auth.h). Reads of one name were
  * allowed before (auth_check_request); listings leave out what the
  * identity may not see: locks it has no read on, the owner (host, pid,
- * client name) of sessions not its own without read on every name and
- * their locks it may not read, rules on prefixes it is not admin of.
+ * client name) of sessions not its own without read on every name (of a
+ * session listed, and of a lock's holders and waiters, GET_LOCK included)
+ * and their locks it may not read, rules on prefixes it is not admin of.
  * They walk only the ranges of names (auth_ranges) and rules it may see,
  * so that a page costs what it holds, plus a seek per range. */
 struct reads_who {

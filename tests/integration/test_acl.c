@@ -325,7 +325,8 @@ static void test_admin_only_rules(void **state)
 }
 
 /* Introspection: bob, without read on secret/, sees neither the lock nor
- * the owner of alice's session; root (read everywhere) sees both. */
+ * the owner of alice's session; root (read everywhere) sees both; with
+ * read on secret/, bob sees the lock but still not the owner. */
 static void test_introspection_hides_owners(void **state)
 {
 	(void)state;
@@ -377,6 +378,20 @@ static void test_introspection_hides_owners(void **state)
 	assert_int_equal(ll->n_locks, 1);
 	assert_string_equal(ll->locks[0].holders[0].who.client_name, "alice-secret-app");
 	raftlock_lock_list_free(ll);
+	/* Read on secret/ shows bob the lock and its holder's session, not
+	 * the owner of alice's session (that takes read on every name). */
+	assert_int_equal(raftlock_acl_set(root, "bob", "secret/", RAFTLOCK_ACL_READ), 0);
+	assert_int_equal(raftlock_lock_list(bob, "secret/", NULL, 0, false, &ll), 0);
+	assert_int_equal(ll->n_locks, 1);
+	assert_int_equal(ll->locks[0].holders[0].session, sid);
+	assert_string_equal(ll->locks[0].holders[0].who.client_name, "");
+	assert_int_equal(ll->locks[0].holders[0].who.pid, 0);
+	raftlock_lock_list_free(ll);
+	struct raftlock_lock_info *info = NULL;
+	assert_int_equal(raftlock_lock_get(bob, "secret/plan", false, &info), 0);
+	assert_string_equal(info->holders[0].who.host, "");
+	raftlock_lock_info_free(info);
+	assert_int_equal(raftlock_acl_delete(root, "bob", "secret/"), 0);
 
 	raftlock_client_close(bob);
 	assert_int_equal(raftlock_lock_release(l, NULL), 0);

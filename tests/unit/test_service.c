@@ -2118,6 +2118,77 @@ static void put_owned_session(struct store *st, MDB_txn *txn, uint64_t id, const
 	raftlock__session_record__free_unpacked(sess, NULL);
 }
 
+/* The client names a GET_LOCK and a LIST_LOCKS on sock show for jobs/a's
+ * holder and waiter, "-" for an owner left out: both answers agree. */
+static void owners_seen(struct fx *f, int sock, char *out, size_t len)
+{
+	Raftlock__GetLockRequest get = RAFTLOCK__GET_LOCK_REQUEST__INIT;
+	get.name = "jobs/a";
+	get.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 8;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
+	env.get_lock = &get;
+	send_env_on(f, sock, &env);
+	Raftlock__Envelope *one = next_env_on(f, sock);
+	assert_non_null(one);
+	assert_int_equal(one->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_LOCK);
+	Raftlock__Envelope *list = list_locks_on(f, sock, "jobs/", "", 0);
+	assert_int_equal(list->response->locks->n_locks, 1);
+	const Raftlock__LockInfo *infos[] = {one->response->lock, list->response->locks->locks[0]};
+	char seen[2][64];
+	for (int i = 0; i < 2; i++) {
+		const Raftlock__LockInfo *li = infos[i];
+		assert_int_equal(li->n_holders, 1);
+		assert_int_equal(li->n_waiters, 1);
+		const Raftlock__Owner *h = li->holders[0]->owner, *w = li->waiters[0]->owner;
+		snprintf(seen[i], sizeof seen[i], "%s %s", h ? h->client_name : "-",
+			 w ? w->client_name : "-");
+	}
+	assert_string_equal(seen[0], seen[1]);
+	snprintf(out, len, "%s", seen[0]);
+	raftlock__envelope__free_unpacked(one, NULL);
+	raftlock__envelope__free_unpacked(list, NULL);
+}
+
+/* Lock listings (GET_LOCK, LIST_LOCKS) show a holder's or waiter's owner
+ * by the rule of LIST_SESSIONS (docs/GUARANTEES.md, rule 15): to its
+ * session's own identity, or to one with read on every name. jobs/a is
+ * held by alice's session and awaited by bob's: bob, who reads jobs/, sees
+ * the lock and his own owner but not alice's; alice the other way round;
+ * carol, who reads every name, sees both. They showed to anyone who could
+ * read the lock. */
+static void test_lock_owners_shown_as_sessions(void **state)
+{
+	struct fx *f = *state;
+	struct auth_tokens tokens;
+	struct store *st = auth_store(
+		f, 16u << 20, &tokens,
+		(const char *const[]){"alice", "tok-a", "bob", "tok-b", "carol", "tok-c", NULL});
+	MDB_txn *txn = store_begin(st, true);
+	put_owned_session(st, txn, 1, "alice", "alice-app");
+	put_owned_session(st, txn, 2, "bob", "bob-app");
+	Raftlock__LockRecord *rec = records_new_lock("jobs/a", RAFTLOCK__LOCK_KIND__MUTEX, 0);
+	records_add_holder(rec)->session = 1;
+	records_add_waiter(rec)->session = 2;
+	store_put_lock(st, txn, rec);
+	raftlock__lock_record__free_unpacked(rec, NULL);
+	store_put_acl(st, txn, "alice", "jobs/", AUTH_READ);
+	store_put_acl(st, txn, "bob", "jobs/", AUTH_READ);
+	store_put_acl(st, txn, "carol", "", AUTH_READ);
+	store_commit(txn);
+	const char *tok[] = {"tok-a", "tok-b", "tok-c"};
+	const char *want[] = {"alice-app -", "- bob-app", "alice-app bob-app"};
+	for (int i = 0; i < 3; i++) {
+		int sock = connect_as(f, tok[i]);
+		char out[64];
+		owners_seen(f, sock, out, sizeof out);
+		assert_string_equal(out, want[i]);
+		close(sock);
+	}
+	tear_down_with(state, &tokens);
+}
+
 /* Sends n copies of env on the test's connection (ids from 10), all in
  * one write, and checks that each is answered with status 0 within
  * limit_ms of real time; returns the last answer (the caller frees it). */
@@ -2330,6 +2401,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_frame_timeout, setup_limits, teardown),
 		cmocka_unit_test_setup_teardown(test_accept_without_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listing_pages_through_readable_ranges, setup,
+						teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_lock_owners_shown_as_sessions, setup,
 						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_acl_list_walks_only_administered_rules, setup,
 						teardown_unless_done),
