@@ -294,7 +294,7 @@ static bool wire_next(const uint8_t *p, size_t n, size_t *at, struct wire_field 
 static bool string_has_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n)
 {
 	size_t at = 0;
-	struct wire_field w;
+	struct wire_field w = {0};
 	while (wire_next(p, n, &at, &w)) {
 		if (w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
 			continue;
@@ -346,7 +346,7 @@ static size_t wire_count(const uint8_t *p, size_t n, const uint64_t *path, unsig
 			 bool varints, size_t max)
 {
 	size_t count = 0, at = 0;
-	struct wire_field w;
+	struct wire_field w = {0};
 	while (count <= max && wire_next(p, n, &at, &w)) {
 		if (w.number != path[0])
 			continue;
@@ -371,7 +371,7 @@ static const struct wire_bound *wire_over_bound(const uint8_t *p, size_t n)
 {
 	size_t count[sizeof wire_bounds / sizeof *wire_bounds] = {0};
 	size_t at = 0;
-	struct wire_field w;
+	struct wire_field w = {0};
 	while (wire_next(p, n, &at, &w)) {
 		for (size_t i = 0; i < sizeof wire_bounds / sizeof *wire_bounds; i++) {
 			const struct wire_bound *b = &wire_bounds[i];
@@ -393,7 +393,7 @@ static int envelope_of_id(const uint8_t *p, size_t n, Raftlock__Envelope **out)
 {
 	Raftlock__Envelope head = RAFTLOCK__ENVELOPE__INIT;
 	size_t at = 0;
-	struct wire_field w;
+	struct wire_field w = {0};
 	while (wire_next(p, n, &at, &w))
 		if (w.number == 1 && w.type == PROTOBUF_C_WIRE_TYPE_VARINT)
 			head.id = w.value;
