@@ -2,6 +2,7 @@
 #include "grow.h"
 #include "frame.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,18 +38,27 @@ int frame_reader_feed(struct frame_reader *r, const void *data, size_t n)
 	return 0;
 }
 
+/* The payload size the next frame announces: false while its header is
+ * not all there. */
+static bool next_size(const struct frame_reader *r, uint32_t *size)
+{
+	if (r->len - r->start < FRAME_HEADER_SIZE)
+		return false;
+	const uint8_t *p = r->buf + r->start;
+	*size = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+	return true;
+}
+
 int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n)
 {
-	size_t avail = r->len - r->start;
-	if (avail < FRAME_HEADER_SIZE)
+	uint32_t size;
+	if (!next_size(r, &size))
 		return 0;
-	const uint8_t *p = r->buf + r->start;
-	uint32_t size =
-		(uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 	if (size > r->max_payload)
 		return RAFTLOCK_ETOOBIG;
-	if (avail - FRAME_HEADER_SIZE < size)
+	if (!frame_reader_ready(r))
 		return 0;
+	const uint8_t *p = r->buf + r->start;
 	*payload = p + FRAME_HEADER_SIZE;
 	*n = size;
 	r->start += FRAME_HEADER_SIZE + size;
@@ -69,6 +79,13 @@ void frame_reader_trim(struct frame_reader *r)
 {
 	if (r->len == r->start && r->cap > FRAME_READER_KEEP)
 		frame_reader_close(r);
+}
+
+bool frame_reader_ready(const struct frame_reader *r)
+{
+	uint32_t size;
+	return next_size(r, &size) && size <= r->max_payload &&
+	       r->len - r->start - FRAME_HEADER_SIZE >= size;
 }
 
 size_t frame_reader_pending(const struct frame_reader *r)

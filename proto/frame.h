@@ -9,6 +9,7 @@
 #ifndef RAFTLOCK_FRAME_H
 #define RAFTLOCK_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,8 +50,12 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **payload, size_t *n
  * no longer valid. */
 void frame_reader_trim(struct frame_reader *r);
 
-/* Bytes buffered of a frame not yet whole (0: the reader stands between
- * frames). */
+/* Whether a whole frame is buffered: frame_reader_next() would hand it
+ * out. */
+bool frame_reader_ready(const struct frame_reader *r);
+
+/* Bytes buffered and not handed out as frames yet (0: the reader stands
+ * between frames). */
 size_t frame_reader_pending(const struct frame_reader *r);
 
 /* Writes the 4-byte header for a payload of n bytes. */

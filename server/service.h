@@ -65,6 +65,8 @@ struct service {
 	struct list dirty;               /* connections with responses to write */
 	uv_prepare_t flusher;            /* writes them once per loop iteration */
 	uv_timer_t resume_timer;         /* reads again from paused connections */
+	struct list backlog;             /* connections with whole frames to serve */
+	uv_idle_t backlog_idle;          /* serves them, a share each per loop turn */
 	struct pushes pushes;            /* where queued acquires' outcomes go */
 	struct bindings bindings;        /* which connection keeps each session */
 	struct reads reads;              /* linearizable reads waiting for a barrier */

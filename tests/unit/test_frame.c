@@ -205,6 +205,40 @@ static void test_truncated_frame_waits(void **state)
 	frame_reader_close(&r);
 }
 
+/* frame_reader_ready says whether next would hand out a frame, without
+ * taking it: not for a header alone, a frame one byte short or a length
+ * above the bound; yes once whole, and again for the frame behind it. */
+static void test_ready_without_taking(void **state)
+{
+	(void)state;
+	struct frame_reader r;
+	uint8_t buf[2 * (FRAME_HEADER_SIZE + 3)];
+	frame_make(buf, "abc", 3);
+	frame_make(buf + FRAME_HEADER_SIZE + 3, "def", 3);
+	frame_reader_init(&r, 64);
+	assert_false(frame_reader_ready(&r));
+	assert_int_equal(frame_reader_feed(&r, buf, FRAME_HEADER_SIZE + 2), 0);
+	assert_false(frame_reader_ready(&r));
+	assert_int_equal(frame_reader_feed(&r, buf + FRAME_HEADER_SIZE + 2, sizeof buf - 7), 0);
+	assert_true(frame_reader_ready(&r));
+	assert_true(frame_reader_ready(&r)); /* took nothing */
+	expect_frame(&r, "abc", 3);
+	assert_false(frame_reader_ready(&r)); /* "def" lacks a byte */
+	assert_int_equal(frame_reader_feed(&r, buf + sizeof buf - 1, 1), 0);
+	assert_true(frame_reader_ready(&r));
+	expect_frame(&r, "def", 3);
+	assert_false(frame_reader_ready(&r));
+	uint8_t big[FRAME_HEADER_SIZE + 65];
+	memset(big, 0, sizeof big);
+	frame_put_header(big, 65);
+	assert_int_equal(frame_reader_feed(&r, big, sizeof big), 0);
+	assert_false(frame_reader_ready(&r));
+	const uint8_t *p;
+	size_t n;
+	assert_int_equal(frame_reader_next(&r, &p, &n), RAFTLOCK_ETOOBIG);
+	frame_reader_close(&r);
+}
+
 /* Payloads stay valid until the next feed, across further frame_reader_next
  * calls, also after the last buffered frame was handed out. */
 static void test_payloads_valid_until_next_feed(void **state)
@@ -288,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_payloads_valid_until_next_feed),
 		cmocka_unit_test(test_empty_feed_and_reuse),
 		cmocka_unit_test(test_trim_between_frames),
+		cmocka_unit_test(test_ready_without_taking),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1822,6 +1822,14 @@ static int setup_limits(void **state)
 	return rv;
 }
 
+static int setup_short_frames(void **state)
+{
+	next_frame_timeout_ms = 100;
+	int rv = setup(state);
+	next_frame_timeout_ms = 0;
+	return rv;
+}
+
 /* Reads the next envelope from another connection (NULL: closed). */
 static Raftlock__Envelope *next_env_on(struct fx *f, int sock)
 {
@@ -2347,6 +2355,135 @@ static void test_session_listing_walks_only_readable_names(void **state)
 	tear_down_with(state, &tokens);
 }
 
+/* ------------------------------------------------- a turn of the loop */
+
+/* A store of n locks that nobody holds, every one readable (auth off). */
+#define SHARED_LOCKS 20000
+static void fill_locks(struct fx *f, unsigned n)
+{
+	open_store(f);
+	MDB_txn *txn = store_begin(&f->node.store, true);
+	for (unsigned i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "jobs/%07u", i);
+		put_lock_named(&f->node.store, txn, name);
+	}
+	store_commit(txn);
+}
+
+/* Appends to buf n stale LIST_LOCKS of 1,000 locks each (ids from 10). */
+static void frame_big_listings(unsigned n, uint8_t **buf, size_t *len, size_t *cap)
+{
+	Raftlock__ListLocksRequest list = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+	list.limit = 1000;
+	list.stale = true;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+	env.list_locks = &list;
+	for (env.id = 10; env.id < 10 + n; env.id++)
+		assert_int_equal(codec_frame_envelope_append(&env, buf, len, cap), 0);
+}
+
+/* Reads the test connection's answers to the n listings of
+ * frame_big_listings, the first `got` of which were read already. */
+static void read_big_listings(struct fx *f, unsigned got, unsigned n)
+{
+	for (uint64_t id = 10 + got; id < 10 + n; id++) {
+		Raftlock__Envelope *env = next_env(f);
+		assert_non_null(env);
+		assert_int_equal(env->id, id);
+		assert_int_equal(env->response->status, 0);
+		assert_int_equal(env->response->locks->n_locks, 1000);
+		raftlock__envelope__free_unpacked(env, NULL);
+	}
+}
+
+/* The answers of the test connection that arrived, read without running
+ * the loop: what the node had sent by then. */
+static unsigned answers_arrived(struct fx *f)
+{
+	char buf[65536];
+	ssize_t got;
+	while ((got = read(f->sock, buf, sizeof buf)) > 0)
+		assert_int_equal(frame_reader_feed(&f->reader, buf, (size_t)got), 0);
+	unsigned n = 0;
+	const uint8_t *payload;
+	size_t len;
+	while (frame_reader_next(&f->reader, &payload, &len) == 1) {
+		Raftlock__Envelope *env;
+		assert_int_equal(codec_decode_envelope(payload, len, &env), 0);
+		assert_int_equal(env->id, 10 + n);
+		assert_int_equal(env->response->status, 0);
+		raftlock__envelope__free_unpacked(env, NULL);
+		n++;
+	}
+	return n;
+}
+
+/* One connection's pipelined reads share the loop with the others: 600
+ * stale listings of 1,000 locks each (about 18 KB) sent at once, then a
+ * STATUS on another connection, answered within 100 ms. The node decoded
+ * and answered every whole frame of a read before its loop turned: the
+ * STATUS (and raft's heartbeats) waited for them all. */
+#define BIG_LISTINGS 600
+static void test_pipelined_reads_share_the_loop(void **state)
+{
+	struct fx *f = *state;
+	fill_locks(f, SHARED_LOCKS);
+	int other = connect_again(f);
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	frame_big_listings(BIG_LISTINGS, &buf, &len, &cap);
+	send_bytes(f, buf, len);
+	free(buf);
+	Raftlock__StatusRequest req = RAFTLOCK__STATUS_REQUEST__INIT;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = 1;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_STATUS;
+	env.status = &req;
+	uint64_t t0 = uv_hrtime();
+	send_env_on(f, other, &env);
+	Raftlock__Envelope *status = next_env_on(f, other);
+	uint64_t took = (uv_hrtime() - t0) / 1000000u;
+	assert_non_null(status);
+	assert_int_equal(status->response->payload_case, RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO);
+	raftlock__envelope__free_unpacked(status, NULL);
+	unsigned before = answers_arrived(f);
+	printf("STATUS behind %d pipelined listings took %llu ms (limit 100); %u of their "
+	       "answers had come\n",
+	       BIG_LISTINGS, (unsigned long long)took, before);
+	assert_true(took < 100);
+	read_big_listings(f, before, BIG_LISTINGS);
+	close(other);
+}
+
+/* Frames that wait for their turn are not slow frames: a connection whose
+ * frame began (its header came, the clock started) and then came whole,
+ * with listings behind it that take the node longer than frame-timeout-ms
+ * (100 ms here) to serve, gets every answer and stays. Its clock kept
+ * running while its whole frames waited, and cut it off. */
+static void test_waiting_frames_not_timed_out(void **state)
+{
+	struct fx *f = *state;
+	fill_locks(f, SHARED_LOCKS);
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	frame_big_listings(BIG_LISTINGS, &buf, &len, &cap);
+	send_bytes(f, buf, 3); /* a frame begins */
+	for (uint64_t until = uv_hrtime() / 1000000u + 30; uv_hrtime() / 1000000u < until;)
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	uint64_t t0 = uv_hrtime();
+	send_bytes(f, buf + 3, len - 3);
+	free(buf);
+	read_big_listings(f, 0, BIG_LISTINGS);
+	uint64_t took = (uv_hrtime() - t0) / 1000000u;
+	printf("%d listings served in %llu ms (frame-timeout-ms 100)\n", BIG_LISTINGS,
+	       (unsigned long long)took);
+	assert_true(took > 100); /* else this proves nothing */
+	assert_int_equal(f->svc.frame_timeouts, 0);
+	assert_int_equal(service_connections(&f->svc), 1);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -2408,6 +2545,10 @@ int main(void)
 						teardown_unless_done),
 		cmocka_unit_test_setup_teardown(test_session_listing_walks_only_readable_names,
 						setup, teardown_unless_done),
+		cmocka_unit_test_setup_teardown(test_pipelined_reads_share_the_loop, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_waiting_frames_not_timed_out,
+						setup_short_frames, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
