@@ -514,7 +514,7 @@ static void defaults(struct config *cfg)
 	cfg->snapshot_log_ratio = 25;
 	cfg->snapshot_replay_ms = 5000;
 	cfg->renew_window_ms = 10;
-	cfg->map_size = (size_t)4096 << 20;
+	cfg->map_size = CONFIG_DEFAULT_MAP_SIZE;
 	cfg->disk_reserve = (uint64_t)64 << 20;
 	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
 	cfg->log_level = LOG_INFO;

@@ -32,6 +32,8 @@ enum config_tls {
 };
 
 #define CONFIG_PATH_MAX 512
+/* --map-size's default: LMDB's map, the most the state may grow to. */
+#define CONFIG_DEFAULT_MAP_SIZE ((size_t)4096 << 20)
 
 struct config {
 	uint64_t id;

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "config.h"
 #include "lockutil.h"
 #include "store.h"
 
@@ -33,7 +34,7 @@ static void set_store_format(struct tcluster *cl, int i, uint32_t format)
 	char dir[300], err[256];
 	snprintf(dir, sizeof dir, "%s/n%d/state", cl->dir, i + 1);
 	struct store st;
-	assert_int_equal(store_open(&st, dir, (size_t)4096 << 20, err, sizeof err), 0);
+	assert_int_equal(store_open(&st, dir, CONFIG_DEFAULT_MAP_SIZE, err, sizeof err), 0);
 	MDB_txn *txn = store_begin(&st, true);
 	Raftlock__Meta *m = store_get_meta(&st, txn);
 	assert_true(m->applied_index > 0);
