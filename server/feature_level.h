@@ -40,6 +40,8 @@
  * session's commands and its queued lock sets in tables of their own
  * (outcomes.h, multilock.h, FEATURES_SEQ_TABLES), moved there by the apply
  * that records level 9, and RLSNAP07 images that carry those tables: no
+ * new command; 10, a restored cluster's INIT forgets the saved cluster's
+ * member book (FEATURES_RESTORED_BOOK), where an older build keeps it: no
  * new command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
@@ -56,7 +58,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 9u
+#define FEATURE_LEVEL 10u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -98,6 +100,16 @@
  * however many the session keeps (up to 8,192 outcomes when its client
  * holds its mark back, 4,096 sets of 64 names). */
 #define FEATURES_SEQ_TABLES 9u
+
+/* The level from which the INIT of a cluster restored from a backup image
+ * forgets the member book the image carried (the saved cluster's members:
+ * their client addresses, the data directories that claimed their ids),
+ * keeping only the highest id used. The restored cluster's first leader
+ * then records its own members from its --member list, so member list and
+ * redirects never name the saved cluster's machines, which may still run
+ * it. Decided by INIT's level, so every member of the restored cluster
+ * decides alike (a build below it stops at that INIT). */
+#define FEATURES_RESTORED_BOOK 10u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

@@ -1110,7 +1110,10 @@ static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 	a->meta->cluster_id = op->cluster_id;
 	records_set_string(&a->meta->cluster, op->cluster);
 	/* A new cluster runs at its first leader's level (feature_level.h). */
-	raise_feature_level(a, op->feature_level ? op->feature_level : 1u);
+	uint32_t level = op->feature_level ? op->feature_level : 1u;
+	raise_feature_level(a, level);
+	if (op->restored_from != 0 && level >= FEATURES_RESTORED_BOOK)
+		member_book_forget(a->meta); /* the saved cluster's members */
 	/* A restored cluster's new sessions get ids that the cluster it was
 	 * copied from has not reached: above its bootstrap milliseconds. */
 	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))

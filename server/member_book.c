@@ -68,6 +68,15 @@ int member_book_remove(Raftlock__Meta *m, const Raftlock__MemberRemove *op)
 	return 0;
 }
 
+void member_book_forget(Raftlock__Meta *m)
+{
+	for (size_t i = 0; i < m->n_members; i++)
+		raftlock__member_record__free_unpacked(m->members[i], NULL);
+	free(m->members);
+	m->members = NULL;
+	m->n_members = 0;
+}
+
 int member_book_join(Raftlock__Meta *m, const Raftlock__MemberJoin *op)
 {
 	Raftlock__MemberRecord *r = (Raftlock__MemberRecord *)member_book_find(m, op->id);

@@ -41,6 +41,10 @@ int member_book_add(Raftlock__Meta *m, const Raftlock__MemberAdd *op);
  * the id, so it is never added again. Always 0 (EINVAL for id 0). */
 int member_book_remove(Raftlock__Meta *m, const Raftlock__MemberRemove *op);
 
+/* Forgets every record, keeping max_member_id: the book of a cluster
+ * restored from a backup image (feature_level.h, FEATURES_RESTORED_BOOK). */
+void member_book_forget(Raftlock__Meta *m);
+
 /*
  * MEMBER_JOIN: a node's first start under a recorded id. 0 when the record
  * had no incarnation yet (now set) or has this one (a retry);

@@ -11,7 +11,9 @@
  * the new cluster starts at index 1 on top of it, so an LMDB rebuilt from
  * the raft log (after an OS crash) starts from it again. The new
  * cluster's INIT names the image, and a member whose state was not built
- * from it stops rather than diverge (fsm.c, do_init). A member added to
+ * from it stops rather than diverge (fsm.c, do_init); from feature level
+ * 10 that INIT also forgets the saved cluster's member book
+ * (FEATURES_RESTORED_BOOK). A member added to
  * the restored cluster before its first raft snapshot starts with
  * --restore and --join: it claims its id as any joining node, takes the
  * image as its base and receives the log from index 1 (node.c,

@@ -33,10 +33,11 @@
  * 6 and 7 snapshots dumped off the loop and packed, 8 a DROP_BOUND that
  * carries its deadline, 9 a session's outcomes in a table of their own
  * (moved there, with the clients' retries answered from them, by the entry
- * that records it); the upgraded cluster records the lowest its voters
- * report. */
-#define FULL "9"
-#define FULL_LEVEL 9
+ * that records it), 10 a restored cluster's first entry forgetting the
+ * saved cluster's member book; the upgraded cluster records the lowest
+ * its voters report. */
+#define FULL "10"
+#define FULL_LEVEL 10
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16

@@ -1009,12 +1009,13 @@ LEVEL_TEST(6)
 LEVEL_TEST(7)
 LEVEL_TEST(8)
 LEVEL_TEST(9)
+LEVEL_TEST(10)
 
 /* A level added to the build needs its test above. */
 static void test_every_level_has_its_test(void **state)
 {
 	(void)state;
-	assert_true(FEATURE_LEVEL <= 9);
+	assert_true(FEATURE_LEVEL <= 10);
 }
 
 int main(void)
@@ -1031,6 +1032,7 @@ int main(void)
 		L(7),
 		L(8),
 		L(9),
+		L(10),
 #undef L
 		cmocka_unit_test(test_every_level_has_its_test),
 	};

@@ -5,6 +5,7 @@
  */
 #include "test_fsm_harness.h"
 #include "feature_level.h"
+#include "member_book.h"
 
 #define SUM UINT64_C(0x1234567890abcdef)
 
@@ -170,6 +171,93 @@ static void test_init_after_restore(void **state)
 	assert_true(fx_take(h, fx_session(h), 1, "held") >= floor);
 }
 
+/* Records member id in f's member book, as MEMBER_ADD (founding: as the
+ * first leader records a member of its --member list) and, when
+ * incarnation is not 0, MEMBER_JOIN apply them. */
+static void book_add(struct fx *f, uint64_t id, bool founding, uint64_t incarnation)
+{
+	char raft[32], client[32];
+	snprintf(raft, sizeof raft, "old-%llu:7200", (unsigned long long)id);
+	snprintf(client, sizeof client, "old-%llu:7100", (unsigned long long)id);
+	Raftlock__MemberAdd add = RAFTLOCK__MEMBER_ADD__INIT;
+	add.id = id;
+	add.raft_address = raft;
+	add.client_address = client;
+	add.founding = founding;
+	Raftlock__MemberJoin join = RAFTLOCK__MEMBER_JOIN__INIT;
+	join.id = id;
+	join.incarnation = incarnation;
+	MDB_txn *txn = store_begin(&f->store, true);
+	Raftlock__Meta *m = store_get_meta(&f->store, txn);
+	assert_int_equal(member_book_add(m, &add), 0);
+	if (incarnation != 0)
+		assert_int_equal(member_book_join(m, &join), 0);
+	store_put_meta(&f->store, txn, m);
+	raftlock__meta__free_unpacked(m, NULL);
+	store_commit(txn);
+}
+
+/* The number of records in g's member book and its highest id used. */
+static size_t book_size(struct fx *g, uint64_t *max)
+{
+	Raftlock__Meta *m = fx_meta(g);
+	size_t n = m->n_members;
+	*max = m->max_member_id;
+	raftlock__meta__free_unpacked(m, NULL);
+	return n;
+}
+
+/* The image's member book names the members of the cluster it was saved
+ * from: their client addresses (which a member that joined redirects
+ * clients to, and `member list` shows) and the data directories that
+ * claimed their ids. The restored cluster is a new one, maybe on other
+ * machines while the old one still runs: its INIT forgets that book (from
+ * FEATURES_RESTORED_BOOK: every member decides by INIT's level), keeping
+ * the highest id used, and its first leader records its own members. The
+ * base itself keeps the book: each node's build makes it before any log
+ * entry, so it must not depend on the build. */
+static void test_restored_init_forgets_the_member_book(void **state)
+{
+	struct fx *f = *state;
+	f->now = 1000;
+	fx_init(f, FX_FLOOR);
+	book_add(f, 1, true, 0);
+	book_add(f, 2, true, 0);
+	book_add(f, 3, true, 0);
+	book_add(f, 4, false, UINT64_C(0xfeed));
+	uint64_t max;
+
+	struct fx *g = restored(f);
+	g->index = 0;
+	g->now = f->now;
+	assert_int_equal(book_size(g, &max), 4); /* the base: any build's */
+	assert_int_equal(DO(g, INIT, .floor = FX_FLOOR, .restored_from = SUM,
+			    .level = FEATURES_RESTORED_BOOK)
+				 .status,
+			 0);
+	size_t n = book_size(g, &max);
+	if (n != 0)
+		fail_msg("the restored cluster's INIT kept %zu members of the saved book", n);
+	assert_int_equal(max, 4);
+
+	/* Below that level (a cluster started by an older build), the book
+	 * stays, as every member of that build keeps it. */
+	struct fx *h = restored(f);
+	h->index = 0;
+	h->now = f->now;
+	assert_int_equal(DO(h, INIT, .floor = FX_FLOOR, .restored_from = SUM,
+			    .level = FEATURES_RESTORED_BOOK - 1)
+				 .status,
+			 0);
+	assert_int_equal(book_size(h, &max), 4);
+
+	/* A new cluster's INIT forgets nothing. */
+	struct fx *k = fx_peer(f);
+	book_add(k, 1, true, 0);
+	assert_int_equal(DO(k, INIT, .floor = FX_FLOOR, .level = FEATURE_LEVEL).status, 0);
+	assert_int_equal(book_size(k, &max), 1);
+}
+
 static void test_feature_level(void **state)
 {
 	struct fx *f = *state;
@@ -194,6 +282,7 @@ int main(void)
 		T(test_base_forgets_identities_and_names),
 		T(test_base_forgets_outcomes_and_sets),
 		T(test_init_after_restore),
+		T(test_restored_init_forgets_the_member_book),
 		T(test_feature_level),
 #undef T
 	};
