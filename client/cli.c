@@ -17,7 +17,7 @@
 #include "cli_print.h"
 #include "cli_top.h"
 #include "cli_events.h"
-#include "json.h"
+#include "cli_json.h"
 #include "raftlock.h"
 
 #define CLI_DEFAULT_ENDPOINTS "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
@@ -100,7 +100,8 @@ static const char usage_text[] =
 	"  --timeout MS      timeout of each request, retries included (10000)\n"
 	"  --token TOKEN     bearer token (default: $RAFTLOCK_AUTH_TOKEN, which, unlike\n"
 	"                    the flag, other users cannot see in the process list)\n"
-	"  --json            JSON output, for every command that prints\n"
+	"  --json            JSON output, for every command that prints; a name that\n"
+	"                    is not UTF-8 shows \\ufffd, its bytes in <field>_base64\n"
 	"  -h, --help        this text;  --version  the version\n"
 	"\n"
 	"TLS options (each flag wins over its variable; TLS is on with a CA file\n"
@@ -445,8 +446,8 @@ static int cmd_check(struct cli *cli, int argc, char **argv)
 	if (raftlock_check_token(cli->client, pos[0], token, &current) != 0)
 		return cli_fail(cli);
 	if (rf.json) {
-		fputs("{\"lock\": ", stdout);
-		json_write_string(stdout, pos[0]);
+		fputs("{", stdout);
+		cli_json_name(stdout, CLI_JSON_SPACED, "lock", pos[0]);
 		printf(", \"token\": %llu, \"current\": %s}\n", token, current ? "true" : "false");
 	} else {
 		printf("token %llu of '%s' is %s\n", token, pos[0],
@@ -479,8 +480,8 @@ static int cmd_snapshot(struct cli *cli, int argc, char **argv)
 	if (raftlock_snapshot_save(cli->client, argv[2], &index) != 0)
 		return cli_fail(cli);
 	if (cli->json) {
-		fputs("{\"file\": ", stdout);
-		json_write_string(stdout, argv[2]);
+		fputs("{", stdout);
+		cli_json_name(stdout, CLI_JSON_SPACED, "file", argv[2]);
 		printf(", \"index\": %llu}\n", (unsigned long long)index);
 	} else {
 		printf("saved the cluster's state at index %llu to %s\n", (unsigned long long)index,

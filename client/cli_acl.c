@@ -8,7 +8,7 @@
 #include <sys/random.h>
 
 #include "cli_child.h"
-#include "json.h"
+#include "cli_json.h"
 
 #define TOKEN_BYTES 32 /* 256 bits from the kernel's random source */
 
@@ -51,12 +51,12 @@ static void acl_print_rule(const struct raftlock_acl_rule *r, bool json, bool fi
 		printf("%s\t%s\t%s\n", r->identity, r->prefix[0] ? r->prefix : "\"\"", perms);
 		return;
 	}
-	fputs(first ? "\n  {\"identity\": " : ",\n  {\"identity\": ", stdout);
-	json_write_string(stdout, r->identity);
-	fputs(", \"prefix\": ", stdout);
-	json_write_string(stdout, r->prefix);
+	fputs(first ? "\n  {" : ",\n  {", stdout);
+	cli_json_name(stdout, CLI_JSON_SPACED, "identity", r->identity);
+	fputs(", ", stdout);
+	cli_json_name(stdout, CLI_JSON_SPACED, "prefix", r->prefix);
 	fputs(", \"perms\": ", stdout);
-	json_write_string(stdout, perms);
+	cli_json_string(stdout, perms);
 	fputs("}", stdout);
 }
 
@@ -156,13 +156,12 @@ int cli_acl_token(int argc, char **argv, bool json)
 	for (unsigned i = 0; i < dlen; i++)
 		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
 	if (json) {
-		fputs("{\"name\": ", stdout);
-		json_write_string(stdout, argv[2]);
-		printf(", \"token\": \"%s\", \"sha256\": \"%s\", \"auth_tokens_line\": ", token,
-		       hex);
+		fputs("{", stdout);
+		cli_json_name(stdout, CLI_JSON_SPACED, "name", argv[2]);
+		printf(", \"token\": \"%s\", \"sha256\": \"%s\", ", token, hex);
 		char line[RAFTLOCK_NAME_MAX + sizeof hex + 2];
 		snprintf(line, sizeof line, "%s %s", argv[2], hex);
-		json_write_string(stdout, line);
+		cli_json_name(stdout, CLI_JSON_SPACED, "auth_tokens_line", line);
 		fputs("}\n", stdout);
 	} else {
 		printf("token: %s\n", token);

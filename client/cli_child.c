@@ -3,7 +3,7 @@
 
 #include "cli_fault.h"
 #include "cli_watch.h"
-#include "json.h"
+#include "cli_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -464,8 +464,8 @@ static int hold_release(raftlock_client *c, raftlock_session *s, const struct cl
 static void print_token(const raftlock_session *s, const struct cli_hold *h, const struct held *x)
 {
 	if (h->json) {
-		fputs("{\"lock\": ", stdout);
-		json_write_string(stdout, h->name);
+		fputs("{", stdout);
+		cli_json_name(stdout, CLI_JSON_SPACED, "lock", h->name);
 		printf(", \"token\": %" PRIu64, x->tokens[0]);
 		if (x->set != NULL)
 			printf(", \"tokens\": [%s]", x->text);

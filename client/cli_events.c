@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
+#include "cli_json.h"
 
 struct events_state {
 	const struct cli_events_options *o;
@@ -55,13 +55,13 @@ static void print_event(const struct raftlock_watch_event *ev, bool json)
 	if (json) {
 		fputs("{\"position\":\"", stdout);
 		print_position(&ev->position);
-		printf("\",\"index\":%" PRIu64 ",\"offset\":%" PRIu32 ",\"kind\":\"%s\",\"name\":",
+		printf("\",\"index\":%" PRIu64 ",\"offset\":%" PRIu32 ",\"kind\":\"%s\",",
 		       ev->position.index, ev->position.offset, raftlock_watch_kind_name(ev->kind));
-		json_write_string(stdout, ev->name);
+		cli_json_name(stdout, CLI_JSON_COMPACT, "name", ev->name);
 		printf(",\"session\":%" PRIu64 ",\"owner\":%" PRIu64 ",\"token\":%" PRIu64
-		       ",\"mode\":\"%s\",\"permits\":%" PRIu32 ",\"status\":%d,\"value\":",
+		       ",\"mode\":\"%s\",\"permits\":%" PRIu32 ",\"status\":%d,",
 		       ev->session, ev->owner, ev->token, mode, ev->permits, ev->status);
-		json_write_string(stdout, ev->value);
+		cli_json_name(stdout, CLI_JSON_COMPACT, "value", ev->value);
 		fputs("}\n", stdout);
 	} else {
 		print_position(&ev->position);
@@ -189,10 +189,10 @@ static void on_leader(const struct raftlock_leader_event *ev, void *arg)
 			fputs("{\"position\":\"", stdout);
 			print_position(&ev->position);
 			printf("\",\"leader\":%s,\"session\":%" PRIu64 ",\"token\":%" PRIu64
-			       ",\"history_lost\":%s,\"value\":",
+			       ",\"history_lost\":%s,",
 			       ev->has_leader ? "true" : "false", ev->session, ev->token,
 			       ev->history_lost ? "true" : "false");
-			json_write_string(stdout, ev->value);
+			cli_json_name(stdout, CLI_JSON_COMPACT, "value", ev->value);
 			fputs("}\n", stdout);
 		} else {
 			print_position(&ev->position);

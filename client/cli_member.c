@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli_child.h"
-#include "json.h"
+#include "cli_json.h"
 
 static int member_usage(const char *problem)
 {
@@ -50,11 +50,11 @@ static void member_list_json(const struct raftlock_member_list *list)
 	for (size_t i = 0; i < list->n_members; i++) {
 		const struct raftlock_member_info *m = &list->members[i];
 		printf("%s{\"id\": %" PRIu64 ", \"role\": ", i ? ", " : "", m->id);
-		json_write_string(stdout, m->role);
+		cli_json_string(stdout, m->role);
 		fputs(", \"raft_address\": ", stdout);
-		json_write_string(stdout, m->raft_address);
+		cli_json_string(stdout, m->raft_address);
 		fputs(", \"client_address\": ", stdout);
-		json_write_string(stdout, m->client_address);
+		cli_json_string(stdout, m->client_address);
 		printf(", \"match_index\": %" PRIu64 ", \"joined\": %s}", m->match_index,
 		       m->joined ? "true" : "false");
 	}

@@ -1,6 +1,6 @@
 /* cli_print.c: see cli_print.h. */
 #include "cli_print.h"
-#include "json.h"
+#include "cli_json.h"
 
 #include <inttypes.h>
 
@@ -54,9 +54,9 @@ static void print_span(FILE *f, uint64_t later, uint64_t earlier)
 static void json_owner(FILE *f, const struct raftlock_owner *w)
 {
 	fputs("\"client\": ", f);
-	json_write_string(f, w->client_name);
+	cli_json_string(f, w->client_name);
 	fputs(", \"host\": ", f);
-	json_write_string(f, w->host);
+	cli_json_string(f, w->host);
 	fprintf(f, ", \"pid\": %" PRIu32, w->pid);
 }
 
@@ -70,21 +70,21 @@ static void text_owner(FILE *f, const struct raftlock_owner *w)
 static void json_status(FILE *f, const char *endpoint, const struct raftlock_status *st)
 {
 	fputs("{\"endpoint\": ", f);
-	json_write_string(f, endpoint);
+	cli_json_string(f, endpoint);
 	fprintf(f, ", \"node_id\": %" PRIu64 ", \"role\": ", st->node_id);
-	json_write_string(f, st->role);
+	cli_json_string(f, st->role);
 	fprintf(f,
 		", \"ready\": %s, \"term\": %" PRIu64 ", \"commit_index\": %" PRIu64
 		", \"applied_index\": %" PRIu64 ", \"last_index\": %" PRIu64
 		", \"leader_id\": %" PRIu64 ", \"leader_address\": ",
 		st->ready ? "true" : "false", st->term, st->commit_index, st->applied_index,
 		st->last_index, st->leader_id);
-	json_write_string(f, st->leader_address);
+	cli_json_string(f, st->leader_address);
 	fprintf(f,
 		", \"cluster_time\": %" PRIu64 ", \"next_token\": %" PRIu64
 		", \"sessions\": %" PRIu64 ", \"locks\": %" PRIu64 ", \"cluster\": ",
 		st->cluster_time, st->next_token, st->sessions, st->locks);
-	json_write_string(f, st->cluster);
+	cli_json_string(f, st->cluster);
 	fprintf(f,
 		", \"cluster_id\": \"%016" PRIx64
 		"\", \"feature_level\": %u, \"cluster_feature_level\": %u",
@@ -93,9 +93,9 @@ static void json_status(FILE *f, const char *endpoint, const struct raftlock_sta
 	for (size_t i = 0; i < st->n_members; i++) {
 		fprintf(f, "%s{\"id\": %" PRIu64 ", \"raft_address\": ", i ? ", " : "",
 			st->members[i].id);
-		json_write_string(f, st->members[i].raft_address);
+		cli_json_string(f, st->members[i].raft_address);
 		fputs(", \"client_address\": ", f);
-		json_write_string(f, st->members[i].client_address);
+		cli_json_string(f, st->members[i].client_address);
 		fputs("}", f);
 	}
 	fputs("]}", f);
@@ -112,9 +112,9 @@ void cli_print_status(struct cli_out *o, const char *endpoint, const struct raft
 			return;
 		}
 		fputs("{\"endpoint\": ", f);
-		json_write_string(f, endpoint);
+		cli_json_string(f, endpoint);
 		fputs(", \"error\": ", f);
-		json_write_string(f, error);
+		cli_json_string(f, error);
 		fputs("}", f);
 		return;
 	}
@@ -146,8 +146,8 @@ void cli_print_members(struct cli_out *o, const struct raftlock_status *st)
 
 static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters)
 {
-	fputs("{\"name\": ", f);
-	json_write_string(f, li->name);
+	fputs("{", f);
+	cli_json_name(f, CLI_JSON_SPACED, "name", li->name);
 	fprintf(f,
 		", \"kind\": \"%s\", \"limit\": %" PRIu32 ", \"lock_delay_ms\": %" PRIu32
 		", \"delay_until\": %" PRIu64 ", \"cluster_time\": %" PRIu64 ", \"holders\": [",
@@ -256,12 +256,9 @@ void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si
 			", \"opened_time\": %" PRIu64 ", ",
 			si->id, si->ttl_ms, si->deadline, si->opened_time);
 		json_owner(f, &si->who);
-		fputs(", \"locks\": [", f);
-		for (size_t i = 0; i < si->n_locks; i++) {
-			fputs(i ? ", " : "", f);
-			json_write_string(f, si->locks[i]);
-		}
-		fputs("]}", f);
+		fputs(", ", f);
+		cli_json_names(f, CLI_JSON_SPACED, "locks", si->locks, si->n_locks);
+		fputs("}", f);
 		return;
 	}
 	o->items++;

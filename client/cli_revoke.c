@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "cli_child.h"
-#include "json.h"
+#include "cli_json.h"
 
 static int revoke_usage(const char *problem)
 {
@@ -118,8 +118,8 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 	int code = CLI_EXIT_OK;
 	size_t done = 0, gone = 0;
 	if (json) {
-		fputs("{\"lock\": ", stdout);
-		json_write_string(stdout, name);
+		fputs("{", stdout);
+		cli_json_name(stdout, CLI_JSON_SPACED, "lock", name);
 		printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", grace);
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli_child.h"
-#include "json.h"
+#include "cli_json.h"
 
 struct top_lock {
 	const struct raftlock_lock_info *li;
@@ -163,9 +163,9 @@ static const char *kind_name(enum raftlock_kind k)
 static void json_owner(const struct raftlock_owner *o)
 {
 	fputs("{\"host\":", stdout);
-	json_write_string(stdout, o->host);
+	cli_json_string(stdout, o->host);
 	printf(",\"pid\":%" PRIu32 ",\"client_name\":", o->pid);
-	json_write_string(stdout, o->client_name);
+	cli_json_string(stdout, o->client_name);
 	putchar('}');
 }
 
@@ -176,8 +176,8 @@ static void view_print_json(const struct top_view *v, const struct cli_top_optio
 	       v->n_locks, contended, v->n_waiters, v->truncated ? "true" : "false");
 	for (size_t i = 0; i < v->n_locks && i < (size_t)o->limit; i++) {
 		const struct top_lock *l = &v->locks[i];
-		fputs(i ? ",{\"name\":" : "{\"name\":", stdout);
-		json_write_string(stdout, l->li->name);
+		fputs(i ? ",{" : "{", stdout);
+		cli_json_name(stdout, CLI_JSON_COMPACT, "name", l->li->name);
 		printf(",\"kind\":\"%s\",\"holders\":%zu,\"waiters\":%zu,\"longest_wait_ms\":"
 		       "%" PRIu64 ",\"held_ms\":%" PRIu64 ",\"holder\":",
 		       kind_name(l->li->kind), l->li->n_holders, l->li->n_waiters, l->longest_wait,
@@ -191,8 +191,8 @@ static void view_print_json(const struct top_view *v, const struct cli_top_optio
 	fputs("],\"longest_waiters\":[", stdout);
 	for (size_t i = 0; i < v->n_waiters && i < (size_t)o->limit; i++) {
 		const struct top_waiter *w = &v->waiters[i];
-		fputs(i ? ",{\"lock\":" : "{\"lock\":", stdout);
-		json_write_string(stdout, w->li->name);
+		fputs(i ? ",{" : "{", stdout);
+		cli_json_name(stdout, CLI_JSON_COMPACT, "lock", w->li->name);
 		printf(",\"waited_ms\":%" PRIu64 ",\"owner\":", w->waited);
 		json_owner(&w->w->who);
 		putchar('}');

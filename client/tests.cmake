@@ -34,6 +34,9 @@ endforeach()
 target_compile_definitions(test_client_cli PRIVATE
   RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")
 add_dependencies(test_client_cli raftlock_cli)
+# The CLI's JSON strings, tested alone (the CLI's other files are not in
+# the library).
+target_sources(test_client_cli_json PRIVATE ${PROJECT_SOURCE_DIR}/client/cli_json.c)
 
 # Only raftlock_* symbols may leave libraftlock.so (STYLE.md, practice 1),
 # and every function of the header must.

@@ -429,7 +429,16 @@ static void fake_lock_info(Raftlock__LockInfo *li, int n, Raftlock__HolderInfo *
 	li->waiters = wp;
 }
 
-static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
+/* The page of the LIST_LOCKS of lock_names that lists `after`'s next. */
+static size_t fake_names_page(const char *const *names, const char *after)
+{
+	size_t k = 0;
+	while (after[0] != '\0' && names[k] != NULL && strcmp(names[k++], after) != 0)
+		;
+	return k;
+}
+
+static void fake_lock_reads(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	Raftlock__Holder h[2] = {RAFTLOCK__HOLDER__INIT, RAFTLOCK__HOLDER__INIT};
@@ -441,6 +450,9 @@ static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
 	Raftlock__LockInfo li = RAFTLOCK__LOCK_INFO__INIT;
 	Raftlock__LockInfo *lp[1] = {&li};
 	Raftlock__LockList ll = RAFTLOCK__LOCK_LIST__INIT;
+	Raftlock__Owner owner = fake_owner;
+	if (f->owner_host != NULL)
+		owner.host = (char *)f->owner_host;
 	for (int i = 0; i < 2; i++) {
 		h[i].session = 11;
 		h[i].owner = 100 + (uint64_t)i;
@@ -450,14 +462,14 @@ static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
 		h[i].token = 900 + (uint64_t)i;
 		h[i].granted_time = 9000;
 		hi[i].holder = &h[i];
-		hi[i].owner = &fake_owner; /* the second has none in the fake */
+		hi[i].owner = &owner; /* the second has none in the fake */
 	}
 	hi[1].owner = NULL;
 	w.session = 12;
 	w.owner = 200;
 	w.queued_time = 9500;
 	wi.waiter = &w;
-	wi.owner = &fake_owner;
+	wi.owner = &owner;
 	if (req->body_case == RAFTLOCK__ENVELOPE__BODY_GET_LOCK) {
 		if (strcmp(req->get_lock->name, "a/1") != 0) {
 			resp.status = RAFTLOCK_ENOTFOUND;
@@ -467,6 +479,15 @@ static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
 		fake_lock_info(&li, 1, hp, wp);
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
 		resp.lock = &li;
+	} else if (f->lock_names != NULL) {
+		size_t k = fake_names_page(f->lock_names, req->list_locks->after);
+		fake_lock_info(&li, 2, hp, wp);
+		li.name = (char *)f->lock_names[k];
+		ll.locks = lp;
+		ll.n_locks = li.name != NULL;
+		ll.more = li.name != NULL && f->lock_names[k + 1] != NULL;
+		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCKS;
+		resp.locks = &ll;
 	} else {
 		bool first = req->list_locks->after[0] == '\0';
 		fake_lock_info(&li, first ? 1 : 2, hp, wp);
@@ -479,7 +500,7 @@ static void fake_lock_reads(int fd, const Raftlock__Envelope *req)
 	fake_send_response(fd, req->id, &resp);
 }
 
-static void fake_session_reads(int fd, const Raftlock__Envelope *req)
+static void fake_session_reads(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	Raftlock__SessionInfo si = RAFTLOCK__SESSION_INFO__INIT;
@@ -490,9 +511,17 @@ static void fake_session_reads(int fd, const Raftlock__Envelope *req)
 	si.ttl_ms = 10000;
 	si.deadline = 19000;
 	si.opened_time = 1000;
-	si.owner = &fake_owner;
+	Raftlock__Owner owner = fake_owner;
+	if (f->owner_host != NULL)
+		owner.host = (char *)f->owner_host;
+	si.owner = &owner;
 	si.locks = locks;
 	si.n_locks = 2;
+	if (f->lock_names != NULL) {
+		si.locks = (char **)f->lock_names;
+		for (si.n_locks = 0; f->lock_names[si.n_locks] != NULL; si.n_locks++)
+			;
+	}
 	sl.sessions = sp;
 	sl.n_sessions = req->list_sessions->after < 11 ? 1 : 0;
 	sl.cluster_time = 10000;
@@ -534,13 +563,13 @@ static void fake_member_list(int fd, uint64_t id)
 	fake_send_response(fd, id, &resp);
 }
 
-static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
+static bool fake_read_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	switch (req->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_STATUS: fake_status(fd, req->id); return true;
 	case RAFTLOCK__ENVELOPE__BODY_GET_LOCK:
-	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: fake_lock_reads(fd, req); return true;
-	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: fake_session_reads(fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS: fake_lock_reads(f, fd, req); return true;
+	case RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS: fake_session_reads(f, fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_CHECK_TOKEN: fake_check_token(fd, req); return true;
 	case RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST: fake_member_list(fd, req->id); return true;
 	default: return false;
@@ -548,8 +577,8 @@ static bool fake_read_answer(int fd, const Raftlock__Envelope *req)
 }
 
 /* A watch: subscribed, then (HISTORY_LOST first for a resume) a state of
- * two locks at position 7 of cluster watch_cluster; false when watch_cut
- * drops the connection in the middle of it (or after it). */
+ * two locks (or lock_names) at position 7 of cluster watch_cluster; false
+ * when watch_cut drops the connection in the middle of it (or after it). */
 static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 {
 	uint64_t id = req->id;
@@ -563,7 +592,8 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_send_response(fd, id, &resp);
 		return true;
 	}
-	static char *names[] = {"w/a", "w/b"};
+	static const char *const watch_names[] = {"w/a", "w/b", NULL};
+	const char *const *names = f->lock_names != NULL ? f->lock_names : watch_names;
 	Raftlock__WatchEvent ev = RAFTLOCK__WATCH_EVENT__INIT;
 	ev.index = 7;
 	ev.offset = UINT32_MAX;
@@ -576,13 +606,13 @@ static bool fake_watch(struct fake *f, int fd, const Raftlock__Envelope *req)
 		ev.name = "w/";
 		fake_send_response(fd, id, &resp);
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; names[i] != NULL; i++) {
 		if (f->watch_cut > 0 && i == f->watch_cut) {
 			f->watch_cut = 0;
 			return false;
 		}
 		ev.kind = RAFTLOCK__WATCH_KIND__WATCH_HOLDING;
-		ev.name = names[i];
+		ev.name = (char *)names[i];
 		ev.value = i == 0 && f->watch_value != NULL ? (char *)f->watch_value : "";
 		fake_send_response(fd, id, &resp);
 	}
@@ -610,7 +640,7 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 		fake_send_response(fd, req->id, &resp);
 		return true;
 	}
-	if (fake_read_answer(fd, req))
+	if (fake_read_answer(f, fd, req))
 		return true;
 	if (req->body_case == RAFTLOCK__ENVELOPE__BODY_MEMBER_JOIN && f->join_names_members) {
 		fake_member_list(fd, req->id);

@@ -131,6 +131,11 @@ struct fake {
 	bool join_names_members; /* answer MEMBER_JOIN with the member list
 				    (else as a server older than that
 				    answer: a bare Result) */
+	/* NULL-terminated: the locks LIST_LOCKS lists, one a page (each
+	   as a/2 is), the locks of the one session, and the names of a
+	   watch's state (NULL: a/1 and a/2; w/a and w/b) */
+	const char *const *lock_names;
+	const char *owner_host; /* the owners' host (NULL: host-"1") */
 	/* state */
 	int conns_seen;
 	int keepalives;                 /* keepalive requests received (the log may be full) */

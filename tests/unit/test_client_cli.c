@@ -476,6 +476,106 @@ static void test_json_listings(void **state)
 	fake_stop(f);
 }
 
+/* Checks a --json output with python3: it is UTF-8 (decoded strictly) and
+ * JSON (one document, or one a line), and each name ("name", "lock",
+ * "locks") is what Python's decode(errors="replace") makes of its bytes,
+ * with the bytes in base64 beside it when they are not UTF-8 and only
+ * then; every name of `names` is among them. The exit status of python3. */
+static int json_names_check(const char *path, bool lines, const char *const *names)
+{
+	static const char script[] =
+		"import base64, json, sys\n"
+		"def raw(s, b64, alone):\n"
+		"    r = s.encode() if b64 is None else base64.b64decode(b64, validate=True)\n"
+		"    assert s == r.decode(\"utf-8\", \"replace\"), (s, r)\n"
+		"    if alone and b64 is not None:\n"
+		"        try: r.decode(\"utf-8\")\n"
+		"        except UnicodeDecodeError: pass\n"
+		"        else: raise AssertionError((\"base64 of valid UTF-8\", r))\n"
+		"    return r\n"
+		"def walk(v, got):\n"
+		"    if isinstance(v, list):\n"
+		"        for x in v: walk(x, got)\n"
+		"    if not isinstance(v, dict): return\n"
+		"    for k in (\"name\", \"lock\"):\n"
+		"        if isinstance(v.get(k), str):\n"
+		"            got.add(raw(v[k], v.get(k + \"_base64\"), True))\n"
+		"    if isinstance(v.get(\"locks\"), list):\n"
+		"        b = v.get(\"locks_base64\") or [None] * len(v[\"locks\"])\n"
+		"        assert len(b) == len(v[\"locks\"])\n"
+		"        got.update(raw(s, x, False) for s, x in zip(v[\"locks\"], b))\n"
+		"    for x in v.values(): walk(x, got)\n"
+		"text = open(sys.argv[2], \"rb\").read().decode(\"utf-8\")\n"
+		"lines = text.split(\"\\n\")[:-1] if sys.argv[1] == \"lines\" else [text]\n"
+		"docs = [json.loads(l) for l in lines]\n"
+		"got = set()\n"
+		"walk(docs, got)\n"
+		"missing = {bytes.fromhex(h) for h in sys.argv[3:]} - got\n"
+		"assert not missing, missing\n";
+	char cmd[8192];
+	int n = snprintf(cmd, sizeof cmd, "python3 -c '%s' %s '%s'", script,
+			 lines ? "lines" : "doc", path);
+	assert_true(n > 0 && (size_t)n < sizeof cmd);
+	for (size_t i = 0; names[i] != NULL; i++) {
+		assert_true((size_t)n + 2 * strlen(names[i]) + 2 < sizeof cmd);
+		n += snprintf(cmd + n, sizeof cmd - (size_t)n, " ");
+		for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++)
+			n += snprintf(cmd + n, sizeof cmd - (size_t)n, "%02x", *p);
+	}
+	return system(cmd);
+}
+
+/* Names the server holds may be any bytes: --json output stays UTF-8 and
+ * JSON whatever they are, and gives each name's exact bytes. */
+static void test_json_names_not_utf8(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"n/\xff",
+					    "n/\xc3",
+					    "n/\xc0\xaf",
+					    "n/\xed\xa0\x80",
+					    "n/\xf4\x90\x80\x80",
+					    "n/\x01",
+					    "n/\"q\\",
+					    "n/\xf0\x9f\x94\x92",
+					    NULL};
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, lock_names, names);
+	FAKE_SET(f, owner_host, "host-\xfe\x01");
+	FAKE_SET(f, watch_value, "v\xc3(");
+
+	char *holders[] = {"raftlock", "--endpoints", f->addr, "holders", "n/", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(holders, path_in_tmp("h.json")), 5000), 0);
+	assert_int_equal(json_names_check(path_in_tmp("h.json"), false, names), 0);
+	char *sessions[] = {"raftlock", "--endpoints", f->addr, "sessions", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(sessions, path_in_tmp("s.json")), 5000), 0);
+	assert_int_equal(json_names_check(path_in_tmp("s.json"), false, names), 0);
+	char *top[] = {"raftlock", "--endpoints", f->addr, "top", "--once", "--json", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(top, path_in_tmp("t.json")), 5000), 0);
+	assert_int_equal(json_names_check(path_in_tmp("t.json"), false, names), 0);
+	for (size_t i = 0; names[i] != NULL; i++) {
+		char *check[] = {"raftlock",       "--endpoints", f->addr,  "check",
+				 (char *)names[i], "900",         "--json", NULL};
+		assert_int_equal(cli_wait(cli_spawn_to(check, path_in_tmp("c.json")), 5000), 0);
+		const char *one[] = {names[i], NULL};
+		assert_int_equal(json_names_check(path_in_tmp("c.json"), false, one), 0);
+	}
+
+	/* a watch's lines, the value too: stopped once its state is printed */
+	char buf[8192];
+	char *watch[] = {"raftlock", "--endpoints", f->addr, "watch", "n/", "--json", NULL};
+	pid_t pid = cli_spawn_to(watch, path_in_tmp("w.json"));
+	for (int i = 0; i < 1000 && !strstr(slurp(path_in_tmp("w.json"), buf, sizeof buf),
+					    "\"kind\":\"current\"");
+	     i++)
+		sleep_ms(5);
+	kill(pid, SIGINT);
+	assert_int_equal(cli_wait(pid, 5000), 0);
+	assert_int_equal(json_names_check(path_in_tmp("w.json"), true, names), 0);
+	assert_non_null(strstr(buf, "\"value\":\"v\\ufffd(\",\"value_base64\":\"dsMo\""));
+	fake_stop(f);
+}
+
 /* Runs the CLI until its session has been renewed, then silences the
  * fake's keepalives; returns the CLI's exit code. */
 static int cli_exit_once_silent(struct fake *f, char *const argv[])
@@ -718,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_command_dies_with_the_cli),
 		cmocka_unit_test(test_signal_while_waiting_leaves_the_queue),
 		cmocka_unit_test(test_json_listings),
+		cmocka_unit_test(test_json_names_not_utf8),
 		cmocka_unit_test(test_conflict_exit_code),
 		cmocka_unit_test(test_shell_command),
 		cmocka_unit_test(test_child_exit_code),
