@@ -67,9 +67,11 @@ static const char *name_refusal(const char *name)
 	}
 }
 
+/* What the walk of a keepalive (wire_walk()) leaves to check: no more
+ * secrets than sessions, and each secret's length. */
 static bool keepalive_too_big(const Raftlock__KeepAliveRequest *ka)
 {
-	if (ka->n_sessions > RAFTLOCK_KEEPALIVE_MAX || ka->n_secrets > ka->n_sessions)
+	if (ka->n_secrets > ka->n_sessions)
 		return true;
 	for (size_t i = 0; i < ka->n_secrets; i++)
 		if (secret_too_long(&ka->secrets[i]))
@@ -197,7 +199,8 @@ static const char *check_request(const Raftlock__Envelope *env)
  * as 0x80 0x00 it is kept as an unknown field, and packed again as the
  * one-byte tag 0x00, which it then refuses. The server packs decoded
  * requests into log entries, so such a field would make a committed entry
- * that no node can decode. Looks at m and every message below it.
+ * that no node can decode. Looks at m and every message below it (for log
+ * entries: envelopes are refused such fields on the wire, wire_walk()).
  */
 static bool has_field_zero(const ProtobufCMessage *m)
 {
@@ -254,7 +257,7 @@ struct wire_field {
 
 /* Reads the field at *at of the message (p, n) into *f and moves *at past
  * it. False at the end, and where the bytes end early or hold a wire type
- * these walks do not follow (groups): a walk stops there. */
+ * protobuf-c does not decode (groups): a walk stops there. */
 static bool wire_next(const uint8_t *p, size_t n, size_t *at, struct wire_field *f)
 {
 	uint64_t key;
@@ -286,105 +289,118 @@ static bool wire_next(const uint8_t *p, size_t n, size_t *at, struct wire_field 
 }
 
 /*
- * Whether a string field of the message (p, n) of type desc, at any depth,
- * holds a NUL byte. protobuf-c hands strings over as C strings, cut at the
- * first NUL: "a\0x" would name lock "a". The bytes are ones protobuf-c has
- * just unpacked.
- */
-static bool string_has_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n)
-{
-	size_t at = 0;
-	struct wire_field w = {0};
-	while (wire_next(p, n, &at, &w)) {
-		if (w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-			continue;
-		const ProtobufCFieldDescriptor *f =
-			protobuf_c_message_descriptor_get_field(desc, (unsigned)w.number);
-		if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
-		    memchr(w.data, 0, w.len) != NULL)
-			return true;
-		if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-		    string_has_nul(f->descriptor, w.data, w.len))
-			return true;
-	}
-	return false;
-}
-
-/*
- * The repeated fields of requests whose count the protocol bounds, by
- * their path of field numbers from the envelope (raftlock.proto). They are
- * counted on the wire before the request is unpacked: protobuf-c would
- * first allocate every element (a 4 MiB frame holds 2 million empty lock
- * set items), and only then could the bound be checked. A request over
- * one is refused by its id with `why`, or, when why is NULL (a flood),
- * as bytes that do not decode.
+ * The repeated fields whose count the protocol bounds, by message type and
+ * field number (raftlock.proto). A request over one is refused by its id
+ * with `why`, or, when why is NULL (a flood), as bytes that do not decode.
+ * Their values count against their bound, not against CODEC_FIELDS_MAX.
  */
 struct wire_bound {
-	uint64_t path[3];
-	unsigned depth;
-	bool varints; /* scalars, which may come packed: each varint counts */
+	const ProtobufCMessageDescriptor *desc;
+	unsigned number;
 	size_t max;
 	const char *why;
 };
 
 static const struct wire_bound wire_bounds[] = {
-	/* Envelope.multi_acquire (41) .acquire (1) .items (1) */
-	{{41, 1, 1}, 3, false, RAFTLOCK_MULTI_MAX, MULTI_SIZE},
-	/* Envelope.keepalive (12) .sessions (1), .secrets (2): no more
-	 * secrets than sessions, checked once unpacked */
-	{{12, 1}, 2, true, RAFTLOCK_KEEPALIVE_MAX, NULL},
-	{{12, 2}, 2, false, RAFTLOCK_KEEPALIVE_MAX, NULL},
+	{&raftlock__multi_acquire__descriptor, 1, RAFTLOCK_MULTI_MAX, MULTI_SIZE}, /* items */
+	/* sessions, secrets: no more secrets than sessions, checked once
+	 * unpacked */
+	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL},
+	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL},
+};
+#define N_WIRE_BOUNDS (sizeof wire_bounds / sizeof *wire_bounds)
+
+/* One walk of a frame (wire_walk()): what it counted and what it found. */
+struct wire_walk {
+	bool request;                  /* CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX apply */
+	size_t fields;                 /* counted against CODEC_FIELDS_MAX */
+	size_t bounded[N_WIRE_BOUNDS]; /* counted against wire_bounds[i].max */
+	const struct wire_bound *over; /* the bound the frame breaks */
+	bool nul;                      /* a string field holds a NUL byte */
 };
 
-/*
- * How many values the field at path[0..depth) of the message (p, n) holds,
- * or a number above max once it is past it. Summed over every occurrence
- * of the field and of the messages on its way: protobuf-c merges them, or,
- * a oneof's, unpacks each and keeps the last.
- */
-static size_t wire_count(const uint8_t *p, size_t n, const uint64_t *path, unsigned depth,
-			 bool varints, size_t max)
+/* How many values protobuf-c makes of the field w, of type f: each
+ * element of a packed repeated scalar, else one; and never less than one,
+ * for what it allocates to scan any field. */
+static size_t wire_values(const ProtobufCFieldDescriptor *f, const struct wire_field *w)
 {
-	size_t count = 0, at = 0;
-	struct wire_field w = {0};
-	while (count <= max && wire_next(p, n, &at, &w)) {
-		if (w.number != path[0])
-			continue;
-		if (depth > 1) {
-			if (w.type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-				count += wire_count(w.data, w.len, path + 1, depth - 1, varints,
-						    max - count);
-		} else if (varints && w.type == PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) {
-			for (size_t i = 0; i < w.len && count <= max; i++)
-				count += (w.data[i] & 0x80) == 0; /* the last byte of a varint */
-		} else {
-			count++;
-		}
+	if (f->label != PROTOBUF_C_LABEL_REPEATED ||
+	    w->type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+		return 1;
+	size_t n = 0;
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_BYTES:
+	case PROTOBUF_C_TYPE_MESSAGE: return 1;
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+	case PROTOBUF_C_TYPE_FLOAT: n = w->len / 4; break;
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_DOUBLE: n = w->len / 8; break;
+	default:
+		for (size_t i = 0; i < w->len; i++)
+			n += (w->data[i] & 0x80) == 0; /* the last byte of a varint */
 	}
-	return count;
+	return n > 0 ? n : 1;
 }
 
-/* The bound of wire_bounds[] that the envelope (p, n) breaks, or NULL. One
- * walk of the envelope's own fields; only a body with such a field is
- * walked into. */
-static const struct wire_bound *wire_over_bound(const uint8_t *p, size_t n)
+/* Counts the values of field f (number, of the message type desc) against
+ * its bound or CODEC_FIELDS_MAX; false once past it. */
+static bool wire_spend(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
+		       const ProtobufCFieldDescriptor *f, size_t values)
 {
-	size_t count[sizeof wire_bounds / sizeof *wire_bounds] = {0};
-	size_t at = 0;
+	if (f != NULL && f->label == PROTOBUF_C_LABEL_REPEATED)
+		for (size_t i = 0; i < N_WIRE_BOUNDS; i++)
+			if (wire_bounds[i].desc == desc && wire_bounds[i].number == f->id) {
+				walk->bounded[i] += values;
+				if (walk->bounded[i] <= wire_bounds[i].max)
+					return true;
+				walk->over = &wire_bounds[i];
+				return false;
+			}
+	walk->fields += values;
+	return !walk->request || walk->fields <= CODEC_FIELDS_MAX;
+}
+
+/*
+ * Walks the message (p, n) of type desc, and each message field in it as
+ * its own type (from protobuf-c's descriptors: the protocol's messages do
+ * not hold their own type, so the depth is the types'), before protobuf-c
+ * unpacks it: protobuf-c keeps every field it scans, known or not, and
+ * every occurrence of a field, allocating for each, and would unpack a
+ * 4 MiB frame of 2 million fields before any bound could be checked.
+ * Returns false for a frame to refuse unread: bytes protobuf-c would not
+ * decode either, a field numbered 0 (has_field_zero()), a bound of
+ * wire_bounds[] broken (walk->over), and, for a request, more than
+ * CODEC_UNKNOWN_MAX unknown fields in one message or CODEC_FIELDS_MAX
+ * values in all. Notes in walk->nul a string holding a NUL byte.
+ */
+static bool wire_walk(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
+		      const uint8_t *p, size_t n)
+{
+	size_t at = 0, unknown = 0;
 	struct wire_field w = {0};
-	while (wire_next(p, n, &at, &w)) {
-		for (size_t i = 0; i < sizeof wire_bounds / sizeof *wire_bounds; i++) {
-			const struct wire_bound *b = &wire_bounds[i];
-			if (w.number != b->path[0] ||
-			    w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-				continue;
-			count[i] += wire_count(w.data, w.len, b->path + 1, b->depth - 1, b->varints,
-					       b->max - count[i]);
-			if (count[i] > b->max)
-				return b;
-		}
+	while (at < n) {
+		if (!wire_next(p, n, &at, &w) || w.number == 0 || w.number > UINT32_MAX)
+			return false;
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field(desc, (unsigned)w.number);
+		if (f == NULL && walk->request && ++unknown > CODEC_UNKNOWN_MAX)
+			return false;
+		if (!wire_spend(walk, desc, f, f != NULL ? wire_values(f, &w) : 1))
+			return false;
+		if (f == NULL || w.type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+			continue;
+		/* protobuf-c hands strings over as C strings, cut at the
+		 * first NUL: "a\0x" would name lock "a". */
+		if (f->type == PROTOBUF_C_TYPE_STRING && memchr(w.data, 0, w.len) != NULL)
+			walk->nul = true;
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE &&
+		    !wire_walk(walk, f->descriptor, w.data, w.len))
+			return false;
 	}
-	return NULL;
+	return true;
 }
 
 /* The envelope (p, n) with only its id (the last one on the wire, as
@@ -406,16 +422,18 @@ static int envelope_of_id(const uint8_t *p, size_t n, Raftlock__Envelope **out)
 	return 0;
 }
 
-int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
-			 const char **refusal)
+/* codec_decode_request(), or, when request is false, the same without
+ * CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX (codec_decode_envelope()). */
+static int decode(const uint8_t *buf, size_t n, bool request, Raftlock__Envelope **out,
+		  const char **refusal)
 {
-	const struct wire_bound *over = wire_over_bound(buf, n);
-	if (over != NULL && over->why == NULL)
-		return RAFTLOCK_EPROTO;
-	if (over != NULL) {
+	struct wire_walk walk = {.request = request};
+	if (!wire_walk(&walk, &raftlock__envelope__descriptor, buf, n)) {
+		if (walk.over == NULL || walk.over->why == NULL)
+			return RAFTLOCK_EPROTO;
 		int rv = envelope_of_id(buf, n, out);
 		if (rv == 0)
-			*refusal = over->why;
+			*refusal = walk.over->why;
 		return rv;
 	}
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
@@ -424,25 +442,31 @@ int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
 	/* No request this version knows, or a keepalive over its bounds (a
 	 * flood, not a mistake): as for bytes that do not decode, the
 	 * connection is closed. */
-	if (has_field_zero(&env->base) || env->body_case == RAFTLOCK__ENVELOPE__BODY__NOT_SET ||
+	if (env->body_case == RAFTLOCK__ENVELOPE__BODY__NOT_SET ||
 	    (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE &&
 	     keepalive_too_big(env->keepalive))) {
 		raftlock__envelope__free_unpacked(env, NULL);
 		return RAFTLOCK_EPROTO;
 	}
 	const char *why = check_request(env);
-	if (why == NULL && string_has_nul(&raftlock__envelope__descriptor, buf, n))
+	if (why == NULL && walk.nul)
 		why = "a string (a lock name, say) holds a NUL byte";
 	*out = env;
 	*refusal = why;
 	return 0;
 }
 
+int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
+			 const char **refusal)
+{
+	return decode(buf, n, true, out, refusal);
+}
+
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out)
 {
 	Raftlock__Envelope *env;
 	const char *refusal;
-	int rv = codec_decode_request(buf, n, &env, &refusal);
+	int rv = decode(buf, n, false, &env, &refusal);
 	if (rv != 0)
 		return rv;
 	if (refusal != NULL) {

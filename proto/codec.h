@@ -59,13 +59,31 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 				size_t *cap);
 
 /*
- * Decodes and validates one frame payload. On success *out is owned by the
- * caller and freed with raftlock__envelope__free_unpacked(*out, NULL).
+ * What a request's frame may hold, read on the wire before protobuf-c
+ * unpacks it (it allocates for every field it scans, known or not).
+ * CODEC_UNKNOWN_MAX: fields this version does not know, in any one message
+ * (a newer client's few new fields are ignored, a flood is refused).
+ * CODEC_FIELDS_MAX: fields and elements in all (a packed repeated scalar
+ * counts its elements), those of a repeated field with a bound of its own
+ * (a set's locks, a keepalive's sessions and secrets) apart. The largest
+ * request is a lock set: RAFTLOCK_MULTI_MAX items of 7 fields, a sequence
+ * header acknowledging at most 256 queued acquires (the library's bound,
+ * and all apply reads), under 1,000 fields, or 2,000 with 16 new fields in
+ * each of its messages; protobuf-c unpacks 8,192 fields in about 2 ms.
+ */
+#define CODEC_UNKNOWN_MAX 16
+#define CODEC_FIELDS_MAX 8192
+
+/*
+ * Decodes and validates one frame payload: an answer (the library's, a
+ * leader's from its members). On success *out is owned by the caller and
+ * freed with raftlock__envelope__free_unpacked(*out, NULL).
  * Returns RAFTLOCK_EPROTO for bytes that do not decode, a field numbered 0
  * at any depth, an envelope without a body, or a request whose fields
- * break the protocol's bounds (as codec_decode_request() refuses);
- * RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part of a
- * Command) to bytes that decode.
+ * break the protocol's bounds (as codec_decode_request() refuses, except
+ * for CODEC_UNKNOWN_MAX and CODEC_FIELDS_MAX: an answer may list many
+ * locks); RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part
+ * of a Command) to bytes that decode.
  */
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out);
 
@@ -78,10 +96,12 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
  * above and *refusal NULL, or a static text saying which bound the request
  * breaks: an empty lock name or one over RAFTLOCK_NAME_MAX bytes, a string field holding a
  * NUL byte (which a C string would cut), a field over its limit, a lock
- * set over RAFTLOCK_MULTI_MAX locks. The count of a repeated field that
- * the protocol bounds (a set's locks, a keepalive's sessions and secrets)
- * is read on the wire before anything is unpacked: a request over it is
- * refused unread, and *out of such a set holds only the envelope's id.
+ * set over RAFTLOCK_MULTI_MAX locks. The frame's fields are counted on
+ * the wire, at every depth, before anything is unpacked: a request over
+ * CODEC_UNKNOWN_MAX or CODEC_FIELDS_MAX is refused as a flood
+ * (RAFTLOCK_EPROTO), and one over the count of a repeated field that the
+ * protocol bounds (a set's locks, a keepalive's sessions and secrets) is
+ * refused unread, *out of such a set holding only the envelope's id.
  */
 int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
 			 const char **refusal);

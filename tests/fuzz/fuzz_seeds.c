@@ -4,7 +4,8 @@
  * Messages are filled from their descriptors (every field set, bytes
  * fields with a session secret's length, one member of a oneof at a time), so a body or command
  * added to raftlock.proto gets its seed without a change here; and a lock
- * set over its bound, which the decoder refuses from a walk of the wire.
+ * set over its bound, which the decoder refuses from a walk of the wire,
+ * and a request with more unknown fields than it takes.
  * Each seed starts with fuzz_decode's control byte.
  *
  * Usage: fuzz_seeds DIR
@@ -194,6 +195,22 @@ static void write_set_over_bound(void)
 	protobuf_c_message_free_unpacked(&env->base, NULL);
 }
 
+/* A STATUS request with one unknown field over CODEC_UNKNOWN_MAX, which
+ * the server's decoder refuses from a walk of the wire and the library's
+ * takes. */
+static void write_unknown_over_bound(void)
+{
+	static const uint8_t unknown[] = {0x98, 0x06, 0x00}; /* field 99, varint 0 */
+	uint8_t frame[FRAME_HEADER_SIZE + 2 + (CODEC_UNKNOWN_MAX + 1) * sizeof unknown];
+	uint8_t *p = frame + FRAME_HEADER_SIZE;
+	*p++ = 0x52; /* status, empty */
+	*p++ = 0x00;
+	for (size_t i = 0; i <= CODEC_UNKNOWN_MAX; i++, p += sizeof unknown)
+		memcpy(p, unknown, sizeof unknown);
+	frame_put_header(frame, (uint32_t)(sizeof frame - FRAME_HEADER_SIZE));
+	write_seed("env", "unknown_over_bound", 0, frame, sizeof frame);
+}
+
 static void write_entry(const char *name, Raftlock__Command **cmds, size_t n_cmds)
 {
 	Raftlock__LogEntry entry = RAFTLOCK__LOG_ENTRY__INIT;
@@ -229,6 +246,7 @@ int main(int argc, char **argv)
 	write_seed("stream", "small_bound", CTL_SMALL_BOUND, stream, len);
 	free(stream);
 	write_set_over_bound();
+	write_unknown_over_bound();
 
 	unsigned ops = oneof_members(&raftlock__command__descriptor);
 	Raftlock__Command **cmds = xcalloc(ops * sizeof *cmds);
