@@ -1310,11 +1310,11 @@ static uint64_t restored_delay(struct apply *a, const Raftlock__LockRecord *lock
 	return delay;
 }
 
-void fsm_restore_base(struct fsm *f, uint64_t image_sum)
+void fsm_restore_base(struct fsm *f, MDB_txn *txn, uint64_t image_sum)
 {
 	struct store *st = f->store;
 	struct apply a = {.fsm = f};
-	a.txn = store_begin(st, true);
+	a.txn = txn;
 	a.meta = store_get_meta(st, a.txn);
 	a.now = a.meta->cluster_time;
 
@@ -1362,5 +1362,4 @@ void fsm_restore_base(struct fsm *f, uint64_t image_sum)
 	a.meta->format = STORE_FORMAT;
 	store_put_meta(st, a.txn, a.meta);
 	raftlock__meta__free_unpacked(a.meta, NULL);
-	store_commit(a.txn);
 }

@@ -154,7 +154,8 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
 
 /*
  * Turns the state just loaded from a backup image (image_sum: its
- * checksum) into the base of a new cluster, in one transaction: every
+ * checksum) into the base of a new cluster, in the load's write
+ * transaction txn (store_load_begin), which the caller commits: every
  * session is gone (with its lease, nonce, outcomes and waits), every lock
  * that had a holder has none and is under lock-delay for its own delay
  * and at least the longest TTL of its holders' sessions, counted from the
@@ -163,7 +164,7 @@ void fsm_apply_raw(struct fsm *f, uint64_t index, const void *buf, size_t n,
  * 0, the cluster's name and id are unset until INIT. Deterministic: the
  * same image gives every member the same base.
  */
-void fsm_restore_base(struct fsm *f, uint64_t image_sum);
+void fsm_restore_base(struct fsm *f, MDB_txn *txn, uint64_t image_sum);
 
 /* The applied index recorded in the store. */
 uint64_t fsm_applied_index(struct fsm *f);

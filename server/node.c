@@ -1115,6 +1115,8 @@ static unsigned test_faults(void)
 		f |= NODE_FAULT_DROP_INIT;
 	if (strstr(v, "slow-image") != NULL)
 		f |= NODE_FAULT_SLOW_IMAGE;
+	if (strstr(v, "room-unchecked") != NULL)
+		f |= NODE_FAULT_ROOM_UNCHECKED;
 	if (f != 0)
 		log_warn("test faults injected: %s", v);
 	return f;
@@ -1180,29 +1182,42 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	cluster_clock_init(&n->clock, tb);
 	list_init(&n->inflight);
 	n->datadir_fd = -1;
-	/* A backup image is checked before the data directory is touched. */
+	n->faults = test_faults();
+	/* A backup image, and the room for it, are checked before the data
+	 * directory is touched; until raft has started on the restored base,
+	 * a failure takes away what the restore made (restore.h). */
 	struct restore_image image = {0};
-	if (cfg->restore_file[0] != '\0' &&
-	    ((rv = restore_check_target(cfg->data_dir, err, errlen)) != 0 ||
-	     (rv = restore_read(cfg->restore_file, &image, err, errlen)) != 0))
-		return rv;
+	struct restore_undo undo = {0};
+	if (cfg->restore_file[0] != '\0') {
+		if ((rv = restore_check_target(cfg->data_dir, err, errlen)) != 0 ||
+		    (rv = restore_read(cfg->restore_file, &image, err, errlen)) != 0)
+			return rv;
+		restore_note(cfg->data_dir, &image, &undo);
+		if (!(n->faults & NODE_FAULT_ROOM_UNCHECKED) &&
+		    (rv = restore_check_room(&undo, err, errlen)) != 0) {
+			restore_image_free(&image);
+			return rv;
+		}
+	}
 	if ((rv = datadir_open(cfg->data_dir, cfg->cluster, cfg->id, raft_dir, state_dir,
 			       &n->datadir_fd, err, errlen)) != 0) {
 		restore_image_free(&image);
-		return rv;
+		/* RAFTLOCK_EDATA: the directory is another's (in use by another
+		 * raftlockd, or another node's): nothing there is ours to remove */
+		return rv == RAFTLOCK_EDATA ? rv : restore_undo(&undo, rv, err, errlen);
 	}
 	bool do_bootstrap;
 	if ((rv = first_start(n, raft_dir, &do_bootstrap, err, errlen)) != 0) {
 		datadir_unlock(n->datadir_fd);
 		restore_image_free(&image);
-		return rv;
+		return restore_undo(&undo, rv, err, errlen);
 	}
 	diskguard_init(&n->disk_space, tb, cfg->data_dir, cfg->disk_reserve);
 	n->disk_space.on_wait = hooks->on_stalled;
 	n->disk_space.on_wait_arg = hooks->arg;
 	if ((rv = store_open(&n->store, state_dir, cfg->map_size, err, errlen)) != 0) {
 		restore_image_free(&image);
-		return rv;
+		return restore_undo(&undo, rv, err, errlen);
 	}
 	fsm_init(&n->fsm, &n->store);
 	histogram_init(&n->apply, &histogram_latency);
@@ -1303,7 +1318,6 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	raft_set_snapshot_threshold(&n->raft, cfg->snapshot_threshold);
 	raft_set_snapshot_trailing(&n->raft, cfg->snapshot_trailing);
 	n->trailing = cfg->snapshot_trailing;
-	n->faults = test_faults();
 	if (n->faults & NODE_FAULT_SLOW_IMAGE)
 		n->build.delay_ms = 300;
 	if (do_bootstrap && (rv = bootstrap(n, err, errlen)) != 0)
@@ -1316,6 +1330,10 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		goto fail_raft;
 	}
 	n->raft_started = true;
+	/* The restore's last step: its base, and the log bootstrapped on it
+	 * (or, joining, the id claimed for the leader's log), are the node's
+	 * from here; a failure before this removed what it made. */
+	restore_done(&undo);
 	uint64_t applied = fsm_applied_index(&n->fsm);
 	n->start_applied = applied;
 	if (applied > raft_last_index(&n->raft)) {
@@ -1350,7 +1368,7 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 fail_raft:
 	/* raft_init succeeded: close through raft, which closes io. The loop
 	 * is not running, so the caller only exits. */
-	return rv < 0 ? rv : RAFTLOCK_EIO;
+	return restore_undo(&undo, rv < 0 ? rv : RAFTLOCK_EIO, err, errlen);
 fail_io:
 	raft_uv_close(&n->io);
 fail_transport:
@@ -1358,7 +1376,7 @@ fail_transport:
 fail_store:
 	fsm_fini(&n->fsm);
 	store_close(&n->store);
-	return rv < 0 ? rv : RAFTLOCK_EIO;
+	return restore_undo(&undo, rv < 0 ? rv : RAFTLOCK_EIO, err, errlen);
 }
 
 /* ---------------------------------------------------------------- stop -- */

@@ -64,6 +64,9 @@ struct proposal;
 #define NODE_FAULT_RESTORE 1u    /* "restore": runtime snapshot restores fail */
 #define NODE_FAULT_DROP_INIT 2u  /* "drop-init": the first INIT is lost */
 #define NODE_FAULT_SLOW_IMAGE 4u /* "slow-image": an image off the loop waits 300 ms */
+/* "room-unchecked": --restore goes ahead without its room check, and so
+ * meets a full disk as it writes, as when another writer fills it */
+#define NODE_FAULT_ROOM_UNCHECKED 8u
 
 struct node {
 	uv_loop_t *loop;

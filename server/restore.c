@@ -1,10 +1,14 @@
 /* restore.c: see restore.h. */
 #include "restore.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "datadir.h"
 #include "feature_level.h"
@@ -109,16 +113,152 @@ int restore_check_target(const char *data_dir, char *err, size_t errlen)
 	return RAFTLOCK_EDATA;
 }
 
+/* What a restore makes in the data directory, in the order it makes
+ * them (undone in reverse). raft/ holds nothing before a restore
+ * (restore_check_target): whatever is in it then is the restore's.
+ * INCARNATION is not among them: a --restore --join start may have
+ * claimed its id with it (join.h), and a claim holds for it alone. */
+static const char *const made_paths[] = {
+	"",           "raft",          "LOCK",           "IDENTITY",
+	"state",      "state/BOOT_ID", "state/data.mdb", "state/lock.mdb",
+	RESTORE_BASE,
+};
+#define MADE_PATHS (sizeof made_paths / sizeof made_paths[0])
+#define CLEAN_PATH "state/CLEAN" /* removed at every start (datadir.h) */
+
+/* Free bytes of the file system that holds path, or would: the closest
+ * directory above it that exists (the data directory may not yet).
+ * UINT64_MAX when unknown. */
+static uint64_t free_under(const char *path)
+{
+	char p[DATADIR_PATH_MAX];
+	snprintf(p, sizeof p, "%s", path);
+	struct statvfs sv;
+	while (statvfs(p, &sv) != 0) {
+		char *slash = strrchr(p, '/');
+		if (errno != ENOENT || strcmp(p, ".") == 0)
+			return UINT64_MAX;
+		if (slash == NULL)
+			snprintf(p, sizeof p, ".");
+		else
+			slash[slash == p] = '\0'; /* "/x" -> "/" */
+	}
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static bool exists(const char *data_dir, const char *name)
+{
+	char path[DATADIR_PATH_MAX];
+	struct stat sb;
+	datadir_path(path, sizeof path, data_dir, name);
+	return lstat(*name ? path : data_dir, &sb) == 0;
+}
+
+/* The one-line answer to a restore for which the disk is full. */
+static void say_full(const struct restore_undo *u, const char *cause, char *err, size_t errlen)
+{
+	char was[512];
+	snprintf(was, sizeof was, "%s", cause);
+	snprintf(err, errlen,
+		 "no room to restore into %s: the disk is full (the restore needs about %llu "
+		 "MB, %llu MB %s free%s%s): nothing restored, the data directory is as it "
+		 "was; free space there and start again with --restore",
+		 u->data_dir, (unsigned long long)((u->need + (1u << 20) - 1) >> 20),
+		 (unsigned long long)(u->free_bytes >> 20), was[0] ? "were" : "are",
+		 was[0] ? "; " : "", was);
+}
+
+void restore_note(const char *data_dir, const struct restore_image *img, struct restore_undo *u)
+{
+	memset(u, 0, sizeof *u);
+	u->data_dir = data_dir;
+	for (size_t i = 0; i < MADE_PATHS; i++)
+		u->existed |= (unsigned)exists(data_dir, made_paths[i]) << i;
+	u->had_clean = exists(data_dir, CLEAN_PATH);
+	u->need = RESTORE_ROOM(img->len);
+	u->free_bytes = free_under(data_dir);
+	u->armed = true;
+}
+
+int restore_check_room(const struct restore_undo *u, char *err, size_t errlen)
+{
+	if (u->free_bytes >= u->need)
+		return 0;
+	say_full(u, "", err, errlen);
+	return RAFTLOCK_ENOSPC;
+}
+
+/* Removes every entry of the directory path (raft/: files only). */
+static void empty_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return;
+	char file[DATADIR_PATH_MAX];
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		datadir_path(file, sizeof file, path, e->d_name);
+		if (unlink(file) != 0)
+			log_warn("restore undone: cannot remove %s: %s", file, strerror(errno));
+	}
+	closedir(d);
+}
+
+int restore_undo(struct restore_undo *u, int rv, char *err, size_t errlen)
+{
+	if (!u->armed)
+		return rv;
+	u->armed = false;
+	/* LMDB reports a short write as EIO, and a write of at most a commit's
+	 * chunk (MDB_COMMIT_PAGES pages) came short: less than that is left. */
+	bool full = rv == RAFTLOCK_ENOSPC ||
+		    (rv == RAFTLOCK_EIO && free_under(u->data_dir) < RESTORE_FULL_BELOW);
+	char path[DATADIR_PATH_MAX];
+	datadir_path(path, sizeof path, u->data_dir, "raft");
+	empty_dir(path);
+	for (size_t i = MADE_PATHS; i-- > 0;) {
+		if (u->existed & 1u << i)
+			continue;
+		datadir_path(path, sizeof path, u->data_dir, made_paths[i]);
+		const char *p = *made_paths[i] ? path : u->data_dir;
+		if (remove(p) != 0 && errno != ENOENT)
+			log_warn("restore undone: cannot remove %s: %s", p, strerror(errno));
+	}
+	if (u->had_clean && datadir_mark_clean(u->data_dir) != 0)
+		log_warn("restore undone: cannot write %s/%s again", u->data_dir, CLEAN_PATH);
+	char cause[512];
+	snprintf(cause, sizeof cause, "%s", err);
+	if (full) {
+		say_full(u, cause, err, errlen);
+		return RAFTLOCK_ENOSPC;
+	}
+	snprintf(err, errlen, "%s: nothing restored, the data directory is as it was", cause);
+	return rv;
+}
+
+void restore_done(struct restore_undo *u)
+{
+	u->armed = false;
+}
+
 int restore_install(const char *data_dir, struct store *st, struct fsm *f,
 		    const struct restore_image *img, char *err, size_t errlen)
 {
-	if (store_load(st, img->buf, img->len) != 0) {
+	MDB_txn *txn;
+	if (store_load_begin(st, img->buf, img->len, &txn) != 0) {
 		const char *why = store_load_error(st);
 		snprintf(err, errlen, "the image does not load (damaged records%s%s)",
 			 *why ? ": " : "", why);
 		return RAFTLOCK_EDATA;
 	}
-	fsm_restore_base(f, img->sum);
+	fsm_restore_base(f, txn, img->sum);
+	int rv = store_commit_room(txn);
+	if (rv != 0) {
+		snprintf(err, errlen, "%s/state/data.mdb: %s", data_dir,
+			 strerror(rv == RAFTLOCK_ENOSPC ? ENOSPC : EIO));
+		return rv;
+	}
 	void *base;
 	size_t len;
 	if (store_dump(st, malloc, &base, &len) != 0) {
@@ -127,11 +267,12 @@ int restore_install(const char *data_dir, struct store *st, struct fsm *f,
 	}
 	char path[DATADIR_PATH_MAX];
 	datadir_path(path, sizeof path, data_dir, RESTORE_BASE);
-	int rv = datadir_write_file(path, base, len);
+	rv = datadir_write_file(path, base, len);
+	int saved = errno;
 	free(base);
 	if (rv != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return RAFTLOCK_EIO;
+		snprintf(err, errlen, "%s: %s", path, strerror(saved));
+		return saved == ENOSPC || saved == EDQUOT ? RAFTLOCK_ENOSPC : RAFTLOCK_EIO;
 	}
 	log_info("restored image %016llx (saved at index %llu, %zu bytes): a new cluster starts "
 		 "from it; every session of the image has ended",

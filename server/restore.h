@@ -19,13 +19,22 @@
  * image as its base and receives the log from index 1 (node.c,
  * first_start).
  *
- * Functions return 0 or RAFTLOCK_EDATA / RAFTLOCK_EIO / RAFTLOCK_ENOMEM
- * with a message naming the file in err. Not thread-safe; before raft
- * starts.
+ * A restore that fails before raft has started on its bootstrapped log
+ * (restore_done: the last step, the one that makes a restored member)
+ * removes what it made (restore_undo): a later start finds the data
+ * directory as it was, never a base without its log nor a log without its
+ * base, and --restore may be run again. A disk too full for it is said so
+ * in one line (RAFTLOCK_ENOSPC), before anything is written when the room
+ * it needs (RESTORE_ROOM) is not there.
+ *
+ * Functions return 0 or RAFTLOCK_EDATA / RAFTLOCK_EIO / RAFTLOCK_ENOMEM /
+ * RAFTLOCK_ENOSPC with a message naming the file or directory in err. Not
+ * thread-safe; before raft starts.
  */
 #ifndef RAFTLOCK_RESTORE_H
 #define RAFTLOCK_RESTORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,8 +57,48 @@ void restore_image_free(struct restore_image *img);
  * raft log (a restore creates a new cluster: its members start empty). */
 int restore_check_target(const char *data_dir, char *err, size_t errlen);
 
+/* Room a restore of an image of n bytes needs, about: LMDB's file (the
+ * records on their pages), RESTORE-BASE (at most the image) and the raft
+ * log's first segment. */
+#define RESTORE_ROOM(n) (2 * (uint64_t)(n) + ((uint64_t)1 << 20))
+/* A restore write that failed with EIO with less than this free met a
+ * full disk (restore_undo). */
+#define RESTORE_FULL_BELOW ((uint64_t)1 << 20)
+
+/* What the data directory held before a restore wrote to it. */
+struct restore_undo {
+	const char *data_dir; /* borrowed until restore_undo or restore_done */
+	unsigned existed;     /* a bit a path a restore makes (restore.c) */
+	bool had_clean;       /* state/CLEAN, which every start removes */
+	bool armed;           /* a failure from here is undone */
+	uint64_t need;        /* RESTORE_ROOM of the image */
+	uint64_t free_bytes;  /* under data_dir, before the restore */
+};
+
+/* Before anything is written: notes what data_dir holds into u, for
+ * restore_undo, with the room img needs and the free space there. */
+void restore_note(const char *data_dir, const struct restore_image *img, struct restore_undo *u);
+
+/* Whether the file system has the room u needs: 0, or RAFTLOCK_ENOSPC
+ * ("the disk is full", with both sizes). */
+int restore_check_room(const struct restore_undo *u, char *err, size_t errlen);
+
+/* After a step of the restore failed with rv (its message in err), before
+ * restore_done: removes what the restore made (and writes state/CLEAN
+ * again if it was there), then returns rv with err saying that nothing
+ * was restored, or RAFTLOCK_ENOSPC with err saying the disk is full when
+ * rv is RAFTLOCK_ENOSPC, or RAFTLOCK_EIO with less than RESTORE_FULL_BELOW
+ * free. Returns rv untouched when u is not armed (no restore, or done). */
+int restore_undo(struct restore_undo *u, int rv, char *err, size_t errlen);
+
+/* The restore counts from here (raft has started on its log): a failure
+ * after it is a member's, not undone. */
+void restore_done(struct restore_undo *u);
+
 /* Makes img the base of this node (whose raft log is empty): loads it
- * into st, turns it into the base and writes DATA/RESTORE-BASE. */
+ * into st, turns it into the base in the same transaction (nothing of it
+ * is kept when the commit fails: RAFTLOCK_ENOSPC or RAFTLOCK_EIO) and
+ * writes DATA/RESTORE-BASE. */
 int restore_install(const char *data_dir, struct store *st, struct fsm *f,
 		    const struct restore_image *img, char *err, size_t errlen);
 

@@ -43,6 +43,7 @@ enum {
 
 static void map_full(const struct store *s);
 static void count_records(struct store *s);
+static int load_records(struct store *s, struct image_reader *r, MDB_txn **out);
 
 int store_open(struct store *s, const char *dir, size_t map_size, char *err, size_t errlen)
 {
@@ -145,6 +146,32 @@ static struct store *writer_of(MDB_txn *txn)
 	return s != NULL && s->write_txn == txn ? s : NULL;
 }
 
+/* The end of s's write transaction: its bytes counted when it committed. */
+static void ended(struct store *s, bool committed)
+{
+	if (s == NULL)
+		return;
+	if (committed)
+		s->bytes += (uint64_t)s->txn_bytes;
+	s->txn_bytes = 0;
+	s->write_txn = NULL;
+}
+
+int store_commit_room(MDB_txn *txn)
+{
+	struct store *s = writer_of(txn);
+	int rc = mdb_txn_commit(txn);
+	if (rc == ENOSPC || rc == EDQUOT || rc == EIO) {
+		ended(s, false); /* mdb_txn_commit() freed it, keeping nothing */
+		return rc == EIO ? RAFTLOCK_EIO : RAFTLOCK_ENOSPC;
+	}
+	if (rc == MDB_MAP_FULL && s != NULL)
+		map_full(s);
+	store_check_lmdb(rc, "txn commit");
+	ended(s, true);
+	return 0;
+}
+
 void store_commit(MDB_txn *txn)
 {
 	struct store *s = writer_of(txn);
@@ -163,21 +190,14 @@ void store_commit(MDB_txn *txn)
 			  path);
 	}
 	store_check_lmdb(rc, "txn commit");
-	if (s != NULL) {
-		s->bytes += (uint64_t)s->txn_bytes;
-		s->txn_bytes = 0;
-		s->write_txn = NULL;
-	}
+	ended(s, true);
 }
 
 void store_abort(MDB_txn *txn)
 {
 	struct store *s = writer_of(txn);
 	mdb_txn_abort(txn);
-	if (s != NULL) {
-		s->txn_bytes = 0;
-		s->write_txn = NULL;
-	}
+	ended(s, false);
 }
 
 uint64_t store_record_bytes(const struct store *s)
@@ -1403,6 +1423,23 @@ int store_load(struct store *s, const void *data, size_t n)
 
 int store_load_from(struct store *s, struct image_reader *r)
 {
+	MDB_txn *txn;
+	int rv = load_records(s, r, &txn);
+	if (rv == 0)
+		store_commit(txn);
+	return rv;
+}
+
+int store_load_begin(struct store *s, const void *data, size_t n, MDB_txn **txn)
+{
+	struct image_reader r = {.buf = data, .len = n, .fill = fill_none};
+	return load_records(s, &r, txn);
+}
+
+/* store_load_from() up to its commit: on success the records are in the
+ * write transaction *out. */
+static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
+{
 	struct image_records rs;
 	uint8_t magic[IMAGE_MAGIC_SIZE];
 	s->load_error[0] = '\0';
@@ -1484,10 +1521,11 @@ int store_load_from(struct store *s, struct image_reader *r)
 		rv = store_check_loaded(s, txn, seq_tables, misshapen, &lock_sets, &nonces);
 	if (rv != 0)
 		goto out;
-	store_commit(txn);
 	sets_check_free(&lock_sets);
 	nonce_sessions_free(&nonces);
-	s->bytes = bytes;
+	/* the commit makes store_record_bytes() those of the image */
+	s->txn_bytes = (int64_t)bytes - (int64_t)s->bytes;
+	*out = txn;
 	return 0;
 damaged:
 	rv = RAFTLOCK_EDATA;

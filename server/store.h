@@ -82,6 +82,15 @@ MDB_txn *store_begin(struct store *s, bool write);
 void store_commit(MDB_txn *txn);
 void store_abort(MDB_txn *txn);
 
+/* store_commit() for writes whose failure the caller can undo (a restore,
+ * restore.h): a commit that fails writing is handed back instead of
+ * stopping the node. Returns 0, RAFTLOCK_ENOSPC (LMDB met ENOSPC or
+ * EDQUOT) or RAFTLOCK_EIO (a write error, or a short write, which LMDB
+ * reports so: on a full disk too); txn is freed either way, and nothing of
+ * it is kept on failure. Other failures stop the node as in
+ * store_commit(). */
+int store_commit_room(MDB_txn *txn);
+
 /* Whether the store's file has used more than 3/4 of its map: a reader
  * held long (a snapshot's dump, a watch's state) keeps the pages freed
  * since from being used again, and should let go. */
@@ -350,6 +359,12 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * has no lease, or whose nonces and sessions disagree (nonce_sessions.h):
  * store_load_error() says which; nothing changed). */
 int store_load(struct store *s, const void *buf, size_t n);
+
+/* store_load() up to its commit: on success the image's records are in
+ * the write transaction *txn, left open for the caller to change further
+ * and to end (store_commit, store_commit_room or store_abort). On failure
+ * there is no transaction and nothing changed. */
+int store_load_begin(struct store *s, const void *buf, size_t n, MDB_txn **txn);
 
 /* Where store_load_from() reads an image, a piece at a time (the other
  * side of image_writer): buf[at..len) are bytes read and not yet taken;

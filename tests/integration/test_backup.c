@@ -9,7 +9,8 @@
  * was held under lock-delay, and its watch of the old cluster's history
  * is told HISTORY_LOST (never a silent gap); a member whose LMDB is
  * rebuilt starts again from the restored base; a member added later
- * starts from the image and joins. */
+ * starts from the image and joins; a restore onto a full disk is refused
+ * in one line and leaves the data directory as it was. */
 #include <glob.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,7 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,7 +39,7 @@
 #define CLI RAFTLOCK_BINARY_DIR "/bin/raftlock"
 
 static struct tcluster cl;
-static char scratch[128], image[256];
+static char scratch[128], image[256], full_mnt[160];
 static raftlock_client *old_client;
 static raftlock_session *old_session;
 static raftlock_lock *old_held;
@@ -97,6 +103,9 @@ static int teardown(void **state)
 			raftlock_session_close(bulk[i]);
 	if (old_client != NULL)
 		raftlock_client_close(old_client);
+	if (full_mnt[0] != '\0' && umount(full_mnt) != 0)
+		fprintf(stderr, "test_backup: could not unmount %s: %s\n", full_mnt,
+			strerror(errno));
 	return tcluster_destroy_and_remove(&cl, scratch);
 }
 
@@ -173,8 +182,9 @@ static void save_image(void **state)
 }
 
 /* raftlockd --restore FILE on dir (the build bin); its exit status and
- * stderr. */
-static int restore_with(const char *bin, const char *file, const char *dir, char *out, size_t len)
+ * stderr, or -2 when it still ran after timeout_ms (killed then). */
+static int restore_with(const char *bin, const char *file, const char *dir, int timeout_ms,
+			char *out, size_t len)
 {
 	char member[3][100];
 	for (int i = 0; i < 3; i++)
@@ -184,12 +194,12 @@ static int restore_with(const char *bin, const char *file, const char *dir, char
 			(char *)dir,  "--cluster", cl.name,   "--restore",
 			(char *)file, "--member",  member[0], "--member",
 			member[1],    "--member",  member[2], NULL};
-	return tcluster_run_binary(bin, argv, out, len, 10000);
+	return tcluster_run_binary(bin, argv, out, len, timeout_ms);
 }
 
 static int restore_on(const char *file, const char *dir, char *out, size_t len)
 {
-	return restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd", file, dir, out, len);
+	return restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd", file, dir, 10000, out, len);
 }
 
 static void copy_damaged(const char *to, long flip_at, long cut)
@@ -237,7 +247,7 @@ static void damaged_images_refused(void **state)
 	/* An image of a newer feature level than the build's (raftlockd-level1
 	 * runs level 1): the build would run it, then refuse every restart on
 	 * it. Refused at once instead, and nothing is created. */
-	int st = restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1", image, dir, out,
+	int st = restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd-level1", image, dir, 10000, out,
 			      sizeof out);
 	assert_int_equal(st, 1);
 	if (strstr(out, "comes from a cluster at feature level") == NULL ||
@@ -440,6 +450,130 @@ static void member_added_after_restore(void **state)
 	raftlock__status_info__free_unpacked(me, NULL);
 }
 
+static uint64_t free_bytes(const char *path)
+{
+	struct statvfs sv;
+	assert_int_equal(statvfs(path, &sv), 0);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Fills the file system of path's filler until about leave bytes are free. */
+static void fill_leaving(const char *filler, uint64_t leave)
+{
+	int fd = open(filler, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	uint64_t have = free_bytes(filler);
+	if (have > leave)
+		assert_int_equal(posix_fallocate(fd, lseek(fd, 0, SEEK_END), (off_t)(have - leave)),
+				 0);
+	close(fd);
+}
+
+static int entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	closedir(d);
+	return n;
+}
+
+/* A restore that ran (killed while it served) holds its raft log and base. */
+static void restored_in(const char *dir)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/raft", dir);
+	assert_true(entries(path) > 0);
+	snprintf(path, sizeof path, "%s/RESTORE-BASE", dir);
+	assert_int_equal(access(path, F_OK), 0);
+}
+
+/* --restore onto a data directory whose disk is full: refused in one line
+ * that names the directory and says the disk is full, exit status 1, and
+ * the directory left as it was (empty here), so that the same restore
+ * runs again once there is room. Without the room it needs, it is refused
+ * before anything is written; a disk that fills as it writes
+ * (RAFTLOCK_TEST_FAULT=room-unchecked skips that check, as when another
+ * writer takes the room after it) fails at its first file, at LMDB or at
+ * RESTORE-BASE, as the room left grows, each time undone. Needs root
+ * (mount): skipped with a message otherwise. */
+static void restore_onto_full_disk(void **state)
+{
+	(void)state;
+	for (int i = 0; i < cl.n; i++) /* their raft ports are the restore's */
+		if (cl.pid[i] > 0)
+			assert_int_equal(tcluster_stop(&cl, i), 0);
+	struct stat sb;
+	assert_int_equal(stat(image, &sb), 0);
+	char mnt[160], opts[64];
+	snprintf(mnt, sizeof mnt, "%s/full", scratch);
+	assert_int_equal(mkdir(mnt, 0700), 0);
+	snprintf(opts, sizeof opts, "size=%lldk", (long long)sb.st_size * 4 / 1024 + 8192);
+	if (mount("tmpfs", mnt, "tmpfs", 0, opts) != 0) {
+		fprintf(stderr,
+			"test_backup: restore_onto_full_disk SKIPPED: cannot mount a tmpfs on %s "
+			"(%s); it needs root (CAP_SYS_ADMIN)\n",
+			mnt, strerror(errno));
+		skip();
+	}
+	snprintf(full_mnt, sizeof full_mnt, "%s", mnt);
+	char dir[200], filler[200], out[4096], cmd[512];
+	snprintf(dir, sizeof dir, "%s/n3", mnt);
+	snprintf(filler, sizeof filler, "%s/filler", mnt);
+
+	/* The room a restore takes, from one that runs. */
+	assert_int_equal(mkdir(dir, 0750), 0);
+	uint64_t before = free_bytes(mnt);
+	assert_int_equal(restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd", image, dir, 2000, out,
+				      sizeof out),
+			 -2);
+	restored_in(dir);
+	/* less the segments raft prepares ahead once it runs (8 MiB each,
+	 * retried while the disk is full): the node's, not the restore's */
+	snprintf(cmd, sizeof cmd, "rm -f '%s'/raft/open-*", dir);
+	assert_int_equal(run(cmd), 0);
+	uint64_t used = before - free_bytes(mnt);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'", dir, dir);
+	assert_int_equal(run(cmd), 0);
+
+	/* Not the room it needs: refused before anything is written. */
+	fill_leaving(filler, used / 2);
+	int st = restore_on(image, dir, out, sizeof out);
+	char said[300];
+	snprintf(said, sizeof said, "no room to restore into %s: the disk is full", dir);
+	if (st != 1 || strstr(out, said) == NULL || strstr(out, "needs about") == NULL ||
+	    strstr(out, "nothing restored") == NULL)
+		fail_msg("restore onto a full disk: status %d, output: %s", st, out);
+	assert_int_equal(entries(dir), 0);
+	assert_int_equal(unlink(filler), 0);
+
+	/* The disk fills as it writes: each step's failure is undone. */
+	setenv("RAFTLOCK_TEST_FAULT", "room-unchecked", 1);
+	const unsigned tenths[] = {0, 3, 6, 9};
+	for (size_t i = 0; i < sizeof tenths / sizeof tenths[0]; i++) {
+		fill_leaving(filler, used * tenths[i] / 10);
+		st = restore_on(image, dir, out, sizeof out);
+		if (st != 1 || strstr(out, said) == NULL || strstr(out, "nothing restored") == NULL)
+			fail_msg("restore with %u%% of its room: status %d, output: %s",
+				 tenths[i] * 10, st, out);
+		if (entries(dir) != 0)
+			fail_msg("restore with %u%% of its room left files in %s: %s",
+				 tenths[i] * 10, dir, out);
+		assert_int_equal(unlink(filler), 0);
+	}
+	unsetenv("RAFTLOCK_TEST_FAULT");
+
+	/* Room again: the same restore on the same directory runs. */
+	st = restore_with(RAFTLOCK_BINARY_DIR "/bin/raftlockd", image, dir, 2000, out, sizeof out);
+	if (st != -2)
+		fail_msg("restore once there is room: status %d, output: %s", st, out);
+	restored_in(dir);
+	assert_int_equal(umount(mnt), 0);
+	full_mnt[0] = '\0';
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -448,6 +582,7 @@ int main(void)
 		cmocka_unit_test(restore_cluster),
 		cmocka_unit_test(restored_member_restarts),
 		cmocka_unit_test(member_added_after_restore),
+		cmocka_unit_test(restore_onto_full_disk),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -32,9 +32,11 @@ static struct fx *restored(struct fx *f)
 {
 	struct fx_image im = fx_dump(f);
 	struct fx *g = fx_peer(f);
-	assert_int_equal(store_load(&g->store, im.buf, im.len), 0);
+	MDB_txn *txn;
+	assert_int_equal(store_load_begin(&g->store, im.buf, im.len, &txn), 0);
 	fx_image_free(&im);
-	fsm_restore_base(&g->fsm, SUM);
+	fsm_restore_base(&g->fsm, txn, SUM);
+	assert_int_equal(store_commit_room(txn), 0);
 	return g;
 }
 
