@@ -26,7 +26,7 @@ void datadir_path(char *out, size_t len, const char *dir, const char *name)
 	memcpy(out + a + 1, name, b + 1);
 }
 
-int datadir_read_file(const char *path, char *buf, size_t len)
+static int read_small(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
@@ -141,7 +141,7 @@ int datadir_check_identity(const char *data_dir, const char *cluster, uint64_t i
 	char path[DATADIR_PATH_MAX], want[256], have[256];
 	datadir_path(path, sizeof path, data_dir, "IDENTITY");
 	snprintf(want, sizeof want, "cluster=%s\nnode=%llu\n", cluster, (unsigned long long)id);
-	if (datadir_read_file(path, have, sizeof have) == 0) {
+	if (read_small(path, have, sizeof have) == 0) {
 		if (strcmp(have, want) != 0) {
 			snprintf(err, errlen,
 				 "%s belongs to another cluster or node (it says \"%.*s\", "
@@ -181,8 +181,8 @@ int datadir_prepare_state(const char *state_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", state_dir, strerror(errno));
 		return RAFTLOCK_EIO;
 	}
-	datadir_read_file("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-	datadir_read_file(bootf, last, sizeof last);
+	read_small("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+	read_small(bootf, last, sizeof last);
 	bool trusted = access(clean, F_OK) == 0 || (boot[0] != '\0' && strcmp(boot, last) == 0);
 	if (access(mdb, F_OK) == 0 && !trusted) {
 		log_warn("%s may be stale after an OS crash: rebuilding it from the raft log", mdb);
@@ -239,8 +239,7 @@ int datadir_incarnation(const char *data_dir, uint64_t *out, char *err, size_t e
 	char path[DATADIR_PATH_MAX], text[64] = "";
 	datadir_path(path, sizeof path, data_dir, "INCARNATION");
 	unsigned long long v = 0;
-	if (datadir_read_file(path, text, sizeof text) == 0 && sscanf(text, "%llx", &v) == 1 &&
-	    v != 0) {
+	if (read_small(path, text, sizeof text) == 0 && sscanf(text, "%llx", &v) == 1 && v != 0) {
 		*out = v;
 		return 0;
 	}

@@ -27,10 +27,6 @@
 /* Writes dir/name into out (len bytes); aborts when it does not fit. */
 void datadir_path(char *out, size_t len, const char *dir, const char *name);
 
-/* Reads up to len - 1 bytes of the file at path into buf, NUL-terminated.
- * Returns 0, or -1 with errno set when it cannot be opened. */
-int datadir_read_file(const char *path, char *buf, size_t len);
-
 /* Writes len bytes to path whole: a temporary file, fsync, rename, fsync
  * of the directory. Returns 0, or -1 with errno set (path unchanged). */
 int datadir_write_file(const char *path, const void *buf, size_t len);

@@ -76,8 +76,6 @@ void fsm_init(struct fsm *f, struct store *store)
 	f->store = store;
 	f->store_refusals = 0;
 	f->member_changes = 0;
-	f->self_id = 0;
-	f->self_removed = false;
 	memset(&f->stats, 0, sizeof f->stats);
 	histogram_init(&f->stats.wait, &histogram_duration);
 	histogram_init(&f->stats.hold, &histogram_duration);
@@ -1195,8 +1193,6 @@ static void apply_command(struct apply *a, const Raftlock__Command *cmd)
 	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
 		res = result_of(member_book_remove(a->meta, cmd->member_remove));
 		a->fsm->member_changes++;
-		if (res.status == 0 && cmd->member_remove->id == a->fsm->self_id)
-			a->fsm->self_removed = true;
 		break;
 	case RAFTLOCK__COMMAND__OP_MEMBER_JOIN:
 		res = result_of(member_book_join(a->meta, cmd->member_join));

@@ -122,11 +122,6 @@ struct fsm {
 	/* Membership commands applied: the member book (member_book.h) may
 	 * have changed. Read by node.c to know when its copy is stale. */
 	uint64_t member_changes;
-	/* This node's member id (node.c sets it), and whether this run
-	 * applied a MEMBER_REMOVE of it: observed by node.c (removal.h),
-	 * never read back by apply. */
-	uint64_t self_id;
-	bool self_removed;
 	struct fsm_stats stats;
 	/* fsm_apply_raw decodes its entry here and drops it after the apply:
 	 * one chunk kept for all entries, not a malloc per field. */

@@ -20,7 +20,6 @@
 #include "node.h"
 #include "peer_tls.h"
 #include "raftlock.h"
-#include "removal.h"
 #include "service.h"
 #include "supervision.h"
 
@@ -38,7 +37,6 @@ struct server {
 	struct supervision supervision; /* systemd: READY=1, STATUS=, WATCHDOG=1 */
 	uv_signal_t sigterm, sigint, sighup;
 	bool stopping;
-	int exit_status; /* 0, or REMOVAL_EXIT_STATUS */
 };
 
 static void on_event(void *arg, const struct fsm_event *ev)
@@ -87,18 +85,6 @@ static void node_stopped(struct node *n)
 	uv_stop(&srv->loop);
 }
 
-/* Stops the node; the process then exits with srv->exit_status. */
-static void shut_down(struct server *srv)
-{
-	/* New requests get ESHUTDOWN from now on; connections stay open so
-	 * that the requests in flight are answered while the node drains. */
-	uv_close((uv_handle_t *)&srv->sigterm, NULL);
-	uv_close((uv_handle_t *)&srv->sigint, NULL);
-	supervision_stop(&srv->supervision);
-	uv_close((uv_handle_t *)&srv->sighup, NULL);
-	node_stop(&srv->node, node_stopped);
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct server *srv = h->data;
@@ -106,21 +92,13 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	srv->stopping = true;
 	log_info("signal %d: shutting down", signum);
-	shut_down(srv);
-}
-
-/* removal.h: not restarted (the systemd unit's RestartPreventExitStatus=). */
-static void on_removed(void *arg)
-{
-	struct server *srv = arg;
-	if (srv->stopping)
-		return;
-	srv->stopping = true;
-	srv->exit_status = REMOVAL_EXIT_STATUS;
-	char line[128];
-	removal_message(line, sizeof line, srv->cfg.id);
-	log_error("%s", line);
-	shut_down(srv);
+	/* New requests get ESHUTDOWN from now on; connections stay open so
+	 * that the requests in flight are answered while the node drains. */
+	uv_close((uv_handle_t *)&srv->sigterm, NULL);
+	uv_close((uv_handle_t *)&srv->sigint, NULL);
+	supervision_stop(&srv->supervision);
+	uv_close((uv_handle_t *)&srv->sighup, NULL);
+	node_stop(&srv->node, node_stopped);
 }
 
 /* SIGHUP: the client TLS certificate, key and CA, the peer TLS ones and
@@ -233,12 +211,6 @@ int main(int argc, char **argv)
 	}
 	log_setup((enum log_level)srv.cfg.log_level, srv.cfg.id,
 		  (enum log_format)srv.cfg.log_format);
-	if (removal_marked(srv.cfg.data_dir, err, sizeof err)) {
-		fprintf(stderr, "raftlockd: %s\n", err);
-		client_tls_close(&srv.tls);
-		auth_tokens_free(&srv.tokens);
-		return REMOVAL_EXIT_STATUS;
-	}
 	if (srv.cfg.client_tls == CONFIG_TLS_SERVER && srv.cfg.client_tls_ca[0] == '\0' &&
 	    srv.cfg.n_members > 1)
 		log_warn("client-tls server without client-tls-ca: as leader this node verifies "
@@ -260,8 +232,7 @@ int main(int argc, char **argv)
 				   .on_ready = on_ready,
 				   .on_restore = on_restore,
 				   .on_store_closing = on_store_closing,
-				   .on_stalled = on_stalled,
-				   .on_removed = on_removed};
+				   .on_stalled = on_stalled};
 	/* The leases index must exist before raft starts replaying entries. */
 	timebase_init_uv(&srv.tb, &srv.loop);
 	leases_init(&srv.leases, &srv.tb, &srv.node, srv.cfg.renew_window_ms);
@@ -301,5 +272,5 @@ int main(int argc, char **argv)
 	client_tls_close(&srv.tls);
 	auth_tokens_free(&srv.tokens);
 	log_info("stopped");
-	return srv.exit_status;
+	return 0;
 }

@@ -21,13 +21,6 @@ struct member_op {
 	members_reply_cb reply;
 	void *arg;
 	struct raft_change change;
-	/* REMOVE: the barrier that tells the member, its index, until when
-	 * the leader waits for the member's acknowledgement of it, and the
-	 * next op waiting so (members.telling). */
-	struct raft_barrier barrier;
-	raft_index told;
-	uint64_t tell_until;
-	struct member_op *next;
 };
 
 static const char *role_name(int role)
@@ -244,105 +237,6 @@ static void change_cb(struct raft_change *req, int status)
 	advance(op);
 }
 
-/* ---------------------------------------------- telling the removed -- */
-
-/* A removed member learns that its MEMBER_REMOVE committed only from an
- * append that the leader sent after the commit, and once raft_remove has
- * appended the configuration without it the leader sends it nothing more
- * (removal.h). So the leader appends a barrier first, and takes the member
- * out once the member acknowledged it (it then knows the commit: the
- * barrier's append carried it), or after an election timeout: a member
- * that is down or cut off learns nothing in time anyway. */
-
-static void tell_next(struct timebase_timer *t);
-
-/* Whether op's member acknowledged the barrier, or there is no one to wait
- * for (no longer in the configuration, or this node no longer leads: the
- * raft change then says so). */
-static bool told(struct member_op *op)
-{
-	raft_index match;
-	return raft_match_index(&op->m->node->raft, op->id, &match) != 0 || match >= op->told;
-}
-
-static void tell_wait(struct member_op *op)
-{
-	struct members *m = op->m;
-	op->next = m->telling;
-	m->telling = op;
-	if (!timebase_timer_active(&m->tell_timer))
-		timebase_timer_start(&m->tell_timer, tell_next, MEMBERS_TELL_MS, MEMBERS_TELL_MS);
-}
-
-/* Takes out of the wait every op that is done waiting; runs fn on each. */
-static void tell_sweep(struct members *m, bool all, void (*fn)(struct member_op *op))
-{
-	uint64_t now = timebase_now(m->timer.clock);
-	struct member_op **p = &m->telling;
-	while (*p != NULL) {
-		struct member_op *op = *p;
-		if (!all && !told(op) && now < op->tell_until) {
-			p = &op->next;
-			continue;
-		}
-		*p = op->next;
-		op->m->busy--;
-		fn(op);
-	}
-	if (m->telling == NULL)
-		timebase_timer_stop(&m->tell_timer);
-}
-
-static void leadership_lost(struct member_op *op)
-{
-	op_done(op, RAFTLOCK_EUNKNOWN, "leadership lost");
-}
-
-static void shutting_down(struct member_op *op)
-{
-	op_done(op, RAFTLOCK_ESHUTDOWN, NULL);
-}
-
-static void tell_next(struct timebase_timer *t)
-{
-	struct members *m = t->data;
-	if (m->node->stopping)
-		tell_sweep(m, true, shutting_down);
-	else if (!m->node->ready)
-		tell_sweep(m, true, leadership_lost);
-	else
-		tell_sweep(m, false, advance);
-}
-
-static void barrier_applied(struct raft_barrier *req, int status)
-{
-	struct member_op *op = req->data;
-	if (status != 0) {
-		op->m->busy--;
-		change_failed(op, status); /* MEMBER_REMOVE holds: a retry goes on */
-		return;
-	}
-	op->tell_until = timebase_now(op->m->timer.clock) + op->m->node->cfg->election_timeout_ms;
-	if (told(op)) {
-		op->m->busy--;
-		advance(op);
-		return;
-	}
-	tell_wait(op);
-}
-
-static void tell_then_remove(struct member_op *op)
-{
-	struct raft *r = &op->m->node->raft;
-	op->barrier.data = op;
-	if (raft_barrier(r, &op->barrier, barrier_applied) != 0) {
-		advance(op); /* not leader, say: the change says why */
-		return;
-	}
-	op->told = raft_last_index(r); /* the barrier */
-	op->m->busy++;                 /* no automatic promotion meanwhile */
-}
-
 /* ---------------------------------------------------- through the log -- */
 
 static void logged(void *arg, int status, const Raftlock__Result *result)
@@ -355,13 +249,10 @@ static void logged(void *arg, int status, const Raftlock__Result *result)
 	int st = result->status;
 	if (st == 0 && op->kind != OP_JOIN) {
 		if (!op->m->node->ready) {
-			leadership_lost(op);
+			op_done(op, RAFTLOCK_EUNKNOWN, "leadership lost");
 			return;
 		}
-		if (op->kind == OP_REMOVE && conf_find(&op->m->node->raft, op->id) != NULL)
-			tell_then_remove(op);
-		else
-			advance(op);
+		advance(op);
 		return;
 	}
 	if (st == 0) {
@@ -681,12 +572,9 @@ void members_start(struct members *m, struct timebase *tb, struct node *node)
 	m->node = node;
 	timebase_timer_init(tb, &m->timer, m);
 	timebase_timer_start(&m->timer, check, MEMBERS_CHECK_MS, MEMBERS_CHECK_MS);
-	timebase_timer_init(tb, &m->tell_timer, m);
 }
 
 void members_close(struct members *m)
 {
-	tell_sweep(m, true, shutting_down);
-	timebase_timer_close(&m->tell_timer);
 	timebase_timer_close(&m->timer);
 }

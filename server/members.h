@@ -10,9 +10,7 @@
  *   REMOVE   the leader itself: hand leadership over first (raft_transfer)
  *            and answer "unavailable", so that the client retries at the
  *            new leader. Another member: MEMBER_REMOVE (its id is never
- *            used again), then a barrier that tells the member the commit
- *            (removal.h), then raft_remove once the member acknowledged
- *            the barrier, or after an election timeout.
+ *            used again), then raft_remove.
  *   PROMOTE  raft_assign to voter (libraft lets the member catch up first:
  *            rounds of replication, the last under an election timeout).
  *   JOIN     MEMBER_JOIN: a new node's first start claims its id for its
@@ -41,9 +39,6 @@
 
 #define MEMBERS_CHECK_MS 200
 #define MEMBERS_PROMOTE_GAP 64
-#define MEMBERS_TELL_MS 10 /* how often a removal looks for its member's ack */
-
-struct member_op;
 
 /* Called once per request with the answer (borrowed for the call). */
 typedef void (*members_reply_cb)(void *arg, const Raftlock__Response *resp);
@@ -54,12 +49,10 @@ struct members {
 	struct raft_change promotion; /* the automatic one, while promoting */
 	bool promoting;
 	uint64_t promotee;
-	struct raft_transfer transfer;    /* handing over before removing this node */
-	struct timebase_timer tell_timer; /* while removals wait on their members */
-	struct member_op *telling;        /* those removals */
-	unsigned busy;                    /* requests of ours in a raft change */
-	unsigned recording;               /* founding members' records in flight */
-	uint64_t promotions;              /* automatic promotions done */
+	struct raft_transfer transfer; /* handing over before removing this node */
+	unsigned busy;                 /* requests of ours in a raft change */
+	unsigned recording;            /* founding members' records in flight */
+	uint64_t promotions;           /* automatic promotions done */
 };
 
 /* Whether env is a member request (its body is MEMBER_*). */

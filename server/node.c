@@ -4,7 +4,6 @@
  * raft_last_applied() + 1) are in docs/RAFT-NOTES.md, section "Wiring". */
 #include "node.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,6 @@
 #include "peer_tcp.h"
 #include "peer_tls.h"
 #include "raftlock.h"
-#include "removal.h"
 #include "restore.h"
 #include "return_hold.h"
 #include "snapshot_tail.h"
@@ -846,56 +844,6 @@ static void stall_cb(uv_timer_t *h)
 		 (unsigned long long)late, n->cfg->election_timeout_ms);
 }
 
-/* Milliseconds since a leader last reached this follower (libraft resets
- * the election timer on each of its appends). */
-static uint64_t leader_silence_ms(struct node *n)
-{
-	raft_time now = n->io.time(&n->io);
-	return now > n->raft.election_timer_start ? now - n->raft.election_timer_start : 0;
-}
-
-static const struct raft_server *conf_server(const struct raft_configuration *conf, raft_id id)
-{
-	for (unsigned i = 0; i < conf->n; i++)
-		if (conf->servers[i].id == id)
-			return &conf->servers[i];
-	return NULL;
-}
-
-/* removal.h: once this node applied its own MEMBER_REMOVE it serves no
- * more, and it asks to stop once raft no longer counts on it. */
-static void removal_watch(struct node *n)
-{
-	if (n->fsm.self_removed && !n->removed) {
-		n->removed = true;
-		if (removal_mark(n->cfg->data_dir, n->cfg->id) != 0)
-			log_error("%s/REMOVED: %s (a restart of this node will not know that it "
-				  "was removed)",
-				  n->cfg->data_dir, strerror(errno));
-		log_warn("member %llu (this node) was removed from the cluster: no longer "
-			 "serving clients; stopping once the leader has let go of it",
-			 (unsigned long long)n->cfg->id);
-	}
-	if (!n->removed || n->removal_told)
-		return;
-	struct raft *r = &n->raft;
-	int state = raft_state(r);
-	struct removal_view v = {
-		.retired = true,
-		.leader = state == RAFT_LEADER,
-		.follower = state == RAFT_FOLLOWER,
-		.silent_ms = leader_silence_ms(n),
-		.election_ms = n->cfg->election_timeout_ms,
-		.committed_known = r->configuration_committed_index > 0,
-		.in_committed = conf_server(&r->configuration_committed, n->cfg->id) != NULL,
-	};
-	if (!removal_should_leave(&v))
-		return;
-	n->removal_told = true;
-	if (n->hooks.on_removed != NULL)
-		n->hooks.on_removed(n->hooks.arg);
-}
-
 /* libraft has no state-change callback: look after every loop iteration. */
 static void watch_cb(uv_check_t *h)
 {
@@ -929,7 +877,6 @@ static void watch_cb(uv_check_t *h)
 		propose_barrier(n);
 	if (n->ready && n->init_needed && !n->init_inflight && mono_ms(n) >= n->init_retry_ms)
 		propose_init(n);
-	removal_watch(n);
 }
 
 const char *node_role(struct node *n)
@@ -1273,7 +1220,6 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		return restore_undo(&undo, rv, err, errlen);
 	}
 	fsm_init(&n->fsm, &n->store);
-	n->fsm.self_id = cfg->id;
 	histogram_init(&n->apply, &histogram_latency);
 	MDB_txn *txn = store_begin(&n->store, false);
 	Raftlock__Meta *meta = store_get_meta(&n->store, txn);

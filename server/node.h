@@ -55,9 +55,6 @@ struct node_hooks {
 	/* The loop is held on purpose (an apply waiting for disk space),
 	 * with why: called every DISKGUARD_CHECK_MS meanwhile. Optional. */
 	void (*on_stalled)(void *arg, const char *why);
-	/* This node was removed from the cluster and should stop now
-	 * (removal.h): called once. Optional. */
-	void (*on_removed)(void *arg);
 };
 
 struct proposal;
@@ -182,10 +179,6 @@ struct node {
 	size_t book_n;
 	bool book_valid;
 	uint64_t book_changes; /* fsm.member_changes when read */
-	/* removal.h: a MEMBER_REMOVE of this node applied (it no longer
-	 * serves clients); hooks.on_removed was called. */
-	bool removed;
-	bool removal_told;
 	bool stopping;
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);

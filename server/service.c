@@ -1580,16 +1580,6 @@ static void dispatch(struct service *s, struct service_conn *c, Raftlock__Envelo
 		conn_close(c);
 		return;
 	}
-	if (s->node->removed) {
-		/* removal.h: no redirect either, its leader may be stale; the
-		 * client tries another node */
-		char msg[96];
-		snprintf(msg, sizeof msg, "this node was removed from the cluster (member %llu)",
-			 (unsigned long long)s->cfg->id);
-		send_status(s, c, env->id, RAFTLOCK_ESHUTDOWN, msg);
-		raftlock__envelope__free_unpacked(env, NULL);
-		return;
-	}
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY_AUTHENTICATE) {
 		handle_authenticate(s, c, env);
 		raftlock__envelope__free_unpacked(env, NULL);

@@ -40,11 +40,6 @@ bool status_serving(struct node *n, char *why, size_t len)
 	unsigned long long applied = raft_last_applied(&n->raft);
 	uint64_t id = 0;
 	node_leader_client_address(n, &id);
-	if (n->removed) {
-		snprintf(why, len, "this node was removed from the cluster (member %llu)",
-			 (unsigned long long)n->cfg->id);
-		return false;
-	}
 	if (n->ready) {
 		snprintf(why, len, "serving as leader (term %llu)", term);
 		return true;

@@ -43,8 +43,7 @@ void status_read(struct node *n, struct status *st);
 #define STATUS_LAG_MAX 1024
 
 /*
- * Whether this node can serve: never once it was removed from the cluster
- * (removal.h); otherwise when it is the ready leader (its post-election
+ * Whether this node can serve: it is the ready leader (its post-election
  * barrier applied), or it knows a leader and has applied at least as far
  * as that leader had applied when it last said so, in this term (so past
  * the leader's barrier); having done so once in a term, it stays ready

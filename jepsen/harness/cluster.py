@@ -15,9 +15,6 @@ from . import netns
 RAFT_PORT = 7001
 CLIENT_PORT = 7002
 REGISTER_PORT = 7070
-# raftlockd's exit status once it learned it was removed from the cluster
-# (server/removal.h, docs/OPERATIONS.md "Removing a member").
-REMOVED_EXIT = 3
 # Identities of a run with --auth (certificate CNs, deploy/make-certs
 # --client): the admin that grants, the workers, and one with no rules.
 ADMIN = "jepsen-admin"
@@ -164,9 +161,6 @@ class Node:
         p = self.proc
         if p is None or p.running() or getattr(p, "reaped", False):
             return None
-        if getattr(p, "removed", False) and p.popen.returncode == REMOVED_EXIT:
-            p.reaped = True  # it left the cluster, as a removed member does
-            return None
         p.reaped = True
         crash = {"node": "n%d" % self.i, "pid": p.pid,
                  "returncode": p.popen.returncode, "time": time.monotonic_ns()}
@@ -193,20 +187,6 @@ class Node:
             self.check_crash()
             self.proc.reaped = True
             self.proc.kill()
-
-    def await_removed(self, timeout=10):
-        """This node's member was removed: it stops by itself with
-        REMOVED_EXIT (not a crash). Returns whether it did within timeout
-        seconds."""
-        p = self.proc
-        if p is None:
-            return False
-        p.removed = True
-        try:
-            p.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return p.popen.returncode == REMOVED_EXIT
 
     def stop(self):
         if self.proc is not None:

@@ -67,12 +67,10 @@ def add(cl, slot):
 
 
 def remove(cl, node):
-    """Removes node's member (the leader too: it hands over first); the
-    node stops by itself (one cut off meanwhile may not learn it: it is
-    stopped); its slot becomes free."""
+    """Removes node's member (the leader too: it hands over first) and stops
+    the node; its slot becomes free."""
     _member(cl, ["remove", str(node.id)])
     wait_role(cl, node.id, None)
-    node.await_removed()
     node.stop()
     cl.nodes.remove(node)
     cl.spares.append(node)

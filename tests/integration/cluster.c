@@ -397,16 +397,6 @@ int tcluster_stop(struct tcluster *c, int i)
 	return st;
 }
 
-int tcluster_wait_exit(struct tcluster *c, int i, int timeout_ms)
-{
-	if (c->pid[i] <= 0)
-		return -1;
-	int st = reap(c->pid[i], timeout_ms);
-	if (st != -2)
-		c->pid[i] = 0;
-	return st;
-}
-
 void tcluster_export_endpoints(const struct tcluster *c)
 {
 	char env[TCLUSTER_MAX * 33] = "";

@@ -112,11 +112,6 @@ void tcluster_export_endpoints(const struct tcluster *c);
 /* Stops node i with SIGTERM and waits for it to exit (status returned). */
 int tcluster_stop(struct tcluster *c, int i);
 
-/* Waits up to timeout_ms for node i to exit by itself, sending nothing:
- * its status (as waitpid's), or -2 while it still runs, -1 if it does not
- * run. */
-int tcluster_wait_exit(struct tcluster *c, int i, int timeout_ms);
-
 /* Index of a ready leader, waiting up to timeout_ms; -1 if none. */
 int tcluster_leader(struct tcluster *c, int timeout_ms);
 

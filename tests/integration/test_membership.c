@@ -13,7 +13,6 @@
  *   - with auth = on, a join needs identity raftlock-node-<its id> (here
  *     the token of --join-token-file): without it the claim is refused and
  *     the id stays waiting for its node. */
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <setjmp.h>
@@ -22,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -88,29 +85,6 @@ static int grow(struct tcluster *c, raftlock_client *cl, int reuse, uint64_t id)
 	return slot;
 }
 
-/* The exit status of a node that learned it was removed (server/removal.h,
- * raftlockd(8)), and how long it may take: an election timeout without a
- * leader once the configuration without it is committed, then its stop. */
-#define REMOVED_EXIT 3
-#define LEAVE_DEADLINE_MS 10000
-
-/* The removed node in slot stops by itself, with REMOVED_EXIT and its line
- * in the log. */
-static void assert_left(struct tcluster *c, int slot)
-{
-	int st = tcluster_wait_exit(c, slot, LEAVE_DEADLINE_MS);
-	if (st == -2)
-		fail_msg("removed member %llu still runs %d ms after its removal",
-			 (unsigned long long)tcluster_id(c, slot), LEAVE_DEADLINE_MS);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), REMOVED_EXIT);
-	char line[128];
-	snprintf(line, sizeof line,
-		 "this node was removed from the cluster (member %llu); stopping",
-		 (unsigned long long)tcluster_id(c, slot));
-	assert_true(tcluster_log_has(c, slot, line));
-}
-
 static void remove_member(struct tcluster *c, raftlock_client *cl, int slot)
 {
 	uint64_t id = tcluster_id(c, slot);
@@ -118,7 +92,7 @@ static void remove_member(struct tcluster *c, raftlock_client *cl, int slot)
 		fail_msg("member remove %llu: %s", (unsigned long long)id, raftlock_errmsg(cl));
 	char buf[16];
 	assert_string_equal(role_of(cl, id, buf, sizeof buf), "");
-	assert_left(c, slot);
+	assert_int_equal(tcluster_stop(c, slot), 0);
 }
 
 /* The cluster grants a lock (through a fresh session). */
@@ -320,115 +294,6 @@ static void test_remove_leader(void **state)
 	assert_string_equal(role_of(cl, old, buf, sizeof buf), "");
 	assert_int_equal(n_members(cl), 3);
 	assert_serves(cl, "after-remove");
-	raftlock_client_close(cl);
-	assert_int_equal(tcluster_destroy(&c), 0);
-}
-
-static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, const char *value,
-		    char *out, size_t len);
-
-/* Node slot's answer to a member list over the raw protocol: its status
- * (INT_MIN when it did not answer), the leader it names and its message. */
-static int raw_member_list(struct tcluster *c, int slot, char *leader, char *msg, size_t len)
-{
-	int fd = raw_connect(c->client_port[slot]);
-	if (fd < 0)
-		return INT_MIN;
-	Raftlock__MemberListRequest req = RAFTLOCK__MEMBER_LIST_REQUEST__INIT;
-	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
-	env.id = 1;
-	env.body_case = RAFTLOCK__ENVELOPE__BODY_MEMBER_LIST;
-	env.member_list = &req;
-	int status = INT_MIN;
-	Raftlock__Envelope *got = NULL;
-	if (raw_send_envelope(fd, &env) == 0 && (got = raw_recv_envelope(fd, 1000)) != NULL &&
-	    got->body_case == RAFTLOCK__ENVELOPE__BODY_RESPONSE) {
-		status = got->response->status;
-		snprintf(leader, len, "%s", got->response->leader ? got->response->leader : "");
-		snprintf(msg, len, "%s", got->response->message ? got->response->message : "");
-	}
-	if (got != NULL)
-		raftlock__envelope__free_unpacked(got, NULL);
-	close(fd);
-	return status;
-}
-
-/* Whether node slot's /readyz answers 200 (false also when it does not
- * answer); its page in page. */
-static bool readyz_ok(struct tcluster *c, int slot, char *page, size_t len)
-{
-	page[0] = '\0';
-	return tcluster_http_get(c, slot, "/readyz", page, len) == 0 &&
-	       strncmp(page, "HTTP/1.1 200", 12) == 0;
-}
-
-/* A member removed while it runs learns it and stops: until it exits it
- * is not ready and refuses clients without naming a leader (its own
- * might be stale), then it exits with REMOVED_EXIT; the other two serve;
- * started again on its data directory it refuses, with the same line. */
-static void test_removed_member_stops(void **state)
-{
-	(void)state;
-	static struct tcluster c;
-	static char out[8192];
-	char page[1024], leader[256], msg[256];
-	tcluster_start(&c, 3, 1000); /* a window of about a second to look */
-	raftlock_client *cl = tl_client(&c);
-	int lead = tcluster_leader(&c, 10000);
-	assert_true(lead >= 0);
-	int gone = (lead + 1) % 3;
-	uint64_t id = tcluster_id(&c, gone);
-	uint64_t end = tcluster_now_ms() + 10000;
-	while (!readyz_ok(&c, gone, page, sizeof page))
-		if (tcluster_now_ms() > end)
-			fail_msg("member %llu never ready: %s", (unsigned long long)id, page);
-		else
-			tl_sleep_ms(50);
-	assert_int_equal(raftlock_member_remove(cl, id), 0);
-	end = tcluster_now_ms() + LEAVE_DEADLINE_MS;
-	unsigned unready = 0, refused = 0;
-	int st;
-	while ((st = tcluster_wait_exit(&c, gone, 20)) == -2) {
-		if (tcluster_now_ms() > end)
-			fail_msg("removed member %llu still runs (%u refusals seen): %s",
-				 (unsigned long long)id, refused, page);
-		if (!readyz_ok(&c, gone, page, sizeof page) &&
-		    strstr(page, "this node was removed from the cluster") != NULL)
-			unready++;
-		else if (page[0] != '\0')
-			fail_msg("removed member %llu: /readyz %s", (unsigned long long)id, page);
-		int rv = raw_member_list(&c, gone, leader, msg, sizeof msg);
-		if (rv == INT_MIN)
-			continue; /* exiting */
-		if (rv != RAFTLOCK_ESHUTDOWN || leader[0] != '\0')
-			fail_msg("removed member %llu answered %d, leader '%s': %s",
-				 (unsigned long long)id, rv, leader, msg);
-		assert_non_null(strstr(msg, "this node was removed from the cluster"));
-		refused++;
-	}
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), REMOVED_EXIT);
-	assert_true(unready > 0 && refused > 0);
-	printf("removed member left %llu ms after its removal returned (%u not-ready pages, %u "
-	       "refusals seen)\n",
-	       (unsigned long long)(tcluster_now_ms() + LEAVE_DEADLINE_MS - end), unready, refused);
-	char line[128];
-	snprintf(line, sizeof line,
-		 "this node was removed from the cluster (member %llu); stopping",
-		 (unsigned long long)id);
-	assert_true(tcluster_log_has(&c, gone, line));
-	/* The other two serve. */
-	assert_true(tcluster_leader(&c, 10000) >= 0);
-	assert_serves(cl, "after-removed-left");
-	assert_int_equal(n_members(cl), 2);
-	/* Started again with its data directory: refused, not a member again. */
-	char self[100];
-	snprintf(self, sizeof self, "%llu,127.0.0.1:%d,127.0.0.1:%d", (unsigned long long)id,
-		 c.raft_port[gone], c.client_port[gone]);
-	st = run_node(&c, gone, id, "--member", self, out, sizeof out);
-	if (st != REMOVED_EXIT)
-		fail_msg("started again: status %d: %s", st, out);
-	assert_non_null(strstr(out, line));
 	raftlock_client_close(cl);
 	assert_int_equal(tcluster_destroy(&c), 0);
 }
@@ -709,7 +574,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grow_and_shrink_under_load),
 		cmocka_unit_test(test_remove_leader),
-		cmocka_unit_test(test_removed_member_stops),
 		cmocka_unit_test(test_replace_killed_node),
 		cmocka_unit_test(test_wiped_node_refused),
 		cmocka_unit_test(test_stale_copy_of_added_member),
