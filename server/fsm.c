@@ -1112,8 +1112,10 @@ static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)
 	/* A new cluster runs at its first leader's level (feature_level.h). */
 	uint32_t level = op->feature_level ? op->feature_level : 1u;
 	raise_feature_level(a, level);
-	if (op->restored_from != 0 && level >= FEATURES_RESTORED_BOOK)
+	if (op->restored_from != 0 && level >= FEATURES_RESTORED_BOOK) {
 		member_book_forget(a->meta); /* the saved cluster's members */
+		a->fsm->member_changes++;    /* the node's copy of the book is stale */
+	}
 	/* A restored cluster's new sessions get ids that the cluster it was
 	 * copied from has not reached: above its bootstrap milliseconds. */
 	if (op->restored_from != 0 && a->meta->next_session < (op->token_floor >> 20))

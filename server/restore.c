@@ -102,14 +102,22 @@ void restore_image_free(struct restore_image *img)
 
 int restore_check_target(const char *data_dir, char *err, size_t errlen)
 {
-	char raft_dir[DATADIR_PATH_MAX];
+	char raft_dir[DATADIR_PATH_MAX], state[DATADIR_PATH_MAX];
 	datadir_path(raft_dir, sizeof raft_dir, data_dir, "raft");
-	if (!datadir_has_files(raft_dir))
+	datadir_path(state, sizeof state, data_dir, "state/data.mdb");
+	/* A state without a raft log (a log removed by hand, a restore cut
+	 * short by a crash) would be overwritten, and not put back if the
+	 * restore then failed (restore_undo keeps what was there). */
+	struct stat sb;
+	const char *held = datadir_has_files(raft_dir) ? "a raft log"
+			   : lstat(state, &sb) == 0    ? "a state (state/data.mdb)"
+						       : NULL;
+	if (held == NULL)
 		return 0;
 	snprintf(err, errlen,
-		 "--restore creates a new cluster, but %s already holds a raft log: give it an "
-		 "empty data directory (or start without --restore)",
-		 raft_dir);
+		 "--restore creates a new cluster, but %s already holds %s: give it an empty data "
+		 "directory (or start without --restore)",
+		 data_dir, held);
 	return RAFTLOCK_EDATA;
 }
 

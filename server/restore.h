@@ -54,7 +54,8 @@ int restore_read(const char *path, struct restore_image *img, char *err, size_t 
 void restore_image_free(struct restore_image *img);
 
 /* Before anything is written: RAFTLOCK_EDATA when data_dir already holds a
- * raft log (a restore creates a new cluster: its members start empty). */
+ * raft log or a state (a restore creates a new cluster: its members start
+ * empty, and an undone restore could not put a state back). */
 int restore_check_target(const char *data_dir, char *err, size_t errlen);
 
 /* Room a restore of an image of n bytes needs, about: LMDB's file (the

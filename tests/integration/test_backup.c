@@ -359,12 +359,13 @@ static void restore_cluster(void **state)
 	raftlock_client_close(c);
 }
 
-/* --restore on a data directory that holds a raft log is refused; a
- * member whose LMDB is rebuilt starts from the restored base again. */
+/* --restore on a data directory that holds a raft log, or a state, is
+ * refused; a member whose LMDB is rebuilt starts from the restored base
+ * again. */
 static void restored_member_restarts(void **state)
 {
 	(void)state;
-	char dir[300], out[4096], cmd[700];
+	char dir[300], out[4096], cmd[1024];
 	assert_int_equal(tcluster_stop(&cl, 2), 0);
 	snprintf(dir, sizeof dir, "%s/n3", cl.dir);
 	int st = restore_on(image, dir, out, sizeof out);
@@ -374,6 +375,24 @@ static void restored_member_restarts(void **state)
 	/* and it changed nothing: the clean-stop marker is still there */
 	snprintf(cmd, sizeof cmd, "%s/state/CLEAN", dir);
 	assert_int_equal(access(cmd, F_OK), 0);
+	/* A state without a raft log is refused too, and left as it was: a
+	 * failed restore could not put it back. */
+	char alone[300];
+	snprintf(alone, sizeof alone, "%s/state-alone", scratch);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/state' && cp '%s/state/data.mdb' '%s/state/'",
+		 alone, dir, alone);
+	assert_int_equal(run(cmd), 0);
+	snprintf(cmd, sizeof cmd, "%s/state/data.mdb", alone);
+	struct stat before, after;
+	assert_int_equal(stat(cmd, &before), 0);
+	st = restore_on(image, alone, out, sizeof out);
+	assert_int_equal(st, 1);
+	if (strstr(out, "already holds a state (state/data.mdb)") == NULL)
+		fail_msg("unclear refusal of a state without a raft log: %s", out);
+	assert_int_equal(stat(cmd, &after), 0);
+	assert_true(after.st_size == before.st_size &&
+		    after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+		    after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
 	snprintf(cmd, sizeof cmd, "rm -f '%s/state/data.mdb' '%s/state/CLEAN'", dir, dir);
 	assert_int_equal(run(cmd), 0);
 	tcluster_restart(&cl, 2);

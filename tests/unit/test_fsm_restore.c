@@ -233,6 +233,7 @@ static void test_restored_init_forgets_the_member_book(void **state)
 	g->index = 0;
 	g->now = f->now;
 	assert_int_equal(book_size(g, &max), 4); /* the base: any build's */
+	uint64_t changes = g->fsm.member_changes;
 	assert_int_equal(DO(g, INIT, .floor = FX_FLOOR, .restored_from = SUM,
 			    .level = FEATURES_RESTORED_BOOK)
 				 .status,
@@ -241,6 +242,7 @@ static void test_restored_init_forgets_the_member_book(void **state)
 	if (n != 0)
 		fail_msg("the restored cluster's INIT kept %zu members of the saved book", n);
 	assert_int_equal(max, 4);
+	assert_true(g->fsm.member_changes > changes); /* node.c reads it again */
 
 	/* Below that level (a cluster started by an older build), the book
 	 * stays, as every member of that build keeps it. */
