@@ -1,7 +1,7 @@
 /*
  * json.h: a string written as JSON text, the one escaper of the benchmark
  * reports and the fault-injection histories, and of the CLI's --json
- * output through client/cli_json.h (which also keeps it UTF-8). No
+ * output through client/cli_json.h (which also keeps it UTF-8, utf8.h). No
  * allocation.
  */
 #ifndef RAFTLOCK_JSON_H
