@@ -314,6 +314,7 @@ static const struct wire_bound wire_bounds[] = {
 struct wire_walk {
 	bool request;                  /* CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX apply */
 	size_t fields;                 /* counted against CODEC_FIELDS_MAX */
+	size_t unknown;                /* an answer's, against CODEC_ANSWER_UNKNOWN_MAX */
 	size_t bounded[N_WIRE_BOUNDS]; /* counted against wire_bounds[i].max */
 	const struct wire_bound *over; /* the bound the frame breaks */
 	bool nul;                      /* a string field holds a NUL byte */
@@ -363,6 +364,16 @@ static bool wire_spend(struct wire_walk *walk, const ProtobufCMessageDescriptor 
 	return !walk->request || walk->fields <= CODEC_FIELDS_MAX;
 }
 
+/* Counts an unknown field: a request's against CODEC_UNKNOWN_MAX in its
+ * message (*in_message), an answer's against CODEC_ANSWER_UNKNOWN_MAX in
+ * the frame (codec.h says why); false once past it. */
+static bool wire_spend_unknown(struct wire_walk *walk, size_t *in_message)
+{
+	if (walk->request)
+		return ++*in_message <= CODEC_UNKNOWN_MAX;
+	return ++walk->unknown <= CODEC_ANSWER_UNKNOWN_MAX;
+}
+
 /*
  * Walks the message (p, n) of type desc, and each message field in it as
  * its own type (from protobuf-c's descriptors: the protocol's messages do
@@ -372,9 +383,10 @@ static bool wire_spend(struct wire_walk *walk, const ProtobufCMessageDescriptor 
  * 4 MiB frame of 2 million fields before any bound could be checked.
  * Returns false for a frame to refuse unread: bytes protobuf-c would not
  * decode either, a field numbered 0 (has_field_zero()), a bound of
- * wire_bounds[] broken (walk->over), and, for a request, more than
+ * wire_bounds[] broken (walk->over), for a request more than
  * CODEC_UNKNOWN_MAX unknown fields in one message or CODEC_FIELDS_MAX
- * values in all. Notes in walk->nul a string holding a NUL byte.
+ * values in all, for an answer more than CODEC_ANSWER_UNKNOWN_MAX unknown
+ * fields in all. Notes in walk->nul a string holding a NUL byte.
  */
 static bool wire_walk(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
 		      const uint8_t *p, size_t n)
@@ -386,7 +398,7 @@ static bool wire_walk(struct wire_walk *walk, const ProtobufCMessageDescriptor *
 			return false;
 		const ProtobufCFieldDescriptor *f =
 			protobuf_c_message_descriptor_get_field(desc, (unsigned)w.number);
-		if (f == NULL && walk->request && ++unknown > CODEC_UNKNOWN_MAX)
+		if (f == NULL && !wire_spend_unknown(walk, &unknown))
 			return false;
 		if (!wire_spend(walk, desc, f, f != NULL ? wire_values(f, &w) : 1))
 			return false;
@@ -422,8 +434,9 @@ static int envelope_of_id(const uint8_t *p, size_t n, Raftlock__Envelope **out)
 	return 0;
 }
 
-/* codec_decode_request(), or, when request is false, the same without
- * CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX (codec_decode_envelope()). */
+/* codec_decode_request(), or, when request is false, the same with
+ * CODEC_ANSWER_UNKNOWN_MAX for CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX
+ * (codec_decode_envelope()). */
 static int decode(const uint8_t *buf, size_t n, bool request, Raftlock__Envelope **out,
 		  const char **refusal)
 {

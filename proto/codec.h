@@ -75,15 +75,34 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 #define CODEC_FIELDS_MAX 8192
 
 /*
+ * What an answer's frame may hold, read likewise: CODEC_ANSWER_UNKNOWN_MAX
+ * unknown fields in all, at any depth; its known fields are bounded only
+ * by the frame (a listing or a STATUS may hold many). Counted in the whole
+ * frame, not by message as a request's: an answer comes from a server
+ * that may be newer (servers are upgraded first, WIRE_PROTOCOL), whose
+ * new repeated string or message field in a known message (a list in each
+ * LockInfo, say) is one unknown field per element, more than
+ * CODEC_UNKNOWN_MAX in one message; and a bound by message would not bound
+ * the frame, whose listing may hold 80,000 LockInfo of 16 unknown fields
+ * each (85 MB and 0.5 s unpacked). protobuf-c takes about 90 bytes for
+ * each unknown field it keeps: 65,536 cost about 6 MB (a frame's size)
+ * and 20 ms, and leave a newer server 65 new fields in each lock of a
+ * listing page of 1,000.
+ */
+#define CODEC_ANSWER_UNKNOWN_MAX 65536
+
+/*
  * Decodes and validates one frame payload: an answer (the library's, a
  * leader's from its members). On success *out is owned by the caller and
  * freed with raftlock__envelope__free_unpacked(*out, NULL).
  * Returns RAFTLOCK_EPROTO for bytes that do not decode, a field numbered 0
- * at any depth, an envelope without a body, or a request whose fields
- * break the protocol's bounds (as codec_decode_request() refuses, except
- * for CODEC_UNKNOWN_MAX and CODEC_FIELDS_MAX: an answer may list many
- * locks); RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part
- * of a Command) to bytes that decode.
+ * at any depth, more than CODEC_ANSWER_UNKNOWN_MAX unknown fields (a
+ * flood, refused from a walk of its bytes before anything is unpacked),
+ * an envelope without a body, or a request whose fields break the
+ * protocol's bounds (as codec_decode_request() refuses, except for
+ * CODEC_UNKNOWN_MAX and CODEC_FIELDS_MAX: an answer may list many locks);
+ * RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part of a
+ * Command) to bytes that decode.
  */
 int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out);
 

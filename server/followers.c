@@ -373,6 +373,11 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 {
 	Raftlock__Envelope *env = NULL;
 	if (codec_decode_envelope(buf, len, &env) != 0) {
+		/* what is on the member's client address may be anyone */
+		log_rate_warn(&f->fw->log_answer, now_ms(f->fw),
+			      "member %llu's client port %s: an answer that does not decode "
+			      "(malformed, or over the protocol's bounds) ignored; reconnecting",
+			      (unsigned long long)f->member.id, f->member.client_address);
 		drop(f);
 		return;
 	}

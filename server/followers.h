@@ -39,6 +39,7 @@
 
 #include "config.h"
 #include "frame.h"
+#include "log_rate.h"
 #include "node.h"
 #include "timebase.h"
 #include "tls_stream.h"
@@ -113,6 +114,7 @@ struct followers {
 	uint64_t transfer_ms;          /* when it started */
 	unsigned failures;             /* in a row, this leadership */
 	uint64_t next_transfer_ms;     /* none before this (back-off) */
+	struct log_rate log_answer;    /* answers that do not decode */
 	bool closing;
 };
 
