@@ -2,12 +2,14 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "json.h"
+#include "utf8.h"
 
 #define LINE_MAX_BYTES 4096
 
@@ -49,12 +51,20 @@ size_t log_format_line(char *out, size_t len, enum log_format format, const stru
 	size_t n = (size_t)head;
 	const char *tail = format == LOG_FORMAT_JSON ? "\"}\n" : "\n";
 	size_t room = len - 1 - strlen(tail); /* what the message may use */
-	for (const char *p = msg; *p != '\0'; p++) {
+	/* A character at a time, whole or not at all: a cut line never ends
+	 * inside a UTF-8 sequence or a JSON escape. */
+	size_t k;
+	for (const unsigned char *p = (const unsigned char *)msg; *p != '\0'; p += k) {
 		char esc[8];
-		const char *piece = p;
-		size_t plen = 1;
-		if (format == LOG_FORMAT_JSON) {
-			piece = json_char((unsigned char)*p, esc);
+		bool valid;
+		k = utf8_span(p, &valid);
+		const char *piece = (const char *)p;
+		size_t plen = k;
+		if (format == LOG_FORMAT_JSON && !valid) {
+			piece = "\\ufffd";
+			plen = strlen(piece);
+		} else if (format == LOG_FORMAT_JSON && k == 1) {
+			piece = json_char(*p, esc);
 			plen = strlen(piece);
 		} else if (*p == '\n') {
 			piece = " "; /* one event, one line */
@@ -63,16 +73,6 @@ size_t log_format_line(char *out, size_t len, enum log_format format, const stru
 			break;
 		memcpy(out + n, piece, plen);
 		n += plen;
-	}
-	/* Never end inside a UTF-8 sequence that was cut. */
-	size_t k = n;
-	while (k > (size_t)head && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
-		k--;
-	if (k > (size_t)head && ((unsigned char)out[k - 1] & 0xC0) == 0xC0) {
-		unsigned char lead = (unsigned char)out[k - 1];
-		size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-		if (n - (k - 1) < need)
-			n = k - 1;
 	}
 	memcpy(out + n, tail, strlen(tail) + 1);
 	return n + strlen(tail);

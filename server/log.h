@@ -37,8 +37,13 @@ void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 /*
  * Formats one line (with its newline) into out, at most len bytes with a
  * NUL: the wall-clock time ts, the level's name, the node id and the
- * message. A message too long is cut (at a character, never inside a JSON
- * escape), and a JSON line stays valid JSON. Returns the line's length.
+ * message. A message too long is cut (at a character, never inside a UTF-8
+ * sequence or a JSON escape), and a JSON line stays valid JSON. A JSON
+ * line is valid UTF-8 whatever bytes msg holds (a lock name, a peer's
+ * text): each ill-formed sequence (each maximal subpart, as Python's
+ * errors="replace" and the CLI's --json) is written \ufffd, the
+ * replacement character as a JSON escape, which every JSON reader takes;
+ * a text line keeps msg's bytes as they are. Returns the line's length.
  * Exposed for the tests; no I/O.
  */
 size_t log_format_line(char *out, size_t len, enum log_format format, const struct timespec *ts,

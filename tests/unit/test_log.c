@@ -1,7 +1,8 @@
 /* test_log.c: the server's log line formats (server/log.c): RFC 3339 UTC
  * timestamps with milliseconds, the text line, the JSON object with its
- * stable field names and escapes, and long messages cut so that a JSON
- * line stays valid and no UTF-8 character is split. */
+ * stable field names and escapes, bytes that are not UTF-8 in a JSON line,
+ * and long messages cut so that a JSON line stays valid and no UTF-8
+ * character is split. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "utf8.h"
 
 /* 2026-11-25T15:04:05.123Z */
 static const struct timespec when = {1795619045, 123456789};
@@ -39,6 +41,48 @@ static void json_line(void **state)
 			    "{\"ts\":\"2026-11-25T15:04:05.123Z\",\"level\":\"error\","
 			    "\"node\":12,\"msg\":\"name \\\"db\\\\x\\\"\\u000a\\u0009end\"}\n");
 	assert_int_equal(n, strlen(out));
+}
+
+/* Every byte of s is part of a valid UTF-8 character. */
+static void assert_utf8(const char *s)
+{
+	bool valid = true;
+	for (const unsigned char *p = (const unsigned char *)s; *p != '\0' && valid;)
+		p += utf8_span(p, &valid);
+	assert_true(valid);
+}
+
+/* The "msg" of a JSON line of msg. */
+static const char *json_msg(char *out, size_t len, const char *msg)
+{
+	size_t n = log_format_line(out, len, LOG_FORMAT_JSON, &when, "info", 1, msg);
+	assert_int_equal(n, strlen(out));
+	assert_utf8(out);
+	assert_string_equal(out + n - 3, "\"}\n");
+	out[n - 3] = '\0';
+	return strstr(out, "\"msg\":\"") + 7;
+}
+
+/* A JSON line is UTF-8 whatever the message holds: each ill-formed
+ * sequence (maximal subpart) is written \ufffd; a valid name passes as it
+ * is. A text line keeps the bytes. */
+static void json_line_is_utf8(void **state)
+{
+	(void)state;
+	char out[256];
+	assert_string_equal(json_msg(out, sizeof out, "lock '\xff' \xfe\x80x"),
+			    "lock '\\ufffd' \\ufffd\\ufffdx");
+	/* overlong '/' in two and three bytes; a surrogate */
+	assert_string_equal(json_msg(out, sizeof out, "a\xc0\xaf b\xe0\x80\xaf c\xed\xa0\x80"),
+			    "a\\ufffd\\ufffd b\\ufffd\\ufffd\\ufffd c\\ufffd\\ufffd\\ufffd");
+	/* a sequence cut at the end: one maximal subpart */
+	assert_string_equal(json_msg(out, sizeof out, "end \xf0\x9f\x98"), "end \\ufffd");
+	assert_string_equal(json_msg(out, sizeof out, "end \xe2\x82"), "end \\ufffd");
+	const char *name = "lock 'd\xc3\xa9p\xc3\xb4t/\xe2\x82\xac/\xe6\x97\xa5\xe6\x9c\xac/"
+			   "\xf0\x9f\x94\x92' granted";
+	assert_string_equal(json_msg(out, sizeof out, name), name);
+	log_format_line(out, sizeof out, LOG_FORMAT_TEXT, &when, "info", 1, "x\xff\xc0y");
+	assert_non_null(strstr(out, " info x\xff\xc0y\n"));
 }
 
 static void epoch_and_leap_day(void **state)
@@ -81,6 +125,15 @@ static void long_messages_are_cut_cleanly(void **state)
 	m = strstr(out, "info ") + 5;
 	assert_int_equal((size_t)(out + n - 1 - m) % 3, 0);
 	assert_int_equal(out[n - 1], '\n');
+	m = json_msg(out, sizeof out, wide);
+	assert_true(strlen(m) > 0);
+	assert_int_equal(strlen(m) % 3, 0);
+	/* Bytes that are not UTF-8: whole replacements only. */
+	memset(msg, 0xff, sizeof msg - 1);
+	m = json_msg(out, sizeof out, msg);
+	assert_true(strlen(m) > 0);
+	for (size_t i = 0; i < strlen(m); i += 6)
+		assert_memory_equal(m + i, "\\ufffd", 6);
 }
 
 int main(void)
@@ -88,6 +141,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(text_line),
 		cmocka_unit_test(json_line),
+		cmocka_unit_test(json_line_is_utf8),
 		cmocka_unit_test(epoch_and_leap_day),
 		cmocka_unit_test(long_messages_are_cut_cleanly),
 	};
