@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -695,9 +694,10 @@ static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq,
 }
 
 /*
- * A blocking try-lock or release. Its caller waits on a semaphore of its
- * own, without t->mu, and the I/O thread ends the request with the others
- * of the same batch of answers, as it ends an asynchronous one: woken
+ * A blocking try-lock or release. Its caller waits without t->mu (a
+ * waiter, woken with the others of its batch in one system call: waker.h),
+ * and the I/O thread ends the request with the others of the same batch
+ * of answers, as it ends an asynchronous one: woken
  * callers would otherwise all queue on t->mu at once to finish their
  * calls, and each wait there costs another sleep and wake-up. The call of
  * the session ends on the I/O thread too: from then on the caller touches
@@ -707,7 +707,7 @@ static int lock_request_end(raftlock_lock *l, struct request *req, uint64_t seq,
  */
 struct lock_sync {
 	struct transport_deferred d; /* wakes the caller, once t->mu is let go */
-	sem_t done;
+	struct waiter waiter;
 	raftlock_lock *l;
 	bool acquire;
 	uint64_t seq;
@@ -801,13 +801,6 @@ static void lock_sync_settle(struct transport_deferred *d)
 	session_call_end(l->session);
 }
 
-/* The I/O thread, without t->mu: the caller may go on. */
-static void lock_sync_wake(struct transport_deferred *d)
-{
-	struct lock_sync *sync = (struct lock_sync *)d;
-	sem_post(&sync->done); /* the last touch: the caller may return then */
-}
-
 /* Submits the try-lock (op->acquire) or release of op for sync, to end
  * within timeout_ms (t->mu held, a call of l's session begun). */
 static int lock_sync_submit(raftlock_lock *l, struct lock_op *op, struct lock_sync *sync,
@@ -837,10 +830,10 @@ static int lock_call_now(raftlock_lock *l, struct lock_op *op)
 	struct transport *t = l->session->t;
 	const char *what = op->acquire ? "acquire" : "release";
 	struct lock_sync sync = {.d.settle = lock_sync_settle,
-				 .d.fn = lock_sync_wake,
+				 .d.waiter = &sync.waiter,
 				 .l = l,
 				 .acquire = op->acquire != NULL};
-	sem_init(&sync.done, 0, 0);
+	waiter_init(&t->waker, &sync.waiter);
 	pthread_mutex_lock(&t->mu);
 	int rv = session_call_begin(l->session);
 	if (rv == 0) {
@@ -860,8 +853,7 @@ static int lock_call_now(raftlock_lock *l, struct lock_op *op)
 		goto out;
 	}
 	pthread_mutex_unlock(&t->mu);
-	while (sem_wait(&sync.done) != 0 && errno == EINTR)
-		continue;
+	waiter_wait(&t->waker, &sync.waiter);
 	rv = sync.out.status;
 	if (rv != 0) {
 		if (sync.out.note_code != 0)
@@ -873,7 +865,7 @@ static int lock_call_now(raftlock_lock *l, struct lock_op *op)
 		op->left = (uint32_t)sync.out.value;
 	}
 out:
-	sem_destroy(&sync.done);
+	waiter_fini(&t->waker, &sync.waiter);
 	return rv;
 }
 
@@ -919,21 +911,20 @@ int lock_release_set(raftlock_lock *const *locks, size_t n)
 	while (sent < n && unsent == 0) {
 		struct lock_sync *sync = &syncs[sent];
 		*sync = (struct lock_sync){
-			.d.settle = lock_sync_settle, .d.fn = lock_sync_wake, .l = locks[sent]};
-		sem_init(&sync->done, 0, 0);
+			.d.settle = lock_sync_settle, .d.waiter = &sync->waiter, .l = locks[sent]};
+		waiter_init(&t->waker, &sync->waiter);
 		unsent = session_call_begin(s);
 		if (unsent == 0 &&
 		    (unsent = lock_sync_submit(locks[sent], &(struct lock_op){0}, sync, left)) != 0)
 			session_call_end(s);
 		if (unsent != 0)
-			sem_destroy(&sync->done); /* it and those after it: not sent */
+			waiter_fini(&t->waker, &sync->waiter); /* not sent */
 		else
 			sent++;
 	}
 	pthread_mutex_unlock(&t->mu);
 	for (size_t i = 0; i < sent; i++)
-		while (sem_wait(&syncs[i].done) != 0 && errno == EINTR)
-			continue;
+		waiter_wait(&t->waker, &syncs[i].waiter);
 	pthread_mutex_lock(&t->mu);
 	size_t worst = 0;
 	int worst_rank = 0;
@@ -959,7 +950,7 @@ int lock_release_set(raftlock_lock *const *locks, size_t n)
 	session_call_end(s);
 	pthread_mutex_unlock(&t->mu);
 	for (size_t i = 0; i < sent; i++)
-		sem_destroy(&syncs[i].done);
+		waiter_fini(&t->waker, &syncs[i].waiter);
 	free(syncs);
 	return rv;
 }

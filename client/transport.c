@@ -895,11 +895,20 @@ static void io_run_deferred(struct transport *t)
 			s->settle(s);
 	pthread_mutex_unlock(&t->mu);
 	io_signal(sig);
+	/* In order; the waiters between two callbacks woken with one system
+	 * call for many. */
+	struct wake_batch batch = {0};
 	while (d != NULL) {
 		struct transport_deferred *next = d->next;
-		d->fn(d);
+		if (d->waiter != NULL) {
+			wake_batch_add(&batch, d->waiter); /* the last touch of d */
+		} else {
+			wake_batch_send(&t->waker, &batch);
+			d->fn(d);
+		}
 		d = next;
 	}
+	wake_batch_send(&t->waker, &batch);
 	pthread_mutex_lock(&t->mu);
 	io_signal_end(sig);
 }

@@ -59,6 +59,7 @@
 #include "list.h"
 #include "raftlock.h"
 #include "raftlock.pb-c.h"
+#include "waker.h"
 
 struct transport;
 
@@ -139,6 +140,9 @@ struct request {
 struct transport_deferred {
 	void (*settle)(struct transport_deferred *d);
 	void (*fn)(struct transport_deferred *d);
+	/* Instead of fn: a caller waiting without t->mu, woken with the
+	 * others of the batch (waker.h); d is not touched after. */
+	struct waiter *waiter;
 	struct transport_deferred *next;
 };
 
@@ -203,6 +207,7 @@ struct transport {
 	} inbox;
 	struct transport_deferred *deferred, *deferred_tail;
 	struct request *to_signal; /* completed, their waiters not yet woken */
+	struct waker waker;        /* callers waiting without t->mu */
 	struct conn conn;
 	struct conn_addr *conn_addr; /* the entry of addrs it reaches; NULL:
 					a redirect's address */
