@@ -1479,8 +1479,9 @@ RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const
  * first hands leadership to another voter, which then removes it. Returns
  * 0 once the configuration without it is committed (also when a retry
  * finds it removed). Same rules as raftlock_member_add; errors as there,
- * and RAFTLOCK_ENOTFOUND (no such member, ever), RAFTLOCK_EINVAL (the
- * last voter).
+ * and RAFTLOCK_ENOTFOUND (no such member, ever: from cluster feature level
+ * 11 also for an id below the highest used; before, such an id answers
+ * 0), RAFTLOCK_EINVAL (the last voter).
  */
 RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
 

@@ -42,7 +42,9 @@
  * that records level 9, and RLSNAP07 images that carry those tables: no
  * new command; 10, a restored cluster's INIT forgets the saved cluster's
  * member book (FEATURES_RESTORED_BOOK), where an older build keeps it: no
- * new command. A build made with
+ * new command; 11, MEMBER_REMOVE notes the id it removed in the book
+ * (FEATURES_REMOVED_MEMBERS), where an older build does not: no new
+ * command. A build made with
  * -DRAFTLOCK_FEATURE_LEVEL=1 (the test build raftlockd-level1) has level
  * 1: no ACL_DELETE, and it never proposes a membership command (a level-1
  * cluster refuses `member add`, `remove` and `--join` before the log, like
@@ -58,7 +60,7 @@
 #ifdef RAFTLOCK_FEATURE_LEVEL
 #define FEATURE_LEVEL RAFTLOCK_FEATURE_LEVEL
 #else
-#define FEATURE_LEVEL 10u
+#define FEATURE_LEVEL 11u
 #endif
 
 #define FEATURES_MAX_NODES 16
@@ -110,6 +112,13 @@
  * it. Decided by INIT's level, so every member of the restored cluster
  * decides alike (a build below it stops at that INIT). */
 #define FEATURES_RESTORED_BOOK 10u
+
+/* The level from which MEMBER_REMOVE notes the id it removed in the member
+ * book (Meta.removed_members), and the apply that records it notes that
+ * the ids used until then may have been removed unnoted: the leader then
+ * answers a remove of an id never used "no member N", where it could not
+ * tell one from a retried removal (member_book.h). */
+#define FEATURES_REMOVED_MEMBERS 11u
 
 /* The level from which apply refuses a wait that would close a cycle. */
 #define FEATURES_DEADLOCK_CHECK 3u

@@ -1087,6 +1087,8 @@ static void raise_feature_level(struct apply *a, uint32_t level)
 		outcomes_move(a->fsm->store, a->txn);
 		multilock_move(a->fsm->store, a->txn);
 	}
+	if (before < FEATURES_REMOVED_MEMBERS && level >= FEATURES_REMOVED_MEMBERS)
+		member_book_note_removals(a->meta);
 }
 
 static Raftlock__Result do_init(struct apply *a, const Raftlock__Init *op)

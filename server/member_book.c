@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "feature_level.h"
 #include "log.h"
 #include "raftlock.h"
 #include "records.h"
@@ -65,7 +66,34 @@ int member_book_remove(Raftlock__Meta *m, const Raftlock__MemberRemove *op)
 	}
 	if (op->id > m->max_member_id)
 		m->max_member_id = op->id;
+	if (features_recorded(m->feature_level) >= FEATURES_REMOVED_MEMBERS &&
+	    !member_book_removed(m, op->id)) {
+		uint64_t *grown = realloc(m->removed_members,
+					  (m->n_removed_members + 1) * sizeof *m->removed_members);
+		if (grown == NULL)
+			log_fatal("out of memory");
+		m->removed_members = grown;
+		m->removed_members[m->n_removed_members++] = op->id;
+	}
 	return 0;
+}
+
+void member_book_note_removals(Raftlock__Meta *m)
+{
+	m->removed_unnoted = m->max_member_id;
+}
+
+bool member_book_removed(const Raftlock__Meta *m, uint64_t id)
+{
+	if (id == 0 || id > m->max_member_id)
+		return false;
+	if (features_recorded(m->feature_level) < FEATURES_REMOVED_MEMBERS ||
+	    id <= m->removed_unnoted)
+		return true;
+	for (size_t i = 0; i < m->n_removed_members; i++)
+		if (m->removed_members[i] == id)
+			return true;
+	return false;
 }
 
 void member_book_forget(Raftlock__Meta *m)

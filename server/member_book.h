@@ -8,6 +8,8 @@
  *   - one MemberRecord per member added at run time and not removed: its
  *     addresses (the client address redirects clients to a leader) and the
  *     incarnation of the data directory that first started under the id.
+ *   - from feature level 11 (FEATURES_REMOVED_MEMBERS), the ids removed,
+ *     so that a remove of an id never used is told from a retried one.
  * Members of the bootstrap configuration (founding members) are recorded
  * by the first leader that knows their addresses (its --member list), so
  * that a member that joined later can redirect clients to them; they never
@@ -20,6 +22,7 @@
 #ifndef RAFTLOCK_MEMBER_BOOK_H
 #define RAFTLOCK_MEMBER_BOOK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "raftlock.pb-c.h"
@@ -38,8 +41,24 @@ const Raftlock__MemberRecord *member_book_find(const Raftlock__Meta *m, uint64_t
 int member_book_add(Raftlock__Meta *m, const Raftlock__MemberAdd *op);
 
 /* MEMBER_REMOVE: forgets the record (if any) and raises max_member_id to
- * the id, so it is never added again. Always 0 (EINVAL for id 0). */
+ * the id, so it is never added again; from the level FEATURES_REMOVED_MEMBERS
+ * (as m records it) notes the id among the removed. Always 0 (EINVAL for
+ * id 0). */
 int member_book_remove(Raftlock__Meta *m, const Raftlock__MemberRemove *op);
+
+/* The apply that raises the cluster to FEATURES_REMOVED_MEMBERS: the ids
+ * used until then (at or below max_member_id) may have been removed
+ * unnoted. */
+void member_book_note_removals(Raftlock__Meta *m);
+
+/*
+ * Whether id may be a member removed before, for a remove of an id that
+ * neither the raft configuration nor the book has (the leader answers a
+ * retry 0, anything else "no member N"): from FEATURES_REMOVED_MEMBERS an
+ * id noted removed or used before removals were noted; below it, any id
+ * used (0 < id <= max_member_id), as the book cannot tell.
+ */
+bool member_book_removed(const Raftlock__Meta *m, uint64_t id);
 
 /* Forgets every record, keeping max_member_id: the book of a cluster
  * restored from a backup image (feature_level.h, FEATURES_RESTORED_BOOK). */

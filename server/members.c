@@ -381,23 +381,27 @@ static void handle_remove(struct members *m, uint64_t id, members_reply_cb reply
 {
 	struct raft *r = &m->node->raft;
 	const struct raft_server *s = conf_find(r, id);
-	if (s == NULL) {
-		Raftlock__Meta *meta = read_meta(m->node);
-		bool used = id != 0 && id <= meta->max_member_id;
-		raftlock__meta__free_unpacked(meta, NULL);
-		if (used)
-			answer(reply, arg, 0, NULL); /* removed before: a retry */
+	Raftlock__Meta *meta = read_meta(m->node);
+	/* an added member whose raft_add did not happen is still in the book */
+	bool recorded = member_book_find(meta, id) != NULL;
+	bool removed = member_book_removed(meta, id);
+	raftlock__meta__free_unpacked(meta, NULL);
+	if (s == NULL && !recorded) {
+		/* Nothing proposed: a retry of a removal done, or no such id. */
+		if (removed)
+			answer(reply, arg, 0, NULL);
 		else
-			answer(reply, arg, RAFTLOCK_ENOTFOUND, "no member %llu",
+			answer(reply, arg, RAFTLOCK_ENOTFOUND,
+			       "no member %llu in this cluster (raftlock member list shows them)",
 			       (unsigned long long)id);
 		return;
 	}
-	if (s->role == RAFT_VOTER && conf_voters(r) == 1) {
+	if (s != NULL && s->role == RAFT_VOTER && conf_voters(r) == 1) {
 		answer(reply, arg, RAFTLOCK_EINVAL, "member %llu is the last voter",
 		       (unsigned long long)id);
 		return;
 	}
-	if (id == m->node->cfg->id) {
+	if (s != NULL && id == m->node->cfg->id) {
 		hand_over_first(m, reply, arg);
 		return;
 	}

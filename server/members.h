@@ -10,7 +10,10 @@
  *   REMOVE   the leader itself: hand leadership over first (raft_transfer)
  *            and answer "unavailable", so that the client retries at the
  *            new leader. Another member: MEMBER_REMOVE (its id is never
- *            used again), then raft_remove.
+ *            used again), then raft_remove. An id in neither the raft
+ *            configuration nor the book: 0 when it was removed before (a
+ *            retry), "no member N" otherwise (member_book_removed()),
+ *            nothing proposed.
  *   PROMOTE  raft_assign to voter (libraft lets the member catch up first:
  *            rounds of replication, the last under an election timeout).
  *   JOIN     MEMBER_JOIN: a new node's first start claims its id for its

@@ -9,7 +9,9 @@
  *   - a killed node is replaced by a new member (new id) that votes: the
  *     cluster then survives losing another original node;
  *   - a wiped node is refused under its old id (plain start, --join), and
- *     an id is never added twice;
+ *     an id is never added twice; a remove of an id never used is refused
+ *     ("no member N") and changes nothing, one of a member removed before
+ *     answers 0 (a retry);
  *   - with auth = on, a join needs identity raftlock-node-<its id> (here
  *     the token of --join-token-file): without it the claim is refused and
  *     the id stays waiting for its node. */
@@ -377,6 +379,48 @@ static int run_node(struct tcluster *c, int i, uint64_t id, const char *flag, co
 	return run_node_with(c, i, id, flag, value, NULL, out, len);
 }
 
+/* A remove of an id below the highest used that was never a member is
+ * refused, "no member N", and changes nothing: no entry applied, the
+ * raft configuration as it was. A removal done, of a founding member
+ * (founding) and of one added at run time (added), answers 0 again (a
+ * retry, as member replace sends after its own retry). */
+static void no_member_removed(struct tcluster *c, raftlock_client *cl, uint64_t founding,
+			      uint64_t added)
+{
+	struct raftlock_member_list *before, *after;
+	assert_int_equal(raftlock_member_list(cl, &before), 0);
+	assert_true(before->max_member_id > 5);
+	int leader = tcluster_leader(c, 10000);
+	assert_true(leader >= 0);
+	Raftlock__StatusInfo *st = tcluster_status(c, leader);
+	assert_non_null(st);
+	uint64_t applied = st->applied_index;
+	raftlock__status_info__free_unpacked(st, NULL);
+
+	int rv = raftlock_member_remove(cl, 5);
+	if (rv != RAFTLOCK_ENOTFOUND || strstr(raftlock_errmsg(cl), "no member 5") == NULL)
+		fail_msg("member remove 5 (never used): %s, %s", raftlock_strerror(rv),
+			 raftlock_errmsg(cl));
+	assert_int_equal(raftlock_member_remove(cl, founding), 0);
+	assert_int_equal(raftlock_member_remove(cl, added), 0);
+
+	assert_int_equal(raftlock_member_list(cl, &after), 0);
+	assert_int_equal(after->n_members, before->n_members);
+	assert_int_equal(after->max_member_id, before->max_member_id);
+	for (size_t i = 0; i < after->n_members; i++) {
+		assert_int_equal(after->members[i].id, before->members[i].id);
+		assert_string_equal(after->members[i].role, before->members[i].role);
+	}
+	raftlock_member_list_free(before);
+	raftlock_member_list_free(after);
+	st = tcluster_status(c, leader);
+	assert_non_null(st);
+	if (st->applied_index != applied)
+		fail_msg("refused and retried removals applied entries %llu..%llu",
+			 (unsigned long long)applied + 1, (unsigned long long)st->applied_index);
+	raftlock__status_info__free_unpacked(st, NULL);
+}
+
 static void test_wiped_node_refused(void **state)
 {
 	(void)state;
@@ -422,6 +466,7 @@ static void test_wiped_node_refused(void **state)
 	assert_int_equal(raftlock_member_add(cl, 7, "127.0.0.1:9", "127.0.0.1:10"),
 			 RAFTLOCK_EINVAL);
 	assert_non_null(strstr(raftlock_errmsg(cl), "never reused"));
+	no_member_removed(&c, cl, lost_id, 7);
 	assert_int_equal(
 		raftlock_member_add(cl, tcluster_id(&c, leader), "127.0.0.1:9", "127.0.0.1:10"),
 		RAFTLOCK_EINVAL);

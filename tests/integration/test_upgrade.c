@@ -34,10 +34,10 @@
  * carries its deadline, 9 a session's outcomes in a table of their own
  * (moved there, with the clients' retries answered from them, by the entry
  * that records it), 10 a restored cluster's first entry forgetting the
- * saved cluster's member book; the upgraded cluster records the lowest
- * its voters report. */
-#define FULL "10"
-#define FULL_LEVEL 10
+ * saved cluster's member book, 11 the ids removed noted in the member
+ * book; the upgraded cluster records the lowest its voters report. */
+#define FULL "11"
+#define FULL_LEVEL 11
 /* The level that lock sets, elections and revocation need. */
 #define NEEDED "3"
 #define CLIENTS 16

@@ -105,7 +105,7 @@ struct op {
 	uint64_t floor;
 	uint64_t restored_from; /* INIT: the backup image's checksum */
 	uint32_t level;         /* INIT, SET_FEATURE_LEVEL */
-	uint64_t target;        /* EXPIRE_SESSION, WAIT_EXPIRE: whose */
+	uint64_t target;        /* EXPIRE_SESSION, WAIT_EXPIRE: whose; MEMBER_REMOVE: its id */
 	uint64_t acquire_seq;   /* CANCEL_WAIT, WAIT_EXPIRE */
 	const uint64_t *renew;
 	size_t n_renew;
@@ -155,6 +155,7 @@ struct cmd_buf {
 	Raftlock__MultiItem items[RAFTLOCK_MULTI_MAX + 1];
 	Raftlock__MultiItem *item_ptrs[RAFTLOCK_MULTI_MAX + 1];
 	Raftlock__Proclaim proclaim;
+	Raftlock__MemberRemove member_remove;
 };
 
 static inline bool op_is_client(Raftlock__Command__OpCase t)
@@ -307,6 +308,11 @@ static inline void cmd_build(struct cmd_buf *b, const struct op *o)
 		b->multi.wait_ms = o->wait_ms;
 		b->multi.max_waiters = o->max_waiters;
 		b->cmd.multi_acquire = &b->multi;
+		break;
+	case RAFTLOCK__COMMAND__OP_MEMBER_REMOVE:
+		raftlock__member_remove__init(&b->member_remove);
+		b->member_remove.id = o->target;
+		b->cmd.member_remove = &b->member_remove;
 		break;
 	default: fail_msg("op type %d not supported by the harness", (int)o->type);
 	}

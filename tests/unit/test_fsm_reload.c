@@ -1010,12 +1010,13 @@ LEVEL_TEST(7)
 LEVEL_TEST(8)
 LEVEL_TEST(9)
 LEVEL_TEST(10)
+LEVEL_TEST(11)
 
 /* A level added to the build needs its test above. */
 static void test_every_level_has_its_test(void **state)
 {
 	(void)state;
-	assert_true(FEATURE_LEVEL <= 10);
+	assert_true(FEATURE_LEVEL <= 11);
 }
 
 int main(void)
@@ -1033,6 +1034,7 @@ int main(void)
 		L(8),
 		L(9),
 		L(10),
+		L(11),
 #undef L
 		cmocka_unit_test(test_every_level_has_its_test),
 	};
