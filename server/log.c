@@ -110,3 +110,12 @@ void log_fatal(const char *fmt, ...)
 	va_end(ap);
 	abort();
 }
+
+void log_fatal_exit(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vline("fatal", fmt, ap);
+	va_end(ap);
+	_exit(status);
+}

@@ -31,8 +31,15 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 
 /* Logs and aborts: for states the server cannot continue from (out of
- * memory, LMDB map full, a write transaction that cannot commit). */
+ * memory, a damaged store; a failed write to the store stops it with
+ * log_fatal_exit(), store_fail.h). */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Logs at level fatal and exits with status at once (_exit: no atexit
+ * handlers, no leak check, no core): a stop whose cause the line gives,
+ * with a status that tells it from others (store_fail.h). */
+void log_fatal_exit(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
 
 /*
  * Formats one line (with its newline) into out, at most len bytes with a

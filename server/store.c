@@ -19,6 +19,7 @@
 #include "record_peek.h"
 #include "sets_check.h"
 #include "store_check.h"
+#include "store_fail.h"
 
 #define SNAP_MAGIC IMAGE_MAGIC_WORDS /* summed by words (image.h) */
 #define SNAP_MAGIC_04 "RLSNAP04"     /* with the access rules */
@@ -41,7 +42,7 @@ enum {
 	DB_MULTI_WAITS = 9
 };
 
-static void map_full(const struct store *s);
+static void write_failed(const struct store *s, int rc, const char *what);
 static void count_records(struct store *s);
 static int load_records(struct store *s, struct image_reader *r, MDB_txn **out);
 
@@ -165,9 +166,8 @@ int store_commit_room(MDB_txn *txn)
 		ended(s, false); /* mdb_txn_commit() freed it, keeping nothing */
 		return rc == EIO ? RAFTLOCK_EIO : RAFTLOCK_ENOSPC;
 	}
-	if (rc == MDB_MAP_FULL && s != NULL)
-		map_full(s);
-	store_check_lmdb(rc, "txn commit");
+	if (rc != 0)
+		write_failed(s, rc, "txn commit");
 	ended(s, true);
 	return 0;
 }
@@ -175,21 +175,12 @@ int store_commit_room(MDB_txn *txn)
 void store_commit(MDB_txn *txn)
 {
 	struct store *s = writer_of(txn);
+	/* On a full disk diskguard.h waits for room before an apply; a
+	 * commit still fails after a race with another writer, with the
+	 * guard off, or on a failing disk. Nothing of it was kept. */
 	int rc = mdb_txn_commit(txn);
-	if (rc == MDB_MAP_FULL && s != NULL)
-		map_full(s);
-	if (rc == ENOSPC) {
-		/* diskguard.h waits for room before an apply; this is a race
-		 * with another writer. Nothing of the transaction was kept. */
-		const char *path = "the data directory";
-		if (s != NULL)
-			mdb_env_get_path(s->env, &path);
-		log_fatal("lmdb txn commit: no space left on the device of %s: free space there "
-			  "and start the node again (what it had not applied comes from the raft "
-			  "log)",
-			  path);
-	}
-	store_check_lmdb(rc, "txn commit");
+	if (rc != 0)
+		write_failed(s, rc, "txn commit");
 	ended(s, true);
 }
 
@@ -205,17 +196,28 @@ uint64_t store_record_bytes(const struct store *s)
 	return s->bytes + (uint64_t)s->txn_bytes;
 }
 
-static void map_full(const struct store *s)
+/* A write of s's transaction failed (s NULL: not a write transaction of
+ * a store). The entry's transaction is not committed: this node stops
+ * with its store at the entry before. A full map stops it there again
+ * after a restart until its map is raised; a node whose map is at least
+ * as large as the leader's never gets there: the store limit (a quarter
+ * of the leader's map) refuses growth long before. */
+static void write_failed(const struct store *s, int rc, const char *what)
 {
-	/* The entry's transaction is not committed: this node stops with its
-	 * store at the entry before, and stops there again after a restart
-	 * until its map is raised. A node whose map is at least as large as
-	 * the leader's never gets here: the store limit (a quarter of the
-	 * leader's map) refuses growth long before. */
-	log_fatal("lmdb map full (map-size %zu MB, %llu bytes of records): this node's "
-		  "map-size is too small for the cluster's state; raise --map-size to at least "
-		  "that of the other nodes and restart",
-		  s->map_size >> 20, (unsigned long long)store_record_bytes(s));
+	struct store_fail f = {.rc = rc, .what = what, .dir = "the data directory"};
+	if (s != NULL) {
+		mdb_env_get_path(s->env, &f.dir);
+		f.map_size = s->map_size;
+		f.record_bytes = store_record_bytes(s);
+	}
+	store_fail(&f);
+}
+
+/* write_failed() unless rc is 0. */
+static void check_write(const struct store *s, int rc, const char *what)
+{
+	if (rc != 0)
+		write_failed(s, rc, what);
 }
 
 /* Whether store_record_bytes() counts the records of dbi: not meta, not
@@ -243,10 +245,7 @@ static void put_raw(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MD
 		    unsigned flags, const char *what)
 {
 	uint64_t before = record_size(s, txn, dbi, key);
-	int rc = mdb_put(txn, dbi, key, val, flags);
-	if (rc == MDB_MAP_FULL)
-		map_full(s);
-	store_check_lmdb(rc, what);
+	check_write(s, mdb_put(txn, dbi, key, val, flags), what);
 	if (counted(s, dbi))
 		s->txn_bytes += (int64_t)(key->mv_size + val->mv_size) - (int64_t)before;
 }
@@ -279,7 +278,7 @@ static void del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 	uint64_t before = record_size(s, txn, dbi, key);
 	int rc = mdb_del(txn, dbi, key, NULL);
 	if (rc != MDB_NOTFOUND)
-		store_check_lmdb(rc, "del");
+		check_write(s, rc, "del");
 	s->txn_bytes -= (int64_t)before;
 }
 
@@ -390,9 +389,7 @@ bool store_session_lock_add(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	int rc = mdb_put(txn, s->session_locks, &key, &val, MDB_NOOVERWRITE);
 	if (rc == MDB_KEYEXIST)
 		return false;
-	if (rc == MDB_MAP_FULL)
-		map_full(s);
-	store_check_lmdb(rc, "put session lock");
+	check_write(s, rc, "put session lock");
 	s->txn_bytes += (int64_t)key.mv_size;
 	return true;
 }
@@ -404,7 +401,7 @@ bool store_session_lock_del(struct store *s, MDB_txn *txn, uint64_t id, const ch
 	int rc = mdb_del(txn, s->session_locks, &key, NULL);
 	if (rc == MDB_NOTFOUND)
 		return false;
-	store_check_lmdb(rc, "del session lock");
+	check_write(s, rc, "del session lock");
 	s->txn_bytes -= (int64_t)key.mv_size;
 	return true;
 }
@@ -441,7 +438,7 @@ size_t store_drop_session_locks(struct store *s, MDB_txn *txn, uint64_t id)
 	while ((rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE)) == 0 && key.mv_size >= 8 &&
 	       memcmp(key.mv_data, k, 8) == 0) {
 		s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-		store_check_lmdb(mdb_cursor_del(cur, 0), "del session lock");
+		check_write(s, mdb_cursor_del(cur, 0), "del session lock");
 		key = (MDB_val){8, k};
 		n++;
 	}
@@ -484,7 +481,7 @@ static bool seq_row_del(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id,
 		return false;
 	store_check_lmdb(rc, "get");
 	s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-	store_check_lmdb(mdb_del(txn, dbi, &key, NULL), "del");
+	check_write(s, mdb_del(txn, dbi, &key, NULL), "del");
 	return true;
 }
 
@@ -509,7 +506,7 @@ static size_t seq_rows_sweep(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_
 			break;
 		if (drop(arg, &val)) {
 			s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-			store_check_lmdb(mdb_cursor_del(cur, 0), "del");
+			check_write(s, mdb_cursor_del(cur, 0), "del");
 			n++;
 		}
 		if (at == UINT64_MAX)
@@ -541,9 +538,7 @@ bool store_add_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftloc
 	int rc = mdb_put(txn, s->outcomes, &key, &val, MDB_NOOVERWRITE | MDB_RESERVE);
 	if (rc == MDB_KEYEXIST)
 		return false;
-	if (rc == MDB_MAP_FULL)
-		map_full(s);
-	store_check_lmdb(rc, "put outcome");
+	check_write(s, rc, "put outcome");
 	protobuf_c_message_pack(&o->base, val.mv_data);
 	s->txn_bytes += (int64_t)(key.mv_size + val.mv_size);
 	return true;
@@ -702,10 +697,7 @@ void store_lease_walk_set(struct store_lease_walk *w, uint64_t deadline)
 	be_put(w->val, deadline, 8);
 	MDB_val key = {8, w->key}, val = {12, w->val};
 	/* in place: same key, same size */
-	int rc = mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT);
-	if (rc == MDB_MAP_FULL)
-		map_full(w->store);
-	store_check_lmdb(rc, "put lease");
+	check_write(w->store, mdb_cursor_put(w->cur, &key, &val, MDB_CURRENT), "put lease");
 }
 
 void store_lease_walk_end(struct store_lease_walk *w)
@@ -1403,16 +1395,16 @@ int store_image_feature_level(const void *data, size_t n, uint32_t *level)
 
 static void drop_all(struct store *s, MDB_txn *txn)
 {
-	store_check_lmdb(mdb_drop(txn, s->meta, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->sessions, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->locks, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->nonces, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->leases, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->acls, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->identities, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->session_locks, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->outcomes, 0), "drop");
-	store_check_lmdb(mdb_drop(txn, s->multi_waits, 0), "drop");
+	check_write(s, mdb_drop(txn, s->meta, 0), "drop");
+	check_write(s, mdb_drop(txn, s->sessions, 0), "drop");
+	check_write(s, mdb_drop(txn, s->locks, 0), "drop");
+	check_write(s, mdb_drop(txn, s->nonces, 0), "drop");
+	check_write(s, mdb_drop(txn, s->leases, 0), "drop");
+	check_write(s, mdb_drop(txn, s->acls, 0), "drop");
+	check_write(s, mdb_drop(txn, s->identities, 0), "drop");
+	check_write(s, mdb_drop(txn, s->session_locks, 0), "drop");
+	check_write(s, mdb_drop(txn, s->outcomes, 0), "drop");
+	check_write(s, mdb_drop(txn, s->multi_waits, 0), "drop");
 }
 
 int store_load(struct store *s, const void *data, size_t n)
@@ -1505,7 +1497,7 @@ static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
 		if (rc == 0)
 			rc = mdb_cursor_put(appender[tag], &key, &val, MDB_APPEND);
 		if (rc == MDB_MAP_FULL)
-			map_full(s);
+			write_failed(s, rc, "put");
 		if (rc == ENOMEM) {
 			rv = RAFTLOCK_ENOMEM;
 			goto out;

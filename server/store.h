@@ -35,8 +35,10 @@
  *
  * The environment is opened with MDB_NOSYNC: the Raft log is the write-ahead
  * log; store_sync() makes the file durable at a clean shutdown.
- * Write transactions run on the loop thread only. Errors that leave the
- * state unknown (map full, commit failure) abort the node via log_fatal().
+ * Write transactions run on the loop thread only. A write that fails (a
+ * put, a delete, a commit: map full, disk full, an I/O error) stops the
+ * node with one line and exit status STORE_FAIL_EXIT (store_fail.h);
+ * other errors that leave the state unknown abort it via log_fatal().
  */
 #ifndef RAFTLOCK_STORE_H
 #define RAFTLOCK_STORE_H
@@ -75,9 +77,10 @@ void store_close(struct store *s);
 int store_sync(struct store *s);
 
 /* Transactions. store_begin aborts the node if LMDB cannot start one.
- * One write transaction at a time. A commit that finds the map full stops
- * the node with a message naming --map-size (nothing of the transaction
- * is kept). */
+ * One write transaction at a time. A commit that fails stops the node
+ * (store_fail.h: for a full map the line names --map-size, for a full
+ * disk or an I/O error what to check); nothing of the transaction is
+ * kept. */
 MDB_txn *store_begin(struct store *s, bool write);
 void store_commit(MDB_txn *txn);
 void store_abort(MDB_txn *txn);

@@ -5,7 +5,10 @@
  * go on; with space back, writes resume. Filled to the last byte (real
  * ENOSPC for LMDB and the raft log), no node fails: they wait, and go on
  * when space returns. Nothing acknowledged is lost, also across a restart
- * of every node. Needs root (mount); skipped with a message otherwise. */
+ * of every node. A node with the guard off, whose data directory alone
+ * fills, stops at the LMDB write that fails, with a line that says why
+ * and exit status 4, and catches up once started again with room. Needs
+ * root (mount); skipped with a message otherwise. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,6 +39,10 @@
 static struct tcluster cl;
 static char mnt[64], filler[128];
 static bool mounted;
+/* unguarded_write_fails_stops_with_advice: a tmpfs of one node's own */
+static char small[320], small_filler[340], small_data[340], data_link[340];
+static bool small_mounted;
+static int unguarded = -1;
 static raftlock_client *client;
 static raftlock_session *session;
 static raftlock_lock *held[LOCKS];
@@ -65,6 +74,30 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Stops the node whose data directory is on `small` (the last test) and
+ * unmounts that tmpfs; returns the problems seen. */
+static int small_fs_remove(void)
+{
+	int problems = 0;
+	if (!small_mounted)
+		return 0;
+	if (unguarded >= 0 && cl.pid[unguarded] > 0) {
+		int st = tcluster_stop(&cl, unguarded);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "test_disk_full: node %d did not stop cleanly (%#x)\n",
+				unguarded + 1, st);
+			problems++;
+		}
+	}
+	unlink(data_link); /* the cluster's removal then leaves the tmpfs alone */
+	if (umount(small) != 0) {
+		fprintf(stderr, "test_disk_full: could not unmount %s: %s\n", small,
+			strerror(errno));
+		problems++;
+	}
+	return problems;
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -77,7 +110,8 @@ static int teardown(void **state)
 		raftlock_session_close(session);
 	if (client != NULL)
 		raftlock_client_close(client);
-	int problems = tcluster_destroy(&cl);
+	int problems = small_fs_remove();
+	problems += tcluster_destroy(&cl);
 	if (umount(mnt) != 0 || rmdir(mnt) != 0) {
 		fprintf(stderr, "test_disk_full: could not unmount %s: %s\n", mnt, strerror(errno));
 		problems++;
@@ -85,21 +119,21 @@ static int teardown(void **state)
 	return problems;
 }
 
-static uint64_t free_bytes(void)
+static uint64_t free_bytes(const char *fs)
 {
 	struct statvfs sv;
-	assert_int_equal(statvfs(mnt, &sv), 0);
+	assert_int_equal(statvfs(fs, &sv), 0);
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
-/* Grows the filler file until `leave` bytes are free (about: the nodes
- * write meanwhile). */
-static void fill_leaving(uint64_t leave)
+/* Grows the filler file `file` of file system fs until `leave` bytes are
+ * free (about: the nodes write meanwhile). */
+static void fill_leaving(const char *fs, const char *file, uint64_t leave)
 {
-	int fd = open(filler, O_WRONLY | O_CREAT, 0600);
+	int fd = open(file, O_WRONLY | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	off_t size = lseek(fd, 0, SEEK_END);
-	uint64_t free_now = free_bytes();
+	uint64_t free_now = free_bytes(fs);
 	if (free_now > leave)
 		assert_int_equal(posix_fallocate(fd, size, (off_t)(free_now - leave)), 0);
 	if (leave == 0) {
@@ -166,7 +200,7 @@ static void below_reserve_refused_then_resumes(void **state)
 		tokens[i] = tl_take(held[i]);
 	}
 
-	fill_leaving((uint64_t)24 << 20); /* below the 48 MB reserve */
+	fill_leaving(mnt, filler, (uint64_t)24 << 20); /* below the 48 MB reserve */
 	int l = tcluster_leader(&cl, 10000);
 	assert_true(l >= 0);
 	int status = 0;
@@ -237,7 +271,7 @@ static void no_byte_left_waits_then_resumes(void **state)
 	/* 1 MB left: the raft log still takes the release (its segments are
 	 * allocated ahead), but no node applies it: there is not room enough
 	 * for LMDB (diskguard_wait_room), so it is not acknowledged. */
-	fill_leaving((uint64_t)1 << 20);
+	fill_leaving(mnt, filler, (uint64_t)1 << 20);
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, release_spare, spare), 0);
 	bool waited = false;
@@ -251,8 +285,8 @@ static void no_byte_left_waits_then_resumes(void **state)
 	assert_false(atomic_load(&released));
 	/* Then not a byte: a new raft log segment cannot be allocated either
 	 * (raft_uv retries it). */
-	fill_leaving(0);
-	assert_true(free_bytes() < 4096);
+	fill_leaving(mnt, filler, 0);
+	assert_true(free_bytes(mnt) < 4096);
 	tl_sleep_ms(2000);
 	assert_false(atomic_load(&released));
 	for (int i = 0; i < cl.n; i++) {
@@ -286,11 +320,129 @@ static void no_byte_left_waits_then_resumes(void **state)
 	check_nothing_lost(client);
 }
 
+/* The room raft_uv may take when the node starts (segments prepared
+ * ahead, 8 MiB each), over what its data directory holds. */
+#define SMALL_SPARE_MB 32
+
+/* Stops node i and moves its data directory onto a tmpfs of its own
+ * (`small`), left in its place as a symbolic link: a filler there fills
+ * that node's disk alone. */
+static void data_dir_on_small_fs(int i)
+{
+	assert_int_equal(tcluster_stop(&cl, i), 0);
+	snprintf(data_link, sizeof data_link, "%s/n%d", cl.dir, i + 1);
+	snprintf(small, sizeof small, "%s/small", cl.dir);
+	snprintf(small_data, sizeof small_data, "%s/n%d", small, i + 1);
+	snprintf(small_filler, sizeof small_filler, "%s/filler", small);
+	char cmd[800], out[64] = "";
+	snprintf(cmd, sizeof cmd, "du -sk '%s'", data_link);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(out, sizeof out, p));
+	assert_int_equal(pclose(p), 0);
+	char opts[64];
+	snprintf(opts, sizeof opts, "size=%lldk", atoll(out) + SMALL_SPARE_MB * 1024);
+	assert_int_equal(mkdir(small, 0700), 0);
+	assert_int_equal(mount("tmpfs", small, "tmpfs", 0, opts), 0);
+	small_mounted = true;
+	assert_int_equal(tcluster_shell("cp -a '%s' '%s' && rm -rf '%s' && ln -s '%s' '%s'",
+					data_link, small_data, data_link, small_data, data_link),
+			 0);
+	unguarded = i;
+}
+
+/* Waits until node i has applied what the leader l had committed. */
+static void wait_caught_up(int i, int l)
+{
+	Raftlock__StatusInfo *st = tcluster_status(&cl, l);
+	assert_non_null(st);
+	uint64_t want = st->commit_index;
+	raftlock__status_info__free_unpacked(st, NULL);
+	uint64_t end = tcluster_now_ms() + 20000, got = 0;
+	while (got < want) {
+		if (tcluster_now_ms() > end)
+			fail_msg("node %d applied %llu of %llu", i + 1, (unsigned long long)got,
+				 (unsigned long long)want);
+		tl_sleep_ms(50);
+		st = tcluster_status(&cl, i);
+		got = st != NULL ? st->applied_index : 0;
+		if (st != NULL)
+			raftlock__status_info__free_unpacked(st, NULL);
+	}
+}
+
+/* A follower with the disk guard off (--disk-reserve-mb 0), whose data
+ * directory alone fills to the last byte: an LMDB write of an entry fails
+ * (ENOSPC, or EIO for a write cut short). It stops rather than apply on
+ * without that entry, with one line naming LMDB's error, its store and
+ * what to do, and exit status 4 (server/store_fail.h); the others go on.
+ * With room again it starts and applies from its raft log what it had
+ * not. */
+static void unguarded_write_fails_stops_with_advice(void **state)
+{
+	(void)state;
+	if (!mounted)
+		skip();
+	int l = tcluster_leader(&cl, 10000);
+	assert_true(l >= 0);
+	int f = (l + 1) % cl.n;
+	data_dir_on_small_fs(f);
+	cl.extra_args[1] = "0"; /* its guard off: the write meets the full disk */
+	tcluster_restart(&cl, f);
+	wait_caught_up(f, l);
+	fill_leaving(small, small_filler, 0);
+
+	raftlock_client *c = tl_client(&cl);
+	raftlock_session *s = tl_session(c, TTL_MS);
+	char name[RAFTLOCK_NAME_MAX + 1];
+	int st = 0, taken = 0;
+	uint64_t end = tcluster_now_ms() + 60000;
+	while (waitpid(cl.pid[f], &st, WNOHANG) == 0) {
+		if (tcluster_now_ms() > end)
+			fail_msg("node %d applied %d new locks on a full disk and runs on", f + 1,
+				 taken);
+		/* long names: the store grows by pages */
+		snprintf(name, sizeof name, "disk/unguarded-%06d-%0200d", taken++, 0);
+		tl_take(tl_lock(s, name));
+	}
+	cl.pid[f] = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 4)
+		fail_msg("node %d on a full disk: %s %d, not exit status 4", f + 1,
+			 WIFEXITED(st) ? "exit status" : "signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	char said[400];
+	snprintf(said, sizeof said, "cannot write the store in %s/state (lmdb ", data_link);
+	if (!tcluster_log_has(&cl, f, said) ||
+	    (!tcluster_log_has(&cl, f, "the disk is full; free space under") &&
+	     !tcluster_log_has(&cl, f, "check the disk")))
+		fail_msg("node %d stopped without the line that says why (%s...)", f + 1, said);
+	assert_int_equal(tcluster_log_count(&cl, f, "exit status 4"), 1);
+
+	/* The others went on; with room again the node catches up. */
+	assert_int_equal(unlink(small_filler), 0);
+	snprintf(name, sizeof name, "disk/unguarded-after");
+	tl_take(tl_lock(s, name));
+	tcluster_restart(&cl, f);
+	cl.extra_args[1] = RESERVE_MB;
+	l = tcluster_leader(&cl, 10000);
+	assert_true(l >= 0);
+	wait_caught_up(f, l);
+	Raftlock__StatusInfo *a = tcluster_status(&cl, l), *b = tcluster_status(&cl, f);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(b->locks, a->locks);
+	raftlock__status_info__free_unpacked(a, NULL);
+	raftlock__status_info__free_unpacked(b, NULL);
+	raftlock_session_close(s);
+	raftlock_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(below_reserve_refused_then_resumes),
 		cmocka_unit_test(no_byte_left_waits_then_resumes),
+		cmocka_unit_test(unguarded_write_fails_stops_with_advice),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
