@@ -290,29 +290,51 @@ static bool wire_next(const uint8_t *p, size_t n, size_t *at, struct wire_field 
 
 /*
  * The repeated fields whose count the protocol bounds, by message type and
- * field number (raftlock.proto). A request over one is refused by its id
- * with `why`, or, when why is NULL (a flood), as bytes that do not decode.
- * Their values count against their bound, not against CODEC_FIELDS_MAX.
+ * field number (raftlock.proto), counted in the whole frame. A request
+ * over one is refused by its id with `why`, or, when why is NULL (a
+ * flood), as bytes that do not decode. Their values count against their
+ * bound, not against CODEC_FIELDS_MAX. A request's bounds hold in an
+ * answer too; an answer's (answer true) only there.
  */
 struct wire_bound {
 	const ProtobufCMessageDescriptor *desc;
 	unsigned number;
 	size_t max;
 	const char *why;
+	bool answer;
 };
 
+/* A page of a listing, and what an answer lists as few of (a cluster's
+ * members, at most 9): codec.h, CODEC_PAGE_MAX. */
+#define ANSWER_PAGE (CODEC_ANSWER_HEADROOM * CODEC_PAGE_MAX)
+
 static const struct wire_bound wire_bounds[] = {
-	{&raftlock__multi_acquire__descriptor, 1, RAFTLOCK_MULTI_MAX, MULTI_SIZE}, /* items */
+	/* items */
+	{&raftlock__multi_acquire__descriptor, 1, RAFTLOCK_MULTI_MAX, MULTI_SIZE, false},
 	/* sessions, secrets: no more secrets than sessions, checked once
 	 * unpacked */
-	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL},
-	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL},
+	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
+	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
+	/* Answers: every repeated field of a message an answer holds. */
+	{&raftlock__lock_list__descriptor, 1, ANSWER_PAGE, NULL, true},               /* locks */
+	{&raftlock__session_list__descriptor, 1, ANSWER_PAGE, NULL, true},            /* sessions */
+	{&raftlock__acl_list__descriptor, 1, ANSWER_PAGE, NULL, true},                /* rules */
+	{&raftlock__status_info__descriptor, 9, ANSWER_PAGE, NULL, true},             /* members */
+	{&raftlock__member_list__descriptor, 1, ANSWER_PAGE, NULL, true},             /* members */
+	{&raftlock__lock_info__descriptor, 4, CODEC_ANSWER_ENTRIES_MAX, NULL, true},  /* holders */
+	{&raftlock__lock_info__descriptor, 5, CODEC_ANSWER_ENTRIES_MAX, NULL, true},  /* waiters */
+	{&raftlock__session_info__descriptor, 6, CODEC_ANSWER_NAMES_MAX, NULL, true}, /* locks */
+	/* statuses, ttl_ms: one for each session the library asked about */
+	{&raftlock__keep_alive_result__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL, true},
+	{&raftlock__keep_alive_result__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL, true},
+	/* tokens: one for each lock of the library's set */
+	{&raftlock__result__descriptor, 40, RAFTLOCK_MULTI_MAX, NULL, true},
 };
 #define N_WIRE_BOUNDS (sizeof wire_bounds / sizeof *wire_bounds)
 
 /* One walk of a frame (wire_walk()): what it counted and what it found. */
 struct wire_walk {
-	bool request;                  /* CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX apply */
+	bool request;                  /* a request's frame, else an answer's */
 	size_t fields;                 /* counted against CODEC_FIELDS_MAX */
 	size_t unknown;                /* an answer's, against CODEC_ANSWER_UNKNOWN_MAX */
 	size_t bounded[N_WIRE_BOUNDS]; /* counted against wire_bounds[i].max */
@@ -347,31 +369,50 @@ static size_t wire_values(const ProtobufCFieldDescriptor *f, const struct wire_f
 }
 
 /* Counts the values of field f (number, of the message type desc) against
- * its bound or CODEC_FIELDS_MAX; false once past it. */
+ * its bound or CODEC_FIELDS_MAX: a request's every field, an answer's
+ * repeated fields (of a request's body) without a bound of their own;
+ * false once past it. */
 static bool wire_spend(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
 		       const ProtobufCFieldDescriptor *f, size_t values)
 {
-	if (f != NULL && f->label == PROTOBUF_C_LABEL_REPEATED)
-		for (size_t i = 0; i < N_WIRE_BOUNDS; i++)
-			if (wire_bounds[i].desc == desc && wire_bounds[i].number == f->id) {
-				walk->bounded[i] += values;
-				if (walk->bounded[i] <= wire_bounds[i].max)
-					return true;
-				walk->over = &wire_bounds[i];
-				return false;
-			}
+	bool repeated = f != NULL && f->label == PROTOBUF_C_LABEL_REPEATED;
+	for (size_t i = 0; repeated && i < N_WIRE_BOUNDS; i++) {
+		const struct wire_bound *b = &wire_bounds[i];
+		if (b->desc != desc || b->number != f->id || (b->answer && walk->request))
+			continue;
+		walk->bounded[i] += values;
+		if (walk->bounded[i] <= b->max)
+			return true;
+		walk->over = b;
+		return false;
+	}
+	if (!walk->request && !repeated)
+		return true; /* wire_spend_in_message() counts it */
 	walk->fields += values;
-	return !walk->request || walk->fields <= CODEC_FIELDS_MAX;
+	return walk->fields <= CODEC_FIELDS_MAX;
 }
 
-/* Counts an unknown field: a request's against CODEC_UNKNOWN_MAX in its
- * message (*in_message), an answer's against CODEC_ANSWER_UNKNOWN_MAX in
- * the frame (codec.h says why); false once past it. */
-static bool wire_spend_unknown(struct wire_walk *walk, size_t *in_message)
+/* What one message of a frame holds, as wire_spend_in_message() counts it. */
+struct wire_message {
+	size_t unknown; /* a request's unknown fields */
+	size_t single;  /* an answer's values of fields that are not repeated */
+};
+
+/* Counts field f (NULL: unknown) of a message of type desc: a request's
+ * unknown fields against CODEC_UNKNOWN_MAX in the message; an answer's
+ * unknown fields against CODEC_ANSWER_UNKNOWN_MAX in the frame, and its
+ * values of fields that are not repeated against the number of fields
+ * of the type (codec.h says why); false once past it. */
+static bool wire_spend_in_message(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
+				  const ProtobufCFieldDescriptor *f, struct wire_message *m)
 {
-	if (walk->request)
-		return ++*in_message <= CODEC_UNKNOWN_MAX;
-	return ++walk->unknown <= CODEC_ANSWER_UNKNOWN_MAX;
+	if (f == NULL && walk->request)
+		return ++m->unknown <= CODEC_UNKNOWN_MAX;
+	if (f == NULL)
+		return ++walk->unknown <= CODEC_ANSWER_UNKNOWN_MAX;
+	if (walk->request || f->label == PROTOBUF_C_LABEL_REPEATED)
+		return true;
+	return ++m->single <= desc->n_fields;
 }
 
 /*
@@ -386,19 +427,23 @@ static bool wire_spend_unknown(struct wire_walk *walk, size_t *in_message)
  * wire_bounds[] broken (walk->over), for a request more than
  * CODEC_UNKNOWN_MAX unknown fields in one message or CODEC_FIELDS_MAX
  * values in all, for an answer more than CODEC_ANSWER_UNKNOWN_MAX unknown
- * fields in all. Notes in walk->nul a string holding a NUL byte.
+ * fields in all, more values of fields that are not repeated in one
+ * message than its type has fields, or more than CODEC_FIELDS_MAX values
+ * of a request's repeated fields. Notes in walk->nul a string holding a
+ * NUL byte.
  */
 static bool wire_walk(struct wire_walk *walk, const ProtobufCMessageDescriptor *desc,
 		      const uint8_t *p, size_t n)
 {
-	size_t at = 0, unknown = 0;
+	size_t at = 0;
+	struct wire_message m = {0};
 	struct wire_field w = {0};
 	while (at < n) {
 		if (!wire_next(p, n, &at, &w) || w.number == 0 || w.number > UINT32_MAX)
 			return false;
 		const ProtobufCFieldDescriptor *f =
 			protobuf_c_message_descriptor_get_field(desc, (unsigned)w.number);
-		if (f == NULL && !wire_spend_unknown(walk, &unknown))
+		if (!wire_spend_in_message(walk, desc, f, &m))
 			return false;
 		if (!wire_spend(walk, desc, f, f != NULL ? wire_values(f, &w) : 1))
 			return false;
@@ -434,9 +479,8 @@ static int envelope_of_id(const uint8_t *p, size_t n, Raftlock__Envelope **out)
 	return 0;
 }
 
-/* codec_decode_request(), or, when request is false, the same with
- * CODEC_ANSWER_UNKNOWN_MAX for CODEC_FIELDS_MAX and CODEC_UNKNOWN_MAX
- * (codec_decode_envelope()). */
+/* codec_decode_request(), or, when request is false, the same with an
+ * answer's bounds (codec_decode_envelope()). */
 static int decode(const uint8_t *buf, size_t n, bool request, Raftlock__Envelope **out,
 		  const char **refusal)
 {

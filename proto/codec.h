@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "raftlock.h"
 #include "raftlock.pb-c.h"
 
 /* Log entry header: "RL", a 16-bit format version, a 32-bit payload length,
@@ -75,32 +76,55 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 #define CODEC_FIELDS_MAX 8192
 
 /*
- * What an answer's frame may hold, read likewise: CODEC_ANSWER_UNKNOWN_MAX
- * unknown fields in all, at any depth; its known fields are bounded only
- * by the frame (a listing or a STATUS may hold many). Counted in the whole
- * frame, not by message as a request's: an answer comes from a server
- * that may be newer (servers are upgraded first, WIRE_PROTOCOL), whose
- * new repeated string or message field in a known message (a list in each
- * LockInfo, say) is one unknown field per element, more than
- * CODEC_UNKNOWN_MAX in one message; and a bound by message would not bound
- * the frame, whose listing may hold 80,000 LockInfo of 16 unknown fields
- * each (85 MB and 0.5 s unpacked). protobuf-c takes about 90 bytes for
- * each unknown field it keeps: 65,536 cost about 6 MB (a frame's size)
- * and 20 ms, and leave a newer server 65 new fields in each lock of a
- * listing page of 1,000.
+ * What an answer's frame may hold, read likewise, bounded by what a
+ * server sends. CODEC_ANSWER_UNKNOWN_MAX unknown fields in all, at any
+ * depth: counted in the whole frame, not by message as a request's, as an
+ * answer comes from a server that may be newer (servers are upgraded
+ * first, WIRE_PROTOCOL), whose new repeated string or message field in a
+ * known message (a list in each LockInfo, say) is one unknown field per
+ * element, more than CODEC_UNKNOWN_MAX in one message; and a bound by
+ * message would not bound the frame, whose listing may hold 80,000
+ * holders of 16 unknown fields each (85 MB and 0.5 s unpacked).
+ * protobuf-c takes about 90 bytes for each unknown field it keeps: 65,536
+ * cost about 6 MB (a frame's size) and 20 ms, and leave a newer server 65
+ * new fields in each lock of a listing page of 1,000.
+ *
+ * Each repeated field, its elements counted in the whole frame (a page
+ * sums its locks' lists), against what a server sends:
+ * - a listing's page (locks, sessions, rules): CODEC_ANSWER_HEADROOM
+ *   times CODEC_PAGE_MAX, the server's (server/reads.c), so that a newer
+ *   server may raise its page that far, never further; a cluster's
+ *   members (at most 9) as many;
+ * - a lock's holders, and its waiters, CODEC_ANSWER_ENTRIES_MAX, and a
+ *   session's lock names CODEC_ANSWER_NAMES_MAX: as many as a frame holds
+ *   of the smallest a server sends (a holder or waiter takes 6 bytes at
+ *   least: its element, its Holder or Waiter, that one's session, never
+ *   0; a name 3: names are never empty);
+ * - a keepalive's statuses and TTLs RAFTLOCK_KEEPALIVE_MAX, a set's
+ *   tokens RAFTLOCK_MULTI_MAX: one for each session or lock asked about.
+ * A field that is not repeated: as many values in one message as its
+ * type has fields (a server writes each once; protobuf-c unpacked each of
+ * 2 million, 0.4 s and 64 MB, to keep the last). 2 million empty LockInfo
+ * took the library 1.6 s and 300 MB; the largest flood left (empty
+ * holders, waiters and names filling a frame) costs what a frame of
+ * one-byte lock names does, about 0.6 s and 130 MB.
  */
 #define CODEC_ANSWER_UNKNOWN_MAX 65536
+#define CODEC_PAGE_MAX 1000
+#define CODEC_ANSWER_HEADROOM 4
+#define CODEC_ANSWER_ENTRIES_MAX (RAFTLOCK_FRAME_MAX / 6)
+#define CODEC_ANSWER_NAMES_MAX (RAFTLOCK_FRAME_MAX / 3)
 
 /*
  * Decodes and validates one frame payload: an answer (the library's, a
  * leader's from its members). On success *out is owned by the caller and
  * freed with raftlock__envelope__free_unpacked(*out, NULL).
  * Returns RAFTLOCK_EPROTO for bytes that do not decode, a field numbered 0
- * at any depth, more than CODEC_ANSWER_UNKNOWN_MAX unknown fields (a
- * flood, refused from a walk of its bytes before anything is unpacked),
- * an envelope without a body, or a request whose fields break the
- * protocol's bounds (as codec_decode_request() refuses, except for
- * CODEC_UNKNOWN_MAX and CODEC_FIELDS_MAX: an answer may list many locks);
+ * at any depth, more fields or elements than an answer may hold (a
+ * flood, refused from a walk of its bytes before anything is unpacked:
+ * CODEC_ANSWER_UNKNOWN_MAX and the bounds above), an envelope without a
+ * body, or a request whose fields break the protocol's bounds (as
+ * codec_decode_request() refuses, its fields counted as an answer's);
  * RAFTLOCK_ENOMEM. Whatever it accepts packs again (also as part of a
  * Command) to bytes that decode.
  */

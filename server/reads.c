@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "auth.h"
+#include "codec.h"
 #include "log.h"
 #include "raftlock.h"
 #include "session_locks.h"
 
 #define READ_PAGE_DEFAULT 100
-#define READ_PAGE_MAX 1000
 
 struct reply {
 	reads_reply_cb cb;
@@ -192,11 +192,13 @@ static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 	return 0;
 }
 
+/* At most CODEC_PAGE_MAX: clients refuse a page longer than
+ * CODEC_ANSWER_HEADROOM times the one they were built with (codec.h). */
 static size_t page_limit(uint32_t asked)
 {
 	if (asked == 0)
 		return READ_PAGE_DEFAULT;
-	return asked > READ_PAGE_MAX ? READ_PAGE_MAX : asked;
+	return asked > CODEC_PAGE_MAX ? CODEC_PAGE_MAX : asked;
 }
 
 static void read_list_locks(struct store *st, const struct reply *r, const Raftlock__Envelope *env,

@@ -966,12 +966,12 @@ static void wire_listing(struct wire *w, const struct wire *list, const struct w
 /* An answer's unknown fields count in its whole frame, against
  * CODEC_ANSWER_UNKNOWN_MAX, before protobuf-c unpacks it: 4 MiB of 2-byte
  * unknown fields took about 1.3 s and 176 MB, now refused from a walk of
- * its bytes; so is a flood spread over a listing, 16 in each lock, which a
- * bound by message would let through. */
+ * its bytes; so is a flood spread over a lock's holders, 16 in each,
+ * which a bound by message would let through. */
 static void test_answer_unknown_fields_counted(void **state)
 {
 	(void)state;
-	struct wire w = {0}, list = {0}, lock = {0}, news = {0}, extra = {0};
+	struct wire w = {0}, list = {0}, holder = {0}, holders = {0}, news = {0}, extra = {0};
 	double ms;
 
 	wire_len(&w, 40, NULL, 0); /* a response, then unknown fields */
@@ -981,17 +981,20 @@ static void test_answer_unknown_fields_counted(void **state)
 
 	for (size_t i = 0; i < CODEC_UNKNOWN_MAX; i++)
 		wire_bytes(&news, UNKNOWN_FIELD, 3);
-	wire_len(&lock, 1, news.p, news.len); /* LockList.locks */
-	wire_fill(&list, lock.p, lock.len);
+	wire_len(&holder, 4, news.p, news.len); /* LockInfo.holders */
+	wire_fill(&holders, holder.p, holder.len);
+	wire_len(&list, 1, holders.p, holders.len); /* LockList.locks */
 	wire_listing(&w, &list, &extra);
 	assert_int_equal(decode_answer_timed(&w, &ms), RAFTLOCK_EPROTO);
-	print_message("listing of %zu locks of %d unknown fields refused in %.2f ms\n",
-		      list.len / lock.len, CODEC_UNKNOWN_MAX, ms);
+	print_message("listing of a lock of %zu holders of %d unknown fields refused in %.2f ms\n",
+		      holders.len / holder.len, CODEC_UNKNOWN_MAX, ms);
 
 	/* The bound exactly, wherever the fields are. */
-	list.len = 0;
+	holders.len = 0;
 	for (size_t i = 0; i < CODEC_ANSWER_UNKNOWN_MAX / CODEC_UNKNOWN_MAX; i++)
-		wire_bytes(&list, lock.p, lock.len);
+		wire_bytes(&holders, holder.p, holder.len);
+	list.len = 0;
+	wire_len(&list, 1, holders.p, holders.len);
 	wire_listing(&w, &list, &extra);
 	assert_int_equal(decode_answer_timed(&w, &ms), 0);
 	wire_bytes(&extra, UNKNOWN_FIELD, 3);
@@ -999,22 +1002,24 @@ static void test_answer_unknown_fields_counted(void **state)
 	assert_int_equal(decode_answer_timed(&w, &ms), RAFTLOCK_EPROTO);
 
 	free(news.p);
-	free(lock.p);
+	free(holder.p);
+	free(holders.p);
 	free(list.p);
 	free(extra.p);
 	free(w.p);
 }
 
-/* A listing of `k` locks, each held by one owner, as a server packs it,
- * with `news` unknown fields in each lock (a newer server's), and `more`
- * elements of a new repeated field in the first; decoded. */
-static Raftlock__Envelope *listing_decoded(size_t k, size_t news, size_t more)
+/* A listing of `k` locks, each held by `h` sessions of one owner, as a
+ * server packs it, with `news` unknown fields in each lock (a newer
+ * server's), and `more` elements of a new repeated field in the first;
+ * decoded. */
+static Raftlock__Envelope *listing_decoded(size_t k, size_t h, size_t news, size_t more)
 {
 	Raftlock__LockInfo *infos = calloc(k, sizeof *infos);
 	Raftlock__LockInfo **ptrs = calloc(k, sizeof *ptrs);
-	Raftlock__HolderInfo *hinfos = calloc(k, sizeof *hinfos);
-	Raftlock__HolderInfo **hptrs = calloc(k, sizeof *hptrs);
-	Raftlock__Holder *holders = calloc(k, sizeof *holders);
+	Raftlock__HolderInfo *hinfos = calloc(k * h, sizeof *hinfos);
+	Raftlock__HolderInfo **hptrs = calloc(k * h, sizeof *hptrs);
+	Raftlock__Holder *holders = calloc(k * h, sizeof *holders);
 	char(*names)[32] = calloc(k, sizeof *names);
 	ProtobufCMessageUnknownField *unknown = calloc(news + more + 1, sizeof *unknown);
 	assert_true(infos && ptrs && hinfos && hptrs && holders && names && unknown);
@@ -1030,21 +1035,24 @@ static Raftlock__Envelope *listing_decoded(size_t k, size_t news, size_t more)
 	owner.client_name = "billing-worker";
 	owner.host = "app-17.example.com";
 	owner.pid = 4242;
-	for (size_t i = 0; i < k; i++) {
+	for (size_t i = 0; i < k * h; i++) {
 		raftlock__holder__init(&holders[i]);
-		holders[i].session = 1000 + i;
+		holders[i].session = 1000 + i % h;
 		holders[i].token = 50000 + i;
 		holders[i].granted_index = 9000 + i;
 		raftlock__holder_info__init(&hinfos[i]);
 		hinfos[i].holder = &holders[i];
 		hinfos[i].owner = &owner;
 		hptrs[i] = &hinfos[i];
+	}
+	for (size_t i = 0; i < k; i++) {
 		raftlock__lock_info__init(&infos[i]);
 		snprintf(names[i], sizeof names[i], "jobs/%06zu", i);
 		infos[i].name = names[i];
-		infos[i].limit = 1;
-		infos[i].holders = &hptrs[i];
-		infos[i].n_holders = 1;
+		infos[i].kind = RAFTLOCK__LOCK_KIND__SEMAPHORE;
+		infos[i].limit = (uint32_t)h;
+		infos[i].holders = &hptrs[i * h];
+		infos[i].n_holders = h;
 		infos[i].base.unknown_fields = unknown;
 		infos[i].base.n_unknown_fields = (unsigned)(i == 0 ? news + more : news);
 		ptrs[i] = &infos[i];
@@ -1061,6 +1069,7 @@ static Raftlock__Envelope *listing_decoded(size_t k, size_t news, size_t more)
 	env.response = &resp;
 	size_t n;
 	uint8_t *bytes = pack_envelope(&env, &n);
+	assert_true(n <= RAFTLOCK_FRAME_MAX);
 	Raftlock__Envelope *got = NULL;
 	assert_int_equal(codec_decode_envelope(bytes, n, &got), 0);
 	free(bytes);
@@ -1074,27 +1083,145 @@ static Raftlock__Envelope *listing_decoded(size_t k, size_t news, size_t more)
 	return got;
 }
 
-/* An answer's known fields are bounded only by the frame: a listing of
- * 20,000 held locks (some 240,000 fields, 1.4 MB) decodes, also from a
- * newer server, with a new field in each lock and a new list of
- * 4 * CODEC_UNKNOWN_MAX elements in one (more than a request's message
- * may hold). */
+/* Envelope{id 7, response{payload field `payload`: the bytes of body}}. */
+static void wire_answer(struct wire *w, unsigned payload, const struct wire *body)
+{
+	struct wire resp = {0};
+	wire_len(&resp, payload, body->p, body->len);
+	w->len = 0;
+	wire_uint(w, 1, 7);
+	wire_len(w, 40, resp.p, resp.len); /* Envelope.response */
+	free(resp.p);
+}
+
+/* codec_decode_envelope() of a frame of elements (elem, n) of a list of
+ * the answer (payload, in `in`, a message of it, or none: in 0): decoded,
+ * the number of elements that fit in a frame. */
+static Raftlock__Envelope *fill_decoded(unsigned payload, unsigned in, const char *elem, size_t n,
+					size_t *elems)
+{
+	struct wire list = {0}, body = {0}, w = {0};
+	wire_fill(&list, elem, n);
+	*elems = list.len / n;
+	if (in != 0)
+		wire_len(&body, in, list.p, list.len);
+	wire_answer(&w, payload, in != 0 ? &body : &list);
+	assert_true(w.len <= RAFTLOCK_FRAME_MAX);
+	Raftlock__Envelope *env = NULL;
+	assert_int_equal(codec_decode_envelope(w.p, w.len, &env), 0);
+	free(list.p);
+	free(body.p);
+	free(w.p);
+	return env;
+}
+
+/* The largest answers a server sends decode, also from a newer server:
+ * a listing page of CODEC_PAGE_MAX locks of 20 holders each (1.6 MB),
+ * with a new field in each lock and a new list of 4 * CODEC_UNKNOWN_MAX
+ * elements in one (more than a request's message may hold); a newer
+ * server's page CODEC_ANSWER_HEADROOM times as long; and frames full of
+ * the smallest holders, waiters and lock names a server sends (the most
+ * a frame holds, a listing's sum over its page). */
 static void test_large_answer_accepted(void **state)
 {
 	(void)state;
-	size_t k = 20000;
+	size_t k = CODEC_PAGE_MAX, h = 20;
 	for (size_t newer = 0; newer <= 1; newer++) {
-		Raftlock__Envelope *env = listing_decoded(k, newer, newer * 4 * CODEC_UNKNOWN_MAX);
+		Raftlock__Envelope *env =
+			listing_decoded(k, h, newer, newer * 4 * CODEC_UNKNOWN_MAX);
 		assert_int_equal(env->body_case, RAFTLOCK__ENVELOPE__BODY_RESPONSE);
 		const Raftlock__LockList *ll = env->response->locks;
 		assert_non_null(ll);
 		assert_int_equal(ll->n_locks, k);
-		assert_string_equal(ll->locks[k - 1]->name, "jobs/019999");
-		assert_int_equal(ll->locks[k - 1]->holders[0]->holder->token, 50000 + k - 1);
+		assert_string_equal(ll->locks[k - 1]->name, "jobs/000999");
+		assert_int_equal(ll->locks[k - 1]->n_holders, h);
+		assert_int_equal(ll->locks[k - 1]->holders[h - 1]->holder->token,
+				 50000 + k * h - 1);
 		assert_int_equal(ll->locks[0]->base.n_unknown_fields,
 				 newer * (1 + 4 * CODEC_UNKNOWN_MAX));
 		raftlock__envelope__free_unpacked(env, NULL);
 	}
+	Raftlock__Envelope *env = listing_decoded(CODEC_ANSWER_HEADROOM * CODEC_PAGE_MAX, 1, 1, 0);
+	assert_int_equal(env->response->locks->n_locks, CODEC_ANSWER_HEADROOM * CODEC_PAGE_MAX);
+	raftlock__envelope__free_unpacked(env, NULL);
+
+	/* GET_LOCK's holders, and waiters, of session 1 and nothing else
+	 * shown; a session listing's names of one byte. */
+	size_t n;
+	env = fill_decoded(13, 0, "\x22\x04\x0a\x02\x08\x01", 6, &n); /* Response.lock */
+	assert_int_equal(env->response->lock->n_holders, n);
+	assert_int_equal(env->response->lock->holders[n - 1]->holder->session, 1);
+	raftlock__envelope__free_unpacked(env, NULL);
+	env = fill_decoded(13, 0, "\x2a\x04\x0a\x02\x08\x01", 6, &n);
+	assert_int_equal(env->response->lock->n_waiters, n);
+	raftlock__envelope__free_unpacked(env, NULL);
+	env = fill_decoded(15, 1, "\x32\x01\x61", 3, &n); /* Response.sessions */
+	assert_int_equal(env->response->sessions->sessions[0]->n_locks, n);
+	assert_string_equal(env->response->sessions->sessions[0]->locks[n - 1], "a");
+	raftlock__envelope__free_unpacked(env, NULL);
+}
+
+/* codec_decode_envelope() of w refuses it, unread; the time it took
+ * printed, with what it holds. */
+static void assert_answer_flood(const struct wire *w, const char *what)
+{
+	double ms;
+	assert_int_equal(decode_answer_timed(w, &ms), RAFTLOCK_EPROTO);
+	print_message("answer of %s refused in %.2f ms\n", what, ms);
+}
+
+/* An answer's known fields are bounded by what a server sends (codec.h),
+ * counted before protobuf-c unpacks them: 2 million empty locks in a
+ * listing took the library (or a leader reading a member's STATUS) 1.6 s
+ * and 300 MB, 2 million values of Response.status 0.4 s and 64 MB (to
+ * keep the last); refused from a walk of their bytes. So are 2 million
+ * empty holders, or keepalive statuses, and, exactly, a page or a
+ * message one over its bound. */
+static void test_answer_floods_refused(void **state)
+{
+	(void)state;
+	struct wire w = {0}, body = {0};
+
+	wire_fill(&body, "\x0a\x00", 2); /* LockList.locks */
+	wire_answer(&w, 14, &body);
+	assert_answer_flood(&w, "2 million empty locks");
+	body.len = 0;
+	wire_fill(&body, "\x08\x01", 2); /* Response.status */
+	w.len = 0;
+	wire_uint(&w, 1, 7);
+	wire_len(&w, 40, body.p, body.len);
+	assert_answer_flood(&w, "2 million statuses");
+	body.len = 0;
+	wire_fill(&body, "\x22\x00", 2); /* LockInfo.holders */
+	wire_answer(&w, 13, &body);
+	assert_answer_flood(&w, "2 million empty holders");
+	body.len = 0;
+	wire_fill(&body, "\x08\x00", 2); /* KeepAliveResult.statuses */
+	wire_answer(&w, 12, &body);
+	assert_answer_flood(&w, "2 million keepalive statuses");
+
+	for (size_t over = 0; over <= 1; over++) {
+		Raftlock__Envelope *env = NULL;
+		body.len = 0;
+		for (size_t i = 0; i < CODEC_ANSWER_HEADROOM * CODEC_PAGE_MAX + over; i++)
+			wire_bytes(&body, "\x0a\x00", 2);
+		wire_answer(&w, 14, &body);
+		assert_int_equal(codec_decode_envelope(w.p, w.len, &env),
+				 over ? RAFTLOCK_EPROTO : 0);
+		raftlock__envelope__free_unpacked(env, NULL);
+		env = NULL;
+		body.len = 0;
+		for (size_t i = 0; i < raftlock__response__descriptor.n_fields + over; i++)
+			wire_uint(&body, 1, 0);
+		w.len = 0;
+		wire_uint(&w, 1, 7);
+		wire_len(&w, 40, body.p, body.len);
+		assert_int_equal(codec_decode_envelope(w.p, w.len, &env),
+				 over ? RAFTLOCK_EPROTO : 0);
+		raftlock__envelope__free_unpacked(env, NULL);
+	}
+	free(body.p);
+	free(w.p);
 }
 
 /* The authentication and access-rule requests: a token of at most
@@ -1640,6 +1767,7 @@ int main(void)
 		cmocka_unit_test(test_fields_counted_before_unpacking),
 		cmocka_unit_test(test_answer_unknown_fields_counted),
 		cmocka_unit_test(test_large_answer_accepted),
+		cmocka_unit_test(test_answer_floods_refused),
 		cmocka_unit_test(test_frame_too_big),
 		cmocka_unit_test(test_check_name),
 		cmocka_unit_test(test_check_rule),
