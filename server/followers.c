@@ -415,8 +415,15 @@ static void feed(struct follower *f, const char *bytes, size_t n)
 	while (f->state == FOLLOWER_OPEN &&
 	       (rv = frame_reader_next(&f->reader, &payload, &len)) == 1)
 		on_envelope(f, payload, len);
-	if (f->state == FOLLOWER_OPEN && rv < 0)
-		drop(f);
+	if (f->state != FOLLOWER_OPEN || rv >= 0)
+		return;
+	if (rv == RAFTLOCK_ETOOBIG)
+		log_rate_warn(&f->fw->log_answer, now_ms(f->fw),
+			      "member %llu's client port %s: a frame over %u bytes, longer than a "
+			      "STATUS answer, ignored; reconnecting",
+			      (unsigned long long)f->member.id, f->member.client_address,
+			      (unsigned)FOLLOWERS_ANSWER_MAX);
+	drop(f);
 }
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -504,7 +511,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
 	}
 	uv_tcp_init(f->fw->loop, &f->tcp);
 	f->tcp.data = f;
-	frame_reader_init(&f->reader, RAFTLOCK_FRAME_MAX);
+	frame_reader_init(&f->reader, FOLLOWERS_ANSWER_MAX);
 	f->connect.data = f;
 	set_state(f, FOLLOWER_CONNECTING);
 	if (uv_tcp_connect(&f->connect, &f->tcp, ai->ai_addr, connect_cb) != 0)

@@ -45,6 +45,11 @@
 #include "tls_stream.h"
 
 #define FOLLOWERS_CHECK_MS 500
+/* The longest frame read from a member: a STATUS answer of the largest
+ * cluster, every address and name at its longest, packs to 1,726 bytes
+ * (test_followers); a longer frame is not one (what is on a member's
+ * client address may be anyone), and the connection is dropped. */
+#define FOLLOWERS_ANSWER_MAX 8192
 /* A member whose log rests at this leader's match index for it, behind
  * the leader, with the next entry still in the leader's log, this long is
  * stalled (followers.c, stalled()); a stall cures a member at most once
@@ -114,7 +119,7 @@ struct followers {
 	uint64_t transfer_ms;          /* when it started */
 	unsigned failures;             /* in a row, this leadership */
 	uint64_t next_transfer_ms;     /* none before this (back-off) */
-	struct log_rate log_answer;    /* answers that do not decode */
+	struct log_rate log_answer;    /* answers that do not decode or are too long */
 	bool closing;
 };
 

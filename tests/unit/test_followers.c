@@ -3,17 +3,20 @@
  * (server/followers.c, the real file) on a manual timebase, over fakes of
  * libraft's leader state: the test decides what raft reports (term, match
  * indexes, a transfer pending or not, still leader or not). Members have
- * no usable client address, so no connection is ever opened; the loop is
- * there for the handles and is closed cleanly at the end. */
+ * no usable client address, so no connection is opened, but in
+ * test_long_answer_dropped, whose member 2 is a listener of the test's on
+ * 127.0.0.1; the loop is closed cleanly at the end. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "codec.h"
 #include "followers.h"
 #include "raftlock.h"
 #include "status.h"
@@ -179,10 +182,20 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Closes a handle a failed test left open (test_long_answer_dropped's
+ * port); the followers' own are closing. */
+static void close_left(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
 static int teardown(void **state)
 {
 	struct fx *f = *state;
 	followers_close(&f->fw);
+	uv_walk(&f->loop, close_left, NULL);
 	assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
 	assert_int_equal(uv_loop_close(&f->loop), 0);
 	free(f);
@@ -490,6 +503,224 @@ static void test_no_stall_without_proof(void **state)
 	assert_int_equal(transfers, 0);
 }
 
+/* ------------------------------------------------- a member's client port */
+
+/* What listens on member 2's client address: answers each STATUS request
+ * with the envelope `answer` (its id set to the request's). */
+struct port {
+	uv_tcp_t listener, conn;
+	bool accepted;
+	struct frame_reader reader;
+	Raftlock__Envelope answer;
+	Raftlock__Response response;
+	Raftlock__StatusInfo status;
+};
+
+struct port_write {
+	uv_write_t req;
+	uint8_t *bytes;
+};
+
+static void port_written(uv_write_t *req, int status)
+{
+	(void)status; /* the member may have dropped the connection */
+	struct port_write *w = req->data;
+	free(w->bytes);
+	free(w);
+}
+
+static void port_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	buf->base = malloc(suggested);
+	buf->len = suggested;
+}
+
+static void port_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct port *p = s->data;
+	if (nread < 0 && !uv_is_closing((uv_handle_t *)s))
+		uv_close((uv_handle_t *)s, NULL);
+	if (nread > 0)
+		assert_int_equal(frame_reader_feed(&p->reader, buf->base, (size_t)nread), 0);
+	free(buf->base);
+	const uint8_t *payload;
+	size_t len;
+	while (nread > 0 && frame_reader_next(&p->reader, &payload, &len) == 1) {
+		Raftlock__Envelope *req = NULL;
+		const char *refusal = NULL;
+		assert_int_equal(codec_decode_request(payload, len, &req, &refusal), 0);
+		assert_int_equal(req->body_case, RAFTLOCK__ENVELOPE__BODY_STATUS);
+		p->answer.id = req->id;
+		raftlock__envelope__free_unpacked(req, NULL);
+		struct port_write *w = calloc(1, sizeof *w);
+		size_t n;
+		assert_non_null(w);
+		assert_int_equal(codec_frame_envelope(&p->answer, &w->bytes, &n), 0);
+		uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)n);
+		w->req.data = w;
+		assert_int_equal(uv_write(&w->req, s, &b, 1, port_written), 0);
+	}
+}
+
+static void port_connection(uv_stream_t *listener, int status)
+{
+	struct port *p = listener->data;
+	assert_int_equal(status, 0);
+	assert_false(p->accepted);
+	uv_tcp_init(listener->loop, &p->conn);
+	p->conn.data = p;
+	assert_int_equal(uv_accept(listener, (uv_stream_t *)&p->conn), 0);
+	p->accepted = true;
+	uv_read_start((uv_stream_t *)&p->conn, port_alloc, port_read);
+}
+
+/* Listens on a free port of 127.0.0.1, made member 2's client address. */
+static void port_open(struct port *p, struct fx *f)
+{
+	struct sockaddr_in addr;
+	int len = sizeof addr;
+	uv_tcp_init(&f->loop, &p->listener);
+	p->listener.data = p;
+	uv_ip4_addr("127.0.0.1", 0, &addr);
+	assert_int_equal(uv_tcp_bind(&p->listener, (struct sockaddr *)&addr, 0), 0);
+	assert_int_equal(uv_listen((uv_stream_t *)&p->listener, 4, port_connection), 0);
+	uv_tcp_getsockname(&p->listener, (struct sockaddr *)&addr, &len);
+	struct follower *m = &f->fw.members[0];
+	assert_int_equal(m->member.id, 2);
+	snprintf(m->member.client_address, sizeof m->member.client_address, "127.0.0.1:%d",
+		 ntohs(addr.sin_port));
+	frame_reader_init(&p->reader, RAFTLOCK_FRAME_MAX);
+	p->answer = (Raftlock__Envelope)RAFTLOCK__ENVELOPE__INIT;
+	p->answer.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	p->answer.response = &p->response;
+	p->response = (Raftlock__Response)RAFTLOCK__RESPONSE__INIT;
+	p->response.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO;
+	p->response.status_info = &p->status;
+}
+
+static void port_close(struct port *p)
+{
+	uv_close((uv_handle_t *)&p->listener, NULL);
+	if (p->accepted && !uv_is_closing((uv_handle_t *)&p->conn))
+		uv_close((uv_handle_t *)&p->conn, NULL);
+	frame_reader_close(&p->reader);
+}
+
+/* The check's next round (FOLLOWERS_CHECK_MS on), then the loop until
+ * member 2 took an answer of applied index `applied` (or, when 0, its
+ * connection is closed); at most 5 s. */
+static void round_until(struct fx *f, uint64_t applied)
+{
+	struct follower *m = &f->fw.members[0];
+	timebase_advance(&f->tb, FOLLOWERS_CHECK_MS);
+	for (int i = 0; i < 5000; i++) {
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		if (applied != 0 ? m->applied_seen && m->applied == applied
+				 : m->state == FOLLOWER_IDLE)
+			return;
+		usleep(1000);
+	}
+	fail_msg("member 2: no answer of applied index %llu taken", (unsigned long long)applied);
+}
+
+static char *longest(char *s, size_t size)
+{
+	memset(s, 'a', size - 1);
+	s[size - 1] = '\0';
+	return s;
+}
+
+/* A STATUS answer as service.c's handle_status() writes it, of the
+ * largest cluster (CONFIG_MAX_MEMBERS), its addresses and name at their
+ * longest, its numbers at their widest. */
+static void largest_status(struct port *p)
+{
+	static char addr[CONFIG_ADDR_MAX], cluster[sizeof((struct config *)0)->cluster];
+	static Raftlock__Member members[CONFIG_MAX_MEMBERS];
+	static Raftlock__Member *ptrs[CONFIG_MAX_MEMBERS];
+	Raftlock__StatusInfo *st = &p->status;
+	raftlock__status_info__init(st);
+	for (unsigned i = 0; i < CONFIG_MAX_MEMBERS; i++) {
+		raftlock__member__init(&members[i]);
+		members[i].id = INT64_MAX;
+		members[i].raft_address = longest(addr, sizeof addr);
+		members[i].client_address = addr;
+		ptrs[i] = &members[i];
+	}
+	st->node_id = st->leader_id = INT64_MAX;
+	st->role = "unavailable";
+	st->term = st->commit_index = st->applied_index = st->last_index = UINT64_MAX;
+	st->leader_address = addr;
+	st->members = ptrs;
+	st->n_members = CONFIG_MAX_MEMBERS;
+	st->cluster_time = st->next_token = st->sessions = st->locks = UINT64_MAX;
+	st->ready = true;
+	st->cluster = longest(cluster, sizeof cluster);
+	st->cluster_id = UINT64_MAX;
+	st->feature_level = st->cluster_feature_level = UINT32_MAX;
+	p->response.status = RAFTLOCK_ESHUTDOWN;
+	p->response.message = "";
+	p->response.leader = addr;
+	p->answer.id = UINT64_MAX;
+}
+
+/* Pads the answer's cluster name until its payload is `size` bytes (a
+ * name of 128 to 16,383 bytes, whose length takes 2). */
+static void pad_answer(struct port *p, size_t size)
+{
+	static char name[16384];
+	size_t n = 128, now;
+	for (;;) {
+		assert_true(n >= 128 && n < sizeof name);
+		memset(name, 'c', n);
+		name[n] = '\0';
+		p->status.cluster = name;
+		now = raftlock__envelope__get_packed_size(&p->answer);
+		if (now == size)
+			return;
+		n = n + size - now;
+	}
+}
+
+/* The leader reads a member's client port with frames of at most
+ * FOLLOWERS_ANSWER_MAX bytes, four times the largest STATUS answer: one
+ * that long is judged, one longer (anything may listen there: a 4 MiB
+ * frame of 2 million empty elements took 2 s and 300 MB) is not read,
+ * and the connection is dropped, with a line at a bounded rate. */
+static void test_long_answer_dropped(void **state)
+{
+	struct fx *f = *state;
+	struct follower *m = &f->fw.members[0];
+	static struct port p; /* its handles close after the test, in teardown */
+	memset(&p, 0, sizeof p);
+	port_open(&p, f);
+	largest_status(&p);
+	p.answer.protocol = WIRE_PROTOCOL; /* as codec_frame_envelope() frames it */
+	size_t largest = raftlock__envelope__get_packed_size(&p.answer);
+	print_message("largest STATUS answer: %zu bytes\n", largest);
+	assert_true(4 * largest <= FOLLOWERS_ANSWER_MAX);
+
+	p.status.node_id = 2;      /* judged: that member, in this term, */
+	p.status.last_index = 100; /* not behind what this leader matched */
+	p.status.applied_index = 1001;
+	round_until(f, 1001);
+	assert_int_equal(m->state, FOLLOWER_OPEN);
+	p.status.applied_index = 1002;
+	pad_answer(&p, FOLLOWERS_ANSWER_MAX);
+	round_until(f, 1002);
+	assert_int_equal(m->state, FOLLOWER_OPEN);
+	assert_false(f->fw.log_answer.started);
+
+	p.status.applied_index = 1003;
+	pad_answer(&p, FOLLOWERS_ANSWER_MAX + 1);
+	round_until(f, 0);
+	assert_int_equal(m->applied, 1002);
+	assert_true(f->fw.log_answer.started);
+	assert_int_equal(f->fw.log_answer.tokens, LOG_RATE_BURST - 1);
+	port_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -506,6 +737,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stalled_member_hands_over_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_no_stall_without_proof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_answer_dropped, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
