@@ -416,7 +416,7 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
 		if (deadline != 0 && deadline < at)
 			at = deadline;
 		struct timespec ts = transport_deadline(t, at);
-		pthread_cond_timedwait(req->wake, &t->mu, &ts);
+		transport_sleep(t, req, &ts);
 	}
 }
 

@@ -101,8 +101,6 @@ int transport_submit(struct transport *t, Raftlock__Envelope *env, bool wants_pu
 	}
 	r->id = env->id;
 	r->wants_push = wants_push;
-	pthread_cond_init(&r->cond, &t->condattr);
-	r->wake = &r->cond;
 	r->last_err = RAFTLOCK_ECONNECTION;
 	if (t->refused_until > transport_mono_ms(t)) {
 		/* every address refused us a moment ago: say so now */
@@ -133,9 +131,25 @@ int transport_wait(struct transport *t, struct request *req, uint64_t deadline)
 			return req->last_err;
 		}
 		struct timespec ts = transport_deadline(t, deadline);
-		pthread_cond_timedwait(req->wake, &t->mu, &ts);
+		transport_sleep(t, req, &ts);
 	}
 	return 0;
+}
+
+void transport_sleep(struct transport *t, struct request *req, const struct timespec *until)
+{
+	if (req->watched) {
+		pthread_cond_timedwait(&t->cond, &t->mu, until);
+		return;
+	}
+	if (!req->has_waiter) {
+		waiter_init(&t->waker, &req->waiter);
+		req->has_waiter = true;
+	}
+	waiter_rearm(&req->waiter); /* its wakers hold t->mu */
+	pthread_mutex_unlock(&t->mu);
+	waiter_wait_until(&t->waker, &req->waiter, until);
+	pthread_mutex_lock(&t->mu);
 }
 
 void transport_on_done(struct transport *t, struct request *req,
@@ -193,24 +207,38 @@ void transport_defer(struct transport *t, struct transport_deferred *d)
 	t->deferred_tail = d;
 }
 
+/* Wakes the thread waiting for req, if any, with the next batch the I/O
+ * thread sends (t->mu held). */
+static void transport_wake_req(struct transport *t, struct request *req)
+{
+	if (!req->has_waiter)
+		return; /* its thread looks at req before it sleeps */
+	wake_batch_add(&t->to_wake, &req->waiter);
+	t->wake_pending = true;
+}
+
 void transport_wake_all(struct transport *t)
 {
 	pthread_cond_broadcast(&t->cond);
 	struct request *r;
 	list_each_entry (r, &t->reqs, struct request, link)
-		if (r->wake == &r->cond)
-			pthread_cond_signal(&r->cond);
+		if (!r->watched)
+			transport_wake_req(t, r);
+	wake_batch_send(&t->waker, &t->to_wake);
+	t->wake_pending = false;
 }
 
 void transport_watch(struct transport *t, struct request *req)
 {
-	req->wake = &t->cond;
+	(void)t;
+	req->watched = true;
 }
 
 /* Frees a request that is out of the table and whose reply was taken. */
-static void request_free(struct request *req)
+static void request_free(struct transport *t, struct request *req)
 {
-	pthread_cond_destroy(&req->cond);
+	if (req->has_waiter)
+		waiter_fini(&t->waker, &req->waiter);
 	free(req->acks);
 	free(req->frame);
 	free(req->spare);
@@ -236,10 +264,7 @@ void transport_take(struct transport *t, struct request *req, Raftlock__Envelope
 	else if (req->reply != NULL)
 		raftlock__envelope__free_unpacked(req->reply, NULL);
 	req->reply = NULL;
-	if (req->signal_pending)
-		req->free_pending = true; /* io_signal_end() frees it */
-	else
-		request_free(req);
+	request_free(t, req);
 }
 
 void transport_resend(struct transport *t, struct request *req)
@@ -293,13 +318,10 @@ static struct request *transport_find(struct transport *t, uint64_t id)
 /* Wakes whoever waits for r, now done. */
 static void transport_wake_done(struct transport *t, struct request *r)
 {
-	if (r->wake == &t->cond) {
+	if (r->watched)
 		pthread_cond_broadcast(&t->cond);
-	} else if (!r->signal_pending) {
-		r->signal_pending = true; /* signaled by io_run_deferred() */
-		r->signal_next = t->to_signal;
-		t->to_signal = r;
-	}
+	else
+		transport_wake_req(t, r);
 }
 
 static void transport_complete(struct transport *t, struct request *r, Raftlock__Envelope *env)
@@ -769,7 +791,7 @@ static void io_dispatch(struct transport *t, Raftlock__Envelope *env)
 		r->queued = true;
 		raftlock__envelope__free_unpacked(env, NULL);
 		if (r->awaits_queued)
-			pthread_cond_broadcast(r->wake);
+			transport_wake_done(t, r);
 		return;
 	}
 	transport_complete(t, r, env);
@@ -860,44 +882,24 @@ static void io_expire(struct transport *t, uint64_t now)
 	}
 }
 
-/* Signals the waiter of each request of sig (t->mu held or not). */
-static void io_signal(struct request *sig)
-{
-	for (struct request *r = sig; r != NULL; r = r->signal_next)
-		pthread_cond_signal(&r->cond);
-}
-
-/* t->mu held: the requests of sig were signaled; those taken meanwhile
- * are freed. */
-static void io_signal_end(struct request *sig)
-{
-	while (sig != NULL) {
-		struct request *next = sig->signal_next;
-		sig->signal_pending = false;
-		if (sig->free_pending)
-			request_free(sig);
-		sig = next;
-	}
-}
-
 /* Settles the deferred callbacks (t->mu held), then wakes the waiters of
  * completed requests and runs the callbacks without t->mu (held on entry
- * and return). A request on the list is not
- * freed before io_signal_end(), whatever its waiter does meanwhile. */
+ * and return). Nothing here touches a request once t->mu is let go: its
+ * waiter may take it at once. */
 static void io_run_deferred(struct transport *t)
 {
 	struct transport_deferred *d = t->deferred;
-	struct request *sig = t->to_signal;
+	struct wake_batch batch = t->to_wake;
 	t->deferred = t->deferred_tail = NULL;
-	t->to_signal = NULL;
+	memset(&t->to_wake, 0, sizeof t->to_wake);
+	t->wake_pending = false;
 	for (struct transport_deferred *s = d; s != NULL; s = s->next)
 		if (s->settle != NULL)
 			s->settle(s);
 	pthread_mutex_unlock(&t->mu);
-	io_signal(sig);
+	wake_batch_send(&t->waker, &batch);
 	/* In order; the waiters between two callbacks woken with one system
 	 * call for many. */
-	struct wake_batch batch = {0};
 	while (d != NULL) {
 		struct transport_deferred *next = d->next;
 		if (d->waiter != NULL) {
@@ -910,7 +912,6 @@ static void io_run_deferred(struct transport *t)
 	}
 	wake_batch_send(&t->waker, &batch);
 	pthread_mutex_lock(&t->mu);
-	io_signal_end(sig);
 }
 
 static int io_poll_timeout(struct transport *t, uint64_t now)
@@ -937,7 +938,7 @@ static void *io_main(void *arg)
 	while (!t->io_stop) {
 		uint64_t now = transport_mono_ms(t);
 		io_expire(t, now);
-		if (t->deferred != NULL || t->to_signal != NULL) {
+		if (t->deferred != NULL || t->wake_pending) {
 			/* callbacks may submit: send what they did before waiting */
 			io_run_deferred(t);
 			continue;
@@ -966,7 +967,7 @@ static void *io_main(void *arg)
 		};
 		/* decrypted bytes in OpenSSL do not make the socket readable */
 		bool buffered = conn_buffered(&t->conn);
-		int timeout = buffered || t->to_signal != NULL || t->deferred != NULL
+		int timeout = buffered || t->wake_pending || t->deferred != NULL
 				      ? 0
 				      : io_poll_timeout(t, now);
 		nfds_t n = conn_fd >= 0 ? 2 : 1;
@@ -996,10 +997,9 @@ static void *io_main(void *arg)
 		if (t->drop_conn)
 			io_fail(t, false);
 	}
-	/* stopping: whatever completed last is signaled now, lock held */
-	io_signal(t->to_signal);
-	io_signal_end(t->to_signal);
-	t->to_signal = NULL;
+	/* stopping: whatever completed last is woken now, lock held */
+	wake_batch_send(&t->waker, &t->to_wake);
+	t->wake_pending = false;
 	pthread_mutex_unlock(&t->mu);
 	return NULL;
 }

@@ -82,20 +82,16 @@ struct request {
 	int last_err;       /* what a timeout reports: ECONNECTION, ... */
 	uint64_t done_boot; /* CLOCK_BOOTTIME ms of completion */
 	Raftlock__Envelope *reply;
-	/* Whom completion wakes: the request's own waiter (cond), also for a
-	 * blocking acquire, or, for requests the keepalive thread watches,
-	 * every waiter of t->cond. One waiter per request avoids waking every
-	 * thread of a busy client for each answer or pushed grant; a lost or
-	 * closing session wakes them all (transport_wake_all). */
-	pthread_cond_t cond;
-	pthread_cond_t *wake;
-	/* A waiter on cond is signaled once the I/O thread has let go of
-	 * t->mu (woken before, it would only wait for the lock): until then
-	 * the request is on t->to_signal (signal_pending), and a take leaves
-	 * freeing it to the I/O thread (free_pending). */
-	struct request *signal_next;
-	bool signal_pending;
-	bool free_pending;
+	/* Whom completion wakes: the thread waiting for the request
+	 * (transport_sleep: waiter, a slot claimed when it first waits), also
+	 * for a blocking acquire, or, for requests the keepalive thread
+	 * watches (watched), every waiter of t->cond. One waiter per request
+	 * avoids waking every thread of a busy client for each answer or
+	 * pushed grant; a lost or closing session wakes them all
+	 * (transport_wake_all). */
+	struct waiter waiter;
+	bool has_waiter;
+	bool watched;
 	/* Asynchronous requests: nobody waits; the I/O thread calls on_done
 	 * (t->mu held) with 0 when done, or with last_err once deadline
 	 * (CLOCK_MONOTONIC ms) passes. on_done takes the request. */
@@ -161,7 +157,7 @@ struct transport_hooks {
 struct transport {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;         /* on CLOCK_MONOTONIC */
-	pthread_condattr_t condattr; /* CLOCK_MONOTONIC, for requests */
+	pthread_condattr_t condattr; /* CLOCK_MONOTONIC */
 	struct transport_hooks hooks;
 
 	struct conn_addr *addrs;
@@ -206,8 +202,13 @@ struct transport {
 		int err; /* the connection failed after these */
 	} inbox;
 	struct transport_deferred *deferred, *deferred_tail;
-	struct request *to_signal; /* completed, their waiters not yet woken */
-	struct waker waker;        /* callers waiting without t->mu */
+	/* Callers waiting without t->mu. Those of requests answered are
+	 * collected in to_wake with t->mu held and woken once the I/O thread
+	 * has let go of it (woken before, they would only wait for the lock),
+	 * a batch at a time (waker.h). */
+	struct waker waker;
+	struct wake_batch to_wake;
+	bool wake_pending; /* to_wake holds any */
 	struct conn conn;
 	struct conn_addr *conn_addr; /* the entry of addrs it reaches; NULL:
 					a redirect's address */
@@ -335,8 +336,13 @@ void transport_watch(struct transport *t, struct request *req);
  * for ECONNECTION, when a name's lookup failed or took too long). */
 int transport_wait(struct transport *t, struct request *req, uint64_t deadline);
 
-/* Removes req from the table and frees it (or leaves that to the I/O
- * thread while it has yet to signal req's waiter); its reply (NULL unless
+/* Lets go of t->mu and sleeps until req's completion, an answer it waits
+ * for ("queued", with awaits_queued), transport_wake_all() or the
+ * CLOCK_MONOTONIC time until (transport_deadline()), then takes t->mu
+ * again. It may also return early: the caller looks at req again. */
+void transport_sleep(struct transport *t, struct request *req, const struct timespec *until);
+
+/* Removes req from the table and frees it; its reply (NULL unless
  * done) is handed to the caller through *reply if not NULL, else freed.
  * A reply handed over that refused the request with a message (EPERM,
  * ESTATE, a limit of apply) notes it for the calling thread (errmsg_note);

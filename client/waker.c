@@ -1,5 +1,6 @@
 #include "waker.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdbool.h>
@@ -10,9 +11,10 @@
 
 void (*waker_test_between)(struct waiter *w);
 
-static long futex(uint32_t *word, int op, uint32_t val, uint32_t bits)
+/* FUTEX_WAIT_BITSET's timeout is absolute, on CLOCK_MONOTONIC. */
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *until, uint32_t bits)
 {
-	return syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, bits);
+	return syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, val, until, NULL, bits);
 }
 
 void waiter_init(struct waker *k, struct waiter *w)
@@ -34,7 +36,7 @@ void waiter_init(struct waker *k, struct waiter *w)
 	}
 }
 
-void waiter_wait(struct waker *k, struct waiter *w)
+bool waiter_wait_until(struct waker *k, struct waiter *w, const struct timespec *until)
 {
 	uint32_t *word = &k->seq[w->slot / 32];
 	for (;;) {
@@ -44,9 +46,21 @@ void waiter_wait(struct waker *k, struct waiter *w)
 		if (waker_test_between != NULL)
 			waker_test_between(w);
 		if (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE))
-			return;
-		futex(word, FUTEX_WAIT_BITSET, seen, 1u << (w->slot % 32));
+			return true;
+		if (futex(word, FUTEX_WAIT_BITSET, seen, until, 1u << (w->slot % 32)) != 0 &&
+		    errno == ETIMEDOUT)
+			return __atomic_load_n(&w->done, __ATOMIC_ACQUIRE) != 0;
 	}
+}
+
+void waiter_wait(struct waker *k, struct waiter *w)
+{
+	waiter_wait_until(k, w, NULL);
+}
+
+void waiter_rearm(struct waiter *w)
+{
+	__atomic_store_n(&w->done, 0, __ATOMIC_RELAXED);
 }
 
 void waiter_fini(struct waker *k, struct waiter *w)
@@ -69,7 +83,7 @@ void wake_batch_send(struct waker *k, struct wake_batch *b)
 		if (b->bits[i] == 0)
 			continue;
 		__atomic_add_fetch(&k->seq[i], 1, __ATOMIC_SEQ_CST);
-		futex(&k->seq[i], FUTEX_WAKE_BITSET, INT_MAX, b->bits[i]);
+		futex(&k->seq[i], FUTEX_WAKE_BITSET, INT_MAX, NULL, b->bits[i]);
 		b->bits[i] = 0;
 	}
 }

@@ -3,7 +3,8 @@
 
 /*
  * Threads that wait for the I/O thread without the client lock, woken a
- * batch at a time.
+ * batch at a time: callers of a blocking try-lock or release (lock.c),
+ * and every thread that waits for its request's answer (transport_sleep).
  *
  * A thread woken by a system call of another preempts it on return from
  * that call: the I/O thread handing out a batch of answers with one
@@ -17,7 +18,9 @@
  * the last slot, and wake each other for nothing (each waits again).
  */
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #define WAKER_WORDS 32
 #define WAKER_SLOTS (WAKER_WORDS * 32)
@@ -37,6 +40,14 @@ void waiter_init(struct waker *k, struct waiter *w);
 
 /* Sleeps until w is woken (the thread that called waiter_init). */
 void waiter_wait(struct waker *k, struct waiter *w);
+
+/* The same, until the CLOCK_MONOTONIC time until at the latest (NULL: no
+ * limit). Returns whether w was woken. */
+bool waiter_wait_until(struct waker *k, struct waiter *w, const struct timespec *until);
+
+/* Makes a woken w wait again: its waiter, while nothing can wake w (a lock
+ * that every waker of w holds when it calls wake_batch_add). */
+void waiter_rearm(struct waiter *w);
 
 /* Tests only: when set, waiter_wait calls it between its look at the
  * word and its look at done, where a wake must not be lost. */

@@ -86,7 +86,7 @@ static enum clock_state clock_state(raftlock_client *c)
 		st = CLOCK_BUSY;
 	struct request *r;
 	list_each_entry (r, &t->reqs, struct request, link) {
-		if (r->done && r->wake == &t->cond)
+		if (r->done && r->watched)
 			st = CLOCK_BUSY; /* answered, not yet taken in */
 		else if (!r->done && transport_sent_here(t, r) && st == CLOCK_SETTLED)
 			st = CLOCK_UNANSWERED;

@@ -81,6 +81,48 @@ static void test_wake_before_wait(void **state)
 		assert_int_equal(b.bits[i], 0); /* sent empties the batch */
 }
 
+static struct timespec mono_in(long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	return ts;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000L + (now.tv_nsec - t0->tv_nsec) / 1000000L;
+}
+
+/* A timed wait that nobody ends returns, not woken, once its CLOCK_MONOTONIC
+ * time passed (not before); woken, it says so; re-armed, a waiter waits
+ * again, and a wake sent before the re-arm does not end the new wait. */
+static void test_timed_wait_and_rearm(void **state)
+{
+	(void)state;
+	struct waker k = {0};
+	struct waiter w;
+	waiter_init(&k, &w);
+	struct timespec t0 = mono_in(0), until = mono_in(30);
+	assert_false(waiter_wait_until(&k, &w, &until));
+	assert_true(ms_since(&t0) >= 30);
+	struct wake_batch b = {0};
+	wake_batch_add(&b, &w);
+	wake_batch_send(&k, &b);
+	until = mono_in(10000);
+	t0 = mono_in(0);
+	assert_true(waiter_wait_until(&k, &w, &until));
+	assert_true(ms_since(&t0) < 5000);
+	waiter_rearm(&w);
+	until = mono_in(20);
+	assert_false(waiter_wait_until(&k, &w, &until));
+	waiter_fini(&k, &w);
+}
+
 /* One batch ends its waiters' waits and no other's (a waiter woken for
  * nothing, as the sharer of a slot, waits again), across several words,
  * the shared slot included. */
@@ -217,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_wake_before_wait),
 		cmocka_unit_test(test_wake_between_looks),
 		cmocka_unit_test(test_batch_wakes_only_its_own),
+		cmocka_unit_test(test_timed_wait_and_rearm),
 		cmocka_unit_test(test_no_lost_wakeup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
