@@ -315,7 +315,8 @@ static const struct wire_bound wire_bounds[] = {
 	 * unpacked */
 	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
 	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
-	/* Answers: every repeated field of a message an answer holds. */
+	/* Answers: every repeated field of a message an answer holds
+	 * (test_codec_bounds finds them from the descriptors). */
 	{&raftlock__lock_list__descriptor, 1, ANSWER_PAGE, NULL, true},               /* locks */
 	{&raftlock__session_list__descriptor, 1, ANSWER_PAGE, NULL, true},            /* sessions */
 	{&raftlock__acl_list__descriptor, 1, ANSWER_PAGE, NULL, true},                /* rules */
@@ -368,6 +369,26 @@ static size_t wire_values(const ProtobufCFieldDescriptor *f, const struct wire_f
 	return n > 0 ? n : 1;
 }
 
+/* The index in wire_bounds[] of the bound of field `number` of the
+ * message type desc, in a request's walk or an answer's: N_WIRE_BOUNDS
+ * for none. */
+static size_t wire_bound_index(const ProtobufCMessageDescriptor *desc, unsigned number,
+			       bool request)
+{
+	for (size_t i = 0; i < N_WIRE_BOUNDS; i++) {
+		const struct wire_bound *b = &wire_bounds[i];
+		if (b->desc == desc && b->number == number && !(b->answer && request))
+			return i;
+	}
+	return N_WIRE_BOUNDS;
+}
+
+size_t codec_answer_bound(const ProtobufCMessageDescriptor *desc, unsigned number)
+{
+	size_t i = wire_bound_index(desc, number, false);
+	return i < N_WIRE_BOUNDS ? wire_bounds[i].max : 0;
+}
+
 /* Counts the values of field f (number, of the message type desc) against
  * its bound or CODEC_FIELDS_MAX: a request's every field, an answer's
  * repeated fields (of a request's body) without a bound of their own;
@@ -376,14 +397,12 @@ static bool wire_spend(struct wire_walk *walk, const ProtobufCMessageDescriptor 
 		       const ProtobufCFieldDescriptor *f, size_t values)
 {
 	bool repeated = f != NULL && f->label == PROTOBUF_C_LABEL_REPEATED;
-	for (size_t i = 0; repeated && i < N_WIRE_BOUNDS; i++) {
-		const struct wire_bound *b = &wire_bounds[i];
-		if (b->desc != desc || b->number != f->id || (b->answer && walk->request))
-			continue;
+	size_t i = repeated ? wire_bound_index(desc, f->id, walk->request) : N_WIRE_BOUNDS;
+	if (i < N_WIRE_BOUNDS) {
 		walk->bounded[i] += values;
-		if (walk->bounded[i] <= b->max)
+		if (walk->bounded[i] <= wire_bounds[i].max)
 			return true;
-		walk->over = b;
+		walk->over = &wire_bounds[i];
 		return false;
 	}
 	if (!walk->request && !repeated)

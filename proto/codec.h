@@ -116,6 +116,17 @@ int codec_frame_envelope_append(const Raftlock__Envelope *env, uint8_t **buf, si
 #define CODEC_ANSWER_NAMES_MAX (RAFTLOCK_FRAME_MAX / 3)
 
 /*
+ * The bound that an answer's frame counts the elements of field `number`
+ * of the message type desc against (one of the above, or a request's own:
+ * a set's locks, a keepalive's sessions and secrets), or 0 when it has
+ * none. A repeated field without one counts, with every other such field
+ * of the frame, against CODEC_FIELDS_MAX, which is not what a server
+ * sends: every repeated field an answer (a Response) can hold needs one
+ * (tests/unit/test_codec_bounds.c checks it from the descriptors).
+ */
+size_t codec_answer_bound(const ProtobufCMessageDescriptor *desc, unsigned number);
+
+/*
  * Decodes and validates one frame payload: an answer (the library's, a
  * leader's from its members). On success *out is owned by the caller and
  * freed with raftlock__envelope__free_unpacked(*out, NULL).
