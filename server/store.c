@@ -1443,6 +1443,10 @@ static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
 	bool names = seq_tables || memcmp(magic, SNAP_MAGIC_06, 8) == 0;
 	MDB_txn *txn = store_begin(s, true);
 	drop_all(s, txn);
+	/* store_record_bytes() from here: the records loaded so far, counted
+	 * as they are put rather than by a second walk of every table (the
+	 * commit makes it those of the image; a full map's line names it) */
+	s->txn_bytes = -(int64_t)s->bytes;
 	struct sets_check lock_sets;
 	sets_check_begin(&lock_sets, s, txn);
 	struct nonce_sessions nonces;
@@ -1450,9 +1454,6 @@ static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
 	/* the first record of the wrong sizes, reported once the sums are
 	 * right (damage is theirs to report) */
 	char misshapen[160] = "";
-	/* store_record_bytes() of the records loaded, counted as they are
-	 * put rather than by a second walk of every table */
-	uint64_t bytes = 0;
 	uint8_t tag;
 	MDB_val key, val;
 	/* A cursor a table, left at its last record: each append starts
@@ -1496,16 +1497,20 @@ static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
 			rc = mdb_cursor_open(txn, dbi, &appender[tag]);
 		if (rc == 0)
 			rc = mdb_cursor_put(appender[tag], &key, &val, MDB_APPEND);
-		if (rc == MDB_MAP_FULL)
-			write_failed(s, rc, "put");
+		/* keys out of order, or one LMDB cannot hold: not an image we
+		 * wrote */
+		if (rc == MDB_KEYEXIST || rc == MDB_BAD_VALSIZE)
+			goto damaged;
 		if (rc == ENOMEM) {
 			rv = RAFTLOCK_ENOMEM;
 			goto out;
 		}
+		/* the store's failure, not the image's: a full map, a full or
+		 * failing disk (LMDB writes pages out as a large load goes) */
 		if (rc != 0)
-			goto damaged; /* out of order keys: not an image we wrote */
+			write_failed(s, rc, "put");
 		if (counted(s, dbi))
-			bytes += key.mv_size + val.mv_size;
+			s->txn_bytes += (int64_t)(key.mv_size + val.mv_size);
 	}
 	if (rv == 0)
 		rv = image_records_end(&rs);
@@ -1515,8 +1520,6 @@ static int load_records(struct store *s, struct image_reader *r, MDB_txn **out)
 		goto out;
 	sets_check_free(&lock_sets);
 	nonce_sessions_free(&nonces);
-	/* the commit makes store_record_bytes() those of the image */
-	s->txn_bytes = (int64_t)bytes - (int64_t)s->bytes;
 	*out = txn;
 	return 0;
 damaged:

@@ -360,7 +360,10 @@ int store_image_feature_level(const void *buf, size_t n, uint32_t *level);
  * holders and waiters, leases, or rows of the session_locks table name
  * sessions it does not have (party_sessions.h), or one of whose sessions
  * has no lease, or whose nonces and sessions disagree (nonce_sessions.h):
- * store_load_error() says which; nothing changed). */
+ * store_load_error() says which; nothing changed), or RAFTLOCK_ENOMEM. A
+ * write that fails (a map too small for the image, a full or failing
+ * disk) is the store's failure, not the image's: store_fail, as for
+ * every write. */
 int store_load(struct store *s, const void *buf, size_t n);
 
 /* store_load() up to its commit: on success the image's records are in
