@@ -1185,7 +1185,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	n->faults = test_faults();
 	/* A backup image, and the room for it, are checked before the data
 	 * directory is touched; until raft has started on the restored base,
-	 * a failure takes away what the restore made (restore.h). */
+	 * a failure takes away what the restore made (restore.h), also a
+	 * store write's, which exits from inside the store. */
 	struct restore_image image = {0};
 	struct restore_undo undo = {0};
 	if (cfg->restore_file[0] != '\0') {
@@ -1204,7 +1205,10 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 		restore_image_free(&image);
 		/* RAFTLOCK_EDATA: the directory is another's (in use by another
 		 * raftlockd, or another node's): nothing there is ours to remove */
-		return rv == RAFTLOCK_EDATA ? rv : restore_undo(&undo, rv, err, errlen);
+		if (rv != RAFTLOCK_EDATA)
+			return restore_undo(&undo, rv, err, errlen);
+		restore_done(&undo);
+		return rv;
 	}
 	bool do_bootstrap;
 	if ((rv = first_start(n, raft_dir, &do_bootstrap, err, errlen)) != 0) {

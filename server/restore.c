@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "image.h"
 #include "log.h"
 #include "raftlock.h"
+#include "store_fail.h"
 
 #define RESTORE_BASE "RESTORE-BASE"
 
@@ -176,6 +178,39 @@ static void say_full(const struct restore_undo *u, const char *cause, char *err,
 		 was[0] ? "; " : "", was);
 }
 
+/* store_fail_divert()'s function while u is armed: a write to the store
+ * failed (store_fail.h), which has no error to hand back. Undoes the
+ * restore and exits as a refused one, status 1, with LMDB's error and
+ * what to do. */
+static void store_failed(const struct store_fail *f, void *arg)
+{
+	struct restore_undo *u = arg;
+	char err[1024];
+	snprintf(err, sizeof err, "%s/data.mdb: lmdb %s: %s", f->dir, f->what, mdb_strerror(f->rc));
+	/* restore_undo words a full disk (RAFTLOCK_ENOSPC, or RAFTLOCK_EIO
+	 * with hardly any room left: a short write) itself */
+	bool map_full = f->rc == MDB_MAP_FULL;
+	int rv = f->rc == ENOSPC || f->rc == EDQUOT ? RAFTLOCK_ENOSPC
+		 : f->rc == EIO || f->rc == EROFS   ? RAFTLOCK_EIO
+		 : map_full                         ? RAFTLOCK_ELIMIT
+						    : RAFTLOCK_EINTERNAL;
+	rv = restore_undo(u, rv, err, sizeof err);
+	char todo[400] = "";
+	if (map_full)
+		snprintf(todo, sizeof todo,
+			 "; the image (%llu MB) does not fit in this node's LMDB map (map-size %zu "
+			 "MB, full at %llu MB of records): raise --map-size (map-size in the "
+			 "configuration file) to at least that of the cluster it was saved from, "
+			 "then start again with --restore",
+			 (unsigned long long)(u->image_bytes >> 20), f->map_size >> 20,
+			 (unsigned long long)(f->record_bytes >> 20));
+	else if (rv == RAFTLOCK_EIO)
+		snprintf(todo, sizeof todo,
+			 "; the disk failed the write: check it (dmesg), then start again with "
+			 "--restore");
+	log_fatal_exit(1, "%s%s", err, todo);
+}
+
 void restore_note(const char *data_dir, const struct restore_image *img, struct restore_undo *u)
 {
 	memset(u, 0, sizeof *u);
@@ -183,16 +218,26 @@ void restore_note(const char *data_dir, const struct restore_image *img, struct 
 	for (size_t i = 0; i < MADE_PATHS; i++)
 		u->existed |= (unsigned)exists(data_dir, made_paths[i]) << i;
 	u->had_clean = exists(data_dir, CLEAN_PATH);
+	u->image_bytes = img->len;
 	u->need = RESTORE_ROOM(img->len);
 	u->free_bytes = free_under(data_dir);
 	u->armed = true;
+	store_fail_divert(store_failed, u);
 }
 
-int restore_check_room(const struct restore_undo *u, char *err, size_t errlen)
+/* u no longer undoes a failure. */
+static void disarm(struct restore_undo *u)
+{
+	u->armed = false;
+	store_fail_divert(NULL, NULL);
+}
+
+int restore_check_room(struct restore_undo *u, char *err, size_t errlen)
 {
 	if (u->free_bytes >= u->need)
 		return 0;
 	say_full(u, "", err, errlen);
+	disarm(u); /* nothing written, nothing to undo */
 	return RAFTLOCK_ENOSPC;
 }
 
@@ -217,7 +262,7 @@ int restore_undo(struct restore_undo *u, int rv, char *err, size_t errlen)
 {
 	if (!u->armed)
 		return rv;
-	u->armed = false;
+	disarm(u);
 	/* LMDB reports a short write as EIO, and a write of at most a commit's
 	 * chunk (MDB_COMMIT_PAGES pages) came short: less than that is left. */
 	bool full = rv == RAFTLOCK_ENOSPC ||
@@ -247,7 +292,8 @@ int restore_undo(struct restore_undo *u, int rv, char *err, size_t errlen)
 
 void restore_done(struct restore_undo *u)
 {
-	u->armed = false;
+	if (u->armed)
+		disarm(u);
 }
 
 int restore_install(const char *data_dir, struct store *st, struct fsm *f,

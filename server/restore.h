@@ -23,9 +23,14 @@
  * (restore_done: the last step, the one that makes a restored member)
  * removes what it made (restore_undo): a later start finds the data
  * directory as it was, never a base without its log nor a log without its
- * base, and --restore may be run again. A disk too full for it is said so
- * in one line (RAFTLOCK_ENOSPC), before anything is written when the room
- * it needs (RESTORE_ROOM) is not there.
+ * base, and --restore may be run again. That holds for a write to LMDB
+ * that fails too (the image's records, the base, their commit: a map too
+ * small for the image, a full or failing disk), which stops a running
+ * node (store_fail.h): while armed, the restore takes that failure over,
+ * removes what it made and exits 1 with LMDB's error and what to do
+ * (raise --map-size, free space, check the disk). A disk too full for it
+ * is said so in one line (RAFTLOCK_ENOSPC), before anything is written
+ * when the room it needs (RESTORE_ROOM) is not there.
  *
  * Functions return 0 or RAFTLOCK_EDATA / RAFTLOCK_EIO / RAFTLOCK_ENOMEM /
  * RAFTLOCK_ENOSPC with a message naming the file or directory in err. Not
@@ -72,17 +77,22 @@ struct restore_undo {
 	unsigned existed;     /* a bit a path a restore makes (restore.c) */
 	bool had_clean;       /* state/CLEAN, which every start removes */
 	bool armed;           /* a failure from here is undone */
+	uint64_t image_bytes; /* the image's size */
 	uint64_t need;        /* RESTORE_ROOM of the image */
 	uint64_t free_bytes;  /* under data_dir, before the restore */
 };
 
 /* Before anything is written: notes what data_dir holds into u, for
- * restore_undo, with the room img needs and the free space there. */
+ * restore_undo, with the room img needs and the free space there, and
+ * arms u: until restore_done or restore_undo, a store write that fails
+ * (store_fail) undoes the restore and exits 1 (store_fail_divert; u is
+ * borrowed until then). */
 void restore_note(const char *data_dir, const struct restore_image *img, struct restore_undo *u);
 
 /* Whether the file system has the room u needs: 0, or RAFTLOCK_ENOSPC
- * ("the disk is full", with both sizes). */
-int restore_check_room(const struct restore_undo *u, char *err, size_t errlen);
+ * ("the disk is full", with both sizes), which disarms u (nothing was
+ * written). */
+int restore_check_room(struct restore_undo *u, char *err, size_t errlen);
 
 /* After a step of the restore failed with rv (its message in err), before
  * restore_done: removes what the restore made (and writes state/CLEAN
@@ -93,13 +103,15 @@ int restore_check_room(const struct restore_undo *u, char *err, size_t errlen);
 int restore_undo(struct restore_undo *u, int rv, char *err, size_t errlen);
 
 /* The restore counts from here (raft has started on its log): a failure
- * after it is a member's, not undone. */
+ * after it is a member's, not undone. Also after a failure that found the
+ * data directory another's (nothing in it is the restore's to remove). */
 void restore_done(struct restore_undo *u);
 
 /* Makes img the base of this node (whose raft log is empty): loads it
  * into st, turns it into the base in the same transaction (nothing of it
- * is kept when the commit fails: RAFTLOCK_ENOSPC or RAFTLOCK_EIO) and
- * writes DATA/RESTORE-BASE. */
+ * is kept when the commit fails: RAFTLOCK_ENOSPC or RAFTLOCK_EIO; a put
+ * that fails goes to store_fail, as restore_note says) and writes
+ * DATA/RESTORE-BASE. */
 int restore_install(const char *data_dir, struct store *st, struct fsm *f,
 		    const struct restore_image *img, char *err, size_t errlen);
 

@@ -48,8 +48,19 @@ void store_fail_line(const struct store_fail *f, char *out, size_t len)
 		 f->dir, f->what, mdb_strerror(f->rc), what_to_do, STORE_FAIL_EXIT);
 }
 
+static void (*divert_fn)(const struct store_fail *f, void *arg);
+static void *divert_arg;
+
+void store_fail_divert(void (*fn)(const struct store_fail *f, void *arg), void *arg)
+{
+	divert_fn = fn;
+	divert_arg = arg;
+}
+
 void store_fail(const struct store_fail *f)
 {
+	if (divert_fn != NULL)
+		divert_fn(f, divert_arg);
 	char line[1024];
 	store_fail_line(f, line, sizeof line);
 	log_fatal_exit(STORE_FAIL_EXIT, "%s", line);

@@ -10,6 +10,16 @@
  * others, which are 1 for a start refused, 2 for a configuration refused,
  * 3 for a snapshot restore failed at run time). Started again, the node
  * applies from its raft log what it had not.
+ *
+ * Not while a `--restore` can still be undone (restore.h): that writer
+ * takes the failure over (store_fail_divert), removes what it made and
+ * exits as a failed restore does, status 1, with the cause: a start on
+ * the same data directory would find a half-made restore, and there is
+ * no raft log to apply from. Every failed write in that window comes
+ * here (the image's records and the base's puts, which have no error to
+ * hand back, as no write of a running node has; a commit's full map),
+ * but for a commit's full or failing disk, which store_commit_room hands
+ * back to the restore.
  */
 #ifndef RAFTLOCK_STORE_FAIL_H
 #define RAFTLOCK_STORE_FAIL_H
@@ -34,7 +44,15 @@ struct store_fail {
 /* Writes the line into out, at most len bytes with a NUL. No I/O. */
 void store_fail_line(const struct store_fail *f, char *out, size_t len);
 
-/* Logs store_fail_line()'s line and exits STORE_FAIL_EXIT. */
+/* Logs store_fail_line()'s line and exits STORE_FAIL_EXIT, or calls the
+ * function store_fail_divert() set. */
 void store_fail(const struct store_fail *f) __attribute__((noreturn));
+
+/* From now on store_fail(f) calls fn(f, arg) instead, which must not
+ * return (if it does, store_fail goes on as without it); arg is borrowed
+ * until the next call. fn NULL: store_fail's own line and exit again.
+ * One for the process; not thread-safe (set before the node's threads
+ * write: a restore, before raft starts). */
+void store_fail_divert(void (*fn)(const struct store_fail *f, void *arg), void *arg);
 
 #endif
