@@ -230,8 +230,12 @@ void transport_wake_all(struct transport *t)
 
 void transport_watch(struct transport *t, struct request *req)
 {
-	(void)t;
 	req->watched = true;
+	if (req->has_waiter) {
+		/* nobody waits on it again: not a slot held for nothing */
+		waiter_fini(&t->waker, &req->waiter);
+		req->has_waiter = false;
+	}
 }
 
 /* Frees a request that is out of the table and whose reply was taken. */
@@ -1028,7 +1032,9 @@ uint64_t transport_boot_ms(const struct transport *t)
 struct timespec transport_deadline(const struct transport *t, uint64_t at_ms)
 {
 	uint64_t now = transport_mono_ms(t), real = clock_mono_ms();
-	return clock_mono_deadline(at_ms > now ? real + (at_ms - now) : real);
+	uint64_t left = at_ms > now ? at_ms - now : 0;
+	/* no deadline (UINT64_MAX) stays none, whatever the test clocks */
+	return clock_mono_deadline(left > UINT64_MAX - real ? UINT64_MAX : real + left);
 }
 
 void transport_clock_freeze(struct transport *t)

@@ -3,7 +3,7 @@
  * cluster, its I/O thread, its request table and its clocks.
  *
  * Callers submit requests (encoded envelopes with a client-wide unique id)
- * into the table and wait on the request's condition variable, or leave
+ * into the table and wait for its answer (transport_sleep), or leave
  * it to the I/O thread to end the request through on_done: asynchronous
  * calls, and blocking ones whose caller then waits on its own, without
  * t->mu (lock.c: a batch of answers then wakes its callers without each
@@ -33,7 +33,8 @@
  * and lock handles included; t->cond is broadcast on every change of
  * shared state (a watched request done, keepalive wake, callback finished,
  * a session lost or closing, stop); a caller waiting for its own request
- * waits on the request's condition variable.
+ * sleeps on its slot of t->waker (transport_sleep; waker.h), woken with
+ * the other callers answered in the same batch.
  *
  * Names: an address given by name is looked up on a thread of its own
  * (resolve.h) while the I/O thread goes on serving its wake-ups, calls
@@ -264,7 +265,7 @@ uint64_t transport_mono_ms(const struct transport *t);
 uint64_t transport_boot_ms(const struct transport *t);
 
 /* The absolute CLOCK_MONOTONIC time at which transport_mono_ms() reaches
- * at_ms, for pthread_cond_timedwait on the client's condition variables. */
+ * at_ms, for pthread_cond_timedwait on t->cond and transport_sleep(). */
 struct timespec transport_deadline(const struct transport *t, uint64_t at_ms);
 
 /* Tests: from now on the client's clocks stand still except when
@@ -324,7 +325,8 @@ void transport_defer(struct transport *t, struct transport_deferred *d);
 void transport_wake_all(struct transport *t);
 
 /* Completion of req wakes every waiter of t->cond from now on (t->mu
- * held): for requests a background thread or a blocking acquire watches. */
+ * held): for requests a background thread watches (keepalives, calls
+ * given up by their callers); any waker slot req holds is let go. */
 void transport_watch(struct transport *t, struct request *req);
 
 /* Waits, with t->mu held, until req is done or CLOCK_MONOTONIC passes

@@ -53,7 +53,8 @@ void waiter_rearm(struct waiter *w);
  * word and its look at done, where a wake must not be lost. */
 extern void (*waker_test_between)(struct waiter *w);
 
-/* Releases w's slot once it was woken (the thread that waited). */
+/* Releases w's slot once nobody waits on it (any thread; a wake still
+ * on its way for w only wakes the slot's next owner for nothing). */
 void waiter_fini(struct waker *k, struct waiter *w);
 
 /* The waiters a thread wakes at once. */
