@@ -925,6 +925,11 @@ static int io_poll_timeout(struct transport *t, uint64_t now)
 		until = t->reconnect_at;
 	if (conn_connecting(&t->conn) && t->connect_deadline < until)
 		until = t->connect_deadline;
+	/* a silent node is left when it is found so (io_stalled), not up to a
+	 * poll later */
+	if (t->conn.state == CONN_OPEN && t->owed_since != 0 &&
+	    t->owed_since + CLIENT_STALL_MS + 1 < until)
+		until = t->owed_since + CLIENT_STALL_MS + 1;
 	struct request *r;
 	list_each_entry (r, &t->reqs, struct request, link) {
 		if (!r->done && r->sent_gen != t->conn_gen && r->not_before < until)
