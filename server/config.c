@@ -516,7 +516,7 @@ static void defaults(struct config *cfg)
 	cfg->renew_window_ms = 10;
 	cfg->map_size = CONFIG_DEFAULT_MAP_SIZE;
 	cfg->disk_reserve = (uint64_t)64 << 20;
-	cfg->keepalive_max_ids = RAFTLOCK_KEEPALIVE_MAX;
+	cfg->keepalive_max_ids = CONFIG_DEFAULT_KEEPALIVE_IDS;
 	cfg->log_level = LOG_INFO;
 	cfg->log_format = LOG_FORMAT_TEXT;
 	cfg->client_tls = CONFIG_TLS_OFF;

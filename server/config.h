@@ -34,6 +34,11 @@ enum config_tls {
 #define CONFIG_PATH_MAX 512
 /* --map-size's default: LMDB's map, the most the state may grow to. */
 #define CONFIG_DEFAULT_MAP_SIZE ((size_t)4096 << 20)
+/* --keepalive-max-ids's default: session ids one client connection may
+ * name in keepalives per second (a client of 50,000 sessions at the
+ * shortest TTL names 150,000), whatever one request may name
+ * (RAFTLOCK_KEEPALIVE_MAX, a bound of the protocol). */
+#define CONFIG_DEFAULT_KEEPALIVE_IDS 262144
 
 struct config {
 	uint64_t id;

@@ -3,8 +3,8 @@
  * files) in a temporary directory: a key given twice, a line too long, a
  * line exactly as long as a line may be, a NUL byte and a read error are
  * each refused with a message that names the file and the line (or the
- * system's reason), and none of them is read as something else. No loop,
- * no sockets. */
+ * system's reason), and none of them is read as something else; and a
+ * default that is no protocol bound. No loop, no sockets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -262,6 +262,20 @@ static void test_bad_line_named(void **state)
 	assert_has(err, ":5: election-timeout: '5' not in 100..60000");
 }
 
+/* --keepalive-max-ids, ids per connection and second, defaults to the
+ * documented 262,144 (GUARANTEES, keepalive limits), not to what one
+ * request may name (RAFTLOCK_KEEPALIVE_MAX, far fewer). */
+static void test_keepalive_budget_default(void **state)
+{
+	(void)state;
+	struct config cfg;
+	char err[1024];
+	assert_int_equal(parse_text(BASE, &cfg, err, sizeof err), 0);
+	assert_int_equal(cfg.keepalive_max_ids, 262144);
+	assert_int_equal(parse_text(BASE "keepalive-max-ids = 5000\n", &cfg, err, sizeof err), 0);
+	assert_int_equal(cfg.keepalive_max_ids, 5000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +287,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nul_byte, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_line_named, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keepalive_budget_default, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
