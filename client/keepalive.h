@@ -31,7 +31,9 @@
  * the sessions of a batching window in one entry, about a microsecond a
  * session from send to answer: measured at 100,000 sessions, requests of
  * 1,024 to 32,768 sessions renew them equally fast. 8192 keeps a request
- * near 40 KB and the client lock held briefly while its answer applies. */
+ * near 40 KB and the client lock held briefly while its answer applies.
+ * A server refuses more than RAFTLOCK_KEEPALIVE_MAX, twice this: a frame
+ * it decodes, holding its loop, costs it milliseconds. */
 #define KEEPALIVE_CHUNK 8192
 /* A healthy leader answers a small keepalive within milliseconds (one
  * batched commit)... */

@@ -67,7 +67,7 @@ extern "C" {
 #define RAFTLOCK_NAME_MAX 256         /* bytes in a lock name */
 #define RAFTLOCK_VALUE_MAX 4096       /* bytes in an election value */
 #define RAFTLOCK_FRAME_MAX (4u << 20) /* bytes in one protocol frame */
-#define RAFTLOCK_KEEPALIVE_MAX 262144 /* sessions one keepalive request names */
+#define RAFTLOCK_KEEPALIVE_MAX 16384  /* sessions one keepalive request names */
 #define RAFTLOCK_SECRET_MIN 16        /* bytes in a session secret, at least */
 #define RAFTLOCK_SECRET_MAX 64        /* and at most */
 #define RAFTLOCK_TOKEN_MAX 256        /* bytes in a bearer token */

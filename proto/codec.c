@@ -57,6 +57,8 @@ static bool secret_too_long(const ProtobufCBinaryData *secret)
 #define TOO_LONG "a field is longer than the protocol allows"
 #define MISSING "a required message is missing"
 #define MULTI_SIZE "a lock set holds 1 to RAFTLOCK_MULTI_MAX (64) locks"
+#define KEEPALIVE_SIZE \
+	"a keepalive names at most RAFTLOCK_KEEPALIVE_MAX (16384) sessions and as many secrets"
 
 static const char *name_refusal(const char *name)
 {
@@ -313,8 +315,10 @@ static const struct wire_bound wire_bounds[] = {
 	{&raftlock__multi_acquire__descriptor, 1, RAFTLOCK_MULTI_MAX, MULTI_SIZE, false},
 	/* sessions, secrets: no more secrets than sessions, checked once
 	 * unpacked */
-	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
-	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, NULL, false},
+	{&raftlock__keep_alive_request__descriptor, 1, RAFTLOCK_KEEPALIVE_MAX, KEEPALIVE_SIZE,
+	 false},
+	{&raftlock__keep_alive_request__descriptor, 2, RAFTLOCK_KEEPALIVE_MAX, KEEPALIVE_SIZE,
+	 false},
 	/* Answers: every repeated field of a message an answer holds
 	 * (test_codec_bounds finds them from the descriptors). */
 	{&raftlock__lock_list__descriptor, 1, ANSWER_PAGE, NULL, true},               /* locks */
@@ -515,9 +519,9 @@ static int decode(const uint8_t *buf, size_t n, bool request, Raftlock__Envelope
 	Raftlock__Envelope *env = raftlock__envelope__unpack(NULL, n, buf);
 	if (env == NULL)
 		return RAFTLOCK_EPROTO;
-	/* No request this version knows, or a keepalive over its bounds (a
-	 * flood, not a mistake): as for bytes that do not decode, the
-	 * connection is closed. */
+	/* No request this version knows, or a keepalive whose secrets break
+	 * their bounds (no library sends one): as for bytes that do not
+	 * decode, the connection is closed. */
 	if (env->body_case == RAFTLOCK__ENVELOPE__BODY__NOT_SET ||
 	    (env->body_case == RAFTLOCK__ENVELOPE__BODY_KEEPALIVE &&
 	     keepalive_too_big(env->keepalive))) {

@@ -145,17 +145,19 @@ int codec_decode_envelope(const uint8_t *buf, size_t n, Raftlock__Envelope **out
  * The same, for a server that answers a request out of bounds by its id
  * and goes on reading: returns RAFTLOCK_EPROTO (bytes that do not decode,
  * a field numbered 0, an envelope without a body this version knows, a
- * keepalive over its bounds: a flood, whose connection the server closes)
+ * keepalive with more secrets than sessions or a secret over
+ * RAFTLOCK_SECRET_MAX: a flood, whose connection the server closes)
  * or RAFTLOCK_ENOMEM with *out and *refusal unchanged; else 0 with *out as
  * above and *refusal NULL, or a static text saying which bound the request
  * breaks: an empty lock name or one over RAFTLOCK_NAME_MAX bytes, a string field holding a
  * NUL byte (which a C string would cut), a field over its limit, a lock
- * set over RAFTLOCK_MULTI_MAX locks. The frame's fields are counted on
- * the wire, at every depth, before anything is unpacked: a request over
- * CODEC_UNKNOWN_MAX or CODEC_FIELDS_MAX is refused as a flood
+ * set over RAFTLOCK_MULTI_MAX locks, a keepalive over
+ * RAFTLOCK_KEEPALIVE_MAX sessions or secrets. The frame's fields are
+ * counted on the wire, at every depth, before anything is unpacked: a
+ * request over CODEC_UNKNOWN_MAX or CODEC_FIELDS_MAX is refused as a flood
  * (RAFTLOCK_EPROTO), and one over the count of a repeated field that the
  * protocol bounds (a set's locks, a keepalive's sessions and secrets) is
- * refused unread, *out of such a set holding only the envelope's id.
+ * refused unread, *out of such a request holding only the envelope's id.
  */
 int codec_decode_request(const uint8_t *buf, size_t n, Raftlock__Envelope **out,
 			 const char **refusal);

@@ -8,9 +8,12 @@
  * server. Run it again to add more. Then `contended` measures the leader's
  * CPU per grant with that many wait timers (tests/bench/bounds).
  *
- * `hostile` (--window S): one connection sends keepalives of 262,144
- * random session ids back to back for S seconds, each answered before the
- * next. Prints what the leader answered and the raft term before and after.
+ * `hostile` (--window S): one connection sends keepalives of
+ * RAFTLOCK_KEEPALIVE_MAX (16,384) random session ids, the most one request
+ * may name, back to back for S seconds, each answered before the next: the
+ * connection's budget of ids per second (--keepalive-max-ids) is spent
+ * every second. Prints what the leader answered and the raft term before
+ * and after.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
