@@ -32,7 +32,7 @@ foreach(_src ${_client_tests})
   endif()
 endforeach()
 target_compile_definitions(test_client_cli PRIVATE
-  RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>")
+  RAFTLOCK_CLI_PATH="$<TARGET_FILE:raftlock_cli>" RAFTLOCK_PYTHON="${RAFTLOCK_PYTHON}")
 add_dependencies(test_client_cli raftlock_cli)
 # The CLI's JSON strings, tested alone (the CLI's other files are not in
 # the library).

@@ -476,7 +476,7 @@ static void test_json_listings(void **state)
 	fake_stop(f);
 }
 
-/* Checks a --json output with python3: it is UTF-8 (decoded strictly) and
+/* Checks a --json output with python3 (RAFTLOCK_PYTHON): it is UTF-8 (decoded strictly) and
  * JSON (one document, or one a line), and each name ("name", "lock",
  * "locks") is what Python's decode(errors="replace") makes of its bytes,
  * with the bytes in base64 beside it when they are not UTF-8 and only
@@ -513,7 +513,7 @@ static int json_names_check(const char *path, bool lines, const char *const *nam
 		"missing = {bytes.fromhex(h) for h in sys.argv[3:]} - got\n"
 		"assert not missing, missing\n";
 	char cmd[8192];
-	int n = snprintf(cmd, sizeof cmd, "python3 -c '%s' %s '%s'", script,
+	int n = snprintf(cmd, sizeof cmd, "%s -c '%s' %s '%s'", RAFTLOCK_PYTHON, script,
 			 lines ? "lines" : "doc", path);
 	assert_true(n > 0 && (size_t)n < sizeof cmd);
 	for (size_t i = 0; names[i] != NULL; i++) {
