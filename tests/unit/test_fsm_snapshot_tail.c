@@ -210,11 +210,16 @@ static void test_dump_stops_when_told(void **state)
 {
 	struct fx *f = *state;
 	fx_init(f, FX_FLOOR);
-	uint64_t s = fx_session(f);
-	enum { N = 5000 };
+	/* More lock records than a dump reads between looks at stop (4,096),
+	 * 100 a session: at level 0 a session's record lists its names, and
+	 * one session of them all took 10 s to fill. */
+	enum { N = 5000, PER_SESSION = 100 };
+	uint64_t s = 0;
 	struct op *ops = calloc(N, sizeof *ops);
 	char(*names)[16] = calloc(N, sizeof *names);
 	for (int i = 0; i < N; i++) {
+		if (i % PER_SESSION == 0)
+			s = fx_session(f);
 		snprintf(names[i], sizeof names[i], "n/%d", i);
 		ops[i] = OP(ACQUIRE, .session = s, .owner = 1, .name = names[i]);
 	}
