@@ -1,6 +1,7 @@
 /* lockutil.c: see lockutil.h. */
 #include "lockutil.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,6 +88,50 @@ uint64_t tl_take(raftlock_lock *l)
 		fail_msg("try-lock: %s", raftlock_strerror(rv));
 	assert_true(token > 0);
 	return token;
+}
+
+/* The answers tl_take_all() still waits for. */
+struct take_all {
+	pthread_mutex_t mu;
+	pthread_cond_t done;
+	size_t left;
+	int failed; /* the first failing status */
+};
+
+static void take_all_cb(raftlock_lock *l, int status, uint64_t token, void *arg)
+{
+	(void)l;
+	struct take_all *t = arg;
+	pthread_mutex_lock(&t->mu);
+	if (t->failed == 0 && (status != 0 || token == 0))
+		t->failed = status != 0 ? status : RAFTLOCK_EINVAL;
+	if (--t->left == 0)
+		pthread_cond_signal(&t->done);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void tl_take_all(raftlock_lock **l, size_t n)
+{
+	struct take_all t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n, 0};
+	int sent = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((sent = raftlock_lock_try_async(l[i], take_all_cb, &t)) != 0) {
+			pthread_mutex_lock(&t.mu);
+			t.left -= n - i; /* never sent: no callback */
+			pthread_mutex_unlock(&t.mu);
+			break;
+		}
+	}
+	/* Every callback that was sent runs (the client's request timeout
+	 * bounds each): t must outlive them. */
+	pthread_mutex_lock(&t.mu);
+	while (t.left > 0)
+		pthread_cond_wait(&t.done, &t.mu);
+	pthread_mutex_unlock(&t.mu);
+	if (sent != 0)
+		fail_msg("try-lock (async): %s", raftlock_strerror(sent));
+	if (t.failed != 0)
+		fail_msg("try-lock: %s", raftlock_strerror(t.failed));
 }
 
 void tl_sleep_ms(unsigned ms)

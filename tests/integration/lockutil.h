@@ -24,6 +24,10 @@ raftlock_session *tl_session(raftlock_client *cl, unsigned ttl_ms);
 raftlock_lock *tl_lock(raftlock_session *s, const char *name);
 /* Try-lock that must succeed; returns the token. */
 uint64_t tl_take(raftlock_lock *l);
+/* Try-locks of the n handles l[], all sent before any answer is awaited
+ * (the leader commits them in few entries, where one after the other
+ * costs a commit each); each must succeed. */
+void tl_take_all(raftlock_lock **l, size_t n);
 void tl_sleep_ms(unsigned ms);
 /* Waits up to 10 s until `name` has n waiters (a linearizable read). */
 void tl_await_waiters(raftlock_client *c, const char *name, size_t n);

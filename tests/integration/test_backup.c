@@ -143,12 +143,14 @@ static void save_image(void **state)
 	char name[RAFTLOCK_NAME_MAX + 1];
 	for (int i = 0; i < BULK_SESSIONS; i++) {
 		bulk[i] = tl_session(old_client, TTL_MS);
+		raftlock_lock *l[BULK_LOCKS];
 		for (int j = 0; j < BULK_LOCKS; j++) {
 			snprintf(name, sizeof name, "backup/bulk/%02d/%03d/%0*d", i, j, 220, 0);
-			raftlock_lock *l = tl_lock(bulk[i], name);
-			tl_take(l);
-			raftlock_lock_free(l); /* the handle goes, the grant stays */
+			l[j] = tl_lock(bulk[i], name);
 		}
+		tl_take_all(l, BULK_LOCKS);
+		for (int j = 0; j < BULK_LOCKS; j++)
+			raftlock_lock_free(l[j]); /* the handle goes, the grant stays */
 	}
 
 	char eps[256], cmd[1024];
