@@ -319,11 +319,13 @@ void tcluster_start(struct tcluster *c, int n, unsigned election_ms)
 	}
 }
 
+/* Its wait status once it exited (looked at least once), -2 if it still
+ * runs after timeout_ms. */
 static int reap(pid_t pid, int timeout_ms)
 {
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
 	int status;
-	while (tcluster_now_ms() < end) {
+	for (;;) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
 		if (r == pid) {
 			child_reaped(pid);
@@ -331,9 +333,10 @@ static int reap(pid_t pid, int timeout_ms)
 		}
 		if (r < 0)
 			return -1;
+		if (tcluster_now_ms() >= end)
+			return -2;
 		sleep_ms(10);
 	}
-	return -2;
 }
 
 /* A node started a moment ago may not handle SIGTERM yet, which then
@@ -680,21 +683,22 @@ int tcluster_run_binary(const char *bin, char *const argv[], char *out, size_t o
 	}
 	close(pipefd[1]);
 	size_t got = 0;
+	bool ended = false; /* its output closed (it exits), or out is full */
 	struct pollfd p = {pipefd[0], POLLIN, 0};
 	uint64_t end = tcluster_now_ms() + (uint64_t)timeout_ms;
-	while (tcluster_now_ms() < end && poll(&p, 1, 50) >= 0) {
+	while (!ended && tcluster_now_ms() < end && poll(&p, 1, 50) >= 0) {
 		if (p.revents & (POLLIN | POLLHUP)) {
 			ssize_t r = read(pipefd[0], out + got, outlen - 1 - got);
-			if (r <= 0)
-				break;
-			got += (size_t)r;
-			if (got >= outlen - 1)
-				break;
+			if (r > 0)
+				got += (size_t)r;
+			ended = r <= 0 || got >= outlen - 1;
 		}
 	}
 	out[got] = '\0';
 	close(pipefd[0]);
-	int st = reap(pid, 2000);
+	/* Still running at timeout_ms, it runs until stopped: killed at once
+	 * (an exit it made meanwhile is still read). */
+	int st = reap(pid, ended ? 2000 : 0);
 	if (st == -2) {
 		kill(pid, SIGKILL);
 		reap(pid, 2000);
