@@ -438,7 +438,7 @@ static void top_shows_contention(void **state)
 	run_top("queue --limit 5", out, sizeof out);
 	assert_non_null(strstr(out, "\nqueue/jobs "));
 	assert_null(strstr(out, "other/x"));
-	/* --json: one object, valid JSON (python3 reads it back). */
+	/* --json: one object, valid JSON (RAFTLOCK_PYTHON reads it back). */
 	run_top("--json", out, sizeof out);
 	const char *head = "{\"locks\":2,\"contended\":1,\"waiters\":1,";
 	assert_true(strncmp(out, head, strlen(head)) == 0);
@@ -446,7 +446,7 @@ static void top_shows_contention(void **state)
 	assert_non_null(jobs_json);
 	assert_non_null(strstr(jobs_json, "\"holders\":1,\"waiters\":1,\"longest_wait_ms\":"));
 	assert_non_null(strstr(out, "\"longest_waiters\":[{\"lock\":\"queue/jobs\""));
-	run_top("--json | python3 -c 'import json,sys; d=json.load(sys.stdin); "
+	run_top("--json | " RAFTLOCK_PYTHON " -c 'import json,sys; d=json.load(sys.stdin); "
 		"sys.exit(0 if d[\"top\"][0][\"name\"] == \"queue/jobs\" else 1)'",
 		out, sizeof out);
 

@@ -13,6 +13,7 @@ set -euo pipefail
 
 build=$1
 src=$2
+py=${RAFTLOCK_PYTHON:-python3} # ctest gives Debian's
 bin=$build/bin
 doc=$src/docs/OPERATIONS.md
 work=$(mktemp -d /tmp/raftlock-ops.XXXXXX)
@@ -63,7 +64,7 @@ raftlockd() {
 # The fenced blocks of the two sections, in order, without sample output
 # ("$ ..."), blocks separated by a line "#--".
 blocks() {
-	python3 - "$doc" <<'EOF'
+	"$py" - "$doc" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
 text = text[text.index("\n## Membership"):]
@@ -116,7 +117,7 @@ raftlock --timeout 20000 member list >/dev/null || fail "no leader"
 holder=$!
 disown "$holder"
 for i in $(seq 100); do raftlock holders ops/ 2>/dev/null | grep -q ops/held && break; sleep 0.1; done
-token=$(raftlock holders ops/ --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["holders"][0]["token"])')
+token=$(raftlock holders ops/ --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)[0]["holders"][0]["token"])')
 
 # 2-3. Add member 4 and start it with --join: it becomes a voter.
 run_step "${steps[1]}"
@@ -137,7 +138,7 @@ rm -rf "$work/data-3"
 run_step "${steps[4]}"
 wait_role 6 voter
 [ "$(raftlock member list | awk 'NR > 1' | wc -l)" = 3 ] || fail "not 3 members"
-raftlock --json member list | tee "$work/members.json" | python3 -c '
+raftlock --json member list | tee "$work/members.json" | "$py" -c '
 import json, sys
 d = json.load(sys.stdin)
 ids = sorted(m["id"] for m in d["members"] if m["role"] == "voter")
@@ -148,7 +149,7 @@ assert ids == [1, 2, 6] and d["leader_id"] in ids, d
 # taken at the start is held with its token.
 kill -9 "${pids[2]}"
 unset 'pids[2]'
-now=$(raftlock holders ops/ --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["holders"][0]["token"])')
+now=$(raftlock holders ops/ --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)[0]["holders"][0]["token"])')
 [ "$now" = "$token" ] || fail "held token $token became $now"
 kill "$holder" 2>/dev/null || true
 echo "test_operations: every command sequence of docs/OPERATIONS.md ran as documented"

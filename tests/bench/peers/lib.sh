@@ -12,7 +12,7 @@ peers_log() { echo "[peers] $*" >&2; }
 
 # A free TCP port on 127.0.0.1 (the kernel picks one; a tiny race remains).
 peers_free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	"${RAFTLOCK_PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 # Installs the Debian packages of the peers that are missing.
