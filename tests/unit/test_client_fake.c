@@ -1830,9 +1830,10 @@ static void keepalive_answer_loses_the_session(int status)
 	struct lost_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct raftlock_session_options so = {
 		.ttl_ms = 3000, .on_lost = on_lost, .on_lost_arg = &seen};
-	rig_up(&r, "x", 3000, &so);
+	rig_up_stopped(&r, "x", 3000, &so);
 	FAKE_SET(r.f, keepalive_status, status);
-	/* well before validity ends: the next keepalive (after 1 s) says so */
+	/* well before validity ends: the next keepalive (at 1 s) says so */
+	clock_run(r.c, 1000, 100);
 	lost_wait(&seen, 2000);
 	assert_int_equal(lost_calls(&seen), 1);
 	assert_int_equal(seen.reason, status);
