@@ -18,13 +18,16 @@
 #define FLIPS 40
 
 /* A state of LOCKS locks whose records run from tens of bytes to over
- * 4 KiB (election values of every length), over a few sessions, one
- * lock with waiters: an image of a few MiB. */
+ * 4 KiB (election values of every length), over SESSIONS sessions (at
+ * level 0 a session's record lists its names: 600 a session took most of
+ * the fill), one lock with waiters: an image of a few MiB. */
+#define SESSIONS 30
+
 static void fill(struct fx *f)
 {
 	fx_init(f, FX_FLOOR);
-	uint64_t s[3];
-	for (int i = 0; i < 3; i++)
+	uint64_t s[SESSIONS];
+	for (int i = 0; i < SESSIONS; i++)
 		s[i] = fx_session(f);
 	static char values[20][RAFTLOCK_VALUE_MAX + 1];
 	static char names[20][40];
@@ -37,7 +40,7 @@ static void fill(struct fx *f)
 				values[k][j] = (char)('a' + (n + j * j) % 26);
 			values[k][len] = '\0';
 			snprintf(names[k], sizeof names[k], "stream/%d/%0*d", n % 5, 1 + n % 9, n);
-			ops[k] = OP(ACQUIRE, .session = s[n % 3], .owner = (uint64_t)n + 1,
+			ops[k] = OP(ACQUIRE, .session = s[n % SESSIONS], .owner = (uint64_t)n + 1,
 				    .name = names[k], .value = values[k]);
 		}
 		fx_apply(f, ops, 20);
