@@ -1481,7 +1481,12 @@ RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const
  * finds it removed). Same rules as raftlock_member_add; errors as there,
  * and RAFTLOCK_ENOTFOUND (no such member, ever: from cluster feature level
  * 11 also for an id below the highest used; before, such an id answers
- * 0), RAFTLOCK_EINVAL (the last voter).
+ * 0), RAFTLOCK_EINVAL (the last voter), RAFTLOCK_ESTATE (a voter whose
+ * removal would leave voters a majority of which did not answer the
+ * leader within two election timeouts: such a configuration could commit
+ * nothing; raftlock_errmsg() names the silent voters; nothing changed).
+ * Another membership change in progress is retried as
+ * RAFTLOCK_EUNAVAILABLE is.
  */
 RAFTLOCK_API int raftlock_member_remove(raftlock_client *client, uint64_t id);
 

@@ -21,6 +21,17 @@ struct member_op {
 	members_reply_cb reply;
 	void *arg;
 	struct raft_change change;
+	/* A voter's removal, before it is proposed: the remaining voters must
+	 * hold an entry past `after` (the barrier's or a later one) by
+	 * `deadline_ms`. */
+	struct raft_barrier barrier;
+	raft_index after;
+	uint64_t deadline_ms;
+	unsigned n_start;
+	struct {
+		uint64_t id;
+		raft_index match;
+	} start[CONFIG_MAX_MEMBERS]; /* the voters' match indexes when it came */
 };
 
 static const char *role_name(int role)
@@ -146,6 +157,10 @@ static void op_done(struct member_op *op, int status, const char *fmt, ...)
 
 static void op_done(struct member_op *op, int status, const char *fmt, ...)
 {
+	if (op->m->removing == op)
+		op->m->removing = NULL;
+	if (op->kind != OP_JOIN)
+		op->m->ops--;
 	if (status == 0)
 		log_info("member %s %llu: done", op_name(op), (unsigned long long)op->id);
 	else
@@ -291,6 +306,168 @@ static void propose(struct member_op *op, Raftlock__Command *cmd)
 		op_done(op, rv, NULL);
 }
 
+/* ------------------------------------------- a voter's removal: quorum -- */
+
+/* MEMBER_REMOVE for op's member: its id is never used again; raft_remove
+ * follows once it is applied (logged, advance). */
+static void propose_removal(struct member_op *op)
+{
+	Raftlock__MemberRemove rm = RAFTLOCK__MEMBER_REMOVE__INIT;
+	rm.id = op->id;
+	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
+	cmd.op_case = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
+	cmd.member_remove = &rm;
+	propose(op, &cmd);
+}
+
+/* Whether voter id answers op's check: it holds an entry appended after
+ * the request came, or its match index moved since (a live voter catching
+ * up). */
+static bool answers(const struct member_op *op, uint64_t id)
+{
+	raft_index match;
+	if (raft_match_index(&op->m->node->raft, id, &match) != 0)
+		return false;
+	if (match > op->after)
+		return true;
+	for (unsigned i = 0; i < op->n_start; i++)
+		if (op->start[i].id == id)
+			return match > op->start[i].match;
+	return false;
+}
+
+/* The voters that would remain without op's member, and how many of them
+ * answer (this leader does: the entry is in its log). Those that do not
+ * are named in `silent`. */
+struct remaining {
+	unsigned voters, need, answered;
+	char silent[160];
+};
+
+static void count_remaining(const struct member_op *op, struct remaining *q)
+{
+	struct node *n = op->m->node;
+	struct raft *r = &n->raft;
+	memset(q, 0, sizeof *q);
+	size_t len = 0;
+	for (unsigned i = 0; i < r->configuration.n; i++) {
+		const struct raft_server *s = &r->configuration.servers[i];
+		if (s->role != RAFT_VOTER || s->id == op->id)
+			continue;
+		q->voters++;
+		if (s->id == n->cfg->id || answers(op, s->id)) {
+			q->answered++;
+			continue;
+		}
+		if (len < sizeof q->silent) {
+			int k = snprintf(q->silent + len, sizeof q->silent - len, "%s%llu",
+					 len ? ", " : "", (unsigned long long)s->id);
+			len += k > 0 ? (size_t)k : 0;
+		}
+	}
+	q->need = q->voters / 2 + 1;
+}
+
+static void quorum_stop(struct members *m)
+{
+	if (!m->closing)
+		timebase_timer_stop(&m->quorum_timer);
+}
+
+static void quorum_poll(struct timebase_timer *t);
+
+/* Proposes op's removal once a majority of the remaining voters answer;
+ * refuses it, nothing proposed, when they have not by its deadline. */
+static void judge_quorum(struct member_op *op)
+{
+	struct members *m = op->m;
+	if (m->closing || m->node->stopping) {
+		quorum_stop(m);
+		op_done(op, RAFTLOCK_ESHUTDOWN, "the node is stopping: nothing was changed");
+		return;
+	}
+	if (!m->node->ready) {
+		quorum_stop(m);
+		op_done(op, RAFTLOCK_ENOTLEADER, "leadership lost: nothing was changed");
+		return;
+	}
+	struct remaining q;
+	count_remaining(op, &q);
+	if (q.answered >= q.need) {
+		quorum_stop(m);
+		propose_removal(op);
+		return;
+	}
+	if (timebase_now(m->tb) < op->deadline_ms) {
+		if (!timebase_timer_active(&m->quorum_timer))
+			timebase_timer_start(&m->quorum_timer, quorum_poll, MEMBERS_QUORUM_POLL_MS,
+					     MEMBERS_QUORUM_POLL_MS);
+		return;
+	}
+	quorum_stop(m);
+	log_warn("member remove %llu refused: %u of the %u voters that would remain answer, %u "
+		 "must (silent: %s)",
+		 (unsigned long long)op->id, q.answered, q.voters, q.need, q.silent);
+	op_done(op, RAFTLOCK_ESTATE,
+		"removing member %llu would leave %u voters of which %u must answer for the "
+		"cluster to commit, and %u did within %u ms (silent: %s): start them, or remove "
+		"a silent member first",
+		(unsigned long long)op->id, q.voters, q.need, q.answered,
+		MEMBERS_QUORUM_ELECTIONS * m->node->cfg->election_timeout_ms, q.silent);
+}
+
+static void quorum_poll(struct timebase_timer *t)
+{
+	struct members *m = t->data;
+	if (m->removing == NULL) {
+		quorum_stop(m);
+		return;
+	}
+	judge_quorum(m->removing);
+}
+
+static void quorum_barrier_done(struct raft_barrier *req, int status)
+{
+	struct member_op *op = req->data;
+	if (status != 0) {
+		op_done(op, status == RAFT_SHUTDOWN ? RAFTLOCK_ESHUTDOWN : RAFTLOCK_ENOTLEADER,
+			"leadership lost before the check of the remaining voters: nothing was "
+			"changed");
+		return;
+	}
+	op->deadline_ms =
+		timebase_now(op->m->tb) +
+		MEMBERS_QUORUM_ELECTIONS * (uint64_t)op->m->node->cfg->election_timeout_ms;
+	judge_quorum(op);
+}
+
+/* Starts the check of op's removal, a voter's: a barrier, so that live
+ * voters hold an entry appended after the request came, then
+ * judge_quorum. */
+static void check_quorum(struct member_op *op)
+{
+	struct members *m = op->m;
+	struct raft *r = &m->node->raft;
+	m->removing = op;
+	op->after = raft_last_index(r);
+	for (unsigned i = 0; i < r->configuration.n && i < CONFIG_MAX_MEMBERS; i++) {
+		const struct raft_server *s = &r->configuration.servers[i];
+		if (s->role == RAFT_VOTER &&
+		    raft_match_index(r, s->id, &op->start[op->n_start].match) == 0)
+			op->start[op->n_start++].id = s->id;
+	}
+	struct remaining q;
+	count_remaining(op, &q);
+	if (q.need == 1) { /* this leader alone */
+		propose_removal(op);
+		return;
+	}
+	op->barrier.data = op;
+	int rv = raft_barrier(r, &op->barrier, quorum_barrier_done);
+	if (rv != 0)
+		op_done(op, change_status(rv), "raft: %s", raft_strerror(rv));
+}
+
 /* ----------------------------------------------------------- requests -- */
 
 static struct member_op *op_new(struct members *m, enum member_op_kind kind, uint64_t id,
@@ -306,6 +483,8 @@ static struct member_op *op_new(struct members *m, enum member_op_kind kind, uin
 	op->id = id;
 	op->reply = reply;
 	op->arg = arg;
+	if (kind != OP_JOIN)
+		m->ops++;
 	return op;
 }
 
@@ -329,6 +508,11 @@ static void handle_add(struct members *m, const Raftlock__MemberAdd *req, member
 	if (!recorded && conf_find(&m->node->raft, req->id) != NULL) {
 		answer(reply, arg, RAFTLOCK_EINVAL, "member %llu is in the cluster already",
 		       (unsigned long long)req->id);
+		return;
+	}
+	if (m->removing != NULL) {
+		answer(reply, arg, RAFTLOCK_EUNAVAILABLE,
+		       "a voter's removal is in progress: retry");
 		return;
 	}
 	if (!recorded && m->node->raft.configuration.n >= CONFIG_MAX_MEMBERS) {
@@ -405,21 +589,31 @@ static void handle_remove(struct members *m, uint64_t id, members_reply_cb reply
 		hand_over_first(m, reply, arg);
 		return;
 	}
+	bool voter = s != NULL && s->role == RAFT_VOTER;
+	if (voter ? m->ops > 0 || m->busy > 0 || m->promoting : m->removing != NULL) {
+		answer(reply, arg, RAFTLOCK_EUNAVAILABLE, "%s",
+		       voter ? "another membership change is in progress: retry"
+			     : "a voter's removal is in progress: retry");
+		return;
+	}
 	struct member_op *op = op_new(m, OP_REMOVE, id, reply, arg);
 	if (op == NULL)
 		return;
-	Raftlock__MemberRemove rm = RAFTLOCK__MEMBER_REMOVE__INIT;
-	rm.id = id;
-	Raftlock__Command cmd = RAFTLOCK__COMMAND__INIT;
-	cmd.op_case = RAFTLOCK__COMMAND__OP_MEMBER_REMOVE;
-	cmd.member_remove = &rm;
-	propose(op, &cmd);
+	if (voter)
+		check_quorum(op);
+	else
+		propose_removal(op);
 }
 
 static void handle_promote(struct members *m, uint64_t id, members_reply_cb reply, void *arg)
 {
 	if (conf_find(&m->node->raft, id) == NULL) {
 		answer(reply, arg, RAFTLOCK_ENOTFOUND, "no member %llu", (unsigned long long)id);
+		return;
+	}
+	if (m->removing != NULL) {
+		answer(reply, arg, RAFTLOCK_EUNAVAILABLE,
+		       "a voter's removal is in progress: retry");
 		return;
 	}
 	struct member_op *op = op_new(m, OP_PROMOTE, id, reply, arg);
@@ -541,7 +735,7 @@ static void check(struct timebase_timer *t)
 		record_founding(m, meta);
 		raftlock__meta__free_unpacked(meta, NULL);
 	}
-	if (m->promoting || m->busy > 0)
+	if (m->promoting || m->busy > 0 || m->removing != NULL)
 		return;
 	raft_index last = raft_last_index(r);
 	Raftlock__Meta *meta = NULL;
@@ -574,11 +768,23 @@ void members_start(struct members *m, struct timebase *tb, struct node *node)
 {
 	memset(m, 0, sizeof *m);
 	m->node = node;
+	m->tb = tb;
 	timebase_timer_init(tb, &m->timer, m);
+	timebase_timer_init(tb, &m->quorum_timer, m);
 	timebase_timer_start(&m->timer, check, MEMBERS_CHECK_MS, MEMBERS_CHECK_MS);
 }
 
 void members_close(struct members *m)
 {
+	/* A removal waiting for the remaining voters is answered now; one
+	 * waiting for raft (its barrier, its entry, its change) is answered
+	 * when libraft calls it back as it closes. */
+	if (m->removing != NULL && timebase_timer_active(&m->quorum_timer)) {
+		timebase_timer_stop(&m->quorum_timer);
+		m->closing = true;
+		judge_quorum(m->removing);
+	}
+	m->closing = true;
 	timebase_timer_close(&m->timer);
+	timebase_timer_close(&m->quorum_timer);
 }

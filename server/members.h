@@ -10,7 +10,16 @@
  *   REMOVE   the leader itself: hand leadership over first (raft_transfer)
  *            and answer "unavailable", so that the client retries at the
  *            new leader. Another member: MEMBER_REMOVE (its id is never
- *            used again), then raft_remove. An id in neither the raft
+ *            used again), then raft_remove. A voter's removal first
+ *            checks that a majority of the voters that would remain
+ *            answer (a barrier, then their match indexes, for at most
+ *            MEMBERS_QUORUM_ELECTIONS election timeouts): raft counts a new configuration from the
+ *            moment it is appended, so leaving voters {A, C} while C is
+ *            down would commit nothing, itself included, until C returned.
+ *            Refused with RAFTLOCK_ESTATE, nothing proposed, when they do
+ *            not. A voter's removal runs alone: while one is on its way,
+ *            or while another change is, the other is refused "unavailable"
+ *            (the client retries). An id in neither the raft
  *            configuration nor the book: 0 when it was removed before (a
  *            retry), "no member N" otherwise (member_book_removed()),
  *            nothing proposed.
@@ -42,13 +51,27 @@
 
 #define MEMBERS_CHECK_MS 200
 #define MEMBERS_PROMOTE_GAP 64
+/* How often a voter's removal looks at the remaining voters' match
+ * indexes while it waits for a majority of them to answer (ms). */
+#define MEMBERS_QUORUM_POLL_MS 10
+/* How long it waits for them, in election timeouts. A voter answers when
+ * it holds an entry appended after the request came, or when its match
+ * index moves meanwhile (alive, catching up). */
+#define MEMBERS_QUORUM_ELECTIONS 2
+
+struct member_op;
 
 /* Called once per request with the answer (borrowed for the call). */
 typedef void (*members_reply_cb)(void *arg, const Raftlock__Response *resp);
 
 struct members {
 	struct node *node;
+	struct timebase *tb;
 	struct timebase_timer timer;
+	struct timebase_timer quorum_timer; /* polls for removing's check */
+	struct member_op *removing;         /* the voter removal on its way */
+	unsigned ops;                       /* add, promote, remove requests on their way */
+	bool closing;
 	struct raft_change promotion; /* the automatic one, while promoting */
 	bool promoting;
 	uint64_t promotee;

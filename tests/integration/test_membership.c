@@ -8,6 +8,8 @@
  *   - removing the leader hands leadership over first;
  *   - a killed node is replaced by a new member (new id) that votes: the
  *     cluster then survives losing another original node;
+ *   - a voter's removal that would leave voters a majority of which does
+ *     not answer is refused, also when two removals come at once;
  *   - a wiped node is refused under its old id (plain start, --join), and
  *     an id is never added twice; a remove of an id never used is refused
  *     ("no member N") and changes nothing, one of a member removed before
@@ -336,6 +338,85 @@ static void test_replace_killed_node(void **state)
 	assert_int_equal(tcluster_destroy(&c), 0);
 }
 
+struct removal {
+	raftlock_client *cl;
+	uint64_t id;
+	int rv;
+	char msg[300];
+};
+
+static void *remove_thread(void *arg)
+{
+	struct removal *r = arg;
+	r->rv = raftlock_member_remove(r->cl, r->id);
+	snprintf(r->msg, sizeof r->msg, "%s", r->rv ? raftlock_errmsg(r->cl) : "");
+	return NULL;
+}
+
+/* A voter's removal is refused (RAFTLOCK_ESTATE, the silent voters named,
+ * nothing changed) when a majority of the voters that would remain does
+ * not answer: raft counts a new configuration from its append, so the
+ * cluster would commit nothing, the removal included, until they did.
+ * 5 voters, 2 down: a live one's removal is refused, a down one's goes
+ * through. Two removals at once are judged one after the other: of the
+ * 4 voters left, one down, removing two live ones at once removes one and
+ * refuses the other (both passing the check would leave 2 voters, one of
+ * them down). Then the last down one goes, and the cluster serves. */
+static void test_removal_keeps_a_live_majority(void **state)
+{
+	(void)state;
+	static struct tcluster c;
+	tcluster_start(&c, 5, ELECTION_MS);
+	raftlock_client *cl = tl_client(&c);
+	assert_serves(cl, "before");
+	int leader = tcluster_leader(&c, 10000);
+	assert_true(leader >= 0);
+	int d1 = (leader + 1) % 5, d2 = (leader + 2) % 5, a = (leader + 3) % 5,
+	    b = (leader + 4) % 5;
+	uint64_t d1_id = tcluster_id(&c, d1), d2_id = tcluster_id(&c, d2);
+	tcluster_signal(&c, d1, SIGKILL);
+	tcluster_signal(&c, d2, SIGKILL);
+	char silent[48], buf[16];
+	snprintf(silent, sizeof silent, "silent: %llu, %llu)",
+		 (unsigned long long)(d1_id < d2_id ? d1_id : d2_id),
+		 (unsigned long long)(d1_id < d2_id ? d2_id : d1_id));
+	if (raftlock_member_remove(cl, tcluster_id(&c, a)) != RAFTLOCK_ESTATE ||
+	    strstr(raftlock_errmsg(cl), silent) == NULL)
+		fail_msg("removing a live voter, 2 of 5 down: %s", raftlock_errmsg(cl));
+	assert_string_equal(role_of(cl, tcluster_id(&c, a), buf, sizeof buf), "voter");
+	assert_int_equal(n_members(cl), 5);
+	assert_int_equal(raftlock_member_remove(cl, d1_id), 0);
+	assert_int_equal(n_members(cl), 4);
+
+	snprintf(silent, sizeof silent, "silent: %llu)", (unsigned long long)d2_id);
+	struct removal ra = {cl, tcluster_id(&c, a), -99, ""},
+		       rb = {cl, tcluster_id(&c, b), -99, ""};
+	pthread_t ta, tb;
+	assert_int_equal(pthread_create(&ta, NULL, remove_thread, &ra), 0);
+	assert_int_equal(pthread_create(&tb, NULL, remove_thread, &rb), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	struct removal *done = ra.rv == 0 ? &ra : &rb, *refused = ra.rv == 0 ? &rb : &ra;
+	if (done->rv != 0 || refused->rv != RAFTLOCK_ESTATE || strstr(refused->msg, silent) == NULL)
+		fail_msg("removals of %llu and %llu at once, %llu down: %s (%s) and %s (%s)",
+			 (unsigned long long)ra.id, (unsigned long long)rb.id,
+			 (unsigned long long)d2_id, raftlock_strerror(ra.rv), ra.msg,
+			 raftlock_strerror(rb.rv), rb.msg);
+	assert_string_equal(role_of(cl, done->id, buf, sizeof buf), "");
+	assert_string_equal(role_of(cl, refused->id, buf, sizeof buf), "voter");
+	assert_string_equal(role_of(cl, d2_id, buf, sizeof buf), "voter");
+	assert_int_equal(n_members(cl), 3);
+	assert_int_equal(tcluster_stop(&c, done == &ra ? a : b), 0);
+	assert_serves(cl, "after-refusal");
+
+	/* The down one goes: {leader, the other}, both answering. */
+	assert_int_equal(raftlock_member_remove(cl, d2_id), 0);
+	assert_int_equal(n_members(cl), 2);
+	assert_serves(cl, "after-removal");
+	raftlock_client_close(cl);
+	assert_int_equal(tcluster_destroy(&c), 0);
+}
+
 /* Starts raftlockd as slot i with id, one more flag (NULL: none; value
  * NULL: the others' client addresses) and one more "--key=value" argument
  * (more, NULL: none); returns its exit code (it must stop by itself: -2 if
@@ -620,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_grow_and_shrink_under_load),
 		cmocka_unit_test(test_remove_leader),
 		cmocka_unit_test(test_replace_killed_node),
+		cmocka_unit_test(test_removal_keeps_a_live_majority),
 		cmocka_unit_test(test_wiped_node_refused),
 		cmocka_unit_test(test_stale_copy_of_added_member),
 		cmocka_unit_test(test_join_needs_identity),
