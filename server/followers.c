@@ -386,10 +386,12 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 		f->asking = false;
 		const Raftlock__Response *r = env->response;
 		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
-			if (leading(f->fw))
+			if (leading(f->fw)) {
+				f->answered_ms = now_ms(f->fw);
 				followers_judge(f, r->status_info);
-			else
+			} else {
 				status_note_leader_answer(f->fw->node, r->status_info);
+			}
 		}
 	}
 	raftlock__envelope__free_unpacked(env, NULL);
@@ -426,11 +428,19 @@ static void feed(struct follower *f, const char *bytes, size_t n)
 	drop(f);
 }
 
+/* The member ended the connection, or it failed: gone until it answers
+ * again. */
+static void lost(struct follower *f)
+{
+	f->lost_ms = now_ms(f->fw);
+	drop(f);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct follower *f = s->data;
 	if (nread < 0) {
-		drop(f);
+		lost(f);
 		return;
 	}
 	feed(f, buf->base, (size_t)nread);
@@ -449,7 +459,10 @@ static void tls_read(struct tls_stream *ts, ssize_t nread, const char *buf)
 			 tls_stream_error(ts));
 		f->tls_warned = true;
 	}
-	drop(f);
+	if (tls_stream_established(ts))
+		lost(f);
+	else
+		drop(f); /* it answered the connection: alive, misconfigured */
 }
 
 static void tls_handshake(struct tls_stream *ts)
@@ -487,7 +500,11 @@ static void connect_cb(uv_connect_t *req, int status)
 	struct follower *f = req->data;
 	if (f->state != FOLLOWER_CONNECTING)
 		return; /* closed meanwhile */
-	if (status != 0 || !wanted(f)) {
+	if (status != 0) {
+		lost(f);
+		return;
+	}
+	if (!wanted(f)) {
 		drop(f);
 		return;
 	}
@@ -608,9 +625,9 @@ static void check(struct timebase_timer *t)
 		if (f->state == FOLLOWER_IDLE)
 			resolve(f);
 		else if (f->state == FOLLOWER_CONNECTING && waited)
-			drop(f);
+			lost(f);
 		else if (f->state == FOLLOWER_OPEN && f->asking && waited)
-			drop(f);
+			lost(f);
 		else if (f->state == FOLLOWER_OPEN && !f->asking)
 			ask(f);
 	}
@@ -641,6 +658,47 @@ void followers_start(struct followers *fw, uv_loop_t *loop, struct timebase *tb,
 void followers_set_tls(struct followers *fw, SSL_CTX *tls)
 {
 	fw->tls = tls;
+}
+
+static const struct follower *follower_of(const struct followers *fw, uint64_t id)
+{
+	for (unsigned i = 0; i < fw->n; i++)
+		if (fw->members[i].used && fw->members[i].member.id == id)
+			return &fw->members[i];
+	return NULL;
+}
+
+uint64_t followers_hand_over_target(struct followers *fw)
+{
+	struct node *n = fw->node;
+	const struct raft_configuration *conf = &n->raft.configuration;
+	if (!leading(fw))
+		return NODE_HAND_OVER_ANY;
+	uint64_t now = now_ms(fw), target = NODE_HAND_OVER_ANY;
+	raft_index best = 0;
+	bool all_gone = true;
+	for (unsigned i = 0; i < conf->n; i++) {
+		uint64_t id = conf->servers[i].id;
+		if (conf->servers[i].role != RAFT_VOTER || id == fw->cfg->id)
+			continue;
+		const struct follower *f = follower_of(fw, id);
+		if (f == NULL) { /* its client address is not known: not judged */
+			all_gone = false;
+			continue;
+		}
+		bool alive = f->answered_ms != 0 && f->answered_ms >= f->lost_ms &&
+			     now - f->answered_ms <= FOLLOWERS_ALIVE_MS;
+		all_gone = all_gone && f->lost_ms > f->answered_ms;
+		raft_index m;
+		if (alive && raft_match_index(&n->raft, id, &m) == 0 &&
+		    (target == NODE_HAND_OVER_ANY || m > best)) {
+			best = m;
+			target = id;
+		}
+	}
+	if (target != NODE_HAND_OVER_ANY)
+		return target;
+	return all_gone ? NODE_HAND_OVER_NONE : NODE_HAND_OVER_ANY;
 }
 
 void followers_close(struct followers *fw)

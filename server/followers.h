@@ -59,6 +59,11 @@
 /* After a hand-over that did not complete: wait this many election timeouts,
  * doubling after each failure, up to the cap (ms). */
 #define FOLLOWERS_BACKOFF_ELECTIONS 2
+/* A member is alive when it answered this leader's STATUS within this
+ * long (ms) and its connection has not failed or ended since; gone when
+ * its connection failed or ended after its last answer (a stopped node
+ * refuses connections, a cut-off one lets them time out). */
+#define FOLLOWERS_ALIVE_MS (3 * FOLLOWERS_CHECK_MS)
 #define FOLLOWERS_BACKOFF_CAP_MS 60000
 
 struct followers;
@@ -102,6 +107,9 @@ struct follower {
 	uint64_t stall_since_ms; /* then; 0: not resting */
 	uint64_t stall_seen_ms;  /* when it was last seen resting */
 	uint64_t stall_cured_ms; /* the last hand-over for it as stalled */
+	/* Whether the member is alive, for a hand-over (followers_alive): */
+	uint64_t answered_ms; /* its last STATUS answer to this leader; 0: none */
+	uint64_t lost_ms;     /* its connection last failed or was ended by it */
 };
 
 struct followers {
@@ -149,6 +157,14 @@ void followers_set_tls(struct followers *fw, SSL_CTX *tls);
  * take a snapshot first. Called by the connection's reader; exposed for
  * tests. */
 void followers_judge(struct follower *f, const Raftlock__StatusInfo *st);
+
+/* For this leader about to stop (node_stop_to): the voter to hand
+ * leadership to, the alive one with the highest match index; when no other
+ * voter is alive and every one is gone, NODE_HAND_OVER_NONE (a transfer
+ * could not complete, the node would wait an election timeout for it);
+ * otherwise (not leading, or a voter whose state is not known yet)
+ * NODE_HAND_OVER_ANY. */
+uint64_t followers_hand_over_target(struct followers *fw);
 
 /* Stops checking and closes every connection and the timer. */
 void followers_close(struct followers *fw);

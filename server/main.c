@@ -98,7 +98,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	supervision_stop(&srv->supervision);
 	uv_close((uv_handle_t *)&srv->sighup, NULL);
-	node_stop(&srv->node, node_stopped);
+	node_stop_to(&srv->node, followers_hand_over_target(&srv->followers), node_stopped);
 }
 
 /* SIGHUP: the client TLS certificate, key and CA, the peer TLS ones and

@@ -1453,9 +1453,15 @@ static void hand_over(struct node *n)
 {
 	if (n->ready)
 		set_ready(n, false);
-	if (raft_state(&n->raft) == RAFT_LEADER) {
+	if (raft_state(&n->raft) == RAFT_LEADER && n->hand_over_to == NODE_HAND_OVER_NONE) {
+		log_info("no other voter is alive: stopping without handing leadership over");
+	} else if (raft_state(&n->raft) == RAFT_LEADER) {
 		n->transfer.data = n;
-		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0) {
+		int rv = raft_transfer(&n->raft, &n->transfer, n->hand_over_to, transfer_done);
+		if (rv != 0 && n->hand_over_to != NODE_HAND_OVER_ANY)
+			rv = raft_transfer(&n->raft, &n->transfer, NODE_HAND_OVER_ANY,
+					   transfer_done);
+		if (rv == 0) {
 			timebase_timer_start(&n->transfer_timer, transfer_timeout,
 					     n->cfg->election_timeout_ms + 500, 0);
 			return;
@@ -1477,6 +1483,12 @@ static void drain_check(struct timebase_timer *h)
 
 void node_stop(struct node *n, void (*cb)(struct node *n))
 {
+	node_stop_to(n, NODE_HAND_OVER_ANY, cb);
+}
+
+void node_stop_to(struct node *n, uint64_t target, void (*cb)(struct node *n))
+{
+	n->hand_over_to = target;
 	n->stopping = true;
 	n->stop_cb = cb;
 	flush(n);

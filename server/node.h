@@ -183,6 +183,7 @@ struct node {
 	bool closing_raft;
 	void (*stop_cb)(struct node *n);
 	struct raft_transfer transfer;
+	uint64_t hand_over_to;                /* node_stop_to's target */
 	struct timebase_timer transfer_timer; /* draining, then a transfer that
 						 libraft may never call back */
 	uint64_t drain_until;
@@ -297,10 +298,21 @@ const char *node_member_client_address(struct node *n, uint64_t id);
 /*
  * Stops: no new proposals; the commands already proposed get their answers
  * (for up to a second); a leader then hands leadership to another voter
- * (bounded by the election timeout); then raft is closed, LMDB synced and
+ * (libraft's pick; bounded by the election timeout; node_stop_to names the
+ * voter, or none); then raft is closed, LMDB synced and
  * the clean-shutdown marker written. cb runs when done; the loop may then
  * be closed.
  */
 void node_stop(struct node *n, void (*cb)(struct node *n));
+
+/* The target of node_stop_to's hand-over: let libraft pick the voter; or
+ * hand over to nobody (no other voter is alive: a transfer could only
+ * time out, an election timeout later). */
+#define NODE_HAND_OVER_ANY 0
+#define NODE_HAND_OVER_NONE UINT64_MAX
+
+/* node_stop, handing leadership to voter `target` (or as above). A target
+ * that libraft refuses (no longer a voter) falls back to its pick. */
+void node_stop_to(struct node *n, uint64_t target, void (*cb)(struct node *n));
 
 #endif
