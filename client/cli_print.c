@@ -181,9 +181,10 @@ static void json_lock(FILE *f, const struct raftlock_lock_info *li, bool waiters
 		}
 		fputs("]", f);
 	} else {
-		fprintf(f, ", \"n_waiters\": %zu", li->n_waiters);
+		fprintf(f, ", \"n_waiters\": %zu", li->waiters_total);
 	}
-	fputs("}", f);
+	fprintf(f, ", \"holders_total\": %zu, \"waiters_total\": %zu}", li->holders_total,
+		li->waiters_total);
 }
 
 void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li, bool waiters)
@@ -223,13 +224,16 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li, bool
 		print_span(f, li->cluster_time, h->granted_time);
 		fputs("\n", f);
 	}
+	if (li->holders_total > li->n_holders)
+		fprintf(f, "%s  ... %zu more holders (the answer holds the first %zu)\n",
+			waiters ? "" : li->name, li->holders_total - li->n_holders, li->n_holders);
 	if (!waiters) {
-		if (li->n_holders == 0)
+		if (li->holders_total == 0)
 			fprintf(f, "%s  (no holder)", li->name);
-		if (li->n_waiters > 0)
-			fprintf(f, "%s  %zu waiting\n", li->n_holders ? li->name : "",
-				li->n_waiters);
-		else if (li->n_holders == 0)
+		if (li->waiters_total > 0)
+			fprintf(f, "%s  %zu waiting\n", li->holders_total ? li->name : "",
+				li->waiters_total);
+		else if (li->holders_total == 0)
 			fputs("\n", f);
 		return;
 	}
@@ -241,6 +245,9 @@ void cli_print_lock(struct cli_out *o, const struct raftlock_lock_info *li, bool
 		print_span(f, li->cluster_time, w->queued_time);
 		fputs("\n", f);
 	}
+	if (li->waiters_total > li->n_waiters)
+		fprintf(f, "  ... %zu more waiters (the answer holds the first %zu)\n",
+			li->waiters_total - li->n_waiters, li->n_waiters);
 }
 
 /* -------------------------------------------------------------- sessions */

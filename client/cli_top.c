@@ -28,9 +28,10 @@ struct top_view {
 	size_t n_pages;
 	struct top_lock *locks;
 	size_t n_locks;
-	struct top_waiter *waiters;
+	struct top_waiter *waiters; /* those the answers hold */
 	size_t n_waiters;
-	bool truncated; /* more than CLI_TOP_MAX_LOCKS */
+	size_t waiters_total; /* every lock's, also those the answers left out */
+	bool truncated;       /* more than CLI_TOP_MAX_LOCKS */
 };
 
 static uint64_t since(uint64_t now, uint64_t t)
@@ -79,12 +80,12 @@ static int view_read(raftlock_client *client, const struct cli_top_options *o, s
 static int by_contention(const void *a, const void *b)
 {
 	const struct top_lock *x = a, *y = b;
-	if (x->li->n_waiters != y->li->n_waiters)
-		return x->li->n_waiters > y->li->n_waiters ? -1 : 1;
+	if (x->li->waiters_total != y->li->waiters_total)
+		return x->li->waiters_total > y->li->waiters_total ? -1 : 1;
 	if (x->longest_wait != y->longest_wait)
 		return x->longest_wait > y->longest_wait ? -1 : 1;
-	if (x->li->n_holders != y->li->n_holders)
-		return x->li->n_holders > y->li->n_holders ? -1 : 1;
+	if (x->li->holders_total != y->li->holders_total)
+		return x->li->holders_total > y->li->holders_total ? -1 : 1;
 	return strcmp(x->li->name, y->li->name);
 }
 
@@ -103,6 +104,7 @@ static int view_rank(struct top_view *v)
 		for (size_t i = 0; i < v->pages[p]->n_locks; i++) {
 			locks++;
 			waiters += v->pages[p]->locks[i].n_waiters;
+			v->waiters_total += v->pages[p]->locks[i].waiters_total;
 		}
 	v->locks = calloc(locks ? locks : 1, sizeof *v->locks);
 	v->waiters = calloc(waiters ? waiters : 1, sizeof *v->waiters);
@@ -173,15 +175,15 @@ static void view_print_json(const struct top_view *v, const struct cli_top_optio
 			    size_t contended)
 {
 	printf("{\"locks\":%zu,\"contended\":%zu,\"waiters\":%zu,\"truncated\":%s,\"top\":[",
-	       v->n_locks, contended, v->n_waiters, v->truncated ? "true" : "false");
+	       v->n_locks, contended, v->waiters_total, v->truncated ? "true" : "false");
 	for (size_t i = 0; i < v->n_locks && i < (size_t)o->limit; i++) {
 		const struct top_lock *l = &v->locks[i];
 		fputs(i ? ",{" : "{", stdout);
 		cli_json_name(stdout, CLI_JSON_COMPACT, "name", l->li->name);
 		printf(",\"kind\":\"%s\",\"holders\":%zu,\"waiters\":%zu,\"longest_wait_ms\":"
 		       "%" PRIu64 ",\"held_ms\":%" PRIu64 ",\"holder\":",
-		       kind_name(l->li->kind), l->li->n_holders, l->li->n_waiters, l->longest_wait,
-		       l->longest_hold);
+		       kind_name(l->li->kind), l->li->holders_total, l->li->waiters_total,
+		       l->longest_wait, l->longest_hold);
 		if (l->li->n_holders > 0)
 			json_owner(&l->li->holders[0].who);
 		else
@@ -210,20 +212,20 @@ static void view_print(const struct top_view *v, const struct cli_top_options *o
 	strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	size_t contended = 0;
 	for (size_t i = 0; i < v->n_locks; i++)
-		contended += v->locks[i].li->n_waiters > 0;
+		contended += v->locks[i].li->waiters_total > 0;
 	if (o->json) {
 		view_print_json(v, o, contended);
 		return;
 	}
 	printf("raftlock top  %s  prefix '%s'%s: %zu locks%s, %zu contended, %zu waiters\n\n", now,
 	       o->prefix, o->stale ? " (stale)" : "", v->n_locks, v->truncated ? "+" : "",
-	       contended, v->n_waiters);
+	       contended, v->waiters_total);
 	printf("%-32s %-6s %7s %7s %12s %10s  %s\n", "LOCK", "KIND", "HOLDERS", "WAITERS",
 	       "LONGEST WAIT", "HELD FOR", "FIRST HOLDER");
 	for (size_t i = 0; i < v->n_locks && i < (size_t)o->limit; i++) {
 		const struct top_lock *l = &v->locks[i];
 		printf("%-32s %-6s %7zu %7zu %12s %10s  %s\n", l->li->name, kind_name(l->li->kind),
-		       l->li->n_holders, l->li->n_waiters,
+		       l->li->holders_total, l->li->waiters_total,
 		       l->li->n_waiters ? duration(l->longest_wait, a) : "-",
 		       l->li->n_holders ? duration(l->longest_hold, b) : "-",
 		       l->li->n_holders ? who(&l->li->holders[0].who, owner, sizeof owner) : "-");

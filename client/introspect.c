@@ -275,6 +275,11 @@ static bool lock_info_from_pb(struct raftlock_lock_info *info, const Raftlock__L
 		waiter_from_pb(&info->waiters[i], li->waiters[i], &failed);
 		info->n_waiters++;
 	}
+	/* a server older than the totals sends 0: its lists are whole */
+	info->holders_total =
+		li->holders_total > info->n_holders ? li->holders_total : info->n_holders;
+	info->waiters_total =
+		li->waiters_total > info->n_waiters ? li->waiters_total : info->n_waiters;
 	if (failed)
 		lock_info_clear(info);
 	return !failed;

@@ -1253,6 +1253,12 @@ struct raftlock_lock_info {
 	struct raftlock_waiter *waiters;
 	uint32_t max_hold_ms;     /* 0 = no limit */
 	uint32_t revoke_grace_ms; /* asked to release this long before revoked */
+	/* How many holders and waiters the lock has. Above n_holders and
+	 * n_waiters when the lists were cut to keep the answer inside a frame
+	 * (about a megabyte of them: thousands): the lists then hold the
+	 * first ones, in grant and in queue order. */
+	size_t holders_total;
+	size_t waiters_total;
 };
 
 struct raftlock_lock_list {

@@ -79,10 +79,19 @@ struct lock_info_buf {
 	Raftlock__LockRecord *rec;
 };
 
+/* The most one lock's holders and waiters take in an answer: a lock may
+ * have FSM_MAX_HOLDERS holders and FSM_MAX_WAITERS waiters, several
+ * frames' worth with their owners; the lists are cut there, the totals
+ * say so. A page of locks (PAGE_BYTES_MAX) plus one lock stays inside a
+ * frame. */
+#define LOCK_INFO_BYTES_MAX (RAFTLOCK_FRAME_MAX / 4)
+/* A repeated field's tag and length, at most, beside each item. */
+#define ITEM_OVERHEAD 6
+
 static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r,
 			   struct lock_info_buf *b, Raftlock__LockRecord *rec, uint64_t now)
 {
-	size_t nh = rec->n_holders, nw = rec->n_waiters;
+	size_t nh = rec->n_holders, nw = rec->n_waiters, bytes = 0;
 	raftlock__lock_info__init(&b->info);
 	b->rec = rec;
 	b->holders = calloc(nh + 1, sizeof *b->holders);
@@ -101,24 +110,36 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r
 	b->info.max_hold_ms = rec->max_hold_ms;
 	b->info.revoke_grace_ms = rec->revoke_grace_ms;
 	b->info.cluster_time = now;
-	for (size_t i = 0; i < nh; i++) {
-		raftlock__holder_info__init(&b->holders[i]);
-		b->holders[i].holder = rec->holders[i];
-		b->holders[i].owner = owner_of(st, txn, r, rec->holders[i]->session,
-					       &b->sessions[b->n_sessions++]);
-		b->holder_ptrs[i] = &b->holders[i];
-	}
-	for (size_t i = 0; i < nw; i++) {
-		raftlock__waiter_info__init(&b->waiters[i]);
-		b->waiters[i].waiter = rec->waiters[i];
-		b->waiters[i].owner = owner_of(st, txn, r, rec->waiters[i]->session,
-					       &b->sessions[b->n_sessions++]);
-		b->waiter_ptrs[i] = &b->waiters[i];
+	b->info.holders_total = (uint32_t)nh;
+	b->info.waiters_total = (uint32_t)nw;
+	size_t shown = 0;
+	for (; shown < nh; shown++) {
+		Raftlock__HolderInfo *h = &b->holders[shown];
+		raftlock__holder_info__init(h);
+		h->holder = rec->holders[shown];
+		h->owner = owner_of(st, txn, r, rec->holders[shown]->session,
+				    &b->sessions[b->n_sessions++]);
+		bytes += raftlock__holder_info__get_packed_size(h) + ITEM_OVERHEAD;
+		if (bytes > LOCK_INFO_BYTES_MAX)
+			break;
+		b->holder_ptrs[shown] = h;
 	}
 	b->info.holders = b->holder_ptrs;
-	b->info.n_holders = nh;
+	b->info.n_holders = shown;
+	shown = 0;
+	for (; shown < nw && bytes <= LOCK_INFO_BYTES_MAX; shown++) {
+		Raftlock__WaiterInfo *w = &b->waiters[shown];
+		raftlock__waiter_info__init(w);
+		w->waiter = rec->waiters[shown];
+		w->owner = owner_of(st, txn, r, rec->waiters[shown]->session,
+				    &b->sessions[b->n_sessions++]);
+		bytes += raftlock__waiter_info__get_packed_size(w) + ITEM_OVERHEAD;
+		if (bytes > LOCK_INFO_BYTES_MAX)
+			break;
+		b->waiter_ptrs[shown] = w;
+	}
 	b->info.waiters = b->waiter_ptrs;
-	b->info.n_waiters = nw;
+	b->info.n_waiters = shown;
 }
 
 static void lock_info_free(struct lock_info_buf *b)

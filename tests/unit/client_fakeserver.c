@@ -427,6 +427,9 @@ static void fake_lock_info(Raftlock__LockInfo *li, int n, Raftlock__HolderInfo *
 	li->holders = hp;
 	li->n_waiters = n == 1 ? 1 : 0;
 	li->waiters = wp;
+	/* a/1: the answer holds 2 of its 5 holders; its waiters' total is
+	 * not said (a server older than the totals) */
+	li->holders_total = n == 1 ? 5 : 0;
 }
 
 /* The page of the LIST_LOCKS of lock_names that lists `after`'s next. */

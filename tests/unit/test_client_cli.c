@@ -458,6 +458,11 @@ static void test_json_listings(void **state)
 	slurp(path_in_tmp("s.json"), buf, sizeof buf);
 	assert_true(buf[0] == '{');
 	assert_non_null(strstr(buf, "\"waiters\": [{\"session\": 12"));
+	assert_non_null(strstr(buf, "\"holders_total\": 5, \"waiters_total\": 1}"));
+	char *text[] = {"raftlock", "--endpoints", f->addr, "show", "a/1", NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(text, path_in_tmp("s.txt")), 5000), 0);
+	slurp(path_in_tmp("s.txt"), buf, sizeof buf);
+	assert_non_null(strstr(buf, "  ... 3 more holders (the answer holds the first 2)\n"));
 
 	char *status[] = {"raftlock", "--endpoints", f->addr, "status", "--json", NULL};
 	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")), 5000), 0);

@@ -81,6 +81,9 @@ static void test_lock_get(void **state)
 	assert_int_equal(li->n_waiters, 1);
 	assert_int_equal(li->waiters[0].session, 12);
 	assert_int_equal(li->waiters[0].queued_time, 9500);
+	/* the lists were cut: 2 of 5 holders; a total not sent is the list's */
+	assert_int_equal(li->holders_total, 5);
+	assert_int_equal(li->waiters_total, 1);
 	raftlock_lock_info_free(li);
 	li = NULL;
 	assert_int_equal(raftlock_lock_get(c, "b", true, &li), RAFTLOCK_ENOTFOUND);

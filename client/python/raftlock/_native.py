@@ -174,6 +174,8 @@ class LockInfo(Structure):
         ("waiters", POINTER(Waiter)),
         ("max_hold_ms", c_uint32),
         ("revoke_grace_ms", c_uint32),
+        ("holders_total", c_size_t),
+        ("waiters_total", c_size_t),
     ]
 
 

@@ -85,6 +85,10 @@ class LockInfo:
     cluster_time: int
     holders: List[Holder]
     waiters: List[Waiter]
+    # How many the lock has: more than the lists when the answer cut them
+    # to fit a frame (the first ones are kept).
+    holders_total: int = 0
+    waiters_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,8 @@ def lock_info_from_c(li):
                       w.queued_time, _owner(w.who))
                for w in _items(li.waiters, li.n_waiters)]
     return LockInfo(_s(li.name), _KINDS.get(li.kind, str(li.kind)), li.limit, li.delay_until,
-                    li.lock_delay_ms, li.cluster_time, holders, waiters)
+                    li.lock_delay_ms, li.cluster_time, holders, waiters, li.holders_total,
+                    li.waiters_total)
 
 
 def session_info_from_c(si):

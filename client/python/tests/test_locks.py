@@ -223,8 +223,10 @@ class ReadWriteLocks(unittest.TestCase):
         r1, r2, w = self.s
         with r1.read_lock("rw/doc", timeout=5) as a, r2.read_lock("rw/doc", timeout=5) as b:
             self.assertNotEqual(a.token, b.token)
-            self.assertEqual(len(self.c.lock_info("rw/doc").holders), 2)
-            self.assertEqual(self.c.lock_info("rw/doc").kind, "rwlock")
+            info = self.c.lock_info("rw/doc")
+            self.assertEqual(len(info.holders), 2)
+            self.assertEqual((info.holders_total, info.waiters_total), (2, 0))
+            self.assertEqual(info.kind, "rwlock")
             with self.assertRaises(raftlock.LockTimeout):
                 with w.write_lock("rw/doc", timeout=0.3):
                     pass

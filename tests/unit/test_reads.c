@@ -1,0 +1,206 @@
+/* test_reads.c: what reads_serve() answers about locks too large for a
+ * frame. A lock may have FSM_MAX_HOLDERS holders and FSM_MAX_WAITERS
+ * waiters, with their owners several frames' worth: GET_LOCK and each page
+ * of LIST_LOCKS still fit in a frame (RAFTLOCK_FRAME_MAX, what a client
+ * takes), the lists hold the first holders and waiters in their order, and
+ * the totals say how many the lock has. A small lock's lists are whole. */
+#include "reads.h"
+#include "test_fsm_harness.h"
+
+#define SESSIONS 2000
+
+/* reads.c's barrier (reads_wait) is not exercised here. */
+int raft_barrier(struct raft *r, struct raft_barrier *req, raft_barrier_cb cb)
+{
+	(void)r;
+	(void)req;
+	(void)cb;
+	return RAFT_NOTLEADER;
+}
+
+/* One answer: its envelope's size, and what the test reads of it. */
+struct answer {
+	size_t frame_bytes;
+	int status;
+	size_t n_locks;
+	bool more;
+	char last[RAFTLOCK_NAME_MAX + 1];
+	struct {
+		char name[64];
+		size_t n_holders, n_waiters, holders_total, waiters_total;
+		uint64_t first_holder, first_waiter;
+	} locks[16];
+};
+
+static void note_lock(struct answer *a, const Raftlock__LockInfo *li)
+{
+	assert_true(a->n_locks < 16);
+	size_t k = a->n_locks++;
+	snprintf(a->locks[k].name, sizeof a->locks[k].name, "%s", li->name);
+	snprintf(a->last, sizeof a->last, "%s", li->name);
+	a->locks[k].n_holders = li->n_holders;
+	a->locks[k].n_waiters = li->n_waiters;
+	a->locks[k].holders_total = li->holders_total;
+	a->locks[k].waiters_total = li->waiters_total;
+	a->locks[k].first_holder = li->n_holders ? li->holders[0]->holder->owner : 0;
+	a->locks[k].first_waiter = li->n_waiters ? li->waiters[0]->waiter->owner : 0;
+}
+
+static void answered(void *arg, const Raftlock__Response *resp)
+{
+	struct answer *a = arg;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.id = UINT64_MAX;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RESPONSE;
+	env.response = (Raftlock__Response *)resp;
+	a->frame_bytes = raftlock__envelope__get_packed_size(&env);
+	a->status = resp->status;
+	if (resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_LOCK)
+		note_lock(a, resp->lock);
+	if (resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_LOCKS) {
+		for (size_t i = 0; i < resp->locks->n_locks; i++)
+			note_lock(a, resp->locks->locks[i]);
+		a->more = resp->locks->more;
+	}
+}
+
+/* Sessions 1..SESSIONS, each with an owner of some length. */
+static void put_sessions(struct fx *f, MDB_txn *txn)
+{
+	char host[64], name[64];
+	for (uint64_t id = 1; id <= SESSIONS; id++) {
+		snprintf(host, sizeof host, "host-%08llu.rack-17.example.internal",
+			 (unsigned long long)id);
+		snprintf(name, sizeof name, "billing-worker-%llu", (unsigned long long)id);
+		Raftlock__Owner owner = RAFTLOCK__OWNER__INIT;
+		owner.host = host;
+		owner.client_name = name;
+		owner.pid = 40000 + (uint32_t)id;
+		Raftlock__SessionRecord rec = RAFTLOCK__SESSION_RECORD__INIT;
+		rec.id = id;
+		rec.owner = &owner;
+		store_put_session(&f->store, txn, &rec);
+	}
+}
+
+/* Lock name with n holders and m waiters (owners 1.. and 1000001..),
+ * spread over the sessions. */
+static void put_lock(struct fx *f, MDB_txn *txn, const char *name, size_t n, size_t m)
+{
+	Raftlock__Holder *h = calloc(n ? n : 1, sizeof *h);
+	Raftlock__Holder **hp = calloc(n ? n : 1, sizeof *hp);
+	Raftlock__Waiter *w = calloc(m ? m : 1, sizeof *w);
+	Raftlock__Waiter **wp = calloc(m ? m : 1, sizeof *wp);
+	assert_true(h && hp && w && wp);
+	for (size_t i = 0; i < n; i++) {
+		raftlock__holder__init(&h[i]);
+		h[i].session = 1 + i % SESSIONS;
+		h[i].owner = 1 + i;
+		h[i].mode = RAFTLOCK__MODE__SHARED;
+		h[i].permits = 1;
+		h[i].count = 1;
+		h[i].token = 1000 + i;
+		h[i].granted_time = 5000;
+		hp[i] = &h[i];
+	}
+	for (size_t i = 0; i < m; i++) {
+		raftlock__waiter__init(&w[i]);
+		w[i].session = 1 + i % SESSIONS;
+		w[i].owner = 1000001 + i;
+		w[i].permits = 1;
+		w[i].queued_time = 6000 + i;
+		wp[i] = &w[i];
+	}
+	Raftlock__LockRecord rec = RAFTLOCK__LOCK_RECORD__INIT;
+	rec.name = (char *)name;
+	rec.kind = RAFTLOCK__LOCK_KIND__SEMAPHORE;
+	rec.limit = (uint32_t)(n ? n : 1);
+	rec.holders = hp;
+	rec.n_holders = n;
+	rec.waiters = wp;
+	rec.n_waiters = m;
+	store_put_lock(&f->store, txn, &rec);
+	free(h);
+	free(hp);
+	free(w);
+	free(wp);
+}
+
+static void serve_get(struct fx *f, const char *name, struct answer *a)
+{
+	Raftlock__GetLockRequest g = RAFTLOCK__GET_LOCK_REQUEST__INIT;
+	g.name = (char *)name;
+	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
+	env.get_lock = &g;
+	memset(a, 0, sizeof *a);
+	reads_serve(&f->store, &env, NULL, answered, a);
+	assert_int_equal(a->status, 0);
+	assert_int_equal(a->n_locks, 1);
+	assert_true(a->frame_bytes <= RAFTLOCK_FRAME_MAX);
+}
+
+static void test_huge_locks_fit_a_frame(void **state)
+{
+	struct fx *f = fx_ready(state);
+	MDB_txn *txn = store_begin(&f->store, true);
+	put_sessions(f, txn);
+	put_lock(f, txn, "big/holders", FSM_MAX_HOLDERS, 0);
+	put_lock(f, txn, "big/queue", 1, FSM_MAX_WAITERS);
+	put_lock(f, txn, "big/zsmall", 3, 2);
+	store_commit(txn);
+
+	struct answer a;
+	serve_get(f, "big/holders", &a);
+	assert_int_equal(a.locks[0].holders_total, FSM_MAX_HOLDERS);
+	assert_true(a.locks[0].n_holders > 1000 && a.locks[0].n_holders < FSM_MAX_HOLDERS);
+	assert_int_equal(a.locks[0].first_holder, 1);
+	assert_int_equal(a.locks[0].waiters_total, 0);
+	assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX / 4 + 1024);
+
+	serve_get(f, "big/queue", &a);
+	assert_int_equal(a.locks[0].n_holders, 1);
+	assert_int_equal(a.locks[0].holders_total, 1);
+	assert_int_equal(a.locks[0].waiters_total, FSM_MAX_WAITERS);
+	assert_true(a.locks[0].n_waiters > 1000 && a.locks[0].n_waiters < FSM_MAX_WAITERS);
+	assert_int_equal(a.locks[0].first_waiter, 1000001); /* the head of the queue */
+
+	serve_get(f, "big/zsmall", &a);
+	assert_int_equal(a.locks[0].n_holders, 3);
+	assert_int_equal(a.locks[0].holders_total, 3);
+	assert_int_equal(a.locks[0].n_waiters, 2);
+	assert_int_equal(a.locks[0].waiters_total, 2);
+
+	/* Every page of a listing fits a frame, and the pages list each lock
+	 * once. */
+	const char *want[] = {"big/holders", "big/queue", "big/zsmall"};
+	size_t seen = 0, pages = 0;
+	char after[RAFTLOCK_NAME_MAX + 1] = "";
+	do {
+		Raftlock__ListLocksRequest ll = RAFTLOCK__LIST_LOCKS_REQUEST__INIT;
+		ll.prefix = "big/";
+		ll.after = after;
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
+		env.list_locks = &ll;
+		memset(&a, 0, sizeof a);
+		reads_serve(&f->store, &env, NULL, answered, &a);
+		assert_int_equal(a.status, 0);
+		assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX);
+		for (size_t i = 0; i < a.n_locks; i++) {
+			assert_true(seen < 3);
+			assert_string_equal(a.locks[i].name, want[seen++]);
+		}
+		snprintf(after, sizeof after, "%s", a.last);
+		pages++;
+	} while (a.more && pages < 10);
+	assert_int_equal(seen, 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_huge_locks_fit_a_frame, fx_setup, fx_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
