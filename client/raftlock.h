@@ -1489,8 +1489,9 @@ RAFTLOCK_API int raftlock_member_add(raftlock_client *client, uint64_t id, const
  * 11 also for an id below the highest used; before, such an id answers
  * 0), RAFTLOCK_EINVAL (the last voter), RAFTLOCK_ESTATE (a voter whose
  * removal would leave voters a majority of which did not answer the
- * leader within two election timeouts: such a configuration could commit
- * nothing; raftlock_errmsg() names the silent voters; nothing changed).
+ * leader within two election timeouts, at most 3 s: a configuration that
+ * could commit nothing; raftlock_errmsg() names the silent voters;
+ * nothing changed).
  * Another membership change in progress is retried as
  * RAFTLOCK_EUNAVAILABLE is.
  */

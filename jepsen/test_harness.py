@@ -536,6 +536,39 @@ class Membership(unittest.TestCase):
         with self.assertRaises(M.MembershipError):
             M.members(self.Cli("raftlock: member list: timed out", rc=1))
 
+    def test_refused_removal_is_tried_again(self):
+        # Refused while a remaining voter does not answer: tried again,
+        # a bounded number of times; any other failure fails at once.
+        refused = ("raftlock: member remove 2: the call is not valid in the "
+                   "object's current state (removing member 2 would leave 2 "
+                   "voters of which 2 must answer for the cluster to commit, "
+                   "and 1 did within 2000 ms (silent: 3): start them, or "
+                   "remove a silent member first)")
+
+        class Replies:
+            def __init__(self, replies):
+                self.replies, self.calls = list(replies), 0
+
+            def cli(self, who, argv, timeout=30, request_ms=5000):
+                self.calls += 1
+                return self.replies.pop(0) if self.replies else (1, refused)
+
+        wait, M.REMOVAL_RETRY_S = M.REMOVAL_RETRY_S, 0
+        try:
+            cl = Replies([(1, refused), (1, refused), (0, "")])
+            M._member(cl, ["remove", "2"])
+            self.assertEqual(cl.calls, 3)
+            cl = Replies([])
+            with self.assertRaises(M.MembershipError):
+                M._member(cl, ["remove", "2"])
+            self.assertEqual(cl.calls, M.REMOVAL_TRIES)
+            cl = Replies([(1, "raftlock: member remove 2: timed out")])
+            with self.assertRaises(M.MembershipError):
+                M._member(cl, ["remove", "2"])
+            self.assertEqual(cl.calls, 1)
+        finally:
+            M.REMOVAL_RETRY_S = wait
+
     def test_modes_take_turns(self):
         # Every mode comes within one round, whatever the seed.
         for seed in range(5):

@@ -368,6 +368,16 @@ static void count_remaining(const struct member_op *op, struct remaining *q)
 	q->need = q->voters / 2 + 1;
 }
 
+/* How long a voter's removal waits for the remaining voters, from the
+ * request: MEMBERS_QUORUM_ELECTIONS election timeouts, at most
+ * MEMBERS_QUORUM_WAIT_MAX_MS (the client gives up on a connection that
+ * owes an answer for CLIENT_STALL_MS, and would send the request again). */
+static uint64_t quorum_wait_ms(const struct members *m)
+{
+	uint64_t wait = MEMBERS_QUORUM_ELECTIONS * (uint64_t)m->node->cfg->election_timeout_ms;
+	return wait < MEMBERS_QUORUM_WAIT_MAX_MS ? wait : MEMBERS_QUORUM_WAIT_MAX_MS;
+}
+
 static void quorum_stop(struct members *m)
 {
 	if (!m->closing)
@@ -410,10 +420,10 @@ static void judge_quorum(struct member_op *op)
 		 (unsigned long long)op->id, q.answered, q.voters, q.need, q.silent);
 	op_done(op, RAFTLOCK_ESTATE,
 		"removing member %llu would leave %u voters of which %u must answer for the "
-		"cluster to commit, and %u did within %u ms (silent: %s): start them, or remove "
+		"cluster to commit, and %u did within %llu ms (silent: %s): start them, or remove "
 		"a silent member first",
 		(unsigned long long)op->id, q.voters, q.need, q.answered,
-		MEMBERS_QUORUM_ELECTIONS * m->node->cfg->election_timeout_ms, q.silent);
+		(unsigned long long)quorum_wait_ms(m), q.silent);
 }
 
 static void quorum_poll(struct timebase_timer *t)
@@ -435,9 +445,6 @@ static void quorum_barrier_done(struct raft_barrier *req, int status)
 			"changed");
 		return;
 	}
-	op->deadline_ms =
-		timebase_now(op->m->tb) +
-		MEMBERS_QUORUM_ELECTIONS * (uint64_t)op->m->node->cfg->election_timeout_ms;
 	judge_quorum(op);
 }
 
@@ -450,6 +457,7 @@ static void check_quorum(struct member_op *op)
 	struct raft *r = &m->node->raft;
 	m->removing = op;
 	op->after = raft_last_index(r);
+	op->deadline_ms = timebase_now(m->tb) + quorum_wait_ms(m);
 	for (unsigned i = 0; i < r->configuration.n && i < CONFIG_MAX_MEMBERS; i++) {
 		const struct raft_server *s = &r->configuration.servers[i];
 		if (s->role == RAFT_VOTER &&
@@ -585,15 +593,15 @@ static void handle_remove(struct members *m, uint64_t id, members_reply_cb reply
 		       (unsigned long long)id);
 		return;
 	}
-	if (s != NULL && id == m->node->cfg->id) {
-		hand_over_first(m, reply, arg);
-		return;
-	}
 	bool voter = s != NULL && s->role == RAFT_VOTER;
 	if (voter ? m->ops > 0 || m->busy > 0 || m->promoting : m->removing != NULL) {
 		answer(reply, arg, RAFTLOCK_EUNAVAILABLE, "%s",
 		       voter ? "another membership change is in progress: retry"
 			     : "a voter's removal is in progress: retry");
+		return;
+	}
+	if (s != NULL && id == m->node->cfg->id) {
+		hand_over_first(m, reply, arg);
 		return;
 	}
 	struct member_op *op = op_new(m, OP_REMOVE, id, reply, arg);
@@ -717,6 +725,8 @@ static void promoted(struct raft_change *req, int status)
 	m->promoting = false;
 	if (status == 0)
 		m->promotions++;
+	else /* its node is down or slow: others' changes go first a while */
+		m->promote_again_ms = timebase_now(m->tb) + MEMBERS_PROMOTE_AGAIN_MS;
 	log_info("member %llu: automatic promotion to voter %s", (unsigned long long)m->promotee,
 		 status == 0 ? "done" : raft_strerror(status));
 }
@@ -735,7 +745,8 @@ static void check(struct timebase_timer *t)
 		record_founding(m, meta);
 		raftlock__meta__free_unpacked(meta, NULL);
 	}
-	if (m->promoting || m->busy > 0 || m->removing != NULL)
+	if (m->promoting || m->busy > 0 || m->removing != NULL ||
+	    timebase_now(m->tb) < m->promote_again_ms)
 		return;
 	raft_index last = raft_last_index(r);
 	Raftlock__Meta *meta = NULL;
@@ -776,9 +787,9 @@ void members_start(struct members *m, struct timebase *tb, struct node *node)
 
 void members_close(struct members *m)
 {
-	/* A removal waiting for the remaining voters is answered now; one
-	 * waiting for raft (its barrier, its entry, its change) is answered
-	 * when libraft calls it back as it closes. */
+	/* Called once raft has closed (main.c): libraft called back every
+	 * barrier and change, so a removal still here waits for its voters:
+	 * it is answered now. */
 	if (m->removing != NULL && timebase_timer_active(&m->quorum_timer)) {
 		timebase_timer_stop(&m->quorum_timer);
 		m->closing = true;

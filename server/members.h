@@ -12,14 +12,16 @@
  *            new leader. Another member: MEMBER_REMOVE (its id is never
  *            used again), then raft_remove. A voter's removal first
  *            checks that a majority of the voters that would remain
- *            answer (a barrier, then their match indexes, for at most
- *            MEMBERS_QUORUM_ELECTIONS election timeouts): raft counts a new configuration from the
+ *            answer (a barrier, then their match indexes, until the
+ *            deadline below): raft counts a new configuration from the
  *            moment it is appended, so leaving voters {A, C} while C is
  *            down would commit nothing, itself included, until C returned.
  *            Refused with RAFTLOCK_ESTATE, nothing proposed, when they do
- *            not. A voter's removal runs alone: while one is on its way,
- *            or while another change is, the other is refused "unavailable"
- *            (the client retries). An id in neither the raft
+ *            not. A voter's removal (the leader's too) runs alone: while
+ *            one is on its way, or while another change is, the other is
+ *            refused "unavailable" (the client retries). The check is made
+ *            once, before MEMBER_REMOVE: a voter that dies after it is not
+ *            seen. An id in neither the raft
  *            configuration nor the book: 0 when it was removed before (a
  *            retry), "no member N" otherwise (member_book_removed()),
  *            nothing proposed.
@@ -54,10 +56,17 @@
 /* How often a voter's removal looks at the remaining voters' match
  * indexes while it waits for a majority of them to answer (ms). */
 #define MEMBERS_QUORUM_POLL_MS 10
-/* How long it waits for them, in election timeouts. A voter answers when
- * it holds an entry appended after the request came, or when its match
- * index moves meanwhile (alive, catching up). */
+/* How long it waits for them from the request: this many election
+ * timeouts, at most MEMBERS_QUORUM_WAIT_MAX_MS. A voter answers when it
+ * holds an entry appended after the request came, or when its match index
+ * moves meanwhile (alive, catching up by entries; one receiving a
+ * snapshot does not answer until it has it). */
 #define MEMBERS_QUORUM_ELECTIONS 2
+#define MEMBERS_QUORUM_WAIT_MAX_MS 3000
+/* After an automatic promotion failed (its member did not catch up in
+ * time: its node is down or slow), the next one waits this long (ms), so
+ * that it does not hold every other membership change off. */
+#define MEMBERS_PROMOTE_AGAIN_MS 10000
 
 struct member_op;
 
@@ -79,6 +88,7 @@ struct members {
 	unsigned busy;                 /* requests of ours in a raft change */
 	unsigned recording;            /* founding members' records in flight */
 	uint64_t promotions;           /* automatic promotions done */
+	uint64_t promote_again_ms;     /* none before (after one failed) */
 };
 
 /* Whether env is a member request (its body is MEMBER_*). */

@@ -29,11 +29,25 @@ def members(cl):
     return roles
 
 
+# A removal is refused while a majority of the voters that would remain do
+# not answer the leader (docs/OPERATIONS.md, "Removing a member"): a voter
+# restarted by an earlier fault may still be receiving a snapshot. As an
+# operator would, wait and try again, a bounded number of times.
+REMOVAL_REFUSED = "must answer for the cluster to commit"
+REMOVAL_TRIES = 10
+REMOVAL_RETRY_S = 2
+
+
 def _member(cl, args):
-    rc, out = cl.cli(C.ADMIN, ["member"] + args, timeout=60,
-                     request_ms=30000)
-    if rc != 0:
-        raise MembershipError("member %s: %s" % (" ".join(args), out))
+    for attempt in range(REMOVAL_TRIES):
+        rc, out = cl.cli(C.ADMIN, ["member"] + args, timeout=60,
+                         request_ms=30000)
+        if rc == 0:
+            return
+        if REMOVAL_REFUSED not in out or attempt + 1 == REMOVAL_TRIES:
+            break
+        time.sleep(REMOVAL_RETRY_S)
+    raise MembershipError("member %s: %s" % (" ".join(args), out))
 
 
 def wait_role(cl, member_id, role, timeout=VOTER_TIMEOUT_S):
