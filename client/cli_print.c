@@ -265,7 +265,7 @@ void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si
 		json_owner(f, &si->who);
 		fputs(", ", f);
 		cli_json_names(f, CLI_JSON_SPACED, "locks", si->locks, si->n_locks);
-		fputs("}", f);
+		fprintf(f, ", \"locks_total\": %zu}", si->locks_total);
 		return;
 	}
 	o->items++;
@@ -277,5 +277,7 @@ void cli_print_session(struct cli_out *o, const struct raftlock_session_info *si
 	print_span(f, cluster_time, si->opened_time);
 	for (size_t i = 0; i < si->n_locks; i++)
 		fprintf(f, "%s%s", i ? ", " : "  locks: ", si->locks[i]);
+	if (si->locks_total > si->n_locks)
+		fprintf(f, ", ... %zu more", si->locks_total - si->n_locks);
 	fputs("\n", f);
 }

@@ -65,6 +65,120 @@ static int revoke_token(raftlock_client *client, const char *name, uint64_t toke
 	return RAFTLOCK_EUNKNOWN;
 }
 
+/* What one call has settled, across its passes. */
+struct revoke_run {
+	raftlock_client *client;
+	const char *name;
+	uint64_t grace;
+	bool json;
+	uint64_t *settled; /* every token revoked or asked to release */
+	size_t n_settled, cap;
+	uint64_t *gone; /* of those, the ones no longer current after a lost answer */
+	size_t n_gone;
+	int code;
+};
+
+static bool settled_has(const struct revoke_run *run, uint64_t token)
+{
+	for (size_t i = 0; i < run->n_settled; i++)
+		if (run->settled[i] == token)
+			return true;
+	return false;
+}
+
+/* Revokes token and says so; false on an error that ends the call. */
+static bool revoke_one(struct revoke_run *run, uint64_t token)
+{
+	int rv = revoke_token(run->client, run->name, token, (unsigned)run->grace);
+	if (rv == RAFTLOCK_ENOTFOUND)
+		return true; /* released meanwhile */
+	if (rv < 0) {
+		run->code = CLI_EXIT_ERROR;
+		return false;
+	}
+	if (run->n_settled == run->cap) {
+		size_t cap = run->cap ? 2 * run->cap : 64;
+		uint64_t *s = realloc(run->settled, cap * sizeof *s);
+		uint64_t *g = realloc(run->gone, cap * sizeof *g);
+		if (s != NULL)
+			run->settled = s;
+		if (g != NULL)
+			run->gone = g;
+		if (s == NULL || g == NULL) {
+			fprintf(stderr, "raftlock: out of memory\n");
+			run->code = CLI_EXIT_ERROR;
+			return false;
+		}
+		run->cap = cap;
+	}
+	if (rv == REVOKE_GONE)
+		run->gone[run->n_gone++] = token;
+	if (run->json)
+		printf("%s%" PRIu64, run->n_settled ? ", " : "", token);
+	else if (rv == REVOKE_GONE)
+		printf("token %" PRIu64 " of '%s' is no longer current (revoked by an "
+		       "attempt whose answer was lost, or released)\n",
+		       token, run->name);
+	else if (run->grace == 0)
+		printf("revoked token %" PRIu64 " of '%s'\n", token, run->name);
+	else
+		printf("asked the holder of token %" PRIu64 " of '%s' to release; revoked in "
+		       "%" PRIu64 " ms unless it does\n",
+		       token, run->name, run->grace);
+	run->settled[run->n_settled++] = token;
+	return true;
+}
+
+/* Revokes every holder of the lock. A lock's answer holds its first
+ * holders only when they are many (raftlock_lock_info.holders_total): the
+ * lock is read again after each pass, until it lists no holder this call
+ * has not settled; the passes after the first leave alone the grants made
+ * after the first read (a waiter granted meanwhile). With a grace, the
+ * holders asked stay holders until they release: those past the first
+ * answer cannot be reached, and the call fails saying so. */
+static void revoke_holders(struct revoke_run *run)
+{
+	uint64_t first_read = UINT64_MAX; /* its cluster time */
+	for (;;) {
+		struct raftlock_lock_info *info = NULL;
+		int rv = raftlock_lock_get(run->client, run->name, false, &info);
+		if (rv == RAFTLOCK_ENOTFOUND)
+			return;
+		if (rv != 0) {
+			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(run->client));
+			run->code = CLI_EXIT_ERROR;
+			return;
+		}
+		bool cut = info->holders_total > info->n_holders, fresh = false;
+		size_t total = info->holders_total, shown = info->n_holders;
+		if (first_read == UINT64_MAX)
+			first_read = info->cluster_time;
+		/* in grant order: a newer grant listed means every older one is */
+		if (shown > 0 && info->holders[shown - 1].granted_time > first_read)
+			cut = false;
+		for (size_t i = 0; i < info->n_holders && run->code == CLI_EXIT_OK; i++) {
+			uint64_t token = info->holders[i].token;
+			if (settled_has(run, token) || info->holders[i].granted_time > first_read)
+				continue;
+			fresh = true;
+			if (!revoke_one(run, token))
+				break;
+		}
+		raftlock_lock_info_free(info);
+		if (run->code != CLI_EXIT_OK || !cut)
+			return;
+		if (!fresh) {
+			fprintf(stderr,
+				"raftlock: revoke '%s': it has %zu holders and an answer holds "
+				"the first %zu, all settled: the rest were not reached (revoke "
+				"without --grace, or each by --token)\n",
+				run->name, total, shown);
+			run->code = CLI_EXIT_ERROR;
+			return;
+		}
+	}
+}
+
 int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 {
 	enum { OPT_TOKEN = 1, OPT_GRACE, OPT_JSON };
@@ -95,69 +209,30 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 		return revoke_usage("revoke: one lock NAME");
 	const char *name = argv[optind];
 
-	uint64_t *tokens = &token;
-	size_t n = 1;
-	struct raftlock_lock_info *info = NULL;
-	if (token == 0) {
-		int rv = raftlock_lock_get(client, name, false, &info);
-		if (rv != 0 && rv != RAFTLOCK_ENOTFOUND) {
-			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(client));
-			return CLI_EXIT_ERROR;
-		}
-		n = info != NULL ? info->n_holders : 0;
-		tokens = n ? calloc(n, sizeof *tokens) : NULL;
-		if (n > 0 && tokens == NULL) {
-			raftlock_lock_info_free(info);
-			fprintf(stderr, "raftlock: out of memory\n");
-			return CLI_EXIT_ERROR;
-		}
-		for (size_t i = 0; i < n; i++)
-			tokens[i] = info->holders[i].token;
-		raftlock_lock_info_free(info);
-	}
-	int code = CLI_EXIT_OK;
-	size_t done = 0, gone = 0;
+	struct revoke_run run = {
+		.client = client, .name = name, .grace = grace, .json = json, .code = CLI_EXIT_OK};
 	if (json) {
 		fputs("{", stdout);
 		cli_json_name(stdout, CLI_JSON_SPACED, "lock", name);
 		printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", grace);
 	}
-	for (size_t i = 0; i < n; i++) {
-		int rv = revoke_token(client, name, tokens[i], (unsigned)grace);
-		if (rv == RAFTLOCK_ENOTFOUND)
-			continue; /* released meanwhile */
-		if (rv < 0) {
-			code = CLI_EXIT_ERROR;
-			break;
-		}
-		if (rv == REVOKE_GONE)
-			tokens[gone++] = tokens[i]; /* into a slot done with, for the JSON */
-		if (json)
-			printf("%s%" PRIu64, done ? ", " : "", tokens[i]);
-		else if (rv == REVOKE_GONE)
-			printf("token %" PRIu64 " of '%s' is no longer current (revoked by an "
-			       "attempt whose answer was lost, or released)\n",
-			       tokens[i], name);
-		else if (grace == 0)
-			printf("revoked token %" PRIu64 " of '%s'\n", tokens[i], name);
-		else
-			printf("asked the holder of token %" PRIu64
-			       " of '%s' to release; revoked in "
-			       "%" PRIu64 " ms unless it does\n",
-			       tokens[i], name, grace);
-		done++;
-	}
+	if (token != 0)
+		revoke_one(&run, token);
+	else
+		revoke_holders(&run);
 	if (json) {
 		/* "tokens" keeps every grant settled, as before; these are the
 		 * ones no longer current after a lost answer, which this call
 		 * may not have revoked (released meanwhile) */
 		fputs("], \"no_longer_current\": [", stdout);
-		for (size_t i = 0; i < gone; i++)
-			printf("%s%" PRIu64, i ? ", " : "", tokens[i]);
+		for (size_t i = 0; i < run.n_gone; i++)
+			printf("%s%" PRIu64, i ? ", " : "", run.gone[i]);
 		printf("]}\n");
 	}
-	if (tokens != &token)
-		free(tokens);
+	free(run.settled);
+	free(run.gone);
+	int code = run.code;
+	size_t done = run.n_settled;
 	if (code == CLI_EXIT_OK && done == 0) {
 		if (!json)
 			printf("'%s' has no %s grant\n", name, token ? "such" : "current");

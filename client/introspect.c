@@ -416,6 +416,8 @@ static bool session_info_from_pb(struct raftlock_session_info *dst,
 		dst->locks[j] = introspect_dup(src->locks[j], &failed);
 		dst->n_locks++;
 	}
+	/* a server older than the total sends 0: its list is whole */
+	dst->locks_total = src->locks_total > dst->n_locks ? src->locks_total : dst->n_locks;
 	return !failed;
 }
 

@@ -50,6 +50,9 @@ extern "C" {
 #define RAFTLOCK_VERSION_MAJOR 0
 #define RAFTLOCK_VERSION_MINOR 1
 #define RAFTLOCK_VERSION_PATCH 0
+/* Until version 1 (SONAME libraftlock.so.0) the structs this library
+ * returns may gain fields at their end from one release to the next: build
+ * a program against the header of the library it runs with. */
 
 #if defined(RAFTLOCK_BUILDING) && defined(__GNUC__)
 #define RAFTLOCK_API __attribute__((visibility("default")))
@@ -1300,6 +1303,10 @@ struct raftlock_session_info {
 	struct raftlock_owner who;
 	size_t n_locks;
 	char **locks;
+	/* How many locks the session holds or waits for (of those the caller
+	 * may read): above n_locks when the list was cut to keep the answer
+	 * inside a frame (about a megabyte of names). */
+	size_t locks_total;
 };
 
 struct raftlock_session_list {

@@ -387,7 +387,10 @@ static void on_envelope(struct follower *f, const uint8_t *buf, size_t len)
 		const Raftlock__Response *r = env->response;
 		if (r->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_STATUS_INFO) {
 			if (leading(f->fw)) {
-				f->answered_ms = now_ms(f->fw);
+				if (r->status_info->node_id == f->member.id) {
+					f->answered_ms = now_ms(f->fw);
+					f->conn_answered = true;
+				}
 				followers_judge(f, r->status_info);
 			} else {
 				status_note_leader_answer(f->fw->node, r->status_info);
@@ -428,11 +431,15 @@ static void feed(struct follower *f, const char *bytes, size_t n)
 	drop(f);
 }
 
-/* The member ended the connection, or it failed: gone until it answers
- * again. */
-static void lost(struct follower *f)
+/* The connection failed or ended. The member is gone (until it answers
+ * again) when the connection could not be made (its node is down, or cut
+ * off), or when one that had answered ended; one that ended before it
+ * answered may be a member that refuses this node (TLS, a limit): not a
+ * sign that it is down. */
+static void ended(struct follower *f)
 {
-	f->lost_ms = now_ms(f->fw);
+	if (f->state == FOLLOWER_CONNECTING || f->conn_answered)
+		f->lost_ms = now_ms(f->fw);
 	drop(f);
 }
 
@@ -440,7 +447,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct follower *f = s->data;
 	if (nread < 0) {
-		lost(f);
+		ended(f);
 		return;
 	}
 	feed(f, buf->base, (size_t)nread);
@@ -459,10 +466,10 @@ static void tls_read(struct tls_stream *ts, ssize_t nread, const char *buf)
 			 tls_stream_error(ts));
 		f->tls_warned = true;
 	}
-	if (tls_stream_established(ts))
-		lost(f);
+	if (tls_stream_established(ts) && nread != UV_EPROTO)
+		ended(f);
 	else
-		drop(f); /* it answered the connection: alive, misconfigured */
+		drop(f); /* it took the connection: alive, and refuses this node */
 }
 
 static void tls_handshake(struct tls_stream *ts)
@@ -501,7 +508,7 @@ static void connect_cb(uv_connect_t *req, int status)
 	if (f->state != FOLLOWER_CONNECTING)
 		return; /* closed meanwhile */
 	if (status != 0) {
-		lost(f);
+		ended(f);
 		return;
 	}
 	if (!wanted(f)) {
@@ -528,6 +535,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *ai)
 	}
 	uv_tcp_init(f->fw->loop, &f->tcp);
 	f->tcp.data = f;
+	f->conn_answered = false;
 	frame_reader_init(&f->reader, FOLLOWERS_ANSWER_MAX);
 	f->connect.data = f;
 	set_state(f, FOLLOWER_CONNECTING);
@@ -609,6 +617,10 @@ static void check(struct timebase_timer *t)
 	uint64_t now = now_ms(fw);
 	transfer_watch(fw);
 	sync_members(fw);
+	bool lead = leading(fw);
+	if (lead && !fw->was_leading)
+		fw->leading_since_ms = now;
+	fw->was_leading = lead;
 	if (!leading(fw) && !fw->transferring) {
 		fw->failures = 0; /* a new leadership starts without back-off */
 		fw->next_transfer_ms = 0;
@@ -625,9 +637,9 @@ static void check(struct timebase_timer *t)
 		if (f->state == FOLLOWER_IDLE)
 			resolve(f);
 		else if (f->state == FOLLOWER_CONNECTING && waited)
-			lost(f);
+			ended(f);
 		else if (f->state == FOLLOWER_OPEN && f->asking && waited)
-			lost(f);
+			ended(f);
 		else if (f->state == FOLLOWER_OPEN && !f->asking)
 			ask(f);
 	}
@@ -686,9 +698,12 @@ uint64_t followers_hand_over_target(struct followers *fw)
 			all_gone = false;
 			continue;
 		}
-		bool alive = f->answered_ms != 0 && f->answered_ms >= f->lost_ms &&
+		/* what this leadership saw (check() notes its start) */
+		bool alive = fw->was_leading && f->answered_ms >= fw->leading_since_ms &&
+			     f->answered_ms > f->lost_ms &&
 			     now - f->answered_ms <= FOLLOWERS_ALIVE_MS;
-		all_gone = all_gone && f->lost_ms > f->answered_ms;
+		all_gone = all_gone && fw->was_leading && f->lost_ms >= fw->leading_since_ms &&
+			   f->lost_ms > f->answered_ms;
 		raft_index m;
 		if (alive && raft_match_index(&n->raft, id, &m) == 0 &&
 		    (target == NODE_HAND_OVER_ANY || m > best)) {

@@ -59,10 +59,12 @@
 /* After a hand-over that did not complete: wait this many election timeouts,
  * doubling after each failure, up to the cap (ms). */
 #define FOLLOWERS_BACKOFF_ELECTIONS 2
-/* A member is alive when it answered this leader's STATUS within this
- * long (ms) and its connection has not failed or ended since; gone when
- * its connection failed or ended after its last answer (a stopped node
- * refuses connections, a cut-off one lets them time out). */
+/* Within this leadership: a member is alive when it answered this
+ * leader's STATUS within this long (ms) and no connection to it failed or
+ * ended since; gone when, after its last answer, a connection to it could
+ * not be made (a stopped node refuses them, a cut-off one lets them time
+ * out) or one that had answered ended or stopped answering. A connection
+ * refused after it was made (TLS, a limit) says neither. */
 #define FOLLOWERS_ALIVE_MS (3 * FOLLOWERS_CHECK_MS)
 #define FOLLOWERS_BACKOFF_CAP_MS 60000
 
@@ -107,9 +109,11 @@ struct follower {
 	uint64_t stall_since_ms; /* then; 0: not resting */
 	uint64_t stall_seen_ms;  /* when it was last seen resting */
 	uint64_t stall_cured_ms; /* the last hand-over for it as stalled */
-	/* Whether the member is alive, for a hand-over (followers_alive): */
-	uint64_t answered_ms; /* its last STATUS answer to this leader; 0: none */
-	uint64_t lost_ms;     /* its connection last failed or was ended by it */
+	/* Whether the member is alive, for a hand-over
+	 * (followers_hand_over_target): */
+	uint64_t answered_ms; /* its last STATUS answer to this node leading; 0: none */
+	uint64_t lost_ms;     /* the last connection that failed or ended (ended()) */
+	bool conn_answered;   /* the current connection has answered */
 };
 
 struct followers {
@@ -128,6 +132,8 @@ struct followers {
 	unsigned failures;             /* in a row, this leadership */
 	uint64_t next_transfer_ms;     /* none before this (back-off) */
 	struct log_rate log_answer;    /* answers that do not decode or are too long */
+	bool was_leading;              /* at the last check */
+	uint64_t leading_since_ms;     /* when check() first saw this leadership */
 	bool closing;
 };
 

@@ -83,7 +83,7 @@ struct lock_info_buf {
  * have FSM_MAX_HOLDERS holders and FSM_MAX_WAITERS waiters, several
  * frames' worth with their owners; the lists are cut there, the totals
  * say so. A page of locks (PAGE_BYTES_MAX) plus one lock stays inside a
- * frame. */
+ * frame. A session's names are cut at the same size. */
 #define LOCK_INFO_BYTES_MAX (RAFTLOCK_FRAME_MAX / 4)
 /* A repeated field's tag and length, at most, beside each item. */
 #define ITEM_OVERHEAD 6
@@ -112,7 +112,9 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r
 	b->info.cluster_time = now;
 	b->info.holders_total = (uint32_t)nh;
 	b->info.waiters_total = (uint32_t)nw;
-	size_t shown = 0;
+	/* holders take at most half when there are waiters: a writer queued
+	 * behind thousands of readers is shown */
+	size_t shown = 0, holders_max = nw ? LOCK_INFO_BYTES_MAX / 2 : LOCK_INFO_BYTES_MAX;
 	for (; shown < nh; shown++) {
 		Raftlock__HolderInfo *h = &b->holders[shown];
 		raftlock__holder_info__init(h);
@@ -120,12 +122,14 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r
 		h->owner = owner_of(st, txn, r, rec->holders[shown]->session,
 				    &b->sessions[b->n_sessions++]);
 		bytes += raftlock__holder_info__get_packed_size(h) + ITEM_OVERHEAD;
-		if (bytes > LOCK_INFO_BYTES_MAX)
+		if (bytes > holders_max)
 			break;
 		b->holder_ptrs[shown] = h;
 	}
 	b->info.holders = b->holder_ptrs;
 	b->info.n_holders = shown;
+	if (bytes > holders_max) /* the one not shown */
+		bytes = holders_max;
 	shown = 0;
 	for (; shown < nw && bytes <= LOCK_INFO_BYTES_MAX; shown++) {
 		Raftlock__WaiterInfo *w = &b->waiters[shown];
@@ -314,6 +318,18 @@ static int list_sessions_visit(void *arg, Raftlock__SessionRecord *rec)
 		}
 		n_names = kept;
 	}
+	/* A session may hold or await FSM_MAX_SESSION_LOCKS names, several
+	 * frames' worth: the list is cut as a lock's holders are. */
+	info->locks_total = (uint32_t)n_names;
+	size_t shown = 0, bytes = 0;
+	for (; shown < n_names; shown++) {
+		bytes += strlen(names[shown]) + ITEM_OVERHEAD;
+		if (bytes > LOCK_INFO_BYTES_MAX)
+			break;
+	}
+	for (size_t i = shown; i < n_names; i++)
+		free(names[i]);
+	n_names = shown;
 	ctx->names_of[ctx->n] = names;
 	ctx->n_names[ctx->n] = n_names;
 	if (ctx->names.indexed) /* not in the record's size */

@@ -520,7 +520,9 @@ static void fake_session_reads(struct fake *f, int fd, const Raftlock__Envelope 
 	si.owner = &owner;
 	si.locks = locks;
 	si.n_locks = 2;
+	si.locks_total = 7; /* the answer holds 2 of its 7 names */
 	if (f->lock_names != NULL) {
+		si.locks_total = 0; /* a server older than the total */
 		si.locks = (char **)f->lock_names;
 		for (si.n_locks = 0; f->lock_names[si.n_locks] != NULL; si.n_locks++)
 			;

@@ -463,6 +463,14 @@ static void test_json_listings(void **state)
 	assert_int_equal(cli_wait(cli_spawn_to(text, path_in_tmp("s.txt")), 5000), 0);
 	slurp(path_in_tmp("s.txt"), buf, sizeof buf);
 	assert_non_null(strstr(buf, "  ... 3 more holders (the answer holds the first 2)\n"));
+	char *sessions[] = {"raftlock", "--endpoints", f->addr, "sessions", NULL, NULL};
+	assert_int_equal(cli_wait(cli_spawn_to(sessions, path_in_tmp("ss.txt")), 5000), 0);
+	slurp(path_in_tmp("ss.txt"), buf, sizeof buf);
+	assert_non_null(strstr(buf, "  locks: a/1, a/2, ... 5 more\n"));
+	sessions[4] = "--json";
+	assert_int_equal(cli_wait(cli_spawn_to(sessions, path_in_tmp("ss.json")), 5000), 0);
+	slurp(path_in_tmp("ss.json"), buf, sizeof buf);
+	assert_non_null(strstr(buf, "\"locks_total\": 7}"));
 
 	char *status[] = {"raftlock", "--endpoints", f->addr, "status", "--json", NULL};
 	assert_int_equal(cli_wait(cli_spawn_to(status, path_in_tmp("st.json")), 5000), 0);
@@ -809,10 +817,30 @@ static void test_revoke_settles_a_lost_answer(void **state)
 	fake_stop(f);
 }
 
+/* `raftlock revoke NAME` of a lock whose answer holds only its first
+ * holders (the fake's a/1: 2 of 5) reads it again after revoking them; an
+ * answer that lists no holder left to revoke while the lock has more ends
+ * the call with an error naming what was not reached, not a success. */
+static void test_revoke_reads_past_a_cut_list(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	char buf[512];
+	char *revoke[] = {"raftlock", "--endpoints", f->addr, "revoke", "a/1", NULL};
+	pid_t pid = cli_spawn_to(revoke, path_in_tmp("out"));
+	assert_int_equal(cli_wait(pid, 10000), 1);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_GET_LOCK), 2);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 2);
+	assert_string_equal(slurp(path_in_tmp("out"), buf, sizeof buf),
+			    "revoked token 900 of 'a/1'\nrevoked token 901 of 'a/1'\n");
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lock_runs_command_with_token),
+		cmocka_unit_test(test_revoke_reads_past_a_cut_list),
 		cmocka_unit_test(test_lock_busy_exits_3),
 		cmocka_unit_test(test_run_takes_a_semaphore_permit),
 		cmocka_unit_test(test_usage_errors_exit_2),

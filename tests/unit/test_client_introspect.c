@@ -131,6 +131,7 @@ static void test_session_list(void **state)
 	assert_int_equal(si->who.pid, 4242);
 	assert_int_equal(si->n_locks, 2);
 	assert_string_equal(si->locks[1], "a/2");
+	assert_int_equal(si->locks_total, 7); /* the list was cut */
 	raftlock_session_list_free(list);
 	assert_int_equal(raftlock_session_list(c, 11, 0, false, &list), 0);
 	assert_int_equal(list->n_sessions, 0);

@@ -1,10 +1,13 @@
-/* test_reads.c: what reads_serve() answers about locks too large for a
- * frame. A lock may have FSM_MAX_HOLDERS holders and FSM_MAX_WAITERS
- * waiters, with their owners several frames' worth: GET_LOCK and each page
- * of LIST_LOCKS still fit in a frame (RAFTLOCK_FRAME_MAX, what a client
- * takes), the lists hold the first holders and waiters in their order, and
- * the totals say how many the lock has. A small lock's lists are whole. */
+/* test_reads.c: what reads_serve() answers about locks and sessions too
+ * large for a frame. A lock may have FSM_MAX_HOLDERS holders and
+ * FSM_MAX_WAITERS waiters, with their owners several frames' worth: GET_LOCK
+ * and each page of LIST_LOCKS still fit in a frame (RAFTLOCK_FRAME_MAX, what
+ * a client takes), the lists hold the first holders and waiters in their
+ * order, and the totals say how many the lock has. A small lock's lists
+ * are whole. Likewise a session's names (FSM_MAX_SESSION_LOCKS of up to
+ * RAFTLOCK_NAME_MAX bytes) in LIST_SESSIONS. */
 #include "reads.h"
+#include "session_locks.h"
 #include "test_fsm_harness.h"
 
 #define SESSIONS 2000
@@ -30,6 +33,9 @@ struct answer {
 		size_t n_holders, n_waiters, holders_total, waiters_total;
 		uint64_t first_holder, first_waiter;
 	} locks[16];
+	size_t n_sessions;
+	uint64_t last_session;
+	size_t session1_names, session1_total; /* session 1's, when listed */
 };
 
 static void note_lock(struct answer *a, const Raftlock__LockInfo *li)
@@ -61,6 +67,18 @@ static void answered(void *arg, const Raftlock__Response *resp)
 		for (size_t i = 0; i < resp->locks->n_locks; i++)
 			note_lock(a, resp->locks->locks[i]);
 		a->more = resp->locks->more;
+	}
+	if (resp->payload_case == RAFTLOCK__RESPONSE__PAYLOAD_SESSIONS) {
+		const Raftlock__SessionList *sl = resp->sessions;
+		for (size_t i = 0; i < sl->n_sessions; i++) {
+			a->last_session = sl->sessions[i]->id;
+			if (sl->sessions[i]->id == 1) {
+				a->session1_names = sl->sessions[i]->n_locks;
+				a->session1_total = sl->sessions[i]->locks_total;
+			}
+		}
+		a->n_sessions = sl->n_sessions;
+		a->more = sl->more;
 	}
 }
 
@@ -148,6 +166,7 @@ static void test_huge_locks_fit_a_frame(void **state)
 	put_lock(f, txn, "big/holders", FSM_MAX_HOLDERS, 0);
 	put_lock(f, txn, "big/queue", 1, FSM_MAX_WAITERS);
 	put_lock(f, txn, "big/zsmall", 3, 2);
+	put_lock(f, txn, "big/rw", FSM_MAX_HOLDERS, 3);
 	store_commit(txn);
 
 	struct answer a;
@@ -165,6 +184,14 @@ static void test_huge_locks_fit_a_frame(void **state)
 	assert_true(a.locks[0].n_waiters > 1000 && a.locks[0].n_waiters < FSM_MAX_WAITERS);
 	assert_int_equal(a.locks[0].first_waiter, 1000001); /* the head of the queue */
 
+	/* Many holders leave room for the waiters: the writer queued behind
+	 * the readers is shown. */
+	serve_get(f, "big/rw", &a);
+	assert_int_equal(a.locks[0].holders_total, FSM_MAX_HOLDERS);
+	assert_true(a.locks[0].n_holders > 1000);
+	assert_int_equal(a.locks[0].n_waiters, 3);
+	assert_int_equal(a.locks[0].waiters_total, 3);
+
 	serve_get(f, "big/zsmall", &a);
 	assert_int_equal(a.locks[0].n_holders, 3);
 	assert_int_equal(a.locks[0].holders_total, 3);
@@ -173,7 +200,7 @@ static void test_huge_locks_fit_a_frame(void **state)
 
 	/* Every page of a listing fits a frame, and the pages list each lock
 	 * once. */
-	const char *want[] = {"big/holders", "big/queue", "big/zsmall"};
+	const char *want[] = {"big/holders", "big/queue", "big/rw", "big/zsmall"};
 	size_t seen = 0, pages = 0;
 	char after[RAFTLOCK_NAME_MAX + 1] = "";
 	do {
@@ -188,19 +215,76 @@ static void test_huge_locks_fit_a_frame(void **state)
 		assert_int_equal(a.status, 0);
 		assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX);
 		for (size_t i = 0; i < a.n_locks; i++) {
-			assert_true(seen < 3);
+			assert_true(seen < 4);
 			assert_string_equal(a.locks[i].name, want[seen++]);
 		}
 		snprintf(after, sizeof after, "%s", a.last);
 		pages++;
 	} while (a.more && pages < 10);
-	assert_int_equal(seen, 3);
+	assert_int_equal(seen, 4);
+}
+
+/* Session 1 holds or awaits `n` names of RAFTLOCK_NAME_MAX bytes. */
+static void give_names(struct fx *f, MDB_txn *txn, size_t n)
+{
+	Raftlock__Meta *meta = store_get_meta(&f->store, txn);
+	struct session_locks sl = session_locks_at(&f->store, txn, meta);
+	Raftlock__SessionRecord *rec = store_get_session(&f->store, txn, 1);
+	assert_non_null(rec);
+	char name[RAFTLOCK_NAME_MAX + 1];
+	memset(name, 'n', RAFTLOCK_NAME_MAX);
+	name[RAFTLOCK_NAME_MAX] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "many/%06zu", i);
+		name[strlen(name)] = 'n'; /* the rest of the name stays 'n's */
+		session_locks_add(&sl, rec, name);
+	}
+	store_put_session(&f->store, txn, rec);
+	raftlock__session_record__free_unpacked(rec, NULL);
+	raftlock__meta__free_unpacked(meta, NULL);
+}
+
+static void test_session_with_many_names_fits_a_frame(void **state)
+{
+	struct fx *f = fx_ready(state);
+	MDB_txn *txn = store_begin(&f->store, true);
+	put_sessions(f, txn);
+	give_names(f, txn, 20000); /* 5 MB of names */
+	store_commit(txn);
+
+	struct answer a;
+	uint64_t after = 0;
+	size_t seen = 0, pages = 0;
+	bool session1 = false;
+	do {
+		Raftlock__ListSessionsRequest ls = RAFTLOCK__LIST_SESSIONS_REQUEST__INIT;
+		ls.after = after;
+		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
+		env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS;
+		env.list_sessions = &ls;
+		memset(&a, 0, sizeof a);
+		reads_serve(&f->store, &env, NULL, answered, &a);
+		assert_int_equal(a.status, 0);
+		assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX);
+		if (a.session1_total != 0) {
+			session1 = true;
+			assert_int_equal(a.session1_total, 20000);
+			assert_true(a.session1_names > 1000 && a.session1_names < 20000);
+		}
+		seen += a.n_sessions;
+		after = a.last_session;
+		pages++;
+	} while (a.more && pages < 1000);
+	assert_true(session1);
+	assert_int_equal(seen, SESSIONS);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_huge_locks_fit_a_frame, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_session_with_many_names_fits_a_frame, fx_setup,
+						fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

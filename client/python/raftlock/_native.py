@@ -192,6 +192,7 @@ class SessionInfo(Structure):
         ("who", Owner),
         ("n_locks", c_size_t),
         ("locks", POINTER(c_char_p)),
+        ("locks_total", c_size_t),
     ]
 
 

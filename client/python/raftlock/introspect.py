@@ -99,6 +99,9 @@ class SessionInfo:
     opened_time: int
     who: Owner
     locks: List[str]
+    # How many the session holds or awaits: more than `locks` when the
+    # answer cut the list to fit a frame.
+    locks_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def lock_info_from_c(li):
 
 def session_info_from_c(si):
     return SessionInfo(si.id, si.ttl_ms, si.deadline, si.opened_time, _owner(si.who),
-                       [_s(n) for n in _items(si.locks, si.n_locks)])
+                       [_s(n) for n in _items(si.locks, si.n_locks)], si.locks_total)
 
 
 def acl_rule_from_c(r, perms_text):
