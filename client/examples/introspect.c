@@ -21,7 +21,10 @@ int main(int argc, char **argv)
 				       l->holders[h].who.client_name, l->holders[h].who.host,
 				       l->holders[h].who.pid,
 				       (unsigned long long)l->holders[h].session);
-			printf("%s: %zu waiting\n", l->name, l->n_waiters);
+			if (l->holders_total > l->n_holders) /* a huge lock's answer is cut */
+				printf("%s: %zu more holders\n", l->name,
+				       l->holders_total - l->n_holders);
+			printf("%s: %zu waiting\n", l->name, l->waiters_total);
 			snprintf(last, sizeof last, "%s", l->name);
 		}
 		after = last;
