@@ -76,7 +76,21 @@ struct revoke_run {
 	uint64_t *gone; /* of those, the ones no longer current after a lost answer */
 	size_t n_gone;
 	int code;
+	bool opened; /* --json: the object's start is out */
 };
+
+/* --json: the object's start, once: before the token of --token, after
+ * the first read of the lock otherwise (a call that cannot read it prints
+ * none, as before). */
+static void json_open(struct revoke_run *run)
+{
+	if (!run->json || run->opened)
+		return;
+	run->opened = true;
+	fputs("{", stdout);
+	cli_json_name(stdout, CLI_JSON_SPACED, "lock", run->name);
+	printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", run->grace);
+}
 
 static bool settled_has(const struct revoke_run *run, uint64_t token)
 {
@@ -113,6 +127,7 @@ static bool revoke_one(struct revoke_run *run, uint64_t token)
 	}
 	if (rv == REVOKE_GONE)
 		run->gone[run->n_gone++] = token;
+	json_open(run);
 	if (run->json)
 		printf("%s%" PRIu64, run->n_settled ? ", " : "", token);
 	else if (rv == REVOKE_GONE)
@@ -142,13 +157,14 @@ static void revoke_holders(struct revoke_run *run)
 	for (;;) {
 		struct raftlock_lock_info *info = NULL;
 		int rv = raftlock_lock_get(run->client, run->name, false, &info);
-		if (rv == RAFTLOCK_ENOTFOUND)
-			return;
-		if (rv != 0) {
+		if (rv != 0 && rv != RAFTLOCK_ENOTFOUND) {
 			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(run->client));
 			run->code = CLI_EXIT_ERROR;
 			return;
 		}
+		json_open(run);
+		if (rv == RAFTLOCK_ENOTFOUND)
+			return;
 		bool cut = info->holders_total > info->n_holders, fresh = false;
 		size_t total = info->holders_total, shown = info->n_holders;
 		if (first_read == UINT64_MAX)
@@ -211,16 +227,13 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 
 	struct revoke_run run = {
 		.client = client, .name = name, .grace = grace, .json = json, .code = CLI_EXIT_OK};
-	if (json) {
-		fputs("{", stdout);
-		cli_json_name(stdout, CLI_JSON_SPACED, "lock", name);
-		printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", grace);
-	}
-	if (token != 0)
+	if (token != 0) {
+		json_open(&run);
 		revoke_one(&run, token);
-	else
-		revoke_holders(&run);
-	if (json) {
+	} else {
+		revoke_holders(&run); /* no object when it cannot read the lock */
+	}
+	if (run.opened) {
 		/* "tokens" keeps every grant settled, as before; these are the
 		 * ones no longer current after a lost answer, which this call
 		 * may not have revoked (released meanwhile) */

@@ -617,9 +617,14 @@ static void check(struct timebase_timer *t)
 	uint64_t now = now_ms(fw);
 	transfer_watch(fw);
 	sync_members(fw);
+	/* a new leadership: leading again, or leading in another term (lost
+	 * and won again between two checks) */
 	bool lead = leading(fw);
-	if (lead && !fw->was_leading)
+	raft_term term = raft_current_term(&fw->node->raft);
+	if (lead && (!fw->was_leading || term != fw->leading_term)) {
 		fw->leading_since_ms = now;
+		fw->leading_term = term;
+	}
 	fw->was_leading = lead;
 	if (!leading(fw) && !fw->transferring) {
 		fw->failures = 0; /* a new leadership starts without back-off */
@@ -689,6 +694,8 @@ uint64_t followers_hand_over_target(struct followers *fw)
 	uint64_t now = now_ms(fw), target = NODE_HAND_OVER_ANY;
 	raft_index best = 0;
 	bool all_gone = true;
+	/* only what this leadership saw, once check() has noted it */
+	bool known = fw->was_leading && raft_current_term(&n->raft) == fw->leading_term;
 	for (unsigned i = 0; i < conf->n; i++) {
 		uint64_t id = conf->servers[i].id;
 		if (conf->servers[i].role != RAFT_VOTER || id == fw->cfg->id)
@@ -699,10 +706,10 @@ uint64_t followers_hand_over_target(struct followers *fw)
 			continue;
 		}
 		/* what this leadership saw (check() notes its start) */
-		bool alive = fw->was_leading && f->answered_ms >= fw->leading_since_ms &&
+		bool alive = known && f->answered_ms >= fw->leading_since_ms &&
 			     f->answered_ms > f->lost_ms &&
 			     now - f->answered_ms <= FOLLOWERS_ALIVE_MS;
-		all_gone = all_gone && fw->was_leading && f->lost_ms >= fw->leading_since_ms &&
+		all_gone = all_gone && known && f->lost_ms >= fw->leading_since_ms &&
 			   f->lost_ms > f->answered_ms;
 		raft_index m;
 		if (alive && raft_match_index(&n->raft, id, &m) == 0 &&

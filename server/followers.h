@@ -134,6 +134,7 @@ struct followers {
 	struct log_rate log_answer;    /* answers that do not decode or are too long */
 	bool was_leading;              /* at the last check */
 	uint64_t leading_since_ms;     /* when check() first saw this leadership */
+	raft_term leading_term;        /* its term */
 	bool closing;
 };
 
