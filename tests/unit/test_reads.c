@@ -144,6 +144,15 @@ static void put_lock(struct fx *f, MDB_txn *txn, const char *name, size_t n, siz
 	free(wp);
 }
 
+/* Serves env into *a: answered, and inside a frame. */
+static void serve(struct fx *f, const Raftlock__Envelope *env, struct answer *a)
+{
+	memset(a, 0, sizeof *a);
+	reads_serve(&f->store, env, NULL, answered, a);
+	assert_int_equal(a->status, 0);
+	assert_true(a->frame_bytes <= RAFTLOCK_FRAME_MAX);
+}
+
 static void serve_get(struct fx *f, const char *name, struct answer *a)
 {
 	Raftlock__GetLockRequest g = RAFTLOCK__GET_LOCK_REQUEST__INIT;
@@ -151,11 +160,8 @@ static void serve_get(struct fx *f, const char *name, struct answer *a)
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
 	env.get_lock = &g;
-	memset(a, 0, sizeof *a);
-	reads_serve(&f->store, &env, NULL, answered, a);
-	assert_int_equal(a->status, 0);
+	serve(f, &env, a);
 	assert_int_equal(a->n_locks, 1);
-	assert_true(a->frame_bytes <= RAFTLOCK_FRAME_MAX);
 }
 
 static void test_huge_locks_fit_a_frame(void **state)
@@ -210,10 +216,7 @@ static void test_huge_locks_fit_a_frame(void **state)
 		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 		env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_LOCKS;
 		env.list_locks = &ll;
-		memset(&a, 0, sizeof a);
-		reads_serve(&f->store, &env, NULL, answered, &a);
-		assert_int_equal(a.status, 0);
-		assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX);
+		serve(f, &env, &a);
 		for (size_t i = 0; i < a.n_locks; i++) {
 			assert_true(seen < 4);
 			assert_string_equal(a.locks[i].name, want[seen++]);
@@ -262,10 +265,7 @@ static void test_session_with_many_names_fits_a_frame(void **state)
 		Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 		env.body_case = RAFTLOCK__ENVELOPE__BODY_LIST_SESSIONS;
 		env.list_sessions = &ls;
-		memset(&a, 0, sizeof a);
-		reads_serve(&f->store, &env, NULL, answered, &a);
-		assert_int_equal(a.status, 0);
-		assert_true(a.frame_bytes <= RAFTLOCK_FRAME_MAX);
+		serve(f, &env, &a);
 		if (a.session1_total != 0) {
 			session1 = true;
 			assert_int_equal(a.session1_total, 20000);
