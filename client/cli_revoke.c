@@ -65,16 +65,15 @@ static int revoke_token(raftlock_client *client, const char *name, uint64_t toke
 	return RAFTLOCK_EUNKNOWN;
 }
 
-/* What one call has settled, across its passes. */
+/* What one call has settled, across the lock's pages. */
 struct revoke_run {
 	raftlock_client *client;
 	const char *name;
 	uint64_t grace;
 	bool json;
-	uint64_t *settled; /* every token revoked or asked to release */
-	size_t n_settled, cap;
-	uint64_t *gone; /* of those, the ones no longer current after a lost answer */
-	size_t n_gone;
+	size_t n_settled; /* tokens revoked or asked to release */
+	uint64_t *gone;   /* of those, the ones no longer current after a lost answer */
+	size_t n_gone, cap;
 	int code;
 	bool opened; /* --json: the object's start is out */
 };
@@ -92,14 +91,6 @@ static void json_open(struct revoke_run *run)
 	printf(", \"grace_ms\": %" PRIu64 ", \"tokens\": [", run->grace);
 }
 
-static bool settled_has(const struct revoke_run *run, uint64_t token)
-{
-	for (size_t i = 0; i < run->n_settled; i++)
-		if (run->settled[i] == token)
-			return true;
-	return false;
-}
-
 /* Revokes token and says so; false on an error that ends the call. */
 static bool revoke_one(struct revoke_run *run, uint64_t token)
 {
@@ -110,23 +101,20 @@ static bool revoke_one(struct revoke_run *run, uint64_t token)
 		run->code = CLI_EXIT_ERROR;
 		return false;
 	}
-	if (run->n_settled == run->cap) {
-		size_t cap = run->cap ? 2 * run->cap : 64;
-		uint64_t *s = realloc(run->settled, cap * sizeof *s);
-		uint64_t *g = realloc(run->gone, cap * sizeof *g);
-		if (s != NULL)
-			run->settled = s;
-		if (g != NULL)
+	if (rv == REVOKE_GONE) {
+		if (run->n_gone == run->cap) {
+			size_t cap = run->cap ? 2 * run->cap : 16;
+			uint64_t *g = realloc(run->gone, cap * sizeof *g);
+			if (g == NULL) {
+				fprintf(stderr, "raftlock: out of memory\n");
+				run->code = CLI_EXIT_ERROR;
+				return false;
+			}
 			run->gone = g;
-		if (s == NULL || g == NULL) {
-			fprintf(stderr, "raftlock: out of memory\n");
-			run->code = CLI_EXIT_ERROR;
-			return false;
+			run->cap = cap;
 		}
-		run->cap = cap;
-	}
-	if (rv == REVOKE_GONE)
 		run->gone[run->n_gone++] = token;
+	}
 	json_open(run);
 	if (run->json)
 		printf("%s%" PRIu64, run->n_settled ? ", " : "", token);
@@ -140,23 +128,23 @@ static bool revoke_one(struct revoke_run *run, uint64_t token)
 		printf("asked the holder of token %" PRIu64 " of '%s' to release; revoked in "
 		       "%" PRIu64 " ms unless it does\n",
 		       token, run->name, run->grace);
-	run->settled[run->n_settled++] = token;
+	run->n_settled++;
 	return true;
 }
 
 /* Revokes every holder of the lock. A lock's answer holds its first
- * holders only when they are many (raftlock_lock_info.holders_total): the
- * lock is read again after each pass, until it lists no holder this call
- * has not settled; the passes after the first leave alone the grants made
- * after the first read (a waiter granted meanwhile). With a grace, the
- * holders asked stay holders until they release: those past the first
- * answer cannot be reached, and the call fails saying so. */
+ * holders only when they are many (raftlock_lock_info.holders_more): the
+ * rest are read page by page, each after the last token listed (tokens
+ * rise in grant order). Grants made after the first read (a waiter
+ * granted meanwhile) are left alone, and end the walk: every later grant
+ * is newer still. */
 static void revoke_holders(struct revoke_run *run)
 {
 	uint64_t first_read = UINT64_MAX; /* its cluster time */
+	uint64_t after = 0;               /* the last token read */
 	for (;;) {
 		struct raftlock_lock_info *info = NULL;
-		int rv = raftlock_lock_get(run->client, run->name, false, &info);
+		int rv = raftlock_lock_get_holders(run->client, run->name, after, false, &info);
 		if (rv != 0 && rv != RAFTLOCK_ENOTFOUND) {
 			fprintf(stderr, "raftlock: %s\n", raftlock_errmsg(run->client));
 			run->code = CLI_EXIT_ERROR;
@@ -165,33 +153,30 @@ static void revoke_holders(struct revoke_run *run)
 		json_open(run);
 		if (rv == RAFTLOCK_ENOTFOUND)
 			return;
-		bool cut = info->holders_total > info->n_holders, fresh = false;
-		size_t total = info->holders_total, shown = info->n_holders;
 		if (first_read == UINT64_MAX)
 			first_read = info->cluster_time;
-		/* in grant order: a newer grant listed means every older one is */
-		if (shown > 0 && info->holders[shown - 1].granted_time > first_read)
-			cut = false;
+		bool more = info->holders_more && info->n_holders > 0;
 		for (size_t i = 0; i < info->n_holders && run->code == CLI_EXIT_OK; i++) {
-			uint64_t token = info->holders[i].token;
-			if (settled_has(run, token) || info->holders[i].granted_time > first_read)
-				continue;
-			fresh = true;
-			if (!revoke_one(run, token))
+			const struct raftlock_holder *h = &info->holders[i];
+			if (h->token <= after) { /* the page must move on */
+				fprintf(stderr,
+					"raftlock: revoke '%s': the node listed token %" PRIu64
+					" in the holders after %" PRIu64 "\n",
+					run->name, h->token, after);
+				run->code = CLI_EXIT_ERROR;
+				break;
+			}
+			if (h->granted_time > first_read) {
+				more = false;
+				break;
+			}
+			after = h->token;
+			if (!revoke_one(run, h->token))
 				break;
 		}
 		raftlock_lock_info_free(info);
-		if (run->code != CLI_EXIT_OK || !cut)
+		if (run->code != CLI_EXIT_OK || !more)
 			return;
-		if (!fresh) {
-			fprintf(stderr,
-				"raftlock: revoke '%s': it has %zu holders and an answer holds "
-				"the first %zu, all settled: the rest were not reached (revoke "
-				"without --grace, or each by --token)\n",
-				run->name, total, shown);
-			run->code = CLI_EXIT_ERROR;
-			return;
-		}
 	}
 }
 
@@ -242,7 +227,6 @@ int cli_revoke(raftlock_client *client, int argc, char **argv, bool json)
 			printf("%s%" PRIu64, i ? ", " : "", run.gone[i]);
 		printf("]}\n");
 	}
-	free(run.settled);
 	free(run.gone);
 	int code = run.code;
 	size_t done = run.n_settled;

@@ -1,6 +1,7 @@
 /* introspect.c: see introspect.h. */
 #include "introspect.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,11 @@ static bool lock_info_from_pb(struct raftlock_lock_info *info, const Raftlock__L
 		li->holders_total > info->n_holders ? li->holders_total : info->n_holders;
 	info->waiters_total =
 		li->waiters_total > info->n_waiters ? li->waiters_total : info->n_waiters;
+	info->holders_after = li->holders_after;
+	/* a server older than paging does not say: from the first holder,
+	 * fewer listed than there are means more */
+	info->holders_more = li->holders_more ||
+			     (li->holders_after == 0 && info->holders_total > info->n_holders);
 	if (failed)
 		lock_info_clear(info);
 	return !failed;
@@ -293,8 +299,9 @@ RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info)
 	free(info);
 }
 
-RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool stale,
-				   struct raftlock_lock_info **out)
+RAFTLOCK_API int raftlock_lock_get_holders(raftlock_client *c, const char *name,
+					   uint64_t holders_after, bool stale,
+					   struct raftlock_lock_info **out)
 {
 	if (c == NULL)
 		return RAFTLOCK_EINVAL;
@@ -310,9 +317,18 @@ RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool st
 	env.get_lock = &req;
 	req.name = (char *)name;
 	req.stale = stale;
+	req.holders_after = holders_after;
 	rv = introspect_call(c, &env, RAFTLOCK__RESPONSE__PAYLOAD_LOCK, &reply);
 	if (rv != 0)
 		return errmsg_set(&c->t, rv, NULL, "get lock '%s'", name);
+	if (reply->response->lock->holders_after != holders_after) {
+		raftlock__envelope__free_unpacked(reply, NULL);
+		return errmsg_set(&c->t, RAFTLOCK_ESTATE,
+				  "the node that answered lists a lock's holders from the first "
+				  "only (a build older than paging them): upgrade every node",
+				  "get lock '%s' holders after token %" PRIu64, name,
+				  holders_after);
+	}
 	struct raftlock_lock_info *info = malloc(sizeof *info);
 	if (info == NULL || !lock_info_from_pb(info, reply->response->lock)) {
 		free(info);
@@ -322,6 +338,12 @@ RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool st
 	raftlock__envelope__free_unpacked(reply, NULL);
 	*out = info;
 	return 0;
+}
+
+RAFTLOCK_API int raftlock_lock_get(raftlock_client *c, const char *name, bool stale,
+				   struct raftlock_lock_info **out)
+{
+	return raftlock_lock_get_holders(c, name, 0, stale, out);
 }
 
 RAFTLOCK_API void raftlock_lock_list_free(struct raftlock_lock_list *list)

@@ -1259,9 +1259,16 @@ struct raftlock_lock_info {
 	/* How many holders and waiters the lock has. Above n_holders and
 	 * n_waiters when the lists were cut to keep the answer inside a frame
 	 * (about a megabyte of them: thousands): the lists then hold the
-	 * first ones, in grant and in queue order. */
+	 * first ones, in grant and in queue order (the holders from
+	 * holders_after on). */
 	size_t holders_total;
 	size_t waiters_total;
+	/* The holders listed are those with a token above this, in grant
+	 * order (raftlock_lock_get_holders; 0: from the first). */
+	uint64_t holders_after;
+	/* Holders granted after the last one listed exist: read them with
+	 * raftlock_lock_get_holders(), after its token. */
+	bool holders_more;
 };
 
 struct raftlock_lock_list {
@@ -1273,7 +1280,9 @@ struct raftlock_lock_list {
 /*
  * Reads one lock. Linearizable unless `stale` (then any node answers from
  * its own state). A lock nobody holds or waits for does not exist:
- * RAFTLOCK_ENOTFOUND. *out is freed with raftlock_lock_info_free().
+ * RAFTLOCK_ENOTFOUND. *out is freed with raftlock_lock_info_free(). A lock
+ * with thousands of holders lists the first ones (holders_more): read the
+ * rest with raftlock_lock_get_holders().
  * Other errors: RAFTLOCK_EINVAL (an empty name), RAFTLOCK_ETOOBIG (a name
  * over RAFTLOCK_NAME_MAX bytes), and the transport errors (RAFTLOCK_EPERM:
  * the identity may not read the name). Blocks for at most the request
@@ -1282,6 +1291,23 @@ struct raftlock_lock_list {
 RAFTLOCK_API int raftlock_lock_get(raftlock_client *client, const char *name, bool stale,
 				   struct raftlock_lock_info **out);
 RAFTLOCK_API void raftlock_lock_info_free(struct raftlock_lock_info *info);
+
+/*
+ * Reads one lock as raftlock_lock_get() does, listing only the holders
+ * whose token is above holders_after (0: from the first), in grant order,
+ * which is token order: a lock with more holders than one answer holds is
+ * read page by page, each time after the last token listed, while
+ * (*out)->holders_more. A grant made between two pages comes in a later
+ * one (its token is higher); a holder gone meanwhile is simply not listed.
+ * The waiters and totals are the whole lock's, as in raftlock_lock_get().
+ * Same ownership (*out freed with raftlock_lock_info_free()), threading
+ * and errors, and RAFTLOCK_ESTATE when holders_after > 0 and the node that
+ * answered is a build older than paging (it would list from the first):
+ * the message says to upgrade. Blocks for at most the request timeout.
+ */
+RAFTLOCK_API int raftlock_lock_get_holders(raftlock_client *client, const char *name,
+					   uint64_t holders_after, bool stale,
+					   struct raftlock_lock_info **out);
 
 /*
  * Lists locks whose name starts with `prefix` ("" or NULL = all), in name

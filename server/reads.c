@@ -88,8 +88,12 @@ struct lock_info_buf {
 /* A repeated field's tag and length, at most, beside each item. */
 #define ITEM_OVERHEAD 6
 
+/* Fills b from rec, listing the holders whose token is above
+ * holders_after (0: all), in grant order, and the waiters in queue order,
+ * as many as LOCK_INFO_BYTES_MAX holds. */
 static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r,
-			   struct lock_info_buf *b, Raftlock__LockRecord *rec, uint64_t now)
+			   struct lock_info_buf *b, Raftlock__LockRecord *rec, uint64_t now,
+			   uint64_t holders_after)
 {
 	size_t nh = rec->n_holders, nw = rec->n_waiters, bytes = 0;
 	raftlock__lock_info__init(&b->info);
@@ -112,19 +116,24 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r
 	b->info.cluster_time = now;
 	b->info.holders_total = (uint32_t)nh;
 	b->info.waiters_total = (uint32_t)nw;
+	b->info.holders_after = holders_after;
 	/* holders take at most half when there are waiters: a writer queued
 	 * behind thousands of readers is shown */
 	size_t shown = 0, holders_max = nw ? LOCK_INFO_BYTES_MAX / 2 : LOCK_INFO_BYTES_MAX;
-	for (; shown < nh; shown++) {
+	for (size_t i = 0; i < nh; i++) {
+		if (rec->holders[i]->token <= holders_after)
+			continue;
 		Raftlock__HolderInfo *h = &b->holders[shown];
 		raftlock__holder_info__init(h);
-		h->holder = rec->holders[shown];
-		h->owner = owner_of(st, txn, r, rec->holders[shown]->session,
+		h->holder = rec->holders[i];
+		h->owner = owner_of(st, txn, r, rec->holders[i]->session,
 				    &b->sessions[b->n_sessions++]);
 		bytes += raftlock__holder_info__get_packed_size(h) + ITEM_OVERHEAD;
-		if (bytes > holders_max)
+		if (bytes > holders_max) {
+			b->info.holders_more = true;
 			break;
-		b->holder_ptrs[shown] = h;
+		}
+		b->holder_ptrs[shown++] = h;
 	}
 	b->info.holders = b->holder_ptrs;
 	b->info.n_holders = shown;
@@ -177,7 +186,7 @@ static void read_get_lock(struct store *st, const struct reply *r, const Raftloc
 		return;
 	}
 	struct lock_info_buf b;
-	lock_info_fill(st, txn, r, &b, rec, store_now(st, txn));
+	lock_info_fill(st, txn, r, &b, rec, store_now(st, txn), env->get_lock->holders_after);
 	Raftlock__Response resp = RAFTLOCK__RESPONSE__INIT;
 	resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
 	resp.lock = &b.info;
@@ -212,7 +221,7 @@ static int list_locks_visit(void *arg, Raftlock__LockRecord *rec)
 		return 0;
 	}
 	struct lock_info_buf *b = &ctx->bufs[ctx->n++];
-	lock_info_fill(ctx->store, ctx->txn, ctx->reply, b, rec, ctx->now);
+	lock_info_fill(ctx->store, ctx->txn, ctx->reply, b, rec, ctx->now, 0);
 	ctx->bytes += raftlock__lock_info__get_packed_size(&b->info);
 	return 0;
 }

@@ -427,9 +427,22 @@ static void fake_lock_info(Raftlock__LockInfo *li, int n, Raftlock__HolderInfo *
 	li->holders = hp;
 	li->n_waiters = n == 1 ? 1 : 0;
 	li->waiters = wp;
-	/* a/1: the answer holds 2 of its 5 holders; its waiters' total is
+	/* a/1: the answer holds 2 of its 5 holders, tokens 900 to 904 (a page
+	 * of GET_LOCK holds 2, after the token asked); its waiters' total is
 	 * not said (a server older than the totals) */
 	li->holders_total = n == 1 ? 5 : 0;
+	li->holders_more = n == 1;
+}
+
+/* a/1's page of GET_LOCK after holders_after, in h (2 holders at most). */
+static void fake_holders_page(Raftlock__LockInfo *li, Raftlock__Holder *h, uint64_t after)
+{
+	uint64_t first = after < 900 ? 900 : after + 1;
+	li->n_holders = 0;
+	for (uint64_t t = first; t <= 904 && li->n_holders < 2; t++)
+		h[li->n_holders++].token = t;
+	li->holders_after = after;
+	li->holders_more = first + li->n_holders <= 904;
 }
 
 /* The page of the LIST_LOCKS of lock_names that lists `after`'s next. */
@@ -480,6 +493,10 @@ static void fake_lock_reads(struct fake *f, int fd, const Raftlock__Envelope *re
 			return;
 		}
 		fake_lock_info(&li, 1, hp, wp);
+		if (f->reads_before_paging)
+			li.holders_more = false; /* no such field */
+		else
+			fake_holders_page(&li, h, req->get_lock->holders_after);
 		resp.payload_case = RAFTLOCK__RESPONSE__PAYLOAD_LOCK;
 		resp.lock = &li;
 	} else if (f->lock_names != NULL) {

@@ -135,7 +135,10 @@ struct fake {
 	   as a/2 is), the locks of the one session, and the names of a
 	   watch's state (NULL: a/1 and a/2; w/a and w/b) */
 	const char *const *lock_names;
-	const char *owner_host; /* the owners' host (NULL: host-"1") */
+	const char *owner_host;   /* the owners' host (NULL: host-"1") */
+	bool reads_before_paging; /* GET_LOCK lists a/1's first holders
+				     whatever holders_after asks, as a
+				     server older than paging them */
 	/* state */
 	int conns_seen;
 	int keepalives;                 /* keepalive requests received (the log may be full) */

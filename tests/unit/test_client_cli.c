@@ -817,22 +817,46 @@ static void test_revoke_settles_a_lost_answer(void **state)
 	fake_stop(f);
 }
 
-/* `raftlock revoke NAME` of a lock whose answer holds only its first
- * holders (the fake's a/1: 2 of 5) reads it again after revoking them; an
- * answer that lists no holder left to revoke while the lock has more ends
- * the call with an error naming what was not reached, not a success. */
+/* a/1 has 5 holders and an answer lists 2: revoke reads the rest page by
+ * page, after the last token it read, and reaches every one, with a grace
+ * too (the holders asked stay holders). */
 static void test_revoke_reads_past_a_cut_list(void **state)
 {
 	(void)state;
 	struct fake *f = fake_start(FAKE_LEADER);
-	char buf[512];
-	char *revoke[] = {"raftlock", "--endpoints", f->addr, "revoke", "a/1", NULL};
+	char buf[1024];
+	char *revoke[] = {"raftlock", "--endpoints", f->addr, "revoke",
+			  "a/1",      "--grace",     "5000",  NULL};
 	pid_t pid = cli_spawn_to(revoke, path_in_tmp("out"));
-	assert_int_equal(cli_wait(pid, 10000), 1);
+	assert_int_equal(cli_wait(pid, 10000), 0);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_GET_LOCK), 3);
+	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 5);
+	slurp(path_in_tmp("out"), buf, sizeof buf);
+	for (int t = 900; t <= 904; t++) {
+		char line[96];
+		snprintf(line, sizeof line, "asked the holder of token %d of 'a/1' to release", t);
+		assert_non_null(strstr(buf, line));
+	}
+	fake_stop(f);
+}
+
+/* A node older than paging lists the first holders whatever is asked:
+ * revoke reaches those, then fails saying to upgrade. */
+static void test_revoke_past_a_cut_list_needs_paging(void **state)
+{
+	(void)state;
+	struct fake *f = fake_start(FAKE_LEADER);
+	FAKE_SET(f, reads_before_paging, true);
+	char buf[512], cmd[512];
+	snprintf(cmd, sizeof cmd, "%s --endpoints %s revoke a/1 >%s 2>%s", RAFTLOCK_CLI_PATH,
+		 f->addr, path_in_tmp("out"), path_in_tmp("err"));
+	int st = system(cmd);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
 	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_GET_LOCK), 2);
 	assert_int_equal(fake_count(f, RAFTLOCK__ENVELOPE__BODY_REVOKE), 2);
 	assert_string_equal(slurp(path_in_tmp("out"), buf, sizeof buf),
 			    "revoked token 900 of 'a/1'\nrevoked token 901 of 'a/1'\n");
+	assert_non_null(strstr(slurp(path_in_tmp("err"), buf, sizeof buf), "upgrade every node"));
 	fake_stop(f);
 }
 
@@ -841,6 +865,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lock_runs_command_with_token),
 		cmocka_unit_test(test_revoke_reads_past_a_cut_list),
+		cmocka_unit_test(test_revoke_past_a_cut_list_needs_paging),
 		cmocka_unit_test(test_lock_busy_exits_3),
 		cmocka_unit_test(test_run_takes_a_semaphore_permit),
 		cmocka_unit_test(test_usage_errors_exit_2),

@@ -84,6 +84,30 @@ static void test_lock_get(void **state)
 	/* the lists were cut: 2 of 5 holders; a total not sent is the list's */
 	assert_int_equal(li->holders_total, 5);
 	assert_int_equal(li->waiters_total, 1);
+	assert_true(li->holders_more);
+	assert_int_equal(li->holders_after, 0);
+	raftlock_lock_info_free(li);
+	/* the next pages, after the last token listed */
+	assert_int_equal(raftlock_lock_get_holders(c, "a/1", 901, false, &li), 0);
+	assert_int_equal(li->n_holders, 2);
+	assert_int_equal(li->holders[0].token, 902);
+	assert_int_equal(li->holders_after, 901);
+	assert_true(li->holders_more);
+	raftlock_lock_info_free(li);
+	assert_int_equal(raftlock_lock_get_holders(c, "a/1", 903, false, &li), 0);
+	assert_int_equal(li->n_holders, 1);
+	assert_int_equal(li->holders[0].token, 904);
+	assert_false(li->holders_more);
+	assert_int_equal(li->holders_total, 5);
+	raftlock_lock_info_free(li);
+	/* a node older than paging lists from the first whatever is asked */
+	FAKE_SET(f, reads_before_paging, true);
+	li = NULL;
+	assert_int_equal(raftlock_lock_get_holders(c, "a/1", 901, false, &li), RAFTLOCK_ESTATE);
+	assert_null(li);
+	assert_non_null(strstr(raftlock_errmsg(c), "upgrade every node"));
+	assert_int_equal(raftlock_lock_get(c, "a/1", false, &li), 0);
+	assert_true(li->holders_more); /* from the first: 2 listed of 5 */
 	raftlock_lock_info_free(li);
 	li = NULL;
 	assert_int_equal(raftlock_lock_get(c, "b", true, &li), RAFTLOCK_ENOTFOUND);

@@ -4,7 +4,8 @@
  * and each page of LIST_LOCKS still fit in a frame (RAFTLOCK_FRAME_MAX, what
  * a client takes), the lists hold the first holders and waiters in their
  * order, and the totals say how many the lock has. A small lock's lists
- * are whole. Likewise a session's names (FSM_MAX_SESSION_LOCKS of up to
+ * are whole; the holders past those of one answer are read page by page,
+ * after the last token. Likewise a session's names (FSM_MAX_SESSION_LOCKS of up to
  * RAFTLOCK_NAME_MAX bytes) in LIST_SESSIONS. */
 #include "reads.h"
 #include "session_locks.h"
@@ -32,6 +33,8 @@ struct answer {
 		char name[64];
 		size_t n_holders, n_waiters, holders_total, waiters_total;
 		uint64_t first_holder, first_waiter;
+		uint64_t first_token, last_token, holders_after;
+		bool holders_more;
 	} locks[16];
 	size_t n_sessions;
 	uint64_t last_session;
@@ -50,6 +53,12 @@ static void note_lock(struct answer *a, const Raftlock__LockInfo *li)
 	a->locks[k].waiters_total = li->waiters_total;
 	a->locks[k].first_holder = li->n_holders ? li->holders[0]->holder->owner : 0;
 	a->locks[k].first_waiter = li->n_waiters ? li->waiters[0]->waiter->owner : 0;
+	a->locks[k].first_token = li->n_holders ? li->holders[0]->holder->token : 0;
+	a->locks[k].last_token = li->n_holders ? li->holders[li->n_holders - 1]->holder->token : 0;
+	for (size_t i = 1; i < li->n_holders; i++) /* in grant order */
+		assert_true(li->holders[i]->holder->token > li->holders[i - 1]->holder->token);
+	a->locks[k].holders_after = li->holders_after;
+	a->locks[k].holders_more = li->holders_more;
 }
 
 static void answered(void *arg, const Raftlock__Response *resp)
@@ -153,15 +162,23 @@ static void serve(struct fx *f, const Raftlock__Envelope *env, struct answer *a)
 	assert_true(a->frame_bytes <= RAFTLOCK_FRAME_MAX);
 }
 
-static void serve_get(struct fx *f, const char *name, struct answer *a)
+static void serve_get_after(struct fx *f, const char *name, uint64_t holders_after,
+			    struct answer *a)
 {
 	Raftlock__GetLockRequest g = RAFTLOCK__GET_LOCK_REQUEST__INIT;
 	g.name = (char *)name;
+	g.holders_after = holders_after;
 	Raftlock__Envelope env = RAFTLOCK__ENVELOPE__INIT;
 	env.body_case = RAFTLOCK__ENVELOPE__BODY_GET_LOCK;
 	env.get_lock = &g;
 	serve(f, &env, a);
 	assert_int_equal(a->n_locks, 1);
+	assert_int_equal(a->locks[0].holders_after, holders_after);
+}
+
+static void serve_get(struct fx *f, const char *name, struct answer *a)
+{
+	serve_get_after(f, name, 0, a);
 }
 
 static void test_huge_locks_fit_a_frame(void **state)
@@ -200,6 +217,7 @@ static void test_huge_locks_fit_a_frame(void **state)
 
 	serve_get(f, "big/zsmall", &a);
 	assert_int_equal(a.locks[0].n_holders, 3);
+	assert_false(a.locks[0].holders_more);
 	assert_int_equal(a.locks[0].holders_total, 3);
 	assert_int_equal(a.locks[0].n_waiters, 2);
 	assert_int_equal(a.locks[0].waiters_total, 2);
@@ -225,6 +243,45 @@ static void test_huge_locks_fit_a_frame(void **state)
 		pages++;
 	} while (a.more && pages < 10);
 	assert_int_equal(seen, 4);
+}
+
+/* Reads name's holders page by page, each after the last token listed:
+ * every holder once, in grant order, each page inside a frame (serve), the
+ * waiters and totals the whole lock's on each; the last page says no more
+ * follow. */
+static void page_holders(struct fx *f, const char *name, size_t holders, size_t waiters)
+{
+	struct answer a;
+	uint64_t after = 0, next = 1000; /* put_lock's first token */
+	size_t pages = 0;
+	do {
+		serve_get_after(f, name, after, &a);
+		assert_int_equal(a.locks[0].holders_total, holders);
+		assert_int_equal(a.locks[0].n_waiters, waiters);
+		assert_true(a.locks[0].n_holders > 0);
+		assert_int_equal(a.locks[0].first_token, next);
+		next = a.locks[0].last_token + 1;
+		after = a.locks[0].last_token;
+		pages++;
+	} while (a.locks[0].holders_more && pages < 1000);
+	assert_int_equal(next, 1000 + holders);
+	assert_true(pages > 1);
+	/* past the last holder: none listed, none more */
+	serve_get_after(f, name, after, &a);
+	assert_int_equal(a.locks[0].n_holders, 0);
+	assert_false(a.locks[0].holders_more);
+}
+
+static void test_holders_read_page_by_page(void **state)
+{
+	struct fx *f = fx_ready(state);
+	MDB_txn *txn = store_begin(&f->store, true);
+	put_sessions(f, txn);
+	put_lock(f, txn, "big/holders", FSM_MAX_HOLDERS, 0);
+	put_lock(f, txn, "big/rw", FSM_MAX_HOLDERS, 3);
+	store_commit(txn);
+	page_holders(f, "big/holders", FSM_MAX_HOLDERS, 0);
+	page_holders(f, "big/rw", FSM_MAX_HOLDERS, 3);
 }
 
 /* Session 1 holds or awaits `n` names of RAFTLOCK_NAME_MAX bytes. */
@@ -283,6 +340,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_huge_locks_fit_a_frame, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_holders_read_page_by_page, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_session_with_many_names_fits_a_frame, fx_setup,
 						fx_teardown),
 	};

@@ -176,6 +176,8 @@ class LockInfo(Structure):
         ("revoke_grace_ms", c_uint32),
         ("holders_total", c_size_t),
         ("waiters_total", c_size_t),
+        ("holders_after", c_uint64),
+        ("holders_more", c_bool),
     ]
 
 
@@ -254,6 +256,8 @@ status_get = _declare("raftlock_status_get", c_int, c_void_p, c_char_p, POINTER(
 status_free = _declare("raftlock_status_free", None, POINTER(Status))
 lock_get = _declare("raftlock_lock_get", c_int, c_void_p, c_char_p, c_bool,
                     POINTER(POINTER(LockInfo)))
+lock_get_holders = _declare("raftlock_lock_get_holders", c_int, c_void_p, c_char_p, c_uint64,
+                            c_bool, POINTER(POINTER(LockInfo)))
 lock_info_free = _declare("raftlock_lock_info_free", None, POINTER(LockInfo))
 lock_list = _declare("raftlock_lock_list", c_int, c_void_p, c_char_p, c_char_p, c_uint32, c_bool,
                      POINTER(POINTER(LockList)))

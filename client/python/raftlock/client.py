@@ -216,10 +216,15 @@ class Client:
         finally:
             _native.status_free(out)
 
-    def lock_info(self, name, stale=False):
-        """Holders and waiters of one lock; NotFound if nobody holds or waits."""
+    def lock_info(self, name, stale=False, holders_after=0):
+        """Holders and waiters of one lock; NotFound if nobody holds or waits.
+        The holders listed are those with a token above holders_after, in
+        grant order: while the answer's holders_more, ask again after the
+        last token listed."""
         out = ctypes.POINTER(_native.LockInfo)()
-        self._call(_native.lock_get, c_string(name, "lock name"), stale, ctypes.byref(out))
+        self._call(_native.lock_get_holders, c_string(name, "lock name"),
+                   integer(holders_after, "holders_after", 0, UINT64_MAX), stale,
+                   ctypes.byref(out))
         try:
             return lock_info_from_c(out.contents)
         finally:

@@ -86,9 +86,13 @@ class LockInfo:
     holders: List[Holder]
     waiters: List[Waiter]
     # How many the lock has: more than the lists when the answer cut them
-    # to fit a frame (the first ones are kept).
+    # to fit a frame (the first ones are kept; the holders from the token
+    # asked after).
     holders_total: int = 0
     waiters_total: int = 0
+    # Holders granted after the last one listed exist: ask again with
+    # holders_after=its token (Client.lock_info).
+    holders_more: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ def lock_info_from_c(li):
                for w in _items(li.waiters, li.n_waiters)]
     return LockInfo(_s(li.name), _KINDS.get(li.kind, str(li.kind)), li.limit, li.delay_until,
                     li.lock_delay_ms, li.cluster_time, holders, waiters, li.holders_total,
-                    li.waiters_total)
+                    li.waiters_total, li.holders_more)
 
 
 def session_info_from_c(si):

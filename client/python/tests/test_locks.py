@@ -226,7 +226,13 @@ class ReadWriteLocks(unittest.TestCase):
             info = self.c.lock_info("rw/doc")
             self.assertEqual(len(info.holders), 2)
             self.assertEqual((info.holders_total, info.waiters_total), (2, 0))
+            self.assertFalse(info.holders_more)
             self.assertEqual(info.kind, "rwlock")
+            # paged: after the first grant's token, the second only
+            first = min(a.token, b.token)
+            page = self.c.lock_info("rw/doc", holders_after=first)
+            self.assertEqual([h.token for h in page.holders], [max(a.token, b.token)])
+            self.assertEqual(page.holders_total, 2)
             with self.assertRaises(raftlock.LockTimeout):
                 with w.write_lock("rw/doc", timeout=0.3):
                     pass
