@@ -121,7 +121,7 @@ static void lock_info_fill(struct store *st, MDB_txn *txn, const struct reply *r
 	 * behind thousands of readers is shown */
 	size_t shown = 0, holders_max = nw ? LOCK_INFO_BYTES_MAX / 2 : LOCK_INFO_BYTES_MAX;
 	for (size_t i = 0; i < nh; i++) {
-		if (rec->holders[i]->token <= holders_after)
+		if (holders_after > 0 && rec->holders[i]->token <= holders_after)
 			continue;
 		Raftlock__HolderInfo *h = &b->holders[shown];
 		raftlock__holder_info__init(h);
