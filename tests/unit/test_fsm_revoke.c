@@ -259,6 +259,31 @@ static void test_second_ask_changes_nothing(void **state)
 	HOLDERS(f, "c", a, 1);
 }
 
+/* An acquire answered again from its record (a retry: its answer was
+ * lost) after its grant was revoked (the push and the revocation lost with
+ * a connection) says ENOTHOLDER, not the old token; so does the cancel of
+ * its wait. Before the revoke, the record's grant is answered as it was. */
+static void test_retried_acquire_after_revoke_not_held(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	struct op acq = OP(ACQUIRE, .session = a, .owner = 1, .name = "r");
+	fx_number(f, &acq);
+	Raftlock__Result r = fx_do(f, acq);
+	assert_int_equal(r.status, 0);
+	uint64_t t = r.token;
+	r = fx_do(f, acq);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.token, t);
+	assert_int_equal(do_revoke(f, "r", t, 0).status, 0);
+	r = fx_do(f, acq);
+	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(r.token, 0);
+	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "r", .acquire_seq = acq.seq);
+	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(r.token, 0);
+}
+
 /* A maximum hold time: each grant gets its deadline, and is revoked at
  * it; a lock with a revoke grace asks first. */
 static void test_max_hold_time(void **state)
@@ -403,11 +428,17 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_revoke_passes_the_lock_on),    T(test_revoke_by_token),
-		T(test_revoke_starts_the_lock_delay), T(test_cooperative_revoke),
-		T(test_second_ask_changes_nothing),   T(test_max_hold_time),
-		T(test_max_hold_time_cooperative),    T(test_drop_bound),
-		T(test_revocation_state_in_snapshot), T(test_drop_bound_after_renewal),
+		T(test_revoke_passes_the_lock_on),
+		T(test_revoke_by_token),
+		T(test_revoke_starts_the_lock_delay),
+		T(test_cooperative_revoke),
+		T(test_second_ask_changes_nothing),
+		T(test_max_hold_time),
+		T(test_retried_acquire_after_revoke_not_held),
+		T(test_max_hold_time_cooperative),
+		T(test_drop_bound),
+		T(test_revocation_state_in_snapshot),
+		T(test_drop_bound_after_renewal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
