@@ -31,13 +31,12 @@ class Wait:
         self._mu = threading.Lock()
         self._settled = False  # the library calls back no more for this wait
         self._abandoned = False  # nobody takes the answer any more
-        self._free_handle = False  # the handle was closed meanwhile
         # () -> the library's message of a failure, read in its callback
         self._message_of_failure = message_of_failure
         # (lock ptr, status, settle): the answer nobody takes; settle(lock
         # ptr) once the library is done with it (a grant released)
         self._on_abandoned = on_abandoned
-        self._on_settled = on_settled  # (wait, lock ptr, free_handle)
+        self._on_settled = on_settled  # (wait, lock ptr)
         self.status = None
         self.value = 0
         self.message = None
@@ -50,26 +49,23 @@ class Wait:
         try:
             answered = self._done.wait(timeout)
         except BaseException:
-            self.abandon(free_handle=False)
+            self.abandon()
             raise
         if not answered:
-            self.abandon(free_handle=False, status=Code.EUNKNOWN)
+            self.abandon(status=Code.EUNKNOWN)
         return self.status, self.value, self.message
 
-    def abandon(self, free_handle, status=Code.ECANCELED):
+    def abandon(self, status=Code.ECANCELED):
         """Ends the wait for the caller at once (with status) unless it
-        was answered. True: the library still calls back for it and, with
-        free_handle, the handle is freed then; False: the caller may free
-        the handle."""
+        was answered; the library still calls back for it, and on_settled
+        runs once it is done."""
         with self._mu:
             if self._settled:
-                return False
+                return
             self._abandoned = True
-            self._free_handle = self._free_handle or free_handle
             if self.status is None:
                 self.status = status
         self._done.set()
-        return True
 
     def _answer(self, lock_ptr, status, value):
         message = message_in_callback(status, self._message_of_failure)
@@ -82,14 +78,13 @@ class Wait:
         if abandoned:
             self._on_abandoned(lock_ptr, status, self._settle)
         else:
-            self._on_settled(self, lock_ptr, False)
+            self._on_settled(self, lock_ptr)
 
     def _settle(self, lock_ptr):
         """The answer nobody took is dealt with: the library is done."""
         with self._mu:
             self._settled = True
-            free_handle = self._free_handle
-        self._on_settled(self, lock_ptr, free_handle)
+        self._on_settled(self, lock_ptr)
 
 
 # The callbacks live as long as the module, so no library callback finds

@@ -14,7 +14,7 @@ not a thousand threads.
 import asyncio
 
 from . import _native, _pending
-from .errors import NotHolder, error_for, message_in_callback, strerror
+from .errors import NotHolder, RaftlockError, error_for, message_in_callback, strerror
 from .lock import _DEFAULT, Lock, timeout_ms
 
 
@@ -51,11 +51,12 @@ def _submit(submit, ptr, message_of_failure, *args):
 
 class AsyncLock(Lock):
     """A Lock whose acquire and release are coroutines; made by
-    Session.lock_async(), async_read_lock(), async_write_lock() or
-    async_semaphore(), used with `async with`.
+    Session.lock_async(), read_lock_async(), write_lock_async() or
+    semaphore_async(), used with `async with`.
 
     The handle stays alive while a call of it is in flight (the library
-    calls back into it): close() then waits for that call to end.
+    calls back into it): close() then returns at once, and the handle is
+    freed when that call ends.
     """
 
     def __init__(self, *args, **kwargs):
@@ -131,6 +132,9 @@ class AsyncLock(Lock):
         except NotHolder:
             if self._granted:
                 raise self._revoked() from None
+            raise
+        except RaftlockError:
+            self._release_failed(self.token)
             raise
         return self._released(left)
 

@@ -73,7 +73,8 @@ class Timeout(RaftlockError, TimeoutError):
 
 
 class ConnectionFailed(RaftlockError, ConnectionError):
-    """ECONNECTION, ENOTLEADER: no node could be reached (nothing was sent)."""
+    """ECONNECTION: no node could be reached (nothing was sent); ENOTLEADER:
+    the node answered that it is not the leader."""
 
 
 class Unavailable(RaftlockError):
@@ -130,7 +131,10 @@ class LimitReached(RaftlockError):
 
 
 class StateError(RaftlockError):
-    """ESTATE: an earlier request of the handle is still being sent."""
+    """ESTATE: the call does not fit the present state: an earlier request
+    of the handle is still being sent, the handle or session is closed, or
+    the node that answered is a build older than the request (upgrade every
+    node; the message says which)."""
 
 
 class ProtocolError(RaftlockError):

@@ -65,6 +65,8 @@ class Lock:
         # The waiting acquires of this handle whose caller still waits.
         self._waits_mu = threading.Lock()
         self._waits = set()
+        # closed while waits were unsettled: the last to settle frees it
+        self._free_when_settled = False
 
     @contextlib.contextmanager
     def _use(self):
@@ -175,13 +177,18 @@ class Lock:
         except Exception:  # noqa: BLE001 - a bug here must not reach the library
             traceback.print_exc()
 
-    def _wait_settled(self, wait, ptr, free_handle):
+    def _wait_settled(self, wait, ptr):
         """The library calls back no more for `wait`: a close finds it no
-        longer, and the handle, if closed meanwhile, is freed now (unless
-        its session freed it)."""
+        longer, and the handle, if closed meanwhile and this was the last
+        wait the library owed an answer, is freed now (unless its session
+        freed it). Two may be owed at once: a late grant's release, and an
+        acquire sent meanwhile."""
         with self._waits_mu:
             self._waits.discard(wait)
-        if free_handle:
+            free = self._free_when_settled and not self._waits
+            if free:
+                self._free_when_settled = False
+        if free:
             self.session._forget_lock(self, lambda: _native.lock_free(ptr))
 
     def _permits_arg(self, permits):
@@ -204,8 +211,17 @@ class Lock:
             rv = _native.lock_release(ptr, ctypes.byref(left))
             if rv == Code.ENOTHOLDER and self._granted:
                 raise self._revoked()
+            if rv != 0:
+                self._release_failed(_native.lock_token(ptr))
             self._client._check(rv)
         return self._released(left.value)
+
+    def _release_failed(self, token):
+        """A release that failed otherwise (an unknown outcome, a lost
+        session) may leave the handle holding nothing (token 0): that is
+        not a revocation, and the block's end must not say so."""
+        if token == 0:
+            self._granted = 0
 
     def _released(self, left):
         if left == 0:
@@ -231,10 +247,10 @@ class Lock:
             return
         with self._waits_mu:
             waits = list(self._waits)
-        freed_later = False
-        for wait in waits:  # the library allows one, but never free twice
-            freed_later = wait.abandon(free_handle=not freed_later) or freed_later
-        if not freed_later:
+            self._free_when_settled = bool(waits)
+        for wait in waits:
+            wait.abandon()
+        if not waits:
             self.session._forget_lock(self, lambda: _native.lock_free(ptr))
 
     def __enter__(self):

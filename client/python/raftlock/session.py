@@ -17,7 +17,9 @@ class SessionEvent(enum.IntEnum):
     """The changes of a session's state (raftlock.h, enum raftlock_session_event)."""
     JEOPARDY = _native.SESSION_JEOPARDY  # validity ran out; the library still renews
     SAFE = _native.SESSION_SAFE  # a keepalive was acknowledged: valid again
-    LOST = _native.SESSION_LOST  # for good: every lock of the session is gone
+    LOST = _native.SESSION_LOST  # for good: its locks are not this client's any more
+    # (the cluster frees them when it expires the session, which may be a
+    # little later when the grace period ran out unanswered)
 
 
 class Session:

@@ -8,7 +8,7 @@ import time
 import unittest
 
 import raftlock
-from raftlock import _native
+from raftlock import _native, _waits
 from raftlock.errors import Code
 
 from cluster import start_for_module
@@ -140,6 +140,24 @@ class CloseDuringWait(unittest.TestCase):
         deadline = time.monotonic() + 5  # and the handle was freed after
         while lk in s._locks and time.monotonic() < deadline:
             time.sleep(0.02)
+        self.assertNotIn(lk, s._locks)
+
+    def test_handle_freed_after_the_last_unsettled_wait(self):
+        """Two waits the library still owes an answer (an abandoned wait's
+        late grant being released, and an acquire sent meanwhile): a close
+        frees the handle when both have settled, not at the first."""
+        s = self.client.session(ttl=5)
+        self.addCleanup(s.close)
+        lk = s.lock("cw/two")
+        ptr = lk._guard.ptr
+        waits = [_waits.Wait(lambda: None, None, lk._wait_settled) for _ in range(2)]
+        with lk._waits_mu:
+            lk._waits.update(waits)
+        lk.close()
+        self.assertIn(lk, s._locks)  # both owed: not freed
+        lk._wait_settled(waits[0], ptr)
+        self.assertIn(lk, s._locks)
+        lk._wait_settled(waits[1], ptr)
         self.assertNotIn(lk, s._locks)
 
     def test_client_close_ends_a_wait(self):

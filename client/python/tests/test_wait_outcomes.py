@@ -150,5 +150,27 @@ class UnansweredWait(unittest.TestCase):
         c.close()
 
 
+class ReleaseOutcomeUnknown(unittest.TestCase):
+    def test_the_block_end_does_not_call_it_revoked(self):
+        """A release not answered in time (the cluster stopped) leaves the
+        handle holding nothing: the end of its `with` block, the caller
+        having caught the error, raises no LockRevoked (no revoke ran)."""
+        name = "outcome/release"
+        c = raftlock.Client(cluster.endpoints, request_timeout=1.0)
+        self.addCleanup(c.close)
+        s = c.session(ttl=60)
+        with s.lock(name, timeout=5) as lk:
+            for i in range(cluster.n):
+                cluster.signal(i, signal.SIGSTOP)
+            try:
+                with self.assertRaises(raftlock.OutcomeUnknown):
+                    lk.release()
+            finally:
+                for i in range(cluster.n):
+                    cluster.signal(i, signal.SIGCONT)
+            self.assertEqual(lk.token, 0)
+        cluster.wait_ready()
+
+
 if __name__ == "__main__":
     unittest.main()
