@@ -451,7 +451,9 @@ struct raftlock_session_options {
  * it presented none), RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC (the last
  * refusal of a node at the timeout), RAFTLOCK_EINTERNAL (the kernel gave
  * no random bytes), RAFTLOCK_EPROTO (an answer without a session id this
- * client can use: the cluster may hold a session, as below).
+ * client can use: the cluster may hold a session, as below),
+ * RAFTLOCK_ESTATE (bind_to_connection on a cluster whose every voter does
+ * not run a build that supports it yet: the message says to upgrade).
  * The open is sent again until a node answers it, so an open that failed
  * after it was sent may still have been applied: RAFTLOCK_ETIMEDOUT (its
  * answer was lost, the leader changed), and RAFTLOCK_EUNAVAILABLE,
@@ -929,7 +931,8 @@ RAFTLOCK_API int raftlock_check_token(raftlock_client *client, const char *name,
  * RAFTLOCK_EINVAL (empty name, grace_ms above RAFTLOCK_REVOKE_GRACE_MAX_MS),
  * RAFTLOCK_ETOOBIG, RAFTLOCK_ECONNECTION
  * (never sent: nothing changed); at the timeout, after refusals that prove
- * nothing ran: RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD, RAFTLOCK_ENOSPC;
+ * nothing ran: RAFTLOCK_EUNAVAILABLE, RAFTLOCK_EOVERLOAD (a full disk
+ * refuses no revoke: letting go needs no room);
  * RAFTLOCK_ETLS or RAFTLOCK_ELIMIT (every node refused the connection
  * before it was sent: nothing changed), RAFTLOCK_ENOMEM.
  */

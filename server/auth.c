@@ -160,8 +160,10 @@ static int need(const struct auth_view *v, const char *identity, uint32_t perm, 
 }
 
 /* A lock request of session: the session's own identity, and lock. */
-static int need_lock(const struct auth_view *v, const char *identity, uint64_t session,
-		     const char *name, char *msg, size_t len)
+/* A request of session: only its opener's identity may send it (a session
+ * that does not exist passes: apply answers ESESSION). */
+static int need_own_session(const struct auth_view *v, const char *identity, uint64_t session,
+			    char *msg, size_t len)
 {
 	bool exists;
 	if (!session_of(v, session, identity, &exists) && exists) {
@@ -169,7 +171,14 @@ static int need_lock(const struct auth_view *v, const char *identity, uint64_t s
 			 (unsigned long long)session, identity);
 		return RAFTLOCK_EPERM;
 	}
-	return need(v, identity, AUTH_LOCK, name, msg, len);
+	return 0;
+}
+
+static int need_lock(const struct auth_view *v, const char *identity, uint64_t session,
+		     const char *name, char *msg, size_t len)
+{
+	int rv = need_own_session(v, identity, session, msg, len);
+	return rv != 0 ? rv : need(v, identity, AUTH_LOCK, name, msg, len);
 }
 
 /* A join claims member id's place in the cluster: whoever may send it
@@ -204,10 +213,13 @@ int auth_check_request(const struct auth_view *v, const char *identity,
 	switch (env->body_case) {
 	case RAFTLOCK__ENVELOPE__BODY_ACQUIRE:
 		return need_lock(v, identity, session, env->acquire->acquire->name, msg, len);
+	/* Letting go needs no rule: a rule deleted while its identity holds
+	 * or waits must not keep the lock held (nor the library's release of
+	 * a late grant refused) until the session ends. It only ever drops
+	 * what the identity's own session has. */
 	case RAFTLOCK__ENVELOPE__BODY_RELEASE:
-		return need_lock(v, identity, session, env->release->release->name, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT:
-		return need_lock(v, identity, session, env->cancel_wait->cancel->name, msg, len);
+		return need_own_session(v, identity, session, msg, len);
 	case RAFTLOCK__ENVELOPE__BODY_MULTI_ACQUIRE: {
 		/* lock on every name of the set */
 		const Raftlock__MultiAcquire *m = env->multi_acquire->acquire;

@@ -317,7 +317,12 @@ static void test_admin_only_rules(void **state)
 	assert_int_equal(raftlock_lock_try(other, &token), RAFTLOCK_EPERM);
 	assert_false(lock_exists("apps"));
 	raftlock_lock_free(other);
+	/* Her rule deleted while she holds: she still lets go (before, the
+	 * release was refused and the lock held until her session ended). */
+	assert_int_equal(raftlock_acl_delete(root, "alice", "app/"), 0);
 	assert_int_equal(raftlock_lock_release(l, NULL), 0);
+	assert_false(lock_exists("app/one"));
+	assert_int_equal(raftlock_acl_set(root, "alice", "app/", RAFTLOCK_ACL_LOCK), 0);
 	raftlock_lock_free(l);
 	assert_int_equal(raftlock_session_close(s), 0);
 	raftlock_client_close(alice);

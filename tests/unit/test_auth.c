@@ -401,6 +401,17 @@ static int check(struct fx *f, const char *identity, const Raftlock__Envelope *e
 	return rv;
 }
 
+/* alice lets go in her own session `mine` without a rule on the name; in
+ * bob's (`theirs`), or unauthenticated, she is refused. */
+static void lets_go(struct fx *f, const Raftlock__Envelope *env, uint64_t mine, uint64_t theirs)
+{
+	char msg[256];
+	assert_int_equal(check(f, "alice", env, mine, msg), 0);
+	assert_int_equal(check(f, "alice", env, theirs, msg), RAFTLOCK_EPERM);
+	assert_non_null(strstr(msg, "belongs to another identity"));
+	assert_int_equal(check(f, NULL, env, mine, msg), RAFTLOCK_EPERM);
+}
+
 static void test_check_request(void **state)
 {
 	struct fx *f = fx_ready(state);
@@ -430,6 +441,23 @@ static void test_check_request(void **state)
 	assert_string_equal(msg, "identity 'alice' has no 'lock' on 'other'");
 	assert_int_equal(check(f, NULL, &env, mine, msg), RAFTLOCK_EPERM);
 	assert_non_null(strstr(msg, "not authenticated"));
+
+	/* Letting go in its own session needs no rule (one deleted while it
+	 * held must not keep the lock held); in another's it is refused. */
+	Raftlock__Release rel = RAFTLOCK__RELEASE__INIT;
+	rel.name = "other";
+	Raftlock__ReleaseRequest rreq = RAFTLOCK__RELEASE_REQUEST__INIT;
+	rreq.release = &rel;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_RELEASE;
+	env.release = &rreq;
+	lets_go(f, &env, mine, theirs);
+	Raftlock__CancelWait cw = RAFTLOCK__CANCEL_WAIT__INIT;
+	cw.name = "other";
+	Raftlock__CancelWaitRequest cwreq = RAFTLOCK__CANCEL_WAIT_REQUEST__INIT;
+	cwreq.cancel = &cw;
+	env.body_case = RAFTLOCK__ENVELOPE__BODY_CANCEL_WAIT;
+	env.cancel_wait = &cwreq;
+	lets_go(f, &env, mine, theirs);
 
 	/* Closing another identity's session takes admin on "". */
 	Raftlock__CloseSessionRequest creq = RAFTLOCK__CLOSE_SESSION_REQUEST__INIT;
