@@ -382,12 +382,18 @@ static int lock_grant_revoked(int status)
 }
 
 /* Applies a final acquire result to the handle: a grant to a session
- * lost meanwhile is RAFTLOCK_ESESSION (it holds nothing). */
+ * lost meanwhile is RAFTLOCK_ESESSION (it holds nothing). ENOTHOLDER is a
+ * grant of this handle revoked (its push lost with a connection, the
+ * answer read from the server's record): a hold it had is gone too. */
 static int lock_granted(raftlock_lock *l, const Raftlock__Result *res, uint64_t *token)
 {
 	if (res->status != 0) {
 		if (res->status == RAFTLOCK_ESESSION)
 			session_mark_lost(l->session, RAFTLOCK_ESESSION);
+		if (res->status == RAFTLOCK_ENOTHOLDER) {
+			l->token = 0;
+			l->count = 0;
+		}
 		return res->status;
 	}
 	if (l->session->lost)

@@ -629,7 +629,8 @@ RAFTLOCK_API int raftlock_lock_new(raftlock_session *session, const char *name,
  * release a late grant: should the lock turn out granted, it stays held
  * until the session ends), RAFTLOCK_ENOTHOLDER (the grant was revoked before the call could
  * return it: on_lock_event gets RAFTLOCK_LOCK_REVOKED for a token the
- * caller never saw, and the handle holds nothing).
+ * caller never saw, unless that event was lost with a connection, and the
+ * handle holds nothing).
  */
 RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
 
@@ -660,8 +661,10 @@ RAFTLOCK_API int raftlock_lock_try(raftlock_lock *lock, uint64_t *token);
  *   - RAFTLOCK_ENOTHOLDER: the lock was granted, but the grant was
  *     revoked (raftlock_revoke(), a maximum hold time) before the call
  *     could return it, also when it came after the timeout: the handle
- *     neither holds nor waits, and on_lock_event gets
- *     RAFTLOCK_LOCK_REVOKED for a token the caller never saw;
+ *     neither holds nor waits (a hold it had before is gone too), and
+ *     on_lock_event gets RAFTLOCK_LOCK_REVOKED for a token the caller
+ *     never saw, unless that event was lost with a connection (the
+ *     server then answers the acquire, sent again, from its record);
  *   - RAFTLOCK_ESESSION: the session ended (the server drops its waits),
  *     also when a grant came (after the timeout, too) but the session's
  *     loss was known before the call took it in: it holds nothing;
@@ -1364,7 +1367,8 @@ RAFTLOCK_API void raftlock_session_list_free(struct raftlock_session_list *list)
  * "*"'s rules whose prefix starts the name. Without one: RAFTLOCK_EPERM.
  */
 enum raftlock_acl_perm {
-	RAFTLOCK_ACL_LOCK = 1,  /* acquire, release, cancel a wait */
+	RAFTLOCK_ACL_LOCK = 1,  /* acquire (letting go, in the identity's own
+				   session, needs no rule) */
 	RAFTLOCK_ACL_READ = 2,  /* read the lock and its holders; their owners
 				   (who) show for the reader's own sessions, or
 				   with read on "" */

@@ -705,23 +705,6 @@ static Raftlock__Result do_release(struct apply *a, Raftlock__SessionRecord *ses
 	return res;
 }
 
-/* Whether (session, owner) still holds name's grant of token: a revoke
- * may have ended it since its answer was recorded, and an answer read
- * again from the record must not say it is held (rule 11b). */
-static bool grant_current(struct apply *a, const char *name, uint64_t session, uint64_t owner,
-			  uint64_t token)
-{
-	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, name);
-	bool held = false;
-	for (size_t i = 0; lock != NULL && i < lock->n_holders && !held; i++) {
-		const Raftlock__Holder *h = lock->holders[i];
-		held = h->session == session && h->owner == owner && h->token == token;
-	}
-	if (lock != NULL)
-		raftlock__lock_record__free_unpacked(lock, NULL);
-	return held;
-}
-
 /* Removes a queued acquire. Its final outcome is ECANCELED. The cancel's
  * own result is 0 with token 0 when the waiter was removed; when the
  * acquire was granted first, 0 with the grant's token (the caller holds
@@ -747,13 +730,7 @@ static Raftlock__Result do_cancel_wait(struct apply *a, Raftlock__SessionRecord 
 	} else {
 		struct outcomes oc = apply_outcomes(a);
 		const Raftlock__Outcome *o = outcomes_find(&oc, sess, op->acquire_seq);
-		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending &&
-		    o->result->n_tokens == 0 && o->result->token != 0 &&
-		    !grant_current(a, op->name, sess->id, op->owner, o->result->token)) {
-			/* granted, then revoked: the retried acquire says so */
-			res.status = RAFTLOCK_ENOTHOLDER;
-		} else if (o != NULL && o->result != NULL && o->result->status == 0 &&
-			   !o->pending) {
+		if (o != NULL && o->result != NULL && o->result->status == 0 && !o->pending) {
 			res.token = o->result->token;
 			res.tokens = o->result->tokens; /* a set's: each lock's */
 			res.n_tokens = o->result->n_tokens;
@@ -1025,15 +1002,6 @@ static bool dedup(struct apply *a, Raftlock__SessionRecord *sess, const Raftlock
 		/* fields a newer build wrote stay with the record, freed below */
 		res->base.n_unknown_fields = 0;
 		res->base.unknown_fields = NULL;
-		/* A retried acquire whose grant was revoked since (its push and
-		 * the revocation's lost with a connection) is told so, not
-		 * handed a token that is no longer current. Only the answer
-		 * changes: nothing of the state. */
-		if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE && res->status == 0 &&
-		    !res->queued && res->token != 0 &&
-		    !grant_current(a, cmd->acquire->name, sess->id, cmd->acquire->owner,
-				   res->token))
-			*res = result_of(RAFTLOCK_ENOTHOLDER);
 		multilock_keep_tokens(a, res); /* a recorded answer's, before it goes */
 		outcomes_release(&oc, o);
 		return true;
@@ -1050,6 +1018,50 @@ static bool dedup(struct apply *a, Raftlock__SessionRecord *sess, const Raftlock
 		return true;
 	}
 	return false;
+}
+
+/* Whether (session, owner) still holds name's grant of token: a revoke
+ * may have ended it since its answer was recorded, and an answer read
+ * again from the record must not say it is held (rule 11b). */
+static bool grant_current(struct apply *a, const char *name, uint64_t session, uint64_t owner,
+			  uint64_t token)
+{
+	Raftlock__LockRecord *lock = store_get_lock(a->fsm->store, a->txn, name);
+	bool held = false;
+	for (size_t i = 0; lock != NULL && i < lock->n_holders && !held; i++) {
+		const Raftlock__Holder *h = lock->holders[i];
+		held = h->session == session && h->owner == owner && h->token == token;
+	}
+	if (lock != NULL)
+		raftlock__lock_record__free_unpacked(lock, NULL);
+	return held;
+}
+
+/* A grant answered from a record (an acquire sent again, its answer lost
+ * with a connection; a cancel of a wait the grant came first to, sent
+ * again or not) whose grant was revoked since, its push and the
+ * revocation lost too, is answered ENOTHOLDER, not with a token the caller
+ * would believe held (rule 11b). The answer only: the records keep what
+ * they hold, so that every build applies the log alike. A set's grant
+ * (tokens) is left to the library, which checks a set's pushes. */
+static void answer_current(struct apply *a, const Raftlock__SessionRecord *sess,
+			   const Raftlock__Command *cmd, Raftlock__Result *res)
+{
+	const char *name;
+	uint64_t owner;
+	if (res->status != 0 || res->queued || res->token == 0 || res->n_tokens != 0)
+		return;
+	if (cmd->op_case == RAFTLOCK__COMMAND__OP_ACQUIRE) {
+		name = cmd->acquire->name;
+		owner = cmd->acquire->owner;
+	} else if (cmd->op_case == RAFTLOCK__COMMAND__OP_CANCEL_WAIT) {
+		name = cmd->cancel_wait->name;
+		owner = cmd->cancel_wait->owner;
+	} else {
+		return;
+	}
+	if (!grant_current(a, name, sess->id, owner, res->token))
+		*res = result_of(RAFTLOCK_ENOTHOLDER);
 }
 
 static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Command *cmd)
@@ -1072,7 +1084,8 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		raftlock__session_record__free_unpacked(sess, NULL);
 		return result_of(0);
 	}
-	if (!dedup(a, sess, cmd, &res)) {
+	bool recorded = dedup(a, sess, cmd, &res);
+	if (!recorded) {
 		bool pending = false;
 		switch (cmd->op_case) {
 		case RAFTLOCK__COMMAND__OP_ACQUIRE:
@@ -1095,6 +1108,9 @@ static Raftlock__Result do_session_command(struct apply *a, const Raftlock__Comm
 		struct outcomes oc = apply_outcomes(a);
 		outcomes_set(&oc, sess, cmd->seq, &res, pending);
 	}
+	/* a fresh grant is current: only a recorded one, or a cancel's */
+	if (recorded || cmd->op_case == RAFTLOCK__COMMAND__OP_CANCEL_WAIT)
+		answer_current(a, sess, cmd, &res);
 	multilock_keep_tokens(a, &res); /* res may point into sess, freed below */
 	store_put_session(st, a->txn, sess);
 	raftlock__session_record__free_unpacked(sess, NULL);

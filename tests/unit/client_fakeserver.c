@@ -685,6 +685,13 @@ static bool fake_answer(struct fake *f, int fd, const Raftlock__Envelope *req)
 			fake_send_response(fd, req->id, &refusal);
 			return true;
 		}
+		if (f->revoked_acquires > 0) {
+			f->revoked_acquires--;
+			Raftlock__Result gone = RAFTLOCK__RESULT__INIT;
+			gone.status = RAFTLOCK_ENOTHOLDER; /* apply's, as the server sends it */
+			fake_send_result(fd, req->id, 0, &gone, false);
+			return true;
+		}
 		if (f->drop_first_acquire) {
 			f->drop_first_acquire = false;
 			return false;

@@ -96,6 +96,9 @@ struct fake {
 	int refuse_acquires;        /* answer this many acquires with the
 				       status refuse_status (not executed) */
 	int refuse_status;
+	int revoked_acquires; /* answer this many acquires with the result
+				 ENOTHOLDER, as a server does an acquire sent
+				 again whose grant was revoked since */
 	/* the message of those answers (NULL: none) */
 	const char *refuse_message;
 	bool ignore_cancels;     /* log cancels, never answer them */

@@ -695,6 +695,24 @@ static void revoked_grant_is_not_taken(enum revoked_call call)
 	rig_down(&r);
 }
 
+/* An acquire of a handle that holds, answered ENOTHOLDER (the server read
+ * it from its record after the grant was revoked, the revocation's push
+ * lost with a connection): the handle's earlier hold is gone too. */
+static void test_enotholder_answer_drops_the_hold(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_up(&r, "a", 2000, NULL);
+	uint64_t token = 0;
+	assert_int_equal(raftlock_lock_try(r.l, &token), 0);
+	assert_true(token != 0);
+	assert_int_equal(raftlock_lock_token(r.l), token);
+	FAKE_SET(r.f, revoked_acquires, 1);
+	assert_int_equal(raftlock_lock_try(r.l, &token), RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	rig_down(&r);
+}
+
 static void test_try_grant_revoked_before_the_caller_took_it_is_not_held(void **state)
 {
 	(void)state;
@@ -2199,6 +2217,7 @@ int main(void)
 		cmocka_unit_test(test_grant_racing_cancel_is_released),
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_try_grant_revoked_before_the_caller_took_it_is_not_held),
+		cmocka_unit_test(test_enotholder_answer_drops_the_hold),
 		cmocka_unit_test(test_async_grant_revoked_before_the_callback_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),

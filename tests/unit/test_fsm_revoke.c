@@ -279,9 +279,32 @@ static void test_retried_acquire_after_revoke_not_held(void **state)
 	r = fx_do(f, acq);
 	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
 	assert_int_equal(r.token, 0);
-	r = DO(f, CANCEL_WAIT, .session = a, .owner = 1, .name = "r", .acquire_seq = acq.seq);
+	struct op cancel =
+		OP(CANCEL_WAIT, .session = a, .owner = 1, .name = "r", .acquire_seq = acq.seq);
+	fx_number(f, &cancel);
+	r = fx_do(f, cancel);
 	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
 	assert_int_equal(r.token, 0);
+	r = fx_do(f, cancel); /* sent again: answered from its record alike */
+	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
+}
+
+/* A cancel answered while the grant was still held says so; sent again
+ * after the grant was revoked, its record's answer says ENOTHOLDER. */
+static void test_retried_cancel_after_revoke_not_held(void **state)
+{
+	struct fx *f = fx_ready(state);
+	uint64_t a = fx_session(f);
+	uint64_t t = fx_take(f, a, 1, "c");
+	struct op cancel =
+		OP(CANCEL_WAIT, .session = a, .owner = 1, .name = "c", .acquire_seq = f->seq);
+	fx_number(f, &cancel);
+	Raftlock__Result r = fx_do(f, cancel);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.token, t); /* granted first: the caller holds it */
+	assert_int_equal(do_revoke(f, "c", t, 0).status, 0);
+	r = fx_do(f, cancel);
+	assert_int_equal(r.status, RAFTLOCK_ENOTHOLDER);
 }
 
 /* A maximum hold time: each grant gets its deadline, and is revoked at
@@ -435,6 +458,7 @@ int main(void)
 		T(test_second_ask_changes_nothing),
 		T(test_max_hold_time),
 		T(test_retried_acquire_after_revoke_not_held),
+		T(test_retried_cancel_after_revoke_not_held),
 		T(test_max_hold_time_cooperative),
 		T(test_drop_bound),
 		T(test_revocation_state_in_snapshot),
