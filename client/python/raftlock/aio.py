@@ -14,7 +14,7 @@ not a thousand threads.
 import asyncio
 
 from . import _native, _pending
-from .errors import NotHolder, RaftlockError, error_for, message_in_callback, strerror
+from .errors import NotHolder, OutcomeUnknown, error_for, message_in_callback, strerror
 from .lock import _DEFAULT, Lock, timeout_ms
 
 
@@ -133,7 +133,7 @@ class AsyncLock(Lock):
             if self._granted:
                 raise self._revoked() from None
             raise
-        except RaftlockError:
+        except OutcomeUnknown:
             self._release_failed(self.token)
             raise
         return self._released(left)

@@ -211,15 +211,16 @@ class Lock:
             rv = _native.lock_release(ptr, ctypes.byref(left))
             if rv == Code.ENOTHOLDER and self._granted:
                 raise self._revoked()
-            if rv != 0:
+            if rv == Code.EUNKNOWN:
                 self._release_failed(_native.lock_token(ptr))
             self._client._check(rv)
         return self._released(left.value)
 
     def _release_failed(self, token):
-        """A release that failed otherwise (an unknown outcome, a lost
-        session) may leave the handle holding nothing (token 0): that is
-        not a revocation, and the block's end must not say so."""
+        """A release whose outcome is unknown leaves the handle holding
+        nothing (token 0): that is not a revocation, and the block's end
+        must not say so. (A lost session is told as such at the block's
+        end; other failures sent nothing.)"""
         if token == 0:
             self._granted = 0
 
