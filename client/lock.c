@@ -430,7 +430,8 @@ static void lock_wait_push(struct transport *t, raftlock_session *s, struct requ
  * Returns 0 when the server removed the wait; 1 when the acquire had been
  * granted first, with *held what lock_hold() made of it: 0, the handle
  * holds the lock and *granted is its token; else it holds nothing
- * (RAFTLOCK_ENOTHOLDER, or RAFTLOCK_ENOMEM for a set); 2 when the server
+ * (RAFTLOCK_ENOTHOLDER, or RAFTLOCK_ENOMEM for a set; ENOTHOLDER too when
+ * the server says the grant was revoked since); 2 when the server
  * knows neither (the wait ended otherwise, or the acquire has not been
  * applied yet); or an error of session_mutate(): EUNKNOWN, the cancel is
  * still being sent; ECONNECTION, ENOMEM, it was never sent; ESESSION,
@@ -464,6 +465,13 @@ static int lock_cancel_wait(raftlock_lock *l, uint64_t acquire_seq, unsigned tim
 		rv = 0;
 	} else if (res->status == RAFTLOCK_ESESSION) {
 		rv = RAFTLOCK_ESESSION;
+	} else if (res->status == RAFTLOCK_ENOTHOLDER) {
+		/* granted first, then revoked (its push may have come, its
+		 * revocation's not): final, the handle holds nothing */
+		l->token = 0;
+		l->count = 0;
+		*held = RAFTLOCK_ENOTHOLDER;
+		rv = 1;
 	} else {
 		rv = 2;
 		errmsg_drop_note(); /* ENOTFOUND, say: a retry of the acquire tells */

@@ -1060,6 +1060,8 @@ static void answer_current(struct apply *a, const Raftlock__SessionRecord *sess,
 	} else {
 		return;
 	}
+	if (codec_check_name(name) != 0)
+		return; /* refused before the log; never read the store with it */
 	if (!grant_current(a, name, sess->id, owner, res->token))
 		*res = result_of(RAFTLOCK_ENOTHOLDER);
 }

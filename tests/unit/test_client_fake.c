@@ -524,6 +524,27 @@ static void test_grant_racing_cancel_is_released(void **state)
 	grant_racing_cancel(RAFTLOCK_ENOTFOUND);
 }
 
+/* The grant's push comes while the cancel is in flight, then the grant is
+ * revoked and its revocation's push is lost: the cancel's answer
+ * ENOTHOLDER is final, and the pushed token is not held. */
+static void test_grant_revoked_while_canceling_is_not_held(void **state)
+{
+	(void)state;
+	struct rig r;
+	uint64_t token = 0;
+	rig_up(&r, "q", 3000, NULL);
+	FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
+	FAKE_SET(r.f, grant_on_cancel, true);
+	FAKE_SET(r.f, cancel_status, RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, &token),
+			 RAFTLOCK_ENOTHOLDER);
+	assert_int_equal(raftlock_lock_token(r.l), 0);
+	assert_int_equal(fake_count(r.f, CANCEL), 1);
+	assert_int_equal(fake_count(r.f, ACQUIRE), 1); /* not asked again */
+	assert_int_equal(fake_count(r.f, RELEASE), 0);
+	rig_down(&r);
+}
+
 /* The RAFTLOCK_LOCK_REVOKED events a session's on_lock_event heard. */
 struct revocations {
 	pthread_mutex_t mu;
@@ -2218,6 +2239,7 @@ int main(void)
 		cmocka_unit_test(test_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_try_grant_revoked_before_the_caller_took_it_is_not_held),
 		cmocka_unit_test(test_enotholder_answer_drops_the_hold),
+		cmocka_unit_test(test_grant_revoked_while_canceling_is_not_held),
 		cmocka_unit_test(test_async_grant_revoked_before_the_callback_is_not_held),
 		cmocka_unit_test(test_set_grant_with_a_lock_revoked_holds_none),
 		cmocka_unit_test(test_async_set_grant_with_a_lock_revoked_holds_none),
