@@ -216,7 +216,14 @@ class AclList(Structure):
 
 
 def _declare(name, restype, *argtypes):
-    fn = getattr(lib, name)
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        # a library older than the package: fail at import, saying so,
+        # not later with an AttributeError (or by reading past a struct)
+        raise ImportError(f"libraftlock at {lib._name} has no {name}: it is older than this "
+                          "package (rebuild it, or set RAFTLOCK_LIBRARY to a newer one)"
+                          ) from None
     fn.restype = restype
     fn.argtypes = list(argtypes)
     return fn

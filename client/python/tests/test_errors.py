@@ -78,6 +78,15 @@ class ErrorCodes(unittest.TestCase):
         self.assertEqual(str(unknown), "unknown error")
 
 
+class Library(unittest.TestCase):
+    def test_a_library_without_a_function_is_refused_at_import(self):
+        from raftlock import _native
+        with self.assertRaises(ImportError) as e:
+            _native._declare("raftlock_no_such_function", None)
+        self.assertIn("raftlock_no_such_function", str(e.exception))
+        self.assertIn("older than this package", str(e.exception))
+
+
 class BadInput(unittest.TestCase):
     def test_a_client_needs_an_address_that_parses(self):
         with self.assertRaises(raftlock.InvalidArgument):
