@@ -492,14 +492,21 @@ static void test_late_queued_answer_wakes_a_timed_out_acquire(void **state)
  * token (cancel_status 0) or "knows neither" (ENOTFOUND, then the client
  * asks the acquire again). Either way the grant came first: the call
  * returns it, and the caller holds the lock (GUARANTEES rule 12). */
+/* A rig whose grant is pushed with the answer to the cancel, which answers
+ * cancel_status. */
+static void rig_up_racing_cancel(struct rig *r, int cancel_status)
+{
+	rig_up(r, "q", 3000, NULL);
+	FAKE_SET(r->f, grant_after_ms, 100000); /* not before the cancel */
+	FAKE_SET(r->f, grant_on_cancel, true);
+	FAKE_SET(r->f, cancel_status, cancel_status);
+}
+
 static void grant_racing_cancel(int cancel_status)
 {
 	struct rig r;
 	uint64_t token = 0;
-	rig_up(&r, "q", 3000, NULL);
-	FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
-	FAKE_SET(r.f, grant_on_cancel, true);
-	FAKE_SET(r.f, cancel_status, cancel_status);
+	rig_up_racing_cancel(&r, cancel_status);
 	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, &token), 0);
 	assert_int_equal(token, 1);
 	assert_int_equal(raftlock_lock_token(r.l), 1);
@@ -532,10 +539,7 @@ static void test_grant_revoked_while_canceling_is_not_held(void **state)
 	(void)state;
 	struct rig r;
 	uint64_t token = 0;
-	rig_up(&r, "q", 3000, NULL);
-	FAKE_SET(r.f, grant_after_ms, 100000); /* not before the cancel */
-	FAKE_SET(r.f, grant_on_cancel, true);
-	FAKE_SET(r.f, cancel_status, RAFTLOCK_ENOTHOLDER);
+	rig_up_racing_cancel(&r, RAFTLOCK_ENOTHOLDER);
 	assert_int_equal(raftlock_lock_acquire(r.l, RAFTLOCK_EXCLUSIVE, 1, 200, &token),
 			 RAFTLOCK_ENOTHOLDER);
 	assert_int_equal(raftlock_lock_token(r.l), 0);
