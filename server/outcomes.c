@@ -79,8 +79,8 @@ void outcomes_set(const struct outcomes *oc, Raftlock__SessionRecord *sess, uint
 	raftlock__outcome__free_unpacked(o, NULL);
 }
 
-/* store_sweep_outcomes(): the records the mark passes that may go. */
-static bool prunable(void *arg, const Raftlock__Outcome *o)
+/* store_sweep_outcome_marks(): the records the mark passes that may go. */
+static bool prunable(void *arg, const struct outcome_marks *o)
 {
 	Raftlock__SessionRecord *sess = arg;
 	if (o->pending || o->queued)
@@ -128,7 +128,8 @@ void outcomes_ack(const struct outcomes *oc, Raftlock__SessionRecord *sess, cons
 		sess->n_prune_due = 0;
 	}
 	if (rises) {
-		store_sweep_outcomes(oc->store, oc->txn, sess->id, mark, ack_below, prunable, sess);
+		store_sweep_outcome_marks(oc->store, oc->txn, sess->id, mark, ack_below, prunable,
+					  sess);
 		sess->ack_below = ack_below;
 	}
 }
@@ -152,7 +153,7 @@ struct ending {
 	size_t pending;
 };
 
-static bool every(void *arg, const Raftlock__Outcome *o)
+static bool every(void *arg, const struct outcome_marks *o)
 {
 	struct ending *e = arg;
 	e->pending += o->pending;
@@ -164,7 +165,8 @@ void outcomes_end(const struct outcomes *oc, const Raftlock__SessionRecord *sess
 	if (!oc->indexed)
 		return;
 	struct ending e = {0};
-	size_t n = store_sweep_outcomes(oc->store, oc->txn, sess->id, 0, UINT64_MAX, every, &e);
+	size_t n =
+		store_sweep_outcome_marks(oc->store, oc->txn, sess->id, 0, UINT64_MAX, every, &e);
 	if (n != sess->outcome_count || e.pending != sess->pending_outcomes)
 		log_fatal("session %llu had %zu outcomes (%zu pending), its record counts %u (%u): "
 			  "damaged store",

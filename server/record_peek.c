@@ -13,6 +13,8 @@
 #define PARTY_OWNER 2
 #define WAITER_SEQ 5
 #define WAITER_MULTI 40
+#define OUTCOME_PENDING 3 /* Outcome's */
+#define OUTCOME_QUEUED 4
 
 enum wire { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 
@@ -177,5 +179,27 @@ bool record_peek_lock_parties(const void *bytes, size_t n,
 			return false; /* not a message where a party must be */
 		visit(arg, &p);
 	}
+	return true;
+}
+
+bool record_peek_outcome_marks(const void *bytes, size_t n, bool *pending, bool *queued)
+{
+	struct cursor c = {bytes, (const uint8_t *)bytes + n};
+	bool p = false, q = false;
+	while (c.p < c.end) {
+		uint64_t key, number, v;
+		struct cursor at = c, sub;
+		if (!varint(&at, &key) || !field(&c, &number, &v, &sub))
+			return false;
+		if ((number == OUTCOME_PENDING || number == OUTCOME_QUEUED) &&
+		    (key & 7) != WIRE_VARINT)
+			return false; /* not a bool's wire type: the decoder judges it */
+		if (number == OUTCOME_PENDING)
+			p = v != 0;
+		else if (number == OUTCOME_QUEUED)
+			q = v != 0;
+	}
+	*pending = p;
+	*queued = q;
 	return true;
 }

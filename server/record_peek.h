@@ -50,4 +50,10 @@ struct record_party {
 bool record_peek_lock_parties(const void *bytes, size_t n,
 			      void (*visit)(void *arg, const struct record_party *p), void *arg);
 
+/* An Outcome's marks among its n bytes (fields absent read as false; the
+ * last of a field repeated, as the decoder takes it): whether it is
+ * pending (Outcome.pending) and queued (Outcome.queued). False when the
+ * bytes cannot be read (*pending and *queued unchanged). */
+bool record_peek_outcome_marks(const void *bytes, size_t n, bool *pending, bool *queued);
+
 #endif

@@ -136,6 +136,7 @@ MDB_txn *store_begin(struct store *s, bool write)
 	if (write) {
 		s->write_txn = txn;
 		s->txn_bytes = 0;
+		memset(s->write_cursors, 0, sizeof s->write_cursors);
 	}
 	return txn;
 }
@@ -156,6 +157,7 @@ static void ended(struct store *s, bool committed)
 		s->bytes += (uint64_t)s->txn_bytes;
 	s->txn_bytes = 0;
 	s->write_txn = NULL;
+	memset(s->write_cursors, 0, sizeof s->write_cursors); /* LMDB freed them */
 }
 
 int store_commit_room(MDB_txn *txn)
@@ -241,11 +243,47 @@ static uint64_t record_size(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val 
 	return key->mv_size + old.mv_size;
 }
 
+/* s's cursor on dbi when txn is s's write transaction, else NULL. */
+static MDB_cursor *write_cursor(struct store *s, MDB_txn *txn, MDB_dbi dbi)
+{
+	if (txn != s->write_txn || dbi >= STORE_WRITE_CURSORS)
+		return NULL;
+	if (s->write_cursors[dbi] == NULL)
+		store_check_lmdb(mdb_cursor_open(txn, dbi, &s->write_cursors[dbi]), "cursor");
+	return s->write_cursors[dbi];
+}
+
+/* Puts cur on the record at key: its size as record_size() counts it, 0
+ * and *found false when there is none. */
+static uint64_t seek_record(struct store *s, MDB_cursor *cur, MDB_dbi dbi, const MDB_val *key,
+			    bool *found)
+{
+	MDB_val k = *key, old;
+	int rc = mdb_cursor_get(cur, &k, &old, MDB_SET_KEY);
+	*found = rc == 0;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	store_check_lmdb(rc, "get");
+	return counted(s, dbi) ? key->mv_size + old.mv_size : 0;
+}
+
+/* A put or a delete of the write transaction finds the record once, by
+ * its cursor: the size it had, and the place to write, in one search
+ * (LMDB's own put searches again after a look-up by mdb_get). */
 static void put_raw(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key, MDB_val *val,
 		    unsigned flags, const char *what)
 {
-	uint64_t before = record_size(s, txn, dbi, key);
-	check_write(s, mdb_put(txn, dbi, key, val, flags), what);
+	MDB_cursor *cur = write_cursor(s, txn, dbi);
+	uint64_t before;
+	if (cur != NULL) {
+		bool found;
+		before = seek_record(s, cur, dbi, key, &found);
+		check_write(s, mdb_cursor_put(cur, key, val, flags | (found ? MDB_CURRENT : 0)),
+			    what);
+	} else {
+		before = record_size(s, txn, dbi, key);
+		check_write(s, mdb_put(txn, dbi, key, val, flags), what);
+	}
 	if (counted(s, dbi))
 		s->txn_bytes += (int64_t)(key->mv_size + val->mv_size) - (int64_t)before;
 }
@@ -273,13 +311,25 @@ static void *get_msg(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
 	return m;
 }
 
-static void del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
+/* Deletes the record at key; returns whether there was one. */
+static bool del_key(struct store *s, MDB_txn *txn, MDB_dbi dbi, MDB_val *key)
 {
-	uint64_t before = record_size(s, txn, dbi, key);
-	int rc = mdb_del(txn, dbi, key, NULL);
-	if (rc != MDB_NOTFOUND)
-		check_write(s, rc, "del");
+	MDB_cursor *cur = write_cursor(s, txn, dbi);
+	bool found;
+	uint64_t before;
+	if (cur != NULL) {
+		before = seek_record(s, cur, dbi, key, &found);
+		if (found)
+			check_write(s, mdb_cursor_del(cur, 0), "del");
+	} else {
+		before = record_size(s, txn, dbi, key);
+		int rc = mdb_del(txn, dbi, key, NULL);
+		found = rc != MDB_NOTFOUND;
+		if (found)
+			check_write(s, rc, "del");
+	}
 	s->txn_bytes -= (int64_t)before;
+	return found;
 }
 
 static void del_u64(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id)
@@ -475,14 +525,8 @@ static void seq_row_put(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id,
 static bool seq_row_del(struct store *s, MDB_txn *txn, MDB_dbi dbi, uint64_t id, uint64_t seq)
 {
 	uint8_t k[16];
-	MDB_val key = seq_key(k, id, seq), val;
-	int rc = mdb_get(txn, dbi, &key, &val);
-	if (rc == MDB_NOTFOUND)
-		return false;
-	store_check_lmdb(rc, "get");
-	s->txn_bytes -= (int64_t)(key.mv_size + val.mv_size);
-	check_write(s, mdb_del(txn, dbi, &key, NULL), "del");
-	return true;
+	MDB_val key = seq_key(k, id, seq);
+	return del_key(s, txn, dbi, &key);
 }
 
 /* Visits session id's rows of from <= seq < below in seq order, deleting
@@ -571,6 +615,33 @@ size_t store_sweep_outcomes(struct store *s, MDB_txn *txn, uint64_t id, uint64_t
 {
 	struct outcome_sweep sw = {.drop = drop, .arg = arg};
 	return seq_rows_sweep(s, txn, s->outcomes, id, from, below, drop_decoded_outcome, &sw);
+}
+
+struct marks_sweep {
+	bool (*drop)(void *arg, const struct outcome_marks *m);
+	void *arg;
+};
+
+static bool drop_by_marks(void *arg, const MDB_val *val)
+{
+	struct marks_sweep *sw = arg;
+	struct outcome_marks m;
+	if (!record_peek_outcome_marks(val->mv_data, val->mv_size, &m.pending, &m.queued)) {
+		Raftlock__Outcome *o = raftlock__outcome__unpack(NULL, val->mv_size, val->mv_data);
+		if (o == NULL)
+			log_fatal("lmdb record in outcomes does not decode: damaged store");
+		m = (struct outcome_marks){.pending = o->pending, .queued = o->queued};
+		raftlock__outcome__free_unpacked(o, NULL);
+	}
+	return sw->drop(sw->arg, &m);
+}
+
+size_t store_sweep_outcome_marks(struct store *s, MDB_txn *txn, uint64_t id, uint64_t from,
+				 uint64_t below,
+				 bool (*drop)(void *arg, const struct outcome_marks *m), void *arg)
+{
+	struct marks_sweep sw = {.drop = drop, .arg = arg};
+	return seq_rows_sweep(s, txn, s->outcomes, id, from, below, drop_by_marks, &sw);
 }
 
 Raftlock__MultiWait *store_get_multi_wait(struct store *s, MDB_txn *txn, uint64_t id, uint64_t seq)

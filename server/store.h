@@ -55,6 +55,10 @@
  * another version in a trusted LMDB rebuilds it from the raft log. */
 #define STORE_FORMAT 3 /* 3: the identities index */
 
+/* Tables (dbi values) a write transaction keeps a cursor for: LMDB
+ * numbers named tables from 2, and the store has 10. */
+#define STORE_WRITE_CURSORS 16
+
 struct store {
 	MDB_env *env;
 	MDB_dbi meta, sessions, locks, nonces, leases, acls, identities, session_locks, outcomes,
@@ -63,6 +67,9 @@ struct store {
 	uint64_t bytes;     /* store_record_bytes() as of the last commit */
 	MDB_txn *write_txn; /* the write transaction open, if any */
 	int64_t txn_bytes;  /* what it added to bytes so far */
+	/* A cursor per table of the write transaction, opened at its first
+	 * put or delete there (by dbi); LMDB closes them when it ends. */
+	MDB_cursor *write_cursors[STORE_WRITE_CURSORS];
 	/* store_load_error() */
 	char load_error[256];
 };
@@ -162,6 +169,16 @@ bool store_add_outcome(struct store *s, MDB_txn *txn, uint64_t id, const Raftloc
 size_t store_sweep_outcomes(struct store *s, MDB_txn *txn, uint64_t id, uint64_t from,
 			    uint64_t below, bool (*drop)(void *arg, const Raftlock__Outcome *o),
 			    void *arg);
+/* What store_sweep_outcome_marks() reads of an outcome. */
+struct outcome_marks {
+	bool pending, queued; /* Outcome.pending, Outcome.queued */
+};
+/* store_sweep_outcomes() for a drop that needs only each outcome's marks:
+ * the rows are read without decoding them (a row the look cannot read is
+ * decoded, and stops the node when it does not decode either). */
+size_t store_sweep_outcome_marks(struct store *s, MDB_txn *txn, uint64_t id, uint64_t from,
+				 uint64_t below,
+				 bool (*drop)(void *arg, const struct outcome_marks *m), void *arg);
 
 /* The multi_waits table: session id's queued lock set of seq (NULL when
  * none; free_unpacked by the caller), put, del (whether there was one),

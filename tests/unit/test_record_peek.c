@@ -8,8 +8,11 @@
  * holders and waiters with their session, owner, seq and set mark, and
  * calls unreadable only bytes the decoder refuses too.
  * record_peek_lock_name() finds the name the decoder finds.
+ * record_peek_outcome_marks() reads an Outcome's pending and queued marks
+ * as the decoder does, or says it cannot.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -278,6 +281,65 @@ static void test_name_seen(void **state)
 	assert_false(record_peek_lock_name(cut, sizeof cut, &name, &len));
 }
 
+/* The marks of n bytes as the decoder reads them; false when it refuses. */
+static bool decoded_marks(const uint8_t *b, size_t n, bool *pending, bool *queued)
+{
+	Raftlock__Outcome *o = raftlock__outcome__unpack(NULL, n, b);
+	if (o == NULL)
+		return false;
+	*pending = o->pending;
+	*queued = o->queued;
+	raftlock__outcome__free_unpacked(o, NULL);
+	return true;
+}
+
+/* Every combination of the marks, beside a result, reads as decoded; so
+ * does every cut the look can read, and a field given twice (the last
+ * counts); a mark of another wire type is left to the decoder. */
+static void test_outcome_marks_as_decoded(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 4; k++) {
+		Raftlock__Outcome o = RAFTLOCK__OUTCOME__INIT;
+		Raftlock__Result r = RAFTLOCK__RESULT__INIT;
+		r.token = 1234567;
+		r.count = 1;
+		o.seq = 77;
+		o.result = &r;
+		o.pending = k & 1;
+		o.queued = (k & 2) != 0;
+		size_t n = raftlock__outcome__get_packed_size(&o);
+		assert_true(n <= sizeof buf);
+		raftlock__outcome__pack(&o, buf);
+		bool p = !o.pending, q = !o.queued, dp, dq;
+		assert_true(record_peek_outcome_marks(buf, n, &p, &q));
+		assert_int_equal(p, o.pending);
+		assert_int_equal(q, o.queued);
+		for (size_t cut = 0; cut <= n; cut++) {
+			if (!record_peek_outcome_marks(buf, cut, &p, &q))
+				continue;
+			assert_true(decoded_marks(buf, cut, &dp, &dq));
+			assert_int_equal(p, dp);
+			assert_int_equal(q, dq);
+		}
+	}
+	bool p = false, q = false;
+	static const uint8_t twice[] = {0x18, 0x01, 0x20, 0x01, 0x18, 0x00};
+	assert_true(record_peek_outcome_marks(twice, sizeof twice, &p, &q));
+	assert_false(p);
+	assert_true(q);
+	static const uint8_t wide[] = {0x18, 0x80, 0x01}; /* pending = 128 */
+	assert_true(record_peek_outcome_marks(wide, sizeof wide, &p, &q));
+	assert_true(p);
+	assert_false(q);
+	static const uint8_t fixed[] = {0x1d, 0x01, 0x00, 0x00, 0x00}; /* pending, wire type 5 */
+	p = q = true;
+	assert_false(record_peek_outcome_marks(fixed, sizeof fixed, &p, &q));
+	assert_true(p && q); /* unchanged */
+	static const uint8_t cut[] = {0x12, 0x05, 0x08};
+	assert_false(record_peek_outcome_marks(cut, sizeof cut, &p, &q));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_queue_seen),
 		cmocka_unit_test(test_parties_seen),
 		cmocka_unit_test(test_name_seen),
+		cmocka_unit_test(test_outcome_marks_as_decoded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
