@@ -194,6 +194,16 @@ enum raftlock_error {
  * code that is not in the table. Thread-safe; the string is static. */
 RAFTLOCK_API const char *raftlock_strerror(int code);
 
+/* sizeof(struct <name>) as this library was built, for every struct this
+ * header defines; name is given without "struct " ("raftlock_lock_info")
+ * and borrowed for the call. For a binding that declares the structs
+ * itself (ctypes, cffi, another language) to refuse, before any call, a
+ * library whose structs are not the size of its own: until version 1 they
+ * may gain fields (see above), and a binding that allocates or reads one
+ * of another size corrupts memory. 0 for NULL or a name the library does
+ * not know (a struct newer than it). Never fails; thread-safe. */
+RAFTLOCK_API size_t raftlock_struct_size(const char *name);
+
 /* ------------------------------------------------------------ client -- */
 
 typedef struct raftlock_client raftlock_client;

@@ -58,3 +58,5 @@ target_link_options(test_client_oom PRIVATE
   "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup")
 # The TLS test makes its certificates with deploy/make-certs.
 target_compile_definitions(test_client_conn_tls PRIVATE RAFTLOCK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# The struct-size test reads client/raftlock.h back.
+target_compile_definitions(test_client_struct_size PRIVATE RAFTLOCK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

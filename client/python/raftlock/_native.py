@@ -3,7 +3,9 @@
 This module only finds the shared library and declares its functions and
 structures; it holds no state and no policy. Every function the package
 calls has its argtypes and restype here, so that a mismatch with the header
-is a TypeError in Python rather than a corrupted stack in C.
+is a TypeError in Python rather than a corrupted stack in C; a library of
+another version (a function missing, a struct of another size) fails the
+import.
 
 Ownership, as the header documents it: strings passed in are copied by the
 library; objects returned through an out pointer belong to the caller and
@@ -228,6 +230,49 @@ def _declare(name, restype, *argtypes):
     fn.argtypes = list(argtypes)
     return fn
 
+
+# The Structures above by the name of the raftlock.h struct each mirrors.
+MIRRORS = {
+    "raftlock_client_options": ClientOptions,
+    "raftlock_session_options": SessionOptions,
+    "raftlock_lock_options": LockOptions,
+    "raftlock_member": Member,
+    "raftlock_status": Status,
+    "raftlock_owner": Owner,
+    "raftlock_holder": Holder,
+    "raftlock_waiter": Waiter,
+    "raftlock_lock_info": LockInfo,
+    "raftlock_lock_list": LockList,
+    "raftlock_session_info": SessionInfo,
+    "raftlock_session_list": SessionList,
+    "raftlock_acl_rule": AclRule,
+    "raftlock_acl_list": AclList,
+}
+
+
+def _check_struct_sizes(struct_size, path, mirrors=MIRRORS):
+    """Refuses a library whose structs are not the size of the package's.
+
+    struct_size is the library's raftlock_struct_size (name: bytes -> int),
+    path the library's for the message. A struct that grew in the library
+    with no new function would otherwise pass _declare, and ctypes would
+    read and write past (or short of) the Structure: memory corruption.
+    A size of 0: the library does not know the struct (older than the
+    package).
+    """
+    for name, mirror in mirrors.items():
+        theirs, ours = struct_size(name.encode()), ctypes.sizeof(mirror)
+        if theirs != ours:
+            known = " (it does not know the struct)" if theirs == 0 else ""
+            raise ImportError(f"libraftlock at {path} has struct {name} of {theirs} bytes{known}, "
+                              f"this package's is {ours} bytes: the library and the package are "
+                              "of different versions (rebuild the library from the package's "
+                              "source, or set RAFTLOCK_LIBRARY to the matching one)")
+
+
+# Before any other call: a struct of another size corrupts memory.
+struct_size = _declare("raftlock_struct_size", c_size_t, c_char_p)
+_check_struct_sizes(struct_size, lib._name)
 
 # Opaque objects travel as c_void_p: Python never looks inside them.
 strerror = _declare("raftlock_strerror", c_char_p, c_int)

@@ -2,6 +2,7 @@
 code has its exception class, and bad input fails with a clear error
 before anything is sent."""
 
+import ctypes
 import os
 import re
 import unittest
@@ -85,6 +86,51 @@ class Library(unittest.TestCase):
             _native._declare("raftlock_no_such_function", None)
         self.assertIn("raftlock_no_such_function", str(e.exception))
         self.assertIn("older than this package", str(e.exception))
+
+    def test_a_library_whose_struct_grew_is_refused_at_import(self):
+        from raftlock import _native
+
+        def grown(name):  # a library whose lock_info gained a field
+            size = _native.struct_size(name)
+            return size + 8 if name == b"raftlock_lock_info" else size
+
+        ours = ctypes.sizeof(_native.LockInfo)
+        with self.assertRaises(ImportError) as e:
+            _native._check_struct_sizes(grown, "/stand-in/libraftlock.so")
+        message = str(e.exception)
+        self.assertIn("struct raftlock_lock_info", message)
+        self.assertIn(f"of {ours + 8} bytes", message)
+        self.assertIn(f"is {ours} bytes", message)
+        self.assertIn("/stand-in/libraftlock.so", message)
+        self.assertIn("different versions", message)
+
+    def test_a_library_that_does_not_know_a_struct_is_refused(self):
+        from raftlock import _native
+
+        def older(name):
+            return 0 if name == b"raftlock_acl_list" else _native.struct_size(name)
+
+        with self.assertRaises(ImportError) as e:
+            _native._check_struct_sizes(older, "/stand-in/libraftlock.so")
+        self.assertIn("struct raftlock_acl_list of 0 bytes", str(e.exception))
+        self.assertIn("does not know", str(e.exception))
+
+    def test_the_library_of_this_build_passes(self):
+        from raftlock import _native
+        _native._check_struct_sizes(_native.struct_size, _native.lib._name)
+        for name, mirror in _native.MIRRORS.items():
+            self.assertEqual(_native.struct_size(name.encode()), ctypes.sizeof(mirror), name)
+
+    def test_every_structure_is_checked(self):
+        # a Structure added to _native without its entry would go unchecked
+        from raftlock import _native
+        structures = {v for v in vars(_native).values()
+                      if isinstance(v, type) and issubclass(v, ctypes.Structure)
+                      and v is not ctypes.Structure}
+        self.assertEqual(structures, set(_native.MIRRORS.values()))
+        with open(os.path.join(REPO, "client", "raftlock.h")) as f:
+            defined = set(re.findall(r"^struct (raftlock_\w+) \{", f.read(), re.M))
+        self.assertLessEqual(set(_native.MIRRORS), defined)
 
 
 class BadInput(unittest.TestCase):
