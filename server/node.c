@@ -135,20 +135,20 @@ static uint64_t replay_limit_ns(const struct node *n)
 	return by_cost > by_config ? by_cost : by_config;
 }
 
-static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void **result)
+/* Entry index through the state machine. */
+static void apply_entry(void *arg, uint64_t index, const void *buf, size_t len)
 {
-	struct node *n = f->data;
-	struct apply_ctx ctx = {n, raft_last_applied(&n->raft) + 1};
+	struct node *n = arg;
+	struct apply_ctx ctx = {n, index};
 	struct fsm_sink sink = {sink_emit, &ctx};
 	if (n->cfg->disk_reserve != 0) /* never a write that fails half-way */
-		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(buf->len), ctx.index);
+		diskguard_wait_room(&n->disk_space, DISKGUARD_APPLY_ROOM(len), ctx.index);
 	uint64_t start = uv_hrtime();
-	fsm_apply_raw(&n->fsm, ctx.index, buf->base, buf->len, &sink);
-	image_build_note(&n->build, ctx.index, buf->base, buf->len);
+	fsm_apply_raw(&n->fsm, ctx.index, buf, len, &sink);
+	image_build_note(&n->build, ctx.index, buf, len);
 	uint64_t took = uv_hrtime() - start;
 	histogram_observe(&n->apply, took);
-	*result = NULL; /* never allocated: raft does not free it on followers */
-	n->log_bytes_new += buf->len;
+	n->log_bytes_new += len;
 	n->log_entries_new++;
 	n->apply_ns_new += took;
 	if (n->phase_due) {
@@ -167,6 +167,38 @@ static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void 
 		n->snapshot_soon = true;
 		raft_set_snapshot_threshold(&n->raft, 1); /* fsm_cb_snapshot sets it back */
 	}
+}
+
+static void held_idle_cb(uv_idle_t *h)
+{
+	(void)h; /* running, it keeps the loop's poll from blocking */
+}
+
+/* Applies the entries held (apply_defer.h): before anything reads the
+ * state as of raft's applied index. */
+static void apply_held(struct node *n)
+{
+	if (!apply_defer_holding(&n->held))
+		return;
+	apply_defer_drain(&n->held, apply_entry, n);
+	uv_idle_stop(&n->held_idle);
+}
+
+static int fsm_cb_apply(struct raft_fsm *f, const struct raft_buffer *buf, void **result)
+{
+	struct node *n = f->data;
+	uint64_t index = raft_last_applied(&n->raft) + 1;
+	*result = NULL; /* never allocated: raft does not free it on followers */
+	/* A follower's apply waits for the loop's next poll, where the disk
+	 * write raft just issued goes on (apply_defer.h). A leader's answers
+	 * wait for its apply: never held. */
+	if (n->raft_started && !n->stopping && raft_state(&n->raft) == RAFT_FOLLOWER &&
+	    apply_defer_hold(&n->held, index, buf->base, buf->len)) {
+		uv_idle_start(&n->held_idle, held_idle_cb);
+		return 0;
+	}
+	apply_held(n);
+	apply_entry(n, index, buf->base, buf->len);
 	return 0;
 }
 
@@ -275,6 +307,7 @@ static int snapshot_off_loop(struct node *n, struct raft_buffer *bufs[], unsigne
 static int fsm_cb_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	struct node *n = f->data;
+	apply_held(n); /* the snapshot is of raft's applied index */
 	uint64_t t0 = uv_hrtime();
 	struct raft_buffer *b = NULL;
 	size_t raw_len = 0; /* of a packed image */
@@ -376,6 +409,7 @@ static int restore_failed(struct node *n, const char *cause, uint64_t index, siz
 static int fsm_cb_restore(struct raft_fsm *f, struct raft_buffer *buf)
 {
 	struct node *n = f->data;
+	apply_held(n); /* in order: what was committed before the image */
 	struct snapshot_parts parts;
 	if (snapshot_split(buf->base, buf->len, &parts) != 0)
 		return restore_failed(n, "the snapshot is damaged (image or tail)", 0, buf->len);
@@ -848,6 +882,10 @@ static void stall_cb(uv_timer_t *h)
 static void watch_cb(uv_check_t *h)
 {
 	struct node *n = h->data;
+	/* Held applies go once the loop has polled since, or at once off
+	 * the follower's role (a leader serves from its state). */
+	if (apply_defer_turn(&n->held) || raft_state(&n->raft) != RAFT_FOLLOWER)
+		apply_held(n);
 	if (n->stopping)
 		return;
 	trim_after_snapshot(n);
@@ -1355,6 +1393,8 @@ int node_start(struct node *n, uv_loop_t *loop, struct timebase *tb, const struc
 	uv_check_init(loop, &n->watch);
 	n->watch.data = n;
 	uv_check_start(&n->watch, watch_cb);
+	uv_idle_init(loop, &n->held_idle);
+	n->held_idle.data = n;
 	timebase_timer_init(tb, &n->transfer_timer, n);
 	timebase_timer_init(tb, &n->park_timer, n);
 	timebase_timer_init(tb, &n->hold_timer, n);
@@ -1421,9 +1461,11 @@ static void close_raft(struct node *n)
 	timebase_timer_close(&n->transfer_timer);
 	timebase_timer_close(&n->park_timer);
 	timebase_timer_close(&n->hold_timer);
+	apply_held(n); /* before the store closes */
 	uv_check_stop(&n->watch);
 	uv_prepare_stop(&n->flusher);
 	uv_close((uv_handle_t *)&n->watch, close_handle_cb);
+	uv_close((uv_handle_t *)&n->held_idle, close_handle_cb);
 	uv_close((uv_handle_t *)&n->flusher, close_handle_cb);
 	uv_close((uv_handle_t *)&n->stall_timer, close_handle_cb);
 	n->raft.data = n;

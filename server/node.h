@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "append_order.h"
+#include "apply_defer.h"
 #include "cluster_clock.h"
 #include "config.h"
 #include "diskguard.h"
@@ -83,6 +84,10 @@ struct node {
 	struct join_members join_members;
 	struct raft_fsm raft_fsm;
 	bool raft_started;
+	/* A follower's applies held for a loop turn (apply_defer.h); the idle
+	 * handle keeps the loop from blocking while some are. */
+	struct apply_defer held;
+	uv_idle_t held_idle;
 
 	/* leadership */
 	uv_check_t watch;
